@@ -1,0 +1,588 @@
+//! [`Batcher`]: queue operations on a per-thread batch, apply a full batch
+//! to shared state under one lock — the protocol of the kernel's per-CPU
+//! `cpu_fbatches` in `mm/swap.c` (`folio_batch_add` + `folio_batch_move_lru`,
+//! `lru_add_drain`, `lru_add_drain_all`, `lru_cache_disable`).
+//!
+//! # Design: why the fast path takes no lock
+//!
+//! The kernel's per-CPU batch is protected by `local_lock`, which only
+//! disables preemption: a few cycles. A userspace per-CPU slot needs a real
+//! lock (two threads can run on one CPU in turn, preempted mid-push), and an
+//! uncontended mutex costs two atomic read-modify-writes — as much as the
+//! shared lock the batch is meant to amortise. So each *thread* owns a slot
+//! (found through [`thread_local::ThreadLocal`], ~1 ns), and the slot is a
+//! single-producer ring of `N` ops:
+//!
+//! - **Queue (owner only, no RMW, no lock):** write the op at `tail % N`,
+//!   publish it with a `Release` store of `tail`, then a compiler-only
+//!   barrier and a relaxed load of the disable count.
+//! - **Apply (any consumer, under the slot's lock):** load `tail` with
+//!   `Acquire`, move ops `[head, tail)` out into a [`PageVec`], store `head`
+//!   with `Release` (the owner's `Acquire` load of `head` orders those reads
+//!   before it reuses the cells), then apply the batch — still holding the
+//!   slot lock, so batches of one thread reach the shared state in queue
+//!   order even when the owner and a remote drainer race. Consumers are the
+//!   owner when its batch fills (once per `N` ops) and remote
+//!   [`drain_all`](Batcher::drain_all) passes; the slot lock is otherwise
+//!   uncontended. Applying takes the target's lock once per run of ops with
+//!   the same [`Apply::Key`] (`folio_lruvec_relock_irqsave`).
+//! - **`drain_all` (`lru_add_drain_all`, with its `lru_drain_gen`):** read
+//!   the generation with an `AcqRel` RMW, take the drain mutex, and if the
+//!   generation moved, fold into the pass that moved it; otherwise bump it
+//!   with an `AcqRel` RMW and drain every slot. The reads are RMWs, not
+//!   loads: a drainer's increment then reads from the caller's release
+//!   sequence, so every op queued before the caller began happens-before
+//!   that drainer's scan; and that drainer finished its scan before
+//!   releasing the mutex the folding caller then takes. (With a plain load a
+//!   caller could read a stale generation after a pass had already scanned
+//!   past its slot, then fold into it — the loom model `drain_all_folds`
+//!   fails that way.)
+//! - **`disable` (`lru_cache_disable`):** bump the disable count, run an
+//!   asymmetric heavy barrier (`membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`,
+//!   as the kernel runs `synchronize_rcu_expedited()`), then an unfolded
+//!   drain pass. The queue path's light barrier pairs with it: either the
+//!   queueing thread sees the count and applies its own batch before
+//!   returning, or the pass sees its op. So while disabled, no op waits.
+//!
+//! # Guarantees (each a loom model in `batcher/tests/`)
+//! - Every queued op is applied exactly once (or dropped with the batcher
+//!   if applying panicked).
+//! - Every op queued before [`drain_all`](Batcher::drain_all) began (that
+//!   happens-before the call) is applied when it returns; concurrent calls
+//!   fold into one pass.
+//! - While [disabled](Batcher::disable), no op waits in a batch.
+//! - One thread's ops are applied in the order it queued them.
+//! - A remote drain of a slot is safe against its owner queueing into it.
+//!
+//! # Costs and limits
+//! Batches are per thread, not per CPU: memory and `drain_all` work grow
+//! with the number of threads that ever queued. A thread's slot outlives
+//! the thread (its ops wait for the next `drain_all`, or are inherited by the
+//! next thread that reuses its id); dropping the `Batcher` applies them.
+//! [`Apply`] code must not queue into or drain the batcher that calls it
+//! (the slot lock is not reentrant).
+
+#[cfg(all(test, loom))]
+mod tests;
+
+use core::mem::MaybeUninit;
+use std::fmt;
+
+use crossbeam_utils::CachePadded;
+
+use crate::{
+    PageVec, barrier,
+    pagevec::PAGEVEC_SIZE,
+    sync::{AtomicUsize, Mutex, Ordering, UnsafeCell, lock},
+};
+
+/// The shared state a [`Batcher`] applies operations to.
+///
+/// An op names the lock it needs through its [`Key`](Apply::Key) (in the
+/// kernel, a folio's lruvec); [`lock`](Apply::lock) takes that lock and
+/// [`apply`](Apply::apply) does the op's work under it. Consecutive ops with
+/// equal keys share one acquisition.
+pub trait Apply: Sync {
+    /// One queued operation.
+    type Op: Send;
+    /// Which lock an op needs (`folio_lruvec`).
+    type Key: Copy + Eq;
+    /// Proof that the lock for one key is held, and access to what it guards.
+    type Guard<'a>
+    where
+        Self: 'a;
+
+    /// The lock `op` needs.
+    fn key(&self, op: &Self::Op) -> Self::Key;
+    /// Takes the lock for `key` (`folio_lruvec_lock_irqsave`).
+    fn lock(&self, key: Self::Key) -> Self::Guard<'_>;
+    /// Applies `op` under `guard`, the lock of `self.key(&op)` (the
+    /// `move_fn` of `folio_batch_move_lru`).
+    fn apply(&self, guard: &mut Self::Guard<'_>, op: Self::Op);
+}
+
+/// What a [`Batcher`] has done, summed over all slots.
+///
+/// `lock_acquisitions` counts the target's locks taken by applying; with a
+/// single key it equals `batches + drains + immediate`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatchStats {
+    /// Ops queued with [`Batcher::queue`].
+    pub ops: u64,
+    /// Ops applied at once with [`Batcher::apply_now`].
+    pub immediate: u64,
+    /// Full batches (`N` ops) applied.
+    pub batches: u64,
+    /// Partial batches (1 to `N - 1` ops) applied by a drain.
+    pub drains: u64,
+    /// Target locks taken while applying (batches, drains and immediate ops).
+    pub lock_acquisitions: u64,
+    /// [`Batcher::drain_all`] passes over every slot (including those of
+    /// [`Batcher::disable`]).
+    pub drain_all_passes: u64,
+    /// [`Batcher::drain_all`] calls that folded into a concurrent pass.
+    pub drain_all_folded: u64,
+    /// Ops waiting in batches now.
+    pub pending: u64,
+}
+
+/// Per-thread batches of operations applied to a shared [`Apply`] target
+/// under one lock per batch.
+///
+/// ```
+/// use std::sync::{Mutex, MutexGuard};
+/// use mmbatch_pagevec::{Apply, Batcher};
+///
+/// /// A counter behind one lock, as the kernel's lruvec behind lru_lock.
+/// struct Counter(Mutex<u64>);
+///
+/// impl Apply for Counter {
+///     type Op = u64;
+///     type Key = ();
+///     type Guard<'a> = MutexGuard<'a, u64>;
+///     fn key(&self, _: &u64) {}
+///     fn lock(&self, _: ()) -> MutexGuard<'_, u64> {
+///         self.0.lock().unwrap()
+///     }
+///     fn apply(&self, total: &mut MutexGuard<'_, u64>, n: u64) {
+///         **total += n;
+///     }
+/// }
+///
+/// let batcher: Batcher<Counter, 31> = Batcher::new(Counter(Mutex::new(0)));
+/// std::thread::scope(|s| {
+///     for _ in 0..4 {
+///         s.spawn(|| (0..100).for_each(|_| batcher.queue(1)));
+///     }
+/// });
+/// batcher.drain_all(); // lru_add_drain_all: nothing left waiting
+/// assert_eq!(*batcher.target().0.lock().unwrap(), 400);
+/// let stats = batcher.stats();
+/// assert_eq!(stats.ops, 400);
+/// assert_eq!(stats.lock_acquisitions, stats.batches + stats.drains);
+/// assert!(stats.lock_acquisitions < 400);
+/// ```
+pub struct Batcher<A: Apply, const N: usize = PAGEVEC_SIZE> {
+    slots: Registry<A::Op, N>,
+    /// `lru_disable_count`.
+    disabled: CachePadded<AtomicUsize>,
+    /// `lru_drain_gen` in `__lru_add_drain_all`.
+    drain_gen: CachePadded<AtomicUsize>,
+    /// The drain mutex of `__lru_add_drain_all`, guarding its counters.
+    drain_lock: Mutex<DrainStats>,
+    /// `None` only after `into_inner` took it.
+    target: Option<A>,
+}
+
+#[derive(Default)]
+struct DrainStats {
+    passes: u64,
+    folded: u64,
+}
+
+impl<A: Apply, const N: usize> Batcher<A, N> {
+    /// A batcher applying to `target`, enabled, with no batches yet.
+    ///
+    /// # Panics
+    /// If `N` is 0.
+    pub fn new(target: A) -> Self {
+        assert!(N > 0, "a Batcher needs a batch capacity N of at least 1");
+        barrier::init();
+        Self {
+            slots: Registry::new(),
+            disabled: CachePadded::new(AtomicUsize::new(0)),
+            drain_gen: CachePadded::new(AtomicUsize::new(0)),
+            drain_lock: Mutex::new(DrainStats::default()),
+            target: Some(target),
+        }
+    }
+
+    /// The shared state ops are applied to.
+    pub fn target(&self) -> &A {
+        self.target
+            .as_ref()
+            .expect("the target is only taken by into_inner, which consumes the Batcher")
+    }
+
+    /// Applies every waiting op, then returns the target.
+    pub fn into_inner(mut self) -> A {
+        self.drain_owned();
+        self.target
+            .take()
+            .expect("the target is only taken here, by value")
+    }
+
+    /// Queues `op` on the calling thread's batch; when that batch is full,
+    /// applies it under one lock per key (`folio_batch_add` +
+    /// `folio_batch_move_lru`). While [disabled](Self::disable) the op is
+    /// applied before this returns.
+    #[inline]
+    pub fn queue(&self, op: A::Op) {
+        let slot = self.slots.local_or_insert();
+        // SAFETY: `local_or_insert` returns the calling thread's own slot,
+        // so this thread is its only producer.
+        let full = match unsafe { slot.push(op) } {
+            Ok(full) => full,
+            Err(op) => return self.queue_slow(slot, op),
+        };
+        // Pairs with the heavy barrier in `disable`: see the module docs.
+        barrier::light();
+        if full || self.disabled.load(Ordering::Relaxed) != 0 {
+            self.drain_slot(slot);
+        }
+    }
+
+    /// The ring was full on entry (only possible if applying panicked after
+    /// a push): apply it, then queue again.
+    #[cold]
+    fn queue_slow(&self, slot: &Slot<A::Op, N>, op: A::Op) {
+        self.drain_slot(slot);
+        self.queue(op);
+    }
+
+    /// Applies `op` at once, under its own lock, bypassing the batches (the
+    /// unbatched path, for comparison and for ops that cannot wait). Ops the
+    /// calling thread queued earlier may still be waiting: call
+    /// [`drain_local`](Self::drain_local) first if order matters.
+    pub fn apply_now(&self, op: A::Op) {
+        let target = self.target();
+        let mut guard = target.lock(target.key(&op));
+        target.apply(&mut guard, op);
+        drop(guard);
+        let slot = self.slots.local_or_insert();
+        // Only the owner writes `immediate`: a load and a store, no RMW.
+        let n = slot.immediate.load(Ordering::Relaxed);
+        slot.immediate.store(n + 1, Ordering::Relaxed);
+    }
+
+    /// Applies the calling thread's waiting ops (`lru_add_drain`).
+    pub fn drain_local(&self) {
+        if let Some(slot) = self.slots.local() {
+            self.drain_slot(slot);
+        }
+    }
+
+    /// Applies every thread's waiting ops; returns once every op queued
+    /// before this call began is applied (`lru_add_drain_all`). Concurrent
+    /// callers fold into one pass.
+    pub fn drain_all(&self) {
+        self.drain_all_inner(false);
+    }
+
+    fn drain_all_inner(&self, force: bool) {
+        // An RMW, not a load: see "drain_all" in the module docs.
+        let seen = self.drain_gen.fetch_add(0, Ordering::AcqRel);
+        let mut stats = lock(&self.drain_lock);
+        // Every increment happens under `drain_lock`, so this load sees the
+        // latest one.
+        if !force && self.drain_gen.load(Ordering::Relaxed) != seen {
+            // A full pass began after our RMW and ended before we got the
+            // lock: it applied everything we must wait for.
+            stats.folded += 1;
+            return;
+        }
+        self.drain_gen.fetch_add(1, Ordering::AcqRel);
+        for slot in self.slots.iter() {
+            self.drain_slot(slot);
+        }
+        stats.passes += 1;
+    }
+
+    /// Makes every later op apply at once and applies every waiting op
+    /// (`lru_cache_disable`), until a matching [`enable`](Self::enable).
+    /// Nests: each call needs its own `enable`.
+    pub fn disable(&self) {
+        self.disabled.fetch_add(1, Ordering::Relaxed);
+        // Pairs with the light barrier in `queue`: a racing queuer either
+        // sees the count, or its op is visible to the pass below.
+        barrier::heavy();
+        // Unfolded: a pass that began before the barrier may have missed ops
+        // whose owners had not seen the count.
+        self.drain_all_inner(true);
+    }
+
+    /// Undoes one [`disable`](Self::disable) (`lru_cache_enable`).
+    ///
+    /// # Panics
+    /// If the batcher is not disabled.
+    pub fn enable(&self) {
+        let dec = self
+            .disabled
+            .fetch_update(Ordering::Release, Ordering::Relaxed, |n| n.checked_sub(1));
+        assert!(
+            dec.is_ok(),
+            "Batcher::enable called more times than Batcher::disable"
+        );
+    }
+
+    /// Whether [`disable`](Self::disable) is in effect.
+    pub fn is_disabled(&self) -> bool {
+        self.disabled.load(Ordering::Acquire) != 0
+    }
+
+    /// Counters summed over all slots. Takes each slot's lock in turn, so
+    /// call it outside hot loops.
+    pub fn stats(&self) -> BatchStats {
+        let mut s = BatchStats::default();
+        for slot in self.slots.iter() {
+            let st = lock(&slot.lock);
+            let tail = slot.tail.load(Ordering::Acquire) as u64;
+            let head = slot.head.load(Ordering::Relaxed) as u64;
+            s.ops += tail;
+            s.pending += tail - head;
+            let immediate = slot.immediate.load(Ordering::Relaxed) as u64;
+            s.immediate += immediate;
+            s.batches += st.batches;
+            s.drains += st.drains;
+            s.lock_acquisitions += st.locks + immediate;
+        }
+        let d = lock(&self.drain_lock);
+        s.drain_all_passes = d.passes;
+        s.drain_all_folded = d.folded;
+        s
+    }
+
+    /// Takes `slot`'s waiting ops and applies them, holding the slot lock
+    /// throughout so the owner's later batches cannot overtake them.
+    fn drain_slot(&self, slot: &Slot<A::Op, N>) {
+        let mut stats = lock(&slot.lock);
+        let mut batch = PageVec::<A::Op, N>::new();
+        slot.take(&mut stats, &mut batch);
+        match batch.len() {
+            0 => return,
+            n if n == N => stats.batches += 1,
+            _ => stats.drains += 1,
+        }
+        stats.locks += apply_batch(self.target(), &mut batch);
+    }
+
+    /// Drains every slot with exclusive access (Drop, `into_inner`).
+    fn drain_owned(&mut self) {
+        for slot in self.slots.iter() {
+            self.drain_slot(slot);
+        }
+    }
+}
+
+impl<A: Apply, const N: usize> Drop for Batcher<A, N> {
+    fn drop(&mut self) {
+        // Apply what is waiting, so no op is lost; while unwinding, applying
+        // could panic again and abort, so the ops are only dropped then.
+        if self.target.is_some() && !std::thread::panicking() {
+            self.drain_owned();
+        }
+    }
+}
+
+impl<A: Apply + fmt::Debug, const N: usize> fmt::Debug for Batcher<A, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Batcher")
+            .field("capacity", &N)
+            .field("disabled", &self.is_disabled())
+            .field("stats", &self.stats())
+            .field("target", &self.target)
+            .finish()
+    }
+}
+
+/// Applies `batch` in order, taking the target's lock once per run of
+/// equal keys (`folio_batch_move_lru` with `folio_lruvec_relock_irqsave`).
+/// Returns the number of lock acquisitions.
+fn apply_batch<A: Apply, const N: usize>(target: &A, batch: &mut PageVec<A::Op, N>) -> u64 {
+    let mut ops = batch.drain();
+    let Some(first) = ops.next() else { return 0 };
+    let mut key = target.key(&first);
+    let mut guard = target.lock(key);
+    let mut locks = 1;
+    target.apply(&mut guard, first);
+    for op in ops {
+        let next = target.key(&op);
+        if next != key {
+            drop(guard);
+            key = next;
+            guard = target.lock(key);
+            locks += 1;
+        }
+        target.apply(&mut guard, op);
+    }
+    locks
+}
+
+/// Counters of a slot, written only by consumers holding its lock.
+#[derive(Default)]
+struct SlotStats {
+    batches: u64,
+    drains: u64,
+    locks: u64,
+}
+
+/// One thread's batch: a single-producer ring with lock-serialised
+/// consumers. See the module docs for the protocol.
+struct Slot<T, const N: usize> {
+    /// Ops ever pushed. Written only by the owner.
+    tail: AtomicUsize,
+    /// Ops ever taken. Written only under `lock`.
+    head: AtomicUsize,
+    /// Ops applied with `apply_now`. Written only by the owner.
+    immediate: AtomicUsize,
+    /// Serialises consumers, and is held while they apply.
+    lock: Mutex<SlotStats>,
+    /// Cell `i % N` holds op `i` for `head <= i < tail`.
+    ring: [UnsafeCell<MaybeUninit<T>>; N],
+}
+
+// SAFETY: a cell of `ring` is written only by the owner, and only while it
+// is outside [head, tail) — after the consumer that emptied it published
+// `head` (Release, read by the owner with Acquire); it is read only by a
+// consumer holding `lock`, and only inside [head, tail) — after the owner
+// published `tail` (Release, read with Acquire). So no cell is accessed by
+// two threads without a happens-before edge between them, and ops only move
+// between threads, which `T: Send` allows.
+unsafe impl<T: Send, const N: usize> Sync for Slot<T, N> {}
+
+impl<T, const N: usize> Slot<T, N> {
+    fn new() -> Self {
+        Self {
+            tail: AtomicUsize::new(0),
+            head: AtomicUsize::new(0),
+            immediate: AtomicUsize::new(0),
+            lock: Mutex::new(SlotStats::default()),
+            ring: core::array::from_fn(|_| UnsafeCell::new(MaybeUninit::uninit())),
+        }
+    }
+
+    /// Appends `op`; `Ok(true)` when the ring is now full and must be
+    /// applied, `Err(op)` if it was already full.
+    ///
+    /// # Safety
+    /// - Only the slot's owner thread may call this (it is the ring's single
+    ///   producer).
+    #[inline]
+    unsafe fn push(&self, op: T) -> Result<bool, T> {
+        let tail = self.tail.load(Ordering::Relaxed);
+        // Acquire: a consumer's reads of the cells it emptied happen-before
+        // we overwrite them.
+        let head = self.head.load(Ordering::Acquire);
+        let len = tail.wrapping_sub(head);
+        debug_assert!(len <= N);
+        if len >= N {
+            return Err(op);
+        }
+        self.ring[tail % N].with_mut(|cell| {
+            // SAFETY: tail - head < N, so cell `tail % N` is outside
+            // [head, tail): no consumer reads it, and the caller is the only
+            // producer. Overwriting does not drop: the cell holds no op.
+            unsafe { (*cell).write(op) };
+        });
+        // Release: publishes the op to consumers that Acquire `tail`.
+        self.tail.store(tail.wrapping_add(1), Ordering::Release);
+        Ok(len + 1 == N)
+    }
+
+    /// Moves every waiting op into `out`, in order. The caller holds `lock`
+    /// (witnessed by `_held`) and `out` is empty.
+    fn take(&self, _held: &mut SlotStats, out: &mut PageVec<T, N>) {
+        debug_assert!(out.is_empty());
+        // Only lock holders write `head`.
+        let head = self.head.load(Ordering::Relaxed);
+        // Acquire: the owner's writes of cells before `tail` are visible.
+        let tail = self.tail.load(Ordering::Acquire);
+        debug_assert!(tail.wrapping_sub(head) <= N);
+        let mut i = head;
+        while i != tail {
+            let op = self.ring[i % N].with_mut(|cell| {
+                // SAFETY: head <= i < tail: the owner initialised this cell
+                // before publishing `tail`, and we hold `lock`, so no other
+                // consumer reads it; it is read once, as `head` then moves
+                // past it.
+                unsafe { (*cell).assume_init_read() }
+            });
+            // SAFETY: at most tail - head <= N ops go into the empty `out`.
+            unsafe { out.push_unchecked(op) };
+            i = i.wrapping_add(1);
+        }
+        // Release: our reads above happen-before the owner reuses the cells.
+        self.head.store(tail, Ordering::Release);
+    }
+}
+
+impl<T, const N: usize> Drop for Slot<T, N> {
+    fn drop(&mut self) {
+        // Exclusive access: drop whatever was never applied.
+        let mut batch = PageVec::<T, N>::new();
+        self.take(&mut lock(&self.lock), &mut batch);
+    }
+}
+
+/// The slots of a batcher, one per thread that ever queued.
+#[cfg(not(loom))]
+struct Registry<T: Send, const N: usize>(thread_local::ThreadLocal<CachePadded<Slot<T, N>>>);
+
+#[cfg(not(loom))]
+impl<T: Send, const N: usize> Registry<T, N> {
+    fn new() -> Self {
+        Self(thread_local::ThreadLocal::new())
+    }
+
+    #[inline]
+    fn local_or_insert(&self) -> &Slot<T, N> {
+        self.0.get_or(|| CachePadded::new(Slot::new()))
+    }
+
+    fn local(&self) -> Option<&Slot<T, N>> {
+        self.0.get().map(|s| &**s)
+    }
+
+    /// Every slot created before this call (and perhaps some created during
+    /// it): a slot's creation happens-before any op pushed into it.
+    fn iter(&self) -> impl Iterator<Item = &Slot<T, N>> {
+        self.0.iter().map(|s| &**s)
+    }
+}
+
+/// Under loom: a fixed set of slots, assigned to model threads by their
+/// loom thread id. The id map is a std mutex, invisible to loom, so it adds
+/// no happens-before edge the real `ThreadLocal` would not have.
+#[cfg(loom)]
+struct Registry<T: Send, const N: usize> {
+    slots: Vec<Slot<T, N>>,
+    owners: std::sync::Mutex<Vec<loom::thread::ThreadId>>,
+}
+
+#[cfg(loom)]
+impl<T: Send, const N: usize> Registry<T, N> {
+    const MAX_THREADS: usize = 4;
+
+    fn new() -> Self {
+        Self {
+            slots: (0..Self::MAX_THREADS).map(|_| Slot::new()).collect(),
+            owners: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    fn index(&self, insert: bool) -> Option<usize> {
+        let me = loom::thread::current().id();
+        let mut owners = self.owners.lock().unwrap();
+        if let Some(i) = owners.iter().position(|t| *t == me) {
+            return Some(i);
+        }
+        if !insert {
+            return None;
+        }
+        assert!(owners.len() < Self::MAX_THREADS, "too many loom threads");
+        owners.push(me);
+        Some(owners.len() - 1)
+    }
+
+    fn local_or_insert(&self) -> &Slot<T, N> {
+        &self.slots[self.index(true).unwrap()]
+    }
+
+    fn local(&self) -> Option<&Slot<T, N>> {
+        self.index(false).map(|i| &self.slots[i])
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Slot<T, N>> {
+        self.slots.iter()
+    }
+}

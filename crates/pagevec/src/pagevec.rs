@@ -1,0 +1,566 @@
+//! [`PageVec`]: an inline, fixed-capacity batch, as Linux's `struct
+//! folio_batch` (formerly `struct pagevec`).
+
+use core::{
+    fmt,
+    iter::FusedIterator,
+    mem::{ManuallyDrop, MaybeUninit},
+    ops::{Deref, DerefMut},
+    ptr, slice,
+};
+
+/// The kernel's batch size: `PAGEVEC_SIZE` / `FOLIO_BATCH_SIZE` is 31, so
+/// that 31 pointers plus a one-word header fill 256 bytes.
+pub const PAGEVEC_SIZE: usize = 31;
+
+/// A fixed-capacity batch stored inline: no allocation, `no_std`.
+///
+/// Mirrors the kernel's `struct folio_batch` (`include/linux/pagevec.h`):
+/// callers collect up to `N` items, then process them together under one
+/// lock. With `N = 31` and pointer-sized `T` it is 256 bytes.
+///
+/// `N` is a parameter because the right size is measured, not known: Linux
+/// went 14 → 15 → 31, FreeBSD 7 → 31 → 63.
+///
+/// ```
+/// use mmbatch_pagevec::PageVec;
+///
+/// let mut batch: PageVec<u32, 4> = PageVec::new();
+/// for pfn in 0..4 {
+///     batch.push(pfn);
+/// }
+/// assert!(batch.is_full());
+/// // A fifth item is handed back, not lost.
+/// assert_eq!(batch.try_push(4).unwrap_err().element(), 4);
+/// batch.retain(|pfn| *pfn % 2 == 0);
+/// assert_eq!(batch.drain().collect::<Vec<_>>(), [0, 2]);
+/// assert!(batch.is_empty());
+/// ```
+pub struct PageVec<T, const N: usize = PAGEVEC_SIZE> {
+    len: usize,
+    items: [MaybeUninit<T>; N],
+}
+
+/// The error of [`PageVec::try_push`]: the batch was full, and here is the
+/// item back.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct CapacityError<T>(T);
+
+impl<T> CapacityError<T> {
+    /// The item that did not fit.
+    pub fn element(self) -> T {
+        self.0
+    }
+}
+
+impl<T> fmt::Debug for CapacityError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CapacityError: batch is full")
+    }
+}
+
+impl<T> fmt::Display for CapacityError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("batch is full: apply it (drain) before adding more")
+    }
+}
+
+#[cfg(feature = "std")]
+impl<T> std::error::Error for CapacityError<T> {}
+
+impl<T, const N: usize> PageVec<T, N> {
+    /// An empty batch (`folio_batch_init`).
+    pub const fn new() -> Self {
+        Self {
+            len: 0,
+            items: [const { MaybeUninit::uninit() }; N],
+        }
+    }
+
+    /// Number of items (`folio_batch_count`).
+    #[inline]
+    pub const fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the batch holds nothing.
+    #[inline]
+    pub const fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether the batch holds `N` items and must be applied before another
+    /// is added.
+    #[inline]
+    pub const fn is_full(&self) -> bool {
+        self.len == N
+    }
+
+    /// The fixed capacity `N`.
+    #[inline]
+    pub const fn capacity(&self) -> usize {
+        N
+    }
+
+    /// Free places left (`folio_batch_space`).
+    #[inline]
+    pub const fn space(&self) -> usize {
+        N - self.len
+    }
+
+    /// Appends `item` and returns the space left, as `folio_batch_add` does
+    /// (0 means "now full: apply the batch").
+    ///
+    /// # Panics
+    /// If the batch is already full; [`try_push`](Self::try_push) hands the
+    /// item back instead.
+    #[inline]
+    #[track_caller]
+    pub fn push(&mut self, item: T) -> usize {
+        match self.try_push(item) {
+            Ok(space) => space,
+            Err(_) => panic!("PageVec::push: batch of {N} is full; apply it (drain) first"),
+        }
+    }
+
+    /// Appends `item` and returns the space left, or hands `item` back in
+    /// the error when the batch is full.
+    #[inline]
+    pub fn try_push(&mut self, item: T) -> Result<usize, CapacityError<T>> {
+        if self.len == N {
+            return Err(CapacityError(item));
+        }
+        // SAFETY: len < N was just checked.
+        unsafe { self.push_unchecked(item) };
+        Ok(N - self.len)
+    }
+
+    /// Appends `item` without checking capacity.
+    ///
+    /// # Safety
+    /// - The batch must not be full: `self.len() < N`.
+    #[inline]
+    pub unsafe fn push_unchecked(&mut self, item: T) {
+        debug_assert!(self.len < N, "push_unchecked on a full PageVec");
+        // SAFETY: the caller guarantees len < N, so the index is in bounds
+        // and the slot is uninitialised (only [0, len) is initialised).
+        unsafe { self.items.get_unchecked_mut(self.len) }.write(item);
+        self.len += 1;
+    }
+
+    /// Removes and returns the last item.
+    pub fn pop(&mut self) -> Option<T> {
+        if self.len == 0 {
+            return None;
+        }
+        self.len -= 1;
+        // SAFETY: index `len` (the old len - 1) was initialised and is now
+        // outside [0, len), so it is read exactly once.
+        Some(unsafe { self.items[self.len].assume_init_read() })
+    }
+
+    /// Drops every item (`folio_batch_reinit`).
+    pub fn clear(&mut self) {
+        let len = self.len;
+        // Leak rather than double-drop if an item's Drop panics.
+        self.len = 0;
+        let init = ptr::slice_from_raw_parts_mut(self.items.as_mut_ptr().cast::<T>(), len);
+        // SAFETY: [0, len) was initialised, and len is already 0 so nothing
+        // reads these items again.
+        unsafe { ptr::drop_in_place(init) };
+    }
+
+    /// The items, in insertion order.
+    #[inline]
+    pub fn as_slice(&self) -> &[T] {
+        // SAFETY: [0, len) is initialised; MaybeUninit<T> has T's layout.
+        unsafe { slice::from_raw_parts(self.items.as_ptr().cast::<T>(), self.len) }
+    }
+
+    /// The items, mutably, in insertion order.
+    #[inline]
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        // SAFETY: [0, len) is initialised; MaybeUninit<T> has T's layout.
+        unsafe { slice::from_raw_parts_mut(self.items.as_mut_ptr().cast::<T>(), self.len) }
+    }
+
+    /// Iterates over the items in insertion order.
+    #[inline]
+    pub fn iter(&self) -> slice::Iter<'_, T> {
+        self.as_slice().iter()
+    }
+
+    /// Iterates mutably over the items in insertion order.
+    #[inline]
+    pub fn iter_mut(&mut self) -> slice::IterMut<'_, T> {
+        self.as_mut_slice().iter_mut()
+    }
+
+    /// Keeps only the items for which `keep` returns true, in order, as the
+    /// kernel's batch walkers drop the folios they cannot process.
+    ///
+    /// If `keep` panics, the items not yet visited are leaked (never dropped
+    /// twice) and the batch is left empty.
+    pub fn retain(&mut self, mut keep: impl FnMut(&mut T) -> bool) {
+        let len = self.len;
+        // Panic safety: while we shuffle, the batch claims nothing.
+        self.len = 0;
+        let base = self.items.as_mut_ptr().cast::<T>();
+        let mut kept = 0;
+        for i in 0..len {
+            // SAFETY: i < len ≤ N, and item i is initialised and not yet
+            // moved (kept ≤ i, and only indices < kept were written).
+            let item = unsafe { &mut *base.add(i) };
+            if keep(item) {
+                if kept != i {
+                    // SAFETY: kept < i < N: both in bounds, distinct; slot
+                    // `kept` was vacated (moved or dropped) earlier.
+                    unsafe { ptr::copy_nonoverlapping(base.add(i), base.add(kept), 1) };
+                }
+                kept += 1;
+            } else {
+                // SAFETY: item i is initialised and dropped exactly once;
+                // its slot is then free.
+                unsafe { ptr::drop_in_place(base.add(i)) };
+            }
+        }
+        self.len = kept;
+    }
+
+    /// Removes every item, yielding them in insertion order; the batch is
+    /// empty afterwards even if the iterator is dropped early (the rest are
+    /// dropped then).
+    pub fn drain(&mut self) -> Drain<'_, T, N> {
+        let end = self.len;
+        // If the Drain is leaked, the items leak too, never double-drop.
+        self.len = 0;
+        Drain {
+            vec: self,
+            next: 0,
+            end,
+        }
+    }
+}
+
+impl<T, const N: usize> Default for PageVec<T, N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T, const N: usize> Drop for PageVec<T, N> {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+impl<T: Clone, const N: usize> Clone for PageVec<T, N> {
+    fn clone(&self) -> Self {
+        let mut out = Self::new();
+        for item in self.iter() {
+            // SAFETY: `out` receives at most self.len() ≤ N items.
+            unsafe { out.push_unchecked(item.clone()) };
+        }
+        out
+    }
+}
+
+impl<T: fmt::Debug, const N: usize> fmt::Debug for PageVec<T, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<T: PartialEq, const N: usize> PartialEq for PageVec<T, N> {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl<T: Eq, const N: usize> Eq for PageVec<T, N> {}
+
+impl<T, const N: usize> Deref for PageVec<T, N> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        self.as_slice()
+    }
+}
+
+impl<T, const N: usize> DerefMut for PageVec<T, N> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        self.as_mut_slice()
+    }
+}
+
+impl<'a, T, const N: usize> IntoIterator for &'a PageVec<T, N> {
+    type Item = &'a T;
+    type IntoIter = slice::Iter<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<'a, T, const N: usize> IntoIterator for &'a mut PageVec<T, N> {
+    type Item = &'a mut T;
+    type IntoIter = slice::IterMut<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter_mut()
+    }
+}
+
+impl<T, const N: usize> IntoIterator for PageVec<T, N> {
+    type Item = T;
+    type IntoIter = IntoIter<T, N>;
+    fn into_iter(self) -> Self::IntoIter {
+        let mut vec = ManuallyDrop::new(self);
+        let end = vec.len;
+        vec.len = 0;
+        // SAFETY: `vec` is never used or dropped again; its items array is
+        // moved out exactly once, with [0, end) initialised.
+        let items = unsafe { ptr::read(&vec.items) };
+        IntoIter {
+            items,
+            next: 0,
+            end,
+        }
+    }
+}
+
+/// Draining iterator of a [`PageVec`]; see [`PageVec::drain`].
+pub struct Drain<'a, T, const N: usize> {
+    vec: &'a mut PageVec<T, N>,
+    next: usize,
+    end: usize,
+}
+
+impl<T, const N: usize> Iterator for Drain<'_, T, N> {
+    type Item = T;
+
+    #[inline]
+    fn next(&mut self) -> Option<T> {
+        if self.next == self.end {
+            return None;
+        }
+        let i = self.next;
+        self.next += 1;
+        // SAFETY: next < end ≤ N and [next, end) is initialised and not yet
+        // yielded; advancing `next` first means it is read exactly once.
+        Some(unsafe { self.vec.items[i].assume_init_read() })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.end - self.next;
+        (n, Some(n))
+    }
+}
+
+impl<T, const N: usize> ExactSizeIterator for Drain<'_, T, N> {}
+impl<T, const N: usize> FusedIterator for Drain<'_, T, N> {}
+
+impl<T, const N: usize> Drop for Drain<'_, T, N> {
+    fn drop(&mut self) {
+        let (next, end) = (self.next, self.end);
+        self.next = end;
+        let rest = ptr::slice_from_raw_parts_mut(
+            // SAFETY: next ≤ end ≤ N, so the offset stays in the array.
+            unsafe { self.vec.items.as_mut_ptr().add(next) }.cast::<T>(),
+            end - next,
+        );
+        // SAFETY: [next, end) is initialised and was never yielded; `next`
+        // is already `end`, so a panic in a Drop here cannot repeat a drop.
+        unsafe { ptr::drop_in_place(rest) };
+    }
+}
+
+impl<T: fmt::Debug, const N: usize> fmt::Debug for Drain<'_, T, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Drain")
+            .field("remaining", &(self.end - self.next))
+            .finish()
+    }
+}
+
+/// Owning iterator of a [`PageVec`], in insertion order.
+pub struct IntoIter<T, const N: usize> {
+    items: [MaybeUninit<T>; N],
+    next: usize,
+    end: usize,
+}
+
+impl<T, const N: usize> Iterator for IntoIter<T, N> {
+    type Item = T;
+
+    #[inline]
+    fn next(&mut self) -> Option<T> {
+        if self.next == self.end {
+            return None;
+        }
+        let i = self.next;
+        self.next += 1;
+        // SAFETY: [next, end) is initialised and not yet yielded.
+        Some(unsafe { self.items[i].assume_init_read() })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.end - self.next;
+        (n, Some(n))
+    }
+}
+
+impl<T, const N: usize> ExactSizeIterator for IntoIter<T, N> {}
+impl<T, const N: usize> FusedIterator for IntoIter<T, N> {}
+
+impl<T, const N: usize> Drop for IntoIter<T, N> {
+    fn drop(&mut self) {
+        let (next, end) = (self.next, self.end);
+        self.next = end;
+        let rest = ptr::slice_from_raw_parts_mut(
+            // SAFETY: next ≤ end ≤ N, so the offset stays in the array.
+            unsafe { self.items.as_mut_ptr().add(next) }.cast::<T>(),
+            end - next,
+        );
+        // SAFETY: [next, end) is initialised and was never yielded.
+        unsafe { ptr::drop_in_place(rest) };
+    }
+}
+
+impl<T: fmt::Debug, const N: usize> fmt::Debug for IntoIter<T, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IntoIter")
+            .field("remaining", &(self.end - self.next))
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{cell::Cell, rc::Rc, vec::Vec};
+
+    use super::*;
+
+    /// Counts drops, to catch leaks and double drops (Miri checks the rest).
+    #[derive(Debug)]
+    struct Tracked(u32, Rc<Cell<usize>>);
+    impl Drop for Tracked {
+        fn drop(&mut self) {
+            self.1.set(self.1.get() + 1);
+        }
+    }
+
+    fn tracked(n: u32) -> (PageVec<Tracked, 8>, Rc<Cell<usize>>) {
+        let drops = Rc::new(Cell::new(0));
+        let mut v = PageVec::new();
+        for i in 0..n {
+            v.push(Tracked(i, drops.clone()));
+        }
+        (v, drops)
+    }
+
+    #[test]
+    fn default_is_256_bytes_for_pointers() {
+        assert_eq!(core::mem::size_of::<PageVec<&u8>>(), 256);
+    }
+
+    #[test]
+    fn push_reports_space_like_folio_batch_add() {
+        let mut v: PageVec<u8, 3> = PageVec::new();
+        assert_eq!(v.push(1), 2);
+        assert_eq!(v.push(2), 1);
+        assert_eq!(v.push(3), 0);
+        assert_eq!(v.try_push(4), Err(CapacityError(4)));
+        assert_eq!(v.as_slice(), [1, 2, 3]);
+    }
+
+    #[test]
+    #[should_panic(expected = "is full")]
+    fn push_on_full_panics() {
+        let mut v: PageVec<u8, 1> = PageVec::new();
+        v.push(1);
+        v.push(2);
+    }
+
+    #[test]
+    fn drop_drops_each_item_once() {
+        let (v, drops) = tracked(5);
+        drop(v);
+        assert_eq!(drops.get(), 5);
+    }
+
+    #[test]
+    fn partial_drain_drops_the_rest_and_empties() {
+        let (mut v, drops) = tracked(6);
+        let mut d = v.drain();
+        assert_eq!(d.next().map(|t| t.0), Some(0));
+        assert_eq!(d.len(), 5);
+        drop(d);
+        assert_eq!(drops.get(), 6);
+        assert!(v.is_empty());
+        drop(v);
+        assert_eq!(drops.get(), 6);
+    }
+
+    #[test]
+    fn leaked_drain_leaks_instead_of_double_dropping() {
+        let (mut v, drops) = tracked(3);
+        core::mem::forget(v.drain());
+        assert!(v.is_empty());
+        drop(v);
+        assert_eq!(drops.get(), 0);
+    }
+
+    #[test]
+    fn retain_keeps_order_and_drops_rejected() {
+        let (mut v, drops) = tracked(8);
+        v.retain(|t| t.0 % 3 != 0);
+        assert_eq!(v.iter().map(|t| t.0).collect::<Vec<_>>(), [1, 2, 4, 5, 7]);
+        assert_eq!(drops.get(), 3);
+        drop(v);
+        assert_eq!(drops.get(), 8);
+    }
+
+    #[test]
+    fn retain_panic_leaks_but_stays_sound() {
+        let (mut v, drops) = tracked(4);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            v.retain(|t| if t.0 == 2 { panic!("boom") } else { t.0 != 0 })
+        }));
+        assert!(r.is_err());
+        assert!(v.is_empty());
+        drop(v);
+        // Item 0 was dropped by retain; the rest leaked, none twice.
+        assert_eq!(drops.get(), 1);
+    }
+
+    #[test]
+    fn into_iter_partial_then_drop() {
+        let (v, drops) = tracked(4);
+        let mut it = v.into_iter();
+        assert_eq!(it.next().map(|t| t.0), Some(0));
+        drop(it);
+        assert_eq!(drops.get(), 4);
+    }
+
+    #[test]
+    fn pop_clear_clone() {
+        let mut v: PageVec<String, 4> = PageVec::new();
+        v.push("a".into());
+        v.push("b".into());
+        let c = v.clone();
+        assert_eq!(v.pop().as_deref(), Some("b"));
+        v.clear();
+        assert!(v.is_empty() && v.pop().is_none());
+        assert_eq!(c.len(), 2);
+        assert_eq!(format!("{c:?}"), r#"["a", "b"]"#);
+    }
+
+    #[test]
+    fn zero_sized_and_zero_capacity() {
+        let mut z: PageVec<(), 2> = PageVec::new();
+        z.push(());
+        z.push(());
+        assert_eq!(z.drain().count(), 2);
+        let mut none: PageVec<u8, 0> = PageVec::new();
+        assert!(none.is_full());
+        assert_eq!(none.try_push(1).unwrap_err().element(), 1);
+    }
+}

@@ -1,0 +1,41 @@
+//! The crate's only door to atomics and locks: std normally, loom under
+//! `cfg(loom)` so the model checker sees every synchronising operation
+//! (after sharded-slab's `src/sync.rs` and tokio's `src/loom/`).
+
+#[cfg(loom)]
+pub(crate) use loom::sync::{
+    Mutex, MutexGuard,
+    atomic::{AtomicUsize, Ordering, compiler_fence, fence},
+};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{
+    Mutex, MutexGuard,
+    atomic::{AtomicUsize, Ordering, compiler_fence, fence},
+};
+
+/// Locks `m`, ignoring poisoning: every structure here is left consistent
+/// before user code (which may panic) runs under a lock.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(loom)]
+pub(crate) use loom::cell::UnsafeCell;
+
+/// `std::cell::UnsafeCell` with loom's closure API, so the same code is
+/// checked for data races under loom.
+#[cfg(not(loom))]
+#[derive(Debug)]
+pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> UnsafeCell<T> {
+    pub(crate) const fn new(value: T) -> Self {
+        Self(std::cell::UnsafeCell::new(value))
+    }
+
+    #[inline(always)]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
