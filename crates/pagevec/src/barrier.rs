@@ -8,8 +8,7 @@
 //! not running passed one when it was switched out. So a `light()` that is
 //! only a compiler fence orders as a `fence(SeqCst)` would against `heavy()`.
 //! Where membarrier is unavailable (old kernel, seccomp, Miri) both sides
-//! fall back to `fence(SeqCst)`. Under loom both are `fence(SeqCst)`, which is
-//! exactly the guarantee the pair provides (loom models SeqCst fences).
+//! fall back to `fence(SeqCst)`. Under loom, see the note on the loom `imp` module below.
 
 #[cfg(not(any(loom, miri)))]
 mod imp {
@@ -64,7 +63,7 @@ mod imp {
     }
 }
 
-#[cfg(any(loom, miri))]
+#[cfg(miri)]
 mod imp {
     use crate::sync::{Ordering, fence};
 
@@ -84,4 +83,49 @@ mod imp {
     }
 }
 
+/// Under loom, `light()` is nothing — what it compiles to on a membarrier
+/// host, and the weakest case — unless the model pairs it with `heavy()`.
+/// Loom's SeqCst fence is stronger than a C++ one (it orders against every
+/// earlier release), so a fence here would hide ordering bugs in the ring
+/// protocol that production, where `light()` is a compiler fence, has.
+#[cfg(all(loom, not(miri)))]
+mod imp {
+    use std::cell::Cell;
+
+    use crate::sync::{Ordering, fence};
+
+    // Loom runs a model's threads as coroutines on the test's own OS thread,
+    // so a std thread-local is per model.
+    std::thread_local!(static PAIRED: Cell<bool> = const { Cell::new(false) });
+
+    /// Declares that this model calls `heavy()` (`Batcher::disable`), so the
+    /// light barrier must be modelled as the SeqCst fence it acts as then.
+    pub(crate) fn model_with_heavy_barrier() {
+        PAIRED.with(|p| p.set(true));
+    }
+
+    pub(crate) fn init() {}
+
+    pub(crate) fn expedited() -> bool {
+        false
+    }
+
+    pub(crate) fn light() {
+        if PAIRED.with(Cell::get) {
+            fence(Ordering::SeqCst);
+        }
+    }
+
+    pub(crate) fn heavy() {
+        assert!(
+            PAIRED.with(Cell::get),
+            "a loom model that calls Batcher::disable must call \
+             barrier::model_with_heavy_barrier() first"
+        );
+        fence(Ordering::SeqCst);
+    }
+}
+
+#[cfg(all(loom, not(miri)))]
+pub(crate) use imp::model_with_heavy_barrier;
 pub(crate) use imp::{expedited, heavy, init, light};

@@ -5,7 +5,7 @@
 #[cfg(loom)]
 pub(crate) use loom::sync::{
     Mutex, MutexGuard,
-    atomic::{AtomicUsize, Ordering, compiler_fence, fence},
+    atomic::{AtomicUsize, Ordering, fence},
 };
 #[cfg(not(loom))]
 pub(crate) use std::sync::{
