@@ -10,8 +10,10 @@ pub(crate) use loom::sync::{
 #[cfg(not(loom))]
 pub(crate) use std::sync::{
     Mutex, MutexGuard,
-    atomic::{AtomicUsize, Ordering, compiler_fence, fence},
+    atomic::{AtomicUsize, Ordering, fence},
 };
+#[cfg(not(any(loom, miri)))]
+pub(crate) use std::sync::atomic::compiler_fence;
 
 /// Locks `m`, ignoring poisoning: every structure here is left consistent
 /// before user code (which may panic) runs under a lock.

@@ -223,11 +223,19 @@ fn check(b: &Batcher<Lists, N>, m: &Model, s: Step) -> Result<(), TestCaseError>
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: if cfg!(miri) { 4 } else { 128 },
+        // Miri's isolation forbids the file access persistence needs.
+        failure_persistence: if cfg!(miri) {
+            None
+        } else {
+            ProptestConfig::default().failure_persistence
+        },
         ..ProptestConfig::default()
     })]
 
     #[test]
-    fn batcher_matches_sequential_model(steps in prop::collection::vec(step(), 1..60)) {
+    fn batcher_matches_sequential_model(
+        steps in prop::collection::vec(step(), 1..if cfg!(miri) { 20 } else { 60 })
+    ) {
         run(&steps)?;
     }
 }
