@@ -82,7 +82,7 @@ mod percpu;
 mod sync;
 
 #[cfg(feature = "std")]
-pub use batcher::{Apply, BatchStats, Batcher};
+pub use batcher::{Apply, BatchStats, Batcher, apply_batch};
 #[cfg(feature = "std")]
 pub use percpu::{PerCpu, current_cpu, possible_cpus};
 

@@ -385,10 +385,14 @@ impl<A: Apply + fmt::Debug, const N: usize> fmt::Debug for Batcher<A, N> {
     }
 }
 
-/// Applies `batch` in order, taking the target's lock once per run of
-/// equal keys (`folio_batch_move_lru` with `folio_lruvec_relock_irqsave`).
-/// Returns the number of lock acquisitions.
-fn apply_batch<A: Apply, const N: usize>(target: &A, batch: &mut PageVec<A::Op, N>) -> u64 {
+/// Applies (and empties) `batch` in order, taking the target's lock once
+/// per run of equal keys: `folio_batch_move_lru` with
+/// `folio_lruvec_relock_irqsave`. Returns the number of lock acquisitions.
+///
+/// This is what a [`Batcher`] does with a full batch; it is public for code
+/// that collects its own [`PageVec`] (for instance, isolating a range of
+/// frames under one lock).
+pub fn apply_batch<A: Apply, const N: usize>(target: &A, batch: &mut PageVec<A::Op, N>) -> u64 {
     let mut ops = batch.drain();
     let Some(first) = ops.next() else { return 0 };
     let mut key = target.key(&first);

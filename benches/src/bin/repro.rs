@@ -1,0 +1,187 @@
+//! `repro`: runs the registry's experiments and prints their tables; what
+//! `cargo xtask repro` runs (in release mode).
+//!
+//! ```text
+//! repro [--only ID[,ID]] [--scale S] [--threads T] [--samples N]
+//!       [--json FILE] [--out DIR] [--list]
+//! ```
+
+use std::{
+    io::{IsTerminal, Write},
+    path::PathBuf,
+    process::ExitCode,
+    time::Instant,
+};
+
+use mmbatch_benches::{Config, Progress, Report, experiment, experiments};
+
+const USAGE: &str = "usage: repro [--only ID[,ID]] [--scale S] [--threads T] [--samples N] \
+                     [--json FILE] [--out DIR] [--list]";
+
+struct Args {
+    only: Vec<String>,
+    config: Config,
+    json: Option<PathBuf>,
+    out: PathBuf,
+    list: bool,
+}
+
+fn parse() -> Result<Args, String> {
+    let mut args = Args {
+        only: Vec::new(),
+        config: Config::default(),
+        json: None,
+        out: std::env::var_os("CARGO_TARGET_DIR")
+            .map_or_else(|| PathBuf::from("target"), PathBuf::from)
+            .join("repro"),
+        list: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = |what: &str| it.next().ok_or_else(|| format!("{flag} needs {what}"));
+        match flag.as_str() {
+            "--only" => {
+                args.only = value("experiment ids")?
+                    .split(',')
+                    .map(str::to_owned)
+                    .collect()
+            }
+            "--scale" => {
+                let v = value("a number")?;
+                args.config.scale = v
+                    .parse()
+                    .ok()
+                    .filter(|s: &f64| *s > 0.0 && s.is_finite())
+                    .ok_or(format!("--scale {v}: want a positive number (1 = default size)"))?;
+            }
+            "--threads" => {
+                let v = value("a count")?;
+                args.config.threads = v
+                    .parse()
+                    .ok()
+                    .filter(|t| *t > 0)
+                    .ok_or(format!("--threads {v}: want a positive integer"))?;
+            }
+            "--samples" => {
+                let v = value("a count")?;
+                args.config.samples = v
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or(format!("--samples {v}: want a positive integer"))?;
+            }
+            "--json" => args.json = Some(value("a file")?.into()),
+            "--out" => args.out = value("a directory")?.into(),
+            "--list" => args.list = true,
+            "-h" | "--help" => return Err(USAGE.to_owned()),
+            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
+        }
+    }
+    for id in &args.only {
+        if experiment(id).is_none() {
+            let known: Vec<&str> = experiments().iter().map(|e| e.id).collect();
+            return Err(format!(
+                "no experiment {id:?}; known: {}",
+                known.join(", ")
+            ));
+        }
+    }
+    Ok(args)
+}
+
+/// Progress on stderr: one updating line on a terminal, else a line per
+/// tenth of the work (CI logs).
+struct Stderr {
+    id: &'static str,
+    tty: bool,
+    last_tenth: usize,
+    start: Instant,
+}
+
+impl Progress for Stderr {
+    fn row(&mut self, done: usize, total: usize, what: &str) {
+        let secs = self.start.elapsed().as_secs_f64();
+        if self.tty {
+            eprint!("\r\x1b[K[{} {}/{}, {secs:.0}s] {what}", self.id, done + 1, total);
+            let _ = std::io::stderr().flush();
+        } else {
+            let tenth = done * 10 / total.max(1);
+            if done == 0 || tenth > self.last_tenth {
+                self.last_tenth = tenth;
+                eprintln!("[{} {}/{}, {secs:.0}s] {what}", self.id, done + 1, total);
+            }
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let args = match parse() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("repro: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if args.list {
+        for e in experiments() {
+            println!("{:<20} seed {:<28} {}", e.id, e.seed, e.title);
+        }
+        return ExitCode::SUCCESS;
+    }
+    let selected: Vec<_> = experiments()
+        .iter()
+        .filter(|e| args.only.is_empty() || args.only.iter().any(|id| id == e.id))
+        .collect();
+    let mut reports: Vec<Report> = Vec::new();
+    let tty = std::io::stderr().is_terminal();
+    for e in selected {
+        let mut progress = Stderr {
+            id: e.id,
+            tty,
+            last_tenth: 0,
+            start: Instant::now(),
+        };
+        let report = (e.run)(&args.config, &mut progress);
+        if tty {
+            eprintln!();
+        }
+        eprintln!(
+            "[{}] done in {:.1}s",
+            e.id,
+            progress.start.elapsed().as_secs_f64()
+        );
+        println!("{}", report.to_text());
+        reports.push(report);
+    }
+    if let Err(e) = write_outputs(&args, &reports) {
+        eprintln!("repro: {e}");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+fn write_outputs(args: &Args, reports: &[Report]) -> Result<(), String> {
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(reports).map_err(|e| e.to_string())?;
+        std::fs::write(path, json + "\n")
+            .map_err(|e| format!("writing --json {}: {e}", path.display()))?;
+        eprintln!("JSON: {}", path.display());
+    }
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| format!("creating {}: {e}", args.out.display()))?;
+    let mut md = String::from("# mmbatch reproduction report\n\n");
+    md.push_str(
+        "Made by `cargo xtask repro`. Each table compares configurations measured \
+         side by side in one run; gains are against the first row.\n\n",
+    );
+    for r in reports {
+        md.push_str(
+            &r.to_markdown(&args.out)
+                .map_err(|e| format!("writing plots into {}: {e}", args.out.display()))?,
+        );
+    }
+    let path = args.out.join("report.md");
+    std::fs::write(&path, md).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    eprintln!("report: {}", path.display());
+    Ok(())
+}

@@ -1,0 +1,449 @@
+//! Results of an experiment and their presentations: the mmtests compare
+//! table the seeds print, JSON, and a Markdown section with an SVG plot.
+
+use std::{collections::BTreeMap, fmt::Write as _};
+
+use serde::Serialize;
+
+/// The machine a report was measured on.
+#[derive(Clone, Debug, Serialize)]
+pub struct Host {
+    /// Online CPUs.
+    pub cpus: usize,
+    /// NUMA nodes with memory or CPUs (1 where the kernel has no NUMA).
+    pub nodes: usize,
+    /// `uname -r`.
+    pub kernel: String,
+}
+
+impl Host {
+    /// Reads the host's CPUs, nodes and kernel release.
+    pub fn detect() -> Self {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let nodes = std::fs::read_dir("/sys/devices/system/node")
+            .map(|dir| {
+                dir.filter_map(Result::ok)
+                    .filter(|e| {
+                        let name = e.file_name();
+                        let name = name.to_string_lossy();
+                        name.strip_prefix("node")
+                            .is_some_and(|n| n.parse::<u32>().is_ok())
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+            .max(1);
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_else(|_| "unknown".to_owned());
+        Self {
+            cpus,
+            nodes,
+            kernel,
+        }
+    }
+}
+
+/// What a row's samples measure, and so how the table shows them.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Elapsed seconds per sample; lower is better (the seeds' "Elapsed").
+    Seconds,
+    /// Million operations per second, from each row's `ops_per_sample`;
+    /// higher is better.
+    MopsPerSec,
+}
+
+impl Metric {
+    fn label(self) -> &'static str {
+        match self {
+            Metric::Seconds => "Elapsed",
+            Metric::MopsPerSec => "Mops/s",
+        }
+    }
+
+    fn higher_is_better(self) -> bool {
+        self == Metric::MopsPerSec
+    }
+}
+
+/// One measured configuration.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// `WORKLOAD/VARIANT/...`, as the experiment documents.
+    pub name: String,
+    /// Elapsed seconds of each sample.
+    pub samples_s: Vec<f64>,
+    /// Operations done per sample, for throughput metrics.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ops_per_sample: Option<f64>,
+    /// Counters that explain the time, per sample (mean over samples).
+    pub counters: BTreeMap<String, f64>,
+}
+
+impl Row {
+    /// The row's samples in `metric`'s unit.
+    pub fn values(&self, metric: Metric) -> Vec<f64> {
+        match metric {
+            Metric::Seconds => self.samples_s.clone(),
+            Metric::MopsPerSec => {
+                let ops = self.ops_per_sample.unwrap_or(0.0);
+                self.samples_s.iter().map(|s| ops / s / 1e6).collect()
+            }
+        }
+    }
+}
+
+/// Summary statistics of one row's samples, as mmtests prints them.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Summary {
+    /// Smallest sample.
+    pub min: f64,
+    /// Arithmetic mean.
+    pub mean: f64,
+    /// Sample standard deviation (n - 1).
+    pub stddev: f64,
+    /// Largest sample.
+    pub max: f64,
+    /// `max - min`.
+    pub range: f64,
+    /// Median.
+    pub median: f64,
+}
+
+impl Summary {
+    /// Summarises `xs` (all zero when empty).
+    pub fn of(xs: &[f64]) -> Self {
+        if xs.is_empty() {
+            return Self::default();
+        }
+        let n = xs.len() as f64;
+        let mean = xs.iter().sum::<f64>() / n;
+        let var = if xs.len() > 1 {
+            xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)
+        } else {
+            0.0
+        };
+        let mut sorted = xs.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let mid = sorted.len() / 2;
+        let median = if sorted.len() % 2 == 0 {
+            (sorted[mid - 1] + sorted[mid]) / 2.0
+        } else {
+            sorted[mid]
+        };
+        let (min, max) = (sorted[0], sorted[sorted.len() - 1]);
+        Self {
+            min,
+            mean,
+            stddev: var.sqrt(),
+            max,
+            range: max - min,
+            median,
+        }
+    }
+}
+
+/// A group of rows compared side by side; the first is the baseline.
+#[derive(Clone, Debug, Serialize)]
+pub struct Table {
+    /// What the group holds, e.g. `counter, 2 threads`.
+    pub title: String,
+    /// Indices into the report's rows; the first is the baseline.
+    pub rows: Vec<usize>,
+    /// Column headings (default: the row names).
+    pub columns: Vec<String>,
+}
+
+/// The result of one experiment run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// The experiment id (`batch`, `munlock`, ...).
+    pub experiment: String,
+    /// One-line title.
+    pub title: String,
+    /// The seed it reproduces.
+    pub seed: String,
+    /// Where it ran.
+    pub host: Host,
+    /// The options it ran with.
+    pub config: crate::Config,
+    /// The unit of the tables.
+    pub metric: Metric,
+    /// Every measured configuration.
+    pub rows: Vec<Row>,
+    /// How rows are grouped for comparison.
+    pub tables: Vec<Table>,
+    /// Findings: targets met or missed, with the figures.
+    pub notes: Vec<String>,
+}
+
+impl Report {
+    /// The row named `name`.
+    pub fn row(&self, name: &str) -> Option<&Row> {
+        self.rows.iter().find(|r| r.name == name)
+    }
+
+    /// Median of `name` in the report's metric.
+    pub fn median(&self, name: &str) -> Option<f64> {
+        self.row(name)
+            .map(|r| Summary::of(&r.values(self.metric)).median)
+    }
+
+    /// The tables in the seeds' mmtests compare format.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "== {}: {} (seed {})", self.experiment, self.title, self.seed);
+        let _ = writeln!(
+            out,
+            "   host: {} CPUs, {} NUMA node(s), Linux {}; scale {}, {} sample(s){}",
+            self.host.cpus,
+            self.host.nodes,
+            self.host.kernel,
+            self.config.scale,
+            self.config.samples,
+            match self.metric {
+                Metric::MopsPerSec => "; higher is better",
+                Metric::Seconds => "; lower is better",
+            }
+        );
+        for table in &self.tables {
+            out.push('\n');
+            out.push_str(&self.table_text(table));
+        }
+        if !self.notes.is_empty() {
+            out.push('\n');
+            for note in &self.notes {
+                let _ = writeln!(out, "   {note}");
+            }
+        }
+        out
+    }
+
+    fn table_text(&self, table: &Table) -> String {
+        const LABEL: usize = 22;
+        const COL: usize = 22;
+        let metric = self.metric;
+        let rows: Vec<&Row> = table.rows.iter().map(|&i| &self.rows[i]).collect();
+        let sums: Vec<Summary> = rows.iter().map(|r| Summary::of(&r.values(metric))).collect();
+        let mut out = String::new();
+        let _ = writeln!(out, "{}", table.title);
+        let _ = write!(out, "{:LABEL$}", "");
+        for c in &table.columns {
+            let _ = write!(out, "{c:>COL$}");
+        }
+        out.push('\n');
+        let stats: [(&str, fn(&Summary) -> f64, bool); 5] = [
+            ("min", |s| s.min, true),
+            ("mean", |s| s.mean, true),
+            ("stddev", |s| s.stddev, false),
+            ("max", |s| s.max, true),
+            ("range", |s| s.range, false),
+        ];
+        for (name, get, directional) in stats {
+            let _ = write!(out, "{:LABEL$}", format!("{} {name}", metric.label()));
+            let base = get(&sums[0]);
+            for s in &sums {
+                let v = get(s);
+                let g = gain(base, v, directional && metric.higher_is_better());
+                let _ = write!(out, "{:>COL$}", format!("{} ({:>7.2}%)", fmt_value(v), g));
+            }
+            out.push('\n');
+        }
+        let mut keys: Vec<&String> = rows.iter().flat_map(|r| r.counters.keys()).collect();
+        keys.sort();
+        keys.dedup();
+        for key in keys {
+            let _ = write!(out, "{key:LABEL$}");
+            for r in &rows {
+                let v = r.counters.get(key).map_or("-".to_owned(), |v| fmt_count(*v));
+                let _ = write!(out, "{v:>COL$}");
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// A Markdown section: the tables as median / min–max / gain, plus one
+    /// SVG bar chart per table written into `dir` (file names returned).
+    pub fn to_markdown(&self, dir: &std::path::Path) -> std::io::Result<String> {
+        let mut md = String::new();
+        let _ = writeln!(md, "## `{}` — {}\n", self.experiment, self.title);
+        let _ = writeln!(
+            md,
+            "Seed {}. Host: {} CPUs, {} NUMA node(s), Linux {}. Scale {}, {} sample(s) per row. \
+             {} ({}).\n",
+            self.seed,
+            self.host.cpus,
+            self.host.nodes,
+            self.host.kernel,
+            self.config.scale,
+            self.config.samples,
+            self.metric.label(),
+            if self.metric.higher_is_better() { "higher is better" } else { "lower is better" },
+        );
+        for (i, table) in self.tables.iter().enumerate() {
+            let rows: Vec<&Row> = table.rows.iter().map(|&i| &self.rows[i]).collect();
+            let sums: Vec<Summary> =
+                rows.iter().map(|r| Summary::of(&r.values(self.metric))).collect();
+            let _ = writeln!(md, "### {}\n", table.title);
+            let _ = writeln!(md, "| row | median | min – max | gain (median) | counters |");
+            let _ = writeln!(md, "|---|---:|---:|---:|---|");
+            for ((row, s), col) in rows.iter().zip(&sums).zip(&table.columns) {
+                let counters: Vec<String> = row
+                    .counters
+                    .iter()
+                    .map(|(k, v)| format!("{k} {}", fmt_count(*v)))
+                    .collect();
+                let _ = writeln!(
+                    md,
+                    "| {col} | {} | {} – {} | {:.2}% | {} |",
+                    fmt_value(s.median),
+                    fmt_value(s.min),
+                    fmt_value(s.max),
+                    gain(sums[0].median, s.median, self.metric.higher_is_better()),
+                    counters.join(", ")
+                );
+            }
+            let file = format!("{}-{}.svg", self.experiment, i + 1);
+            std::fs::write(dir.join(&file), self.svg(table, &sums))?;
+            let _ = writeln!(md, "\n![{}]({file})\n", table.title);
+        }
+        for note in &self.notes {
+            let _ = writeln!(md, "- {note}");
+        }
+        md.push('\n');
+        Ok(md)
+    }
+
+    /// A bar chart of the table's medians with min–max whiskers.
+    fn svg(&self, table: &Table, sums: &[Summary]) -> String {
+        let (w, h, left, bottom, top) = (720.0, 360.0, 70.0, 90.0, 40.0);
+        let plot_h = h - bottom - top;
+        let ymax = sums.iter().map(|s| s.max).fold(0.0_f64, f64::max).max(1e-12) * 1.1;
+        let n = sums.len().max(1) as f64;
+        let slot = (w - left - 20.0) / n;
+        let y = |v: f64| top + plot_h * (1.0 - v / ymax);
+        let mut svg = String::new();
+        let _ = writeln!(
+            svg,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#
+        );
+        let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
+        let _ = writeln!(
+            svg,
+            r#"<text x="{}" y="20" text-anchor="middle" font-size="14">{} — {}</text>"#,
+            w / 2.0,
+            xml(&self.experiment),
+            xml(&table.title)
+        );
+        for k in 0..=4 {
+            let v = ymax * k as f64 / 4.0;
+            let yy = y(v);
+            let _ = writeln!(
+                svg,
+                r##"<line x1="{left}" x2="{}" y1="{yy:.1}" y2="{yy:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+                w - 20.0,
+                left - 6.0,
+                yy + 4.0,
+                fmt_value(v)
+            );
+        }
+        let _ = writeln!(
+            svg,
+            r#"<text x="16" y="{:.1}" transform="rotate(-90 16 {:.1})" text-anchor="middle">{}</text>"#,
+            top + plot_h / 2.0,
+            top + plot_h / 2.0,
+            self.metric.label()
+        );
+        for (i, (s, col)) in sums.iter().zip(&table.columns).enumerate() {
+            let x = left + slot * i as f64 + slot * 0.15;
+            let bw = slot * 0.7;
+            let fill = if i == 0 { "#999999" } else { "#3b6ea8" };
+            let _ = writeln!(
+                svg,
+                r#"<rect x="{x:.1}" y="{:.1}" width="{bw:.1}" height="{:.1}" fill="{fill}"/>"#,
+                y(s.median),
+                (top + plot_h - y(s.median)).max(0.0)
+            );
+            let cx = x + bw / 2.0;
+            let _ = writeln!(
+                svg,
+                r#"<line x1="{cx:.1}" x2="{cx:.1}" y1="{:.1}" y2="{:.1}" stroke="black"/>"#,
+                y(s.min),
+                y(s.max)
+            );
+            let ly = top + plot_h + 14.0;
+            let _ = writeln!(
+                svg,
+                r#"<text x="{cx:.1}" y="{ly:.1}" text-anchor="end" transform="rotate(-35 {cx:.1} {ly:.1})">{}</text>"#,
+                xml(col)
+            );
+        }
+        svg.push_str("</svg>\n");
+        svg
+    }
+}
+
+/// mmtests' gain: positive is better.
+fn gain(base: f64, v: f64, higher_is_better: bool) -> f64 {
+    if base == 0.0 {
+        return 0.0;
+    }
+    if higher_is_better {
+        (v - base) / base * 100.0
+    } else {
+        (base - v) / base * 100.0
+    }
+}
+
+fn fmt_value(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0".to_owned()
+    } else if a >= 100.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else if a >= 0.01 {
+        format!("{v:.4}")
+    } else {
+        format!("{v:.3e}")
+    }
+}
+
+fn fmt_count(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+fn xml(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_matches_hand_computed() {
+        let s = Summary::of(&[3.38, 3.39, 3.41, 3.40]);
+        assert!((s.mean - 3.395).abs() < 1e-9);
+        assert!((s.median - 3.395).abs() < 1e-9);
+        assert!((s.range - 0.03).abs() < 1e-9);
+        assert!((s.stddev - 0.012_909_944).abs() < 1e-6);
+    }
+
+    #[test]
+    fn gain_follows_mmtests_sign() {
+        // Seed 000 step 7: 3.38 s -> 1.91 s is a 43.49% gain.
+        assert!((gain(3.38, 1.91, false) - 43.49).abs() < 0.01);
+        assert!((gain(10.0, 25.0, true) - 150.0).abs() < 1e-9);
+    }
+}

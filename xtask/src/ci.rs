@@ -1,0 +1,123 @@
+//! `cargo xtask ci`: every check CI runs, in order, then one summary of
+//! each step: pass, fail or skipped, and seconds. Every step runs even
+//! after a failure, so one run shows everything that is wrong.
+
+use std::time::Instant;
+
+use crate::util::{BUILD, FUZZ, cargo, ensure_packages, root, exec};
+
+enum Outcome {
+    Pass,
+    Fail(String),
+    Skip(String),
+}
+
+pub(crate) fn run(args: &[String]) -> Result<(), String> {
+    if !args.is_empty() {
+        return Err("usage: cargo xtask ci".to_owned());
+    }
+    let steps: Vec<(&str, fn() -> Outcome)> = vec![
+        ("system packages", || done(ensure_packages(BUILD).and(ensure_packages(FUZZ)))),
+        ("fmt", || done(exec(cargo().args(["fmt", "--all", "--check"])))),
+        ("clippy", || {
+            done(exec(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])))
+        }),
+        ("test", || done(exec(cargo().args(["test", "--workspace"])))),
+        ("doc", || {
+            done(exec(cargo()
+                .args(["doc", "--workspace", "--no-deps", "--document-private-items"])
+                .env("RUSTDOCFLAGS", "-D warnings")))
+        }),
+        ("loom", || done(crate::loom::run(&[]))),
+        ("miri", || match crate::miri::unavailable() {
+            Some(why) => Outcome::Skip(why),
+            None => done(crate::miri::run(&[])),
+        }),
+        ("fuzz targets build", || {
+            // Stable `cargo check` of the cargo-fuzz crate: the targets
+            // compile against the current API (running them is `xtask fuzz`).
+            done(exec(cargo().args(["check", "--bins", "--manifest-path"]).arg(root().join("fuzz/Cargo.toml"))))
+        }),
+        ("repro smoke", || {
+            let out = root().join("target/repro/smoke");
+            done(crate::repro::run(&[
+                "--scale".into(),
+                "0.001".into(),
+                "--samples".into(),
+                "1".into(),
+                "--threads".into(),
+                "4".into(),
+                "--json".into(),
+                out.join("smoke.json").display().to_string(),
+                "--out".into(),
+                out.display().to_string(),
+            ])
+            .and_then(|()| check_json(&out.join("smoke.json"))))
+        }),
+    ];
+    // The JSON file's directory must exist before repro writes it.
+    let _ = std::fs::create_dir_all(root().join("target/repro/smoke"));
+    let mut results = Vec::new();
+    for (name, step) in steps {
+        eprintln!("\n==== ci: {name}");
+        let start = Instant::now();
+        let outcome = step();
+        results.push((name, outcome, start.elapsed().as_secs_f64()));
+    }
+    println!("\n==== ci summary");
+    println!("  {:<22} {:<8} {:>8}", "step", "result", "seconds");
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    for (name, outcome, secs) in &results {
+        let (word, why) = match outcome {
+            Outcome::Pass => {
+                passed += 1;
+                ("pass", String::new())
+            }
+            Outcome::Fail(e) => {
+                failed += 1;
+                ("FAIL", format!("  {e}"))
+            }
+            Outcome::Skip(e) => {
+                skipped += 1;
+                ("skipped", format!("  {e}"))
+            }
+        };
+        println!("  {name:<22} {word:<8} {secs:>8.1}{why}");
+    }
+    let total: f64 = results.iter().map(|r| r.2).sum();
+    println!("  total {total:.0} s");
+    println!("ci: {passed} passed, {failed} failed, {skipped} skipped");
+    if failed == 0 {
+        Ok(())
+    } else {
+        Err(format!("{failed} step(s) failed"))
+    }
+}
+
+fn done(r: Result<(), String>) -> Outcome {
+    match r {
+        Ok(()) => Outcome::Pass,
+        Err(e) => Outcome::Fail(e),
+    }
+}
+
+/// The smoke run's JSON has the schema DESIGN.md promises.
+fn check_json(path: &std::path::Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    for key in [
+        "\"experiment\"",
+        "\"host\"",
+        "\"cpus\"",
+        "\"nodes\"",
+        "\"kernel\"",
+        "\"rows\"",
+        "\"name\"",
+        "\"samples_s\"",
+        "\"counters\"",
+    ] {
+        if !text.contains(key) {
+            return Err(format!("{} lacks {key}", path.display()));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,58 @@
+//! `cargo xtask`: the project's automation, one module per subcommand.
+//!
+//! ```text
+//! cargo xtask repro [--only ID[,ID]] [--scale S] [--threads T] [--samples N] [--json FILE]
+//! cargo xtask ci
+//! cargo xtask loom [CRATE]
+//! cargo xtask miri
+//! cargo xtask fuzz [--seconds N] [TARGET]
+//! ```
+
+mod ci;
+mod fuzz;
+mod loom;
+mod miri;
+mod repro;
+mod util;
+
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  repro [--only ID[,ID]] [--scale S] [--threads T] [--samples N] [--json FILE] [--list]
+                         run the experiments and print their tables (the main job)
+  ci                     everything CI checks: fmt, clippy, tests, docs, loom, Miri,
+                         fuzz targets build, repro smoke run
+  loom [CRATE]           the loom models (all crates, or one)
+  miri                   Miri over the crates with unsafe code (nightly)
+  fuzz [--seconds N] [TARGET]
+                         each cargo-fuzz target for N seconds (default 30; nightly)";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((cmd, rest)) = args.split_first() else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let result = match cmd.as_str() {
+        "repro" => repro::run(rest),
+        "ci" => ci::run(rest),
+        "loom" => loom::run(rest),
+        "miri" => miri::run(rest),
+        "fuzz" => fuzz::run(rest),
+        "-h" | "--help" | "help" => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        other => Err(format!("unknown command {other:?}\n{USAGE}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask {cmd}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
