@@ -14,7 +14,8 @@ use mmbatch_benches::{
 fn bench(c: &mut Criterion) {
     for workload in [Workload::Counter, Workload::List] {
         for threads in thread_counts(Config::default().threads) {
-            let mut group = c.benchmark_group(format!("batch/{}/threads-{threads}", workload.name()));
+            let mut group =
+                c.benchmark_group(format!("batch/{}/threads-{threads}", workload.name()));
             // One criterion iteration is one op, spread over the threads.
             group.throughput(Throughput::Elements(1));
             for variant in Variant::all() {
@@ -23,7 +24,9 @@ fn bench(c: &mut Criterion) {
                         let per_thread = iters.div_ceil(threads as u64).max(1);
                         let s = measure(workload, variant, threads, per_thread);
                         // Scale to exactly `iters` ops.
-                        Duration::from_secs_f64(s.elapsed.as_secs_f64() * iters as f64 / s.ops as f64)
+                        Duration::from_secs_f64(
+                            s.elapsed.as_secs_f64() * iters as f64 / s.ops as f64,
+                        )
                     });
                 });
             }

@@ -2,9 +2,9 @@
 //!
 //! Threads apply operations to one lock-protected structure, either taking
 //! the lock per operation (`per-op`) or queueing on a
-//! [`Batcher`](mmbatch_pagevec::Batcher) that applies a batch of `N` under
+//! [`Batcher`] that applies a batch of `N` under
 //! one acquisition (`batched-N`, N = 1, 7, 15, 31, 63). A third design,
-//! `percpu-mutex-31`, batches in a [`PerCpu`](mmbatch_pagevec::PerCpu) slot
+//! `percpu-mutex-31`, batches in a [`PerCpu`] slot
 //! locked by a mutex on every queue: the straightforward port of the
 //! kernel's `local_lock`, shown for what that per-queue lock costs.
 //!
@@ -195,7 +195,10 @@ impl Lists {
             let mut f = self.next[head as usize];
             let mut n = 0;
             while f != head {
-                assert_eq!(self.active[f as usize], active, "frame {f} on the wrong list");
+                assert_eq!(
+                    self.active[f as usize], active,
+                    "frame {f} on the wrong list"
+                );
                 f = self.next[f as usize];
                 n += 1;
             }
@@ -346,7 +349,12 @@ fn percpu_mutex<A: Apply<Op = u32>>(target: A, threads: usize, ops_per_thread: u
             let mut slot = slots.local();
             slot.batch.push(ops.next());
             if slot.batch.is_full() {
-                let Slot { batch, locks, batches, .. } = &mut *slot;
+                let Slot {
+                    batch,
+                    locks,
+                    batches,
+                    ..
+                } = &mut *slot;
                 *locks += apply_batch(&target, batch);
                 *batches += 1;
             }
@@ -356,7 +364,12 @@ fn percpu_mutex<A: Apply<Op = u32>>(target: A, threads: usize, ops_per_thread: u
         // leaves nothing behind, so all work stays inside the timing.
         slots.for_each(|_, slot| {
             if !slot.batch.is_empty() {
-                let Slot { batch, locks, drains, .. } = slot;
+                let Slot {
+                    batch,
+                    locks,
+                    drains,
+                    ..
+                } = slot;
                 *locks += apply_batch(&target, batch);
                 *drains += 1;
             }
@@ -377,7 +390,12 @@ fn percpu_mutex<A: Apply<Op = u32>>(target: A, threads: usize, ops_per_thread: u
 }
 
 /// Runs one sample of `workload` the `variant` way and checks the result.
-pub fn measure(workload: Workload, variant: Variant, threads: usize, ops_per_thread: u64) -> Sample {
+pub fn measure(
+    workload: Workload,
+    variant: Variant,
+    threads: usize,
+    ops_per_thread: u64,
+) -> Sample {
     let expected = ops_per_thread * threads as u64;
     match workload {
         Workload::Counter => {
@@ -386,10 +404,16 @@ pub fn measure(workload: Workload, variant: Variant, threads: usize, ops_per_thr
             let want: u64 = (0..threads)
                 .map(|t| {
                     let mut ops = Ops::new(t);
-                    (0..ops_per_thread).map(|_| u64::from(ops.next())).sum::<u64>()
+                    (0..ops_per_thread)
+                        .map(|_| u64::from(ops.next()))
+                        .sum::<u64>()
                 })
                 .sum();
-            assert_eq!(*c.0.lock().unwrap(), want, "{variant:?} lost or repeated an update");
+            assert_eq!(
+                *c.0.lock().unwrap(),
+                want,
+                "{variant:?} lost or repeated an update"
+            );
             sample
         }
         Workload::List => {
@@ -441,7 +465,10 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
                 rows.push(row(name, *v, &ss));
             }
             tables.push(Table {
-                title: format!("{}, {t} thread(s), {per_thread} ops per thread", workload.name()),
+                title: format!(
+                    "{}, {t} thread(s), {per_thread} ops per thread",
+                    workload.name()
+                ),
                 rows: (first..rows.len()).collect(),
                 columns: variants.iter().map(|v| v.name()).collect(),
             });
@@ -467,7 +494,10 @@ fn row(name: String, variant: Variant, samples: &[Sample]) -> Row {
     let mean = |f: fn(&Sample) -> u64| samples.iter().map(f).sum::<u64>() as f64 / n;
     let mut counters = std::collections::BTreeMap::new();
     counters.insert("ops".to_owned(), mean(|s| s.ops));
-    counters.insert("lock_acquisitions".to_owned(), mean(|s| s.lock_acquisitions));
+    counters.insert(
+        "lock_acquisitions".to_owned(),
+        mean(|s| s.lock_acquisitions),
+    );
     if variant != Variant::PerOp {
         counters.insert("batches".to_owned(), mean(|s| s.batches));
         counters.insert("drains".to_owned(), mean(|s| s.drains));
@@ -499,11 +529,12 @@ fn notes(r: &Report, threads: &[usize]) -> Vec<String> {
         for &t in threads {
             let curve: Vec<String> = BATCH_SIZES
                 .iter()
-                .filter_map(|n| ratio(w, &format!("batched-{n}"), t).map(|x| format!("N={n} {x:.1}x")))
+                .filter_map(|n| {
+                    ratio(w, &format!("batched-{n}"), t).map(|x| format!("N={n} {x:.1}x"))
+                })
                 .collect();
-            let pc = ratio(w, "percpu-mutex-31", t).map_or(String::new(), |x| {
-                format!("; percpu-mutex-31 {x:.1}x")
-            });
+            let pc = ratio(w, "percpu-mutex-31", t)
+                .map_or(String::new(), |x| format!("; percpu-mutex-31 {x:.1}x"));
             notes.push(format!(
                 "{w}, {t} thread(s), median ops/s vs per-op: {}{pc}",
                 curve.join(", ")

@@ -194,7 +194,11 @@ impl Report {
     /// The tables in the seeds' mmtests compare format.
     pub fn to_text(&self) -> String {
         let mut out = String::new();
-        let _ = writeln!(out, "== {}: {} (seed {})", self.experiment, self.title, self.seed);
+        let _ = writeln!(
+            out,
+            "== {}: {} (seed {})",
+            self.experiment, self.title, self.seed
+        );
         let _ = writeln!(
             out,
             "   host: {} CPUs, {} NUMA node(s), Linux {}; scale {}, {} sample(s){}",
@@ -226,7 +230,10 @@ impl Report {
         const COL: usize = 22;
         let metric = self.metric;
         let rows: Vec<&Row> = table.rows.iter().map(|&i| &self.rows[i]).collect();
-        let sums: Vec<Summary> = rows.iter().map(|r| Summary::of(&r.values(metric))).collect();
+        let sums: Vec<Summary> = rows
+            .iter()
+            .map(|r| Summary::of(&r.values(metric)))
+            .collect();
         let mut out = String::new();
         let _ = writeln!(out, "{}", table.title);
         let _ = write!(out, "{:LABEL$}", "");
@@ -234,7 +241,8 @@ impl Report {
             let _ = write!(out, "{c:>COL$}");
         }
         out.push('\n');
-        let stats: [(&str, fn(&Summary) -> f64, bool); 5] = [
+        type Stat = (&'static str, fn(&Summary) -> f64, bool);
+        let stats: [Stat; 5] = [
             ("min", |s| s.min, true),
             ("mean", |s| s.mean, true),
             ("stddev", |s| s.stddev, false),
@@ -257,7 +265,10 @@ impl Report {
         for key in keys {
             let _ = write!(out, "{key:LABEL$}");
             for r in &rows {
-                let v = r.counters.get(key).map_or("-".to_owned(), |v| fmt_count(*v));
+                let v = r
+                    .counters
+                    .get(key)
+                    .map_or("-".to_owned(), |v| fmt_count(*v));
                 let _ = write!(out, "{v:>COL$}");
             }
             out.push('\n');
@@ -281,14 +292,23 @@ impl Report {
             self.config.scale,
             self.config.samples,
             self.metric.label(),
-            if self.metric.higher_is_better() { "higher is better" } else { "lower is better" },
+            if self.metric.higher_is_better() {
+                "higher is better"
+            } else {
+                "lower is better"
+            },
         );
         for (i, table) in self.tables.iter().enumerate() {
             let rows: Vec<&Row> = table.rows.iter().map(|&i| &self.rows[i]).collect();
-            let sums: Vec<Summary> =
-                rows.iter().map(|r| Summary::of(&r.values(self.metric))).collect();
+            let sums: Vec<Summary> = rows
+                .iter()
+                .map(|r| Summary::of(&r.values(self.metric)))
+                .collect();
             let _ = writeln!(md, "### {}\n", table.title);
-            let _ = writeln!(md, "| row | median | min – max | gain (median) | counters |");
+            let _ = writeln!(
+                md,
+                "| row | median | min – max | gain (median) | counters |"
+            );
             let _ = writeln!(md, "|---|---:|---:|---:|---|");
             for ((row, s), col) in rows.iter().zip(&sums).zip(&table.columns) {
                 let counters: Vec<String> = row
@@ -321,7 +341,12 @@ impl Report {
     fn svg(&self, table: &Table, sums: &[Summary]) -> String {
         let (w, h, left, bottom, top) = (720.0, 360.0, 70.0, 90.0, 40.0);
         let plot_h = h - bottom - top;
-        let ymax = sums.iter().map(|s| s.max).fold(0.0_f64, f64::max).max(1e-12) * 1.1;
+        let ymax = sums
+            .iter()
+            .map(|s| s.max)
+            .fold(0.0_f64, f64::max)
+            .max(1e-12)
+            * 1.1;
         let n = sums.len().max(1) as f64;
         let slot = (w - left - 20.0) / n;
         let y = |v: f64| top + plot_h * (1.0 - v / ymax);
@@ -414,9 +439,7 @@ fn fmt_value(v: f64) -> String {
 }
 
 fn fmt_count(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{v:.0}")
-    } else if v.abs() >= 100.0 {
+    if v.fract() == 0.0 || v.abs() >= 100.0 {
         format!("{v:.0}")
     } else {
         format!("{v:.3}")
@@ -424,7 +447,9 @@ fn fmt_count(v: f64) -> String {
 }
 
 fn xml(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 #[cfg(test)]

@@ -4,7 +4,10 @@
 
 use std::time::Instant;
 
-use crate::util::{BUILD, FUZZ, cargo, ensure_packages, root, exec};
+use crate::util::{BUILD, FUZZ, cargo, ensure_packages, exec, root};
+
+/// A named step of the run.
+type Step = (&'static str, fn() -> Outcome);
 
 enum Outcome {
     Pass,
@@ -16,17 +19,35 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     if !args.is_empty() {
         return Err("usage: cargo xtask ci".to_owned());
     }
-    let steps: Vec<(&str, fn() -> Outcome)> = vec![
-        ("system packages", || done(ensure_packages(BUILD).and(ensure_packages(FUZZ)))),
-        ("fmt", || done(exec(cargo().args(["fmt", "--all", "--check"])))),
+    let steps: Vec<Step> = vec![
+        ("system packages", || {
+            done(ensure_packages(BUILD).and(ensure_packages(FUZZ)))
+        }),
+        ("fmt", || {
+            done(exec(cargo().args(["fmt", "--all", "--check"])))
+        }),
         ("clippy", || {
-            done(exec(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])))
+            done(exec(cargo().args([
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ])))
         }),
         ("test", || done(exec(cargo().args(["test", "--workspace"])))),
         ("doc", || {
-            done(exec(cargo()
-                .args(["doc", "--workspace", "--no-deps", "--document-private-items"])
-                .env("RUSTDOCFLAGS", "-D warnings")))
+            done(exec(
+                cargo()
+                    .args([
+                        "doc",
+                        "--workspace",
+                        "--no-deps",
+                        "--document-private-items",
+                    ])
+                    .env("RUSTDOCFLAGS", "-D warnings"),
+            ))
         }),
         ("loom", || done(crate::loom::run(&[]))),
         ("miri", || match crate::miri::unavailable() {
@@ -36,23 +57,29 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         ("fuzz targets build", || {
             // Stable `cargo check` of the cargo-fuzz crate: the targets
             // compile against the current API (running them is `xtask fuzz`).
-            done(exec(cargo().args(["check", "--bins", "--manifest-path"]).arg(root().join("fuzz/Cargo.toml"))))
+            done(exec(
+                cargo()
+                    .args(["check", "--bins", "--manifest-path"])
+                    .arg(root().join("fuzz/Cargo.toml")),
+            ))
         }),
         ("repro smoke", || {
             let out = root().join("target/repro/smoke");
-            done(crate::repro::run(&[
-                "--scale".into(),
-                "0.001".into(),
-                "--samples".into(),
-                "1".into(),
-                "--threads".into(),
-                "4".into(),
-                "--json".into(),
-                out.join("smoke.json").display().to_string(),
-                "--out".into(),
-                out.display().to_string(),
-            ])
-            .and_then(|()| check_json(&out.join("smoke.json"))))
+            done(
+                crate::repro::run(&[
+                    "--scale".into(),
+                    "0.001".into(),
+                    "--samples".into(),
+                    "1".into(),
+                    "--threads".into(),
+                    "4".into(),
+                    "--json".into(),
+                    out.join("smoke.json").display().to_string(),
+                    "--out".into(),
+                    out.display().to_string(),
+                ])
+                .and_then(|()| check_json(&out.join("smoke.json"))),
+            )
         }),
     ];
     // The JSON file's directory must exist before repro writes it.
@@ -103,7 +130,8 @@ fn done(r: Result<(), String>) -> Outcome {
 
 /// The smoke run's JSON has the schema DESIGN.md promises.
 fn check_json(path: &std::path::Path) -> Result<(), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
     for key in [
         "\"experiment\"",
         "\"host\"",

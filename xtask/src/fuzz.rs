@@ -2,7 +2,7 @@
 //! one) for a bounded time each. Needs nightly; installs cargo-fuzz and the
 //! C++ compiler libFuzzer needs when they are missing.
 
-use crate::util::{FUZZ, cargo, cargo_nightly, ensure_packages, has_nightly, root, exec, succeeds};
+use crate::util::{FUZZ, cargo, cargo_nightly, ensure_packages, exec, has_nightly, root, succeeds};
 
 /// The targets in `fuzz/Cargo.toml`.
 pub(crate) const TARGETS: &[&str] = &["pagevec_ops", "batcher_ops"];
@@ -26,7 +26,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 return Err(format!(
                     "unknown argument {other:?}; targets: {}",
                     TARGETS.join(", ")
-                ))
+                ));
             }
         }
     }
@@ -39,10 +39,12 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         exec(cargo().args(["install", "cargo-fuzz", "--locked"]))?;
     }
     for target in TARGETS.iter().filter(|t| only.is_none_or(|o| o == **t)) {
-        exec(cargo_nightly()
-            .current_dir(root().join("fuzz"))
-            .args(["fuzz", "run", target, "--"])
-            .arg(format!("-max_total_time={seconds}")))?;
+        exec(
+            cargo_nightly()
+                .current_dir(root().join("fuzz"))
+                .args(["fuzz", "run", target, "--"])
+                .arg(format!("-max_total_time={seconds}")),
+        )?;
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! in their own target directory so `--cfg loom` does not invalidate the
 //! normal build.
 
-use crate::util::{cargo, root, exec};
+use crate::util::{cargo, exec, root};
 
 /// Crates with loom models (`src/**/tests/loom_*.rs`).
 pub(crate) const CRATES: &[&str] = &["mmbatch-pagevec"];
@@ -15,7 +15,12 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             let name = CRATES
                 .iter()
                 .find(|c| *c == one || c.strip_prefix("mmbatch-") == Some(one))
-                .ok_or_else(|| format!("no loom models in {one:?}; crates with models: {}", CRATES.join(", ")))?;
+                .ok_or_else(|| {
+                    format!(
+                        "no loom models in {one:?}; crates with models: {}",
+                        CRATES.join(", ")
+                    )
+                })?;
             vec![*name]
         }
         _ => return Err("usage: cargo xtask loom [CRATE]".to_owned()),
@@ -23,11 +28,13 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     crate::util::ensure_packages(crate::util::BUILD)?;
     for krate in crates {
         let preemptions = std::env::var("LOOM_MAX_PREEMPTIONS").unwrap_or_else(|_| "3".to_owned());
-        exec(cargo()
-            .args(["test", "--release", "--lib", "-p", krate])
-            .env("RUSTFLAGS", "--cfg loom -C debug-assertions=on")
-            .env("LOOM_MAX_PREEMPTIONS", preemptions)
-            .env("CARGO_TARGET_DIR", root().join("target/loom")))?;
+        exec(
+            cargo()
+                .args(["test", "--release", "--lib", "-p", krate])
+                .env("RUSTFLAGS", "--cfg loom -C debug-assertions=on")
+                .env("LOOM_MAX_PREEMPTIONS", preemptions)
+                .env("CARGO_TARGET_DIR", root().join("target/loom")),
+        )?;
     }
     Ok(())
 }

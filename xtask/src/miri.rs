@@ -2,7 +2,7 @@
 //! provenance (crossbeam's `ci/miri.sh`). Needs a nightly toolchain; adds
 //! the miri component when it is missing.
 
-use crate::util::{cargo_nightly, has_nightly, exec, succeeds};
+use crate::util::{cargo_nightly, exec, has_nightly, succeeds};
 
 /// Crates with unsafe code.
 pub(crate) const CRATES: &[&str] = &["mmbatch-pagevec"];
@@ -37,9 +37,11 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         ]))?;
     }
     for krate in CRATES {
-        exec(cargo_nightly()
-            .args(["miri", "test", "-p", krate])
-            .env("MIRIFLAGS", "-Zmiri-strict-provenance"))?;
+        exec(
+            cargo_nightly()
+                .args(["miri", "test", "-p", krate])
+                .env("MIRIFLAGS", "-Zmiri-strict-provenance"),
+        )?;
     }
     Ok(())
 }

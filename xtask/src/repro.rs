@@ -3,14 +3,24 @@
 //! `--samples`, `--json`, `--out`, `--list`). Tables go to stdout, the
 //! Markdown report and plots to `target/repro/`.
 
-use crate::util::{BUILD, cargo, ensure_packages, root, exec};
+use crate::util::{BUILD, cargo, ensure_packages, exec, root};
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     ensure_packages(BUILD)?;
     let mut cmd = cargo();
-    cmd.args(["run", "--release", "--quiet", "-p", "mmbatch-benches", "--bin", "repro", "--"]);
+    cmd.args([
+        "run",
+        "--release",
+        "--quiet",
+        "-p",
+        "mmbatch-benches",
+        "--bin",
+        "repro",
+        "--",
+    ]);
     if !args.iter().any(|a| a == "--out") {
-        let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), Into::into);
+        let target =
+            std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), Into::into);
         cmd.arg("--out").arg(target.join("repro"));
     }
     cmd.args(args);

@@ -88,7 +88,11 @@ pub(crate) fn has_nightly() -> bool {
         Command::new("rustup")
             .args(["toolchain", "list"])
             .output()
-            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l.starts_with("nightly")))
+            .is_ok_and(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .any(|l| l.starts_with("nightly"))
+            })
     })
 }
 
@@ -145,10 +149,16 @@ pub(crate) fn ensure_packages(pkgs: &[SystemPackage]) -> Result<(), String> {
             if still.is_empty() {
                 Ok(())
             } else {
-                Err(format!("apt-get ran but {} still missing", still.join(", ")))
+                Err(format!(
+                    "apt-get ran but {} still missing",
+                    still.join(", ")
+                ))
             }
         }
-        Plan::Tell(msg) => Err(format!("missing system packages: {}\n{msg}", why.join(", "))),
+        Plan::Tell(msg) => Err(format!(
+            "missing system packages: {}\n{msg}",
+            why.join(", ")
+        )),
     }
 }
 
@@ -161,7 +171,9 @@ fn install_plan(root: bool, apt: bool, names: &[&str]) -> Plan {
     let list = names.join(" ");
     if root && apt {
         let mut update = Command::new("apt-get");
-        update.args(["update", "-qq"]).env("DEBIAN_FRONTEND", "noninteractive");
+        update
+            .args(["update", "-qq"])
+            .env("DEBIAN_FRONTEND", "noninteractive");
         let mut install = Command::new("apt-get");
         install
             .args(["install", "-y", "-qq", "--no-install-recommends"])
@@ -199,7 +211,10 @@ mod tests {
     fn non_root_is_told_the_exact_command() {
         match install_plan(false, true, &["libhwloc-dev", "pkg-config"]) {
             Plan::Tell(msg) => {
-                assert!(msg.contains("sudo apt-get install -y libhwloc-dev pkg-config"), "{msg}")
+                assert!(
+                    msg.contains("sudo apt-get install -y libhwloc-dev pkg-config"),
+                    "{msg}"
+                )
             }
             Plan::Install(_) => panic!("must not try apt-get without root"),
         }
@@ -210,7 +225,10 @@ mod tests {
         match install_plan(true, true, &["g++"]) {
             Plan::Install(cmds) => {
                 let last = show(&cmds[1]);
-                assert!(last.contains("apt-get install -y -qq --no-install-recommends g++"), "{last}");
+                assert!(
+                    last.contains("apt-get install -y -qq --no-install-recommends g++"),
+                    "{last}"
+                );
             }
             Plan::Tell(m) => panic!("root should install: {m}"),
         }
@@ -218,6 +236,13 @@ mod tests {
 
     #[test]
     fn present_packages_need_nothing() {
-        assert!(ensure_packages(&[SystemPackage { apt: "coreutils", provides: "ls", needed_by: "test" }]).is_ok());
+        assert!(
+            ensure_packages(&[SystemPackage {
+                apt: "coreutils",
+                provides: "ls",
+                needed_by: "test"
+            }])
+            .is_ok()
+        );
     }
 }

@@ -52,7 +52,9 @@ fn parse() -> Result<Args, String> {
                     .parse()
                     .ok()
                     .filter(|s: &f64| *s > 0.0 && s.is_finite())
-                    .ok_or(format!("--scale {v}: want a positive number (1 = default size)"))?;
+                    .ok_or(format!(
+                        "--scale {v}: want a positive number (1 = default size)"
+                    ))?;
             }
             "--threads" => {
                 let v = value("a count")?;
@@ -80,10 +82,7 @@ fn parse() -> Result<Args, String> {
     for id in &args.only {
         if experiment(id).is_none() {
             let known: Vec<&str> = experiments().iter().map(|e| e.id).collect();
-            return Err(format!(
-                "no experiment {id:?}; known: {}",
-                known.join(", ")
-            ));
+            return Err(format!("no experiment {id:?}; known: {}", known.join(", ")));
         }
     }
     Ok(args)
@@ -102,7 +101,12 @@ impl Progress for Stderr {
     fn row(&mut self, done: usize, total: usize, what: &str) {
         let secs = self.start.elapsed().as_secs_f64();
         if self.tty {
-            eprint!("\r\x1b[K[{} {}/{}, {secs:.0}s] {what}", self.id, done + 1, total);
+            eprint!(
+                "\r\x1b[K[{} {}/{}, {secs:.0}s] {what}",
+                self.id,
+                done + 1,
+                total
+            );
             let _ = std::io::stderr().flush();
         } else {
             let tenth = done * 10 / total.max(1);

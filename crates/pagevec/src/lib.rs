@@ -93,3 +93,8 @@ pub use percpu::{PerCpu, current_cpu, possible_cpus};
 pub fn uses_membarrier() -> bool {
     barrier::expedited()
 }
+
+/// The workspace README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;

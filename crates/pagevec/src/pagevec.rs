@@ -205,23 +205,22 @@ impl<T, const N: usize> PageVec<T, N> {
         let len = self.len;
         // Panic safety: while we shuffle, the batch claims nothing.
         self.len = 0;
-        let base = self.items.as_mut_ptr().cast::<T>();
         let mut kept = 0;
         for i in 0..len {
-            // SAFETY: i < len ≤ N, and item i is initialised and not yet
-            // moved (kept ≤ i, and only indices < kept were written).
-            let item = unsafe { &mut *base.add(i) };
-            if keep(item) {
+            // SAFETY: i < len, and item i is initialised and not yet moved:
+            // only indices below `kept` (≤ i) have been written.
+            if keep(unsafe { self.items[i].assume_init_mut() }) {
                 if kept != i {
-                    // SAFETY: kept < i < N: both in bounds, distinct; slot
-                    // `kept` was vacated (moved or dropped) earlier.
-                    unsafe { ptr::copy_nonoverlapping(base.add(i), base.add(kept), 1) };
+                    // Moving the MaybeUninit moves the item; slot `kept` was
+                    // vacated earlier, so nothing is overwritten or dropped.
+                    self.items[kept] =
+                        core::mem::replace(&mut self.items[i], MaybeUninit::uninit());
                 }
                 kept += 1;
             } else {
-                // SAFETY: item i is initialised and dropped exactly once;
-                // its slot is then free.
-                unsafe { ptr::drop_in_place(base.add(i)) };
+                // SAFETY: item i is initialised and dropped exactly once; its
+                // slot is then free.
+                unsafe { self.items[i].assume_init_drop() };
             }
         }
         self.len = kept;

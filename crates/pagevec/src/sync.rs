@@ -7,13 +7,13 @@ pub(crate) use loom::sync::{
     Mutex, MutexGuard,
     atomic::{AtomicUsize, Ordering, fence},
 };
+#[cfg(not(any(loom, miri)))]
+pub(crate) use std::sync::atomic::compiler_fence;
 #[cfg(not(loom))]
 pub(crate) use std::sync::{
     Mutex, MutexGuard,
     atomic::{AtomicUsize, Ordering, fence},
 };
-#[cfg(not(any(loom, miri)))]
-pub(crate) use std::sync::atomic::compiler_fence;
 
 /// Locks `m`, ignoring poisoning: every structure here is left consistent
 /// before user code (which may panic) runs under a lock.

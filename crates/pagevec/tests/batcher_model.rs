@@ -105,7 +105,10 @@ fn apply_panic_drops_the_rest_of_the_batch_and_keeps_working() {
     assert!(r.is_err());
     // 14 and 15 were dropped with the batch; the slot is usable again.
     [1, 2, 3, 4].into_iter().for_each(|op| b.queue(op));
-    assert_eq!(*b.target().0.lock().unwrap_or_else(|e| e.into_inner()), [12, 1, 2, 3, 4]);
+    assert_eq!(
+        *b.target().0.lock().unwrap_or_else(|e| e.into_inner()),
+        [12, 1, 2, 3, 4]
+    );
     assert_eq!(b.stats().pending, 0);
 }
 

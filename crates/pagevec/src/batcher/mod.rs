@@ -495,11 +495,13 @@ impl<T, const N: usize> Slot<T, N> {
         let mut i = head;
         while i != tail {
             let op = self.ring[i % N].with_mut(|cell| {
+                // SAFETY: `cell` points into `self.ring`, valid for reads,
+                // and we hold `lock`, so no other consumer touches it.
+                let op = unsafe { cell.read() };
                 // SAFETY: head <= i < tail: the owner initialised this cell
-                // before publishing `tail`, and we hold `lock`, so no other
-                // consumer reads it; it is read once, as `head` then moves
-                // past it.
-                unsafe { (*cell).assume_init_read() }
+                // before publishing `tail`. It is read once: `head` then
+                // moves past it.
+                unsafe { op.assume_init() }
             });
             // SAFETY: at most tail - head <= N ops go into the empty `out`.
             unsafe { out.push_unchecked(op) };

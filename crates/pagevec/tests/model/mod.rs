@@ -202,16 +202,22 @@ fn check(b: &Batcher<Lists, N>, m: &Model, s: Step) -> Result<(), String> {
     let log = b.target().log.lock().unwrap().clone();
     for t in 0..THREADS {
         let mine: Vec<Op> = log.iter().copied().filter(|op| op.0 == t).collect();
-        ensure(&mine, &m.applied[t], || format!("thread {t}'s applied ops after {s:?}"))?;
+        ensure(&mine, &m.applied[t], || {
+            format!("thread {t}'s applied ops after {s:?}")
+        })?;
     }
     let mut stats = m.stats;
     stats.pending = m.pending.iter().map(|p| p.len() as u64).sum();
     let got = b.stats();
     ensure(&got, &stats, || format!("stats after {s:?}"))?;
-    ensure(&b.target().locks.load(Ordering::Relaxed), &got.lock_acquisitions, || {
-        "locks seen by the target".to_owned()
-    })?;
-    ensure(&b.is_disabled(), &(m.disabled > 0), || "disabled".to_owned())
+    ensure(
+        &b.target().locks.load(Ordering::Relaxed),
+        &got.lock_acquisitions,
+        || "locks seen by the target".to_owned(),
+    )?;
+    ensure(&b.is_disabled(), &(m.disabled > 0), || {
+        "disabled".to_owned()
+    })
 }
 
 fn ensure<T: PartialEq + std::fmt::Debug>(
@@ -225,4 +231,3 @@ fn ensure<T: PartialEq + std::fmt::Debug>(
         Err(format!("{}: got {got:?}, model says {want:?}", what()))
     }
 }
-
