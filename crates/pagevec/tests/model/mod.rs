@@ -3,7 +3,8 @@
 //!
 //! Steps run on real worker threads (each owns its slot, as in
 //! production), one at a time, driven from the caller's thread so a run is
-//! deterministic. After every step:
+//! deterministic. The workers persist across runs; each run gets a fresh
+//! batcher. After every step:
 //! - each thread's applied ops equal the model's, in order;
 //! - the ops waiting in batches equal the model's;
 //! - every counter in `BatchStats` equals the model's, and the lock
@@ -11,9 +12,8 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::sync::{
-    Mutex, MutexGuard,
+    Arc, Condvar, Mutex, MutexGuard, OnceLock,
     atomic::{AtomicU64, Ordering},
-    mpsc,
 };
 
 use mmbatch_pagevec::{Apply, BatchStats, Batcher};
@@ -153,49 +153,162 @@ impl Model {
 /// Runs `steps` on worker threads and checks the batcher against the
 /// model after each one.
 pub fn run(steps: &[Step]) -> Result<(), String> {
-    let batcher: Batcher<Lists, N> = Batcher::new(Lists::default());
+    let workers = workers();
+    let batcher: Arc<Batcher<Lists, N>> = Arc::new(Batcher::new(Lists::default()));
     let mut model = Model::default();
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..THREADS)
-            .map(|_| {
-                let (tx, rx) = mpsc::channel::<(Step, Option<Op>)>();
-                let (done_tx, done_rx) = mpsc::channel::<()>();
-                let b = &batcher;
-                scope.spawn(move || {
-                    for (s, op) in rx {
-                        match s {
-                            Step::Queue(..) => b.queue(op.unwrap()),
-                            Step::ApplyNow(..) => b.apply_now(op.unwrap()),
-                            Step::DrainLocal(_) => b.drain_local(),
-                            Step::DrainAll(_) => b.drain_all(),
-                            Step::Disable(_) => b.disable(),
-                            Step::Enable(_) => b.enable(),
-                        }
-                        done_tx.send(()).unwrap();
-                    }
-                });
-                (tx, done_rx)
+    for &s in steps {
+        if matches!(s, Step::Enable(_)) && model.disabled == 0 {
+            continue; // enable() without disable() panics by contract
+        }
+        let op = model.step(s);
+        let t = match s {
+            Step::Queue(t, _)
+            | Step::ApplyNow(t, _)
+            | Step::DrainLocal(t)
+            | Step::DrainAll(t)
+            | Step::Disable(t)
+            | Step::Enable(t) => t,
+        };
+        let b = batcher.clone();
+        workers[t]
+            .run(Box::new(move || match s {
+                Step::Queue(..) => b.queue(op.unwrap()),
+                Step::ApplyNow(..) => b.apply_now(op.unwrap()),
+                Step::DrainLocal(_) => b.drain_local(),
+                Step::DrainAll(_) => b.drain_all(),
+                Step::Disable(_) => b.disable(),
+                Step::Enable(_) => b.enable(),
+            }))
+            .map_err(|e| format!("{s:?} panicked: {e}"))?;
+        check(&batcher, &model, s)?;
+    }
+    Ok(())
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The worker threads, spawned once and reused by every run (one run at a
+/// time): a fresh thread per run would make each run pay for thread start
+/// and teardown, and LeakSanitizer (under cargo-fuzz) reports the TLS
+/// destructor records of threads still tearing down as leaks.
+#[cfg(not(miri))]
+fn workers() -> MutexGuard<'static, Pool> {
+    static WORKERS: OnceLock<Mutex<Pool>> = OnceLock::new();
+    let guard = WORKERS.get_or_init(|| Mutex::new(Pool::spawn())).lock();
+    guard.unwrap_or_else(|e| e.into_inner())
+}
+
+/// Under Miri, which requires every thread joined before `main` returns,
+/// each run has its own pool.
+#[cfg(miri)]
+fn workers() -> Pool {
+    Pool::spawn()
+}
+
+/// `THREADS` workers; dropping the pool stops and joins them.
+struct Pool {
+    mailboxes: Vec<Arc<Mailbox>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Pool {
+    fn spawn() -> Self {
+        let mailboxes: Vec<Arc<Mailbox>> = (0..THREADS).map(|_| Arc::default()).collect();
+        let threads = mailboxes
+            .iter()
+            .enumerate()
+            .map(|(i, mailbox)| {
+                let mailbox = mailbox.clone();
+                std::thread::Builder::new()
+                    .name(format!("model-worker-{i}"))
+                    .spawn(move || mailbox.serve())
+                    .expect("spawning a model worker")
             })
             .collect();
-        for &s in steps {
-            if matches!(s, Step::Enable(_)) && model.disabled == 0 {
-                continue; // enable() without disable() panics by contract
-            }
-            let op = model.step(s);
-            let t = match s {
-                Step::Queue(t, _)
-                | Step::ApplyNow(t, _)
-                | Step::DrainLocal(t)
-                | Step::DrainAll(t)
-                | Step::Disable(t)
-                | Step::Enable(t) => t,
-            };
-            workers[t].0.send((s, op)).unwrap();
-            workers[t].1.recv().unwrap();
-            check(&batcher, &model, s)?;
+        Pool { mailboxes, threads }
+    }
+}
+
+impl std::ops::Deref for Pool {
+    type Target = [Arc<Mailbox>];
+    fn deref(&self) -> &Self::Target {
+        &self.mailboxes
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        for mailbox in &self.mailboxes {
+            *mailbox.mail.lock().unwrap_or_else(|e| e.into_inner()) = Mail::Quit;
+            mailbox.changed.notify_all();
         }
-        Ok(())
-    })
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A one-job handshake between the driver and a worker.
+#[derive(Default)]
+struct Mailbox {
+    mail: Mutex<Mail>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+enum Mail {
+    #[default]
+    Idle,
+    Job(Job),
+    Busy,
+    Finished(Result<(), String>),
+    Quit,
+}
+
+impl Mailbox {
+    /// Runs `job` on the worker and waits for it; a panic comes back as an
+    /// error.
+    fn run(&self, job: Job) -> Result<(), String> {
+        let mut mail = self.mail.lock().unwrap();
+        *mail = Mail::Job(job);
+        self.changed.notify_all();
+        loop {
+            match std::mem::take(&mut *mail) {
+                Mail::Finished(result) => return result,
+                other => {
+                    *mail = other;
+                    mail = self.changed.wait(mail).unwrap();
+                }
+            }
+        }
+    }
+
+    /// The worker's loop: take a job, run it, report; until told to quit.
+    fn serve(&self) {
+        let mut mail = self.mail.lock().unwrap();
+        loop {
+            match std::mem::replace(&mut *mail, Mail::Busy) {
+                Mail::Quit => return,
+                Mail::Job(job) => {
+                    drop(mail);
+                    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
+                        .map_err(|p| {
+                            p.downcast_ref::<&str>()
+                                .map(|s| s.to_string())
+                                .or_else(|| p.downcast_ref::<String>().cloned())
+                                .unwrap_or_default()
+                        });
+                    mail = self.mail.lock().unwrap();
+                    *mail = Mail::Finished(result);
+                    self.changed.notify_all();
+                }
+                other => {
+                    *mail = other;
+                    mail = self.changed.wait(mail).unwrap();
+                }
+            }
+        }
+    }
 }
 
 fn check(b: &Batcher<Lists, N>, m: &Model, s: Step) -> Result<(), String> {
