@@ -247,22 +247,39 @@ impl Ops {
 }
 
 /// Runs `work(thread)` on `threads` threads released together; returns the
-/// time from release until all have finished.
+/// time from the first thread starting to the last finishing. Each worker
+/// reads the clock itself: a main thread reading it after the release may
+/// not be scheduled until the workers are done (2 cores, 3 threads).
 fn timed(threads: usize, work: impl Fn(usize) + Sync) -> Duration {
-    let go = Barrier::new(threads + 1);
-    let mut start = None;
-    thread::scope(|s| {
-        for t in 0..threads {
-            let (go, work) = (&go, &work);
-            s.spawn(move || {
-                go.wait();
-                work(t);
-            });
-        }
-        go.wait();
-        start = Some(Instant::now());
+    let go = Barrier::new(threads);
+    let spans: Vec<(Instant, Instant)> = thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (go, work) = (&go, &work);
+                s.spawn(move || {
+                    go.wait();
+                    let start = Instant::now();
+                    work(t);
+                    (start, Instant::now())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("worker panicked"))
+            .collect()
     });
-    start.expect("set before the scope ends").elapsed()
+    let first = spans
+        .iter()
+        .map(|s| s.0)
+        .min()
+        .expect("at least one thread");
+    let last = spans
+        .iter()
+        .map(|s| s.1)
+        .max()
+        .expect("at least one thread");
+    last - first
 }
 
 /// Applies `ops_per_thread` ops from each of `threads` threads to `target`
