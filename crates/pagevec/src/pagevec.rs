@@ -235,8 +235,7 @@ impl<T, const N: usize> PageVec<T, N> {
         self.len = 0;
         Drain {
             vec: self,
-            next: 0,
-            end,
+            rest: Remaining { next: 0, end },
         }
     }
 }
@@ -319,17 +318,58 @@ impl<T, const N: usize> IntoIterator for PageVec<T, N> {
         let items = unsafe { ptr::read(&vec.items) };
         IntoIter {
             items,
-            next: 0,
-            end,
+            rest: Remaining { next: 0, end },
         }
+    }
+}
+
+/// The items `[next, end)` of an array whose batch has given them up: each
+/// is initialised and owned here, and is yielded or dropped exactly once.
+/// The one place [`Drain`] and [`IntoIter`] read items out.
+struct Remaining {
+    next: usize,
+    end: usize,
+}
+
+impl Remaining {
+    fn len(&self) -> usize {
+        self.end - self.next
+    }
+
+    /// # Safety
+    /// - `items[self.next..self.end]` is initialised and owned by `self`.
+    #[inline]
+    unsafe fn next<T>(&mut self, items: &[MaybeUninit<T>]) -> Option<T> {
+        if self.next == self.end {
+            return None;
+        }
+        let i = self.next;
+        self.next += 1;
+        // SAFETY: i was in [next, end), initialised and owned by us (the
+        // caller's promise); `next` moved past it, so it is read only once.
+        Some(unsafe { items[i].assume_init_read() })
+    }
+
+    /// Drops every item not yet yielded.
+    ///
+    /// # Safety
+    /// - `items[self.next..self.end]` is initialised and owned by `self`.
+    unsafe fn drop_rest<T>(&mut self, items: &mut [MaybeUninit<T>]) {
+        let rest = &mut items[self.next..self.end];
+        // Claim nothing before dropping: a panicking Drop cannot repeat one.
+        self.next = self.end;
+        let rest = ptr::slice_from_raw_parts_mut(rest.as_mut_ptr().cast::<T>(), rest.len());
+        // SAFETY: the range is initialised and owned (the caller's promise),
+        // and no longer claimed by `self`, so each item is dropped once.
+        unsafe { ptr::drop_in_place(rest) };
     }
 }
 
 /// Draining iterator of a [`PageVec`]; see [`PageVec::drain`].
 pub struct Drain<'a, T, const N: usize> {
+    /// Its `len` is already 0: the items belong to `rest`.
     vec: &'a mut PageVec<T, N>,
-    next: usize,
-    end: usize,
+    rest: Remaining,
 }
 
 impl<T, const N: usize> Iterator for Drain<'_, T, N> {
@@ -337,19 +377,12 @@ impl<T, const N: usize> Iterator for Drain<'_, T, N> {
 
     #[inline]
     fn next(&mut self) -> Option<T> {
-        if self.next == self.end {
-            return None;
-        }
-        let i = self.next;
-        self.next += 1;
-        // SAFETY: next < end ≤ N and [next, end) is initialised and not yet
-        // yielded; advancing `next` first means it is read exactly once.
-        Some(unsafe { self.vec.items[i].assume_init_read() })
+        // SAFETY: `drain` moved [0, len) from the batch to `rest`.
+        unsafe { self.rest.next(&self.vec.items) }
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let n = self.end - self.next;
-        (n, Some(n))
+        (self.rest.len(), Some(self.rest.len()))
     }
 }
 
@@ -358,23 +391,15 @@ impl<T, const N: usize> FusedIterator for Drain<'_, T, N> {}
 
 impl<T, const N: usize> Drop for Drain<'_, T, N> {
     fn drop(&mut self) {
-        let (next, end) = (self.next, self.end);
-        self.next = end;
-        let rest = ptr::slice_from_raw_parts_mut(
-            // SAFETY: next ≤ end ≤ N, so the offset stays in the array.
-            unsafe { self.vec.items.as_mut_ptr().add(next) }.cast::<T>(),
-            end - next,
-        );
-        // SAFETY: [next, end) is initialised and was never yielded; `next`
-        // is already `end`, so a panic in a Drop here cannot repeat a drop.
-        unsafe { ptr::drop_in_place(rest) };
+        // SAFETY: as in `next`.
+        unsafe { self.rest.drop_rest(&mut self.vec.items) };
     }
 }
 
 impl<T: fmt::Debug, const N: usize> fmt::Debug for Drain<'_, T, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Drain")
-            .field("remaining", &(self.end - self.next))
+            .field("remaining", &self.rest.len())
             .finish()
     }
 }
@@ -382,8 +407,7 @@ impl<T: fmt::Debug, const N: usize> fmt::Debug for Drain<'_, T, N> {
 /// Owning iterator of a [`PageVec`], in insertion order.
 pub struct IntoIter<T, const N: usize> {
     items: [MaybeUninit<T>; N],
-    next: usize,
-    end: usize,
+    rest: Remaining,
 }
 
 impl<T, const N: usize> Iterator for IntoIter<T, N> {
@@ -391,18 +415,12 @@ impl<T, const N: usize> Iterator for IntoIter<T, N> {
 
     #[inline]
     fn next(&mut self) -> Option<T> {
-        if self.next == self.end {
-            return None;
-        }
-        let i = self.next;
-        self.next += 1;
-        // SAFETY: [next, end) is initialised and not yet yielded.
-        Some(unsafe { self.items[i].assume_init_read() })
+        // SAFETY: `into_iter` moved the array with [0, len) to us.
+        unsafe { self.rest.next(&self.items) }
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let n = self.end - self.next;
-        (n, Some(n))
+        (self.rest.len(), Some(self.rest.len()))
     }
 }
 
@@ -411,22 +429,15 @@ impl<T, const N: usize> FusedIterator for IntoIter<T, N> {}
 
 impl<T, const N: usize> Drop for IntoIter<T, N> {
     fn drop(&mut self) {
-        let (next, end) = (self.next, self.end);
-        self.next = end;
-        let rest = ptr::slice_from_raw_parts_mut(
-            // SAFETY: next ≤ end ≤ N, so the offset stays in the array.
-            unsafe { self.items.as_mut_ptr().add(next) }.cast::<T>(),
-            end - next,
-        );
-        // SAFETY: [next, end) is initialised and was never yielded.
-        unsafe { ptr::drop_in_place(rest) };
+        // SAFETY: as in `next`.
+        unsafe { self.rest.drop_rest(&mut self.items) };
     }
 }
 
 impl<T: fmt::Debug, const N: usize> fmt::Debug for IntoIter<T, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("IntoIter")
-            .field("remaining", &(self.end - self.next))
+            .field("remaining", &self.rest.len())
             .finish()
     }
 }
