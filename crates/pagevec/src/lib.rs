@@ -98,3 +98,12 @@ pub fn uses_membarrier() -> bool {
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 struct ReadmeDoctests;
+
+/// For loom models in other crates that call [`Batcher::disable`]: models
+/// the queue path's light barrier as the SeqCst fence it acts as against
+/// disable's heavy one (see the batcher docs). Call it first in the model.
+#[cfg(loom)]
+#[doc(hidden)]
+pub fn loom_model_with_heavy_barrier() {
+    barrier::model_with_heavy_barrier();
+}

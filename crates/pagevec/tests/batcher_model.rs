@@ -52,6 +52,19 @@ fn full_batch_relocks_only_on_key_change() {
 }
 
 #[test]
+fn any_local_sees_only_the_callers_waiting_ops() {
+    let b: Batcher<Lists, 8> = Batcher::new(Lists::default());
+    b.queue((0, 1, 0));
+    b.queue((0, 2, 1));
+    assert!(b.any_local(|op| op.1 == 2));
+    std::thread::scope(|s| {
+        s.spawn(|| assert!(!b.any_local(|op| op.1 == 2), "another thread's batch"));
+    });
+    b.drain_local();
+    assert!(!b.any_local(|_| true), "applied ops are not waiting");
+}
+
+#[test]
 fn drop_applies_waiting_ops_and_into_inner_returns_them() {
     let b: Batcher<Lists, 8> = Batcher::new(Lists::default());
     b.queue((0, 1, 0));

@@ -255,6 +255,34 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
         slot.immediate.store(n + 1, Ordering::Relaxed);
     }
 
+    /// Whether an op waiting in the calling thread's batch satisfies `pred`
+    /// — how `__lru_cache_activate_folio` looks for a folio in this CPU's
+    /// `lru_add` batch. Takes the slot's lock (uncontended unless a remote
+    /// drain is running).
+    pub fn any_local(&self, mut pred: impl FnMut(&A::Op) -> bool) -> bool {
+        let Some(slot) = self.slots.local() else {
+            return false;
+        };
+        let _held = lock(&slot.lock);
+        let head = slot.head.load(Ordering::Relaxed);
+        // Only this thread pushes, so `tail` is its own latest store.
+        let tail = slot.tail.load(Ordering::Relaxed);
+        let mut i = head;
+        while i != tail {
+            let found = slot.ring[i % N].with(|cell| {
+                // SAFETY: head <= i < tail: the cell holds an op this thread
+                // pushed; holding the lock keeps consumers from moving it
+                // out, and only this thread (the owner) could write it.
+                pred(unsafe { (*cell).assume_init_ref() })
+            });
+            if found {
+                return true;
+            }
+            i = i.wrapping_add(1);
+        }
+        false
+    }
+
     /// Applies the calling thread's waiting ops (`lru_add_drain`).
     pub fn drain_local(&self) {
         if let Some(slot) = self.slots.local() {

@@ -1,0 +1,103 @@
+//! Errors: each names what was wrong and what to do instead.
+
+use std::fmt;
+
+use crate::frame::Pfn;
+
+/// Why the engine refused an operation. Refusals change nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LruError {
+    /// `Config::frames` was 0.
+    ZeroFrames,
+    /// `Config::nodes` was 0.
+    ZeroNodes,
+    /// More frames than a `Pfn` (u32, with `u32::MAX` reserved) can name.
+    TooManyFrames {
+        /// What was asked for.
+        frames: usize,
+    },
+    /// A frame number past the end of the table.
+    OutOfRange {
+        /// The frame asked for.
+        pfn: Pfn,
+        /// Frames in the table.
+        frames: usize,
+    },
+    /// A node number past the last node.
+    NoSuchNode {
+        /// The node asked for.
+        node: usize,
+        /// Nodes in the engine.
+        nodes: usize,
+    },
+    /// `lru_add` of a frame that is already in use.
+    InUse {
+        /// The frame.
+        pfn: Pfn,
+        /// Its references (0 would mean free).
+        refcount: u32,
+    },
+    /// An operation on a free frame (never added, or evicted).
+    Free(Pfn),
+    /// `putback` of a frame the engine did not isolate for the caller —
+    /// typically a second putback of the same frame.
+    NotIsolated(Pfn),
+    /// `munlock` of a frame that is not mlocked.
+    NotMlocked(Pfn),
+    /// `free_isolated` of a frame others still hold references to.
+    Busy {
+        /// The frame.
+        pfn: Pfn,
+        /// Its references (2 would be the allocation and the isolation).
+        refcount: u32,
+    },
+}
+
+impl fmt::Display for LruError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LruError::ZeroFrames => {
+                f.write_str("an engine needs at least one frame: set Config::frames > 0")
+            }
+            LruError::ZeroNodes => {
+                f.write_str("an engine needs at least one node: set Config::nodes > 0")
+            }
+            LruError::TooManyFrames { frames } => write!(
+                f,
+                "{frames} frames do not fit a u32 frame number: use at most {} frames",
+                u32::MAX - 1
+            ),
+            LruError::OutOfRange { pfn, frames } => {
+                write!(f, "{pfn} is out of range: the table has frames 0..{frames}")
+            }
+            LruError::NoSuchNode { node, nodes } => {
+                write!(
+                    f,
+                    "node {node} does not exist: the engine has nodes 0..{nodes}"
+                )
+            }
+            LruError::InUse { pfn, refcount } => write!(
+                f,
+                "lru_add of {pfn}, which is in use ({refcount} references): only a free frame \
+                 can be added; to return an isolated frame use putback"
+            ),
+            LruError::Free(pfn) => write!(
+                f,
+                "{pfn} is free (never added, or evicted): lru_add it first"
+            ),
+            LruError::NotIsolated(pfn) => write!(
+                f,
+                "putback of {pfn}, which is not isolated: each successful isolate allows one putback \
+                 (is this a double putback?)"
+            ),
+            LruError::NotMlocked(pfn) => write!(f, "munlock of {pfn}, which is not mlocked"),
+            LruError::Busy { pfn, refcount } => write!(
+                f,
+                "{pfn} has {refcount} references, more than its allocation and isolation: \
+                 wait for queued operations (lru_add_drain_all) and retry"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LruError {}

@@ -1,0 +1,210 @@
+//! Frames: the engine's `struct page` / `struct folio`.
+
+use std::fmt;
+
+use crate::sync::{AtomicU32, Ordering};
+
+/// A page frame number: an index into the [`FrameTable`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Pfn(pub u32);
+
+impl fmt::Display for Pfn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "pfn {}", self.0)
+    }
+}
+
+/// Page flags, as the kernel's `PG_*` bits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Flags(pub u32);
+
+impl Flags {
+    /// `PG_lru`: on an LRU list. Test-and-clear of this bit is the
+    /// ownership token of every list move: who clears it owns the frame's
+    /// list position until it sets it again.
+    pub const LRU: u32 = 1 << 0;
+    /// `PG_active`: on (or headed for) the active list.
+    pub const ACTIVE: u32 = 1 << 1;
+    /// `PG_referenced`: touched once since last considered; a second touch
+    /// activates ([`Engine::mark_accessed`](crate::Engine::mark_accessed)).
+    pub const REFERENCED: u32 = 1 << 2;
+    /// `PG_unevictable`: on the unevictable list.
+    pub const UNEVICTABLE: u32 = 1 << 3;
+    /// `PG_mlocked`: mlocked by at least one mapping.
+    pub const MLOCKED: u32 = 1 << 4;
+    /// `PG_locked`: the page lock; reclaim skips locked frames.
+    pub const LOCKED: u32 = 1 << 5;
+    /// Not a kernel flag: set by [`Engine::isolate`](crate::Engine::isolate)
+    /// and cleared by putback, so that a putback of a frame nobody isolated
+    /// (a double putback) is an error instead of silent list corruption.
+    pub const ISOLATED: u32 = 1 << 6;
+
+    /// Whether every bit of `bits` is set.
+    pub fn contains(self, bits: u32) -> bool {
+        self.0 & bits == bits
+    }
+
+    /// The list a frame with these flags belongs on (`folio_lru_list`).
+    pub fn lru_list(self) -> LruList {
+        if self.contains(Self::UNEVICTABLE) {
+            LruList::Unevictable
+        } else if self.contains(Self::ACTIVE) {
+            LruList::Active
+        } else {
+            LruList::Inactive
+        }
+    }
+}
+
+/// The lists of an lruvec (`enum lru_list`, one file/anon class).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LruList {
+    /// `LRU_INACTIVE_FILE`: reclaim scans its tail.
+    Inactive = 0,
+    /// `LRU_ACTIVE_FILE`: refills the inactive list when it runs low.
+    Active = 1,
+    /// `LRU_UNEVICTABLE`: mlocked frames; never scanned.
+    Unevictable = 2,
+}
+
+impl LruList {
+    /// Every list, in index order.
+    pub const ALL: [LruList; 3] = [LruList::Inactive, LruList::Active, LruList::Unevictable];
+}
+
+/// The end of an intrusive list.
+pub(crate) const NIL: u32 = u32::MAX;
+
+/// One frame. Flags and refcount are atomics used lock-free, as in the
+/// kernel; `mlock_count` and the list links are atomics only so that they
+/// can live here, in the frame: they are read and written under the lock of
+/// the frame's lruvec alone (Relaxed is enough: the lock orders them).
+#[derive(Debug)]
+pub(crate) struct Frame {
+    pub(crate) flags: AtomicU32,
+    pub(crate) refcount: AtomicU32,
+    /// `folio->mlock_count`: under the lruvec lock.
+    pub(crate) mlock_count: AtomicU32,
+    /// `folio->lru`: under the lruvec lock.
+    pub(crate) prev: AtomicU32,
+    pub(crate) next: AtomicU32,
+    pub(crate) node: u32,
+}
+
+/// What a frame looks like at one moment (for tests and tools).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FrameState {
+    /// Its flags.
+    pub flags: Flags,
+    /// References: 1 while allocated, plus one per queued op or isolation.
+    pub refcount: u32,
+    /// How many mlocks it is known to have (may undercount, as the
+    /// kernel's).
+    pub mlock_count: u32,
+    /// Its NUMA node.
+    pub node: u32,
+}
+
+/// The frames (`mem_map`): a fixed array, each frame on a fixed node.
+#[derive(Debug)]
+pub struct FrameTable {
+    frames: Box<[Frame]>,
+}
+
+impl FrameTable {
+    /// `frames` frames, frame `i` on node `node_of(i)`.
+    pub(crate) fn new(frames: usize, node_of: impl Fn(usize) -> u32) -> Self {
+        let frames = (0..frames)
+            .map(|i| Frame {
+                flags: AtomicU32::new(0),
+                refcount: AtomicU32::new(0),
+                mlock_count: AtomicU32::new(0),
+                prev: AtomicU32::new(NIL),
+                next: AtomicU32::new(NIL),
+                node: node_of(i),
+            })
+            .collect();
+        Self { frames }
+    }
+
+    /// Number of frames.
+    pub fn len(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// Whether the table has no frames (never: the engine refuses that).
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    /// The frame `pfn`; the caller checked the range.
+    #[inline]
+    pub(crate) fn get(&self, pfn: Pfn) -> &Frame {
+        &self.frames[pfn.0 as usize]
+    }
+
+    /// Whether `pfn` names a frame.
+    pub fn contains(&self, pfn: Pfn) -> bool {
+        (pfn.0 as usize) < self.frames.len()
+    }
+}
+
+impl Frame {
+    #[inline]
+    pub(crate) fn flags(&self) -> Flags {
+        Flags(self.flags.load(Ordering::Acquire))
+    }
+
+    #[inline]
+    pub(crate) fn test(&self, bit: u32) -> bool {
+        self.flags.load(Ordering::Acquire) & bit != 0
+    }
+
+    /// `folio_set_*`.
+    #[inline]
+    pub(crate) fn set(&self, bit: u32) {
+        self.flags.fetch_or(bit, Ordering::AcqRel);
+    }
+
+    /// `folio_clear_*`.
+    #[inline]
+    pub(crate) fn clear(&self, bit: u32) {
+        self.flags.fetch_and(!bit, Ordering::AcqRel);
+    }
+
+    /// `folio_test_set_*`: sets `bit`; whether it was set before.
+    #[inline]
+    pub(crate) fn test_and_set(&self, bit: u32) -> bool {
+        self.flags.fetch_or(bit, Ordering::AcqRel) & bit != 0
+    }
+
+    /// `folio_test_clear_*`: clears `bit`; whether it was set before.
+    #[inline]
+    pub(crate) fn test_and_clear(&self, bit: u32) -> bool {
+        self.flags.fetch_and(!bit, Ordering::AcqRel) & bit != 0
+    }
+
+    /// `folio_get`.
+    #[inline]
+    pub(crate) fn get_ref(&self) {
+        let old = self.refcount.fetch_add(1, Ordering::Relaxed);
+        debug_assert!(old > 0, "folio_get on a free frame");
+    }
+
+    /// `folio_put`. The engine's frames always keep their allocation
+    /// reference while queued or isolated, so this never frees.
+    #[inline]
+    pub(crate) fn put_ref(&self) {
+        let old = self.refcount.fetch_sub(1, Ordering::Release);
+        debug_assert!(old > 1, "folio_put dropped an allocation reference");
+    }
+
+    pub(crate) fn state(&self) -> FrameState {
+        FrameState {
+            flags: self.flags(),
+            refcount: self.refcount.load(Ordering::Acquire),
+            mlock_count: self.mlock_count.load(Ordering::Relaxed),
+            node: self.node,
+        }
+    }
+}

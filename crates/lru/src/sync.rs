@@ -1,0 +1,19 @@
+//! The crate's only door to atomics and locks: std normally, loom under
+//! `cfg(loom)` (after sharded-slab's `src/sync.rs`).
+
+#[cfg(loom)]
+pub(crate) use loom::sync::{
+    Arc, Mutex, MutexGuard,
+    atomic::{AtomicI64, AtomicU32, Ordering},
+};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{
+    Arc, Mutex, MutexGuard,
+    atomic::{AtomicI64, AtomicU32, Ordering},
+};
+
+/// Locks `m`, ignoring poisoning: lruvec state is consistent whenever user
+/// code (an evict callback) can run, and that code runs unlocked anyway.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,132 @@
+//! vmstat-style counters: each thread adds to its own delta (no atomic
+//! read-modify-write, like the kernel's per-CPU `vm_stat_diff`), folded
+//! into the global value when it passes a threshold
+//! (`__mod_zone_page_state` with `stat_threshold`).
+
+#[cfg(not(loom))]
+use crossbeam_utils::CachePadded;
+
+use crate::sync::{AtomicI64, Ordering};
+
+/// A counter kept outside the lru_lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stat {
+    /// `NR_MLOCK`: frames with `PG_mlocked` set.
+    NrMlock,
+    /// `UNEVICTABLE_PGMLOCKED`: frames newly mlocked.
+    Mlocked,
+}
+
+impl Stat {
+    /// Number of counters.
+    pub const COUNT: usize = 2;
+    /// Every counter, in index order.
+    pub const ALL: [Stat; Self::COUNT] = [Stat::NrMlock, Stat::Mlocked];
+
+    /// The kernel's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stat::NrMlock => "nr_mlock",
+            Stat::Mlocked => "unevictable_pgs_mlocked",
+        }
+    }
+}
+
+/// A delta this large is folded into the global value (the kernel scales
+/// `stat_threshold` with CPUs and memory; 32 is a small machine's).
+const THRESHOLD: i64 = 32;
+
+/// Slot `Stat::COUNT` of a delta array counts calls to `add`.
+const UPDATES: usize = Stat::COUNT;
+
+#[derive(Debug, Default)]
+pub(crate) struct VmStat {
+    global: [AtomicI64; Stat::COUNT + 1],
+    #[cfg(not(loom))]
+    local: thread_local::ThreadLocal<CachePadded<[AtomicI64; Stat::COUNT + 1]>>,
+}
+
+impl VmStat {
+    /// Adds `delta` to `stat` (`mod_zone_page_state`). Only this thread
+    /// writes its delta, so a load and a store suffice.
+    #[inline]
+    pub(crate) fn add(&self, stat: Stat, delta: i64) {
+        #[cfg(not(loom))]
+        {
+            let local = self.local.get_or(Default::default);
+            bump(&local[UPDATES], 1, &self.global[UPDATES]);
+            bump(&local[stat as usize], delta, &self.global[stat as usize]);
+        }
+        #[cfg(loom)]
+        {
+            self.global[UPDATES].fetch_add(1, Ordering::Relaxed);
+            self.global[stat as usize].fetch_add(delta, Ordering::Relaxed);
+        }
+    }
+
+    /// The value, deltas included: exact when no update is in flight
+    /// (`global_zone_page_state` plus the per-CPU diffs).
+    pub(crate) fn read(&self, stat: Stat) -> i64 {
+        self.read_index(stat as usize)
+    }
+
+    /// Calls to `add` so far.
+    pub(crate) fn updates(&self) -> u64 {
+        self.read_index(UPDATES) as u64
+    }
+
+    fn read_index(&self, i: usize) -> i64 {
+        let global = self.global[i].load(Ordering::Relaxed);
+        #[cfg(not(loom))]
+        {
+            global
+                + self
+                    .local
+                    .iter()
+                    .map(|l| l[i].load(Ordering::Relaxed))
+                    .sum::<i64>()
+        }
+        #[cfg(loom)]
+        {
+            global
+        }
+    }
+}
+
+#[cfg(not(loom))]
+#[inline]
+fn bump(local: &AtomicI64, delta: i64, global: &AtomicI64) {
+    let d = local.load(Ordering::Relaxed) + delta;
+    if d.abs() > THRESHOLD {
+        global.fetch_add(d, Ordering::Relaxed);
+        local.store(0, Ordering::Relaxed);
+    } else {
+        local.store(d, Ordering::Relaxed);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deltas_fold_and_sum_exactly() {
+        let v = VmStat::default();
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..1000 {
+                        v.add(Stat::NrMlock, 1);
+                    }
+                    for _ in 0..300 {
+                        v.add(Stat::NrMlock, -1);
+                    }
+                });
+            }
+        });
+        assert_eq!(v.read(Stat::NrMlock), 4 * 700);
+        assert_eq!(v.updates(), 4 * 1300);
+        // Folding kept the per-thread remainders small.
+        assert!(v.global[Stat::NrMlock as usize].load(Ordering::Relaxed) >= 4 * (700 - THRESHOLD));
+    }
+}
