@@ -21,15 +21,14 @@
 //! shared machine spreads over all of them.
 
 use std::{
-    sync::{Barrier, Mutex, MutexGuard},
-    thread,
-    time::{Duration, Instant},
+    sync::{Mutex, MutexGuard},
+    time::Duration,
 };
 
 use crossbeam_utils::CachePadded;
 use mmbatch_pagevec::{Apply, Batcher, PageVec, PerCpu, apply_batch};
 
-use crate::{Config, Experiment, Host, Metric, Progress, Report, Row, Table};
+use crate::{Config, Experiment, Host, Metric, Progress, Report, Row, Table, timed};
 
 /// The registry entry.
 pub const EXPERIMENT: Experiment = Experiment {
@@ -244,42 +243,6 @@ impl Ops {
         self.0 ^= self.0 << 5;
         self.0 % FRAMES
     }
-}
-
-/// Runs `work(thread)` on `threads` threads released together; returns the
-/// time from the first thread starting to the last finishing. Each worker
-/// reads the clock itself: a main thread reading it after the release may
-/// not be scheduled until the workers are done (2 cores, 3 threads).
-fn timed(threads: usize, work: impl Fn(usize) + Sync) -> Duration {
-    let go = Barrier::new(threads);
-    let spans: Vec<(Instant, Instant)> = thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let (go, work) = (&go, &work);
-                s.spawn(move || {
-                    go.wait();
-                    let start = Instant::now();
-                    work(t);
-                    (start, Instant::now())
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("worker panicked"))
-            .collect()
-    });
-    let first = spans
-        .iter()
-        .map(|s| s.0)
-        .min()
-        .expect("at least one thread");
-    let last = spans
-        .iter()
-        .map(|s| s.1)
-        .max()
-        .expect("at least one thread");
-    last - first
 }
 
 /// Applies `ops_per_thread` ops from each of `threads` threads to `target`

@@ -7,8 +7,15 @@
 //! mmtests compare tables ([`Report::to_text`]), serialises to JSON, and
 //! renders as Markdown with SVG plots ([`Report::to_markdown`]).
 
+pub mod activate;
 pub mod batch;
 mod report;
+
+use std::{
+    sync::Barrier,
+    thread,
+    time::{Duration, Instant},
+};
 
 use serde::Serialize;
 
@@ -65,10 +72,46 @@ pub struct Experiment {
 
 /// Every experiment, in seed order.
 pub fn experiments() -> &'static [Experiment] {
-    &[batch::EXPERIMENT]
+    &[batch::EXPERIMENT, activate::EXPERIMENT]
 }
 
 /// The experiment with id `id`.
 pub fn experiment(id: &str) -> Option<&'static Experiment> {
     experiments().iter().find(|e| e.id == id)
+}
+
+/// Runs `work(thread)` on `threads` threads released together; returns the
+/// time from the first thread starting to the last finishing. Each worker
+/// reads the clock itself: a main thread reading it after the release may
+/// not be scheduled until the workers are done (2 cores, 3 threads).
+pub fn timed(threads: usize, work: impl Fn(usize) + Sync) -> Duration {
+    let go = Barrier::new(threads);
+    let spans: Vec<(Instant, Instant)> = thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (go, work) = (&go, &work);
+                s.spawn(move || {
+                    go.wait();
+                    let start = Instant::now();
+                    work(t);
+                    (start, Instant::now())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("worker panicked"))
+            .collect()
+    });
+    let first = spans
+        .iter()
+        .map(|s| s.0)
+        .min()
+        .expect("at least one thread");
+    let last = spans
+        .iter()
+        .map(|s| s.1)
+        .max()
+        .expect("at least one thread");
+    last - first
 }

@@ -270,10 +270,12 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
         let mut i = head;
         while i != tail {
             let found = slot.ring[i % N].with(|cell| {
-                // SAFETY: head <= i < tail: the cell holds an op this thread
-                // pushed; holding the lock keeps consumers from moving it
-                // out, and only this thread (the owner) could write it.
-                pred(unsafe { (*cell).assume_init_ref() })
+                // SAFETY: `cell` points into the ring; holding the lock keeps
+                // consumers from moving its op out, and only this thread
+                // (the owner) writes cells, so a shared borrow is sound.
+                let cell = unsafe { &*cell };
+                // SAFETY: head <= i < tail: this thread pushed an op here.
+                pred(unsafe { cell.assume_init_ref() })
             });
             if found {
                 return true;
