@@ -1,0 +1,136 @@
+//! Bad input gets a clear error naming the cause and the fix, and changes
+//! nothing.
+
+use mmbatch_lru::{Config, Engine, LruError, LruList, Pfn};
+
+fn engine(frames: usize) -> Engine {
+    Engine::new(Config::new(frames)).unwrap()
+}
+
+#[test]
+fn zero_sized_tables_are_refused() {
+    assert_eq!(
+        Engine::new(Config::new(0)).unwrap_err(),
+        LruError::ZeroFrames
+    );
+    let no_nodes = Config {
+        nodes: 0,
+        ..Config::new(4)
+    };
+    assert_eq!(Engine::new(no_nodes).unwrap_err(), LruError::ZeroNodes);
+    assert!(
+        LruError::ZeroFrames
+            .to_string()
+            .contains("Config::frames > 0")
+    );
+}
+
+#[test]
+fn frame_ids_out_of_range() {
+    let e = engine(4);
+    let err = e.lru_add(Pfn(4)).unwrap_err();
+    assert_eq!(
+        err,
+        LruError::OutOfRange {
+            pfn: Pfn(4),
+            frames: 4
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "pfn 4 is out of range: the table has frames 0..4"
+    );
+    for r in [
+        e.mark_accessed(Pfn(9)),
+        e.activate(Pfn(9)),
+        e.putback(Pfn(9)),
+        e.mlock(Pfn(9)),
+        e.munlock(Pfn(9)),
+    ] {
+        assert!(matches!(r, Err(LruError::OutOfRange { .. })), "{r:?}");
+    }
+    assert!(matches!(
+        e.isolate(Pfn(u32::MAX)),
+        Err(LruError::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        e.shrink(3, 1, |_| true),
+        Err(LruError::NoSuchNode { node: 3, nodes: 1 })
+    ));
+}
+
+#[test]
+fn double_putback_is_an_error_and_changes_nothing() {
+    let e = engine(4);
+    e.lru_add(Pfn(1)).unwrap();
+    e.lru_add_drain();
+    assert!(e.isolate(Pfn(1)).unwrap());
+    e.putback(Pfn(1)).unwrap();
+    let before = e.frame_state(Pfn(1)).unwrap();
+    let err = e.putback(Pfn(1)).unwrap_err();
+    assert_eq!(err, LruError::NotIsolated(Pfn(1)));
+    assert!(err.to_string().contains("double putback"));
+    assert_eq!(e.frame_state(Pfn(1)).unwrap(), before);
+    e.lru_add_drain();
+    assert_eq!(e.list(0, LruList::Inactive).unwrap(), [Pfn(1)]);
+    e.check_invariants().unwrap();
+    // putback_batch checks every frame before touching any.
+    assert!(e.isolate(Pfn(1)).unwrap());
+    assert_eq!(
+        e.putback_batch(&[Pfn(1), Pfn(2)]),
+        Err(LruError::NotIsolated(Pfn(2)))
+    );
+    e.putback_batch(&[Pfn(1)]).unwrap();
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn munlock_of_a_frame_never_mlocked() {
+    let e = engine(2);
+    e.lru_add(Pfn(0)).unwrap();
+    assert_eq!(e.munlock(Pfn(0)), Err(LruError::NotMlocked(Pfn(0))));
+    e.mlock(Pfn(0)).unwrap();
+    e.munlock(Pfn(0)).unwrap();
+    e.lru_add_drain();
+    assert_eq!(e.munlock(Pfn(0)), Err(LruError::NotMlocked(Pfn(0))));
+    assert_eq!(e.stats().nr_mlock, 0);
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn in_use_and_free_frames() {
+    let e = engine(2);
+    e.lru_add(Pfn(0)).unwrap();
+    let err = e.lru_add(Pfn(0)).unwrap_err();
+    assert!(
+        matches!(err, LruError::InUse { pfn: Pfn(0), .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("use putback"));
+    assert_eq!(e.mark_accessed(Pfn(1)), Err(LruError::Free(Pfn(1))));
+    assert_eq!(e.isolate(Pfn(1)), Err(LruError::Free(Pfn(1))));
+}
+
+#[test]
+fn free_isolated_waits_for_queued_references() {
+    let e = engine(2);
+    e.lru_add(Pfn(0)).unwrap();
+    e.lru_add_drain();
+    e.mark_accessed(Pfn(0)).unwrap();
+    e.mark_accessed(Pfn(0)).unwrap(); // queues an activation (a reference)
+    assert!(e.isolate(Pfn(0)).unwrap());
+    let err = e.free_isolated(Pfn(0)).unwrap_err();
+    assert_eq!(
+        err,
+        LruError::Busy {
+            pfn: Pfn(0),
+            refcount: 3
+        }
+    );
+    assert!(err.to_string().contains("lru_add_drain_all"));
+    e.lru_add_drain_all(); // the activation is skipped: the frame is isolated
+    e.free_isolated(Pfn(0)).unwrap();
+    e.lru_add(Pfn(0)).unwrap();
+    e.lru_add_drain();
+    e.check_invariants().unwrap();
+}
