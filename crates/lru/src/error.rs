@@ -44,6 +44,15 @@ pub enum LruError {
     NotIsolated(Pfn),
     /// `munlock` of a frame that is not mlocked.
     NotMlocked(Pfn),
+    /// A `MunlockStep` above 7.
+    NoSuchStep(u8),
+    /// A virtual range past the end of the page tables.
+    RangeOutsidePageTables {
+        /// The end of the range asked for.
+        end: u64,
+        /// Pages the tables cover.
+        len: u64,
+    },
     /// `free_isolated` of a frame others still hold references to.
     Busy {
         /// The frame.
@@ -91,6 +100,15 @@ impl fmt::Display for LruError {
                  (is this a double putback?)"
             ),
             LruError::NotMlocked(pfn) => write!(f, "munlock of {pfn}, which is not mlocked"),
+            LruError::NoSuchStep(n) => write!(
+                f,
+                "munlock step {n} does not exist: seed 000 has steps 0 (baseline) to 7 (all patches)"
+            ),
+            LruError::RangeOutsidePageTables { end, len } => write!(
+                f,
+                "range ends at virtual page {end}, past the page tables' {len} pages: \
+                 build them with PageTables::new({end}) or more"
+            ),
             LruError::Busy { pfn, refcount } => write!(
                 f,
                 "{pfn} has {refcount} references, more than its allocation and isolation: \

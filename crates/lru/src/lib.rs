@@ -70,13 +70,16 @@ mod engine;
 mod error;
 mod frame;
 mod lruvec;
+mod pagetable;
 mod sync;
 mod vmstat;
 
 pub use engine::{
-    BATCH, Config, Engine, EngineStats, Mode, Modes, NodeLayout, SWAP_CLUSTER_MAX, ShrinkStats,
+    BATCH, Config, Engine, EngineStats, Mode, Modes, MunlockStats, MunlockStep, NodeLayout,
+    SWAP_CLUSTER_MAX, ShrinkStats,
 };
 pub use error::LruError;
 pub use frame::{Flags, FrameState, FrameTable, LruList, Pfn};
 pub use lruvec::{Event, LruvecGuard};
+pub use pagetable::{OutOfRange, PTRS_PER_TABLE, PageTables};
 pub use vmstat::Stat;

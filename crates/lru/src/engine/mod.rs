@@ -1,8 +1,11 @@
 //! The engine: frames, one lruvec per node, and the kernel's LRU operations,
 //! each batched through a [`Batcher`] or applied immediately.
 
+mod munlock;
 #[cfg(all(test, loom))]
 mod tests;
+
+pub use munlock::{MunlockStats, MunlockStep};
 
 use std::fmt;
 

@@ -1,0 +1,155 @@
+//! [`PageTables`]: a map from virtual page to frame in 512-entry tables,
+//! each behind its own lock — the engine's stand-in for the last level of
+//! the kernel's page tables and their split PTE locks (`pte_offset_map_lock`).
+
+use crossbeam_utils::CachePadded;
+
+use crate::{
+    frame::{NIL, Pfn},
+    sync::{Mutex, lock},
+};
+
+/// Entries per table (`PTRS_PER_PTE` on x86-64): a table maps 2 MiB of
+/// 4 KiB pages.
+pub const PTRS_PER_TABLE: usize = 512;
+
+#[derive(Debug)]
+struct Table {
+    entries: Box<[u32]>,
+    /// Acquisitions of this table's lock.
+    locks: u64,
+}
+
+/// Page tables for `len` virtual pages, all unmapped at first.
+///
+/// ```
+/// use mmbatch_lru::{PageTables, Pfn};
+///
+/// let pt = PageTables::new(1024);
+/// pt.map(3, Pfn(42)).unwrap();
+/// assert_eq!(pt.lookup(3), Some(Pfn(42)));
+/// // One lock for a run of entries in one table (a PTE walk).
+/// let mut seen = Vec::new();
+/// let next = pt.walk(2, 6, |_vpn, pfn| {
+///     seen.push(pfn);
+///     true
+/// });
+/// assert_eq!((next, seen), (6, vec![None, Some(Pfn(42)), None, None]));
+/// ```
+#[derive(Debug)]
+pub struct PageTables {
+    tables: Box<[CachePadded<Mutex<Table>>]>,
+    len: u64,
+}
+
+impl PageTables {
+    /// Tables for virtual pages `0..len`.
+    pub fn new(len: u64) -> Self {
+        let n = len.div_ceil(PTRS_PER_TABLE as u64) as usize;
+        let tables = (0..n)
+            .map(|_| {
+                CachePadded::new(Mutex::new(Table {
+                    entries: vec![NIL; PTRS_PER_TABLE].into_boxed_slice(),
+                    locks: 0,
+                }))
+            })
+            .collect();
+        Self { tables, len }
+    }
+
+    /// Number of virtual pages covered.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether no page is covered.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn table(&self, vpn: u64) -> Option<(&Mutex<Table>, usize)> {
+        (vpn < self.len).then(|| {
+            let t = (vpn / PTRS_PER_TABLE as u64) as usize;
+            (&*self.tables[t], (vpn % PTRS_PER_TABLE as u64) as usize)
+        })
+    }
+
+    /// Maps `vpn` to `pfn` (`set_pte_at`); the old frame, if any.
+    pub fn map(&self, vpn: u64, pfn: Pfn) -> Result<Option<Pfn>, OutOfRange> {
+        let (t, i) = self.table(vpn).ok_or(OutOfRange { vpn, len: self.len })?;
+        let mut t = lock(t);
+        t.locks += 1;
+        let old = std::mem::replace(&mut t.entries[i], pfn.0);
+        Ok((old != NIL).then_some(Pfn(old)))
+    }
+
+    /// Unmaps `vpn`; the frame it mapped, if any.
+    pub fn unmap(&self, vpn: u64) -> Result<Option<Pfn>, OutOfRange> {
+        let (t, i) = self.table(vpn).ok_or(OutOfRange { vpn, len: self.len })?;
+        let mut t = lock(t);
+        t.locks += 1;
+        let old = std::mem::replace(&mut t.entries[i], NIL);
+        Ok((old != NIL).then_some(Pfn(old)))
+    }
+
+    /// The frame `vpn` maps, under its table's lock (the PTE step of
+    /// `follow_page_mask`). `None` if unmapped or out of range.
+    pub fn lookup(&self, vpn: u64) -> Option<Pfn> {
+        let (t, i) = self.table(vpn)?;
+        let mut t = lock(t);
+        t.locks += 1;
+        let e = t.entries[i];
+        (e != NIL).then_some(Pfn(e))
+    }
+
+    /// Walks `vpn..end`, but not past the end of `vpn`'s table, under one
+    /// lock of that table (`pte_offset_map_lock` + `pte++`), calling
+    /// `f(vpn, frame)` until it returns false. Returns the first virtual
+    /// page not visited (the one `f` refused is not visited).
+    pub fn walk(&self, vpn: u64, end: u64, mut f: impl FnMut(u64, Option<Pfn>) -> bool) -> u64 {
+        let Some((t, first)) = self.table(vpn) else {
+            return vpn;
+        };
+        let table_end = vpn - first as u64 + PTRS_PER_TABLE as u64;
+        let end = end.min(table_end).min(self.len);
+        let mut t = lock(t);
+        t.locks += 1;
+        let mut at = vpn;
+        while at < end {
+            let e = t.entries[first + (at - vpn) as usize];
+            if !f(at, (e != NIL).then_some(Pfn(e))) {
+                break;
+            }
+            at += 1;
+        }
+        at
+    }
+
+    /// Table-lock acquisitions so far, over all tables.
+    pub fn lock_acquisitions(&self) -> u64 {
+        self.tables.iter().map(|t| lock(t).locks).sum()
+    }
+}
+
+/// A virtual page past the end of the page tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutOfRange {
+    /// The page asked for.
+    pub vpn: u64,
+    /// Pages covered.
+    pub len: u64,
+}
+
+impl std::fmt::Display for OutOfRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "virtual page {} is outside the page tables (pages 0..{}): build them with PageTables::new({})",
+            self.vpn,
+            self.len,
+            self.vpn + 1
+        )
+    }
+}
+
+impl std::error::Error for OutOfRange {}
