@@ -9,6 +9,7 @@
 
 pub mod activate;
 pub mod batch;
+pub mod munlock;
 mod report;
 
 use std::{
@@ -72,7 +73,7 @@ pub struct Experiment {
 
 /// Every experiment, in seed order.
 pub fn experiments() -> &'static [Experiment] {
-    &[batch::EXPERIMENT, activate::EXPERIMENT]
+    &[batch::EXPERIMENT, munlock::EXPERIMENT, activate::EXPERIMENT]
 }
 
 /// The experiment with id `id`.

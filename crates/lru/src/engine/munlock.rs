@@ -29,7 +29,7 @@ use crate::{
 /// | 4 | batch NR_MLOCK updates | one `NR_MLOCK` update per batch |
 /// | 5 | bypass the per-CPU batch for putback | the batch is put back directly, under one lock |
 /// | 6 | no redundant get/put pair | the lookup's pin doubles as the isolation reference |
-/// | 7 | manual PTE walk | consecutive pages are looked up under one table lock |
+/// | 7 | manual PTE walk | a batch of consecutive pages is looked up under one table lock (the walk also finds the first page, for which the kernel still calls follow_page_mask) |
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct MunlockStep(u8);
 
@@ -174,58 +174,84 @@ impl Engine {
     ) -> Result<(), LruError> {
         let frames = &self.shared.frames;
         let mut vpn = vpns.start;
-        while vpn < vpns.end {
-            let mut batch: PageVec<Pfn, BATCH> = PageVec::new();
-            let mut node = None;
-            // The first page through follow_page_mask.
-            st.pte_locks += 1;
-            let first = pt.lookup(vpn);
-            vpn += 1;
-            let Some(pfn) = first else { continue };
-            let f = self.frame(pfn)?;
-            f.get_ref();
-            st.refcount_ops += 1;
-            batch.push(pfn);
-            node.get_or_insert(f.node);
-            if step.0 >= 7 {
-                // __munlock_pagevec_fill: the rest of the batch from one
-                // PTE walk, stopping at a hole, another node, the end of the
-                // table or a full batch.
+        if step.0 >= 7 {
+            while vpn < vpns.end {
+                let mut batch: PageVec<Pfn, BATCH> = PageVec::new();
+                let mut node = None;
+                let mut bad = None;
+                // __munlock_pagevec_fill: the batch from one PTE walk,
+                // skipping holes before its first page and stopping before a
+                // hole, another node, the end of the table or a full batch.
+                // (The kernel finds the first page with follow_page_mask,
+                // which handles THP and special mappings; the engine has
+                // neither, so the walk starts there: one table lock per
+                // batch.)
                 st.pte_locks += 1;
                 vpn = pt.walk(vpn, vpns.end, |_, e| {
-                    let Some(pfn) = e.filter(|p| frames.contains(*p)) else {
-                        return false;
+                    let Some(pfn) = e else {
+                        return batch.is_empty();
                     };
-                    let f = frames.get(pfn);
-                    if batch.is_full() || Some(f.node) != node {
+                    if !frames.contains(pfn) {
+                        bad = Some(pfn);
                         return false;
                     }
+                    let f = frames.get(pfn);
+                    if batch.is_full() || node.is_some_and(|n| n != f.node) {
+                        return false;
+                    }
+                    node = Some(f.node);
                     f.get_ref();
                     st.refcount_ops += 1;
                     batch.push(pfn);
                     true
                 });
-            } else {
-                // One follow_page_mask per page; another node ends the batch.
-                while vpn < vpns.end && !batch.is_full() {
-                    st.pte_locks += 1;
-                    let Some(pfn) = pt.lookup(vpn) else {
-                        vpn += 1;
-                        continue;
-                    };
-                    let f = self.frame(pfn)?;
-                    if Some(f.node) != node {
-                        break; // looked up again for the next batch
-                    }
-                    f.get_ref();
-                    st.refcount_ops += 1;
-                    batch.push(pfn);
-                    vpn += 1;
+                if let Some(node) = node {
+                    self.munlock_pagevec(&mut batch, node, step, st);
+                }
+                if let Some(pfn) = bad {
+                    self.frame(pfn)?;
                 }
             }
-            self.munlock_pagevec(&mut batch, node.expect("batch has a frame"), step, st);
+            return Ok(());
         }
-        Ok(())
+        // Steps 3-6: one follow_page_mask per page; a page on another node
+        // ends the batch and, already pinned, starts the next.
+        let mut carry: Option<Pfn> = None;
+        loop {
+            let first = match carry.take() {
+                Some(pfn) => pfn,
+                None => {
+                    let mut found = None;
+                    while vpn < vpns.end && found.is_none() {
+                        st.pte_locks += 1;
+                        found = pt.lookup(vpn);
+                        vpn += 1;
+                    }
+                    let Some(pfn) = found else { return Ok(()) };
+                    self.frame(pfn)?.get_ref();
+                    st.refcount_ops += 1;
+                    pfn
+                }
+            };
+            let node = frames.get(first).node;
+            let mut batch: PageVec<Pfn, BATCH> = PageVec::new();
+            batch.push(first);
+            while vpn < vpns.end && !batch.is_full() {
+                st.pte_locks += 1;
+                let found = pt.lookup(vpn);
+                vpn += 1;
+                let Some(pfn) = found else { continue };
+                let f = self.frame(pfn)?;
+                f.get_ref();
+                st.refcount_ops += 1;
+                if f.node != node {
+                    carry = Some(pfn);
+                    break;
+                }
+                batch.push(pfn);
+            }
+            self.munlock_pagevec(&mut batch, node, step, st);
+        }
     }
 
     /// `__munlock_pagevec`: each frame holds the lookup's pin.
