@@ -34,6 +34,7 @@ impl Stat {
 
 /// A delta this large is folded into the global value (the kernel scales
 /// `stat_threshold` with CPUs and memory; 32 is a small machine's).
+#[cfg(not(loom))]
 const THRESHOLD: i64 = 32;
 
 /// Slot `Stat::COUNT` of a delta array counts calls to `add`.

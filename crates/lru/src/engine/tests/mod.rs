@@ -5,6 +5,7 @@ mod loom_activate_vs_isolate;
 mod loom_disable_vs_queue;
 mod loom_lru_add_vs_drain_all;
 mod loom_mlock_vs_munlock;
+mod loom_munlock_vs_mlock;
 mod loom_putback_vs_shrink;
 
 use crate::{Config, Engine, LruList, Pfn};
