@@ -4,7 +4,9 @@
 
 use crate::util::{cargo_nightly, exec, has_nightly, succeeds};
 
-/// Crates with unsafe code.
+/// Crates with unsafe code Miri can run. (mmbatch-mlock's unsafe code is
+/// system calls — mmap, mlock, sigaction — which Miri does not emulate;
+/// its host tests check those against the kernel's accounting instead.)
 pub(crate) const CRATES: &[&str] = &["mmbatch-pagevec"];
 
 /// Why Miri cannot run here, if it cannot.

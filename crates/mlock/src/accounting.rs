@@ -1,0 +1,109 @@
+//! The kernel's own accounting, read from /proc and /sys: locked bytes per
+//! mapping (`/proc/self/smaps` Locked) and per process (`VmLck`), the
+//! memlock limits, the mapping count and `vm.max_map_count`, and the huge
+//! page pools.
+
+use std::{fs, io};
+
+use nix::sys::resource::{Resource, getrlimit};
+
+/// The base page size.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 { n as usize } else { 4096 }
+}
+
+/// RLIMIT_MEMLOCK (soft, hard) in bytes; `u64::MAX` is unlimited.
+pub fn memlock_limits() -> (u64, u64) {
+    getrlimit(Resource::RLIMIT_MEMLOCK).unwrap_or((u64::MAX, u64::MAX))
+}
+
+/// A field of /proc/self/status in kB, as bytes.
+fn status_kb(field: &str) -> io::Result<u64> {
+    let status = fs::read_to_string("/proc/self/status")?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .ok_or_else(|| io::Error::other(format!("no {field} in /proc/self/status")))
+}
+
+/// Bytes the process has locked (`VmLck` in /proc/self/status).
+pub fn process_locked_bytes() -> io::Result<u64> {
+    status_kb("VmLck:")
+}
+
+/// Whether the process has CAP_IPC_LOCK in its effective set (then
+/// RLIMIT_MEMLOCK does not apply).
+pub fn has_cap_ipc_lock() -> bool {
+    const CAP_IPC_LOCK: u32 = 14;
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|caps| caps & (1 << CAP_IPC_LOCK) != 0)
+}
+
+/// Mappings the process has now (lines of /proc/self/maps).
+pub fn map_count() -> usize {
+    fs::read_to_string("/proc/self/maps").map_or(0, |m| m.lines().count())
+}
+
+/// `vm.max_map_count` (0 if unreadable).
+pub fn max_map_count() -> usize {
+    fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn hugepage_file(size: usize, file: &str) -> usize {
+    fs::read_to_string(format!(
+        "/sys/kernel/mm/hugepages/hugepages-{}kB/{file}",
+        size / 1024
+    ))
+    .ok()
+    .and_then(|s| s.trim().parse().ok())
+    .unwrap_or(0)
+}
+
+/// Free huge pages of `size` bytes.
+pub fn huge_pages_free(size: usize) -> usize {
+    hugepage_file(size, "free_hugepages")
+}
+
+/// Huge pages of `size` bytes in the pool (`nr_hugepages`).
+pub fn huge_pages_total(size: usize) -> usize {
+    hugepage_file(size, "nr_hugepages")
+}
+
+/// Bytes counted as Locked in /proc/self/smaps over the mappings inside
+/// `[start, end)`.
+pub fn smaps_locked(start: usize, end: usize) -> io::Result<u64> {
+    let smaps = fs::read_to_string("/proc/self/smaps")?;
+    let mut total = 0;
+    let mut inside = false;
+    for line in smaps.lines() {
+        if let Some((range, _)) = line.split_once(' ') {
+            if let Some((a, b)) = range.split_once('-') {
+                if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+                {
+                    inside = a >= start && b <= end;
+                    continue;
+                }
+            }
+        }
+        if inside {
+            if let Some(v) = line.strip_prefix("Locked:") {
+                let kb: u64 = v.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
+                total += kb * 1024;
+            }
+        }
+    }
+    Ok(total)
+}

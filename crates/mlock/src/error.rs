@@ -1,0 +1,255 @@
+//! Errors that name the cause and the fix.
+//!
+//! The kernel reports most lock failures as ENOMEM, EAGAIN or EPERM; which
+//! limit was hit is read back from the kernel's own accounting (the
+//! RLIMIT_MEMLOCK limits, `VmLck`, the number of mappings against
+//! `vm.max_map_count`, the huge page pools) when the error happens.
+
+use std::{fmt, io};
+
+use crate::accounting;
+
+/// Why a lock, map or unlock failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// A length of zero.
+    ZeroLength,
+    /// A length or offset that is not a multiple of the page size in use.
+    Misaligned {
+        /// What was misaligned (`"length"`, `"offset"`).
+        what: &'static str,
+        /// Its value.
+        value: usize,
+        /// The page size it must be a multiple of.
+        page_size: usize,
+    },
+    /// A fault-locking batch of 0 pages.
+    ZeroBatch,
+    /// Every fault-handler slot is taken.
+    TooManyFaultRegions {
+        /// Slots there are.
+        max: usize,
+    },
+    /// A sub-range outside the region.
+    OutOfRange {
+        /// Start of the sub-range.
+        offset: usize,
+        /// Its length.
+        len: usize,
+        /// The region's length.
+        region: usize,
+    },
+    /// Locking `requested` bytes would pass RLIMIT_MEMLOCK.
+    MemlockLimit {
+        /// Bytes this call tried to lock.
+        requested: usize,
+        /// Bytes the process had locked already (`VmLck`).
+        locked: u64,
+        /// The soft limit, in bytes (`u64::MAX` for unlimited).
+        soft: u64,
+        /// The hard limit, in bytes.
+        hard: u64,
+    },
+    /// Locking is not permitted: RLIMIT_MEMLOCK is 0 and the process lacks
+    /// CAP_IPC_LOCK.
+    NotPermitted {
+        /// The call that was refused.
+        op: &'static str,
+    },
+    /// The process has as many mappings as `vm.max_map_count` allows;
+    /// locking or protecting part of a mapping splits it into more.
+    MapCountLimit {
+        /// The call that failed.
+        op: &'static str,
+        /// Mappings the process has now.
+        maps: usize,
+        /// `vm.max_map_count`.
+        max: usize,
+    },
+    /// Not enough huge pages of `size` bytes are free in the pool.
+    HugePagesNotReserved {
+        /// The huge page size.
+        size: usize,
+        /// Pages the region needs.
+        needed: usize,
+        /// Pages free in the pool now.
+        free: usize,
+    },
+    /// The kernel could not find the memory (ENOMEM, EAGAIN) for reasons
+    /// other than the limits above.
+    OutOfMemory {
+        /// The call that failed.
+        op: &'static str,
+        /// Bytes it was asked for.
+        len: usize,
+        /// The kernel's error.
+        source: io::Error,
+    },
+    /// Another system error.
+    Sys {
+        /// The call that failed.
+        op: &'static str,
+        /// The kernel's error.
+        source: io::Error,
+    },
+    /// The fault handler could not unprotect or lock the faulting page;
+    /// the access went ahead (unlocked) rather than fault forever. `cause`
+    /// is the handler's failure, classified as a direct call's would be.
+    FaultHandler {
+        /// Why.
+        cause: Box<Error>,
+    },
+}
+
+impl Error {
+    /// Classifies the errno of a lock call (`mlock`, `mlock2`, `mlockall`,
+    /// `mmap(MAP_LOCKED)`) that tried to lock `len` bytes.
+    pub(crate) fn from_lock(op: &'static str, len: usize, e: nix::Error) -> Error {
+        let source = io::Error::from(e);
+        match e {
+            nix::Error::EPERM => Error::NotPermitted { op },
+            nix::Error::ENOMEM | nix::Error::EAGAIN => {
+                let (soft, hard) = accounting::memlock_limits();
+                let locked = accounting::process_locked_bytes().unwrap_or(0);
+                if !accounting::has_cap_ipc_lock() && locked.saturating_add(len as u64) > soft {
+                    return Error::MemlockLimit {
+                        requested: len,
+                        locked,
+                        soft,
+                        hard,
+                    };
+                }
+                Error::from_map_count(op).unwrap_or(Error::OutOfMemory { op, len, source })
+            }
+            _ => Error::Sys { op, source },
+        }
+    }
+
+    /// Classifies the errno of a call that may split mappings (`mprotect`,
+    /// `munlock`, `mmap`).
+    pub(crate) fn from_sys(op: &'static str, len: usize, e: nix::Error) -> Error {
+        if e == nix::Error::ENOMEM {
+            if let Some(err) = Error::from_map_count(op) {
+                return err;
+            }
+            return Error::OutOfMemory {
+                op,
+                len,
+                source: e.into(),
+            };
+        }
+        Error::Sys {
+            op,
+            source: e.into(),
+        }
+    }
+
+    /// `MapCountLimit` if the process is at (or within a few of) the limit.
+    fn from_map_count(op: &'static str) -> Option<Error> {
+        let (maps, max) = (accounting::map_count(), accounting::max_map_count());
+        (max > 0 && maps + 2 >= max).then_some(Error::MapCountLimit { op, maps, max })
+    }
+}
+
+fn bytes(n: u64) -> String {
+    if n == u64::MAX {
+        "unlimited".to_owned()
+    } else if n >= 1 << 30 && n % (1 << 30) == 0 {
+        format!("{} GiB", n >> 30)
+    } else if n >= 1 << 20 && n % (1 << 20) == 0 {
+        format!("{} MiB", n >> 20)
+    } else if n >= 1 << 10 && n % (1 << 10) == 0 {
+        format!("{} KiB", n >> 10)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::ZeroLength => f.write_str("length is 0: a region needs at least one page"),
+            Error::ZeroBatch => {
+                f.write_str("a fault batch of 0 pages: lock at least the faulting page (batch 1)")
+            }
+            Error::TooManyFaultRegions { max } => write!(
+                f,
+                "all {max} fault-handler regions are in use: drop one, or lock larger regions"
+            ),
+            Error::Misaligned {
+                what,
+                value,
+                page_size,
+            } => write!(
+                f,
+                "{what} {value} is not a multiple of the page size {page_size}: round it up to {}",
+                value.div_ceil(*page_size) * page_size
+            ),
+            Error::OutOfRange {
+                offset,
+                len,
+                region,
+            } => write!(
+                f,
+                "range {offset}..{} is outside the region of {region} bytes",
+                offset + len
+            ),
+            Error::MemlockLimit {
+                requested,
+                locked,
+                soft,
+                hard,
+            } => write!(
+                f,
+                "locking {} more would pass RLIMIT_MEMLOCK: {} locked already, soft limit {}, hard limit {}. \
+                 Raise it with `ulimit -l` (up to the hard limit), a `memlock` line in \
+                 /etc/security/limits.conf or LimitMEMLOCK= in a systemd unit, or grant CAP_IPC_LOCK",
+                bytes(*requested as u64),
+                bytes(*locked),
+                bytes(*soft),
+                bytes(*hard)
+            ),
+            Error::NotPermitted { op } => write!(
+                f,
+                "{op} refused (EPERM): RLIMIT_MEMLOCK is 0 and the process lacks CAP_IPC_LOCK. \
+                 Raise the limit with `ulimit -l`, or grant the capability \
+                 (`setcap cap_ipc_lock+ep BINARY`)"
+            ),
+            Error::MapCountLimit { op, maps, max } => write!(
+                f,
+                "{op} failed (ENOMEM): the process has {maps} mappings and vm.max_map_count is {max}; \
+                 locking or protecting part of a mapping splits it. Lock larger batches, or raise the \
+                 limit: `sysctl -w vm.max_map_count={}`",
+                max * 4
+            ),
+            Error::HugePagesNotReserved { size, needed, free } => write!(
+                f,
+                "{needed} huge pages of {} are needed but only {free} are free: reserve them with \
+                 `echo {} > /sys/kernel/mm/hugepages/hugepages-{}kB/nr_hugepages` (as root)",
+                bytes(*size as u64),
+                needed.saturating_sub(*free) + crate::accounting::huge_pages_total(*size),
+                size / 1024
+            ),
+            Error::OutOfMemory { op, len, source } => {
+                write!(f, "{op} of {} failed: {source}", bytes(*len as u64))
+            }
+            Error::Sys { op, source } => write!(f, "{op} failed: {source}"),
+            Error::FaultHandler { cause } => write!(
+                f,
+                "the fault handler could not lock the faulting page, so it was made accessible \
+                 unlocked: {cause}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::OutOfMemory { source, .. } | Error::Sys { source, .. } => Some(source),
+            Error::FaultHandler { cause } => Some(&**cause),
+            _ => None,
+        }
+    }
+}

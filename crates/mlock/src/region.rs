@@ -1,0 +1,484 @@
+//! [`LockedRegion`]: a mapping locked into memory, unlocked and unmapped on
+//! drop.
+
+use std::{
+    ffi::c_void,
+    num::NonZeroUsize,
+    os::fd::{AsFd, BorrowedFd},
+    ptr::NonNull,
+};
+
+use nix::sys::mman::{
+    MapFlags, MmapAdvise, ProtFlags, madvise, mlock, mmap, mmap_anonymous, munlock, munmap,
+};
+
+use crate::{Error, accounting};
+
+/// When a region's pages are locked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum LockPolicy {
+    /// Fault in and lock every page now (`mlock`, or
+    /// `mmap(MAP_LOCKED | MAP_POPULATE)` with
+    /// [`map_locked`](RegionBuilder::map_locked)).
+    #[default]
+    Populate,
+    /// Lock each page when it is first touched (`mlock2(MLOCK_ONFAULT)`).
+    OnFault,
+    /// Map only; lock sub-ranges later with
+    /// [`lock_range`](LockedRegion::lock_range).
+    Unlocked,
+}
+
+/// Page size of a region.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Pages {
+    /// Base pages, with transparent huge pages refused (`MADV_NOHUGEPAGE`).
+    #[default]
+    Base,
+    /// Transparent huge pages requested (`MADV_HUGEPAGE`), the region
+    /// aligned to 2 MiB.
+    Transparent,
+    /// hugetlb 2 MiB pages, from the reserved pool.
+    Huge2M,
+    /// hugetlb 1 GiB pages, from the reserved pool.
+    Huge1G,
+}
+
+impl Pages {
+    /// The size lengths and offsets must be multiples of.
+    pub fn size(self) -> usize {
+        match self {
+            Pages::Base | Pages::Transparent => accounting::page_size(),
+            Pages::Huge2M => 2 << 20,
+            Pages::Huge1G => 1 << 30,
+        }
+    }
+
+    fn hugetlb(self) -> bool {
+        matches!(self, Pages::Huge2M | Pages::Huge1G)
+    }
+}
+
+/// Builds a [`LockedRegion`]; see [`LockedRegion::builder`].
+#[derive(Debug)]
+pub struct RegionBuilder<'fd> {
+    len: usize,
+    policy: LockPolicy,
+    pages: Pages,
+    file: Option<(BorrowedFd<'fd>, u64, bool)>,
+    read_only: bool,
+    map_locked: bool,
+}
+
+impl<'fd> RegionBuilder<'fd> {
+    /// When pages are locked (default: [`LockPolicy::Populate`]).
+    pub fn policy(mut self, policy: LockPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The page size (default: [`Pages::Base`]).
+    pub fn pages(mut self, pages: Pages) -> Self {
+        self.pages = pages;
+        self
+    }
+
+    /// Maps `fd` from `offset` (page-aligned) instead of anonymous memory;
+    /// `shared` selects `MAP_SHARED` over `MAP_PRIVATE`.
+    pub fn file(mut self, fd: BorrowedFd<'fd>, offset: u64, shared: bool) -> Self {
+        self.file = Some((fd, offset, shared));
+        self
+    }
+
+    /// Maps read-only (`PROT_READ`).
+    pub fn read_only(mut self) -> Self {
+        self.read_only = true;
+        self
+    }
+
+    /// With [`LockPolicy::Populate`], locks through
+    /// `mmap(MAP_LOCKED | MAP_POPULATE)` instead of `mlock` after mapping
+    /// (mmtests' timedmunlock does this).
+    pub fn map_locked(mut self, yes: bool) -> Self {
+        self.map_locked = yes;
+        self
+    }
+
+    /// Maps and locks the region.
+    pub fn build(self) -> Result<LockedRegion, Error> {
+        let page = self.pages.size();
+        if self.len == 0 {
+            return Err(Error::ZeroLength);
+        }
+        if self.len % page != 0 {
+            return Err(Error::Misaligned {
+                what: "length",
+                value: self.len,
+                page_size: page,
+            });
+        }
+        if let Some((_, offset, _)) = self.file {
+            if offset % page as u64 != 0 {
+                return Err(Error::Misaligned {
+                    what: "offset",
+                    value: offset as usize,
+                    page_size: page,
+                });
+            }
+        }
+        let prot = if self.read_only {
+            ProtFlags::PROT_READ
+        } else {
+            ProtFlags::PROT_READ | ProtFlags::PROT_WRITE
+        };
+        let mut region = if self.pages.hugetlb() {
+            self.map_hugetlb(prot)?
+        } else {
+            self.map_guarded(prot)?
+        };
+        // From here on, Drop unmaps on every error path.
+        region.policy = self.policy;
+        if !self.pages.hugetlb() {
+            let advice = match self.pages {
+                Pages::Transparent => MmapAdvise::MADV_HUGEPAGE,
+                _ => MmapAdvise::MADV_NOHUGEPAGE,
+            };
+            // SAFETY: the range is our own mapping.
+            unsafe { madvise(region.ptr.cast(), region.len, advice) }
+                .map_err(|e| Error::from_sys("madvise", region.len, e))?;
+        }
+        match self.policy {
+            LockPolicy::Populate if self.map_locked && !self.pages.hugetlb() => {} // locked by mmap
+            LockPolicy::Populate => region.lock_range(0, region.len)?,
+            LockPolicy::OnFault => region.lock_range(0, region.len)?,
+            LockPolicy::Unlocked => {}
+        }
+        Ok(region)
+    }
+
+    fn flags(&self) -> MapFlags {
+        let mut flags = match self.file {
+            Some((_, _, true)) => MapFlags::MAP_SHARED,
+            _ => MapFlags::MAP_PRIVATE,
+        };
+        if self.file.is_none() {
+            flags |= MapFlags::MAP_ANONYMOUS;
+        }
+        if self.map_locked && self.policy == LockPolicy::Populate {
+            flags |= MapFlags::MAP_LOCKED | MapFlags::MAP_POPULATE;
+        }
+        flags
+    }
+
+    /// Base or THP pages: a PROT_NONE reservation with a guard page (or
+    /// alignment slack) on each side, the region mapped over its middle.
+    /// The guards keep the kernel from merging the region's mapping with a
+    /// neighbour, so its smaps entry is its own.
+    fn map_guarded(&self, prot: ProtFlags) -> Result<LockedRegion, Error> {
+        let page = accounting::page_size();
+        let align = if self.pages == Pages::Transparent {
+            2 << 20
+        } else {
+            page
+        };
+        let total = self.len + 2 * page + (align - page);
+        let total_nz = NonZeroUsize::new(total).expect("non-zero");
+        // SAFETY: a fresh anonymous PROT_NONE mapping chosen by the kernel.
+        let reservation = unsafe {
+            mmap_anonymous(
+                None,
+                total_nz,
+                ProtFlags::PROT_NONE,
+                MapFlags::MAP_PRIVATE | MapFlags::MAP_NORESERVE,
+            )
+        }
+        .map_err(|e| Error::from_sys("mmap", total, e))?;
+        let mut region = LockedRegion {
+            reservation: reservation.cast(),
+            reservation_len: total,
+            ptr: reservation.cast(),
+            len: self.len,
+            policy: LockPolicy::Unlocked,
+            page: self.pages.size(),
+            read_only: self.read_only,
+        };
+        let start = (reservation.as_ptr() as usize + page).next_multiple_of(align);
+        let addr = NonZeroUsize::new(start).expect("non-null");
+        let len = NonZeroUsize::new(self.len).expect("non-zero");
+        let flags = self.flags() | MapFlags::MAP_FIXED;
+        // SAFETY: [start, start + len) lies inside our reservation (guard
+        // and slack on both sides), so MAP_FIXED replaces only our own
+        // PROT_NONE pages.
+        let mapped = unsafe { self.map(Some(addr), len, prot, flags) };
+        region.ptr = mapped.map_err(|e| self.map_error(e))?.cast();
+        Ok(region)
+    }
+
+    fn map_hugetlb(&self, prot: ProtFlags) -> Result<LockedRegion, Error> {
+        let size = self.pages.size();
+        let needed = self.len / size;
+        let free = accounting::huge_pages_free(size);
+        if free < needed {
+            return Err(Error::HugePagesNotReserved { size, needed, free });
+        }
+        let huge = if self.pages == Pages::Huge1G {
+            MapFlags::MAP_HUGE_1GB
+        } else {
+            MapFlags::MAP_HUGE_2MB
+        };
+        let len = NonZeroUsize::new(self.len).expect("non-zero");
+        let flags = self.flags() | MapFlags::MAP_HUGETLB | huge;
+        // SAFETY: without MAP_FIXED the kernel picks a fresh range.
+        let mapped = unsafe { self.map(None, len, prot, flags) }.map_err(|e| match e {
+            nix::Error::ENOMEM => Error::HugePagesNotReserved {
+                size,
+                needed,
+                free: accounting::huge_pages_free(size),
+            },
+            e => self.map_error(e),
+        })?;
+        Ok(LockedRegion {
+            reservation: mapped.cast(),
+            reservation_len: self.len,
+            ptr: mapped.cast(),
+            len: self.len,
+            policy: LockPolicy::Unlocked,
+            page: size,
+            read_only: self.read_only,
+        })
+    }
+
+    /// `mmap` of the file, or of anonymous memory.
+    ///
+    /// # Safety
+    /// - With `MAP_FIXED`, `[addr, addr + len)` must be memory this region
+    ///   owns (it is replaced).
+    unsafe fn map(
+        &self,
+        addr: Option<NonZeroUsize>,
+        len: NonZeroUsize,
+        prot: ProtFlags,
+        flags: MapFlags,
+    ) -> nix::Result<NonNull<c_void>> {
+        match self.file {
+            // SAFETY: the caller vouches for a MAP_FIXED range.
+            Some((fd, offset, _)) => unsafe {
+                mmap(addr, len, prot, flags, fd.as_fd(), offset as i64)
+            },
+            // SAFETY: as above.
+            None => unsafe { mmap_anonymous(addr, len, prot, flags) },
+        }
+    }
+
+    fn map_error(&self, e: nix::Error) -> Error {
+        if self.map_locked && self.policy == LockPolicy::Populate {
+            Error::from_lock("mmap(MAP_LOCKED)", self.len, e)
+        } else {
+            Error::from_sys("mmap", self.len, e)
+        }
+    }
+}
+
+/// A mapping locked into memory: unlocked and unmapped when dropped (also
+/// while unwinding from a panic).
+///
+/// ```no_run
+/// use mmbatch_mlock::{LockPolicy, LockedRegion};
+///
+/// # fn main() -> Result<(), mmbatch_mlock::Error> {
+/// // 8 MiB that page faults cannot evict, locked as each page is touched.
+/// let mut buf = LockedRegion::builder(8 << 20).policy(LockPolicy::OnFault).build()?;
+/// buf.as_mut_slice().unwrap()[0] = 1;
+/// assert_eq!(buf.locked_bytes()?, 4096);
+/// // Unlock in 1 MiB steps, so no single munlock holds the mmap lock long.
+/// buf.unlock_chunked(1 << 20)?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct LockedRegion {
+    reservation: NonNull<c_void>,
+    reservation_len: usize,
+    ptr: NonNull<c_void>,
+    len: usize,
+    policy: LockPolicy,
+    page: usize,
+    read_only: bool,
+}
+
+// SAFETY: the region owns its mapping; access goes through &self / &mut
+// self like any owned buffer.
+unsafe impl Send for LockedRegion {}
+// SAFETY: shared access only reads (as_slice) or makes system calls on the
+// range, which the kernel serialises.
+unsafe impl Sync for LockedRegion {}
+
+impl LockedRegion {
+    /// A builder for a region of `len` bytes.
+    pub fn builder<'fd>(len: usize) -> RegionBuilder<'fd> {
+        RegionBuilder {
+            len,
+            policy: LockPolicy::Populate,
+            pages: Pages::Base,
+            file: None,
+            read_only: false,
+            map_locked: false,
+        }
+    }
+
+    /// The first byte.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr().cast()
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: regions have at least one page.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The page size of the region.
+    pub fn page_size(&self) -> usize {
+        self.page
+    }
+
+    /// The memory.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: [ptr, ptr + len) is a readable mapping we own for &self's
+        // lifetime.
+        unsafe { std::slice::from_raw_parts(self.as_ptr(), self.len) }
+    }
+
+    /// Whether the region was mapped writable.
+    pub fn writable(&self) -> bool {
+        !self.read_only
+    }
+
+    /// The memory, writable; `None` for a read-only region.
+    pub fn as_mut_slice(&mut self) -> Option<&mut [u8]> {
+        if self.read_only {
+            return None;
+        }
+        // SAFETY: a writable mapping we own, borrowed exclusively.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.as_ptr(), self.len) })
+    }
+
+    fn check_range(&self, offset: usize, len: usize) -> Result<(), Error> {
+        for (what, value) in [("offset", offset), ("length", len)] {
+            if value % self.page != 0 {
+                return Err(Error::Misaligned {
+                    what,
+                    value,
+                    page_size: self.page,
+                });
+            }
+        }
+        if len == 0 {
+            return Err(Error::ZeroLength);
+        }
+        if offset.checked_add(len).is_none_or(|end| end > self.len) {
+            return Err(Error::OutOfRange {
+                offset,
+                len,
+                region: self.len,
+            });
+        }
+        Ok(())
+    }
+
+    fn sub(&self, offset: usize) -> NonNull<c_void> {
+        // SAFETY: callers checked offset < len, inside the mapping.
+        unsafe { self.ptr.byte_add(offset) }
+    }
+
+    /// Locks `[offset, offset + len)` by the region's policy: `mlock` for
+    /// `Populate` and `Unlocked`, `mlock2(MLOCK_ONFAULT)` for `OnFault`.
+    pub fn lock_range(&self, offset: usize, len: usize) -> Result<(), Error> {
+        self.check_range(offset, len)?;
+        let ptr = self.sub(offset);
+        if self.policy == LockPolicy::OnFault {
+            // SAFETY: the range is inside our mapping.
+            unsafe { rustix::mm::mlock_with(ptr.as_ptr(), len, rustix::mm::MlockFlags::ONFAULT) }
+                .map_err(|e| {
+                    Error::from_lock(
+                        "mlock2(MLOCK_ONFAULT)",
+                        len,
+                        nix::Error::from_raw(e.raw_os_error()),
+                    )
+                })
+        } else {
+            // SAFETY: the range is inside our mapping.
+            unsafe { mlock(ptr, len) }.map_err(|e| Error::from_lock("mlock", len, e))
+        }
+    }
+
+    /// Unlocks `[offset, offset + len)` (`munlock`).
+    pub fn unlock_range(&self, offset: usize, len: usize) -> Result<(), Error> {
+        self.check_range(offset, len)?;
+        // SAFETY: the range is inside our mapping.
+        unsafe { munlock(self.sub(offset), len) }.map_err(|e| Error::from_sys("munlock", len, e))
+    }
+
+    /// Unlocks the whole region in one `munlock`.
+    pub fn unlock(&self) -> Result<(), Error> {
+        self.unlock_range(0, self.len)
+    }
+
+    /// Unlocks the whole region `chunk` bytes per `munlock`, so that no
+    /// single call holds the mmap lock for long (seed 000's motivation:
+    /// munlock of tens of GB stalled crash recovery for seconds).
+    pub fn unlock_chunked(&self, chunk: usize) -> Result<(), Error> {
+        self.check_range(0, chunk.min(self.len))?;
+        let mut offset = 0;
+        while offset < self.len {
+            let n = chunk.min(self.len - offset);
+            self.unlock_range(offset, n)?;
+            offset += n;
+        }
+        Ok(())
+    }
+
+    /// Bytes of the region the kernel counts as Locked (/proc/self/smaps).
+    pub fn locked_bytes(&self) -> Result<u64, Error> {
+        let start = self.as_ptr() as usize;
+        accounting::smaps_locked(start, start + self.len).map_err(|source| Error::Sys {
+            op: "reading /proc/self/smaps",
+            source,
+        })
+    }
+
+    /// Pages of the region resident in memory now (`mincore`).
+    pub fn resident_pages(&self) -> Result<usize, Error> {
+        let base = accounting::page_size();
+        let mut vec = vec![0u8; self.len.div_ceil(base)];
+        // SAFETY: the range is our mapping and `vec` has one byte per base
+        // page of it.
+        let r = unsafe { libc::mincore(self.ptr.as_ptr(), self.len, vec.as_mut_ptr()) };
+        if r != 0 {
+            return Err(Error::Sys {
+                op: "mincore",
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        Ok(vec.iter().filter(|v| **v & 1 != 0).count())
+    }
+
+    /// Changes the protection of `[offset, offset + len)` (`mprotect`).
+    pub(crate) fn protect(&self, offset: usize, len: usize, prot: ProtFlags) -> Result<(), Error> {
+        self.check_range(offset, len)?;
+        // SAFETY: the range is inside our mapping.
+        unsafe { nix::sys::mman::mprotect(self.sub(offset), len, prot) }
+            .map_err(|e| Error::from_sys("mprotect", len, e))
+    }
+}
+
+impl Drop for LockedRegion {
+    fn drop(&mut self) {
+        // munmap releases the lock with the pages.
+        // SAFETY: we own the whole reservation and nothing borrows it now.
+        let _ = unsafe { munmap(self.reservation, self.reservation_len) };
+    }
+}

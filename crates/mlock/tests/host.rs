@@ -1,0 +1,432 @@
+//! Host tests, small sizes, checked against the kernel's own accounting
+//! (smaps Locked, mincore, VmLck, /proc/self/maps) rather than return
+//! codes. Scenarios that change process-wide state (limits, credentials,
+//! mlockall, the mapping count, a stray segfault) run in a child process:
+//! the test binary re-executes itself with `MMBATCH_MLOCK_CHILD` set.
+
+use std::process::Command;
+
+use mmbatch_mlock::{
+    Error, FaultLockedRegion, LockAll, LockPolicy, LockedRegion, Pages, accounting, mlockall,
+    munlockall,
+};
+
+const MIB: usize = 1 << 20;
+
+fn page() -> usize {
+    accounting::page_size()
+}
+
+/// Whether `addr` lies in a mapping listed in /proc/self/maps.
+fn mapped(addr: usize) -> bool {
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .any(|l| {
+            let (a, b) = l.split_once(' ').unwrap().0.split_once('-').unwrap();
+            let (a, b) = (
+                usize::from_str_radix(a, 16).unwrap(),
+                usize::from_str_radix(b, 16).unwrap(),
+            );
+            (a..b).contains(&addr)
+        })
+}
+
+#[test]
+fn populate_locks_the_whole_region() {
+    let r = LockedRegion::builder(4 * MIB).build().unwrap();
+    assert_eq!(r.locked_bytes().unwrap(), 4 * MIB as u64);
+    assert_eq!(r.resident_pages().unwrap(), 4 * MIB / page());
+    assert!(accounting::process_locked_bytes().unwrap() >= 4 * MIB as u64);
+}
+
+#[test]
+fn map_locked_populate_locks_the_whole_region() {
+    let r = LockedRegion::builder(2 * MIB)
+        .map_locked(true)
+        .build()
+        .unwrap();
+    assert_eq!(r.locked_bytes().unwrap(), 2 * MIB as u64);
+}
+
+#[test]
+fn onfault_locks_exactly_the_touched_pages() {
+    let mut r = LockedRegion::builder(4 * MIB)
+        .policy(LockPolicy::OnFault)
+        .build()
+        .unwrap();
+    assert_eq!(r.locked_bytes().unwrap(), 0);
+    assert_eq!(r.resident_pages().unwrap(), 0);
+    let p = page();
+    let buf = r.as_mut_slice().unwrap();
+    for i in [0, 5, 17, 1000] {
+        buf[i * p + 1] = 7;
+    }
+    assert_eq!(r.locked_bytes().unwrap(), 4 * p as u64);
+    assert_eq!(r.resident_pages().unwrap(), 4);
+}
+
+#[test]
+fn unlock_chunked_unlocks_everything() {
+    let r = LockedRegion::builder(8 * MIB).build().unwrap();
+    r.unlock_chunked(MIB).unwrap();
+    assert_eq!(r.locked_bytes().unwrap(), 0);
+    // A chunk that does not divide the length still covers it.
+    let r = LockedRegion::builder(3 * MIB).build().unwrap();
+    r.unlock_chunked(2 * MIB).unwrap();
+    assert_eq!(r.locked_bytes().unwrap(), 0);
+}
+
+#[test]
+fn lock_and_unlock_sub_ranges() {
+    let r = LockedRegion::builder(4 * MIB)
+        .policy(LockPolicy::Unlocked)
+        .build()
+        .unwrap();
+    assert_eq!(r.locked_bytes().unwrap(), 0);
+    r.lock_range(MIB, MIB).unwrap();
+    assert_eq!(r.locked_bytes().unwrap(), MIB as u64);
+    r.unlock_range(MIB, MIB / 2).unwrap();
+    assert_eq!(r.locked_bytes().unwrap(), MIB as u64 / 2);
+}
+
+#[test]
+fn transparent_huge_page_region() {
+    let r = LockedRegion::builder(4 * MIB)
+        .pages(Pages::Transparent)
+        .build()
+        .unwrap();
+    assert_eq!(r.as_ptr() as usize % (2 * MIB), 0, "aligned for THP");
+    assert_eq!(r.locked_bytes().unwrap(), 4 * MIB as u64);
+}
+
+#[test]
+fn file_backed_region_reads_the_file() {
+    let dir = std::env::temp_dir().join(format!("mmbatch-mlock-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("data");
+    let data: Vec<u8> = (0..2 * MIB).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    use std::os::fd::AsFd;
+    let r = LockedRegion::builder(2 * MIB)
+        .file(file.as_fd(), 0, false)
+        .read_only()
+        .build()
+        .unwrap();
+    assert_eq!(r.as_slice(), &data[..]);
+    assert_eq!(r.locked_bytes().unwrap(), 2 * MIB as u64);
+    drop(r);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_lengths_and_ranges_are_clear_errors() {
+    let e = LockedRegion::builder(0).build().unwrap_err();
+    assert!(matches!(e, Error::ZeroLength), "{e}");
+    let e = LockedRegion::builder(page() + 1).build().unwrap_err();
+    assert!(e.to_string().contains("round it up to"), "{e}");
+    let r = LockedRegion::builder(MIB)
+        .policy(LockPolicy::Unlocked)
+        .build()
+        .unwrap();
+    assert!(matches!(
+        r.lock_range(MIB - page(), 2 * page()),
+        Err(Error::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        r.lock_range(1, page()),
+        Err(Error::Misaligned { .. })
+    ));
+    assert!(matches!(
+        FaultLockedRegion::new(LockedRegion::builder(MIB), 0),
+        Err(Error::ZeroBatch)
+    ));
+}
+
+#[test]
+fn huge_pages_not_reserved() {
+    // 1 GiB pages are not reserved here (and reserving one would take a
+    // GiB of this machine); the error names the pool file to write.
+    if accounting::huge_pages_free(1 << 30) > 0 {
+        eprintln!(
+            "1 GiB huge pages are reserved on this host: the not-reserved case cannot be shown"
+        );
+        return;
+    }
+    let e = LockedRegion::builder(1 << 30)
+        .pages(Pages::Huge1G)
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::HugePagesNotReserved { needed: 1, .. }),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .contains("/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages"),
+        "{e}"
+    );
+}
+
+#[test]
+fn hugetlb_2m_region_when_root() {
+    let nr = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+    let before: usize = std::fs::read_to_string(nr).map_or(0, |s| s.trim().parse().unwrap_or(0));
+    if std::fs::write(nr, (before + 2).to_string()).is_err() {
+        eprintln!(
+            "cannot reserve 2 MiB huge pages here (needs root): hugetlb region not exercised"
+        );
+        return;
+    }
+    let result = (|| {
+        let mut r = LockedRegion::builder(4 * MIB)
+            .pages(Pages::Huge2M)
+            .build()?;
+        r.as_mut_slice().unwrap()[3 * MIB] = 1;
+        assert_eq!(r.page_size(), 2 * MIB);
+        r.resident_pages()
+    })();
+    std::fs::write(nr, before.to_string()).unwrap();
+    assert_eq!(result.unwrap(), 4 * MIB / page());
+}
+
+#[test]
+fn drop_and_panic_leave_no_mapping() {
+    let r = LockedRegion::builder(MIB).build().unwrap();
+    let addr = r.as_ptr() as usize;
+    assert!(mapped(addr));
+    drop(r);
+    assert!(!mapped(addr));
+    let mut addr = 0;
+    let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let r = LockedRegion::builder(MIB).build().unwrap();
+        addr = r.as_ptr() as usize;
+        panic!("while the region is alive");
+    }));
+    assert!(res.is_err());
+    assert!(!mapped(addr), "a panic leaked the mapping");
+}
+
+#[test]
+fn fault_region_locks_a_batch_per_fault() {
+    let p = page();
+    let r = FaultLockedRegion::new(LockedRegion::builder(MIB), 8).unwrap();
+    assert_eq!(r.region().locked_bytes().unwrap(), 0);
+    assert_eq!(r.read(0).unwrap(), 0);
+    assert_eq!(r.faults(), 1);
+    assert_eq!(r.region().locked_bytes().unwrap(), 8 * p as u64);
+    r.read(7 * p + 3).unwrap(); // inside the batch: no fault
+    assert_eq!(r.faults(), 1);
+    r.read(8 * p).unwrap();
+    assert_eq!(
+        (r.faults(), r.region().locked_bytes().unwrap()),
+        (2, 16 * p as u64)
+    );
+    // The batch is clipped to the region's end.
+    r.read(MIB - 1).unwrap();
+    assert_eq!(r.faults(), 3);
+    assert_eq!(r.region().locked_bytes().unwrap(), 17 * p as u64);
+}
+
+/// Runs `scenario` in a child copy of this test binary; its output on
+/// failure.
+fn child(scenario: &str) -> std::process::Output {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "child_scenarios",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("MMBATCH_MLOCK_CHILD", scenario)
+        .output()
+        .unwrap()
+}
+
+fn assert_child_ok(scenario: &str) {
+    let out = child(scenario);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "child {scenario} failed ({}):\n{text}",
+        out.status
+    );
+    for line in text.lines().filter(|l| l.starts_with("child:")) {
+        eprintln!("{line}");
+    }
+}
+
+#[test]
+fn rlimit_memlock_is_named_with_the_fix() {
+    assert_child_ok("rlimit");
+}
+
+#[test]
+fn eperm_without_cap_ipc_lock() {
+    assert_child_ok("eperm");
+}
+
+#[test]
+fn fault_handler_failure_is_an_error_not_a_loop() {
+    assert_child_ok("fault-rlimit");
+}
+
+#[test]
+fn fault_handler_at_max_map_count() {
+    assert_child_ok("fault-maps");
+}
+
+#[test]
+fn mlockall_onfault_and_munlockall() {
+    assert_child_ok("mlockall");
+}
+
+#[test]
+fn stray_segfault_reaches_the_default_action() {
+    use std::os::unix::process::ExitStatusExt;
+    let out = child("stray-segv");
+    assert_eq!(out.status.signal(), Some(libc::SIGSEGV), "{:?}", out);
+}
+
+/// Lowers RLIMIT_MEMLOCK to `bytes` and, as root, drops to `nobody` so
+/// that the limit applies (root has CAP_IPC_LOCK).
+fn limit_memlock(bytes: u64) {
+    use nix::sys::resource::{Resource, setrlimit};
+    setrlimit(Resource::RLIMIT_MEMLOCK, bytes, bytes).unwrap();
+    if nix::unistd::geteuid().is_root() {
+        nix::unistd::setgid(nix::unistd::Gid::from_raw(65534)).unwrap();
+        nix::unistd::setuid(nix::unistd::Uid::from_raw(65534)).unwrap();
+        println!("child: dropped root to uid 65534 so RLIMIT_MEMLOCK applies");
+    }
+    assert!(!accounting::has_cap_ipc_lock());
+}
+
+#[test]
+#[ignore = "run in a child process by the tests above"]
+fn child_scenarios() {
+    let Ok(scenario) = std::env::var("MMBATCH_MLOCK_CHILD") else {
+        panic!("run by the parent tests with MMBATCH_MLOCK_CHILD set");
+    };
+    let maps_before = accounting::map_count();
+    match scenario.as_str() {
+        "rlimit" => {
+            limit_memlock(64 << 10);
+            let e = LockedRegion::builder(MIB).build().unwrap_err();
+            println!("child: {e}");
+            assert!(
+                matches!(e, Error::MemlockLimit { requested, soft: 65536, .. } if requested == MIB),
+                "{e:?}"
+            );
+            assert!(e.to_string().contains("ulimit -l"));
+            // OnFault counts the limit as pages are touched... but mlock2
+            // checks the whole range up front, as the kernel does.
+            let e = LockedRegion::builder(MIB)
+                .policy(LockPolicy::OnFault)
+                .build()
+                .unwrap_err();
+            assert!(matches!(e, Error::MemlockLimit { .. }), "{e:?}");
+            // Within the limit it works.
+            let r = LockedRegion::builder(32 << 10).build().unwrap();
+            assert_eq!(r.locked_bytes().unwrap(), 32 << 10);
+        }
+        "eperm" => {
+            limit_memlock(0);
+            let e = LockedRegion::builder(MIB).build().unwrap_err();
+            println!("child: {e}");
+            assert!(matches!(e, Error::NotPermitted { .. }), "{e:?}");
+            assert!(e.to_string().contains("CAP_IPC_LOCK"));
+        }
+        "fault-rlimit" => {
+            limit_memlock(64 << 10);
+            let r = FaultLockedRegion::new(LockedRegion::builder(MIB), 1).unwrap();
+            let p = page();
+            let mut first_error = None;
+            for i in 0..64 {
+                match r.read(i * p) {
+                    Ok(_) => {}
+                    Err(e) => {
+                        first_error.get_or_insert((i, e.to_string()));
+                    }
+                }
+            }
+            let (at, e) = first_error.expect("the memlock limit stops locking");
+            println!("child: page {at}: {e}");
+            assert!(at <= 16, "64 KiB is 16 pages, error at {at}");
+            assert!(e.contains("RLIMIT_MEMLOCK"), "{e}");
+        }
+        "fault-maps" => {
+            let max = accounting::max_map_count();
+            let p = page();
+            // Fill the mapping table to near its limit with one-page
+            // mappings that cannot merge (alternating protections).
+            let mut held = Vec::new();
+            let start = accounting::map_count();
+            while start + held.len() + 40 < max {
+                let prot = if held.len() % 2 == 0 {
+                    libc::PROT_READ
+                } else {
+                    libc::PROT_NONE
+                };
+                // SAFETY: a fresh anonymous mapping chosen by the kernel.
+                let m = unsafe {
+                    libc::mmap(
+                        std::ptr::null_mut(),
+                        p,
+                        prot,
+                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                        -1,
+                        0,
+                    )
+                };
+                assert_ne!(m, libc::MAP_FAILED);
+                held.push(m);
+            }
+            let r = FaultLockedRegion::new(LockedRegion::builder(MIB), 1).unwrap();
+            let mut errors = 0;
+            for i in (0..MIB / p).step_by(2) {
+                if r.read(i * p).is_err() {
+                    errors += 1;
+                }
+            }
+            let e = r.read(0).unwrap_err();
+            println!("child: {errors} reads reported: {e}");
+            assert!(
+                matches!(&e, Error::FaultHandler { cause } if matches!(**cause, Error::MapCountLimit { .. })),
+                "{e:?}"
+            );
+            assert!(e.to_string().contains("sysctl -w vm.max_map_count="));
+            drop(r);
+            for m in held {
+                // SAFETY: each was mapped above with length p.
+                unsafe { libc::munmap(m, p) };
+            }
+        }
+        "mlockall" => {
+            mlockall(LockAll {
+                current: true,
+                on_fault: true,
+                ..LockAll::default()
+            })
+            .unwrap();
+            let locked = accounting::process_locked_bytes().unwrap();
+            println!("child: VmLck {locked} after mlockall(CURRENT | ONFAULT)");
+            assert!(locked > 0);
+            munlockall().unwrap();
+            assert_eq!(accounting::process_locked_bytes().unwrap(), 0);
+        }
+        "stray-segv" => {
+            let r = FaultLockedRegion::new(LockedRegion::builder(MIB), 4).unwrap();
+            r.read(0).unwrap();
+            // A fault outside every region goes to the previous action and
+            // the process dies of SIGSEGV, rather than looping.
+            // SAFETY: deliberately invalid: this must kill the process.
+            let _ = unsafe { std::ptr::read_volatile(8 as *const u8) };
+            unreachable!("the stray access must kill the process");
+        }
+        other => panic!("unknown scenario {other}"),
+    }
+    assert_eq!(accounting::map_count(), maps_before, "a mapping leaked");
+}
