@@ -9,8 +9,10 @@
 
 pub mod activate;
 pub mod batch;
+pub mod lockonfault;
 pub mod munlock;
 mod report;
+pub mod timedmunlock;
 
 use std::{
     sync::Barrier,
@@ -73,7 +75,13 @@ pub struct Experiment {
 
 /// Every experiment, in seed order.
 pub fn experiments() -> &'static [Experiment] {
-    &[batch::EXPERIMENT, munlock::EXPERIMENT, activate::EXPERIMENT]
+    &[
+        batch::EXPERIMENT,
+        munlock::EXPERIMENT,
+        timedmunlock::EXPERIMENT,
+        lockonfault::EXPERIMENT,
+        activate::EXPERIMENT,
+    ]
 }
 
 /// The experiment with id `id`.

@@ -252,7 +252,12 @@ impl Report {
         for (name, get, directional) in stats {
             let _ = write!(out, "{:LABEL$}", format!("{} {name}", metric.label()));
             let base = get(&sums[0]);
-            for s in &sums {
+            for (s, row) in sums.iter().zip(&rows) {
+                if row.samples_s.is_empty() {
+                    // The host refused this configuration (see the notes).
+                    let _ = write!(out, "{:>COL$}", "refused");
+                    continue;
+                }
                 let v = get(s);
                 let g = gain(base, v, directional && metric.higher_is_better());
                 let _ = write!(out, "{:>COL$}", format!("{} ({:>7.2}%)", fmt_value(v), g));
@@ -311,6 +316,10 @@ impl Report {
             );
             let _ = writeln!(md, "|---|---:|---:|---:|---|");
             for ((row, s), col) in rows.iter().zip(&sums).zip(&table.columns) {
+                if row.samples_s.is_empty() {
+                    let _ = writeln!(md, "| {col} | refused | | | see notes |");
+                    continue;
+                }
                 let counters: Vec<String> = row
                     .counters
                     .iter()

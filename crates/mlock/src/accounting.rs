@@ -50,8 +50,35 @@ pub fn has_cap_ipc_lock() -> bool {
 }
 
 /// Mappings the process has now (lines of /proc/self/maps).
+///
+/// Async-signal-safe (`open`, `read`, `close` and a stack buffer), so the
+/// fault handler can use it; and it needs no heap, because it is asked
+/// exactly when the process is out of mappings, when a large buffer (which
+/// malloc serves with a new mapping) cannot be had.
 pub fn map_count() -> usize {
-    fs::read_to_string("/proc/self/maps").map_or(0, |m| m.lines().count())
+    // SAFETY: a NUL-terminated path; open has no other preconditions.
+    let fd = unsafe {
+        libc::open(
+            c"/proc/self/maps".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return 0;
+    }
+    let mut buf = [0u8; 4096];
+    let mut lines = 0;
+    loop {
+        // SAFETY: reads at most buf.len() bytes into buf.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            break;
+        }
+        lines += buf[..n as usize].iter().filter(|&&b| b == b'\n').count();
+    }
+    // SAFETY: closes the descriptor opened above.
+    unsafe { libc::close(fd) };
+    lines
 }
 
 /// `vm.max_map_count` (0 if unreadable).

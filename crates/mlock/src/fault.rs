@@ -48,6 +48,8 @@ struct Slot {
     prot: AtomicUsize,
     /// `op << 32 | errno` of the first failure, or 0.
     error: AtomicU64,
+    /// The process's mapping count when it failed.
+    maps_at_error: AtomicUsize,
     faults: AtomicU64,
 }
 
@@ -58,6 +60,7 @@ const EMPTY: Slot = Slot {
     batch: AtomicUsize::new(0),
     prot: AtomicUsize::new(0),
     error: AtomicU64::new(0),
+    maps_at_error: AtomicUsize::new(0),
     faults: AtomicU64::new(0),
 };
 
@@ -158,6 +161,9 @@ fn handle(slot: &Slot, addr: usize, start: usize) {
 }
 
 fn record(slot: &Slot, op: u64, errno: i32) {
+    // Counted now: the fallback below merges mappings back.
+    slot.maps_at_error
+        .store(accounting::map_count(), Ordering::Relaxed);
     let _ = slot.error.compare_exchange(
         0,
         op << 32 | errno as u32 as u64,
@@ -304,10 +310,19 @@ impl FaultLockedRegion {
         if e != 0 {
             let errno = nix::Error::from_raw(e as u32 as i32);
             let page = accounting::page_size();
-            let cause = if e >> 32 == OP_MPROTECT {
-                Error::from_sys("mprotect", page, errno)
+            let op = if e >> 32 == OP_MPROTECT {
+                "mprotect"
             } else {
-                Error::from_lock("mlock", page, errno)
+                "mlock"
+            };
+            let maps = SLOTS[self.slot].maps_at_error.load(Ordering::Relaxed);
+            let max = accounting::max_map_count();
+            let cause = if errno == nix::Error::ENOMEM && max > 0 && maps + 2 >= max {
+                Error::MapCountLimit { op, maps, max }
+            } else if op == "mprotect" {
+                Error::from_sys(op, page, errno)
+            } else {
+                Error::from_lock(op, page, errno)
             };
             return Err(Error::FaultHandler {
                 cause: Box::new(cause),

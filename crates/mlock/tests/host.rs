@@ -399,6 +399,19 @@ fn child_scenarios() {
             );
             assert!(e.to_string().contains("sysctl -w vm.max_map_count="));
             drop(r);
+            // mlock of single pages splits mappings too: at the limit the
+            // error names it (map_count must not need the heap then).
+            let r = LockedRegion::builder(MIB)
+                .policy(LockPolicy::Unlocked)
+                .build()
+                .unwrap();
+            let e = (0..MIB / p)
+                .step_by(2)
+                .find_map(|i| r.lock_range(i * p, p).err())
+                .expect("the mapping limit stops mlock");
+            println!("child: {e}");
+            assert!(matches!(e, Error::MapCountLimit { .. }), "{e:?}");
+            drop(r);
             for m in held {
                 // SAFETY: each was mapped above with length p.
                 unsafe { libc::munmap(m, p) };

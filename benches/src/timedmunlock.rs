@@ -1,0 +1,276 @@
+//! Experiment `timedmunlock`: seed 000 on the host, as mmtests runs it —
+//! mmap an area `MAP_LOCKED | MAP_POPULATE`, time `munlock` of all of it.
+//!
+//! Rows:
+//! - `raw/nothp`: direct system calls, no crate: `mmap(MAP_LOCKED |
+//!   MAP_POPULATE)`, `munlock`;
+//! - `region/nothp`: the same through [`LockedRegion`] (`map_locked`);
+//! - `raw/thp`: `mmap`, `madvise(MADV_HUGEPAGE)`, `mlock`, then `munlock`;
+//! - `region/thp`: the same through [`LockedRegion`] with
+//!   [`Pages::Transparent`];
+//! - `region/chunked-64M`: [`LockedRegion::unlock_chunked`] in 64 MiB
+//!   calls, so no call holds the mmap lock for long;
+//! - `region/interleave`: pages interleaved over every node
+//!   (`set_mempolicy(MPOL_INTERLEAVE)`), only on hosts with two or more.
+//!
+//! Only the munlock is timed; populating and unmapping are not.
+
+use std::{ffi::c_void, time::Instant};
+
+use mmbatch_mlock::{LockedRegion, Pages};
+
+use crate::{Config, Experiment, Host, Metric, Progress, Report, Row, Table};
+
+/// The registry entry.
+pub const EXPERIMENT: Experiment = Experiment {
+    id: "timedmunlock",
+    seed: "000 (munlock batching, host)",
+    title: "munlock of a MAP_LOCKED|MAP_POPULATE area on the host kernel",
+    run,
+};
+
+/// Bytes at scale 1.0: 4 GiB (the seed used 56 GB: `--scale 14`).
+pub const BYTES: f64 = (4u64 << 30) as f64;
+
+/// The seed's munlock of 56 GB without THP on one node, before and after
+/// the series, in seconds.
+pub const SEED_SECONDS: (f64, f64) = (3.38, 1.91);
+
+/// How a row maps, locks and unlocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Direct calls, base pages.
+    RawNoThp,
+    /// LockedRegion, base pages.
+    RegionNoThp,
+    /// Direct calls, transparent huge pages.
+    RawThp,
+    /// LockedRegion, transparent huge pages.
+    RegionThp,
+    /// LockedRegion, unlocked 64 MiB per call.
+    RegionChunked,
+    /// LockedRegion, pages interleaved over all nodes.
+    RegionInterleave,
+}
+
+impl Kind {
+    /// The row name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::RawNoThp => "raw/nothp",
+            Kind::RegionNoThp => "region/nothp",
+            Kind::RawThp => "raw/thp",
+            Kind::RegionThp => "region/thp",
+            Kind::RegionChunked => "region/chunked-64M",
+            Kind::RegionInterleave => "region/interleave",
+        }
+    }
+}
+
+/// Maps and populates `bytes` locked the `kind` way, then times only its
+/// munlock; returns seconds.
+pub fn measure(kind: Kind, bytes: usize) -> f64 {
+    match kind {
+        Kind::RawNoThp | Kind::RawThp => raw(kind == Kind::RawThp, bytes),
+        _ => {
+            let interleave = kind == Kind::RegionInterleave;
+            if interleave {
+                set_interleave(true);
+            }
+            let builder = LockedRegion::builder(bytes);
+            let region = if kind == Kind::RegionThp {
+                builder.pages(Pages::Transparent).build()
+            } else {
+                builder.map_locked(true).build()
+            };
+            if interleave {
+                set_interleave(false);
+            }
+            let region = region.unwrap_or_else(|e| panic!("{}: {e}", kind.name()));
+            let start = Instant::now();
+            let unlocked = if kind == Kind::RegionChunked {
+                region.unlock_chunked(64 << 20)
+            } else {
+                region.unlock()
+            };
+            let secs = start.elapsed().as_secs_f64();
+            unlocked.unwrap_or_else(|e| panic!("{}: {e}", kind.name()));
+            assert_eq!(
+                region.locked_bytes().expect("smaps"),
+                0,
+                "munlock left pages locked"
+            );
+            secs
+        }
+    }
+}
+
+/// mmtests' timedmunlock with direct system calls.
+fn raw(thp: bool, bytes: usize) -> f64 {
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+    let flags = if thp {
+        flags
+    } else {
+        flags | libc::MAP_LOCKED | libc::MAP_POPULATE
+    };
+    // SAFETY: a fresh anonymous mapping chosen by the kernel.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(
+        p,
+        libc::MAP_FAILED,
+        "mmap: {}",
+        std::io::Error::last_os_error()
+    );
+    if thp {
+        // SAFETY: [p, p + bytes) is the mapping just made.
+        let r = unsafe { libc::madvise(p, bytes, libc::MADV_HUGEPAGE) };
+        assert_eq!(r, 0, "madvise: {}", std::io::Error::last_os_error());
+        // SAFETY: as above.
+        let r = unsafe { libc::mlock(p, bytes) };
+        assert_eq!(r, 0, "mlock: {}", std::io::Error::last_os_error());
+    }
+    let start = Instant::now();
+    // SAFETY: as above.
+    let r = unsafe { libc::munlock(p, bytes) };
+    let secs = start.elapsed().as_secs_f64();
+    assert_eq!(r, 0, "munlock: {}", std::io::Error::last_os_error());
+    // SAFETY: as above; nothing refers to the mapping any more.
+    unsafe { libc::munmap(p, bytes) };
+    secs
+}
+
+/// Interleaves this thread's future allocations over every node
+/// (`set_mempolicy(MPOL_INTERLEAVE)`), or restores the default.
+fn set_interleave(on: bool) {
+    const MPOL_DEFAULT: libc::c_long = 0;
+    const MPOL_INTERLEAVE: libc::c_long = 3;
+    let nodes = Host::detect().nodes.min(64);
+    let mask: u64 = if nodes >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << nodes) - 1
+    };
+    let (mode, maskp, maxnode): (libc::c_long, *const c_void, libc::c_ulong) = if on {
+        (MPOL_INTERLEAVE, (&raw const mask).cast(), 64)
+    } else {
+        (MPOL_DEFAULT, std::ptr::null(), 0)
+    };
+    // SAFETY: set_mempolicy reads `maxnode` bits from `maskp` (a u64 here)
+    // and touches no other memory.
+    let r = unsafe { libc::syscall(libc::SYS_set_mempolicy, mode, maskp, maxnode) };
+    assert_eq!(r, 0, "set_mempolicy: {}", std::io::Error::last_os_error());
+}
+
+fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
+    let page = mmbatch_mlock::accounting::page_size();
+    let bytes = (((BYTES * cfg.scale) as usize).max(2 << 20) / (2 << 20)) * (2 << 20);
+    let host = Host::detect();
+    let mut kinds = vec![
+        Kind::RawNoThp,
+        Kind::RegionNoThp,
+        Kind::RawThp,
+        Kind::RegionThp,
+        Kind::RegionChunked,
+    ];
+    if host.nodes >= 2 {
+        kinds.push(Kind::RegionInterleave);
+    }
+    let samples = cfg.samples.max(1);
+    let mut measured = vec![Vec::new(); kinds.len()];
+    let total = kinds.len() * samples;
+    for s in 0..samples {
+        for (i, &k) in kinds.iter().enumerate() {
+            progress.row(s * kinds.len() + i, total, k.name());
+            measured[i].push(measure(k, bytes));
+        }
+    }
+    let gib = bytes as f64 / (1u64 << 30) as f64;
+    let rows: Vec<Row> = kinds
+        .iter()
+        .zip(&measured)
+        .map(|(k, s)| {
+            let median = crate::Summary::of(s).median;
+            Row {
+                name: k.name().to_owned(),
+                samples_s: s.clone(),
+                ops_per_sample: None,
+                counters: [
+                    ("gib".to_owned(), gib),
+                    ("ms_per_gib_median".to_owned(), median * 1e3 / gib),
+                    ("pages".to_owned(), (bytes / page) as f64),
+                ]
+                .into_iter()
+                .collect(),
+            }
+        })
+        .collect();
+    let mut report = Report {
+        experiment: EXPERIMENT.id.to_owned(),
+        title: EXPERIMENT.title.to_owned(),
+        seed: EXPERIMENT.seed.to_owned(),
+        host: host.clone(),
+        config: cfg.clone(),
+        metric: Metric::Seconds,
+        tables: vec![Table {
+            title: format!("timedmunlock, {} MiB", bytes >> 20),
+            rows: (0..rows.len()).collect(),
+            columns: kinds.iter().map(|k| k.name().to_owned()).collect(),
+        }],
+        rows,
+        notes: Vec::new(),
+    };
+    let mut notes = Vec::new();
+    for (region, raw) in [("region/nothp", "raw/nothp"), ("region/thp", "raw/thp")] {
+        if let (Some(a), Some(b)) = (report.median(region), report.median(raw)) {
+            let d = (a - b) / b * 100.0;
+            notes.push(format!(
+                "target: {region} median {:.1} ms vs {raw} {:.1} ms ({d:+.1}%; within 5%): {}",
+                a * 1e3,
+                b * 1e3,
+                if d.abs() <= 5.0 { "met" } else { "MISSED" }
+            ));
+        }
+    }
+    let seed_gib = 56.0;
+    if let Some(m) = report.median("raw/nothp") {
+        notes.push(format!(
+            "raw/nothp munlock costs {:.1} ms per GiB here; the seed's 56 GB (read as GiB) took {:.1} ms/GiB \
+             before the series (3.38 s) and {:.1} ms/GiB after it (1.91 s)",
+            m * 1e3 / gib,
+            SEED_SECONDS.0 * 1e3 / seed_gib,
+            SEED_SECONDS.1 * 1e3 / seed_gib
+        ));
+    }
+    if host.nodes < 2 {
+        notes.push("region/interleave not run: this host has one NUMA node".to_owned());
+    }
+    report.notes = notes;
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_unlocks_everything() {
+        for k in [
+            Kind::RawNoThp,
+            Kind::RegionNoThp,
+            Kind::RawThp,
+            Kind::RegionThp,
+            Kind::RegionChunked,
+        ] {
+            assert!(measure(k, 4 << 20) > 0.0, "{k:?}");
+        }
+    }
+}
