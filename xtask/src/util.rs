@@ -102,18 +102,51 @@ pub(crate) fn has_nightly() -> bool {
 pub(crate) struct SystemPackage {
     /// The Debian package name.
     pub(crate) apt: &'static str,
-    /// An executable it provides.
+    /// What it provides: an executable on PATH, or (starting with `/`) a
+    /// file path, whose last component may end in `*` (a prefix match).
     pub(crate) provides: &'static str,
     /// What needs it, for the error message.
     pub(crate) needed_by: &'static str,
 }
 
-/// Needed to build anything: rustc links through `cc`.
-pub(crate) const BUILD: &[SystemPackage] = &[SystemPackage {
-    apt: "gcc",
-    provides: "cc",
-    needed_by: "linking (rustc calls cc)",
-}];
+impl SystemPackage {
+    fn present(&self) -> bool {
+        if !self.provides.starts_with('/') {
+            return on_path(self.provides);
+        }
+        let Some(prefix) = self.provides.strip_suffix('*') else {
+            return Path::new(self.provides).exists();
+        };
+        let path = Path::new(prefix);
+        let (Some(dir), Some(stem)) = (path.parent(), path.file_name()) else {
+            return false;
+        };
+        std::fs::read_dir(dir).is_ok_and(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .any(|e| e.file_name().to_string_lossy().starts_with(&*stem.to_string_lossy()))
+        })
+    }
+}
+
+/// Needed to build the workspace.
+pub(crate) const BUILD: &[SystemPackage] = &[
+    SystemPackage {
+        apt: "gcc",
+        provides: "cc",
+        needed_by: "linking (rustc calls cc)",
+    },
+    SystemPackage {
+        apt: "libclang-dev",
+        provides: "/usr/lib/x86_64-linux-gnu/libclang-1*",
+        needed_by: "bindgen in userfaultfd-sys (mmbatch-faultaround)",
+    },
+    SystemPackage {
+        apt: "linux-libc-dev",
+        provides: "/usr/include/linux/userfaultfd.h",
+        needed_by: "userfaultfd-sys's bindings",
+    },
+];
 
 /// Needed by `cargo xtask fuzz` and CI's fuzz build: libfuzzer-sys compiles
 /// libFuzzer's C++ sources.
@@ -126,7 +159,7 @@ pub(crate) const FUZZ: &[SystemPackage] = &[SystemPackage {
 /// Makes sure every package in `pkgs` is present: as root, installs the
 /// missing ones with apt-get; otherwise fails naming the exact command.
 pub(crate) fn ensure_packages(pkgs: &[SystemPackage]) -> Result<(), String> {
-    let missing: Vec<&SystemPackage> = pkgs.iter().filter(|p| !on_path(p.provides)).collect();
+    let missing: Vec<&SystemPackage> = pkgs.iter().filter(|p| !p.present()).collect();
     if missing.is_empty() {
         return Ok(());
     }
@@ -143,7 +176,7 @@ pub(crate) fn ensure_packages(pkgs: &[SystemPackage]) -> Result<(), String> {
             }
             let still: Vec<&str> = missing
                 .iter()
-                .filter(|p| !on_path(p.provides))
+                .filter(|p| !p.present())
                 .map(|p| p.apt)
                 .collect();
             if still.is_empty() {
