@@ -122,9 +122,11 @@ impl SystemPackage {
             return false;
         };
         std::fs::read_dir(dir).is_ok_and(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .any(|e| e.file_name().to_string_lossy().starts_with(&*stem.to_string_lossy()))
+            entries.filter_map(Result::ok).any(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(&*stem.to_string_lossy())
+            })
         })
     }
 }

@@ -6,18 +6,28 @@ use crossbeam_utils::CachePadded;
 
 use crate::{
     frame::{NIL, Pfn},
-    sync::{Mutex, lock},
+    sync::{AtomicU32, Mutex, Ordering, lock},
 };
 
 /// Entries per table (`PTRS_PER_PTE` on x86-64): a table maps 2 MiB of
 /// 4 KiB pages.
 pub const PTRS_PER_TABLE: usize = 512;
 
+/// One table: entries written under `lock` and read without it (as the
+/// MMU walks page tables while the kernel updates them under the PTE lock).
 #[derive(Debug)]
 struct Table {
-    entries: Box<[u32]>,
-    /// Acquisitions of this table's lock.
-    locks: u64,
+    entries: Box<[AtomicU32]>,
+    /// The PTE lock; it counts its acquisitions.
+    lock: Mutex<u64>,
+}
+
+impl Table {
+    fn lock(&self) -> crate::sync::MutexGuard<'_, u64> {
+        let mut g = lock(&self.lock);
+        *g += 1;
+        g
+    }
 }
 
 /// Page tables for `len` virtual pages, all unmapped at first.
@@ -38,7 +48,7 @@ struct Table {
 /// ```
 #[derive(Debug)]
 pub struct PageTables {
-    tables: Box<[CachePadded<Mutex<Table>>]>,
+    tables: Box<[CachePadded<Table>]>,
     len: u64,
 }
 
@@ -48,10 +58,10 @@ impl PageTables {
         let n = len.div_ceil(PTRS_PER_TABLE as u64) as usize;
         let tables = (0..n)
             .map(|_| {
-                CachePadded::new(Mutex::new(Table {
-                    entries: vec![NIL; PTRS_PER_TABLE].into_boxed_slice(),
-                    locks: 0,
-                }))
+                CachePadded::new(Table {
+                    entries: (0..PTRS_PER_TABLE).map(|_| AtomicU32::new(NIL)).collect(),
+                    lock: Mutex::new(0),
+                })
             })
             .collect();
         Self { tables, len }
@@ -67,7 +77,7 @@ impl PageTables {
         self.len == 0
     }
 
-    fn table(&self, vpn: u64) -> Option<(&Mutex<Table>, usize)> {
+    fn table(&self, vpn: u64) -> Option<(&Table, usize)> {
         (vpn < self.len).then(|| {
             let t = (vpn / PTRS_PER_TABLE as u64) as usize;
             (&*self.tables[t], (vpn % PTRS_PER_TABLE as u64) as usize)
@@ -77,18 +87,16 @@ impl PageTables {
     /// Maps `vpn` to `pfn` (`set_pte_at`); the old frame, if any.
     pub fn map(&self, vpn: u64, pfn: Pfn) -> Result<Option<Pfn>, OutOfRange> {
         let (t, i) = self.table(vpn).ok_or(OutOfRange { vpn, len: self.len })?;
-        let mut t = lock(t);
-        t.locks += 1;
-        let old = std::mem::replace(&mut t.entries[i], pfn.0);
+        let _g = t.lock();
+        let old = t.entries[i].swap(pfn.0, Ordering::Release);
         Ok((old != NIL).then_some(Pfn(old)))
     }
 
     /// Unmaps `vpn`; the frame it mapped, if any.
     pub fn unmap(&self, vpn: u64) -> Result<Option<Pfn>, OutOfRange> {
         let (t, i) = self.table(vpn).ok_or(OutOfRange { vpn, len: self.len })?;
-        let mut t = lock(t);
-        t.locks += 1;
-        let old = std::mem::replace(&mut t.entries[i], NIL);
+        let _g = t.lock();
+        let old = t.entries[i].swap(NIL, Ordering::Release);
         Ok((old != NIL).then_some(Pfn(old)))
     }
 
@@ -96,9 +104,17 @@ impl PageTables {
     /// `follow_page_mask`). `None` if unmapped or out of range.
     pub fn lookup(&self, vpn: u64) -> Option<Pfn> {
         let (t, i) = self.table(vpn)?;
-        let mut t = lock(t);
-        t.locks += 1;
-        let e = t.entries[i];
+        let _g = t.lock();
+        let e = t.entries[i].load(Ordering::Relaxed);
+        (e != NIL).then_some(Pfn(e))
+    }
+
+    /// The frame `vpn` maps, read without the table lock — what the MMU
+    /// does on an access. `None` if unmapped or out of range.
+    #[inline]
+    pub fn peek(&self, vpn: u64) -> Option<Pfn> {
+        let (t, i) = self.table(vpn)?;
+        let e = t.entries[i].load(Ordering::Acquire);
         (e != NIL).then_some(Pfn(e))
     }
 
@@ -112,11 +128,10 @@ impl PageTables {
         };
         let table_end = vpn - first as u64 + PTRS_PER_TABLE as u64;
         let end = end.min(table_end).min(self.len);
-        let mut t = lock(t);
-        t.locks += 1;
+        let _g = t.lock();
         let mut at = vpn;
         while at < end {
-            let e = t.entries[first + (at - vpn) as usize];
+            let e = t.entries[first + (at - vpn) as usize].load(Ordering::Relaxed);
             if !f(at, (e != NIL).then_some(Pfn(e))) {
                 break;
             }
@@ -125,9 +140,37 @@ impl PageTables {
         at
     }
 
+    /// Sets entries of `vpn..end` (not past `vpn`'s table) under one lock
+    /// of that table: `f(vpn, current)` returns the frame to map at an
+    /// unmapped entry, or `None` to leave it (`set_pte_range` in
+    /// `filemap_map_pages`). Returns how many entries it set.
+    pub fn fill(
+        &self,
+        vpn: u64,
+        end: u64,
+        mut f: impl FnMut(u64, Option<Pfn>) -> Option<Pfn>,
+    ) -> u64 {
+        let Some((t, first)) = self.table(vpn) else {
+            return 0;
+        };
+        let table_end = vpn - first as u64 + PTRS_PER_TABLE as u64;
+        let end = end.min(table_end).min(self.len);
+        let _g = t.lock();
+        let mut set = 0;
+        for at in vpn..end {
+            let slot = &t.entries[first + (at - vpn) as usize];
+            let e = slot.load(Ordering::Relaxed);
+            if let Some(pfn) = f(at, (e != NIL).then_some(Pfn(e))) {
+                slot.store(pfn.0, Ordering::Release);
+                set += 1;
+            }
+        }
+        set
+    }
+
     /// Table-lock acquisitions so far, over all tables.
     pub fn lock_acquisitions(&self) -> u64 {
-        self.tables.iter().map(|t| lock(t).locks).sum()
+        self.tables.iter().map(|t| *lock(&t.lock)).sum()
     }
 }
 

@@ -6,6 +6,7 @@ pub(crate) use loom::sync::{
     Arc, Mutex, MutexGuard,
     atomic::{AtomicI64, AtomicU32, Ordering},
 };
+
 #[cfg(not(loom))]
 pub(crate) use std::sync::{
     Arc, Mutex, MutexGuard,

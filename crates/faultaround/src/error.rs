@@ -1,0 +1,112 @@
+//! Errors that name the fix.
+
+use std::{fmt, io, ops::Range};
+
+/// Why a fault-around operation failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// A fault-around order above 9 (a window larger than a page table).
+    OrderTooLarge {
+        /// The order asked for.
+        order: u32,
+    },
+    /// A fault at a page outside the mapping.
+    FaultOutsideVma {
+        /// The faulting page.
+        page: u64,
+        /// The mapping's pages.
+        vma: Range<u64>,
+    },
+    /// A region length of zero or not a multiple of the page size.
+    BadLength {
+        /// The length asked for.
+        len: usize,
+        /// The page size.
+        page_size: usize,
+    },
+    /// The source holds fewer bytes than the region.
+    SourceTooShort {
+        /// Bytes the source has.
+        source_len: u64,
+        /// Bytes the region needs.
+        region_len: usize,
+    },
+    /// userfaultfd was refused (EPERM/EACCES).
+    NoPermission {
+        /// The kernel's error.
+        source: io::Error,
+    },
+    /// The kernel has no userfaultfd (ENOSYS) or lacks a feature.
+    Unsupported {
+        /// What is missing.
+        what: String,
+    },
+    /// The engine refused an operation.
+    Engine(mmbatch_lru::LruError),
+    /// Another system error.
+    Sys {
+        /// The call that failed.
+        op: &'static str,
+        /// The kernel's error.
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::OrderTooLarge { order } => write!(
+                f,
+                "fault-around order {order} is too large: it must be at most 9 (512 pages, one page table)"
+            ),
+            Error::FaultOutsideVma { page, vma } => {
+                write!(
+                    f,
+                    "fault at page {page} is outside the mapping (pages {vma:?})"
+                )
+            }
+            Error::BadLength { len, page_size } => write!(
+                f,
+                "region length {len} must be a non-zero multiple of the page size {page_size}"
+            ),
+            Error::SourceTooShort {
+                source_len,
+                region_len,
+            } => write!(
+                f,
+                "the page source has {source_len} bytes but the region needs {region_len}: use a shorter region \
+                 or a longer source"
+            ),
+            Error::NoPermission { source } => write!(
+                f,
+                "userfaultfd refused ({source}): open /dev/userfaultfd needs read/write access to it \
+                 (e.g. `setfacl -m u:$USER:rw /dev/userfaultfd`), and the userfaultfd system call needs \
+                 CAP_SYS_PTRACE or `sysctl -w vm.unprivileged_userfaultfd=1`"
+            ),
+            Error::Unsupported { what } => write!(
+                f,
+                "this kernel lacks userfaultfd support ({what}): it needs Linux 4.11+ built with \
+                 CONFIG_USERFAULTFD"
+            ),
+            Error::Engine(e) => write!(f, "{e}"),
+            Error::Sys { op, source } => write!(f, "{op} failed: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::NoPermission { source } | Error::Sys { source, .. } => Some(source),
+            Error::Engine(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<mmbatch_lru::LruError> for Error {
+    fn from(e: mmbatch_lru::LruError) -> Self {
+        Error::Engine(e)
+    }
+}

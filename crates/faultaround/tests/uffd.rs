@@ -1,0 +1,160 @@
+//! UffdRegion on the host kernel, small sizes, checked with mincore and
+//! byte-for-byte against the source.
+
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, Ordering},
+};
+
+use mmbatch_faultaround::{Error, PageRead, PageSource, UffdRegion, Zeroes};
+
+const PAGE: usize = 4096;
+
+/// Page i holds bytes derived from i, so misplaced pages show.
+fn image(pages: usize) -> Vec<u8> {
+    (0..pages * PAGE)
+        .map(|b| ((b / PAGE) * 7 + b % 251) as u8)
+        .collect()
+}
+
+#[test]
+fn one_fault_maps_exactly_the_window() {
+    let src = image(256);
+    let r = UffdRegion::new(256 * PAGE, 4, src.clone(), 1).unwrap();
+    assert_eq!(r.resident_pages(), 0);
+    assert_eq!(r.as_slice()[37 * PAGE + 5], src[37 * PAGE + 5]);
+    // Order 4 around page 37: pages 32..48, nothing else.
+    assert_eq!(r.resident_pages(), 16);
+    let st = r.stats();
+    assert_eq!((st.faults, st.pages_copied), (1, 16));
+    assert_eq!(
+        &r.as_slice()[32 * PAGE..48 * PAGE],
+        &src[32 * PAGE..48 * PAGE]
+    );
+    assert_eq!(r.stats().faults, 1, "reads inside the window do not fault");
+}
+
+#[test]
+fn sequential_faults_are_pages_over_window() {
+    for order in [0u32, 1, 3, 5, 9] {
+        let r = UffdRegion::new(1024 * PAGE, order, Zeroes(1 << 30), 1).unwrap();
+        let mem = r.as_slice();
+        let sum: u64 = (0..1024).map(|p| u64::from(mem[p * PAGE])).sum();
+        assert_eq!(sum, 0);
+        assert_eq!(r.stats().faults, 1024 >> order, "order {order}");
+        assert_eq!(r.stats().pages_copied, 1024);
+    }
+}
+
+#[test]
+fn concurrent_faults_fill_every_page_once_with_its_contents() {
+    let pages = 2048;
+    let src = image(pages);
+    let r = UffdRegion::new(pages * PAGE, 3, src.clone(), 2).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let (r, src) = (&r, &src);
+            s.spawn(move || {
+                // Overlapping windows: every thread walks all pages from a
+                // different start.
+                for i in 0..pages {
+                    let p = (i * 7 + t * 301) % pages;
+                    assert_eq!(r.as_slice()[p * PAGE + t], src[p * PAGE + t], "page {p}");
+                }
+            });
+        }
+    });
+    assert_eq!(r.as_slice(), &src[..], "byte for byte");
+    let st = r.stats();
+    assert_eq!(
+        st.pages_copied, pages as u64,
+        "each page copied exactly once: {st:?}"
+    );
+}
+
+/// Odd pages are not ready until `ready` is set.
+struct Flaky {
+    data: Vec<u8>,
+    ready: Arc<AtomicBool>,
+}
+
+impl PageSource for Flaky {
+    fn len(&self) -> u64 {
+        self.data.len() as u64
+    }
+
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+        if index % 2 == 1 && !self.ready.load(Ordering::Acquire) {
+            return PageRead::NotReady;
+        }
+        let at = index as usize * PAGE;
+        buf.copy_from_slice(&self.data[at..at + PAGE]);
+        PageRead::Ready
+    }
+}
+
+#[test]
+fn not_ready_neighbours_are_skipped_never_waited_for() {
+    let data = image(64);
+    let ready = Arc::new(AtomicBool::new(false));
+    let r = UffdRegion::new(
+        64 * PAGE,
+        3,
+        Flaky {
+            data: data.clone(),
+            ready: ready.clone(),
+        },
+        1,
+    )
+    .unwrap();
+    assert_eq!(r.as_slice()[8 * PAGE], data[8 * PAGE]);
+    // Window 8..16: the even pages came in, the odd ones were skipped.
+    assert_eq!(r.resident_pages(), 4);
+    assert_eq!(r.stats().pages_skipped, 4);
+    // The faulting page itself is waited for until the source has it.
+    let r = &r;
+    std::thread::scope(|s| {
+        let reader = s.spawn(move || r.as_slice()[9 * PAGE + 1]);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        ready.store(true, Ordering::Release);
+        assert_eq!(reader.join().unwrap(), data[9 * PAGE + 1]);
+    });
+}
+
+#[test]
+fn shutdown_with_faults_in_flight_fails_no_thread() {
+    let pages = 4096;
+    let src = image(pages);
+    let r = UffdRegion::new(pages * PAGE, 0, src.clone(), 1).unwrap();
+    std::thread::scope(|s| {
+        let readers: Vec<_> = (0..3)
+            .map(|t| {
+                let (r, src) = (&r, &src);
+                s.spawn(move || {
+                    for p in (t..pages).step_by(3) {
+                        assert_eq!(r.as_slice()[p * PAGE], src[p * PAGE]);
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        r.shutdown();
+        for h in readers {
+            h.join().unwrap();
+        }
+    });
+    assert_eq!(r.resident_pages(), pages);
+    assert_eq!(r.as_slice(), &src[..]);
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let e = UffdRegion::new(0, 0, Zeroes(1 << 20), 1).unwrap_err();
+    assert!(matches!(e, Error::BadLength { .. }), "{e}");
+    let e = UffdRegion::new(PAGE + 1, 0, Zeroes(1 << 20), 1).unwrap_err();
+    assert!(e.to_string().contains("multiple of the page size"), "{e}");
+    let e = UffdRegion::new(PAGE, 10, Zeroes(1 << 20), 1).unwrap_err();
+    assert!(matches!(e, Error::OrderTooLarge { order: 10 }), "{e}");
+    let e = UffdRegion::new(4 * PAGE, 0, vec![0u8; PAGE], 1).unwrap_err();
+    assert!(e.to_string().contains("longer source"), "{e}");
+}
