@@ -9,6 +9,7 @@
 
 pub mod activate;
 pub mod batch;
+pub mod faultaround;
 pub mod lockonfault;
 pub mod munlock;
 mod report;
@@ -79,6 +80,8 @@ pub fn experiments() -> &'static [Experiment] {
         batch::EXPERIMENT,
         munlock::EXPERIMENT,
         timedmunlock::EXPERIMENT,
+        faultaround::ENGINE,
+        faultaround::HOST,
         lockonfault::EXPERIMENT,
         activate::EXPERIMENT,
     ]

@@ -71,19 +71,18 @@ impl PageCache {
     }
 
     /// The frame of page `index` if it can be mapped without blocking:
-    /// cached, up to date, and its page lock free (`filemap_map_pages`
-    /// skips a page it cannot trylock).
+    /// cached, up to date, and not locked (`filemap_map_pages` skips a page
+    /// whose lock it cannot take). The kernel takes the lock to hold off
+    /// truncation while it maps; the engine has no truncation, so testing
+    /// the lock is enough — and concurrent mappings of one file then do not
+    /// make each other skip pages (which would cost extra faults).
     fn ready(&self, index: u64) -> Option<Pfn> {
         let pfn = self.frames.get(index as usize)?.load(Ordering::Acquire);
         if pfn == NONE || !self.uptodate[index as usize].load(Ordering::Acquire) {
             return None;
         }
         let pfn = Pfn(pfn);
-        if !self.lru.trylock_frame(pfn).ok()? {
-            return None;
-        }
-        self.lru.unlock_frame(pfn).ok()?;
-        Some(pfn)
+        (!self.lru.is_locked(pfn).ok()?).then_some(pfn)
     }
 
     /// `filemap_fault`: brings page `index` up to date (the "read"),

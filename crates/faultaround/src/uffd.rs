@@ -40,7 +40,18 @@ pub trait PageSource: Send + Sync + 'static {
 
     /// Fills `buf` (one page) with page `index`, or reports it not ready.
     fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead;
+
+    /// The bytes of `count` pages from page `index`, if the source holds
+    /// them in memory and they are all ready: then `UFFDIO_COPY` copies
+    /// straight from them, with no bounce buffer.
+    fn pages(&self, index: u64, count: usize, page_size: usize) -> Option<&[u8]> {
+        let _ = (index, count, page_size);
+        None
+    }
 }
+
+/// Zeroes enough for the largest window (512 pages of 4 KiB).
+static ZEROES: [u8; 2 << 20] = [0; 2 << 20];
 
 /// A source of zero pages.
 #[derive(Clone, Copy, Debug)]
@@ -55,6 +66,10 @@ impl PageSource for Zeroes {
         buf.fill(0);
         PageRead::Ready
     }
+
+    fn pages(&self, _: u64, count: usize, page_size: usize) -> Option<&[u8]> {
+        ZEROES.get(..count * page_size)
+    }
 }
 
 impl PageSource for Vec<u8> {
@@ -66,6 +81,11 @@ impl PageSource for Vec<u8> {
         let at = index as usize * buf.len();
         buf.copy_from_slice(&self[at..at + buf.len()]);
         PageRead::Ready
+    }
+
+    fn pages(&self, index: u64, count: usize, page_size: usize) -> Option<&[u8]> {
+        let at = index as usize * page_size;
+        self.get(at..at + count * page_size)
     }
 }
 
@@ -452,9 +472,14 @@ impl Shared {
         let page = ((addr - self.base) / self.page) as u64;
         let npages = (self.len / self.page) as u64;
         self.stats.faults.fetch_add(1, Ordering::Relaxed);
-        self.read_ready(page, buf);
         let faulting = (self.base + page as usize * self.page) as *mut c_void;
-        self.copy_mode(page, 1, &buf[..self.page], false);
+        match self.source.pages(page, 1, self.page) {
+            Some(src) => self.copy_mode(page, 1, src, false),
+            None => {
+                self.read_ready(page, buf);
+                self.copy_mode(page, 1, &buf[..self.page], false);
+            }
+        }
         if let Ok(w) = Window::around(page, self.order, 0..npages) {
             if w.len() > 1 {
                 self.copy_window(&w, page, buf);
@@ -465,6 +490,32 @@ impl Shared {
 
     fn copy_window(&self, w: &Window, page: u64, buf: &mut [u8]) {
         let present = self.resident(w.pages.start as usize, w.len() as usize);
+        if self
+            .source
+            .pages(w.pages.start, w.len() as usize, self.page)
+            .is_some()
+        {
+            // In memory and ready: copy each run of missing pages straight
+            // from the source.
+            let mut p = w.pages.start;
+            while p < w.pages.end {
+                let i = (p - w.pages.start) as usize;
+                if p == page || present[i] {
+                    p += 1;
+                    continue;
+                }
+                let mut end = p + 1;
+                while end < w.pages.end && end != page && !present[(end - w.pages.start) as usize] {
+                    end += 1;
+                }
+                let n = (end - p) as usize;
+                if let Some(src) = self.source.pages(p, n, self.page) {
+                    self.copy(p, n, src);
+                }
+                p = end;
+            }
+            return;
+        }
         let mut run_start = None;
         let mut run_len = 0usize;
         for (i, p) in w.pages.clone().enumerate() {

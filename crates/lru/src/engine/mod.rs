@@ -899,6 +899,11 @@ impl Engine {
         Ok(!self.live(pfn)?.test_and_set(Flags::LOCKED))
     }
 
+    /// Whether the page lock is held (`folio_test_locked`).
+    pub fn is_locked(&self, pfn: Pfn) -> Result<bool, LruError> {
+        Ok(self.live(pfn)?.test(Flags::LOCKED))
+    }
+
     /// Releases the page lock (`folio_unlock`).
     pub fn unlock_frame(&self, pfn: Pfn) -> Result<(), LruError> {
         self.live(pfn)?.clear(Flags::LOCKED);

@@ -1,0 +1,373 @@
+//! Experiments `faultaround` (host, [`UffdRegion`]) and
+//! `faultaround-engine`: seed 002's synthetic tests.
+//!
+//! A mapping of 256 MiB (scale 1) is read three ways, at
+//! FAULT_AROUND_ORDER 0 (baseline), 1, 3, 4, 5, 7 and 9, with 1, 2 and
+//! 2×CPUs threads:
+//! - `seq`: every page in order;
+//! - `random`: every page in a pseudo-random order;
+//! - `sparse`: one page per page table (every 512th page), the case where
+//!   fault-around maps pages nobody reads.
+//!
+//! Engine: every thread maps the whole cached file with its own page
+//! tables (one process each, as in the seed), so faults grow with threads.
+//! Host: each thread reads its own 1/T share of the file through its own
+//! `UffdRegion` (one handler thread each), so the default run fits in a
+//! minute or two — a userfaultfd round trip costs tens of µs.
+//!
+//! Rows `PATTERN/order-K/threads-T`; counters faults and pages mapped
+//! (copied, on the host); the tables have one column per order, like the
+//! seed's.
+
+use std::sync::Arc;
+
+use mmbatch_faultaround::{
+    MAX_ORDER, UffdRegion, Zeroes,
+    engine::{FileMapping, PageCache},
+};
+use mmbatch_lru::{Config as LruConfig, Engine, Pfn};
+
+use crate::{
+    Config, Experiment, Host, Metric, Progress, Report, Row, Table, batch::thread_counts, timed,
+};
+
+/// The host experiment.
+pub const HOST: Experiment = Experiment {
+    id: "faultaround",
+    seed: "002 (fault-around, host)",
+    title: "userfaultfd lazy region: pages copied per fault by window order",
+    run: run_host,
+};
+
+/// The engine experiment.
+pub const ENGINE: Experiment = Experiment {
+    id: "faultaround-engine",
+    seed: "002 (fault-around)",
+    title: "read faults in the engine: map_pages over the fault-around window",
+    run: run_engine,
+};
+
+/// The seed's orders.
+pub const ORDERS: [u32; 7] = [0, 1, 3, 4, 5, 7, 9];
+
+/// Bytes at scale 1.0.
+pub const BYTES: f64 = (256u64 << 20) as f64;
+
+const PAGE: usize = 4096;
+
+/// An access pattern.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pattern {
+    /// Every page, in order.
+    Seq,
+    /// Every page, pseudo-random order.
+    Random,
+    /// One page per page table.
+    Sparse,
+}
+
+impl Pattern {
+    /// All, seed order.
+    pub const ALL: [Pattern; 3] = [Pattern::Seq, Pattern::Random, Pattern::Sparse];
+
+    /// The row-name prefix.
+    pub fn name(self) -> &'static str {
+        match self {
+            Pattern::Seq => "seq",
+            Pattern::Random => "random",
+            Pattern::Sparse => "sparse",
+        }
+    }
+
+    /// The pages to read, in order, of a mapping of `pages` (a power of
+    /// two), for thread `t`.
+    pub fn pages(self, pages: u64, t: usize) -> Vec<u64> {
+        match self {
+            Pattern::Seq => (0..pages).collect(),
+            Pattern::Random => {
+                let odd = 0x9e37_79b9_7f4a_7c15u64 | 1;
+                let off = (t as u64).wrapping_mul(0x85eb_ca6b);
+                (0..pages)
+                    .map(|i| i.wrapping_mul(odd).wrapping_add(off) & (pages - 1))
+                    .collect()
+            }
+            Pattern::Sparse => (0..pages).step_by(512).collect(),
+        }
+    }
+}
+
+/// One timed run.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sample {
+    /// Seconds for all threads' reads.
+    pub elapsed_s: f64,
+    /// Faults taken.
+    pub faults: u64,
+    /// Pages mapped (engine) or copied (host) by faults.
+    pub pages: u64,
+}
+
+/// Engine: `threads` mappings of a `pages`-page cached file, each read
+/// with `pattern` at `order`.
+pub fn measure_engine(cache: &PageCache, pattern: Pattern, order: u32, threads: usize) -> Sample {
+    let maps: Vec<FileMapping<'_>> = (0..threads)
+        .map(|_| FileMapping::new(cache, order).expect("valid order"))
+        .collect();
+    let orders: Vec<Vec<u64>> = (0..threads)
+        .map(|t| pattern.pages(cache.len(), t))
+        .collect();
+    let elapsed = timed(threads, |t| {
+        let m = &maps[t];
+        let mut sum = 0u64;
+        for &p in &orders[t] {
+            sum += u64::from(m.read(p).expect("mapped page").0);
+        }
+        std::hint::black_box(sum);
+    });
+    Sample {
+        elapsed_s: elapsed.as_secs_f64(),
+        faults: maps.iter().map(FileMapping::faults).sum(),
+        pages: maps.iter().map(FileMapping::mapped).sum(),
+    }
+}
+
+/// Host: `threads` regions of `pages / threads` pages each, read with
+/// `pattern` at `order`.
+pub fn measure_host(pages: u64, pattern: Pattern, order: u32, threads: usize) -> Sample {
+    let share = (pages / threads as u64)
+        .max(1)
+        .next_power_of_two()
+        .min(pages);
+    let regions: Vec<UffdRegion> = (0..threads)
+        .map(|_| {
+            UffdRegion::new(share as usize * PAGE, order, Zeroes(share * PAGE as u64), 1)
+                .expect("userfaultfd region")
+        })
+        .collect();
+    let orders: Vec<Vec<u64>> = (0..threads).map(|t| pattern.pages(share, t)).collect();
+    let elapsed = timed(threads, |t| {
+        let mem = regions[t].as_slice();
+        let mut sum = 0u64;
+        for &p in &orders[t] {
+            sum += u64::from(mem[p as usize * PAGE]);
+        }
+        std::hint::black_box(sum);
+    });
+    let stats: Vec<_> = regions.iter().map(UffdRegion::stats).collect();
+    Sample {
+        elapsed_s: elapsed.as_secs_f64(),
+        faults: stats.iter().map(|s| s.faults).sum(),
+        pages: stats.iter().map(|s| s.pages_copied).sum(),
+    }
+}
+
+fn pages_for(cfg: &Config) -> u64 {
+    (((BYTES * cfg.scale) as u64 / PAGE as u64).max(1024)).next_power_of_two()
+}
+
+fn run_engine(cfg: &Config, progress: &mut dyn Progress) -> Report {
+    let pages = pages_for(cfg);
+    let lru = Arc::new(Engine::new(LruConfig::new(pages as usize)).expect("engine"));
+    let cache = PageCache::new(lru.clone(), pages);
+    for i in 0..pages {
+        cache.insert(i, Pfn(i as u32), true).expect("free frame");
+    }
+    lru.lru_add_drain();
+    let threads = thread_counts(cfg.threads);
+    run(
+        cfg,
+        progress,
+        &ENGINE,
+        pages,
+        &threads,
+        "pages_mapped",
+        |pattern, order, t| measure_engine(&cache, pattern, order, t),
+    )
+}
+
+fn run_host(cfg: &Config, progress: &mut dyn Progress) -> Report {
+    let pages = pages_for(cfg);
+    let threads = thread_counts(cfg.threads);
+    // A userfaultfd round trip is slow: at most 3 samples by default.
+    let cfg = Config {
+        samples: cfg.samples.min(3),
+        ..cfg.clone()
+    };
+    run(
+        &cfg,
+        progress,
+        &HOST,
+        pages,
+        &threads,
+        "pages_copied",
+        |pattern, order, t| measure_host(pages, pattern, order, t),
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run(
+    cfg: &Config,
+    progress: &mut dyn Progress,
+    exp: &Experiment,
+    pages: u64,
+    threads: &[usize],
+    pages_counter: &str,
+    mut measure: impl FnMut(Pattern, u32, usize) -> Sample,
+) -> Report {
+    debug_assert!(ORDERS.iter().all(|&o| o <= MAX_ORDER));
+    let samples = cfg.samples.max(1);
+    let total = Pattern::ALL.len() * threads.len() * ORDERS.len() * samples;
+    let mut done = 0;
+    let mut rows = Vec::new();
+    let mut tables = Vec::new();
+    for pattern in Pattern::ALL {
+        for &t in threads {
+            let mut measured = vec![Vec::new(); ORDERS.len()];
+            for _ in 0..samples {
+                for (i, &order) in ORDERS.iter().enumerate() {
+                    progress.row(
+                        done,
+                        total,
+                        &format!("{}/order-{order}/threads-{t}", pattern.name()),
+                    );
+                    done += 1;
+                    measured[i].push(measure(pattern, order, t));
+                }
+            }
+            let first = rows.len();
+            for (&order, ss) in ORDERS.iter().zip(&measured) {
+                let n = ss.len() as f64;
+                let counters = [
+                    (
+                        "faults".to_owned(),
+                        ss.iter().map(|s| s.faults).sum::<u64>() as f64 / n,
+                    ),
+                    (
+                        pages_counter.to_owned(),
+                        ss.iter().map(|s| s.pages).sum::<u64>() as f64 / n,
+                    ),
+                ]
+                .into_iter()
+                .collect();
+                rows.push(Row {
+                    name: format!("{}/order-{order}/threads-{t}", pattern.name()),
+                    samples_s: ss.iter().map(|s| s.elapsed_s).collect(),
+                    ops_per_sample: None,
+                    counters,
+                });
+            }
+            tables.push(Table {
+                title: format!(
+                    "{}, {t} thread(s), {} MiB",
+                    pattern.name(),
+                    (pages * PAGE as u64) >> 20
+                ),
+                rows: (first..rows.len()).collect(),
+                columns: ORDERS
+                    .iter()
+                    .map(|o| {
+                        if *o == 0 {
+                            "baseline".into()
+                        } else {
+                            o.to_string()
+                        }
+                    })
+                    .collect(),
+            });
+        }
+    }
+    let mut report = Report {
+        experiment: exp.id.to_owned(),
+        title: exp.title.to_owned(),
+        seed: exp.seed.to_owned(),
+        host: Host::detect(),
+        config: cfg.clone(),
+        metric: Metric::Seconds,
+        rows,
+        tables,
+        notes: Vec::new(),
+    };
+    report.notes = notes(&report, pages, threads, exp.id == HOST.id);
+    report
+}
+
+fn notes(r: &Report, pages: u64, threads: &[usize], host: bool) -> Vec<String> {
+    let mut notes = Vec::new();
+    let counter = |name: &str| {
+        r.row(name)
+            .and_then(|row| row.counters.get("faults").copied())
+    };
+    // Sequential faults: pages / 2^order exactly (per mapping).
+    let mut exact = true;
+    for &t in threads {
+        for order in ORDERS {
+            let per_thread = if host {
+                (pages / t as u64).next_power_of_two().min(pages) * t as u64
+            } else {
+                pages * t as u64
+            };
+            let want = per_thread >> order;
+            if counter(&format!("seq/order-{order}/threads-{t}")) != Some(want as f64) {
+                exact = false;
+            }
+        }
+    }
+    notes.push(format!(
+        "target: sequential faults equal pages / 2^order exactly at every order and thread count: {}",
+        if exact { "met" } else { "MISSED" }
+    ));
+    for &t in threads {
+        let med = |p: &str, o: u32| r.median(&format!("{p}/order-{o}/threads-{t}"));
+        if let (Some(o0), Some(o4)) = (med("seq", 0), med("seq", 4)) {
+            let ratio = o4 / o0;
+            if host {
+                notes.push(format!(
+                    "target: {t} thread(s), seq at order 4 takes {ratio:.3} of order 0 (at most 1/8 = 0.125): {}",
+                    if ratio <= 0.125 { "met" } else { "MISSED" }
+                ));
+            } else {
+                notes.push(format!(
+                    "{t} thread(s), seq at order 4 takes {ratio:.3} of order 0"
+                ));
+            }
+        }
+        if let (Some(o0), Some(o4)) = (med("random", 0), med("random", 4)) {
+            notes.push(format!(
+                "{t} thread(s), random at order 4 takes {:.3} of order 0 ({})",
+                o4 / o0,
+                if o4 < o0 { "faster" } else { "NOT faster" }
+            ));
+        }
+        if let Some(s0) = med("sparse", 0) {
+            let costs: Vec<String> = ORDERS[1..]
+                .iter()
+                .filter_map(|&o| med("sparse", o).map(|m| format!("order {o} {:.2}x", m / s0)))
+                .collect();
+            // The seed's trade-off: the smallest order at which sequential
+            // reads are within 10% of their best, and what sparse reads pay
+            // there; and the first order at which sparse reads are slower.
+            let seq: Vec<(u32, f64)> = ORDERS
+                .iter()
+                .filter_map(|&o| med("seq", o).map(|m| (o, m)))
+                .collect();
+            let best = seq.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
+            let sweet = seq.iter().find(|x| x.1 <= best * 1.1).map(|x| x.0);
+            let slower = ORDERS[1..]
+                .iter()
+                .find(|&&o| med("sparse", o).is_some_and(|m| m > s0));
+            let sweet_cost = sweet
+                .and_then(|o| med("sparse", o))
+                .map_or(String::new(), |m| {
+                    format!(", where sparse costs {:.2}x", m / s0)
+                });
+            notes.push(format!(
+                "{t} thread(s), sparse (one page per table) time vs order 0: {}. Sparse is slower than order 0 from {}; \
+                 seq is within 10% of its best from order {}{sweet_cost}",
+                costs.join(", "),
+                slower.map_or("no order".to_owned(), |o| format!("order {o}")),
+                sweet.map_or("-".to_owned(), |o| o.to_string())
+            ));
+        }
+    }
+    notes
+}
