@@ -25,7 +25,11 @@ fn bench(c: &mut Criterion) {
             group.bench_function(BenchmarkId::from_parameter(order), |b| {
                 b.iter_custom(|iters| {
                     (0..iters)
-                        .map(|_| Duration::from_secs_f64(measure_engine(&cache, pattern, order, 1).elapsed_s))
+                        .map(|_| {
+                            Duration::from_secs_f64(
+                                measure_engine(&cache, pattern, order, 1).elapsed_s,
+                            )
+                        })
                         .sum()
                 });
             });
@@ -37,7 +41,11 @@ fn bench(c: &mut Criterion) {
             group.bench_function(BenchmarkId::from_parameter(order), |b| {
                 b.iter_custom(|iters| {
                     (0..iters)
-                        .map(|_| Duration::from_secs_f64(measure_host(PAGES, pattern, order, 1).elapsed_s))
+                        .map(|_| {
+                            Duration::from_secs_f64(
+                                measure_host(PAGES, pattern, order, 1).elapsed_s,
+                            )
+                        })
                         .sum()
                 });
             });

@@ -473,6 +473,22 @@ impl Shared {
         let npages = (self.len / self.page) as u64;
         self.stats.faults.fetch_add(1, Ordering::Relaxed);
         let faulting = (self.base + page as usize * self.page) as *mut c_void;
+        // Fast path: a source holding the whole window in memory gets it
+        // copied in one UFFDIO_COPY (pages already present are skipped by
+        // the EEXIST/partial handling in `copy_mode`), then one wake for
+        // the window: two ioctls per fault. Waking last means a resumed
+        // thread sees the whole window, and these statistics, in place.
+        if let Ok(w) = Window::around(page, self.order, 0..npages) {
+            if let Some(src) = self
+                .source
+                .pages(w.pages.start, w.len() as usize, self.page)
+            {
+                self.copy_mode(w.pages.start, w.len() as usize, src, false);
+                let start = (self.base + w.pages.start as usize * self.page) as *mut c_void;
+                let _ = self.uffd.wake(start, w.len() as usize * self.page);
+                return;
+            }
+        }
         match self.source.pages(page, 1, self.page) {
             Some(src) => self.copy_mode(page, 1, src, false),
             None => {
