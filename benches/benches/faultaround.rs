@@ -43,7 +43,7 @@ fn bench(c: &mut Criterion) {
                     (0..iters)
                         .map(|_| {
                             Duration::from_secs_f64(
-                                measure_host(PAGES, pattern, order, 1).elapsed_s,
+                                measure_host(PAGES, pattern, order, 1, None).elapsed_s,
                             )
                         })
                         .sum()

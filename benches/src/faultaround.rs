@@ -131,19 +131,34 @@ pub fn measure_engine(cache: &PageCache, pattern: Pattern, order: u32, threads: 
     }
 }
 
-/// Host: `threads` regions of `pages / threads` pages each, read with
-/// `pattern` at `order`.
-pub fn measure_host(pages: u64, pattern: Pattern, order: u32, threads: usize) -> Sample {
-    let share = (pages / threads as u64)
+/// Pages in each thread's share of a `pages`-page mapping.
+pub fn share(pages: u64, threads: usize) -> u64 {
+    (pages / threads as u64)
         .max(1)
         .next_power_of_two()
-        .min(pages);
+        .min(pages)
+}
+
+/// Host: `threads` regions of `share(pages, threads)` pages each, read
+/// with `pattern` at `order`. With `caches` (one shmem file per thread,
+/// its pages cached) the regions map the cached pages in place
+/// (`UFFDIO_CONTINUE`); without, they copy zero pages in (`UFFDIO_COPY`).
+pub fn measure_host(
+    pages: u64,
+    pattern: Pattern,
+    order: u32,
+    threads: usize,
+    caches: Option<&[std::fs::File]>,
+) -> Sample {
+    let share = share(pages, threads);
+    let len = share as usize * PAGE;
     let regions: Vec<UffdRegion> = (0..threads)
-        .map(|_| {
-            UffdRegion::new(share as usize * PAGE, order, Zeroes(share * PAGE as u64), 1)
-                .expect("userfaultfd region")
+        .map(|t| match caches {
+            Some(files) => UffdRegion::over_page_cache(&files[t], len, order, 1),
+            None => UffdRegion::new(len, order, Zeroes(len as u64), 1),
         })
-        .collect();
+        .collect::<Result<_, _>>()
+        .expect("userfaultfd region");
     let orders: Vec<Vec<u64>> = (0..threads).map(|t| pattern.pages(share, t)).collect();
     let elapsed = timed(threads, |t| {
         let mem = regions[t].as_slice();
@@ -180,6 +195,7 @@ fn run_engine(cfg: &Config, progress: &mut dyn Progress) -> Report {
         &ENGINE,
         pages,
         &threads,
+        "",
         "pages_mapped",
         |pattern, order, t| measure_engine(&cache, pattern, order, t),
     )
@@ -193,15 +209,59 @@ fn run_host(cfg: &Config, progress: &mut dyn Progress) -> Report {
         samples: cfg.samples.min(3),
         ..cfg.clone()
     };
-    run(
+    // Lazy loading: missing pages copied in.
+    let mut report = run(
         &cfg,
         progress,
         &HOST,
         pages,
         &threads,
+        "",
         "pages_copied",
-        |pattern, order, t| measure_host(pages, pattern, order, t),
-    )
+        |pattern, order, t| measure_host(pages, pattern, order, t, None),
+    );
+    // The seed's own case: the file is in the page cache, faults map it.
+    let caches: Vec<Vec<std::fs::File>> = threads
+        .iter()
+        .map(|&t| {
+            let len = share(pages, t) as usize * PAGE;
+            (0..t)
+                .map(|_| {
+                    UffdRegion::page_cache_from(&Zeroes(len as u64), len).expect("memfd page cache")
+                })
+                .collect()
+        })
+        .collect();
+    let cached = run(
+        &cfg,
+        progress,
+        &HOST,
+        pages,
+        &threads,
+        "cache/",
+        "pages_mapped",
+        |pattern, order, t| {
+            let i = threads
+                .iter()
+                .position(|&x| x == t)
+                .expect("a measured thread count");
+            measure_host(pages, pattern, order, t, Some(&caches[i]))
+        },
+    );
+    let offset = report.rows.len();
+    report.rows.extend(cached.rows);
+    report
+        .tables
+        .extend(cached.tables.into_iter().map(|mut tb| {
+            tb.rows.iter_mut().for_each(|r| *r += offset);
+            tb
+        }));
+    report.notes.push(
+        "above: copy mode (UFFDIO_COPY, lazy loading); below: page-cache mode (UFFDIO_CONTINUE):"
+            .into(),
+    );
+    report.notes.extend(cached.notes);
+    report
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -211,6 +271,7 @@ fn run(
     exp: &Experiment,
     pages: u64,
     threads: &[usize],
+    prefix: &str,
     pages_counter: &str,
     mut measure: impl FnMut(Pattern, u32, usize) -> Sample,
 ) -> Report {
@@ -250,7 +311,7 @@ fn run(
                 .into_iter()
                 .collect();
                 rows.push(Row {
-                    name: format!("{}/order-{order}/threads-{t}", pattern.name()),
+                    name: format!("{prefix}{}/order-{order}/threads-{t}", pattern.name()),
                     samples_s: ss.iter().map(|s| s.elapsed_s).collect(),
                     ops_per_sample: None,
                     counters,
@@ -287,14 +348,14 @@ fn run(
         tables,
         notes: Vec::new(),
     };
-    report.notes = notes(&report, pages, threads, exp.id == HOST.id);
+    report.notes = notes(&report, pages, threads, exp.id == HOST.id, prefix);
     report
 }
 
-fn notes(r: &Report, pages: u64, threads: &[usize], host: bool) -> Vec<String> {
+fn notes(r: &Report, pages: u64, threads: &[usize], host: bool, prefix: &str) -> Vec<String> {
     let mut notes = Vec::new();
     let counter = |name: &str| {
-        r.row(name)
+        r.row(&format!("{prefix}{name}"))
             .and_then(|row| row.counters.get("faults").copied())
     };
     // Sequential faults: pages / 2^order exactly (per mapping).
@@ -302,7 +363,7 @@ fn notes(r: &Report, pages: u64, threads: &[usize], host: bool) -> Vec<String> {
     for &t in threads {
         for order in ORDERS {
             let per_thread = if host {
-                (pages / t as u64).next_power_of_two().min(pages) * t as u64
+                share(pages, t) * t as u64
             } else {
                 pages * t as u64
             };
@@ -317,7 +378,7 @@ fn notes(r: &Report, pages: u64, threads: &[usize], host: bool) -> Vec<String> {
         if exact { "met" } else { "MISSED" }
     ));
     for &t in threads {
-        let med = |p: &str, o: u32| r.median(&format!("{p}/order-{o}/threads-{t}"));
+        let med = |p: &str, o: u32| r.median(&format!("{prefix}{p}/order-{o}/threads-{t}"));
         if let (Some(o0), Some(o4)) = (med("seq", 0), med("seq", 4)) {
             let ratio = o4 / o0;
             if host {

@@ -14,7 +14,7 @@ use std::{
     thread::JoinHandle,
 };
 
-use userfaultfd::{Event, IoctlFlags, Uffd, UffdBuilder};
+use userfaultfd::{Event, IoctlFlags, RegisterMode, Uffd, UffdBuilder};
 
 use crate::{Error, Window};
 
@@ -108,7 +108,8 @@ impl PageSource for File {
 pub struct UffdStats {
     /// Missing-page faults handled.
     pub faults: u64,
-    /// Pages copied in (`UFFDIO_COPY`).
+    /// Pages copied in (`UFFDIO_COPY`), or mapped from the page cache
+    /// (`UFFDIO_CONTINUE`) for a [page-cache region](UffdRegion::over_page_cache).
     pub pages_copied: u64,
     /// Window pages skipped because the source was not ready.
     pub pages_skipped: u64,
@@ -127,7 +128,18 @@ struct Counters {
     retries: AtomicU64,
 }
 
+/// How faults are resolved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Missing pages: copy from the source (`UFFDIO_COPY`).
+    Copy,
+    /// Minor faults on a shared page-cache mapping: map the cached pages
+    /// (`UFFDIO_CONTINUE`), as the kernel's `map_pages` does.
+    Continue,
+}
+
 struct Shared {
+    mode: Mode,
     uffd: Uffd,
     base: usize,
     len: usize,
@@ -213,6 +225,73 @@ impl UffdRegion {
         source: impl PageSource,
         handlers: usize,
     ) -> Result<Self, Error> {
+        if source.len() < len as u64 {
+            return Err(Error::SourceTooShort {
+                source_len: source.len(),
+                region_len: len,
+            });
+        }
+        Self::build(len, order, Box::new(source), handlers, None)
+    }
+
+    /// A shared mapping of `file` (a shmem file, such as a memfd, whose
+    /// pages are in the page cache) registered for minor faults: a fault on
+    /// a cached page not yet mapped here maps the cached pages of its
+    /// window in place (`UFFDIO_CONTINUE`), copying nothing — the kernel's
+    /// `map_pages`, from userspace. A window page not in the cache is
+    /// skipped. Needs Linux 5.13.
+    pub fn over_page_cache(
+        file: &File,
+        len: usize,
+        order: u32,
+        handlers: usize,
+    ) -> Result<Self, Error> {
+        let source_len = PageSource::len(file);
+        if source_len < len as u64 {
+            return Err(Error::SourceTooShort {
+                source_len,
+                region_len: len,
+            });
+        }
+        Self::build(
+            len,
+            order,
+            Box::new(Zeroes(len as u64)),
+            handlers,
+            Some(file.as_raw_fd()),
+        )
+    }
+
+    /// A memfd (shmem) of `len` bytes holding `source`'s ready pages in its
+    /// page cache, for [`over_page_cache`](Self::over_page_cache).
+    pub fn page_cache_from(source: &dyn PageSource, len: usize) -> Result<File, Error> {
+        let sys = |op| move |source| Error::Sys { op, source };
+        // SAFETY: a NUL-terminated name; memfd_create has no other inputs.
+        let fd = unsafe { libc::memfd_create(c"mmbatch-page-cache".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(sys("memfd_create")(std::io::Error::last_os_error()));
+        }
+        // SAFETY: a fresh descriptor we own.
+        let file = unsafe { File::from_raw_fd(fd) };
+        file.set_len(len as u64).map_err(sys("ftruncate"))?;
+        let page = page_size();
+        let mut buf = vec![0u8; page];
+        for p in 0..(len / page) as u64 {
+            if source.read_page(p, &mut buf) == PageRead::Ready {
+                file.write_all_at(&buf, p * page as u64)
+                    .map_err(sys("writing the page cache"))?;
+            }
+        }
+        Ok(file)
+    }
+
+    fn build(
+        len: usize,
+        order: u32,
+        source: Box<dyn PageSource>,
+        handlers: usize,
+        shared_fd: Option<i32>,
+    ) -> Result<Self, Error> {
         let page = page_size();
         if len == 0 || len % page != 0 {
             return Err(Error::BadLength {
@@ -221,26 +300,28 @@ impl UffdRegion {
             });
         }
         Window::around(0, order, 0..1)?;
-        if source.len() < len as u64 {
-            return Err(Error::SourceTooShort {
-                source_len: source.len(),
-                region_len: len,
-            });
-        }
         let uffd = UffdBuilder::new()
             .close_on_exec(true)
             .non_blocking(true)
             .user_mode_only(true)
             .create()
             .map_err(uffd_error)?;
-        // SAFETY: a fresh private anonymous mapping chosen by the kernel.
+        let (flags, fd) = match shared_fd {
+            Some(fd) => (libc::MAP_SHARED, fd),
+            None => (
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+            ),
+        };
+        // SAFETY: a fresh mapping chosen by the kernel, of our own file if
+        // any.
         let base = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
+                flags,
+                fd,
                 0,
             )
         };
@@ -254,18 +335,32 @@ impl UffdRegion {
             // SAFETY: the mapping made above, not yet shared.
             unsafe { libc::munmap(base, len) };
         };
-        let ioctls = match uffd.register(base, len) {
+        let (mode, register, needed, what) = match shared_fd {
+            // Registering for minor faults succeeds only where the kernel
+            // has UFFDIO_CONTINUE (5.13).
+            Some(_) => (
+                Mode::Continue,
+                RegisterMode::MINOR,
+                IoctlFlags::WAKE,
+                "minor faults and UFFDIO_CONTINUE on shmem (Linux 5.13)",
+            ),
+            None => (
+                Mode::Copy,
+                RegisterMode::MISSING,
+                IoctlFlags::COPY,
+                "UFFDIO_COPY on anonymous memory",
+            ),
+        };
+        let ioctls = match uffd.register_with_mode(base, len, register) {
             Ok(i) => i,
             Err(e) => {
                 unmap();
                 return Err(uffd_error(e));
             }
         };
-        if !ioctls.contains(IoctlFlags::COPY) {
+        if !ioctls.contains(needed) {
             unmap();
-            return Err(Error::Unsupported {
-                what: "UFFDIO_COPY on anonymous memory".into(),
-            });
+            return Err(Error::Unsupported { what: what.into() });
         }
         // SAFETY: eventfd has no memory preconditions.
         let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
@@ -277,12 +372,13 @@ impl UffdRegion {
             });
         }
         let shared = Arc::new(Shared {
+            mode,
             uffd,
             base: base as usize,
             len,
             page,
             order,
-            source: Box::new(source),
+            source,
             stop: AtomicBool::new(false),
             // SAFETY: efd is a fresh descriptor we own.
             wake: unsafe { OwnedFd::from_raw_fd(efd) },
@@ -365,12 +461,18 @@ impl UffdRegion {
         self.stop_handlers();
         let s = &self.shared;
         let pages = s.len / s.page;
-        let resident = s.resident(0, pages);
-        let mut buf = vec![0u8; s.page];
-        for (p, present) in resident.into_iter().enumerate() {
-            if !present {
-                s.read_ready(p as u64, &mut buf);
-                s.copy(p as u64, 1, &buf);
+        if s.mode == Mode::Continue {
+            // Map whatever is cached; a page still faulting after this
+            // takes the ordinary shmem fault once the range is unregistered.
+            s.cont(0, pages, true);
+        } else {
+            let resident = s.resident(0, pages);
+            let mut buf = vec![0u8; s.page];
+            for (p, present) in resident.into_iter().enumerate() {
+                if !present {
+                    s.read_ready(p as u64, &mut buf);
+                    s.copy(p as u64, 1, &buf);
+                }
             }
         }
         let _ = s.uffd.unregister(s.base as *mut c_void, s.len);
@@ -473,6 +575,17 @@ impl Shared {
         let npages = (self.len / self.page) as u64;
         self.stats.faults.fetch_add(1, Ordering::Relaxed);
         let faulting = (self.base + page as usize * self.page) as *mut c_void;
+        if self.mode == Mode::Continue {
+            let w = Window::around(page, self.order, 0..npages).unwrap_or(Window {
+                pages: page..page + 1,
+            });
+            // The faulting page is cached (a minor fault); its neighbours
+            // may not be: those are skipped, never waited for.
+            self.cont(w.pages.start, w.len() as usize, false);
+            let start = (self.base + w.pages.start as usize * self.page) as *mut c_void;
+            let _ = self.uffd.wake(start, w.len() as usize * self.page);
+            return;
+        }
         // Fast path: a source holding the whole window in memory gets it
         // copied in one UFFDIO_COPY (pages already present are skipped by
         // the EEXIST/partial handling in `copy_mode`), then one wake for
@@ -554,6 +667,62 @@ impl Shared {
         }
         if let Some(start) = run_start {
             self.copy(start, run_len, &buf[..run_len * self.page]);
+        }
+    }
+
+    /// `UFFDIO_CONTINUE` of `n` pages from page `first`: maps the pages
+    /// that are in the page cache; one already mapped (EEXIST) or not
+    /// cached (EFAULT) is skipped; a partial result resumes after it.
+    fn cont(&self, first: u64, n: usize, wake: bool) {
+        let mut done = 0;
+        while done < n {
+            let mut arg = userfaultfd_sys::uffdio_continue {
+                range: userfaultfd_sys::uffdio_range {
+                    start: (self.base + (first as usize + done) * self.page) as u64,
+                    len: ((n - done) * self.page) as u64,
+                },
+                mode: if wake {
+                    0
+                } else {
+                    userfaultfd_sys::UFFDIO_CONTINUE_MODE_DONTWAKE
+                },
+                mapped: 0,
+            };
+            // SAFETY: UFFDIO_CONTINUE reads and writes `arg`, a valid
+            // uffdio_continue, and maps pages inside our registered range.
+            let r = unsafe {
+                libc::ioctl(
+                    self.uffd.as_raw_fd(),
+                    userfaultfd_sys::UFFDIO_CONTINUE as libc::c_ulong,
+                    &raw mut arg,
+                )
+            };
+            let mapped = if arg.mapped > 0 {
+                arg.mapped as usize / self.page
+            } else {
+                0
+            };
+            self.stats
+                .pages_copied
+                .fetch_add(mapped as u64, Ordering::Relaxed);
+            done += mapped;
+            if r == 0 {
+                continue;
+            }
+            match std::io::Error::last_os_error().raw_os_error() {
+                Some(libc::EAGAIN) => {
+                    self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                }
+                Some(libc::EEXIST) => {
+                    self.stats.already_present.fetch_add(1, Ordering::Relaxed);
+                    done += 1;
+                }
+                Some(libc::EFAULT) => {
+                    self.stats.pages_skipped.fetch_add(1, Ordering::Relaxed);
+                    done += 1;
+                }
+                _ => return,
+            }
         }
     }
 

@@ -158,3 +158,52 @@ fn bad_input_is_a_clear_error() {
     let e = UffdRegion::new(4 * PAGE, 0, vec![0u8; PAGE], 1).unwrap_err();
     assert!(e.to_string().contains("longer source"), "{e}");
 }
+
+#[test]
+fn page_cache_region_maps_the_cached_window_without_copying() {
+    let src = image(256);
+    let cache = UffdRegion::page_cache_from(&src, 256 * PAGE).unwrap();
+    let r = UffdRegion::over_page_cache(&cache, 256 * PAGE, 4, 1).unwrap();
+    assert_eq!(r.as_slice()[37 * PAGE + 5], src[37 * PAGE + 5]);
+    let st = r.stats();
+    assert_eq!(
+        (st.faults, st.pages_copied),
+        (1, 16),
+        "the window 32..48, mapped in place"
+    );
+    assert_eq!(
+        &r.as_slice()[32 * PAGE..48 * PAGE],
+        &src[32 * PAGE..48 * PAGE]
+    );
+    assert_eq!(r.stats().faults, 1);
+    // Sequential: pages / 2^order faults, contents byte for byte.
+    assert_eq!(r.as_slice(), &src[..]);
+    assert_eq!(r.stats().faults, 256 / 16);
+}
+
+#[test]
+fn page_cache_region_skips_uncached_neighbours() {
+    // Even pages cached, odd pages holes (never written).
+    let data = image(64);
+    struct Even(Vec<u8>);
+    impl PageSource for Even {
+        fn len(&self) -> u64 {
+            self.0.len() as u64
+        }
+        fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+            if index % 2 == 1 {
+                return PageRead::NotReady;
+            }
+            let at = index as usize * PAGE;
+            buf.copy_from_slice(&self.0[at..at + PAGE]);
+            PageRead::Ready
+        }
+    }
+    let cache = UffdRegion::page_cache_from(&Even(data.clone()), 64 * PAGE).unwrap();
+    let r = UffdRegion::over_page_cache(&cache, 64 * PAGE, 3, 1).unwrap();
+    assert_eq!(r.as_slice()[8 * PAGE], data[8 * PAGE]);
+    let st = r.stats();
+    assert_eq!((st.pages_copied, st.pages_skipped), (4, 4), "{st:?}");
+    // An uncached page is an ordinary (missing) shmem fault: zeroes.
+    assert_eq!(r.as_slice()[9 * PAGE], 0);
+}
