@@ -6,7 +6,7 @@
 use crate::util::{cargo, exec, root};
 
 /// Crates with loom models (`src/**/tests/loom_*.rs`).
-pub(crate) const CRATES: &[&str] = &["mmbatch-pagevec", "mmbatch-lru"];
+pub(crate) const CRATES: &[&str] = &["mmbatch-pagevec", "mmbatch-lru", "mmbatch-ktask"];
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let crates: Vec<&str> = match args {

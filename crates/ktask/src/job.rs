@@ -1,0 +1,135 @@
+//! [`Job`] and its split into chunks, as `padata_do_multithreaded` does.
+
+use std::{fmt, ops::Range};
+
+/// Work over `[start, start + size)`, split into chunks run in parallel
+/// (`struct padata_mt_job`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Job {
+    /// First unit of work.
+    pub start: usize,
+    /// Units of work.
+    pub size: usize,
+    /// Chunk boundaries fall on multiples of this (from 0), and `start` and
+    /// `size` must be multiples of it.
+    pub align: usize,
+    /// The least work worth a thread (and the least chunk).
+    pub min_chunk: usize,
+    /// Threads at most, the caller included.
+    pub max_threads: usize,
+}
+
+/// Why a job cannot run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobError {
+    /// `max_threads` was 0.
+    ZeroThreads,
+    /// `align` was 0.
+    ZeroAlign,
+    /// `start` or `size` is not a multiple of `align`.
+    Misaligned {
+        /// Which (`"start"` or `"size"`).
+        what: &'static str,
+        /// Its value.
+        value: usize,
+        /// The alignment.
+        align: usize,
+    },
+}
+
+impl fmt::Display for JobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JobError::ZeroThreads => {
+                f.write_str("max_threads is 0: a job needs at least one thread (the caller)")
+            }
+            JobError::ZeroAlign => f.write_str("align is 0: use 1 for no alignment"),
+            JobError::Misaligned { what, value, align } => write!(
+                f,
+                "job {what} {value} is not a multiple of align {align}: round it to {}",
+                value.div_ceil(*align) * align
+            ),
+        }
+    }
+}
+
+impl std::error::Error for JobError {}
+
+/// How a job is split: the kernel's formula.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// Threads, the caller included: `min(max(size / max(min_chunk,
+    /// align), 1), max_threads)`.
+    pub threads: usize,
+    /// Chunk size: `roundup(max(size / (threads * 4), min_chunk, 1),
+    /// align)` — four chunks per thread, for load balance.
+    pub chunk: usize,
+    start: usize,
+    end: usize,
+}
+
+/// Chunks per thread the split aims for (padata's `load_balance_factor`).
+pub const LOAD_BALANCE_FACTOR: usize = 4;
+
+impl Job {
+    /// A job over `start..start + size` with no alignment, chunks of at
+    /// least one unit, and a thread per CPU.
+    pub fn new(start: usize, size: usize) -> Self {
+        Self {
+            start,
+            size,
+            align: 1,
+            min_chunk: 1,
+            max_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+    }
+
+    /// Checks the job and computes its split.
+    pub fn plan(&self) -> Result<Plan, JobError> {
+        if self.max_threads == 0 {
+            return Err(JobError::ZeroThreads);
+        }
+        if self.align == 0 {
+            return Err(JobError::ZeroAlign);
+        }
+        for (what, value) in [("start", self.start), ("size", self.size)] {
+            if value % self.align != 0 {
+                return Err(JobError::Misaligned {
+                    what,
+                    value,
+                    align: self.align,
+                });
+            }
+        }
+        let works = (self.size / self.min_chunk.max(self.align)).max(1);
+        let threads = works.min(self.max_threads);
+        let chunk = (self.size / (threads * LOAD_BALANCE_FACTOR))
+            .max(self.min_chunk)
+            .max(1)
+            .div_ceil(self.align)
+            * self.align;
+        Ok(Plan {
+            threads,
+            chunk,
+            start: self.start,
+            end: self.start + self.size,
+        })
+    }
+}
+
+impl Plan {
+    /// The chunks, in order: each ends at the next multiple of `chunk`
+    /// (`padata_mt_helper`: `roundup(start + 1, chunk_size)`), or at the end.
+    pub fn chunks(&self) -> impl Iterator<Item = Range<usize>> + '_ {
+        let mut at = self.start;
+        std::iter::from_fn(move || {
+            if at >= self.end {
+                return None;
+            }
+            let end = ((at + 1).div_ceil(self.chunk) * self.chunk).min(self.end);
+            let r = at..end;
+            at = end;
+            Some(r)
+        })
+    }
+}

@@ -1,0 +1,35 @@
+//! Chunked parallel jobs after the kernel's ktask (2017) and padata's
+//! multithreaded jobs (`padata_do_multithreaded`, 5.7+), and parallel
+//! clearing and populating of large memory (seed 001: clearing gigantic
+//! pages with ktask).
+//!
+//! A [`Job`] over `[start, start + size)` is split the kernel's way
+//! ([`Job::plan`]): threads = `min(size / max(min_chunk, align),
+//! max_threads)`, chunks of `roundup(max(size / (threads * 4),
+//! min_chunk), align)`. [`run`] claims chunks from every thread (the caller
+//! included), starts none before all threads are ready, stops at the first
+//! error and [undoes](run_with_undo) the chunks that finished, and
+//! propagates a panic.
+//!
+//! ```
+//! let mut buf = vec![1u8; 8 << 20];
+//! mmbatch_ktask::clear(&mut buf, 2); // two threads, 2 MiB chunks
+//! assert!(buf.iter().all(|b| *b == 0));
+//! ```
+//!
+//! Each protocol step (claiming, error and undo, completion) is a loom
+//! model (`cargo xtask loom ktask`).
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod job;
+#[cfg(not(loom))]
+mod mem;
+mod run;
+mod sync;
+
+pub use job::{Job, JobError, LOAD_BALANCE_FACTOR, Plan};
+#[cfg(not(loom))]
+pub use mem::{MIN_CHUNK, Mapping, PopulateError, clear, populate};
+pub use run::RunError;
+#[cfg(not(loom))]
+pub use run::{run, run_with_undo};

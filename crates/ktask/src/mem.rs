@@ -1,0 +1,187 @@
+//! Parallel clearing and populating of large memory (seed 001: ktask
+//! clearing gigantic pages).
+
+use std::{convert::Infallible, ffi::c_void, fmt, io};
+
+use crate::{Job, RunError, run, run_with_undo};
+
+/// Least work per thread for memory jobs: 2 MiB, a huge page.
+pub const MIN_CHUNK: usize = 2 << 20;
+
+/// A pointer that may cross threads: each chunk touches a disjoint range.
+#[derive(Clone, Copy)]
+struct Base(*mut u8);
+// SAFETY: threads use disjoint ranges of the buffer behind it, which the
+// caller lends exclusively for the job's duration.
+unsafe impl Send for Base {}
+// SAFETY: as above.
+unsafe impl Sync for Base {}
+
+fn job(len: usize, align: usize, max_threads: usize) -> Job {
+    Job {
+        start: 0,
+        size: len,
+        align,
+        min_chunk: MIN_CHUNK,
+        max_threads,
+    }
+}
+
+/// Zeroes `buf` on up to `max_threads` threads, in chunks of at least
+/// 2 MiB (`clear_gigantic_page` with ktask).
+///
+/// # Panics
+/// If `max_threads` is 0.
+pub fn clear(buf: &mut [u8], max_threads: usize) {
+    let base = Base(buf.as_mut_ptr());
+    let r = run::<Infallible>(&job(buf.len(), 1, max_threads), move |range| {
+        let base = base;
+        // SAFETY: chunks are disjoint sub-ranges of `buf`, which we borrow
+        // mutably for the whole job.
+        unsafe { std::ptr::write_bytes(base.0.wrapping_add(range.start), 0, range.len()) };
+        Ok(())
+    });
+    if let Err(RunError::Job(e)) = r {
+        panic!("clear: {e}");
+    }
+}
+
+/// Why a populate failed.
+#[derive(Debug)]
+pub enum PopulateError {
+    /// The job was invalid (zero threads, a length not page-aligned).
+    Job(crate::JobError),
+    /// `madvise(MADV_POPULATE_WRITE)` failed; populated chunks were given
+    /// back (`MADV_DONTNEED`).
+    Madvise(io::Error),
+}
+
+impl fmt::Display for PopulateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PopulateError::Job(e) => write!(f, "{e}"),
+            PopulateError::Madvise(e) if e.raw_os_error() == Some(libc::EINVAL) => write!(
+                f,
+                "madvise(MADV_POPULATE_WRITE) failed ({e}): it needs Linux 5.14, and a private writable or \
+                 shared mapping"
+            ),
+            PopulateError::Madvise(e) => write!(
+                f,
+                "madvise(MADV_POPULATE_WRITE) failed ({e}); the chunks already populated were released"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PopulateError {}
+
+/// Faults in (and so zeroes) `[ptr, ptr + len)` on up to `max_threads`
+/// threads, one `madvise(MADV_POPULATE_WRITE)` per chunk: the kernel's
+/// zeroing, in parallel (`MAP_POPULATE` is the one-thread baseline). If a
+/// chunk fails, the chunks done are released with `MADV_DONTNEED`.
+///
+/// # Safety
+/// - `[ptr, ptr + len)` is a mapping the caller owns, page-aligned, whose
+///   contents may be discarded (on failure they are released).
+pub unsafe fn populate(ptr: *mut u8, len: usize, max_threads: usize) -> Result<(), PopulateError> {
+    const MADV_POPULATE_WRITE: libc::c_int = 23;
+    let page = page_size();
+    let base = Base(ptr);
+    let advise = move |range: std::ops::Range<usize>, advice| {
+        let base = base;
+        // SAFETY: the range is inside the caller's mapping (caller's
+        // promise); madvise only changes its residency.
+        let r = unsafe {
+            libc::madvise(
+                base.0.wrapping_add(range.start).cast::<c_void>(),
+                range.len(),
+                advice,
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    };
+    run_with_undo(
+        &job(len, page, max_threads),
+        |range| advise(range, MADV_POPULATE_WRITE),
+        |range| {
+            let _ = advise(range, libc::MADV_DONTNEED);
+        },
+    )
+    .map_err(|e| match e {
+        RunError::Job(e) => PopulateError::Job(e),
+        RunError::Failed(e) => PopulateError::Madvise(e),
+    })
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 { n as usize } else { 4096 }
+}
+
+/// An anonymous private mapping, unmapped on drop.
+#[derive(Debug)]
+pub struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is owned memory, accessed through &self/&mut self.
+unsafe impl Send for Mapping {}
+// SAFETY: shared access only reads.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Maps `len` bytes (page-aligned), populated (`MAP_POPULATE`) or not.
+    pub fn new(len: usize, populate: bool) -> io::Result<Self> {
+        let flags =
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | if populate { libc::MAP_POPULATE } else { 0 };
+        // SAFETY: a fresh anonymous mapping chosen by the kernel.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self { ptr: p.cast(), len })
+    }
+
+    /// The first byte.
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The memory.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: our mapping, borrowed exclusively.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: our mapping; nothing borrows it any more.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}

@@ -1,0 +1,192 @@
+//! Running a [`Job`]: helpers claim chunks until none are left
+//! (`padata_mt_helper`), the caller works too, and the caller waits for
+//! every helper (`padata_do_multithreaded`'s completion).
+//!
+//! - Every helper is spawned and waiting at a start gate before any chunk
+//!   runs (ktask did this to avoid a convoy on the mmap lock).
+//! - Chunks are claimed with one `fetch_add`: each runs exactly once.
+//! - The first error stops new claims; once every helper has finished,
+//!   `undo` runs over exactly the chunks that completed, and the error is
+//!   returned. A panic in any thread stops new claims the same way and is
+//!   resumed on the caller after the others finish (no undo then).
+
+#[cfg(all(test, loom))]
+mod tests;
+
+use std::{any::Any, fmt, ops::Range, panic::AssertUnwindSafe};
+
+use crate::{
+    Job, JobError,
+    sync::{AtomicBool, AtomicUsize, Condvar, Mutex, Ordering, lock},
+};
+
+/// Why a job did not complete.
+#[derive(Debug)]
+pub enum RunError<E> {
+    /// The job itself is invalid.
+    Job(JobError),
+    /// A chunk failed with this error (the first one); the chunks that had
+    /// completed were undone.
+    Failed(E),
+}
+
+impl<E: fmt::Display> fmt::Display for RunError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunError::Job(e) => write!(f, "{e}"),
+            RunError::Failed(e) => write!(f, "a chunk failed (finished chunks were undone): {e}"),
+        }
+    }
+}
+
+impl<E: fmt::Debug + fmt::Display> std::error::Error for RunError<E> {}
+
+impl<E> From<JobError> for RunError<E> {
+    fn from(e: JobError) -> Self {
+        RunError::Job(e)
+    }
+}
+
+/// What the threads of one job share.
+pub(crate) struct Shared<E> {
+    chunks: Vec<Range<usize>>,
+    /// Next chunk to claim.
+    next: AtomicUsize,
+    /// Set by the first failure: no new claims.
+    stop: AtomicBool,
+    /// Chunk i completed.
+    done: Box<[AtomicBool]>,
+    error: Mutex<Option<E>>,
+    panic: Mutex<Option<Box<dyn Any + Send>>>,
+    /// Threads finished (`nworks_fini`), and its completion.
+    finished: Mutex<usize>,
+    all_done: Condvar,
+}
+
+impl<E> Shared<E> {
+    pub(crate) fn new(chunks: Vec<Range<usize>>) -> Self {
+        let done = chunks.iter().map(|_| AtomicBool::new(false)).collect();
+        Self {
+            chunks,
+            next: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            done,
+            error: Mutex::new(None),
+            panic: Mutex::new(None),
+            finished: Mutex::new(0),
+            all_done: Condvar::new(),
+        }
+    }
+
+    /// One thread's share: claim chunks until none are left or a failure
+    /// stops the job, then report finished.
+    pub(crate) fn work(&self, f: &impl Fn(Range<usize>) -> Result<(), E>) {
+        while !self.stop.load(Ordering::Acquire) {
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            let Some(range) = self.chunks.get(i) else {
+                break;
+            };
+            match std::panic::catch_unwind(AssertUnwindSafe(|| f(range.clone()))) {
+                Ok(Ok(())) => self.done[i].store(true, Ordering::Release),
+                Ok(Err(e)) => {
+                    lock(&self.error).get_or_insert(e);
+                    self.stop.store(true, Ordering::Release);
+                }
+                Err(p) => {
+                    lock(&self.panic).get_or_insert(p);
+                    self.stop.store(true, Ordering::Release);
+                }
+            }
+        }
+        *lock(&self.finished) += 1;
+        self.all_done.notify_all();
+    }
+
+    /// Waits until `threads` threads have finished (`wait_for_completion`).
+    pub(crate) fn wait(&self, threads: usize) {
+        let mut n = lock(&self.finished);
+        while *n < threads {
+            n = self
+                .all_done
+                .wait(n)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    /// After `wait`: undoes the completed chunks if a chunk failed, and
+    /// returns the outcome; resumes a panic.
+    pub(crate) fn finish(self, undo: &impl Fn(Range<usize>)) -> Result<(), RunError<E>> {
+        if let Some(p) = lock(&self.panic).take() {
+            std::panic::resume_unwind(p);
+        }
+        let error = lock(&self.error).take();
+        match error {
+            None => Ok(()),
+            Some(e) => {
+                for (range, done) in self.chunks.iter().zip(self.done.iter()) {
+                    if done.load(Ordering::Acquire) {
+                        undo(range.clone());
+                    }
+                }
+                Err(RunError::Failed(e))
+            }
+        }
+    }
+}
+
+/// Runs `f` over the job's chunks in parallel; see [`run_with_undo`].
+#[cfg(not(loom))]
+pub fn run<E: Send>(
+    job: &Job,
+    f: impl Fn(Range<usize>) -> Result<(), E> + Sync,
+) -> Result<(), RunError<E>> {
+    run_with_undo(job, f, |_| {})
+}
+
+/// Runs `f` over every chunk of `job` on `plan.threads` threads (the
+/// caller is one; with one thread it runs inline). If a chunk fails, no new
+/// chunk starts, and once every thread has stopped `undo` runs over exactly
+/// the chunks that completed; the first error is returned. A panic in any
+/// chunk stops the job the same way and is resumed on the caller.
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use mmbatch_ktask::{Job, run};
+///
+/// let sum = AtomicUsize::new(0);
+/// let job = Job { start: 0, size: 1000, align: 10, min_chunk: 100, max_threads: 4 };
+/// run::<()>(&job, |range| {
+///     sum.fetch_add(range.sum(), Ordering::Relaxed);
+///     Ok(())
+/// })
+/// .unwrap();
+/// assert_eq!(sum.into_inner(), (0..1000).sum());
+/// ```
+#[cfg(not(loom))]
+pub fn run_with_undo<E: Send>(
+    job: &Job,
+    f: impl Fn(Range<usize>) -> Result<(), E> + Sync,
+    undo: impl Fn(Range<usize>) + Sync,
+) -> Result<(), RunError<E>> {
+    let plan = job.plan()?;
+    let shared = Shared::new(plan.chunks().collect());
+    if plan.threads == 1 {
+        shared.work(&f);
+        return shared.finish(&undo);
+    }
+    // Every helper is spawned and waiting before any chunk starts.
+    let gate = std::sync::Barrier::new(plan.threads);
+    std::thread::scope(|s| {
+        for _ in 1..plan.threads {
+            let (gate, shared, f) = (&gate, &shared, &f);
+            s.spawn(move || {
+                gate.wait();
+                shared.work(f);
+            });
+        }
+        gate.wait();
+        shared.work(&f);
+        shared.wait(plan.threads);
+    });
+    shared.finish(&undo)
+}

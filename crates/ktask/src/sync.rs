@@ -1,0 +1,16 @@
+//! The crate's door to atomics and locks: std, or loom under `cfg(loom)`.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::{
+    Condvar, Mutex, MutexGuard,
+    atomic::{AtomicBool, AtomicUsize, Ordering},
+};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{
+    Condvar, Mutex, MutexGuard,
+    atomic::{AtomicBool, AtomicUsize, Ordering},
+};
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
