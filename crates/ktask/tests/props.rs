@@ -127,11 +127,9 @@ fn clear_and_populate_do_their_work() {
     // SAFETY: our own fresh mapping.
     unsafe { populate(m.as_mut_ptr(), m.len(), 2) }.unwrap();
     let mut v = vec![0u8; m.len() / 4096];
-    // SAFETY: our mapping and a byte per page.
-    assert_eq!(
-        unsafe { libc::mincore(m.as_mut_ptr().cast(), m.len(), v.as_mut_ptr()) },
-        0
-    );
+    // SAFETY: our mapping, and a byte per page in `v`.
+    let r = unsafe { libc::mincore(m.as_mut_ptr().cast(), m.len(), v.as_mut_ptr()) };
+    assert_eq!(r, 0);
     assert!(v.iter().all(|r| r & 1 == 1), "every page populated");
     assert!(m.as_mut_slice().iter().all(|b| *b == 0));
     // A misaligned length is a clear error, and nothing is touched.
