@@ -9,6 +9,7 @@
 
 pub mod activate;
 pub mod batch;
+pub mod clear;
 pub mod faultaround;
 pub mod lockonfault;
 pub mod munlock;
@@ -80,6 +81,7 @@ pub fn experiments() -> &'static [Experiment] {
         batch::EXPERIMENT,
         munlock::EXPERIMENT,
         timedmunlock::EXPERIMENT,
+        clear::EXPERIMENT,
         faultaround::ENGINE,
         faultaround::HOST,
         lockonfault::EXPERIMENT,

@@ -1,0 +1,232 @@
+//! Experiment `clear`: seed 001, clearing large memory with ktask.
+//!
+//! - `clear/threads-T/size-G`: [`mmbatch_ktask::clear`] of a prefaulted
+//!   buffer of G GiB on T threads (powers of two up to the CPUs present);
+//! - `memset/threads-1/size-G`: a plain single-threaded memset of the same
+//!   buffer, the reference;
+//! - `populate/map-populate`: `mmap(MAP_POPULATE)` of the largest size, the
+//!   kernel zeroing on one thread; `populate/madv-threads-T`: the same
+//!   memory populated with `MADV_POPULATE_WRITE` per chunk on T threads.
+//!
+//! Times with GB/s beside them. (hugetlb rows are not measured yet.)
+
+use std::time::Instant;
+
+use mmbatch_ktask::{Mapping, clear, populate};
+
+use crate::{Config, Experiment, Host, Metric, Progress, Report, Row, Table};
+
+/// The registry entry.
+pub const EXPERIMENT: Experiment = Experiment {
+    id: "clear",
+    seed: "001 (ktask clear_gigantic_page)",
+    title: "clearing and populating large memory on 1..CPUs threads",
+    run,
+};
+
+/// Sizes in GiB at scale 1.0.
+pub const SIZES_GIB: [f64; 3] = [1.0, 2.0, 4.0];
+
+/// Thread counts: powers of two up to the CPUs present.
+pub fn threads(cpus: usize) -> Vec<usize> {
+    (0..)
+        .map(|i| 1usize << i)
+        .take_while(|&t| t <= cpus.max(1))
+        .collect()
+}
+
+fn secs(f: impl FnOnce()) -> f64 {
+    let t = Instant::now();
+    f();
+    t.elapsed().as_secs_f64()
+}
+
+/// Seconds to clear the first `bytes` of `buf` on `threads` threads (0 =
+/// plain single-threaded memset).
+pub fn measure_clear(buf: &mut [u8], threads: usize) -> f64 {
+    if threads == 0 {
+        let p = buf.as_mut_ptr();
+        let n = buf.len();
+        // SAFETY: `buf` is ours, n bytes long.
+        secs(|| unsafe { std::ptr::write_bytes(std::hint::black_box(p), 0, n) })
+    } else {
+        secs(|| clear(buf, threads))
+    }
+}
+
+/// Seconds to populate `bytes` fresh bytes: `MAP_POPULATE` (threads 0) or
+/// `MADV_POPULATE_WRITE` on `threads` threads.
+pub fn measure_populate(bytes: usize, threads: usize) -> f64 {
+    if threads == 0 {
+        let mut m = None;
+        let s = secs(|| m = Some(Mapping::new(bytes, true).expect("mmap")));
+        drop(m);
+        s
+    } else {
+        let mut m = Mapping::new(bytes, false).expect("mmap");
+        let p = m.as_mut_ptr();
+        // SAFETY: our own fresh mapping of `bytes`.
+        secs(|| unsafe { populate(p, bytes, threads) }.expect("MADV_POPULATE_WRITE"))
+    }
+}
+
+fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
+    let host = Host::detect();
+    let ts = threads(host.cpus);
+    let page = 4096;
+    let sizes: Vec<usize> = SIZES_GIB
+        .iter()
+        .map(|g| (((g * cfg.scale * (1u64 << 30) as f64) as usize).max(1 << 20) / page) * page)
+        .collect();
+    let largest = *sizes.iter().max().expect("sizes");
+    let samples = cfg.samples.max(1);
+    let mut buf = Mapping::new(largest, true).expect("mmap the buffer");
+    let gib = |b: usize| b as f64 / (1u64 << 30) as f64;
+    let name_size = |b: usize| {
+        let g = gib(b);
+        if g >= 1.0 && g.fract() == 0.0 {
+            format!("{g}G")
+        } else {
+            format!("{}M", b >> 20)
+        }
+    };
+    // Columns per size: memset, then clear at each thread count.
+    let kinds: Vec<usize> = std::iter::once(0).chain(ts.iter().copied()).collect();
+    let pop_kinds: Vec<usize> = std::iter::once(0).chain(ts.iter().copied()).collect();
+    let total = (sizes.len() * kinds.len() + pop_kinds.len()) * samples;
+    let mut done = 0;
+    let mut clear_s = vec![vec![Vec::new(); kinds.len()]; sizes.len()];
+    let mut pop_s = vec![Vec::new(); pop_kinds.len()];
+    for _ in 0..samples {
+        for (si, &size) in sizes.iter().enumerate() {
+            for (ki, &t) in kinds.iter().enumerate() {
+                progress.row(
+                    done,
+                    total,
+                    &format!("clear size {} threads {t}", name_size(size)),
+                );
+                done += 1;
+                clear_s[si][ki].push(measure_clear(&mut buf.as_mut_slice()[..size], t));
+            }
+        }
+        for (ki, &t) in pop_kinds.iter().enumerate() {
+            progress.row(done, total, &format!("populate threads {t}"));
+            done += 1;
+            pop_s[ki].push(measure_populate(largest, t));
+        }
+    }
+    drop(buf);
+    let row = |name: String, ss: &[f64], bytes: usize| {
+        let med = crate::Summary::of(ss).median;
+        Row {
+            name,
+            samples_s: ss.to_vec(),
+            ops_per_sample: None,
+            counters: [
+                ("gb_per_s_median".to_owned(), bytes as f64 / med / 1e9),
+                ("gib".to_owned(), gib(bytes)),
+            ]
+            .into_iter()
+            .collect(),
+        }
+    };
+    let mut rows = Vec::new();
+    let mut tables = Vec::new();
+    for (si, &size) in sizes.iter().enumerate() {
+        let first = rows.len();
+        for (ki, &t) in kinds.iter().enumerate() {
+            let name = if t == 0 {
+                format!("memset/threads-1/size-{}", name_size(size))
+            } else {
+                format!("clear/threads-{t}/size-{}", name_size(size))
+            };
+            rows.push(row(name, &clear_s[si][ki], size));
+        }
+        tables.push(Table {
+            title: format!("clear {} (prefaulted)", name_size(size)),
+            rows: (first..rows.len()).collect(),
+            columns: kinds
+                .iter()
+                .map(|&t| {
+                    if t == 0 {
+                        "memset".to_owned()
+                    } else {
+                        format!("ktask-{t}")
+                    }
+                })
+                .collect(),
+        });
+    }
+    let first = rows.len();
+    for (ki, &t) in pop_kinds.iter().enumerate() {
+        let name = if t == 0 {
+            "populate/map-populate".to_owned()
+        } else {
+            format!("populate/madv-threads-{t}")
+        };
+        rows.push(row(name, &pop_s[ki], largest));
+    }
+    tables.push(Table {
+        title: format!("populate {} (the kernel's zeroing)", name_size(largest)),
+        rows: (first..rows.len()).collect(),
+        columns: pop_kinds
+            .iter()
+            .map(|&t| {
+                if t == 0 {
+                    "map-populate".to_owned()
+                } else {
+                    format!("madv-{t}")
+                }
+            })
+            .collect(),
+    });
+    let mut report = Report {
+        experiment: EXPERIMENT.id.to_owned(),
+        title: EXPERIMENT.title.to_owned(),
+        seed: EXPERIMENT.seed.to_owned(),
+        host,
+        config: cfg.clone(),
+        metric: Metric::Seconds,
+        rows,
+        tables,
+        notes: Vec::new(),
+    };
+    let big = name_size(largest);
+    let med = |n: &str| report.median(n);
+    let mut notes = Vec::new();
+    if let (Some(m), Some(c1)) = (
+        med(&format!("memset/threads-1/size-{big}")),
+        med(&format!("clear/threads-1/size-{big}")),
+    ) {
+        let d = (c1 - m) / m * 100.0;
+        notes.push(format!(
+            "target: clear at 1 thread {:.1} ms vs memset {:.1} ms ({d:+.1}%; within 3%): {}",
+            c1 * 1e3,
+            m * 1e3,
+            if d <= 3.0 { "met" } else { "MISSED" }
+        ));
+    }
+    if let (Some(c1), Some(c2)) = (
+        med(&format!("clear/threads-1/size-{big}")),
+        med(&format!("clear/threads-2/size-{big}")),
+    ) {
+        let x = c1 / c2;
+        notes.push(format!(
+            "target: clear at 2 threads is {x:.2}x 1 thread (at least 1.7x, bandwidth permitting): {}; \
+             {:.1} GB/s at 1 thread, {:.1} GB/s at 2",
+            if x >= 1.7 { "met" } else { "MISSED" },
+            largest as f64 / c1 / 1e9,
+            largest as f64 / c2 / 1e9
+        ));
+    }
+    if let (Some(p0), Some(p2)) = (med("populate/map-populate"), med("populate/madv-threads-2")) {
+        let x = p0 / p2;
+        notes.push(format!(
+            "target: populate on 2 threads is {x:.2}x MAP_POPULATE (at least 1.7x): {}",
+            if x >= 1.7 { "met" } else { "MISSED" }
+        ));
+    }
+    notes.push("hugetlb-2m / hugetlb-1g rows: not measured yet (see the issue note)".to_owned());
+    report.notes = notes;
+    report
+}
