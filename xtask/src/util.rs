@@ -144,6 +144,21 @@ pub(crate) const BUILD: &[SystemPackage] = &[
         needed_by: "bindgen in userfaultfd-sys (mmbatch-faultaround)",
     },
     SystemPackage {
+        apt: "pkg-config",
+        provides: "pkg-config",
+        needed_by: "finding libhwloc (hwlocality-sys, mmbatch-ktask)",
+    },
+    SystemPackage {
+        apt: "libhwloc-dev",
+        provides: "/usr/include/hwloc.h",
+        needed_by: "hwlocality (mmbatch-ktask's NUMA placement)",
+    },
+    SystemPackage {
+        apt: "libudev-dev",
+        provides: "/usr/include/libudev.h",
+        needed_by: "linking libhwloc (its pkg-config flags name -ludev)",
+    },
+    SystemPackage {
         apt: "linux-libc-dev",
         provides: "/usr/include/linux/userfaultfd.h",
         needed_by: "userfaultfd-sys's bindings",

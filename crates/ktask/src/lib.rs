@@ -24,6 +24,8 @@
 mod job;
 #[cfg(not(loom))]
 mod mem;
+#[cfg(not(loom))]
+pub mod numa;
 mod run;
 mod sync;
 

@@ -168,25 +168,39 @@ pub fn run_with_undo<E: Send>(
     f: impl Fn(Range<usize>) -> Result<(), E> + Sync,
     undo: impl Fn(Range<usize>) + Sync,
 ) -> Result<(), RunError<E>> {
+    run_bound(job, &|| {}, &f, &undo)
+}
+
+/// `run_with_undo`, with `on_start` run first on every thread (the caller
+/// included) before the start gate: how NUMA jobs bind their threads.
+#[cfg(not(loom))]
+pub(crate) fn run_bound<E: Send>(
+    job: &Job,
+    on_start: &(dyn Fn() + Sync),
+    f: &(impl Fn(Range<usize>) -> Result<(), E> + Sync),
+    undo: &(impl Fn(Range<usize>) + Sync),
+) -> Result<(), RunError<E>> {
     let plan = job.plan()?;
     let shared = Shared::new(plan.chunks().collect());
+    on_start();
     if plan.threads == 1 {
-        shared.work(&f);
-        return shared.finish(&undo);
+        shared.work(f);
+        return shared.finish(undo);
     }
     // Every helper is spawned and waiting before any chunk starts.
     let gate = std::sync::Barrier::new(plan.threads);
     std::thread::scope(|s| {
         for _ in 1..plan.threads {
-            let (gate, shared, f) = (&gate, &shared, &f);
+            let (gate, shared) = (&gate, &shared);
             s.spawn(move || {
+                on_start();
                 gate.wait();
                 shared.work(f);
             });
         }
         gate.wait();
-        shared.work(&f);
+        shared.work(f);
         shared.wait(plan.threads);
     });
-    shared.finish(&undo)
+    shared.finish(undo)
 }

@@ -1,0 +1,172 @@
+//! NUMA placement decided from hwloc synthetic topologies (any machine),
+//! and run_numa on the real host.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use hwlocality::Topology;
+use mmbatch_ktask::numa::{NodeCpus, NodeRange, NumaError, node_cpus, place, run_numa};
+
+fn synthetic(desc: &str) -> Topology {
+    Topology::builder()
+        .from_synthetic(desc)
+        .unwrap()
+        .build()
+        .unwrap()
+}
+
+const MIB: usize = 1 << 20;
+
+#[test]
+fn two_packages_get_their_own_cpus() {
+    let nodes = node_cpus(&synthetic("pack:2 [numa] core:2 pu:2"));
+    assert_eq!(nodes.len(), 2);
+    let ranges = [
+        NodeRange {
+            node: 0,
+            range: 0..64 * MIB,
+        },
+        NodeRange {
+            node: 1,
+            range: 64 * MIB..128 * MIB,
+        },
+    ];
+    let p = place(&nodes, &ranges, 4096, 2 * MIB, 64).unwrap();
+    assert_eq!(p[0].cpus, [0, 1, 2, 3]);
+    assert_eq!(p[1].cpus, [4, 5, 6, 7]);
+    // 32 chunks of work per node, 4 CPUs each: one thread per CPU.
+    assert_eq!((p[0].threads, p[1].threads), (4, 4));
+    // A small range gets fewer threads, as the split says.
+    let p = place(
+        &nodes,
+        &[NodeRange {
+            node: 1,
+            range: 0..4 * MIB,
+        }],
+        4096,
+        2 * MIB,
+        64,
+    )
+    .unwrap();
+    assert_eq!(p[0].threads, 2);
+}
+
+#[test]
+fn four_packages_and_a_thread_cap() {
+    let nodes = node_cpus(&synthetic("pack:4 [numa] core:2 pu:1"));
+    assert_eq!(
+        nodes.iter().map(|n| n.cpus.len()).collect::<Vec<_>>(),
+        [2, 2, 2, 2]
+    );
+    let ranges: Vec<NodeRange> = (0..4)
+        .map(|n| NodeRange {
+            node: n,
+            range: n * 64 * MIB..(n + 1) * 64 * MIB,
+        })
+        .collect();
+    let p = place(&nodes, &ranges, 4096, 2 * MIB, 1).unwrap();
+    assert!(p.iter().all(|p| p.threads == 1));
+    let disjoint: std::collections::BTreeSet<usize> =
+        p.iter().flat_map(|p| p.cpus.iter().copied()).collect();
+    assert_eq!(disjoint.len(), 8);
+}
+
+#[test]
+fn uneven_nodes_get_threads_by_their_cpus() {
+    // Two 1-CPU nodes, and a machine-level node spanning both CPUs.
+    let nodes = node_cpus(&synthetic("[numa] pack:2 [numa] core:1 pu:1"));
+    let counts: Vec<(usize, usize)> = nodes.iter().map(|n| (n.node, n.cpus.len())).collect();
+    assert!(
+        counts.contains(&(2, 2)) && counts.contains(&(0, 1)),
+        "{counts:?}"
+    );
+    let ranges: Vec<NodeRange> = [0, 1, 2]
+        .iter()
+        .map(|&n| NodeRange {
+            node: n,
+            range: 0..64 * MIB,
+        })
+        .collect();
+    let p = place(&nodes, &ranges, 4096, 2 * MIB, 64).unwrap();
+    assert_eq!(p.iter().map(|p| p.threads).collect::<Vec<_>>(), [1, 1, 2]);
+}
+
+#[test]
+fn a_node_without_cpus_runs_on_all_of_them() {
+    let nodes = [
+        NodeCpus {
+            node: 0,
+            cpus: vec![0, 1],
+        },
+        NodeCpus {
+            node: 1,
+            cpus: vec![2, 3],
+        },
+        NodeCpus {
+            node: 7,
+            cpus: vec![],
+        }, // memory only (CXL, HBM)
+    ];
+    let p = place(
+        &nodes,
+        &[NodeRange {
+            node: 7,
+            range: 0..64 * MIB,
+        }],
+        4096,
+        2 * MIB,
+        64,
+    )
+    .unwrap();
+    assert_eq!(p[0].cpus, [0, 1, 2, 3]);
+    assert_eq!(p[0].threads, 4);
+    let e = place(
+        &nodes,
+        &[NodeRange {
+            node: 3,
+            range: 0..MIB,
+        }],
+        1,
+        1,
+        1,
+    )
+    .unwrap_err();
+    assert_eq!(
+        e,
+        NumaError::NoSuchNode {
+            node: 3,
+            nodes: vec![0, 1, 7]
+        }
+    );
+    assert!(e.to_string().contains("has nodes [0, 1, 7]"));
+}
+
+#[test]
+fn run_numa_on_this_host_does_all_the_work_without_binding_errors() {
+    let topology = Topology::new().unwrap();
+    let node = node_cpus(&topology)[0].node;
+    let sum = AtomicUsize::new(0);
+    let ranges = [
+        NodeRange {
+            node,
+            range: 0..1 << 20,
+        },
+        NodeRange {
+            node,
+            range: 1 << 20..2 << 20,
+        },
+    ];
+    run_numa::<()>(
+        &topology,
+        &ranges,
+        1,
+        1 << 14,
+        8,
+        |r| {
+            sum.fetch_add(r.sum::<usize>(), Ordering::Relaxed);
+            Ok(())
+        },
+        |_| {},
+    )
+    .unwrap();
+    assert_eq!(sum.into_inner(), (0..2usize << 20).sum::<usize>());
+}
