@@ -21,6 +21,8 @@
 //! model (`cargo xtask loom ktask`).
 #![deny(unsafe_op_in_unsafe_fn)]
 
+#[cfg(not(loom))]
+mod huge;
 mod job;
 #[cfg(not(loom))]
 mod mem;
@@ -29,6 +31,8 @@ pub mod numa;
 mod run;
 mod sync;
 
+#[cfg(not(loom))]
+pub use huge::{HugeError, HugeRegion, HugeSize};
 pub use job::{Job, JobError, LOAD_BALANCE_FACTOR, Plan};
 #[cfg(not(loom))]
 pub use mem::{MIN_CHUNK, Mapping, PopulateError, clear, populate};

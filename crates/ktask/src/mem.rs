@@ -33,8 +33,21 @@ fn job(len: usize, align: usize, max_threads: usize) -> Job {
 /// # Panics
 /// If `max_threads` is 0.
 pub fn clear(buf: &mut [u8], max_threads: usize) {
+    clear_aligned(buf, 1, MIN_CHUNK, max_threads);
+}
+
+/// `clear` with chunks aligned to `align` and at least `min_chunk` long
+/// (`buf.len()` must be a multiple of `align`).
+pub(crate) fn clear_aligned(buf: &mut [u8], align: usize, min_chunk: usize, max_threads: usize) {
     let base = Base(buf.as_mut_ptr());
-    let r = run::<Infallible>(&job(buf.len(), 1, max_threads), move |range| {
+    let job = Job {
+        start: 0,
+        size: buf.len(),
+        align,
+        min_chunk,
+        max_threads,
+    };
+    let r = run::<Infallible>(&job, move |range| {
         let base = base;
         // SAFETY: chunks are disjoint sub-ranges of `buf`, which we borrow
         // mutably for the whole job.

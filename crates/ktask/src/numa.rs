@@ -8,6 +8,10 @@ use std::{fmt, ops::Range};
 use hwlocality::{
     Topology,
     cpu::{binding::CpuBindingFlags, cpuset::CpuSet},
+    memory::{
+        binding::{MemoryBindingFlags, MemoryBindingPolicy},
+        nodeset::NodeSet,
+    },
     object::types::ObjectType,
 };
 
@@ -215,4 +219,20 @@ impl<E: fmt::Display> fmt::Display for NumaJobError<E> {
             NumaJobError::Chunk(e) => write!(f, "{e}"),
         }
     }
+}
+
+/// Binds the pages of `memory` to NUMA node `node` (OS index)
+/// (`hwloc_set_area_membind`, `MPOL_BIND`): pages touched from then on
+/// come from that node, so bind a range before populating or clearing it.
+pub fn bind_memory(topology: &Topology, memory: &[u8], node: usize) -> Result<(), String> {
+    let mut set = NodeSet::new();
+    set.set(node);
+    topology
+        .bind_memory_area(
+            memory,
+            &set,
+            MemoryBindingPolicy::Bind,
+            MemoryBindingFlags::empty(),
+        )
+        .map_err(|e| format!("binding memory to node {node}: {e}"))
 }

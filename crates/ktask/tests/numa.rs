@@ -4,7 +4,9 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use hwlocality::Topology;
-use mmbatch_ktask::numa::{NodeCpus, NodeRange, NumaError, node_cpus, place, run_numa};
+use mmbatch_ktask::numa::{
+    NodeCpus, NodeRange, NumaError, bind_memory, node_cpus, place, run_numa,
+};
 
 fn synthetic(desc: &str) -> Topology {
     Topology::builder()
@@ -169,4 +171,14 @@ fn run_numa_on_this_host_does_all_the_work_without_binding_errors() {
     )
     .unwrap();
     assert_eq!(sum.into_inner(), (0..2usize << 20).sum::<usize>());
+}
+
+#[test]
+fn memory_binds_to_this_hosts_node() {
+    let topology = Topology::new().unwrap();
+    let node = node_cpus(&topology)[0].node;
+    let mut m = mmbatch_ktask::Mapping::new(4 << 20, false).unwrap();
+    bind_memory(&topology, m.as_mut_slice(), node).unwrap();
+    mmbatch_ktask::clear(m.as_mut_slice(), 2);
+    assert!(m.as_mut_slice().iter().all(|b| *b == 0));
 }

@@ -1,0 +1,199 @@
+//! hugetlb regions of 2 MiB or 1 GiB pages, reserved in the kernel's pool
+//! for the region's life (as root) and given back when it drops.
+
+use std::{fmt, fs, io};
+
+use crate::mem::clear_aligned;
+
+/// A hugetlb page size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HugeSize {
+    /// 2 MiB pages.
+    Size2M,
+    /// 1 GiB pages.
+    Size1G,
+}
+
+impl HugeSize {
+    /// Bytes per page.
+    pub fn bytes(self) -> usize {
+        match self {
+            HugeSize::Size2M => 2 << 20,
+            HugeSize::Size1G => 1 << 30,
+        }
+    }
+
+    fn pool(self, file: &str) -> String {
+        format!(
+            "/sys/kernel/mm/hugepages/hugepages-{}kB/{file}",
+            self.bytes() / 1024
+        )
+    }
+
+    fn read(self, file: &str) -> usize {
+        fs::read_to_string(self.pool(file))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+/// Why a huge-page region could not be made.
+#[derive(Debug)]
+pub enum HugeError {
+    /// A length of zero or not a multiple of the page size.
+    Misaligned {
+        /// The length asked for.
+        len: usize,
+        /// The huge page size.
+        page: usize,
+    },
+    /// The pool does not have (and could not be grown to) enough free pages.
+    NotReservable {
+        /// The page size.
+        page: usize,
+        /// Pages needed.
+        needed: usize,
+        /// Pages free after trying.
+        free: usize,
+    },
+    /// mmap failed.
+    Map(io::Error),
+}
+
+impl fmt::Display for HugeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HugeError::Misaligned { len, page } => write!(
+                f,
+                "length {len} is not a non-zero multiple of the huge page size {page}: round it up to {}",
+                len.div_ceil(*page).max(1) * page
+            ),
+            HugeError::NotReservable { page, needed, free } => write!(
+                f,
+                "{needed} huge pages of {} KiB are needed but only {free} are free, and the pool could not be \
+                 grown: as root, `echo {needed} > /sys/kernel/mm/hugepages/hugepages-{}kB/nr_hugepages` \
+                 (1 GiB pages may need a reservation at boot, `hugepagesz=1G hugepages={needed}`, when memory \
+                 is fragmented)",
+                page / 1024,
+                page / 1024
+            ),
+            HugeError::Map(e) => write!(f, "mmap(MAP_HUGETLB) failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for HugeError {}
+
+/// An anonymous hugetlb region. Pages this region added to the pool are
+/// given back when it drops.
+#[derive(Debug)]
+pub struct HugeRegion {
+    ptr: *mut u8,
+    len: usize,
+    size: HugeSize,
+    /// `nr_hugepages` to restore on drop, if this region grew the pool.
+    restore: Option<usize>,
+}
+
+// SAFETY: owned memory, accessed through &self/&mut self.
+unsafe impl Send for HugeRegion {}
+// SAFETY: shared access only reads.
+unsafe impl Sync for HugeRegion {}
+
+impl HugeRegion {
+    /// Maps `len` bytes of `size` pages, growing the pool first if it has
+    /// too few free pages (which needs root).
+    pub fn new(size: HugeSize, len: usize) -> Result<Self, HugeError> {
+        let page = size.bytes();
+        if len == 0 || len % page != 0 {
+            return Err(HugeError::Misaligned { len, page });
+        }
+        let needed = len / page;
+        let (total, free) = (size.read("nr_hugepages"), size.read("free_hugepages"));
+        let mut restore = None;
+        if free < needed {
+            if fs::write(
+                size.pool("nr_hugepages"),
+                (total + needed - free).to_string(),
+            )
+            .is_ok()
+            {
+                restore = Some(total);
+            }
+            let free = size.read("free_hugepages");
+            if free < needed {
+                if let Some(t) = restore {
+                    let _ = fs::write(size.pool("nr_hugepages"), t.to_string());
+                }
+                return Err(HugeError::NotReservable { page, needed, free });
+            }
+        }
+        let huge = if size == HugeSize::Size1G { 30 } else { 21 } << libc::MAP_HUGE_SHIFT;
+        // SAFETY: a fresh anonymous mapping chosen by the kernel.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB | huge,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let e = io::Error::last_os_error();
+            if let Some(t) = restore {
+                let _ = fs::write(size.pool("nr_hugepages"), t.to_string());
+            }
+            return Err(HugeError::Map(e));
+        }
+        Ok(Self {
+            ptr: p.cast(),
+            len,
+            size,
+            restore,
+        })
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never empty.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The page size.
+    pub fn page_size(&self) -> HugeSize {
+        self.size
+    }
+
+    /// The memory.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: our mapping, borrowed exclusively.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+
+    /// Zeroes the region on up to `max_threads` threads, in chunks aligned
+    /// to (and at least) one huge page (`clear_gigantic_page` with ktask).
+    ///
+    /// # Panics
+    /// If `max_threads` is 0.
+    pub fn clear(&mut self, max_threads: usize) {
+        let page = self.size.bytes();
+        clear_aligned(self.as_mut_slice(), page, page, max_threads);
+    }
+}
+
+impl Drop for HugeRegion {
+    fn drop(&mut self) {
+        // SAFETY: our mapping; nothing borrows it any more.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+        if let Some(t) = self.restore {
+            let _ = fs::write(self.size.pool("nr_hugepages"), t.to_string());
+        }
+    }
+}

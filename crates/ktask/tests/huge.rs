@@ -1,0 +1,60 @@
+//! hugetlb regions: reserved for their life and given back, cleared in
+//! huge-page chunks.
+
+use mmbatch_ktask::{HugeError, HugeRegion, HugeSize};
+
+/// The huge page pool is global: tests that read or grow it take turns.
+static POOL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn pool(file: &str) -> usize {
+    std::fs::read_to_string(format!("/sys/kernel/mm/hugepages/hugepages-2048kB/{file}"))
+        .map_or(0, |s| s.trim().parse().unwrap_or(0))
+}
+
+#[test]
+fn misaligned_lengths_are_refused_before_anything_is_reserved() {
+    let _turn = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = pool("nr_hugepages");
+    let e = HugeRegion::new(HugeSize::Size2M, (2 << 20) + 4096).unwrap_err();
+    assert!(matches!(e, HugeError::Misaligned { .. }));
+    assert!(e.to_string().contains("round it up to 4194304"), "{e}");
+    assert!(matches!(
+        HugeRegion::new(HugeSize::Size1G, 0),
+        Err(HugeError::Misaligned { .. })
+    ));
+    assert_eq!(pool("nr_hugepages"), before);
+}
+
+#[test]
+fn a_2m_region_is_reserved_cleared_and_given_back() {
+    let _turn = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = pool("nr_hugepages");
+    match HugeRegion::new(HugeSize::Size2M, 8 << 20) {
+        Ok(mut r) => {
+            r.as_mut_slice().fill(9);
+            r.clear(2);
+            assert!(r.as_mut_slice().iter().all(|b| *b == 0));
+            drop(r);
+            assert_eq!(
+                pool("nr_hugepages"),
+                before,
+                "the pages this region added were given back"
+            );
+        }
+        Err(HugeError::NotReservable { .. }) if !nix_is_root() => {
+            eprintln!(
+                "not root: the huge page pool cannot be grown here; reservation not exercised"
+            );
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn nix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|u| u.split_whitespace().nth(1))
+            == Some("0")
+    })
+}
