@@ -160,7 +160,7 @@ pub fn run<E: Send>(
 ///     Ok(())
 /// })
 /// .unwrap();
-/// assert_eq!(sum.into_inner(), (0..1000).sum());
+/// assert_eq!(sum.into_inner(), (0..1000usize).sum::<usize>());
 /// ```
 #[cfg(not(loom))]
 pub fn run_with_undo<E: Send>(
