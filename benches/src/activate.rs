@@ -23,7 +23,7 @@
 
 use mmbatch_lru::{Config as LruConfig, Engine, Event, LruList, Mode, Modes, Pfn};
 
-use crate::{Config, Experiment, Host, Metric, Progress, Report, Row, Table, timed};
+use crate::{Config, Experiment, Metric, Progress, Report, Row, Table, timed};
 
 /// The registry entry.
 pub const EXPERIMENT: Experiment = Experiment {
@@ -221,17 +221,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
             columns: modes.iter().map(|&m| mode_name(m).to_owned()).collect(),
         });
     }
-    let mut report = Report {
-        experiment: EXPERIMENT.id.to_owned(),
-        title: EXPERIMENT.title.to_owned(),
-        seed: EXPERIMENT.seed.to_owned(),
-        host: Host::detect(),
-        config: cfg.clone(),
-        metric: Metric::Seconds,
-        rows,
-        tables,
-        notes: Vec::new(),
-    };
+    let mut report = EXPERIMENT.report(cfg, Metric::Seconds, rows, tables);
     report.notes = notes(&report);
     report
 }

@@ -28,7 +28,7 @@ use std::{
 use crossbeam_utils::CachePadded;
 use mmbatch_pagevec::{Apply, Batcher, PageVec, PerCpu, apply_batch};
 
-use crate::{Config, Experiment, Host, Metric, Progress, Report, Row, Table, timed};
+use crate::{Config, Experiment, Metric, Progress, Report, Row, Table, timed};
 
 /// The registry entry.
 pub const EXPERIMENT: Experiment = Experiment {
@@ -454,17 +454,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
             });
         }
     }
-    let mut report = Report {
-        experiment: EXPERIMENT.id.to_owned(),
-        title: EXPERIMENT.title.to_owned(),
-        seed: EXPERIMENT.seed.to_owned(),
-        host: Host::detect(),
-        config: cfg.clone(),
-        metric: Metric::MopsPerSec,
-        rows,
-        tables,
-        notes: Vec::new(),
-    };
+    let mut report = EXPERIMENT.report(cfg, Metric::MopsPerSec, rows, tables);
     report.notes = notes(&report, &threads);
     report
 }

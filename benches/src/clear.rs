@@ -242,17 +242,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
             })
             .collect(),
     });
-    let mut report = Report {
-        experiment: EXPERIMENT.id.to_owned(),
-        title: EXPERIMENT.title.to_owned(),
-        seed: EXPERIMENT.seed.to_owned(),
-        host,
-        config: cfg.clone(),
-        metric: Metric::Seconds,
-        rows,
-        tables,
-        notes: Vec::new(),
-    };
+    let mut report = EXPERIMENT.report(cfg, Metric::Seconds, rows, tables);
     let big = name_size(largest);
     // The seed reports min times; medians are printed beside them.
     let min = |n: &str| report.row(n).map(|r| crate::Summary::of(&r.samples_s).min);

@@ -28,7 +28,7 @@ use mmbatch_faultaround::{
 use mmbatch_lru::{Config as LruConfig, Engine, Pfn};
 
 use crate::{
-    Config, Experiment, Host, Metric, Progress, Report, Row, Table, batch::thread_counts, timed,
+    Config, Experiment, Metric, Progress, Report, Row, Table, batch::thread_counts, timed,
 };
 
 /// The host experiment.
@@ -337,17 +337,7 @@ fn run(
             });
         }
     }
-    let mut report = Report {
-        experiment: exp.id.to_owned(),
-        title: exp.title.to_owned(),
-        seed: exp.seed.to_owned(),
-        host: Host::detect(),
-        config: cfg.clone(),
-        metric: Metric::Seconds,
-        rows,
-        tables,
-        notes: Vec::new(),
-    };
+    let mut report = exp.report(cfg, Metric::Seconds, rows, tables);
     report.notes = notes(&report, pages, threads, exp.id == HOST.id, prefix);
     report
 }

@@ -75,6 +75,30 @@ pub struct Experiment {
     pub run: fn(&Config, &mut dyn Progress) -> Report,
 }
 
+impl Experiment {
+    /// A report of this experiment measured on this host with `cfg`, notes
+    /// to be added.
+    pub fn report(
+        &self,
+        cfg: &Config,
+        metric: Metric,
+        rows: Vec<Row>,
+        tables: Vec<Table>,
+    ) -> Report {
+        Report {
+            experiment: self.id.to_owned(),
+            title: self.title.to_owned(),
+            seed: self.seed.to_owned(),
+            host: Host::detect(),
+            config: cfg.clone(),
+            metric,
+            rows,
+            tables,
+            notes: Vec::new(),
+        }
+    }
+}
+
 /// Every experiment, in seed order.
 pub fn experiments() -> &'static [Experiment] {
     &[

@@ -24,7 +24,7 @@ use std::{fs::File, hint::black_box, io::Write, os::fd::AsRawFd, path::PathBuf, 
 
 use mmbatch_mlock::{Error, FaultLockedRegion, LockPolicy, LockedRegion};
 
-use crate::{Config, Experiment, Host, Metric, Progress, Report, Row, Table};
+use crate::{Config, Experiment, Metric, Progress, Report, Row, Table};
 
 /// The registry entry.
 pub const EXPERIMENT: Experiment = Experiment {
@@ -393,17 +393,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
             columns,
         },
     ];
-    let mut report = Report {
-        experiment: EXPERIMENT.id.to_owned(),
-        title: EXPERIMENT.title.to_owned(),
-        seed: EXPERIMENT.seed.to_owned(),
-        host: Host::detect(),
-        config: cfg.clone(),
-        metric: Metric::Seconds,
-        rows,
-        tables,
-        notes: Vec::new(),
-    };
+    let mut report = EXPERIMENT.report(cfg, Metric::Seconds, rows, tables);
     let mut notes: Vec<String> = Strategy::ALL
         .iter()
         .zip(&refused)

@@ -20,7 +20,7 @@ use mmbatch_lru::{
     Config as LruConfig, Engine, MunlockStats, MunlockStep, NodeLayout, PageTables, Pfn,
 };
 
-use crate::{Config, Experiment, Host, Metric, Progress, Report, Row, Summary, Table};
+use crate::{Config, Experiment, Metric, Progress, Report, Row, Summary, Table};
 
 /// The registry entry.
 pub const EXPERIMENT: Experiment = Experiment {
@@ -122,17 +122,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
             columns: steps.iter().map(|s| s.get().to_string()).collect(),
         });
     }
-    let mut report = Report {
-        experiment: EXPERIMENT.id.to_owned(),
-        title: EXPERIMENT.title.to_owned(),
-        seed: EXPERIMENT.seed.to_owned(),
-        host: Host::detect(),
-        config: cfg.clone(),
-        metric: Metric::Seconds,
-        rows,
-        tables,
-        notes: Vec::new(),
-    };
+    let mut report = EXPERIMENT.report(cfg, Metric::Seconds, rows, tables);
     report.notes = notes(&report);
     report
 }

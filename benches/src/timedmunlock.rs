@@ -213,21 +213,12 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
             }
         })
         .collect();
-    let mut report = Report {
-        experiment: EXPERIMENT.id.to_owned(),
-        title: EXPERIMENT.title.to_owned(),
-        seed: EXPERIMENT.seed.to_owned(),
-        host: host.clone(),
-        config: cfg.clone(),
-        metric: Metric::Seconds,
-        tables: vec![Table {
-            title: format!("timedmunlock, {} MiB", bytes >> 20),
-            rows: (0..rows.len()).collect(),
-            columns: kinds.iter().map(|k| k.name().to_owned()).collect(),
-        }],
-        rows,
-        notes: Vec::new(),
-    };
+    let tables = vec![Table {
+        title: format!("timedmunlock, {} MiB", bytes >> 20),
+        rows: (0..rows.len()).collect(),
+        columns: kinds.iter().map(|k| k.name().to_owned()).collect(),
+    }];
+    let mut report = EXPERIMENT.report(cfg, Metric::Seconds, rows, tables);
     let mut notes = Vec::new();
     for (region, raw) in [("region/nothp", "raw/nothp"), ("region/thp", "raw/thp")] {
         if let (Some(a), Some(b)) = (report.median(region), report.median(raw)) {

@@ -29,16 +29,21 @@ fn check_end(e: &crate::Engine) {
     assert_eq!(e.stats().nr_mlock, mlocked);
 }
 
+/// Two frames on the unevictable list, mapped at virtual pages 0 and 1.
+fn mlocked_pair() -> (Arc<crate::Engine>, Arc<PageTables>) {
+    let e = engine(2);
+    let pt = PageTables::new(2);
+    for i in 0..2 {
+        pt.map(i, Pfn(i as u32)).unwrap();
+        e.mlock(Pfn(i as u32)).unwrap();
+    }
+    e.lru_add_drain();
+    (Arc::new(e), Arc::new(pt))
+}
+
 fn munlock_vs_mlock(step: u8) {
     model(move || {
-        let e = engine(2);
-        let pt = PageTables::new(2);
-        for i in 0..2 {
-            pt.map(i, Pfn(i as u32)).unwrap();
-            e.mlock(Pfn(i as u32)).unwrap();
-        }
-        e.lru_add_drain();
-        let (e, pt) = (Arc::new(e), Arc::new(pt));
+        let (e, pt) = mlocked_pair();
         let (e1, pt1) = (e.clone(), pt.clone());
         let munlocker = thread::spawn(move || {
             let st = MunlockStep::new(step).unwrap();
@@ -73,14 +78,7 @@ fn munlock_vs_mlock_step7() {
 
 fn munlock_vs_isolate(step: u8) {
     model(move || {
-        let e = engine(2);
-        let pt = PageTables::new(2);
-        for i in 0..2 {
-            pt.map(i, Pfn(i as u32)).unwrap();
-            e.mlock(Pfn(i as u32)).unwrap();
-        }
-        e.lru_add_drain();
-        let (e, pt) = (Arc::new(e), Arc::new(pt));
+        let (e, pt) = mlocked_pair();
         let (e1, pt1) = (e.clone(), pt.clone());
         let munlocker = thread::spawn(move || {
             let st = MunlockStep::new(step).unwrap();
