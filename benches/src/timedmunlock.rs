@@ -221,13 +221,22 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     let mut report = EXPERIMENT.report(cfg, Metric::Seconds, rows, tables);
     let mut notes = Vec::new();
     for (region, raw) in [("region/nothp", "raw/nothp"), ("region/thp", "raw/thp")] {
-        if let (Some(a), Some(b)) = (report.median(region), report.median(raw)) {
+        // Judged on min times, the seed's "Elapsed min"; medians beside.
+        let min = |n: &str| report.row(n).map(|r| crate::Summary::of(&r.samples_s).min);
+        if let (Some(a), Some(b)) = (min(region), min(raw)) {
             let d = (a - b) / b * 100.0;
+            let dm = report
+                .median(region)
+                .zip(report.median(raw))
+                .map_or(0.0, |(a, b)| (a - b) / b * 100.0);
+            // The target bounds the crate's overhead; a region faster than
+            // the same system calls made raw is noise (THP munlock of the
+            // default area takes under a millisecond).
             notes.push(format!(
-                "target: {region} median {:.1} ms vs {raw} {:.1} ms ({d:+.1}%; within 5%): {}",
+                "target: {region} min {:.2} ms vs {raw} {:.2} ms ({d:+.1}%; medians {dm:+.1}%; overhead at most 5%): {}",
                 a * 1e3,
                 b * 1e3,
-                if d.abs() <= 5.0 { "met" } else { "MISSED" }
+                if d <= 5.0 { "met" } else { "MISSED" }
             ));
         }
     }
