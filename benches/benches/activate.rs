@@ -16,7 +16,7 @@ use mmbatch_lru::Mode;
 const FRAMES: usize = 1 << 16;
 
 fn bench(c: &mut Criterion) {
-    let threads = Config::default().threads;
+    let threads = Config::default().max_threads();
     for workload in Workload::ALL {
         let name = match workload {
             Workload::Exit => "exit",

@@ -13,7 +13,7 @@ use mmbatch_benches::{
 
 fn bench(c: &mut Criterion) {
     for workload in [Workload::Counter, Workload::List] {
-        for threads in thread_counts(Config::default().threads) {
+        for threads in thread_counts(Config::default().max_threads()) {
             let mut group =
                 c.benchmark_group(format!("batch/{}/threads-{threads}", workload.name()));
             // One criterion iteration is one op, spread over the threads.

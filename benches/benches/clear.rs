@@ -17,7 +17,7 @@ fn bench(c: &mut Criterion) {
     let mut buf = Mapping::new(BYTES, true).expect("mmap");
     let mut group = c.benchmark_group("clear/256M");
     group.sample_size(10);
-    for t in std::iter::once(0).chain(threads(cpus)) {
+    for t in std::iter::once(0).chain(threads(cpus, None)) {
         let id = if t == 0 {
             "memset".to_owned()
         } else {
@@ -34,7 +34,7 @@ fn bench(c: &mut Criterion) {
     group.finish();
     let mut group = c.benchmark_group("populate/256M");
     group.sample_size(10);
-    for t in std::iter::once(0).chain(threads(cpus)) {
+    for t in std::iter::once(0).chain(threads(cpus, None)) {
         let id = if t == 0 {
             "map-populate".to_owned()
         } else {

@@ -184,7 +184,7 @@ pub fn measure(workload: Workload, mode: Mode, threads: usize, frames: usize) ->
 }
 
 fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
-    let threads = cfg.threads.max(1);
+    let threads = cfg.max_threads().max(1);
     let frames = ((FRAMES * cfg.scale) as usize).max(1024);
     let modes = [Mode::Immediate, Mode::Batched];
     let samples = cfg.samples.max(1);

@@ -416,7 +416,7 @@ pub fn thread_counts(max: usize) -> Vec<usize> {
 }
 
 fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
-    let threads = thread_counts(cfg.threads);
+    let threads = thread_counts(cfg.max_threads());
     let variants = Variant::all();
     let workloads = [Workload::Counter, Workload::List];
     let samples = cfg.samples.max(1);
@@ -540,7 +540,7 @@ mod tests {
     fn smallest_run_produces_every_row_and_table() {
         let cfg = Config {
             scale: 0.0001,
-            threads: 3,
+            threads: Some(3),
             samples: 1,
         };
         let r = run(&cfg, &mut crate::Quiet);

@@ -32,12 +32,20 @@ pub const EXPERIMENT: Experiment = Experiment {
 /// Sizes in GiB at scale 1.0.
 pub const SIZES_GIB: [f64; 3] = [1.0, 2.0, 4.0];
 
-/// Thread counts: powers of two up to the CPUs present.
-pub fn threads(cpus: usize) -> Vec<usize> {
-    (0..)
+/// Thread counts: powers of two up to the CPUs present, then the CPU count
+/// itself, as the seed's table does; up to `given` (`--threads`) instead
+/// when that is larger. Clearing is bandwidth-bound, so more threads than
+/// CPUs only time-slice: they are measured only on request.
+pub fn threads(cpus: usize, given: Option<usize>) -> Vec<usize> {
+    let max = cpus.max(given.unwrap_or(0)).max(1);
+    let mut ts: Vec<usize> = (0..)
         .map(|i| 1usize << i)
-        .take_while(|&t| t <= cpus.max(1))
-        .collect()
+        .take_while(|&t| t <= max)
+        .collect();
+    if ts.last() != Some(&max) {
+        ts.push(max);
+    }
+    ts
 }
 
 fn secs(f: impl FnOnce()) -> f64 {
@@ -77,7 +85,7 @@ pub fn measure_populate(bytes: usize, threads: usize) -> f64 {
 
 fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     let host = Host::detect();
-    let ts = threads(host.cpus);
+    let ts = threads(host.cpus, cfg.threads);
     let page = 4096;
     let sizes: Vec<usize> = SIZES_GIB
         .iter()
@@ -303,4 +311,19 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     }
     report.notes = notes;
     report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::threads;
+
+    #[test]
+    fn thread_counts_follow_cpus_unless_asked() {
+        assert_eq!(threads(1, None), [1]);
+        assert_eq!(threads(2, None), [1, 2]);
+        assert_eq!(threads(6, None), [1, 2, 4, 6]);
+        // --threads below the CPUs changes nothing; above them it extends.
+        assert_eq!(threads(4, Some(2)), [1, 2, 4]);
+        assert_eq!(threads(2, Some(16)), [1, 2, 4, 8, 16]);
+    }
 }

@@ -188,7 +188,7 @@ fn run_engine(cfg: &Config, progress: &mut dyn Progress) -> Report {
         cache.insert(i, Pfn(i as u32), true).expect("free frame");
     }
     lru.lru_add_drain();
-    let threads = thread_counts(cfg.threads);
+    let threads = thread_counts(cfg.max_threads());
     run(
         cfg,
         progress,
@@ -203,7 +203,7 @@ fn run_engine(cfg: &Config, progress: &mut dyn Progress) -> Report {
 
 fn run_host(cfg: &Config, progress: &mut dyn Progress) -> Report {
     let pages = pages_for(cfg);
-    let threads = thread_counts(cfg.threads);
+    let threads = thread_counts(cfg.max_threads());
     // A userfaultfd round trip is slow: at most 3 samples by default.
     let cfg = Config {
         samples: cfg.samples.min(3),

@@ -32,8 +32,9 @@ pub struct Config {
     /// Work per sample relative to the default, which fits a 2-core,
     /// 24 GiB machine in minutes (1.0). The CI smoke run uses 0.001.
     pub scale: f64,
-    /// Largest thread count to measure (default: 2 × CPUs).
-    pub threads: usize,
+    /// Largest thread count to measure, when given (`--threads`); see
+    /// [`Config::max_threads`] for the default.
+    pub threads: Option<usize>,
     /// Samples per row.
     pub samples: usize,
 }
@@ -42,9 +43,18 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             scale: 1.0,
-            threads: 2 * std::thread::available_parallelism().map_or(1, |n| n.get()),
+            threads: None,
             samples: 5,
         }
+    }
+}
+
+impl Config {
+    /// Largest thread count to measure: `threads`, or 2 × CPUs, so that
+    /// lock contention shows with more threads than CPUs.
+    pub fn max_threads(&self) -> usize {
+        self.threads
+            .unwrap_or_else(|| 2 * std::thread::available_parallelism().map_or(1, |n| n.get()))
     }
 }
 

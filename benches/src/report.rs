@@ -63,6 +63,14 @@ impl Metric {
         }
     }
 
+    /// The axis title of a plot.
+    fn axis(self) -> &'static str {
+        match self {
+            Metric::Seconds => "Elapsed (s)",
+            Metric::MopsPerSec => "Mops/s",
+        }
+    }
+
     fn higher_is_better(self) -> bool {
         self == Metric::MopsPerSec
     }
@@ -389,7 +397,7 @@ impl Report {
             r#"<text x="16" y="{:.1}" transform="rotate(-90 16 {:.1})" text-anchor="middle">{}</text>"#,
             top + plot_h / 2.0,
             top + plot_h / 2.0,
-            self.metric.label()
+            self.metric.axis()
         );
         for (i, (s, col)) in sums.iter().zip(&table.columns).enumerate() {
             let x = left + slot * i as f64 + slot * 0.15;

@@ -58,11 +58,12 @@ fn parse() -> Result<Args, String> {
             }
             "--threads" => {
                 let v = value("a count")?;
-                args.config.threads = v
-                    .parse()
-                    .ok()
-                    .filter(|t| *t > 0)
-                    .ok_or(format!("--threads {v}: want a positive integer"))?;
+                args.config.threads = Some(
+                    v.parse()
+                        .ok()
+                        .filter(|t| *t > 0)
+                        .ok_or(format!("--threads {v}: want a positive integer"))?,
+                );
             }
             "--samples" => {
                 let v = value("a count")?;
