@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use mmbatch_benches::total;
 use mmbatch_benches::{
     Config,
     activate::{Workload, measure},
@@ -27,13 +28,7 @@ fn bench(c: &mut Criterion) {
         for (mode, id) in [(Mode::Immediate, "immediate"), (Mode::Batched, "batched")] {
             group.bench_function(BenchmarkId::from_parameter(id), |b| {
                 b.iter_custom(|iters| {
-                    (0..iters)
-                        .map(|_| {
-                            Duration::from_secs_f64(
-                                measure(workload, mode, threads, FRAMES).elapsed_s,
-                            )
-                        })
-                        .sum()
+                    total(iters, || measure(workload, mode, threads, FRAMES).elapsed_s)
                 });
             });
         }

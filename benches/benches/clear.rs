@@ -4,10 +4,9 @@
 //! `mmbatch_benches::clear::measure_*` that `cargo xtask repro` calls
 //! (256 MiB, so criterion can repeat them).
 
-use std::time::Duration;
-
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use mmbatch_benches::clear::{measure_clear, measure_populate, threads};
+use mmbatch_benches::total;
 use mmbatch_ktask::Mapping;
 
 const BYTES: usize = 256 << 20;
@@ -24,11 +23,7 @@ fn bench(c: &mut Criterion) {
             format!("ktask-{t}")
         };
         group.bench_function(BenchmarkId::from_parameter(id), |b| {
-            b.iter_custom(|iters| {
-                (0..iters)
-                    .map(|_| Duration::from_secs_f64(measure_clear(buf.as_mut_slice(), t)))
-                    .sum()
-            });
+            b.iter_custom(|iters| total(iters, || measure_clear(buf.as_mut_slice(), t)));
         });
     }
     group.finish();
@@ -41,11 +36,7 @@ fn bench(c: &mut Criterion) {
             format!("madv-{t}")
         };
         group.bench_function(BenchmarkId::from_parameter(id), |b| {
-            b.iter_custom(|iters| {
-                (0..iters)
-                    .map(|_| Duration::from_secs_f64(measure_populate(BYTES, t)))
-                    .sum()
-            });
+            b.iter_custom(|iters| total(iters, || measure_populate(BYTES, t)));
         });
     }
     group.finish();

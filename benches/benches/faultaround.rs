@@ -4,10 +4,11 @@
 //! `mmbatch_benches::faultaround::measure_*` that `cargo xtask repro` calls
 //! (16 MiB mappings, one thread, so criterion can repeat them).
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use mmbatch_benches::faultaround::{ORDERS, Pattern, measure_engine, measure_host};
+use mmbatch_benches::total;
 use mmbatch_faultaround::engine::PageCache;
 use mmbatch_lru::{Config, Engine, Pfn};
 
@@ -24,13 +25,9 @@ fn bench(c: &mut Criterion) {
         for order in ORDERS {
             group.bench_function(BenchmarkId::from_parameter(order), |b| {
                 b.iter_custom(|iters| {
-                    (0..iters)
-                        .map(|_| {
-                            Duration::from_secs_f64(
-                                measure_engine(&cache, pattern, order, 1).elapsed_s,
-                            )
-                        })
-                        .sum()
+                    total(iters, || {
+                        measure_engine(&cache, pattern, order, 1).elapsed_s
+                    })
                 });
             });
         }
@@ -40,13 +37,9 @@ fn bench(c: &mut Criterion) {
         for order in ORDERS {
             group.bench_function(BenchmarkId::from_parameter(order), |b| {
                 b.iter_custom(|iters| {
-                    (0..iters)
-                        .map(|_| {
-                            Duration::from_secs_f64(
-                                measure_host(PAGES, pattern, order, 1, None).elapsed_s,
-                            )
-                        })
-                        .sum()
+                    total(iters, || {
+                        measure_host(PAGES, pattern, order, 1, None).elapsed_s
+                    })
                 });
             });
         }

@@ -3,10 +3,9 @@
 //! measured by the same `mmbatch_benches::lockonfault::measure` that
 //! `cargo xtask repro` calls (a 64 MiB file, so criterion can repeat it).
 
-use std::time::Duration;
-
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use mmbatch_benches::lockonfault::{Strategy, data_file, measure, offsets};
+use mmbatch_benches::total;
 
 fn bench(c: &mut Criterion) {
     let bytes = 64 << 20;
@@ -21,15 +20,11 @@ fn bench(c: &mut Criterion) {
         }
         group.bench_function(BenchmarkId::from_parameter(strategy.name()), |b| {
             b.iter_custom(|iters| {
-                (0..iters)
-                    .map(|_| {
-                        Duration::from_secs_f64(
-                            measure(strategy, &path, bytes, &offs)
-                                .expect("ran once")
-                                .processing_s,
-                        )
-                    })
-                    .sum()
+                total(iters, || {
+                    measure(strategy, &path, bytes, &offs)
+                        .expect("ran once")
+                        .processing_s
+                })
             });
         });
     }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use mmbatch_benches::munlock::measure;
+use mmbatch_benches::total;
 use mmbatch_lru::MunlockStep;
 
 /// 64 Ki frames (256 MiB of pages) per munlock.
@@ -18,13 +19,7 @@ fn bench(c: &mut Criterion) {
         group.sample_size(10);
         for step in MunlockStep::all() {
             group.bench_function(BenchmarkId::from_parameter(step.get()), |b| {
-                b.iter_custom(|iters| {
-                    (0..iters)
-                        .map(|_| {
-                            Duration::from_secs_f64(measure(FRAMES, interleave, step).elapsed_s)
-                        })
-                        .sum()
-                });
+                b.iter_custom(|iters| total(iters, || measure(FRAMES, interleave, step).elapsed_s));
             });
         }
         group.finish();

@@ -3,10 +3,9 @@
 //! same `mmbatch_benches::timedmunlock::measure` that `cargo xtask repro`
 //! calls (256 MiB per run, so criterion can repeat it).
 
-use std::time::Duration;
-
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use mmbatch_benches::timedmunlock::{Kind, measure};
+use mmbatch_benches::total;
 
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("timedmunlock/256M");
@@ -19,11 +18,7 @@ fn bench(c: &mut Criterion) {
         Kind::RegionChunked,
     ] {
         group.bench_function(BenchmarkId::from_parameter(kind.name()), |b| {
-            b.iter_custom(|iters| {
-                (0..iters)
-                    .map(|_| Duration::from_secs_f64(measure(kind, 256 << 20)))
-                    .sum()
-            });
+            b.iter_custom(|iters| total(iters, || measure(kind, 256 << 20)));
         });
     }
     group.finish();

@@ -227,23 +227,17 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
 }
 
 fn row(name: String, samples: &[Sample]) -> Row {
-    let n = samples.len() as f64;
-    let mean = |f: fn(&Sample) -> u64| samples.iter().map(f).sum::<u64>() as f64 / n;
-    let counters = [
-        ("lock_acquisitions", mean(|s| s.lock_acquisitions)),
-        ("frames_activated", mean(|s| s.activated)),
-        ("frames_active_at_end", mean(|s| s.active_at_end)),
-        ("mark_accessed", mean(|s| s.marks)),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect();
-    Row {
+    let mean = |f: fn(&Sample) -> u64| crate::mean(samples, f);
+    Row::timed(
         name,
-        samples_s: samples.iter().map(|s| s.elapsed_s).collect(),
-        ops_per_sample: None,
-        counters,
-    }
+        samples.iter().map(|s| s.elapsed_s).collect(),
+        [
+            ("lock_acquisitions", mean(|s| s.lock_acquisitions)),
+            ("frames_activated", mean(|s| s.activated)),
+            ("frames_active_at_end", mean(|s| s.active_at_end)),
+            ("mark_accessed", mean(|s| s.marks)),
+        ],
+    )
 }
 
 fn notes(r: &Report) -> Vec<String> {

@@ -460,8 +460,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
 }
 
 fn row(name: String, variant: Variant, samples: &[Sample]) -> Row {
-    let n = samples.len() as f64;
-    let mean = |f: fn(&Sample) -> u64| samples.iter().map(f).sum::<u64>() as f64 / n;
+    let mean = |f: fn(&Sample) -> u64| crate::mean(samples, f);
     let mut counters = std::collections::BTreeMap::new();
     counters.insert("ops".to_owned(), mean(|s| s.ops));
     counters.insert(

@@ -168,17 +168,14 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     }
     let row = |name: String, ss: &[f64], bytes: usize| {
         let med = crate::Summary::of(ss).median;
-        Row {
+        Row::timed(
             name,
-            samples_s: ss.to_vec(),
-            ops_per_sample: None,
-            counters: [
-                ("gb_per_s_median".to_owned(), bytes as f64 / med / 1e9),
-                ("gib".to_owned(), gib(bytes)),
-            ]
-            .into_iter()
-            .collect(),
-        }
+            ss.to_vec(),
+            [
+                ("gb_per_s_median", bytes as f64 / med / 1e9),
+                ("gib", gib(bytes)),
+            ],
+        )
     };
     let mut rows = Vec::new();
     let mut tables = Vec::new();

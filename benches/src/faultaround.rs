@@ -297,25 +297,14 @@ fn run(
             }
             let first = rows.len();
             for (&order, ss) in ORDERS.iter().zip(&measured) {
-                let n = ss.len() as f64;
-                let counters = [
-                    (
-                        "faults".to_owned(),
-                        ss.iter().map(|s| s.faults).sum::<u64>() as f64 / n,
-                    ),
-                    (
-                        pages_counter.to_owned(),
-                        ss.iter().map(|s| s.pages).sum::<u64>() as f64 / n,
-                    ),
-                ]
-                .into_iter()
-                .collect();
-                rows.push(Row {
-                    name: format!("{prefix}{}/order-{order}/threads-{t}", pattern.name()),
-                    samples_s: ss.iter().map(|s| s.elapsed_s).collect(),
-                    ops_per_sample: None,
-                    counters,
-                });
+                rows.push(Row::timed(
+                    format!("{prefix}{}/order-{order}/threads-{t}", pattern.name()),
+                    ss.iter().map(|s| s.elapsed_s).collect(),
+                    [
+                        ("faults", crate::mean(ss, |s| s.faults)),
+                        (pages_counter, crate::mean(ss, |s| s.pages)),
+                    ],
+                ));
             }
             tables.push(Table {
                 title: format!(

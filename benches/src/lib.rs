@@ -128,6 +128,20 @@ pub fn experiment(id: &str) -> Option<&'static Experiment> {
     experiments().iter().find(|e| e.id == id)
 }
 
+/// The mean of one counter over a row's samples.
+pub fn mean<S>(samples: &[S], counter: impl Fn(&S) -> u64) -> f64 {
+    samples.iter().map(counter).sum::<u64>() as f64 / samples.len().max(1) as f64
+}
+
+/// Criterion's `iter_custom` total for `iters` runs of an experiment's
+/// measure function, which times its own measured part in seconds (setup
+/// stays outside the figure, as in `cargo xtask repro`).
+pub fn total(iters: u64, mut measure_s: impl FnMut() -> f64) -> Duration {
+    (0..iters)
+        .map(|_| Duration::from_secs_f64(measure_s()))
+        .sum()
+}
+
 /// Runs `work(thread)` on `threads` threads released together; returns the
 /// time from the first thread starting to the last finishing. Each worker
 /// reads the clock itself: a main thread reading it after the release may

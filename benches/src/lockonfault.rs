@@ -351,8 +351,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
         } else {
             &measured[i][..]
         };
-        let k = ss.len().max(1) as f64;
-        let mean = |f: fn(&Sample) -> u64| ss.iter().map(f).sum::<u64>() as f64 / k;
+        let mean = |f: fn(&Sample) -> u64| crate::mean(ss, f);
         for (part, get) in [
             ("setup", (|s: &Sample| s.setup_s) as fn(&Sample) -> f64),
             ("processing", |s| s.processing_s),

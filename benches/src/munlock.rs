@@ -128,24 +128,18 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
 }
 
 fn row(name: String, samples: &[Sample]) -> Row {
-    let n = samples.len() as f64;
-    let mean = |f: &dyn Fn(&Sample) -> u64| samples.iter().map(f).sum::<u64>() as f64 / n;
-    let counters = [
-        ("lock_acquisitions", mean(&|s| s.lock_acquisitions)),
-        ("refcount_ops", mean(&|s| s.stats.refcount_ops)),
-        ("drains", mean(&|s| s.stats.drains)),
-        ("stat_updates", mean(&|s| s.stat_updates)),
-        ("pte_locks", mean(&|s| s.stats.pte_locks)),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect();
-    Row {
+    let mean = |f: fn(&Sample) -> u64| crate::mean(samples, f);
+    Row::timed(
         name,
-        samples_s: samples.iter().map(|s| s.elapsed_s).collect(),
-        ops_per_sample: None,
-        counters,
-    }
+        samples.iter().map(|s| s.elapsed_s).collect(),
+        [
+            ("lock_acquisitions", mean(|s| s.lock_acquisitions)),
+            ("refcount_ops", mean(|s| s.stats.refcount_ops)),
+            ("drains", mean(|s| s.stats.drains)),
+            ("stat_updates", mean(|s| s.stat_updates)),
+            ("pte_locks", mean(|s| s.stats.pte_locks)),
+        ],
+    )
 }
 
 fn notes(r: &Report) -> Vec<String> {

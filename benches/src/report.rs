@@ -91,6 +91,23 @@ pub struct Row {
 }
 
 impl Row {
+    /// A time-metric row from its samples and named counters.
+    pub fn timed<'a>(
+        name: String,
+        samples_s: Vec<f64>,
+        counters: impl IntoIterator<Item = (&'a str, f64)>,
+    ) -> Self {
+        Self {
+            name,
+            samples_s,
+            ops_per_sample: None,
+            counters: counters
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect(),
+        }
+    }
+
     /// The row's samples in `metric`'s unit.
     pub fn values(&self, metric: Metric) -> Vec<f64> {
         match metric {

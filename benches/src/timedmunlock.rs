@@ -199,18 +199,15 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
         .zip(&measured)
         .map(|(k, s)| {
             let median = crate::Summary::of(s).median;
-            Row {
-                name: k.name().to_owned(),
-                samples_s: s.clone(),
-                ops_per_sample: None,
-                counters: [
-                    ("gib".to_owned(), gib),
-                    ("ms_per_gib_median".to_owned(), median * 1e3 / gib),
-                    ("pages".to_owned(), (bytes / page) as f64),
-                ]
-                .into_iter()
-                .collect(),
-            }
+            Row::timed(
+                k.name().to_owned(),
+                s.clone(),
+                [
+                    ("gib", gib),
+                    ("ms_per_gib_median", median * 1e3 / gib),
+                    ("pages", (bytes / page) as f64),
+                ],
+            )
         })
         .collect();
     let tables = vec![Table {

@@ -41,15 +41,24 @@ fn mlocked_pair() -> (Arc<crate::Engine>, Arc<PageTables>) {
     (Arc::new(e), Arc::new(pt))
 }
 
+/// A thread that munlocks both pages at `step` and drains its batches.
+fn spawn_munlocker(
+    e: &Arc<crate::Engine>,
+    pt: &Arc<PageTables>,
+    step: u8,
+) -> thread::JoinHandle<()> {
+    let (e, pt) = (e.clone(), pt.clone());
+    thread::spawn(move || {
+        let st = MunlockStep::new(step).unwrap();
+        e.munlock_range(&pt, 0..2, st).unwrap();
+        e.lru_add_drain();
+    })
+}
+
 fn munlock_vs_mlock(step: u8) {
     model(move || {
         let (e, pt) = mlocked_pair();
-        let (e1, pt1) = (e.clone(), pt.clone());
-        let munlocker = thread::spawn(move || {
-            let st = MunlockStep::new(step).unwrap();
-            e1.munlock_range(&pt1, 0..2, st).unwrap();
-            e1.lru_add_drain();
-        });
+        let munlocker = spawn_munlocker(&e, &pt, step);
         let e2 = e.clone();
         let locker = thread::spawn(move || {
             e2.mlock(Pfn(0)).unwrap();
@@ -79,12 +88,7 @@ fn munlock_vs_mlock_step7() {
 fn munlock_vs_isolate(step: u8) {
     model(move || {
         let (e, pt) = mlocked_pair();
-        let (e1, pt1) = (e.clone(), pt.clone());
-        let munlocker = thread::spawn(move || {
-            let st = MunlockStep::new(step).unwrap();
-            e1.munlock_range(&pt1, 0..2, st).unwrap();
-            e1.lru_add_drain();
-        });
+        let munlocker = spawn_munlocker(&e, &pt, step);
         // Reclaim (or migration) isolating the frame meanwhile.
         let e2 = e.clone();
         let reclaim = thread::spawn(move || {
