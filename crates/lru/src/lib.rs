@@ -66,6 +66,7 @@
 //! Each protocol has a loom model (`cargo xtask loom lru`).
 #![deny(unsafe_code)]
 
+mod cache;
 mod engine;
 mod error;
 mod frame;
@@ -74,6 +75,9 @@ mod pagetable;
 mod sync;
 mod vmstat;
 
+pub use cache::{
+    Builder, CacheError, CacheStats, DefaultHashBuilder, LruCache, Policy, UnitWeigher, Weigher,
+};
 pub use engine::{
     BATCH, Config, Engine, EngineStats, Mode, Modes, MunlockStats, MunlockStep, NodeLayout,
     SWAP_CLUSTER_MAX, ShrinkStats,

@@ -31,11 +31,16 @@ pub enum Event {
     Steal,
     /// `PGREFILL`: isolated from the active list by reclaim.
     Refill,
+    /// Moved to the head of its list by [`Engine::promote`]
+    /// (exact-LRU promotion; no kernel counterpart).
+    ///
+    /// [`Engine::promote`]: crate::Engine::promote
+    Promoted,
 }
 
 impl Event {
     /// Number of events.
-    pub const COUNT: usize = 10;
+    pub const COUNT: usize = 11;
     /// Every event, in index order.
     pub const ALL: [Event; Self::COUNT] = [
         Event::Activate,
@@ -48,6 +53,7 @@ impl Event {
         Event::Scan,
         Event::Steal,
         Event::Refill,
+        Event::Promoted,
     ];
 
     /// The kernel's name for it.
@@ -63,6 +69,7 @@ impl Event {
             Event::Scan => "pgscan",
             Event::Steal => "pgsteal",
             Event::Refill => "pgrefill",
+            Event::Promoted => "promoted",
         }
     }
 }

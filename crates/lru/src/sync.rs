@@ -3,18 +3,29 @@
 
 #[cfg(loom)]
 pub(crate) use loom::sync::{
-    Arc, Mutex, MutexGuard,
-    atomic::{AtomicI64, AtomicU32, Ordering},
+    Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
+    atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering},
 };
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::{
-    Arc, Mutex, MutexGuard,
-    atomic::{AtomicI64, AtomicU32, Ordering},
+    Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
+    atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering},
 };
 
 /// Locks `m`, ignoring poisoning: lruvec state is consistent whenever user
 /// code (an evict callback) can run, and that code runs unlocked anyway.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Read-locks `l`, ignoring poisoning (see [`lock`]; a cache shard is
+/// consistent whenever user code — `Hash`, `Eq`, `Clone` — can panic).
+pub(crate) fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Write-locks `l`, ignoring poisoning (see [`read`]).
+pub(crate) fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -165,6 +165,9 @@ enum MoveKind {
     Deactivate,
     /// `lru_move_tail`.
     Rotate,
+    /// To the head of its list: exact-LRU promotion (no kernel
+    /// counterpart).
+    Head,
 }
 
 /// What an mlock batch entry does (`mlock_lru` tags in `mlock_fbatch`).
@@ -247,6 +250,7 @@ impl Shared {
             MoveKind::Activate => lru_activate(g, f, pfn),
             MoveKind::Deactivate => lru_deactivate(g, f, pfn),
             MoveKind::Rotate => lru_move_tail(g, f, pfn),
+            MoveKind::Head => lru_move_head(g, f, pfn),
         }
         f.set(Flags::LRU);
     }
@@ -387,6 +391,16 @@ fn lru_deactivate(g: &mut LruvecGuard<'_>, f: &Frame, pfn: Pfn) {
     g.count(Event::Deactivate, 1);
 }
 
+/// Exact-LRU promotion: to the head of the list the frame is on.
+fn lru_move_head(g: &mut LruvecGuard<'_>, f: &Frame, pfn: Pfn) {
+    if f.test(Flags::UNEVICTABLE) {
+        return;
+    }
+    g.del(pfn);
+    g.add(pfn);
+    g.count(Event::Promoted, 1);
+}
+
 /// `lru_move_tail`.
 fn lru_move_tail(g: &mut LruvecGuard<'_>, f: &Frame, pfn: Pfn) {
     if f.test(Flags::UNEVICTABLE) {
@@ -413,6 +427,7 @@ pub struct Engine {
     activate: Batcher<LruMove, BATCH>,
     deactivate: Batcher<LruMove, BATCH>,
     rotate: Batcher<LruMove, BATCH>,
+    promote: Batcher<LruMove, BATCH>,
     mlock: Batcher<MlockMove, BATCH>,
 }
 
@@ -465,6 +480,7 @@ impl Engine {
             activate: mover(MoveKind::Activate),
             deactivate: mover(MoveKind::Deactivate),
             rotate: mover(MoveKind::Rotate),
+            promote: mover(MoveKind::Head),
             mlock: Batcher::new(MlockMove {
                 shared: shared.clone(),
             }),
@@ -659,6 +675,21 @@ impl Engine {
         Ok(())
     }
 
+    /// Moves a frame to the head of its list, most recently used. The
+    /// kernel has no such move — it approximates recency with two lists —
+    /// but an exact LRU needs it on every hit ([`crate::Policy::Lru`]).
+    /// Batched or immediate as [`Modes::activate`], since it stands for
+    /// a hit's activation; nothing if the frame is off the LRU or
+    /// unevictable.
+    pub fn promote(&self, pfn: Pfn) -> Result<(), LruError> {
+        let f = self.live(pfn)?;
+        let flags = f.flags();
+        if flags.contains(Flags::LRU) && !flags.contains(Flags::UNEVICTABLE) {
+            self.move_lru(f, pfn, MoveKind::Head, self.modes.activate, &self.promote);
+        }
+        Ok(())
+    }
+
     /// Takes a frame off its list (`folio_isolate_lru`): true if this call
     /// took it (its LRU bit was set), false if it is not on the LRU. An
     /// isolated frame must be [put back](Self::putback) or
@@ -755,18 +786,7 @@ impl Engine {
         let mut stats = ShrinkStats::default();
         let mut g = lruvec.lock(frames);
         if g.size(LruList::Inactive) < g.size(LruList::Active) {
-            let taken = self
-                .shared
-                .isolate_tail(&mut g, LruList::Active, nr_to_scan);
-            g.count(Event::Refill, taken.len() as u64);
-            drop(g);
-            for &pfn in &taken {
-                frames.get(pfn).clear(Flags::ACTIVE);
-            }
-            stats.deactivated = taken.len() as u64;
-            g = lruvec.lock(frames);
-            g.count(Event::Deactivate, stats.deactivated);
-            self.shared.putback_locked(&mut g, &taken);
+            (g, stats.deactivated) = self.shrink_active_list(g, lruvec, nr_to_scan);
         }
         let isolated = self
             .shared
@@ -808,6 +828,44 @@ impl Engine {
         g.count(Event::Activate, stats.activated);
         self.shared.putback_locked(&mut g, &keep);
         Ok(stats)
+    }
+
+    /// Ages the active list of `node` (`shrink_active_list`): moves up to
+    /// `nr_to_scan` frames from its tail to the inactive list, returning
+    /// how many. [`shrink`](Self::shrink) does this itself when the
+    /// inactive list is the smaller; a caller whose reclaim keeps failing
+    /// on the inactive list (every frame there busy or referenced) calls
+    /// it to give reclaim new candidates, as the kernel's rising scan
+    /// priority does.
+    pub fn shrink_active(&self, node: usize, nr_to_scan: usize) -> Result<u64, LruError> {
+        let lruvec = self.shared.lruvecs.get(node).ok_or(LruError::NoSuchNode {
+            node,
+            nodes: self.nodes(),
+        })?;
+        let g = lruvec.lock(&self.shared.frames);
+        Ok(self.shrink_active_list(g, lruvec, nr_to_scan).1)
+    }
+
+    /// Isolates up to `nr` frames from the active tail, clears ACTIVE
+    /// outside the lock, and puts them back (onto the inactive head) under
+    /// a new lock hold, which it returns.
+    fn shrink_active_list<'a>(
+        &'a self,
+        mut g: LruvecGuard<'a>,
+        lruvec: &'a Lruvec,
+        nr: usize,
+    ) -> (LruvecGuard<'a>, u64) {
+        let frames = &self.shared.frames;
+        let taken = self.shared.isolate_tail(&mut g, LruList::Active, nr);
+        g.count(Event::Refill, taken.len() as u64);
+        drop(g);
+        for &pfn in &taken {
+            frames.get(pfn).clear(Flags::ACTIVE);
+        }
+        let mut g = lruvec.lock(frames);
+        g.count(Event::Deactivate, taken.len() as u64);
+        self.shared.putback_locked(&mut g, &taken);
+        (g, taken.len() as u64)
     }
 
     /// Mlocks a frame (`mlock_folio`): sets MLOCKED (counting `NR_MLOCK`
@@ -858,6 +916,7 @@ impl Engine {
         self.rotate.drain_local();
         self.deactivate.drain_local();
         self.activate.drain_local();
+        self.promote.drain_local();
         self.mlock.drain_local();
     }
 
@@ -868,6 +927,7 @@ impl Engine {
         self.rotate.drain_all();
         self.deactivate.drain_all();
         self.activate.drain_all();
+        self.promote.drain_all();
         self.mlock.drain_all();
     }
 
@@ -879,6 +939,7 @@ impl Engine {
         self.rotate.disable();
         self.deactivate.disable();
         self.activate.disable();
+        self.promote.disable();
         self.mlock.disable();
     }
 
@@ -891,6 +952,7 @@ impl Engine {
         self.rotate.enable();
         self.deactivate.enable();
         self.activate.enable();
+        self.promote.enable();
         self.mlock.enable();
     }
 
@@ -955,6 +1017,7 @@ impl Engine {
             self.activate.stats(),
             self.deactivate.stats(),
             self.rotate.stats(),
+            self.promote.stats(),
             self.mlock.stats(),
         ] {
             s.batches = add_stats(s.batches, b);

@@ -1,0 +1,898 @@
+//! [`LruCache`]: a bounded concurrent cache whose replacement is the
+//! engine's LRU and whose hits are recorded through batched promotion.
+
+mod counters;
+#[cfg(all(test, loom))]
+mod tests;
+
+use std::{
+    borrow::Borrow,
+    fmt,
+    hash::{BuildHasher, Hash},
+    mem,
+};
+
+use crossbeam_utils::CachePadded;
+use hashbrown::HashTable;
+
+use crate::{
+    BATCH, Config, Engine, LruError, Modes, Pfn, SWAP_CLUSTER_MAX,
+    frame::Flags,
+    sync::{AtomicU64, AtomicUsize, Mutex, Ordering, RwLock, lock, read, write},
+};
+use counters::{Count, Counters};
+
+/// The default hasher: foldhash's, as hashbrown's and quick_cache's.
+pub type DefaultHashBuilder = foldhash::fast::RandomState;
+
+/// How a hit reorders the cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Policy {
+    /// The kernel's two lists (`folio_mark_accessed`): a new entry goes on
+    /// the inactive list; its first hit sets REFERENCED, its second moves
+    /// it to the active list; reclaim refills the inactive list from the
+    /// active tail and gives referenced entries a second chance. Hot
+    /// entries cost a hit nothing but two flag loads, and a one-off scan
+    /// cannot flush them.
+    #[default]
+    ActiveInactive,
+    /// Exact LRU: every hit moves the entry to the head of one list
+    /// ([`Engine::promote`]) and eviction takes the tail. With batching
+    /// off and one thread the eviction order is exactly LRU's (the `lru`
+    /// crate is the oracle of its property tests); with batching on, hits
+    /// reach the list a batch at a time.
+    Lru,
+}
+
+/// How much an entry counts against the capacity.
+pub trait Weigher<K, V> {
+    /// The entry's weight; 0 counts as 1 (every entry holds a frame).
+    fn weight(&self, key: &K, value: &V) -> u64;
+}
+
+/// Every entry weighs 1: the capacity is a number of entries.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UnitWeigher;
+
+impl<K, V> Weigher<K, V> for UnitWeigher {
+    #[inline]
+    fn weight(&self, _: &K, _: &V) -> u64 {
+        1
+    }
+}
+
+impl<K, V, F: Fn(&K, &V) -> u64> Weigher<K, V> for F {
+    #[inline]
+    fn weight(&self, key: &K, value: &V) -> u64 {
+        self(key, value)
+    }
+}
+
+type Listener<K, V> = Box<dyn Fn(K, V) + Send + Sync>;
+
+/// Counters of a cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// `get`s that found their key.
+    pub hits: u64,
+    /// `get`s that did not.
+    pub misses: u64,
+    /// Entries evicted for capacity (each offered to the listener).
+    pub evictions: u64,
+}
+
+impl CacheStats {
+    /// hits / (hits + misses), 0 before any `get`.
+    pub fn hit_ratio(&self) -> f64 {
+        let gets = self.hits + self.misses;
+        if gets == 0 {
+            0.0
+        } else {
+            self.hits as f64 / gets as f64
+        }
+    }
+}
+
+/// Why a cache could not be built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CacheError {
+    /// A capacity of 0: the cache could hold nothing.
+    ZeroCapacity,
+    /// `max_entries(0)`.
+    ZeroEntries,
+    /// More frames than the engine can name (`u32::MAX - 1`).
+    TooManyEntries {
+        /// Frames the configuration asked for: max entries plus spare.
+        frames: usize,
+    },
+}
+
+impl fmt::Display for CacheError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CacheError::ZeroCapacity => {
+                f.write_str("a cache capacity of 0 can hold nothing: pass a capacity of at least 1")
+            }
+            CacheError::ZeroEntries => {
+                f.write_str("max_entries(0) can hold nothing: pass at least 1")
+            }
+            CacheError::TooManyEntries { frames } => write!(
+                f,
+                "{frames} entries (max entries plus spare frames) exceed the engine's {} \
+                 frames; with a weigher whose capacity counts bytes, set max_entries to \
+                 the most entries the cache will hold",
+                u32::MAX - 1
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CacheError {}
+
+/// One cached entry, in its shard's table.
+struct Entry<K, V> {
+    hash: u64,
+    key: K,
+    value: V,
+    /// The engine frame standing for this entry on the LRU lists.
+    pfn: Pfn,
+    weight: u64,
+}
+
+/// One shard of the map: padded so that shards' locks do not share lines.
+type Shard<K, V> = CachePadded<RwLock<HashTable<Entry<K, V>>>>;
+
+/// Builds an [`LruCache`] with options; see [`LruCache::builder`].
+pub struct Builder<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
+    capacity: u64,
+    max_entries: Option<usize>,
+    spare_frames: Option<usize>,
+    shards: Option<usize>,
+    policy: Policy,
+    batching: bool,
+    hasher: S,
+    weigher: W,
+    listener: Option<Listener<K, V>>,
+}
+
+impl<K, V, S, W> fmt::Debug for Builder<K, V, S, W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("capacity", &self.capacity)
+            .field("max_entries", &self.max_entries)
+            .field("policy", &self.policy)
+            .field("batching", &self.batching)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, V, S, W> Builder<K, V, S, W> {
+    /// The replacement policy (default [`Policy::ActiveInactive`]).
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Whether hits, insertions and removals reach the LRU lists through
+    /// per-thread batches (the default) or one lock acquisition each.
+    pub fn batching(mut self, on: bool) -> Self {
+        self.batching = on;
+        self
+    }
+
+    /// Number of map shards, rounded up to a power of two (default: four
+    /// per CPU).
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = Some(shards.max(1));
+        self
+    }
+
+    /// The most entries the cache holds, whatever their weight (default:
+    /// the capacity, since every entry weighs at least 1). Set it when a
+    /// weigher's capacity counts bytes: each entry costs a frame, and
+    /// frames are allocated up front.
+    pub fn max_entries(mut self, entries: usize) -> Self {
+        self.max_entries = Some(entries);
+        self
+    }
+
+    /// Frames beyond `max_entries` for removed entries whose frames wait
+    /// for reclaim and for insertions in flight (default: 1/16 of
+    /// `max_entries` plus two batches).
+    pub fn spare_frames(mut self, frames: usize) -> Self {
+        self.spare_frames = Some(frames);
+        self
+    }
+
+    /// Called with each entry evicted for capacity, after every lock is
+    /// released, on the thread whose insertion evicted it.
+    pub fn eviction_listener(mut self, f: impl Fn(K, V) + Send + Sync + 'static) -> Self {
+        self.listener = Some(Box::new(f));
+        self
+    }
+
+    /// Hashes keys with `hasher` instead of foldhash.
+    pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> Builder<K, V, S2, W> {
+        Builder {
+            capacity: self.capacity,
+            max_entries: self.max_entries,
+            spare_frames: self.spare_frames,
+            shards: self.shards,
+            policy: self.policy,
+            batching: self.batching,
+            hasher,
+            weigher: self.weigher,
+            listener: self.listener,
+        }
+    }
+
+    /// Weighs entries with `weigher`: the capacity becomes a total weight.
+    pub fn weigher<W2: Weigher<K, V>>(self, weigher: W2) -> Builder<K, V, S, W2> {
+        Builder {
+            capacity: self.capacity,
+            max_entries: self.max_entries,
+            spare_frames: self.spare_frames,
+            shards: self.shards,
+            policy: self.policy,
+            batching: self.batching,
+            hasher: self.hasher,
+            weigher,
+            listener: self.listener,
+        }
+    }
+
+    /// Builds the cache, allocating its frames.
+    pub fn build(self) -> Result<LruCache<K, V, S, W>, CacheError> {
+        if self.capacity == 0 {
+            return Err(CacheError::ZeroCapacity);
+        }
+        let max_entries = self
+            .max_entries
+            .unwrap_or(usize::try_from(self.capacity).unwrap_or(usize::MAX));
+        if max_entries == 0 {
+            return Err(CacheError::ZeroEntries);
+        }
+        let spare = self
+            .spare_frames
+            .unwrap_or(max_entries / 16 + 2 * BATCH)
+            .max(1);
+        let frames = max_entries.saturating_add(spare);
+        let engine = Engine::new(Config {
+            modes: if self.batching {
+                Modes::BATCHED
+            } else {
+                Modes::IMMEDIATE
+            },
+            ..Config::new(frames)
+        })
+        .map_err(|e| match e {
+            LruError::TooManyFrames { frames } => CacheError::TooManyEntries { frames },
+            e => unreachable!("a valid engine configuration: {e}"),
+        })?;
+        let shards = self
+            .shards
+            .unwrap_or_else(|| {
+                4 * std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+            })
+            .min(max_entries)
+            .next_power_of_two();
+        Ok(LruCache {
+            engine,
+            policy: self.policy,
+            shards: (0..shards)
+                .map(|_| CachePadded::new(RwLock::new(HashTable::new())))
+                .collect(),
+            shard_mask: shards - 1,
+            hasher: self.hasher,
+            slots: (0..frames).map(|_| Mutex::new(None)).collect(),
+            // Popped from the end: hand out low frames first.
+            free: Mutex::new((0..frames as u32).rev().map(Pfn).collect()),
+            weigher: self.weigher,
+            capacity: self.capacity,
+            weight: AtomicU64::new(0),
+            len: AtomicUsize::new(0),
+            counters: Counters::default(),
+            evictions: AtomicU64::new(0),
+            listener: self.listener,
+        })
+    }
+}
+
+/// A bounded, concurrent cache whose replacement is the engine's LRU and
+/// whose hits are recorded through per-thread batches, so a hit never
+/// takes a global lock.
+///
+/// ```
+/// use std::sync::Arc;
+/// use mmbatch_lru::LruCache;
+///
+/// let cache: Arc<LruCache<u64, String>> = Arc::new(LruCache::new(2));
+/// cache.insert(1, "one".to_owned());
+/// cache.insert(2, "two".to_owned());
+/// assert_eq!(cache.get(&1).as_deref(), Some("one")); // 1 was used last
+/// cache.insert(3, "three".to_owned()); // over capacity: evicts 2
+/// assert_eq!(cache.len(), 2);
+/// assert_eq!(cache.get(&2), None);
+///
+/// // Shared by threads: each hit is queued on the thread's own batch.
+/// std::thread::scope(|s| {
+///     for _ in 0..2 {
+///         s.spawn(|| {
+///             let v = cache.get_or_insert_with(4, || "four".to_owned());
+///             assert_eq!(v, "four");
+///         });
+///     }
+/// });
+/// assert_eq!(cache.peek(&4).as_deref(), Some("four"));
+/// assert!(cache.len() <= cache.capacity() as usize);
+/// assert_eq!(cache.stats().evictions, 2);
+/// ```
+///
+/// # How it works
+/// Entries live in a sharded hash map (a read-write lock per shard); each
+/// holds a frame of an [`Engine`], and the frame's place on the engine's
+/// lists is the entry's place in the replacement order. A hit clones the
+/// value under the shard's read lock and calls
+/// [`Engine::mark_accessed`] (or [`Engine::promote`] under
+/// [`Policy::Lru`]), which at most queues the frame on the calling thread's
+/// batch. An insertion past the capacity calls [`Engine::shrink`], whose
+/// evict callback removes the victim from its shard.
+///
+/// # Guarantees
+/// - An insertion never evicts the entry it makes, so a `get` right after
+///   an `insert` on the same thread sees the value unless another thread
+///   evicted or removed it meanwhile; a `remove` is seen at once by every
+///   thread.
+/// - The total weight exceeds the capacity only while insertions are in
+///   flight, by at most the weight those insertions add, and is back
+///   within the capacity when each insertion returns, once the entries
+///   ahead of it in the eviction order are not being hit at the same
+///   moment (reclaim rescans, widening as the kernel's priority does,
+///   until it succeeds).
+/// - The eviction listener runs outside every lock, with each evicted
+///   entry exactly once.
+/// - A hit on an entry being removed or evicted at the same moment may
+///   set the reference hint of the frame's next entry; it is a hint only.
+/// - Memory: frames for `max_entries` plus spare are allocated up front
+///   (about 48 bytes each plus the key's size); a removed entry's frame
+///   is freed by reclaim.
+pub struct LruCache<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
+    engine: Engine,
+    policy: Policy,
+    shards: Box<[Shard<K, V>]>,
+    shard_mask: usize,
+    hasher: S,
+    /// The key whose entry holds each frame; `None` for a free frame or a
+    /// removed entry's frame awaiting reclaim. Whoever takes the key from
+    /// a slot decides the entry's fate (see `evict`).
+    slots: Box<[Mutex<Option<K>>]>,
+    free: Mutex<Vec<Pfn>>,
+    weigher: W,
+    capacity: u64,
+    weight: AtomicU64,
+    len: AtomicUsize,
+    counters: Counters,
+    evictions: AtomicU64,
+    listener: Option<Listener<K, V>>,
+}
+
+impl<K, V, S, W> fmt::Debug for LruCache<K, V, S, W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LruCache")
+            .field("capacity", &self.capacity)
+            .field("len", &self.len.load(Ordering::Relaxed))
+            .field("weight", &self.weight.load(Ordering::Relaxed))
+            .field("policy", &self.policy)
+            .field("engine", &self.engine)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Hash + Eq + Clone, V: Clone> LruCache<K, V> {
+    /// A cache of at most `capacity` entries, with the kernel's two lists
+    /// and batching on.
+    ///
+    /// # Panics
+    /// If `capacity` is 0 or above `u32::MAX - 2` (use
+    /// [`builder`](Self::builder) to get the error instead).
+    pub fn new(capacity: usize) -> Self {
+        Self::builder(capacity as u64)
+            .build()
+            .unwrap_or_else(|e| panic!("LruCache::new({capacity}): {e}"))
+    }
+
+    /// A builder for a cache of total weight `capacity`.
+    pub fn builder(capacity: u64) -> Builder<K, V> {
+        Builder {
+            capacity,
+            max_entries: None,
+            spare_frames: None,
+            shards: None,
+            policy: Policy::default(),
+            batching: true,
+            hasher: DefaultHashBuilder::default(),
+            weigher: UnitWeigher,
+            listener: None,
+        }
+    }
+}
+
+impl<K, V, S, W> LruCache<K, V, S, W>
+where
+    K: Hash + Eq + Clone,
+    V: Clone,
+    S: BuildHasher,
+    W: Weigher<K, V>,
+{
+    /// The value of `key`, recording a hit: the entry moves up the
+    /// replacement order (through this thread's batch, when batching).
+    pub fn get<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let hash = self.hasher.hash_one(key);
+        let map = read(self.shard(hash));
+        match map.find(hash, |e| e.key.borrow() == key) {
+            Some(e) => {
+                let value = e.value.clone();
+                // Under the read lock, so the frame still holds this entry.
+                self.touch(e.pfn);
+                drop(map);
+                self.counters.bump(Count::Hit);
+                Some(value)
+            }
+            None => {
+                drop(map);
+                self.counters.bump(Count::Miss);
+                None
+            }
+        }
+    }
+
+    /// The value of `key` without recording a hit or counting a lookup.
+    pub fn peek<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let hash = self.hasher.hash_one(key);
+        read(self.shard(hash))
+            .find(hash, |e| e.key.borrow() == key)
+            .map(|e| e.value.clone())
+    }
+
+    /// Whether `key` is cached (no hit recorded).
+    pub fn contains_key<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let hash = self.hasher.hash_one(key);
+        read(self.shard(hash))
+            .find(hash, |e| e.key.borrow() == key)
+            .is_some()
+    }
+
+    /// Caches `value` under `key`, returning the value it replaces; a
+    /// replaced entry keeps its place and records a hit, as in `lru`'s
+    /// `put`. Evicts past the capacity before returning, then runs the
+    /// listener. An entry heavier than the whole capacity is not cached:
+    /// it goes straight to the listener, and any old value of `key` is
+    /// removed.
+    pub fn insert(&self, key: K, value: V) -> Option<V> {
+        match self.insert_inner(key, value, false) {
+            Ok(old) => old,
+            Err(_) => unreachable!("insert replaces"),
+        }
+    }
+
+    /// The value of `key`, computing and caching it with `f` on a miss.
+    /// `f` runs outside every lock; threads missing on the same key at
+    /// once may each run it, and the first to insert wins: every caller
+    /// returns the value that was cached.
+    pub fn get_or_insert_with(&self, key: K, f: impl FnOnce() -> V) -> V {
+        match self.try_get_or_insert_with(key, || Ok::<V, std::convert::Infallible>(f())) {
+            Ok(v) => v,
+        }
+    }
+
+    /// [`get_or_insert_with`](Self::get_or_insert_with) for a fallible
+    /// `f`: its error is returned and nothing is cached.
+    pub fn try_get_or_insert_with<E>(
+        &self,
+        key: K,
+        f: impl FnOnce() -> Result<V, E>,
+    ) -> Result<V, E> {
+        if let Some(v) = self.get(&key) {
+            return Ok(v);
+        }
+        let value = f()?;
+        Ok(match self.insert_inner(key, value.clone(), true) {
+            Ok(_) => value,
+            Err(existing) => existing,
+        })
+    }
+
+    /// Removes `key`, returning its value. Its frame is rotated to the
+    /// reclaim end of the lists and freed by the next reclaim.
+    pub fn remove<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let hash = self.hasher.hash_one(key);
+        let mut map = write(self.shard(hash));
+        let (e, _) = map
+            .find_entry(hash, |e| e.key.borrow() == key)
+            .ok()?
+            .remove();
+        self.unaccount(&e);
+        self.retire(e.pfn);
+        drop(map);
+        Some(e.value)
+    }
+
+    /// Removes every entry (the listener is not called).
+    pub fn clear(&self) {
+        for shard in self.shards.iter() {
+            let mut map = write(shard);
+            for e in map.drain() {
+                self.unaccount(&e);
+                self.retire(e.pfn);
+            }
+        }
+    }
+
+    /// Entries cached now.
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The capacity: a number of entries, or a total weight with a
+    /// weigher.
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// The total weight cached now (the number of entries without a
+    /// weigher).
+    pub fn weight(&self) -> u64 {
+        self.weight.load(Ordering::Relaxed)
+    }
+
+    /// The replacement policy.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// Hits, misses and evictions so far.
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.counters.read(Count::Hit),
+            misses: self.counters.read(Count::Miss),
+            evictions: self.evictions.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The engine underneath: its lock acquisitions, batches and lists.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Checks that the map, the frames and the engine agree (call when no
+    /// operation is in flight): each entry's frame is live and its slot
+    /// names the entry's key, no frame is used twice, free frames are free,
+    /// len and weight are the entries' count and sum and within the
+    /// capacity, and the engine's own invariants hold.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.engine.check_invariants()?;
+        let drained = self.engine.stats().batches.pending == 0;
+        let mut used = vec![false; self.slots.len()];
+        let (mut len, mut weight) = (0usize, 0u64);
+        for (i, shard) in self.shards.iter().enumerate() {
+            for e in read(shard).iter() {
+                let pfn = e.pfn.0 as usize;
+                if (e.hash >> 32) as usize & self.shard_mask != i {
+                    return Err(format!("{} is in shard {i}, not its hash's", e.pfn));
+                }
+                if mem::replace(&mut used[pfn], true) {
+                    return Err(format!("{} holds two entries", e.pfn));
+                }
+                if lock(&self.slots[pfn]).as_ref() != Some(&e.key) {
+                    return Err(format!("{}'s slot does not name its entry's key", e.pfn));
+                }
+                let state = self.engine.frame_state(e.pfn).map_err(|e| e.to_string())?;
+                if state.refcount == 0 || (drained && !state.flags.contains(Flags::LRU)) {
+                    return Err(format!("{} holds an entry but is {state:?}", e.pfn));
+                }
+                len += 1;
+                weight += e.weight;
+            }
+        }
+        for &pfn in lock(&self.free).iter() {
+            if mem::replace(&mut used[pfn.0 as usize], true) {
+                return Err(format!("free {pfn} is in use or free twice"));
+            }
+            let state = self.engine.frame_state(pfn).map_err(|e| e.to_string())?;
+            if state.refcount != 0 || lock(&self.slots[pfn.0 as usize]).is_some() {
+                return Err(format!("free {pfn} is {state:?} or has a key"));
+            }
+        }
+        for (i, _) in used.iter().enumerate().filter(|&(_, &u)| !u) {
+            // A removed entry's frame: still allocated, awaiting reclaim.
+            let state = self.engine.frame_state(Pfn(i as u32)).unwrap();
+            if lock(&self.slots[i]).is_some() || state.refcount == 0 {
+                return Err(format!(
+                    "pfn {i} is lost: neither free nor awaiting reclaim"
+                ));
+            }
+        }
+        if (len, weight) != (self.len(), self.weight()) {
+            return Err(format!(
+                "entries sum to len {len}, weight {weight}; counted {}, {}",
+                self.len(),
+                self.weight()
+            ));
+        }
+        if weight > self.capacity {
+            return Err(format!("weight {weight} over capacity {}", self.capacity));
+        }
+        Ok(())
+    }
+
+    fn shard(&self, hash: u64) -> &RwLock<HashTable<Entry<K, V>>> {
+        // Bits 32.. : hashbrown uses the low bits for the bucket and the
+        // top 7 for its tag.
+        &self.shards[(hash >> 32) as usize & self.shard_mask]
+    }
+
+    /// Records a hit on the entry holding `pfn`. Errors mean the frame is
+    /// being reclaimed this instant: nothing to record.
+    #[inline]
+    fn touch(&self, pfn: Pfn) {
+        let _ = match self.policy {
+            Policy::ActiveInactive => self.engine.mark_accessed(pfn),
+            Policy::Lru => self.engine.promote(pfn),
+        };
+    }
+
+    fn unaccount(&self, e: &Entry<K, V>) {
+        self.weight.fetch_sub(e.weight, Ordering::Relaxed);
+        self.len.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Retires the frame of an entry just removed from its shard (whose
+    /// lock the caller holds, so no reclaim can free and reuse the frame
+    /// meanwhile): rotates it to the inactive tail, where reclaim frees
+    /// it next, and clears its slot. If reclaim has taken the slot first,
+    /// it frees the frame once it finds the entry gone.
+    fn retire(&self, pfn: Pfn) {
+        let _ = self.engine.rotate(pfn);
+        lock(&self.slots[pfn.0 as usize]).take();
+    }
+
+    /// Inserts, or with `absent_only` returns the value already cached as
+    /// `Err`.
+    fn insert_inner(&self, key: K, value: V, absent_only: bool) -> Result<Option<V>, V> {
+        let hash = self.hasher.hash_one(&key);
+        let weight = self.weigher.weight(&key, &value).max(1);
+        let mut evicted = Vec::new();
+        if weight > self.capacity {
+            let old = if absent_only {
+                if let Some(v) = self.get(&key) {
+                    return Err(v);
+                }
+                None
+            } else {
+                self.remove(&key)
+            };
+            self.evictions.fetch_add(1, Ordering::Relaxed);
+            self.notify(vec![(key, value)]);
+            return Ok(old);
+        }
+        let shard = self.shard(hash);
+        let mut spare = None;
+        let mut fresh = None;
+        let (mut map, pfn) = loop {
+            let map = write(shard);
+            if map.find(hash, |e| e.key == key).is_some() {
+                break (map, None);
+            }
+            if let Some(pfn) = spare.take().or_else(|| lock(&self.free).pop()) {
+                break (map, Some(pfn));
+            }
+            // Out of frames: reclaim one, without holding the shard lock
+            // (eviction takes shard locks).
+            drop(map);
+            spare = Some(self.reclaim_frame(&mut evicted));
+        };
+        let old = match pfn {
+            Some(pfn) => {
+                fresh = Some(pfn);
+                *lock(&self.slots[pfn.0 as usize]) = Some(key.clone());
+                map.insert_unique(
+                    hash,
+                    Entry {
+                        hash,
+                        key,
+                        value,
+                        pfn,
+                        weight,
+                    },
+                    |e| e.hash,
+                );
+                self.weight.fetch_add(weight, Ordering::Relaxed);
+                self.len.fetch_add(1, Ordering::Relaxed);
+                // Last, under the shard lock: reclaim cannot find the frame
+                // before its entry is complete.
+                self.engine.lru_add(pfn).expect("a free frame");
+                None
+            }
+            None => {
+                let e = map
+                    .find_mut(hash, |e| e.key == key)
+                    .expect("found under this lock");
+                if absent_only {
+                    let v = e.value.clone();
+                    self.touch(e.pfn);
+                    return Err(v);
+                }
+                let old_weight = mem::replace(&mut e.weight, weight);
+                self.weight.fetch_add(weight, Ordering::Relaxed);
+                self.weight.fetch_sub(old_weight, Ordering::Relaxed);
+                self.touch(e.pfn);
+                Some(mem::replace(&mut e.value, value))
+            }
+        };
+        drop(map);
+        if let Some(pfn) = spare {
+            lock(&self.free).push(pfn);
+        }
+        self.reclaim_excess(fresh, &mut evicted);
+        self.notify(evicted);
+        Ok(old)
+    }
+
+    fn notify(&self, evicted: Vec<(K, V)>) {
+        if let Some(listener) = &self.listener {
+            for (k, v) in evicted {
+                listener(k, v);
+            }
+        }
+    }
+
+    fn over(&self) -> bool {
+        self.weight.load(Ordering::Relaxed) > self.capacity
+    }
+
+    /// Entries to evict to get back within the capacity, estimated with
+    /// the mean weight.
+    fn excess_entries(&self) -> usize {
+        let weight = self.weight.load(Ordering::Relaxed);
+        let excess = weight.saturating_sub(self.capacity);
+        let mean = (weight / self.len.load(Ordering::Relaxed).max(1) as u64).max(1);
+        excess.div_ceil(mean).clamp(1, SWAP_CLUSTER_MAX as u64) as usize
+    }
+
+    /// Evicts until the weight is within the capacity, sparing the entry
+    /// this insertion just made (`fresh`), so that a `get` right after it
+    /// on this thread finds it.
+    fn reclaim_excess(&self, fresh: Option<Pfn>, evicted: &mut Vec<(K, V)>) {
+        let mut stalls = 0;
+        while self.over() {
+            let freed = self.shrink(self.excess_entries(), false, fresh, stalls, evicted);
+            let progress = !freed.is_empty();
+            lock(&self.free).extend(freed);
+            stalls = if progress {
+                0
+            } else {
+                self.stalled(stalls, self.excess_entries())
+            };
+        }
+    }
+
+    /// Frees one frame for an insertion, evicting the tail entry if no
+    /// removed entry's frame is there to free.
+    fn reclaim_frame(&self, evicted: &mut Vec<(K, V)>) -> Pfn {
+        let mut stalls = 0;
+        loop {
+            if let Some(pfn) = lock(&self.free).pop() {
+                return pfn;
+            }
+            let need = if self.over() {
+                self.excess_entries()
+            } else {
+                1
+            };
+            let mut freed = self.shrink(need, true, None, stalls, evicted);
+            if let Some(pfn) = freed.pop() {
+                lock(&self.free).extend(freed);
+                return pfn;
+            }
+            stalls = self.stalled(stalls, need);
+        }
+    }
+
+    /// A reclaim pass found nothing to free: frames may wait in per-thread
+    /// batches (off the lists), carry references of queued hits, or be
+    /// referenced, or the inactive list may hold only the spared entry.
+    /// Drain this thread's batches, then everyone's; age the active list;
+    /// scan wider each pass (`sc->priority`); let other threads run.
+    fn stalled(&self, stalls: u32, need: usize) -> u32 {
+        match stalls {
+            0 => self.engine.lru_add_drain(),
+            1 => self.engine.lru_add_drain_all(),
+            _ => std::thread::yield_now(),
+        }
+        if stalls > 0 {
+            self.engine
+                .shrink_active(0, need << stalls.min(24))
+                .expect("node 0 exists");
+        }
+        stalls + 1
+    }
+
+    /// One [`Engine::shrink`] pass over `need` frames (twice as many per
+    /// stall), never evicting `keep`, returning the frames it freed —
+    /// handed out only now that the engine has cleared them.
+    fn shrink(
+        &self,
+        need: usize,
+        want_frame: bool,
+        keep: Option<Pfn>,
+        stalls: u32,
+        evicted: &mut Vec<(K, V)>,
+    ) -> Vec<Pfn> {
+        let nr = need
+            .saturating_mul(1 << stalls.min(24))
+            .min(self.slots.len());
+        let mut freed = Vec::new();
+        self.engine
+            .shrink(0, nr, |pfn| {
+                if Some(pfn) == keep {
+                    return false;
+                }
+                let force = want_frame && freed.is_empty();
+                let took = self.evict(pfn, force, evicted);
+                if took {
+                    freed.push(pfn);
+                }
+                took
+            })
+            .expect("node 0 exists");
+        freed
+    }
+
+    /// The evict callback, run by reclaim outside the lru_lock with the
+    /// frame's references frozen at 0. A frame whose slot is empty belongs
+    /// to a removed entry: free it. Otherwise evict its entry if the cache
+    /// is over capacity (or `force`, to free a frame): take the key from
+    /// the slot — from then on whoever removes the entry leaves the frame
+    /// to us — and remove the entry if it still holds this frame.
+    fn evict(&self, pfn: Pfn, force: bool, evicted: &mut Vec<(K, V)>) -> bool {
+        let mut slot = lock(&self.slots[pfn.0 as usize]);
+        if slot.is_some() && !(force || self.over()) {
+            return false;
+        }
+        let Some(key) = slot.take() else {
+            return true;
+        };
+        drop(slot);
+        let hash = self.hasher.hash_one(&key);
+        let mut map = write(self.shard(hash));
+        if let Ok(found) = map.find_entry(hash, |e| e.pfn == pfn) {
+            let (e, _) = found.remove();
+            self.unaccount(&e);
+            drop(map);
+            self.evictions.fetch_add(1, Ordering::Relaxed);
+            evicted.push((e.key, e.value));
+        }
+        true
+    }
+}

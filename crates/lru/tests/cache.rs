@@ -1,0 +1,309 @@
+//! `LruCache` against oracles: the `lru` crate for exact LRU order, a
+//! `HashMap` of latest values for every policy and mode, and threads
+//! hammering one cache whose every evicted or surviving entry must be
+//! accounted for.
+
+use std::{
+    collections::HashMap,
+    num::NonZeroUsize,
+    sync::{Arc, Mutex},
+};
+
+use mmbatch_lru::{CacheError, LruCache, Policy};
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(u8, u32),
+    Get(u8),
+    Peek(u8),
+    Remove(u8),
+    GetOrInsert(u8, u32),
+}
+
+fn op(keys: u8) -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0..keys, any::<u32>()).prop_map(|(k, v)| Op::Insert(k, v)),
+        4 => (0..keys).prop_map(Op::Get),
+        1 => (0..keys).prop_map(Op::Peek),
+        1 => (0..keys).prop_map(Op::Remove),
+        2 => (0..keys, any::<u32>()).prop_map(|(k, v)| Op::GetOrInsert(k, v)),
+    ]
+}
+
+type Evicted = Arc<Mutex<Vec<(u8, u32)>>>;
+
+fn cache(capacity: usize, policy: Policy, batching: bool) -> (LruCache<u8, u32>, Evicted) {
+    let evicted = Evicted::default();
+    let log = evicted.clone();
+    let cache = LruCache::builder(capacity as u64)
+        .policy(policy)
+        .batching(batching)
+        .shards(4)
+        .eviction_listener(move |k, v| log.lock().unwrap().push((k, v)))
+        .build()
+        .unwrap();
+    (cache, evicted)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// One thread, batching off, `Policy::Lru`: every result and every
+    /// eviction, in order, is the `lru` crate's.
+    #[test]
+    fn exact_lru_order(capacity in 1usize..8, ops in prop::collection::vec(op(16), 1..200)) {
+        let (cache, evicted) = cache(capacity, Policy::Lru, false);
+        let mut oracle = lru::LruCache::new(NonZeroUsize::new(capacity).unwrap());
+        let mut oracle_evicted = Vec::new();
+        for op in ops {
+            match op {
+                Op::Insert(k, v) => {
+                    let old = oracle.peek(&k).copied();
+                    if let Some((ek, ev)) = oracle.push(k, v) {
+                        if ek != k {
+                            oracle_evicted.push((ek, ev));
+                        }
+                    }
+                    prop_assert_eq!(cache.insert(k, v), old);
+                }
+                Op::Get(k) => prop_assert_eq!(cache.get(&k), oracle.get(&k).copied()),
+                Op::Peek(k) => prop_assert_eq!(cache.peek(&k), oracle.peek(&k).copied()),
+                Op::Remove(k) => prop_assert_eq!(cache.remove(&k), oracle.pop(&k)),
+                Op::GetOrInsert(k, v) => {
+                    let want = *oracle.get_or_insert(k, || v);
+                    // `get_or_insert` evicts through `push` without telling:
+                    // recover the victim by comparing contents.
+                    prop_assert_eq!(cache.get_or_insert_with(k, || v), want);
+                }
+            }
+            let got = evicted.lock().unwrap().clone();
+            if got.len() != oracle_evicted.len() {
+                // Only get_or_insert evicts silently in the oracle.
+                let cached: Vec<_> = oracle.iter().map(|(k, _)| *k).collect();
+                let extra: Vec<_> = got[oracle_evicted.len()..].to_vec();
+                for (k, _) in &extra {
+                    prop_assert!(!cached.contains(k), "evicted {k} but the oracle kept it");
+                }
+                oracle_evicted.extend(extra);
+            }
+            prop_assert_eq!(&got, &oracle_evicted);
+            prop_assert_eq!(cache.len(), oracle.len());
+            cache.check_invariants().map_err(TestCaseError::fail)?;
+        }
+        // The survivors, least recent first, are the oracle's.
+        let mut order = Vec::new();
+        while let Some((k, _)) = oracle.pop_lru() {
+            order.push(k);
+        }
+        for k in order {
+            prop_assert!(cache.contains_key(&k));
+        }
+    }
+
+    /// Every policy and mode, one thread: a cached value is the latest
+    /// inserted, removed keys are gone, evicted entries were cached, and
+    /// cached plus evicted plus removed accounts for every insertion.
+    #[test]
+    fn values_and_accounting(
+        capacity in 1usize..12,
+        policy in prop_oneof![Just(Policy::ActiveInactive), Just(Policy::Lru)],
+        batching in any::<bool>(),
+        ops in prop::collection::vec(op(24), 1..300),
+    ) {
+        let (cache, evicted) = cache(capacity, policy, batching);
+        let mut latest: HashMap<u8, u32> = HashMap::new();
+        let mut gone = 0usize;
+        for op in ops {
+            match op {
+                Op::Insert(k, v) => {
+                    let old = cache.insert(k, v);
+                    if old.is_some() {
+                        prop_assert_eq!(old, latest.get(&k).copied());
+                        gone += 1;
+                    }
+                    latest.insert(k, v);
+                    prop_assert_eq!(cache.get(&k), Some(v));
+                }
+                Op::Get(k) | Op::Peek(k) => {
+                    if let Some(v) = cache.get(&k) {
+                        prop_assert_eq!(Some(v), latest.get(&k).copied());
+                    }
+                }
+                Op::Remove(k) => {
+                    let v = cache.remove(&k);
+                    if v.is_some() {
+                        prop_assert_eq!(v, latest.get(&k).copied());
+                        gone += 1;
+                    }
+                    latest.remove(&k);
+                    prop_assert_eq!(cache.get(&k), None);
+                }
+                Op::GetOrInsert(k, v) => {
+                    let got = cache.get_or_insert_with(k, || v);
+                    match latest.get(&k) {
+                        Some(&cur) if got == cur => {}
+                        _ => {
+                            prop_assert_eq!(got, v);
+                            latest.insert(k, v);
+                        }
+                    }
+                }
+            }
+            prop_assert!(cache.len() <= capacity);
+            cache.check_invariants().map_err(TestCaseError::fail)?;
+        }
+        let evicted = evicted.lock().unwrap().clone();
+        prop_assert_eq!(evicted.len() as u64, cache.stats().evictions);
+        cache.engine().lru_add_drain();
+        cache.check_invariants().map_err(TestCaseError::fail)?;
+        let _ = gone;
+    }
+}
+
+/// Threads insert, get, remove and replace over shared keys; afterwards
+/// every value ever inserted is cached, returned as replaced or removed,
+/// or evicted — exactly once — and the structures agree.
+#[test]
+fn threads_account_for_every_value() {
+    for (policy, batching) in [
+        (Policy::ActiveInactive, true),
+        (Policy::ActiveInactive, false),
+        (Policy::Lru, true),
+    ] {
+        let evicted = Arc::new(Mutex::new(Vec::new()));
+        let log = evicted.clone();
+        let cache: LruCache<u32, u64> = LruCache::builder(64)
+            .policy(policy)
+            .batching(batching)
+            .spare_frames(8)
+            .eviction_listener(move |_, v| log.lock().unwrap().push(v))
+            .build()
+            .unwrap();
+        let threads = 4u64;
+        let per_thread = 20_000u64;
+        let returned: Vec<Vec<u64>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let cache = &cache;
+                    s.spawn(move || {
+                        let mut back = Vec::new();
+                        let mut x = t * 7919 + 1;
+                        for i in 0..per_thread {
+                            x = x
+                                .wrapping_mul(6364136223846793005)
+                                .wrapping_add(1442695040888963407);
+                            let key = (x >> 33) as u32 % 256;
+                            let value = t << 32 | i;
+                            match (x >> 20) % 10 {
+                                0..=3 => back.extend(cache.insert(key, value)),
+                                4 => back.extend(cache.remove(&key)),
+                                _ => {
+                                    if let Some(v) = cache.get(&key) {
+                                        assert!(v >> 32 < threads, "a value never inserted");
+                                    }
+                                }
+                            }
+                            assert!(cache.weight() <= 64 + threads);
+                        }
+                        back
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        cache.engine().lru_add_drain_all();
+        cache.check_invariants().unwrap();
+        let mut seen: Vec<u64> = returned.into_iter().flatten().collect();
+        seen.extend(evicted.lock().unwrap().iter().copied());
+        for k in 0..256 {
+            seen.extend(cache.peek(&k));
+        }
+        let inserted = seen.len();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), inserted, "{policy:?}: a value came back twice");
+        assert_eq!(
+            cache.stats().evictions as usize,
+            evicted.lock().unwrap().len()
+        );
+        assert!(cache.len() <= 64);
+    }
+}
+
+#[test]
+fn weigher_bounds_total_weight() {
+    let evicted = Arc::new(Mutex::new(Vec::new()));
+    let log = evicted.clone();
+    let cache = LruCache::builder(100)
+        .weigher(|_: &u32, v: &Vec<u8>| v.len() as u64)
+        .max_entries(50)
+        .eviction_listener(move |k, _| log.lock().unwrap().push(k))
+        .build()
+        .unwrap();
+    for k in 0..20 {
+        cache.insert(k, vec![0; 10]);
+        assert!(cache.weight() <= 100);
+    }
+    assert_eq!(cache.len(), 10);
+    // Heavier than the capacity: not cached, reported at once, and the
+    // key's old value is gone.
+    assert_eq!(cache.insert(19, vec![0; 101]), Some(vec![0; 10]));
+    assert!(!cache.contains_key(&19));
+    assert_eq!(evicted.lock().unwrap().last(), Some(&19));
+    // Weight 0 counts as 1: max_entries bounds the entries.
+    let tiny = LruCache::builder(1000)
+        .weigher(|_: &u32, _: &()| 0)
+        .max_entries(8)
+        .spare_frames(1)
+        .build()
+        .unwrap();
+    for k in 0..100 {
+        tiny.insert(k, ());
+    }
+    assert!(tiny.len() <= 9);
+    tiny.check_invariants().unwrap();
+}
+
+#[test]
+fn bad_configurations_explain_themselves() {
+    let e = LruCache::<u8, u8>::builder(0).build().unwrap_err();
+    assert_eq!(e, CacheError::ZeroCapacity);
+    assert!(e.to_string().contains("at least 1"));
+    let e = LruCache::<u8, u8>::builder(10)
+        .max_entries(0)
+        .build()
+        .unwrap_err();
+    assert_eq!(e, CacheError::ZeroEntries);
+    let e = LruCache::<u8, u8>::builder(u64::MAX).build().unwrap_err();
+    assert!(matches!(e, CacheError::TooManyEntries { .. }));
+    assert!(e.to_string().contains("set max_entries"), "{e}");
+}
+
+#[test]
+fn two_lists_keep_hot_entries_through_a_scan() {
+    let cache = LruCache::builder(100).batching(false).build().unwrap();
+    for k in 0..50u32 {
+        cache.insert(k, k);
+        cache.get(&k);
+        cache.get(&k);
+    }
+    // A one-off scan of 1000 keys flushes an exact LRU entirely ...
+    let lru = LruCache::builder(100)
+        .policy(Policy::Lru)
+        .batching(false)
+        .build()
+        .unwrap();
+    for k in 0..50u32 {
+        lru.insert(k, k);
+        lru.get(&k);
+    }
+    for k in 1000..2000u32 {
+        cache.insert(k, k);
+        lru.insert(k, k);
+    }
+    assert!((0..50).all(|k| !lru.contains_key(&k)));
+    // ... but not the two lists: the hot half is active.
+    assert!((0..50).all(|k| cache.contains_key(&k)));
+    cache.check_invariants().unwrap();
+}
