@@ -13,6 +13,11 @@ pub(crate) use std::sync::{
     atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering},
 };
 
+#[cfg(loom)]
+pub(crate) use loom::thread::yield_now;
+#[cfg(not(loom))]
+pub(crate) use std::thread::yield_now;
+
 /// Locks `m`, ignoring poisoning: lruvec state is consistent whenever user
 /// code (an evict callback) can run, and that code runs unlocked anyway.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

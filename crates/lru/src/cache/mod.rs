@@ -18,7 +18,7 @@ use hashbrown::HashTable;
 use crate::{
     BATCH, Config, Engine, LruError, Modes, Pfn, SWAP_CLUSTER_MAX,
     frame::Flags,
-    sync::{AtomicU64, AtomicUsize, Mutex, Ordering, RwLock, lock, read, write},
+    sync::{AtomicU64, AtomicUsize, Mutex, Ordering, RwLock, lock, read, write, yield_now},
 };
 use counters::{Count, Counters};
 
@@ -828,7 +828,7 @@ where
         match stalls {
             0 => self.engine.lru_add_drain(),
             1 => self.engine.lru_add_drain_all(),
-            _ => std::thread::yield_now(),
+            _ => yield_now(),
         }
         if stalls > 0 {
             self.engine

@@ -12,6 +12,7 @@ use crate::{Config, Engine, LruList, Pfn};
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
+    builder.max_branches = 10_000; // six batch kinds per drain
     if builder.preemption_bound.is_none() {
         builder.preemption_bound = Some(2);
     }
