@@ -9,6 +9,7 @@
 
 pub mod activate;
 pub mod batch;
+pub mod cache;
 pub mod clear;
 pub mod faultaround;
 pub mod lockonfault;
@@ -120,6 +121,7 @@ pub fn experiments() -> &'static [Experiment] {
         faultaround::HOST,
         lockonfault::EXPERIMENT,
         activate::EXPERIMENT,
+        cache::EXPERIMENT,
     ]
 }
 

@@ -586,6 +586,19 @@ impl Engine {
     /// is on the LRU, or by marking it active if it still waits in this
     /// thread's lru_add batch.
     pub fn mark_accessed(&self, pfn: Pfn) -> Result<(), LruError> {
+        self.mark_accessed_settled(pfn).map(drop)
+    }
+
+    /// [`mark_accessed`](Self::mark_accessed), answering whether the frame
+    /// was already active and referenced — settled: further accesses change
+    /// nothing until reclaim clears a flag. A caller may skip marking a
+    /// settled frame until its next reclaim pass.
+    pub fn mark_accessed_settled(&self, pfn: Pfn) -> Result<bool, LruError> {
+        let f = self.frame(pfn)?;
+        // The hot path: one load (a free frame has neither flag).
+        if f.flags().contains(Flags::ACTIVE | Flags::REFERENCED) {
+            return Ok(true);
+        }
         let f = self.live(pfn)?;
         if !f.test(Flags::REFERENCED) {
             f.set(Flags::REFERENCED);
@@ -599,7 +612,7 @@ impl Engine {
             }
             f.clear(Flags::REFERENCED);
         }
-        Ok(())
+        Ok(false)
     }
 
     /// `__lru_cache_activate_folio`: a frame waiting in this thread's

@@ -23,7 +23,7 @@ fn insert_vs_eviction() {
         b.check(move || {
             // One entry cached, one spare frame: the second insertion
             // must reclaim a frame.
-            let (cache, log) = cache(1, 1, policy);
+            let (cache, log) = cache(1, 1, policy, true);
             cache.insert(0, 100);
             let cache = Arc::new(cache);
             let threads: Vec<_> = (1..=2)

@@ -16,8 +16,13 @@ type Log = Arc<Mutex<Vec<u32>>>;
 type Fixed = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
 
 /// A cache of `capacity` entries with `spare` spare frames, logging
-/// evictions.
-fn cache(capacity: u64, spare: usize, policy: Policy) -> (LruCache<u32, u32, Fixed>, Log) {
+/// evictions; batched or not.
+fn cache(
+    capacity: u64,
+    spare: usize,
+    policy: Policy,
+    batching: bool,
+) -> (LruCache<u32, u32, Fixed>, Log) {
     let log = Log::default();
     let l = log.clone();
     let cache = LruCache::builder(capacity)
@@ -25,6 +30,7 @@ fn cache(capacity: u64, spare: usize, policy: Policy) -> (LruCache<u32, u32, Fix
         .shards(4)
         .policy(policy)
         .hasher(Fixed::default())
+        .batching(batching)
         .eviction_listener(move |_, v| l.lock().unwrap().push(v))
         .build()
         .unwrap();
