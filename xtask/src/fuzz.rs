@@ -5,7 +5,7 @@
 use crate::util::{FUZZ, cargo, cargo_nightly, ensure_packages, exec, has_nightly, root, succeeds};
 
 /// The targets in `fuzz/Cargo.toml`.
-pub(crate) const TARGETS: &[&str] = &["pagevec_ops", "batcher_ops", "lru_ops"];
+pub(crate) const TARGETS: &[&str] = &["pagevec_ops", "batcher_ops", "lru_ops", "cache_ops"];
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let mut seconds = 30u64;

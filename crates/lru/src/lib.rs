@@ -64,6 +64,33 @@
 //!   vmstat-style counter with per-thread deltas folded past a threshold.
 //!
 //! Each protocol has a loom model (`cargo xtask loom lru`).
+//!
+//! # LruCache
+//!
+//! [`LruCache`] is the engine as a library other projects embed: a
+//! bounded concurrent map whose replacement order is the engine's lists.
+//!
+//! ```
+//! use mmbatch_lru::{LruCache, Policy};
+//!
+//! // The kernel's two lists, hits batched (the default).
+//! let cache: LruCache<u32, &str> = LruCache::new(1000);
+//! cache.insert(7, "seven");
+//! assert_eq!(cache.get(&7), Some("seven"));
+//!
+//! // Exact LRU with a weigher and an eviction listener.
+//! let exact = LruCache::builder(10)
+//!     .policy(Policy::Lru)
+//!     .weigher(|_: &u32, v: &String| v.len() as u64)
+//!     .eviction_listener(|k, _| println!("evicted {k}"))
+//!     .build()
+//!     .expect("a capacity of at least 1");
+//! exact.insert(1, "12345".to_owned());
+//! exact.insert(2, "67890".to_owned());
+//! exact.insert(3, "abc".to_owned()); // weight 13 > 10: evicts key 1
+//! assert!(!exact.contains_key(&1));
+//! assert_eq!(exact.weight(), 8);
+//! ```
 #![deny(unsafe_code)]
 
 mod cache;
@@ -87,3 +114,9 @@ pub use frame::{Flags, FrameState, FrameTable, LruList, Pfn};
 pub use lruvec::{Event, LruvecGuard};
 pub use pagetable::{OutOfRange, PTRS_PER_TABLE, PageTables};
 pub use vmstat::Stat;
+
+/// The workspace README's examples (this crate's and mmbatch-pagevec's),
+/// compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;

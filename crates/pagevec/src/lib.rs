@@ -94,11 +94,6 @@ pub fn uses_membarrier() -> bool {
     barrier::expedited()
 }
 
-/// The workspace README's examples, compiled and run as doctests.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-struct ReadmeDoctests;
-
 /// For loom models in other crates that call [`Batcher::disable`]: models
 /// the queue path's light barrier as the SeqCst fence it acts as against
 /// disable's heavy one (see the batcher docs). Call it first in the model.
