@@ -31,6 +31,8 @@ pub const EXPERIMENT: Experiment = Experiment {
     seed: "004 (batched activate_page)",
     title: "mark_accessed activations: lru_lock per frame vs per-thread batches",
     run,
+    big_scale: 1.0,
+    memory: |cfg| ((FRAMES * cfg.scale) as u64).max(1024) * 64,
 };
 
 /// Frames at scale 1.0: 1 Mi frames, a 24 MiB frame table, far larger than

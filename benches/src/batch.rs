@@ -36,6 +36,8 @@ pub const EXPERIMENT: Experiment = Experiment {
     seed: "all (the pagevec primitive)",
     title: "ops against one lock: per-op locking vs batches of N",
     run,
+    big_scale: 1.0,
+    memory: |_| 64 << 20,
 };
 
 /// Batch sizes measured: Linux's history (15, 31) and FreeBSD's (7, 63).

@@ -41,6 +41,10 @@ pub const EXPERIMENT: Experiment = Experiment {
     seed: "004 (batched activate_page), as a cache library",
     title: "LruCache with batched promotion vs Mutex<lru>, moka, quick_cache",
     run,
+    big_scale: 1.0,
+    memory: |cfg| {
+        ((KEYS * cfg.scale) as u64).max(64) * 64 + ((OPS * cfg.scale) as u64).max(1024) * 16
+    },
 };
 
 /// Keys at scale 1.0.

@@ -27,6 +27,8 @@ pub const EXPERIMENT: Experiment = Experiment {
     seed: "001 (ktask clear_gigantic_page)",
     title: "clearing and populating large memory on 1..CPUs threads",
     run,
+    big_scale: 200.0,
+    memory: |cfg| (4.0 * cfg.scale * (1u64 << 30) as f64) as u64,
 };
 
 /// Sizes in GiB at scale 1.0.

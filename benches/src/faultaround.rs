@@ -37,6 +37,10 @@ pub const HOST: Experiment = Experiment {
     seed: "002 (fault-around, host)",
     title: "userfaultfd lazy region: pages copied per fault by window order",
     run: run_host,
+    // 16 GiB, as the seed's test file.
+    big_scale: 64.0,
+    // The source and the region it fills.
+    memory: |cfg| pages_for(cfg) * PAGE as u64 * 2,
 };
 
 /// The engine experiment.
@@ -45,6 +49,9 @@ pub const ENGINE: Experiment = Experiment {
     seed: "002 (fault-around)",
     title: "read faults in the engine: map_pages over the fault-around window",
     run: run_engine,
+    big_scale: 64.0,
+    // Frames and page tables only: the engine holds no page data.
+    memory: |cfg| pages_for(cfg) * 64,
 };
 
 /// The seed's orders.

@@ -23,12 +23,12 @@ use std::{
     time::{Duration, Instant},
 };
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-pub use report::{Host, Metric, Report, Row, Summary, Table};
+pub use report::{Host, Metric, Report, Row, Summary, Table, compare};
 
 /// How big and how long to run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
     /// Work per sample relative to the default, which fits a 2-core,
     /// 24 GiB machine in minutes (1.0). The CI smoke run uses 0.001.
@@ -84,9 +84,48 @@ pub struct Experiment {
     pub title: &'static str,
     /// Measures it.
     pub run: fn(&Config, &mut dyn Progress) -> Report,
+    /// The scale at which its sizes are the seed's (`--scale big`): 1 where
+    /// the seed gives no size to match.
+    pub big_scale: f64,
+    /// Host memory a run at `cfg` needs, in bytes, checked against
+    /// `MemAvailable` before it starts.
+    pub memory: fn(&Config) -> u64,
 }
 
+/// The scale `--scale big` names: this experiment at its seed's sizes.
+pub const BIG: &str = "big";
+
 impl Experiment {
+    /// `cfg` at the seed's sizes (`--scale big`).
+    pub fn big(&self, cfg: &Config) -> Config {
+        Config {
+            scale: self.big_scale,
+            ..cfg.clone()
+        }
+    }
+
+    /// Why this host cannot run the experiment at `cfg`, if it cannot:
+    /// the memory it needs against what the host has available.
+    pub fn refusal(&self, cfg: &Config, host: &Host) -> Option<String> {
+        let need = (self.memory)(cfg);
+        let have = host.available_bytes;
+        if have == 0 || need <= have {
+            return None;
+        }
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        // The scale that would fit, with a tenth of the memory spare.
+        let fits = cfg.scale * (have as f64 * 0.9) / need as f64;
+        Some(format!(
+            "{} at scale {} needs {:.1} GiB of memory; this host has {:.1} GiB available \
+             (MemAvailable). Run it on a host with more memory, or with --scale {:.2} or less",
+            self.id,
+            cfg.scale,
+            gib(need),
+            gib(have),
+            fits
+        ))
+    }
+
     /// A report of this experiment measured on this host with `cfg`, notes
     /// to be added.
     pub fn report(

@@ -32,6 +32,8 @@ pub const EXPERIMENT: Experiment = Experiment {
     seed: "003 (lock on fault, host)",
     title: "locking a large file mapping: populate, per access, SIGSEGV batches, MLOCK_ONFAULT",
     run,
+    big_scale: 5e9 / BYTES,
+    memory: |cfg| (BYTES * cfg.scale) as u64 * 2,
 };
 
 /// File bytes at scale 1.0.

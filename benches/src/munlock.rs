@@ -28,6 +28,8 @@ pub const EXPERIMENT: Experiment = Experiment {
     seed: "000 (munlock batching)",
     title: "munlock of a large mlocked area in the engine, patch by patch",
     run,
+    big_scale: 56e9 / 4096.0 / FRAMES,
+    memory: |cfg| ((FRAMES * cfg.scale) as u64).max(64) * 64,
 };
 
 /// Frames at scale 1.0: 512 Ki (2 GiB of 4 KiB pages).

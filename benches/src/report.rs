@@ -3,10 +3,10 @@
 
 use std::{collections::BTreeMap, fmt::Write as _};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The machine a report was measured on.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Host {
     /// Online CPUs.
     pub cpus: usize,
@@ -14,10 +14,25 @@ pub struct Host {
     pub nodes: usize,
     /// `uname -r`.
     pub kernel: String,
+    /// `MemTotal` in bytes.
+    #[serde(default)]
+    pub memory_bytes: u64,
+    /// `MemAvailable` in bytes when the report was made.
+    #[serde(default)]
+    pub available_bytes: u64,
+    /// Transparent huge pages: the bracketed choice of
+    /// `/sys/kernel/mm/transparent_hugepage/enabled`.
+    #[serde(default)]
+    pub thp: String,
+    /// Reserved huge pages per size: (`2048kB`, total, free), from
+    /// `/sys/kernel/mm/hugepages`.
+    #[serde(default)]
+    pub hugepages: Vec<(String, u64, u64)>,
 }
 
 impl Host {
-    /// Reads the host's CPUs, nodes and kernel release.
+    /// Reads the host's CPUs, nodes, kernel release, memory, THP mode and
+    /// huge page pools.
     pub fn detect() -> Self {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let nodes = std::fs::read_dir("/sys/devices/system/node")
@@ -33,19 +48,96 @@ impl Host {
             })
             .unwrap_or(0)
             .max(1);
-        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_else(|_| "unknown".to_owned());
+        let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_owned());
+        let kernel = read("/proc/sys/kernel/osrelease").unwrap_or_else(|_| "unknown".to_owned());
+        let meminfo = read("/proc/meminfo").unwrap_or_default();
+        let kib = |field: &str| -> u64 {
+            meminfo
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix(field)?
+                        .trim()
+                        .strip_suffix("kB")?
+                        .trim()
+                        .parse()
+                        .ok()
+                })
+                .unwrap_or(0)
+                * 1024
+        };
+        let thp = read("/sys/kernel/mm/transparent_hugepage/enabled")
+            .ok()
+            .and_then(|s| Some(s.split_once('[')?.1.split_once(']')?.0.to_owned()))
+            .unwrap_or_else(|| "unavailable".to_owned());
+        let mut hugepages: Vec<(String, u64, u64)> = std::fs::read_dir("/sys/kernel/mm/hugepages")
+            .map(|dir| {
+                dir.filter_map(Result::ok)
+                    .filter_map(|e| {
+                        let size = e
+                            .file_name()
+                            .to_string_lossy()
+                            .strip_prefix("hugepages-")?
+                            .to_owned();
+                        let n = |f: &str| -> u64 {
+                            std::fs::read_to_string(e.path().join(f))
+                                .ok()
+                                .and_then(|s| s.trim().parse().ok())
+                                .unwrap_or(0)
+                        };
+                        Some((size, n("nr_hugepages"), n("free_hugepages")))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        hugepages.sort();
         Self {
             cpus,
             nodes,
             kernel,
+            memory_bytes: kib("MemTotal:"),
+            available_bytes: kib("MemAvailable:"),
+            thp,
+            hugepages,
         }
+    }
+
+    /// One line: CPUs, nodes, memory, kernel, THP, huge pages.
+    pub fn describe(&self) -> String {
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        let huge = if self.hugepages.is_empty() {
+            "none".to_owned()
+        } else {
+            self.hugepages
+                .iter()
+                .map(|(size, total, free)| format!("{size}: {total} reserved, {free} free"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        let memory = if self.memory_bytes == 0 {
+            "memory unknown".to_owned()
+        } else {
+            format!(
+                "{:.1} GiB memory ({:.1} GiB available)",
+                gib(self.memory_bytes),
+                gib(self.available_bytes)
+            )
+        };
+        format!(
+            "{} CPUs, {} NUMA node(s), {memory}, Linux {}, THP {}, huge pages {huge}",
+            self.cpus,
+            self.nodes,
+            self.kernel,
+            if self.thp.is_empty() {
+                "unknown"
+            } else {
+                &self.thp
+            },
+        )
     }
 }
 
 /// What a row's samples measure, and so how the table shows them.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
     /// Elapsed seconds per sample; lower is better (the seeds' "Elapsed").
@@ -77,7 +169,7 @@ impl Metric {
 }
 
 /// One measured configuration.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Row {
     /// `WORKLOAD/VARIANT/...`, as the experiment documents.
     pub name: String,
@@ -171,7 +263,7 @@ impl Summary {
 }
 
 /// A group of rows compared side by side; the first is the baseline.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Table {
     /// What the group holds, e.g. `counter, 2 threads`.
     pub title: String,
@@ -182,7 +274,7 @@ pub struct Table {
 }
 
 /// The result of one experiment run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     /// The experiment id (`batch`, `munlock`, ...).
     pub experiment: String,
@@ -470,6 +562,102 @@ fn fmt_value(v: f64) -> String {
     } else {
         format!("{v:.3e}")
     }
+}
+
+/// mmtests' compare: every row that two runs share (two kernels, two
+/// hosts, before and after a change), experiment by experiment and table
+/// by table as run `a` grouped them: median, min and max of `a`, then of
+/// `b` with its gain over `a` (positive is better, whatever the metric).
+/// Rows only one run has are listed by name.
+pub fn compare(a: &[Report], b: &[Report]) -> String {
+    const LABEL: usize = 36;
+    const STAT: usize = 16;
+    const COL: usize = 20;
+    let mut out = String::new();
+    for ra in a {
+        let Some(rb) = b.iter().find(|r| r.experiment == ra.experiment) else {
+            let _ = writeln!(out, "== {}: only in A\n", ra.experiment);
+            continue;
+        };
+        let metric = ra.metric;
+        let _ = writeln!(out, "== {}: {} (seed {})", ra.experiment, ra.title, ra.seed);
+        let _ = writeln!(
+            out,
+            "   A: {}; scale {}, {} sample(s)",
+            ra.host.describe(),
+            ra.config.scale,
+            ra.config.samples
+        );
+        let _ = writeln!(
+            out,
+            "   B: {}; scale {}, {} sample(s)",
+            rb.host.describe(),
+            rb.config.scale,
+            rb.config.samples
+        );
+        if rb.metric != metric {
+            let _ = writeln!(
+                out,
+                "   metrics differ ({metric:?} vs {:?}): not comparable\n",
+                rb.metric
+            );
+            continue;
+        }
+        for table in &ra.tables {
+            let _ = writeln!(out, "\n{}", table.title);
+            let _ = writeln!(out, "{:LABEL$}{:STAT$}{:>COL$}{:>COL$}", "", "", "A", "B");
+            for &i in &table.rows {
+                let row_a = &ra.rows[i];
+                let Some(row_b) = rb.row(&row_a.name) else {
+                    let _ = writeln!(
+                        out,
+                        "{:LABEL$}{:STAT$}{:>COL$}{:>COL$}",
+                        row_a.name, "", "", "not in B"
+                    );
+                    continue;
+                };
+                let (sa, sb) = (
+                    Summary::of(&row_a.values(metric)),
+                    Summary::of(&row_b.values(metric)),
+                );
+                type Stat = (&'static str, fn(&Summary) -> f64);
+                let stats: [Stat; 3] = [
+                    ("median", |s| s.median),
+                    ("min", |s| s.min),
+                    ("max", |s| s.max),
+                ];
+                for (k, (name, get)) in stats.into_iter().enumerate() {
+                    let label = if k == 0 { row_a.name.as_str() } else { "" };
+                    let (va, vb) = (get(&sa), get(&sb));
+                    let g = gain(va, vb, metric.higher_is_better());
+                    let _ = writeln!(
+                        out,
+                        "{label:LABEL$}{:STAT$}{:>COL$}{:>COL$}",
+                        format!("{} {name}", metric.label()),
+                        fmt_value(va),
+                        format!("{} ({g:>7.2}%)", fmt_value(vb)),
+                    );
+                }
+            }
+        }
+        let only_b: Vec<&str> = rb
+            .rows
+            .iter()
+            .filter(|r| ra.row(&r.name).is_none())
+            .map(|r| r.name.as_str())
+            .collect();
+        if !only_b.is_empty() {
+            let _ = writeln!(out, "\nonly in B: {}", only_b.join(", "));
+        }
+        out.push('\n');
+    }
+    for rb in b
+        .iter()
+        .filter(|rb| !a.iter().any(|ra| ra.experiment == rb.experiment))
+    {
+        let _ = writeln!(out, "== {}: only in B\n", rb.experiment);
+    }
+    out
 }
 
 fn fmt_count(v: f64) -> String {

@@ -27,6 +27,8 @@ pub const EXPERIMENT: Experiment = Experiment {
     seed: "000 (munlock batching, host)",
     title: "munlock of a MAP_LOCKED|MAP_POPULATE area on the host kernel",
     run,
+    big_scale: 56e9 / BYTES,
+    memory: |cfg| (BYTES * cfg.scale) as u64,
 };
 
 /// Bytes at scale 1.0: 4 GiB (the seed used 56 GB: `--scale 14`).

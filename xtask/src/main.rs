@@ -22,6 +22,7 @@ usage: cargo xtask <command>
 
 commands:
   repro [--only ID[,ID]] [--scale S] [--threads T] [--samples N] [--json FILE] [--list]
+  repro --compare A.json B.json   mmtests-style compare of two --json runs
                          run the experiments and print their tables (the main job)
   ci                     everything CI checks: fmt, clippy, tests, docs, loom, Miri,
                          fuzz targets build, repro smoke run

@@ -1,7 +1,7 @@
 //! `cargo xtask repro`: builds the experiment runner in release and runs
 //! it; arguments pass through (`--only`, `--scale`, `--threads`,
-//! `--samples`, `--json`, `--out`, `--list`). Tables go to stdout, the
-//! Markdown report and plots to `target/repro/`.
+//! `--samples`, `--json`, `--out`, `--list`, `--compare A.json B.json`).
+//! Tables go to stdout, the Markdown report and plots to `target/repro/`.
 
 use crate::util::{BUILD, cargo, ensure_packages, exec, root};
 

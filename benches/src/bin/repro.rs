@@ -4,7 +4,13 @@
 //! ```text
 //! repro [--only ID[,ID]] [--scale S] [--threads T] [--samples N]
 //!       [--json FILE] [--out DIR] [--list]
+//! repro --compare A.json B.json
 //! ```
+//!
+//! `--scale big` runs each experiment at its seed's sizes (56 GB munlock,
+//! 5 GB lock-on-fault, 16 GiB fault-around, up to 800 GiB clear); an
+//! experiment the host lacks the memory for is refused with what it needs
+//! and the scale that would fit, and the run exits with status 3.
 
 use std::{
     io::{IsTerminal, Write},
@@ -15,8 +21,8 @@ use std::{
 
 use mmbatch_benches::{Config, Progress, Report, experiment, experiments};
 
-const USAGE: &str = "usage: repro [--only ID[,ID]] [--scale S] [--threads T] [--samples N] \
-                     [--json FILE] [--out DIR] [--list]";
+const USAGE: &str = "usage: repro [--only ID[,ID]] [--scale S|big] [--threads T] [--samples N] \
+                     [--json FILE] [--out DIR] [--list]\n       repro --compare A.json B.json";
 
 struct Args {
     only: Vec<String>,
@@ -24,6 +30,9 @@ struct Args {
     json: Option<PathBuf>,
     out: PathBuf,
     list: bool,
+    compare: Option<(PathBuf, PathBuf)>,
+    /// `--scale big`: each experiment at its seed's sizes.
+    big: bool,
 }
 
 fn parse() -> Result<Args, String> {
@@ -35,6 +44,8 @@ fn parse() -> Result<Args, String> {
             .map_or_else(|| PathBuf::from("target"), PathBuf::from)
             .join("repro"),
         list: false,
+        compare: None,
+        big: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -47,14 +58,19 @@ fn parse() -> Result<Args, String> {
                     .collect()
             }
             "--scale" => {
-                let v = value("a number")?;
-                args.config.scale = v
-                    .parse()
-                    .ok()
-                    .filter(|s: &f64| *s > 0.0 && s.is_finite())
-                    .ok_or(format!(
-                        "--scale {v}: want a positive number (1 = default size)"
-                    ))?;
+                let v = value("a number or `big`")?;
+                if v == mmbatch_benches::BIG {
+                    args.big = true;
+                } else {
+                    args.config.scale = v
+                        .parse()
+                        .ok()
+                        .filter(|s: &f64| *s > 0.0 && s.is_finite())
+                        .ok_or(format!(
+                            "--scale {v}: want a positive number (1 = default size) or \
+                             `big` (the seeds' sizes)"
+                        ))?;
+                }
             }
             "--threads" => {
                 let v = value("a count")?;
@@ -76,6 +92,11 @@ fn parse() -> Result<Args, String> {
             "--json" => args.json = Some(value("a file")?.into()),
             "--out" => args.out = value("a directory")?.into(),
             "--list" => args.list = true,
+            "--compare" => {
+                let a = value("two JSON files from --json")?;
+                let b = value("a second JSON file")?;
+                args.compare = Some((a.into(), b.into()));
+            }
             "-h" | "--help" => return Err(USAGE.to_owned()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
@@ -127,6 +148,18 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some((a, b)) = &args.compare {
+        return match (load(a), load(b)) {
+            (Ok(a), Ok(b)) => {
+                print!("{}", mmbatch_benches::compare(&a, &b));
+                ExitCode::SUCCESS
+            }
+            (Err(e), _) | (_, Err(e)) => {
+                eprintln!("repro: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     if args.list {
         for e in experiments() {
             println!("{:<20} seed {:<28} {}", e.id, e.seed, e.title);
@@ -139,14 +172,26 @@ fn main() -> ExitCode {
         .collect();
     let mut reports: Vec<Report> = Vec::new();
     let tty = std::io::stderr().is_terminal();
+    let host = mmbatch_benches::Host::detect();
+    let mut refused = Vec::new();
     for e in selected {
+        let cfg = if args.big {
+            e.big(&args.config)
+        } else {
+            args.config.clone()
+        };
+        if let Some(why) = e.refusal(&cfg, &host) {
+            eprintln!("[{}] refused: {why}", e.id);
+            refused.push(why);
+            continue;
+        }
         let mut progress = Stderr {
             id: e.id,
             tty,
             last_tenth: 0,
             start: Instant::now(),
         };
-        let report = (e.run)(&args.config, &mut progress);
+        let report = (e.run)(&cfg, &mut progress);
         if tty {
             eprintln!();
         }
@@ -162,7 +207,28 @@ fn main() -> ExitCode {
         eprintln!("repro: {e}");
         return ExitCode::FAILURE;
     }
-    ExitCode::SUCCESS
+    if refused.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("repro: {} experiment(s) refused:", refused.len());
+        for why in &refused {
+            eprintln!("  {why}");
+        }
+        ExitCode::from(3)
+    }
+}
+
+/// Reports written by `--json`.
+fn load(path: &std::path::Path) -> Result<Vec<Report>, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "{} is not a `repro --json` file ({e}); make one with \
+             `cargo xtask repro --json FILE`",
+            path.display()
+        )
+    })
 }
 
 fn write_outputs(args: &Args, reports: &[Report]) -> Result<(), String> {
@@ -179,6 +245,10 @@ fn write_outputs(args: &Args, reports: &[Report]) -> Result<(), String> {
         "Made by `cargo xtask repro`. Each table compares configurations measured \
          side by side in one run; gains are against the first row.\n\n",
     );
+    let host = reports
+        .first()
+        .map_or_else(mmbatch_benches::Host::detect, |r| r.host.clone());
+    md.push_str(&format!("## Host\n\n{}\n\n", host.describe()));
     for r in reports {
         md.push_str(
             &r.to_markdown(&args.out)
