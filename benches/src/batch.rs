@@ -38,6 +38,8 @@ pub const EXPERIMENT: Experiment = Experiment {
     run,
     big_scale: 1.0,
     memory: |_| 64 << 20,
+    seed_refs: &[],
+    seed_why: "No seed measures the batching primitive alone; its per-op rows model the per-page lock round trips every seed removes.",
 };
 
 /// Batch sizes measured: Linux's history (15, 31) and FreeBSD's (7, 63).

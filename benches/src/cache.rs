@@ -45,6 +45,8 @@ pub const EXPERIMENT: Experiment = Experiment {
     memory: |cfg| {
         ((KEYS * cfg.scale) as u64).max(64) * 64 + ((OPS * cfg.scale) as u64).max(1024) * 16
     },
+    seed_refs: &[],
+    seed_why: "No seed: this is seed 004's batched activation as a library, against the caches a Rust user would otherwise pick.",
 };
 
 /// Keys at scale 1.0.

@@ -25,7 +25,9 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
-pub use report::{Host, Metric, Report, Row, Summary, Table, compare};
+pub use report::{
+    Host, Metric, Report, Row, SeedFigure, SeedRef, Stat, Summary, Table, compare, versus_seed,
+};
 
 /// How big and how long to run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -90,6 +92,11 @@ pub struct Experiment {
     /// Host memory a run at `cfg` needs, in bytes, checked against
     /// `MemAvailable` before it starts.
     pub memory: fn(&Config) -> u64,
+    /// The seed's published figures this experiment measures too.
+    pub seed_refs: &'static [SeedRef],
+    /// Why ours differ from the seed's where they do: the one sentence the
+    /// report adds after listing what agrees and what differs.
+    pub seed_why: &'static str,
 }
 
 /// The scale `--scale big` names: this experiment at its seed's sizes.
@@ -116,7 +123,7 @@ impl Experiment {
         // The scale that would fit, with a tenth of the memory spare.
         let fits = cfg.scale * (have as f64 * 0.9) / need as f64;
         Some(format!(
-            "{} at scale {} needs {:.1} GiB of memory; this host has {:.1} GiB available \
+            "{} at scale {:.2} needs {:.1} GiB of memory; this host has {:.1} GiB available \
              (MemAvailable). Run it on a host with more memory, or with --scale {:.2} or less",
             self.id,
             cfg.scale,
@@ -135,7 +142,11 @@ impl Experiment {
         rows: Vec<Row>,
         tables: Vec<Table>,
     ) -> Report {
+        let (versus_seed, versus_seed_summary) =
+            versus_seed(&rows, metric, self.seed_refs, self.seed_why);
         Report {
+            versus_seed,
+            versus_seed_summary,
             experiment: self.id.to_owned(),
             title: self.title.to_owned(),
             seed: self.seed.to_owned(),

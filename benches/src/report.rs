@@ -262,6 +262,115 @@ impl Summary {
     }
 }
 
+/// Which statistic of a row a seed comparison reads: the seed's own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stat {
+    /// Smallest sample (mmtests' "min", the seeds' usual headline).
+    Min,
+    /// Median sample.
+    Median,
+}
+
+/// A figure the seed published, as the speedup of its technique over its
+/// baseline, and the two rows of ours that measure the same thing.
+#[derive(Clone, Copy, Debug)]
+pub struct SeedRef {
+    /// What it is, in the seed's terms.
+    pub what: &'static str,
+    /// Our baseline row.
+    pub base: &'static str,
+    /// Our technique row.
+    pub tech: &'static str,
+    /// The seed's speedup: baseline time / technique time (or technique
+    /// rate / baseline rate), > 1 when the technique wins.
+    pub seed: f64,
+    /// Which statistic, as the seed reports it.
+    pub stat: Stat,
+}
+
+/// One seed figure beside ours.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SeedFigure {
+    /// What it is, in the seed's terms.
+    pub what: String,
+    /// The seed's speedup.
+    pub seed: f64,
+    /// Ours, from this run's rows; `None` when a row did not run.
+    pub ours: Option<f64>,
+}
+
+/// Our speedup of `tech` over `base` in `metric`, by `stat`.
+fn speedup(rows: &[Row], metric: Metric, base: &str, tech: &str, stat: Stat) -> Option<f64> {
+    let get = |name: &str| {
+        let row = rows
+            .iter()
+            .find(|r| r.name == name && !r.samples_s.is_empty())?;
+        let s = Summary::of(&row.values(metric));
+        Some(match stat {
+            Stat::Min if metric.higher_is_better() => s.max,
+            Stat::Min => s.min,
+            Stat::Median => s.median,
+        })
+    };
+    let (b, t) = (get(base)?, get(tech)?);
+    let x = if metric.higher_is_better() {
+        t / b
+    } else {
+        b / t
+    };
+    x.is_finite().then_some(x)
+}
+
+/// The seed's figures beside ours, and one sentence: which agree (ours
+/// within a quarter of the seed's speedup), which differ and how, then
+/// `why`, the experiment's account of the differences.
+pub fn versus_seed(
+    rows: &[Row],
+    metric: Metric,
+    refs: &[SeedRef],
+    why: &str,
+) -> (Vec<SeedFigure>, String) {
+    let figures: Vec<SeedFigure> = refs
+        .iter()
+        .map(|r| SeedFigure {
+            what: r.what.to_owned(),
+            seed: r.seed,
+            ours: speedup(rows, metric, r.base, r.tech, r.stat),
+        })
+        .collect();
+    if figures.is_empty() {
+        return (figures, why.to_owned());
+    }
+    let (mut agree, mut differ) = (Vec::new(), Vec::new());
+    for f in &figures {
+        match f.ours {
+            Some(o) if (o / f.seed - 1.0).abs() <= 0.25 => agree.push(f.what.clone()),
+            Some(o) => differ.push(format!(
+                "{} ({:.2}x here vs {:.2}x, {})",
+                f.what,
+                o,
+                f.seed,
+                if o > f.seed { "larger" } else { "smaller" }
+            )),
+            None => differ.push(format!("{} (not measured in this run)", f.what)),
+        }
+    }
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "none".to_owned()
+        } else {
+            v.join("; ")
+        }
+    };
+    let sentence = format!(
+        "Agrees with the seed (within 25%): {}. Differs: {}. {why}",
+        list(&agree),
+        list(&differ)
+    );
+    (figures, sentence)
+}
+
 /// A group of rows compared side by side; the first is the baseline.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Table {
@@ -294,6 +403,12 @@ pub struct Report {
     pub tables: Vec<Table>,
     /// Findings: targets met or missed, with the figures.
     pub notes: Vec<String>,
+    /// The seed's published figures beside ours.
+    #[serde(default)]
+    pub versus_seed: Vec<SeedFigure>,
+    /// What agrees with the seed, what differs, and why.
+    #[serde(default)]
+    pub versus_seed_summary: String,
 }
 
 impl Report {
@@ -338,6 +453,20 @@ impl Report {
             for note in &self.notes {
                 let _ = writeln!(out, "   {note}");
             }
+        }
+        if !self.versus_seed.is_empty() {
+            let _ = writeln!(out, "\n   seed vs ours (speedup of the technique):");
+            for f in &self.versus_seed {
+                let ours = f.ours.map_or("-".to_owned(), |o| format!("{o:.2}x"));
+                let _ = writeln!(
+                    out,
+                    "   {:<56} seed {:>6.2}x  ours {ours:>7}",
+                    f.what, f.seed
+                );
+            }
+        }
+        if !self.versus_seed_summary.is_empty() {
+            let _ = writeln!(out, "   {}", self.versus_seed_summary);
         }
         out
     }
@@ -460,6 +589,20 @@ impl Report {
             let _ = writeln!(md, "- {note}");
         }
         md.push('\n');
+        if !self.versus_seed_summary.is_empty() {
+            let _ = writeln!(md, "**Against the seed.** {}\n", self.versus_seed_summary);
+        }
+        if !self.versus_seed.is_empty() {
+            let _ = writeln!(md, "| seed figure | seed speedup | ours | ours / seed |");
+            let _ = writeln!(md, "|---|---:|---:|---:|");
+            for f in &self.versus_seed {
+                let (ours, ratio) = f.ours.map_or(("-".to_owned(), "-".to_owned()), |o| {
+                    (format!("{o:.2}x"), format!("{:.2}", o / f.seed))
+                });
+                let _ = writeln!(md, "| {} | {:.2}x | {ours} | {ratio} |", f.what, f.seed);
+            }
+            md.push('\n');
+        }
         Ok(md)
     }
 
