@@ -29,6 +29,13 @@
 //! assert_eq!(mapping.faults(), 64 / 16);
 //! # Ok::<(), mmbatch_faultaround::Error>(())
 //! ```
+//!
+//! # Guarantees
+//! - A fault never blocks to fill a neighbour: pages not ready are skipped
+//!   and fault on their own later (the rule that makes fault-around safe).
+//! - `UffdRegion`: pages already present are left alone (`EEXIST`),
+//!   `EAGAIN` and partial copies are retried, and dropping the region stops
+//!   and joins its handler threads before unmapping.
 
 pub mod engine;
 mod error;

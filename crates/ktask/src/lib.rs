@@ -17,6 +17,13 @@
 //! assert!(buf.iter().all(|b| *b == 0));
 //! ```
 //!
+//! # Guarantees
+//! - Every worker is started before any chunk runs, and none outlives
+//!   [`run()`].
+//! - The first error stops the job: no chunk starts after it, and the
+//!   chunks that finished are undone before the error is returned.
+//! - A panic in a chunk is propagated to the caller after the workers stop.
+//!
 //! Each protocol step (claiming, error and undo, completion) is a loom
 //! model (`cargo xtask loom ktask`).
 #![deny(unsafe_op_in_unsafe_fn)]

@@ -14,14 +14,17 @@
 //!   plus a SIGSEGV handler that unprotects and locks N pages per fault.
 //! - [`mlockall`] / [`munlockall`].
 //!
-//! ```no_run
+//! ```
 //! use mmbatch_mlock::{LockPolicy, LockedRegion};
 //!
 //! # fn main() -> Result<(), mmbatch_mlock::Error> {
-//! let region = LockedRegion::builder(16 << 20).policy(LockPolicy::Populate).build()?;
-//! assert_eq!(region.locked_bytes()?, 16 << 20); // the kernel says so
+//! // 1 MiB fits the default RLIMIT_MEMLOCK (8 MiB), so no privilege needed.
+//! let region = LockedRegion::builder(1 << 20).policy(LockPolicy::Populate).build()?;
+//! assert_eq!(region.locked_bytes()?, 1 << 20); // the kernel's smaps says so
 //! # Ok(()) }
 //! ```
+//!
+//! # Guarantees
 //!
 //! Errors: going over RLIMIT_MEMLOCK reports the limits, what is locked
 //! and how to raise it; EPERM names CAP_IPC_LOCK; ENOMEM at
