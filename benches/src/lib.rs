@@ -229,3 +229,30 @@ pub fn timed(threads: usize, work: impl Fn(usize) + Sync) -> Duration {
         .expect("at least one thread");
     last - first
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusal_names_need_and_a_scale_that_fits() {
+        let host = Host {
+            available_bytes: 10 << 30,
+            ..Host::default()
+        };
+        let clear = experiment("clear").unwrap();
+        let big = clear.big(&Config::default());
+        assert_eq!(big.scale, 200.0);
+        let why = clear
+            .refusal(&big, &host)
+            .expect("800 GiB does not fit in 10");
+        assert!(
+            why.contains("needs 800.0 GiB") && why.contains("10.0 GiB available"),
+            "{why}"
+        );
+        assert!(why.contains("--scale 2.25 or less"), "{why}");
+        assert!(clear.refusal(&Config::default(), &host).is_none());
+        // Unknown memory (no /proc/meminfo): never refuse.
+        assert!(clear.refusal(&big, &Host::default()).is_none());
+    }
+}

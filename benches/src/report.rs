@@ -830,6 +830,102 @@ mod tests {
         assert!((s.stddev - 0.012_909_944).abs() < 1e-6);
     }
 
+    fn report(experiment: &str, rows: &[(&str, &[f64])]) -> Report {
+        Report {
+            experiment: experiment.to_owned(),
+            title: "t".to_owned(),
+            seed: "s".to_owned(),
+            host: Host::default(),
+            config: crate::Config::default(),
+            metric: Metric::Seconds,
+            rows: rows
+                .iter()
+                .map(|(n, xs)| Row::timed((*n).to_owned(), xs.to_vec(), []))
+                .collect(),
+            tables: vec![Table {
+                title: "table".to_owned(),
+                rows: (0..rows.len()).collect(),
+                columns: rows.iter().map(|(n, _)| (*n).to_owned()).collect(),
+            }],
+            notes: Vec::new(),
+            versus_seed: Vec::new(),
+            versus_seed_summary: String::new(),
+        }
+    }
+
+    #[test]
+    fn compare_pairs_rows_by_name_and_signs_gains() {
+        let a = report(
+            "x",
+            &[
+                ("base", &[2.0, 2.0]),
+                ("fast", &[1.0, 1.0]),
+                ("gone", &[1.0]),
+            ],
+        );
+        let b = report(
+            "x",
+            &[
+                ("base", &[1.0, 1.0]),
+                ("fast", &[1.0, 1.0]),
+                ("new", &[1.0]),
+            ],
+        );
+        let text = compare(&[a.clone()], &[b]);
+        // base: 2 s -> 1 s is a 50% gain for a time metric.
+        let base = text.lines().find(|l| l.starts_with("base")).unwrap();
+        assert!(base.contains("50.00%"), "{text}");
+        assert!(text.contains("gone") && text.contains("not in B"), "{text}");
+        assert!(text.contains("only in B: new"), "{text}");
+        assert!(compare(&[a], &[]).contains("x: only in A"));
+    }
+
+    #[test]
+    fn versus_seed_reads_the_seeds_statistic() {
+        let r = report(
+            "x",
+            &[("step-0", &[3.0, 4.0, 5.0]), ("step-7", &[1.5, 3.0, 3.5])],
+        );
+        let refs = [
+            SeedRef {
+                what: "min",
+                base: "step-0",
+                tech: "step-7",
+                seed: 2.0,
+                stat: Stat::Min,
+            },
+            SeedRef {
+                what: "median",
+                base: "step-0",
+                tech: "step-7",
+                seed: 2.0,
+                stat: Stat::Median,
+            },
+            SeedRef {
+                what: "absent",
+                base: "step-0",
+                tech: "step-9",
+                seed: 1.0,
+                stat: Stat::Min,
+            },
+        ];
+        let (figs, sentence) = versus_seed(&r.rows, Metric::Seconds, &refs, "Why.");
+        assert_eq!(figs[0].ours, Some(2.0)); // 3.0 / 1.5
+        assert!((figs[1].ours.unwrap() - 4.0 / 3.0).abs() < 1e-9);
+        assert_eq!(figs[2].ours, None);
+        assert!(
+            sentence.starts_with("Agrees with the seed (within 25%): min."),
+            "{sentence}"
+        );
+        assert!(
+            sentence.contains("median (1.33x here vs 2.00x, smaller)"),
+            "{sentence}"
+        );
+        assert!(
+            sentence.contains("absent (not measured in this run)") && sentence.ends_with("Why.")
+        );
+    }
+
     #[test]
     fn gain_follows_mmtests_sign() {
         // Seed 000 step 7: 3.38 s -> 1.91 s is a 43.49% gain.
