@@ -871,7 +871,7 @@ mod tests {
                 ("new", &[1.0]),
             ],
         );
-        let text = compare(&[a.clone()], &[b]);
+        let text = compare(std::slice::from_ref(&a), &[b]);
         // base: 2 s -> 1 s is a 50% gain for a time metric.
         let base = text.lines().find(|l| l.starts_with("base")).unwrap();
         assert!(base.contains("50.00%"), "{text}");
