@@ -724,20 +724,15 @@ pub fn compare(a: &[Report], b: &[Report]) -> String {
         };
         let metric = ra.metric;
         let _ = writeln!(out, "== {}: {} (seed {})", ra.experiment, ra.title, ra.seed);
-        let _ = writeln!(
-            out,
-            "   A: {}; scale {}, {} sample(s)",
-            ra.host.describe(),
-            ra.config.scale,
-            ra.config.samples
-        );
-        let _ = writeln!(
-            out,
-            "   B: {}; scale {}, {} sample(s)",
-            rb.host.describe(),
-            rb.config.scale,
-            rb.config.samples
-        );
+        for (side, r) in [("A", ra), ("B", rb)] {
+            let _ = writeln!(
+                out,
+                "   {side}: {}; scale {}, {} sample(s)",
+                r.host.describe(),
+                r.config.scale,
+                r.config.samples
+            );
+        }
         if rb.metric != metric {
             let _ = writeln!(
                 out,

@@ -154,14 +154,20 @@ struct Shard<K, V> {
 
 /// Builds an [`LruCache`] with options; see [`LruCache::builder`].
 pub struct Builder<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
+    opts: Options<K, V>,
+    hasher: S,
+    weigher: W,
+}
+
+/// A builder's settings other than the hasher and the weigher, whose types
+/// the builder's type names.
+struct Options<K, V> {
     capacity: u64,
     max_entries: Option<usize>,
     spare_frames: Option<usize>,
     shards: Option<usize>,
     policy: Policy,
     batching: bool,
-    hasher: S,
-    weigher: W,
     weighted: bool,
     listener: Option<Listener<K, V>>,
 }
@@ -169,10 +175,10 @@ pub struct Builder<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
 impl<K, V, S, W> fmt::Debug for Builder<K, V, S, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Builder")
-            .field("capacity", &self.capacity)
-            .field("max_entries", &self.max_entries)
-            .field("policy", &self.policy)
-            .field("batching", &self.batching)
+            .field("capacity", &self.opts.capacity)
+            .field("max_entries", &self.opts.max_entries)
+            .field("policy", &self.opts.policy)
+            .field("batching", &self.opts.batching)
             .finish_non_exhaustive()
     }
 }
@@ -180,14 +186,14 @@ impl<K, V, S, W> fmt::Debug for Builder<K, V, S, W> {
 impl<K, V, S, W> Builder<K, V, S, W> {
     /// The replacement policy (default [`Policy::ActiveInactive`]).
     pub fn policy(mut self, policy: Policy) -> Self {
-        self.policy = policy;
+        self.opts.policy = policy;
         self
     }
 
     /// Whether hits, insertions and removals reach the LRU lists through
     /// per-thread batches (the default) or one lock acquisition each.
     pub fn batching(mut self, on: bool) -> Self {
-        self.batching = on;
+        self.opts.batching = on;
         self
     }
 
@@ -196,7 +202,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// so hot keys sharing a shard make its line bounce between CPUs; with
     /// Zipf keys on 2 CPUs, 8 shards ran at 0.8x the hits/s of 64.
     pub fn shards(mut self, shards: usize) -> Self {
-        self.shards = Some(shards.max(1));
+        self.opts.shards = Some(shards.max(1));
         self
     }
 
@@ -205,7 +211,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// weigher's capacity counts bytes: each entry costs a frame, and
     /// frames are allocated up front.
     pub fn max_entries(mut self, entries: usize) -> Self {
-        self.max_entries = Some(entries);
+        self.opts.max_entries = Some(entries);
         self
     }
 
@@ -213,67 +219,58 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// for reclaim and for insertions in flight (default: 1/16 of
     /// `max_entries` plus two batches).
     pub fn spare_frames(mut self, frames: usize) -> Self {
-        self.spare_frames = Some(frames);
+        self.opts.spare_frames = Some(frames);
         self
     }
 
     /// Called with each entry evicted for capacity, after every lock is
     /// released, on the thread whose insertion evicted it.
     pub fn eviction_listener(mut self, f: impl Fn(K, V) + Send + Sync + 'static) -> Self {
-        self.listener = Some(Box::new(f));
+        self.opts.listener = Some(Box::new(f));
         self
     }
 
     /// Hashes keys with `hasher` instead of foldhash.
     pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> Builder<K, V, S2, W> {
         Builder {
-            capacity: self.capacity,
-            max_entries: self.max_entries,
-            spare_frames: self.spare_frames,
-            shards: self.shards,
-            policy: self.policy,
-            batching: self.batching,
+            opts: self.opts,
             hasher,
             weigher: self.weigher,
-            weighted: self.weighted,
-            listener: self.listener,
         }
     }
 
     /// Weighs entries with `weigher`: the capacity becomes a total weight.
     pub fn weigher<W2: Weigher<K, V>>(self, weigher: W2) -> Builder<K, V, S, W2> {
         Builder {
-            capacity: self.capacity,
-            max_entries: self.max_entries,
-            spare_frames: self.spare_frames,
-            shards: self.shards,
-            policy: self.policy,
-            batching: self.batching,
+            opts: Options {
+                weighted: true,
+                ..self.opts
+            },
             hasher: self.hasher,
             weigher,
-            weighted: true,
-            listener: self.listener,
         }
     }
 
     /// Builds the cache, allocating its frames.
     pub fn build(self) -> Result<LruCache<K, V, S, W>, CacheError> {
-        if self.capacity == 0 {
+        if self.opts.capacity == 0 {
             return Err(CacheError::ZeroCapacity);
         }
         let max_entries = self
+            .opts
             .max_entries
-            .unwrap_or(usize::try_from(self.capacity).unwrap_or(usize::MAX));
+            .unwrap_or(usize::try_from(self.opts.capacity).unwrap_or(usize::MAX));
         if max_entries == 0 {
             return Err(CacheError::ZeroEntries);
         }
         let spare = self
+            .opts
             .spare_frames
             .unwrap_or(max_entries / 16 + 2 * BATCH)
             .max(1);
         let frames = max_entries.saturating_add(spare);
         let engine = Engine::new(Config {
-            modes: if self.batching {
+            modes: if self.opts.batching {
                 Modes::BATCHED
             } else {
                 Modes::IMMEDIATE
@@ -284,14 +281,15 @@ impl<K, V, S, W> Builder<K, V, S, W> {
             LruError::TooManyFrames { frames } => CacheError::TooManyEntries { frames },
             e => unreachable!("a valid engine configuration: {e}"),
         })?;
-        let gap = if self.policy == Policy::Lru && !self.batching {
+        let gap = if self.opts.policy == Policy::Lru && !self.opts.batching {
             0
-        } else if self.weighted {
-            self.capacity / 64
+        } else if self.opts.weighted {
+            self.opts.capacity / 64
         } else {
-            (self.capacity / 64).min(SWAP_CLUSTER_MAX as u64)
+            (self.opts.capacity / 64).min(SWAP_CLUSTER_MAX as u64)
         };
         let shards = self
+            .opts
             .shards
             .unwrap_or_else(|| {
                 32 * std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
@@ -300,7 +298,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
             .next_power_of_two();
         Ok(LruCache {
             engine,
-            policy: self.policy,
+            policy: self.opts.policy,
             shards: (0..shards)
                 .map(|_| {
                     CachePadded::new(Shard {
@@ -316,13 +314,13 @@ impl<K, V, S, W> Builder<K, V, S, W> {
             // Popped from the end: hand out low frames first.
             free: Mutex::new((0..frames as u32).rev().map(Pfn).collect()),
             weigher: self.weigher,
-            capacity: self.capacity,
-            low_watermark: self.capacity - gap,
+            capacity: self.opts.capacity,
+            low_watermark: self.opts.capacity - gap,
             weight: AtomicU64::new(0),
             len: AtomicUsize::new(0),
             evictions: AtomicU64::new(0),
             epoch: CachePadded::new(AtomicU64::new(1)),
-            listener: self.listener,
+            listener: self.opts.listener,
         })
     }
 }
@@ -439,16 +437,18 @@ impl<K: Hash + Eq + Clone, V: Clone> LruCache<K, V> {
     /// A builder for a cache of total weight `capacity`.
     pub fn builder(capacity: u64) -> Builder<K, V> {
         Builder {
-            capacity,
-            max_entries: None,
-            spare_frames: None,
-            shards: None,
-            policy: Policy::default(),
-            batching: true,
+            opts: Options {
+                capacity,
+                max_entries: None,
+                spare_frames: None,
+                shards: None,
+                policy: Policy::default(),
+                batching: true,
+                weighted: false,
+                listener: None,
+            },
             hasher: DefaultHashBuilder::default(),
             weigher: UnitWeigher,
-            weighted: false,
-            listener: None,
         }
     }
 }
@@ -493,10 +493,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let hash = self.hasher.hash_one(key);
-        read(&self.shard(hash).map)
-            .find(hash, |e| e.key.borrow() == key)
-            .map(|e| e.value.clone())
+        self.look(key, |e| e.value.clone())
     }
 
     /// Whether `key` is cached (no hit recorded).
@@ -505,10 +502,19 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
+        self.look(key, |_| ()).is_some()
+    }
+
+    /// `f` of `key`'s entry, under its shard's read lock, recording nothing.
+    fn look<Q, R>(&self, key: &Q, f: impl FnOnce(&Entry<K, V>) -> R) -> Option<R>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let hash = self.hasher.hash_one(key);
         read(&self.shard(hash).map)
             .find(hash, |e| e.key.borrow() == key)
-            .is_some()
+            .map(f)
     }
 
     /// Caches `value` under `key`, returning the value it replaces; a

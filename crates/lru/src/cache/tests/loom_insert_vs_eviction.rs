@@ -9,7 +9,7 @@
 
 use loom::{model::Builder, sync::Arc, thread};
 
-use super::cache;
+use super::{cache, seen};
 use crate::Policy;
 
 #[test]
@@ -42,10 +42,7 @@ fn insert_vs_eviction() {
             // Two evictors may each evict once on seeing the weight over:
             // the documented over-eviction of racing insertions.
             assert!(cache.len() <= 1);
-            let mut seen = log.lock().unwrap().clone();
-            seen.extend((0..=2).filter_map(|k| cache.peek(&k)));
-            seen.sort_unstable();
-            assert_eq!(seen, [100, 101, 102], "{policy:?}");
+            assert_eq!(seen(&cache, &log, 0..=2), [100, 101, 102], "{policy:?}");
         });
     }
 }

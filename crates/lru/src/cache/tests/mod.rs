@@ -36,3 +36,16 @@ fn cache(
         .unwrap();
     (cache, log)
 }
+
+/// Every value the listener heard plus every value still cached under
+/// `keys`, sorted: each value ever inserted appears at most once.
+fn seen(
+    cache: &LruCache<u32, u32, Fixed>,
+    log: &Log,
+    keys: std::ops::RangeInclusive<u32>,
+) -> Vec<u32> {
+    let mut seen = log.lock().unwrap().clone();
+    seen.extend(keys.filter_map(|k| cache.peek(&k)));
+    seen.sort_unstable();
+    seen
+}
