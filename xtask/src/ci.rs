@@ -78,7 +78,12 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                     "--out".into(),
                     out.display().to_string(),
                 ])
-                .and_then(|()| check_json(&out.join("smoke.json"))),
+                .and_then(|()| check_json(&out.join("smoke.json")))
+                .and_then(|()| {
+                    // The JSON reads back: a run compared with itself.
+                    let json = out.join("smoke.json").display().to_string();
+                    crate::repro::run(&["--compare".into(), json.clone(), json])
+                }),
             )
         }),
     ];
