@@ -172,6 +172,7 @@ fn main() -> ExitCode {
         .collect();
     let mut reports: Vec<Report> = Vec::new();
     let tty = std::io::stderr().is_terminal();
+    let started = Instant::now();
     let host = mmbatch_benches::Host::detect();
     let mut refused = Vec::new();
     for e in selected {
@@ -203,7 +204,12 @@ fn main() -> ExitCode {
         println!("{}", report.to_text());
         reports.push(report);
     }
-    if let Err(e) = write_outputs(&args, &reports) {
+    eprintln!(
+        "repro: {} experiment(s) in {:.1} minutes",
+        reports.len(),
+        started.elapsed().as_secs_f64() / 60.0
+    );
+    if let Err(e) = write_outputs(&args, &reports, started.elapsed().as_secs_f64()) {
         eprintln!("repro: {e}");
         return ExitCode::FAILURE;
     }
@@ -231,7 +237,7 @@ fn load(path: &std::path::Path) -> Result<Vec<Report>, String> {
     })
 }
 
-fn write_outputs(args: &Args, reports: &[Report]) -> Result<(), String> {
+fn write_outputs(args: &Args, reports: &[Report], elapsed_s: f64) -> Result<(), String> {
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(reports).map_err(|e| e.to_string())?;
         std::fs::write(path, json + "\n")
@@ -241,14 +247,42 @@ fn write_outputs(args: &Args, reports: &[Report]) -> Result<(), String> {
     std::fs::create_dir_all(&args.out)
         .map_err(|e| format!("creating {}: {e}", args.out.display()))?;
     let mut md = String::from("# mmbatch reproduction report\n\n");
-    md.push_str(
-        "Made by `cargo xtask repro`. Each table compares configurations measured \
-         side by side in one run; gains are against the first row.\n\n",
-    );
+    // The command as the user typed it (xtask adds `--out`).
+    let typed: Vec<String> = std::env::args()
+        .skip(1)
+        .scan(false, |skip, a| {
+            let keep = !*skip && a != "--out";
+            *skip = a == "--out";
+            Some(keep.then_some(a))
+        })
+        .flatten()
+        .collect();
+    md.push_str(&format!(
+        "Made by `cargo xtask repro{}{}` in {:.1} minutes. Each table compares \
+         configurations measured side by side in one run; gains are against the \
+         first row.\n\n",
+        if typed.is_empty() { "" } else { " " },
+        typed.join(" "),
+        elapsed_s / 60.0,
+    ));
     let host = reports
         .first()
         .map_or_else(mmbatch_benches::Host::detect, |r| r.host.clone());
     md.push_str(&format!("## Host\n\n{}\n\n", host.describe()));
+    md.push_str("## Summary\n\n");
+    for r in reports {
+        md.push_str(&format!(
+            "**`{}`** (seed {}): {}.\n\n",
+            r.experiment, r.seed, r.title
+        ));
+        for note in &r.notes {
+            md.push_str(&format!("- {note}\n"));
+        }
+        if !r.versus_seed_summary.is_empty() {
+            md.push_str(&format!("- Against the seed: {}\n", r.versus_seed_summary));
+        }
+        md.push('\n');
+    }
     for r in reports {
         md.push_str(
             &r.to_markdown(&args.out)
