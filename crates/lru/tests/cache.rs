@@ -62,7 +62,7 @@ fn threads_account_for_every_value() {
         let cache: LruCache<u32, u64> = LruCache::builder(64)
             .policy(policy)
             .batching(batching)
-            .spare_frames(8)
+            .spare_frames(2)
             .eviction_listener(move |_, v| log.lock().unwrap().push(v))
             .build()
             .unwrap();
@@ -82,7 +82,11 @@ fn threads_account_for_every_value() {
                             let key = (x >> 33) as u32 % 256;
                             let value = t << 32 | i;
                             match (x >> 20) % 10 {
-                                0..=3 => back.extend(cache.insert(key, value)),
+                                0..=2 => back.extend(cache.insert(key, value)),
+                                3 => {
+                                    // Ours is cached only if the key was absent.
+                                    let _ = cache.get_or_insert_with(key, || value);
+                                }
                                 4 => back.extend(cache.remove(&key)),
                                 _ => {
                                     if let Some(v) = cache.get(&key) {

@@ -776,7 +776,7 @@ where
             drop(map);
             spare = Some(self.reclaim_frame(&mut evicted));
         };
-        let old = match pfn {
+        let result = match pfn {
             Some(pfn) => {
                 fresh = Some(pfn);
                 *lock(&self.slots[pfn.0 as usize]) = Some(key.clone());
@@ -797,33 +797,33 @@ where
                 // Last, under the shard lock: reclaim cannot find the frame
                 // before its entry is complete.
                 self.engine.lru_add(pfn).expect("a free frame");
-                None
+                Ok(None)
             }
             None => {
                 let e = map
                     .find_mut(hash, |e| e.key == key)
                     .expect("found under this lock");
-                if absent_only {
-                    let v = e.value.clone();
-                    self.hit(e);
-                    return Err(v);
-                }
-                let old_weight = mem::replace(&mut e.weight, weight);
-                if weight != old_weight {
-                    self.weight.fetch_add(weight, Ordering::Relaxed);
-                    self.weight.fetch_sub(old_weight, Ordering::Relaxed);
-                }
                 self.hit(e);
-                Some(mem::replace(&mut e.value, value))
+                if absent_only {
+                    Err(e.value.clone())
+                } else {
+                    let old_weight = mem::replace(&mut e.weight, weight);
+                    if weight != old_weight {
+                        self.weight.fetch_add(weight, Ordering::Relaxed);
+                        self.weight.fetch_sub(old_weight, Ordering::Relaxed);
+                    }
+                    Ok(Some(mem::replace(&mut e.value, value)))
+                }
             }
         };
         drop(map);
+        // A frame reclaimed for a key another thread inserted meanwhile.
         if let Some(pfn) = spare {
             lock(&self.free).push(pfn);
         }
         self.reclaim_excess(fresh, &mut evicted);
         self.notify(evicted);
-        Ok(old)
+        result
     }
 
     fn notify(&self, evicted: Vec<(K, V)>) {
