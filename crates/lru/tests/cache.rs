@@ -141,6 +141,11 @@ fn weigher_bounds_total_weight() {
     assert_eq!(cache.insert(19, vec![0; 101]), Some(vec![0; 10]));
     assert!(!cache.contains_key(&19));
     assert_eq!(evicted.lock().unwrap().last(), Some(&19));
+    // An entry as heavy as the whole capacity is cached alone (above the
+    // low watermark, which reclaim cannot reach without evicting it).
+    assert_eq!(cache.insert(50, vec![0; 100]), None);
+    assert_eq!((cache.len(), cache.weight()), (1, 100));
+    cache.check_invariants().unwrap();
     // Weight 0 counts as 1: max_entries bounds the entries.
     let tiny = LruCache::builder(1000)
         .weigher(|_: &u32, _: &()| 0)

@@ -862,7 +862,10 @@ where
             return;
         }
         let mut stalls = 0;
-        while self.above_low() {
+        // Stop when only the spared entry is left: it alone may lie between
+        // the low watermark and the capacity.
+        let spared = usize::from(fresh.is_some());
+        while self.above_low() && self.len() > spared {
             let freed = self.shrink(self.excess_entries(), false, fresh, stalls, evicted);
             let progress = !freed.is_empty();
             lock(&self.free).extend(freed);
