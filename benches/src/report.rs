@@ -534,12 +534,9 @@ impl Report {
         let _ = writeln!(md, "## `{}` — {}\n", self.experiment, self.title);
         let _ = writeln!(
             md,
-            "Seed {}. Host: {} CPUs, {} NUMA node(s), Linux {}. Scale {}, {} sample(s) per row. \
-             {} ({}).\n",
+            "Seed {}. Host: {}. Scale {}, {} sample(s) per row. {} ({}).\n",
             self.seed,
-            self.host.cpus,
-            self.host.nodes,
-            self.host.kernel,
+            self.host.describe(),
             self.config.scale,
             self.config.samples,
             self.metric.label(),

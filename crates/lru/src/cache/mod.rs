@@ -29,9 +29,10 @@ pub enum Policy {
     /// The kernel's two lists (`folio_mark_accessed`): a new entry goes on
     /// the inactive list; its first hit sets REFERENCED, its second moves
     /// it to the active list; reclaim refills the inactive list from the
-    /// active tail and gives referenced entries a second chance. Hot
-    /// entries cost a hit nothing but two flag loads, and a one-off scan
-    /// cannot flush them.
+    /// active tail and gives referenced entries a second chance. A hot
+    /// entry's hits skip the frame until reclaim next deactivates frames
+    /// (see [`LruCache`]'s "How it works"), and a one-off scan cannot flush
+    /// hot entries.
     #[default]
     ActiveInactive,
     /// Exact LRU: every hit moves the entry to the head of one list
@@ -199,8 +200,8 @@ impl<K, V, S, W> Builder<K, V, S, W> {
 
     /// Number of map shards, rounded up to a power of two (default: 32
     /// per CPU, at most one per entry). A hit writes its shard's lock word,
-    /// so hot keys sharing a shard make its line bounce between CPUs; with
-    /// Zipf keys on 2 CPUs, 8 shards ran at 0.8x the hits/s of 64.
+    /// so hot keys sharing a shard make its line bounce between CPUs: more
+    /// shards than CPUs keep two CPUs' hits on different lines more often.
     pub fn shards(mut self, shards: usize) -> Self {
         self.opts.shards = Some(shards.max(1));
         self
@@ -360,10 +361,14 @@ impl<K, V, S, W> Builder<K, V, S, W> {
 /// holds a frame of an [`Engine`], and the frame's place on the engine's
 /// lists is the entry's place in the replacement order. A hit clones the
 /// value under the shard's read lock and calls
-/// [`Engine::mark_accessed`] (or [`Engine::promote`] under
+/// [`Engine::mark_accessed_settled`] (or [`Engine::promote`] under
 /// [`Policy::Lru`]), which at most queues the frame on the calling thread's
-/// batch. An insertion past the capacity calls [`Engine::shrink`], whose
-/// evict callback removes the victim from its shard.
+/// batch. Once a hit finds the frame active and referenced, the entry
+/// remembers the reclaim epoch, and later hits skip the frame (a cache miss
+/// in the frame table) until a reclaim pass deactivates frames. An
+/// insertion past the capacity evicts down to a low watermark through
+/// [`Engine::shrink`], whose evict callback removes the victim from its
+/// shard.
 ///
 /// # Guarantees
 /// - An insertion never evicts the entry it makes, so a `get` right after
