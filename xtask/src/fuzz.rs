@@ -4,10 +4,33 @@
 
 use crate::util::{FUZZ, cargo, cargo_nightly, ensure_packages, exec, has_nightly, root, succeeds};
 
-/// The targets in `fuzz/Cargo.toml`.
-pub(crate) const TARGETS: &[&str] = &["pagevec_ops", "batcher_ops", "lru_ops", "cache_ops"];
+/// The targets: the `[[bin]]` names of `fuzz/Cargo.toml`, in its order.
+fn targets() -> Result<Vec<String>, String> {
+    let path = root().join("fuzz/Cargo.toml");
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    Ok(bin_names(&text))
+}
+
+/// The `name` of every `[[bin]]` table in a Cargo manifest.
+fn bin_names(manifest: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut in_bin = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_bin = line == "[[bin]]";
+        } else if let Some(v) = line.strip_prefix("name").map(str::trim_start)
+            && in_bin
+            && let Some(v) = v.strip_prefix('=')
+        {
+            names.push(v.trim().trim_matches('"').to_owned());
+        }
+    }
+    names
+}
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
+    let targets = targets()?;
     let mut seconds = 30u64;
     let mut only = None;
     let mut it = args.iter();
@@ -21,11 +44,11 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                     .filter(|s| *s > 0)
                     .ok_or(format!("--seconds {v}: want a positive integer"))?;
             }
-            t if TARGETS.contains(&t) => only = Some(t),
+            t if targets.iter().any(|n| n == t) => only = Some(t),
             other => {
                 return Err(format!(
                     "unknown argument {other:?}; targets: {}",
-                    TARGETS.join(", ")
+                    targets.join(", ")
                 ));
             }
         }
@@ -38,7 +61,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         eprintln!("installing cargo-fuzz");
         exec(cargo().args(["install", "cargo-fuzz", "--locked"]))?;
     }
-    for target in TARGETS.iter().filter(|t| only.is_none_or(|o| o == **t)) {
+    for target in targets.iter().filter(|t| only.is_none_or(|o| o == *t)) {
         exec(
             cargo_nightly()
                 .current_dir(root().join("fuzz"))
@@ -47,4 +70,13 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn bin_names_reads_every_target() {
+        let manifest = "[package]\nname = \"mmbatch-fuzz\"\n\n[[bin]]\nname = \"a_ops\"\npath = \"x\"\n\n[dependencies]\nname = \"no\"\n[[bin]]\nname = \"b\"\n";
+        assert_eq!(super::bin_names(manifest), ["a_ops", "b"]);
+    }
 }

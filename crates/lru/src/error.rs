@@ -60,6 +60,16 @@ pub enum LruError {
         /// Its references (2 would be the allocation and the isolation).
         refcount: u32,
     },
+    /// More nodes than [`MAX_NUMNODES`](crate::MAX_NUMNODES).
+    TooManyNodes {
+        /// Nodes asked for.
+        nodes: usize,
+    },
+    /// Page tables whose tables cannot be allocated.
+    PageTablesTooLarge {
+        /// Virtual pages asked for.
+        len: u64,
+    },
 }
 
 impl fmt::Display for LruError {
@@ -113,6 +123,19 @@ impl fmt::Display for LruError {
                 f,
                 "{pfn} has {refcount} references, more than its allocation and isolation: \
                  wait for queued operations (lru_add_drain_all) and retry"
+            ),
+            LruError::TooManyNodes { nodes } => write!(
+                f,
+                "{nodes} nodes exceed MAX_NUMNODES ({}, the kernel's limit): set Config::nodes \
+                 to at most that",
+                crate::MAX_NUMNODES
+            ),
+            LruError::PageTablesTooLarge { len } => write!(
+                f,
+                "page tables for {len} virtual pages cannot be allocated ({} bytes per {} \
+                 pages): cover only the range the test maps",
+                crate::PTRS_PER_TABLE * 4,
+                crate::PTRS_PER_TABLE
             ),
         }
     }

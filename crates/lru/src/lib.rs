@@ -91,6 +91,37 @@
 //! assert!(!exact.contains_key(&1));
 //! assert_eq!(exact.weight(), 8);
 //! ```
+//!
+//! # Guarantees under faults
+//! What happens when user code panics or an argument is out of range;
+//! each line is checked by `tests/faults.rs` (and the `lru_sizes` fuzz
+//! target), the engine's plain refusals by `tests/bad_input.rs`.
+//! - **[`Engine::shrink`]'s evict callback panics**: every frame the pass
+//!   had isolated, the one being offered included, goes back on its list
+//!   with its references as before; frames the callback already accepted
+//!   stay freed; then the panic continues in the caller.
+//! - **Scan counts** ([`Engine::shrink`], [`Engine::shrink_active`]) may
+//!   be anything up to `usize::MAX`: a pass scans at most the list.
+//! - **[`Engine::munlock_range`] meets a frame number outside the table**:
+//!   it returns [`LruError::OutOfRange`] after munlocking and releasing
+//!   every frame it had pinned, at every step of seed 000's series.
+//! - **Sizes that cannot exist** are errors, not aborts:
+//!   [`PageTables::try_new`] ([`LruError::PageTablesTooLarge`]),
+//!   [`Config::nodes`] above [`MAX_NUMNODES`] ([`LruError::TooManyNodes`]),
+//!   a cache capacity above [`LruCache::MAX_CAPACITY`]
+//!   ([`CacheError::CapacityTooLarge`]), too many frames
+//!   ([`CacheError::TooManyEntries`]).
+//! - **[`LruCache`] user code panics** — `Hash`, `Eq` or `Clone` of a key,
+//!   `Clone` of a value, the weigher, a loader: the panic reaches the
+//!   caller, the cache keeps every frame, its invariants check clean and
+//!   it keeps working (a property test injects a panic at every such call
+//!   in turn). Eviction runs no user code inside reclaim: a frame's slot
+//!   keeps the key's hash. Entries an insertion had already evicted when
+//!   its own user code panicked are dropped without reaching the listener.
+//! - **The eviction listener panics**: the other entries evicted by the
+//!   same insertion still reach it; the first panic then continues in the
+//!   inserting caller.
+//! - **`max_entries`** bounds the entries held, whatever their weight.
 #![deny(unsafe_code)]
 
 mod cache;
@@ -106,8 +137,8 @@ pub use cache::{
     Builder, CacheError, CacheStats, DefaultHashBuilder, LruCache, Policy, UnitWeigher, Weigher,
 };
 pub use engine::{
-    BATCH, Config, Engine, EngineStats, Mode, Modes, MunlockStats, MunlockStep, NodeLayout,
-    SWAP_CLUSTER_MAX, ShrinkStats,
+    BATCH, Config, Engine, EngineStats, MAX_NUMNODES, Mode, Modes, MunlockStats, MunlockStep,
+    NodeLayout, SWAP_CLUSTER_MAX, ShrinkStats,
 };
 pub use error::LruError;
 pub use frame::{Flags, FrameState, FrameTable, LruList, Pfn};

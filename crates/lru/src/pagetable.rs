@@ -5,6 +5,7 @@
 use crossbeam_utils::CachePadded;
 
 use crate::{
+    LruError,
     frame::{NIL, Pfn},
     sync::{AtomicU32, Mutex, Ordering, lock},
 };
@@ -54,17 +55,37 @@ pub struct PageTables {
 
 impl PageTables {
     /// Tables for virtual pages `0..len`.
+    ///
+    /// # Panics
+    /// If the tables cannot be allocated ([`try_new`](Self::try_new)
+    /// returns that as an error).
     pub fn new(len: u64) -> Self {
-        let n = len.div_ceil(PTRS_PER_TABLE as u64) as usize;
-        let tables = (0..n)
-            .map(|_| {
-                CachePadded::new(Table {
-                    entries: (0..PTRS_PER_TABLE).map(|_| AtomicU32::new(NIL)).collect(),
-                    lock: Mutex::new(0),
-                })
-            })
-            .collect();
-        Self { tables, len }
+        Self::try_new(len).unwrap_or_else(|e| panic!("PageTables::new({len}): {e}"))
+    }
+
+    /// Tables for virtual pages `0..len`, or
+    /// [`LruError::PageTablesTooLarge`] if they cannot be allocated (a
+    /// length whose tables overflow the address space, or memory refused).
+    pub fn try_new(len: u64) -> Result<Self, LruError> {
+        let too_large = || LruError::PageTablesTooLarge { len };
+        let n = usize::try_from(len.div_ceil(PTRS_PER_TABLE as u64)).map_err(|_| too_large())?;
+        let mut tables = Vec::new();
+        tables.try_reserve_exact(n).map_err(|_| too_large())?;
+        for _ in 0..n {
+            let mut entries = Vec::new();
+            entries
+                .try_reserve_exact(PTRS_PER_TABLE)
+                .map_err(|_| too_large())?;
+            entries.extend((0..PTRS_PER_TABLE).map(|_| AtomicU32::new(NIL)));
+            tables.push(CachePadded::new(Table {
+                entries: entries.into_boxed_slice(),
+                lock: Mutex::new(0),
+            }));
+        }
+        Ok(Self {
+            tables: tables.into_boxed_slice(),
+            len,
+        })
     }
 
     /// Number of virtual pages covered.

@@ -9,6 +9,7 @@ use std::{
     fmt,
     hash::{BuildHasher, Hash},
     mem,
+    panic::{self, AssertUnwindSafe},
 };
 
 use crossbeam_utils::CachePadded;
@@ -99,6 +100,12 @@ pub enum CacheError {
     ZeroCapacity,
     /// `max_entries(0)`.
     ZeroEntries,
+    /// A capacity above [`LruCache::MAX_CAPACITY`]: the total weight of
+    /// the entries and of insertions in flight must fit a `u64`.
+    CapacityTooLarge {
+        /// The capacity asked for.
+        capacity: u64,
+    },
     /// More frames than the engine can name (`u32::MAX - 1`).
     TooManyEntries {
         /// Frames the configuration asked for: max entries plus spare.
@@ -115,6 +122,12 @@ impl fmt::Display for CacheError {
             CacheError::ZeroEntries => {
                 f.write_str("max_entries(0) can hold nothing: pass at least 1")
             }
+            CacheError::CapacityTooLarge { capacity } => write!(
+                f,
+                "a capacity of {capacity} exceeds LruCache::MAX_CAPACITY ({}): weigh entries \
+                 in larger units (KiB rather than bytes) or pass at most that",
+                LruCache::<(), ()>::MAX_CAPACITY
+            ),
             CacheError::TooManyEntries { frames } => write!(
                 f,
                 "{frames} entries (max entries plus spare frames) exceed the engine's {} \
@@ -257,6 +270,11 @@ impl<K, V, S, W> Builder<K, V, S, W> {
         if self.opts.capacity == 0 {
             return Err(CacheError::ZeroCapacity);
         }
+        if self.opts.capacity > LruCache::<K, V>::MAX_CAPACITY {
+            return Err(CacheError::CapacityTooLarge {
+                capacity: self.opts.capacity,
+            });
+        }
         let max_entries = self
             .opts
             .max_entries
@@ -282,12 +300,18 @@ impl<K, V, S, W> Builder<K, V, S, W> {
             LruError::TooManyFrames { frames } => CacheError::TooManyEntries { frames },
             e => unreachable!("a valid engine configuration: {e}"),
         })?;
-        let gap = if self.opts.policy == Policy::Lru && !self.opts.batching {
+        let exact = self.opts.policy == Policy::Lru && !self.opts.batching;
+        let gap = if exact {
             0
         } else if self.opts.weighted {
             self.opts.capacity / 64
         } else {
             (self.opts.capacity / 64).min(SWAP_CLUSTER_MAX as u64)
+        };
+        let entries_gap = if exact {
+            0
+        } else {
+            (max_entries / 64).min(SWAP_CLUSTER_MAX)
         };
         let shards = self
             .opts
@@ -317,6 +341,8 @@ impl<K, V, S, W> Builder<K, V, S, W> {
             weigher: self.weigher,
             capacity: self.opts.capacity,
             low_watermark: self.opts.capacity - gap,
+            max_entries,
+            low_entries: max_entries - entries_gap,
             weight: AtomicU64::new(0),
             len: AtomicUsize::new(0),
             evictions: AtomicU64::new(0),
@@ -394,10 +420,12 @@ pub struct LruCache<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
     shards: Box<[CachePadded<Shard<K, V>>]>,
     shard_mask: usize,
     hasher: S,
-    /// The key whose entry holds each frame; `None` for a free frame or a
-    /// removed entry's frame awaiting reclaim. Whoever takes the key from
-    /// a slot decides the entry's fate (see `evict`).
-    slots: Box<[Mutex<Option<K>>]>,
+    /// The hash and key of the entry that holds each frame; `None` for a
+    /// free frame or a removed entry's frame awaiting reclaim. Whoever
+    /// takes the key from a slot decides the entry's fate (see `evict`).
+    /// The hash is kept so that eviction runs no user code (`Hash`) inside
+    /// the engine's reclaim.
+    slots: Box<[Mutex<Option<Slot<K>>>]>,
     free: Mutex<Vec<Pfn>>,
     weigher: W,
     capacity: u64,
@@ -405,6 +433,10 @@ pub struct LruCache<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
     /// entries (1/64 of the weight with a weigher), or exactly the capacity
     /// under `Policy::Lru` with batching off, whose order is exact.
     low_watermark: u64,
+    /// The most entries held ([`Builder::max_entries`]) and where reclaim
+    /// started on the entry count stops (the same gap as the weight's).
+    max_entries: usize,
+    low_entries: usize,
     weight: AtomicU64,
     len: AtomicUsize,
     evictions: AtomicU64,
@@ -424,6 +456,14 @@ impl<K, V, S, W> fmt::Debug for LruCache<K, V, S, W> {
             .field("engine", &self.engine)
             .finish_non_exhaustive()
     }
+}
+
+impl<K, V> LruCache<K, V> {
+    /// The largest capacity (2^48 weight units, 256 TiB counted in bytes):
+    /// the weights of the entries (each at most the capacity) and of the
+    /// insertions in flight then sum within a `u64` up to 65,535
+    /// concurrent insertions.
+    pub const MAX_CAPACITY: u64 = 1 << 48;
 }
 
 impl<K: Hash + Eq + Clone, V: Clone> LruCache<K, V> {
@@ -660,7 +700,7 @@ where
                 if mem::replace(&mut used[pfn], true) {
                     return Err(format!("{} holds two entries", e.pfn));
                 }
-                if lock(&self.slots[pfn]).as_ref() != Some(&e.key) {
+                if lock(&self.slots[pfn]).as_ref().map(|(_, k)| k) != Some(&e.key) {
                     return Err(format!("{}'s slot does not name its entry's key", e.pfn));
                 }
                 let state = self.engine.frame_state(e.pfn).map_err(|e| e.to_string())?;
@@ -668,7 +708,7 @@ where
                     return Err(format!("{} holds an entry but is {state:?}", e.pfn));
                 }
                 len += 1;
-                weight += e.weight;
+                weight = weight.saturating_add(e.weight);
             }
         }
         for &pfn in lock(&self.free).iter() {
@@ -698,6 +738,12 @@ where
         }
         if weight > self.capacity {
             return Err(format!("weight {weight} over capacity {}", self.capacity));
+        }
+        if len > self.max_entries {
+            return Err(format!(
+                "{len} entries, over max_entries {}",
+                self.max_entries
+            ));
         }
         Ok(())
     }
@@ -766,25 +812,32 @@ where
             return Ok(old);
         }
         let shard = &self.shard(hash).map;
-        let mut spare = None;
+        // A frame taken from the free list goes back to it if user code
+        // (`Eq`, `Clone`) panics before the entry holds it.
+        let mut spare = Taken::new(&self.free);
         let mut fresh = None;
-        let (mut map, pfn) = loop {
+        let (mut map, mut taken) = loop {
             let map = write(shard);
             if map.find(hash, |e| e.key == key).is_some() {
-                break (map, None);
+                break (map, Taken::new(&self.free));
             }
-            if let Some(pfn) = spare.take().or_else(|| lock(&self.free).pop()) {
-                break (map, Some(pfn));
+            if spare.0.is_some() {
+                break (map, mem::replace(&mut spare, Taken::new(&self.free)));
+            }
+            if let Some(pfn) = lock(&self.free).pop() {
+                break (map, Taken(Some(pfn), &self.free));
             }
             // Out of frames: reclaim one, without holding the shard lock
             // (eviction takes shard locks).
             drop(map);
-            spare = Some(self.reclaim_frame(&mut evicted));
+            spare.0 = Some(self.reclaim_frame(&mut evicted));
         };
-        let result = match pfn {
+        let result = match taken.0 {
             Some(pfn) => {
+                let slot_key = key.clone();
+                taken.0 = None; // the entry holds it from here: no user code
                 fresh = Some(pfn);
-                *lock(&self.slots[pfn.0 as usize]) = Some(key.clone());
+                *lock(&self.slots[pfn.0 as usize]) = Some((hash, slot_key));
                 map.insert_unique(
                     hash,
                     Entry {
@@ -822,40 +875,56 @@ where
             }
         };
         drop(map);
-        // A frame reclaimed for a key another thread inserted meanwhile.
-        if let Some(pfn) = spare {
-            lock(&self.free).push(pfn);
-        }
+        // A frame reclaimed for a key another thread inserted meanwhile
+        // goes back to the free list.
+        drop(spare);
         self.reclaim_excess(fresh, &mut evicted);
         self.notify(evicted);
         result
     }
 
+    /// Hands each evicted entry to the listener. A listener that panics
+    /// still hears the rest; the first panic then continues in the caller.
     fn notify(&self, evicted: Vec<(K, V)>) {
-        if let Some(listener) = &self.listener {
-            for (k, v) in evicted {
-                listener(k, v);
+        let Some(listener) = &self.listener else {
+            return;
+        };
+        let mut first_panic = None;
+        for (k, v) in evicted {
+            if let Err(p) = panic::catch_unwind(AssertUnwindSafe(|| listener(k, v))) {
+                first_panic.get_or_insert(p);
             }
+        }
+        if let Some(p) = first_panic {
+            panic::resume_unwind(p);
         }
     }
 
+    /// Past the capacity or `max_entries`: reclaim must run.
     fn over(&self) -> bool {
         self.weight.load(Ordering::Relaxed) > self.capacity
+            || self.len.load(Ordering::Relaxed) > self.max_entries
     }
 
     /// Whether reclaim that has started should go on: above the low
-    /// watermark.
+    /// watermark of the weight or of the entry count.
     fn above_low(&self) -> bool {
         self.weight.load(Ordering::Relaxed) > self.low_watermark
+            || self.len.load(Ordering::Relaxed) > self.low_entries
     }
 
-    /// Entries to evict to get down to the low watermark, estimated with
-    /// the mean weight.
+    /// Entries to evict to get down to both low watermarks, the weight's
+    /// estimated with the mean weight.
     fn excess_entries(&self) -> usize {
         let weight = self.weight.load(Ordering::Relaxed);
+        let len = self.len.load(Ordering::Relaxed);
         let excess = weight.saturating_sub(self.low_watermark);
-        let mean = (weight / self.len.load(Ordering::Relaxed).max(1) as u64).max(1);
-        excess.div_ceil(mean).clamp(1, SWAP_CLUSTER_MAX as u64) as usize
+        let mean = (weight / len.max(1) as u64).max(1);
+        let by_count = len.saturating_sub(self.low_entries) as u64;
+        excess
+            .div_ceil(mean)
+            .max(by_count)
+            .clamp(1, SWAP_CLUSTER_MAX as u64) as usize
     }
 
     /// Past the capacity, evicts down to the low watermark (kswapd's
@@ -980,11 +1049,11 @@ where
         if slot.is_some() && !(force || self.above_low()) {
             return false;
         }
-        let Some(key) = slot.take() else {
+        let Some((hash, key)) = slot.take() else {
             return true;
         };
         drop(slot);
-        let hash = self.hasher.hash_one(&key);
+        drop(key); // the entry's own copy is the one handed out
         let mut map = write(&self.shard(hash).map);
         if let Ok(found) = map.find_entry(hash, |e| e.pfn == pfn) {
             let (e, _) = found.remove();
@@ -994,5 +1063,27 @@ where
             evicted.push((e.key, e.value));
         }
         true
+    }
+}
+
+/// What a frame's slot names: the hash and key of the entry holding it.
+type Slot<K> = (u64, K);
+
+/// A frame taken off the free list for an insertion: back to the list on
+/// drop unless the entry took it (`.0 = None`), so that a panic in user
+/// code (`Eq`, `Clone`) between taking and using it loses no frame.
+struct Taken<'a>(Option<Pfn>, &'a Mutex<Vec<Pfn>>);
+
+impl<'a> Taken<'a> {
+    fn new(free: &'a Mutex<Vec<Pfn>>) -> Self {
+        Taken(None, free)
+    }
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        if let Some(pfn) = self.0.take() {
+            lock(self.1).push(pfn);
+        }
     }
 }

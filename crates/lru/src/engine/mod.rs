@@ -7,7 +7,10 @@ mod tests;
 
 pub use munlock::{MunlockStats, MunlockStep};
 
-use std::fmt;
+use std::{
+    fmt,
+    panic::{self, AssertUnwindSafe},
+};
 
 use mmbatch_pagevec::{Apply, BatchStats, Batcher, PAGEVEC_SIZE, PageVec, apply_batch};
 
@@ -105,6 +108,10 @@ impl Config {
         }
     }
 }
+
+/// The most nodes an engine has: the kernel's `MAX_NUMNODES` with
+/// x86-64's largest `NODES_SHIFT` (10).
+pub const MAX_NUMNODES: usize = 1 << 10;
 
 /// What one [`Engine::shrink`] call did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -324,6 +331,9 @@ impl Shared {
     /// bit another thread holds (it is about to move it) is rotated to the
     /// head and skipped.
     fn isolate_tail(&self, g: &mut LruvecGuard<'_>, list: LruList, n: usize) -> Vec<Pfn> {
+        // A caller's scan count may be anything (`usize::MAX`): the list
+        // bounds what can be taken.
+        let n = n.min(usize::try_from(g.size(list)).unwrap_or(usize::MAX));
         let mut out = Vec::with_capacity(n);
         for _ in 0..n {
             let Some(pfn) = g.tail(list) else { break };
@@ -453,6 +463,11 @@ impl Engine {
         if config.frames >= u32::MAX as usize {
             return Err(LruError::TooManyFrames {
                 frames: config.frames,
+            });
+        }
+        if config.nodes > MAX_NUMNODES {
+            return Err(LruError::TooManyNodes {
+                nodes: config.nodes,
             });
         }
         let (frames, nodes) = (config.frames, config.nodes);
@@ -808,7 +823,8 @@ impl Engine {
         drop(g);
         stats.scanned = isolated.len() as u64;
         let mut keep = Vec::with_capacity(isolated.len());
-        for pfn in isolated {
+        let mut isolated = isolated.into_iter();
+        while let Some(pfn) = isolated.next() {
             let f = frames.get(pfn);
             if f.test_and_set(Flags::LOCKED) {
                 keep.push(pfn); // folio_trylock failed
@@ -823,12 +839,29 @@ impl Engine {
                 // references may exist.
                 && f.refcount.compare_exchange(2, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok()
             {
-                if evict(pfn) {
-                    f.flags.store(0, Ordering::Release);
-                    stats.evicted += 1;
-                    continue;
+                // The callback is the caller's code: if it panics, this
+                // frame and every other isolated one go back on the lists
+                // before the panic continues, so none is lost.
+                match panic::catch_unwind(AssertUnwindSafe(|| evict(pfn))) {
+                    Ok(true) => {
+                        f.flags.store(0, Ordering::Release);
+                        stats.evicted += 1;
+                        continue;
+                    }
+                    Ok(false) => f.refcount.store(2, Ordering::Release),
+                    Err(payload) => {
+                        f.refcount.store(2, Ordering::Release);
+                        f.clear(Flags::LOCKED);
+                        keep.push(pfn);
+                        keep.extend(isolated);
+                        let mut g = lruvec.lock(frames);
+                        g.count(Event::Steal, stats.evicted);
+                        g.count(Event::Activate, stats.activated);
+                        self.shared.putback_locked(&mut g, &keep);
+                        drop(g);
+                        panic::resume_unwind(payload);
+                    }
                 }
-                f.refcount.store(2, Ordering::Release);
             }
             if !f.flags().contains(Flags::ACTIVE) {
                 stats.kept += 1;

@@ -241,7 +241,16 @@ impl Engine {
                 let found = pt.lookup(vpn);
                 vpn += 1;
                 let Some(pfn) = found else { continue };
-                let f = self.frame(pfn)?;
+                let f = match self.frame(pfn) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        // The pages pinned so far are munlocked and
+                        // released before the error returns: the pins
+                        // must not outlive the call.
+                        self.munlock_pagevec(&mut batch, node, step, st);
+                        return Err(e);
+                    }
+                };
                 f.get_ref();
                 st.refcount_ops += 1;
                 if f.node != node {

@@ -1,0 +1,94 @@
+//! The engine's and the cache's public API with arbitrary sizes, counts and
+//! weights: every call returns a value or a clear error — never a panic, a
+//! wrap or an allocation the size of the request — and the structures stay
+//! consistent. Real allocations are kept small so the fuzzer measures the
+//! arithmetic, not the host's memory.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use mmbatch_lru::{Config, Engine, LruCache, MunlockStep, PageTables, Pfn, Policy};
+
+/// Reads little-endian integers off the input, zero past its end.
+struct Bytes<'a>(&'a [u8]);
+
+impl Bytes<'_> {
+    fn u64(&mut self) -> u64 {
+        let n = self.0.len().min(8);
+        let mut b = [0u8; 8];
+        b[..n].copy_from_slice(&self.0[..n]);
+        self.0 = &self.0[n..];
+        u64::from_le_bytes(b)
+    }
+    fn u8(&mut self) -> u8 {
+        self.u64() as u8
+    }
+    /// A size: small most of the time, any `u64` otherwise.
+    fn size(&mut self) -> u64 {
+        match self.u8() % 4 {
+            0 => self.u64(),
+            1 => u64::MAX - u64::from(self.u8()),
+            _ => u64::from(self.u8()),
+        }
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let mut b = Bytes(data);
+    // The engine: frames and nodes (frames kept small), scans of any size.
+    let frames = (b.size() % 64 + 1) as usize;
+    let nodes = b.size() as usize;
+    let Ok(engine) = Engine::new(Config { nodes, ..Config::new(frames) }) else {
+        return;
+    };
+    for p in 0..frames as u32 {
+        engine.lru_add(Pfn(p)).unwrap();
+    }
+    engine.lru_add_drain();
+    let _ = engine.shrink_active(b.size() as usize % (nodes + 1), b.size() as usize);
+    let _ = engine.shrink(b.size() as usize % (nodes + 1), b.size() as usize, |p| p.0 % 2 == 0);
+    engine.lru_add_drain_all();
+    engine.check_invariants().unwrap();
+
+    // Page tables of any length: refused when they cannot exist, small
+    // ones built and walked over any range.
+    let len = b.size();
+    match PageTables::try_new(len) {
+        Ok(pt) if len <= 1 << 16 => {
+            for v in 0..len.min(frames as u64) {
+                pt.map(v, Pfn(v as u32)).unwrap();
+                let _ = engine.mlock(Pfn(v as u32));
+            }
+            let (start, end) = (b.size(), b.size());
+            let step = MunlockStep::new(b.u8() % 8).unwrap();
+            let _ = engine.munlock_range(&pt, start..end, step);
+            engine.lru_add_drain_all();
+            engine.check_invariants().unwrap();
+        }
+        _ => {}
+    }
+
+    // The cache: any capacity and weights, a bounded number of frames.
+    let capacity = b.size();
+    let max_entries = (b.size() % 256) as usize;
+    let policy = if b.u8() & 1 == 0 { Policy::Lru } else { Policy::ActiveInactive };
+    let Ok(cache) = LruCache::builder(capacity)
+        .max_entries(max_entries)
+        .spare_frames((b.size() % 256) as usize)
+        .shards(b.size() as usize % 4096)
+        .policy(policy)
+        .weigher(|_: &u8, w: &u64| *w)
+        .build()
+    else {
+        return;
+    };
+    for i in 0..64u8 {
+        let w = b.size();
+        cache.insert(i % 16, w);
+        let _ = cache.get(&(i % 7));
+        if i % 5 == 0 {
+            cache.remove(&(i % 3));
+        }
+    }
+    cache.engine().lru_add_drain_all();
+    cache.check_invariants().unwrap();
+});
