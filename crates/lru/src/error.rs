@@ -132,8 +132,9 @@ impl fmt::Display for LruError {
             ),
             LruError::PageTablesTooLarge { len } => write!(
                 f,
-                "page tables for {len} virtual pages cannot be allocated ({} bytes per {} \
-                 pages): cover only the range the test maps",
+                "page tables for {len} virtual pages cannot be allocated (at most {} pages, \
+                 {} bytes per {} pages): cover only the range that is mapped",
+                crate::MAX_VIRTUAL_PAGES,
                 crate::PTRS_PER_TABLE * 4,
                 crate::PTRS_PER_TABLE
             ),

@@ -143,7 +143,7 @@ pub use engine::{
 pub use error::LruError;
 pub use frame::{Flags, FrameState, FrameTable, LruList, Pfn};
 pub use lruvec::{Event, LruvecGuard};
-pub use pagetable::{OutOfRange, PTRS_PER_TABLE, PageTables};
+pub use pagetable::{MAX_VIRTUAL_PAGES, OutOfRange, PTRS_PER_TABLE, PageTables};
 pub use vmstat::Stat;
 
 /// The workspace README's examples (this crate's and mmbatch-pagevec's),

@@ -14,6 +14,10 @@ use crate::{
 /// 4 KiB pages.
 pub const PTRS_PER_TABLE: usize = 512;
 
+/// The most virtual pages page tables cover: x86-64's 47-bit user
+/// address space (`TASK_SIZE`) in 4 KiB pages.
+pub const MAX_VIRTUAL_PAGES: u64 = 1 << 35;
+
 /// One table: entries written under `lock` and read without it (as the
 /// MMU walks page tables while the kernel updates them under the PTE lock).
 #[derive(Debug)]
@@ -64,10 +68,13 @@ impl PageTables {
     }
 
     /// Tables for virtual pages `0..len`, or
-    /// [`LruError::PageTablesTooLarge`] if they cannot be allocated (a
-    /// length whose tables overflow the address space, or memory refused).
+    /// [`LruError::PageTablesTooLarge`] if they cannot be allocated (more
+    /// than [`MAX_VIRTUAL_PAGES`], or memory refused).
     pub fn try_new(len: u64) -> Result<Self, LruError> {
         let too_large = || LruError::PageTablesTooLarge { len };
+        if len > MAX_VIRTUAL_PAGES {
+            return Err(too_large());
+        }
         let n = usize::try_from(len.div_ceil(PTRS_PER_TABLE as u64)).map_err(|_| too_large())?;
         let mut tables = Vec::new();
         tables.try_reserve_exact(n).map_err(|_| too_large())?;

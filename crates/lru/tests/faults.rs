@@ -381,6 +381,22 @@ fn munlock_range_error_releases_pinned_frames() {
         pt.map(4, Pfn(99)).unwrap(); // a frame the engine does not have
         let err = e.munlock_range(&pt, 0..8, step).unwrap_err();
         assert!(matches!(err, LruError::OutOfRange { .. }), "{err:?}");
+        // A free frame mapped (the engine's tables hold no reference): an
+        // error, not a reference taken on a free frame (found by the
+        // lru_sizes fuzz target: a debug assertion fired).
+        let free = Engine::new(Config::new(16)).unwrap();
+        free.lru_add(Pfn(0)).unwrap();
+        free.mlock(Pfn(0)).unwrap();
+        free.lru_add_drain();
+        let pt = PageTables::new(16);
+        pt.map(0, Pfn(0)).unwrap();
+        pt.map(4, Pfn(9)).unwrap(); // never added: free
+        let err = free.munlock_range(&pt, 0..8, step).unwrap_err();
+        assert_eq!(err, LruError::Free(Pfn(9)), "step {}", step.get());
+        free.lru_add_drain();
+        assert_eq!(free.frame_state(Pfn(9)).unwrap().refcount, 0);
+        assert_eq!(free.frame_state(Pfn(0)).unwrap().refcount, 1);
+        free.check_invariants().unwrap();
         e.lru_add_drain();
         for p in 0..8 {
             let s = e.frame_state(Pfn(p)).unwrap();

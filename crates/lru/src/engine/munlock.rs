@@ -117,8 +117,7 @@ impl Engine {
         step: MunlockStep,
         st: &mut MunlockStats,
     ) -> Result<(), LruError> {
-        let f = self.frame(pfn)?;
-        f.get_ref(); // follow_page_mask(FOLL_GET)
+        let f = self.pin(pfn)?; // follow_page_mask(FOLL_GET)
         st.refcount_ops += 1;
         lock_page(f);
         if step.0 < 2 {
@@ -199,8 +198,11 @@ impl Engine {
                     if batch.is_full() || node.is_some_and(|n| n != f.node) {
                         return false;
                     }
+                    if !Engine::try_get(f) {
+                        bad = Some(pfn); // mapped but free: no pin to take
+                        return false;
+                    }
                     node = Some(f.node);
-                    f.get_ref();
                     st.refcount_ops += 1;
                     batch.push(pfn);
                     true
@@ -209,7 +211,7 @@ impl Engine {
                     self.munlock_pagevec(&mut batch, node, step, st);
                 }
                 if let Some(pfn) = bad {
-                    self.frame(pfn)?;
+                    return Err(self.frame(pfn).err().unwrap_or(LruError::Free(pfn)));
                 }
             }
             return Ok(());
@@ -228,7 +230,7 @@ impl Engine {
                         vpn += 1;
                     }
                     let Some(pfn) = found else { return Ok(()) };
-                    self.frame(pfn)?.get_ref();
+                    self.pin(pfn)?;
                     st.refcount_ops += 1;
                     pfn
                 }
@@ -241,7 +243,7 @@ impl Engine {
                 let found = pt.lookup(vpn);
                 vpn += 1;
                 let Some(pfn) = found else { continue };
-                let f = match self.frame(pfn) {
+                let f = match self.pin(pfn) {
                     Ok(f) => f,
                     Err(e) => {
                         // The pages pinned so far are munlocked and
@@ -251,7 +253,6 @@ impl Engine {
                         return Err(e);
                     }
                 };
-                f.get_ref();
                 st.refcount_ops += 1;
                 if f.node != node {
                     carry = Some(pfn);
@@ -260,6 +261,19 @@ impl Engine {
                 batch.push(pfn);
             }
             self.munlock_pagevec(&mut batch, node, step, st);
+        }
+    }
+
+    /// The page-table lookup's pin (`follow_page_mask(FOLL_GET)`, a
+    /// `folio_try_get`): the engine's page tables hold no reference, so a
+    /// frame they map may be free — an error, never a reference taken on
+    /// a free frame.
+    fn pin(&self, pfn: Pfn) -> Result<&Frame, LruError> {
+        let f = self.frame(pfn)?;
+        if Engine::try_get(f) {
+            Ok(f)
+        } else {
+            Err(LruError::Free(pfn))
         }
     }
 
