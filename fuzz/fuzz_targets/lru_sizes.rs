@@ -64,7 +64,6 @@ fuzz_target!(|data: &[u8]| {
     match tables {
         None => {}
         Some(Ok(pt)) => {
-        Ok(pt) => {
             for v in 0..len.min(frames as u64) {
                 pt.map(v, Pfn(v as u32)).unwrap();
                 let _ = engine.mlock(Pfn(v as u32));
