@@ -16,7 +16,7 @@ const PAGES: u64 = 4096;
 
 fn bench(c: &mut Criterion) {
     let lru = Arc::new(Engine::new(Config::new(PAGES as usize)).expect("engine"));
-    let cache = PageCache::new(lru, PAGES);
+    let cache = PageCache::new(lru, PAGES).expect("page cache");
     for i in 0..PAGES {
         cache.insert(i, Pfn(i as u32), true).expect("free frame");
     }

@@ -192,7 +192,9 @@ pub fn measure_host(
     let len = share as usize * PAGE;
     let regions: Vec<UffdRegion> = (0..threads)
         .map(|t| match caches {
-            Some(files) => UffdRegion::over_page_cache(&files[t], len, order, 1),
+            // SAFETY: the memfds are this experiment's own; nothing else
+            // writes or truncates them while the regions live.
+            Some(files) => unsafe { UffdRegion::over_page_cache(&files[t], len, order, 1) },
             None => UffdRegion::new(len, order, Zeroes(len as u64), 1),
         })
         .collect::<Result<_, _>>()
@@ -221,7 +223,7 @@ fn pages_for(cfg: &Config) -> u64 {
 fn run_engine(cfg: &Config, progress: &mut dyn Progress) -> Report {
     let pages = pages_for(cfg);
     let lru = Arc::new(Engine::new(LruConfig::new(pages as usize)).expect("engine"));
-    let cache = PageCache::new(lru.clone(), pages);
+    let cache = PageCache::new(lru.clone(), pages).expect("page cache");
     for i in 0..pages {
         cache.insert(i, Pfn(i as u32), true).expect("free frame");
     }

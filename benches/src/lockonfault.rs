@@ -206,7 +206,9 @@ pub fn measure(
     drop_cache(&file, bytes);
     let page = mmbatch_mlock::accounting::page_size();
     let fd = std::os::fd::AsFd::as_fd(&file);
-    let builder = || LockedRegion::builder(bytes).file(fd, 0, false).read_only();
+    // SAFETY: the experiment's own scratch file, private and read-only,
+    // neither written nor truncated while mapped.
+    let builder = || unsafe { LockedRegion::builder(bytes).file(fd, 0, false) }.read_only();
     let mut sum = 0u64;
     let t0 = Instant::now();
     let (setup_s, processing_s, faults, locked) = match strategy {

@@ -6,33 +6,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use mmbatch_testkit::bytes::Bytes;
 use mmbatch_lru::{
     Config, Engine, LruCache, MAX_VIRTUAL_PAGES, MunlockStep, PageTables, Pfn, Policy,
 };
-
-/// Reads little-endian integers off the input, zero past its end.
-struct Bytes<'a>(&'a [u8]);
-
-impl Bytes<'_> {
-    fn u64(&mut self) -> u64 {
-        let n = self.0.len().min(8);
-        let mut b = [0u8; 8];
-        b[..n].copy_from_slice(&self.0[..n]);
-        self.0 = &self.0[n..];
-        u64::from_le_bytes(b)
-    }
-    fn u8(&mut self) -> u8 {
-        self.u64() as u8
-    }
-    /// A size: small most of the time, any `u64` otherwise.
-    fn size(&mut self) -> u64 {
-        match self.u8() % 4 {
-            0 => self.u64(),
-            1 => u64::MAX - u64::from(self.u8()),
-            _ => u64::from(self.u8()),
-        }
-    }
-}
 
 fuzz_target!(|data: &[u8]| {
     let mut b = Bytes(data);

@@ -42,14 +42,31 @@ pub struct PageCache {
 }
 
 impl PageCache {
-    /// A cache for a file of `pages` pages, over frames of `lru`.
-    pub fn new(lru: Arc<Engine>, pages: u64) -> Self {
-        Self {
+    /// A cache for a file of `pages` pages, over frames of `lru`; a file
+    /// of more than `u32::MAX` pages (or one the allocator refuses) is an
+    /// error.
+    pub fn new(lru: Arc<Engine>, pages: u64) -> Result<Self, Error> {
+        let n = usize::try_from(pages)
+            .ok()
+            .filter(|_| pages <= u64::from(u32::MAX))
+            .ok_or(Error::FileTooLarge { pages })?;
+        let mut frames = Vec::new();
+        let mut uptodate = Vec::new();
+        frames
+            .try_reserve_exact(n)
+            .and_then(|()| uptodate.try_reserve_exact(n))
+            .map_err(|_| Error::Sys {
+                op: "allocating the page cache",
+                source: std::io::Error::from_raw_os_error(libc::ENOMEM),
+            })?;
+        frames.extend((0..n).map(|_| AtomicU32::new(NONE)));
+        uptodate.extend((0..n).map(|_| AtomicBool::new(false)));
+        Ok(Self {
             lru,
-            frames: (0..pages).map(|_| AtomicU32::new(NONE)).collect(),
-            uptodate: (0..pages).map(|_| AtomicBool::new(false)).collect(),
+            frames: frames.into(),
+            uptodate: uptodate.into(),
             reads: AtomicU64::new(0),
-        }
+        })
     }
 
     /// Pages in the file.
@@ -62,12 +79,24 @@ impl PageCache {
         self.frames.is_empty()
     }
 
-    /// Puts page `index` in free frame `pfn` (`lru_add`), up to date or not.
+    /// Puts page `index` in free frame `pfn` (`lru_add`), up to date or
+    /// not. An index past the file is refused before the frame is taken.
     pub fn insert(&self, index: u64, pfn: Pfn, uptodate: bool) -> Result<(), Error> {
+        let i = self.slot(index)?;
         self.lru.lru_add(pfn)?;
-        self.frames[index as usize].store(pfn.0, Ordering::Release);
-        self.uptodate[index as usize].store(uptodate, Ordering::Release);
+        self.frames[i].store(pfn.0, Ordering::Release);
+        self.uptodate[i].store(uptodate, Ordering::Release);
         Ok(())
+    }
+
+    fn slot(&self, index: u64) -> Result<usize, Error> {
+        usize::try_from(index)
+            .ok()
+            .filter(|&i| i < self.frames.len())
+            .ok_or(Error::IndexOutOfRange {
+                index,
+                len: self.len(),
+            })
     }
 
     /// The frame of page `index` if it can be mapped without blocking:
@@ -88,17 +117,18 @@ impl PageCache {
     /// `filemap_fault`: brings page `index` up to date (the "read"),
     /// waiting for its page lock.
     fn read_page(&self, index: u64) -> Result<Pfn, Error> {
-        let pfn = Pfn(self.frames[index as usize].load(Ordering::Acquire));
+        let i = self.slot(index).map_err(|_| Error::FaultOutsideVma {
+            page: index,
+            vma: 0..self.len(),
+        })?;
+        let pfn = Pfn(self.frames[i].load(Ordering::Acquire));
         if pfn.0 == NONE {
-            return Err(Error::FaultOutsideVma {
-                page: index,
-                vma: 0..self.len(),
-            });
+            return Err(Error::NotCached { page: index });
         }
         while !self.lru.trylock_frame(pfn)? {
             std::thread::yield_now();
         }
-        if !self.uptodate[index as usize].swap(true, Ordering::AcqRel) {
+        if !self.uptodate[i].swap(true, Ordering::AcqRel) {
             self.reads.fetch_add(1, Ordering::Relaxed);
         }
         self.lru.unlock_frame(pfn)?;
@@ -128,7 +158,7 @@ impl<'c> FileMapping<'c> {
         Window::around(0, order, 0..1)?;
         Ok(Self {
             cache,
-            pt: PageTables::new(cache.len()),
+            pt: PageTables::try_new(cache.len())?,
             order,
             faults: AtomicU64::new(0),
             mapped: AtomicU64::new(0),

@@ -42,6 +42,51 @@ pub enum Error {
         /// What is missing.
         what: String,
     },
+    /// A handler count of 0 or above the most a region starts.
+    BadHandlers {
+        /// Handlers asked for.
+        handlers: usize,
+        /// The most allowed.
+        max: usize,
+    },
+    /// The OS refused a thread (`RLIMIT_NPROC`, a cgroup's `pids.max`).
+    ThreadRefused {
+        /// Threads started before the refusal (all stopped again).
+        started: usize,
+        /// Threads asked for.
+        asked: usize,
+        /// The OS's error.
+        source: io::Error,
+    },
+    /// A page of a [`UffdRegion`](crate::UffdRegion) could not be filled:
+    /// its readers got `signal` instead of the data.
+    PageFailed {
+        /// The page.
+        page: u64,
+        /// What its readers got; `None` if neither poisoning nor
+        /// protecting the page worked (they stay blocked until shutdown),
+        /// or for a page never faulted on.
+        signal: Option<crate::FailSignal>,
+        /// Why: the source's error, a timeout, or the kernel's refusal.
+        source: io::Error,
+    },
+    /// A page index past the end of a file in the engine's page cache.
+    IndexOutOfRange {
+        /// The index.
+        index: u64,
+        /// Pages in the file.
+        len: u64,
+    },
+    /// A page the engine's page cache has no frame for (never inserted).
+    NotCached {
+        /// The page.
+        page: u64,
+    },
+    /// A file too large for the engine's page cache (frames are 32-bit).
+    FileTooLarge {
+        /// Pages asked for.
+        pages: u64,
+    },
     /// The engine refused an operation.
     Engine(mmbatch_lru::LruError),
     /// Another system error.
@@ -89,6 +134,50 @@ impl fmt::Display for Error {
                 "this kernel lacks userfaultfd support ({what}): it needs Linux 4.11+ built with \
                  CONFIG_USERFAULTFD"
             ),
+            Error::BadHandlers { handlers, max } => write!(
+                f,
+                "{handlers} handler threads asked for: a region runs 1 to {max}"
+            ),
+            Error::ThreadRefused {
+                started,
+                asked,
+                source,
+            } => write!(
+                f,
+                "the OS refused a thread after {started} of {asked} ({source}): the process hit \
+                 RLIMIT_NPROC (`ulimit -u`) or its cgroup's pids.max; ask for fewer threads or \
+                 raise the limit"
+            ),
+            Error::PageFailed {
+                page,
+                signal,
+                source,
+            } => {
+                let got = match signal {
+                    Some(crate::FailSignal::Sigbus) => "its readers got SIGBUS",
+                    Some(crate::FailSignal::Sigsegv) => "its readers got SIGSEGV",
+                    _ => "no reader was signalled",
+                };
+                write!(
+                    f,
+                    "page {page} could not be filled ({got}): {source}; fix the page source, \
+                     or give it longer with UffdRegionBuilder::source_timeout"
+                )
+            }
+            Error::IndexOutOfRange { index, len } => write!(
+                f,
+                "page index {index} is past the end of the file ({len} pages)"
+            ),
+            Error::NotCached { page } => write!(
+                f,
+                "page {page} is not in the page cache: insert it (PageCache::insert) before mapping it"
+            ),
+            Error::FileTooLarge { pages } => write!(
+                f,
+                "a file of {pages} pages is larger than the engine's page cache can index \
+                 (at most {} pages: frame numbers are 32-bit)",
+                u32::MAX
+            ),
             Error::Engine(e) => write!(f, "{e}"),
             Error::Sys { op, source } => write!(f, "{op} failed: {source}"),
         }
@@ -98,7 +187,10 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::NoPermission { source } | Error::Sys { source, .. } => Some(source),
+            Error::NoPermission { source }
+            | Error::Sys { source, .. }
+            | Error::ThreadRefused { source, .. }
+            | Error::PageFailed { source, .. } => Some(source),
             Error::Engine(e) => Some(e),
             _ => None,
         }

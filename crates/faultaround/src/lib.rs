@@ -18,7 +18,7 @@
 //! use mmbatch_lru::{Config, Engine, Pfn};
 //!
 //! let lru = Arc::new(Engine::new(Config::new(64))?);
-//! let cache = PageCache::new(lru, 64);
+//! let cache = PageCache::new(lru, 64)?;
 //! for i in 0..64 {
 //!     cache.insert(i, Pfn(i as u32), true)?; // the file is cached
 //! }
@@ -44,5 +44,8 @@ mod window;
 
 pub use engine::MapPages;
 pub use error::Error;
-pub use uffd::{PageRead, PageSource, UffdRegion, UffdStats, Zeroes};
+pub use uffd::{
+    FailSignal, MAX_HANDLERS, PageRead, PageSource, UffdRegion, UffdRegionBuilder, UffdStats,
+    Zeroes,
+};
 pub use window::{MAX_ORDER, PTRS_PER_TABLE, Window};

@@ -46,7 +46,12 @@ impl Window {
         let nr = 1u64 << order;
         let table_start = page & !(PTRS_PER_TABLE - 1);
         let start = (page & !(nr - 1)).max(vma.start);
-        let end = (start + nr).min(table_start + PTRS_PER_TABLE).min(vma.end);
+        // Saturating: near the top of the u64 page space the table's end
+        // does not exist (the VMA ends before it).
+        let end = start
+            .saturating_add(nr)
+            .min(table_start.saturating_add(PTRS_PER_TABLE))
+            .min(vma.end);
         Ok(Window { pages: start..end })
     }
 

@@ -163,7 +163,8 @@ fn bad_input_is_a_clear_error() {
 fn page_cache_region_maps_the_cached_window_without_copying() {
     let src = image(256);
     let cache = UffdRegion::page_cache_from(&src, 256 * PAGE).unwrap();
-    let r = UffdRegion::over_page_cache(&cache, 256 * PAGE, 4, 1).unwrap();
+    // SAFETY: our own memfd, not written or truncated while mapped.
+    let r = unsafe { UffdRegion::over_page_cache(&cache, 256 * PAGE, 4, 1) }.unwrap();
     assert_eq!(r.as_slice()[37 * PAGE + 5], src[37 * PAGE + 5]);
     let st = r.stats();
     assert_eq!(
@@ -200,7 +201,8 @@ fn page_cache_region_skips_uncached_neighbours() {
         }
     }
     let cache = UffdRegion::page_cache_from(&Even(data.clone()), 64 * PAGE).unwrap();
-    let r = UffdRegion::over_page_cache(&cache, 64 * PAGE, 3, 1).unwrap();
+    // SAFETY: our own memfd, not written or truncated while mapped.
+    let r = unsafe { UffdRegion::over_page_cache(&cache, 64 * PAGE, 3, 1) }.unwrap();
     assert_eq!(r.as_slice()[8 * PAGE], data[8 * PAGE]);
     let st = r.stats();
     assert_eq!((st.pages_copied, st.pages_skipped), (4, 4), "{st:?}");

@@ -56,3 +56,18 @@ fn bad_orders_and_pages() {
     assert!(e.to_string().contains("at most 9"), "{e}");
     assert!(Window::around(10, 4, 0..10).is_err());
 }
+
+/// Pages at the top of the u64 space: the window's end used to overflow
+/// (found by the faultaround_sizes fuzz target).
+#[test]
+fn windows_at_the_top_of_the_page_space() {
+    let top = u64::MAX;
+    assert_eq!(
+        Window::around(top - 1, 9, 0..top).unwrap().pages,
+        top - 511..top
+    );
+    assert_eq!(
+        Window::around(top - 3, 4, top - 8..top).unwrap().pages,
+        top - 8..top
+    );
+}

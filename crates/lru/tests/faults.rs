@@ -6,14 +6,14 @@ use std::{
     cell::Cell,
     hash::{Hash, Hasher},
     panic::{AssertUnwindSafe, catch_unwind},
-    process::Command,
     sync::{Arc, Mutex},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use mmbatch_lru::{
     CacheError, Config, Engine, LruCache, LruError, MunlockStep, PageTables, Pfn, Policy,
 };
+use mmbatch_testkit::child;
 use proptest::prelude::*;
 
 // ---- user code that panics on demand -------------------------------------
@@ -182,57 +182,16 @@ proptest! {
 
 // ---- child-process scenarios (bounded wait) -------------------------------
 
-const CHILD_ENV: &str = "MMBATCH_LRU_FAULTS_CHILD";
-
-/// Runs test `name` again in a child copy of this binary with
-/// `CHILD_ENV` set, killing it after `limit`; panics with its output if it
-/// failed or did not finish.
-fn in_child(name: &str, limit: Duration) {
-    if std::env::var_os(CHILD_ENV).is_some() {
-        return;
-    }
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, "1")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if start.elapsed() > limit {
-            child.kill().unwrap();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let out = child.wait_with_output().unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    match status {
-        None => panic!("{name} did not finish in {limit:?} (hang):\n{text}"),
-        Some(s) if !s.success() => panic!("{name} failed ({s}):\n{text}"),
-        Some(_) => {}
-    }
-}
-
-fn is_child() -> bool {
-    std::env::var_os(CHILD_ENV).is_some()
-}
-
 /// Many insertions whose key's `Clone` panics after a frame was taken,
 /// then ordinary insertions: on the old code each panic lost a frame and,
 /// once every frame was lost, `reclaim_frame` spun forever.
 #[test]
 fn key_clone_panics_then_inserts_finish() {
-    in_child(
+    if let Some(run) = child::parent(
         "key_clone_panics_then_inserts_finish",
         Duration::from_secs(30),
-    );
-    if !is_child() {
+    ) {
+        run.expect_success();
         return;
     }
     quiet_panics();

@@ -66,7 +66,10 @@ pub fn map_count() -> usize {
     if fd < 0 {
         return 0;
     }
-    let mut buf = [0u8; 4096];
+    // Small and iterator-free: the fault handler calls this on the
+    // signal stack (a few KiB, shared with the frames of unoptimised
+    // builds).
+    let mut buf = [0u8; 512];
     let mut lines = 0;
     loop {
         // SAFETY: reads at most buf.len() bytes into buf.
@@ -74,7 +77,11 @@ pub fn map_count() -> usize {
         if n <= 0 {
             break;
         }
-        lines += buf[..n as usize].iter().filter(|&&b| b == b'\n').count();
+        let mut i = 0;
+        while i < n as usize {
+            lines += usize::from(buf[i] == b'\n');
+            i += 1;
+        }
     }
     // SAFETY: closes the descriptor opened above.
     unsafe { libc::close(fd) };

@@ -86,6 +86,12 @@ pub enum Error {
         /// The kernel's error.
         source: io::Error,
     },
+    /// A length no mapping can have (with its guard pages it exceeds the
+    /// address space).
+    TooLarge {
+        /// The length asked for.
+        len: usize,
+    },
     /// Another system error.
     Sys {
         /// The call that failed.
@@ -170,6 +176,11 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::ZeroLength => f.write_str("length is 0: a region needs at least one page"),
+            Error::TooLarge { len } => write!(
+                f,
+                "a region of {len} bytes cannot be mapped: with its guard pages it is larger \
+                 than the address space; ask for less"
+            ),
             Error::ZeroBatch => {
                 f.write_str("a fault batch of 0 pages: lock at least the faulting page (batch 1)")
             }
@@ -231,9 +242,13 @@ impl fmt::Display for Error {
                 needed.saturating_sub(*free) + crate::accounting::huge_pages_total(*size),
                 size / 1024
             ),
-            Error::OutOfMemory { op, len, source } => {
-                write!(f, "{op} of {} failed: {source}", bytes(*len as u64))
-            }
+            Error::OutOfMemory { op, len, source } => write!(
+                f,
+                "{op} of {} failed: {source}: the system (or this process's memory cgroup, \
+                 memory.max) is out of memory it can lock or map; free memory, raise the \
+                 cgroup's limit, or ask for less",
+                bytes(*len as u64)
+            ),
             Error::Sys { op, source } => write!(f, "{op} failed: {source}"),
             Error::FaultHandler { cause } => write!(
                 f,

@@ -10,7 +10,11 @@
 //! installed before ours (std's stack-overflow handler, for instance), or
 //! to the default action. The handler is installed with the first region
 //! and the previous one restored with the last, unless another handler was
-//! installed on top of ours meanwhile (then ours stays, chaining).
+//! installed on top of ours meanwhile: then ours stays reachable through
+//! it, and is not installed again (installing it over a handler that
+//! chains to it would make the two call each other forever). The previous
+//! action is copied out through a seqlock, never read while being written;
+//! the handler saves and restores `errno`.
 //!
 //! A failure inside the handler (ENOMEM once `vm.max_map_count` mappings
 //! exist, or a memlock limit) is recorded in the region, and the whole
@@ -45,6 +49,8 @@ struct Slot {
     start: AtomicUsize,
     end: AtomicUsize,
     batch: AtomicUsize,
+    /// The mapping's page size.
+    page: AtomicUsize,
     prot: AtomicUsize,
     /// `op << 32 | errno` of the first failure, or 0.
     error: AtomicU64,
@@ -58,6 +64,7 @@ const EMPTY: Slot = Slot {
     start: AtomicUsize::new(0),
     end: AtomicUsize::new(0),
     batch: AtomicUsize::new(0),
+    page: AtomicUsize::new(4096),
     prot: AtomicUsize::new(0),
     error: AtomicU64::new(0),
     maps_at_error: AtomicUsize::new(0),
@@ -65,47 +72,123 @@ const EMPTY: Slot = Slot {
 };
 
 static SLOTS: [Slot; MAX_FAULT_REGIONS] = [EMPTY; MAX_FAULT_REGIONS];
-static PAGE: AtomicUsize = AtomicUsize::new(4096);
 
-/// Registration: which slots are taken, and whether our handler is in.
-static REGISTRY: Mutex<[bool; MAX_FAULT_REGIONS]> = Mutex::new([false; MAX_FAULT_REGIONS]);
-
-/// The action that was installed before ours. Written (under `REGISTRY`)
-/// before our handler is installed and read by the handler only while it
-/// is installed.
-struct OldAction {
-    valid: AtomicBool,
-    action: std::cell::UnsafeCell<MaybeUninit<libc::sigaction>>,
+/// Registration: which slots are taken, and where our handler stands.
+struct Registry {
+    used: [bool; MAX_FAULT_REGIONS],
+    /// Our handler is installed, or reachable through a handler another
+    /// library installed over it (which chains to ours): either way it
+    /// must not be installed again, and `OLD` must not change.
+    reachable: bool,
 }
 
-// SAFETY: `action` is written only under REGISTRY while our handler is not
-// installed (so no handler reads it), and only read while it is installed.
-unsafe impl Sync for OldAction {}
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    used: [false; MAX_FAULT_REGIONS],
+    reachable: false,
+});
+
+const WORDS: usize = std::mem::size_of::<libc::sigaction>().div_ceil(8);
+
+/// The action that was installed before ours, as a seqlock over atomic
+/// words: the handler copies it out without locks (a writer never blocks
+/// it, and a torn copy is retried), and it is written only while our
+/// handler is unreachable, under `REGISTRY` — so a handler still running
+/// from before can at worst retry.
+struct OldAction {
+    seq: AtomicU64,
+    words: [AtomicU64; WORDS],
+    valid: AtomicBool,
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const ZERO: AtomicU64 = AtomicU64::new(0);
 
 static OLD: OldAction = OldAction {
+    seq: AtomicU64::new(0),
+    words: [ZERO; WORDS],
     valid: AtomicBool::new(false),
-    action: std::cell::UnsafeCell::new(MaybeUninit::uninit()),
 };
+
+impl OldAction {
+    /// Writes `action` (callers hold `REGISTRY`: one writer).
+    fn store(&self, action: &libc::sigaction) {
+        let mut words = [0u64; WORDS];
+        // SAFETY: `words` has at least size_of::<sigaction>() bytes and
+        // does not overlap `action`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (action as *const libc::sigaction).cast::<u8>(),
+                words.as_mut_ptr().cast::<u8>(),
+                std::mem::size_of::<libc::sigaction>(),
+            )
+        };
+        let s = self.seq.load(Ordering::Relaxed);
+        self.seq.store(s.wrapping_add(1), Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::Release);
+        for (w, v) in self.words.iter().zip(words) {
+            w.store(v, Ordering::Relaxed);
+        }
+        self.seq.store(s.wrapping_add(2), Ordering::Release);
+        self.valid.store(true, Ordering::Release);
+    }
+
+    /// A consistent copy, or `None` if nothing was saved. Signal-safe: no
+    /// locks, no allocation.
+    fn load(&self) -> Option<libc::sigaction> {
+        if !self.valid.load(Ordering::Acquire) {
+            return None;
+        }
+        loop {
+            let s1 = self.seq.load(Ordering::Acquire);
+            if s1 % 2 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let mut words = [0u64; WORDS];
+            for (v, w) in words.iter_mut().zip(&self.words) {
+                *v = w.load(Ordering::Relaxed);
+            }
+            std::sync::atomic::fence(Ordering::Acquire);
+            if self.seq.load(Ordering::Relaxed) == s1 {
+                let mut action = MaybeUninit::<libc::sigaction>::uninit();
+                // SAFETY: `words` holds at least size_of::<sigaction>()
+                // bytes; `action` has room for them; they do not overlap.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        words.as_ptr().cast::<u8>(),
+                        action.as_mut_ptr().cast::<u8>(),
+                        std::mem::size_of::<libc::sigaction>(),
+                    )
+                };
+                // SAFETY: the bytes of a sigaction written by `store`
+                // (every bit pattern of its integer and pointer fields is a
+                // valid value).
+                return Some(unsafe { action.assume_init() });
+            }
+        }
+    }
+}
 
 /// This thread's errno (reading it allocates nothing: signal-safe).
 fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
-/// The action installed before ours.
-///
-/// # Safety
-/// - `OLD.valid` was observed true (with Acquire), and our handler is still
-///   installed, so nothing writes `OLD.action`.
-unsafe fn old_action() -> &'static libc::sigaction {
-    // SAFETY: the static lives forever; no writer runs (caller's promise).
-    let slot = unsafe { &*OLD.action.get() };
-    // SAFETY: `valid` is set only after the write completed.
-    unsafe { slot.assume_init_ref() }
+fn set_errno(v: i32) {
+    // SAFETY: no preconditions; returns this thread's errno slot.
+    let slot = unsafe { libc::__errno_location() };
+    // SAFETY: a valid, aligned, thread-local int.
+    unsafe { *slot = v };
 }
 
-/// The SIGSEGV handler.
+/// The SIGSEGV handler. It leaves errno as the interrupted code had it.
 extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    let saved = errno();
+    dispatch(sig, info, ctx, saved);
+    set_errno(saved);
+}
+
+fn dispatch(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_void, saved: i32) {
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
     let siginfo = unsafe { &*info };
     // SAFETY: SIGSEGV's siginfo carries the faulting address.
@@ -118,13 +201,16 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_
         handle(slot, addr, start);
         return;
     }
+    set_errno(saved);
     chain(sig, info, ctx);
 }
 
 /// Makes the faulting page accessible and locks it, then the next
 /// `batch - 1` pages of the region.
 fn handle(slot: &Slot, addr: usize, start: usize) {
-    let page = PAGE.load(Ordering::Relaxed);
+    // The mapping's page size: a hugetlb region is protected and locked a
+    // huge page at a time.
+    let page = slot.page.load(Ordering::Relaxed);
     let end = slot.end.load(Ordering::Acquire);
     let prot = slot.prot.load(Ordering::Relaxed) as libc::c_int;
     let p = addr & !(page - 1);
@@ -174,19 +260,22 @@ fn record(slot: &Slot, op: u64, errno: i32) {
 
 /// Passes a fault that is not ours to the previous action.
 fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
-    if !OLD.valid.load(Ordering::Acquire) {
-        // SAFETY: resets SIGSEGV to SIG_DFL; the access re-faults and dies.
-        unsafe { libc::signal(sig, libc::SIG_DFL) };
-        return;
-    }
-    // SAFETY: `valid` was just observed, and our handler is running, so it
-    // is installed and `action` is not being written.
-    let old = unsafe { old_action() };
+    let ours = on_segv as *const () as usize;
+    let old = match OLD.load() {
+        // Never back to ourselves: that would loop.
+        Some(old) if old.sa_sigaction != ours => old,
+        _ => {
+            // SAFETY: resets SIGSEGV to SIG_DFL; the access re-faults and
+            // dies.
+            unsafe { libc::signal(sig, libc::SIG_DFL) };
+            return;
+        }
+    };
     let h = old.sa_sigaction;
     if h == libc::SIG_DFL || h == libc::SIG_IGN {
         // SAFETY: reinstalls the previous (default) action; the access
         // re-faults and takes it.
-        unsafe { libc::sigaction(sig, old, std::ptr::null_mut()) };
+        unsafe { libc::sigaction(sig, &old, std::ptr::null_mut()) };
     } else if old.sa_flags & libc::SA_SIGINFO != 0 {
         // SAFETY: the previous handler was installed with SA_SIGINFO, so
         // it has this signature.
@@ -200,48 +289,68 @@ fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
     }
 }
 
-fn install() -> Result<(), Error> {
+/// Makes our handler reachable for a first region (callers hold
+/// `REGISTRY`). `OLD` is written only here, and only when our handler was
+/// unreachable: installed over nothing of ours.
+fn install(reg: &mut Registry) -> Result<(), Error> {
+    if reg.reachable {
+        return Ok(());
+    }
     // SAFETY: an all-zero sigaction is a valid empty value.
     let mut new: libc::sigaction = unsafe { std::mem::zeroed() };
     new.sa_sigaction = on_segv as *const () as usize;
     new.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
     // SAFETY: sa_mask is ours to initialise.
     unsafe { libc::sigemptyset(&mut new.sa_mask) };
+    // Save the current action before installing ours, so the first stray
+    // fault after installation finds it (a fault in between takes the
+    // current action, which is still in place).
     let mut old = MaybeUninit::<libc::sigaction>::uninit();
-    // SAFETY: both pointers are valid; `old` is written by the kernel.
-    if unsafe { libc::sigaction(libc::SIGSEGV, &new, old.as_mut_ptr()) } != 0 {
+    // SAFETY: queries the current action into `old`.
+    if unsafe { libc::sigaction(libc::SIGSEGV, std::ptr::null(), old.as_mut_ptr()) } != 0 {
         return Err(Error::Sys {
             op: "sigaction",
             source: std::io::Error::last_os_error(),
         });
     }
-    // Our handler may run from here on, but only reads OLD once `valid`
-    // is set; a fault outside our regions in between falls back to the
-    // default action.
     // SAFETY: sigaction succeeded, so it filled `old`.
     let old = unsafe { old.assume_init() };
-    // SAFETY: no handler reads `action` until `valid` is set below, and
-    // REGISTRY serialises writers.
-    unsafe { (*OLD.action.get()).write(old) };
-    OLD.valid.store(true, Ordering::Release);
+    if old.sa_sigaction != on_segv as *const () as usize {
+        OLD.store(&old);
+    }
+    // SAFETY: a valid action for SIGSEGV.
+    if unsafe { libc::sigaction(libc::SIGSEGV, &new, std::ptr::null_mut()) } != 0 {
+        return Err(Error::Sys {
+            op: "sigaction",
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    reg.reachable = true;
     Ok(())
 }
 
-fn uninstall() {
+/// With the last region gone: restore the previous action if ours is
+/// still the installed one. If another handler was installed over ours, it
+/// may chain to ours: ours stays reachable (and passes every fault on to
+/// `OLD`), and is neither reinstalled nor given a new `OLD` later.
+fn uninstall(reg: &mut Registry) {
     let mut current = MaybeUninit::<libc::sigaction>::uninit();
     // SAFETY: queries the current action into `current`.
-    unsafe { libc::sigaction(libc::SIGSEGV, std::ptr::null(), current.as_mut_ptr()) };
+    if unsafe { libc::sigaction(libc::SIGSEGV, std::ptr::null(), current.as_mut_ptr()) } != 0 {
+        return;
+    }
     // SAFETY: sigaction filled it.
     let current = unsafe { current.assume_init() };
     if current.sa_sigaction != on_segv as *const () as usize {
-        return; // someone installed a handler over ours: keep chaining
+        return; // buried under another handler: stays reachable
     }
-    // SAFETY: we installed (so `valid` is set) and hold REGISTRY, so
-    // nothing writes `action`.
-    let old = unsafe { old_action() };
+    let restore = OLD.load().unwrap_or_else(|| {
+        // SAFETY: an all-zero sigaction is SIG_DFL with no flags.
+        unsafe { std::mem::zeroed() }
+    });
     // SAFETY: restores the previous action.
-    unsafe { libc::sigaction(libc::SIGSEGV, old, std::ptr::null_mut()) };
-    OLD.valid.store(false, Ordering::Release);
+    unsafe { libc::sigaction(libc::SIGSEGV, &restore, std::ptr::null_mut()) };
+    reg.reachable = false;
 }
 
 /// A region mapped `PROT_NONE` whose pages a SIGSEGV handler makes
@@ -268,20 +377,19 @@ impl FaultLockedRegion {
             libc::PROT_READ
         };
         region.protect(0, region.len(), ProtFlags::PROT_NONE)?;
-        PAGE.store(accounting::page_size(), Ordering::Relaxed);
-        let mut used = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
-        let slot = used
+        let mut reg = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = reg
+            .used
             .iter()
             .position(|u| !u)
             .ok_or(Error::TooManyFaultRegions {
                 max: MAX_FAULT_REGIONS,
             })?;
-        if !used.iter().any(|u| *u) {
-            install()?;
-        }
-        used[slot] = true;
+        install(&mut reg)?;
+        reg.used[slot] = true;
         let s = &SLOTS[slot];
         let start = region.as_ptr() as usize;
+        s.page.store(region.page_size(), Ordering::Relaxed);
         s.end.store(start + region.len(), Ordering::Relaxed);
         s.batch.store(batch, Ordering::Relaxed);
         s.prot.store(prot as usize, Ordering::Relaxed);
@@ -309,7 +417,7 @@ impl FaultLockedRegion {
         let e = SLOTS[self.slot].error.load(Ordering::Acquire);
         if e != 0 {
             let errno = nix::Error::from_raw(e as u32 as i32);
-            let page = accounting::page_size();
+            let page = self.region.page_size();
             let op = if e >> 32 == OP_MPROTECT {
                 "mprotect"
             } else {
@@ -344,11 +452,11 @@ impl FaultLockedRegion {
 
 impl Drop for FaultLockedRegion {
     fn drop(&mut self) {
-        let mut used = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+        let mut reg = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
         SLOTS[self.slot].start.store(0, Ordering::Release);
-        used[self.slot] = false;
-        if !used.iter().any(|u| *u) {
-            uninstall();
+        reg.used[self.slot] = false;
+        if !reg.used.iter().any(|u| *u) {
+            uninstall(&mut reg);
         }
         // The region itself is unmapped when `self.region` drops.
     }

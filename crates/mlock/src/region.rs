@@ -85,7 +85,14 @@ impl<'fd> RegionBuilder<'fd> {
 
     /// Maps `fd` from `offset` (page-aligned) instead of anonymous memory;
     /// `shared` selects `MAP_SHARED` over `MAP_PRIVATE`.
-    pub fn file(mut self, fd: BorrowedFd<'fd>, offset: u64, shared: bool) -> Self {
+    ///
+    /// # Safety
+    /// The region hands out `&[u8]` (and `&mut [u8]`) over the file's
+    /// pages. While it lives, nothing may truncate the file (an access past
+    /// the new end is SIGBUS), and — for a shared mapping — nothing else
+    /// may write the mapped range (another descriptor, mapping or
+    /// process): the obligation of `memmap2::Mmap::map`.
+    pub unsafe fn file(mut self, fd: BorrowedFd<'fd>, offset: u64, shared: bool) -> Self {
         self.file = Some((fd, offset, shared));
         self
     }
@@ -118,7 +125,7 @@ impl<'fd> RegionBuilder<'fd> {
             });
         }
         if let Some((_, offset, _)) = self.file {
-            if offset % page as u64 != 0 {
+            if offset % page as u64 != 0 || i64::try_from(offset).is_err() {
                 return Err(Error::Misaligned {
                     what: "offset",
                     value: offset as usize,
@@ -181,8 +188,14 @@ impl<'fd> RegionBuilder<'fd> {
         } else {
             page
         };
-        let total = self.len + 2 * page + (align - page);
+        // The region, a guard page each side, and the alignment slack.
+        let total = self
+            .len
+            .checked_add(page + align)
+            .filter(|&t| t <= isize::MAX as usize)
+            .ok_or(Error::TooLarge { len: self.len })?;
         let total_nz = NonZeroUsize::new(total).expect("non-zero");
+        fail::fail_point!("mlock::mmap", |arg| Err(self.map_error(injected(arg))));
         // SAFETY: a fresh anonymous PROT_NONE mapping chosen by the kernel.
         let reservation = unsafe {
             mmap_anonymous(
@@ -228,6 +241,7 @@ impl<'fd> RegionBuilder<'fd> {
         };
         let len = NonZeroUsize::new(self.len).expect("non-zero");
         let flags = self.flags() | MapFlags::MAP_HUGETLB | huge;
+        fail::fail_point!("mlock::mmap", |arg| Err(self.map_error(injected(arg))));
         // SAFETY: without MAP_FIXED the kernel picks a fresh range.
         let mapped = unsafe { self.map(None, len, prot, flags) }.map_err(|e| match e {
             nix::Error::ENOMEM => Error::HugePagesNotReserved {
@@ -276,6 +290,18 @@ impl<'fd> RegionBuilder<'fd> {
         } else {
             Error::from_sys("mmap", self.len, e)
         }
+    }
+}
+
+/// The errno a fail point (`mlock::mmap`, `mlock::mlock`) injects:
+/// `ENOMEM` unless its argument names `EAGAIN` or `EPERM`.
+// Only the fail points call it; they compile to nothing outside tests.
+#[allow(dead_code)]
+fn injected(arg: Option<String>) -> nix::Error {
+    match arg.as_deref() {
+        Some("EAGAIN") => nix::Error::EAGAIN,
+        Some("EPERM") => nix::Error::EPERM,
+        _ => nix::Error::ENOMEM,
     }
 }
 
@@ -398,6 +424,11 @@ impl LockedRegion {
     /// `Populate` and `Unlocked`, `mlock2(MLOCK_ONFAULT)` for `OnFault`.
     pub fn lock_range(&self, offset: usize, len: usize) -> Result<(), Error> {
         self.check_range(offset, len)?;
+        fail::fail_point!("mlock::mlock", |arg| Err(Error::from_lock(
+            "mlock",
+            len,
+            injected(arg)
+        )));
         let ptr = self.sub(offset);
         if self.policy == LockPolicy::OnFault {
             // SAFETY: the range is inside our mapping.

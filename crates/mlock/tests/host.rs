@@ -4,12 +4,11 @@
 //! mlockall, the mapping count, a stray segfault) run in a child process:
 //! the test binary re-executes itself with `MMBATCH_MLOCK_CHILD` set.
 
-use std::process::Command;
-
 use mmbatch_mlock::{
     Error, FaultLockedRegion, LockAll, LockPolicy, LockedRegion, Pages, accounting, mlockall,
     munlockall,
 };
+use mmbatch_testkit::child;
 
 const MIB: usize = 1 << 20;
 
@@ -109,8 +108,9 @@ fn file_backed_region_reads_the_file() {
     std::fs::write(&path, &data).unwrap();
     let file = std::fs::File::open(&path).unwrap();
     use std::os::fd::AsFd;
-    let r = LockedRegion::builder(2 * MIB)
-        .file(file.as_fd(), 0, false)
+    // SAFETY: this test's own file, neither written nor truncated while
+    // mapped.
+    let r = unsafe { LockedRegion::builder(2 * MIB).file(file.as_fd(), 0, false) }
         .read_only()
         .build()
         .unwrap();
@@ -173,21 +173,41 @@ fn huge_pages_not_reserved() {
 fn hugetlb_2m_region_when_root() {
     let nr = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
     let before: usize = std::fs::read_to_string(nr).map_or(0, |s| s.trim().parse().unwrap_or(0));
-    if std::fs::write(nr, (before + 2).to_string()).is_err() {
+    if std::fs::write(nr, (before + 4).to_string()).is_err() {
         eprintln!(
             "cannot reserve 2 MiB huge pages here (needs root): hugetlb region not exercised"
         );
         return;
     }
+    // The pool goes back to its size even if an assertion fails.
+    struct Restore<'a>(&'a str, usize);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            std::fs::write(self.0, self.1.to_string()).unwrap();
+        }
+    }
+    let restore = Restore(nr, before);
     let result = (|| {
         let mut r = LockedRegion::builder(4 * MIB)
             .pages(Pages::Huge2M)
             .build()?;
         r.as_mut_slice().unwrap()[3 * MIB] = 1;
         assert_eq!(r.page_size(), 2 * MIB);
+        // Lock-on-fault over huge pages: the handler opens and locks a
+        // whole huge page per fault (the old code mprotect-ed one base
+        // page inside it: EINVAL, and every read reported it).
+        let f = FaultLockedRegion::new(LockedRegion::builder(4 * MIB).pages(Pages::Huge2M), 1)?;
+        f.read(3 * MIB)?;
+        f.read(2 * MIB + 5)?;
+        // (smaps counts no hugetlb page as Locked: hugetlb pages are
+        // unevictable anyway; residency shows the one huge page faulted.)
+        assert_eq!(
+            (f.faults(), f.region().resident_pages()?),
+            (1, 2 * MIB / page())
+        );
         r.resident_pages()
     })();
-    std::fs::write(nr, before.to_string()).unwrap();
+    drop(restore);
     assert_eq!(result.unwrap(), 4 * MIB / page());
 }
 
@@ -229,32 +249,19 @@ fn fault_region_locks_a_batch_per_fault() {
     assert_eq!(r.region().locked_bytes().unwrap(), 17 * p as u64);
 }
 
-/// Runs `scenario` in a child copy of this test binary; its output on
-/// failure.
-fn child(scenario: &str) -> std::process::Output {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "child_scenarios",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("MMBATCH_MLOCK_CHILD", scenario)
-        .output()
-        .unwrap()
+/// Runs `scenario` in a child copy of this test binary, killed after 60 s.
+fn child(scenario: &str) -> child::Run {
+    child::run(
+        "child_scenarios",
+        std::time::Duration::from_secs(60),
+        &[("MMBATCH_MLOCK_CHILD", scenario)],
+    )
 }
 
 fn assert_child_ok(scenario: &str) {
-    let out = child(scenario);
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "child {scenario} failed ({}):\n{text}",
-        out.status
-    );
-    for line in text.lines().filter(|l| l.starts_with("child:")) {
+    let run = child(scenario);
+    run.expect_success();
+    for line in run.output.lines().filter(|l| l.starts_with("child:")) {
         eprintln!("{line}");
     }
 }
@@ -286,9 +293,71 @@ fn mlockall_onfault_and_munlockall() {
 
 #[test]
 fn stray_segfault_reaches_the_default_action() {
-    use std::os::unix::process::ExitStatusExt;
-    let out = child("stray-segv");
-    assert_eq!(out.status.signal(), Some(libc::SIGSEGV), "{:?}", out);
+    let run = child("stray-segv");
+    assert_eq!(run.signal(), Some(libc::SIGSEGV), "{run:?}");
+}
+
+/// Another library installs its SIGSEGV handler over ours (chaining to
+/// ours, as well-behaved handlers do), the last region is dropped, and a
+/// new one made. The old code then saved that handler as "the previous
+/// one" while ours was still reachable through it: the two called each
+/// other forever on any stray fault.
+#[test]
+fn handler_installed_over_ours_does_not_loop() {
+    let run = child("handler-over-ours");
+    assert_eq!(run.signal(), Some(libc::SIGSEGV), "{run:?}");
+    assert!(
+        run.output.contains("child: region B served its faults"),
+        "{run:?}"
+    );
+}
+
+/// The handler's failing `mlock` used to leave its errno in the
+/// interrupted code's errno.
+#[test]
+fn fault_handler_preserves_errno() {
+    assert_child_ok("errno");
+}
+
+static FOREIGN_CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static FOREIGN_OLD: std::sync::OnceLock<libc::sigaction> = std::sync::OnceLock::new();
+
+/// Another library's SIGSEGV handler: counts itself and chains to the
+/// action it replaced; a loop shows as a third call (exit code 3).
+extern "C" fn foreign(sig: i32, info: *mut libc::siginfo_t, ctx: *mut std::ffi::c_void) {
+    if FOREIGN_CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= 3 {
+        // SAFETY: async-signal-safe exit.
+        unsafe { libc::_exit(3) };
+    }
+    let old = FOREIGN_OLD.get().expect("set before installing");
+    if old.sa_flags & libc::SA_SIGINFO != 0 && old.sa_sigaction > 1 {
+        // SAFETY: an SA_SIGINFO handler has this signature.
+        let f: extern "C" fn(i32, *mut libc::siginfo_t, *mut std::ffi::c_void) =
+            unsafe { std::mem::transmute(old.sa_sigaction) };
+        f(sig, info, ctx);
+    } else {
+        // SAFETY: restores the replaced action so the access re-faults.
+        unsafe { libc::sigaction(sig, old, std::ptr::null_mut()) };
+    }
+}
+
+fn install_foreign_handler() {
+    // SAFETY: an all-zero sigaction is a valid empty value.
+    let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+    sa.sa_sigaction = foreign as *const () as usize;
+    sa.sa_flags = libc::SA_SIGINFO;
+    // SAFETY: as above.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: queries the current action.
+    unsafe { libc::sigaction(libc::SIGSEGV, std::ptr::null(), &mut old) };
+    FOREIGN_OLD.set(old).unwrap();
+    // SAFETY: a valid action; FOREIGN_OLD is set before it can run.
+    unsafe { libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut()) };
+}
+
+fn errno_slot() -> *mut i32 {
+    // SAFETY: no preconditions; this thread's errno.
+    unsafe { libc::__errno_location() }
 }
 
 /// Lowers RLIMIT_MEMLOCK to `bytes` and, as root, drops to `nobody` so
@@ -438,6 +507,37 @@ fn child_scenarios() {
             // SAFETY: deliberately invalid: this must kill the process.
             let _ = unsafe { std::ptr::read_volatile(8 as *const u8) };
             unreachable!("the stray access must kill the process");
+        }
+        "handler-over-ours" => {
+            let a = FaultLockedRegion::new(LockedRegion::builder(MIB), 4).unwrap();
+            a.read(0).unwrap();
+            install_foreign_handler();
+            drop(a);
+            let b = FaultLockedRegion::new(LockedRegion::builder(MIB), 4).unwrap();
+            b.read(5 * page()).unwrap();
+            assert_eq!(b.faults(), 1);
+            println!("child: region B served its faults");
+            // A stray fault: the foreign handler, then ours, then the
+            // default action. Not a loop.
+            // SAFETY: deliberately invalid: this must kill the process.
+            let _ = unsafe { std::ptr::read_volatile(8 as *const u8) };
+            unreachable!("the stray access must kill the process");
+        }
+        "errno" => {
+            limit_memlock(0);
+            let r = FaultLockedRegion::new(LockedRegion::builder(MIB), 1).unwrap();
+            for i in 0..4 {
+                // SAFETY: this thread's errno, a valid int.
+                unsafe { *errno_slot() = 1234 };
+                // SAFETY: inside the region; the handler makes it readable.
+                let _ = unsafe {
+                    std::ptr::read_volatile(r.region().as_ptr().wrapping_add(i * page()))
+                };
+                // SAFETY: as above.
+                let errno = unsafe { *errno_slot() };
+                assert_eq!(errno, 1234, "errno after a fault whose mlock failed");
+            }
+            assert!(r.read(0).is_err(), "the mlock failure is still reported");
         }
         other => panic!("unknown scenario {other}"),
     }

@@ -1,0 +1,601 @@
+//! [`UffdRegion`]: fault-around on the host, through userfaultfd.
+//!
+//! - `source`: [`PageSource`], where pages come from.
+//! - `handler`: the threads that resolve faults, and what they do with a
+//!   page that cannot be filled.
+
+mod handler;
+mod source;
+
+use std::{
+    collections::HashSet,
+    ffi::c_void,
+    fs::File,
+    io,
+    os::{fd::AsRawFd, unix::fs::FileExt},
+    sync::{
+        Arc, Condvar, Mutex, RwLock,
+        atomic::{AtomicBool, Ordering},
+    },
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
+
+use userfaultfd::{IoctlFlags, RegisterMode, UffdBuilder};
+
+pub use handler::FailSignal;
+use handler::{Counters, Mode, Shared};
+pub use source::{PageRead, PageSource, Zeroes};
+
+use crate::{Error, Window};
+
+/// What a region's handlers did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UffdStats {
+    /// Missing-page faults handled.
+    pub faults: u64,
+    /// Pages copied in (`UFFDIO_COPY`), or mapped from the page cache
+    /// (`UFFDIO_CONTINUE`) for a [page-cache region](UffdRegion::over_page_cache).
+    pub pages_copied: u64,
+    /// Window pages skipped because the source was not ready.
+    pub pages_skipped: u64,
+    /// Copies that found the page already present (EEXIST).
+    pub already_present: u64,
+    /// Copies retried after EAGAIN or a partial copy.
+    pub retries: u64,
+    /// Pages that could not be filled (source failure, timeout, a copy
+    /// the kernel kept refusing): their readers get a signal.
+    pub pages_failed: u64,
+}
+
+/// The most handler threads a region starts.
+pub const MAX_HANDLERS: usize = 64;
+
+/// Settings of a [`UffdRegion`]; from [`UffdRegion::builder`].
+#[derive(Clone, Debug)]
+pub struct UffdRegionBuilder {
+    len: usize,
+    order: u32,
+    handlers: usize,
+    source_timeout: Duration,
+}
+
+impl UffdRegionBuilder {
+    /// Fault-around order: each fault copies the ready pages of its
+    /// `2^order`-page window (default 0, at most [`MAX_ORDER`](crate::MAX_ORDER)).
+    pub fn order(mut self, order: u32) -> Self {
+        self.order = order;
+        self
+    }
+
+    /// Handler threads (default 1, at most [`MAX_HANDLERS`]).
+    pub fn handlers(mut self, handlers: usize) -> Self {
+        self.handlers = handlers;
+        self
+    }
+
+    /// How long a faulting page waits for a source that says
+    /// [`NotReady`](PageRead::NotReady) before it is failed, and how long
+    /// [`shutdown`](UffdRegion::shutdown) and drop wait for the source in
+    /// all (default 30 s).
+    pub fn source_timeout(mut self, timeout: Duration) -> Self {
+        self.source_timeout = timeout;
+        self
+    }
+
+    /// Maps the region over `source` and starts its handlers.
+    pub fn build(self, source: impl PageSource) -> Result<UffdRegion, Error> {
+        if source.len() < self.len as u64 {
+            return Err(Error::SourceTooShort {
+                source_len: source.len(),
+                region_len: self.len,
+            });
+        }
+        UffdRegion::build(self, Box::new(source), None)
+    }
+
+    /// A shared mapping of `file`'s page cache; see
+    /// [`UffdRegion::over_page_cache`].
+    ///
+    /// # Safety
+    /// As [`UffdRegion::over_page_cache`].
+    pub unsafe fn build_over_page_cache(self, file: &File) -> Result<UffdRegion, Error> {
+        let source_len = PageSource::len(file);
+        if source_len < self.len as u64 {
+            return Err(Error::SourceTooShort {
+                source_len,
+                region_len: self.len,
+            });
+        }
+        let zeroes = Zeroes(self.len as u64);
+        UffdRegion::build(self, Box::new(zeroes), Some(file.as_raw_fd()))
+    }
+}
+
+/// An anonymous region registered with userfaultfd and filled on demand
+/// from a [`PageSource`]: a missing-page fault is resolved by copying the
+/// ready pages of its whole fault-around window (the faulting page first),
+/// by one or more handler threads.
+///
+/// ```no_run
+/// use mmbatch_faultaround::UffdRegion;
+///
+/// # fn main() -> Result<(), mmbatch_faultaround::Error> {
+/// let image: Vec<u8> = vec![7; 64 << 20]; // e.g. a snapshot to restore
+/// let region = UffdRegion::new(64 << 20, 4, image, 1)?; // 16 pages per fault
+/// assert_eq!(region.as_slice()[12345], 7); // faults in pages 0..16
+/// assert_eq!(region.stats().faults, 1);
+/// # Ok(()) }
+/// ```
+///
+/// A page the source cannot produce ([`PageRead::Failed`], a panic, no
+/// answer within the [source timeout](UffdRegionBuilder::source_timeout))
+/// is never filled: the access gets SIGBUS ([`FailSignal`]) and
+/// [`failure`](Self::failure) says which page and why.
+pub struct UffdRegion {
+    shared: Arc<Shared>,
+    handlers: Mutex<Vec<JoinHandle<()>>>,
+    shut_down: AtomicBool,
+}
+
+impl std::fmt::Debug for UffdRegion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UffdRegion")
+            .field("len", &self.shared.len)
+            .field("order", &self.shared.order)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+fn page_size() -> usize {
+    rustix::param::page_size()
+}
+
+fn uffd_error(e: userfaultfd::Error) -> Error {
+    use userfaultfd::Error as U;
+    let errno = match &e {
+        U::SystemError(errno) => Some(*errno as i32),
+        _ => None,
+    };
+    match errno {
+        Some(libc::EPERM) | Some(libc::EACCES) => Error::NoPermission {
+            source: io::Error::from_raw_os_error(errno.unwrap_or(libc::EPERM)),
+        },
+        Some(libc::ENOSYS) | Some(libc::EINVAL) => Error::Unsupported {
+            what: format!("userfaultfd: {e}"),
+        },
+        _ => Error::Sys {
+            op: "userfaultfd",
+            source: io::Error::other(e.to_string()),
+        },
+    }
+}
+
+/// A fresh anonymous or file mapping, unmapped on drop unless kept.
+struct Mapping {
+    base: *mut c_void,
+    len: usize,
+}
+
+impl Mapping {
+    fn new(len: usize, file: Option<i32>) -> Result<Self, Error> {
+        fail::fail_point!("uffd::mmap", |_| Err(Error::Sys {
+            op: "mmap",
+            source: io::Error::from_raw_os_error(libc::ENOMEM),
+        }));
+        let (flags, fd) = match file {
+            Some(fd) => (libc::MAP_SHARED, fd),
+            None => (
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+            ),
+        };
+        // SAFETY: a fresh mapping chosen by the kernel, of our own file if
+        // any.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                fd,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(Error::Sys {
+                op: "mmap",
+                source: io::Error::last_os_error(),
+            });
+        }
+        Ok(Self { base, len })
+    }
+
+    /// Hands the mapping over: the region unmaps it from now on.
+    fn keep(self) -> usize {
+        let base = self.base as usize;
+        std::mem::forget(self);
+        base
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, never handed out.
+        unsafe { libc::munmap(self.base, self.len) };
+    }
+}
+
+impl UffdRegion {
+    /// Maps `len` bytes (a multiple of the page size), registers them for
+    /// missing-page faults, and starts `handlers` threads (1 to
+    /// [`MAX_HANDLERS`]) that resolve each fault by copying its
+    /// `2^order`-page window from `source`. The other settings are the
+    /// [builder](Self::builder)'s defaults.
+    pub fn new(
+        len: usize,
+        order: u32,
+        source: impl PageSource,
+        handlers: usize,
+    ) -> Result<Self, Error> {
+        Self::builder(len)
+            .order(order)
+            .handlers(handlers)
+            .build(source)
+    }
+
+    /// A region of `len` bytes with default settings, to adjust.
+    pub fn builder(len: usize) -> UffdRegionBuilder {
+        UffdRegionBuilder {
+            len,
+            order: 0,
+            handlers: 1,
+            source_timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// A shared mapping of `file` (a shmem file, such as a memfd, whose
+    /// pages are in the page cache) registered for minor faults: a fault on
+    /// a cached page not yet mapped here maps the cached pages of its
+    /// window in place (`UFFDIO_CONTINUE`), copying nothing — the kernel's
+    /// `map_pages`, from userspace. A window page not in the cache is
+    /// skipped. Needs Linux 5.13.
+    ///
+    /// # Safety
+    /// [`as_slice`](Self::as_slice) hands out `&[u8]` over the file's
+    /// pages: while the region lives, nothing may write the file (through
+    /// another descriptor, mapping or process), and nothing may truncate it
+    /// (an access past the new end is SIGBUS) — the obligation of
+    /// `memmap2::Mmap::map`.
+    pub unsafe fn over_page_cache(
+        file: &File,
+        len: usize,
+        order: u32,
+        handlers: usize,
+    ) -> Result<Self, Error> {
+        let b = Self::builder(len).order(order).handlers(handlers);
+        // SAFETY: the caller's obligation, passed on.
+        unsafe { b.build_over_page_cache(file) }
+    }
+
+    /// A memfd (shmem) of `len` bytes holding `source`'s ready pages in its
+    /// page cache, for [`over_page_cache`](Self::over_page_cache). A page
+    /// the source fails is an error.
+    pub fn page_cache_from(source: &dyn PageSource, len: usize) -> Result<File, Error> {
+        let sys = |op| move |source| Error::Sys { op, source };
+        let fd = rustix::fs::memfd_create("mmbatch-page-cache", rustix::fs::MemfdFlags::CLOEXEC)
+            .map_err(|e| sys("memfd_create")(e.into()))?;
+        let file = File::from(fd);
+        file.set_len(len as u64).map_err(sys("ftruncate"))?;
+        let page = page_size();
+        let mut buf = vec![0u8; page];
+        for p in 0..(len / page) as u64 {
+            match source.read_page(p, &mut buf) {
+                PageRead::Ready => file
+                    .write_all_at(&buf, p * page as u64)
+                    .map_err(sys("writing the page cache"))?,
+                PageRead::Failed(source) => {
+                    return Err(Error::PageFailed {
+                        page: p,
+                        signal: None,
+                        source,
+                    });
+                }
+                _ => {}
+            }
+        }
+        Ok(file)
+    }
+
+    fn build(
+        b: UffdRegionBuilder,
+        source: Box<dyn PageSource>,
+        shared_fd: Option<i32>,
+    ) -> Result<Self, Error> {
+        let UffdRegionBuilder {
+            len,
+            order,
+            handlers,
+            source_timeout,
+        } = b;
+        let page = page_size();
+        if len == 0 || len % page != 0 {
+            return Err(Error::BadLength {
+                len,
+                page_size: page,
+            });
+        }
+        if !(1..=MAX_HANDLERS).contains(&handlers) {
+            return Err(Error::BadHandlers {
+                handlers,
+                max: MAX_HANDLERS,
+            });
+        }
+        Window::around(0, order, 0..1)?;
+        let uffd = UffdBuilder::new()
+            .close_on_exec(true)
+            .non_blocking(true)
+            .user_mode_only(true)
+            .create()
+            .map_err(uffd_error)?;
+        let mapping = Mapping::new(len, shared_fd)?;
+        let (mode, register, needed, what) = match shared_fd {
+            // Registering for minor faults succeeds only where the kernel
+            // has UFFDIO_CONTINUE (5.13).
+            Some(_) => (
+                Mode::Continue,
+                RegisterMode::MINOR,
+                IoctlFlags::WAKE,
+                "minor faults and UFFDIO_CONTINUE on shmem (Linux 5.13)",
+            ),
+            None => (
+                Mode::Copy,
+                RegisterMode::MISSING,
+                IoctlFlags::COPY,
+                "UFFDIO_COPY on anonymous memory",
+            ),
+        };
+        let ioctls = uffd
+            .register_with_mode(mapping.base, len, register)
+            .map_err(uffd_error)?;
+        if !ioctls.contains(needed) {
+            return Err(Error::Unsupported { what: what.into() });
+        }
+        // UFFDIO_POISON arrived in Linux 6.6; fail point `uffd::no_poison`
+        // plays an older kernel.
+        let poison = ioctls.bits() & handler::UFFDIO_POISON_BIT != 0 && !plays_old_kernel();
+        let wake = rustix::event::eventfd(
+            0,
+            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+        )
+        .map_err(|e| Error::Sys {
+            op: "eventfd",
+            source: e.into(),
+        })?;
+        let shared = Arc::new(Shared {
+            mode,
+            uffd,
+            base: mapping.keep(),
+            len,
+            page,
+            order,
+            source,
+            source_timeout,
+            stop: AtomicBool::new(false),
+            wake,
+            stats: Counters::default(),
+            poison: AtomicBool::new(poison),
+            failed: Mutex::new(HashSet::new()),
+            failure: Mutex::new(None),
+            mapped: RwLock::new(true),
+            alive: Mutex::new(0),
+            exited: Condvar::new(),
+        });
+        let region = UffdRegion {
+            shared: shared.clone(),
+            handlers: Mutex::new(Vec::new()),
+            shut_down: AtomicBool::new(false),
+        };
+        // From here `region`'s drop undoes everything: the threads started
+        // are stopped and joined, the range unregistered and unmapped.
+        for i in 0..handlers {
+            let s = shared.clone();
+            *shared.alive.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+            let spawned = spawn_handler(i, s);
+            match spawned {
+                Ok(h) => region
+                    .handlers
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(h),
+                Err(source) => {
+                    *shared.alive.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+                    return Err(Error::ThreadRefused {
+                        started: i,
+                        asked: handlers,
+                        source,
+                    });
+                }
+            }
+        }
+        Ok(region)
+    }
+
+    /// The first byte.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.shared.base as *const u8
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.shared.len
+    }
+
+    /// Never empty.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The memory; reading a missing page faults it (and its window) in.
+    /// Reading a page the source failed kills the process with SIGBUS (see
+    /// [`failure`](Self::failure)), as reading a file mapping past the
+    /// file's end does.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: the mapping lives as long as self; missing pages are
+        // filled by the handlers (or, after shutdown, are all present), and
+        // nothing else writes them.
+        unsafe { std::slice::from_raw_parts(self.as_ptr(), self.shared.len) }
+    }
+
+    /// What the handlers did so far.
+    pub fn stats(&self) -> UffdStats {
+        let c = &self.shared.stats;
+        let ld = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        UffdStats {
+            faults: ld(&c.faults),
+            pages_copied: ld(&c.pages_copied),
+            pages_skipped: ld(&c.pages_skipped),
+            already_present: ld(&c.already_present),
+            retries: ld(&c.retries),
+            pages_failed: ld(&c.pages_failed),
+        }
+    }
+
+    /// The first page that could not be filled, and why
+    /// ([`Error::PageFailed`]); `None` while every fault was served.
+    pub fn failure(&self) -> Option<Error> {
+        let f = self
+            .shared
+            .failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        f.as_ref().map(|f| Error::PageFailed {
+            page: f.page,
+            signal: f.signal,
+            source: io::Error::new(f.cause.kind(), f.cause.to_string()),
+        })
+    }
+
+    /// How a failed page's readers are stopped on this kernel: SIGBUS with
+    /// `UFFDIO_POISON` (Linux 6.6+), SIGSEGV otherwise.
+    pub fn fail_signal(&self) -> FailSignal {
+        if self.shared.poison.load(Ordering::Relaxed) {
+            FailSignal::Sigbus
+        } else {
+            FailSignal::Sigsegv
+        }
+    }
+
+    /// Pages present in memory now (`mincore`).
+    pub fn resident_pages(&self) -> usize {
+        self.shared
+            .resident(0, self.shared.len / self.shared.page)
+            .iter()
+            .filter(|r| **r)
+            .count()
+    }
+
+    /// Stops the handler threads without failing any faulting thread that
+    /// the source can serve: after they exit, every page still missing is
+    /// copied in (waiting for the source up to the source timeout, in all)
+    /// and the range unregistered, so a fault in flight is woken with its
+    /// data and later accesses do not fault. A page the source fails, or
+    /// does not have by then, is failed (its readers get the signal).
+    pub fn shutdown(&self) {
+        if self.shut_down.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.stop_handlers();
+        let s = &self.shared;
+        let pages = s.len / s.page;
+        if s.mode == Mode::Continue {
+            // Map whatever is cached; a page still faulting after this
+            // takes the ordinary shmem fault once the range is unregistered.
+            let _ = s.cont(0, pages, true);
+        } else {
+            let deadline = Instant::now() + s.source_timeout;
+            let mut buf = vec![0u8; s.page];
+            for (p, present) in s.resident(0, pages).into_iter().enumerate() {
+                let p = p as u64;
+                if present || s.is_failed(p) {
+                    continue;
+                }
+                match s.read_ready_until(p, &mut buf, deadline) {
+                    Ok(()) => {
+                        if let Err(e) = s.copy_page(p, &buf, true) {
+                            s.fail_page(p, e);
+                        }
+                    }
+                    Err(e) => s.fail_page(p, e),
+                }
+            }
+        }
+        let _ = s.uffd.unregister(s.base as *mut c_void, s.len);
+    }
+
+    /// Stops the handlers and joins them; a handler stuck in the source
+    /// past the source timeout is left to finish on its own (it then finds
+    /// the range unregistered and touches nothing).
+    fn stop_handlers(&self) {
+        let s = &self.shared;
+        s.stop.store(true, Ordering::Release);
+        let _ = rustix::io::write(&s.wake, &1u64.to_ne_bytes());
+        let deadline = Instant::now() + s.source_timeout;
+        let mut alive = s.alive.lock().unwrap_or_else(|e| e.into_inner());
+        while *alive > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            alive = s
+                .exited
+                .wait_timeout(alive, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        drop(alive);
+        for h in self
+            .handlers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            if h.is_finished() {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+/// Fail point `uffd::no_poison`: behave as a kernel without
+/// `UFFDIO_POISON` (before 6.6).
+fn plays_old_kernel() -> bool {
+    fail::fail_point!("uffd::no_poison", |_| true);
+    false
+}
+
+fn spawn_handler(i: usize, s: Arc<Shared>) -> io::Result<JoinHandle<()>> {
+    fail::fail_point!("uffd::spawn", |_| Err(io::Error::from_raw_os_error(
+        libc::EAGAIN
+    )));
+    std::thread::Builder::new()
+        .name(format!("uffd-handler-{i}"))
+        .spawn(move || s.serve())
+}
+
+impl Drop for UffdRegion {
+    fn drop(&mut self) {
+        // No access can be in flight (we are borrowed mutably), so the
+        // handlers can simply stop.
+        self.stop_handlers();
+        let s = &self.shared;
+        let mut mapped = s.mapped.write().unwrap_or_else(|e| e.into_inner());
+        *mapped = false;
+        let _ = s.uffd.unregister(s.base as *mut c_void, s.len);
+        // SAFETY: the mapping is ours and nothing refers to it any more (a
+        // handler left running checks `mapped` before touching it).
+        unsafe { libc::munmap(s.base as *mut c_void, s.len) };
+    }
+}

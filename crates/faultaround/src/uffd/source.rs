@@ -1,0 +1,127 @@
+//! [`PageSource`]: where a [`UffdRegion`](super::UffdRegion)'s pages come
+//! from, and the sources built in.
+
+use std::{fs::File, io, os::unix::fs::FileExt};
+
+/// What a source made of a page request.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum PageRead {
+    /// The buffer holds the page.
+    Ready,
+    /// Not yet (still downloading, say). A neighbour that is not ready is
+    /// skipped; the faulting page itself is waited for, up to the region's
+    /// [source timeout](super::UffdRegionBuilder::source_timeout).
+    NotReady,
+    /// The page can never be produced (the file was truncated, the
+    /// download failed). The access that faulted on it gets SIGBUS, as a
+    /// file mapping past its end does, and the region records the error
+    /// ([`UffdRegion::failure`](super::UffdRegion::failure)).
+    Failed(io::Error),
+}
+
+/// Where a region's pages come from.
+///
+/// The handler threads call it; a call that panics fails that page (as
+/// [`PageRead::Failed`]) and the handler goes on serving the others.
+pub trait PageSource: Send + Sync + 'static {
+    /// Bytes available.
+    fn len(&self) -> u64;
+
+    /// Whether the source is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Fills `buf` (one page) with page `index`, or says why it cannot.
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead;
+
+    /// The bytes of `count` pages from page `index`, if the source holds
+    /// them in memory and they are all ready: then `UFFDIO_COPY` copies
+    /// straight from them, with no bounce buffer. A slice that is not
+    /// exactly `count * page_size` bytes long is ignored (the pages are
+    /// read with [`read_page`](Self::read_page) instead): the kernel would
+    /// otherwise copy whatever memory follows it.
+    fn pages(&self, index: u64, count: usize, page_size: usize) -> Option<&[u8]> {
+        let _ = (index, count, page_size);
+        None
+    }
+}
+
+/// Zeroes enough for the largest window (512 pages of 4 KiB).
+static ZEROES: [u8; 2 << 20] = [0; 2 << 20];
+
+/// A source of zero pages.
+#[derive(Clone, Copy, Debug)]
+pub struct Zeroes(pub u64);
+
+impl PageSource for Zeroes {
+    fn len(&self) -> u64 {
+        self.0
+    }
+
+    fn read_page(&self, _: u64, buf: &mut [u8]) -> PageRead {
+        buf.fill(0);
+        PageRead::Ready
+    }
+
+    fn pages(&self, _: u64, count: usize, page_size: usize) -> Option<&[u8]> {
+        ZEROES.get(..count.checked_mul(page_size)?)
+    }
+}
+
+/// The byte range of `count` pages of `page_size` from page `index`, if
+/// it does not overflow.
+fn span(index: u64, count: usize, page_size: usize) -> Option<std::ops::Range<usize>> {
+    let at = usize::try_from(index).ok()?.checked_mul(page_size)?;
+    Some(at..at.checked_add(count.checked_mul(page_size)?)?)
+}
+
+impl PageSource for Vec<u8> {
+    fn len(&self) -> u64 {
+        self.len() as u64
+    }
+
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+        match span(index, 1, buf.len()).and_then(|r| self.get(r)) {
+            Some(page) => {
+                buf.copy_from_slice(page);
+                PageRead::Ready
+            }
+            None => PageRead::Failed(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("page {index} is past the end of the source"),
+            )),
+        }
+    }
+
+    fn pages(&self, index: u64, count: usize, page_size: usize) -> Option<&[u8]> {
+        self.get(span(index, count, page_size)?)
+    }
+}
+
+impl PageSource for File {
+    fn len(&self) -> u64 {
+        self.metadata().map_or(0, |m| m.len())
+    }
+
+    /// A page past the end (the file was truncated) or an I/O error fails
+    /// the page; `EAGAIN` (a non-blocking file) is "not ready".
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+        let Some(at) = index.checked_mul(buf.len() as u64) else {
+            return PageRead::Failed(io::Error::other(format!("page {index}'s offset overflows")));
+        };
+        match self.read_exact_at(buf, at) {
+            Ok(()) => PageRead::Ready,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => PageRead::NotReady,
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => PageRead::Failed(io::Error::new(
+                e.kind(),
+                format!(
+                    "page {index} is past the end of the file ({} bytes now: truncated?)",
+                    PageSource::len(self)
+                ),
+            )),
+            Err(e) => PageRead::Failed(e),
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! What the kernel or the OS refuses, injected with the `fail` crate's
+//! fail points (on in tests only): each refusal gives a clear error or a
+//! signalled page, and leaves nothing mapped, open or running.
+//!
+//! Fail points are process-wide, so each test holds a `FailScenario`
+//! (one at a time) and the signal tests run in a child process.
+
+use std::time::Duration;
+
+use fail::FailScenario;
+use mmbatch_faultaround::{Error, FailSignal, UffdRegion};
+use mmbatch_testkit::{child, signal};
+
+const PAGE: usize = 4096;
+const LIMIT: Duration = Duration::from_secs(20);
+
+fn image(pages: usize) -> Vec<u8> {
+    (0..pages * PAGE)
+        .map(|b| ((b / PAGE) * 7 + b % 251) as u8)
+        .collect()
+}
+
+/// Open userfaultfd and eventfd descriptors (the region's own kinds:
+/// other tests' pipes do not count).
+fn region_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|l| {
+            let l = l.to_string_lossy();
+            l.contains("userfaultfd") || l.contains("eventfd")
+        })
+        .count()
+}
+
+fn handler_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter(|t| {
+            let comm = t.as_ref().unwrap().path().join("comm");
+            std::fs::read_to_string(comm).is_ok_and(|c| c.starts_with("uffd-handler"))
+        })
+        .count()
+}
+
+/// Mappings of exactly `len` bytes (thread stacks, cached by glibc after
+/// a join, are not counted).
+fn mappings(len: usize) -> usize {
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .filter(|l| {
+            let range = l.split_whitespace().next().unwrap();
+            let (a, b) = range.split_once('-').unwrap();
+            let size =
+                usize::from_str_radix(b, 16).unwrap() - usize::from_str_radix(a, 16).unwrap();
+            size == len
+        })
+        .count()
+}
+
+/// The signal a read of byte `offset` of `r` got (0: none); in a child
+/// process only.
+fn touch(r: &UffdRegion, offset: usize) -> i32 {
+    // SAFETY: inside the region, which the caller keeps until it exits.
+    unsafe { signal::touch(r.as_ptr() as usize + offset, Duration::from_secs(10)) }
+}
+
+/// A copy the kernel refuses for good (ENOMEM under a memory cgroup) used
+/// to wake the reader, which faulted again: a 100% CPU livelock. Now the
+/// page fails after a few tries and the reader gets SIGBUS.
+#[test]
+fn persistent_copy_failure_fails_the_page() {
+    if let Some(run) = child::parent("persistent_copy_failure_fails_the_page", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let scenario = FailScenario::setup();
+    let r = UffdRegion::new(16 * PAGE, 0, image(16), 1).unwrap();
+    fail::cfg("uffd::copy", "return(ENOMEM)").unwrap();
+    assert_eq!(touch(&r, 3 * PAGE), libc::SIGBUS);
+    let e = r.failure().unwrap().to_string();
+    println!("{e}");
+    assert!(e.contains("page 3") && e.contains("ENOMEM"), "{e}");
+    drop(scenario);
+    std::process::exit(0);
+}
+
+/// Without UFFDIO_POISON (Linux before 6.6, played by a fail point) a
+/// failed page is made inaccessible instead: SIGSEGV, never zeroes.
+#[test]
+fn without_poison_a_failed_page_gets_sigsegv() {
+    if let Some(run) = child::parent("without_poison_a_failed_page_gets_sigsegv", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let scenario = FailScenario::setup();
+    fail::cfg("uffd::no_poison", "return").unwrap();
+    let r = UffdRegion::new(16 * PAGE, 0, image(16), 1).unwrap();
+    assert_eq!(r.fail_signal(), FailSignal::Sigsegv);
+    fail::cfg("uffd::copy", "return(EFAULT)").unwrap();
+    assert_eq!(touch(&r, 5 * PAGE), libc::SIGSEGV);
+    println!("fallback path (PROT_NONE): {}", r.failure().unwrap());
+    fail::remove("uffd::copy");
+    // The neighbours are still served.
+    assert_eq!(r.as_slice()[6 * PAGE + 1], image(16)[6 * PAGE + 1]);
+    drop(scenario);
+    std::process::exit(0);
+}
+
+/// The poison ioctl itself refused at run time: the SIGSEGV fallback.
+#[test]
+fn refused_poison_falls_back_to_protection() {
+    if let Some(run) = child::parent("refused_poison_falls_back_to_protection", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let scenario = FailScenario::setup();
+    let r = UffdRegion::new(16 * PAGE, 0, image(16), 1).unwrap();
+    fail::cfg("uffd::poison", "return").unwrap();
+    fail::cfg("uffd::copy", "return(ENOMEM)").unwrap();
+    assert_eq!(touch(&r, 2 * PAGE), libc::SIGSEGV);
+    assert_eq!(r.fail_signal(), FailSignal::Sigsegv);
+    drop(scenario);
+    std::process::exit(0);
+}
+
+/// EAGAIN (the kernel's `mmap_changing`) comes back from the userfaultfd
+/// crate as a partial copy of `-EAGAIN as usize` bytes; the old code added
+/// that to its progress and counters. Now it is retried as no progress.
+#[test]
+fn eagain_is_retried_and_a_negative_count_is_no_progress() {
+    let scenario = FailScenario::setup();
+    let src = image(64);
+    let r = UffdRegion::new(64 * PAGE, 2, src.clone(), 1).unwrap();
+    fail::cfg("uffd::copy", "5*return(EAGAIN)").unwrap();
+    assert_eq!(r.as_slice()[9 * PAGE + 3], src[9 * PAGE + 3]);
+    let st = r.stats();
+    assert!(st.retries >= 5, "{st:?}");
+    assert_eq!(st.pages_copied, 4, "{st:?}");
+    assert_eq!(r.as_slice(), &src[..]);
+    assert_eq!(r.stats().pages_copied, 64);
+    drop(scenario);
+}
+
+/// EEXIST: the page is someone else's already; the reader is woken and
+/// finds it (here it refaults once, as nothing was copied).
+#[test]
+fn eexist_wakes_the_reader() {
+    let scenario = FailScenario::setup();
+    let src = image(16);
+    let r = UffdRegion::new(16 * PAGE, 0, src.clone(), 1).unwrap();
+    fail::cfg("uffd::copy", "1*return(EEXIST)").unwrap();
+    assert_eq!(r.as_slice()[PAGE], src[PAGE]);
+    assert!(r.stats().already_present >= 1, "{:?}", r.stats());
+    drop(scenario);
+}
+
+/// A handler thread the OS refuses: a clear error, and the handlers
+/// already started are stopped, the range unmapped, the uffd closed.
+#[test]
+fn refused_handler_thread_undoes_everything() {
+    let scenario = FailScenario::setup();
+    let (fds, maps, threads) = (region_fds(), mappings(64 * PAGE), handler_threads());
+    fail::cfg("uffd::spawn", "2*off->return").unwrap();
+    let e = UffdRegion::new(64 * PAGE, 0, image(64), 4).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::ThreadRefused {
+                started: 2,
+                asked: 4,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("RLIMIT_NPROC"), "{e}");
+    assert_eq!(region_fds(), fds, "descriptors left open");
+    assert_eq!(mappings(64 * PAGE), maps, "mappings left");
+    assert_eq!(handler_threads(), threads, "handler threads left running");
+    drop(scenario);
+}
+
+/// mmap refused: the error says so, and the uffd is closed.
+#[test]
+fn refused_mmap_is_a_clear_error() {
+    let scenario = FailScenario::setup();
+    let fds = region_fds();
+    fail::cfg("uffd::mmap", "return").unwrap();
+    let e = UffdRegion::new(64 * PAGE, 0, image(64), 1).unwrap_err();
+    assert!(matches!(e, Error::Sys { op: "mmap", .. }), "{e}");
+    assert_eq!(region_fds(), fds);
+    drop(scenario);
+}

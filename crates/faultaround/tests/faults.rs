@@ -1,0 +1,273 @@
+//! Bad input and failing sources: nothing hangs, nothing panics, no safe
+//! call reads memory it should not. Scenarios that hung on the old code run
+//! in a child process with a bounded wait.
+
+use std::{fs::File, io::Write, sync::Arc, time::Duration};
+
+use mmbatch_faultaround::{
+    Error, FailSignal, MapPages, PageRead, PageSource, UffdRegion,
+    engine::{FileMapping, PageCache},
+};
+use mmbatch_lru::{Config, Engine, Pfn};
+use mmbatch_testkit::{child, signal};
+
+const PAGE: usize = 4096;
+const LIMIT: Duration = Duration::from_secs(20);
+
+fn image(pages: usize) -> Vec<u8> {
+    (0..pages * PAGE)
+        .map(|b| ((b / PAGE) * 7 + b % 251) as u8)
+        .collect()
+}
+
+fn temp_file(data: &[u8]) -> File {
+    let path = std::env::temp_dir().join(format!(
+        "mmbatch-fa-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let mut f = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    f.write_all(data).unwrap();
+    f
+}
+
+/// The file is truncated after the region is made: a read past the new
+/// end used to block forever (the source said "not ready" for good), and
+/// so did drop. Now the page fails: it is never filled, the failure is
+/// recorded, and drop finishes.
+#[test]
+fn truncated_file_source_neither_hangs_nor_zero_fills() {
+    if let Some(run) = child::parent("truncated_file_source_neither_hangs_nor_zero_fills", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let data = image(64);
+    let file = temp_file(&data);
+    let r = UffdRegion::new(64 * PAGE, 0, file.try_clone().unwrap(), 1).unwrap();
+    assert_eq!(r.as_slice()[3 * PAGE], data[3 * PAGE]);
+    file.set_len(8 * PAGE as u64).unwrap();
+    // Page 40 is past the end now: its reader gets the region's signal,
+    // and the failure says why.
+    let sig = touch(&r, 40 * PAGE);
+    assert_eq!(sig, expected_signal(&r), "page 40");
+    let e = r.failure().expect("the failure is recorded");
+    println!("{e}");
+    assert!(matches!(e, Error::PageFailed { page: 40, .. }), "{e}");
+    assert!(e.to_string().contains("past the end of the file"), "{e}");
+    // The other missing pages past the end fail too; shutdown and drop
+    // finish.
+    r.shutdown();
+    assert!(r.stats().pages_failed >= 56, "{:?}", r.stats());
+    drop(r);
+    std::process::exit(0);
+}
+
+fn expected_signal(r: &UffdRegion) -> i32 {
+    match r.fail_signal() {
+        FailSignal::Sigbus => libc::SIGBUS,
+        _ => libc::SIGSEGV,
+    }
+}
+
+// ---- touching a page that cannot be filled --------------------------------
+
+/// The signal a read of byte `offset` of `r` got (0: none); in a child
+/// process only.
+fn touch(r: &UffdRegion, offset: usize) -> i32 {
+    // SAFETY: inside the region, which the caller keeps until it exits.
+    unsafe { signal::touch(r.as_ptr() as usize + offset, Duration::from_secs(10)) }
+}
+
+/// Page `bad` panics in `read_page`; the rest are zeroes.
+struct Panicky {
+    bad: u64,
+}
+
+impl PageSource for Panicky {
+    fn len(&self) -> u64 {
+        1 << 20
+    }
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+        assert!(index != self.bad, "injected: page {index} cannot be read");
+        buf.fill(1);
+        PageRead::Ready
+    }
+}
+
+/// A source that panics on one page used to kill the only handler thread:
+/// that page's reader, and every later fault, then blocked forever.
+#[test]
+fn panicking_source_fails_its_page_and_the_handler_lives_on() {
+    if let Some(run) = child::parent(
+        "panicking_source_fails_its_page_and_the_handler_lives_on",
+        LIMIT,
+    ) {
+        run.expect_success();
+        return;
+    }
+    let r = UffdRegion::new(64 * PAGE, 0, Panicky { bad: 5 }, 1).unwrap();
+    assert_eq!(r.as_slice()[PAGE], 1);
+    let sig = touch(&r, 5 * PAGE);
+    println!("page 5: signal {sig}");
+    assert_eq!(sig, expected_signal(&r));
+    let e = r.failure().unwrap().to_string();
+    assert!(e.contains("panicked reading page 5"), "{e}");
+    // The handler still serves other pages.
+    assert_eq!(r.as_slice()[9 * PAGE], 1);
+    std::process::exit(0);
+}
+
+/// `pages()` returning fewer bytes than asked used to make the kernel copy
+/// whatever memory followed the slice into the region (here: past the end
+/// of the source's allocation, so the copy failed with EFAULT and the
+/// reader refaulted forever).
+#[test]
+fn a_short_pages_slice_is_not_trusted() {
+    if let Some(run) = child::parent("a_short_pages_slice_is_not_trusted", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    /// Pages stored last-first, so the bytes after page i are page i - 1.
+    struct Short(Vec<u8>);
+    impl Short {
+        fn at(&self, index: u64) -> usize {
+            self.0.len() - (index as usize + 1) * PAGE
+        }
+    }
+    impl PageSource for Short {
+        fn len(&self) -> u64 {
+            self.0.len() as u64
+        }
+        fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+            let at = self.at(index);
+            buf.copy_from_slice(&self.0[at..at + PAGE]);
+            PageRead::Ready
+        }
+        fn pages(&self, index: u64, _count: usize, _page_size: usize) -> Option<&[u8]> {
+            // One page, whatever was asked: a bug in the source.
+            let at = self.at(index);
+            self.0.get(at..at + PAGE)
+        }
+    }
+    let data = image(16);
+    let reversed: Vec<u8> = data.chunks(PAGE).rev().flatten().copied().collect();
+    let r = UffdRegion::new(16 * PAGE, 4, Short(reversed), 1).unwrap();
+    assert!(
+        r.as_slice() == &data[..],
+        "the region differs from the source's pages"
+    );
+}
+
+/// The engine's page cache: an index past the file used to panic after
+/// `lru_add` took the frame (leaking it); a slow-path fault outside the
+/// mapping panicked instead of returning `FaultOutsideVma`.
+#[test]
+fn engine_page_cache_refuses_out_of_range_pages() {
+    let lru = Arc::new(Engine::new(Config::new(8)).unwrap());
+    let cache = PageCache::new(lru.clone(), 4).unwrap();
+    let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        cache.insert(4, Pfn(0), true)
+    }));
+    let e = e.expect("no panic").unwrap_err();
+    println!("{e}");
+    // The frame was not taken: it can still be used.
+    cache.insert(0, Pfn(0), true).unwrap();
+    let m = FileMapping::new(&cache, 0).unwrap();
+    let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.fault(100)));
+    let e = e.expect("no panic").unwrap_err();
+    assert!(matches!(e, Error::FaultOutsideVma { page: 100, .. }), "{e}");
+    assert!(m.read(100).is_err());
+}
+
+/// A source that never has a page: the reader used to wait forever; now
+/// the page fails after the source timeout.
+#[test]
+fn a_page_never_ready_fails_after_the_source_timeout() {
+    if let Some(run) = child::parent("a_page_never_ready_fails_after_the_source_timeout", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    struct Never;
+    impl PageSource for Never {
+        fn len(&self) -> u64 {
+            1 << 20
+        }
+        fn read_page(&self, _: u64, _: &mut [u8]) -> PageRead {
+            PageRead::NotReady
+        }
+    }
+    let r = UffdRegion::builder(16 * PAGE)
+        .source_timeout(Duration::from_millis(200))
+        .build(Never)
+        .unwrap();
+    let start = std::time::Instant::now();
+    assert_eq!(touch(&r, 3 * PAGE), expected_signal(&r));
+    assert!(start.elapsed() < Duration::from_secs(5));
+    let e = r.failure().unwrap();
+    assert!(e.to_string().contains("within 200ms"), "{e}");
+    // Shutdown gives the source the timeout once, not per page.
+    let start = std::time::Instant::now();
+    r.shutdown();
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(r.stats().pages_failed, 16);
+    std::process::exit(0);
+}
+
+/// A source stuck inside `read_page`: drop returns after the source
+/// timeout instead of joining the stuck handler forever.
+#[test]
+fn drop_is_bounded_when_the_source_blocks() {
+    if let Some(run) = child::parent("drop_is_bounded_when_the_source_blocks", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    struct Stuck;
+    impl PageSource for Stuck {
+        fn len(&self) -> u64 {
+            1 << 20
+        }
+        fn read_page(&self, _: u64, _: &mut [u8]) -> PageRead {
+            std::thread::sleep(Duration::from_secs(3600));
+            PageRead::NotReady
+        }
+    }
+    let r = UffdRegion::builder(16 * PAGE)
+        .source_timeout(Duration::from_millis(300))
+        .build(Stuck)
+        .unwrap();
+    // A reader blocks in the fault (and, once the region is gone, takes
+    // SIGSEGV on the unmapped address, which `touch` catches).
+    let addr = r.as_ptr() as usize + 7 * PAGE;
+    signal::catch_fault_signals();
+    std::thread::spawn(move || {
+        // SAFETY: the region's memory; the read fails with a signal once it
+        // is unmapped, caught by the handler installed above.
+        unsafe { std::ptr::read_volatile(addr as *const u8) };
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let start = std::time::Instant::now();
+    drop(r);
+    let took = start.elapsed();
+    println!("drop took {took:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    std::process::exit(0);
+}
+
+#[test]
+fn handler_counts_are_checked() {
+    for n in [0, mmbatch_faultaround::MAX_HANDLERS + 1, usize::MAX] {
+        let e = UffdRegion::new(PAGE, 0, mmbatch_faultaround::Zeroes(1 << 20), n).unwrap_err();
+        assert!(matches!(e, Error::BadHandlers { .. }), "{e}");
+    }
+}

@@ -1,0 +1,117 @@
+//! One test, re-run in a child process with a time limit.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use mmbatch_testkit::child;
+//!
+//! #[test]
+//! fn truncated_source_does_not_hang() {
+//!     if let Some(run) = child::parent("truncated_source_does_not_hang", Duration::from_secs(30)) {
+//!         run.expect_success();
+//!         return;
+//!     }
+//!     // ... the body, run in the child only.
+//! }
+//! ```
+
+use std::{
+    os::unix::process::ExitStatusExt,
+    process::{Command, ExitStatus, Stdio},
+    time::{Duration, Instant},
+};
+
+/// Set in the child's environment.
+pub const CHILD_ENV: &str = "MMBATCH_TEST_CHILD";
+
+/// How a child run ended.
+#[derive(Debug)]
+pub struct Run {
+    /// The test's name.
+    pub name: String,
+    /// `None`: killed after the time limit.
+    pub status: Option<ExitStatus>,
+    /// stdout then stderr.
+    pub output: String,
+    /// The limit it was given.
+    pub limit: Duration,
+}
+
+impl Run {
+    /// Panics unless the child exited successfully in time.
+    pub fn expect_success(&self) {
+        match self.status {
+            None => panic!(
+                "{} did not finish in {:?} (hang):\n{}",
+                self.name, self.limit, self.output
+            ),
+            Some(s) if !s.success() => panic!("{} failed ({s}):\n{}", self.name, self.output),
+            Some(_) => {}
+        }
+    }
+
+    /// The signal that killed the child, if one did; panics on a hang.
+    pub fn signal(&self) -> Option<i32> {
+        match self.status {
+            None => panic!(
+                "{} did not finish in {:?} (hang):\n{}",
+                self.name, self.limit, self.output
+            ),
+            Some(s) => s.signal(),
+        }
+    }
+}
+
+/// Whether this process is a child started by [`parent`].
+pub fn is_child() -> bool {
+    std::env::var_os(CHILD_ENV).is_some()
+}
+
+/// In the test runner: runs test `name` (exactly) of this binary in a
+/// child, waits at most `limit` (then kills it), and returns how it ended.
+/// In the child: `None`, so the caller runs the test's body.
+pub fn parent(name: &str, limit: Duration) -> Option<Run> {
+    if is_child() {
+        return None;
+    }
+    Some(run(name, limit, &[]))
+}
+
+/// Runs test `name` of this binary in a child with extra environment
+/// `env`, killed after `limit`.
+pub fn run(name: &str, limit: Duration, env: &[(&str, &str)]) -> Run {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let mut cmd = Command::new(exe);
+    cmd.args([
+        "--exact",
+        name,
+        "--include-ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(CHILD_ENV, "1")
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawning the test binary");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for the child") {
+            break Some(status);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let out = child.wait_with_output().expect("the child's output");
+    Run {
+        name: name.to_owned(),
+        status,
+        output: String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr),
+        limit,
+    }
+}

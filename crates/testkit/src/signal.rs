@@ -1,0 +1,59 @@
+//! Reading memory that should kill the process, and seeing which signal
+//! it got — in a child process made by [`child`](crate::child).
+
+use std::{
+    sync::atomic::{AtomicBool, AtomicI32, Ordering},
+    time::{Duration, Instant},
+};
+
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_fault(sig: i32) {
+    SIGNAL.store(sig, Ordering::SeqCst);
+    loop {
+        // SAFETY: pause is async-signal-safe; this thread stays here until
+        // the process exits.
+        unsafe { libc::pause() };
+    }
+}
+
+/// Catches SIGBUS and SIGSEGV from now on: the faulting thread records the
+/// signal and parks for good. For child processes only.
+pub fn catch_fault_signals() {
+    for sig in [libc::SIGBUS, libc::SIGSEGV] {
+        // SAFETY: an all-zero sigaction is a valid empty value.
+        let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+        sa.sa_sigaction = on_fault as *const () as usize;
+        // SAFETY: installs a plain handler for a fault signal.
+        unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) };
+    }
+}
+
+/// Reads the byte at `addr` from another thread and returns the signal
+/// the read got (SIGBUS or SIGSEGV), or 0 if it returned; panics if it
+/// did neither within `limit` (a hang). The reading thread never returns
+/// from the signal: call this in a child process, which then exits.
+///
+/// # Safety
+/// `addr` must stay mapped (or fault cleanly) until the process exits.
+pub unsafe fn touch(addr: usize, limit: Duration) -> i32 {
+    catch_fault_signals();
+    static DONE: AtomicBool = AtomicBool::new(false);
+    std::thread::spawn(move || {
+        // SAFETY: the caller's promise.
+        unsafe { std::ptr::read_volatile(addr as *const u8) };
+        DONE.store(true, Ordering::SeqCst);
+    });
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        let sig = SIGNAL.load(Ordering::SeqCst);
+        if sig != 0 {
+            return sig;
+        }
+        if DONE.load(Ordering::SeqCst) {
+            return 0;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    panic!("reading {addr:#x} neither returned nor signalled in {limit:?} (hang)");
+}

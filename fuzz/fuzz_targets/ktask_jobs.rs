@@ -1,0 +1,3 @@
+//! Placeholder: the owner of this target replaces it.
+#![no_main]
+libfuzzer_sys::fuzz_target!(|_data: &[u8]| {});
