@@ -34,8 +34,41 @@
 //! - A fault never blocks to fill a neighbour: pages not ready are skipped
 //!   and fault on their own later (the rule that makes fault-around safe).
 //! - `UffdRegion`: pages already present are left alone (`EEXIST`),
-//!   `EAGAIN` and partial copies are retried, and dropping the region stops
-//!   and joins its handler threads before unmapping.
+//!   `EAGAIN` and partial copies are retried (a bounded number of times),
+//!   and dropping the region stops and joins its handler threads before
+//!   unmapping.
+//!
+//! # Guarantees under faults
+//! Each line is checked by `tests/faults.rs` and `tests/failpoints.rs`
+//! (fail points inject the kernel's refusals), and the
+//! `faultaround_sizes` fuzz target.
+//! - **The source fails a page** ([`PageRead::Failed`], a panic in
+//!   `read_page` or `pages`, a file truncated under the region, or no
+//!   answer within the [source timeout](UffdRegionBuilder::source_timeout)):
+//!   the page is never filled — not with zeroes, not later by a
+//!   neighbour's window — and its reader gets SIGBUS (`UFFDIO_POISON`,
+//!   Linux 6.6+) or, where that is missing or refused, SIGSEGV (the page
+//!   made `PROT_NONE`); [`UffdRegion::failure`] names the page and the
+//!   cause, [`UffdStats::pages_failed`] counts them. The handler thread
+//!   lives on and serves the other pages.
+//! - **The kernel keeps refusing a copy** (`ENOMEM` under a memory cgroup,
+//!   `EFAULT`): after three tries the page fails as above, instead of
+//!   waking a reader that faults again forever. `EAGAIN`'s negative count
+//!   (the userfaultfd crate's cast) is no progress.
+//! - **A `pages()` slice of the wrong length** is ignored (the page is
+//!   read with `read_page`): the kernel never copies memory past it.
+//! - **Shutdown and drop** take at most the source timeout waiting for the
+//!   source; a handler stuck inside the source is left to finish on its
+//!   own and then touches nothing (the range is unregistered).
+//! - **Refusals at construction** (a handler thread, `mmap`, the
+//!   userfaultfd) are errors that name the limit; nothing is left mapped,
+//!   open or running.
+//! - **Out-of-range input**: handler counts outside 1..=[`MAX_HANDLERS`],
+//!   orders above [`MAX_ORDER`], windows at the top of the `u64` page
+//!   space, engine page-cache indices past the file (refused before a
+//!   frame is taken) and files of more than `u32::MAX` pages are errors.
+//! - **Shared mappings**: [`UffdRegion::over_page_cache`] is `unsafe`:
+//!   the caller promises nothing writes or truncates the file meanwhile.
 
 pub mod engine;
 mod error;

@@ -30,6 +30,13 @@ impl HugeSize {
         )
     }
 
+    /// Free pages not promised to a mapping yet (`free - resv`): what a new
+    /// mapping can reserve.
+    fn available(self) -> usize {
+        self.read("free_hugepages")
+            .saturating_sub(self.read("resv_hugepages"))
+    }
+
     fn read(self, file: &str) -> usize {
         fs::read_to_string(self.pool(file))
             .ok()
@@ -85,6 +92,34 @@ impl fmt::Display for HugeError {
 
 impl std::error::Error for HugeError {}
 
+/// Serialises this process's changes to the pools: each region grows the
+/// pool by what it lacks and shrinks it by as much when it drops, so
+/// regions can drop in any order (another process changing the pool at
+/// the same moment can still race with us: the kernel offers no atomic
+/// adjustment).
+static POOL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Grows the pool of `size` pages by up to `n`; returns by how many it
+/// grew (the kernel may find fewer free huge pages than asked). Fail point
+/// `ktask::hugepool` refuses, as a pool that cannot grow would.
+fn grow_pool(size: HugeSize, n: usize) -> usize {
+    fail::fail_point!("ktask::hugepool", |_| 0);
+    let total = size.read("nr_hugepages");
+    if fs::write(size.pool("nr_hugepages"), (total + n).to_string()).is_err() {
+        return 0;
+    }
+    size.read("nr_hugepages").saturating_sub(total)
+}
+
+/// Shrinks the pool by `n` pages (those this process added).
+fn shrink_pool(size: HugeSize, n: usize) {
+    let total = size.read("nr_hugepages");
+    let _ = fs::write(
+        size.pool("nr_hugepages"),
+        total.saturating_sub(n).to_string(),
+    );
+}
+
 /// An anonymous hugetlb region. Pages this region added to the pool are
 /// given back when it drops.
 #[derive(Debug)]
@@ -92,8 +127,8 @@ pub struct HugeRegion {
     ptr: *mut u8,
     len: usize,
     size: HugeSize,
-    /// `nr_hugepages` to restore on drop, if this region grew the pool.
-    restore: Option<usize>,
+    /// Pages this region added to the pool, taken out again on drop.
+    grown: usize,
 }
 
 // SAFETY: owned memory, accessed through &self/&mut self.
@@ -110,49 +145,45 @@ impl HugeRegion {
             return Err(HugeError::Misaligned { len, page });
         }
         let needed = len / page;
-        let (total, free) = (size.read("nr_hugepages"), size.read("free_hugepages"));
-        let mut restore = None;
+        let pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+        let free = size.available();
+        let mut grown = 0;
         if free < needed {
-            if fs::write(
-                size.pool("nr_hugepages"),
-                (total + needed - free).to_string(),
-            )
-            .is_ok()
-            {
-                restore = Some(total);
-            }
-            let free = size.read("free_hugepages");
+            grown = grow_pool(size, needed - free);
+            let free = size.available();
             if free < needed {
-                if let Some(t) = restore {
-                    let _ = fs::write(size.pool("nr_hugepages"), t.to_string());
-                }
+                shrink_pool(size, grown);
                 return Err(HugeError::NotReservable { page, needed, free });
             }
         }
         let huge = if size == HugeSize::Size1G { 30 } else { 21 } << libc::MAP_HUGE_SHIFT;
-        // SAFETY: a fresh anonymous mapping chosen by the kernel.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB | huge,
-                -1,
-                0,
-            )
+        let map = || {
+            fail::fail_point!("ktask::mmap", |_| libc::MAP_FAILED);
+            // SAFETY: a fresh anonymous mapping chosen by the kernel.
+            unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB | huge,
+                    -1,
+                    0,
+                )
+            }
         };
+        let p = map();
         if p == libc::MAP_FAILED {
             let e = io::Error::last_os_error();
-            if let Some(t) = restore {
-                let _ = fs::write(size.pool("nr_hugepages"), t.to_string());
-            }
+            shrink_pool(size, grown);
             return Err(HugeError::Map(e));
         }
+        // The mapping holds its reservation now; the lock can go.
+        drop(pool);
         Ok(Self {
             ptr: p.cast(),
             len,
             size,
-            restore,
+            grown,
         })
     }
 
@@ -177,11 +208,9 @@ impl HugeRegion {
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
 
-    /// Zeroes the region on up to `max_threads` threads, in chunks aligned
-    /// to (and at least) one huge page (`clear_gigantic_page` with ktask).
-    ///
-    /// # Panics
-    /// If `max_threads` is 0.
+    /// Zeroes the region on up to `max_threads` threads (0 is taken as
+    /// 1), in chunks aligned to (and at least) one huge page
+    /// (`clear_gigantic_page` with ktask).
     pub fn clear(&mut self, max_threads: usize) {
         let page = self.size.bytes();
         clear_aligned(self.as_mut_slice(), page, page, max_threads);
@@ -192,8 +221,9 @@ impl Drop for HugeRegion {
     fn drop(&mut self) {
         // SAFETY: our mapping; nothing borrows it any more.
         unsafe { libc::munmap(self.ptr.cast(), self.len) };
-        if let Some(t) = self.restore {
-            let _ = fs::write(self.size.pool("nr_hugepages"), t.to_string());
+        if self.grown > 0 {
+            let _pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+            shrink_pool(self.size, self.grown);
         }
     }
 }

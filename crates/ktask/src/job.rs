@@ -21,7 +21,15 @@ pub struct Job {
 
 /// Why a job cannot run.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum JobError {
+    /// `start + size` is past `usize::MAX`.
+    Overflow {
+        /// First unit.
+        start: usize,
+        /// Units.
+        size: usize,
+    },
     /// `max_threads` was 0.
     ZeroThreads,
     /// `align` was 0.
@@ -44,10 +52,15 @@ impl fmt::Display for JobError {
                 f.write_str("max_threads is 0: a job needs at least one thread (the caller)")
             }
             JobError::ZeroAlign => f.write_str("align is 0: use 1 for no alignment"),
+            JobError::Overflow { start, size } => write!(
+                f,
+                "job start {start} + size {size} is past usize::MAX: the job's units must be \
+                 addressable"
+            ),
             JobError::Misaligned { what, value, align } => write!(
                 f,
                 "job {what} {value} is not a multiple of align {align}: round it to {}",
-                value.div_ceil(*align) * align
+                value.div_ceil(*align).saturating_mul(*align)
             ),
         }
     }
@@ -59,7 +72,7 @@ impl std::error::Error for JobError {}
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
     /// Threads, the caller included: `min(max(size / max(min_chunk,
-    /// align), 1), max_threads)`.
+    /// align), 1), max_threads)`, at most [`MAX_THREADS`].
     pub threads: usize,
     /// Chunk size: `roundup(max(size / (threads * 4), min_chunk, 1),
     /// align)` — four chunks per thread, for load balance.
@@ -70,6 +83,10 @@ pub struct Plan {
 
 /// Chunks per thread the split aims for (padata's `load_balance_factor`).
 pub const LOAD_BALANCE_FACTOR: usize = 4;
+
+/// The most threads a job (or each node of a NUMA job) runs on, whatever
+/// `max_threads` says.
+pub const MAX_THREADS: usize = 1024;
 
 impl Job {
     /// A job over `start..start + size` with no alignment, chunks of at
@@ -101,18 +118,28 @@ impl Job {
                 });
             }
         }
+        let end = self
+            .start
+            .checked_add(self.size)
+            .ok_or(JobError::Overflow {
+                start: self.start,
+                size: self.size,
+            })?;
         let works = (self.size / self.min_chunk.max(self.align)).max(1);
-        let threads = works.min(self.max_threads);
-        let chunk = (self.size / (threads * LOAD_BALANCE_FACTOR))
+        let threads = works.min(self.max_threads).min(MAX_THREADS);
+        // Rounding a min_chunk near usize::MAX up to `align` would wrap:
+        // the largest multiple of `align` is as good (one chunk).
+        let chunk = (self.size / threads.saturating_mul(LOAD_BALANCE_FACTOR))
             .max(self.min_chunk)
             .max(1)
             .div_ceil(self.align)
-            * self.align;
+            .checked_mul(self.align)
+            .unwrap_or(usize::MAX / self.align * self.align);
         Ok(Plan {
             threads,
             chunk,
             start: self.start,
-            end: self.start + self.size,
+            end,
         })
     }
 }
@@ -126,7 +153,10 @@ impl Plan {
             if at >= self.end {
                 return None;
             }
-            let end = ((at + 1).div_ceil(self.chunk) * self.chunk).min(self.end);
+            let end = (at + 1)
+                .div_ceil(self.chunk)
+                .checked_mul(self.chunk)
+                .map_or(self.end, |e| e.min(self.end));
             let r = at..end;
             at = end;
             Some(r)

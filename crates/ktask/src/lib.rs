@@ -26,6 +26,28 @@
 //!
 //! Each protocol step (claiming, error and undo, completion) is a loom
 //! model (`cargo xtask loom ktask`).
+//!
+//! # Guarantees under faults
+//! Each line is checked by `tests/faults.rs`, `tests/failpoints.rs` (fail
+//! points inject the refusals), `tests/numa.rs`, `tests/huge.rs` and the
+//! `ktask_jobs` fuzz target.
+//! - **The OS refuses a helper thread** (`RLIMIT_NPROC`, a cgroup's
+//!   `pids.max`): the job runs on the threads that started — the caller
+//!   at least — as `padata_do_multithreaded` does; it never waits for a
+//!   thread that was not made. A NUMA node whose thread is refused runs on
+//!   the caller.
+//! - **A helper's start hook panics** (NUMA binding): the job stops as for
+//!   a panicking chunk and the panic reaches the caller.
+//! - **[`numa::run_numa`]**: the first error on any node stops every node,
+//!   and every chunk that finished, on every node, is undone.
+//! - **Jobs whose numbers do not fit**: `start + size` past `usize::MAX`
+//!   is [`JobError::Overflow`]; a `min_chunk` near `usize::MAX` or any
+//!   `max_threads` never wraps the split (threads at most
+//!   [`MAX_THREADS`]); `clear` with 0 threads uses one.
+//! - **[`HugeRegion`]**: each region adds to the pool only what it lacks
+//!   (free minus reserved) and takes exactly that out when it drops, under
+//!   a process-wide lock, so regions drop in any order; a pool that cannot
+//!   grow, or a refused mapping, leaves the pool as it was.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 #[cfg(not(loom))]
@@ -40,7 +62,7 @@ mod sync;
 
 #[cfg(not(loom))]
 pub use huge::{HugeError, HugeRegion, HugeSize};
-pub use job::{Job, JobError, LOAD_BALANCE_FACTOR, Plan};
+pub use job::{Job, JobError, LOAD_BALANCE_FACTOR, MAX_THREADS, Plan};
 #[cfg(not(loom))]
 pub use mem::{MIN_CHUNK, Mapping, PopulateError, clear, populate};
 pub use run::RunError;

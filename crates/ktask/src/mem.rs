@@ -27,11 +27,8 @@ fn job(len: usize, align: usize, max_threads: usize) -> Job {
     }
 }
 
-/// Zeroes `buf` on up to `max_threads` threads, in chunks of at least
-/// 2 MiB (`clear_gigantic_page` with ktask).
-///
-/// # Panics
-/// If `max_threads` is 0.
+/// Zeroes `buf` on up to `max_threads` threads (0 is taken as 1), in
+/// chunks of at least 2 MiB (`clear_gigantic_page` with ktask).
 pub fn clear(buf: &mut [u8], max_threads: usize) {
     clear_aligned(buf, 1, MIN_CHUNK, max_threads);
 }
@@ -45,7 +42,7 @@ pub(crate) fn clear_aligned(buf: &mut [u8], align: usize, min_chunk: usize, max_
         size: buf.len(),
         align,
         min_chunk,
-        max_threads,
+        max_threads: max_threads.max(1),
     };
     let r = run::<Infallible>(&job, move |range| {
         let base = base;
@@ -151,6 +148,9 @@ unsafe impl Sync for Mapping {}
 impl Mapping {
     /// Maps `len` bytes (page-aligned), populated (`MAP_POPULATE`) or not.
     pub fn new(len: usize, populate: bool) -> io::Result<Self> {
+        fail::fail_point!("ktask::mmap", |_| Err(io::Error::from_raw_os_error(
+            libc::ENOMEM
+        )));
         let flags =
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | if populate { libc::MAP_POPULATE } else { 0 };
         // SAFETY: a fresh anonymous mapping chosen by the kernel.

@@ -3,7 +3,11 @@
 //! ([`place`] over [`node_cpus`]), so it is tested with hwloc's synthetic
 //! topologies on any machine.
 
-use std::{fmt, ops::Range};
+use std::{
+    fmt,
+    ops::Range,
+    sync::atomic::{AtomicBool, Ordering},
+};
 
 use hwlocality::{
     Topology,
@@ -145,10 +149,12 @@ pub fn place(
 }
 
 /// Runs `f` over every node's range, each on threads bound to its node's
-/// CPUs (`run_numa`): within a node as [`run_with_undo`](crate::run_with_undo)
-/// (with `undo` over that node's finished chunks on failure); nodes run at
-/// once. Binding is best effort: a host that refuses it (or has one node)
-/// still runs the job, unbound. Returns the first node's error.
+/// CPUs (`run_numa`): within a node as [`run_with_undo`](crate::run_with_undo);
+/// nodes run at once. The first error anywhere stops every node (no chunk
+/// starts after it), and `undo` then runs over every chunk that finished,
+/// on every node, before the error is returned. Binding is best effort: a
+/// host that refuses it (or has one node) still runs the job, unbound; a
+/// node whose thread the OS refuses runs on the caller.
 pub fn run_numa<E: Send>(
     topology: &Topology,
     ranges: &[NodeRange],
@@ -166,41 +172,106 @@ pub fn run_numa<E: Send>(
         max_threads_per_node,
     )
     .map_err(|e| RunError::Failed(NumaJobError::Place(e)))?;
-    let results: Vec<Result<(), RunError<E>>> = std::thread::scope(|s| {
+    // One stop for all nodes: a node's failure makes every other node's
+    // next chunk fail with `Stopped`, which stops that node (and undoes
+    // its finished chunks) too.
+    let stop = AtomicBool::new(false);
+    let node_f = |r: Range<usize>| -> Result<(), Halt<E>> {
+        if stop.load(Ordering::Acquire) {
+            return Err(Halt::Stopped);
+        }
+        f(r).map_err(|e| {
+            stop.store(true, Ordering::Release);
+            Halt::Failed(e)
+        })
+    };
+    let run_node = |p: &Placement| {
+        let mut set = CpuSet::new();
+        p.cpus.iter().for_each(|&c| set.set(c));
+        let bind = || {
+            let _ = topology.bind_cpu(&set, CpuBindingFlags::THREAD);
+        };
+        let job = Job {
+            start: p.range.start,
+            size: p.range.len(),
+            align,
+            min_chunk,
+            max_threads: p.threads,
+        };
+        run_bound(&job, &bind, &node_f, &undo)
+    };
+    let results: Vec<Result<(), RunError<Halt<E>>>> = std::thread::scope(|s| {
         let handles: Vec<_> = placements
             .iter()
-            .map(|p| {
-                let (f, undo) = (&f, &undo);
-                s.spawn(move || {
-                    let mut set = CpuSet::new();
-                    p.cpus.iter().for_each(|&c| set.set(c));
-                    let bind = || {
-                        let _ = topology.bind_cpu(&set, CpuBindingFlags::THREAD);
-                    };
-                    let job = Job {
-                        start: p.range.start,
-                        size: p.range.len(),
-                        align,
-                        min_chunk,
-                        max_threads: p.threads,
-                    };
-                    run_bound(&job, &bind, f, undo)
-                })
+            .enumerate()
+            .map(|(i, p)| {
+                let run_node = &run_node;
+                spawn_node(i, s, move || run_node(p)).map_err(|()| p)
             })
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .map(|h| match h {
+                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                // Refused a thread: this node runs here.
+                Err(p) => run_node(p),
+            })
             .collect()
     });
-    for r in results {
+    let mut first = None;
+    for r in &results {
         match r {
-            Ok(()) => {}
-            Err(RunError::Job(e)) => return Err(RunError::Job(e)),
-            Err(RunError::Failed(e)) => return Err(RunError::Failed(NumaJobError::Chunk(e))),
+            Err(RunError::Job(e)) => return Err(RunError::Job(e.clone())),
+            Err(RunError::Failed(Halt::Failed(_))) => first = first.or(Some(())),
+            _ => {}
         }
     }
-    Ok(())
+    if first.is_none() {
+        return Ok(());
+    }
+    // Nodes that finished before the failure: undo all their chunks.
+    for (p, r) in placements.iter().zip(&results) {
+        if r.is_ok() {
+            let job = Job {
+                start: p.range.start,
+                size: p.range.len(),
+                align,
+                min_chunk,
+                max_threads: p.threads,
+            };
+            if let Ok(plan) = job.plan() {
+                plan.chunks().for_each(&undo);
+            }
+        }
+    }
+    let e = results
+        .into_iter()
+        .find_map(|r| match r {
+            Err(RunError::Failed(Halt::Failed(e))) => Some(e),
+            _ => None,
+        })
+        .expect("a node failed");
+    Err(RunError::Failed(NumaJobError::Chunk(e)))
+}
+
+/// A node's chunk outcome: its own error, or stopped by another node's.
+enum Halt<E> {
+    Failed(E),
+    Stopped,
+}
+
+/// Spawns node `i`'s thread in `s`; fail point `ktask::spawn_node` refuses
+/// it as the OS would.
+fn spawn_node<'scope, T: Send + 'scope>(
+    i: usize,
+    s: &'scope std::thread::Scope<'scope, '_>,
+    body: impl FnOnce() -> T + Send + 'scope,
+) -> Result<std::thread::ScopedJoinHandle<'scope, T>, ()> {
+    fail::fail_point!("ktask::spawn_node", |_| Err(()));
+    std::thread::Builder::new()
+        .name(format!("ktask-node-{i}"))
+        .spawn_scoped(s, body)
+        .map_err(drop)
 }
 
 /// A NUMA job's failure.

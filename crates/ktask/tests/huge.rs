@@ -58,3 +58,36 @@ fn nix_is_root() -> bool {
             == Some("0")
     })
 }
+
+/// Regions dropped in creation order (a `Vec`), and made from two threads
+/// at once: the old code restored an absolute pool size read at creation,
+/// so the first drop shrank the pool under the second region and the last
+/// drop left a page reserved for good; concurrent creations raced on
+/// read-then-write. Now each region adds and removes only its own pages.
+#[test]
+fn regions_dropped_in_any_order_give_every_page_back() {
+    let _turn = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    if !nix_is_root() {
+        eprintln!("not root: the huge page pool cannot be grown here; not exercised");
+        return;
+    }
+    let before = pool("nr_hugepages");
+    let regions: Vec<HugeRegion> = (0..3)
+        .map(|_| HugeRegion::new(HugeSize::Size2M, 2 << 20).unwrap())
+        .collect();
+    assert_eq!(pool("nr_hugepages"), before + 3);
+    drop(regions); // first made, first dropped
+    assert_eq!(pool("nr_hugepages"), before, "pages left reserved");
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| HugeRegion::new(HugeSize::Size2M, 4 << 20).unwrap()))
+            .collect();
+        let _held: Vec<_> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+        assert_eq!(
+            pool("nr_hugepages"),
+            before + 8,
+            "each region got its own pages"
+        );
+    });
+    assert_eq!(pool("nr_hugepages"), before, "pages left reserved");
+}

@@ -182,3 +182,48 @@ fn memory_binds_to_this_hosts_node() {
     mmbatch_ktask::clear(m.as_mut_slice(), 2);
     assert!(m.as_mut_slice().iter().all(|b| *b == 0));
 }
+
+/// One node fails while the other has finished: the old code returned the
+/// error with the other node's work left done (and the failing node's
+/// siblings kept starting chunks). Now every node stops and every chunk
+/// that finished, on any node, is undone.
+#[test]
+fn a_failing_node_stops_and_undoes_every_node() {
+    use std::{collections::BTreeSet, sync::Mutex};
+    let topology = Topology::new().unwrap();
+    let node = node_cpus(&topology)[0].node;
+    let ranges = [
+        NodeRange { node, range: 0..64 },
+        NodeRange {
+            node,
+            range: 64..128,
+        },
+    ];
+    let done = Mutex::new(BTreeSet::new());
+    let undone = Mutex::new(BTreeSet::new());
+    let r = run_numa(
+        &topology,
+        &ranges,
+        1,
+        8,
+        2,
+        |r| {
+            if r.start >= 64 {
+                // The second node fails once the first has finished.
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                if r.start == 64 {
+                    return Err("injected");
+                }
+            }
+            done.lock().unwrap().insert(r.start);
+            Ok(())
+        },
+        |r| {
+            undone.lock().unwrap().insert(r.start);
+        },
+    );
+    assert!(r.is_err());
+    let (done, undone) = (done.into_inner().unwrap(), undone.into_inner().unwrap());
+    assert!(done.iter().any(|&s| s < 64), "node 0 ran");
+    assert_eq!(done, undone, "every finished chunk undone, nothing else");
+}

@@ -30,6 +30,27 @@
 //! and how to raise it; EPERM names CAP_IPC_LOCK; ENOMEM at
 //! `vm.max_map_count` names the sysctl; missing huge pages name the pool
 //! file to write. No error path leaves a mapping or lock behind.
+//!
+//! # Guarantees under faults
+//! Each line is checked by `tests/host.rs` (child processes for
+//! process-wide state), `tests/failpoints.rs` (fail points inject `mmap`
+//! and `mlock` refusals) and the `mlock_sizes` fuzz target.
+//! - **The kernel refuses** `mmap` or `mlock` (`ENOMEM`, `EAGAIN`,
+//!   `EPERM`): an error naming the limit and the fix; the region is
+//!   unmapped and nothing stays locked.
+//! - **[`FaultLockedRegion`]'s handler** fails to lock (memlock limit,
+//!   `vm.max_map_count`): the access goes ahead unlocked and
+//!   [`FaultLockedRegion::read`] returns the error — never a fault loop.
+//!   The handler leaves `errno` as it found it, uses the mapping's page
+//!   size (hugetlb regions lock a huge page per fault), and is never
+//!   installed over a handler that chains to it: another library's
+//!   handler installed on top keeps working, and stray faults still reach
+//!   the default action.
+//! - **Sizes that cannot exist** (a length that with its guard pages
+//!   exceeds the address space, offsets past `i64::MAX`) are errors.
+//! - **Shared file mappings**: [`RegionBuilder::file`] is `unsafe`: the
+//!   caller promises nothing truncates the file, or writes a shared
+//!   mapping's range, while the region lives.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod accounting;

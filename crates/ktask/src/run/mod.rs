@@ -3,7 +3,8 @@
 //! every helper (`padata_do_multithreaded`'s completion).
 //!
 //! - Every helper is spawned and waiting at a start gate before any chunk
-//!   runs (ktask did this to avoid a convoy on the mmap lock).
+//!   runs (ktask did this to avoid a convoy on the mmap lock); helpers the
+//!   OS refuses are not waited for (padata runs with the works it got).
 //! - Chunks are claimed with one `fetch_add`: each runs exactly once.
 //! - The first error stops new claims; once every helper has finished,
 //!   `undo` runs over exactly the chunks that completed, and the error is
@@ -102,6 +103,16 @@ impl<E> Shared<E> {
         self.all_done.notify_all();
     }
 
+    /// A thread that could not start (its start hook panicked): stops the
+    /// job as a panicking chunk does, and counts as finished.
+    #[cfg(not(loom))]
+    pub(crate) fn abandon(&self, p: Box<dyn Any + Send>) {
+        lock(&self.panic).get_or_insert(p);
+        self.stop.store(true, Ordering::Release);
+        *lock(&self.finished) += 1;
+        self.all_done.notify_all();
+    }
+
     /// Waits until `threads` threads have finished (`wait_for_completion`).
     pub(crate) fn wait(&self, threads: usize) {
         let mut n = lock(&self.finished);
@@ -173,6 +184,11 @@ pub fn run_with_undo<E: Send>(
 
 /// `run_with_undo`, with `on_start` run first on every thread (the caller
 /// included) before the start gate: how NUMA jobs bind their threads.
+///
+/// Helpers the OS refuses (`RLIMIT_NPROC`, a cgroup's `pids.max`) are not
+/// waited for: the job runs on the threads that started, as
+/// `padata_do_multithreaded` runs with the works it could allocate. A
+/// panic in a helper's `on_start` stops the job like a panic in a chunk.
 #[cfg(not(loom))]
 pub(crate) fn run_bound<E: Send>(
     job: &Job,
@@ -187,20 +203,73 @@ pub(crate) fn run_bound<E: Send>(
         shared.work(f);
         return shared.finish(undo);
     }
-    // Every helper is spawned and waiting before any chunk starts.
-    let gate = std::sync::Barrier::new(plan.threads);
+    // Every helper that started waits at the gate until the caller has
+    // started all it can; none waits for a helper that was refused.
+    let gate = Gate::default();
     std::thread::scope(|s| {
-        for _ in 1..plan.threads {
+        let mut helpers = 0;
+        for i in 1..plan.threads {
             let (gate, shared) = (&gate, &shared);
-            s.spawn(move || {
-                on_start();
+            let spawned = spawn_helper(i, s, move || {
+                let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    // Fail point `ktask::start`: the hook panics.
+                    fail::fail_point!("ktask::start");
+                    on_start();
+                }));
                 gate.wait();
-                shared.work(f);
+                match started {
+                    Ok(()) => shared.work(f),
+                    Err(p) => shared.abandon(p),
+                }
             });
+            if spawned.is_err() {
+                break;
+            }
+            helpers += 1;
         }
-        gate.wait();
+        gate.open();
         shared.work(f);
-        shared.wait(plan.threads);
+        shared.wait(helpers + 1);
     });
     shared.finish(undo)
+}
+
+/// Spawns helper `i` in `s`; fail point `ktask::spawn` refuses it as the
+/// OS would (EAGAIN).
+#[cfg(not(loom))]
+fn spawn_helper<'scope>(
+    i: usize,
+    s: &'scope std::thread::Scope<'scope, '_>,
+    body: impl FnOnce() + Send + 'scope,
+) -> std::io::Result<()> {
+    fail::fail_point!("ktask::spawn", |_| Err(std::io::Error::from_raw_os_error(
+        libc::EAGAIN
+    )));
+    std::thread::Builder::new()
+        .name(format!("ktask-{i}"))
+        .spawn_scoped(s, body)
+        .map(drop)
+}
+
+/// The start gate: helpers wait until the caller opens it.
+#[cfg(not(loom))]
+#[derive(Default)]
+struct Gate {
+    open: std::sync::Mutex<bool>,
+    opened: std::sync::Condvar,
+}
+
+#[cfg(not(loom))]
+impl Gate {
+    fn wait(&self) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        while !*open {
+            open = self.opened.wait(open).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn open(&self) {
+        *self.open.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.opened.notify_all();
+    }
 }

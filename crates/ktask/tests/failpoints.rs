@@ -1,0 +1,134 @@
+//! Refusals injected with the `fail` crate's fail points (on in tests
+//! only): a refused helper thread, a panicking start hook, a pool that
+//! cannot grow, an mmap that fails. One `FailScenario` at a time.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use fail::FailScenario;
+use hwlocality::Topology;
+use mmbatch_ktask::{
+    HugeError, HugeRegion, HugeSize, Job, Mapping,
+    numa::{NodeRange, node_cpus, run_numa},
+    run,
+};
+
+fn job(max_threads: usize) -> Job {
+    Job {
+        start: 0,
+        size: 1 << 12,
+        align: 1,
+        min_chunk: 1,
+        max_threads,
+    }
+}
+
+fn sum_of(job: &Job) -> usize {
+    let sum = AtomicUsize::new(0);
+    run::<()>(job, |r| {
+        sum.fetch_add(r.sum(), Ordering::Relaxed);
+        Ok(())
+    })
+    .unwrap();
+    sum.into_inner()
+}
+
+#[test]
+fn refused_helpers_leave_the_job_to_those_that_started() {
+    let scenario = FailScenario::setup();
+    let want = (0..1usize << 12).sum::<usize>();
+    for refuse in ["return", "1*off->return", "2*off->return"] {
+        fail::cfg("ktask::spawn", refuse).unwrap();
+        assert_eq!(sum_of(&job(4)), want, "{refuse}");
+    }
+    drop(scenario);
+}
+
+#[test]
+fn a_panicking_start_hook_reaches_the_caller_not_a_deadlock() {
+    let scenario = FailScenario::setup();
+    fail::cfg("ktask::start", "1*panic(injected start hook panic)->off").unwrap();
+    let r = std::panic::catch_unwind(|| sum_of(&job(4)));
+    let msg = r.unwrap_err();
+    let msg = msg
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| msg.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap();
+    assert!(msg.contains("injected start hook panic"), "{msg}");
+    // And the next job is unaffected.
+    assert_eq!(sum_of(&job(4)), (0..1usize << 12).sum::<usize>());
+    drop(scenario);
+}
+
+#[test]
+fn a_node_thread_refused_runs_on_the_caller() {
+    let scenario = FailScenario::setup();
+    let topology = Topology::new().unwrap();
+    let node = node_cpus(&topology)[0].node;
+    fail::cfg("ktask::spawn_node", "1*off->return").unwrap();
+    let sum = AtomicUsize::new(0);
+    let ranges = [
+        NodeRange {
+            node,
+            range: 0..4096,
+        },
+        NodeRange {
+            node,
+            range: 4096..8192,
+        },
+    ];
+    run_numa::<()>(
+        &topology,
+        &ranges,
+        1,
+        64,
+        2,
+        |r| {
+            sum.fetch_add(r.sum(), Ordering::Relaxed);
+            Ok(())
+        },
+        |_| {},
+    )
+    .unwrap();
+    assert_eq!(sum.into_inner(), (0..8192usize).sum::<usize>());
+    drop(scenario);
+}
+
+fn pool() -> usize {
+    std::fs::read_to_string("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages")
+        .map_or(0, |s| s.trim().parse().unwrap_or(0))
+}
+
+#[test]
+fn huge_pages_not_reservable_is_a_clear_error_and_reserves_nothing() {
+    let scenario = FailScenario::setup();
+    let before = pool();
+    fail::cfg("ktask::hugepool", "return").unwrap();
+    // More than any test host has free.
+    let e = HugeRegion::new(HugeSize::Size2M, 64 << 20).unwrap_err();
+    assert!(
+        matches!(e, HugeError::NotReservable { needed: 32, .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("nr_hugepages"), "{e}");
+    assert_eq!(pool(), before);
+    // The pool grows but the mapping is refused: the pages go back.
+    fail::remove("ktask::hugepool");
+    fail::cfg("ktask::mmap", "return").unwrap();
+    match HugeRegion::new(HugeSize::Size2M, 4 << 20) {
+        Err(HugeError::Map(_)) => {}
+        Err(HugeError::NotReservable { .. }) => {} // not root
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(pool(), before, "the pages added for the refused mapping");
+    drop(scenario);
+}
+
+#[test]
+fn refused_mmap_is_an_error() {
+    let scenario = FailScenario::setup();
+    fail::cfg("ktask::mmap", "return").unwrap();
+    let e = Mapping::new(1 << 20, false).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENOMEM));
+    drop(scenario);
+}

@@ -1,0 +1,113 @@
+//! Bad input and refusals: a job never deadlocks, wraps, divides by zero
+//! or runs part of its work silently. Scenarios that hung on the old code
+//! run in a child process with a bounded wait.
+
+use std::{
+    sync::atomic::{AtomicUsize, Ordering},
+    time::Duration,
+};
+
+use mmbatch_ktask::{Job, JobError, RunError, run};
+use mmbatch_testkit::child;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn threads_now() -> u64 {
+    std::fs::read_dir("/proc/self/task").unwrap().count() as u64
+}
+
+/// The OS refuses the job's second helper thread (RLIMIT_NPROC, as a
+/// cgroup's pids.max would): the old code panicked in `Scope::spawn` while
+/// the first helper waited at the start barrier for threads that never
+/// came — a deadlock. Now the job runs on the threads that started, as
+/// padata does, and does all its work.
+#[test]
+fn refused_threads_run_the_job_on_those_that_started() {
+    if let Some(run) = child::parent("refused_threads_run_the_job_on_those_that_started", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    // RLIMIT_NPROC binds only without CAP_SYS_RESOURCE: drop root first
+    // (process-wide: glibc's setgid/setuid reach every thread).
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::setgid(65534) }, 0);
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::setuid(65534) }, 0);
+    }
+    // This user's tasks are this process's threads: allow one more.
+    let n = threads_now() + 1;
+    let lim = libc::rlimit {
+        rlim_cur: n,
+        rlim_max: n,
+    };
+    // SAFETY: a valid rlimit.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &lim) }, 0);
+    let sum = AtomicUsize::new(0);
+    let job = Job {
+        start: 0,
+        size: 1 << 16,
+        align: 1,
+        min_chunk: 1,
+        max_threads: 4,
+    };
+    run::<()>(&job, |r| {
+        sum.fetch_add(r.sum(), Ordering::Relaxed);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(sum.into_inner(), (0..1usize << 16).sum::<usize>());
+}
+
+/// `start + size` past `usize::MAX` wrapped: no chunk was made and the job
+/// "succeeded" without running.
+#[test]
+fn a_job_past_the_end_of_usize_is_refused() {
+    let job = Job {
+        start: usize::MAX - 7,
+        size: 8,
+        align: 1,
+        min_chunk: 1,
+        max_threads: 2,
+    };
+    let e = job.plan().unwrap_err();
+    assert!(matches!(e, JobError::Overflow { .. }), "{e}");
+    assert!(matches!(run::<()>(&job, |_| Ok(())), Err(RunError::Job(_))));
+    // Right at the end is fine.
+    let job = Job {
+        start: usize::MAX - 8,
+        size: 8,
+        ..job
+    };
+    let calls = AtomicUsize::new(0);
+    run::<()>(&job, |r| {
+        calls.fetch_add(r.len(), Ordering::Relaxed);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(calls.into_inner(), 8);
+}
+
+/// `min_chunk: usize::MAX` with `align: 2` rounded the chunk up past
+/// `usize::MAX` to 0, then divided by it.
+#[test]
+fn huge_min_chunks_and_thread_counts_do_not_overflow() {
+    for (min_chunk, align, max_threads) in [
+        (usize::MAX, 2, 4),
+        (usize::MAX - 1, 4, usize::MAX),
+        (1, 1, usize::MAX),
+    ] {
+        let job = Job {
+            start: 0,
+            size: 1 << 20,
+            align,
+            min_chunk,
+            max_threads,
+        };
+        let plan = job.plan().unwrap();
+        assert!(plan.chunk > 0 && plan.chunk % align == 0, "{plan:?}");
+        let covered: usize = plan.chunks().map(|r| r.len()).sum();
+        assert_eq!(covered, 1 << 20, "{job:?}");
+    }
+}
