@@ -65,6 +65,10 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         exec(
             cargo_nightly()
                 .current_dir(root().join("fuzz"))
+                .env(
+                    "LSAN_OPTIONS",
+                    format!("suppressions={}", root().join("fuzz/lsan.supp").display()),
+                )
                 .args(["fuzz", "run", target, "--"])
                 .arg(format!("-max_total_time={seconds}")),
         )?;

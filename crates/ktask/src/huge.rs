@@ -74,7 +74,7 @@ impl fmt::Display for HugeError {
             HugeError::Misaligned { len, page } => write!(
                 f,
                 "length {len} is not a non-zero multiple of the huge page size {page}: round it up to {}",
-                len.div_ceil(*page).max(1) * page
+                len.div_ceil(*page).max(1).saturating_mul(*page)
             ),
             HugeError::NotReservable { page, needed, free } => write!(
                 f,

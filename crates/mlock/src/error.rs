@@ -195,7 +195,7 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "{what} {value} is not a multiple of the page size {page_size}: round it up to {}",
-                value.div_ceil(*page_size) * page_size
+                value.div_ceil(*page_size).saturating_mul(*page_size)
             ),
             Error::OutOfRange {
                 offset,
