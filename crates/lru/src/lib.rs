@@ -67,13 +67,16 @@
 //!
 //! # LruCache
 //!
-//! [`LruCache`] is the engine as a library other projects embed: a
-//! bounded concurrent map whose replacement order is the engine's lists.
+//! [`LruCache`] is the kernel's page replacement as a library other
+//! projects embed: a bounded concurrent map of per-shard lruvecs with the
+//! active and inactive lists, hits applied by the next reclaim (as the
+//! kernel batches activations), refault detection from `mm/workingset.c`
+//! ([`Policy::Workingset`], the default) and single-flight loading.
 //!
 //! ```
 //! use mmbatch_lru::{LruCache, Policy};
 //!
-//! // The kernel's two lists, hits batched (the default).
+//! // The kernel's two lists with refault detection (the default).
 //! let cache: LruCache<u32, &str> = LruCache::new(1000);
 //! cache.insert(7, "seven");
 //! assert_eq!(cache.get(&7), Some("seven"));
@@ -109,19 +112,22 @@
 //!   [`PageTables::try_new`] ([`LruError::PageTablesTooLarge`]),
 //!   [`Config::nodes`] above [`MAX_NUMNODES`] ([`LruError::TooManyNodes`]),
 //!   a cache capacity above [`LruCache::MAX_CAPACITY`]
-//!   ([`CacheError::CapacityTooLarge`]), too many frames
-//!   ([`CacheError::TooManyEntries`]).
+//!   ([`CacheError::CapacityTooLarge`]).
 //! - **[`LruCache`] user code panics** — `Hash`, `Eq` or `Clone` of a key,
 //!   `Clone` of a value, the weigher, a loader: the panic reaches the
-//!   caller, the cache keeps every frame, its invariants check clean and
-//!   it keeps working (a property test injects a panic at every such call
-//!   in turn). Eviction runs no user code inside reclaim: a frame's slot
-//!   keeps the key's hash. Entries an insertion had already evicted when
-//!   its own user code panicked are dropped without reaching the listener.
+//!   caller, the cache is as before the call (user code runs outside the
+//!   shard's lock, or reads only — `Eq` in a lookup, `Clone` of a value),
+//!   its invariants check clean and it keeps working (a property test
+//!   injects a panic at every such call in turn). Reclaim runs no user
+//!   code: entries keep their key's hash. A loader that panics wakes the
+//!   callers waiting on it; one of them loads next.
 //! - **The eviction listener panics**: the other entries evicted by the
 //!   same insertion still reach it; the first panic then continues in the
 //!   inserting caller.
 //! - **`max_entries`** bounds the entries held, whatever their weight.
+//! - **Weights**: 0 counts as 1; an entry heavier than its shard's share
+//!   of the capacity (`u64::MAX`, say) is not cached and goes to the
+//!   listener ([`CacheStats::rejected`]).
 #![deny(unsafe_code)]
 
 mod cache;

@@ -3,20 +3,15 @@
 
 #[cfg(loom)]
 pub(crate) use loom::sync::{
-    Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
-    atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering},
+    Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
+    atomic::{AtomicI64, AtomicU8, AtomicU32, AtomicU64, Ordering},
 };
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::{
-    Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
-    atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering},
+    Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
+    atomic::{AtomicI64, AtomicU8, AtomicU32, AtomicU64, Ordering},
 };
-
-#[cfg(loom)]
-pub(crate) use loom::thread::yield_now;
-#[cfg(not(loom))]
-pub(crate) use std::thread::yield_now;
 
 /// Locks `m`, ignoring poisoning: lruvec state is consistent whenever user
 /// code (an evict callback) can run, and that code runs unlocked anyway.

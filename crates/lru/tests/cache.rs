@@ -62,7 +62,6 @@ fn threads_account_for_every_value() {
         let cache: LruCache<u32, u64> = LruCache::builder(64)
             .policy(policy)
             .batching(batching)
-            .spare_frames(2)
             .eviction_listener(move |_, v| log.lock().unwrap().push(v))
             .build()
             .unwrap();
@@ -102,7 +101,6 @@ fn threads_account_for_every_value() {
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
-        cache.engine().lru_add_drain_all();
         cache.check_invariants().unwrap();
         let mut seen: Vec<u64> = returned.into_iter().flatten().collect();
         seen.extend(evicted.lock().unwrap().iter().copied());
@@ -150,7 +148,6 @@ fn weigher_bounds_total_weight() {
     let tiny = LruCache::builder(1000)
         .weigher(|_: &u32, _: &()| 0)
         .max_entries(8)
-        .spare_frames(1)
         .build()
         .unwrap();
     for k in 0..100 {
@@ -170,9 +167,10 @@ fn bad_configurations_explain_themselves() {
         .build()
         .unwrap_err();
     assert_eq!(e, CacheError::ZeroEntries);
-    let e = LruCache::<u8, u8>::builder(1 << 40).build().unwrap_err();
-    assert!(matches!(e, CacheError::TooManyEntries { .. }));
-    assert!(e.to_string().contains("set max_entries"), "{e}");
+    // Memory grows with entries: a huge capacity costs nothing up front.
+    let huge = LruCache::<u8, u8>::builder(1 << 40).build().unwrap();
+    huge.insert(1, 1);
+    assert_eq!(huge.len(), 1);
 }
 
 #[test]

@@ -1,8 +1,7 @@
-//! Loom models of the cache's protocols, over an engine with batches of 2.
-//! Run with `cargo xtask loom lru`.
+//! Loom models of the cache's protocols. Run with `cargo xtask loom lru`.
 
-mod loom_get_vs_remove;
-mod loom_insert_vs_eviction;
+mod loom_insert_vs_insert;
+mod loom_single_flight;
 
 use loom::sync::{Arc, Mutex};
 
@@ -15,19 +14,12 @@ type Log = Arc<Mutex<Vec<u32>>>;
 /// keys change shards between replays.
 type Fixed = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
 
-/// A cache of `capacity` entries with `spare` spare frames, logging
-/// evictions; batched or not.
-fn cache(
-    capacity: u64,
-    spare: usize,
-    policy: Policy,
-    batching: bool,
-) -> (LruCache<u32, u32, Fixed>, Log) {
+/// A one-shard cache of `capacity` entries, logging evictions.
+fn cache(capacity: u64, policy: Policy, batching: bool) -> (LruCache<u32, u32, Fixed>, Log) {
     let log = Log::default();
     let l = log.clone();
     let cache = LruCache::builder(capacity)
-        .spare_frames(spare)
-        .shards(4)
+        .shards(1)
         .policy(policy)
         .hasher(Fixed::default())
         .batching(batching)

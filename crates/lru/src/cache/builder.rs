@@ -1,0 +1,309 @@
+//! [`Builder`], the replacement [`Policy`], [`Weigher`]s, and what a cache
+//! reports: [`CacheStats`] and [`CacheError`].
+
+use std::{fmt, hash::BuildHasher};
+
+use super::{LruCache, shard::Lruvec};
+use crate::sync::{AtomicU64, RwLock};
+
+/// The default hasher: foldhash's, as hashbrown's and quick_cache's.
+pub type DefaultHashBuilder = foldhash::fast::RandomState;
+
+/// How a hit reorders the cache, and what a miss remembers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Policy {
+    /// The kernel's two lists with its refault detection
+    /// (`mm/workingset.c`): a new entry goes on the inactive list; a hit
+    /// sets REFERENCED, a second hit while inactive activates it; reclaim
+    /// refills the inactive list from the active tail and gives referenced
+    /// entries a second chance. An evicted entry leaves a shadow holding
+    /// the eviction clock; a miss that finds its key's shadow compares the
+    /// refault distance with the active list and, when the entry would have
+    /// stayed resident, inserts it active at once. A one-off scan cannot
+    /// flush hot entries, and a working set that returns is recognised.
+    #[default]
+    Workingset,
+    /// The two lists without shadows (`folio_mark_accessed` and reclaim
+    /// only): every new entry starts inactive.
+    ActiveInactive,
+    /// LRU: a hit moves the entry to the head of one list and eviction
+    /// takes the tail. With batching off the order is exactly LRU's (one
+    /// shard; the `lru` crate is the oracle of its property tests); with
+    /// batching on a hit only sets REFERENCED and reclaim gives referenced
+    /// entries a second chance (CLOCK), so a hit never takes a write lock.
+    Lru,
+}
+
+/// How much an entry counts against the capacity.
+pub trait Weigher<K, V> {
+    /// The entry's weight; 0 counts as 1.
+    fn weight(&self, key: &K, value: &V) -> u64;
+}
+
+/// Every entry weighs 1: the capacity is a number of entries.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UnitWeigher;
+
+impl<K, V> Weigher<K, V> for UnitWeigher {
+    #[inline]
+    fn weight(&self, _: &K, _: &V) -> u64 {
+        1
+    }
+}
+
+impl<K, V, F: Fn(&K, &V) -> u64> Weigher<K, V> for F {
+    #[inline]
+    fn weight(&self, key: &K, value: &V) -> u64 {
+        self(key, value)
+    }
+}
+
+pub(super) type Listener<K, V> = Box<dyn Fn(K, V) + Send + Sync>;
+
+/// Counters of a cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CacheStats {
+    /// `get`s that found their key.
+    pub hits: u64,
+    /// `get`s that did not.
+    pub misses: u64,
+    /// Entries evicted for capacity (each offered to the listener).
+    pub evictions: u64,
+    /// Insertions that found their key's shadow (`WORKINGSET_REFAULT`).
+    pub refaults: u64,
+    /// Refaults close enough to have stayed resident, inserted active
+    /// (`WORKINGSET_ACTIVATE`).
+    pub refault_activations: u64,
+    /// Shadow entries held now (each a few bytes: a key's hash and the
+    /// eviction clock), at most half the entries the cache holds.
+    pub shadows: u64,
+    /// Entries not cached because they weigh more than their shard's
+    /// share of the capacity.
+    pub rejected: u64,
+    /// Loaders run by `get_or_insert_with` (one per key at a time).
+    pub loads: u64,
+    /// Callers of `get_or_insert_with` that waited for another caller's
+    /// loader instead of running their own.
+    pub load_waits: u64,
+}
+
+impl CacheStats {
+    /// hits / (hits + misses), 0 before any `get`.
+    pub fn hit_ratio(&self) -> f64 {
+        let gets = self.hits + self.misses;
+        if gets == 0 {
+            0.0
+        } else {
+            self.hits as f64 / gets as f64
+        }
+    }
+}
+
+/// Why a cache could not be built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CacheError {
+    /// A capacity of 0: the cache could hold nothing.
+    ZeroCapacity,
+    /// `max_entries(0)`.
+    ZeroEntries,
+    /// A capacity above [`LruCache::MAX_CAPACITY`]: the total weight of
+    /// the entries must fit a `u64` with room to spare.
+    CapacityTooLarge {
+        /// The capacity asked for.
+        capacity: u64,
+    },
+}
+
+impl fmt::Display for CacheError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CacheError::ZeroCapacity => {
+                f.write_str("a cache capacity of 0 can hold nothing: pass a capacity of at least 1")
+            }
+            CacheError::ZeroEntries => f.write_str(
+                "max_entries(0) leaves no room for any entry: allow at least 1, or leave it unset",
+            ),
+            CacheError::CapacityTooLarge { capacity } => write!(
+                f,
+                "capacity {capacity} is above the largest supported, LruCache::MAX_CAPACITY = {} \
+                 (2^48): pass a smaller capacity (count weight in larger units)",
+                LruCache::<(), ()>::MAX_CAPACITY
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CacheError {}
+
+/// Builds an [`LruCache`] with options; see [`LruCache::builder`].
+pub struct Builder<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
+    pub(super) opts: Options<K, V>,
+    pub(super) hasher: S,
+    pub(super) weigher: W,
+}
+
+/// A builder's settings other than the hasher and the weigher, whose types
+/// the builder's type names.
+pub(super) struct Options<K, V> {
+    pub(super) capacity: u64,
+    pub(super) max_entries: Option<usize>,
+    pub(super) shards: Option<usize>,
+    pub(super) policy: Policy,
+    pub(super) batching: bool,
+    pub(super) weighted: bool,
+    pub(super) listener: Option<Listener<K, V>>,
+}
+
+impl<K, V, S, W> fmt::Debug for Builder<K, V, S, W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("capacity", &self.opts.capacity)
+            .field("max_entries", &self.opts.max_entries)
+            .field("policy", &self.opts.policy)
+            .field("batching", &self.opts.batching)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Entries per shard the default shard count aims for at least: fewer,
+/// larger shards keep replacement close to one global order.
+const MIN_SHARD_ENTRIES: u64 = 512;
+
+impl<K, V, S, W> Builder<K, V, S, W> {
+    /// The replacement policy (default [`Policy::Workingset`]).
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.opts.policy = policy;
+        self
+    }
+
+    /// Whether a hit only marks the entry (the default: list moves wait
+    /// for the shard's next reclaim, as the kernel batches activations) or
+    /// takes the shard's write lock to move it at once.
+    pub fn batching(mut self, on: bool) -> Self {
+        self.opts.batching = on;
+        self
+    }
+
+    /// Number of shards, rounded down to a power of two (default: 4 per
+    /// CPU, with at least 512 entries' worth of capacity each). Each shard
+    /// is an lruvec of its own — lists, reclaim, shadows — behind one
+    /// read-write lock; capacity and `max_entries` are split evenly.
+    /// [`Policy::Lru`] with batching off always uses one shard (exact
+    /// order).
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.opts.shards = Some(shards.max(1));
+        self
+    }
+
+    /// The most entries the cache holds, whatever their weight (default:
+    /// the capacity, since every entry weighs at least 1).
+    pub fn max_entries(mut self, entries: usize) -> Self {
+        self.opts.max_entries = Some(entries);
+        self
+    }
+
+    /// Called with each entry evicted for capacity, after every lock is
+    /// released, on the thread whose insertion evicted it. It may use the
+    /// cache.
+    pub fn eviction_listener(mut self, f: impl Fn(K, V) + Send + Sync + 'static) -> Self {
+        self.opts.listener = Some(Box::new(f));
+        self
+    }
+
+    /// Hashes keys with `hasher` instead of foldhash.
+    pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> Builder<K, V, S2, W> {
+        Builder {
+            opts: self.opts,
+            hasher,
+            weigher: self.weigher,
+        }
+    }
+
+    /// Weighs entries with `weigher`: the capacity becomes a total weight,
+    /// split evenly between shards; an entry heavier than its shard's share
+    /// is not cached ([`CacheStats::rejected`]).
+    pub fn weigher<W2: Weigher<K, V>>(self, weigher: W2) -> Builder<K, V, S, W2> {
+        Builder {
+            opts: Options {
+                weighted: true,
+                ..self.opts
+            },
+            hasher: self.hasher,
+            weigher,
+        }
+    }
+
+    /// Builds the cache. Memory grows with the entries held.
+    pub fn build(self) -> Result<LruCache<K, V, S, W>, CacheError> {
+        let o = &self.opts;
+        if o.capacity == 0 {
+            return Err(CacheError::ZeroCapacity);
+        }
+        if o.capacity > LruCache::<K, V>::MAX_CAPACITY {
+            return Err(CacheError::CapacityTooLarge {
+                capacity: o.capacity,
+            });
+        }
+        let max_entries = o
+            .max_entries
+            .unwrap_or(usize::try_from(o.capacity).unwrap_or(usize::MAX));
+        if max_entries == 0 {
+            return Err(CacheError::ZeroEntries);
+        }
+        let exact = o.policy == Policy::Lru && !o.batching;
+        let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        let wanted = if exact {
+            1
+        } else {
+            o.shards.unwrap_or_else(|| {
+                let by_size = o.capacity.min(max_entries as u64) / MIN_SHARD_ENTRIES;
+                // Weighted: fewer, larger shares, so that heavy entries
+                // fit their shard's.
+                let per_cpu = if o.weighted { 1 } else { 4 };
+                (per_cpu * cpus).min(usize::try_from(by_size).unwrap_or(usize::MAX))
+            })
+        };
+        // Every shard must be able to hold an entry: no more shards than
+        // entries, or than units of capacity.
+        let cap = wanted
+            .min(max_entries)
+            .min(usize::try_from(o.capacity).unwrap_or(usize::MAX))
+            .max(1);
+        let shards = 1usize << cap.ilog2();
+        let share = |total: u64, i: usize| -> u64 {
+            let n = shards as u64;
+            total / n + u64::from((i as u64) < total % n)
+        };
+        let lruvecs = (0..shards)
+            .map(|i| {
+                crossbeam_utils::CachePadded::new(super::Shard {
+                    hits: AtomicU64::new(0),
+                    misses: AtomicU64::new(0),
+                    lruvec: RwLock::new(Lruvec::new(
+                        self.opts.policy,
+                        self.opts.batching,
+                        share(o.capacity, i),
+                        // A shard indexes its entries with u32s.
+                        share(max_entries as u64, i).min(u64::from(u32::MAX - 1)) as usize,
+                    )),
+                })
+            })
+            .collect();
+        Ok(LruCache {
+            shards: lruvecs,
+            shard_mask: shards - 1,
+            hasher: self.hasher,
+            weigher: self.weigher,
+            capacity: self.opts.capacity,
+            max_entries,
+            policy: self.opts.policy,
+            batching: self.opts.batching,
+            listener: self.opts.listener,
+            loads: AtomicU64::new(0),
+            load_waits: AtomicU64::new(0),
+        })
+    }
+}

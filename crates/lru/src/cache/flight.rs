@@ -1,0 +1,65 @@
+//! Single-flight loading: one loader per key at a time; the other callers
+//! missing on that key wait for its value (moka's `get_with`,
+//! quick_cache's placeholder guards).
+//!
+//! A [`Flight`] sits in its shard's `flights` from the moment a loader
+//! claims the key until the loaded value is in the shard — both under the
+//! shard's write lock, so a caller finds either the value or the flight,
+//! never neither while a load is on. The loader then completes the flight;
+//! a loader that fails or panics completes it empty ([`Landing`]'s drop),
+//! and its waiters start over: one of them becomes the next loader.
+
+use crate::sync::{Condvar, Mutex};
+
+enum State<V> {
+    Loading,
+    Loaded(V),
+    Failed,
+}
+
+/// One key's load in progress.
+pub(super) struct Flight<K, V> {
+    pub(super) hash: u64,
+    pub(super) key: K,
+    state: Mutex<State<V>>,
+    done: Condvar,
+}
+
+impl<K, V> Flight<K, V> {
+    pub(super) fn new(hash: u64, key: K) -> Self {
+        Self {
+            hash,
+            key,
+            state: Mutex::new(State::Loading),
+            done: Condvar::new(),
+        }
+    }
+
+    /// Completes the load, waking every waiter.
+    pub(super) fn complete(&self, value: Option<V>) {
+        *crate::sync::lock(&self.state) = match value {
+            Some(v) => State::Loaded(v),
+            None => State::Failed,
+        };
+        self.done.notify_all();
+    }
+}
+
+impl<K, V: Clone> Flight<K, V> {
+    /// Waits for the load: its value, or `None` if the loader failed.
+    pub(super) fn wait(&self) -> Option<V> {
+        let mut s = crate::sync::lock(&self.state);
+        loop {
+            match &*s {
+                State::Loading => {
+                    s = self
+                        .done
+                        .wait(s)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+                State::Loaded(v) => return Some(v.clone()),
+                State::Failed => return None,
+            }
+        }
+    }
+}

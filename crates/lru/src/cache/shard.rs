@@ -1,0 +1,503 @@
+//! One shard's [`Lruvec`]: its entries in a dense slab, a hash index over
+//! them, the two lists (`struct lruvec`), reclaim (`shrink_lruvec`) and
+//! shadows ([`Shadows`]). Everything here runs under the shard's lock and
+//! calls no user code except `Eq` in lookups, so a panic there leaves the
+//! shard as it was.
+
+use hashbrown::HashTable;
+
+use super::{
+    Policy,
+    flight::Flight,
+    workingset::Shadows,
+};
+use crate::sync::{Arc, AtomicU8, Ordering};
+
+const NIL: u32 = u32::MAX;
+const INACTIVE: usize = 0;
+const ACTIVE: usize = 1;
+
+/// `PG_referenced`: hit since reclaim last looked.
+const REFERENCED: u8 = 1 << 0;
+/// Hit again while inactive: to be activated by the next reclaim (the
+/// entry sits in `folio_activate`'s batch, in the kernel's terms).
+const ACTIVATE: u8 = 1 << 1;
+/// `PG_active`: on the active list.
+const ACTIVE_FLAG: u8 = 1 << 2;
+/// `PG_workingset`: activated by a refault.
+const WORKINGSET: u8 = 1 << 3;
+
+/// Deactivations per `shrink_active_list` pass (`SWAP_CLUSTER_MAX`).
+const SCAN_BATCH: usize = 32;
+
+/// One cached entry (`struct folio`, as far as a cache needs one).
+pub(super) struct Node<K, V> {
+    pub(super) key: K,
+    pub(super) value: V,
+    pub(super) hash: u64,
+    pub(super) weight: u64,
+    prev: u32,
+    next: u32,
+    /// Set by hits under the read lock, read and cleared by reclaim under
+    /// the write lock.
+    flags: AtomicU8,
+}
+
+/// A list's ends and length: `head` is the most recently added.
+#[derive(Clone, Copy, Debug)]
+struct List {
+    head: u32,
+    tail: u32,
+    len: usize,
+}
+
+const EMPTY: List = List {
+    head: NIL,
+    tail: NIL,
+    len: 0,
+};
+
+/// What an insertion did.
+pub(super) enum Inserted<V> {
+    /// The key was absent; it is cached now.
+    New,
+    /// The key's old value, replaced.
+    Replaced(V),
+    /// Heavier than the shard's capacity: not cached (any old value of the
+    /// key was removed and is in the evicted list).
+    Rejected,
+}
+
+/// A shard: entries, index, lists, shadows and loads in flight (`struct
+/// lruvec` with its share of the page cache).
+pub(super) struct Lruvec<K, V> {
+    nodes: Vec<Node<K, V>>,
+    table: HashTable<u32>,
+    lists: [List; 2],
+    weight: u64,
+    capacity: u64,
+    max_entries: usize,
+    policy: Policy,
+    batching: bool,
+    pub(super) shadows: Shadows,
+    /// Loads in flight in this shard (`get_or_insert_with`).
+    pub(super) flights: Vec<Arc<Flight<K, V>>>,
+    pub(super) evictions: u64,
+    pub(super) refaults: u64,
+    pub(super) activations: u64,
+    pub(super) rejected: u64,
+}
+
+impl<K, V> Lruvec<K, V> {
+    pub(super) fn new(policy: Policy, batching: bool, capacity: u64, max_entries: usize) -> Self {
+        Self {
+            nodes: Vec::new(),
+            table: HashTable::new(),
+            lists: [EMPTY; 2],
+            weight: 0,
+            capacity,
+            max_entries,
+            policy,
+            batching,
+            shadows: Shadows::new(max_entries),
+            flights: Vec::new(),
+            evictions: 0,
+            refaults: 0,
+            activations: 0,
+            rejected: 0,
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub(super) fn weight(&self) -> u64 {
+        self.weight
+    }
+
+    pub(super) fn node(&self, i: u32) -> &Node<K, V> {
+        &self.nodes[i as usize]
+    }
+
+    /// The entry of `hash` whose key satisfies `eq`.
+    pub(super) fn find(&self, hash: u64, eq: impl Fn(&K) -> bool) -> Option<u32> {
+        let nodes = &self.nodes;
+        self.table
+            .find(hash, |&i| {
+                let n = &nodes[i as usize];
+                n.hash == hash && eq(&n.key)
+            })
+            .copied()
+    }
+
+    /// `folio_mark_accessed`, under the read lock: the first hit sets
+    /// REFERENCED, a second one while inactive queues the activation for
+    /// the next reclaim. Flags already set are not written again, so hot
+    /// entries cost no stores.
+    pub(super) fn mark_accessed(&self, i: u32) {
+        let flags = &self.nodes[i as usize].flags;
+        let f = flags.load(Ordering::Relaxed);
+        if f & REFERENCED == 0 {
+            flags.fetch_or(REFERENCED, Ordering::Relaxed);
+        } else if self.policy != Policy::Lru && f & (ACTIVE_FLAG | ACTIVATE) == 0 {
+            flags.fetch_or(ACTIVATE, Ordering::Relaxed);
+        }
+    }
+
+    /// A hit with batching off, under the write lock: [`Policy::Lru`]
+    /// moves the entry to the head (exact LRU); the two-list policies
+    /// activate at once on a second hit (`folio_activate` unbatched).
+    pub(super) fn touch(&mut self, i: u32) {
+        if self.policy == Policy::Lru {
+            let list = self.list_of(i);
+            self.unlink(i, list);
+            self.link_head(i, list);
+            return;
+        }
+        let f = self.nodes[i as usize].flags.load(Ordering::Relaxed);
+        if f & REFERENCED == 0 {
+            self.set_flags(i, f | REFERENCED);
+        } else if f & ACTIVE_FLAG == 0 {
+            self.activate(i);
+        }
+    }
+
+    fn set_flags(&mut self, i: u32, f: u8) {
+        self.nodes[i as usize].flags.store(f, Ordering::Relaxed);
+    }
+
+    fn flags(&self, i: u32) -> u8 {
+        self.nodes[i as usize].flags.load(Ordering::Relaxed)
+    }
+
+    fn list_of(&self, i: u32) -> usize {
+        if self.flags(i) & ACTIVE_FLAG != 0 {
+            ACTIVE
+        } else {
+            INACTIVE
+        }
+    }
+
+    fn unlink(&mut self, i: u32, list: usize) {
+        let (prev, next) = {
+            let n = &self.nodes[i as usize];
+            (n.prev, n.next)
+        };
+        match prev {
+            NIL => self.lists[list].head = next,
+            p => self.nodes[p as usize].next = next,
+        }
+        match next {
+            NIL => self.lists[list].tail = prev,
+            n => self.nodes[n as usize].prev = prev,
+        }
+        self.lists[list].len -= 1;
+    }
+
+    fn link_head(&mut self, i: u32, list: usize) {
+        let head = self.lists[list].head;
+        {
+            let n = &mut self.nodes[i as usize];
+            n.prev = NIL;
+            n.next = head;
+        }
+        match head {
+            NIL => self.lists[list].tail = i,
+            h => self.nodes[h as usize].prev = i,
+        }
+        self.lists[list].head = i;
+        self.lists[list].len += 1;
+    }
+
+    /// `folio_activate`: moves an inactive entry to the active head.
+    fn activate(&mut self, i: u32) {
+        self.unlink(i, INACTIVE);
+        let f = self.flags(i) & WORKINGSET;
+        self.set_flags(i, f | ACTIVE_FLAG);
+        self.link_head(i, ACTIVE);
+        if self.policy == Policy::Workingset {
+            self.shadows.age_nonresident();
+        }
+    }
+
+    /// `inactive_is_low` with the kernel's ratio of 1 for small lists.
+    fn inactive_is_low(&self) -> bool {
+        self.lists[INACTIVE].len < self.lists[ACTIVE].len
+    }
+
+    /// `shrink_active_list`: from the active tail, a referenced entry gets
+    /// a second turn on the active list, the others are deactivated to the
+    /// inactive head; at most `SCAN_BATCH` deactivations, and each entry
+    /// looked at once.
+    fn shrink_active_list(&mut self) {
+        let mut moved = 0;
+        for _ in 0..self.lists[ACTIVE].len {
+            let t = self.lists[ACTIVE].tail;
+            if t == NIL || moved == SCAN_BATCH || !self.inactive_is_low() {
+                break;
+            }
+            let f = self.flags(t);
+            self.unlink(t, ACTIVE);
+            if f & REFERENCED != 0 {
+                self.set_flags(t, f & !REFERENCED);
+                self.link_head(t, ACTIVE);
+            } else {
+                self.set_flags(t, f & WORKINGSET);
+                self.link_head(t, INACTIVE);
+                moved += 1;
+            }
+        }
+    }
+
+    /// `shrink_lruvec` for one victim: refills the inactive list when it
+    /// is low, then takes the inactive tail — activating it if it was hit
+    /// twice, rotating it if once (a second chance), evicting it otherwise
+    /// — skipping `protect`. Returns false when there is nothing to evict.
+    fn evict_one(&mut self, protect: &mut u32, out: &mut Vec<(K, V)>) -> bool {
+        // Every pass either evicts, clears a flag or activates an entry
+        // (which clears its flags): it ends within a few passes per entry.
+        loop {
+            if self.policy != Policy::Lru && self.inactive_is_low() {
+                self.shrink_active_list();
+            }
+            // The inactive tail, else the active one; `protect` is passed
+            // over (rotated), and a list holding only it is skipped.
+            let mut chosen = None;
+            for list in [INACTIVE, ACTIVE] {
+                let t = self.lists[list].tail;
+                if t == NIL || (t == *protect && self.lists[list].len == 1) {
+                    continue;
+                }
+                if t == *protect {
+                    self.unlink(t, list);
+                    self.link_head(t, list);
+                }
+                chosen = Some((self.lists[list].tail, list));
+                break;
+            }
+            let Some((t, list)) = chosen else {
+                return false;
+            };
+            let f = self.flags(t);
+            if list == INACTIVE && f & ACTIVATE != 0 {
+                self.activate(t);
+                continue;
+            }
+            if f & REFERENCED != 0 && (self.policy != Policy::Lru || self.batching) {
+                self.set_flags(t, f & !REFERENCED);
+                self.unlink(t, list);
+                self.link_head(t, list);
+                continue;
+            }
+            let hash = self.nodes[t as usize].hash;
+            let n = self.remove(t, protect);
+            if self.policy == Policy::Workingset {
+                self.shadows.eviction(hash);
+            }
+            self.evictions += 1;
+            out.push((n.key, n.value));
+            return true;
+        }
+    }
+
+    /// Whether the shard is over its capacity with `extra` more weight and
+    /// `extra_entries` more entries.
+    fn over(&self, extra: u64, extra_entries: usize) -> bool {
+        self.weight + extra > self.capacity || self.len() + extra_entries > self.max_entries
+    }
+
+    /// Caches a new entry (its key is absent), evicting to make room
+    /// first: the new entry is never its own victim. Under
+    /// [`Policy::Workingset`] a refault close enough goes active at once
+    /// (`workingset_refault`).
+    pub(super) fn insert_new(
+        &mut self,
+        hash: u64,
+        key: K,
+        value: V,
+        weight: u64,
+        out: &mut Vec<(K, V)>,
+    ) -> Inserted<V> {
+        if weight > self.capacity {
+            self.rejected += 1;
+            out.push((key, value));
+            return Inserted::Rejected;
+        }
+        let mut none = NIL;
+        while self.over(weight, 1) && self.evict_one(&mut none, out) {}
+        let active = if self.policy == Policy::Workingset {
+            match self.shadows.refault(hash, self.lists[ACTIVE].len) {
+                Some(recent) => {
+                    self.refaults += 1;
+                    if recent {
+                        self.activations += 1;
+                        self.shadows.age_nonresident();
+                    }
+                    recent
+                }
+                None => false,
+            }
+        } else {
+            false
+        };
+        let i = self.nodes.len() as u32;
+        self.nodes.push(Node {
+            key,
+            value,
+            hash,
+            weight,
+            prev: NIL,
+            next: NIL,
+            flags: AtomicU8::new(if active {
+                ACTIVE_FLAG | WORKINGSET
+            } else {
+                0
+            }),
+        });
+        self.link_head(i, if active { ACTIVE } else { INACTIVE });
+        let nodes = &self.nodes;
+        self.table
+            .insert_unique(hash, i, |&j| nodes[j as usize].hash);
+        self.weight += weight;
+        Inserted::New
+    }
+
+    /// Replaces entry `i`'s value (a hit on it, as `lru`'s `put`), then
+    /// evicts others past the capacity. Too heavy for the shard: the entry
+    /// is removed and the new value rejected.
+    pub(super) fn replace(
+        &mut self,
+        i: u32,
+        value: V,
+        weight: u64,
+        out: &mut Vec<(K, V)>,
+    ) -> Inserted<V> {
+        if weight > self.capacity {
+            let mut none = NIL;
+            let n = self.remove(i, &mut none);
+            self.rejected += 1;
+            out.push((n.key, value));
+            return Inserted::Replaced(n.value);
+        }
+        let old = std::mem::replace(&mut self.nodes[i as usize].value, value);
+        let was = std::mem::replace(&mut self.nodes[i as usize].weight, weight);
+        self.weight = self.weight - was + weight;
+        if self.batching {
+            self.mark_accessed(i);
+        } else {
+            self.touch(i);
+        }
+        let mut protect = i;
+        while self.over(0, 0) && self.evict_one(&mut protect, out) {}
+        Inserted::Replaced(old)
+    }
+
+    /// Removes entry `i` (`filemap_remove_folio`): unlinks it, and moves
+    /// the last entry into its slot so the slab stays dense (`fix` follows
+    /// an index that moved).
+    pub(super) fn remove(&mut self, i: u32, fix: &mut u32) -> Node<K, V> {
+        let list = self.list_of(i);
+        self.unlink(i, list);
+        let hash = self.nodes[i as usize].hash;
+        if let Ok(e) = self.table.find_entry(hash, |&j| j == i) {
+            e.remove();
+        }
+        let last = self.nodes.len() as u32 - 1;
+        if i != last {
+            // Re-point whatever referred to `last` at `i`.
+            let (prev, next, lhash) = {
+                let n = &self.nodes[last as usize];
+                (n.prev, n.next, n.hash)
+            };
+            let llist = self.list_of(last);
+            match prev {
+                NIL => self.lists[llist].head = i,
+                p => self.nodes[p as usize].next = i,
+            }
+            match next {
+                NIL => self.lists[llist].tail = i,
+                n => self.nodes[n as usize].prev = i,
+            }
+            if let Some(slot) = self.table.find_mut(lhash, |&j| j == last) {
+                *slot = i;
+            }
+            if *fix == last {
+                *fix = i;
+            }
+        }
+        let n = self.nodes.swap_remove(i as usize);
+        self.weight -= n.weight;
+        n
+    }
+
+    /// Drops every entry and shadow (the listener is not called); the
+    /// entries are returned to be dropped outside the lock.
+    pub(super) fn clear(&mut self) -> Vec<Node<K, V>> {
+        self.table.clear();
+        self.lists = [EMPTY; 2];
+        self.weight = 0;
+        self.shadows.clear();
+        std::mem::take(&mut self.nodes)
+    }
+
+    /// The shard's structure, checked: lists and index cover the slab
+    /// exactly, flags match lists, weight and bounds hold.
+    pub(super) fn check(&self) -> Result<(), String> {
+        let mut seen = vec![false; self.nodes.len()];
+        let mut weight = 0;
+        for list in [INACTIVE, ACTIVE] {
+            let (mut at, mut prev, mut n) = (self.lists[list].head, NIL, 0);
+            while at != NIL {
+                let i = at as usize;
+                if i >= self.nodes.len() || seen[i] {
+                    return Err(format!("list {list}: entry {i} out of range or seen twice"));
+                }
+                seen[i] = true;
+                let node = &self.nodes[i];
+                if node.prev != prev {
+                    return Err(format!("list {list}: entry {i}'s prev is {}", node.prev));
+                }
+                if (self.flags(at) & ACTIVE_FLAG != 0) != (list == ACTIVE) {
+                    return Err(format!("entry {i}'s ACTIVE flag disagrees with list {list}"));
+                }
+                let nodes = &self.nodes;
+                if self
+                    .table
+                    .find(node.hash, |&j| j == at && nodes[j as usize].hash == node.hash)
+                    .is_none()
+                {
+                    return Err(format!("entry {i} missing from the index"));
+                }
+                weight += node.weight;
+                prev = at;
+                at = node.next;
+                n += 1;
+            }
+            if self.lists[list].tail != prev || self.lists[list].len != n {
+                return Err(format!("list {list}: tail or length wrong ({n} walked)"));
+            }
+        }
+        if seen.iter().any(|s| !s) || self.table.len() != self.nodes.len() {
+            return Err(format!(
+                "{} entries, {} indexed, {} on lists",
+                self.nodes.len(),
+                self.table.len(),
+                seen.iter().filter(|s| **s).count()
+            ));
+        }
+        if weight != self.weight {
+            return Err(format!("weight {} recorded, {weight} summed", self.weight));
+        }
+        if self.weight > self.capacity || self.nodes.len() > self.max_entries {
+            return Err(format!(
+                "{} entries of weight {} over the shard's {} / {}",
+                self.nodes.len(),
+                self.weight,
+                self.max_entries,
+                self.capacity
+            ));
+        }
+        self.shadows.check()
+    }
+}
