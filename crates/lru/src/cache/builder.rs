@@ -14,23 +14,25 @@ pub type DefaultHashBuilder = foldhash::fast::RandomState;
 #[non_exhaustive]
 pub enum Policy {
     /// The kernel's two lists with its refault detection
-    /// (`mm/workingset.c`): a new entry goes on the inactive list; a hit
-    /// sets REFERENCED, a second hit while inactive activates it; reclaim
-    /// refills the inactive list from the active tail and gives referenced
-    /// entries a second chance. An evicted entry leaves a shadow holding
-    /// the eviction clock; a miss that finds its key's shadow compares the
-    /// refault distance with the active list and, when the entry would have
-    /// stayed resident, inserts it active at once. A one-off scan cannot
-    /// flush hot entries, and a working set that returns is recognised.
+    /// (`mm/workingset.c`): a new entry goes on the inactive list (a tenth
+    /// of the shard); a hit counts a reference (up to 3, the multi-gen
+    /// LRU's tiers); reclaim activates an inactive entry that was hit,
+    /// evicts one that was not, and refills the inactive list from the
+    /// active tail, where each reference buys another turn. An evicted
+    /// entry leaves a shadow holding the eviction clock; a miss that finds
+    /// its key's shadow compares the refault distance with the active list
+    /// and, when the entry would have stayed resident, inserts it active at
+    /// once. A one-off scan cannot flush hot entries, and a working set
+    /// that returns is recognised.
     #[default]
     Workingset,
-    /// The two lists without shadows (`folio_mark_accessed` and reclaim
-    /// only): every new entry starts inactive.
+    /// The same two lists without shadows: every new entry starts
+    /// inactive.
     ActiveInactive,
     /// LRU: a hit moves the entry to the head of one list and eviction
     /// takes the tail. With batching off the order is exactly LRU's (one
     /// shard; the `lru` crate is the oracle of its property tests); with
-    /// batching on a hit only sets REFERENCED and reclaim gives referenced
+    /// batching on a hit only marks the entry and reclaim gives marked
     /// entries a second chance (CLOCK), so a hit never takes a write lock.
     Lru,
 }
@@ -76,8 +78,8 @@ pub struct CacheStats {
     /// Refaults close enough to have stayed resident, inserted active
     /// (`WORKINGSET_ACTIVATE`).
     pub refault_activations: u64,
-    /// Shadow entries held now (each a few bytes: a key's hash and the
-    /// eviction clock), at most half the entries the cache holds.
+    /// Shadow entries held now (8 bytes each: a tag of the key's hash and
+    /// the eviction clock), at most twice the entries the cache holds.
     pub shadows: u64,
     /// Entries not cached because they weigh more than their shard's
     /// share of the capacity.

@@ -76,14 +76,14 @@ struct Shard<K, V> {
 /// keeps one per node and memory cgroup): its entries in a dense slab, a
 /// hash index of `u32` slots, the inactive and active lists threaded
 /// through the slab, and its share of the capacity. A hit clones the value
-/// under the shard's read lock and marks the entry (`folio_mark_accessed`:
-/// REFERENCED, then "activate" on a second hit while inactive) with at
-/// most one atomic store, none once marked; an insertion takes the write
-/// lock, evicts from the shard's own lists until the new entry fits
-/// (`shrink_lruvec`: activate marked entries, second chance for
-/// referenced ones, refill the inactive list from the active tail), and
-/// links it. Under [`Policy::Workingset`] an evicted key leaves a shadow
-/// and a refault within the active list's size is inserted active.
+/// under the shard's read lock and counts a reference on the entry
+/// (`folio_inc_refs`, two bits) with at most one atomic store, none once
+/// saturated; an insertion takes the write lock, evicts from the shard's
+/// own lists until the new entry fits (`shrink_lruvec`: activate inactive
+/// entries that were hit, evict the others, refill the inactive list from
+/// the active tail where references buy turns), and links it. Under
+/// [`Policy::Workingset`] an evicted key leaves a shadow and a refault
+/// within the active list's size is inserted active.
 ///
 /// # Guarantees
 /// - An insertion never evicts the entry it makes or replaces.
@@ -95,8 +95,8 @@ struct Shard<K, V> {
 /// - `get_or_insert_with` runs one loader per key at a time; a loader that
 ///   returns an error or panics wakes its waiters, one of which loads next.
 /// - Memory grows with the entries held: 48 bytes per `u64 → u64` entry in
-///   the slab, about 10 in the index, and up to half as many shadows (12
-///   bytes each plus index) as entries once the cache evicts.
+///   the slab and 5 to 10 in the index; once a shard first evicts, its
+///   shadow table (8 bytes a slot, twice its entries) is allocated.
 pub struct LruCache<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
     shards: Box<[CachePadded<Shard<K, V>>]>,
     shard_mask: usize,
