@@ -67,9 +67,11 @@ pub(super) type Listener<K, V> = Box<dyn Fn(K, V) + Send + Sync>;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CacheStats {
-    /// `get`s that found their key.
+    /// `get`s that found their key (exact from one thread; lookups racing
+    /// in one shard may lose a count: it is kept without a locked
+    /// instruction).
     pub hits: u64,
-    /// `get`s that did not.
+    /// `get`s that did not (as approximate as `hits`).
     pub misses: u64,
     /// Entries evicted for capacity (each offered to the listener).
     pub evictions: u64,

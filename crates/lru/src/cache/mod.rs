@@ -36,7 +36,8 @@ use crate::sync::{Arc, AtomicU64, Ordering, RwLock, read, write};
 
 /// One shard: its lruvec behind a read-write lock, and its hit and miss
 /// counters in the lock's line, which a lookup has just written (counting
-/// costs no other line).
+/// costs no other line). The counters are approximate under concurrency
+/// (see `get`).
 #[repr(C)]
 struct Shard<K, V> {
     hits: AtomicU64,
@@ -218,7 +219,9 @@ where
         } else {
             &shard.misses
         };
-        counter.fetch_add(1, Ordering::Relaxed);
+        // A load and a store, not a locked add: lookups racing in one shard
+        // may lose a count, and a hit costs one locked instruction fewer.
+        counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         found
     }
 
