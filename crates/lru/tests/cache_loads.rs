@@ -1,0 +1,191 @@
+//! Single-flight loading, refault detection, and the cache's bad inputs
+//! (capacity 0, weights 0 and `u64::MAX`, a listener that uses the cache,
+//! a loader that panics). Scenarios that could hang run in a child process
+//! with a bounded wait.
+
+use std::{
+    panic::{AssertUnwindSafe, catch_unwind},
+    sync::{
+        Arc, Barrier, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use mmbatch_lru::{CacheError, LruCache, Policy};
+use mmbatch_testkit::child;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// Eight threads miss on one key at once: one loader runs, all get its
+/// value.
+#[test]
+fn one_loader_per_key() {
+    if let Some(run) = child::parent("one_loader_per_key", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    for round in 0..50u64 {
+        let cache: LruCache<u64, u64> = LruCache::new(100);
+        let runs = AtomicUsize::new(0);
+        let start = Barrier::new(8);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    start.wait();
+                    let v = cache.get_or_insert_with(round, || {
+                        runs.fetch_add(1, Ordering::Relaxed);
+                        std::thread::sleep(Duration::from_millis(2));
+                        round * 10
+                    });
+                    assert_eq!(v, round * 10);
+                });
+            }
+        });
+        assert_eq!(runs.load(Ordering::Relaxed), 1, "round {round}");
+        let st = cache.stats();
+        assert_eq!(st.loads, 1);
+        cache.check_invariants().unwrap();
+    }
+}
+
+/// A loader that panics while another caller waits on it: the waiter is
+/// woken, loads the value itself, and the panic reaches the first caller.
+#[test]
+fn a_panicking_loader_wakes_its_waiters() {
+    if let Some(run) = child::parent("a_panicking_loader_wakes_its_waiters", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    std::panic::set_hook(Box::new(|_| {}));
+    let cache: LruCache<u32, u32> = LruCache::new(10);
+    let started = Barrier::new(2);
+    std::thread::scope(|s| {
+        let first = s.spawn(|| {
+            catch_unwind(AssertUnwindSafe(|| {
+                cache.get_or_insert_with(1, || {
+                    started.wait();
+                    std::thread::sleep(Duration::from_millis(50));
+                    panic!("loader failed");
+                })
+            }))
+        });
+        started.wait();
+        // The first loader is running: this call waits for it, then loads.
+        assert_eq!(cache.get_or_insert_with(1, || 11), 11);
+        assert!(first.join().unwrap().is_err(), "the panic reached its caller");
+    });
+    let st = cache.stats();
+    assert_eq!((st.loads, st.load_waits), (2, 1), "{st:?}");
+    assert_eq!(cache.get(&1), Some(11));
+    // An error does the same.
+    let r: Result<u32, &str> = cache.try_get_or_insert_with(2, || Err("no"));
+    assert_eq!(r, Err("no"));
+    assert_eq!(cache.peek(&2), None);
+    cache.check_invariants().unwrap();
+}
+
+/// The eviction listener runs outside every lock: it may read, insert and
+/// remove in the same cache (a re-entrant listener deadlocked caches that
+/// call it under a lock).
+#[test]
+fn a_listener_may_use_the_cache() {
+    if let Some(run) = child::parent("a_listener_may_use_the_cache", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let cache: Arc<Mutex<Option<Arc<LruCache<u32, u32>>>>> = Arc::default();
+    let me = cache.clone();
+    let heard = Arc::new(AtomicUsize::new(0));
+    let h = heard.clone();
+    let c = Arc::new(
+        LruCache::builder(4)
+            .eviction_listener(move |k, v| {
+                h.fetch_add(1, Ordering::Relaxed);
+                let c = me.lock().unwrap().clone().unwrap();
+                let _ = c.get(&k);
+                let _ = c.remove(&(k + 1));
+                if k < 1000 {
+                    c.insert(k + 1000, v); // may evict again: re-enters
+                }
+            })
+            .build()
+            .unwrap(),
+    );
+    *cache.lock().unwrap() = Some(c.clone());
+    for k in 0..100 {
+        c.insert(k, k);
+    }
+    assert!(heard.load(Ordering::Relaxed) > 90);
+    c.check_invariants().unwrap();
+    *cache.lock().unwrap() = None;
+}
+
+/// A key evicted and asked for again soon is a refault: with the active
+/// list larger than its refault distance it comes back active.
+#[test]
+fn refaults_are_detected_and_activated() {
+    let c: LruCache<u32, u32> = LruCache::builder(100).shards(1).build().unwrap();
+    // A hot set that reaches the active list.
+    for k in 0..80 {
+        c.insert(k, k);
+    }
+    for _ in 0..3 {
+        for k in 0..80 {
+            assert_eq!(c.get(&k), Some(k));
+        }
+    }
+    // A stream of new keys evicts; 0..80 stay, promoted; the stream's
+    // own keys are evicted and leave shadows.
+    for k in 1000..1100 {
+        c.insert(k, k);
+    }
+    let before = c.stats();
+    assert!(before.shadows > 0, "{before:?}");
+    // The stream's last evicted keys come back at once: refaults within
+    // the active list's size.
+    for k in 1070..1080 {
+        if c.get(&k).is_none() {
+            c.insert(k, k);
+        }
+    }
+    let st = c.stats();
+    assert!(st.refaults > before.refaults, "{st:?}");
+    assert!(st.refault_activations > before.refault_activations, "{st:?}");
+    c.check_invariants().unwrap();
+    // ActiveInactive keeps no shadows.
+    let ai: LruCache<u32, u32> = LruCache::builder(10)
+        .policy(Policy::ActiveInactive)
+        .build()
+        .unwrap();
+    for k in 0..100 {
+        ai.insert(k, k);
+    }
+    assert_eq!(ai.stats().shadows, 0);
+}
+
+/// Capacity 0 is an error; weights of 0 count as 1; an entry heavier than
+/// its shard goes to the listener, not the cache.
+#[test]
+fn bad_sizes_have_clear_outcomes() {
+    assert_eq!(
+        LruCache::<u8, u8>::builder(0).build().unwrap_err(),
+        CacheError::ZeroCapacity
+    );
+    let heard = Arc::new(Mutex::new(Vec::new()));
+    let h = heard.clone();
+    let c: LruCache<u8, u64, _, _> = LruCache::builder(10)
+        .weigher(|_: &u8, w: &u64| *w)
+        .eviction_listener(move |k, _| h.lock().unwrap().push(k))
+        .build()
+        .unwrap();
+    for k in 0..10 {
+        c.insert(k, 0); // weight 0 counts as 1
+    }
+    assert_eq!((c.len(), c.weight()), (10, 10));
+    c.insert(200, u64::MAX);
+    assert_eq!(c.peek(&200), None);
+    assert_eq!(c.stats().rejected, 1);
+    assert_eq!(heard.lock().unwrap().as_slice(), &[200]);
+    c.check_invariants().unwrap();
+}
