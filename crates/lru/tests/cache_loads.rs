@@ -94,7 +94,9 @@ fn a_listener_may_use_the_cache() {
         run.expect_success();
         return;
     }
-    let cache: Arc<Mutex<Option<Arc<LruCache<u32, u32>>>>> = Arc::default();
+    // The listener finds the cache through this slot, set once it exists.
+    type Slot = Arc<Mutex<Option<Arc<LruCache<u32, u32>>>>>;
+    let cache: Slot = Arc::default();
     let me = cache.clone();
     let heard = Arc::new(AtomicUsize::new(0));
     let h = heard.clone();
