@@ -15,8 +15,9 @@ use cache_model::{Op, run};
 fuzz_target!(|data: &[u8]| {
     let Some((&m, rest)) = data.split_first() else { return };
     let capacity = usize::from(m & 0x0f) + 1;
-    let policy = if m & 0x10 != 0 { Policy::Lru } else { Policy::ActiveInactive };
-    let batching = m & 0x20 == 0;
+    let policy = [Policy::Workingset, Policy::ActiveInactive, Policy::Lru, Policy::Workingset]
+        [usize::from(m >> 4) & 3];
+    let batching = m & 0x40 == 0;
     let ops: Vec<Op> = rest
         .chunks(2)
         .take(400)

@@ -39,7 +39,7 @@ proptest! {
     #[test]
     fn values_and_accounting(
         capacity in 1usize..12,
-        policy in prop_oneof![Just(Policy::ActiveInactive), Just(Policy::Lru)],
+        policy in prop_oneof![Just(Policy::Workingset), Just(Policy::ActiveInactive), Just(Policy::Lru)],
         batching in any::<bool>(),
         ops in prop::collection::vec(op(24), 1..300),
     ) {
@@ -53,6 +53,8 @@ proptest! {
 #[test]
 fn threads_account_for_every_value() {
     for (policy, batching) in [
+        (Policy::Workingset, true),
+        (Policy::Workingset, false),
         (Policy::ActiveInactive, true),
         (Policy::ActiveInactive, false),
         (Policy::Lru, true),

@@ -157,7 +157,7 @@ proptest! {
     #[test]
     fn user_code_panics_lose_nothing(
         capacity in 1u64..10,
-        policy in prop_oneof![Just(Policy::ActiveInactive), Just(Policy::Lru)],
+        policy in prop_oneof![Just(Policy::Workingset), Just(Policy::ActiveInactive), Just(Policy::Lru)],
         batching in any::<bool>(),
         ops in prop::collection::vec((op(), 0u32..12), 1..150),
     ) {
@@ -245,6 +245,7 @@ fn listener_panic_still_delivers_the_rest() {
 #[test]
 fn max_entries_is_the_most_entries_held() {
     for (policy, batching) in [
+        (Policy::Workingset, true),
         (Policy::ActiveInactive, true),
         (Policy::Lru, false),
         (Policy::Lru, true),
