@@ -1,14 +1,16 @@
 //! `cargo bench --bench cache`: the cache experiment under criterion — each
-//! implementation as a `BenchmarkId` of one group per mix and skew, at
+//! implementation as a `BenchmarkId` of one group per mix and workload, at
 //! 2×CPUs threads, measured by the same `mmbatch_benches::cache::measure`
-//! that `cargo xtask repro` calls (on a smaller key space).
+//! that `cargo xtask repro` calls (on a smaller key space). The scan
+//! workload replays the same scan keys each iteration here (criterion
+//! repeats one stream), so its scans are one-off only within an iteration.
 
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use mmbatch_benches::{
     Config,
-    cache::{Impl, Mix, SKEWS, build, measure, warm, zipf_stream},
+    cache::{Impl, build, measure, plan, warm, zipf_stream},
     total,
 };
 
@@ -19,25 +21,27 @@ const OPS: usize = 1 << 18;
 fn bench(c: &mut Criterion) {
     let threads = Config::default().max_threads();
     let capacity = (KEYS / 10) as usize;
-    for s in SKEWS {
-        let warmup = zipf_stream(KEYS, s, capacity * 8, 1);
-        let stream = zipf_stream(KEYS, s, OPS, 2);
-        for mix in Mix::ALL {
-            let mut group =
-                c.benchmark_group(format!("cache/{}-s{s}/threads-{threads}", mix.name()));
-            group.sample_size(10);
-            group.throughput(Throughput::Elements(OPS as u64));
-            for which in Impl::ALL {
-                let cache = build(which, capacity);
-                warm(&*cache, &warmup);
-                group.bench_function(BenchmarkId::from_parameter(which.name()), |b| {
-                    b.iter_custom(|iters| {
-                        total(iters, || measure(&*cache, mix, threads, &stream).elapsed_s)
-                    });
+    for (workload, mix) in plan() {
+        let s = workload.skew();
+        let warmup = workload.apply(&zipf_stream(KEYS, s, capacity * 8, 1), 0);
+        let stream = workload.apply(&zipf_stream(KEYS, s, OPS, 2), warmup.len() as u64);
+        let mut group = c.benchmark_group(format!(
+            "cache/{}-{}/threads-{threads}",
+            mix.name(),
+            workload.name()
+        ));
+        group.sample_size(10);
+        group.throughput(Throughput::Elements(OPS as u64));
+        for which in Impl::all() {
+            let cache = build(which, capacity);
+            warm(&*cache, &warmup);
+            group.bench_function(BenchmarkId::from_parameter(which.name()), |b| {
+                b.iter_custom(|iters| {
+                    total(iters, || measure(&*cache, mix, threads, &stream).elapsed_s)
                 });
-            }
-            group.finish();
+            });
         }
+        group.finish();
     }
 }
 

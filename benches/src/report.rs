@@ -480,11 +480,19 @@ impl Report {
             .iter()
             .map(|r| Summary::of(&r.values(metric)))
             .collect();
+        // Wide enough for the longest heading, with a space before it.
+        let col = table
+            .columns
+            .iter()
+            .map(|c| c.len() + 1)
+            .max()
+            .unwrap_or(0)
+            .max(COL);
         let mut out = String::new();
         let _ = writeln!(out, "{}", table.title);
         let _ = write!(out, "{:LABEL$}", "");
         for c in &table.columns {
-            let _ = write!(out, "{c:>COL$}");
+            let _ = write!(out, "{c:>col$}");
         }
         out.push('\n');
         type Stat = (&'static str, fn(&Summary) -> f64, bool);
@@ -501,12 +509,12 @@ impl Report {
             for (s, row) in sums.iter().zip(&rows) {
                 if row.samples_s.is_empty() {
                     // The host refused this configuration (see the notes).
-                    let _ = write!(out, "{:>COL$}", "refused");
+                    let _ = write!(out, "{:>col$}", "refused");
                     continue;
                 }
                 let v = get(s);
                 let g = gain(base, v, directional && metric.higher_is_better());
-                let _ = write!(out, "{:>COL$}", format!("{} ({:>7.2}%)", fmt_value(v), g));
+                let _ = write!(out, "{:>col$}", format!("{} ({:>7.2}%)", fmt_value(v), g));
             }
             out.push('\n');
         }
@@ -520,7 +528,7 @@ impl Report {
                     .counters
                     .get(key)
                     .map_or("-".to_owned(), |v| fmt_count(*v));
-                let _ = write!(out, "{v:>COL$}");
+                let _ = write!(out, "{v:>col$}");
             }
             out.push('\n');
         }
