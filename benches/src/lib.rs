@@ -10,6 +10,7 @@
 pub mod activate;
 pub mod batch;
 pub mod cache;
+pub mod cache_hits;
 pub mod clear;
 pub mod faultaround;
 pub mod lockonfault;
@@ -172,6 +173,7 @@ pub fn experiments() -> &'static [Experiment] {
         lockonfault::EXPERIMENT,
         activate::EXPERIMENT,
         cache::EXPERIMENT,
+        cache_hits::EXPERIMENT,
     ]
 }
 
