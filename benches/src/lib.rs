@@ -11,6 +11,7 @@ pub mod activate;
 pub mod batch;
 pub mod cache;
 pub mod cache_hits;
+pub mod cache_memory;
 pub mod clear;
 pub mod faultaround;
 pub mod lockonfault;
@@ -174,6 +175,7 @@ pub fn experiments() -> &'static [Experiment] {
         activate::EXPERIMENT,
         cache::EXPERIMENT,
         cache_hits::EXPERIMENT,
+        cache_memory::EXPERIMENT,
     ]
 }
 

@@ -141,6 +141,11 @@ impl Progress for Stderr {
 }
 
 fn main() -> ExitCode {
+    // A child of `cache-memory`, which re-executes this binary to measure
+    // one cache in a process of its own.
+    if let Some(code) = mmbatch_benches::cache_memory::child() {
+        return code;
+    }
     let args = match parse() {
         Ok(a) => a,
         Err(e) => {
