@@ -73,7 +73,10 @@ fn a_panicking_loader_wakes_its_waiters() {
         started.wait();
         // The first loader is running: this call waits for it, then loads.
         assert_eq!(cache.get_or_insert_with(1, || 11), 11);
-        assert!(first.join().unwrap().is_err(), "the panic reached its caller");
+        assert!(
+            first.join().unwrap().is_err(),
+            "the panic reached its caller"
+        );
     });
     let st = cache.stats();
     assert_eq!((st.loads, st.load_waits), (2, 1), "{st:?}");
@@ -153,7 +156,10 @@ fn refaults_are_detected_and_activated() {
     }
     let st = c.stats();
     assert!(st.refaults > before.refaults, "{st:?}");
-    assert!(st.refault_activations > before.refault_activations, "{st:?}");
+    assert!(
+        st.refault_activations > before.refault_activations,
+        "{st:?}"
+    );
     c.check_invariants().unwrap();
     // ActiveInactive keeps no shadows.
     let ai: LruCache<u32, u32> = LruCache::builder(10)

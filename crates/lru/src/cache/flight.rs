@@ -6,7 +6,7 @@
 //! claims the key until the loaded value is in the shard — both under the
 //! shard's write lock, so a caller finds either the value or the flight,
 //! never neither while a load is on. The loader then completes the flight;
-//! a loader that fails or panics completes it empty ([`Landing`]'s drop),
+//! a loader that fails or panics completes it empty (`Landing`'s drop, in `cache/mod.rs`),
 //! and its waiters start over: one of them becomes the next loader.
 
 use crate::sync::{Condvar, Mutex};

@@ -6,11 +6,7 @@
 
 use hashbrown::HashTable;
 
-use super::{
-    Policy,
-    flight::Flight,
-    workingset::Shadows,
-};
+use super::{Policy, flight::Flight, workingset::Shadows};
 use crate::sync::{Arc, AtomicU8, Ordering};
 
 const NIL: u32 = u32::MAX;
@@ -364,11 +360,7 @@ impl<K, V> Lruvec<K, V> {
             weight,
             prev: NIL,
             next: NIL,
-            flags: AtomicU8::new(if active {
-                ACTIVE_FLAG | WORKINGSET
-            } else {
-                0
-            }),
+            flags: AtomicU8::new(if active { ACTIVE_FLAG | WORKINGSET } else { 0 }),
         });
         self.link_head(i, if active { ACTIVE } else { INACTIVE });
         let nodes = &self.nodes;
@@ -474,12 +466,16 @@ impl<K, V> Lruvec<K, V> {
                     return Err(format!("list {list}: entry {i}'s prev is {}", node.prev));
                 }
                 if (self.flags(at) & ACTIVE_FLAG != 0) != (list == ACTIVE) {
-                    return Err(format!("entry {i}'s ACTIVE flag disagrees with list {list}"));
+                    return Err(format!(
+                        "entry {i}'s ACTIVE flag disagrees with list {list}"
+                    ));
                 }
                 let nodes = &self.nodes;
                 if self
                     .table
-                    .find(node.hash, |&j| j == at && nodes[j as usize].hash == node.hash)
+                    .find(node.hash, |&j| {
+                        j == at && nodes[j as usize].hash == node.hash
+                    })
                     .is_none()
                 {
                     return Err(format!("entry {i} missing from the index"));

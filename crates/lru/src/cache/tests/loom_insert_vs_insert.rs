@@ -42,7 +42,11 @@ fn insert_vs_insert() {
             let st = cache.stats();
             assert_eq!(st.evictions, 2);
             if policy == Policy::Workingset {
-                assert_eq!(st.shadows, 1, "one shadow for a shard of 1 (the bound)");
+                // One shadow per eviction, in a table of two slots for a
+                // shard of one entry (two evictions may share a slot).
+                assert!((1..=2).contains(&st.shadows), "{st:?}");
+            } else {
+                assert_eq!(st.shadows, 0);
             }
         });
     }
