@@ -22,8 +22,12 @@ pub enum Policy {
     /// entry leaves a shadow holding the eviction clock; a miss that finds
     /// its key's shadow compares the refault distance with the active list
     /// and, when the entry would have stayed resident, inserts it active at
-    /// once. A one-off scan cannot flush hot entries, and a working set
-    /// that returns is recognised.
+    /// once; a more distant refault of an entry that never reached the
+    /// active list (`PG_workingset`, kept in the shadow) goes to the
+    /// inactive tail, to be reclaimed first. A one-off scan cannot flush
+    /// hot entries, a working set that returns is recognised, and a loop
+    /// larger than the cache keeps most of itself resident instead of
+    /// missing on every request.
     #[default]
     Workingset,
     /// The same two lists without shadows: every new entry starts

@@ -21,7 +21,9 @@ const ACTIVE: usize = 1;
 const REFS: u8 = 0b11;
 /// `PG_active`: on the active list.
 const ACTIVE_FLAG: u8 = 1 << 2;
-/// `PG_workingset`: activated by a refault.
+/// `PG_workingset`: has been on the active list (set on deactivation, as
+/// `shrink_active_list` does, and on a refault activation); kept in the
+/// shadow at eviction.
 const WORKINGSET: u8 = 1 << 3;
 
 /// Deactivations per `shrink_active_list` pass (`SWAP_CLUSTER_MAX`).
@@ -64,6 +66,14 @@ const EMPTY: List = List {
     tail: NIL,
     len: 0,
 };
+
+/// Where a new entry starts (`workingset_refault`'s verdict).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    Active,
+    Inactive,
+    InactiveTail,
+}
 
 /// What an insertion did.
 pub(super) enum Inserted<V> {
@@ -219,6 +229,21 @@ impl<K, V> Lruvec<K, V> {
         self.lists[list].len += 1;
     }
 
+    fn link_tail(&mut self, i: u32, list: usize) {
+        let tail = self.lists[list].tail;
+        {
+            let n = &mut self.nodes[i as usize];
+            n.prev = tail;
+            n.next = NIL;
+        }
+        match tail {
+            NIL => self.lists[list].head = i,
+            t => self.nodes[t as usize].next = i,
+        }
+        self.lists[list].tail = i;
+        self.lists[list].len += 1;
+    }
+
     /// `folio_activate`: moves an inactive entry to the active head.
     fn activate(&mut self, i: u32) {
         self.unlink(i, INACTIVE);
@@ -253,7 +278,7 @@ impl<K, V> Lruvec<K, V> {
                 self.set_flags(t, f - 1);
                 self.link_head(t, ACTIVE);
             } else {
-                self.set_flags(t, f & WORKINGSET);
+                self.set_flags(t, WORKINGSET);
                 self.link_head(t, INACTIVE);
                 moved += 1;
             }
@@ -304,7 +329,7 @@ impl<K, V> Lruvec<K, V> {
             let hash = self.nodes[t as usize].hash;
             let n = self.remove(t, protect);
             if self.policy == Policy::Workingset {
-                self.shadows.eviction(hash);
+                self.shadows.eviction(hash, f & WORKINGSET != 0);
             }
             self.evictions += 1;
             out.push((n.key, n.value));
@@ -337,21 +362,12 @@ impl<K, V> Lruvec<K, V> {
         }
         let mut none = NIL;
         while self.over(weight, 1) && self.evict_one(&mut none, out) {}
-        let active = if self.policy == Policy::Workingset {
-            match self.shadows.refault(hash, self.lists[ACTIVE].len) {
-                Some(recent) => {
-                    self.refaults += 1;
-                    if recent {
-                        self.activations += 1;
-                        self.shadows.age_nonresident();
-                    }
-                    recent
-                }
-                None => false,
-            }
+        let place = if self.policy == Policy::Workingset {
+            self.workingset_refault(hash)
         } else {
-            false
+            Place::Inactive
         };
+        let active = place == Place::Active;
         let i = self.nodes.len() as u32;
         self.nodes.push(Node {
             key,
@@ -362,12 +378,42 @@ impl<K, V> Lruvec<K, V> {
             next: NIL,
             flags: AtomicU8::new(if active { ACTIVE_FLAG | WORKINGSET } else { 0 }),
         });
-        self.link_head(i, if active { ACTIVE } else { INACTIVE });
+        match place {
+            Place::Active => self.link_head(i, ACTIVE),
+            Place::Inactive => self.link_head(i, INACTIVE),
+            Place::InactiveTail => self.link_tail(i, INACTIVE),
+        }
         let nodes = &self.nodes;
         self.table
             .insert_unique(hash, i, |&j| nodes[j as usize].hash);
         self.weight += weight;
         Inserted::New
+    }
+
+    /// `workingset_refault`: where a new entry of `hash` starts. With no
+    /// shadow, on the inactive list. With one, a refault distance within
+    /// the active list means the entry would have stayed resident had the
+    /// inactive list been that much larger: it is activated at once
+    /// (`workingset_test_recent`). A more distant refault of an entry that
+    /// had been in the working set starts over on the inactive list; one of
+    /// an entry that never was is thrashing (every pass of a loop larger
+    /// than the cache is such a refault) and goes to the inactive tail, as
+    /// `lru_deactivate_file` places a folio that will not be reused: it is
+    /// reclaimed first, and the entries being hit stay.
+    fn workingset_refault(&mut self, hash: u64) -> Place {
+        let Some((distance, workingset)) = self.shadows.refault(hash) else {
+            return Place::Inactive;
+        };
+        self.refaults += 1;
+        if distance <= self.lists[ACTIVE].len {
+            self.activations += 1;
+            self.shadows.age_nonresident();
+            Place::Active
+        } else if workingset {
+            Place::Inactive
+        } else {
+            Place::InactiveTail
+        }
     }
 
     /// Replaces entry `i`'s value (a hit on it, as `lru`'s `put`), then

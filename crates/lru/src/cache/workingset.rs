@@ -11,6 +11,14 @@
 //! allowed to grow into the active one, so it is activated at once
 //! (`workingset_test_recent`).
 //!
+//! A shadow also keeps the entry's `PG_workingset` bit (the kernel packs
+//! it into the shadow too, `pack_shadow`): whether the entry had been on
+//! the active list. A refault too distant to activate is then placed by
+//! that bit: one that had been in the working set starts over at the
+//! inactive head; one that never had is thrashing through the inactive
+//! list (a loop larger than the cache) and goes to its tail, where it is
+//! reclaimed first instead of pushing out entries that are being hit.
+//!
 //! Shadows live in a direct-mapped table of twice the shard's entries (8
 //! bytes a slot), allocated at the first eviction: one load or store per eviction and per
 //! miss. A newer shadow overwrites an older one in its slot, as the
@@ -21,7 +29,8 @@
 /// A shard's shadows.
 #[derive(Debug)]
 pub(super) struct Shadows {
-    /// `tag << 32 | age`; 0 is empty (tags have their low bit set).
+    /// `(tag | workingset << 1) << 32 | age`; 0 is empty (tags have their
+    /// low bit set and bit 1 clear).
     slots: Vec<u64>,
     /// Slots in use.
     len: usize,
@@ -48,7 +57,7 @@ impl Shadows {
     /// index (low bits) use little of.
     fn place(&self, hash: u64) -> (usize, u64) {
         let slot = ((u64::from((hash >> 8) as u32) * self.size as u64) >> 32) as usize;
-        (slot, (hash >> 32) | 1)
+        (slot, ((hash >> 32) & !2) | 1)
     }
 
     /// `workingset_age_nonresident`: an eviction or activation happened.
@@ -57,8 +66,8 @@ impl Shadows {
     }
 
     /// `workingset_eviction`: remembers that `hash`'s entry was evicted
-    /// now.
-    pub(super) fn eviction(&mut self, hash: u64) {
+    /// now, and whether it had been in the working set (`PG_workingset`).
+    pub(super) fn eviction(&mut self, hash: u64, workingset: bool) {
         if self.slots.is_empty() {
             self.slots = vec![0; self.size];
         }
@@ -67,27 +76,28 @@ impl Shadows {
         if *s == 0 {
             self.len += 1;
         }
-        *s = tag << 32 | u64::from(self.age);
+        *s = (tag | u64::from(workingset) << 1) << 32 | u64::from(self.age);
         self.age_nonresident();
     }
 
-    /// `workingset_refault` and `workingset_test_recent`: takes `hash`'s
-    /// shadow, if any, and says whether its refault distance is within
-    /// `active` (`Some(true)`: activate), beyond it (`Some(false)`), or
-    /// there was no shadow (`None`).
-    pub(super) fn refault(&mut self, hash: u64, active: usize) -> Option<bool> {
+    /// `workingset_refault`'s first half (`unpack_shadow` and the
+    /// distance): takes `hash`'s shadow, if any, and returns its refault
+    /// distance and its `PG_workingset` bit; the caller tests the distance
+    /// (`workingset_test_recent`).
+    pub(super) fn refault(&mut self, hash: u64) -> Option<(usize, bool)> {
         if self.len == 0 {
             return None;
         }
         let (slot, tag) = self.place(hash);
         let s = &mut self.slots[slot];
-        if *s == 0 || *s >> 32 != tag {
+        if *s == 0 || (*s >> 32) & !2 != tag {
             return None;
         }
         let age = *s as u32;
+        let ws = (*s >> 33) & 1 != 0;
         *s = 0;
         self.len -= 1;
-        Some(self.age.wrapping_sub(age) as usize <= active)
+        Some((self.age.wrapping_sub(age) as usize, ws))
     }
 
     /// Shadows held.
