@@ -30,7 +30,7 @@ pub use builder::{
 use builder::{Listener, Options};
 use crossbeam_utils::CachePadded;
 use flight::Flight;
-use shard::{Inserted, Lruvec};
+use shard::{Evicted, Inserted, Lruvec};
 
 use crate::sync::{Arc, AtomicU64, Ordering, RwLock, read, write};
 
@@ -258,7 +258,7 @@ where
     pub fn insert(&self, key: K, value: V) -> Option<V> {
         let (hash, weight) = (self.hasher.hash_one(&key), self.weigh(&key, &value));
         let shard = self.shard(hash);
-        let mut evicted = Vec::new();
+        let mut evicted = Evicted::new();
         let old = {
             let mut lv = write(&shard.lruvec);
             match lv.find(hash, |k| *k == key) {
@@ -341,7 +341,7 @@ where
             let load = f.take().expect("the loader runs once");
             let value = load()?;
             let weight = self.weigh(&key, &value);
-            let mut evicted = Vec::new();
+            let mut evicted = Evicted::new();
             let value = {
                 let mut lv = write(&shard.lruvec);
                 lv.flights.retain(|fl| !Arc::ptr_eq(fl, &flight));
@@ -462,7 +462,7 @@ where
     /// Gives evicted entries to the listener, outside every lock. A
     /// listener that panics still gets the rest; the first panic then
     /// continues in the caller.
-    fn notify(&self, evicted: Vec<(K, V)>) {
+    fn notify(&self, evicted: Evicted<K, V>) {
         let Some(listener) = &self.listener else {
             return;
         };

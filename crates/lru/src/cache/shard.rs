@@ -9,6 +9,11 @@ use hashbrown::HashTable;
 use super::{Policy, flight::Flight, workingset::Shadows};
 use crate::sync::{Arc, AtomicU8, Ordering};
 
+/// Entries an operation evicted, handed out of the lock to be dropped or
+/// given to the listener there. Inline for the usual one or two: an
+/// insertion allocates nothing for them.
+pub(super) type Evicted<K, V> = smallvec::SmallVec<[(K, V); 2]>;
+
 const NIL: u32 = u32::MAX;
 const INACTIVE: usize = 0;
 const ACTIVE: usize = 1;
@@ -290,7 +295,7 @@ impl<K, V> Lruvec<K, V> {
     /// there, evicting it otherwise (under batched [`Policy::Lru`], a hit
     /// buys a second chance instead) — skipping `protect`. Returns false
     /// when there is nothing to evict.
-    fn evict_one(&mut self, protect: &mut u32, out: &mut Vec<(K, V)>) -> bool {
+    fn evict_one(&mut self, protect: &mut u32, out: &mut Evicted<K, V>) -> bool {
         // Every pass either evicts, clears a flag or activates an entry
         // (which clears its flags): it ends within a few passes per entry.
         loop {
@@ -353,12 +358,15 @@ impl<K, V> Lruvec<K, V> {
         key: K,
         value: V,
         weight: u64,
-        out: &mut Vec<(K, V)>,
+        out: &mut Evicted<K, V>,
     ) -> Inserted<V> {
         if weight > self.capacity {
             self.rejected += 1;
             out.push((key, value));
             return Inserted::Rejected;
+        }
+        if self.policy == Policy::Workingset {
+            self.shadows.prefetch(hash);
         }
         let mut none = NIL;
         while self.over(weight, 1) && self.evict_one(&mut none, out) {}
@@ -424,7 +432,7 @@ impl<K, V> Lruvec<K, V> {
         i: u32,
         value: V,
         weight: u64,
-        out: &mut Vec<(K, V)>,
+        out: &mut Evicted<K, V>,
     ) -> Inserted<V> {
         if weight > self.capacity {
             let mut none = NIL;
