@@ -49,6 +49,25 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                     .env("RUSTDOCFLAGS", "-D warnings"),
             ))
         }),
+        ("package", || {
+            // Each library crate packaged and built from its package alone
+            // (a README or file the package lacks fails here, not on
+            // publish).
+            done(exec(cargo().args([
+                "package",
+                "--allow-dirty",
+                "-p",
+                "mmbatch-pagevec",
+                "-p",
+                "mmbatch-lru",
+                "-p",
+                "mmbatch-mlock",
+                "-p",
+                "mmbatch-faultaround",
+                "-p",
+                "mmbatch-ktask",
+            ])))
+        }),
         ("loom", || done(crate::loom::run(&[]))),
         ("miri", || match crate::miri::unavailable() {
             Some(why) => Outcome::Skip(why),

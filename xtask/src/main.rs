@@ -24,7 +24,7 @@ commands:
   repro [--only ID[,ID]] [--scale S] [--threads T] [--samples N] [--json FILE] [--list]
   repro --compare A.json B.json   mmtests-style compare of two --json runs
                          run the experiments and print their tables (the main job)
-  ci                     everything CI checks: fmt, clippy, tests, docs, loom, Miri,
+  ci                     everything CI checks: fmt, clippy, tests, docs, package, loom, Miri,
                          fuzz targets build, repro smoke run
   loom [CRATE]           the loom models (all crates, or one)
   miri                   Miri over the crates with unsafe code (nightly)

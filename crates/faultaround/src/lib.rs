@@ -82,3 +82,8 @@ pub use uffd::{
     Zeroes,
 };
 pub use window::{MAX_ORDER, PTRS_PER_TABLE, Window};
+
+/// This crate's README examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct CrateReadmeDoctests;

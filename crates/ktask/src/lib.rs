@@ -68,3 +68,8 @@ pub use mem::{MIN_CHUNK, Mapping, PopulateError, clear, populate};
 pub use run::RunError;
 #[cfg(not(loom))]
 pub use run::{run, run_with_undo};
+
+/// This crate's README examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct CrateReadmeDoctests;

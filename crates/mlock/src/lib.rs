@@ -63,3 +63,8 @@ pub use all::{LockAll, mlockall, munlockall};
 pub use error::Error;
 pub use fault::{FaultLockedRegion, MAX_FAULT_REGIONS};
 pub use region::{LockPolicy, LockedRegion, Pages, RegionBuilder};
+
+/// This crate's README examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct CrateReadmeDoctests;

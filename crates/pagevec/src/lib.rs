@@ -102,3 +102,8 @@ pub fn uses_membarrier() -> bool {
 pub fn loom_model_with_heavy_barrier() {
     barrier::model_with_heavy_barrier();
 }
+
+/// This crate's README examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct CrateReadmeDoctests;
