@@ -290,13 +290,14 @@ impl<K, V> Lruvec<K, V> {
         }
     }
 
-    /// `shrink_lruvec` for one victim: refills the inactive list when it
-    /// is low, then takes the inactive tail — activating it if it was hit
-    /// there, evicting it otherwise (under batched [`Policy::Lru`], a hit
-    /// buys a second chance instead) — skipping `protect`. Returns false
-    /// when there is nothing to evict.
-    fn evict_one(&mut self, protect: &mut u32, out: &mut Evicted<K, V>) -> bool {
-        // Every pass either evicts, clears a flag or activates an entry
+    /// `shrink_lruvec`'s choice of one victim: refills the inactive list
+    /// when it is low, then looks at the inactive tail — activating it if
+    /// it was hit there (under batched [`Policy::Lru`], a hit buys a second
+    /// chance instead) — until one is due for eviction, skipping
+    /// `protect`. Returns it still linked, or `None` when there is nothing
+    /// to evict.
+    fn pick_victim(&mut self, protect: &mut u32) -> Option<u32> {
+        // Every pass either returns, clears a flag or activates an entry
         // (which clears its flags): it ends within a few passes per entry.
         loop {
             if self.policy != Policy::Lru && self.inactive_is_low() {
@@ -317,9 +318,7 @@ impl<K, V> Lruvec<K, V> {
                 chosen = Some((self.lists[list].tail, list));
                 break;
             }
-            let Some((t, list)) = chosen else {
-                return false;
-            };
+            let (t, list) = chosen?;
             let f = self.flags(t);
             if list == INACTIVE && f & REFS != 0 && self.policy != Policy::Lru {
                 self.activate(t);
@@ -331,15 +330,32 @@ impl<K, V> Lruvec<K, V> {
                 self.link_head(t, list);
                 continue;
             }
-            let hash = self.nodes[t as usize].hash;
-            let n = self.remove(t, protect);
-            if self.policy == Policy::Workingset {
-                self.shadows.eviction(hash, f & WORKINGSET != 0);
-            }
-            self.evictions += 1;
-            out.push((n.key, n.value));
-            return true;
+            return Some(t);
         }
+    }
+
+    /// Evicts victim `t` but keeps its slot (detached: on no list, not
+    /// indexed, its weight no longer counted), leaving a shadow
+    /// (`workingset_eviction`).
+    fn evict_detached(&mut self, t: u32) {
+        let (hash, f) = (self.nodes[t as usize].hash, self.flags(t));
+        self.detach(t);
+        if self.policy == Policy::Workingset {
+            self.shadows.eviction(hash, f & WORKINGSET != 0);
+        }
+        self.evictions += 1;
+    }
+
+    /// Evicts one entry (see [`pick_victim`](Self::pick_victim)) into
+    /// `out`; false when there is nothing to evict.
+    fn evict_one(&mut self, protect: &mut u32, out: &mut Evicted<K, V>) -> bool {
+        let Some(t) = self.pick_victim(protect) else {
+            return false;
+        };
+        self.evict_detached(t);
+        let n = self.free_slot(t, protect);
+        out.push((n.key, n.value));
+        true
     }
 
     /// Whether the shard is over its capacity with `extra` more weight and
@@ -368,24 +384,58 @@ impl<K, V> Lruvec<K, V> {
         if self.policy == Policy::Workingset {
             self.shadows.prefetch(hash);
         }
+        // The usual insertion displaces one entry: the new one takes its
+        // slot, so nothing in the slab moves (freeing the slot would move
+        // the last entry into it and re-point its index entry).
         let mut none = NIL;
-        while self.over(weight, 1) && self.evict_one(&mut none, out) {}
+        let mut hole = NIL;
+        if self.over(weight, 1) {
+            if let Some(t) = self.pick_victim(&mut none) {
+                self.evict_detached(t);
+                hole = t;
+                if self.over(weight, 0) {
+                    // Heavier than what it displaced: free the slot and
+                    // evict more.
+                    let n = self.free_slot(t, &mut none);
+                    out.push((n.key, n.value));
+                    hole = NIL;
+                    while self.over(weight, 1) && self.evict_one(&mut none, out) {}
+                }
+            }
+        }
         let place = if self.policy == Policy::Workingset {
             self.workingset_refault(hash)
         } else {
             Place::Inactive
         };
-        let active = place == Place::Active;
-        let i = self.nodes.len() as u32;
-        self.nodes.push(Node {
-            key,
-            value,
-            hash,
-            weight,
-            prev: NIL,
-            next: NIL,
-            flags: AtomicU8::new(if active { ACTIVE_FLAG | WORKINGSET } else { 0 }),
-        });
+        let flags = if place == Place::Active {
+            ACTIVE_FLAG | WORKINGSET
+        } else {
+            0
+        };
+        let i = if hole == NIL {
+            self.nodes.push(Node {
+                key,
+                value,
+                hash,
+                weight,
+                prev: NIL,
+                next: NIL,
+                flags: AtomicU8::new(flags),
+            });
+            self.nodes.len() as u32 - 1
+        } else {
+            let n = &mut self.nodes[hole as usize];
+            let old = (
+                std::mem::replace(&mut n.key, key),
+                std::mem::replace(&mut n.value, value),
+            );
+            n.hash = hash;
+            n.weight = weight;
+            n.flags.store(flags, Ordering::Relaxed);
+            out.push(old);
+            hole
+        };
         match place {
             Place::Active => self.link_head(i, ACTIVE),
             Place::Inactive => self.link_head(i, INACTIVE),
@@ -458,12 +508,30 @@ impl<K, V> Lruvec<K, V> {
     /// the last entry into its slot so the slab stays dense (`fix` follows
     /// an index that moved).
     pub(super) fn remove(&mut self, i: u32, fix: &mut u32) -> Node<K, V> {
+        self.detach(i);
+        self.free_slot(i, fix)
+    }
+
+    /// The first half of [`remove`](Self::remove): unlinks entry `i`,
+    /// drops it from the index and stops counting its weight; its slot
+    /// stays until [`free_slot`](Self::free_slot) or reuse.
+    fn detach(&mut self, i: u32) {
         let list = self.list_of(i);
         self.unlink(i, list);
-        let hash = self.nodes[i as usize].hash;
+        let (hash, weight) = {
+            let n = &self.nodes[i as usize];
+            (n.hash, n.weight)
+        };
         if let Ok(e) = self.table.find_entry(hash, |&j| j == i) {
             e.remove();
         }
+        self.weight -= weight;
+    }
+
+    /// The second half of [`remove`](Self::remove): frees detached slot
+    /// `i` by moving the last entry into it, so the slab stays dense
+    /// (`fix` follows an index that moved).
+    fn free_slot(&mut self, i: u32, fix: &mut u32) -> Node<K, V> {
         let last = self.nodes.len() as u32 - 1;
         if i != last {
             // Re-point whatever referred to `last` at `i`.
@@ -487,9 +555,7 @@ impl<K, V> Lruvec<K, V> {
                 *fix = i;
             }
         }
-        let n = self.nodes.swap_remove(i as usize);
-        self.weight -= n.weight;
-        n
+        self.nodes.swap_remove(i as usize)
     }
 
     /// Drops every entry and shadow (the listener is not called); the
