@@ -6,6 +6,7 @@
 //! cargo xtask loom [CRATE]
 //! cargo xtask miri
 //! cargo xtask fuzz [--seconds N] [TARGET]
+//! cargo xtask vm [--nodes N] [--cpus C] [--mem MIB] [--memory-only-node] [--kernel PATH] [TESTS...]
 //! ```
 
 mod ci;
@@ -14,6 +15,7 @@ mod loom;
 mod miri;
 mod repro;
 mod util;
+mod vm;
 
 use std::process::ExitCode;
 
@@ -29,7 +31,11 @@ commands:
   loom [CRATE]           the loom models (all crates, or one)
   miri                   Miri over the crates with unsafe code (nightly)
   fuzz [--seconds N] [TARGET]
-                         each cargo-fuzz target for N seconds (default 30; nightly)";
+                         each cargo-fuzz target for N seconds (default 30; nightly)
+  vm [--nodes N] [--cpus C] [--mem MIB] [--memory-only-node] [--kernel PATH]
+     [--accel auto|kvm|tcg] [--timeout SECS] [--no-repro] [TESTS...] [-- TEST-ARGS]
+                         the host tests and the NUMA rows in a QEMU guest with N NUMA
+                         nodes on Debian's 6.1 kernel (KVM if it works, else TCG)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -43,6 +49,7 @@ fn main() -> ExitCode {
         "loom" => loom::run(rest),
         "miri" => miri::run(rest),
         "fuzz" => fuzz::run(rest),
+        "vm" => vm::run(rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())

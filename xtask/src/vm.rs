@@ -1,0 +1,740 @@
+//! `cargo xtask vm`: the host tests and the NUMA experiments in a QEMU
+//! guest with N NUMA nodes, on Debian's own kernel (6.1 on bookworm), so
+//! that placement is checked by a kernel that has more than one node and
+//! the fallbacks for an older kernel actually run.
+//!
+//! The guest is an initramfs: busybox, the test binaries and `repro`
+//! (release builds), and the shared libraries they load (`ldd`), booted
+//! with `-kernel`/`-initrd`. Its `/init` runs each test binary, prints a
+//! last line `mmbatch-vm: done, N failed`, and powers off; the guest's
+//! console streams to our stdout, and our exit status is the tests'.
+//! KVM when it works (probed with a boot that only powers off), else TCG.
+//! A guest that does not finish in its time limit is killed.
+
+use std::{
+    fs,
+    io::{BufRead, BufReader, Write},
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
+};
+
+use crate::util::{BUILD, SystemPackage, cargo, ensure_packages, exec, root};
+
+/// What the guest needs on the host.
+pub(crate) const VM: &[SystemPackage] = &[
+    SystemPackage {
+        apt: "qemu-system-x86",
+        provides: "qemu-system-x86_64",
+        needed_by: "booting the NUMA guest (cargo xtask vm)",
+    },
+    SystemPackage {
+        apt: "busybox-static",
+        provides: "/bin/busybox",
+        needed_by: "the guest's shell and mounts (cargo xtask vm)",
+    },
+];
+
+/// Debian's cloud kernel: NUMA, userfaultfd, hugetlbfs and the serial
+/// console built in, no modules needed for an initramfs-only guest.
+const KERNEL_PACKAGE: &str = "linux-image-cloud-amd64";
+
+const USAGE: &str =
+    "usage: cargo xtask vm [--nodes N] [--cpus C] [--mem MIB] [--memory-only-node] \
+[--kernel PATH] [--accel auto|kvm|tcg] [--timeout SECS] [--no-repro] [TESTS...]
+  TESTS: crate names (ktask, mlock, faultaround) or crate:test (ktask:numa); default all three
+  A test binary's own arguments go after --, e.g. -- --test-threads=1 placement";
+
+#[derive(Debug)]
+struct Args {
+    nodes: usize,
+    cpus: usize,
+    mem_mib: usize,
+    memory_only_node: bool,
+    kernel: Option<PathBuf>,
+    accel: String,
+    timeout: Duration,
+    repro: bool,
+    tests: Vec<String>,
+    test_args: Vec<String>,
+}
+
+fn parse(args: &[String]) -> Result<Args, String> {
+    let mut a = Args {
+        nodes: 2,
+        cpus: 2,
+        mem_mib: 2048,
+        memory_only_node: false,
+        kernel: None,
+        accel: "auto".to_owned(),
+        timeout: Duration::from_secs(600),
+        repro: true,
+        tests: Vec::new(),
+        test_args: Vec::new(),
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut value = |what: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{arg} needs {what}\n{USAGE}"))
+        };
+        let number = |s: String, what: &str| {
+            s.parse::<usize>()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| format!("{what} must be a positive number, not {s:?}\n{USAGE}"))
+        };
+        match arg.as_str() {
+            "--nodes" => a.nodes = number(value("a count")?, "--nodes")?,
+            "--cpus" => a.cpus = number(value("a count")?, "--cpus")?,
+            "--mem" => a.mem_mib = number(value("MiB")?, "--mem")?,
+            "--memory-only-node" => a.memory_only_node = true,
+            "--kernel" => a.kernel = Some(value("a path")?.into()),
+            "--accel" => {
+                a.accel = value("auto, kvm or tcg")?;
+                if !["auto", "kvm", "tcg"].contains(&a.accel.as_str()) {
+                    return Err(format!("--accel is auto, kvm or tcg\n{USAGE}"));
+                }
+            }
+            "--timeout" => {
+                a.timeout = Duration::from_secs(number(value("seconds")?, "--timeout")? as u64)
+            }
+            "--no-repro" => a.repro = false,
+            "-h" | "--help" => return Err(USAGE.to_owned()),
+            "--" => {
+                a.test_args = it.by_ref().cloned().collect();
+            }
+            t if !t.starts_with('-') => a.tests.push(t.to_owned()),
+            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
+        }
+    }
+    let nodes = a.nodes + usize::from(a.memory_only_node);
+    if a.mem_mib / nodes < 256 {
+        return Err(format!(
+            "--mem {} MiB over {nodes} nodes leaves under 256 MiB a node: give --mem {} or more",
+            a.mem_mib,
+            nodes * 256
+        ));
+    }
+    Ok(a)
+}
+
+pub(crate) fn run(args: &[String]) -> Result<(), String> {
+    let a = parse(args)?;
+    ensure_packages(BUILD)?;
+    ensure_packages(VM)?;
+    let dir = target_dir().join("vm");
+    fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let kernel = match &a.kernel {
+        Some(k) => k.clone(),
+        None => debian_kernel(&dir)?,
+    };
+    let (tests, repro) = build(&a)?;
+    let topology = topology(&a);
+    let initrd = dir.join("initrd.cpio");
+    pack(&initrd, &tests, repro.as_deref(), &a.test_args)?;
+    let accel = accel(&a, &dir, &kernel)?;
+    eprintln!(
+        "vm: {} node(s){}, {} vCPU(s), {} MiB, kernel {}, {}",
+        a.nodes,
+        if a.memory_only_node {
+            " + 1 without CPUs"
+        } else {
+            ""
+        },
+        a.cpus,
+        a.mem_mib,
+        kernel.display(),
+        match accel {
+            Accel::Kvm => "KVM".to_owned(),
+            Accel::Tcg(ref why) =>
+                format!("TCG (software emulation: {why}); timings are not performance"),
+        }
+    );
+    let start = Instant::now();
+    let out = boot(&kernel, &initrd, &a, &topology, &accel, a.timeout, true)?;
+    eprintln!("vm: guest ran {:.0} s", start.elapsed().as_secs_f64());
+    match out {
+        Boot::Done(0) => Ok(()),
+        Boot::Done(n) => Err(format!("{n} test binar(y/ies) failed in the guest")),
+        Boot::NoReport => Err(
+            "the guest stopped without its last line (a kernel panic or an init that died?): \
+             see its output above"
+                .to_owned(),
+        ),
+        Boot::TimedOut => Err(format!(
+            "the guest did not finish in {} s and was killed (raise --timeout)",
+            a.timeout.as_secs()
+        )),
+    }
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), Into::into)
+}
+
+/// The node layout: `(cpus, MiB)` per node; CPUs split as evenly as the
+/// count allows (a node may get none when there are fewer CPUs than
+/// nodes), memory split evenly, and the memory-only node last.
+fn topology(a: &Args) -> Vec<(Vec<usize>, usize)> {
+    let nodes = a.nodes + usize::from(a.memory_only_node);
+    let mem = a.mem_mib / nodes;
+    (0..nodes)
+        .map(|n| {
+            let cpus = if n < a.nodes {
+                (n * a.cpus / a.nodes..(n + 1) * a.cpus / a.nodes).collect()
+            } else {
+                Vec::new()
+            };
+            (cpus, mem)
+        })
+        .collect()
+}
+
+/// `node:cpu,cpu;node:...` for the guest's tests to compare with what
+/// hwloc and sysfs report.
+fn topology_env(t: &[(Vec<usize>, usize)]) -> String {
+    t.iter()
+        .enumerate()
+        .map(|(n, (cpus, _))| {
+            let c: Vec<String> = cpus.iter().map(ToString::to_string).collect();
+            format!("{n}:{}", c.join(","))
+        })
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+/// Debian's cloud kernel image, unpacked from its package into
+/// `target/vm/kernel` (`apt-get download` + `dpkg-deb -x`: nothing is
+/// installed on the host, and no root is needed).
+fn debian_kernel(dir: &Path) -> Result<PathBuf, String> {
+    let kdir = dir.join("kernel");
+    if let Some(k) = find_vmlinuz(&kdir) {
+        return Ok(k);
+    }
+    let depends = Command::new("apt-cache")
+        .args(["depends", KERNEL_PACKAGE])
+        .output()
+        .map_err(|e| {
+            format!(
+                "apt-cache not found ({e}): this is not a Debian-like host; pass a kernel \
+                 with NUMA and userfaultfd built in as --kernel PATH"
+            )
+        })?;
+    let text = String::from_utf8_lossy(&depends.stdout);
+    let package = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Depends: "))
+        .find(|p| p.starts_with("linux-image-"))
+        .ok_or_else(|| {
+            format!(
+                "apt-cache knows no {KERNEL_PACKAGE} (is `apt-get update` needed?); \
+                 or pass --kernel PATH"
+            )
+        })?
+        .to_owned();
+    let dl = dir.join("deb");
+    let _ = fs::remove_dir_all(&dl);
+    fs::create_dir_all(&dl).map_err(|e| e.to_string())?;
+    exec(
+        Command::new("apt-get")
+            .args(["download", "-q", &package])
+            .current_dir(&dl),
+    )?;
+    let deb = fs::read_dir(&dl)
+        .map_err(|e| e.to_string())?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "deb"))
+        .ok_or("apt-get download left no .deb")?;
+    exec(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&kdir))?;
+    let _ = fs::remove_dir_all(&dl);
+    find_vmlinuz(&kdir).ok_or_else(|| format!("{package} has no boot/vmlinuz-*"))
+}
+
+fn find_vmlinuz(kdir: &Path) -> Option<PathBuf> {
+    fs::read_dir(kdir.join("boot"))
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-"))
+        })
+}
+
+/// Builds the test binaries (release, so the initramfs stays small and
+/// TCG fast enough) and `repro`; returns `(name, path)` per test binary.
+/// A test binary: `crate:target` and its path.
+type TestBin = (String, PathBuf);
+
+fn build(a: &Args) -> Result<(Vec<TestBin>, Option<PathBuf>), String> {
+    let crates: Vec<&str> = if a.tests.is_empty() {
+        vec!["ktask", "mlock", "faultaround"]
+    } else {
+        a.tests
+            .iter()
+            .map(|t| t.split(':').next().unwrap_or(t))
+            .collect()
+    };
+    let mut cmd = cargo();
+    cmd.args(["test", "--release", "--no-run", "--message-format=json"]);
+    for c in &crates {
+        if !["ktask", "mlock", "faultaround", "lru", "pagevec"].contains(c) {
+            return Err(format!("unknown crate {c:?} in TESTS\n{USAGE}"));
+        }
+        cmd.args(["-p", &format!("mmbatch-{c}")]);
+    }
+    eprintln!("vm: building the test binaries (release)");
+    let out = cmd
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("running cargo: {e}"))?;
+    if !out.status.success() {
+        return Err("building the test binaries failed".to_owned());
+    }
+    let mut tests = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let (Some(exe), Some(pkg)) = (json_str(line, "executable"), json_str(line, "package_id"))
+        else {
+            continue;
+        };
+        let krate = ["ktask", "mlock", "faultaround", "lru", "pagevec"]
+            .into_iter()
+            .find(|c| {
+                pkg.contains(&format!("mmbatch-{c}")) || pkg.contains(&format!("crates/{c}#"))
+            })
+            .unwrap_or("?");
+        let target = json_str(line, "name").unwrap_or_default();
+        let name = format!("{krate}:{target}");
+        let wanted = a.tests.is_empty() || a.tests.iter().any(|t| t == krate || *t == name);
+        if wanted && krate != "?" {
+            tests.push((name, PathBuf::from(exe)));
+        }
+    }
+    if tests.is_empty() {
+        return Err(format!("no test binary matches {:?}", a.tests));
+    }
+    let repro = if a.repro {
+        exec(cargo().args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            "mmbatch-benches",
+            "--bin",
+            "repro",
+        ]))?;
+        Some(target_dir().join("release/repro"))
+    } else {
+        None
+    };
+    Ok((tests, repro))
+}
+
+/// The string value of `"key":"..."` in one line of cargo's JSON (paths
+/// and names: no escapes in what we read).
+fn json_str(line: &str, key: &str) -> Option<String> {
+    let pat = format!("\"{key}\":\"");
+    let start = line.find(&pat)? + pat.len();
+    let end = line[start..].find('"')? + start;
+    Some(line[start..end].to_owned())
+}
+
+/// The guest's `/init`.
+fn init_script(tests: &[(String, PathBuf)], repro: bool, test_args: &[String]) -> String {
+    let mut s = String::from(
+        "#!/bin/busybox sh\n\
+         /bin/busybox --install -s /bin\n\
+         export PATH=/bin HOME=/tmp TMPDIR=/tmp\n\
+         mount -t proc proc /proc\n\
+         mount -t sysfs sysfs /sys\n\
+         mount -t devtmpfs devtmpfs /dev\n\
+         mount -t tmpfs tmpfs /tmp\n\
+         mkdir -p /dev/hugepages && mount -t hugetlbfs hugetlbfs /dev/hugepages\n\
+         echo \"mmbatch-vm: guest kernel $(uname -r), $(nproc) CPU(s), $(cd /sys/devices/system/node && echo node*)\"\n\
+         for n in /sys/devices/system/node/node*; do\n\
+           echo \"mmbatch-vm: $(basename $n): cpus [$(cat $n/cpulist)], $(grep MemTotal $n/meminfo | sed 's/.*MemTotal: *//')\"\n\
+         done\n\
+         echo \"mmbatch-vm: THP $(cat /sys/kernel/mm/transparent_hugepage/enabled)\"\n\
+         failed=0\n",
+    );
+    let args = test_args.join(" ");
+    for (name, _) in tests {
+        let file = name.replace(':', "-");
+        s += &format!(
+            "echo \"mmbatch-vm: running {name}\"\n\
+             /tests/{file} {args} || {{ echo \"mmbatch-vm: FAILED {name}\"; failed=$((failed+1)); }}\n"
+        );
+    }
+    if repro {
+        // The NUMA rows as a smoke: interleaved munlock and clear with
+        // per-node threads, at a size a small guest holds.
+        s += "echo \"mmbatch-vm: running repro (NUMA rows, smoke)\"\n\
+              /repro --only timedmunlock,clear --scale 0.01 --samples 1 --out /tmp/repro \
+              || { echo \"mmbatch-vm: FAILED repro\"; failed=$((failed+1)); }\n";
+    }
+    s += "echo \"mmbatch-vm: done, $failed failed\"\n\
+          echo o > /proc/sysrq-trigger\n\
+          sleep 5\n";
+    s
+}
+
+/// Writes the initramfs: busybox, `/init`, the binaries and every shared
+/// library they load, as an uncompressed newc cpio (the kernel unpacks it
+/// into its rootfs).
+fn pack(
+    path: &Path,
+    tests: &[(String, PathBuf)],
+    repro: Option<&Path>,
+    test_args: &[String],
+) -> Result<(), String> {
+    let mut cpio = Cpio::default();
+    for d in [
+        "bin", "proc", "sys", "dev", "tmp", "tests", "lib", "lib64", "usr", "usr/lib",
+    ] {
+        cpio.dir(d);
+    }
+    cpio.file("bin/busybox", &read(Path::new("/bin/busybox"))?, 0o755);
+    cpio.file(
+        "init",
+        init_script(tests, repro.is_some(), test_args).as_bytes(),
+        0o755,
+    );
+    let mut binaries: Vec<(String, &Path)> = tests
+        .iter()
+        .map(|(n, p)| (format!("tests/{}", n.replace(':', "-")), p.as_path()))
+        .collect();
+    if let Some(r) = repro {
+        binaries.push(("repro".to_owned(), r));
+    }
+    let mut libs = std::collections::BTreeSet::new();
+    for (dest, src) in &binaries {
+        cpio.file(dest, &read(src)?, 0o755);
+        libs.extend(shared_libs(src)?);
+    }
+    for lib in libs {
+        let rel = lib
+            .strip_prefix("/")
+            .unwrap_or(&lib)
+            .to_string_lossy()
+            .into_owned();
+        if let Some(parent) = Path::new(&rel).parent() {
+            let mut acc = PathBuf::new();
+            for c in parent.components() {
+                acc.push(c);
+                cpio.dir(&acc.to_string_lossy());
+            }
+        }
+        // Through symlinks: the file itself, under the name the binary asks for.
+        cpio.file(&rel, &read(&lib)?, 0o755);
+    }
+    let bytes = cpio.finish();
+    fs::write(path, &bytes).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    eprintln!(
+        "vm: initramfs {} ({:.0} MiB, {} binaries)",
+        path.display(),
+        bytes.len() as f64 / (1 << 20) as f64,
+        binaries.len()
+    );
+    Ok(())
+}
+
+fn read(p: &Path) -> Result<Vec<u8>, String> {
+    fs::read(p).map_err(|e| format!("reading {}: {e}", p.display()))
+}
+
+/// The shared libraries `bin` loads, with the dynamic loader (`ldd`).
+fn shared_libs(bin: &Path) -> Result<Vec<PathBuf>, String> {
+    let out = Command::new("ldd")
+        .arg(bin)
+        .output()
+        .map_err(|e| format!("running ldd: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let path = match l.split_once("=>") {
+                Some((_, rest)) => rest.split_whitespace().next()?,
+                None => l.split_whitespace().next()?,
+            };
+            path.starts_with('/').then(|| PathBuf::from(path))
+        })
+        .collect())
+}
+
+/// A newc ("070701") cpio archive, built in memory.
+#[derive(Default)]
+struct Cpio {
+    out: Vec<u8>,
+    ino: u32,
+    dirs: std::collections::BTreeSet<String>,
+}
+
+impl Cpio {
+    fn entry(&mut self, name: &str, mode: u32, data: &[u8]) {
+        self.ino += 1;
+        let header = format!(
+            "070701{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}",
+            self.ino,
+            mode,
+            0,
+            0,
+            1,
+            0,
+            data.len(),
+            0,
+            0,
+            0,
+            0,
+            name.len() + 1,
+            0
+        );
+        self.out.extend_from_slice(header.as_bytes());
+        self.out.extend_from_slice(name.as_bytes());
+        self.out.push(0);
+        self.pad();
+        self.out.extend_from_slice(data);
+        self.pad();
+    }
+
+    fn pad(&mut self) {
+        while self.out.len() % 4 != 0 {
+            self.out.push(0);
+        }
+    }
+
+    fn dir(&mut self, name: &str) {
+        if self.dirs.insert(name.to_owned()) {
+            self.entry(name, 0o040_755, &[]);
+        }
+    }
+
+    fn file(&mut self, name: &str, data: &[u8], perm: u32) {
+        self.entry(name, 0o100_000 | perm, data);
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        self.entry("TRAILER!!!", 0, &[]);
+        self.out
+    }
+}
+
+enum Accel {
+    Kvm,
+    /// Why not KVM.
+    Tcg(String),
+}
+
+/// KVM if asked for, or if `auto` and a guest that only powers off boots
+/// with it within 20 s (nested KVM fails on some hosts, or hangs at
+/// "Booting from ROM"); TCG otherwise.
+fn accel(a: &Args, dir: &Path, kernel: &Path) -> Result<Accel, String> {
+    match a.accel.as_str() {
+        "kvm" => return Ok(Accel::Kvm),
+        "tcg" => return Ok(Accel::Tcg("asked for with --accel tcg".to_owned())),
+        _ => {}
+    }
+    if fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .is_err()
+    {
+        return Ok(Accel::Tcg("/dev/kvm is missing or not ours".to_owned()));
+    }
+    let probe = dir.join("probe.cpio");
+    let mut cpio = Cpio::default();
+    for d in ["bin", "proc"] {
+        cpio.dir(d);
+    }
+    cpio.file("bin/busybox", &read(Path::new("/bin/busybox"))?, 0o755);
+    cpio.file(
+        "init",
+        b"#!/bin/busybox sh\n/bin/busybox mount -t proc proc /proc\n\
+          /bin/busybox echo 'mmbatch-vm: done, 0 failed'\n\
+          /bin/busybox echo o > /proc/sysrq-trigger\n/bin/busybox sleep 5\n",
+        0o755,
+    );
+    fs::write(&probe, cpio.finish()).map_err(|e| e.to_string())?;
+    let small = Args {
+        nodes: 1,
+        cpus: 1,
+        mem_mib: 256,
+        memory_only_node: false,
+        kernel: None,
+        accel: "kvm".to_owned(),
+        timeout: Duration::from_secs(20),
+        repro: false,
+        tests: Vec::new(),
+        test_args: Vec::new(),
+    };
+    let t = topology(&small);
+    match boot(
+        kernel,
+        &probe,
+        &small,
+        &t,
+        &Accel::Kvm,
+        small.timeout,
+        false,
+    )? {
+        Boot::Done(_) => Ok(Accel::Kvm),
+        Boot::TimedOut => Ok(Accel::Tcg(
+            "a KVM guest did not boot in 20 s (nested KVM hangs on this host)".to_owned(),
+        )),
+        Boot::NoReport => Ok(Accel::Tcg(
+            "QEMU could not start a KVM guest (nested KVM refused on this host)".to_owned(),
+        )),
+    }
+}
+
+enum Boot {
+    /// The guest's last line: this many test binaries failed.
+    Done(usize),
+    NoReport,
+    TimedOut,
+}
+
+/// Boots the guest and streams its console (when `echo`); kills it at
+/// `timeout`.
+fn boot(
+    kernel: &Path,
+    initrd: &Path,
+    a: &Args,
+    topology: &[(Vec<usize>, usize)],
+    accel: &Accel,
+    timeout: Duration,
+    echo: bool,
+) -> Result<Boot, String> {
+    let mut cmd = Command::new("qemu-system-x86_64");
+    match accel {
+        Accel::Kvm => cmd.args(["-accel", "kvm", "-cpu", "host"]),
+        Accel::Tcg(_) => cmd.args(["-accel", "tcg", "-cpu", "max"]),
+    };
+    let total: usize = topology.iter().map(|t| t.1).sum();
+    cmd.args(["-m", &format!("{total}M"), "-smp", &a.cpus.to_string()]);
+    for (n, (cpus, mem)) in topology.iter().enumerate() {
+        cmd.args([
+            "-object",
+            &format!("memory-backend-ram,id=m{n},size={mem}M"),
+            "-numa",
+        ]);
+        let mut node = format!("node,nodeid={n},memdev=m{n}");
+        if let (Some(first), Some(last)) = (cpus.first(), cpus.last()) {
+            node += &format!(",cpus={first}-{last}");
+        }
+        cmd.arg(node);
+    }
+    cmd.arg("-kernel")
+        .arg(kernel)
+        .arg("-initrd")
+        .arg(initrd)
+        .args([
+            "-append",
+            &format!(
+                "console=ttyS0 panic=-1 quiet loglevel=3 MMBATCH_VM_TOPOLOGY={}",
+                topology_env(topology)
+            ),
+            "-nographic",
+            "-no-reboot",
+            "-nodefaults",
+            "-serial",
+            "stdio",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("starting qemu-system-x86_64: {e}"))?;
+    let (tx, rx) = mpsc::channel::<Option<String>>();
+    for pipe in [
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(Some(line)).is_err() {
+                    break;
+                }
+            }
+            let _ = tx.send(None);
+        });
+    }
+    drop(tx);
+    let deadline = Instant::now() + timeout;
+    let mut closed = 0;
+    let mut done = None;
+    while closed < 2 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(Some(line)) => {
+                let line = line.trim_end_matches('\r');
+                if echo {
+                    let mut o = std::io::stdout().lock();
+                    let _ = writeln!(o, "{line}");
+                }
+                if let Some(n) = line
+                    .strip_prefix("mmbatch-vm: done, ")
+                    .and_then(|r| r.strip_suffix(" failed"))
+                {
+                    done = n.trim().parse().ok();
+                }
+            }
+            Ok(None) => closed += 1,
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Ok(Boot::TimedOut);
+            }
+        }
+    }
+    // The console closed: the guest powered off (or QEMU failed).
+    let _ = child.kill();
+    let _ = child.wait();
+    Ok(done.map_or(Boot::NoReport, Boot::Done))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topology_splits_cpus_and_memory() {
+        let a = parse(&["--nodes".into(), "4".into(), "--cpus".into(), "2".into()]).unwrap();
+        let t = topology(&a);
+        assert_eq!(t.len(), 4);
+        assert_eq!(t.iter().map(|n| n.1).sum::<usize>(), 2048);
+        assert_eq!(topology_env(&t), "0:;1:0;2:;3:1");
+        let b = parse(&["--memory-only-node".into()]).unwrap();
+        assert_eq!(topology_env(&topology(&b)), "0:0;1:1;2:");
+        assert!(parse(&["--nodes".into(), "16".into()]).is_err());
+    }
+
+    #[test]
+    fn cpio_is_newc_with_a_trailer() {
+        let mut c = Cpio::default();
+        c.dir("bin");
+        c.file("init", b"#!/bin/sh\n", 0o755);
+        let out = c.finish();
+        assert!(out.starts_with(b"070701"));
+        assert_eq!(out.len() % 4, 0);
+        assert!(out.windows(10).any(|w| w == b"TRAILER!!!"));
+    }
+}
