@@ -147,16 +147,17 @@ fn hwloc_sees_the_kernels_nodes() {
     eprintln!("nodes and their CPUs (kernel, hwloc agree): {nodes:?}");
 }
 
-/// Runs one range per node over a fresh mapping, touching every page, and
-/// returns the mapping and the CPUs each node's chunks ran on.
-fn touch_per_node(
-    nodes: &BTreeMap<usize, Vec<usize>>,
-    bind: bool,
-) -> (
+/// The mapping, each node's range of it, and the CPUs each node's chunks
+/// ran on.
+type Touched = (
     Mapping,
     Vec<(usize, Range<usize>)>,
     BTreeMap<usize, Vec<usize>>,
-) {
+);
+
+/// Runs one range per node over a fresh mapping, touching every page, and
+/// returns the mapping and the CPUs each node's chunks ran on.
+fn touch_per_node(nodes: &BTreeMap<usize, Vec<usize>>, bind: bool) -> Touched {
     let topology = Topology::new().unwrap();
     let len = nodes.len() * PAGES * PAGE;
     let mut m = Mapping::new(len, false).unwrap();
