@@ -93,6 +93,8 @@ pub(super) struct Shared {
 pub(super) const UFFDIO_POISON: libc::c_ulong = 0xC020_AA08;
 /// Bit of `UFFDIO_POISON` in the ioctls a registration reports.
 pub(super) const UFFDIO_POISON_BIT: u64 = 1 << 0x08;
+/// `UFFDIO_POISON_MODE_DONTWAKE`: poison without waking the readers.
+const UFFDIO_POISON_MODE_DONTWAKE: u64 = 1 << 0;
 
 #[repr(C)]
 struct UffdioPoison {
@@ -535,10 +537,13 @@ impl Shared {
         Ok(())
     }
 
-    /// Gives up on page `page`: records `cause`, and makes the page's
-    /// readers fail instead of fault again — SIGBUS through
-    /// `UFFDIO_POISON` where the kernel has it, else SIGSEGV through
-    /// `PROT_NONE` — and wakes them.
+    /// Gives up on page `page`: makes the page's readers fail instead of
+    /// fault again — SIGBUS through `UFFDIO_POISON` where the kernel has
+    /// it, else SIGSEGV through `PROT_NONE` — records `cause`, and only
+    /// then wakes them, so a reader that got the signal always finds the
+    /// failure recorded (waking first let a reader on a kernel without
+    /// `UFFDIO_POISON` see `failure()` empty: seen on Linux 6.1 in
+    /// `cargo xtask vm`).
     pub(super) fn fail_page(&self, page: u64, cause: io::Error) {
         if self
             .failed
@@ -555,18 +560,24 @@ impl Shared {
         } else {
             None
         };
-        let mut first = self.failure.lock().unwrap_or_else(|e| e.into_inner());
-        if first.is_none() {
-            *first = Some(Failure {
-                page,
-                cause,
-                signal,
-            });
+        {
+            let mut first = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+            if first.is_none() {
+                *first = Some(Failure {
+                    page,
+                    cause,
+                    signal,
+                });
+            }
+        }
+        if signal.is_some() {
+            let _ = self.uffd.wake(self.addr(page), self.page);
         }
     }
 
-    /// `UFFDIO_POISON` on `page`, waking its readers; fail point
-    /// `uffd::poison` makes it refused as an older kernel would.
+    /// `UFFDIO_POISON` on `page`, not waking its readers
+    /// (`UFFDIO_POISON_MODE_DONTWAKE`); fail point `uffd::poison` makes it
+    /// refused as an older kernel would.
     fn poison_page(&self, page: u64) -> bool {
         if !self.poison.load(Ordering::Relaxed) {
             return false;
@@ -578,7 +589,7 @@ impl Shared {
         let mut arg = UffdioPoison {
             start: self.addr(page) as u64,
             len: self.page as u64,
-            mode: 0,
+            mode: UFFDIO_POISON_MODE_DONTWAKE,
             updated: 0,
         };
         // SAFETY: UFFDIO_POISON reads and writes `arg`, a valid
@@ -596,8 +607,8 @@ impl Shared {
         false
     }
 
-    /// The fallback: `PROT_NONE` on `page`, then wake its readers, whose
-    /// retried access now faults with SIGSEGV.
+    /// The fallback: `PROT_NONE` on `page` (not waking its readers), whose
+    /// retried access then faults with SIGSEGV.
     fn protect_page(&self, page: u64) -> bool {
         let mapped = self.mapped.read().unwrap_or_else(|e| e.into_inner());
         if !*mapped {
@@ -606,7 +617,7 @@ impl Shared {
         // SAFETY: one page of our own mapping, still mapped (checked under
         // the lock drop takes before unmapping).
         let r = unsafe { libc::mprotect(self.addr(page), self.page, libc::PROT_NONE) };
-        r == 0 && self.uffd.wake(self.addr(page), self.page).is_ok()
+        r == 0
     }
 }
 
