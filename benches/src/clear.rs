@@ -17,7 +17,12 @@
 
 use std::time::Instant;
 
-use mmbatch_ktask::{HugeRegion, HugeSize, Mapping, clear, populate};
+use hwlocality::Topology;
+use mmbatch_ktask::{
+    HugeRegion, HugeSize, Mapping, clear,
+    numa::{NodeRange, bind_memory, node_cpus, run_numa},
+    populate,
+};
 
 use crate::{Config, Experiment, Host, Metric, Progress, Report, Row, SeedRef, Stat, Table};
 
@@ -100,6 +105,66 @@ pub fn measure_populate(bytes: usize, threads: usize) -> f64 {
         // SAFETY: our own fresh mapping of `bytes`.
         secs(|| unsafe { populate(p, bytes, threads) }.expect("MADV_POPULATE_WRITE"))
     }
+}
+
+/// NUMA-local clearing on a host with two or more nodes: `bytes` split
+/// evenly over the nodes, each share bound to its node (`bind_memory`)
+/// and prefaulted, then cleared `samples` times by threads bound to its
+/// node's CPUs (`run_numa`, the seed's per-node ktask threads) and by the
+/// same number of unbound threads (`clear`), alternating. Returns the two
+/// sample lists and the node count, or why it did not run.
+pub fn measure_numa_clear(
+    bytes: usize,
+    samples: usize,
+    threads: usize,
+) -> Result<(Vec<f64>, Vec<f64>, usize), String> {
+    let topology = Topology::new().map_err(|e| format!("hwloc: {e}"))?;
+    let nodes: Vec<usize> = node_cpus(&topology).into_iter().map(|n| n.node).collect();
+    if nodes.len() < 2 {
+        return Err(format!(
+            "this host has {} NUMA node(s) (cargo xtask vm boots a guest with more)",
+            nodes.len()
+        ));
+    }
+    let page = 4096;
+    let share = (bytes / nodes.len() / page).max(1) * page;
+    let mut m = Mapping::new(share * nodes.len(), false).map_err(|e| format!("mmap: {e}"))?;
+    let ranges: Vec<NodeRange> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, &node)| NodeRange {
+            node,
+            range: i * share..(i + 1) * share,
+        })
+        .collect();
+    for r in &ranges {
+        bind_memory(&topology, &m.as_mut_slice()[r.range.clone()], r.node)?;
+    }
+    clear(m.as_mut_slice(), threads); // first touch: each page on its node
+    let base = m.as_mut_ptr() as usize;
+    let per_node = (threads / nodes.len()).max(1);
+    let (mut local, mut unbound) = (Vec::new(), Vec::new());
+    for _ in 0..samples {
+        local.push(secs(|| {
+            run_numa::<()>(
+                &topology,
+                &ranges,
+                page,
+                mmbatch_ktask::MIN_CHUNK,
+                per_node,
+                |r| {
+                    // SAFETY: `r` lies inside the mapping; chunks are
+                    // disjoint.
+                    unsafe { std::ptr::write_bytes((base + r.start) as *mut u8, 0, r.len()) };
+                    Ok(())
+                },
+                |_| {},
+            )
+            .expect("clearing cannot fail")
+        }));
+        unbound.push(secs(|| clear(m.as_mut_slice(), per_node * nodes.len())));
+    }
+    Ok((local, unbound, nodes.len()))
 }
 
 fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
@@ -266,6 +331,31 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
             })
             .collect(),
     });
+    let max_t = ts.iter().copied().max().unwrap_or(1);
+    match measure_numa_clear(largest, samples, max_t) {
+        Ok((local, unbound, nodes)) => {
+            let first = rows.len();
+            rows.push(row(
+                format!("numa/per-node-threads-{max_t}"),
+                &local,
+                largest,
+            ));
+            rows.push(row(
+                format!("numa/unbound-threads-{max_t}"),
+                &unbound,
+                largest,
+            ));
+            tables.push(Table {
+                title: format!(
+                    "clear {} over {nodes} nodes, each share bound to its node (prefaulted)",
+                    name_size(largest)
+                ),
+                rows: (first..rows.len()).collect(),
+                columns: vec!["per-node".to_owned(), "unbound".to_owned()],
+            });
+        }
+        Err(why) => notes.push(format!("numa rows not run: {why}")),
+    }
     let mut report = EXPERIMENT.report(cfg, Metric::Seconds, rows, tables);
     let big = name_size(largest);
     // The seed reports min times; medians are printed beside them.

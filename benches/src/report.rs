@@ -28,6 +28,10 @@ pub struct Host {
     /// `/sys/kernel/mm/hugepages`.
     #[serde(default)]
     pub hugepages: Vec<(String, u64, u64)>,
+    /// How the machine is virtualised when `cargo xtask vm` booted it
+    /// (`qemu-tcg`, `qemu-kvm`, from `MMBATCH_VM`); empty on a host.
+    #[serde(default)]
+    pub guest: String,
 }
 
 impl Host {
@@ -91,6 +95,7 @@ impl Host {
             .unwrap_or_default();
         hugepages.sort();
         Self {
+            guest: std::env::var("MMBATCH_VM").unwrap_or_default(),
             cpus,
             nodes,
             kernel,
@@ -123,7 +128,7 @@ impl Host {
             )
         };
         format!(
-            "{} CPUs, {} NUMA node(s), {memory}, Linux {}, THP {}, huge pages {huge}",
+            "{} CPUs, {} NUMA node(s), {memory}, Linux {}, THP {}, huge pages {huge}{}",
             self.cpus,
             self.nodes,
             self.kernel,
@@ -132,7 +137,21 @@ impl Host {
             } else {
                 &self.thp
             },
+            self.guest_note(),
         )
+    }
+
+    /// `; a QEMU guest (...)` for a report made in `cargo xtask vm`'s
+    /// guest, else empty.
+    pub fn guest_note(&self) -> String {
+        match self.guest.as_str() {
+            "" => String::new(),
+            "qemu-tcg" => {
+                "; a QEMU guest under TCG (software emulation): timings are not performance"
+                    .to_owned()
+            }
+            g => format!("; a {g} guest"),
+        }
     }
 }
 
@@ -433,10 +452,11 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "   host: {} CPUs, {} NUMA node(s), Linux {}; scale {}, {} sample(s){}",
+            "   host: {} CPUs, {} NUMA node(s), Linux {}{}; scale {}, {} sample(s){}",
             self.host.cpus,
             self.host.nodes,
             self.host.kernel,
+            self.host.guest_note(),
             self.config.scale,
             self.config.samples,
             match self.metric {

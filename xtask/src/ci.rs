@@ -82,6 +82,22 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                     .arg(root().join("fuzz/Cargo.toml")),
             ))
         }),
+        ("vm (2 NUMA nodes, Linux 6.1)", || {
+            // The NUMA placement tests and the host suites on a kernel
+            // with two nodes, and the NUMA rows as a smoke. Skipped only
+            // where QEMU cannot run at all.
+            if let Some(why) = crate::vm::unavailable() {
+                return Outcome::Skip(why);
+            }
+            done(crate::vm::run(&[
+                "--nodes".into(),
+                "2".into(),
+                "--cpus".into(),
+                "2".into(),
+                "--timeout".into(),
+                "300".into(),
+            ]))
+        }),
         ("repro smoke", || {
             let out = root().join("target/repro/smoke");
             done(
