@@ -376,15 +376,7 @@ fn init_script(tests: &[(String, PathBuf)], repro: bool, test_args: &[String]) -
          echo \"mmbatch-vm: THP $(cat /sys/kernel/mm/transparent_hugepage/enabled)\"\n\
          failed=0\n",
     );
-    // One test at a time unless told otherwise: in parallel under TCG,
-    // faultaround's refused_handler_thread_undoes_everything counts two
-    // userfaultfd/eventfd descriptors it did not open (not explained yet;
-    // it passes alone and one at a time, and in parallel on the host).
-    let args = if test_args.is_empty() {
-        "--test-threads=1".to_owned()
-    } else {
-        test_args.join(" ")
-    };
+    let args = test_args.join(" ");
     for (name, _) in tests {
         let file = name.replace(':', "-");
         s += &format!(

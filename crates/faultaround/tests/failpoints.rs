@@ -84,6 +84,7 @@ fn persistent_copy_failure_fails_the_page() {
         FailSignal::Sigbus => libc::SIGBUS,
         _ => libc::SIGSEGV,
     };
+    println!("path: failed pages get {:?} on this kernel", r.fail_signal());
     assert_eq!(touch(&r, 3 * PAGE), expected);
     let e = r.failure().unwrap().to_string();
     println!("{e}");
@@ -184,6 +185,13 @@ fn refused_handler_thread_undoes_everything() {
     assert!(e.to_string().contains("RLIMIT_NPROC"), "{e}");
     assert_eq!(region_fds(), fds, "descriptors left open");
     assert_eq!(mappings(64 * PAGE), maps, "mappings left");
+    // Joined threads are gone, but the kernel removes a task's
+    // /proc/self/task entry a moment after the join returns (seen under
+    // TCG): wait for it, boundedly.
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while handler_threads() != threads && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert_eq!(handler_threads(), threads, "handler threads left running");
     drop(scenario);
 }

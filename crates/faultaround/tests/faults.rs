@@ -71,8 +71,14 @@ fn truncated_file_source_neither_hangs_nor_zero_fills() {
 
 fn expected_signal(r: &UffdRegion) -> i32 {
     match r.fail_signal() {
-        FailSignal::Sigbus => libc::SIGBUS,
-        _ => libc::SIGSEGV,
+        FailSignal::Sigbus => {
+            println!("path: UFFDIO_POISON (Linux 6.6+): a failed page gets SIGBUS");
+            libc::SIGBUS
+        }
+        _ => {
+            println!("path: PROT_NONE fallback (no UFFDIO_POISON): a failed page gets SIGSEGV");
+            libc::SIGSEGV
+        }
     }
 }
 

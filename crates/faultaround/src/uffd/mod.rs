@@ -555,6 +555,13 @@ impl UffdRegion {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
+        // Every handler has left its loop: join them all (each has only
+        // its locals to drop). Checking `is_finished` alone left a thread
+        // that had counted itself out but not yet returned detached, still
+        // holding the uffd and eventfd open after drop — seen under TCG in
+        // `cargo xtask vm` as "descriptors left open". Past the deadline
+        // (a source blocked for good), the unfinished ones are left.
+        let all_out = *alive == 0;
         drop(alive);
         for h in self
             .handlers
@@ -562,7 +569,7 @@ impl UffdRegion {
             .unwrap_or_else(|e| e.into_inner())
             .drain(..)
         {
-            if h.is_finished() {
+            if all_out || h.is_finished() {
                 let _ = h.join();
             }
         }
