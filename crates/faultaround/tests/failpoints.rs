@@ -84,7 +84,10 @@ fn persistent_copy_failure_fails_the_page() {
         FailSignal::Sigbus => libc::SIGBUS,
         _ => libc::SIGSEGV,
     };
-    println!("path: failed pages get {:?} on this kernel", r.fail_signal());
+    println!(
+        "path: failed pages get {:?} on this kernel",
+        r.fail_signal()
+    );
     assert_eq!(touch(&r, 3 * PAGE), expected);
     let e = r.failure().unwrap().to_string();
     println!("{e}");

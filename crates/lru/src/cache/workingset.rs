@@ -19,9 +19,10 @@
 //! list (a loop larger than the cache) and goes to its tail, where it is
 //! reclaimed first instead of pushing out entries that are being hit.
 //!
-//! Shadows live in a direct-mapped table of twice the shard's entries (8
-//! bytes a slot), allocated at the first eviction: one load or store per eviction and per
-//! miss. A newer shadow overwrites an older one in its slot, as the
+//! Shadows live in a table of twice the shard's entries (8 bytes a slot)
+//! in buckets of two slots sharing a cache line, allocated at the first
+//! eviction: one line touched per eviction and per miss. A new shadow
+//! takes an empty slot of its bucket, else the older shadow's, as the
 //! kernel's shadow shrinker drops old ones (`count_shadow_nodes`): shadows
 //! are hints, and a lost or mistaken one only changes which list an entry
 //! starts on.
