@@ -6,6 +6,50 @@ use std::time::Instant;
 
 use crate::util::{BUILD, FUZZ, cargo, ensure_packages, exec, root};
 
+/// The five library crates, as packaged and as built at the MSRV.
+const LIBRARIES: [&str; 5] = [
+    "mmbatch-pagevec",
+    "mmbatch-lru",
+    "mmbatch-mlock",
+    "mmbatch-faultaround",
+    "mmbatch-ktask",
+];
+
+/// Builds the library crates with the toolchain of the workspace's
+/// declared `rust-version` (installed through rustup if missing), in a
+/// target directory of its own.
+fn msrv() -> Result<(), String> {
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).map_err(|e| e.to_string())?;
+    let version = manifest
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("rust-version = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .ok_or("no rust-version in the workspace Cargo.toml")?;
+    let installed = std::process::Command::new("rustup")
+        .args(["toolchain", "list"])
+        .output()
+        .map_err(|e| format!("rustup not found ({e}): the MSRV build needs it"))?;
+    if !String::from_utf8_lossy(&installed.stdout)
+        .lines()
+        .any(|l| l.starts_with(&format!("{version}-")) || l.starts_with(&format!("{version}.")))
+    {
+        exec(std::process::Command::new("rustup").args([
+            "toolchain",
+            "install",
+            version,
+            "--profile",
+            "minimal",
+        ]))?;
+    }
+    let mut cmd = crate::util::cargo_toolchain(version);
+    cmd.args(["build", "--lib"])
+        .env("CARGO_TARGET_DIR", root().join("target/msrv"));
+    for c in LIBRARIES {
+        cmd.args(["-p", c]);
+    }
+    exec(&mut cmd)
+}
+
 /// A named step of the run.
 type Step = (&'static str, fn() -> Outcome);
 
@@ -53,21 +97,14 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             // Each library crate packaged and built from its package alone
             // (a README or file the package lacks fails here, not on
             // publish).
-            done(exec(cargo().args([
-                "package",
-                "--allow-dirty",
-                "-p",
-                "mmbatch-pagevec",
-                "-p",
-                "mmbatch-lru",
-                "-p",
-                "mmbatch-mlock",
-                "-p",
-                "mmbatch-faultaround",
-                "-p",
-                "mmbatch-ktask",
-            ])))
+            let mut cmd = cargo();
+            cmd.args(["package", "--allow-dirty"]);
+            for c in LIBRARIES {
+                cmd.args(["-p", c]);
+            }
+            done(exec(&mut cmd))
         }),
+        ("msrv", || done(msrv())),
         ("loom", || done(crate::loom::run(&[]))),
         ("miri", || match crate::miri::unavailable() {
             Some(why) => Outcome::Skip(why),

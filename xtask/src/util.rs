@@ -26,9 +26,15 @@ pub(crate) fn cargo() -> Command {
 /// `cargo +nightly`, through rustup (the `CARGO` of a stable run would
 /// ignore the toolchain override).
 pub(crate) fn cargo_nightly() -> Command {
+    cargo_toolchain("nightly")
+}
+
+/// `cargo +TOOLCHAIN`, through rustup (the `CARGO` of a stable run would
+/// ignore the toolchain override).
+pub(crate) fn cargo_toolchain(toolchain: &str) -> Command {
     let mut c = Command::new("cargo");
-    c.arg("+nightly").current_dir(root());
-    // A stable toolchain's variables would leak into the nightly build.
+    c.arg(format!("+{toolchain}")).current_dir(root());
+    // This toolchain's variables would leak into the other's build.
     for var in ["CARGO", "RUSTC", "RUSTDOC", "RUSTUP_TOOLCHAIN"] {
         c.env_remove(var);
     }

@@ -47,6 +47,7 @@ impl HugeSize {
 
 /// Why a huge-page region could not be made.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum HugeError {
     /// A length of zero or not a multiple of the page size.
     Misaligned {

@@ -58,6 +58,7 @@ pub(crate) fn clear_aligned(buf: &mut [u8], align: usize, min_chunk: usize, max_
 
 /// Why a populate failed.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum PopulateError {
     /// The job was invalid (zero threads, a length not page-aligned).
     Job(crate::JobError),

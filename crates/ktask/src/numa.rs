@@ -55,6 +55,7 @@ pub struct Placement {
 
 /// Why a NUMA job could not be placed.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum NumaError {
     /// A range names a node the topology lacks.
     NoSuchNode {
@@ -276,6 +277,7 @@ fn spawn_node<'scope, T: Send + 'scope>(
 
 /// A NUMA job's failure.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum NumaJobError<E> {
     /// The ranges could not be placed.
     Place(NumaError),

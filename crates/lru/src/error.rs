@@ -6,6 +6,7 @@ use crate::frame::Pfn;
 
 /// Why the engine refused an operation. Refusals change nothing.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LruError {
     /// `Config::frames` was 0.
     ZeroFrames,

@@ -23,6 +23,7 @@ use crate::{
 
 /// Why a job did not complete.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum RunError<E> {
     /// The job itself is invalid.
     Job(JobError),
