@@ -14,36 +14,36 @@ impl fmt::Display for Pfn {
     }
 }
 
-/// Page flags, as the kernel's `PG_*` bits.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Flags(pub u32);
+bitflags::bitflags! {
+    /// Page flags, as the kernel's `PG_*` bits. `Debug` prints their names
+    /// (`Flags(LRU | ACTIVE)`), so an invariant error says which are set.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+    pub struct Flags: u32 {
+        /// `PG_lru`: on an LRU list. Test-and-clear of this bit is the
+        /// ownership token of every list move: who clears it owns the
+        /// frame's list position until it sets it again.
+        const LRU = 1 << 0;
+        /// `PG_active`: on (or headed for) the active list.
+        const ACTIVE = 1 << 1;
+        /// `PG_referenced`: touched once since last considered; a second
+        /// touch activates
+        /// ([`Engine::mark_accessed`](crate::Engine::mark_accessed)).
+        const REFERENCED = 1 << 2;
+        /// `PG_unevictable`: on the unevictable list.
+        const UNEVICTABLE = 1 << 3;
+        /// `PG_mlocked`: mlocked by at least one mapping.
+        const MLOCKED = 1 << 4;
+        /// `PG_locked`: the page lock; reclaim skips locked frames.
+        const LOCKED = 1 << 5;
+        /// Not a kernel flag: set by [`Engine::isolate`](crate::Engine::isolate)
+        /// and cleared by putback, so that a putback of a frame nobody
+        /// isolated (a double putback) is an error instead of silent list
+        /// corruption.
+        const ISOLATED = 1 << 6;
+    }
+}
 
 impl Flags {
-    /// `PG_lru`: on an LRU list. Test-and-clear of this bit is the
-    /// ownership token of every list move: who clears it owns the frame's
-    /// list position until it sets it again.
-    pub const LRU: u32 = 1 << 0;
-    /// `PG_active`: on (or headed for) the active list.
-    pub const ACTIVE: u32 = 1 << 1;
-    /// `PG_referenced`: touched once since last considered; a second touch
-    /// activates ([`Engine::mark_accessed`](crate::Engine::mark_accessed)).
-    pub const REFERENCED: u32 = 1 << 2;
-    /// `PG_unevictable`: on the unevictable list.
-    pub const UNEVICTABLE: u32 = 1 << 3;
-    /// `PG_mlocked`: mlocked by at least one mapping.
-    pub const MLOCKED: u32 = 1 << 4;
-    /// `PG_locked`: the page lock; reclaim skips locked frames.
-    pub const LOCKED: u32 = 1 << 5;
-    /// Not a kernel flag: set by [`Engine::isolate`](crate::Engine::isolate)
-    /// and cleared by putback, so that a putback of a frame nobody isolated
-    /// (a double putback) is an error instead of silent list corruption.
-    pub const ISOLATED: u32 = 1 << 6;
-
-    /// Whether every bit of `bits` is set.
-    pub fn contains(self, bits: u32) -> bool {
-        self.0 & bits == bits
-    }
-
     /// The list a frame with these flags belongs on (`folio_lru_list`).
     pub fn lru_list(self) -> LruList {
         if self.contains(Self::UNEVICTABLE) {
@@ -152,36 +152,36 @@ impl FrameTable {
 impl Frame {
     #[inline]
     pub(crate) fn flags(&self) -> Flags {
-        Flags(self.flags.load(Ordering::Acquire))
+        Flags::from_bits_retain(self.flags.load(Ordering::Acquire))
     }
 
     #[inline]
-    pub(crate) fn test(&self, bit: u32) -> bool {
-        self.flags.load(Ordering::Acquire) & bit != 0
+    pub(crate) fn test(&self, bit: Flags) -> bool {
+        self.flags.load(Ordering::Acquire) & bit.bits() != 0
     }
 
     /// `folio_set_*`.
     #[inline]
-    pub(crate) fn set(&self, bit: u32) {
-        self.flags.fetch_or(bit, Ordering::AcqRel);
+    pub(crate) fn set(&self, bit: Flags) {
+        self.flags.fetch_or(bit.bits(), Ordering::AcqRel);
     }
 
     /// `folio_clear_*`.
     #[inline]
-    pub(crate) fn clear(&self, bit: u32) {
-        self.flags.fetch_and(!bit, Ordering::AcqRel);
+    pub(crate) fn clear(&self, bit: Flags) {
+        self.flags.fetch_and(!bit.bits(), Ordering::AcqRel);
     }
 
     /// `folio_test_set_*`: sets `bit`; whether it was set before.
     #[inline]
-    pub(crate) fn test_and_set(&self, bit: u32) -> bool {
-        self.flags.fetch_or(bit, Ordering::AcqRel) & bit != 0
+    pub(crate) fn test_and_set(&self, bit: Flags) -> bool {
+        self.flags.fetch_or(bit.bits(), Ordering::AcqRel) & bit.bits() != 0
     }
 
     /// `folio_test_clear_*`: clears `bit`; whether it was set before.
     #[inline]
-    pub(crate) fn test_and_clear(&self, bit: u32) -> bool {
-        self.flags.fetch_and(!bit, Ordering::AcqRel) & bit != 0
+    pub(crate) fn test_and_clear(&self, bit: Flags) -> bool {
+        self.flags.fetch_and(!bit.bits(), Ordering::AcqRel) & bit.bits() != 0
     }
 
     /// `folio_get`.

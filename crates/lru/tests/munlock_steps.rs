@@ -119,7 +119,7 @@ fn run(input: &Input, step: MunlockStep) -> (State, MunlockStats) {
     let frames = (0..n)
         .map(|i| {
             let s = e.frame_state(Pfn(i as u32)).unwrap();
-            (s.flags.0, s.refcount, s.mlock_count)
+            (s.flags.bits(), s.refcount, s.mlock_count)
         })
         .collect();
     let stats = e.stats();

@@ -27,12 +27,12 @@ use workers::workers;
 /// Frames in the engine under test.
 pub const FRAMES: u32 = 8;
 
-const LRU: u32 = Flags::LRU;
-const ACTIVE: u32 = Flags::ACTIVE;
-const REF: u32 = Flags::REFERENCED;
-const UNEV: u32 = Flags::UNEVICTABLE;
-const MLOCKED: u32 = Flags::MLOCKED;
-const ISOLATED: u32 = Flags::ISOLATED;
+const LRU: u32 = Flags::LRU.bits();
+const ACTIVE: u32 = Flags::ACTIVE.bits();
+const REF: u32 = Flags::REFERENCED.bits();
+const UNEV: u32 = Flags::UNEVICTABLE.bits();
+const MLOCKED: u32 = Flags::MLOCKED.bits();
+const ISOLATED: u32 = Flags::ISOLATED.bits();
 
 /// One step; the `usize` is the simulated CPU (worker thread).
 #[derive(Clone, Copy, Debug)]
@@ -578,10 +578,12 @@ fn compare(e: &Engine, m: &Model) -> Result<(), String> {
         let i = p as usize;
         // LOCKED is transient inside shrink and never visible here.
         let want = (m.flags[i], m.refs[i], m.mlock_count[i]);
-        if (st.flags.0, st.refcount, st.mlock_count) != want {
+        if (st.flags.bits(), st.refcount, st.mlock_count) != want {
             return Err(format!(
                 "pfn {p}: (flags {:#x}, refs {}, mlock_count {}), model {want:?}",
-                st.flags.0, st.refcount, st.mlock_count
+                st.flags.bits(),
+                st.refcount,
+                st.mlock_count
             ));
         }
     }
