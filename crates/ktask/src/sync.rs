@@ -1,5 +1,11 @@
 //! The crate's door to atomics and locks: std, or loom under `cfg(loom)`.
 
+// Loom's models are meaningless without the debug assertions they check
+// (tokio's guard): `cargo xtask loom` builds them in release with
+// `-C debug-assertions=on`.
+#[cfg(all(loom, not(debug_assertions)))]
+compile_error!("loom models need debug assertions: run them with `cargo xtask loom`");
+
 #[cfg(loom)]
 pub(crate) use loom::sync::{
     Condvar, Mutex, MutexGuard,

@@ -1,6 +1,12 @@
 //! The crate's only door to atomics and locks: std normally, loom under
 //! `cfg(loom)` (after sharded-slab's `src/sync.rs`).
 
+// Loom's models are meaningless without the debug assertions they check
+// (tokio's guard): `cargo xtask loom` builds them in release with
+// `-C debug-assertions=on`.
+#[cfg(all(loom, not(debug_assertions)))]
+compile_error!("loom models need debug assertions: run them with `cargo xtask loom`");
+
 #[cfg(loom)]
 pub(crate) use loom::sync::{
     Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,

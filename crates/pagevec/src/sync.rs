@@ -2,6 +2,12 @@
 //! `cfg(loom)` so the model checker sees every synchronising operation
 //! (after sharded-slab's `src/sync.rs` and tokio's `src/loom/`).
 
+// Loom's models are meaningless without the debug assertions they check
+// (tokio's guard): `cargo xtask loom` builds them in release with
+// `-C debug-assertions=on`.
+#[cfg(all(loom, not(debug_assertions)))]
+compile_error!("loom models need debug assertions: run them with `cargo xtask loom`");
+
 #[cfg(loom)]
 pub(crate) use loom::sync::{
     Mutex, MutexGuard,

@@ -5,9 +5,5 @@ mod loom_completion_waits_for_all;
 mod loom_error_undoes_exactly_the_finished;
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(3);
-    }
-    b.check(f);
+    mmbatch_testkit::loom_model::check(3, mmbatch_testkit::loom_model::DEFAULT_BRANCHES, f);
 }

@@ -15,7 +15,7 @@ use crate::Policy;
 #[test]
 fn insert_vs_insert() {
     for policy in [Policy::Workingset, Policy::ActiveInactive, Policy::Lru] {
-        loom::model(move || {
+        super::model(move || {
             let (cache, log) = cache(1, policy, true);
             cache.insert(0, 100);
             let cache = Arc::new(cache);

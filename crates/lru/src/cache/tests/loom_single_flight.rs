@@ -19,7 +19,7 @@ use crate::Policy;
 
 #[test]
 fn one_loader_for_two_callers() {
-    loom::model(|| {
+    super::model(|| {
         let (cache, _) = cache(4, Policy::Workingset, true);
         let cache = Arc::new(cache);
         let runs = Arc::new(AtomicUsize::new(0));
@@ -47,7 +47,7 @@ fn one_loader_for_two_callers() {
 
 #[test]
 fn a_failed_loader_hands_over() {
-    loom::model(|| {
+    super::model(|| {
         let (cache, _) = cache(4, Policy::Workingset, true);
         let cache = Arc::new(cache);
         let c = cache.clone();

@@ -7,6 +7,12 @@ use loom::sync::{Arc, Mutex};
 
 use crate::{LruCache, Policy};
 
+/// Runs `f` under loom (the bound comes from `LOOM_MAX_PREEMPTIONS`,
+/// which `cargo xtask loom` sets).
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    mmbatch_testkit::loom_model::check(3, mmbatch_testkit::loom_model::DEFAULT_BRANCHES, f);
+}
+
 /// Values the listener saw.
 type Log = Arc<Mutex<Vec<u32>>>;
 

@@ -11,12 +11,8 @@ mod loom_putback_vs_shrink;
 use crate::{Config, Engine, LruList, Pfn};
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.max_branches = 10_000; // six batch kinds per drain
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(2);
-    }
-    builder.check(f);
+    // Six batch kinds per drain: more branches than loom's default.
+    mmbatch_testkit::loom_model::check(2, 10_000, f);
 }
 
 /// An engine of `n` frames, all on the inactive list.

@@ -50,9 +50,5 @@ fn is_applied(b: &TestBatcher, op: Op) -> bool {
 /// Runs `f` under loom with a preemption bound of 3 unless
 /// `LOOM_MAX_PREEMPTIONS` says otherwise.
 fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(3);
-    }
-    builder.check(f);
+    mmbatch_testkit::loom_model::check(3, mmbatch_testkit::loom_model::DEFAULT_BRANCHES, f);
 }

@@ -1,0 +1,16 @@
+//! The one way the crates run a loom model (`cargo xtask loom`).
+
+/// loom's default bound on branches per execution.
+pub const DEFAULT_BRANCHES: usize = 1_000;
+
+/// Checks `f` under every interleaving loom explores: preemptions bounded
+/// by `LOOM_MAX_PREEMPTIONS` when set (xtask sets 3), else by
+/// `preemptions`; at most `max_branches` branches per execution.
+pub fn check(preemptions: usize, max_branches: usize, f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.max_branches = max_branches;
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(preemptions);
+    }
+    builder.check(f);
+}
