@@ -13,6 +13,7 @@ pub mod cache;
 pub mod cache_hits;
 pub mod cache_memory;
 pub mod clear;
+pub mod cli;
 pub mod faultaround;
 pub mod lockonfault;
 pub mod munlock;

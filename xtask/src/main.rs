@@ -1,7 +1,7 @@
 //! `cargo xtask`: the project's automation, one module per subcommand.
 //!
 //! ```text
-//! cargo xtask repro [--only ID[,ID]] [--scale S] [--threads T] [--samples N] [--json FILE]
+//! cargo xtask repro [run|compare|list] [--only ID[,ID]] [--scale S|big] [--threads T] [--samples N] [--json FILE] [--out DIR]
 //! cargo xtask ci
 //! cargo xtask loom [CRATE]
 //! cargo xtask miri
@@ -23,8 +23,9 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  repro [--only ID[,ID]] [--scale S] [--threads T] [--samples N] [--json FILE] [--list]
-  repro --compare A.json B.json   mmtests-style compare of two --json runs
+  repro [run] [--only ID[,ID]] [--scale S|big] [--threads T] [--samples N] [--json FILE] [--out DIR]
+  repro compare A.json B.json     mmtests-style compare of two --json runs
+  repro list                      the experiments (repro --help says everything)
                          run the experiments and print their tables (the main job)
   ci                     everything CI checks: fmt, clippy, tests, docs, package, loom, Miri,
                          fuzz targets build, repro smoke run

@@ -1,6 +1,7 @@
 //! `cargo xtask repro`: builds the experiment runner in release and runs
-//! it; arguments pass through (`--only`, `--scale`, `--threads`,
-//! `--samples`, `--json`, `--out`, `--list`, `--compare A.json B.json`).
+//! it; arguments pass through (`repro --help` lists them: `[run]` with
+//! `--only`, `--scale`, `--threads`, `--samples`, `--json`, `--out`;
+//! `compare A.json B.json`; `list`).
 //! Tables go to stdout, the Markdown report and plots to `target/repro/`.
 
 use crate::util::{BUILD, cargo, ensure_packages, exec, root};
@@ -18,7 +19,13 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         "repro",
         "--",
     ]);
-    if !args.iter().any(|a| a == "--out") {
+    // `--out` belongs to `run` (named or implied); `compare`, `list` and
+    // `help` take none.
+    let runs = !matches!(
+        args.first().map(String::as_str),
+        Some("compare" | "list" | "help" | "-h" | "--help")
+    );
+    if runs && !args.iter().any(|a| a == "--out") {
         let target =
             std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), Into::into);
         cmd.arg("--out").arg(target.join("repro"));

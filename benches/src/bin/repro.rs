@@ -1,10 +1,12 @@
 //! `repro`: runs the registry's experiments and prints their tables; what
-//! `cargo xtask repro` runs (in release mode).
+//! `cargo xtask repro` runs (in release mode). The command line is
+//! declared in [`mmbatch_benches::cli`]; `repro --help` says everything.
 //!
 //! ```text
-//! repro [--only ID[,ID]] [--scale S] [--threads T] [--samples N]
-//!       [--json FILE] [--out DIR] [--list]
-//! repro --compare A.json B.json
+//! repro [run] [--only ID[,ID]] [--scale S|big] [--threads T] [--samples N]
+//!             [--json FILE] [--out DIR]
+//! repro compare A.json B.json
+//! repro list
 //! ```
 //!
 //! `--scale big` runs each experiment at its seed's sizes (56 GB munlock,
@@ -19,95 +21,36 @@ use std::{
     time::Instant,
 };
 
-use mmbatch_benches::{Config, Progress, Report, experiment, experiments};
-
-const USAGE: &str = "usage: repro [--only ID[,ID]] [--scale S|big] [--threads T] [--samples N] \
-                     [--json FILE] [--out DIR] [--list]\n       repro --compare A.json B.json";
+use clap::Parser;
+use mmbatch_benches::{
+    Config, Progress, Report,
+    cli::{Cli, Command, RunArgs},
+    experiments,
+};
 
 struct Args {
     only: Vec<String>,
     config: Config,
     json: Option<PathBuf>,
     out: PathBuf,
-    list: bool,
-    compare: Option<(PathBuf, PathBuf)>,
     /// `--scale big`: each experiment at its seed's sizes.
     big: bool,
 }
 
-fn parse() -> Result<Args, String> {
-    let mut args = Args {
-        only: Vec::new(),
-        config: Config::default(),
-        json: None,
-        out: std::env::var_os("CARGO_TARGET_DIR")
-            .map_or_else(|| PathBuf::from("target"), PathBuf::from)
-            .join("repro"),
-        list: false,
-        compare: None,
-        big: false,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = |what: &str| it.next().ok_or_else(|| format!("{flag} needs {what}"));
-        match flag.as_str() {
-            "--only" => {
-                args.only = value("experiment ids")?
-                    .split(',')
-                    .map(str::to_owned)
-                    .collect()
-            }
-            "--scale" => {
-                let v = value("a number or `big`")?;
-                if v == mmbatch_benches::BIG {
-                    args.big = true;
-                } else {
-                    args.config.scale = v
-                        .parse()
-                        .ok()
-                        .filter(|s: &f64| *s > 0.0 && s.is_finite())
-                        .ok_or(format!(
-                            "--scale {v}: want a positive number (1 = default size) or \
-                             `big` (the seeds' sizes)"
-                        ))?;
-                }
-            }
-            "--threads" => {
-                let v = value("a count")?;
-                args.config.threads = Some(
-                    v.parse()
-                        .ok()
-                        .filter(|t| *t > 0)
-                        .ok_or(format!("--threads {v}: want a positive integer"))?,
-                );
-            }
-            "--samples" => {
-                let v = value("a count")?;
-                args.config.samples = v
-                    .parse()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or(format!("--samples {v}: want a positive integer"))?;
-            }
-            "--json" => args.json = Some(value("a file")?.into()),
-            "--out" => args.out = value("a directory")?.into(),
-            "--list" => args.list = true,
-            "--compare" => {
-                let a = value("two JSON files from --json")?;
-                let b = value("a second JSON file")?;
-                args.compare = Some((a.into(), b.into()));
-            }
-            "-h" | "--help" => return Err(USAGE.to_owned()),
-            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
+impl From<RunArgs> for Args {
+    fn from(r: RunArgs) -> Self {
+        Args {
+            config: r.config(),
+            big: r.big(),
+            only: r.only,
+            json: r.json,
+            out: r.out.unwrap_or_else(|| {
+                std::env::var_os("CARGO_TARGET_DIR")
+                    .map_or_else(|| PathBuf::from("target"), PathBuf::from)
+                    .join("repro")
+            }),
         }
     }
-    for id in &args.only {
-        if experiment(id).is_none() {
-            let known: Vec<&str> = experiments().iter().map(|e| e.id).collect();
-            return Err(format!("no experiment {id:?}; known: {}", known.join(", ")));
-        }
-    }
-    Ok(args)
 }
 
 /// Progress on stderr: one updating line on a terminal, else a line per
@@ -146,31 +89,29 @@ fn main() -> ExitCode {
     if let Some(code) = mmbatch_benches::cache_memory::child() {
         return code;
     }
-    let args = match parse() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("repro: {e}");
-            return ExitCode::from(2);
+    let cli = Cli::parse();
+    let args: Args = match cli.command {
+        Some(Command::Compare { a, b }) => {
+            return match (load(&a), load(&b)) {
+                (Ok(a), Ok(b)) => {
+                    print!("{}", mmbatch_benches::compare(&a, &b));
+                    ExitCode::SUCCESS
+                }
+                (Err(e), _) | (_, Err(e)) => {
+                    eprintln!("repro: {e}");
+                    ExitCode::from(2)
+                }
+            };
         }
+        Some(Command::List) => {
+            for e in experiments() {
+                println!("{:<20} seed {:<28} {}", e.id, e.seed, e.title);
+            }
+            return ExitCode::SUCCESS;
+        }
+        Some(Command::Run(r)) => r.into(),
+        None => cli.run.into(),
     };
-    if let Some((a, b)) = &args.compare {
-        return match (load(a), load(b)) {
-            (Ok(a), Ok(b)) => {
-                print!("{}", mmbatch_benches::compare(&a, &b));
-                ExitCode::SUCCESS
-            }
-            (Err(e), _) | (_, Err(e)) => {
-                eprintln!("repro: {e}");
-                ExitCode::from(2)
-            }
-        };
-    }
-    if args.list {
-        for e in experiments() {
-            println!("{:<20} seed {:<28} {}", e.id, e.seed, e.title);
-        }
-        return ExitCode::SUCCESS;
-    }
     let selected: Vec<_> = experiments()
         .iter()
         .filter(|e| args.only.is_empty() || args.only.iter().any(|id| id == e.id))
