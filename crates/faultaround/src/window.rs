@@ -36,6 +36,7 @@ impl Window {
     /// assert_eq!(Window::around(37, 4, 0..40).unwrap().pages, 32..40);
     /// assert_eq!(Window::around(510, 9, 0..2000).unwrap().pages, 0..512);
     /// ```
+    #[doc(alias = "do_fault_around")]
     pub fn around(page: u64, order: u32, vma: Range<u64>) -> Result<Window, Error> {
         if order > MAX_ORDER {
             return Err(Error::OrderTooLarge { order });

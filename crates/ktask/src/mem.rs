@@ -29,6 +29,8 @@ fn job(len: usize, align: usize, max_threads: usize) -> Job {
 
 /// Zeroes `buf` on up to `max_threads` threads (0 is taken as 1), in
 /// chunks of at least 2 MiB (`clear_gigantic_page` with ktask).
+#[doc(alias = "clear_gigantic_page")]
+#[doc(alias = "clear_huge_page")]
 pub fn clear(buf: &mut [u8], max_threads: usize) {
     clear_aligned(buf, 1, MIN_CHUNK, max_threads);
 }

@@ -156,6 +156,7 @@ pub fn place(
 /// on every node, before the error is returned. Binding is best effort: a
 /// host that refuses it (or has one node) still runs the job, unbound; a
 /// node whose thread the OS refuses runs on the caller.
+#[doc(alias = "ktask_run_numa")]
 pub fn run_numa<E: Send>(
     topology: &Topology,
     ranges: &[NodeRange],
@@ -297,6 +298,8 @@ impl<E: fmt::Display> fmt::Display for NumaJobError<E> {
 /// Binds the pages of `memory` to NUMA node `node` (OS index)
 /// (`hwloc_set_area_membind`, `MPOL_BIND`): pages touched from then on
 /// come from that node, so bind a range before populating or clearing it.
+#[doc(alias = "mbind")]
+#[doc(alias = "hwloc_set_area_membind")]
 pub fn bind_memory(topology: &Topology, memory: &[u8], node: usize) -> Result<(), String> {
     let mut set = NodeSet::new();
     set.set(node);

@@ -36,6 +36,8 @@ pub const PAGEVEC_SIZE: usize = 31;
 /// assert_eq!(batch.drain().collect::<Vec<_>>(), [0, 2]);
 /// assert!(batch.is_empty());
 /// ```
+#[doc(alias = "folio_batch")]
+#[doc(alias = "pagevec")]
 pub struct PageVec<T, const N: usize = PAGEVEC_SIZE> {
     len: usize,
     items: [MaybeUninit<T>; N],

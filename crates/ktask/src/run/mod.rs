@@ -148,6 +148,8 @@ impl<E> Shared<E> {
 
 /// Runs `f` over the job's chunks in parallel; see [`run_with_undo`].
 #[cfg(not(loom))]
+#[doc(alias = "padata_do_multithreaded")]
+#[doc(alias = "ktask_run")]
 pub fn run<E: Send>(
     job: &Job,
     f: impl Fn(Range<usize>) -> Result<(), E> + Sync,
@@ -175,6 +177,7 @@ pub fn run<E: Send>(
 /// assert_eq!(sum.into_inner(), (0..1000usize).sum::<usize>());
 /// ```
 #[cfg(not(loom))]
+#[doc(alias = "ktask_undo")]
 pub fn run_with_undo<E: Send>(
     job: &Job,
     f: impl Fn(Range<usize>) -> Result<(), E> + Sync,

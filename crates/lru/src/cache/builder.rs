@@ -29,6 +29,8 @@ pub enum Policy {
     /// larger than the cache keeps most of itself resident instead of
     /// missing on every request.
     #[default]
+    #[doc(alias = "workingset_refault")]
+    #[doc(alias = "workingset_eviction")]
     Workingset,
     /// The same two lists without shadows: every new entry starts
     /// inactive.

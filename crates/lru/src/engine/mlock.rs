@@ -110,6 +110,7 @@ impl Engine {
     /// Mlocks a frame (`mlock_folio`): sets MLOCKED (counting `NR_MLOCK`
     /// once), then moves it to the unevictable list or counts one more
     /// mlock there.
+    #[doc(alias = "mlock_folio")]
     pub fn mlock(&self, pfn: Pfn) -> Result<(), LruError> {
         let f = self.live(pfn)?;
         if !f.test_and_set(Flags::MLOCKED) {
@@ -122,6 +123,7 @@ impl Engine {
 
     /// Drops one mlock of a frame (`munlock_folio`); the last returns it to
     /// an evictable list.
+    #[doc(alias = "munlock_folio")]
     pub fn munlock(&self, pfn: Pfn) -> Result<(), LruError> {
         let f = self.live(pfn)?;
         if !f.test(Flags::MLOCKED) {

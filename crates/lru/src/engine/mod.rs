@@ -299,16 +299,19 @@ impl Engine {
     }
 
     /// Tries the page lock (`folio_trylock`); reclaim skips locked frames.
+    #[doc(alias = "folio_trylock")]
     pub fn trylock_frame(&self, pfn: Pfn) -> Result<bool, LruError> {
         Ok(!self.live(pfn)?.test_and_set(Flags::LOCKED))
     }
 
     /// Whether the page lock is held (`folio_test_locked`).
+    #[doc(alias = "folio_test_locked")]
     pub fn is_locked(&self, pfn: Pfn) -> Result<bool, LruError> {
         Ok(self.live(pfn)?.test(Flags::LOCKED))
     }
 
     /// Releases the page lock (`folio_unlock`).
+    #[doc(alias = "folio_unlock")]
     pub fn unlock_frame(&self, pfn: Pfn) -> Result<(), LruError> {
         self.live(pfn)?.clear(Flags::LOCKED);
         Ok(())

@@ -134,6 +134,7 @@ impl Engine {
     /// Adds a free frame to the LRU (`folio_add_lru`): the caller's
     /// allocation reference is taken, and the frame goes to the inactive
     /// list (or the unevictable one, if mlocked) when its batch is applied.
+    #[doc(alias = "folio_add_lru")]
     pub fn lru_add(&self, pfn: Pfn) -> Result<(), LruError> {
         let f = self.frame(pfn)?;
         f.refcount
@@ -183,6 +184,7 @@ impl Engine {
     /// the second activates the frame — through the activate batch if it
     /// is on the LRU, or by marking it active if it still waits in this
     /// thread's lru_add batch.
+    #[doc(alias = "folio_mark_accessed")]
     pub fn mark_accessed(&self, pfn: Pfn) -> Result<(), LruError> {
         self.mark_accessed_settled(pfn).map(drop)
     }
@@ -229,6 +231,7 @@ impl Engine {
 
     /// Moves a frame to the active list (`folio_activate`); nothing if it
     /// is not on the LRU, already active, or unevictable.
+    #[doc(alias = "folio_activate")]
     pub fn activate(&self, pfn: Pfn) -> Result<(), LruError> {
         let f = self.live(pfn)?;
         self.activate_frame(f, pfn);
@@ -253,6 +256,7 @@ impl Engine {
 
     /// Moves an active frame to the inactive list, clearing REFERENCED
     /// (`folio_deactivate`).
+    #[doc(alias = "folio_deactivate")]
     pub fn deactivate(&self, pfn: Pfn) -> Result<(), LruError> {
         let f = self.live(pfn)?;
         let flags = f.flags();
@@ -274,6 +278,7 @@ impl Engine {
     /// Moves a frame to the inactive tail, next in line for reclaim
     /// (`folio_rotate_reclaimable`); nothing if it is locked or
     /// unevictable.
+    #[doc(alias = "folio_rotate_reclaimable")]
     pub fn rotate(&self, pfn: Pfn) -> Result<(), LruError> {
         let f = self.live(pfn)?;
         let flags = f.flags();
@@ -303,6 +308,7 @@ impl Engine {
 
     /// Applies the calling thread's batches (`lru_add_drain` with
     /// `mlock_drain_local`).
+    #[doc(alias = "mlock_drain_local")]
     pub fn lru_add_drain(&self) {
         self.batchers().iter().for_each(|b| b.drain_local());
     }

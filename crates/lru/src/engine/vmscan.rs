@@ -49,6 +49,8 @@ impl Engine {
     /// took it (its LRU bit was set), false if it is not on the LRU. An
     /// isolated frame must be [put back](Self::putback) or
     /// [freed](Self::free_isolated).
+    #[doc(alias = "folio_isolate_lru")]
+    #[doc(alias = "isolate_lru_folios")]
     pub fn isolate(&self, pfn: Pfn) -> Result<bool, LruError> {
         let f = self.live(pfn)?;
         if !f.test_and_clear(Flags::LRU) {
@@ -62,6 +64,7 @@ impl Engine {
 
     /// Returns an isolated frame to the LRU (`folio_putback_lru`): through
     /// the lru_add batch, then drops the isolation reference.
+    #[doc(alias = "folio_putback_lru")]
     pub fn putback(&self, pfn: Pfn) -> Result<(), LruError> {
         let f = self.frame(pfn)?;
         if !f.test_and_clear(Flags::ISOLATED) {
@@ -76,6 +79,7 @@ impl Engine {
     /// frames on the same node (`move_folios_to_lru`), bypassing the
     /// per-thread batches. Checks every frame first: on an error nothing
     /// was put back.
+    #[doc(alias = "move_folios_to_lru")]
     pub fn putback_batch(&self, frames: &[Pfn]) -> Result<(), LruError> {
         for &pfn in frames {
             if !self.frame(pfn)?.test(Flags::ISOLATED) {
@@ -108,6 +112,7 @@ impl Engine {
 
     /// Frees an isolated frame that nobody else holds (`folio_ref_freeze`
     /// to 0): it can be [`lru_add`](Self::lru_add)ed again.
+    #[doc(alias = "folio_ref_freeze")]
     pub fn free_isolated(&self, pfn: Pfn) -> Result<(), LruError> {
         let f = self.frame(pfn)?;
         if !f.test(Flags::ISOLATED) {
@@ -127,6 +132,8 @@ impl Engine {
     /// second chance on the active list; locked, mlocked and shared frames
     /// are kept; the rest are offered to `evict`, outside any lock, and
     /// those it accepts become free. Survivors go back under one lock.
+    #[doc(alias = "shrink_lruvec")]
+    #[doc(alias = "shrink_inactive_list")]
     pub fn shrink(
         &self,
         node: usize,
@@ -210,6 +217,7 @@ impl Engine {
     /// on the inactive list (every frame there busy or referenced) calls
     /// it to give reclaim new candidates, as the kernel's rising scan
     /// priority does.
+    #[doc(alias = "shrink_active_list")]
     pub fn shrink_active(&self, node: usize, nr_to_scan: usize) -> Result<u64, LruError> {
         let lruvec = self.shared.lruvecs.get(node).ok_or(LruError::NoSuchNode {
             node,

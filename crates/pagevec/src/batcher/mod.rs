@@ -162,6 +162,8 @@ pub struct BatchStats {
 /// assert_eq!(stats.lock_acquisitions, stats.batches + stats.drains);
 /// assert!(stats.lock_acquisitions < 400);
 /// ```
+#[doc(alias = "cpu_fbatches")]
+#[doc(alias = "folio_batch_move_lru")]
 pub struct Batcher<A: Apply, const N: usize = PAGEVEC_SIZE> {
     slots: Registry<A::Op, N>,
     /// `lru_disable_count`.
@@ -286,6 +288,7 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     }
 
     /// Applies the calling thread's waiting ops (`lru_add_drain`).
+    #[doc(alias = "lru_add_drain_cpu")]
     pub fn drain_local(&self) {
         if let Some(slot) = self.slots.local() {
             self.drain_slot(slot);
@@ -295,6 +298,7 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     /// Applies every thread's waiting ops; returns once every op queued
     /// before this call began is applied (`lru_add_drain_all`). Concurrent
     /// callers fold into one pass.
+    #[doc(alias = "lru_add_drain_all")]
     pub fn drain_all(&self) {
         self.drain_all_inner(false);
     }
@@ -321,6 +325,7 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     /// Makes every later op apply at once and applies every waiting op
     /// (`lru_cache_disable`), until a matching [`enable`](Self::enable).
     /// Nests: each call needs its own `enable`.
+    #[doc(alias = "lru_cache_disable")]
     pub fn disable(&self) {
         self.disabled.fetch_add(1, Ordering::Relaxed);
         // Pairs with the light barrier in `queue`: a racing queuer either
@@ -335,6 +340,7 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     ///
     /// # Panics
     /// If the batcher is not disabled.
+    #[doc(alias = "lru_cache_enable")]
     pub fn enable(&self) {
         let dec = self
             .disabled
@@ -422,6 +428,7 @@ impl<A: Apply + fmt::Debug, const N: usize> fmt::Debug for Batcher<A, N> {
 /// This is what a [`Batcher`] does with a full batch; it is public for code
 /// that collects its own [`PageVec`] (for instance, isolating a range of
 /// frames under one lock).
+#[doc(alias = "folio_batch_move_lru")]
 pub fn apply_batch<A: Apply, const N: usize>(target: &A, batch: &mut PageVec<A::Op, N>) -> u64 {
     let mut ops = batch.drain();
     let Some(first) = ops.next() else { return 0 };
