@@ -1,7 +1,7 @@
 //! Results of an experiment and their presentations: the data model here
 //! (rows, tables, reports, summaries); the host in [`host`], the seed
 //! comparison in [`seed`], the mmtests text table in [`text`], Markdown
-//! and SVG in [`markdown`], and `--compare` in [`compare`].
+//! and SVG in [`markdown`], and `repro compare` in [`compare()`].
 
 mod compare;
 mod host;
