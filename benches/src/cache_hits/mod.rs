@@ -1,4 +1,4 @@
-//! Experiment `cache-hits`: the hit ratio of [`LruCache`] under each policy
+//! Experiment `cache-hits`: the hit ratio of [`LruCache`](mmbatch_lru::LruCache) under each policy
 //! of [`policies`] against quick_cache, moka and the `lru` crate, with
 //! Belady's OPT as the ceiling and an exact-LRU simulation as the floor a
 //! policy should beat, on the two ARC paper traces and five synthetic
@@ -53,21 +53,17 @@
 //! size; within a point of moka's where moka leads; on OLTP at least the
 //! paper's ARC figures.
 
-use std::{
-    collections::{BinaryHeap, HashMap},
-    io::{self, BufRead, BufReader},
-    num::NonZeroUsize,
-    path::{Path, PathBuf},
-    time::Instant,
-};
+mod replay;
+mod shapes;
+mod traces;
 
-use mmbatch_lru::{LruCache, Policy};
-use rand::{RngExt, SeedableRng, rngs::SmallRng};
+use std::time::Instant;
 
-use crate::{
-    Config, Experiment, Metric, Progress, Report, Row, Table,
-    cache::{policies, with_scans, zipf_stream},
-};
+use crate::{Config, Experiment, Metric, Progress, Report, Row, Table, cache::policies};
+
+pub use replay::{Contender, exact_lru_hits, hits, next_uses, opt_hits};
+pub use shapes::Shape;
+pub use traces::{read_trace, traces_dir};
 
 /// The registry entry.
 pub const EXPERIMENT: Experiment = Experiment {
@@ -93,375 +89,27 @@ pub const MIN_TRACE: usize = 100_000;
 
 /// OLTP cache sizes (pages), as in the ARC paper's table.
 pub const OLTP_SIZES: [usize; 5] = [1000, 2000, 5000, 10000, 15000];
+
 /// The ARC paper's LRU hit ratios (%) on OLTP at [`OLTP_SIZES`].
 pub const PAPER_OLTP_LRU: [f64; 5] = [32.83, 42.47, 53.65, 60.70, 64.63];
+
 /// The ARC paper's ARC hit ratios (%) on OLTP at [`OLTP_SIZES`].
 pub const PAPER_OLTP_ARC: [f64; 5] = [38.93, 46.08, 55.25, 61.87, 65.40];
+
 /// P3 cache sizes (pages).
 pub const P3_SIZES: [usize; 2] = [32768, 131072];
 
 /// Keys of the synthetic shapes.
 pub const SYNTH_KEYS: u64 = 100 << 10;
+
 /// Cache size for the synthetic shapes (10% of the keys).
 pub const SYNTH_CAPACITY: usize = 10 << 10;
+
 /// Requests of a synthetic trace at scale 1.0.
 pub const SYNTH_OPS: f64 = (2u64 << 20) as f64;
+
 /// The fewest synthetic requests at small scales.
 pub const MIN_SYNTH: usize = 200_000;
-
-/// Where the traces are: `benches/traces` of the source tree.
-pub fn traces_dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/traces"))
-}
-
-/// The keys of the `.lis.zst` trace at `path`, one per page, at most
-/// `max_keys` of them: each line `START COUNT IGNORED REQUEST_ID` is the
-/// pages `START..START + COUNT`.
-pub fn read_trace(path: &Path, max_keys: usize) -> io::Result<Vec<u64>> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-    let reader = BufReader::new(zstd::Decoder::new(file)?);
-    let mut keys = Vec::new();
-    for (n, line) in reader.lines().enumerate() {
-        let line = line?;
-        let mut fields = line.split_ascii_whitespace();
-        let (Some(start), Some(count)) = (fields.next(), fields.next()) else {
-            continue; // a blank line
-        };
-        let parse = |f: &str| {
-            f.parse::<u64>().map_err(|e| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{} line {}: {f:?}: {e}", path.display(), n + 1),
-                )
-            })
-        };
-        let (start, count) = (parse(start)?, parse(count)?);
-        for page in start..start + count {
-            if keys.len() == max_keys {
-                return Ok(keys);
-            }
-            keys.push(page);
-        }
-    }
-    Ok(keys)
-}
-
-/// What replays a trace.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Contender {
-    /// The exact-LRU simulation.
-    ExactLru,
-    /// Belady's OPT.
-    Opt,
-    /// `LruCache` with this policy of [`policies`].
-    Mmbatch(&'static str, Policy),
-    /// `quick_cache::sync::Cache`.
-    QuickCache,
-    /// `moka::sync::Cache`, pending tasks run after every insert.
-    Moka,
-    /// `lru::LruCache`.
-    LruCrate,
-}
-
-impl Contender {
-    /// Every contender, in column order.
-    pub fn all() -> Vec<Contender> {
-        let mut v = vec![Contender::ExactLru, Contender::Opt];
-        v.extend(
-            policies()
-                .into_iter()
-                .map(|(n, p)| Contender::Mmbatch(n, p)),
-        );
-        v.extend([Contender::QuickCache, Contender::Moka, Contender::LruCrate]);
-        v
-    }
-
-    /// The column and row-name part.
-    pub fn name(self) -> String {
-        match self {
-            Contender::ExactLru => "exact-lru".to_owned(),
-            Contender::Opt => "opt".to_owned(),
-            Contender::Mmbatch(p, _) => format!("mmbatch-{p}"),
-            Contender::QuickCache => "quick_cache".to_owned(),
-            Contender::Moka => "moka".to_owned(),
-            Contender::LruCrate => "lru-crate".to_owned(),
-        }
-    }
-}
-
-/// For each position, the next position with the same key
-/// (`usize::MAX`: never again).
-pub fn next_uses(trace: &[u64]) -> Vec<usize> {
-    let mut next = vec![usize::MAX; trace.len()];
-    let mut seen: HashMap<u64, usize> = HashMap::with_capacity(trace.len() / 4);
-    for (i, &k) in trace.iter().enumerate().rev() {
-        if let Some(j) = seen.insert(k, i) {
-            next[i] = j;
-        }
-    }
-    next
-}
-
-/// Belady's OPT, allowed not to admit: the hits at positions from
-/// `count_from` on of a `capacity`-key cache replaying `trace`, whose
-/// [`next_uses`] are `next`.
-pub fn opt_hits(trace: &[u64], next: &[usize], capacity: usize, count_from: usize) -> u64 {
-    let mut hits = 0;
-    // Resident key -> its next use; the heap holds (next use, key), stale
-    // entries (whose next use is no longer the key's) skipped when popped.
-    let mut resident: HashMap<u64, usize> = HashMap::with_capacity(capacity + 1);
-    let mut heap: BinaryHeap<(usize, u64)> = BinaryHeap::with_capacity(capacity * 2);
-    for (i, (&k, &nu)) in trace.iter().zip(next).enumerate() {
-        if let Some(e) = resident.get_mut(&k) {
-            hits += u64::from(i >= count_from);
-            *e = nu;
-            heap.push((nu, k));
-            continue;
-        }
-        if resident.len() == capacity {
-            // Evict the farthest of the resident keys and the incoming one.
-            let (far, far_key) = loop {
-                let &(n, key) = heap.peek().expect("a full cache has heap entries");
-                if resident.get(&key) == Some(&n) {
-                    break (n, key);
-                }
-                heap.pop();
-            };
-            if far <= nu {
-                continue; // the incoming key is used last: do not admit it
-            }
-            heap.pop();
-            resident.remove(&far_key);
-        }
-        resident.insert(k, nu);
-        heap.push((nu, k));
-        if heap.len() > 8 * capacity.max(1024) {
-            // Drop the stale entries at once rather than letting them pile.
-            heap = resident.iter().map(|(&k, &n)| (n, k)).collect();
-        }
-    }
-    hits
-}
-
-/// An exact LRU of `capacity` keys: the hits at positions from
-/// `count_from` on when replaying `trace` (a doubly linked list in a slab,
-/// most recent at the head, and a map from key to node).
-pub fn exact_lru_hits(trace: &[u64], capacity: usize, count_from: usize) -> u64 {
-    const NIL: usize = usize::MAX;
-    struct Node {
-        key: u64,
-        prev: usize,
-        next: usize,
-    }
-    let mut nodes: Vec<Node> = Vec::with_capacity(capacity);
-    let mut map: HashMap<u64, usize> = HashMap::with_capacity(capacity + 1);
-    let (mut head, mut tail) = (NIL, NIL);
-    let mut hits = 0;
-    let unlink = |nodes: &mut Vec<Node>, head: &mut usize, tail: &mut usize, n: usize| {
-        let (p, x) = (nodes[n].prev, nodes[n].next);
-        if p == NIL {
-            *head = x;
-        } else {
-            nodes[p].next = x;
-        }
-        if x == NIL {
-            *tail = p;
-        } else {
-            nodes[x].prev = p;
-        }
-    };
-    let push_front = |nodes: &mut Vec<Node>, head: &mut usize, tail: &mut usize, n: usize| {
-        nodes[n].prev = NIL;
-        nodes[n].next = *head;
-        if *head == NIL {
-            *tail = n;
-        } else {
-            nodes[*head].prev = n;
-        }
-        *head = n;
-    };
-    for (i, &k) in trace.iter().enumerate() {
-        let n = if let Some(&n) = map.get(&k) {
-            hits += u64::from(i >= count_from);
-            unlink(&mut nodes, &mut head, &mut tail, n);
-            n
-        } else if nodes.len() < capacity {
-            nodes.push(Node {
-                key: k,
-                prev: NIL,
-                next: NIL,
-            });
-            map.insert(k, nodes.len() - 1);
-            nodes.len() - 1
-        } else {
-            let n = tail;
-            unlink(&mut nodes, &mut head, &mut tail, n);
-            map.remove(&nodes[n].key);
-            nodes[n].key = k;
-            map.insert(k, n);
-            n
-        };
-        push_front(&mut nodes, &mut head, &mut tail, n);
-    }
-    hits
-}
-
-/// Read-through replay of `trace` through a `capacity`-key cache of
-/// `which` (OPT needs `next`, the trace's [`next_uses`]); the hits from
-/// position `count_from` on.
-pub fn hits(
-    which: Contender,
-    capacity: usize,
-    trace: &[u64],
-    next: &[usize],
-    count_from: usize,
-) -> u64 {
-    fn replay(trace: &[u64], count_from: usize, mut access: impl FnMut(u64) -> bool) -> u64 {
-        let mut hits = 0;
-        for (i, &k) in trace.iter().enumerate() {
-            if access(k) && i >= count_from {
-                hits += 1;
-            }
-        }
-        hits
-    }
-    match which {
-        Contender::ExactLru => exact_lru_hits(trace, capacity, count_from),
-        Contender::Opt => opt_hits(trace, next, capacity, count_from),
-        Contender::Mmbatch(_, policy) => {
-            let c: LruCache<u64, u64> = LruCache::builder(capacity as u64)
-                .policy(policy)
-                .build()
-                .expect("a valid capacity");
-            replay(trace, count_from, |k| {
-                c.get(&k).is_some() || {
-                    c.insert(k, k);
-                    false
-                }
-            })
-        }
-        Contender::QuickCache => {
-            let c = quick_cache::sync::Cache::<u64, u64>::new(capacity);
-            replay(trace, count_from, |k| {
-                c.get(&k).is_some() || {
-                    c.insert(k, k);
-                    false
-                }
-            })
-        }
-        Contender::Moka => {
-            let c = moka::sync::Cache::<u64, u64>::new(capacity as u64);
-            replay(trace, count_from, |k| {
-                c.get(&k).is_some() || {
-                    c.insert(k, k);
-                    c.run_pending_tasks();
-                    false
-                }
-            })
-        }
-        Contender::LruCrate => {
-            let mut c = lru::LruCache::<u64, u64>::new(
-                NonZeroUsize::new(capacity.max(1)).expect("at least 1"),
-            );
-            replay(trace, count_from, |k| {
-                c.get(&k).is_some() || {
-                    c.put(k, k);
-                    false
-                }
-            })
-        }
-    }
-}
-
-/// A synthetic trace shape.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Shape {
-    /// Zipf 0.9.
-    Zipf,
-    /// Zipf 0.9 with 25% one-off scans.
-    ZipfScan,
-    /// A loop over 1.25 × capacity keys.
-    Loop,
-    /// Zipf 0.9 over a key set replaced each quarter.
-    Shifting,
-    /// 25% of requests to capacity / 2 hot keys, 75% to the rest.
-    HotCold,
-}
-
-impl Shape {
-    /// Every shape, in table order.
-    pub const ALL: [Shape; 5] = [
-        Shape::Zipf,
-        Shape::ZipfScan,
-        Shape::Loop,
-        Shape::Shifting,
-        Shape::HotCold,
-    ];
-
-    /// The row-name part.
-    pub fn name(self) -> &'static str {
-        match self {
-            Shape::Zipf => "zipf0.9",
-            Shape::ZipfScan => "zipf0.9-scan",
-            Shape::Loop => "loop1.25x",
-            Shape::Shifting => "shifting",
-            Shape::HotCold => "hot-cold",
-        }
-    }
-
-    /// For table titles.
-    pub fn describe(self) -> &'static str {
-        match self {
-            Shape::Zipf => "Zipf s=0.9",
-            Shape::ZipfScan => "Zipf s=0.9 + 25% one-off scans",
-            Shape::Loop => "loop over 1.25x capacity",
-            Shape::Shifting => "Zipf s=0.9, key set replaced each quarter",
-            Shape::HotCold => "25% to a hot set of capacity/2, 75% uniform over the rest",
-        }
-    }
-
-    /// `n` requests of this shape over `keys` keys for a cache of
-    /// `capacity`.
-    pub fn trace(self, keys: u64, capacity: usize, n: usize, seed: u64) -> Vec<u64> {
-        /// Multiplying by this odd constant is a bijection on u64.
-        const SPREAD: u64 = 0x9E37_79B9_7F4A_7C15;
-        match self {
-            Shape::Zipf => zipf_stream(keys, 0.9, n, seed),
-            Shape::ZipfScan => with_scans(&zipf_stream(keys, 0.9, n, seed), 0),
-            Shape::Loop => {
-                let len = (capacity as u64 * 5 / 4).max(1);
-                (0..n as u64).map(|i| i % len).collect()
-            }
-            Shape::Shifting => {
-                // Rank r in quarter q is key (r + q × keys) × SPREAD:
-                // disjoint key sets.
-                let quarter = n.div_ceil(4).max(1);
-                zipf_stream(keys, 0.9, n, seed)
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, k)| {
-                        k.wrapping_add(((i / quarter) as u64 * keys).wrapping_mul(SPREAD))
-                    })
-                    .collect()
-            }
-            Shape::HotCold => {
-                let hot = (capacity as u64 / 2).max(1);
-                let mut rng = SmallRng::seed_from_u64(seed);
-                (0..n)
-                    .map(|_| {
-                        let k = if rng.random_bool(0.25) {
-                            rng.random_range(0..hot)
-                        } else {
-                            rng.random_range(hot..keys.max(hot + 1))
-                        };
-                        k.wrapping_mul(SPREAD)
-                    })
-                    .collect()
-            }
-        }
-    }
-}
 
 /// One trace at one or more sizes.
 struct Case {

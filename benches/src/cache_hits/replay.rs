@@ -1,0 +1,238 @@
+//! Replaying a trace: through each cache read-through, through Belady's
+//! OPT, and through an exact-LRU simulation.
+
+use std::{
+    collections::{BinaryHeap, HashMap},
+    num::NonZeroUsize,
+};
+
+use mmbatch_lru::{LruCache, Policy};
+
+use crate::cache::policies;
+
+/// What replays a trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Contender {
+    /// The exact-LRU simulation.
+    ExactLru,
+    /// Belady's OPT.
+    Opt,
+    /// `LruCache` with this policy of [`policies`].
+    Mmbatch(&'static str, Policy),
+    /// `quick_cache::sync::Cache`.
+    QuickCache,
+    /// `moka::sync::Cache`, pending tasks run after every insert.
+    Moka,
+    /// `lru::LruCache`.
+    LruCrate,
+}
+
+impl Contender {
+    /// Every contender, in column order.
+    pub fn all() -> Vec<Contender> {
+        let mut v = vec![Contender::ExactLru, Contender::Opt];
+        v.extend(
+            policies()
+                .into_iter()
+                .map(|(n, p)| Contender::Mmbatch(n, p)),
+        );
+        v.extend([Contender::QuickCache, Contender::Moka, Contender::LruCrate]);
+        v
+    }
+
+    /// The column and row-name part.
+    pub fn name(self) -> String {
+        match self {
+            Contender::ExactLru => "exact-lru".to_owned(),
+            Contender::Opt => "opt".to_owned(),
+            Contender::Mmbatch(p, _) => format!("mmbatch-{p}"),
+            Contender::QuickCache => "quick_cache".to_owned(),
+            Contender::Moka => "moka".to_owned(),
+            Contender::LruCrate => "lru-crate".to_owned(),
+        }
+    }
+}
+
+/// For each position, the next position with the same key
+/// (`usize::MAX`: never again).
+pub fn next_uses(trace: &[u64]) -> Vec<usize> {
+    let mut next = vec![usize::MAX; trace.len()];
+    let mut seen: HashMap<u64, usize> = HashMap::with_capacity(trace.len() / 4);
+    for (i, &k) in trace.iter().enumerate().rev() {
+        if let Some(j) = seen.insert(k, i) {
+            next[i] = j;
+        }
+    }
+    next
+}
+
+/// Belady's OPT, allowed not to admit: the hits at positions from
+/// `count_from` on of a `capacity`-key cache replaying `trace`, whose
+/// [`next_uses`] are `next`.
+pub fn opt_hits(trace: &[u64], next: &[usize], capacity: usize, count_from: usize) -> u64 {
+    let mut hits = 0;
+    // Resident key -> its next use; the heap holds (next use, key), stale
+    // entries (whose next use is no longer the key's) skipped when popped.
+    let mut resident: HashMap<u64, usize> = HashMap::with_capacity(capacity + 1);
+    let mut heap: BinaryHeap<(usize, u64)> = BinaryHeap::with_capacity(capacity * 2);
+    for (i, (&k, &nu)) in trace.iter().zip(next).enumerate() {
+        if let Some(e) = resident.get_mut(&k) {
+            hits += u64::from(i >= count_from);
+            *e = nu;
+            heap.push((nu, k));
+            continue;
+        }
+        if resident.len() == capacity {
+            // Evict the farthest of the resident keys and the incoming one.
+            let (far, far_key) = loop {
+                let &(n, key) = heap.peek().expect("a full cache has heap entries");
+                if resident.get(&key) == Some(&n) {
+                    break (n, key);
+                }
+                heap.pop();
+            };
+            if far <= nu {
+                continue; // the incoming key is used last: do not admit it
+            }
+            heap.pop();
+            resident.remove(&far_key);
+        }
+        resident.insert(k, nu);
+        heap.push((nu, k));
+        if heap.len() > 8 * capacity.max(1024) {
+            // Drop the stale entries at once rather than letting them pile.
+            heap = resident.iter().map(|(&k, &n)| (n, k)).collect();
+        }
+    }
+    hits
+}
+
+/// An exact LRU of `capacity` keys: the hits at positions from
+/// `count_from` on when replaying `trace` (a doubly linked list in a slab,
+/// most recent at the head, and a map from key to node).
+pub fn exact_lru_hits(trace: &[u64], capacity: usize, count_from: usize) -> u64 {
+    const NIL: usize = usize::MAX;
+    struct Node {
+        key: u64,
+        prev: usize,
+        next: usize,
+    }
+    let mut nodes: Vec<Node> = Vec::with_capacity(capacity);
+    let mut map: HashMap<u64, usize> = HashMap::with_capacity(capacity + 1);
+    let (mut head, mut tail) = (NIL, NIL);
+    let mut hits = 0;
+    let unlink = |nodes: &mut Vec<Node>, head: &mut usize, tail: &mut usize, n: usize| {
+        let (p, x) = (nodes[n].prev, nodes[n].next);
+        if p == NIL {
+            *head = x;
+        } else {
+            nodes[p].next = x;
+        }
+        if x == NIL {
+            *tail = p;
+        } else {
+            nodes[x].prev = p;
+        }
+    };
+    let push_front = |nodes: &mut Vec<Node>, head: &mut usize, tail: &mut usize, n: usize| {
+        nodes[n].prev = NIL;
+        nodes[n].next = *head;
+        if *head == NIL {
+            *tail = n;
+        } else {
+            nodes[*head].prev = n;
+        }
+        *head = n;
+    };
+    for (i, &k) in trace.iter().enumerate() {
+        let n = if let Some(&n) = map.get(&k) {
+            hits += u64::from(i >= count_from);
+            unlink(&mut nodes, &mut head, &mut tail, n);
+            n
+        } else if nodes.len() < capacity {
+            nodes.push(Node {
+                key: k,
+                prev: NIL,
+                next: NIL,
+            });
+            map.insert(k, nodes.len() - 1);
+            nodes.len() - 1
+        } else {
+            let n = tail;
+            unlink(&mut nodes, &mut head, &mut tail, n);
+            map.remove(&nodes[n].key);
+            nodes[n].key = k;
+            map.insert(k, n);
+            n
+        };
+        push_front(&mut nodes, &mut head, &mut tail, n);
+    }
+    hits
+}
+
+/// Read-through replay of `trace` through a `capacity`-key cache of
+/// `which` (OPT needs `next`, the trace's [`next_uses`]); the hits from
+/// position `count_from` on.
+pub fn hits(
+    which: Contender,
+    capacity: usize,
+    trace: &[u64],
+    next: &[usize],
+    count_from: usize,
+) -> u64 {
+    fn replay(trace: &[u64], count_from: usize, mut access: impl FnMut(u64) -> bool) -> u64 {
+        let mut hits = 0;
+        for (i, &k) in trace.iter().enumerate() {
+            if access(k) && i >= count_from {
+                hits += 1;
+            }
+        }
+        hits
+    }
+    match which {
+        Contender::ExactLru => exact_lru_hits(trace, capacity, count_from),
+        Contender::Opt => opt_hits(trace, next, capacity, count_from),
+        Contender::Mmbatch(_, policy) => {
+            let c: LruCache<u64, u64> = LruCache::builder(capacity as u64)
+                .policy(policy)
+                .build()
+                .expect("a valid capacity");
+            replay(trace, count_from, |k| {
+                c.get(&k).is_some() || {
+                    c.insert(k, k);
+                    false
+                }
+            })
+        }
+        Contender::QuickCache => {
+            let c = quick_cache::sync::Cache::<u64, u64>::new(capacity);
+            replay(trace, count_from, |k| {
+                c.get(&k).is_some() || {
+                    c.insert(k, k);
+                    false
+                }
+            })
+        }
+        Contender::Moka => {
+            let c = moka::sync::Cache::<u64, u64>::new(capacity as u64);
+            replay(trace, count_from, |k| {
+                c.get(&k).is_some() || {
+                    c.insert(k, k);
+                    c.run_pending_tasks();
+                    false
+                }
+            })
+        }
+        Contender::LruCrate => {
+            let mut c = lru::LruCache::<u64, u64>::new(
+                NonZeroUsize::new(capacity.max(1)).expect("at least 1"),
+            );
+            replay(trace, count_from, |k| {
+                c.get(&k).is_some() || {
+                    c.put(k, k);
+                    false
+                }
+            })
+        }
+    }
+}
