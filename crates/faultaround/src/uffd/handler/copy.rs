@@ -1,0 +1,210 @@
+//! Copying a window into the region (`UFFDIO_COPY`, `UFFDIO_CONTINUE`):
+//! partial copies, EAGAIN and EEXIST, with a bounded backoff.
+
+use std::{
+    ffi::c_void,
+    io,
+    os::fd::AsRawFd,
+    sync::atomic::Ordering,
+    time::{Duration, Instant},
+};
+
+use super::*;
+
+/// What one `UFFDIO_COPY` did.
+pub(in crate::uffd) enum Copied {
+    Bytes(usize),
+    /// EAGAIN after the given bytes. The value is raw from the userfaultfd
+    /// crate, which casts the kernel's negative `copy` field to `usize`.
+    Again(usize),
+    Exists,
+    Failed(i32),
+}
+
+impl Shared {
+    /// `UFFDIO_CONTINUE` of `n` pages from page `first`: maps the pages
+    /// that are in the page cache; one already mapped (EEXIST) or not
+    /// cached (EFAULT) is skipped; a partial result resumes after it. Any
+    /// other error stops it and is returned.
+    pub(in crate::uffd) fn cont(&self, first: u64, n: usize, wake: bool) -> io::Result<()> {
+        let mut done = 0;
+        let mut again = Backoff::new(self);
+        while done < n {
+            let mut arg = userfaultfd_sys::uffdio_continue {
+                range: userfaultfd_sys::uffdio_range {
+                    start: self.addr(first + done as u64) as u64,
+                    len: ((n - done) * self.page) as u64,
+                },
+                mode: if wake {
+                    0
+                } else {
+                    userfaultfd_sys::UFFDIO_CONTINUE_MODE_DONTWAKE
+                },
+                mapped: 0,
+            };
+            // SAFETY: UFFDIO_CONTINUE reads and writes `arg`, a valid
+            // uffdio_continue, and maps pages inside our registered range.
+            let r = unsafe {
+                libc::ioctl(
+                    self.uffd.as_raw_fd(),
+                    userfaultfd_sys::UFFDIO_CONTINUE as libc::c_ulong,
+                    &raw mut arg,
+                )
+            };
+            let err = io::Error::last_os_error();
+            // `mapped` is bytes, or a negative errno.
+            let mapped = usize::try_from(arg.mapped)
+                .map_or(0, |b| b / self.page)
+                .min(n - done);
+            self.stats
+                .pages_copied
+                .fetch_add(mapped as u64, Ordering::Relaxed);
+            done += mapped;
+            if r == 0 {
+                continue;
+            }
+            match err.raw_os_error() {
+                Some(libc::EAGAIN) => {
+                    self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                    again.wait().map_err(|()| err)?;
+                }
+                Some(libc::EEXIST) => {
+                    self.stats.already_present.fetch_add(1, Ordering::Relaxed);
+                    done += 1;
+                }
+                Some(libc::EFAULT) => {
+                    self.stats.pages_skipped.fetch_add(1, Ordering::Relaxed);
+                    done += 1;
+                }
+                _ => return Err(err),
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies page `p` from `src`, retrying a failed copy a few times (a
+    /// transient ENOMEM) before giving up.
+    pub(in crate::uffd) fn copy_page(&self, p: u64, src: &[u8], wake: bool) -> io::Result<()> {
+        let mut last = 0;
+        for attempt in 0..3 {
+            match self.copy_run(p, 1, src, wake) {
+                Ok(()) => return Ok(()),
+                Err(errno) => last = errno,
+            }
+            std::thread::sleep(Duration::from_millis(1 << attempt));
+        }
+        Err(io::Error::new(
+            io::Error::from_raw_os_error(last).kind(),
+            format!(
+                "UFFDIO_COPY of page {p} failed: {} (ENOMEM: the memory cgroup or the system is \
+                 out of memory)",
+                io::Error::from_raw_os_error(last)
+            ),
+        ))
+    }
+
+    /// One `UFFDIO_COPY`; fail point `uffd::copy` injects `EAGAIN`,
+    /// `EEXIST`, `ENOMEM` or `EFAULT`.
+    pub(in crate::uffd) fn copy_ioctl(
+        &self,
+        src: *const u8,
+        dst: *mut c_void,
+        len: usize,
+        wake: bool,
+    ) -> Copied {
+        fail::fail_point!("uffd::copy", |arg| match arg.as_deref() {
+            Some("EAGAIN") => Copied::Again((-(libc::EAGAIN as isize)) as usize),
+            Some("EEXIST") => Copied::Exists,
+            Some("EFAULT") => Copied::Failed(libc::EFAULT),
+            _ => Copied::Failed(libc::ENOMEM),
+        });
+        // SAFETY: the caller gives `src` with `len` readable bytes and
+        // `dst..dst + len` inside our registered range.
+        match unsafe { self.uffd.copy(src.cast(), dst, len, wake) } {
+            Ok(bytes) => Copied::Bytes(bytes),
+            Err(userfaultfd::Error::PartiallyCopied(raw)) => Copied::Again(raw),
+            Err(userfaultfd::Error::CopyFailed(e)) if e as i32 == libc::EEXIST => Copied::Exists,
+            Err(userfaultfd::Error::CopyFailed(e)) => Copied::Failed(e as i32),
+            Err(_) => Copied::Failed(libc::EIO),
+        }
+    }
+
+    /// `UFFDIO_COPY` of `n` pages from `src` to page `first`: a partial
+    /// copy or EAGAIN resumes where it stopped (a bounded number of times);
+    /// a page already present (EEXIST) is skipped, its waiters woken. Any
+    /// other error is returned as an errno.
+    pub(in crate::uffd) fn copy_run(
+        &self,
+        first: u64,
+        n: usize,
+        src: &[u8],
+        wake: bool,
+    ) -> Result<(), i32> {
+        debug_assert!(src.len() >= n * self.page);
+        let mut done = 0;
+        let mut again = Backoff::new(self);
+        while done < n {
+            let dst = self.addr(first + done as u64);
+            let len = (n - done) * self.page;
+            let bytes = match self.copy_ioctl(src[done * self.page..].as_ptr(), dst, len, wake) {
+                Copied::Bytes(b) => b,
+                Copied::Again(raw) => {
+                    // A negative count (the crate's cast of -EAGAIN) is no
+                    // progress.
+                    self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                    again.wait().map_err(|()| libc::EAGAIN)?;
+                    if raw <= len { raw } else { 0 }
+                }
+                Copied::Exists => {
+                    self.stats.already_present.fetch_add(1, Ordering::Relaxed);
+                    if wake {
+                        let _ = self.uffd.wake(dst, self.page);
+                    }
+                    done += 1;
+                    continue;
+                }
+                Copied::Failed(errno) => return Err(errno),
+            };
+            let pages = (bytes / self.page).min(n - done);
+            self.stats
+                .pages_copied
+                .fetch_add(pages as u64, Ordering::Relaxed);
+            done += pages;
+            if pages == 0 {
+                again.wait().map_err(|()| libc::EAGAIN)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Retries of EAGAIN or no-progress copies: at once a few times, then
+/// with naps, giving up at the source timeout or when the region stops.
+struct Backoff<'a> {
+    shared: &'a Shared,
+    tries: u32,
+    start: Option<Instant>,
+}
+
+impl<'a> Backoff<'a> {
+    fn new(shared: &'a Shared) -> Self {
+        Self {
+            shared,
+            tries: 0,
+            start: None,
+        }
+    }
+
+    fn wait(&mut self) -> Result<(), ()> {
+        self.tries += 1;
+        if self.tries <= 16 {
+            return Ok(());
+        }
+        let start = *self.start.get_or_insert_with(Instant::now);
+        if start.elapsed() >= self.shared.source_timeout {
+            return Err(());
+        }
+        std::thread::sleep(Duration::from_micros(200));
+        Ok(())
+    }
+}

@@ -1,0 +1,107 @@
+//! Failing a page that cannot be filled: its readers get SIGBUS
+//! (`UFFDIO_POISON`, Linux 6.6+) or SIGSEGV (`PROT_NONE`), after the
+//! failure is recorded.
+
+use std::{io, os::fd::AsRawFd, sync::atomic::Ordering};
+
+use super::*;
+
+/// `_IOWR(UFFDIO, _UFFDIO_POISON, struct uffdio_poison)`.
+pub(in crate::uffd) const UFFDIO_POISON: libc::c_ulong = 0xC020_AA08;
+/// Bit of `UFFDIO_POISON` in the ioctls a registration reports.
+pub(in crate::uffd) const UFFDIO_POISON_BIT: u64 = 1 << 0x08;
+/// `UFFDIO_POISON_MODE_DONTWAKE`: poison without waking the readers.
+const UFFDIO_POISON_MODE_DONTWAKE: u64 = 1 << 0;
+
+#[repr(C)]
+struct UffdioPoison {
+    start: u64,
+    len: u64,
+    mode: u64,
+    updated: i64,
+}
+
+impl Shared {
+    /// Gives up on page `page`: makes the page's readers fail instead of
+    /// fault again — SIGBUS through `UFFDIO_POISON` where the kernel has
+    /// it, else SIGSEGV through `PROT_NONE` — records `cause`, and only
+    /// then wakes them, so a reader that got the signal always finds the
+    /// failure recorded (waking first let a reader on a kernel without
+    /// `UFFDIO_POISON` see `failure()` empty: seen on Linux 6.1 in
+    /// `cargo xtask vm`).
+    pub(in crate::uffd) fn fail_page(&self, page: u64, cause: io::Error) {
+        if self
+            .failed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(page)
+        {
+            self.stats.pages_failed.fetch_add(1, Ordering::Relaxed);
+        }
+        let signal = if self.poison_page(page) {
+            Some(FailSignal::Sigbus)
+        } else if self.protect_page(page) {
+            Some(FailSignal::Sigsegv)
+        } else {
+            None
+        };
+        {
+            let mut first = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+            if first.is_none() {
+                *first = Some(Failure {
+                    page,
+                    cause,
+                    signal,
+                });
+            }
+        }
+        if signal.is_some() {
+            let _ = self.uffd.wake(self.addr(page), self.page);
+        }
+    }
+
+    /// `UFFDIO_POISON` on `page`, not waking its readers
+    /// (`UFFDIO_POISON_MODE_DONTWAKE`); fail point `uffd::poison` makes it
+    /// refused as an older kernel would.
+    pub(in crate::uffd) fn poison_page(&self, page: u64) -> bool {
+        if !self.poison.load(Ordering::Relaxed) {
+            return false;
+        }
+        fail::fail_point!("uffd::poison", |_| {
+            self.poison.store(false, Ordering::Relaxed);
+            false
+        });
+        let mut arg = UffdioPoison {
+            start: self.addr(page) as u64,
+            len: self.page as u64,
+            mode: UFFDIO_POISON_MODE_DONTWAKE,
+            updated: 0,
+        };
+        // SAFETY: UFFDIO_POISON reads and writes `arg`, a valid
+        // uffdio_poison, and acts only on our registered range.
+        let r = unsafe { libc::ioctl(self.uffd.as_raw_fd(), UFFDIO_POISON, &raw mut arg) };
+        if r == 0 {
+            return true;
+        }
+        if matches!(
+            io::Error::last_os_error().raw_os_error(),
+            Some(libc::EINVAL | libc::ENOTTY)
+        ) {
+            self.poison.store(false, Ordering::Relaxed);
+        }
+        false
+    }
+
+    /// The fallback: `PROT_NONE` on `page` (not waking its readers), whose
+    /// retried access then faults with SIGSEGV.
+    pub(in crate::uffd) fn protect_page(&self, page: u64) -> bool {
+        let mapped = self.mapped.read().unwrap_or_else(|e| e.into_inner());
+        if !*mapped {
+            return false;
+        }
+        // SAFETY: one page of our own mapping, still mapped (checked under
+        // the lock drop takes before unmapping).
+        let r = unsafe { libc::mprotect(self.addr(page), self.page, libc::PROT_NONE) };
+        r == 0
+    }
+}
