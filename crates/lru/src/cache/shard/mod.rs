@@ -6,6 +6,8 @@
 
 use hashbrown::HashTable;
 
+mod check;
+
 use super::{Policy, flight::Flight, workingset::Shadows};
 use crate::sync::{Arc, AtomicU8, Ordering};
 
@@ -566,69 +568,5 @@ impl<K, V> Lruvec<K, V> {
         self.weight = 0;
         self.shadows.clear();
         std::mem::take(&mut self.nodes)
-    }
-
-    /// The shard's structure, checked: lists and index cover the slab
-    /// exactly, flags match lists, weight and bounds hold.
-    pub(super) fn check(&self) -> Result<(), String> {
-        let mut seen = vec![false; self.nodes.len()];
-        let mut weight = 0;
-        for list in [INACTIVE, ACTIVE] {
-            let (mut at, mut prev, mut n) = (self.lists[list].head, NIL, 0);
-            while at != NIL {
-                let i = at as usize;
-                if i >= self.nodes.len() || seen[i] {
-                    return Err(format!("list {list}: entry {i} out of range or seen twice"));
-                }
-                seen[i] = true;
-                let node = &self.nodes[i];
-                if node.prev != prev {
-                    return Err(format!("list {list}: entry {i}'s prev is {}", node.prev));
-                }
-                if (self.flags(at) & ACTIVE_FLAG != 0) != (list == ACTIVE) {
-                    return Err(format!(
-                        "entry {i}'s ACTIVE flag disagrees with list {list}"
-                    ));
-                }
-                let nodes = &self.nodes;
-                if self
-                    .table
-                    .find(node.hash, |&j| {
-                        j == at && nodes[j as usize].hash == node.hash
-                    })
-                    .is_none()
-                {
-                    return Err(format!("entry {i} missing from the index"));
-                }
-                weight += node.weight;
-                prev = at;
-                at = node.next;
-                n += 1;
-            }
-            if self.lists[list].tail != prev || self.lists[list].len != n {
-                return Err(format!("list {list}: tail or length wrong ({n} walked)"));
-            }
-        }
-        if seen.iter().any(|s| !s) || self.table.len() != self.nodes.len() {
-            return Err(format!(
-                "{} entries, {} indexed, {} on lists",
-                self.nodes.len(),
-                self.table.len(),
-                seen.iter().filter(|s| **s).count()
-            ));
-        }
-        if weight != self.weight {
-            return Err(format!("weight {} recorded, {weight} summed", self.weight));
-        }
-        if self.weight > self.capacity || self.nodes.len() > self.max_entries {
-            return Err(format!(
-                "{} entries of weight {} over the shard's {} / {}",
-                self.nodes.len(),
-                self.weight,
-                self.max_entries,
-                self.capacity
-            ));
-        }
-        self.shadows.check()
     }
 }
