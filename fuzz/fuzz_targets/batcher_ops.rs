@@ -4,8 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 
-#[path = "../../crates/pagevec/tests/model/mod.rs"]
-mod model;
+use mmbatch_models::batcher as model;
 
 use model::{KEYS, Step, THREADS};
 

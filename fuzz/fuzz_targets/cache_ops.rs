@@ -7,8 +7,7 @@
 use libfuzzer_sys::fuzz_target;
 use mmbatch_lru::Policy;
 
-#[path = "../../crates/lru/tests/cache_model/mod.rs"]
-mod cache_model;
+use mmbatch_models::cache as cache_model;
 
 use cache_model::{Op, run};
 

@@ -7,8 +7,7 @@
 use libfuzzer_sys::fuzz_target;
 use mmbatch_lru::{Mode, Modes};
 
-#[path = "../../crates/lru/tests/model/mod.rs"]
-mod model;
+use mmbatch_models::engine as model;
 
 use model::{FRAMES, Step, THREADS};
 

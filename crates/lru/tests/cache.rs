@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use mmbatch_lru::{CacheError, LruCache, Policy};
 use proptest::prelude::*;
 
-mod cache_model;
+use mmbatch_models::cache as cache_model;
 
 use cache_model::{Op, run};
 

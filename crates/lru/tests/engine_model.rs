@@ -4,7 +4,7 @@
 //! every CPU) lists with their order, flags, references, mlock counts,
 //! events, lock acquisitions and NR_MLOCK must equal the model's.
 
-mod model;
+use mmbatch_models::engine as model;
 
 use mmbatch_lru::{Mode, Modes};
 use model::{FRAMES, Step, THREADS, run};

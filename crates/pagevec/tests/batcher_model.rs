@@ -1,7 +1,7 @@
 //! `Batcher` against the sequential reference model in `model/mod.rs`:
 //! random step sequences (weighted towards queueing) from several threads.
 
-mod model;
+use mmbatch_models::batcher as model;
 
 use std::sync::{Mutex, MutexGuard};
 

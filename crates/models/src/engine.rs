@@ -19,10 +19,8 @@ use mmbatch_lru::{
     BATCH, Config, Engine, EngineStats, Event, Flags, LruError, LruList, Mode, Modes, Pfn,
 };
 
-#[path = "../../../pagevec/tests/support/workers.rs"]
-mod workers;
-pub use workers::THREADS;
-use workers::workers;
+pub use crate::workers::THREADS;
+use crate::workers::workers;
 
 /// Frames in the engine under test.
 pub const FRAMES: u32 = 8;
@@ -37,15 +35,25 @@ const ISOLATED: u32 = Flags::ISOLATED.bits();
 /// One step; the `usize` is the simulated CPU (worker thread).
 #[derive(Clone, Copy, Debug)]
 pub enum Step {
+    /// `lru_add` of frame `.1`.
     Add(usize, u32),
+    /// `mark_accessed` of frame `.1`.
     Mark(usize, u32),
+    /// `activate` of frame `.1`.
     Activate(usize, u32),
+    /// `deactivate` of frame `.1`.
     Deactivate(usize, u32),
+    /// `rotate` of frame `.1`.
     Rotate(usize, u32),
+    /// `isolate` of frame `.1`.
     Isolate(usize, u32),
+    /// `putback` of frame `.1`.
     Putback(usize, u32),
+    /// `mlock` of frame `.1`.
     Mlock(usize, u32),
+    /// `munlock` of frame `.1`.
     Munlock(usize, u32),
+    /// `lru_add_drain` on the CPU.
     Drain(usize),
     /// Scan up to `.1` frames; evict those whose bit is set in `.2`.
     Shrink(usize, u8, u8),

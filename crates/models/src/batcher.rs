@@ -1,5 +1,6 @@
 //! The sequential reference model of `Batcher`, shared by the proptest
-//! (`tests/batcher_model.rs`) and the fuzz target (`fuzz/`).
+//! (`crates/pagevec/tests/batcher_model.rs`) and the fuzz target
+//! (`fuzz/fuzz_targets/batcher_ops.rs`).
 //!
 //! Steps run on real worker threads (each owns its slot, as in
 //! production), one at a time, driven from the caller's thread so a run is
@@ -18,9 +19,7 @@ use std::sync::{
 
 use mmbatch_pagevec::{Apply, BatchStats, Batcher};
 
-#[path = "../support/workers.rs"]
-mod workers;
-use workers::workers;
+use crate::workers::{self, workers};
 
 /// Batch capacity of the batcher under test.
 pub const N: usize = 4;
@@ -33,7 +32,7 @@ pub const KEYS: u8 = 3;
 pub type Op = (usize, u32, u8);
 
 /// Three lists, one lock each, recording application order.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct Lists {
     lists: [Mutex<Vec<Op>>; KEYS as usize],
     /// Every op in the order it was applied.
@@ -65,11 +64,17 @@ impl Apply for Lists {
 /// One step of a test sequence; the `usize` is the worker thread.
 #[derive(Clone, Copy, Debug)]
 pub enum Step {
+    /// Thread `.0` queues an op for key `.1`.
     Queue(usize, u8),
+    /// Thread `.0` applies an op for key `.1` at once.
     ApplyNow(usize, u8),
+    /// Thread `.0` drains its own batch.
     DrainLocal(usize),
+    /// Thread `.0` drains every thread's batch.
     DrainAll(usize),
+    /// Thread `.0` disables batching.
     Disable(usize),
+    /// Thread `.0` re-enables it.
     Enable(usize),
 }
 

@@ -17,11 +17,17 @@ use mmbatch_lru::{LruCache, Policy};
 /// One operation on key `.0`.
 #[derive(Clone, Debug)]
 pub enum Op {
+    /// `insert(key, value)`.
     Insert(u8, u32),
+    /// `get(key)`.
     Get(u8),
+    /// `peek(key)`.
     Peek(u8),
+    /// `remove(key)`.
     Remove(u8),
+    /// `get_or_insert_with(key, || value)`.
     GetOrInsert(u8, u32),
+    /// `clear()`.
     Clear,
 }
 

@@ -1,7 +1,7 @@
 //! A fixed set of persistent worker threads that run one job at a time for
 //! a driving thread: how the model tests (and the fuzz targets) drive real
 //! per-thread batches step by step, deterministically. Shared by the
-//! pagevec and lru test suites and the fuzz targets through `#[path]`.
+//! pagevec and lru test suites and the fuzz targets.
 #![allow(dead_code, unreachable_pub)]
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -31,6 +31,7 @@ pub fn workers() -> Pool {
 }
 
 /// `THREADS` workers; dropping the pool stops and joins them.
+#[derive(Debug)]
 pub struct Pool {
     mailboxes: Vec<Arc<Mailbox>>,
     threads: Vec<std::thread::JoinHandle<()>>,
@@ -78,6 +79,12 @@ impl Drop for Pool {
 pub struct Mailbox {
     mail: Mutex<Mail>,
     changed: Condvar,
+}
+
+impl std::fmt::Debug for Mailbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mailbox").finish_non_exhaustive()
+    }
 }
 
 #[derive(Default)]
