@@ -131,9 +131,7 @@ pub unsafe fn populate(ptr: *mut u8, len: usize, max_threads: usize) -> Result<(
 }
 
 fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if n > 0 { n as usize } else { 4096 }
+    rustix::param::page_size()
 }
 
 /// An anonymous private mapping, unmapped on drop.

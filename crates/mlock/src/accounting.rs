@@ -7,11 +7,10 @@ use std::{fs, io};
 
 use nix::sys::resource::{Resource, getrlimit};
 
-/// The base page size.
+/// The base page size (`rustix::param::page_size`, from the auxiliary
+/// vector).
 pub fn page_size() -> usize {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if n > 0 { n as usize } else { 4096 }
+    rustix::param::page_size()
 }
 
 /// RLIMIT_MEMLOCK (soft, hard) in bytes; `u64::MAX` is unlimited.
