@@ -59,10 +59,7 @@ enum Outcome {
     Skip(String),
 }
 
-pub(crate) fn run(args: &[String]) -> Result<(), String> {
-    if !args.is_empty() {
-        return Err("usage: cargo xtask ci".to_owned());
-    }
+pub(crate) fn run() -> Result<(), String> {
     let steps: Vec<Step> = vec![
         ("system packages", || {
             done(ensure_packages(BUILD).and(ensure_packages(FUZZ)))
@@ -105,10 +102,10 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             done(exec(&mut cmd))
         }),
         ("msrv", || done(msrv())),
-        ("loom", || done(crate::loom::run(&[]))),
+        ("loom", || done(crate::loom::run(None))),
         ("miri", || match crate::miri::unavailable() {
             Some(why) => Outcome::Skip(why),
-            None => done(crate::miri::run(&[])),
+            None => done(crate::miri::run()),
         }),
         ("fuzz targets build", || {
             // Stable `cargo check` of the cargo-fuzz crate: the targets
@@ -126,14 +123,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             if let Some(why) = crate::vm::unavailable() {
                 return Outcome::Skip(why);
             }
-            done(crate::vm::run(&[
-                "--nodes".into(),
-                "2".into(),
-                "--cpus".into(),
-                "2".into(),
-                "--timeout".into(),
-                "300".into(),
-            ]))
+            done(crate::vm::run(&crate::vm::Args::ci()))
         }),
         ("repro smoke", || {
             let out = root().join("target/repro/smoke");

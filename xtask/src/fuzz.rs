@@ -29,28 +29,14 @@ fn bin_names(manifest: &str) -> Vec<String> {
     names
 }
 
-pub(crate) fn run(args: &[String]) -> Result<(), String> {
+pub(crate) fn run(seconds: u64, only: Option<&str>) -> Result<(), String> {
     let targets = targets()?;
-    let mut seconds = 30u64;
-    let mut only = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--seconds" => {
-                let v = it.next().ok_or("--seconds needs a number")?;
-                seconds = v
-                    .parse()
-                    .ok()
-                    .filter(|s| *s > 0)
-                    .ok_or(format!("--seconds {v}: want a positive integer"))?;
-            }
-            t if targets.iter().any(|n| n == t) => only = Some(t),
-            other => {
-                return Err(format!(
-                    "unknown argument {other:?}; targets: {}",
-                    targets.join(", ")
-                ));
-            }
+    if let Some(t) = only {
+        if !targets.iter().any(|n| n == t) {
+            return Err(format!(
+                "no fuzz target {t:?}; targets: {}",
+                targets.join(", ")
+            ));
         }
     }
     if !has_nightly() {

@@ -8,13 +8,13 @@ use crate::util::{cargo, exec, root};
 /// Crates with loom models (`src/**/tests/loom_*.rs`).
 pub(crate) const CRATES: &[&str] = &["mmbatch-pagevec", "mmbatch-lru", "mmbatch-ktask"];
 
-pub(crate) fn run(args: &[String]) -> Result<(), String> {
-    let crates: Vec<&str> = match args {
-        [] => CRATES.to_vec(),
-        [one] => {
+pub(crate) fn run(krate: Option<&str>) -> Result<(), String> {
+    let crates: Vec<&str> = match krate {
+        None => CRATES.to_vec(),
+        Some(one) => {
             let name = CRATES
                 .iter()
-                .find(|c| *c == one || c.strip_prefix("mmbatch-") == Some(one))
+                .find(|c| **c == one || c.strip_prefix("mmbatch-") == Some(one))
                 .ok_or_else(|| {
                     format!(
                         "no loom models in {one:?}; crates with models: {}",
@@ -23,7 +23,6 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
                 })?;
             vec![*name]
         }
-        _ => return Err("usage: cargo xtask loom [CRATE]".to_owned()),
     };
     crate::util::ensure_packages(crate::util::BUILD)?;
     for krate in crates {

@@ -20,10 +20,7 @@ pub(crate) fn unavailable() -> Option<String> {
     None
 }
 
-pub(crate) fn run(args: &[String]) -> Result<(), String> {
-    if !args.is_empty() {
-        return Err("usage: cargo xtask miri".to_owned());
-    }
+pub(crate) fn run() -> Result<(), String> {
     if let Some(why) = unavailable() {
         return Err(why);
     }

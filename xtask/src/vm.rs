@@ -40,89 +40,100 @@ pub(crate) const VM: &[SystemPackage] = &[
 /// console built in, no modules needed for an initramfs-only guest.
 const KERNEL_PACKAGE: &str = "linux-image-cloud-amd64";
 
-const USAGE: &str =
-    "usage: cargo xtask vm [--nodes N] [--cpus C] [--mem MIB] [--memory-only-node] \
-[--kernel PATH] [--accel auto|kvm|tcg] [--timeout SECS] [--no-repro] [TESTS...]
-  TESTS: crate names (ktask, mlock, faultaround) or crate:test (ktask:numa); default all three
-  A test binary's own arguments go after --, e.g. -- --test-threads=1 placement";
-
-#[derive(Debug)]
-struct Args {
-    nodes: usize,
-    cpus: usize,
-    mem_mib: usize,
+/// `cargo xtask vm`'s options.
+#[derive(Clone, Debug, clap::Args)]
+pub(crate) struct Args {
+    /// NUMA nodes with CPUs (CPUs and memory split evenly across them).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    nodes: u16,
+    /// vCPUs.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=256))]
+    cpus: u16,
+    /// Guest memory in MiB, split over the nodes (at least 256 MiB a node).
+    #[arg(long = "mem", value_name = "MIB", default_value_t = 2048, value_parser = clap::value_parser!(u32).range(256..))]
+    mem_mib: u32,
+    /// One more node with memory and no CPUs.
+    #[arg(long)]
     memory_only_node: bool,
+    /// A kernel image with NUMA and userfaultfd built in (default: Debian's linux-image-cloud-amd64, unpacked into target/vm).
+    #[arg(long, value_name = "PATH")]
     kernel: Option<PathBuf>,
-    accel: String,
-    timeout: Duration,
-    repro: bool,
+    /// KVM, TCG, or KVM when a probe boot works (auto).
+    #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
+    accel: AccelChoice,
+    /// Seconds before the guest is killed and reported.
+    #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    timeout: u64,
+    /// Skip the NUMA rows of `repro` in the guest.
+    #[arg(long)]
+    no_repro: bool,
+    /// Crate names (ktask, mlock, faultaround, lru, pagevec) or crate:test (ktask:numa_kernel); default ktask, mlock and faultaround.
+    #[arg(value_name = "TESTS")]
     tests: Vec<String>,
+    /// Arguments for every test binary, after `--` (e.g. `-- --nocapture`).
+    #[arg(last = true, value_name = "TEST-ARGS")]
     test_args: Vec<String>,
 }
 
-fn parse(args: &[String]) -> Result<Args, String> {
-    let mut a = Args {
-        nodes: 2,
-        cpus: 2,
-        mem_mib: 2048,
-        memory_only_node: false,
-        kernel: None,
-        accel: "auto".to_owned(),
-        timeout: Duration::from_secs(600),
-        repro: true,
-        tests: Vec::new(),
-        test_args: Vec::new(),
-    };
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let mut value = |what: &str| {
-            it.next()
-                .cloned()
-                .ok_or_else(|| format!("{arg} needs {what}\n{USAGE}"))
-        };
-        let number = |s: String, what: &str| {
-            s.parse::<usize>()
-                .ok()
-                .filter(|&n| n > 0)
-                .ok_or_else(|| format!("{what} must be a positive number, not {s:?}\n{USAGE}"))
-        };
-        match arg.as_str() {
-            "--nodes" => a.nodes = number(value("a count")?, "--nodes")?,
-            "--cpus" => a.cpus = number(value("a count")?, "--cpus")?,
-            "--mem" => a.mem_mib = number(value("MiB")?, "--mem")?,
-            "--memory-only-node" => a.memory_only_node = true,
-            "--kernel" => a.kernel = Some(value("a path")?.into()),
-            "--accel" => {
-                a.accel = value("auto, kvm or tcg")?;
-                if !["auto", "kvm", "tcg"].contains(&a.accel.as_str()) {
-                    return Err(format!("--accel is auto, kvm or tcg\n{USAGE}"));
-                }
-            }
-            "--timeout" => {
-                a.timeout = Duration::from_secs(number(value("seconds")?, "--timeout")? as u64)
-            }
-            "--no-repro" => a.repro = false,
-            "-h" | "--help" => return Err(USAGE.to_owned()),
-            "--" => {
-                a.test_args = it.by_ref().cloned().collect();
-            }
-            t if !t.starts_with('-') => a.tests.push(t.to_owned()),
-            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
-        }
-    }
-    let nodes = a.nodes + usize::from(a.memory_only_node);
-    if a.mem_mib / nodes < 256 {
-        return Err(format!(
-            "--mem {} MiB over {nodes} nodes leaves under 256 MiB a node: give --mem {} or more",
-            a.mem_mib,
-            nodes * 256
-        ));
-    }
-    Ok(a)
+/// `--accel`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum AccelChoice {
+    /// KVM when a guest that only powers off boots with it, else TCG.
+    Auto,
+    /// KVM (`-accel kvm -cpu host`).
+    Kvm,
+    /// Software emulation.
+    Tcg,
 }
 
-pub(crate) fn run(args: &[String]) -> Result<(), String> {
-    let a = parse(args)?;
+impl Args {
+    fn nodes(&self) -> usize {
+        usize::from(self.nodes)
+    }
+
+    fn cpus(&self) -> usize {
+        usize::from(self.cpus)
+    }
+
+    fn mem(&self) -> usize {
+        self.mem_mib as usize
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(self.timeout)
+    }
+
+    /// The options for a 2-node, 2-vCPU guest (CI's).
+    pub(crate) fn ci() -> Self {
+        Self {
+            nodes: 2,
+            cpus: 2,
+            mem_mib: 2048,
+            memory_only_node: false,
+            kernel: None,
+            accel: AccelChoice::Auto,
+            timeout: 300,
+            no_repro: false,
+            tests: Vec::new(),
+            test_args: Vec::new(),
+        }
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let nodes = self.nodes() + usize::from(self.memory_only_node);
+        if self.mem() / nodes < 256 {
+            return Err(format!(
+                "--mem {} MiB over {nodes} nodes leaves under 256 MiB a node: give --mem {} or more",
+                self.mem_mib,
+                nodes * 256
+            ));
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn run(a: &Args) -> Result<(), String> {
+    a.check()?;
     ensure_packages(BUILD)?;
     ensure_packages(VM)?;
     let dir = target_dir().join("vm");
@@ -131,11 +142,11 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         Some(k) => k.clone(),
         None => debian_kernel(&dir)?,
     };
-    let (tests, repro) = build(&a)?;
-    let topology = topology(&a);
+    let (tests, repro) = build(a)?;
+    let topology = topology(a);
     let initrd = dir.join("initrd.cpio");
     pack(&initrd, &tests, repro.as_deref(), &a.test_args)?;
-    let accel = accel(&a, &dir, &kernel)?;
+    let accel = accel(a, &dir, &kernel)?;
     eprintln!(
         "vm: {} node(s){}, {} vCPU(s), {} MiB, kernel {}, {}",
         a.nodes,
@@ -154,7 +165,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         }
     );
     let start = Instant::now();
-    let out = boot(&kernel, &initrd, &a, &topology, &accel, a.timeout, true)?;
+    let out = boot(&kernel, &initrd, a, &topology, &accel, a.timeout(), true)?;
     eprintln!("vm: guest ran {:.0} s", start.elapsed().as_secs_f64());
     match out {
         Boot::Done(0) => Ok(()),
@@ -166,7 +177,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         ),
         Boot::TimedOut => Err(format!(
             "the guest did not finish in {} s and was killed (raise --timeout)",
-            a.timeout.as_secs()
+            a.timeout
         )),
     }
 }
@@ -194,12 +205,12 @@ fn target_dir() -> PathBuf {
 /// count allows (a node may get none when there are fewer CPUs than
 /// nodes), memory split evenly, and the memory-only node last.
 fn topology(a: &Args) -> Vec<(Vec<usize>, usize)> {
-    let nodes = a.nodes + usize::from(a.memory_only_node);
-    let mem = a.mem_mib / nodes;
+    let nodes = a.nodes() + usize::from(a.memory_only_node);
+    let mem = a.mem() / nodes;
     (0..nodes)
         .map(|n| {
-            let cpus = if n < a.nodes {
-                (n * a.cpus / a.nodes..(n + 1) * a.cpus / a.nodes).collect()
+            let cpus = if n < a.nodes() {
+                (n * a.cpus() / a.nodes()..(n + 1) * a.cpus() / a.nodes()).collect()
             } else {
                 Vec::new()
             };
@@ -298,7 +309,9 @@ fn build(a: &Args) -> Result<(Vec<TestBin>, Option<PathBuf>), String> {
     cmd.args(["test", "--release", "--no-run", "--message-format=json"]);
     for c in &crates {
         if !["ktask", "mlock", "faultaround", "lru", "pagevec"].contains(c) {
-            return Err(format!("unknown crate {c:?} in TESTS\n{USAGE}"));
+            return Err(format!(
+                "unknown crate {c:?} in TESTS: ktask, mlock, faultaround, lru or pagevec"
+            ));
         }
         cmd.args(["-p", &format!("mmbatch-{c}")]);
     }
@@ -332,7 +345,7 @@ fn build(a: &Args) -> Result<(Vec<TestBin>, Option<PathBuf>), String> {
     if tests.is_empty() {
         return Err(format!("no test binary matches {:?}", a.tests));
     }
-    let repro = if a.repro {
+    let repro = if !a.no_repro {
         exec(cargo().args([
             "build",
             "--release",
@@ -548,10 +561,10 @@ enum Accel {
 /// with it within 20 s (nested KVM fails on some hosts, or hangs at
 /// "Booting from ROM"); TCG otherwise.
 fn accel(a: &Args, dir: &Path, kernel: &Path) -> Result<Accel, String> {
-    match a.accel.as_str() {
-        "kvm" => return Ok(Accel::Kvm),
-        "tcg" => return Ok(Accel::Tcg("asked for with --accel tcg".to_owned())),
-        _ => {}
+    match a.accel {
+        AccelChoice::Kvm => return Ok(Accel::Kvm),
+        AccelChoice::Tcg => return Ok(Accel::Tcg("asked for with --accel tcg".to_owned())),
+        AccelChoice::Auto => {}
     }
     if fs::OpenOptions::new()
         .read(true)
@@ -579,13 +592,10 @@ fn accel(a: &Args, dir: &Path, kernel: &Path) -> Result<Accel, String> {
         nodes: 1,
         cpus: 1,
         mem_mib: 256,
-        memory_only_node: false,
-        kernel: None,
-        accel: "kvm".to_owned(),
-        timeout: Duration::from_secs(20),
-        repro: false,
-        tests: Vec::new(),
-        test_args: Vec::new(),
+        accel: AccelChoice::Kvm,
+        timeout: 20,
+        no_repro: true,
+        ..Args::ci()
     };
     let t = topology(&small);
     match boot(
@@ -594,7 +604,7 @@ fn accel(a: &Args, dir: &Path, kernel: &Path) -> Result<Accel, String> {
         &small,
         &t,
         &Accel::Kvm,
-        small.timeout,
+        small.timeout(),
         false,
     )? {
         Boot::Done(_) => Ok(Accel::Kvm),
@@ -631,7 +641,7 @@ fn boot(
         Accel::Tcg(_) => cmd.args(["-accel", "tcg", "-cpu", "max"]),
     };
     let total: usize = topology.iter().map(|t| t.1).sum();
-    cmd.args(["-m", &format!("{total}M"), "-smp", &a.cpus.to_string()]);
+    cmd.args(["-m", &format!("{total}M"), "-smp", &a.cpus().to_string()]);
     for (n, (cpus, mem)) in topology.iter().enumerate() {
         cmd.args([
             "-object",
@@ -734,16 +744,38 @@ fn boot(
 mod tests {
     use super::*;
 
+    fn parse(args: &[&str]) -> Result<Args, String> {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            vm: Args,
+        }
+        let cli = <Cli as clap::Parser>::try_parse_from(
+            std::iter::once("vm").chain(args.iter().copied()),
+        )
+        .map_err(|e| e.to_string())?;
+        cli.vm.check()?;
+        Ok(cli.vm)
+    }
+
     #[test]
     fn topology_splits_cpus_and_memory() {
-        let a = parse(&["--nodes".into(), "4".into(), "--cpus".into(), "2".into()]).unwrap();
+        let a = parse(&["--nodes", "4", "--cpus", "2"]).unwrap();
         let t = topology(&a);
         assert_eq!(t.len(), 4);
         assert_eq!(t.iter().map(|n| n.1).sum::<usize>(), 2048);
         assert_eq!(topology_env(&t), "0:;1:0;2:;3:1");
-        let b = parse(&["--memory-only-node".into()]).unwrap();
+        let b = parse(&["--memory-only-node"]).unwrap();
         assert_eq!(topology_env(&topology(&b)), "0:0;1:1;2:");
-        assert!(parse(&["--nodes".into(), "16".into()]).is_err());
+        assert!(parse(&["--nodes", "16"]).is_err());
+        let c = parse(&["ktask:numa", "--", "--nocapture"]).unwrap();
+        assert_eq!(
+            (c.tests, c.test_args),
+            (
+                vec!["ktask:numa".to_owned()],
+                vec!["--nocapture".to_owned()]
+            )
+        );
     }
 
     #[test]
