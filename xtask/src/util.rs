@@ -250,7 +250,7 @@ fn install_plan(root: bool, apt: bool, names: &[&str]) -> Plan {
 }
 
 /// Whether we run with effective uid 0 (read from /proc, no libc needed).
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
         s.lines()
             .find_map(|l| l.strip_prefix("Uid:"))

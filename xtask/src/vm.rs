@@ -240,27 +240,22 @@ fn debian_kernel(dir: &Path) -> Result<PathBuf, String> {
     if let Some(k) = find_vmlinuz(&kdir) {
         return Ok(k);
     }
-    let depends = Command::new("apt-cache")
-        .args(["depends", KERNEL_PACKAGE])
-        .output()
-        .map_err(|e| {
-            format!(
-                "apt-cache not found ({e}): this is not a Debian-like host; pass a kernel \
-                 with NUMA and userfaultfd built in as --kernel PATH"
-            )
-        })?;
-    let text = String::from_utf8_lossy(&depends.stdout);
-    let package = text
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("Depends: "))
-        .find(|p| p.starts_with("linux-image-"))
-        .ok_or_else(|| {
-            format!(
-                "apt-cache knows no {KERNEL_PACKAGE} (is `apt-get update` needed?); \
-                 or pass --kernel PATH"
-            )
-        })?
-        .to_owned();
+    let package = match kernel_package()? {
+        Some(p) => p,
+        None if crate::util::is_root() => {
+            // The package lists may be missing on a fresh machine.
+            exec(Command::new("apt-get").args(["update", "-qq"]))?;
+            kernel_package()?.ok_or_else(|| {
+                format!("apt-cache knows no {KERNEL_PACKAGE} even after apt-get update; pass --kernel PATH")
+            })?
+        }
+        None => {
+            return Err(format!(
+                "apt-cache knows no {KERNEL_PACKAGE}: run `sudo apt-get update` (or this command as \
+                 root), or pass --kernel PATH"
+            ));
+        }
+    };
     let dl = dir.join("deb");
     let _ = fs::remove_dir_all(&dl);
     fs::create_dir_all(&dl).map_err(|e| e.to_string())?;
@@ -278,6 +273,25 @@ fn debian_kernel(dir: &Path) -> Result<PathBuf, String> {
     exec(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&kdir))?;
     let _ = fs::remove_dir_all(&dl);
     find_vmlinuz(&kdir).ok_or_else(|| format!("{package} has no boot/vmlinuz-*"))
+}
+
+/// The versioned image package `linux-image-cloud-amd64` depends on, if
+/// apt knows it.
+fn kernel_package() -> Result<Option<String>, String> {
+    let depends = Command::new("apt-cache")
+        .args(["depends", KERNEL_PACKAGE])
+        .output()
+        .map_err(|e| {
+            format!(
+                "apt-cache not found ({e}): this is not a Debian-like host; pass a kernel \
+                 with NUMA and userfaultfd built in as --kernel PATH"
+            )
+        })?;
+    Ok(String::from_utf8_lossy(&depends.stdout)
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Depends: "))
+        .find(|p| p.starts_with("linux-image-"))
+        .map(str::to_owned))
 }
 
 fn find_vmlinuz(kdir: &Path) -> Option<PathBuf> {
