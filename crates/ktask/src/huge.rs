@@ -3,6 +3,8 @@
 
 use std::{fmt, fs, io};
 
+use rustix::mm::{MapFlags, ProtFlags, mmap_anonymous, munmap};
+
 use crate::mem::clear_aligned;
 
 /// A hugetlb page size.
@@ -157,27 +159,33 @@ impl HugeRegion {
                 return Err(HugeError::NotReservable { page, needed, free });
             }
         }
-        let huge = if size == HugeSize::Size1G { 30 } else { 21 } << libc::MAP_HUGE_SHIFT;
-        let map = || {
-            fail::fail_point!("ktask::mmap", |_| libc::MAP_FAILED);
+        let huge = if size == HugeSize::Size1G {
+            MapFlags::HUGE_1GB
+        } else {
+            MapFlags::HUGE_2MB
+        };
+        let map = || -> io::Result<*mut std::ffi::c_void> {
+            fail::fail_point!("ktask::mmap", |_| Err(io::Error::from(
+                rustix::io::Errno::NOMEM
+            )));
             // SAFETY: a fresh anonymous mapping chosen by the kernel.
-            unsafe {
-                libc::mmap(
+            let p = unsafe {
+                mmap_anonymous(
                     std::ptr::null_mut(),
                     len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB | huge,
-                    -1,
-                    0,
+                    ProtFlags::READ | ProtFlags::WRITE,
+                    MapFlags::PRIVATE | MapFlags::HUGETLB | huge,
                 )
+            }?;
+            Ok(p)
+        };
+        let p = match map() {
+            Ok(p) => p,
+            Err(e) => {
+                shrink_pool(size, grown);
+                return Err(HugeError::Map(e));
             }
         };
-        let p = map();
-        if p == libc::MAP_FAILED {
-            let e = io::Error::last_os_error();
-            shrink_pool(size, grown);
-            return Err(HugeError::Map(e));
-        }
         // The mapping holds its reservation now; the lock can go.
         drop(pool);
         Ok(Self {
@@ -221,7 +229,7 @@ impl HugeRegion {
 impl Drop for HugeRegion {
     fn drop(&mut self) {
         // SAFETY: our mapping; nothing borrows it any more.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+        let _ = unsafe { munmap(self.ptr.cast(), self.len) };
         if self.grown > 0 {
             let _pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
             shrink_pool(self.size, self.grown);

@@ -3,6 +3,8 @@
 
 use std::{convert::Infallible, ffi::c_void, fmt, io};
 
+use rustix::mm::{Advice, MapFlags, ProtFlags, madvise, mmap_anonymous, munmap};
+
 use crate::{Job, RunError, run, run_with_undo};
 
 /// Least work per thread for memory jobs: 2 MiB, a huge page.
@@ -73,11 +75,15 @@ impl fmt::Display for PopulateError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PopulateError::Job(e) => write!(f, "{e}"),
-            PopulateError::Madvise(e) if e.raw_os_error() == Some(libc::EINVAL) => write!(
-                f,
-                "madvise(MADV_POPULATE_WRITE) failed ({e}): it needs Linux 5.14, and a private writable or \
+            PopulateError::Madvise(e)
+                if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) =>
+            {
+                write!(
+                    f,
+                    "madvise(MADV_POPULATE_WRITE) failed ({e}): it needs Linux 5.14, and a private writable or \
                  shared mapping"
-            ),
+                )
+            }
             PopulateError::Madvise(e) => write!(
                 f,
                 "madvise(MADV_POPULATE_WRITE) failed ({e}); the chunks already populated were released"
@@ -97,31 +103,26 @@ impl std::error::Error for PopulateError {}
 /// - `[ptr, ptr + len)` is a mapping the caller owns, page-aligned, whose
 ///   contents may be discarded (on failure they are released).
 pub unsafe fn populate(ptr: *mut u8, len: usize, max_threads: usize) -> Result<(), PopulateError> {
-    const MADV_POPULATE_WRITE: libc::c_int = 23;
     let page = page_size();
     let base = Base(ptr);
     let advise = move |range: std::ops::Range<usize>, advice| {
         let base = base;
         // SAFETY: the range is inside the caller's mapping (caller's
         // promise); madvise only changes its residency.
-        let r = unsafe {
-            libc::madvise(
+        unsafe {
+            madvise(
                 base.0.wrapping_add(range.start).cast::<c_void>(),
                 range.len(),
                 advice,
             )
-        };
-        if r == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
         }
+        .map_err(io::Error::from)
     };
     run_with_undo(
         &job(len, page, max_threads),
-        |range| advise(range, MADV_POPULATE_WRITE),
+        |range| advise(range, Advice::LinuxPopulateWrite),
         |range| {
-            let _ = advise(range, libc::MADV_DONTNEED);
+            let _ = advise(range, Advice::LinuxDontNeed);
         },
     )
     .map_err(|e| match e {
@@ -149,25 +150,23 @@ unsafe impl Sync for Mapping {}
 impl Mapping {
     /// Maps `len` bytes (page-aligned), populated (`MAP_POPULATE`) or not.
     pub fn new(len: usize, populate: bool) -> io::Result<Self> {
-        fail::fail_point!("ktask::mmap", |_| Err(io::Error::from_raw_os_error(
-            libc::ENOMEM
+        fail::fail_point!("ktask::mmap", |_| Err(io::Error::from(
+            rustix::io::Errno::NOMEM
         )));
-        let flags =
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | if populate { libc::MAP_POPULATE } else { 0 };
+        let flags = if populate {
+            MapFlags::PRIVATE | MapFlags::POPULATE
+        } else {
+            MapFlags::PRIVATE
+        };
         // SAFETY: a fresh anonymous mapping chosen by the kernel.
         let p = unsafe {
-            libc::mmap(
+            mmap_anonymous(
                 std::ptr::null_mut(),
                 len,
-                libc::PROT_READ | libc::PROT_WRITE,
+                ProtFlags::READ | ProtFlags::WRITE,
                 flags,
-                -1,
-                0,
             )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        }?;
         Ok(Self { ptr: p.cast(), len })
     }
 
@@ -196,6 +195,6 @@ impl Mapping {
 impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: our mapping; nothing borrows it any more.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+        let _ = unsafe { munmap(self.ptr.cast(), self.len) };
     }
 }

@@ -246,8 +246,8 @@ fn spawn_helper<'scope>(
     s: &'scope std::thread::Scope<'scope, '_>,
     body: impl FnOnce() + Send + 'scope,
 ) -> std::io::Result<()> {
-    fail::fail_point!("ktask::spawn", |_| Err(std::io::Error::from_raw_os_error(
-        libc::EAGAIN
+    fail::fail_point!("ktask::spawn", |_| Err(std::io::Error::from(
+        rustix::io::Errno::AGAIN
     )));
     std::thread::Builder::new()
         .name(format!("ktask-{i}"))
