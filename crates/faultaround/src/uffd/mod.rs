@@ -12,7 +12,10 @@ use std::{
     ffi::c_void,
     fs::File,
     io,
-    os::{fd::AsRawFd, unix::fs::FileExt},
+    os::{
+        fd::{AsRawFd, BorrowedFd},
+        unix::fs::FileExt,
+    },
     sync::{
         Arc, Condvar, Mutex, RwLock,
         atomic::{AtomicBool, Ordering},
@@ -21,6 +24,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use rustix::mm::{MapFlags, ProtFlags, mmap, mmap_anonymous, munmap};
 use userfaultfd::{IoctlFlags, RegisterMode, UffdBuilder};
 
 pub use handler::FailSignal;
@@ -185,31 +189,29 @@ impl Mapping {
             op: "mmap",
             source: io::Error::from_raw_os_error(libc::ENOMEM),
         }));
-        let (flags, fd) = match file {
-            Some(fd) => (libc::MAP_SHARED, fd),
-            None => (
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-            ),
-        };
-        // SAFETY: a fresh mapping chosen by the kernel, of our own file if
-        // any.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                flags,
-                fd,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(Error::Sys {
-                op: "mmap",
-                source: io::Error::last_os_error(),
-            });
+        let prot = ProtFlags::READ | ProtFlags::WRITE;
+        let base = match file {
+            Some(fd) => {
+                // SAFETY: the caller holds the file open for this call.
+                let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+                // SAFETY: a fresh shared mapping of our own file, chosen by
+                // the kernel.
+                unsafe { mmap(std::ptr::null_mut(), len, prot, MapFlags::SHARED, fd, 0) }
+            }
+            // SAFETY: a fresh anonymous mapping chosen by the kernel.
+            None => unsafe {
+                mmap_anonymous(
+                    std::ptr::null_mut(),
+                    len,
+                    prot,
+                    MapFlags::PRIVATE | MapFlags::NORESERVE,
+                )
+            },
         }
+        .map_err(|e| Error::Sys {
+            op: "mmap",
+            source: e.into(),
+        })?;
         Ok(Self { base, len })
     }
 
@@ -224,7 +226,7 @@ impl Mapping {
 impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: the mapping made in `new`, never handed out.
-        unsafe { libc::munmap(self.base, self.len) };
+        let _ = unsafe { munmap(self.base, self.len) };
     }
 }
 
@@ -603,6 +605,6 @@ impl Drop for UffdRegion {
         let _ = s.uffd.unregister(s.base as *mut c_void, s.len);
         // SAFETY: the mapping is ours and nothing refers to it any more (a
         // handler left running checks `mapped` before touching it).
-        unsafe { libc::munmap(s.base as *mut c_void, s.len) };
+        let _ = unsafe { munmap(s.base as *mut c_void, s.len) };
     }
 }

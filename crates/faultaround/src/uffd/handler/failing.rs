@@ -101,7 +101,13 @@ impl Shared {
         }
         // SAFETY: one page of our own mapping, still mapped (checked under
         // the lock drop takes before unmapping).
-        let r = unsafe { libc::mprotect(self.addr(page), self.page, libc::PROT_NONE) };
-        r == 0
+        unsafe {
+            rustix::mm::mprotect(
+                self.addr(page),
+                self.page,
+                rustix::mm::MprotectFlags::empty(),
+            )
+        }
+        .is_ok()
     }
 }
