@@ -536,6 +536,9 @@ mod tests {
     fn in_process_fill_holds_every_entry() {
         for which in Which::CACHES.into_iter().chain([Which::Payload]) {
             for kind in Kind::ALL {
+                if which == Which::Payload && kind == Kind::U64Churn {
+                    continue; // a Vec keeps all 2N; no such column
+                }
                 let (growth, resident) = measure(which, kind, 2000).unwrap();
                 // Fills of 2000 entries may stay within memory the process
                 // already had; the figure needs a child, not this test.
@@ -562,7 +565,7 @@ mod tests {
             return;
         }
         let r = run(&cfg, &mut crate::Quiet);
-        assert_eq!(r.rows.len(), 4 + 5);
+        assert_eq!(r.rows.len(), 4 + 4 + 5);
         assert!(r.rows.iter().all(|row| row.samples_s.is_empty()));
         assert!(r.notes[0].contains("not the repro binary"), "{:?}", r.notes);
         assert!(r.row("mmbatch/u64-u64/entries-16384").is_some());
