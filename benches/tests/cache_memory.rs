@@ -13,7 +13,7 @@ fn each_cache_is_measured_in_a_child_of_repro() {
         samples: 1,
     };
     let r = cache_memory::run_with_exe(Path::new(env!("CARGO_BIN_EXE_repro")), &cfg, &mut Quiet);
-    assert_eq!(r.rows.len(), 4 + 5, "{:?}", r.notes);
+    assert_eq!(r.rows.len(), 4 + 4 + 5, "{:?}", r.notes);
     for row in &r.rows {
         assert_eq!(row.samples_s.len(), 1, "{}: {:?}", row.name, r.notes);
         let bytes = row.counters["bytes_per_entry"];
