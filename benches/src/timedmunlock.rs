@@ -155,22 +155,17 @@ fn raw(thp: bool, bytes: usize) -> f64 {
     secs
 }
 
-/// The nodes with memory (`/sys/devices/system/node/has_memory`, e.g.
-/// `0-1,3`); `[0]` where the kernel has no NUMA.
+/// The NUMA nodes (OS indices), from hwloc as `run_numa` sees them; `[0]`
+/// where hwloc cannot tell.
 pub fn memory_nodes() -> Vec<usize> {
-    let list = std::fs::read_to_string("/sys/devices/system/node/has_memory").unwrap_or_default();
-    let nodes: Vec<usize> = list
-        .trim()
-        .split(',')
-        .filter(|p| !p.is_empty())
-        .flat_map(|p| match p.split_once('-') {
-            Some((a, b)) => a.parse().unwrap_or(0)..b.parse::<usize>().unwrap_or(0) + 1,
-            None => {
-                let a = p.parse().unwrap_or(0);
-                a..a + 1
-            }
+    let nodes: Vec<usize> = hwlocality::Topology::new()
+        .map(|t| {
+            mmbatch_ktask::numa::node_cpus(&t)
+                .into_iter()
+                .map(|n| n.node)
+                .collect()
         })
-        .collect();
+        .unwrap_or_default();
     if nodes.is_empty() { vec![0] } else { nodes }
 }
 

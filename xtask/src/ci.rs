@@ -25,14 +25,7 @@ fn msrv() -> Result<(), String> {
         .find_map(|l| l.trim().strip_prefix("rust-version = \""))
         .and_then(|v| v.strip_suffix('"'))
         .ok_or("no rust-version in the workspace Cargo.toml")?;
-    let installed = std::process::Command::new("rustup")
-        .args(["toolchain", "list"])
-        .output()
-        .map_err(|e| format!("rustup not found ({e}): the MSRV build needs it"))?;
-    if !String::from_utf8_lossy(&installed.stdout)
-        .lines()
-        .any(|l| l.starts_with(&format!("{version}-")) || l.starts_with(&format!("{version}.")))
-    {
+    if !crate::util::has_toolchain(version) {
         exec(std::process::Command::new("rustup").args([
             "toolchain",
             "install",

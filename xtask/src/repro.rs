@@ -4,7 +4,7 @@
 //! `compare A.json B.json`; `list`).
 //! Tables go to stdout, the Markdown report and plots to `target/repro/`.
 
-use crate::util::{BUILD, cargo, ensure_packages, exec, root};
+use crate::util::{BUILD, cargo, ensure_packages, exec, target_dir};
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     ensure_packages(BUILD)?;
@@ -26,9 +26,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         Some("compare" | "list" | "help" | "-h" | "--help")
     );
     if runs && !args.iter().any(|a| a == "--out") {
-        let target =
-            std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), Into::into);
-        cmd.arg("--out").arg(target.join("repro"));
+        cmd.arg("--out").arg(target_dir().join("repro"));
     }
     cmd.args(args);
     exec(&mut cmd)

@@ -90,16 +90,25 @@ pub(crate) fn on_path(name: &str) -> bool {
 /// Whether a rustup `nightly` toolchain is installed.
 pub(crate) fn has_nightly() -> bool {
     static NIGHTLY: OnceLock<bool> = OnceLock::new();
-    *NIGHTLY.get_or_init(|| {
-        Command::new("rustup")
-            .args(["toolchain", "list"])
-            .output()
-            .is_ok_and(|o| {
-                String::from_utf8_lossy(&o.stdout)
-                    .lines()
-                    .any(|l| l.starts_with("nightly"))
+    *NIGHTLY.get_or_init(|| has_toolchain("nightly"))
+}
+
+/// Whether rustup lists a toolchain named `name` (`nightly`, `1.85`, ...).
+pub(crate) fn has_toolchain(name: &str) -> bool {
+    Command::new("rustup")
+        .args(["toolchain", "list"])
+        .output()
+        .is_ok_and(|o| {
+            String::from_utf8_lossy(&o.stdout).lines().any(|l| {
+                l.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with(['-', '.']))
             })
-    })
+        })
+}
+
+/// The target directory (`CARGO_TARGET_DIR`, else the workspace's).
+pub(crate) fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), Into::into)
 }
 
 /// A Debian package the build or a command needs, and how to tell it is

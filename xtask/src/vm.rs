@@ -20,7 +20,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::util::{BUILD, SystemPackage, cargo, ensure_packages, exec, root};
+use crate::util::{BUILD, SystemPackage, cargo, ensure_packages, exec, target_dir};
 
 /// What the guest needs on the host.
 pub(crate) const VM: &[SystemPackage] = &[
@@ -195,10 +195,6 @@ pub(crate) fn unavailable() -> Option<String> {
     ensure_packages(VM)
         .err()
         .map(|e| format!("QEMU cannot run: {e}"))
-}
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), Into::into)
 }
 
 /// The node layout: `(cpus, MiB)` per node; CPUs split as evenly as the
