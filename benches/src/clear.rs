@@ -96,12 +96,12 @@ pub fn measure_clear(buf: &mut [u8], threads: usize) -> f64 {
 pub fn measure_populate(bytes: usize, threads: usize) -> f64 {
     if threads == 0 {
         let mut m = None;
-        let s = secs(|| m = Some(Mapping::new(bytes, true).expect("mmap")));
+        let s = secs(|| m = Some(Mapping::populated(bytes).expect("mmap")));
         drop(m);
         s
     } else {
-        let mut m = Mapping::new(bytes, false).expect("mmap");
-        let p = m.as_mut_ptr();
+        let m = Mapping::anonymous(bytes).expect("mmap");
+        let p = m.as_ptr();
         // SAFETY: our own fresh mapping of `bytes`.
         secs(|| unsafe { populate(p, bytes, threads) }.expect("MADV_POPULATE_WRITE"))
     }
@@ -128,7 +128,7 @@ pub fn measure_numa_clear(
     }
     let page = 4096;
     let share = (bytes / nodes.len() / page).max(1) * page;
-    let mut m = Mapping::new(share * nodes.len(), false).map_err(|e| format!("mmap: {e}"))?;
+    let mut m = Mapping::anonymous(share * nodes.len()).map_err(|e| format!("mmap: {e}"))?;
     let ranges: Vec<NodeRange> = nodes
         .iter()
         .enumerate()
@@ -138,10 +138,14 @@ pub fn measure_numa_clear(
         })
         .collect();
     for r in &ranges {
-        bind_memory(&topology, &m.as_mut_slice()[r.range.clone()], r.node)?;
+        bind_memory(
+            &topology,
+            &m.as_mut_slice().expect("read-write")[r.range.clone()],
+            r.node,
+        )?;
     }
-    clear(m.as_mut_slice(), threads); // first touch: each page on its node
-    let base = m.as_mut_ptr() as usize;
+    clear(m.as_mut_slice().expect("read-write"), threads); // first touch: each page on its node
+    let base = m.as_ptr() as usize;
     let per_node = (threads / nodes.len()).max(1);
     let (mut local, mut unbound) = (Vec::new(), Vec::new());
     for _ in 0..samples {
@@ -162,7 +166,12 @@ pub fn measure_numa_clear(
             )
             .expect("clearing cannot fail")
         }));
-        unbound.push(secs(|| clear(m.as_mut_slice(), per_node * nodes.len())));
+        unbound.push(secs(|| {
+            clear(
+                m.as_mut_slice().expect("read-write"),
+                per_node * nodes.len(),
+            )
+        }));
     }
     Ok((local, unbound, nodes.len()))
 }
@@ -177,7 +186,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
         .collect();
     let largest = *sizes.iter().max().expect("sizes");
     let samples = cfg.samples.max(1);
-    let mut buf = Mapping::new(largest, true).expect("mmap the buffer");
+    let mut buf = Mapping::populated(largest).expect("mmap the buffer");
     let gib = |b: usize| b as f64 / (1u64 << 30) as f64;
     let name_size = |b: usize| {
         let g = gib(b);
@@ -206,7 +215,10 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
                     &format!("clear size {} threads {t}", name_size(size)),
                 );
                 done += 1;
-                clear_s[si][ki].push(measure_clear(&mut buf.as_mut_slice()[..size], t));
+                clear_s[si][ki].push(measure_clear(
+                    &mut buf.as_mut_slice().expect("read-write")[..size],
+                    t,
+                ));
             }
         }
         for (ki, &t) in pop_kinds.iter().enumerate() {

@@ -3,7 +3,7 @@
 
 use std::{fmt, fs, io};
 
-use rustix::mm::{MapFlags, ProtFlags, mmap_anonymous, munmap};
+use mmbatch_mmap::{MapFlags, Mapping, ProtFlags};
 
 use crate::mem::clear_aligned;
 
@@ -127,17 +127,12 @@ fn shrink_pool(size: HugeSize, n: usize) {
 /// given back when it drops.
 #[derive(Debug)]
 pub struct HugeRegion {
-    ptr: *mut u8,
-    len: usize,
+    /// Always `Some` until drop, which unmaps it before giving pages back.
+    map: Option<Mapping>,
     size: HugeSize,
     /// Pages this region added to the pool, taken out again on drop.
     grown: usize,
 }
-
-// SAFETY: owned memory, accessed through &self/&mut self.
-unsafe impl Send for HugeRegion {}
-// SAFETY: shared access only reads.
-unsafe impl Sync for HugeRegion {}
 
 impl HugeRegion {
     /// Maps `len` bytes of `size` pages, growing the pool first if it has
@@ -164,23 +159,18 @@ impl HugeRegion {
         } else {
             MapFlags::HUGE_2MB
         };
-        let map = || -> io::Result<*mut std::ffi::c_void> {
+        let map = || -> io::Result<Mapping> {
             fail::fail_point!("ktask::mmap", |_| Err(io::Error::from(
                 rustix::io::Errno::NOMEM
             )));
-            // SAFETY: a fresh anonymous mapping chosen by the kernel.
-            let p = unsafe {
-                mmap_anonymous(
-                    std::ptr::null_mut(),
-                    len,
-                    ProtFlags::READ | ProtFlags::WRITE,
-                    MapFlags::PRIVATE | MapFlags::HUGETLB | huge,
-                )
-            }?;
-            Ok(p)
+            Mapping::new(
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE | MapFlags::HUGETLB | huge,
+            )
         };
-        let p = match map() {
-            Ok(p) => p,
+        let map = match map() {
+            Ok(m) => m,
             Err(e) => {
                 shrink_pool(size, grown);
                 return Err(HugeError::Map(e));
@@ -189,8 +179,7 @@ impl HugeRegion {
         // The mapping holds its reservation now; the lock can go.
         drop(pool);
         Ok(Self {
-            ptr: p.cast(),
-            len,
+            map: Some(map),
             size,
             grown,
         })
@@ -198,7 +187,7 @@ impl HugeRegion {
 
     /// Length in bytes.
     pub fn len(&self) -> usize {
-        self.len
+        self.map.as_ref().map_or(0, Mapping::len)
     }
 
     /// Never empty.
@@ -213,8 +202,10 @@ impl HugeRegion {
 
     /// The memory.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: our mapping, borrowed exclusively.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+        self.map
+            .as_mut()
+            .and_then(Mapping::as_mut_slice)
+            .expect("mapped read-write until drop")
     }
 
     /// Zeroes the region on up to `max_threads` threads (0 is taken as
@@ -228,8 +219,8 @@ impl HugeRegion {
 
 impl Drop for HugeRegion {
     fn drop(&mut self) {
-        // SAFETY: our mapping; nothing borrows it any more.
-        let _ = unsafe { munmap(self.ptr.cast(), self.len) };
+        // Unmapped first: pages in use cannot leave the pool.
+        drop(self.map.take());
         if self.grown > 0 {
             let _pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
             shrink_pool(self.size, self.grown);

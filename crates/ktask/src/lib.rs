@@ -64,7 +64,11 @@ mod sync;
 pub use huge::{HugeError, HugeRegion, HugeSize};
 pub use job::{Job, JobError, LOAD_BALANCE_FACTOR, MAX_THREADS, Plan};
 #[cfg(not(loom))]
-pub use mem::{MIN_CHUNK, Mapping, PopulateError, clear, populate};
+pub use mem::{MIN_CHUNK, PopulateError, clear, populate};
+/// The owned mapping the memory jobs run over (re-exported from
+/// `mmbatch-mmap`).
+#[cfg(not(loom))]
+pub use mmbatch_mmap::Mapping;
 pub use run::RunError;
 #[cfg(not(loom))]
 pub use run::{run, run_with_undo};

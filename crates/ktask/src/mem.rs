@@ -3,7 +3,7 @@
 
 use std::{convert::Infallible, ffi::c_void, fmt, io};
 
-use rustix::mm::{Advice, MapFlags, ProtFlags, madvise, mmap_anonymous, munmap};
+use rustix::mm::{Advice, madvise};
 
 use crate::{Job, RunError, run, run_with_undo};
 
@@ -133,68 +133,4 @@ pub unsafe fn populate(ptr: *mut u8, len: usize, max_threads: usize) -> Result<(
 
 fn page_size() -> usize {
     rustix::param::page_size()
-}
-
-/// An anonymous private mapping, unmapped on drop.
-#[derive(Debug)]
-pub struct Mapping {
-    ptr: *mut u8,
-    len: usize,
-}
-
-// SAFETY: the mapping is owned memory, accessed through &self/&mut self.
-unsafe impl Send for Mapping {}
-// SAFETY: shared access only reads.
-unsafe impl Sync for Mapping {}
-
-impl Mapping {
-    /// Maps `len` bytes (page-aligned), populated (`MAP_POPULATE`) or not.
-    pub fn new(len: usize, populate: bool) -> io::Result<Self> {
-        fail::fail_point!("ktask::mmap", |_| Err(io::Error::from(
-            rustix::io::Errno::NOMEM
-        )));
-        let flags = if populate {
-            MapFlags::PRIVATE | MapFlags::POPULATE
-        } else {
-            MapFlags::PRIVATE
-        };
-        // SAFETY: a fresh anonymous mapping chosen by the kernel.
-        let p = unsafe {
-            mmap_anonymous(
-                std::ptr::null_mut(),
-                len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                flags,
-            )
-        }?;
-        Ok(Self { ptr: p.cast(), len })
-    }
-
-    /// The first byte.
-    pub fn as_mut_ptr(&mut self) -> *mut u8 {
-        self.ptr
-    }
-
-    /// Length in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Never empty.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The memory.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: our mapping, borrowed exclusively.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: our mapping; nothing borrows it any more.
-        let _ = unsafe { munmap(self.ptr.cast(), self.len) };
-    }
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use fail::FailScenario;
 use hwlocality::Topology;
 use mmbatch_ktask::{
-    HugeError, HugeRegion, HugeSize, Job, Mapping,
+    HugeError, HugeRegion, HugeSize, Job,
     numa::{NodeRange, node_cpus, run_numa},
     run,
 };
@@ -121,14 +121,5 @@ fn huge_pages_not_reservable_is_a_clear_error_and_reserves_nothing() {
         other => panic!("{other:?}"),
     }
     assert_eq!(pool(), before, "the pages added for the refused mapping");
-    drop(scenario);
-}
-
-#[test]
-fn refused_mmap_is_an_error() {
-    let scenario = FailScenario::setup();
-    fail::cfg("ktask::mmap", "return").unwrap();
-    let e = Mapping::new(1 << 20, false).unwrap_err();
-    assert_eq!(e.raw_os_error(), Some(libc::ENOMEM));
     drop(scenario);
 }

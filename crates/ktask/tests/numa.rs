@@ -177,10 +177,15 @@ fn run_numa_on_this_host_does_all_the_work_without_binding_errors() {
 fn memory_binds_to_this_hosts_node() {
     let topology = Topology::new().unwrap();
     let node = node_cpus(&topology)[0].node;
-    let mut m = mmbatch_ktask::Mapping::new(4 << 20, false).unwrap();
-    bind_memory(&topology, m.as_mut_slice(), node).unwrap();
-    mmbatch_ktask::clear(m.as_mut_slice(), 2);
-    assert!(m.as_mut_slice().iter().all(|b| *b == 0));
+    let mut m = mmbatch_ktask::Mapping::anonymous(4 << 20).unwrap();
+    bind_memory(&topology, m.as_mut_slice().expect("read-write"), node).unwrap();
+    mmbatch_ktask::clear(m.as_mut_slice().expect("read-write"), 2);
+    assert!(
+        m.as_mut_slice()
+            .expect("read-write")
+            .iter()
+            .all(|b| *b == 0)
+    );
 }
 
 /// One node fails while the other has finished: the old code returned the

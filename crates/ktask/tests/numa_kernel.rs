@@ -92,7 +92,7 @@ fn nodes_or_skip(test: &str) -> Option<BTreeMap<usize, Vec<usize>>> {
 /// The node each page of `range` of `m` is on (`move_pages` with no
 /// target nodes: a query).
 fn page_nodes(m: &mut Mapping, range: Range<usize>) -> Vec<i32> {
-    let base = m.as_mut_ptr();
+    let base = m.as_ptr();
     let pages: Vec<*mut libc::c_void> = range
         .clone()
         .step_by(PAGE)
@@ -160,12 +160,12 @@ type Touched = (
 fn touch_per_node(nodes: &BTreeMap<usize, Vec<usize>>, bind: bool) -> Touched {
     let topology = Topology::new().unwrap();
     let len = nodes.len() * PAGES * PAGE;
-    let mut m = Mapping::new(len, false).unwrap();
+    let mut m = Mapping::anonymous(len).unwrap();
     // Base pages: with THP on (a guest's default is `always`) the first
     // touch of a huge page that straddles two nodes' ranges places all of
     // it, so ranges would have to be 2 MiB-aligned (run_numa's `align`).
     // SAFETY: advice on our own mapping.
-    let r = unsafe { libc::madvise(m.as_mut_ptr().cast(), len, libc::MADV_NOHUGEPAGE) };
+    let r = unsafe { libc::madvise(m.as_ptr().cast(), len, libc::MADV_NOHUGEPAGE) };
     assert_eq!(r, 0, "madvise: {}", std::io::Error::last_os_error());
     let ranges: Vec<(usize, Range<usize>)> = nodes
         .keys()
@@ -174,10 +174,15 @@ fn touch_per_node(nodes: &BTreeMap<usize, Vec<usize>>, bind: bool) -> Touched {
         .collect();
     if bind {
         for (n, r) in &ranges {
-            bind_memory(&topology, &m.as_mut_slice()[r.clone()], *n).unwrap();
+            bind_memory(
+                &topology,
+                &m.as_mut_slice().expect("read-write")[r.clone()],
+                *n,
+            )
+            .unwrap();
         }
     }
-    let base = m.as_mut_ptr() as usize;
+    let base = m.as_ptr() as usize;
     let ran_on = Mutex::new(BTreeMap::<usize, Vec<usize>>::new());
     let node_of = |off: usize| ranges.iter().find(|(_, r)| r.contains(&off)).unwrap().0;
     let jobs: Vec<NodeRange> = ranges

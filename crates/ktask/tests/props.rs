@@ -123,17 +123,22 @@ fn clear_and_populate_do_their_work() {
     let mut buf = vec![7u8; (8 << 20) + 12345];
     clear(&mut buf, 4);
     assert!(buf.iter().all(|b| *b == 0));
-    let mut m = Mapping::new(16 << 20, false).unwrap();
+    let mut m = Mapping::anonymous(16 << 20).unwrap();
     // SAFETY: our own fresh mapping.
-    unsafe { populate(m.as_mut_ptr(), m.len(), 2) }.unwrap();
+    unsafe { populate(m.as_ptr(), m.len(), 2) }.unwrap();
     let mut v = vec![0u8; m.len() / 4096];
     // SAFETY: our mapping, and a byte per page in `v`.
-    let r = unsafe { libc::mincore(m.as_mut_ptr().cast(), m.len(), v.as_mut_ptr()) };
+    let r = unsafe { libc::mincore(m.as_ptr().cast(), m.len(), v.as_mut_ptr()) };
     assert_eq!(r, 0);
     assert!(v.iter().all(|r| r & 1 == 1), "every page populated");
-    assert!(m.as_mut_slice().iter().all(|b| *b == 0));
+    assert!(
+        m.as_mut_slice()
+            .expect("read-write")
+            .iter()
+            .all(|b| *b == 0)
+    );
     // A misaligned length is a clear error, and nothing is touched.
     // SAFETY: as above.
-    let e = unsafe { populate(m.as_mut_ptr(), 4096 + 1, 2) }.unwrap_err();
+    let e = unsafe { populate(m.as_ptr(), 4096 + 1, 2) }.unwrap_err();
     assert!(e.to_string().contains("multiple of align"), "{e}");
 }

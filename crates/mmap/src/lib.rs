@@ -1,0 +1,261 @@
+//! [`Mapping`]: one memory mapping owned by a Rust value and unmapped when
+//! it is dropped (`mmap(2)` and `munmap(2)` through rustix).
+//!
+//! The mmbatch crates keep their memory in it — ktask's cleared and
+//! populated buffers and hugetlb regions, mlock's locked regions and
+//! their guard reservations, faultaround's userfaultfd regions — so no
+//! error path has to pair an unmap with a map by hand, and the types that
+//! hold one are `Send` and `Sync` through it rather than through an
+//! `unsafe impl` of their own.
+
+use std::{io, os::fd::BorrowedFd, ptr::NonNull};
+
+pub use rustix::mm::{MapFlags, ProtFlags};
+
+/// One mapping, unmapped on drop.
+///
+/// Safe views of its bytes ([`as_slice`](Self::as_slice),
+/// [`as_mut_slice`](Self::as_mut_slice)) follow the protection it was made
+/// with; whoever changes the protection later (`mprotect` through
+/// [`as_ptr`](Self::as_ptr)) takes on keeping those views valid.
+#[derive(Debug)]
+pub struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+    prot: ProtFlags,
+}
+
+// SAFETY: a Mapping owns its range as a Box owns its allocation: nothing
+// else refers to it, and moving the owner to another thread moves nothing
+// the kernel ties to a thread.
+unsafe impl Send for Mapping {}
+// SAFETY: through `&Mapping` the bytes are only read (`as_slice`), and the
+// raw pointer's users answer for their own accesses (its deref is unsafe).
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// `len` bytes of private, zeroed, read-write memory, faulted in on
+    /// first touch.
+    pub fn anonymous(len: usize) -> io::Result<Self> {
+        Self::new(len, ProtFlags::READ | ProtFlags::WRITE, MapFlags::PRIVATE)
+    }
+
+    /// As [`anonymous`](Self::anonymous), every page faulted in now
+    /// (`MAP_POPULATE`).
+    pub fn populated(len: usize) -> io::Result<Self> {
+        Self::new(
+            len,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::PRIVATE | MapFlags::POPULATE,
+        )
+    }
+
+    /// An anonymous mapping of `len` bytes with `prot` and `flags`
+    /// (`MAP_SHARED` or `MAP_PRIVATE`, and any of `MAP_POPULATE`,
+    /// `MAP_NORESERVE`, `MAP_LOCKED`, `MAP_HUGETLB`, ...) at an address the
+    /// kernel picks.
+    ///
+    /// `len` 0 and `MAP_FIXED` (which would replace whatever is mapped at
+    /// the address) are refused with `InvalidInput`; the kernel's refusals
+    /// come back as its errno.
+    pub fn new(len: usize, prot: ProtFlags, flags: MapFlags) -> io::Result<Self> {
+        check(len, flags)?;
+        // SAFETY: no MAP_FIXED (checked), so the kernel picks a range no
+        // one else owns.
+        let p = unsafe { rustix::mm::mmap_anonymous(std::ptr::null_mut(), len, prot, flags) }?;
+        let p = NonNull::new(p.cast()).expect("mmap does not return NULL without MAP_FIXED");
+        // SAFETY: the kernel gave us [p, p + len).
+        Ok(unsafe { Self::from_raw_parts(p, len, prot) })
+    }
+
+    /// A mapping of `len` bytes of the file `fd` from `offset` (a multiple
+    /// of the page size), at an address the kernel picks.
+    ///
+    /// # Safety
+    /// While a slice from [`as_slice`](Self::as_slice) or
+    /// [`as_mut_slice`](Self::as_mut_slice) is borrowed, nothing else may
+    /// change the file's bytes under it (another process writing the file,
+    /// or truncating it, which turns access into `SIGBUS`): the obligation
+    /// of `memmap2::Mmap::map`.
+    pub unsafe fn file(
+        fd: BorrowedFd<'_>,
+        offset: u64,
+        len: usize,
+        prot: ProtFlags,
+        flags: MapFlags,
+    ) -> io::Result<Self> {
+        check(len, flags)?;
+        // SAFETY: no MAP_FIXED (checked); the file's other users are the
+        // caller's obligation.
+        let p = unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, prot, flags, fd, offset) }?;
+        let p = NonNull::new(p.cast()).expect("mmap does not return NULL without MAP_FIXED");
+        // SAFETY: the kernel gave us [p, p + len).
+        Ok(unsafe { Self::from_raw_parts(p, len, prot) })
+    }
+
+    /// Takes ownership of a mapping made elsewhere.
+    ///
+    /// # Safety
+    /// `[ptr, ptr + len)` must be one mapping (or a whole part of one)
+    /// that nothing else unmaps or refers to, mapped with at least `prot`.
+    pub unsafe fn from_raw_parts(ptr: NonNull<u8>, len: usize, prot: ProtFlags) -> Self {
+        Self { ptr, len, prot }
+    }
+
+    /// Gives the mapping up without unmapping it: the caller owns
+    /// `[ptr, ptr + len)` from now on.
+    pub fn into_raw_parts(self) -> (NonNull<u8>, usize) {
+        let parts = (self.ptr, self.len);
+        std::mem::forget(self);
+        parts
+    }
+
+    /// The first byte.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Length in bytes (never 0).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: a mapping has at least one page.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The protection the mapping was made with.
+    pub fn prot(&self) -> ProtFlags {
+        self.prot
+    }
+
+    /// Whether `addr` lies in the mapping.
+    pub fn contains(&self, addr: *const u8) -> bool {
+        (addr as usize).wrapping_sub(self.ptr.as_ptr() as usize) < self.len
+    }
+
+    /// The bytes, if the mapping was made readable.
+    pub fn as_slice(&self) -> Option<&[u8]> {
+        self.prot.contains(ProtFlags::READ).then(|| {
+            // SAFETY: our readable mapping; shared access only reads.
+            unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+        })
+    }
+
+    /// The bytes, if the mapping was made readable and writable.
+    pub fn as_mut_slice(&mut self) -> Option<&mut [u8]> {
+        self.prot
+            .contains(ProtFlags::READ | ProtFlags::WRITE)
+            .then(|| {
+                // SAFETY: our writable mapping, borrowed exclusively.
+                unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+            })
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: we own the range and nothing borrows it any more. munmap
+        // fails only for a range that is not page-aligned, which a mapping
+        // is not.
+        let _ = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+fn check(len: usize, flags: MapFlags) -> io::Result<()> {
+    if len == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a mapping of 0 bytes: ask for at least one page",
+        ));
+    }
+    if flags.contains(MapFlags::FIXED) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "MAP_FIXED would replace what is mapped at the address: \
+             map into a Mapping you own with rustix::mm::mmap instead",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether `addr` is mapped, from /proc/self/maps.
+    fn mapped(addr: usize) -> bool {
+        std::fs::read_to_string("/proc/self/maps")
+            .unwrap()
+            .lines()
+            .any(|l| {
+                let range = l.split(' ').next().unwrap();
+                let (a, b) = range.split_once('-').unwrap();
+                let (a, b) = (
+                    usize::from_str_radix(a, 16).unwrap(),
+                    usize::from_str_radix(b, 16).unwrap(),
+                );
+                (a..b).contains(&addr)
+            })
+    }
+
+    #[test]
+    fn dropped_mapping_is_unmapped() {
+        // An odd page count, so no neighbour merges with exactly this range.
+        let m = Mapping::anonymous(7 << 12).unwrap();
+        let (first, last) = (m.as_ptr() as usize, m.as_ptr() as usize + m.len() - 1);
+        assert!(mapped(first) && mapped(last));
+        drop(m);
+        // Another test thread may map at the freed address; only a
+        // mapping of exactly our range would be ours.
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let ours = format!("{first:x}-{:x} ", last + 1);
+        assert!(!maps.lines().any(|l| l.starts_with(&ours)), "{maps}");
+    }
+
+    #[test]
+    fn views_follow_protection() {
+        let mut m = Mapping::populated(1 << 20).unwrap();
+        m.as_mut_slice().unwrap().fill(3);
+        assert!(m.as_slice().unwrap().iter().all(|&b| b == 3));
+        let mut r = Mapping::new(1 << 16, ProtFlags::READ, MapFlags::PRIVATE).unwrap();
+        assert_eq!(r.as_slice().unwrap()[0], 0);
+        assert!(r.as_mut_slice().is_none());
+        let n = Mapping::new(1 << 16, ProtFlags::empty(), MapFlags::PRIVATE).unwrap();
+        assert!(n.as_slice().is_none());
+        assert!(n.contains(n.as_ptr()) && !n.contains(n.as_ptr().wrapping_add(1 << 16)));
+    }
+
+    #[test]
+    fn bad_input_is_refused() {
+        let e = Mapping::anonymous(0).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        let e =
+            Mapping::new(4096, ProtFlags::READ, MapFlags::PRIVATE | MapFlags::FIXED).unwrap_err();
+        assert!(e.to_string().contains("MAP_FIXED"), "{e}");
+        // More than the address space: the kernel's ENOMEM.
+        let e = Mapping::anonymous(usize::MAX & !0xfff).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(12), "{e}");
+    }
+
+    #[test]
+    fn raw_parts_round_trip() {
+        let m = Mapping::anonymous(1 << 16).unwrap();
+        let (p, len) = m.into_raw_parts();
+        // SAFETY: the parts just given up, whole.
+        let m = unsafe { Mapping::from_raw_parts(p, len, ProtFlags::READ | ProtFlags::WRITE) };
+        assert_eq!(m.as_slice().unwrap().len(), 1 << 16);
+    }
+
+    #[test]
+    fn send_and_sync() {
+        fn both<T: Send + Sync>() {}
+        both::<Mapping>();
+    }
+}
+
+/// This crate's README example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct CrateReadmeDoctests;
