@@ -5,7 +5,7 @@
 
 use std::{fs, io};
 
-use nix::sys::resource::{Resource, getrlimit};
+use rustix::process::{Resource, getrlimit};
 
 /// The base page size (`rustix::param::page_size`, from the auxiliary
 /// vector).
@@ -15,7 +15,11 @@ pub fn page_size() -> usize {
 
 /// RLIMIT_MEMLOCK (soft, hard) in bytes; `u64::MAX` is unlimited.
 pub fn memlock_limits() -> (u64, u64) {
-    getrlimit(Resource::RLIMIT_MEMLOCK).unwrap_or((u64::MAX, u64::MAX))
+    let limit = getrlimit(Resource::Memlock);
+    (
+        limit.current.unwrap_or(u64::MAX),
+        limit.maximum.unwrap_or(u64::MAX),
+    )
 }
 
 /// A field of /proc/self/status in kB, as bytes.

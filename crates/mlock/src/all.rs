@@ -37,7 +37,7 @@ pub fn mlockall(what: LockAll) -> Result<(), Error> {
                     .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
             })
             .map_or(accounting::page_size(), |kb| kb * 1024);
-        Error::from_lock("mlockall", len, nix::Error::from_raw(e.raw_os_error()))
+        Error::from_lock("mlockall", len, e)
     })
 }
 

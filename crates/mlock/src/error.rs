@@ -7,6 +7,8 @@
 
 use std::{fmt, io};
 
+use rustix::io::Errno;
+
 use crate::accounting;
 
 /// Why a lock, map or unlock failed.
@@ -111,11 +113,11 @@ pub enum Error {
 impl Error {
     /// Classifies the errno of a lock call (`mlock`, `mlock2`, `mlockall`,
     /// `mmap(MAP_LOCKED)`) that tried to lock `len` bytes.
-    pub(crate) fn from_lock(op: &'static str, len: usize, e: nix::Error) -> Error {
+    pub(crate) fn from_lock(op: &'static str, len: usize, e: Errno) -> Error {
         let source = io::Error::from(e);
         match e {
-            nix::Error::EPERM => Error::NotPermitted { op },
-            nix::Error::ENOMEM | nix::Error::EAGAIN => {
+            Errno::PERM => Error::NotPermitted { op },
+            Errno::NOMEM | Errno::AGAIN => {
                 let (soft, hard) = accounting::memlock_limits();
                 let locked = accounting::process_locked_bytes().unwrap_or(0);
                 if !accounting::has_cap_ipc_lock() && locked.saturating_add(len as u64) > soft {
@@ -134,8 +136,8 @@ impl Error {
 
     /// Classifies the errno of a call that may split mappings (`mprotect`,
     /// `munlock`, `mmap`).
-    pub(crate) fn from_sys(op: &'static str, len: usize, e: nix::Error) -> Error {
-        if e == nix::Error::ENOMEM {
+    pub(crate) fn from_sys(op: &'static str, len: usize, e: Errno) -> Error {
+        if e == Errno::NOMEM {
             if let Some(err) = Error::from_map_count(op) {
                 return err;
             }

@@ -32,7 +32,7 @@ use std::{
     },
 };
 
-use nix::sys::mman::ProtFlags;
+use rustix::{io::Errno, mm::MprotectFlags};
 
 use crate::{Error, LockPolicy, LockedRegion, RegionBuilder, accounting};
 
@@ -376,7 +376,7 @@ impl FaultLockedRegion {
         } else {
             libc::PROT_READ
         };
-        region.protect(0, region.len(), ProtFlags::PROT_NONE)?;
+        region.protect(0, region.len(), MprotectFlags::empty())?;
         let mut reg = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
         let slot = reg
             .used
@@ -416,7 +416,7 @@ impl FaultLockedRegion {
         let v = unsafe { std::ptr::read_volatile(byte) };
         let e = SLOTS[self.slot].error.load(Ordering::Acquire);
         if e != 0 {
-            let errno = nix::Error::from_raw(e as u32 as i32);
+            let errno = Errno::from_raw_os_error(e as u32 as i32);
             let page = self.region.page_size();
             let op = if e >> 32 == OP_MPROTECT {
                 "mprotect"
@@ -425,7 +425,7 @@ impl FaultLockedRegion {
             };
             let maps = SLOTS[self.slot].maps_at_error.load(Ordering::Relaxed);
             let max = accounting::max_map_count();
-            let cause = if errno == nix::Error::ENOMEM && max > 0 && maps + 2 >= max {
+            let cause = if errno == Errno::NOMEM && max > 0 && maps + 2 >= max {
                 Error::MapCountLimit { op, maps, max }
             } else if op == "mprotect" {
                 Error::from_sys(op, page, errno)

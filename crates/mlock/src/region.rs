@@ -3,13 +3,13 @@
 
 use std::{
     ffi::c_void,
-    num::NonZeroUsize,
     os::fd::{AsFd, BorrowedFd},
-    ptr::NonNull,
 };
 
-use nix::sys::mman::{
-    MapFlags, MmapAdvise, ProtFlags, madvise, mlock, mmap, mmap_anonymous, munlock, munmap,
+use mmbatch_mmap::Mapping;
+use rustix::{
+    io::Errno,
+    mm::{Advice, MapFlags, MprotectFlags, ProtFlags, madvise, mlock, munlock},
 };
 
 use crate::{Error, accounting};
@@ -134,9 +134,9 @@ impl<'fd> RegionBuilder<'fd> {
             }
         }
         let prot = if self.read_only {
-            ProtFlags::PROT_READ
+            ProtFlags::READ
         } else {
-            ProtFlags::PROT_READ | ProtFlags::PROT_WRITE
+            ProtFlags::READ | ProtFlags::WRITE
         };
         let mut region = if self.pages.hugetlb() {
             self.map_hugetlb(prot)?
@@ -147,11 +147,12 @@ impl<'fd> RegionBuilder<'fd> {
         region.policy = self.policy;
         if !self.pages.hugetlb() {
             let advice = match self.pages {
-                Pages::Transparent => MmapAdvise::MADV_HUGEPAGE,
-                _ => MmapAdvise::MADV_NOHUGEPAGE,
+                Pages::Transparent => Advice::LinuxHugepage,
+                _ => Advice::LinuxNoHugepage,
             };
-            // SAFETY: the range is our own mapping.
-            unsafe { madvise(region.ptr.cast(), region.len, advice) }
+            // SAFETY: the range is our own mapping; the advice changes no
+            // contents.
+            unsafe { madvise(region.sub(0), region.len, advice) }
                 .map_err(|e| Error::from_sys("madvise", region.len, e))?;
         }
         match self.policy {
@@ -165,14 +166,11 @@ impl<'fd> RegionBuilder<'fd> {
 
     fn flags(&self) -> MapFlags {
         let mut flags = match self.file {
-            Some((_, _, true)) => MapFlags::MAP_SHARED,
-            _ => MapFlags::MAP_PRIVATE,
+            Some((_, _, true)) => MapFlags::SHARED,
+            _ => MapFlags::PRIVATE,
         };
-        if self.file.is_none() {
-            flags |= MapFlags::MAP_ANONYMOUS;
-        }
         if self.map_locked && self.policy == LockPolicy::Populate {
-            flags |= MapFlags::MAP_LOCKED | MapFlags::MAP_POPULATE;
+            flags |= MapFlags::LOCKED | MapFlags::POPULATE;
         }
         flags
     }
@@ -194,36 +192,28 @@ impl<'fd> RegionBuilder<'fd> {
             .checked_add(page + align)
             .filter(|&t| t <= isize::MAX as usize)
             .ok_or(Error::TooLarge { len: self.len })?;
-        let total_nz = NonZeroUsize::new(total).expect("non-zero");
         fail::fail_point!("mlock::mmap", |arg| Err(self.map_error(injected(arg))));
-        // SAFETY: a fresh anonymous PROT_NONE mapping chosen by the kernel.
-        let reservation = unsafe {
-            mmap_anonymous(
-                None,
-                total_nz,
-                ProtFlags::PROT_NONE,
-                MapFlags::MAP_PRIVATE | MapFlags::MAP_NORESERVE,
-            )
-        }
-        .map_err(|e| Error::from_sys("mmap", total, e))?;
-        let mut region = LockedRegion {
-            reservation: reservation.cast(),
-            reservation_len: total,
-            ptr: reservation.cast(),
+        let reservation = Mapping::new(
+            total,
+            ProtFlags::empty(),
+            MapFlags::PRIVATE | MapFlags::NORESERVE,
+        )
+        .map_err(|e| Error::from_sys("mmap", total, errno(&e)))?;
+        let base = reservation.as_ptr() as usize;
+        let offset = (base + page).next_multiple_of(align) - base;
+        let region = LockedRegion {
+            mapping: reservation,
+            offset,
             len: self.len,
             policy: LockPolicy::Unlocked,
             page: self.pages.size(),
             read_only: self.read_only,
         };
-        let start = (reservation.as_ptr() as usize + page).next_multiple_of(align);
-        let addr = NonZeroUsize::new(start).expect("non-null");
-        let len = NonZeroUsize::new(self.len).expect("non-zero");
-        let flags = self.flags() | MapFlags::MAP_FIXED;
-        // SAFETY: [start, start + len) lies inside our reservation (guard
+        let flags = self.flags() | MapFlags::FIXED;
+        // SAFETY: [offset, offset + len) lies inside our reservation (guard
         // and slack on both sides), so MAP_FIXED replaces only our own
-        // PROT_NONE pages.
-        let mapped = unsafe { self.map(Some(addr), len, prot, flags) };
-        region.ptr = mapped.map_err(|e| self.map_error(e))?.cast();
+        // PROT_NONE pages, which the reservation unmaps with the rest.
+        unsafe { self.map(region.sub(0), self.len, prot, flags) }.map_err(|e| self.map_error(e))?;
         Ok(region)
     }
 
@@ -235,16 +225,22 @@ impl<'fd> RegionBuilder<'fd> {
             return Err(Error::HugePagesNotReserved { size, needed, free });
         }
         let huge = if self.pages == Pages::Huge1G {
-            MapFlags::MAP_HUGE_1GB
+            MapFlags::HUGE_1GB
         } else {
-            MapFlags::MAP_HUGE_2MB
+            MapFlags::HUGE_2MB
         };
-        let len = NonZeroUsize::new(self.len).expect("non-zero");
-        let flags = self.flags() | MapFlags::MAP_HUGETLB | huge;
+        let flags = self.flags() | MapFlags::HUGETLB | huge;
         fail::fail_point!("mlock::mmap", |arg| Err(self.map_error(injected(arg))));
-        // SAFETY: without MAP_FIXED the kernel picks a fresh range.
-        let mapped = unsafe { self.map(None, len, prot, flags) }.map_err(|e| match e {
-            nix::Error::ENOMEM => Error::HugePagesNotReserved {
+        let mapped = match self.file {
+            // SAFETY: the builder's caller took on the file's obligations
+            // (`RegionBuilder::file`).
+            Some((fd, offset, _)) => unsafe {
+                Mapping::file(fd.as_fd(), offset, self.len, prot, flags)
+            },
+            None => Mapping::new(self.len, prot, flags),
+        };
+        let mapped = mapped.map_err(|e| match errno(&e) {
+            Errno::NOMEM => Error::HugePagesNotReserved {
                 size,
                 needed,
                 free: accounting::huge_pages_free(size),
@@ -252,9 +248,8 @@ impl<'fd> RegionBuilder<'fd> {
             e => self.map_error(e),
         })?;
         Ok(LockedRegion {
-            reservation: mapped.cast(),
-            reservation_len: self.len,
-            ptr: mapped.cast(),
+            mapping: mapped,
+            offset: 0,
             len: self.len,
             policy: LockPolicy::Unlocked,
             page: size,
@@ -262,29 +257,31 @@ impl<'fd> RegionBuilder<'fd> {
         })
     }
 
-    /// `mmap` of the file, or of anonymous memory.
+    /// `mmap(MAP_FIXED)` of the file, or of anonymous memory, at `addr`.
     ///
     /// # Safety
-    /// - With `MAP_FIXED`, `[addr, addr + len)` must be memory this region
-    ///   owns (it is replaced).
+    /// `[addr, addr + len)` must be memory a `Mapping` this region owns
+    /// covers (it is replaced, and unmapped with that `Mapping`).
     unsafe fn map(
         &self,
-        addr: Option<NonZeroUsize>,
-        len: NonZeroUsize,
+        addr: *mut c_void,
+        len: usize,
         prot: ProtFlags,
         flags: MapFlags,
-    ) -> nix::Result<NonNull<c_void>> {
+    ) -> Result<(), Errno> {
         match self.file {
-            // SAFETY: the caller vouches for a MAP_FIXED range.
+            // SAFETY: the caller vouches for the MAP_FIXED range; the
+            // builder's caller for the file (`RegionBuilder::file`).
             Some((fd, offset, _)) => unsafe {
-                mmap(addr, len, prot, flags, fd.as_fd(), offset as i64)
+                rustix::mm::mmap(addr, len, prot, flags, fd.as_fd(), offset)
             },
             // SAFETY: as above.
-            None => unsafe { mmap_anonymous(addr, len, prot, flags) },
+            None => unsafe { rustix::mm::mmap_anonymous(addr, len, prot, flags) },
         }
+        .map(drop)
     }
 
-    fn map_error(&self, e: nix::Error) -> Error {
+    fn map_error(&self, e: Errno) -> Error {
         if self.map_locked && self.policy == LockPolicy::Populate {
             Error::from_lock("mmap(MAP_LOCKED)", self.len, e)
         } else {
@@ -297,12 +294,17 @@ impl<'fd> RegionBuilder<'fd> {
 /// `ENOMEM` unless its argument names `EAGAIN` or `EPERM`.
 // Only the fail points call it; they compile to nothing outside tests.
 #[allow(dead_code)]
-fn injected(arg: Option<String>) -> nix::Error {
+fn injected(arg: Option<String>) -> Errno {
     match arg.as_deref() {
-        Some("EAGAIN") => nix::Error::EAGAIN,
-        Some("EPERM") => nix::Error::EPERM,
-        _ => nix::Error::ENOMEM,
+        Some("EAGAIN") => Errno::AGAIN,
+        Some("EPERM") => Errno::PERM,
+        _ => Errno::NOMEM,
     }
+}
+
+/// The errno of a refused `Mapping`.
+fn errno(e: &std::io::Error) -> Errno {
+    Errno::from_io_error(e).unwrap_or(Errno::INVAL)
 }
 
 /// A mapping locked into memory: unlocked and unmapped when dropped (also
@@ -322,21 +324,16 @@ fn injected(arg: Option<String>) -> nix::Error {
 /// ```
 #[derive(Debug)]
 pub struct LockedRegion {
-    reservation: NonNull<c_void>,
-    reservation_len: usize,
-    ptr: NonNull<c_void>,
+    /// The whole reservation (guards and slack included) or hugetlb
+    /// mapping: unmapping it releases the lock with the pages.
+    mapping: Mapping,
+    /// Where the region starts in `mapping`.
+    offset: usize,
     len: usize,
     policy: LockPolicy,
     page: usize,
     read_only: bool,
 }
-
-// SAFETY: the region owns its mapping; access goes through &self / &mut
-// self like any owned buffer.
-unsafe impl Send for LockedRegion {}
-// SAFETY: shared access only reads (as_slice) or makes system calls on the
-// range, which the kernel serialises.
-unsafe impl Sync for LockedRegion {}
 
 impl LockedRegion {
     /// A builder for a region of `len` bytes.
@@ -353,7 +350,7 @@ impl LockedRegion {
 
     /// The first byte.
     pub fn as_ptr(&self) -> *mut u8 {
-        self.ptr.as_ptr().cast()
+        self.mapping.as_ptr().wrapping_add(self.offset)
     }
 
     /// Length in bytes.
@@ -415,9 +412,10 @@ impl LockedRegion {
         Ok(())
     }
 
-    fn sub(&self, offset: usize) -> NonNull<c_void> {
-        // SAFETY: callers checked offset < len, inside the mapping.
-        unsafe { self.ptr.byte_add(offset) }
+    /// The address `offset` bytes into the region (callers checked
+    /// `offset < len`).
+    fn sub(&self, offset: usize) -> *mut c_void {
+        self.as_ptr().wrapping_add(offset).cast()
     }
 
     /// Locks `[offset, offset + len)` by the region's policy: `mlock` for
@@ -432,14 +430,8 @@ impl LockedRegion {
         let ptr = self.sub(offset);
         if self.policy == LockPolicy::OnFault {
             // SAFETY: the range is inside our mapping.
-            unsafe { rustix::mm::mlock_with(ptr.as_ptr(), len, rustix::mm::MlockFlags::ONFAULT) }
-                .map_err(|e| {
-                    Error::from_lock(
-                        "mlock2(MLOCK_ONFAULT)",
-                        len,
-                        nix::Error::from_raw(e.raw_os_error()),
-                    )
-                })
+            unsafe { rustix::mm::mlock_with(ptr, len, rustix::mm::MlockFlags::ONFAULT) }
+                .map_err(|e| Error::from_lock("mlock2(MLOCK_ONFAULT)", len, e))
         } else {
             // SAFETY: the range is inside our mapping.
             unsafe { mlock(ptr, len) }.map_err(|e| Error::from_lock("mlock", len, e))
@@ -487,7 +479,7 @@ impl LockedRegion {
         let mut vec = vec![0u8; self.len.div_ceil(base)];
         // SAFETY: the range is our mapping and `vec` has one byte per base
         // page of it.
-        let r = unsafe { libc::mincore(self.ptr.as_ptr(), self.len, vec.as_mut_ptr()) };
+        let r = unsafe { libc::mincore(self.sub(0), self.len, vec.as_mut_ptr()) };
         if r != 0 {
             return Err(Error::Sys {
                 op: "mincore",
@@ -498,18 +490,16 @@ impl LockedRegion {
     }
 
     /// Changes the protection of `[offset, offset + len)` (`mprotect`).
-    pub(crate) fn protect(&self, offset: usize, len: usize, prot: ProtFlags) -> Result<(), Error> {
+    pub(crate) fn protect(
+        &self,
+        offset: usize,
+        len: usize,
+        prot: MprotectFlags,
+    ) -> Result<(), Error> {
         self.check_range(offset, len)?;
-        // SAFETY: the range is inside our mapping.
-        unsafe { nix::sys::mman::mprotect(self.sub(offset), len, prot) }
+        // SAFETY: the range is inside our mapping; as_slice's readers are
+        // the lock-on-fault handler's, which unprotects a page they touch.
+        unsafe { rustix::mm::mprotect(self.sub(offset), len, prot) }
             .map_err(|e| Error::from_sys("mprotect", len, e))
-    }
-}
-
-impl Drop for LockedRegion {
-    fn drop(&mut self) {
-        // munmap releases the lock with the pages.
-        // SAFETY: we own the whole reservation and nothing borrows it now.
-        let _ = unsafe { munmap(self.reservation, self.reservation_len) };
     }
 }
