@@ -24,7 +24,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use rustix::mm::{MapFlags, ProtFlags, mmap, mmap_anonymous, munmap};
+use mmbatch_mmap::{MapFlags, Mapping, ProtFlags};
 use userfaultfd::{IoctlFlags, RegisterMode, UffdBuilder};
 
 pub use handler::FailSignal;
@@ -177,57 +177,24 @@ fn uffd_error(e: userfaultfd::Error) -> Error {
     }
 }
 
-/// A fresh anonymous or file mapping, unmapped on drop unless kept.
-struct Mapping {
-    base: *mut c_void,
-    len: usize,
-}
-
-impl Mapping {
-    fn new(len: usize, file: Option<i32>) -> Result<Self, Error> {
-        fail::fail_point!("uffd::mmap", |_| Err(Error::Sys {
-            op: "mmap",
-            source: io::Error::from_raw_os_error(libc::ENOMEM),
-        }));
-        let prot = ProtFlags::READ | ProtFlags::WRITE;
-        let base = match file {
-            Some(fd) => {
-                // SAFETY: the caller holds the file open for this call.
-                let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-                // SAFETY: a fresh shared mapping of our own file, chosen by
-                // the kernel.
-                unsafe { mmap(std::ptr::null_mut(), len, prot, MapFlags::SHARED, fd, 0) }
-            }
-            // SAFETY: a fresh anonymous mapping chosen by the kernel.
-            None => unsafe {
-                mmap_anonymous(
-                    std::ptr::null_mut(),
-                    len,
-                    prot,
-                    MapFlags::PRIVATE | MapFlags::NORESERVE,
-                )
-            },
+/// A fresh anonymous mapping, or a shared one of the region's own file.
+fn map(len: usize, file: Option<i32>) -> Result<Mapping, Error> {
+    fail::fail_point!("uffd::mmap", |_| Err(Error::Sys {
+        op: "mmap",
+        source: io::Error::from_raw_os_error(libc::ENOMEM),
+    }));
+    let prot = ProtFlags::READ | ProtFlags::WRITE;
+    match file {
+        Some(fd) => {
+            // SAFETY: the caller holds the file open for this call.
+            let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+            // SAFETY: the file is the region's own (a memfd no one else
+            // writes or truncates).
+            unsafe { Mapping::file(fd, 0, len, prot, MapFlags::SHARED) }
         }
-        .map_err(|e| Error::Sys {
-            op: "mmap",
-            source: e.into(),
-        })?;
-        Ok(Self { base, len })
+        None => Mapping::new(len, prot, MapFlags::PRIVATE | MapFlags::NORESERVE),
     }
-
-    /// Hands the mapping over: the region unmaps it from now on.
-    fn keep(self) -> usize {
-        let base = self.base as usize;
-        std::mem::forget(self);
-        base
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`, never handed out.
-        let _ = unsafe { munmap(self.base, self.len) };
-    }
+    .map_err(|source| Error::Sys { op: "mmap", source })
 }
 
 impl UffdRegion {
@@ -342,7 +309,7 @@ impl UffdRegion {
             .user_mode_only(true)
             .create()
             .map_err(uffd_error)?;
-        let mapping = Mapping::new(len, shared_fd)?;
+        let mapping = map(len, shared_fd)?;
         let (mode, register, needed, what) = match shared_fd {
             // Registering for minor faults succeeds only where the kernel
             // has UFFDIO_CONTINUE (5.13).
@@ -360,7 +327,7 @@ impl UffdRegion {
             ),
         };
         let ioctls = uffd
-            .register_with_mode(mapping.base, len, register)
+            .register_with_mode(mapping.as_ptr().cast(), len, register)
             .map_err(uffd_error)?;
         if !ioctls.contains(needed) {
             return Err(Error::Unsupported { what: what.into() });
@@ -379,7 +346,7 @@ impl UffdRegion {
         let shared = Arc::new(Shared {
             mode,
             uffd,
-            base: mapping.keep(),
+            base: mapping.as_ptr() as usize,
             len,
             page,
             order,
@@ -391,7 +358,7 @@ impl UffdRegion {
             poison: AtomicBool::new(poison),
             failed: Mutex::new(HashSet::new()),
             failure: Mutex::new(None),
-            mapped: RwLock::new(true),
+            mapping: RwLock::new(Some(mapping)),
             alive: Mutex::new(0),
             exited: Condvar::new(),
         });
@@ -600,11 +567,10 @@ impl Drop for UffdRegion {
         // handlers can simply stop.
         self.stop_handlers();
         let s = &self.shared;
-        let mut mapped = s.mapped.write().unwrap_or_else(|e| e.into_inner());
-        *mapped = false;
+        let mut mapping = s.mapping.write().unwrap_or_else(|e| e.into_inner());
         let _ = s.uffd.unregister(s.base as *mut c_void, s.len);
-        // SAFETY: the mapping is ours and nothing refers to it any more (a
-        // handler left running checks `mapped` before touching it).
-        let _ = unsafe { munmap(s.base as *mut c_void, s.len) };
+        // Unmapped under the lock: a handler left running checks `mapping`
+        // before touching the range.
+        drop(mapping.take());
     }
 }

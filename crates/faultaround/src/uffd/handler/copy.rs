@@ -4,12 +4,17 @@
 use std::{
     ffi::c_void,
     io,
-    os::fd::AsRawFd,
     sync::atomic::Ordering,
     time::{Duration, Instant},
 };
 
+use rustix::io::Errno;
+
 use super::*;
+
+/// `_IOWR(UFFDIO, _UFFDIO_CONTINUE, struct uffdio_continue)`.
+const UFFDIO_CONTINUE: rustix::ioctl::Opcode =
+    rustix::ioctl::opcode::read_write::<userfaultfd_sys::uffdio_continue>(0xAA, 0x07);
 
 /// What one `UFFDIO_COPY` did.
 pub(in crate::uffd) enum Copied {
@@ -42,16 +47,10 @@ impl Shared {
                 },
                 mapped: 0,
             };
-            // SAFETY: UFFDIO_CONTINUE reads and writes `arg`, a valid
-            // uffdio_continue, and maps pages inside our registered range.
-            let r = unsafe {
-                libc::ioctl(
-                    self.uffd.as_raw_fd(),
-                    userfaultfd_sys::UFFDIO_CONTINUE as libc::c_ulong,
-                    &raw mut arg,
-                )
-            };
-            let err = io::Error::last_os_error();
+            // SAFETY: UFFDIO_CONTINUE takes a `struct uffdio_continue`.
+            let op = unsafe { rustix::ioctl::Updater::<UFFDIO_CONTINUE, _>::new(&mut arg) };
+            // SAFETY: the ioctl maps pages only inside our registered range.
+            let r = unsafe { rustix::ioctl::ioctl(&self.uffd, op) };
             // `mapped` is bytes, or a negative errno.
             let mapped = usize::try_from(arg.mapped)
                 .map_or(0, |b| b / self.page)
@@ -60,23 +59,21 @@ impl Shared {
                 .pages_copied
                 .fetch_add(mapped as u64, Ordering::Relaxed);
             done += mapped;
-            if r == 0 {
-                continue;
-            }
-            match err.raw_os_error() {
-                Some(libc::EAGAIN) => {
+            match r {
+                Ok(()) => {}
+                Err(Errno::AGAIN) => {
                     self.stats.retries.fetch_add(1, Ordering::Relaxed);
-                    again.wait().map_err(|()| err)?;
+                    again.wait().map_err(|()| io::Error::from(Errno::AGAIN))?;
                 }
-                Some(libc::EEXIST) => {
+                Err(Errno::EXIST) => {
                     self.stats.already_present.fetch_add(1, Ordering::Relaxed);
                     done += 1;
                 }
-                Some(libc::EFAULT) => {
+                Err(Errno::FAULT) => {
                     self.stats.pages_skipped.fetch_add(1, Ordering::Relaxed);
                     done += 1;
                 }
-                _ => return Err(err),
+                Err(e) => return Err(e.into()),
             }
         }
         Ok(())
@@ -206,5 +203,16 @@ impl<'a> Backoff<'a> {
         }
         std::thread::sleep(Duration::from_micros(200));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn continue_opcode_is_the_kernels() {
+        assert_eq!(
+            super::UFFDIO_CONTINUE as u64,
+            userfaultfd_sys::UFFDIO_CONTINUE as u64
+        );
     }
 }

@@ -2,12 +2,14 @@
 //! (`UFFDIO_POISON`, Linux 6.6+) or SIGSEGV (`PROT_NONE`), after the
 //! failure is recorded.
 
-use std::{io, os::fd::AsRawFd, sync::atomic::Ordering};
+use std::{io, sync::atomic::Ordering};
 
 use super::*;
 
-/// `_IOWR(UFFDIO, _UFFDIO_POISON, struct uffdio_poison)`.
-pub(in crate::uffd) const UFFDIO_POISON: libc::c_ulong = 0xC020_AA08;
+/// `_IOWR(UFFDIO, _UFFDIO_POISON, struct uffdio_poison)` (0xC020_AA08;
+/// the userfaultfd crates predate it).
+const UFFDIO_POISON: rustix::ioctl::Opcode =
+    rustix::ioctl::opcode::read_write::<UffdioPoison>(0xAA, 0x08);
 /// Bit of `UFFDIO_POISON` in the ioctls a registration reports.
 pub(in crate::uffd) const UFFDIO_POISON_BIT: u64 = 1 << 0x08;
 /// `UFFDIO_POISON_MODE_DONTWAKE`: poison without waking the readers.
@@ -77,17 +79,17 @@ impl Shared {
             mode: UFFDIO_POISON_MODE_DONTWAKE,
             updated: 0,
         };
-        // SAFETY: UFFDIO_POISON reads and writes `arg`, a valid
-        // uffdio_poison, and acts only on our registered range.
-        let r = unsafe { libc::ioctl(self.uffd.as_raw_fd(), UFFDIO_POISON, &raw mut arg) };
-        if r == 0 {
-            return true;
-        }
-        if matches!(
-            io::Error::last_os_error().raw_os_error(),
-            Some(libc::EINVAL | libc::ENOTTY)
-        ) {
-            self.poison.store(false, Ordering::Relaxed);
+        // SAFETY: UFFDIO_POISON takes a `struct uffdio_poison`, which
+        // `UffdioPoison` lays out.
+        let op = unsafe { rustix::ioctl::Updater::<UFFDIO_POISON, _>::new(&mut arg) };
+        // SAFETY: the ioctl acts only on our registered range.
+        let r = unsafe { rustix::ioctl::ioctl(&self.uffd, op) };
+        match r {
+            Ok(()) => return true,
+            Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOTTY) => {
+                self.poison.store(false, Ordering::Relaxed);
+            }
+            Err(_) => {}
         }
         false
     }
@@ -95,8 +97,8 @@ impl Shared {
     /// The fallback: `PROT_NONE` on `page` (not waking its readers), whose
     /// retried access then faults with SIGSEGV.
     pub(in crate::uffd) fn protect_page(&self, page: u64) -> bool {
-        let mapped = self.mapped.read().unwrap_or_else(|e| e.into_inner());
-        if !*mapped {
+        let mapping = self.mapping.read().unwrap_or_else(|e| e.into_inner());
+        if mapping.is_none() {
             return false;
         }
         // SAFETY: one page of our own mapping, still mapped (checked under
@@ -109,5 +111,14 @@ impl Shared {
             )
         }
         .is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn poison_opcode_is_the_kernels() {
+        // include/uapi/linux/userfaultfd.h: _IOWR(0xAA, 0x08, 32 bytes).
+        assert_eq!(super::UFFDIO_POISON, 0xC020_AA08);
     }
 }

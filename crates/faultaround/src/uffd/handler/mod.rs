@@ -6,7 +6,7 @@ use std::{
     collections::HashSet,
     ffi::c_void,
     io,
-    os::fd::{AsRawFd, OwnedFd},
+    os::fd::OwnedFd,
     panic::{AssertUnwindSafe, catch_unwind},
     sync::{
         Condvar, Mutex, RwLock,
@@ -15,6 +15,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+use mmbatch_mmap::Mapping;
+use rustix::event::{PollFd, PollFlags, poll};
 use userfaultfd::{Event, Uffd};
 
 use super::{PageRead, PageSource};
@@ -86,9 +88,9 @@ pub(super) struct Shared {
     /// not by shutdown), so their readers keep getting the signal.
     pub(super) failed: Mutex<HashSet<u64>>,
     pub(super) failure: Mutex<Option<Failure>>,
-    /// False once the region is unmapped: guards `mprotect`, the one call a
-    /// handler that outlived the region must not make.
-    pub(super) mapped: RwLock<bool>,
+    /// The region's memory until it is dropped: guards `mprotect`, the one
+    /// call a handler that outlived the region must not make.
+    pub(super) mapping: RwLock<Option<Mapping>>,
     /// Handler threads still running, and their exit signal.
     pub(super) alive: Mutex<usize>,
     pub(super) exited: Condvar,
@@ -126,23 +128,14 @@ impl Shared {
         let mut buf = vec![0u8; self.page << crate::MAX_ORDER];
         loop {
             let mut fds = [
-                libc::pollfd {
-                    fd: self.uffd.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: self.wake.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
+                PollFd::new(&self.uffd, PollFlags::IN),
+                PollFd::new(&self.wake, PollFlags::IN),
             ];
-            // SAFETY: `fds` is a valid array of two pollfds.
-            let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+            let r = poll(&mut fds, None);
             if self.stop.load(Ordering::Acquire) {
                 return;
             }
-            if r <= 0 {
+            if !matches!(r, Ok(n) if n > 0) {
                 continue;
             }
             // Several handlers may wake for one event: only one reads it
