@@ -1,0 +1,195 @@
+//! A thread's batch ([`Slot`]: a single-producer ring with lock-serialised
+//! consumers) and the registry that finds the calling thread's slot.
+
+use core::mem::MaybeUninit;
+
+#[cfg(not(loom))]
+use crossbeam_utils::CachePadded;
+
+use crate::{
+    PageVec,
+    sync::{AtomicUsize, Mutex, Ordering, UnsafeCell, lock},
+};
+
+/// Counters of a slot, written only by consumers holding its lock.
+#[derive(Default)]
+pub(super) struct SlotStats {
+    pub(super) batches: u64,
+    pub(super) drains: u64,
+    pub(super) locks: u64,
+}
+
+/// One thread's batch: a single-producer ring with lock-serialised
+/// consumers. See the module docs for the protocol.
+pub(super) struct Slot<T, const N: usize> {
+    /// Ops ever pushed. Written only by the owner.
+    pub(super) tail: AtomicUsize,
+    /// Ops ever taken. Written only under `lock`.
+    pub(super) head: AtomicUsize,
+    /// Ops applied with `apply_now`. Written only by the owner.
+    pub(super) immediate: AtomicUsize,
+    /// Serialises consumers, and is held while they apply.
+    pub(super) lock: Mutex<SlotStats>,
+    /// Cell `i % N` holds op `i` for `head <= i < tail`.
+    pub(super) ring: [UnsafeCell<MaybeUninit<T>>; N],
+}
+
+// SAFETY: a cell of `ring` is written only by the owner, and only while it
+// is outside [head, tail) — after the consumer that emptied it published
+// `head` (Release, read by the owner with Acquire); it is read only by a
+// consumer holding `lock`, and only inside [head, tail) — after the owner
+// published `tail` (Release, read with Acquire). So no cell is accessed by
+// two threads without a happens-before edge between them, and ops only move
+// between threads, which `T: Send` allows.
+unsafe impl<T: Send, const N: usize> Sync for Slot<T, N> {}
+
+impl<T, const N: usize> Slot<T, N> {
+    pub(super) fn new() -> Self {
+        Self {
+            tail: AtomicUsize::new(0),
+            head: AtomicUsize::new(0),
+            immediate: AtomicUsize::new(0),
+            lock: Mutex::new(SlotStats::default()),
+            ring: core::array::from_fn(|_| UnsafeCell::new(MaybeUninit::uninit())),
+        }
+    }
+
+    /// Appends `op`; `Ok(true)` when the ring is now full and must be
+    /// applied, `Err(op)` if it was already full.
+    ///
+    /// # Safety
+    /// - Only the slot's owner thread may call this (it is the ring's single
+    ///   producer).
+    #[inline]
+    pub(super) unsafe fn push(&self, op: T) -> Result<bool, T> {
+        let tail = self.tail.load(Ordering::Relaxed);
+        // Acquire: a consumer's reads of the cells it emptied happen-before
+        // we overwrite them.
+        let head = self.head.load(Ordering::Acquire);
+        let len = tail.wrapping_sub(head);
+        debug_assert!(len <= N);
+        if len >= N {
+            return Err(op);
+        }
+        self.ring[tail % N].with_mut(|cell| {
+            // SAFETY: tail - head < N, so cell `tail % N` is outside
+            // [head, tail): no consumer reads it, and the caller is the only
+            // producer. Overwriting does not drop: the cell holds no op.
+            unsafe { (*cell).write(op) };
+        });
+        // Release: publishes the op to consumers that Acquire `tail`.
+        self.tail.store(tail.wrapping_add(1), Ordering::Release);
+        Ok(len + 1 == N)
+    }
+
+    /// Moves every waiting op into `out`, in order. The caller holds `lock`
+    /// (witnessed by `_held`) and `out` is empty.
+    pub(super) fn take(&self, _held: &mut SlotStats, out: &mut PageVec<T, N>) {
+        debug_assert!(out.is_empty());
+        // Only lock holders write `head`.
+        let head = self.head.load(Ordering::Relaxed);
+        // Acquire: the owner's writes of cells before `tail` are visible.
+        let tail = self.tail.load(Ordering::Acquire);
+        debug_assert!(tail.wrapping_sub(head) <= N);
+        let mut i = head;
+        while i != tail {
+            let op = self.ring[i % N].with_mut(|cell| {
+                // SAFETY: `cell` points into `self.ring`, valid for reads,
+                // and we hold `lock`, so no other consumer touches it.
+                let op = unsafe { cell.read() };
+                // SAFETY: head <= i < tail: the owner initialised this cell
+                // before publishing `tail`. It is read once: `head` then
+                // moves past it.
+                unsafe { op.assume_init() }
+            });
+            // SAFETY: at most tail - head <= N ops go into the empty `out`.
+            unsafe { out.push_unchecked(op) };
+            i = i.wrapping_add(1);
+        }
+        // Release: our reads above happen-before the owner reuses the cells.
+        self.head.store(tail, Ordering::Release);
+    }
+}
+
+impl<T, const N: usize> Drop for Slot<T, N> {
+    fn drop(&mut self) {
+        // Exclusive access: drop whatever was never applied.
+        let mut batch = PageVec::<T, N>::new();
+        self.take(&mut lock(&self.lock), &mut batch);
+    }
+}
+
+/// The slots of a batcher, one per thread that ever queued.
+#[cfg(not(loom))]
+pub(super) struct Registry<T: Send, const N: usize>(
+    thread_local::ThreadLocal<CachePadded<Slot<T, N>>>,
+);
+
+#[cfg(not(loom))]
+impl<T: Send, const N: usize> Registry<T, N> {
+    pub(super) fn new() -> Self {
+        Self(thread_local::ThreadLocal::new())
+    }
+
+    #[inline]
+    pub(super) fn local_or_insert(&self) -> &Slot<T, N> {
+        self.0.get_or(|| CachePadded::new(Slot::new()))
+    }
+
+    pub(super) fn local(&self) -> Option<&Slot<T, N>> {
+        self.0.get().map(|s| &**s)
+    }
+
+    /// Every slot created before this call (and perhaps some created during
+    /// it): a slot's creation happens-before any op pushed into it.
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Slot<T, N>> {
+        self.0.iter().map(|s| &**s)
+    }
+}
+
+/// Under loom: a fixed set of slots, assigned to model threads by their
+/// loom thread id. The id map is a std mutex, invisible to loom, so it adds
+/// no happens-before edge the real `ThreadLocal` would not have.
+#[cfg(loom)]
+pub(super) struct Registry<T: Send, const N: usize> {
+    pub(super) slots: Vec<Slot<T, N>>,
+    pub(super) owners: std::sync::Mutex<Vec<loom::thread::ThreadId>>,
+}
+
+#[cfg(loom)]
+impl<T: Send, const N: usize> Registry<T, N> {
+    const MAX_THREADS: usize = 4;
+
+    pub(super) fn new() -> Self {
+        Self {
+            slots: (0..Self::MAX_THREADS).map(|_| Slot::new()).collect(),
+            owners: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(super) fn index(&self, insert: bool) -> Option<usize> {
+        let me = loom::thread::current().id();
+        let mut owners = self.owners.lock().unwrap();
+        if let Some(i) = owners.iter().position(|t| *t == me) {
+            return Some(i);
+        }
+        if !insert {
+            return None;
+        }
+        assert!(owners.len() < Self::MAX_THREADS, "too many loom threads");
+        owners.push(me);
+        Some(owners.len() - 1)
+    }
+
+    pub(super) fn local_or_insert(&self) -> &Slot<T, N> {
+        &self.slots[self.index(true).unwrap()]
+    }
+
+    pub(super) fn local(&self) -> Option<&Slot<T, N>> {
+        self.index(false).map(|i| &self.slots[i])
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Slot<T, N>> {
+        self.slots.iter()
+    }
+}
