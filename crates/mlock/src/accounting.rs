@@ -59,35 +59,31 @@ pub fn has_cap_ipc_lock() -> bool {
 /// exactly when the process is out of mappings, when a large buffer (which
 /// malloc serves with a new mapping) cannot be had.
 pub fn map_count() -> usize {
-    // SAFETY: a NUL-terminated path; open has no other preconditions.
-    let fd = unsafe {
-        libc::open(
-            c"/proc/self/maps".as_ptr(),
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
+    use rustix::fs::{Mode, OFlags, open};
+    // rustix makes the system calls itself (no errno, no allocation with
+    // a &CStr path), and dropping the descriptor closes it.
+    let Ok(fd) = open(
+        c"/proc/self/maps",
+        OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
         return 0;
-    }
+    };
     // Small and iterator-free: the fault handler calls this on the
     // signal stack (a few KiB, shared with the frames of unoptimised
     // builds).
     let mut buf = [0u8; 512];
     let mut lines = 0;
-    loop {
-        // SAFETY: reads at most buf.len() bytes into buf.
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        if n <= 0 {
+    while let Ok(n) = rustix::io::read(&fd, &mut buf) {
+        if n == 0 {
             break;
         }
         let mut i = 0;
-        while i < n as usize {
+        while i < n {
             lines += usize::from(buf[i] == b'\n');
             i += 1;
         }
     }
-    // SAFETY: closes the descriptor opened above.
-    unsafe { libc::close(fd) };
     lines
 }
 

@@ -32,7 +32,10 @@ use std::{
     },
 };
 
-use rustix::{io::Errno, mm::MprotectFlags};
+use rustix::{
+    io::Errno,
+    mm::{MprotectFlags, mlock, mprotect},
+};
 
 use crate::{Error, LockPolicy, LockedRegion, RegionBuilder, accounting};
 
@@ -212,14 +215,16 @@ fn handle(slot: &Slot, addr: usize, start: usize) {
     // huge page at a time.
     let page = slot.page.load(Ordering::Relaxed);
     let end = slot.end.load(Ordering::Acquire);
-    let prot = slot.prot.load(Ordering::Relaxed) as libc::c_int;
+    // rustix's calls are raw system calls: async-signal-safe, and they
+    // leave errno alone.
+    let prot = MprotectFlags::from_bits_retain(slot.prot.load(Ordering::Relaxed) as u32);
     let p = addr & !(page - 1);
     // SAFETY: [p, p + page) lies inside a region we mapped.
-    if unsafe { libc::mprotect(p as *mut c_void, page, prot) } != 0 {
-        record(slot, OP_MPROTECT, errno());
+    if let Err(e) = unsafe { mprotect(p as *mut c_void, page, prot) } {
+        record(slot, OP_MPROTECT, e.raw_os_error());
         // Never fault forever: open the whole region in one call.
         // SAFETY: [start, end) is the region we mapped.
-        if unsafe { libc::mprotect(start as *mut c_void, end - start, prot) } != 0 {
+        if unsafe { mprotect(start as *mut c_void, end - start, prot) }.is_err() {
             // Cannot even do that: let the re-executed access take the
             // default action rather than loop.
             // SAFETY: resets SIGSEGV to SIG_DFL; no memory is involved.
@@ -228,8 +233,8 @@ fn handle(slot: &Slot, addr: usize, start: usize) {
         return;
     }
     // SAFETY: [p, p + page) is now accessible memory we mapped.
-    if unsafe { libc::mlock(p as *const c_void, page) } != 0 {
-        record(slot, OP_MLOCK, errno());
+    if let Err(e) = unsafe { mlock(p as *mut c_void, page) } {
+        record(slot, OP_MLOCK, e.raw_os_error());
         return;
     }
     let batch = slot.batch.load(Ordering::Relaxed);
@@ -238,9 +243,9 @@ fn handle(slot: &Slot, addr: usize, start: usize) {
         let q = p + page;
         // Speculative: a failure here leaves those pages to fault alone.
         // SAFETY: [q, q + n * page) lies inside the region.
-        if unsafe { libc::mprotect(q as *mut c_void, n * page, prot) } == 0 {
+        if unsafe { mprotect(q as *mut c_void, n * page, prot) }.is_ok() {
             // SAFETY: as above, now accessible.
-            unsafe { libc::mlock(q as *const c_void, n * page) };
+            let _ = unsafe { mlock(q as *mut c_void, n * page) };
         }
     }
     slot.faults.fetch_add(1, Ordering::Relaxed);
