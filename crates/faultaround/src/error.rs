@@ -89,6 +89,22 @@ pub enum Error {
     },
     /// The engine refused an operation.
     Engine(mmbatch_lru::LruError),
+    /// A working-set record that cannot be read: `reason` says what is
+    /// wrong (not a record, a version this crate does not read, cut short,
+    /// a checksum that does not match, a page past the image).
+    RecordCorrupt {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A working-set record made from another image than the region's.
+    RecordMismatch {
+        /// What differs: `"image length"`, `"page size"` or `"image id"`.
+        what: &'static str,
+        /// The record's value.
+        record: String,
+        /// The region's value.
+        region: String,
+    },
     /// Another system error.
     Sys {
         /// The call that failed.
@@ -177,6 +193,20 @@ impl fmt::Display for Error {
                 "a file of {pages} pages is larger than the engine's page cache can index \
                  (at most {} pages: frame numbers are 32-bit)",
                 u32::MAX
+            ),
+            Error::RecordCorrupt { reason } => write!(
+                f,
+                "the working-set record is corrupt ({reason}): record it again with \
+                 UffdRegionBuilder::record and save it with Record::save"
+            ),
+            Error::RecordMismatch {
+                what,
+                record,
+                region,
+            } => write!(
+                f,
+                "the working-set record was made from another image: its {what} is {record}, \
+                 this region's is {region}; replay a record of this image, or record one"
             ),
             Error::Engine(e) => write!(f, "{e}"),
             Error::Sys { op, source } => write!(f, "{op} failed: {source}"),

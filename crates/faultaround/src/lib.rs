@@ -78,8 +78,8 @@ mod window;
 pub use engine::MapPages;
 pub use error::Error;
 pub use uffd::{
-    FailSignal, MAX_HANDLERS, PageRead, PageSource, UffdRegion, UffdRegionBuilder, UffdStats,
-    Zeroes,
+    FailSignal, MAX_HANDLERS, MAX_ID_LEN, PageRead, PageSource, Record, UffdRegion,
+    UffdRegionBuilder, UffdStats, Zeroes,
 };
 pub use window::{MAX_ORDER, PTRS_PER_TABLE, Window};
 

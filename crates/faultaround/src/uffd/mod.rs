@@ -4,31 +4,32 @@
 //! - `handler`: the threads that resolve faults, and what they do with a
 //!   page that cannot be filled.
 
+mod builder;
 mod handler;
+mod record;
 mod source;
 
 use std::{
-    collections::HashSet,
+    collections::{HashSet, VecDeque},
     ffi::c_void,
     fs::File,
     io,
-    os::{
-        fd::{AsRawFd, BorrowedFd},
-        unix::fs::FileExt,
-    },
+    os::{fd::BorrowedFd, unix::fs::FileExt},
     sync::{
         Arc, Condvar, Mutex, RwLock,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     },
     thread::JoinHandle,
     time::{Duration, Instant},
 };
 
 use mmbatch_mmap::{MapFlags, Mapping, ProtFlags};
-use userfaultfd::{IoctlFlags, RegisterMode, UffdBuilder};
+use userfaultfd::{FeatureFlags, IoctlFlags, RegisterMode, UffdBuilder};
 
+pub use builder::UffdRegionBuilder;
 pub use handler::FailSignal;
-use handler::{Counters, Mode, Shared};
+use handler::{Counters, Mode, Recorder, Shared};
+pub use record::{MAX_ID_LEN, Record};
 pub use source::{PageRead, PageSource, Zeroes};
 
 use crate::{Error, Window};
@@ -51,71 +52,18 @@ pub struct UffdStats {
     /// Pages that could not be filled (source failure, timeout, a copy
     /// the kernel kept refusing): their readers get a signal.
     pub pages_failed: u64,
+    /// Pages a [replay](UffdRegionBuilder::replay) installed (also
+    /// counted in `pages_copied`).
+    pub pages_prefetched: u64,
+    /// Ranges the application discarded (`UFFD_EVENT_REMOVE`, from
+    /// `MADV_DONTNEED` or `MADV_REMOVE`).
+    pub remove_events: u64,
+    /// Faults on discarded pages, served with zeros (`UFFDIO_ZEROPAGE`).
+    pub pages_zeroed: u64,
 }
 
 /// The most handler threads a region starts.
 pub const MAX_HANDLERS: usize = 64;
-
-/// Settings of a [`UffdRegion`]; from [`UffdRegion::builder`].
-#[derive(Clone, Debug)]
-pub struct UffdRegionBuilder {
-    len: usize,
-    order: u32,
-    handlers: usize,
-    source_timeout: Duration,
-}
-
-impl UffdRegionBuilder {
-    /// Fault-around order: each fault copies the ready pages of its
-    /// `2^order`-page window (default 0, at most [`MAX_ORDER`](crate::MAX_ORDER)).
-    pub fn order(mut self, order: u32) -> Self {
-        self.order = order;
-        self
-    }
-
-    /// Handler threads (default 1, at most [`MAX_HANDLERS`]).
-    pub fn handlers(mut self, handlers: usize) -> Self {
-        self.handlers = handlers;
-        self
-    }
-
-    /// How long a faulting page waits for a source that says
-    /// [`NotReady`](PageRead::NotReady) before it is failed, and how long
-    /// [`shutdown`](UffdRegion::shutdown) and drop wait for the source in
-    /// all (default 30 s).
-    pub fn source_timeout(mut self, timeout: Duration) -> Self {
-        self.source_timeout = timeout;
-        self
-    }
-
-    /// Maps the region over `source` and starts its handlers.
-    pub fn build(self, source: impl PageSource) -> Result<UffdRegion, Error> {
-        if source.len() < self.len as u64 {
-            return Err(Error::SourceTooShort {
-                source_len: source.len(),
-                region_len: self.len,
-            });
-        }
-        UffdRegion::build(self, Box::new(source), None)
-    }
-
-    /// A shared mapping of `file`'s page cache; see
-    /// [`UffdRegion::over_page_cache`].
-    ///
-    /// # Safety
-    /// As [`UffdRegion::over_page_cache`].
-    pub unsafe fn build_over_page_cache(self, file: &File) -> Result<UffdRegion, Error> {
-        let source_len = PageSource::len(file);
-        if source_len < self.len as u64 {
-            return Err(Error::SourceTooShort {
-                source_len,
-                region_len: self.len,
-            });
-        }
-        let zeroes = Zeroes(self.len as u64);
-        UffdRegion::build(self, Box::new(zeroes), Some(file.as_raw_fd()))
-    }
-}
 
 /// An anonymous region registered with userfaultfd and filled on demand
 /// from a [`PageSource`]: a missing-page fault is resolved by copying the
@@ -222,6 +170,10 @@ impl UffdRegion {
             order: 0,
             handlers: 1,
             source_timeout: Duration::from_secs(30),
+            record: false,
+            image_id: String::new(),
+            replay: None,
+            prefetchers: 1,
         }
     }
 
@@ -288,6 +240,10 @@ impl UffdRegion {
             order,
             handlers,
             source_timeout,
+            record,
+            image_id,
+            replay,
+            prefetchers,
         } = b;
         let page = page_size();
         if len == 0 || len % page != 0 {
@@ -302,11 +258,32 @@ impl UffdRegion {
                 max: MAX_HANDLERS,
             });
         }
+        if !(1..=MAX_HANDLERS).contains(&prefetchers) {
+            return Err(Error::BadHandlers {
+                handlers: prefetchers,
+                max: MAX_HANDLERS,
+            });
+        }
         Window::around(0, order, 0..1)?;
+        if image_id.len() > MAX_ID_LEN {
+            return Err(Error::RecordCorrupt {
+                reason: format!(
+                    "an image id of {} bytes (at most {MAX_ID_LEN})",
+                    image_id.len()
+                ),
+            });
+        }
+        if let Some(r) = &replay {
+            r.check(page, len as u64, &image_id)?;
+        }
+        // EVENT_REMOVE (Linux 4.11): a range the application discards
+        // (MADV_DONTNEED, MADV_REMOVE) is reported, so it reads back as
+        // zeros afterwards rather than as the source's data.
         let uffd = UffdBuilder::new()
             .close_on_exec(true)
             .non_blocking(true)
             .user_mode_only(true)
+            .require_features(FeatureFlags::EVENT_REMOVE)
             .create()
             .map_err(uffd_error)?;
         let mapping = map(len, shared_fd)?;
@@ -361,6 +338,15 @@ impl UffdRegion {
             mapping: RwLock::new(Some(mapping)),
             alive: Mutex::new(0),
             exited: Condvar::new(),
+            events: RwLock::new(()),
+            removed: (0..(len / page).div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            any_removed: AtomicBool::new(false),
+            deferred: Mutex::new(VecDeque::new()),
+            recorder: record.then(|| Recorder::new(handlers, image_id.clone())),
+            prefetching: Mutex::new(0),
+            replayed: Condvar::new(),
         });
         let region = UffdRegion {
             shared: shared.clone(),
@@ -389,7 +375,61 @@ impl UffdRegion {
                 }
             }
         }
+        if let Some(r) = replay {
+            let runs: Arc<[(u64, usize)]> = r.runs(handler::PREFETCH_RUN).into();
+            let next = Arc::new(AtomicUsize::new(0));
+            for i in 0..prefetchers {
+                let (s, runs, next) = (shared.clone(), runs.clone(), next.clone());
+                *shared.alive.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+                *shared.prefetching.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+                let spawned = std::thread::Builder::new()
+                    .name(format!("uffd-prefetch-{i}"))
+                    .spawn(move || s.prefetch(&runs, &next));
+                match spawned {
+                    Ok(h) => region
+                        .handlers
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(h),
+                    Err(source) => {
+                        *shared.alive.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+                        *shared.prefetching.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+                        return Err(Error::ThreadRefused {
+                            started: handlers + i,
+                            asked: handlers + prefetchers,
+                            source,
+                        });
+                    }
+                }
+            }
+        }
         Ok(region)
+    }
+
+    /// The pages faulted on so far, first touch first, with the image's
+    /// identity: `None` unless the region was built with
+    /// [`record`](UffdRegionBuilder::record). Save it with
+    /// [`Record::save`] and give it to
+    /// [`replay`](UffdRegionBuilder::replay) on the next restore.
+    pub fn record(&self) -> Option<Record> {
+        let r = self.shared.recorder.as_ref()?;
+        let pages = r.pages();
+        Some(
+            Record::new(self.shared.page, self.shared.len as u64, &r.image_id, pages)
+                .expect("recorded pages lie in the region and its id was checked"),
+        )
+    }
+
+    /// Waits up to `timeout` for the replay's threads to install every
+    /// recorded page (true) — at once if there is no replay.
+    pub fn wait_replayed(&self, timeout: Duration) -> bool {
+        let s = &self.shared;
+        let n = s.prefetching.lock().unwrap_or_else(|e| e.into_inner());
+        let (n, _) = s
+            .replayed
+            .wait_timeout_while(n, timeout, |n| *n > 0)
+            .unwrap_or_else(|e| e.into_inner());
+        *n == 0
     }
 
     /// The first byte.
@@ -429,6 +469,9 @@ impl UffdRegion {
             already_present: ld(&c.already_present),
             retries: ld(&c.retries),
             pages_failed: ld(&c.pages_failed),
+            pages_prefetched: ld(&c.pages_prefetched),
+            remove_events: ld(&c.remove_events),
+            pages_zeroed: ld(&c.pages_zeroed),
         }
     }
 
@@ -558,7 +601,7 @@ fn spawn_handler(i: usize, s: Arc<Shared>) -> io::Result<JoinHandle<()>> {
     )));
     std::thread::Builder::new()
         .name(format!("uffd-handler-{i}"))
-        .spawn(move || s.serve())
+        .spawn(move || s.serve(i))
 }
 
 impl Drop for UffdRegion {

@@ -36,6 +36,22 @@ pub trait PageSource: Send + Sync + 'static {
     /// Fills `buf` (one page) with page `index`, or says why it cannot.
     fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead;
 
+    /// Fills `buf` (`count` pages) with pages `index..index + count`: one
+    /// call for a whole run, where a replay installs many pages at once
+    /// (by default, [`read_page`](Self::read_page) for each; [`File`]
+    /// reads the run in one `pread`). The first page not ready or failed
+    /// decides the answer.
+    fn read_pages(&self, index: u64, count: usize, buf: &mut [u8]) -> PageRead {
+        let page = buf.len() / count.max(1);
+        for (i, chunk) in buf.chunks_exact_mut(page).enumerate() {
+            match self.read_page(index + i as u64, chunk) {
+                PageRead::Ready => {}
+                other => return other,
+            }
+        }
+        PageRead::Ready
+    }
+
     /// The bytes of `count` pages from page `index`, if the source holds
     /// them in memory and they are all ready: then `UFFDIO_COPY` copies
     /// straight from them, with no bounce buffer. A slice that is not
@@ -103,6 +119,24 @@ impl PageSource for Vec<u8> {
 impl PageSource for File {
     fn len(&self) -> u64 {
         self.metadata().map_or(0, |m| m.len())
+    }
+
+    fn read_pages(&self, index: u64, count: usize, buf: &mut [u8]) -> PageRead {
+        let page = (buf.len() / count.max(1)) as u64;
+        match index
+            .checked_mul(page)
+            .map(|at| self.read_exact_at(buf, at))
+        {
+            Some(Ok(())) => PageRead::Ready,
+            // Page by page, for the error that names the page.
+            _ => (0..count)
+                .map(|i| {
+                    let chunk = &mut buf[i * page as usize..(i + 1) * page as usize];
+                    self.read_page(index + i as u64, chunk)
+                })
+                .find(|r| !matches!(r, PageRead::Ready))
+                .unwrap_or(PageRead::Ready),
+        }
     }
 
     /// A page past the end (the file was truncated) or an I/O error fails

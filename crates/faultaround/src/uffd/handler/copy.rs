@@ -85,7 +85,7 @@ impl Shared {
         let mut last = 0;
         for attempt in 0..3 {
             match self.copy_run(p, 1, src, wake) {
-                Ok(()) => return Ok(()),
+                Ok(_) => return Ok(()),
                 Err(errno) => last = errno,
             }
             std::thread::sleep(Duration::from_millis(1 << attempt));
@@ -127,28 +127,44 @@ impl Shared {
     }
 
     /// `UFFDIO_COPY` of `n` pages from `src` to page `first`: a partial
-    /// copy or EAGAIN resumes where it stopped (a bounded number of times);
-    /// a page already present (EEXIST) is skipped, its waiters woken. Any
-    /// other error is returned as an errno.
+    /// copy or EAGAIN resumes where it stopped (a bounded number of times,
+    /// reading pending events first: EAGAIN means one is pending); a page
+    /// already present (EEXIST) is skipped, its waiters woken; a page the
+    /// application discarded is skipped (it reads as zeros). Returns the
+    /// pages copied, or an errno.
     pub(in crate::uffd) fn copy_run(
         &self,
         first: u64,
         n: usize,
         src: &[u8],
         wake: bool,
-    ) -> Result<(), i32> {
+    ) -> Result<usize, i32> {
         debug_assert!(src.len() >= n * self.page);
-        let mut done = 0;
+        let (mut done, mut copied) = (0, 0);
         let mut again = Backoff::new(self);
         while done < n {
-            let dst = self.addr(first + done as u64);
-            let len = (n - done) * self.page;
-            let bytes = match self.copy_ioctl(src[done * self.page..].as_ptr(), dst, len, wake) {
+            // The marks are checked and the copy made under `events` (see
+            // `events.rs`): no REMOVE can be read in between.
+            let copying = self.events.read().unwrap_or_else(|e| e.into_inner());
+            let p = first + done as u64;
+            if self.is_removed(p) {
+                done += 1;
+                continue;
+            }
+            let m = (1..n - done)
+                .find(|&i| self.is_removed(p + i as u64))
+                .unwrap_or(n - done);
+            let dst = self.addr(p);
+            let len = m * self.page;
+            let r = self.copy_ioctl(src[done * self.page..].as_ptr(), dst, len, wake);
+            drop(copying);
+            let bytes = match r {
                 Copied::Bytes(b) => b,
                 Copied::Again(raw) => {
                     // A negative count (the crate's cast of -EAGAIN) is no
-                    // progress.
+                    // progress; an event may be pending: read it.
                     self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                    self.pump_events();
                     again.wait().map_err(|()| libc::EAGAIN)?;
                     if raw <= len { raw } else { 0 }
                 }
@@ -162,16 +178,17 @@ impl Shared {
                 }
                 Copied::Failed(errno) => return Err(errno),
             };
-            let pages = (bytes / self.page).min(n - done);
+            let pages = (bytes / self.page).min(m);
             self.stats
                 .pages_copied
                 .fetch_add(pages as u64, Ordering::Relaxed);
             done += pages;
+            copied += pages;
             if pages == 0 {
                 again.wait().map_err(|()| libc::EAGAIN)?;
             }
         }
-        Ok(())
+        Ok(copied)
     }
 }
 

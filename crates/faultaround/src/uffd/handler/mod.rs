@@ -3,7 +3,7 @@
 //! filled so its reader gets a signal instead of waiting forever.
 
 use std::{
-    collections::HashSet,
+    collections::{HashSet, VecDeque},
     ffi::c_void,
     io,
     os::fd::OwnedFd,
@@ -17,15 +17,18 @@ use std::{
 
 use mmbatch_mmap::Mapping;
 use rustix::event::{PollFd, PollFlags, poll};
-use userfaultfd::{Event, Uffd};
+use userfaultfd::Uffd;
 
 use super::{PageRead, PageSource};
 use crate::Window;
 
 mod copy;
+mod events;
 mod failing;
+mod replay;
 
 pub(super) use failing::UFFDIO_POISON_BIT;
+pub(super) use replay::{PREFETCH_RUN, Recorder};
 
 /// How faults are resolved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +70,9 @@ pub(super) struct Counters {
     pub(super) already_present: AtomicU64,
     pub(super) retries: AtomicU64,
     pub(super) pages_failed: AtomicU64,
+    pub(super) pages_prefetched: AtomicU64,
+    pub(super) remove_events: AtomicU64,
+    pub(super) pages_zeroed: AtomicU64,
 }
 
 /// What a region's handler threads share with it.
@@ -94,6 +100,21 @@ pub(super) struct Shared {
     /// Handler threads still running, and their exit signal.
     pub(super) alive: Mutex<usize>,
     pub(super) exited: Condvar,
+    /// Held for writing while an event is read (and a removal marked),
+    /// for reading around every copy: a copy that starts after a
+    /// `UFFD_EVENT_REMOVE` was read sees its pages marked (see `events`).
+    pub(super) events: RwLock<()>,
+    /// One bit per page discarded by the application: zeros from now on.
+    pub(super) removed: Box<[AtomicU64]>,
+    pub(super) any_removed: AtomicBool,
+    /// Faults read by a thread that could not serve them at once (a
+    /// copier draining events to get past EAGAIN): served by a handler.
+    pub(super) deferred: Mutex<VecDeque<usize>>,
+    /// The faults' first touches, when recording.
+    pub(super) recorder: Option<Recorder>,
+    /// Replay threads still installing, and their exit signal.
+    pub(super) prefetching: Mutex<usize>,
+    pub(super) replayed: Condvar,
 }
 
 /// Why the faulting page's data could not be had.
@@ -122,11 +143,27 @@ impl Drop for Alive<'_> {
 }
 
 impl Shared {
-    /// A handler thread: wait for faults (or the stop signal), resolve them.
-    pub(super) fn serve(&self) {
+    /// Handler thread `me`: wait for faults (or the stop signal), resolve
+    /// them.
+    ///
+    /// Every handler polls the one userfaultfd and reads events from it,
+    /// one event per read: the kernel hands each pending fault to exactly
+    /// one reader (the others get EAGAIN), so concurrent faults spread
+    /// over the handlers and are resolved in parallel; only the read
+    /// itself is serialised (under `events`), never a copy.
+    pub(super) fn serve(&self, me: usize) {
         let _alive = Alive(self);
         let mut buf = vec![0u8; self.page << crate::MAX_ORDER];
         loop {
+            let next = self
+                .deferred
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pop_front();
+            if let Some(addr) = next {
+                self.on_fault(me, addr, &mut buf);
+                continue;
+            }
             let mut fds = [
                 PollFd::new(&self.uffd, PollFlags::IN),
                 PollFd::new(&self.wake, PollFlags::IN),
@@ -138,21 +175,27 @@ impl Shared {
             if !matches!(r, Ok(n) if n > 0) {
                 continue;
             }
-            // Several handlers may wake for one event: only one reads it
-            // (the others get EAGAIN: Ok(None)).
-            while let Ok(Some(event)) = self.uffd.read_event() {
-                if let Event::Pagefault { addr, .. } = event {
-                    let addr = addr as usize;
-                    // Source calls are guarded one by one; this is for a
-                    // bug of ours: the reader must not wait forever.
-                    if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.resolve(addr, &mut buf)))
-                    {
-                        let page = ((addr - self.base) / self.page) as u64;
-                        let msg = format!("the fault handler panicked: {}", panic_message(&*p));
-                        self.fail_page(page, io::Error::other(msg));
-                    }
-                }
+            if !fds[1].revents().is_empty() {
+                // A deferred fault's nudge (the eventfd is non-blocking).
+                let _ = rustix::io::read(&self.wake, &mut [0u8; 8]);
             }
+            while let Some(addr) = self.next_fault() {
+                self.on_fault(me, addr, &mut buf);
+            }
+        }
+    }
+
+    /// Records (when recording) and resolves the fault at `addr`.
+    fn on_fault(&self, me: usize, addr: usize, buf: &mut [u8]) {
+        let page = ((addr - self.base) / self.page) as u64;
+        if let Some(r) = &self.recorder {
+            r.touch(me, page);
+        }
+        // Source calls are guarded one by one; this is for a bug of ours:
+        // the reader must not wait forever.
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.resolve(addr, buf))) {
+            let msg = format!("the fault handler panicked: {}", panic_message(&*p));
+            self.fail_page(page, io::Error::other(msg));
         }
     }
 
@@ -273,6 +316,11 @@ impl Shared {
             pages: page..page + 1,
         });
         let (wstart, wlen) = (window.pages.start, window.len() as usize);
+        if self.mode == Mode::Copy && self.is_removed(page) {
+            // Discarded by the application: zeros, as anonymous memory.
+            self.zero_page(page);
+            return;
+        }
         if self.mode == Mode::Continue {
             // The faulting page is cached (a minor fault); its neighbours
             // may not be: those are skipped, never waited for.
@@ -320,8 +368,12 @@ impl Shared {
 
     fn copy_window(&self, w: &Window, page: u64, buf: &mut [u8]) {
         let present = self.resident(w.pages.start as usize, w.len() as usize);
-        let wanted =
-            |p: u64| p != page && !present[(p - w.pages.start) as usize] && !self.is_failed(p);
+        let wanted = |p: u64| {
+            p != page
+                && !present[(p - w.pages.start) as usize]
+                && !self.is_failed(p)
+                && !self.is_removed(p)
+        };
         if self.source_pages(w.pages.start, w.len() as usize).is_some() {
             // In memory and ready: copy each run of missing pages straight
             // from the source.

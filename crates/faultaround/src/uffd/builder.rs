@@ -1,0 +1,105 @@
+//! [`UffdRegionBuilder`]: a region's settings.
+
+use std::{fs::File, os::fd::AsRawFd, time::Duration};
+
+use super::{PageSource, Record, UffdRegion, Zeroes};
+use crate::Error;
+
+/// Settings of a [`UffdRegion`]; from [`UffdRegion::builder`].
+#[derive(Clone, Debug)]
+pub struct UffdRegionBuilder {
+    pub(super) len: usize,
+    pub(super) order: u32,
+    pub(super) handlers: usize,
+    pub(super) source_timeout: Duration,
+    pub(super) record: bool,
+    pub(super) image_id: String,
+    pub(super) replay: Option<Record>,
+    pub(super) prefetchers: usize,
+}
+
+impl UffdRegionBuilder {
+    /// Fault-around order: each fault copies the ready pages of its
+    /// `2^order`-page window (default 0, at most [`MAX_ORDER`](crate::MAX_ORDER)).
+    pub fn order(mut self, order: u32) -> Self {
+        self.order = order;
+        self
+    }
+
+    /// Handler threads (default 1, at most [`MAX_HANDLERS`](crate::MAX_HANDLERS)).
+    pub fn handlers(mut self, handlers: usize) -> Self {
+        self.handlers = handlers;
+        self
+    }
+
+    /// How long a faulting page waits for a source that says
+    /// [`NotReady`](PageRead::NotReady) before it is failed, and how long
+    /// [`shutdown`](UffdRegion::shutdown) and drop wait for the source in
+    /// all (default 30 s).
+    pub fn source_timeout(mut self, timeout: Duration) -> Self {
+        self.source_timeout = timeout;
+        self
+    }
+
+    /// Records the page of every fault, first touch first, for
+    /// [`UffdRegion::record`] (default off). The cost is one uncontended
+    /// lock and a push per fault, in the handler thread.
+    pub fn record(mut self, yes: bool) -> Self {
+        self.record = yes;
+        self
+    }
+
+    /// The image's id (a snapshot's name or content hash, at most
+    /// [`MAX_ID_LEN`](crate::MAX_ID_LEN) bytes), written into records and checked on replay
+    /// (default empty: records are then told apart by length alone).
+    pub fn image_id(mut self, id: impl Into<String>) -> Self {
+        self.image_id = id.into();
+        self
+    }
+
+    /// Replays `record`: background threads install its pages in runs of
+    /// consecutive pages (one `UFFDIO_COPY` each), in record order, while
+    /// the handlers serve faults as they come — a fault never queues
+    /// behind the replay. Pages outside the record fault in as usual. A
+    /// record of another image (length, page size or id) is refused at
+    /// build.
+    pub fn replay(mut self, record: Record) -> Self {
+        self.replay = Some(record);
+        self
+    }
+
+    /// Threads that install a replayed record (default 1, at most
+    /// [`MAX_HANDLERS`](crate::MAX_HANDLERS)).
+    pub fn prefetchers(mut self, n: usize) -> Self {
+        self.prefetchers = n;
+        self
+    }
+
+    /// Maps the region over `source` and starts its handlers.
+    pub fn build(self, source: impl PageSource) -> Result<UffdRegion, Error> {
+        if source.len() < self.len as u64 {
+            return Err(Error::SourceTooShort {
+                source_len: source.len(),
+                region_len: self.len,
+            });
+        }
+        UffdRegion::build(self, Box::new(source), None)
+    }
+
+    /// A shared mapping of `file`'s page cache; see
+    /// [`UffdRegion::over_page_cache`].
+    ///
+    /// # Safety
+    /// As [`UffdRegion::over_page_cache`].
+    pub unsafe fn build_over_page_cache(self, file: &File) -> Result<UffdRegion, Error> {
+        let source_len = PageSource::len(file);
+        if source_len < self.len as u64 {
+            return Err(Error::SourceTooShort {
+                source_len,
+                region_len: self.len,
+            });
+        }
+        let zeroes = Zeroes(self.len as u64);
+        UffdRegion::build(self, Box::new(zeroes), Some(file.as_raw_fd()))
+    }
+}

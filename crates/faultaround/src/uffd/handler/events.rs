@@ -1,0 +1,114 @@
+//! Userfaultfd events besides faults: `UFFD_EVENT_REMOVE`.
+//!
+//! When the application discards part of the region (`MADV_DONTNEED`,
+//! `MADV_REMOVE`, as a balloon driver does), the kernel queues a REMOVE
+//! event and holds the `madvise` until a handler reads it; only then does
+//! it zap the pages (`userfaultfd_remove` in `fs/userfaultfd.c`). Until the
+//! event is read, `UFFDIO_COPY` and `UFFDIO_ZEROPAGE` on the region fail
+//! with EAGAIN (`mmap_changing`) — the trap Firecracker documents: a
+//! handler that retries the copy without reading events spins forever.
+//! So a copier that gets EAGAIN reads the pending events itself
+//! ([`pump_events`](Shared::pump_events)) before retrying.
+//!
+//! After the zap a discarded page must read as zeros, as anonymous memory
+//! does, not as the source's data: it is marked in `removed` and its next
+//! fault is served with `UFFDIO_ZEROPAGE`. A copy that checked the marks
+//! before a REMOVE was read, but reached the kernel after the zap, would
+//! put the source's data back; so events are read (and marks set) under
+//! `events` held for writing, and every copy checks the marks and makes
+//! its ioctl under `events` held for reading.
+
+use std::sync::atomic::Ordering;
+
+use userfaultfd::Event;
+
+use super::Shared;
+
+impl Shared {
+    /// Reads events until a page fault, whose address it returns; marks
+    /// the ranges of REMOVE events on the way. `None` when none is
+    /// pending.
+    pub(super) fn next_fault(&self) -> Option<usize> {
+        let _reading = self.events.write().unwrap_or_else(|e| e.into_inner());
+        loop {
+            match self.uffd.read_event() {
+                Ok(Some(Event::Pagefault { addr, .. })) => return Some(addr as usize),
+                Ok(Some(Event::Remove { start, end })) => {
+                    self.mark_removed(start as usize, end as usize)
+                }
+                Ok(Some(_)) => {}
+                // Ok(None): another handler took it (EAGAIN).
+                _ => return None,
+            }
+        }
+    }
+
+    /// Reads every pending event — REMOVE marks set, faults queued for the
+    /// handlers (and one woken) — so a copy refused with EAGAIN can go
+    /// on. Called without `events` held.
+    pub(super) fn pump_events(&self) {
+        let mut queued = false;
+        while let Some(addr) = self.next_fault() {
+            self.deferred
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push_back(addr);
+            queued = true;
+        }
+        if queued {
+            let _ = rustix::io::write(&self.wake, &1u64.to_ne_bytes());
+        }
+    }
+
+    fn mark_removed(&self, start: usize, end: usize) {
+        self.stats.remove_events.fetch_add(1, Ordering::Relaxed);
+        let region = self.base..self.base + self.len;
+        let (start, end) = (start.max(region.start), end.min(region.end));
+        if start >= end {
+            return;
+        }
+        let first = (start - self.base) / self.page;
+        let last = (end - self.base).div_ceil(self.page);
+        for p in first..last {
+            self.removed[p / 64].fetch_or(1 << (p % 64), Ordering::Relaxed);
+        }
+        self.any_removed.store(true, Ordering::Release);
+    }
+
+    /// Whether the application discarded page `p` (read `events` first
+    /// for a decision a copy depends on).
+    pub(super) fn is_removed(&self, p: u64) -> bool {
+        let p = p as usize;
+        self.any_removed.load(Ordering::Acquire)
+            && self.removed[p / 64].load(Ordering::Relaxed) & (1 << (p % 64)) != 0
+    }
+
+    /// Serves a fault on a discarded page with zeros (`UFFDIO_ZEROPAGE`),
+    /// waking its readers; EAGAIN (another event pending) is retried after
+    /// reading the events.
+    pub(super) fn zero_page(&self, p: u64) {
+        for _ in 0..1000 {
+            let r = {
+                let _copy = self.events.read().unwrap_or_else(|e| e.into_inner());
+                // SAFETY: one page of our registered range.
+                unsafe { self.uffd.zeropage(self.addr(p), self.page, true) }
+            };
+            match r {
+                Ok(_) => {
+                    self.stats.pages_zeroed.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                Err(userfaultfd::Error::ZeropageFailed(e)) if e as i32 == libc::EAGAIN => {
+                    self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                    self.pump_events();
+                    std::thread::yield_now();
+                }
+                // EEXIST: already there; wake its readers.
+                Err(_) => {
+                    let _ = self.uffd.wake(self.addr(p), self.page);
+                    return;
+                }
+            }
+        }
+    }
+}

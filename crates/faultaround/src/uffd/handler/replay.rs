@@ -1,0 +1,104 @@
+//! Recording the pages faults touch, and replaying a record: REAP's
+//! record-and-prefetch (Ustiugov et al., ASPLOS 2021) on a region that
+//! keeps serving faults while it installs.
+
+use std::{
+    panic::{AssertUnwindSafe, catch_unwind},
+    sync::{
+        Mutex,
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+    },
+};
+
+use super::{PageRead, Shared};
+
+/// The most pages one replay `UFFDIO_COPY` installs (256 KiB of 4 KiB
+/// pages): large enough that the ioctl's cost is spread thin, small
+/// enough that a handler reading an event waits at most one such copy.
+pub(in crate::uffd) const PREFETCH_RUN: usize = 64;
+
+/// One handler's faults: (sequence number, page).
+type Touches = Mutex<Vec<(u64, u64)>>;
+
+/// The pages faulted on, first touch first: one list per handler thread
+/// (so recording takes no shared lock), ordered by a global sequence.
+pub(in crate::uffd) struct Recorder {
+    seq: AtomicU64,
+    lists: Box<[Touches]>,
+    pub(in crate::uffd) image_id: String,
+}
+
+impl Recorder {
+    pub(in crate::uffd) fn new(handlers: usize, image_id: String) -> Self {
+        Self {
+            seq: AtomicU64::new(0),
+            lists: (0..handlers).map(|_| Mutex::new(Vec::new())).collect(),
+            image_id,
+        }
+    }
+
+    /// Handler `me` took a fault on `page`.
+    pub(super) fn touch(&self, me: usize, page: u64) {
+        let at = self.seq.fetch_add(1, Ordering::Relaxed);
+        self.lists[me]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((at, page));
+    }
+
+    /// Every page touched so far, in fault order.
+    pub(in crate::uffd) fn pages(&self) -> Vec<u64> {
+        let mut all: Vec<(u64, u64)> = self
+            .lists
+            .iter()
+            .flat_map(|l| l.lock().unwrap_or_else(|e| e.into_inner()).clone())
+            .collect();
+        all.sort_unstable();
+        all.into_iter().map(|(_, p)| p).collect()
+    }
+}
+
+/// Counts a replay thread out when it exits, even by panicking.
+struct Prefetching<'a>(&'a Shared);
+
+impl Drop for Prefetching<'_> {
+    fn drop(&mut self) {
+        let mut n = self.0.prefetching.lock().unwrap_or_else(|e| e.into_inner());
+        *n -= 1;
+        self.0.replayed.notify_all();
+    }
+}
+
+impl Shared {
+    /// A replay thread: installs runs of the record, taking the next one
+    /// from `next`, until none is left or the region stops. A run the
+    /// source cannot give whole is left to the faults.
+    pub(in crate::uffd) fn prefetch(&self, runs: &[(u64, usize)], next: &AtomicUsize) {
+        let _alive = super::Alive(self);
+        let _prefetching = Prefetching(self);
+        let mut buf = vec![0u8; self.page * PREFETCH_RUN];
+        loop {
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
+            let Some(&(start, n)) = runs.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                return;
+            };
+            let copied = match self.source_pages(start, n) {
+                Some(src) => self.copy_run(start, n, src, true),
+                None => {
+                    let buf = &mut buf[..n * self.page];
+                    let read =
+                        catch_unwind(AssertUnwindSafe(|| self.source.read_pages(start, n, buf)));
+                    match read {
+                        Ok(PageRead::Ready) => self.copy_run(start, n, buf, true),
+                        _ => Ok(0),
+                    }
+                }
+            };
+            self.stats
+                .pages_prefetched
+                .fetch_add(copied.unwrap_or(0) as u64, Ordering::Relaxed);
+        }
+    }
+}

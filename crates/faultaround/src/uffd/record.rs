@@ -1,0 +1,334 @@
+//! [`Record`]: the pages a region's faults touched, in first-touch order,
+//! with the identity of the image they came from — what REAP (Ustiugov et
+//! al., ASPLOS 2021) records on a function's first run and installs
+//! eagerly on the next restore.
+//!
+//! The file is small: a header (magic and version, page size, image
+//! length, the image's id), the page list as varint deltas (a run of
+//! consecutive pages costs a byte a page), and a CRC-32 of all of it.
+
+use std::io::{Read, Write};
+
+use crate::Error;
+
+/// The file's first bytes; the last is the format version.
+const MAGIC: [u8; 8] = *b"MMBREC\0\x01";
+/// The longest image id.
+pub const MAX_ID_LEN: usize = 255;
+
+/// The working set of one run over one image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    pub(super) page_size: u32,
+    pub(super) image_len: u64,
+    pub(super) image_id: String,
+    pub(super) pages: Vec<u64>,
+}
+
+impl Record {
+    /// A record of `pages` (indices, in the order they are to be
+    /// installed) of an image of `image_len` bytes named `image_id`.
+    /// Duplicates after the first are dropped.
+    pub fn new(
+        page_size: usize,
+        image_len: u64,
+        image_id: &str,
+        pages: impl IntoIterator<Item = u64>,
+    ) -> Result<Self, Error> {
+        let corrupt = |reason: String| Error::RecordCorrupt { reason };
+        if image_id.len() > MAX_ID_LEN {
+            return Err(corrupt(format!(
+                "an image id of {} bytes (at most {MAX_ID_LEN})",
+                image_id.len()
+            )));
+        }
+        let page_size =
+            u32::try_from(page_size).map_err(|_| corrupt(format!("page size {page_size}")))?;
+        let npages = image_len / u64::from(page_size.max(1));
+        let mut seen = std::collections::HashSet::new();
+        let mut list = Vec::new();
+        for p in pages {
+            if p >= npages {
+                return Err(corrupt(format!(
+                    "page {p} is past the image's {npages} pages"
+                )));
+            }
+            if seen.insert(p) {
+                list.push(p);
+            }
+        }
+        Ok(Record {
+            page_size,
+            image_len,
+            image_id: image_id.to_owned(),
+            pages: list,
+        })
+    }
+
+    /// The recorded pages, first touch first.
+    pub fn pages(&self) -> &[u64] {
+        &self.pages
+    }
+
+    /// The image's length in bytes.
+    pub fn image_len(&self) -> u64 {
+        self.image_len
+    }
+
+    /// The image's id, as given to
+    /// [`image_id`](super::UffdRegionBuilder::image_id).
+    pub fn image_id(&self) -> &str {
+        &self.image_id
+    }
+
+    /// The page size the record counts in.
+    pub fn page_size(&self) -> usize {
+        self.page_size as usize
+    }
+
+    /// The record as bytes (see the module docs for the layout).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(32 + self.image_id.len() + self.pages.len() * 2);
+        out.extend_from_slice(&MAGIC);
+        out.extend_from_slice(&self.page_size.to_le_bytes());
+        out.extend_from_slice(&self.image_len.to_le_bytes());
+        out.push(self.image_id.len() as u8);
+        out.extend_from_slice(self.image_id.as_bytes());
+        put_varint(&mut out, self.pages.len() as u64);
+        let mut prev = 0u64;
+        for &p in &self.pages {
+            // Zigzag deltas: the next page of a run is +1, one byte.
+            let d = p.wrapping_sub(prev) as i64;
+            put_varint(&mut out, ((d << 1) ^ (d >> 63)) as u64);
+            prev = p;
+        }
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    /// Reads a record made by [`to_bytes`](Self::to_bytes); anything else
+    /// is [`Error::RecordCorrupt`], saying what is wrong.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, Error> {
+        let corrupt = |reason: &str| Error::RecordCorrupt {
+            reason: reason.to_owned(),
+        };
+        if bytes.len() < MAGIC.len() || bytes[..MAGIC.len() - 1] != MAGIC[..MAGIC.len() - 1] {
+            return Err(corrupt("not a working-set record: no MMBREC magic"));
+        }
+        if bytes[MAGIC.len() - 1] != MAGIC[MAGIC.len() - 1] {
+            return Err(Error::RecordCorrupt {
+                reason: format!(
+                    "format version {} (this crate reads version {})",
+                    bytes[MAGIC.len() - 1],
+                    MAGIC[MAGIC.len() - 1]
+                ),
+            });
+        }
+        let Some((body, crc)) = bytes.split_last_chunk::<4>() else {
+            return Err(corrupt("cut short"));
+        };
+        if crc32fast::hash(body) != u32::from_le_bytes(*crc) {
+            return Err(corrupt(
+                "its checksum does not match its contents (changed or cut short)",
+            ));
+        }
+        let mut r = Reader(&body[MAGIC.len()..]);
+        let short = || corrupt("cut short");
+        let page_size = u32::from_le_bytes(r.take()?.ok_or_else(short)?);
+        let image_len = u64::from_le_bytes(r.take()?.ok_or_else(short)?);
+        let [id_len] = r.take()?.ok_or_else(short)?;
+        let id = r.bytes(usize::from(id_len)).ok_or_else(short)?;
+        let id = std::str::from_utf8(id).map_err(|_| corrupt("an image id that is not UTF-8"))?;
+        let n = r.varint().ok_or_else(short)?;
+        let npages = image_len / u64::from(page_size.max(1));
+        if n > npages {
+            return Err(corrupt("more pages than the image has"));
+        }
+        let mut pages = Vec::with_capacity(n as usize);
+        let mut prev = 0u64;
+        for _ in 0..n {
+            let z = r.varint().ok_or_else(short)?;
+            let d = ((z >> 1) as i64) ^ -((z & 1) as i64);
+            prev = prev.wrapping_add(d as u64);
+            pages.push(prev);
+        }
+        if !r.0.is_empty() {
+            return Err(corrupt("bytes after the page list"));
+        }
+        Record::new(page_size as usize, image_len, id, pages)
+    }
+
+    /// Writes the record (a few bytes per page).
+    pub fn save(&self, mut w: impl Write) -> std::io::Result<()> {
+        w.write_all(&self.to_bytes())
+    }
+
+    /// Reads a record written by [`save`](Self::save).
+    pub fn load(mut r: impl Read) -> Result<Self, Error> {
+        let mut bytes = Vec::new();
+        r.read_to_end(&mut bytes).map_err(|source| Error::Sys {
+            op: "reading the working-set record",
+            source,
+        })?;
+        Self::from_bytes(&bytes)
+    }
+
+    /// Refuses a record of another image than one of `image_len` bytes in
+    /// pages of `page_size` named `image_id`.
+    pub(super) fn check(
+        &self,
+        page_size: usize,
+        image_len: u64,
+        image_id: &str,
+    ) -> Result<(), Error> {
+        let mismatch = |what, record: String, region: String| {
+            Err(Error::RecordMismatch {
+                what,
+                record,
+                region,
+            })
+        };
+        if self.page_size as usize != page_size {
+            return mismatch(
+                "page size",
+                self.page_size.to_string(),
+                page_size.to_string(),
+            );
+        }
+        if self.image_len != image_len {
+            return mismatch(
+                "image length",
+                self.image_len.to_string(),
+                image_len.to_string(),
+            );
+        }
+        if self.image_id != image_id {
+            return mismatch(
+                "image id",
+                format!("{:?}", self.image_id),
+                format!("{image_id:?}"),
+            );
+        }
+        Ok(())
+    }
+
+    /// The pages as runs of consecutive pages, in record order, each at
+    /// most `max` long.
+    pub(super) fn runs(&self, max: usize) -> Vec<(u64, usize)> {
+        let mut runs: Vec<(u64, usize)> = Vec::new();
+        for &p in &self.pages {
+            match runs.last_mut() {
+                Some((start, n)) if *start + *n as u64 == p && *n < max => *n += 1,
+                _ => runs.push((p, 1)),
+            }
+        }
+        runs
+    }
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
+        let (head, rest) = self.0.split_at_checked(n)?;
+        self.0 = rest;
+        Some(head)
+    }
+
+    fn take<const N: usize>(&mut self) -> Result<Option<[u8; N]>, Error> {
+        Ok(self.bytes(N).map(|b| b.try_into().expect("N bytes")))
+    }
+
+    fn varint(&mut self) -> Option<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let [b] = self.take::<1>().ok()??;
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Some(v);
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Record {
+        Record::new(4096, 1 << 30, "snap-1", [5, 6, 7, 8, 100, 3, 4, 262143]).unwrap()
+    }
+
+    #[test]
+    fn round_trips() {
+        let r = sample();
+        let bytes = r.to_bytes();
+        assert_eq!(Record::from_bytes(&bytes).unwrap(), r);
+        // A run costs a byte a page.
+        assert!(
+            bytes.len() < 8 + 4 + 8 + 1 + 6 + 1 + 8 * 3 + 4,
+            "{}",
+            bytes.len()
+        );
+        assert_eq!(r.runs(512), [(5, 4), (100, 1), (3, 2), (262143, 1)]);
+        assert_eq!(r.runs(2), [(5, 2), (7, 2), (100, 1), (3, 2), (262143, 1)]);
+    }
+
+    #[test]
+    fn corruption_is_named() {
+        let bytes = sample().to_bytes();
+        let reason = |b: &[u8]| match Record::from_bytes(b) {
+            Err(Error::RecordCorrupt { reason }) => reason,
+            other => panic!("{other:?}"),
+        };
+        assert!(reason(b"hello").contains("magic"));
+        assert!(reason(&bytes[..bytes.len() - 3]).contains("checksum"));
+        let mut flipped = bytes.clone();
+        flipped[30] ^= 1;
+        assert!(reason(&flipped).contains("checksum"));
+        let mut v2 = bytes.clone();
+        v2[7] = 2;
+        assert!(reason(&v2).contains("version 2"));
+        assert!(reason(&[]).contains("magic"));
+        // A page past the image, with a valid checksum.
+        let mut body = Record::new(4096, 8192, "x", [0, 1]).unwrap().to_bytes();
+        body.truncate(body.len() - 4);
+        *body.last_mut().unwrap() = 4; // delta +2: page 3 of 2
+        let crc = crc32fast::hash(&body);
+        body.extend_from_slice(&crc.to_le_bytes());
+        assert!(
+            reason(&body).contains("past the image"),
+            "{}",
+            reason(&body)
+        );
+    }
+
+    #[test]
+    fn another_image_is_refused_by_what_differs() {
+        let r = sample();
+        assert!(r.check(4096, 1 << 30, "snap-1").is_ok());
+        for (page, len, id, what) in [
+            (4096, 1 << 29, "snap-1", "image length"),
+            (4096, 1 << 30, "snap-2", "image id"),
+            (2 << 20, 1 << 30, "snap-1", "page size"),
+        ] {
+            match r.check(page, len, id) {
+                Err(e @ Error::RecordMismatch { what: w, .. }) => {
+                    assert_eq!(w, what);
+                    assert!(e.to_string().contains(what), "{e}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+}
