@@ -73,23 +73,28 @@ impl Shared {
             self.poison.store(false, Ordering::Relaxed);
             false
         });
-        let mut arg = UffdioPoison {
-            start: self.addr(page) as u64,
-            len: self.page as u64,
-            mode: UFFDIO_POISON_MODE_DONTWAKE,
-            updated: 0,
-        };
-        // SAFETY: UFFDIO_POISON takes a `struct uffdio_poison`, which
-        // `UffdioPoison` lays out.
-        let op = unsafe { rustix::ioctl::Updater::<UFFDIO_POISON, _>::new(&mut arg) };
-        // SAFETY: the ioctl acts only on our registered range.
-        let r = unsafe { rustix::ioctl::ioctl(&self.uffd, op) };
-        match r {
-            Ok(()) => return true,
-            Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOTTY) => {
-                self.poison.store(false, Ordering::Relaxed);
+        // EAGAIN: a REMOVE event is pending; read it and try again.
+        for _ in 0..100 {
+            let mut arg = UffdioPoison {
+                start: self.addr(page) as u64,
+                len: self.page as u64,
+                mode: UFFDIO_POISON_MODE_DONTWAKE,
+                updated: 0,
+            };
+            // SAFETY: UFFDIO_POISON takes a `struct uffdio_poison`, which
+            // `UffdioPoison` lays out.
+            let op = unsafe { rustix::ioctl::Updater::<UFFDIO_POISON, _>::new(&mut arg) };
+            // SAFETY: the ioctl acts only on our registered range.
+            let r = unsafe { rustix::ioctl::ioctl(&self.uffd, op) };
+            match r {
+                Ok(()) => return true,
+                Err(rustix::io::Errno::AGAIN) => self.pump_events(),
+                Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOTTY) => {
+                    self.poison.store(false, Ordering::Relaxed);
+                    return false;
+                }
+                Err(_) => return false,
             }
-            Err(_) => {}
         }
         false
     }

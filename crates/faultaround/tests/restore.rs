@@ -1,0 +1,435 @@
+//! Record and replay (REAP's working-set prefetch) and UFFD_EVENT_REMOVE
+//! on the host kernel, small sizes, every page checked against the image.
+
+use std::{
+    sync::{
+        Arc, Condvar, Mutex,
+        atomic::{AtomicUsize, Ordering},
+        mpsc,
+    },
+    time::Duration,
+};
+
+use mmbatch_faultaround::{Error, PageRead, PageSource, Record, UffdRegion};
+
+const PAGE: usize = 4096;
+
+/// Page i holds bytes derived from i, so misplaced pages show.
+fn image(pages: usize) -> Vec<u8> {
+    (0..pages * PAGE)
+        .map(|b| ((b / PAGE) * 7 + b % 251 + 1) as u8)
+        .collect()
+}
+
+/// Byte `off` of the region, read through a raw pointer (the tests
+/// discard pages under the region, which a `&[u8]` must not see).
+fn byte(r: &UffdRegion, off: usize) -> u8 {
+    assert!(off < r.len());
+    // SAFETY: inside the region, which stays mapped while `r` lives.
+    unsafe { std::ptr::read_volatile(r.as_ptr().wrapping_add(off)) }
+}
+
+fn page_is(r: &UffdRegion, src: &[u8], p: usize) -> bool {
+    (0..PAGE)
+        .step_by(97)
+        .all(|o| byte(r, p * PAGE + o) == src[p * PAGE + o])
+}
+
+fn page_is_zero(r: &UffdRegion, p: usize) -> bool {
+    (0..PAGE).step_by(97).all(|o| byte(r, p * PAGE + o) == 0)
+}
+
+/// `MADV_DONTNEED` on pages `pages` of the region (a balloon's discard).
+fn discard(r: &UffdRegion, pages: std::ops::Range<usize>) {
+    // SAFETY: a range of the region; no reference into it is alive (the
+    // tests read through raw pointers).
+    unsafe {
+        rustix::mm::madvise(
+            r.as_ptr().wrapping_add(pages.start * PAGE) as *mut _,
+            pages.len() * PAGE,
+            rustix::mm::Advice::LinuxDontNeed,
+        )
+    }
+    .unwrap();
+}
+
+/// Runs `f` on a thread and waits at most 20 s for it: a hang fails the
+/// test instead of stalling the suite.
+fn bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .unwrap_or_else(|_| panic!("{what}: no answer within 20 s (hung)"))
+}
+
+#[test]
+fn record_lists_first_touches_in_order() {
+    let src = image(256);
+    let r = UffdRegion::builder(256 * PAGE)
+        .record(true)
+        .image_id("img")
+        .build(src.clone())
+        .unwrap();
+    for p in [10, 3, 50, 11, 3, 10] {
+        assert!(page_is(&r, &src, p));
+    }
+    let rec = r.record().unwrap();
+    assert_eq!(rec.pages(), [10, 3, 50, 11]);
+    assert_eq!(
+        (rec.image_len(), rec.image_id()),
+        ((256 * PAGE) as u64, "img")
+    );
+    // Not recording: no record.
+    let plain = UffdRegion::new(256 * PAGE, 0, src, 1).unwrap();
+    assert!(plain.record().is_none());
+}
+
+#[test]
+fn replay_installs_the_record_and_faults_serve_the_rest() {
+    let src = image(1024);
+    let pages: Vec<u64> = (100..200).chain(500..520).chain([7, 9]).collect();
+    let rec = Record::new(PAGE, src.len() as u64, "img", pages.clone()).unwrap();
+    // In memory (copied straight from the source) and from a file (runs
+    // read with one pread each).
+    for name in ["vec", "file"] {
+        let r = UffdRegion::builder(1024 * PAGE)
+            .image_id("img")
+            .replay(rec.clone())
+            .build(BoxedSource(source_for(name, &src)))
+            .unwrap();
+        assert!(r.wait_replayed(Duration::from_secs(10)), "{name}");
+        let st = r.stats();
+        assert_eq!(st.pages_prefetched, pages.len() as u64, "{name}: {st:?}");
+        assert_eq!(r.resident_pages(), pages.len(), "{name}");
+        assert_eq!(st.faults, 0, "{name}");
+        for &p in &pages {
+            assert!(page_is(&r, &src, p as usize), "{name}: page {p}");
+        }
+        assert_eq!(r.stats().faults, 0, "{name}: recorded pages are resident");
+        // A page outside the record faults in as before.
+        assert!(page_is(&r, &src, 900), "{name}");
+        assert_eq!(r.stats().faults, 1, "{name}");
+    }
+}
+
+/// A source behind a box, so one test can try several.
+struct BoxedSource(Box<dyn PageSource>);
+
+impl PageSource for BoxedSource {
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+        self.0.read_page(index, buf)
+    }
+    fn read_pages(&self, index: u64, count: usize, buf: &mut [u8]) -> PageRead {
+        self.0.read_pages(index, count, buf)
+    }
+    fn pages(&self, index: u64, count: usize, page_size: usize) -> Option<&[u8]> {
+        self.0.pages(index, count, page_size)
+    }
+}
+
+fn source_for(name: &str, src: &[u8]) -> Box<dyn PageSource> {
+    match name {
+        "vec" => Box::new(src.to_vec()),
+        _ => Box::new(tempfile(src)),
+    }
+}
+
+/// An unlinked temporary file holding `bytes`.
+fn tempfile(bytes: &[u8]) -> std::fs::File {
+    use std::io::Write;
+    let fd = rustix::fs::memfd_create("restore-test", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    let mut f = std::fs::File::from(fd);
+    f.write_all(bytes).unwrap();
+    f
+}
+
+#[test]
+fn a_record_saved_and_loaded_replays_the_same_pages() {
+    let src = image(512);
+    let r = UffdRegion::builder(512 * PAGE)
+        .record(true)
+        .image_id("snap")
+        .build(src.clone())
+        .unwrap();
+    for p in (40..80).chain(300..310).rev() {
+        assert!(page_is(&r, &src, p));
+    }
+    let rec = r.record().unwrap();
+    drop(r);
+    let mut file = Vec::new();
+    rec.save(&mut file).unwrap();
+    assert!(
+        file.len() < 100,
+        "a run costs a byte a page: {} bytes",
+        file.len()
+    );
+    let back = Record::load(&file[..]).unwrap();
+    assert_eq!(back, rec);
+    let again = UffdRegion::builder(512 * PAGE)
+        .image_id("snap")
+        .replay(back)
+        .build(src.clone())
+        .unwrap();
+    assert!(again.wait_replayed(Duration::from_secs(10)));
+    for p in (40..80).chain(300..310) {
+        assert!(page_is(&again, &src, p));
+    }
+    assert_eq!(again.stats().faults, 0);
+}
+
+#[test]
+fn a_record_of_another_image_or_a_corrupt_one_is_refused() {
+    let src = image(64);
+    let rec = Record::new(PAGE, (64 * PAGE) as u64, "a", [1, 2, 3]).unwrap();
+    let build = |len: usize, id: &str, rec: Record| {
+        UffdRegion::builder(len)
+            .image_id(id)
+            .replay(rec)
+            .build(src.clone())
+    };
+    match build(32 * PAGE, "a", rec.clone()) {
+        Err(
+            e @ Error::RecordMismatch {
+                what: "image length",
+                ..
+            },
+        ) => {
+            assert!(e.to_string().contains("another image"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
+    match build(64 * PAGE, "b", rec.clone()) {
+        Err(
+            e @ Error::RecordMismatch {
+                what: "image id", ..
+            },
+        ) => {
+            assert!(
+                e.to_string().contains("\"a\"") && e.to_string().contains("\"b\""),
+                "{e}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut bytes = rec.to_bytes();
+    let n = bytes.len();
+    bytes[n / 2] ^= 0x40;
+    match Record::from_bytes(&bytes) {
+        Err(e @ Error::RecordCorrupt { .. }) => assert!(e.to_string().contains("checksum"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    match Record::load(&b"not a record at all"[..]) {
+        Err(e @ Error::RecordCorrupt { .. }) => assert!(e.to_string().contains("magic"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A source whose runs (what the replay reads) block until released;
+/// single pages (what faults read) are served at once.
+struct GatedRuns {
+    src: Vec<u8>,
+    open: Arc<(Mutex<bool>, Condvar)>,
+    runs_read: Arc<AtomicUsize>,
+}
+
+impl PageSource for GatedRuns {
+    fn len(&self) -> u64 {
+        self.src.len() as u64
+    }
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+        self.src.read_page(index, buf)
+    }
+    fn read_pages(&self, index: u64, count: usize, buf: &mut [u8]) -> PageRead {
+        self.runs_read.fetch_add(1, Ordering::SeqCst);
+        let (lock, cv) = &*self.open;
+        let _open = cv.wait_while(lock.lock().unwrap(), |open| !*open).unwrap();
+        self.src.read_pages(index, count, buf)
+    }
+}
+
+fn gated(pages: usize) -> (GatedRuns, Arc<(Mutex<bool>, Condvar)>, Arc<AtomicUsize>) {
+    let open = Arc::new((Mutex::new(false), Condvar::new()));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let g = GatedRuns {
+        src: image(pages),
+        open: open.clone(),
+        runs_read: runs.clone(),
+    };
+    (g, open, runs)
+}
+
+fn release(open: &(Mutex<bool>, Condvar)) {
+    *open.0.lock().unwrap() = true;
+    open.1.notify_all();
+}
+
+fn wait_for(what: &str, cond: impl Fn() -> bool) {
+    for _ in 0..2000 {
+        if cond() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    panic!("{what}: not within 10 s");
+}
+
+#[test]
+fn a_fault_never_waits_behind_the_replay() {
+    let (g, open, runs) = gated(256);
+    let src = image(256);
+    let rec = Record::new(PAGE, (256 * PAGE) as u64, "", 0..256).unwrap();
+    let r = Arc::new(
+        UffdRegion::builder(256 * PAGE)
+            .replay(rec)
+            .build(g)
+            .unwrap(),
+    );
+    // The replay is stuck reading its first run; a fault on a recorded
+    // page it has not installed is served anyway.
+    wait_for("the replay starts", || runs.load(Ordering::SeqCst) > 0);
+    let r2 = r.clone();
+    let src2 = src.clone();
+    assert!(bounded("a fault during replay", move || page_is(
+        &r2, &src2, 200
+    )));
+    assert_eq!(r.stats().faults, 1);
+    release(&open);
+    assert!(r.wait_replayed(Duration::from_secs(10)));
+    for p in 0..256 {
+        assert!(page_is(&r, &src, p), "page {p}");
+    }
+}
+
+#[test]
+fn discarded_pages_read_back_as_zeros() {
+    let src = image(64);
+    let r = Arc::new(UffdRegion::new(64 * PAGE, 0, src.clone(), 1).unwrap());
+    assert!(page_is(&r, &src, 5));
+    // Pages 5 (filled) and 6 (never touched) discarded: zeros from now
+    // on, as anonymous memory reads after MADV_DONTNEED; page 9 was not
+    // discarded and still reads the image.
+    let r2 = r.clone();
+    bounded("madvise(MADV_DONTNEED)", move || discard(&r2, 5..7));
+    assert!(
+        page_is_zero(&r, 5),
+        "a discarded page read back the source's data"
+    );
+    assert!(page_is_zero(&r, 6));
+    assert!(page_is(&r, &src, 9));
+    let st = r.stats();
+    assert!(st.remove_events >= 1 && st.pages_zeroed == 2, "{st:?}");
+    // A discarded page can be written and discarded again.
+    // SAFETY: inside the region; no reference into it is alive.
+    unsafe { std::ptr::write_volatile(r.as_ptr().wrapping_add(5 * PAGE).cast_mut(), 42) };
+    assert_eq!(byte(&r, 5 * PAGE), 42);
+    let r2 = r.clone();
+    bounded("a second discard", move || discard(&r2, 5..6));
+    assert!(page_is_zero(&r, 5));
+}
+
+#[test]
+fn a_discard_during_replay_is_not_undone_by_it() {
+    // The replay reads its first run (pages 0..64), blocked; meanwhile
+    // the application discards pages 0..32 and its madvise returns. The
+    // replay then copies its run: the discarded pages must stay zeros.
+    let (g, open, runs) = gated(256);
+    let src = image(256);
+    let rec = Record::new(PAGE, (256 * PAGE) as u64, "", 0..256).unwrap();
+    let r = Arc::new(
+        UffdRegion::builder(256 * PAGE)
+            .replay(rec)
+            .build(g)
+            .unwrap(),
+    );
+    wait_for("the replay starts", || runs.load(Ordering::SeqCst) > 0);
+    let r2 = r.clone();
+    bounded("madvise during replay", move || discard(&r2, 0..32));
+    release(&open);
+    let r2 = r.clone();
+    assert!(bounded("the replay ends", move || r2
+        .wait_replayed(Duration::from_secs(10))));
+    for p in 0..32 {
+        assert!(
+            page_is_zero(&r, p),
+            "page {p}: the replay put back discarded data"
+        );
+    }
+    for p in 32..256 {
+        assert!(page_is(&r, &src, p), "page {p}");
+    }
+}
+
+#[test]
+fn a_copy_refused_while_a_remove_is_pending_goes_on_after_it() {
+    // One handler and one replay thread; discards keep coming while the
+    // replay copies, so copies meet EAGAIN (a REMOVE not yet read). With a
+    // handler that only retried, the replay or the madvise would hang.
+    let src = image(2048);
+    let rec = Record::new(PAGE, (2048 * PAGE) as u64, "", 0..2048).unwrap();
+    let r = Arc::new(
+        UffdRegion::builder(2048 * PAGE)
+            .replay(rec)
+            .build(src.clone())
+            .unwrap(),
+    );
+    let r2 = r.clone();
+    bounded("discards during replay", move || {
+        for i in 0..200 {
+            let p = (i * 37) % 2040;
+            discard(&r2, p..p + 4);
+        }
+    });
+    let r2 = r.clone();
+    assert!(bounded("the replay ends", move || r2
+        .wait_replayed(Duration::from_secs(10))));
+    // Every page reads either its image data or, if discarded, zeros.
+    let discarded: std::collections::HashSet<usize> = (0..200)
+        .flat_map(|i| {
+            let p = (i * 37) % 2040;
+            p..p + 4
+        })
+        .collect();
+    for p in 0..2048 {
+        if discarded.contains(&p) {
+            assert!(page_is_zero(&r, p), "page {p}");
+        } else {
+            assert!(page_is(&r, &src, p), "page {p}");
+        }
+    }
+    assert!(r.stats().remove_events >= 200, "{:?}", r.stats());
+}
+
+#[test]
+fn a_handler_refused_while_a_remove_is_pending_reads_it_and_goes_on() {
+    // One handler copying 16-page windows for a reader while another
+    // thread discards: the handler's copies meet EAGAIN with a REMOVE
+    // pending that only it can read. A handler that only retried would
+    // give up at the source timeout and fail the page (SIGBUS).
+    let src = image(4096);
+    let r = Arc::new(
+        UffdRegion::builder(4096 * PAGE)
+            .order(4)
+            .source_timeout(Duration::from_secs(2))
+            .build(src.clone())
+            .unwrap(),
+    );
+    let reader = {
+        let r = r.clone();
+        std::thread::spawn(move || (0..4096).map(|p| byte(&r, p * PAGE) as u64).sum::<u64>())
+    };
+    let r2 = r.clone();
+    bounded("discards during faults", move || {
+        for i in 0..300 {
+            let p = (i * 53) % 4090;
+            discard(&r2, p..p + 2);
+        }
+    });
+    bounded("the reader", move || reader.join().unwrap());
+    assert!(r.failure().is_none(), "{:?}", r.failure());
+    assert_eq!(r.stats().pages_failed, 0);
+}
