@@ -233,7 +233,7 @@ fn a_record_of_another_image_or_a_corrupt_one_is_refused() {
 /// single pages (what faults read) are served at once.
 struct GatedRuns {
     src: Vec<u8>,
-    open: Arc<(Mutex<bool>, Condvar)>,
+    open: Gate,
     runs_read: Arc<AtomicUsize>,
 }
 
@@ -252,7 +252,10 @@ impl PageSource for GatedRuns {
     }
 }
 
-fn gated(pages: usize) -> (GatedRuns, Arc<(Mutex<bool>, Condvar)>, Arc<AtomicUsize>) {
+/// Opened by `release`.
+type Gate = Arc<(Mutex<bool>, Condvar)>;
+
+fn gated(pages: usize) -> (GatedRuns, Gate, Arc<AtomicUsize>) {
     let open = Arc::new((Mutex::new(false), Condvar::new()));
     let runs = Arc::new(AtomicUsize::new(0));
     let g = GatedRuns {
