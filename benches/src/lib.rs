@@ -18,6 +18,7 @@ pub mod faultaround;
 pub mod lockonfault;
 pub mod munlock;
 mod report;
+pub mod restore;
 pub mod timedmunlock;
 
 use std::{
@@ -177,6 +178,7 @@ pub fn experiments() -> &'static [Experiment] {
         cache::EXPERIMENT,
         cache_hits::EXPERIMENT,
         cache_memory::EXPERIMENT,
+        restore::EXPERIMENT,
     ]
 }
 

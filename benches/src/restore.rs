@@ -1,0 +1,574 @@
+//! Experiment `restore`: how long until a restored image's working set is
+//! in memory — what a VMM restoring a snapshot, a serverless cold start
+//! or a lazily loaded file waits for — by the ways a user can restore it.
+//!
+//! The image is a file of [`BYTES`] at scale 1 (1 GiB); page `i` holds a
+//! pattern of `i`, so every row checks what it restored. The working set
+//! is about [`WS_SHARE`] of its pages, in clustered random runs of 1 to
+//! [`MAX_RUN`] pages, touched (one read a page) in a fixed random order
+//! of the runs by 1 and 2 threads (runs dealt out in turn). A sample is
+//! timed from before the memory is set up until every thread has read
+//! its share: the time until the working set is resident.
+//!
+//! Rows `CACHE/STRATEGY/threads-T`, CACHE `warm` (the image in the page
+//! cache) or `cold` (dropped before each sample: only as root), STRATEGY:
+//! - `lazy-order-0`: a `UffdRegion` over the file, one page per fault —
+//!   what the VMMs' example handlers do;
+//! - `lazy-order-4`: the same, a 16-page window per fault;
+//! - `replay`: a region replaying the record of a first run (recorded
+//!   once, untimed) — REAP's prefetch — its misses one page per fault;
+//! - `replay-order-4`: replay, misses by 16-page windows;
+//! - `eager`: the whole image read into anonymous memory first;
+//! - `file-mapping`: a private mapping of the image, the kernel's page
+//!   cache with its fault-around (and readahead when cold);
+//! - at 2 threads also `lazy-order-0-handlers-2`: two handler threads.
+//!
+//! Counters: faults, pages copied, bytes read from the source (the page
+//! source counts them), pages the replay installed.
+
+use std::{
+    fs::File,
+    io::Write,
+    os::unix::fs::FileExt,
+    path::PathBuf,
+    sync::atomic::{AtomicU64, Ordering},
+    time::{Duration, Instant},
+};
+
+use mmbatch_faultaround::{PageRead, PageSource, Record, UffdRegion};
+use rand::{RngExt, SeedableRng, rngs::SmallRng, seq::SliceRandom};
+
+use crate::{Config, Experiment, Metric, Progress, Report, Row, SeedRef, Stat, Table};
+
+/// The registry entry.
+pub const EXPERIMENT: Experiment = Experiment {
+    id: "restore",
+    seed: "REAP (Ustiugov et al., ASPLOS 2021), after seed 002",
+    title: "snapshot restore: time until the working set is resident, lazy vs record-and-replay",
+    run,
+    big_scale: 1.0,
+    // The image in the page cache, the region, and an eager copy.
+    memory: |cfg| 3 * image_pages(cfg) * PAGE as u64,
+    seed_refs: SEED_REFS,
+    seed_why: "REAP's 3.7x is a whole cold start (a VM's snapshot from disk, the function's own work included); here only the working set's arrival is timed, so the fault round trips replay removes are all of the time when the image is cached, and the disk's speed bounds both when it is not.",
+};
+
+/// REAP's headline: cold start with record-and-prefetch vs lazy paging.
+const SEED_REFS: &[SeedRef] = &[
+    SeedRef {
+        what: "REAP: cold start, prefetch of the recorded working set vs lazy paging (cold)",
+        base: "cold/lazy-order-0/threads-1",
+        tech: "cold/replay/threads-1",
+        seed: 3.7,
+        stat: Stat::Median,
+    },
+    SeedRef {
+        what: "REAP: the same with the image in the page cache (warm)",
+        base: "warm/lazy-order-0/threads-1",
+        tech: "warm/replay/threads-1",
+        seed: 3.7,
+        stat: Stat::Median,
+    },
+];
+
+/// Image size at scale 1.
+pub const BYTES: f64 = (1u64 << 30) as f64;
+/// Share of the image's pages in the working set.
+pub const WS_SHARE: f64 = 0.10;
+/// The longest run of the working set, in pages.
+pub const MAX_RUN: u64 = 64;
+const PAGE: usize = 4096;
+
+fn image_pages(cfg: &Config) -> u64 {
+    ((BYTES * cfg.scale) as u64 / PAGE as u64).max(1024)
+}
+
+/// The strategies, in table order.
+const STRATEGIES: [&str; 7] = [
+    "lazy-order-0",
+    "lazy-order-4",
+    "replay",
+    "replay-order-4",
+    "eager",
+    "file-mapping",
+    "lazy-order-0-handlers-2",
+];
+
+/// The image's byte at `off`: page `i`'s bytes are a pattern of `i`.
+fn image_byte(off: u64) -> u8 {
+    let page = off / PAGE as u64;
+    (page.wrapping_mul(0x9E37_79B9).wrapping_add(off % 4093) >> 3) as u8
+}
+
+/// An image file of `pages` pages, unlinked when dropped.
+#[derive(Debug)]
+pub struct Image {
+    path: PathBuf,
+    file: File,
+    pages: u64,
+}
+
+impl Image {
+    /// Writes the image (its pattern) to a file in the temp directory.
+    pub fn create(pages: u64) -> std::io::Result<Self> {
+        let path = std::env::temp_dir().join(format!(
+            "mmbatch-restore-{}-{pages}.img",
+            std::process::id()
+        ));
+        let mut file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)?;
+        let chunk = 256 * PAGE as u64;
+        let mut buf = vec![0u8; chunk as usize];
+        let len = pages * PAGE as u64;
+        let mut at = 0;
+        while at < len {
+            let n = chunk.min(len - at);
+            for (i, b) in buf[..n as usize].iter_mut().enumerate() {
+                *b = image_byte(at + i as u64);
+            }
+            file.write_all(&buf[..n as usize])?;
+            at += n;
+        }
+        file.sync_all()?;
+        Ok(Self { path, file, pages })
+    }
+
+    fn len(&self) -> usize {
+        self.pages as usize * PAGE
+    }
+
+    /// Reads the whole file once, so it is in the page cache.
+    fn warm(&self) {
+        let mut buf = vec![0u8; 256 * PAGE];
+        let mut at = 0;
+        while at < self.len() {
+            let n = buf.len().min(self.len() - at);
+            self.file
+                .read_exact_at(&mut buf[..n], at as u64)
+                .expect("reading the image");
+            at += n;
+        }
+    }
+
+    /// Drops the image from the page cache: `POSIX_FADV_DONTNEED` on the
+    /// (clean) file, and, as root, `vm.drop_caches`.
+    fn drop_cache(&self) {
+        let _ = rustix::fs::fadvise(&self.file, 0, None, rustix::fs::Advice::DontNeed);
+        let _ = std::fs::write("/proc/sys/vm/drop_caches", "1");
+    }
+}
+
+impl Drop for Image {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The image file as a page source that counts the bytes it reads.
+struct Counted {
+    file: File,
+    bytes: &'static AtomicU64,
+}
+
+impl PageSource for Counted {
+    fn len(&self) -> u64 {
+        PageSource::len(&self.file)
+    }
+
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+        self.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.file.read_page(index, buf)
+    }
+
+    fn read_pages(&self, index: u64, count: usize, buf: &mut [u8]) -> PageRead {
+        self.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.file.read_pages(index, count, buf)
+    }
+}
+
+/// The working set: runs of 1 to `MAX_RUN` pages covering about
+/// `WS_SHARE` of `pages`, in the fixed random order they are touched.
+pub fn working_set(pages: u64, seed: u64) -> Vec<(u64, u64)> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let want = ((pages as f64 * WS_SHARE) as u64).max(1);
+    let mut taken = vec![false; pages as usize];
+    let (mut runs, mut got) = (Vec::new(), 0);
+    while got < want {
+        let len = rng.random_range(1..=MAX_RUN).min(want - got);
+        let start = rng.random_range(0..pages - len + 1);
+        if (start..start + len).any(|p| taken[p as usize]) {
+            continue;
+        }
+        (start..start + len).for_each(|p| taken[p as usize] = true);
+        runs.push((start, len));
+        got += len;
+    }
+    runs.shuffle(&mut rng);
+    runs
+}
+
+/// Thread `t` of `threads`'s pages, in touch order.
+fn share(runs: &[(u64, u64)], t: usize, threads: usize) -> Vec<u64> {
+    runs.iter()
+        .skip(t)
+        .step_by(threads)
+        .flat_map(|&(s, n)| s..s + n)
+        .collect()
+}
+
+/// One sample.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sample {
+    /// Seconds from set-up until the working set was read.
+    pub elapsed_s: f64,
+    /// Faults the handlers took (0 for eager and the file mapping).
+    pub faults: u64,
+    /// Pages copied into the region.
+    pub pages_copied: u64,
+    /// Bytes read from the image file by the page source (eager: the
+    /// whole image).
+    pub bytes_read: u64,
+    /// Pages the replay installed.
+    pub prefetched: u64,
+}
+
+/// Memory to check: `ptr` holds the image's pages at their offsets.
+/// Every working-set page is compared whole.
+fn check(ptr: *const u8, runs: &[(u64, u64)]) -> Result<(), String> {
+    let mut want = vec![0u8; PAGE];
+    for &(s, n) in runs {
+        for p in s..s + n {
+            let at = p * PAGE as u64;
+            for (i, b) in want.iter_mut().enumerate() {
+                *b = image_byte(at + i as u64);
+            }
+            // SAFETY: the page lies in the caller's readable mapping of
+            // the image, resident now.
+            let got = unsafe { std::slice::from_raw_parts(ptr.wrapping_add(at as usize), PAGE) };
+            if got != want.as_slice() {
+                return Err(format!("page {p} does not hold the image's data"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads one byte of each page of each thread's share, on `threads`
+/// threads, from memory at `base` (an address, to cross threads).
+fn touch(base: usize, runs: &[(u64, u64)], threads: usize) {
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let pages = share(runs, t, threads);
+            s.spawn(move || {
+                let mut sum = 0u64;
+                for p in pages {
+                    // SAFETY: inside the caller's mapping of the image.
+                    sum += u64::from(unsafe {
+                        std::ptr::read_volatile((base + p as usize * PAGE) as *const u8)
+                    });
+                }
+                std::hint::black_box(sum);
+            });
+        }
+    });
+}
+
+/// Restores `image` by `strategy` and reads the working set on `threads`
+/// threads; checks the memory afterwards.
+pub fn measure(
+    image: &Image,
+    strategy: &str,
+    runs: &[(u64, u64)],
+    record: &Record,
+    threads: usize,
+) -> Result<Sample, String> {
+    static BYTES_READ: AtomicU64 = AtomicU64::new(0);
+    BYTES_READ.store(0, Ordering::Relaxed);
+    let source = || Counted {
+        file: image.file.try_clone().expect("dup the image"),
+        bytes: &BYTES_READ,
+    };
+    let len = image.len();
+    let start = Instant::now();
+    let mut sample = Sample::default();
+    match strategy {
+        "eager" => {
+            let mut m = mmbatch_mmap::Mapping::anonymous(len).map_err(|e| e.to_string())?;
+            let mem = m.as_mut_slice().expect("read-write");
+            let chunk = 512 * PAGE;
+            for (i, c) in mem.chunks_mut(chunk).enumerate() {
+                image
+                    .file
+                    .read_exact_at(c, (i * chunk) as u64)
+                    .map_err(|e| e.to_string())?;
+            }
+            touch(m.as_ptr() as usize, runs, threads);
+            sample.elapsed_s = start.elapsed().as_secs_f64();
+            sample.bytes_read = len as u64;
+            check(m.as_ptr(), runs)?;
+        }
+        "file-mapping" => {
+            // SAFETY: the image is this experiment's own file; nothing
+            // writes or truncates it while mapped.
+            let m = unsafe {
+                mmbatch_mmap::Mapping::file(
+                    std::os::fd::AsFd::as_fd(&image.file),
+                    0,
+                    len,
+                    mmbatch_mmap::ProtFlags::READ,
+                    mmbatch_mmap::MapFlags::PRIVATE,
+                )
+            }
+            .map_err(|e| e.to_string())?;
+            touch(m.as_ptr() as usize, runs, threads);
+            sample.elapsed_s = start.elapsed().as_secs_f64();
+            check(m.as_ptr(), runs)?;
+        }
+        _ => {
+            let b = UffdRegion::builder(len).image_id("restore-image");
+            let b = match strategy {
+                "lazy-order-0" => b,
+                "lazy-order-4" => b.order(4),
+                "replay" => b.replay(record.clone()),
+                "replay-order-4" => b.order(4).replay(record.clone()),
+                "lazy-order-0-handlers-2" => b.handlers(2),
+                other => return Err(format!("no strategy {other}")),
+            };
+            let region = b.build(source()).map_err(|e| e.to_string())?;
+            touch(region.as_ptr() as usize, runs, threads);
+            sample.elapsed_s = start.elapsed().as_secs_f64();
+            // Untimed: let the replay finish, so its counters are whole.
+            region.wait_replayed(Duration::from_secs(60));
+            let st = region.stats();
+            if let Some(e) = region.failure() {
+                return Err(e.to_string());
+            }
+            sample.faults = st.faults;
+            sample.pages_copied = st.pages_copied;
+            sample.prefetched = st.pages_prefetched;
+            sample.bytes_read = BYTES_READ.load(Ordering::Relaxed);
+            check(region.as_ptr(), runs)?;
+        }
+    }
+    Ok(sample)
+}
+
+/// The record of a first run: a lazy region, recording, read as the
+/// working set is read.
+pub fn record_first_run(image: &Image, runs: &[(u64, u64)], threads: usize) -> Record {
+    let region = UffdRegion::builder(image.len())
+        .image_id("restore-image")
+        .record(true)
+        .build(image.file.try_clone().expect("dup the image"))
+        .expect("userfaultfd region");
+    touch(region.as_ptr() as usize, runs, threads);
+    region.record().expect("recording")
+}
+
+fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
+    let pages = image_pages(cfg);
+    let image = Image::create(pages).expect("writing the image file");
+    let runs = working_set(pages, 18);
+    let root = rustix::process::geteuid().is_root();
+    let caches: &[&str] = if root { &["warm", "cold"] } else { &["warm"] };
+    let threads = [1usize, 2];
+    image.warm();
+    let records: Vec<Record> = threads
+        .iter()
+        .map(|&t| record_first_run(&image, &runs, t))
+        .collect();
+    let plan: Vec<(&str, &str, usize, &Record)> = caches
+        .iter()
+        .flat_map(|&c| {
+            threads.iter().zip(&records).flat_map(move |(&t, rec)| {
+                STRATEGIES
+                    .iter()
+                    .filter(move |s| t > 1 || !s.ends_with("handlers-2"))
+                    .map(move |&s| (c, s, t, rec))
+            })
+        })
+        .collect();
+    let mut rows = Vec::new();
+    let mut failures = Vec::new();
+    for (i, &(cache, strategy, t, rec)) in plan.iter().enumerate() {
+        let name = format!("{cache}/{strategy}/threads-{t}");
+        progress.row(i, plan.len(), &name);
+        let mut samples = Vec::new();
+        for _ in 0..cfg.samples {
+            if cache == "cold" {
+                image.drop_cache();
+            } else {
+                image.warm();
+            }
+            match measure(&image, strategy, &runs, rec, t) {
+                Ok(s) => samples.push(s),
+                Err(e) => {
+                    failures.push(format!("{name}: {e}"));
+                    break;
+                }
+            }
+        }
+        let mean = |f: fn(&Sample) -> u64| crate::mean(&samples, f);
+        rows.push(Row::timed(
+            name,
+            samples.iter().map(|s| s.elapsed_s).collect(),
+            [
+                ("faults", mean(|s| s.faults)),
+                ("pages_copied", mean(|s| s.pages_copied)),
+                ("bytes_read", mean(|s| s.bytes_read)),
+                ("prefetched", mean(|s| s.prefetched)),
+            ],
+        ));
+    }
+    let mut tables = Vec::new();
+    for &c in caches {
+        for &t in &threads {
+            let idx: Vec<usize> = rows
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| {
+                    r.name.starts_with(&format!("{c}/"))
+                        && r.name.ends_with(&format!("/threads-{t}"))
+                })
+                .map(|(i, _)| i)
+                .collect();
+            tables.push(Table {
+                title: format!("{c} page cache, {t} thread(s) touching the working set"),
+                columns: idx
+                    .iter()
+                    .map(|&i| rows[i].name.split('/').nth(1).unwrap_or("").to_owned())
+                    .collect(),
+                rows: idx,
+            });
+        }
+    }
+    let mut report = EXPERIMENT.report(cfg, Metric::Seconds, rows, tables);
+    report.notes = notes(&report, pages, &runs, root, &failures);
+    report
+}
+
+fn notes(
+    r: &Report,
+    pages: u64,
+    runs: &[(u64, u64)],
+    root: bool,
+    failures: &[String],
+) -> Vec<String> {
+    let ws: u64 = runs.iter().map(|r| r.1).sum();
+    let mut notes = vec![format!(
+        "Image {} MiB ({pages} pages), working set {ws} pages ({:.1}%) in {} runs; every row's \
+         memory was checked page by page against the image{}.",
+        (pages * PAGE as u64) >> 20,
+        ws as f64 * 100.0 / pages as f64,
+        runs.len(),
+        if failures.is_empty() {
+            String::new()
+        } else {
+            format!(" — FAILED: {}", failures.join("; "))
+        }
+    )];
+    if !root {
+        notes.push(
+            "Cold rows not run: dropping the page cache (vm.drop_caches) needs root; run as root \
+             for them."
+                .into(),
+        );
+    } else {
+        notes.push(
+            "Cold rows: the image dropped from the page cache before each sample \
+             (POSIX_FADV_DONTNEED and vm.drop_caches)."
+                .into(),
+        );
+    }
+    let med = |n: &str| r.median(n);
+    let mut judge = |what: String, ratio: Option<f64>, target: f64| {
+        if let Some(x) = ratio {
+            notes.push(format!(
+                "Target {what}: {x:.2}x (target {target}x): {}.",
+                if x >= target { "met" } else { "MISSED" }
+            ));
+        }
+    };
+    let speedup = |base: &str, tech: &str| Some(med(base)? / med(tech)?);
+    let caches: &[&str] = if root { &["warm", "cold"] } else { &["warm"] };
+    for c in caches {
+        for t in [1, 2] {
+            judge(
+                format!("replay ≥ 3.7x lazy one page per fault, {c}, {t} thread(s)"),
+                speedup(
+                    &format!("{c}/lazy-order-0/threads-{t}"),
+                    &format!("{c}/replay/threads-{t}"),
+                ),
+                3.7,
+            );
+        }
+    }
+    for t in [1, 2] {
+        // Within 1.5x: file-mapping time / replay time ≥ 1/1.5.
+        judge(
+            format!(
+                "replay within 1.5x of the private file mapping, warm, {t} thread(s) (file-mapping time / replay time ≥ 0.67)"
+            ),
+            speedup(
+                &format!("warm/file-mapping/threads-{t}"),
+                &format!("warm/replay/threads-{t}"),
+            ),
+            1.0 / 1.5,
+        );
+    }
+    judge(
+        "2 handler threads ≥ 1.5x one, lazy order 0, 2 faulting threads, warm".into(),
+        speedup(
+            "warm/lazy-order-0/threads-2",
+            "warm/lazy-order-0-handlers-2/threads-2",
+        ),
+        1.5,
+    );
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn working_set_is_a_tenth_in_disjoint_runs() {
+        let runs = working_set(10_000, 1);
+        let total: u64 = runs.iter().map(|r| r.1).sum();
+        assert_eq!(total, 1000);
+        let mut seen = std::collections::HashSet::new();
+        for &(s, n) in &runs {
+            assert!((1..=MAX_RUN).contains(&n) && s + n <= 10_000);
+            assert!((s..s + n).all(|p| seen.insert(p)), "overlap");
+        }
+        let shares: usize = (0..2).map(|t| share(&runs, t, 2).len()).sum();
+        assert_eq!(shares, 1000);
+    }
+
+    #[test]
+    fn every_strategy_restores_the_image() {
+        let image = Image::create(1024).unwrap();
+        let runs = working_set(1024, 2);
+        let rec = record_first_run(&image, &runs, 1);
+        let ws: u64 = runs.iter().map(|r| r.1).sum();
+        assert_eq!(rec.pages().len() as u64, ws);
+        for s in STRATEGIES {
+            let sample = measure(&image, s, &runs, &rec, 2).unwrap_or_else(|e| panic!("{s}: {e}"));
+            if s.starts_with("replay") {
+                assert!(sample.prefetched > 0, "{s}: {sample:?}");
+            }
+            if s.starts_with("lazy") {
+                assert!(
+                    sample.faults > 0 && sample.bytes_read > 0,
+                    "{s}: {sample:?}"
+                );
+            }
+        }
+        // A wrong image is caught.
+        assert!(check(vec![0u8; 1024 * PAGE].as_ptr(), &runs).is_err());
+    }
+}
