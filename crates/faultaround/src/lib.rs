@@ -78,7 +78,7 @@ mod window;
 pub use engine::MapPages;
 pub use error::Error;
 pub use uffd::{
-    FailSignal, MAX_HANDLERS, MAX_ID_LEN, PageRead, PageSource, Record, UffdRegion,
+    FailSignal, MAX_HANDLERS, MAX_ID_LEN, PageRead, PageSource, REPLAY_RUN, Record, UffdRegion,
     UffdRegionBuilder, UffdStats, Zeroes,
 };
 pub use window::{MAX_ORDER, PTRS_PER_TABLE, Window};

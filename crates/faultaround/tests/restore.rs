@@ -436,3 +436,103 @@ fn a_handler_refused_while_a_remove_is_pending_reads_it_and_goes_on() {
     assert!(r.failure().is_none(), "{:?}", r.failure());
     assert_eq!(r.stats().pages_failed, 0);
 }
+
+/// A source counting the bytes read from it.
+struct Counting {
+    src: Vec<u8>,
+    bytes: Arc<AtomicUsize>,
+}
+
+impl PageSource for Counting {
+    fn len(&self) -> u64 {
+        self.src.len() as u64
+    }
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+        self.bytes.fetch_add(buf.len(), Ordering::SeqCst);
+        self.src.read_page(index, buf)
+    }
+}
+
+fn ws_file(rec: &Record, src: &[u8]) -> std::fs::File {
+    let mut bytes = Vec::new();
+    rec.write_pages(&src.to_vec(), &mut bytes).unwrap();
+    tempfile(&bytes)
+}
+
+#[test]
+fn replay_reads_a_working_set_file_not_the_image() {
+    let src = image(1024);
+    let rec = Record::new(
+        PAGE,
+        src.len() as u64,
+        "img",
+        (600..700).chain(10..40).chain([5, 999]),
+    )
+    .unwrap();
+    let bytes = Arc::new(AtomicUsize::new(0));
+    let r = UffdRegion::builder(1024 * PAGE)
+        .image_id("img")
+        .replay(rec.clone())
+        .replay_pages(ws_file(&rec, &src))
+        .build(Counting {
+            src: src.clone(),
+            bytes: bytes.clone(),
+        })
+        .unwrap();
+    assert!(r.wait_replayed(Duration::from_secs(10)));
+    assert_eq!(bytes.load(Ordering::SeqCst), 0, "the replay read the image");
+    assert_eq!(r.stats().pages_prefetched, 132);
+    for &p in rec.pages() {
+        assert!(page_is(&r, &src, p as usize), "page {p}");
+    }
+    assert_eq!(r.stats().faults, 0);
+}
+
+#[test]
+fn a_working_set_file_of_another_record_or_corrupt_is_refused() {
+    let src = image(256);
+    let rec = Record::new(PAGE, src.len() as u64, "", 0..64).unwrap();
+    let other = Record::new(PAGE, src.len() as u64, "", 64..128).unwrap();
+    let build = |file| {
+        UffdRegion::builder(256 * PAGE)
+            .replay(rec.clone())
+            .replay_pages(file)
+            .build(src.clone())
+    };
+    match build(ws_file(&other, &src)) {
+        Err(e @ Error::RecordMismatch { .. }) => {
+            assert!(e.to_string().contains("working-set file"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut good = Vec::new();
+    rec.write_pages(&src, &mut good).unwrap();
+    for (bytes, says) in [
+        (b"junk".repeat(100), "magic"),
+        (good[..good.len() - PAGE].to_vec(), "bytes"),
+    ] {
+        match build(tempfile(&bytes)) {
+            Err(e @ Error::RecordCorrupt { .. }) => assert!(e.to_string().contains(says), "{e}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    // A working-set file alone, without its record.
+    let alone = UffdRegion::builder(256 * PAGE)
+        .replay_pages(tempfile(&good))
+        .build(src.clone());
+    assert!(
+        matches!(alone, Err(Error::RecordCorrupt { .. })),
+        "{alone:?}"
+    );
+    // A run whose bytes changed: not installed; its pages fault in from
+    // the image instead.
+    let mut bad = good.clone();
+    let n = bad.len();
+    bad[n - 10] ^= 0xff;
+    let r = build(tempfile(&bad)).unwrap();
+    assert!(r.wait_replayed(Duration::from_secs(10)));
+    assert_eq!(r.stats().replay_runs_refused, 1);
+    for p in 0..64 {
+        assert!(page_is(&r, &src, p), "page {p}");
+    }
+}

@@ -15,6 +15,7 @@ pub struct UffdRegionBuilder {
     pub(super) record: bool,
     pub(super) image_id: String,
     pub(super) replay: Option<Record>,
+    pub(super) replay_pages: Option<std::sync::Arc<File>>,
     pub(super) prefetchers: usize,
 }
 
@@ -65,6 +66,17 @@ impl UffdRegionBuilder {
     /// build.
     pub fn replay(mut self, record: Record) -> Self {
         self.replay = Some(record);
+        self
+    }
+
+    /// Where a replay reads the recorded pages: a working-set file that
+    /// [`Record::write_pages`] wrote for the replayed record, read in one
+    /// sequential pass (REAP's), instead of the pages' places in the image.
+    /// A file written for another record, or corrupt, is refused at build;
+    /// a run whose CRC-32 does not match is not installed (its pages fault
+    /// in from the image).
+    pub fn replay_pages(mut self, file: File) -> Self {
+        self.replay_pages = Some(std::sync::Arc::new(file));
         self
     }
 

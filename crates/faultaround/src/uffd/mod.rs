@@ -29,7 +29,8 @@ use userfaultfd::{FeatureFlags, IoctlFlags, RegisterMode, UffdBuilder};
 pub use builder::UffdRegionBuilder;
 pub use handler::FailSignal;
 use handler::{Counters, Mode, Recorder, Shared};
-pub use record::{MAX_ID_LEN, Record};
+use record::WorkingSet;
+pub use record::{MAX_ID_LEN, REPLAY_RUN, Record};
 pub use source::{PageRead, PageSource, Zeroes};
 
 use crate::{Error, Window};
@@ -60,6 +61,9 @@ pub struct UffdStats {
     pub remove_events: u64,
     /// Faults on discarded pages, served with zeros (`UFFDIO_ZEROPAGE`).
     pub pages_zeroed: u64,
+    /// Runs of a working-set file whose CRC-32 did not match: not
+    /// installed (their pages fault in from the image).
+    pub replay_runs_refused: u64,
 }
 
 /// The most handler threads a region starts.
@@ -173,7 +177,8 @@ impl UffdRegion {
             record: false,
             image_id: String::new(),
             replay: None,
-            prefetchers: 1,
+            replay_pages: None,
+            prefetchers: 2,
         }
     }
 
@@ -243,6 +248,7 @@ impl UffdRegion {
             record,
             image_id,
             replay,
+            replay_pages,
             prefetchers,
         } = b;
         let page = page_size();
@@ -276,6 +282,17 @@ impl UffdRegion {
         if let Some(r) = &replay {
             r.check(page, len as u64, &image_id)?;
         }
+        let working_set = match (&replay, replay_pages) {
+            (Some(r), Some(file)) => Some(WorkingSet::open(file, r)?),
+            (None, Some(_)) => {
+                return Err(Error::RecordCorrupt {
+                    reason: "a working-set file without its record: give the record with \
+                             UffdRegionBuilder::replay"
+                        .into(),
+                });
+            }
+            _ => None,
+        };
         // EVENT_REMOVE (Linux 4.11): a range the application discards
         // (MADV_DONTNEED, MADV_REMOVE) is reported, so it reads back as
         // zeros afterwards rather than as the source's data.
@@ -376,15 +393,18 @@ impl UffdRegion {
             }
         }
         if let Some(r) = replay {
-            let runs: Arc<[(u64, usize)]> = r.runs(handler::PREFETCH_RUN).into();
-            let next = Arc::new(AtomicUsize::new(0));
+            let plan = Arc::new(handler::Replay {
+                runs: r.runs(REPLAY_RUN),
+                working_set,
+                next: AtomicUsize::new(0),
+            });
             for i in 0..prefetchers {
-                let (s, runs, next) = (shared.clone(), runs.clone(), next.clone());
+                let (s, plan) = (shared.clone(), plan.clone());
                 *shared.alive.lock().unwrap_or_else(|e| e.into_inner()) += 1;
                 *shared.prefetching.lock().unwrap_or_else(|e| e.into_inner()) += 1;
                 let spawned = std::thread::Builder::new()
                     .name(format!("uffd-prefetch-{i}"))
-                    .spawn(move || s.prefetch(&runs, &next));
+                    .spawn(move || s.prefetch(&plan));
                 match spawned {
                     Ok(h) => region
                         .handlers
@@ -472,6 +492,7 @@ impl UffdRegion {
             pages_prefetched: ld(&c.pages_prefetched),
             remove_events: ld(&c.remove_events),
             pages_zeroed: ld(&c.pages_zeroed),
+            replay_runs_refused: ld(&c.replay_runs_refused),
         }
     }
 

@@ -7,14 +7,25 @@
 //! length, the image's id), the page list as varint deltas (a run of
 //! consecutive pages costs a byte a page), and a CRC-32 of all of it.
 
-use std::io::{Read, Write};
+use std::{
+    fs::File,
+    io::{Read, Write},
+    os::unix::fs::FileExt,
+};
 
+use super::{PageRead, PageSource};
 use crate::Error;
 
 /// The file's first bytes; the last is the format version.
 const MAGIC: [u8; 8] = *b"MMBREC\0\x01";
 /// The longest image id.
 pub const MAX_ID_LEN: usize = 255;
+/// The working-set file's first bytes; the last is the format version.
+const PAGES_MAGIC: [u8; 8] = *b"MMBWSP\0\x01";
+/// The most pages a replay installs with one `UFFDIO_COPY` (256 KiB of
+/// 4 KiB pages): large enough that the ioctl's cost is spread thin, small
+/// enough that a handler reading an event waits at most one such copy.
+pub const REPLAY_RUN: usize = 64;
 
 /// The working set of one run over one image.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -213,17 +224,163 @@ impl Record {
         Ok(())
     }
 
-    /// The pages as runs of consecutive pages, in record order, each at
-    /// most `max` long.
-    pub(super) fn runs(&self, max: usize) -> Vec<(u64, usize)> {
-        let mut runs: Vec<(u64, usize)> = Vec::new();
+    /// The pages as runs of consecutive recorded pages, at most `max`
+    /// long, in the order of each run's first touch: a page not yet in a
+    /// run starts one and takes in the recorded pages next to it. (Two
+    /// threads touching two runs interleave their first touches; grouping
+    /// by neighbours, not by record order, keeps each run whole.)
+    pub fn runs(&self, max: usize) -> Vec<(u64, usize)> {
+        let max = max.max(1);
+        let set: std::collections::HashSet<u64> = self.pages.iter().copied().collect();
+        let mut covered = std::collections::HashSet::new();
+        let mut runs = Vec::new();
         for &p in &self.pages {
-            match runs.last_mut() {
-                Some((start, n)) if *start + *n as u64 == p && *n < max => *n += 1,
-                _ => runs.push((p, 1)),
+            if covered.contains(&p) {
+                continue;
             }
+            let free = |q: u64| set.contains(&q) && !covered.contains(&q);
+            let mut start = p;
+            while start > 0 && free(start - 1) && ((p - start) as usize) < max / 2 {
+                start -= 1;
+            }
+            let mut end = p + 1;
+            while free(end) && ((end - start) as usize) < max {
+                end += 1;
+            }
+            covered.extend(start..end);
+            runs.push((start, (end - start) as usize));
         }
         runs
+    }
+}
+
+impl Record {
+    /// The record's CRC-32 (of its bytes before their own CRC: a message
+    /// followed by its CRC always hashes to the same residue), which
+    /// ties a working-set file to it.
+    fn identity(&self) -> u32 {
+        let bytes = self.to_bytes();
+        crc32fast::hash(&bytes[..bytes.len() - 4])
+    }
+
+    /// Writes the working set's bytes — REAP's working-set file: the
+    /// recorded pages read from `source` once, laid out run after run in
+    /// replay order, so that a replay reads them in one sequential pass
+    /// ([`UffdRegionBuilder::replay_pages`](super::UffdRegionBuilder::replay_pages))
+    /// instead of seeking through the image. A header ties it to this
+    /// record; each run has a CRC-32, checked before it is installed.
+    pub fn write_pages(&self, source: &dyn PageSource, mut w: impl Write) -> Result<(), Error> {
+        let runs = self.runs(REPLAY_RUN);
+        let page = self.page_size as usize;
+        let mut data = vec![0u8; REPLAY_RUN * page];
+        let mut crcs = Vec::with_capacity(runs.len());
+        let mut body = Vec::new();
+        for &(start, n) in &runs {
+            let buf = &mut data[..n * page];
+            match source.read_pages(start, n, buf) {
+                PageRead::Ready => {}
+                PageRead::Failed(e) => {
+                    return Err(Error::PageFailed {
+                        page: start,
+                        signal: None,
+                        source: e,
+                    });
+                }
+                _ => {
+                    return Err(Error::PageFailed {
+                        page: start,
+                        signal: None,
+                        source: std::io::Error::other("the page source was not ready"),
+                    });
+                }
+            }
+            crcs.push(crc32fast::hash(buf));
+            body.extend_from_slice(buf);
+        }
+        let sys = |source| Error::Sys {
+            op: "writing the working-set file",
+            source,
+        };
+        let mut head = Vec::with_capacity(24 + 4 * runs.len());
+        head.extend_from_slice(&PAGES_MAGIC);
+        head.extend_from_slice(&self.identity().to_le_bytes());
+        head.extend_from_slice(&self.page_size.to_le_bytes());
+        head.extend_from_slice(&(runs.len() as u64).to_le_bytes());
+        for c in crcs {
+            head.extend_from_slice(&c.to_le_bytes());
+        }
+        w.write_all(&head).map_err(sys)?;
+        w.write_all(&body).map_err(sys)
+    }
+}
+
+/// A working-set file opened for a record's replay: where each run's
+/// bytes are, and their CRC.
+#[derive(Debug)]
+pub(super) struct WorkingSet {
+    pub(super) file: std::sync::Arc<File>,
+    /// Per run (in `Record::runs(REPLAY_RUN)` order): file offset, CRC.
+    pub(super) runs: Vec<(u64, u32)>,
+}
+
+impl WorkingSet {
+    /// Checks `file` against `record`: its header (what it is, the record
+    /// it was written for, the page size, the runs) and its length.
+    pub(super) fn open(file: std::sync::Arc<File>, record: &Record) -> Result<Self, Error> {
+        let corrupt = |reason: String| Error::RecordCorrupt { reason };
+        let runs = record.runs(REPLAY_RUN);
+        let head_len = 24 + 4 * runs.len();
+        let mut head = vec![0u8; head_len];
+        file.read_exact_at(&mut head[..24.min(head_len)], 0)
+            .map_err(|e| corrupt(format!("the working-set file cannot be read: {e}")))?;
+        if head[..7] != PAGES_MAGIC[..7] {
+            return Err(corrupt("not a working-set file: no MMBWSP magic".into()));
+        }
+        if head[7] != PAGES_MAGIC[7] {
+            return Err(corrupt(format!(
+                "working-set file version {} (this crate reads version {})",
+                head[7], PAGES_MAGIC[7]
+            )));
+        }
+        let word = |head: &[u8], at: usize| {
+            u32::from_le_bytes(head[at..at + 4].try_into().expect("4 bytes"))
+        };
+        let theirs = word(&head, 8);
+        let ours = record.identity();
+        if theirs != ours {
+            return Err(Error::RecordMismatch {
+                what: "working-set file's record (CRC-32)",
+                record: format!("{ours:08x}"),
+                region: format!("{theirs:08x}"),
+            });
+        }
+        let nruns = u64::from_le_bytes(head[16..24].try_into().expect("8 bytes"));
+        if word(&head, 12) != record.page_size || nruns != runs.len() as u64 {
+            return Err(corrupt(
+                "the working-set file's page size or run count is not its record's".into(),
+            ));
+        }
+        file.read_exact_at(&mut head[24..], 24)
+            .map_err(|_| corrupt("the working-set file is cut short".into()))?;
+        let page = u64::from(record.page_size);
+        let want = head_len as u64 + record.pages.len() as u64 * page;
+        let have = file.metadata().map_or(0, |m| m.len());
+        if have != want {
+            return Err(corrupt(format!(
+                "the working-set file has {have} bytes; its record needs {want}"
+            )));
+        }
+        let mut at = head_len as u64;
+        let table = runs
+            .iter()
+            .enumerate()
+            .map(|(i, &(_, n))| {
+                let entry = (at, word(&head, 24 + 4 * i));
+                at += n as u64 * page;
+                entry
+            })
+            .collect();
+        Ok(Self { file, runs: table })
     }
 }
 
@@ -280,8 +437,15 @@ mod tests {
             "{}",
             bytes.len()
         );
-        assert_eq!(r.runs(512), [(5, 4), (100, 1), (3, 2), (262143, 1)]);
-        assert_eq!(r.runs(2), [(5, 2), (7, 2), (100, 1), (3, 2), (262143, 1)]);
+        // Pages 3 and 4 join 5..9: neighbours, whatever the touch order.
+        assert_eq!(r.runs(512), [(3, 6), (100, 1), (262143, 1)]);
+        assert_eq!(
+            r.runs(2),
+            [(4, 2), (6, 2), (8, 1), (100, 1), (3, 1), (262143, 1)]
+        );
+        // Two threads' runs touched in turn stay two runs.
+        let two = Record::new(4096, 1 << 30, "", [10, 50, 11, 51, 12, 52]).unwrap();
+        assert_eq!(two.runs(64), [(10, 3), (50, 3)]);
     }
 
     #[test]

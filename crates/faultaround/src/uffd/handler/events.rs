@@ -84,10 +84,12 @@ impl Shared {
     }
 
     /// Serves a fault on a discarded page with zeros (`UFFDIO_ZEROPAGE`),
-    /// waking its readers; EAGAIN (another event pending) is retried after
-    /// reading the events.
+    /// waking its readers. EAGAIN (another event pending) is retried after
+    /// reading the events, up to the source timeout; then the page is
+    /// failed, so its reader gets a signal rather than wait forever.
     pub(super) fn zero_page(&self, p: u64) {
-        for _ in 0..1000 {
+        let deadline = std::time::Instant::now() + self.source_timeout;
+        loop {
             let r = {
                 let _copy = self.events.read().unwrap_or_else(|e| e.into_inner());
                 // SAFETY: one page of our registered range.
@@ -101,6 +103,17 @@ impl Shared {
                 Err(userfaultfd::Error::ZeropageFailed(e)) if e as i32 == libc::EAGAIN => {
                     self.stats.retries.fetch_add(1, Ordering::Relaxed);
                     self.pump_events();
+                    if std::time::Instant::now() >= deadline {
+                        self.fail_page(
+                            p,
+                            std::io::Error::other(format!(
+                                "UFFDIO_ZEROPAGE of page {p} refused with EAGAIN for {:?} \
+                                 (the region's source timeout): events kept arriving",
+                                self.source_timeout
+                            )),
+                        );
+                        return;
+                    }
                     std::thread::yield_now();
                 }
                 // EEXIST: already there; wake its readers.

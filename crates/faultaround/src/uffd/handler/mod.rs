@@ -28,7 +28,7 @@ mod failing;
 mod replay;
 
 pub(super) use failing::UFFDIO_POISON_BIT;
-pub(super) use replay::{PREFETCH_RUN, Recorder};
+pub(super) use replay::{Recorder, Replay};
 
 /// How faults are resolved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +73,7 @@ pub(super) struct Counters {
     pub(super) pages_prefetched: AtomicU64,
     pub(super) remove_events: AtomicU64,
     pub(super) pages_zeroed: AtomicU64,
+    pub(super) replay_runs_refused: AtomicU64,
 }
 
 /// What a region's handler threads share with it.

@@ -11,11 +11,17 @@ use std::{
 };
 
 use super::{PageRead, Shared};
+use crate::uffd::record::{REPLAY_RUN, WorkingSet};
 
-/// The most pages one replay `UFFDIO_COPY` installs (256 KiB of 4 KiB
-/// pages): large enough that the ioctl's cost is spread thin, small
-/// enough that a handler reading an event waits at most one such copy.
-pub(in crate::uffd) const PREFETCH_RUN: usize = 64;
+/// What a region's replay threads share.
+pub(in crate::uffd) struct Replay {
+    /// The record's runs, in replay order.
+    pub(in crate::uffd) runs: Vec<(u64, usize)>,
+    /// Where the runs' bytes are, if not in the image.
+    pub(in crate::uffd) working_set: Option<WorkingSet>,
+    /// The next run to install.
+    pub(in crate::uffd) next: AtomicUsize,
+}
 
 /// One handler's faults: (sequence number, page).
 type Touches = Mutex<Vec<(u64, u64)>>;
@@ -71,29 +77,40 @@ impl Drop for Prefetching<'_> {
 
 impl Shared {
     /// A replay thread: installs runs of the record, taking the next one
-    /// from `next`, until none is left or the region stops. A run the
-    /// source cannot give whole is left to the faults.
-    pub(in crate::uffd) fn prefetch(&self, runs: &[(u64, usize)], next: &AtomicUsize) {
+    /// from the plan, until none is left or the region stops. A run the
+    /// source cannot give whole, or whose working-set bytes fail their
+    /// CRC, is left to the faults.
+    pub(in crate::uffd) fn prefetch(&self, plan: &Replay) {
         let _alive = super::Alive(self);
         let _prefetching = Prefetching(self);
-        let mut buf = vec![0u8; self.page * PREFETCH_RUN];
+        let mut buf = vec![0u8; self.page * REPLAY_RUN];
         loop {
             if self.stop.load(Ordering::Acquire) {
                 return;
             }
-            let Some(&(start, n)) = runs.get(next.fetch_add(1, Ordering::Relaxed)) else {
+            let i = plan.next.fetch_add(1, Ordering::Relaxed);
+            let Some(&(start, n)) = plan.runs.get(i) else {
                 return;
             };
-            let copied = match self.source_pages(start, n) {
-                Some(src) => self.copy_run(start, n, src, true),
-                None => {
-                    let buf = &mut buf[..n * self.page];
-                    let read =
-                        catch_unwind(AssertUnwindSafe(|| self.source.read_pages(start, n, buf)));
-                    match read {
-                        Ok(PageRead::Ready) => self.copy_run(start, n, buf, true),
-                        _ => Ok(0),
+            let buf = &mut buf[..n * self.page];
+            let copied = if let Some(ws) = &plan.working_set {
+                let (at, crc) = ws.runs[i];
+                match std::os::unix::fs::FileExt::read_exact_at(&*ws.file, buf, at) {
+                    Ok(()) if crc32fast::hash(buf) == crc => self.copy_run(start, n, buf, true),
+                    _ => {
+                        self.stats
+                            .replay_runs_refused
+                            .fetch_add(1, Ordering::Relaxed);
+                        Ok(0)
                     }
+                }
+            } else if let Some(src) = self.source_pages(start, n) {
+                self.copy_run(start, n, src, true)
+            } else {
+                let read = catch_unwind(AssertUnwindSafe(|| self.source.read_pages(start, n, buf)));
+                match read {
+                    Ok(PageRead::Ready) => self.copy_run(start, n, buf, true),
+                    _ => Ok(0),
                 }
             };
             self.stats
