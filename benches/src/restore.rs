@@ -16,12 +16,20 @@
 //!   what the VMMs' example handlers do;
 //! - `lazy-order-4`: the same, a 16-page window per fault;
 //! - `replay`: a region replaying the record of a first run (recorded
-//!   once, untimed) — REAP's prefetch — its misses one page per fault;
+//!   once, untimed) from its working-set file (the recorded pages written
+//!   contiguously, read in one sequential pass) — REAP's prefetch — its
+//!   misses one page per fault;
 //! - `replay-order-4`: replay, misses by 16-page windows;
+//! - `replay-image`: replay reading each run from its place in the image
+//!   (no working-set file);
 //! - `eager`: the whole image read into anonymous memory first;
 //! - `file-mapping`: a private mapping of the image, the kernel's page
 //!   cache with its fault-around (and readahead when cold);
-//! - at 2 threads also `lazy-order-0-handlers-2`: two handler threads.
+//! - at 2 threads also `lazy-order-0-handlers-2`: two handler threads;
+//! - `copy-floor`: not a restore but the floor of any that copies — the
+//!   working-set file read into fresh anonymous memory (its pages
+//!   faulted and copied once, nothing else; no check, as the pages are
+//!   not at their places).
 //!
 //! Counters: faults, pages copied, bytes read from the source (the page
 //! source counts them), pages the replay installed.
@@ -84,14 +92,16 @@ fn image_pages(cfg: &Config) -> u64 {
 }
 
 /// The strategies, in table order.
-const STRATEGIES: [&str; 7] = [
+const STRATEGIES: [&str; 9] = [
     "lazy-order-0",
     "lazy-order-4",
     "replay",
     "replay-order-4",
+    "replay-image",
     "eager",
     "file-mapping",
     "lazy-order-0-handlers-2",
+    "copy-floor",
 ];
 
 /// The image's byte at `off`: page `i`'s bytes are a pattern of `i`.
@@ -135,6 +145,26 @@ impl Image {
         }
         file.sync_all()?;
         Ok(Self { path, file, pages })
+    }
+
+    /// A file holding `bytes` (not an image: `pages` is its length in
+    /// pages, rounded down), unlinked when dropped.
+    fn from_bytes(name: &str, bytes: &[u8]) -> std::io::Result<Self> {
+        let path =
+            std::env::temp_dir().join(format!("mmbatch-restore-{}-{name}", std::process::id()));
+        let mut file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        Ok(Self {
+            path,
+            file,
+            pages: (bytes.len() / PAGE) as u64,
+        })
     }
 
     fn len(&self) -> usize {
@@ -277,15 +307,31 @@ fn touch(base: usize, runs: &[(u64, u64)], threads: usize) {
     });
 }
 
+/// A first run's record and its working-set file.
+#[derive(Debug)]
+pub struct Recorded {
+    /// The pages the first run touched.
+    pub record: Record,
+    /// The working-set file (`Record::write_pages`), unlinked on drop.
+    pub pages: Image,
+}
+
 /// Restores `image` by `strategy` and reads the working set on `threads`
 /// threads; checks the memory afterwards.
 pub fn measure(
     image: &Image,
     strategy: &str,
     runs: &[(u64, u64)],
-    record: &Record,
+    rec: &Recorded,
     threads: usize,
 ) -> Result<Sample, String> {
+    let record = &rec.record;
+    let ws = || {
+        rec.pages
+            .file
+            .try_clone()
+            .expect("dup the working-set file")
+    };
     static BYTES_READ: AtomicU64 = AtomicU64::new(0);
     BYTES_READ.store(0, Ordering::Relaxed);
     let source = || Counted {
@@ -311,6 +357,16 @@ pub fn measure(
             sample.bytes_read = len as u64;
             check(m.as_ptr(), runs)?;
         }
+        "copy-floor" => {
+            let n = rec.pages.len();
+            let mut m = mmbatch_mmap::Mapping::anonymous(n).map_err(|e| e.to_string())?;
+            rec.pages
+                .file
+                .read_exact_at(m.as_mut_slice().expect("read-write"), 0)
+                .map_err(|e| e.to_string())?;
+            sample.elapsed_s = start.elapsed().as_secs_f64();
+            sample.bytes_read = n as u64;
+        }
         "file-mapping" => {
             // SAFETY: the image is this experiment's own file; nothing
             // writes or truncates it while mapped.
@@ -333,8 +389,9 @@ pub fn measure(
             let b = match strategy {
                 "lazy-order-0" => b,
                 "lazy-order-4" => b.order(4),
-                "replay" => b.replay(record.clone()),
-                "replay-order-4" => b.order(4).replay(record.clone()),
+                "replay" => b.replay(record.clone()).replay_pages(ws()),
+                "replay-order-4" => b.order(4).replay(record.clone()).replay_pages(ws()),
+                "replay-image" => b.replay(record.clone()),
                 "lazy-order-0-handlers-2" => b.handlers(2),
                 other => return Err(format!("no strategy {other}")),
             };
@@ -350,23 +407,34 @@ pub fn measure(
             sample.faults = st.faults;
             sample.pages_copied = st.pages_copied;
             sample.prefetched = st.pages_prefetched;
-            sample.bytes_read = BYTES_READ.load(Ordering::Relaxed);
+            sample.bytes_read = BYTES_READ.load(Ordering::Relaxed)
+                + if strategy == "replay" || strategy == "replay-order-4" {
+                    rec.pages.len() as u64
+                } else {
+                    0
+                };
             check(region.as_ptr(), runs)?;
         }
     }
     Ok(sample)
 }
 
-/// The record of a first run: a lazy region, recording, read as the
-/// working set is read.
-pub fn record_first_run(image: &Image, runs: &[(u64, u64)], threads: usize) -> Record {
+/// The record of a first run (a lazy region, recording, read as the
+/// working set is read) and its working-set file.
+pub fn record_first_run(image: &Image, runs: &[(u64, u64)], threads: usize) -> Recorded {
     let region = UffdRegion::builder(image.len())
         .image_id("restore-image")
         .record(true)
         .build(image.file.try_clone().expect("dup the image"))
         .expect("userfaultfd region");
     touch(region.as_ptr() as usize, runs, threads);
-    region.record().expect("recording")
+    let record = region.record().expect("recording");
+    let mut bytes = Vec::new();
+    record
+        .write_pages(&image.file, &mut bytes)
+        .expect("writing the working-set file");
+    let pages = Image::from_bytes(&format!("ws-{threads}"), &bytes).expect("the working-set file");
+    Recorded { record, pages }
 }
 
 fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
@@ -377,11 +445,11 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     let caches: &[&str] = if root { &["warm", "cold"] } else { &["warm"] };
     let threads = [1usize, 2];
     image.warm();
-    let records: Vec<Record> = threads
+    let records: Vec<Recorded> = threads
         .iter()
         .map(|&t| record_first_run(&image, &runs, t))
         .collect();
-    let plan: Vec<(&str, &str, usize, &Record)> = caches
+    let plan: Vec<(&str, &str, usize, &Recorded)> = caches
         .iter()
         .flat_map(|&c| {
             threads.iter().zip(&records).flat_map(move |(&t, rec)| {
@@ -401,8 +469,10 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
         for _ in 0..cfg.samples {
             if cache == "cold" {
                 image.drop_cache();
+                rec.pages.drop_cache();
             } else {
                 image.warm();
+                rec.pages.warm();
             }
             match measure(&image, strategy, &runs, rec, t) {
                 Ok(s) => samples.push(s),
@@ -555,7 +625,7 @@ mod tests {
         let runs = working_set(1024, 2);
         let rec = record_first_run(&image, &runs, 1);
         let ws: u64 = runs.iter().map(|r| r.1).sum();
-        assert_eq!(rec.pages().len() as u64, ws);
+        assert_eq!(rec.record.pages().len() as u64, ws);
         for s in STRATEGIES {
             let sample = measure(&image, s, &runs, &rec, 2).unwrap_or_else(|e| panic!("{s}: {e}"));
             if s.starts_with("replay") {
