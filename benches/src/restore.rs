@@ -611,12 +611,13 @@ fn notes(
             1.0 / 1.5,
         );
     }
+    let mut why = Vec::new();
     for t in [1, 2] {
         if let Some(x) = speedup(
             &format!("warm/file-mapping-cow/threads-{t}"),
             &format!("warm/replay/threads-{t}"),
         ) {
-            notes.push(format!(
+            why.push(format!(
                 "Why the file mapping is out of reach, {t} thread(s): read through a private \
                  mapping, the working set is the page cache's own pages, mapped 16 to a fault and \
                  never copied; a restore into anonymous memory copies every page. Against the same \
@@ -633,6 +634,7 @@ fn notes(
         ),
         1.5,
     );
+    notes.extend(why);
     notes
 }
 
