@@ -34,7 +34,7 @@ impl UffdRegionBuilder {
     }
 
     /// How long a faulting page waits for a source that says
-    /// [`NotReady`](PageRead::NotReady) before it is failed, and how long
+    /// [`NotReady`](super::PageRead::NotReady) before it is failed, and how long
     /// [`shutdown`](UffdRegion::shutdown) and drop wait for the source in
     /// all (default 30 s).
     pub fn source_timeout(mut self, timeout: Duration) -> Self {
