@@ -6,7 +6,12 @@
 use crate::util::{cargo, exec, root};
 
 /// Crates with loom models (`src/**/tests/loom_*.rs`).
-pub(crate) const CRATES: &[&str] = &["mmbatch-pagevec", "mmbatch-lru", "mmbatch-ktask"];
+pub(crate) const CRATES: &[&str] = &[
+    "mmbatch-pagevec",
+    "mmbatch-lru",
+    "mmbatch-ktask",
+    "mmbatch-faultaround",
+];
 
 pub(crate) fn run(krate: Option<&str>) -> Result<(), String> {
     let crates: Vec<&str> = match krate {

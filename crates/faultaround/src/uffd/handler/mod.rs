@@ -26,6 +26,8 @@ mod copy;
 mod events;
 mod failing;
 mod replay;
+#[cfg(all(test, loom))]
+mod tests;
 
 pub(super) use failing::UFFDIO_POISON_BIT;
 pub(super) use replay::{Recorder, Replay};
