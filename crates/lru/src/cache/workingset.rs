@@ -19,9 +19,11 @@
 //! list (a loop larger than the cache) and goes to its tail, where it is
 //! reclaimed first instead of pushing out entries that are being hit.
 //!
-//! Shadows live in a table of twice the shard's entries (8 bytes a slot)
-//! in buckets of two slots sharing a cache line, allocated at the first
-//! eviction: one line touched per eviction and per miss. A new shadow
+//! Shadows live in a table of twice the shard's entries (4 bytes a slot:
+//! a 12-bit tag, the `PG_workingset` bit and 19 bits of the clock, coarsened
+//! by `bucket_order` in shards too large for 19 bits, as the kernel packs
+//! its shadows) in buckets of two slots, allocated at the first eviction:
+//! one cache line touched per eviction and per miss. A new shadow
 //! takes an empty slot of its bucket, else the older shadow's, as the
 //! kernel's shadow shrinker drops old ones (`count_shadow_nodes`): shadows
 //! are hints, and a lost or mistaken one only changes which list an entry
@@ -34,15 +36,23 @@
 /// about one run in sixteen.
 const WAYS: usize = 2;
 
+/// Bits of the clock a shadow keeps (`EVICTION_BITS`).
+const AGE_BITS: u32 = 19;
+const AGE_MASK: u32 = (1 << AGE_BITS) - 1;
+const WORKINGSET_BIT: u32 = 1 << AGE_BITS;
+
 /// A shard's shadows.
 #[derive(Debug)]
 pub(super) struct Shadows {
-    /// `(tag | workingset << 1) << 32 | age`; 0 is empty (tags have their
-    /// low bit set and bit 1 clear).
-    slots: Vec<u64>,
+    /// `tag << 20 | workingset << 19 | age >> order`; 0 is empty (tags
+    /// have their low bit set).
+    slots: Vec<u32>,
     /// Slots in use.
     len: usize,
     size: usize,
+    /// `bucket_order`: the clock's low bits a shadow drops, so that the
+    /// distances a shard can use fit in `AGE_BITS`.
+    order: u32,
     /// `lruvec->nonresident_age`.
     age: u32,
 }
@@ -53,27 +63,36 @@ impl Shadows {
     /// the test (half as many lost 0.3-1 point of hit ratio on the ARC
     /// traces).
     pub(super) fn new(max_entries: usize) -> Self {
+        let size = (max_entries.min(usize::MAX / 4) * 2).max(WAYS);
         Self {
             slots: Vec::new(),
             len: 0,
-            size: (max_entries.min(usize::MAX / 4) * 2).max(WAYS),
+            size,
+            // Distances up to the table's size, which is as long as a
+            // shadow lives, must fit (`workingset_init`'s bucket_order).
+            order: (usize::BITS - size.leading_zeros()).saturating_sub(AGE_BITS),
             age: 0,
         }
     }
 
-    /// The slot and tag of `hash`: bits the shard choice (40..) and the
-    /// index (low bits) use little of.
-    fn place(&self, hash: u64) -> (usize, u64) {
+    /// The slot and tag of an entry's 32-bit hash: the bucket from its high
+    /// bits, the tag from its low ones.
+    fn place(&self, hash: u32) -> (usize, u32) {
         let buckets = self.size as u64 / WAYS as u64;
-        let bucket = ((u64::from((hash >> 8) as u32) * buckets) >> 32) as usize;
-        (bucket * WAYS, ((hash >> 32) & !2) | 1)
+        let bucket = ((u64::from(hash) * buckets) >> 32) as usize;
+        (bucket * WAYS, ((hash & 0x7ff) << 1 | 1) << (AGE_BITS + 1))
+    }
+
+    /// The clock, as a shadow keeps it.
+    fn stamp(&self) -> u32 {
+        (self.age >> self.order) & AGE_MASK
     }
 
     /// Loads `hash`'s slot ahead of [`refault`](Self::refault), so that
     /// its cache miss overlaps the eviction that comes first (a plain load
     /// the CPU runs out of order: the crate has no `unsafe` for a
     /// prefetch instruction).
-    pub(super) fn prefetch(&self, hash: u64) {
+    pub(super) fn prefetch(&self, hash: u32) {
         if !self.slots.is_empty() {
             std::hint::black_box(self.slots[self.place(hash).0]);
         }
@@ -86,25 +105,25 @@ impl Shadows {
 
     /// `workingset_eviction`: remembers that `hash`'s entry was evicted
     /// now, and whether it had been in the working set (`PG_workingset`).
-    pub(super) fn eviction(&mut self, hash: u64, workingset: bool) {
+    pub(super) fn eviction(&mut self, hash: u32, workingset: bool) {
         if self.slots.is_empty() {
             self.slots = vec![0; self.size];
         }
         let (first, tag) = self.place(hash);
-        let age = self.age;
+        let now = self.stamp();
         let bucket = &mut self.slots[first..first + WAYS];
         // An empty way, else the oldest shadow's (the one nearest to being
         // useless: its distance is the largest).
         let way = (0..WAYS)
             .max_by_key(|&w| match bucket[w] {
                 0 => u32::MAX,
-                s => age.wrapping_sub(s as u32),
+                s => now.wrapping_sub(s) & AGE_MASK,
             })
             .unwrap_or(0);
         if bucket[way] == 0 {
             self.len += 1;
         }
-        bucket[way] = (tag | u64::from(workingset) << 1) << 32 | u64::from(age);
+        bucket[way] = tag | if workingset { WORKINGSET_BIT } else { 0 } | now;
         self.age_nonresident();
     }
 
@@ -112,19 +131,20 @@ impl Shadows {
     /// distance): takes `hash`'s shadow, if any, and returns its refault
     /// distance and its `PG_workingset` bit; the caller tests the distance
     /// (`workingset_test_recent`).
-    pub(super) fn refault(&mut self, hash: u64) -> Option<(usize, bool)> {
+    pub(super) fn refault(&mut self, hash: u32) -> Option<(usize, bool)> {
         if self.len == 0 {
             return None;
         }
         let (first, tag) = self.place(hash);
+        let now = self.stamp();
         let s = self.slots[first..first + WAYS]
             .iter_mut()
-            .find(|s| **s != 0 && (**s >> 32) & !2 == tag)?;
-        let age = *s as u32;
-        let ws = (*s >> 33) & 1 != 0;
+            .find(|s| **s != 0 && **s & !(WORKINGSET_BIT | AGE_MASK) == tag)?;
+        let distance = (now.wrapping_sub(*s) & AGE_MASK) << self.order;
+        let ws = *s & WORKINGSET_BIT != 0;
         *s = 0;
         self.len -= 1;
-        Some((self.age.wrapping_sub(age) as usize, ws))
+        Some((distance as usize, ws))
     }
 
     /// Shadows held.
@@ -150,5 +170,33 @@ impl Shadows {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distances_survive_the_packing() {
+        // A small shard keeps the clock whole; a large one drops
+        // `order` low bits (bucket_order) and its distances round down.
+        for (entries, order) in [(1000, 0), (1 << 20, 3)] {
+            let mut s = Shadows::new(entries);
+            assert_eq!(s.order, order, "{entries} entries");
+            s.eviction(0xdead_beef, true);
+            for _ in 0..12_345 {
+                s.age_nonresident();
+            }
+            let (d, ws) = s.refault(0xdead_beef).expect("the shadow");
+            let exact = 12_345 + 1; // the eviction ticks the clock too
+            assert!(ws);
+            assert!(d <= exact && exact - d < 1 << order, "{d} vs {exact}");
+            assert_eq!(s.refault(0xdead_beef), None, "taken");
+            // Another hash in the same bucket with another tag misses.
+            s.eviction(0x1234_5678, false);
+            assert_eq!(s.refault(0x1234_5679), None);
+            s.check().unwrap();
+        }
     }
 }

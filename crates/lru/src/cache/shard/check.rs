@@ -28,7 +28,7 @@ impl<K, V> Lruvec<K, V> {
                 let nodes = &self.nodes;
                 if self
                     .table
-                    .find(node.hash, |&j| {
+                    .find(super::index_hash(node.hash), |&j| {
                         j == at && nodes[j as usize].hash == node.hash
                     })
                     .is_none()

@@ -49,15 +49,31 @@ const INACTIVE_RATIO: usize = 9;
 /// first, so that it spans one cache line more often.
 #[repr(C)]
 pub(super) struct Node<K, V> {
-    pub(super) hash: u64,
-    pub(super) key: K,
-    pub(super) value: V,
+    /// 32 bits of the key's hash ([`short_hash`]): enough to find the
+    /// entry in the index and to place its shadow, and 8 bytes smaller
+    /// than the whole hash (with `u64` keys and values, 40 bytes a node).
+    pub(super) hash: u32,
     /// Set by hits under the read lock, read and cleared by reclaim under
     /// the write lock.
     flags: AtomicU8,
+    pub(super) key: K,
+    pub(super) value: V,
     prev: u32,
     next: u32,
     pub(super) weight: u64,
+}
+
+/// The 32 bits of a key's hash a shard keeps: bits 8..40 (the shard was
+/// chosen by the bits above).
+fn short_hash(hash: u64) -> u32 {
+    (hash >> 8) as u32
+}
+
+/// The index's hash of a node: its short hash spread over 64 bits, since
+/// hashbrown takes its buckets from the low bits and its tags from the
+/// top seven.
+fn index_hash(h: u32) -> u64 {
+    u64::from(h).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 /// A list's ends and length: `head` is the most recently added.
@@ -147,11 +163,11 @@ impl<K, V> Lruvec<K, V> {
 
     /// The entry of `hash` whose key satisfies `eq`.
     pub(super) fn find(&self, hash: u64, eq: impl Fn(&K) -> bool) -> Option<u32> {
-        let nodes = &self.nodes;
+        let (nodes, h) = (&self.nodes, short_hash(hash));
         self.table
-            .find(hash, |&i| {
+            .find(index_hash(h), |&i| {
                 let n = &nodes[i as usize];
-                n.hash == hash && eq(&n.key)
+                n.hash == h && eq(&n.key)
             })
             .copied()
     }
@@ -383,6 +399,7 @@ impl<K, V> Lruvec<K, V> {
             out.push((key, value));
             return Inserted::Rejected;
         }
+        let hash = short_hash(hash);
         if self.policy == Policy::Workingset {
             self.shadows.prefetch(hash);
         }
@@ -445,7 +462,7 @@ impl<K, V> Lruvec<K, V> {
         }
         let nodes = &self.nodes;
         self.table
-            .insert_unique(hash, i, |&j| nodes[j as usize].hash);
+            .insert_unique(index_hash(hash), i, |&j| index_hash(nodes[j as usize].hash));
         self.weight += weight;
         Inserted::New
     }
@@ -460,7 +477,7 @@ impl<K, V> Lruvec<K, V> {
     /// than the cache is such a refault) and goes to the inactive tail, as
     /// `lru_deactivate_file` places a folio that will not be reused: it is
     /// reclaimed first, and the entries being hit stay.
-    fn workingset_refault(&mut self, hash: u64) -> Place {
+    fn workingset_refault(&mut self, hash: u32) -> Place {
         let Some((distance, workingset)) = self.shadows.refault(hash) else {
             return Place::Inactive;
         };
@@ -524,7 +541,7 @@ impl<K, V> Lruvec<K, V> {
             let n = &self.nodes[i as usize];
             (n.hash, n.weight)
         };
-        if let Ok(e) = self.table.find_entry(hash, |&j| j == i) {
+        if let Ok(e) = self.table.find_entry(index_hash(hash), |&j| j == i) {
             e.remove();
         }
         self.weight -= weight;
@@ -550,7 +567,7 @@ impl<K, V> Lruvec<K, V> {
                 NIL => self.lists[llist].tail = i,
                 n => self.nodes[n as usize].prev = i,
             }
-            if let Some(slot) = self.table.find_mut(lhash, |&j| j == last) {
+            if let Some(slot) = self.table.find_mut(index_hash(lhash), |&j| j == last) {
                 *slot = i;
             }
             if *fix == last {
