@@ -156,6 +156,11 @@ impl Record {
         if n > npages {
             return Err(corrupt("more pages than the image has"));
         }
+        // Each page takes at least a byte: a count larger than the bytes
+        // left is a lie, not a reason to allocate (found by fuzzing).
+        if n > r.0.len() as u64 {
+            return Err(corrupt("cut short"));
+        }
         let mut pages = Vec::with_capacity(n as usize);
         let mut prev = 0u64;
         for _ in 0..n {
