@@ -1,0 +1,116 @@
+//! Stopping a region: [`shutdown`](UffdRegion::shutdown), which serves
+//! every fault still waiting before it lets go, and drop, which stops the
+//! threads and unmaps; and starting a handler thread.
+
+use std::{
+    ffi::c_void,
+    io,
+    sync::{Arc, atomic::Ordering},
+    thread::JoinHandle,
+    time::Instant,
+};
+
+use super::{Mode, Shared, UffdRegion};
+
+impl UffdRegion {
+    /// Stops the handler threads without failing any faulting thread that
+    /// the source can serve: after they exit, every page still missing is
+    /// copied in (waiting for the source up to the source timeout, in all)
+    /// and the range unregistered, so a fault in flight is woken with its
+    /// data and later accesses do not fault. A page the source fails, or
+    /// does not have by then, is failed (its readers get the signal).
+    pub fn shutdown(&self) {
+        if self.shut_down.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.stop_handlers();
+        let s = &self.shared;
+        let pages = s.len / s.page;
+        if s.mode == Mode::Continue {
+            // Map whatever is cached; a page still faulting after this
+            // takes the ordinary shmem fault once the range is unregistered.
+            let _ = s.cont(0, pages, true);
+        } else {
+            let deadline = Instant::now() + s.source_timeout;
+            let mut buf = vec![0u8; s.page];
+            for (p, present) in s.resident(0, pages).into_iter().enumerate() {
+                let p = p as u64;
+                if present || s.is_failed(p) {
+                    continue;
+                }
+                match s.read_ready_until(p, &mut buf, deadline) {
+                    Ok(()) => {
+                        if let Err(e) = s.copy_page(p, &buf, true) {
+                            s.fail_page(p, e);
+                        }
+                    }
+                    Err(e) => s.fail_page(p, e),
+                }
+            }
+        }
+        let _ = s.uffd.unregister(s.base as *mut c_void, s.len);
+    }
+
+    /// Stops the handlers and joins them; a handler stuck in the source
+    /// past the source timeout is left to finish on its own (it then finds
+    /// the range unregistered and touches nothing).
+    fn stop_handlers(&self) {
+        let s = &self.shared;
+        s.stop.store(true, Ordering::Release);
+        let _ = rustix::io::write(&s.wake, &1u64.to_ne_bytes());
+        let deadline = Instant::now() + s.source_timeout;
+        let mut alive = s.alive.lock().unwrap_or_else(|e| e.into_inner());
+        while *alive > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            alive = s
+                .exited
+                .wait_timeout(alive, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        // Every handler has left its loop: join them all (each has only
+        // its locals to drop). Checking `is_finished` alone left a thread
+        // that had counted itself out but not yet returned detached, still
+        // holding the uffd and eventfd open after drop — seen under TCG in
+        // `cargo xtask vm` as "descriptors left open". Past the deadline
+        // (a source blocked for good), the unfinished ones are left.
+        let all_out = *alive == 0;
+        drop(alive);
+        for h in self
+            .handlers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            if all_out || h.is_finished() {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+pub(super) fn spawn_handler(i: usize, s: Arc<Shared>) -> io::Result<JoinHandle<()>> {
+    fail::fail_point!("uffd::spawn", |_| Err(io::Error::from_raw_os_error(
+        libc::EAGAIN
+    )));
+    std::thread::Builder::new()
+        .name(format!("uffd-handler-{i}"))
+        .spawn(move || s.serve(i))
+}
+
+impl Drop for UffdRegion {
+    fn drop(&mut self) {
+        // No access can be in flight (we are borrowed mutably), so the
+        // handlers can simply stop.
+        self.stop_handlers();
+        let s = &self.shared;
+        let mut mapping = s.mapping.write().unwrap_or_else(|e| e.into_inner());
+        let _ = s.uffd.unregister(s.base as *mut c_void, s.len);
+        // Unmapped under the lock: a handler left running checks `mapping`
+        // before touching the range.
+        drop(mapping.take());
+    }
+}
