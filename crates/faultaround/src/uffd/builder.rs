@@ -59,7 +59,9 @@ impl UffdRegionBuilder {
     }
 
     /// Replays `record`: background threads install its pages in runs of
-    /// consecutive pages (one `UFFDIO_COPY` each), in record order, while
+    /// consecutive pages (one `UFFDIO_COPY` each; over a page cache, one
+    /// `UFFDIO_CONTINUE` each, which maps the cached pages without
+    /// copying), in record order, while
     /// the handlers serve faults as they come — a fault never queues
     /// behind the replay. Pages outside the record fault in as usual. A
     /// record of another image (length, page size or id) is refused at
@@ -69,7 +71,9 @@ impl UffdRegionBuilder {
         self
     }
 
-    /// Where a replay reads the recorded pages: a working-set file that
+    /// Where a replay reads the recorded pages (not read over a page
+    /// cache, where the replay maps the cached pages in place): a
+    /// working-set file that
     /// [`Record::write_pages`] wrote for the replayed record, read in one
     /// sequential pass (REAP's), instead of the pages' places in the image.
     /// A file written for another record, or corrupt, is refused at build;

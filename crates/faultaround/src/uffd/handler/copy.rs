@@ -29,10 +29,11 @@ pub(in crate::uffd) enum Copied {
 impl Shared {
     /// `UFFDIO_CONTINUE` of `n` pages from page `first`: maps the pages
     /// that are in the page cache; one already mapped (EEXIST) or not
-    /// cached (EFAULT) is skipped; a partial result resumes after it. Any
-    /// other error stops it and is returned.
-    pub(in crate::uffd) fn cont(&self, first: u64, n: usize, wake: bool) -> io::Result<()> {
-        let mut done = 0;
+    /// cached (EFAULT) is skipped; a partial result resumes after it; EAGAIN
+    /// (an event pending) is retried after reading the events. Any other
+    /// error stops it and is returned. Returns the pages mapped.
+    pub(in crate::uffd) fn cont(&self, first: u64, n: usize, wake: bool) -> io::Result<usize> {
+        let (mut done, mut total) = (0, 0);
         let mut again = Backoff::new(self);
         while done < n {
             let mut arg = userfaultfd_sys::uffdio_continue {
@@ -59,10 +60,12 @@ impl Shared {
                 .pages_copied
                 .fetch_add(mapped as u64, Ordering::Relaxed);
             done += mapped;
+            total += mapped;
             match r {
                 Ok(()) => {}
                 Err(Errno::AGAIN) => {
                     self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                    self.pump_events();
                     again.wait().map_err(|()| io::Error::from(Errno::AGAIN))?;
                 }
                 Err(Errno::EXIST) => {
@@ -76,7 +79,7 @@ impl Shared {
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(())
+        Ok(total)
     }
 
     /// Copies page `p` from `src`, retrying a failed copy a few times (a

@@ -93,7 +93,11 @@ impl Shared {
                 return;
             };
             let buf = &mut buf[..n * self.page];
-            let copied = if let Some(ws) = &plan.working_set {
+            let copied = if self.mode == super::Mode::Continue {
+                // Over a page cache the pages are there: map them in place
+                // (`UFFDIO_CONTINUE`), copying nothing.
+                self.cont(start, n, true).map_err(|_| 0)
+            } else if let Some(ws) = &plan.working_set {
                 let (at, crc) = ws.runs[i];
                 match std::os::unix::fs::FileExt::read_exact_at(&*ws.file, buf, at) {
                     Ok(()) if crc32fast::hash(buf) == crc => self.copy_run(start, n, buf, true),
