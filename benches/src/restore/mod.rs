@@ -133,56 +133,55 @@ pub struct Image {
 impl Image {
     /// Writes the image (its pattern) to a file in the temp directory.
     pub fn create(pages: u64) -> std::io::Result<Self> {
-        let path = std::env::temp_dir().join(format!(
-            "mmbatch-restore-{}-{pages}.img",
-            std::process::id()
-        ));
-        let mut file = File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)?;
-        let chunk = 256 * PAGE as u64;
-        let mut buf = vec![0u8; chunk as usize];
-        let len = pages * PAGE as u64;
-        let mut at = 0;
-        while at < len {
-            let n = chunk.min(len - at);
-            for (i, b) in buf[..n as usize].iter_mut().enumerate() {
-                *b = image_byte(at + i as u64);
+        Self::write_temp(&format!("{pages}.img"), pages, |file| {
+            let chunk = 256 * PAGE as u64;
+            let mut buf = vec![0u8; chunk as usize];
+            let len = pages * PAGE as u64;
+            let mut at = 0;
+            while at < len {
+                let n = chunk.min(len - at);
+                for (i, b) in buf[..n as usize].iter_mut().enumerate() {
+                    *b = image_byte(at + i as u64);
+                }
+                file.write_all(&buf[..n as usize])?;
+                at += n;
             }
-            file.write_all(&buf[..n as usize])?;
-            at += n;
-        }
-        file.sync_all()?;
-        Ok(Self {
-            path,
-            file,
-            pages,
-            shm: std::sync::OnceLock::new(),
+            Ok(())
         })
     }
 
     /// A file holding `bytes` (not an image: `pages` is its length in
     /// pages, rounded down), unlinked when dropped.
     fn from_bytes(name: &str, bytes: &[u8]) -> std::io::Result<Self> {
+        Self::write_temp(name, (bytes.len() / PAGE) as u64, |file| {
+            file.write_all(bytes)
+        })
+    }
+
+    /// A file `name` in the temp directory of `pages` pages, filled by
+    /// `write` and synced; unlinked when dropped, also when writing fails.
+    fn write_temp(
+        name: &str,
+        pages: u64,
+        write: impl FnOnce(&mut File) -> std::io::Result<()>,
+    ) -> std::io::Result<Self> {
         let path =
             std::env::temp_dir().join(format!("mmbatch-restore-{}-{name}", std::process::id()));
-        let mut file = File::options()
+        let file = File::options()
             .read(true)
             .write(true)
             .create(true)
             .truncate(true)
             .open(&path)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        Ok(Self {
+        let mut img = Self {
             path,
             file,
-            pages: (bytes.len() / PAGE) as u64,
+            pages,
             shm: std::sync::OnceLock::new(),
-        })
+        };
+        write(&mut img.file)?;
+        img.file.sync_all()?;
+        Ok(img)
     }
 
     fn len(&self) -> usize {

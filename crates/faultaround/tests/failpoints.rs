@@ -33,12 +33,13 @@ fn region_fds() -> usize {
         .count()
 }
 
+/// The process's `uffd-handler-*` and `uffd-prefetch-*` threads.
 fn handler_threads() -> usize {
     std::fs::read_dir("/proc/self/task")
         .unwrap()
         .filter(|t| {
             let comm = t.as_ref().unwrap().path().join("comm");
-            std::fs::read_to_string(comm).is_ok_and(|c| c.starts_with("uffd-handler"))
+            std::fs::read_to_string(comm).is_ok_and(|c| c.starts_with("uffd-"))
         })
         .count()
 }
@@ -166,12 +167,34 @@ fn eexist_wakes_the_reader() {
     drop(scenario);
 }
 
+/// What a 64-page region holds in the process: its descriptors, its
+/// mapping, its threads.
+fn what_regions_hold() -> (usize, usize, usize) {
+    (region_fds(), mappings(64 * PAGE), handler_threads())
+}
+
+/// Asserts that a refused region gave back all it held (`before` is
+/// [`what_regions_hold`] before it was made).
+fn assert_nothing_left(before: (usize, usize, usize)) {
+    let (fds, maps, threads) = before;
+    assert_eq!(region_fds(), fds, "descriptors left open");
+    assert_eq!(mappings(64 * PAGE), maps, "mappings left");
+    // Joined threads are gone, but the kernel removes a task's
+    // /proc/self/task entry a moment after the join returns (seen under
+    // TCG): wait for it, boundedly.
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while handler_threads() != threads && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(handler_threads(), threads, "threads left running");
+}
+
 /// A handler thread the OS refuses: a clear error, and the handlers
 /// already started are stopped, the range unmapped, the uffd closed.
 #[test]
 fn refused_handler_thread_undoes_everything() {
     let scenario = FailScenario::setup();
-    let (fds, maps, threads) = (region_fds(), mappings(64 * PAGE), handler_threads());
+    let before = what_regions_hold();
     fail::cfg("uffd::spawn", "2*off->return").unwrap();
     let e = UffdRegion::new(64 * PAGE, 0, image(64), 4).unwrap_err();
     assert!(
@@ -186,16 +209,35 @@ fn refused_handler_thread_undoes_everything() {
         "{e}"
     );
     assert!(e.to_string().contains("RLIMIT_NPROC"), "{e}");
-    assert_eq!(region_fds(), fds, "descriptors left open");
-    assert_eq!(mappings(64 * PAGE), maps, "mappings left");
-    // Joined threads are gone, but the kernel removes a task's
-    // /proc/self/task entry a moment after the join returns (seen under
-    // TCG): wait for it, boundedly.
-    let deadline = std::time::Instant::now() + Duration::from_secs(2);
-    while handler_threads() != threads && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert_eq!(handler_threads(), threads, "handler threads left running");
+    assert_nothing_left(before);
+    drop(scenario);
+}
+
+/// A replay thread the OS refuses: the same clear error, counting the
+/// handler before it, and nothing left behind.
+#[test]
+fn refused_replay_thread_undoes_everything() {
+    let scenario = FailScenario::setup();
+    let before = what_regions_hold();
+    fail::cfg("uffd::spawn", "2*off->return").unwrap();
+    let record = mmbatch_faultaround::Record::new(PAGE, (64 * PAGE) as u64, "", 0..64).unwrap();
+    let e = UffdRegion::builder(64 * PAGE)
+        .replay(record)
+        .prefetchers(2)
+        .build(image(64))
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::ThreadRefused {
+                started: 2,
+                asked: 3,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_nothing_left(before);
     drop(scenario);
 }
 

@@ -255,7 +255,9 @@ impl PageSource for GatedRuns {
 /// Opened by `release`.
 type Gate = Arc<(Mutex<bool>, Condvar)>;
 
-fn gated(pages: usize) -> (GatedRuns, Gate, Arc<AtomicUsize>) {
+/// A region of `pages` pages replaying all of them, its replay blocked
+/// reading its first run until the gate opens.
+fn stuck_replay(pages: usize) -> (Arc<UffdRegion>, Gate) {
     let open = Arc::new((Mutex::new(false), Condvar::new()));
     let runs = Arc::new(AtomicUsize::new(0));
     let g = GatedRuns {
@@ -263,7 +265,13 @@ fn gated(pages: usize) -> (GatedRuns, Gate, Arc<AtomicUsize>) {
         open: open.clone(),
         runs_read: runs.clone(),
     };
-    (g, open, runs)
+    let rec = Record::new(PAGE, (pages * PAGE) as u64, "", 0..pages as u64).unwrap();
+    let r = UffdRegion::builder(pages * PAGE)
+        .replay(rec)
+        .build(g)
+        .unwrap();
+    wait_for("the replay starts", || runs.load(Ordering::SeqCst) > 0);
+    (Arc::new(r), open)
 }
 
 fn release(open: &(Mutex<bool>, Condvar)) {
@@ -283,18 +291,10 @@ fn wait_for(what: &str, cond: impl Fn() -> bool) {
 
 #[test]
 fn a_fault_never_waits_behind_the_replay() {
-    let (g, open, runs) = gated(256);
+    let (r, open) = stuck_replay(256);
     let src = image(256);
-    let rec = Record::new(PAGE, (256 * PAGE) as u64, "", 0..256).unwrap();
-    let r = Arc::new(
-        UffdRegion::builder(256 * PAGE)
-            .replay(rec)
-            .build(g)
-            .unwrap(),
-    );
     // The replay is stuck reading its first run; a fault on a recorded
     // page it has not installed is served anyway.
-    wait_for("the replay starts", || runs.load(Ordering::SeqCst) > 0);
     let r2 = r.clone();
     let src2 = src.clone();
     assert!(bounded("a fault during replay", move || page_is(
@@ -340,16 +340,8 @@ fn a_discard_during_replay_is_not_undone_by_it() {
     // The replay reads its first run (pages 0..64), blocked; meanwhile
     // the application discards pages 0..32 and its madvise returns. The
     // replay then copies its run: the discarded pages must stay zeros.
-    let (g, open, runs) = gated(256);
+    let (r, open) = stuck_replay(256);
     let src = image(256);
-    let rec = Record::new(PAGE, (256 * PAGE) as u64, "", 0..256).unwrap();
-    let r = Arc::new(
-        UffdRegion::builder(256 * PAGE)
-            .replay(rec)
-            .build(g)
-            .unwrap(),
-    );
-    wait_for("the replay starts", || runs.load(Ordering::SeqCst) > 0);
     let r2 = r.clone();
     bounded("madvise during replay", move || discard(&r2, 0..32));
     release(&open);

@@ -372,25 +372,19 @@ impl UffdRegion {
         };
         // From here `region`'s drop undoes everything: the threads started
         // are stopped and joined, the range unregistered and unmapped.
+        let asked = handlers + replay.as_ref().map_or(0, |_| prefetchers);
+        let refused = |started| {
+            move |source| Error::ThreadRefused {
+                started,
+                asked,
+                source,
+            }
+        };
         for i in 0..handlers {
             let s = shared.clone();
-            *shared.alive.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-            let spawned = stop::spawn_handler(i, s);
-            match spawned {
-                Ok(h) => region
-                    .handlers
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(h),
-                Err(source) => {
-                    *shared.alive.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
-                    return Err(Error::ThreadRefused {
-                        started: i,
-                        asked: handlers,
-                        source,
-                    });
-                }
-            }
+            region
+                .start(format!("uffd-handler-{i}"), move || s.serve(i))
+                .map_err(refused(i))?;
         }
         if let Some(r) = replay {
             let plan = Arc::new(handler::Replay {
@@ -400,27 +394,15 @@ impl UffdRegion {
             });
             for i in 0..prefetchers {
                 let (s, plan) = (shared.clone(), plan.clone());
-                *shared.alive.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+                // Counted before it runs, so `wait_replayed` cannot return
+                // before it has started.
                 *shared.prefetching.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-                let spawned = std::thread::Builder::new()
-                    .name(format!("uffd-prefetch-{i}"))
-                    .spawn(move || s.prefetch(&plan));
-                match spawned {
-                    Ok(h) => region
-                        .handlers
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(h),
-                    Err(source) => {
-                        *shared.alive.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+                region
+                    .start(format!("uffd-prefetch-{i}"), move || s.prefetch(&plan))
+                    .map_err(|e| {
                         *shared.prefetching.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
-                        return Err(Error::ThreadRefused {
-                            started: handlers + i,
-                            asked: handlers + prefetchers,
-                            source,
-                        });
-                    }
-                }
+                        refused(handlers + i)(e)
+                    })?;
             }
         }
         Ok(region)

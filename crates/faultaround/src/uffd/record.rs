@@ -336,7 +336,7 @@ impl WorkingSet {
         let runs = record.runs(REPLAY_RUN);
         let head_len = 24 + 4 * runs.len();
         let mut head = vec![0u8; head_len];
-        file.read_exact_at(&mut head[..24.min(head_len)], 0)
+        file.read_exact_at(&mut head[..24], 0)
             .map_err(|e| corrupt(format!("the working-set file cannot be read: {e}")))?;
         if head[..7] != PAGES_MAGIC[..7] {
             return Err(corrupt("not a working-set file: no MMBWSP magic".into()));

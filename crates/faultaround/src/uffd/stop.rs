@@ -1,16 +1,10 @@
 //! Stopping a region: [`shutdown`](UffdRegion::shutdown), which serves
 //! every fault still waiting before it lets go, and drop, which stops the
-//! threads and unmaps; and starting a handler thread.
+//! threads and unmaps; and starting the region's threads.
 
-use std::{
-    ffi::c_void,
-    io,
-    sync::{Arc, atomic::Ordering},
-    thread::JoinHandle,
-    time::Instant,
-};
+use std::{ffi::c_void, io, sync::atomic::Ordering, thread::JoinHandle, time::Instant};
 
-use super::{Mode, Shared, UffdRegion};
+use super::{Mode, UffdRegion};
 
 impl UffdRegion {
     /// Stops the handler threads without failing any faulting thread that
@@ -92,13 +86,37 @@ impl UffdRegion {
     }
 }
 
-pub(super) fn spawn_handler(i: usize, s: Arc<Shared>) -> io::Result<JoinHandle<()>> {
-    fail::fail_point!("uffd::spawn", |_| Err(io::Error::from_raw_os_error(
-        libc::EAGAIN
-    )));
-    std::thread::Builder::new()
-        .name(format!("uffd-handler-{i}"))
-        .spawn(move || s.serve(i))
+impl UffdRegion {
+    /// Starts one of the region's threads (a handler or a replay thread),
+    /// counted in `alive` before it runs and joined by `stop_handlers`.
+    /// Fail point `uffd::spawn` plays the OS refusing it.
+    pub(super) fn start(
+        &self,
+        name: String,
+        body: impl FnOnce() + Send + 'static,
+    ) -> io::Result<()> {
+        let alive = &self.shared.alive;
+        *alive.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        let spawned = (|| -> io::Result<JoinHandle<()>> {
+            fail::fail_point!("uffd::spawn", |_| Err(io::Error::from_raw_os_error(
+                libc::EAGAIN
+            )));
+            std::thread::Builder::new().name(name).spawn(body)
+        })();
+        match spawned {
+            Ok(h) => {
+                self.handlers
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(h);
+                Ok(())
+            }
+            Err(e) => {
+                *alive.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+                Err(e)
+            }
+        }
+    }
 }
 
 impl Drop for UffdRegion {

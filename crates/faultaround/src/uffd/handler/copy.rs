@@ -154,9 +154,14 @@ impl Shared {
                 done += 1;
                 continue;
             }
-            let m = (1..n - done)
-                .find(|&i| self.is_removed(p + i as u64))
-                .unwrap_or(n - done);
+            // Up to the next discarded page (none, usually: one load).
+            let m = if self.any_removed.load(Ordering::Acquire) {
+                (1..n - done)
+                    .find(|&i| self.is_removed(p + i as u64))
+                    .unwrap_or(n - done)
+            } else {
+                n - done
+            };
             let dst = self.addr(p);
             let len = m * self.page;
             let r = self.copy_ioctl(src[done * self.page..].as_ptr(), dst, len, wake);

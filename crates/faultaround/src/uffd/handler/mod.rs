@@ -134,14 +134,15 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a non-string panic".into())
 }
 
-/// Counts a handler thread out when it exits, even by panicking.
-struct Alive<'a>(&'a Shared);
+/// Counts a thread out of `count` when it exits, even by panicking, and
+/// wakes whoever waits on `done` (`alive`/`exited` for every thread of a
+/// region, `prefetching`/`replayed` for the replay's).
+struct CountOut<'a>(&'a Mutex<usize>, &'a Condvar);
 
-impl Drop for Alive<'_> {
+impl Drop for CountOut<'_> {
     fn drop(&mut self) {
-        let mut n = self.0.alive.lock().unwrap_or_else(|e| e.into_inner());
-        *n -= 1;
-        self.0.exited.notify_all();
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        self.1.notify_all();
     }
 }
 
@@ -155,7 +156,7 @@ impl Shared {
     /// over the handlers and are resolved in parallel; only the read
     /// itself is serialised (under `events`), never a copy.
     pub(super) fn serve(&self, me: usize) {
-        let _alive = Alive(self);
+        let _alive = CountOut(&self.alive, &self.exited);
         let mut buf = vec![0u8; self.page << crate::MAX_ORDER];
         loop {
             let next = self

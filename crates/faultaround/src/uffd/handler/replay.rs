@@ -64,25 +64,14 @@ impl Recorder {
     }
 }
 
-/// Counts a replay thread out when it exits, even by panicking.
-struct Prefetching<'a>(&'a Shared);
-
-impl Drop for Prefetching<'_> {
-    fn drop(&mut self) {
-        let mut n = self.0.prefetching.lock().unwrap_or_else(|e| e.into_inner());
-        *n -= 1;
-        self.0.replayed.notify_all();
-    }
-}
-
 impl Shared {
     /// A replay thread: installs runs of the record, taking the next one
     /// from the plan, until none is left or the region stops. A run the
     /// source cannot give whole, or whose working-set bytes fail their
     /// CRC, is left to the faults.
     pub(in crate::uffd) fn prefetch(&self, plan: &Replay) {
-        let _alive = super::Alive(self);
-        let _prefetching = Prefetching(self);
+        let _alive = super::CountOut(&self.alive, &self.exited);
+        let _prefetching = super::CountOut(&self.prefetching, &self.replayed);
         let mut buf = vec![0u8; self.page * REPLAY_RUN];
         loop {
             if self.stop.load(Ordering::Acquire) {
