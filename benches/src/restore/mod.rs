@@ -36,6 +36,12 @@
 //!   cache on its write fault, as a guest writing its memory makes the
 //!   kernel do — the cost of a restore that copies, by the kernel.
 //!
+//! - `copy-floor` (warm only): no restore at all, a bound on one — the
+//!   working set read from the page cache straight into anonymous memory
+//!   made resident before the clock starts (one copy a byte, no fault, no
+//!   page allocation), by as many threads as touch it: no restore that
+//!   copies can be faster.
+//!
 //! Counters: faults, pages copied, bytes read from the source (the page
 //! source counts them), pages the replay installed.
 
@@ -101,7 +107,7 @@ fn image_pages(cfg: &Config) -> u64 {
 }
 
 /// The strategies, in table order.
-const STRATEGIES: [&str; 10] = [
+const STRATEGIES: [&str; 11] = [
     "lazy-order-0",
     "lazy-order-4",
     "replay",
@@ -112,6 +118,7 @@ const STRATEGIES: [&str; 10] = [
     "lazy-order-0-handlers-2",
     "file-mapping-cow",
     "replay-shmem",
+    "copy-floor",
 ];
 
 /// The image's byte at `off`: page `i`'s bytes are a pattern of `i`.
@@ -399,6 +406,41 @@ pub fn measure(
             sample.bytes_read = len as u64;
             check(m.as_ptr(), runs)?;
         }
+        "copy-floor" => {
+            let m = mmbatch_mmap::Mapping::populated(len).map_err(|e| e.to_string())?;
+            let (file, base) = (&image.file, m.as_ptr() as usize);
+            let start = Instant::now();
+            let copied: std::io::Result<()> = std::thread::scope(|s| {
+                let threads: Vec<_> = (0..threads)
+                    .map(|t| {
+                        let runs: Vec<_> = runs.iter().skip(t).step_by(threads).copied().collect();
+                        s.spawn(move || {
+                            for (first, n) in runs {
+                                let at = first as usize * PAGE;
+                                // SAFETY: the run lies inside `m`, resident and
+                                // writable; the threads' runs are disjoint.
+                                let dst = unsafe {
+                                    std::slice::from_raw_parts_mut(
+                                        (base + at) as *mut u8,
+                                        n as usize * PAGE,
+                                    )
+                                };
+                                file.read_exact_at(dst, at as u64)?;
+                            }
+                            Ok(())
+                        })
+                    })
+                    .collect();
+                threads
+                    .into_iter()
+                    .try_for_each(|h| h.join().expect("a copying thread panicked"))
+            });
+            copied.map_err(|e| e.to_string())?;
+            touch(base, runs, threads);
+            sample.elapsed_s = start.elapsed().as_secs_f64();
+            sample.bytes_read = runs.iter().map(|r| r.1).sum::<u64>() * PAGE as u64;
+            check(m.as_ptr(), runs)?;
+        }
         "file-mapping" | "file-mapping-cow" => {
             let cow = strategy == "file-mapping-cow";
             let prot = if cow {
@@ -506,7 +548,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
                 STRATEGIES
                     .iter()
                     .filter(move |s| t > 1 || !s.ends_with("handlers-2"))
-                    .filter(move |s| c == "warm" || **s != "replay-shmem")
+                    .filter(move |s| c == "warm" || !matches!(**s, "replay-shmem" | "copy-floor"))
                     .map(move |&s| (c, s, t, rec))
             })
         })

@@ -101,6 +101,28 @@ pub(super) fn notes(
             ));
         }
     }
+    for t in [1, 2] {
+        let (Some(floor), Some(map), Some(replay)) = (
+            med(&format!("warm/copy-floor/threads-{t}")),
+            med(&format!("warm/file-mapping/threads-{t}")),
+            med(&format!("warm/replay/threads-{t}")),
+        ) else {
+            continue;
+        };
+        why.push(format!(
+            "The floor, {t} thread(s): only copying the working set out of the page cache into \
+             memory already resident (`copy-floor`: no fault, no allocation) takes {:.2} ms, \
+             {:.2}x the file mapping's {:.2} ms; within 1.5x allows {:.2} ms, so {} restore that \
+             copies can meet the target on this host. Replay takes {:.2} ms, {:.2}x the floor.",
+            floor * 1e3,
+            floor / map,
+            map * 1e3,
+            1.5 * map * 1e3,
+            if floor > 1.5 * map { "no" } else { "a" },
+            replay * 1e3,
+            replay / floor,
+        ));
+    }
     judge(
         "2 handler threads ≥ 1.5x one, lazy order 0, 2 faulting threads, warm".into(),
         speedup(

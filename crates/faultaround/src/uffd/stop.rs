@@ -97,13 +97,7 @@ impl UffdRegion {
     ) -> io::Result<()> {
         let alive = &self.shared.alive;
         *alive.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-        let spawned = (|| -> io::Result<JoinHandle<()>> {
-            fail::fail_point!("uffd::spawn", |_| Err(io::Error::from_raw_os_error(
-                libc::EAGAIN
-            )));
-            std::thread::Builder::new().name(name).spawn(body)
-        })();
-        match spawned {
+        match spawn(name, body) {
             Ok(h) => {
                 self.handlers
                     .lock()
@@ -117,6 +111,15 @@ impl UffdRegion {
             }
         }
     }
+}
+
+/// `std::thread::Builder::spawn`, refused with EAGAIN by fail point
+/// `uffd::spawn`.
+fn spawn(name: String, body: impl FnOnce() + Send + 'static) -> io::Result<JoinHandle<()>> {
+    fail::fail_point!("uffd::spawn", |_| Err(io::Error::from_raw_os_error(
+        libc::EAGAIN
+    )));
+    std::thread::Builder::new().name(name).spawn(body)
 }
 
 impl Drop for UffdRegion {
