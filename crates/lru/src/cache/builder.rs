@@ -14,8 +14,8 @@ pub type DefaultHashBuilder = foldhash::fast::RandomState;
 #[non_exhaustive]
 pub enum Policy {
     /// The kernel's two lists with its refault detection
-    /// (`mm/workingset.c`): a new entry goes on the inactive list (a tenth
-    /// of the shard); a hit counts a reference (up to 3, the multi-gen
+    /// (`mm/workingset.c`): a new entry goes on the inactive list, the
+    /// shard's probation; a hit counts a reference (up to 4, the multi-gen
     /// LRU's tiers); reclaim activates an inactive entry that was hit,
     /// evicts one that was not, and refills the inactive list from the
     /// active tail, where each reference buys another turn. An evicted
@@ -24,10 +24,13 @@ pub enum Policy {
     /// and, when the entry would have stayed resident, inserts it active at
     /// once; a more distant refault of an entry that never reached the
     /// active list (`PG_workingset`, kept in the shadow) goes to the
-    /// inactive tail, to be reclaimed first. A one-off scan cannot flush
-    /// hot entries, a working set that returns is recognised, and a loop
-    /// larger than the cache keeps most of itself resident instead of
-    /// missing on every request.
+    /// inactive tail, to be reclaimed first. The inactive list's size
+    /// adapts as ARC's recency list does (1% to 15% of the shard, a tenth
+    /// to start): refaults of entries evicted from probation grow it,
+    /// refaults of entries the active list demoted shrink it. A one-off
+    /// scan cannot flush hot entries, a working set that returns is
+    /// recognised, and a loop larger than the cache keeps most of itself
+    /// resident instead of missing on every request.
     #[default]
     #[doc(alias = "workingset_refault")]
     #[doc(alias = "workingset_eviction")]

@@ -78,7 +78,7 @@ struct Shard<K, V> {
 /// hash index of `u32` slots, the inactive and active lists threaded
 /// through the slab, and its share of the capacity. A hit clones the value
 /// under the shard's read lock and counts a reference on the entry
-/// (`folio_inc_refs`, two bits) with at most one atomic store, none once
+/// (`folio_inc_refs`, counted to 4) with at most one atomic store, none once
 /// saturated; an insertion takes the write lock, evicts from the shard's
 /// own lists until the new entry fits (`shrink_lruvec`: activate inactive
 /// entries that were hit, evict the others, refill the inactive list from

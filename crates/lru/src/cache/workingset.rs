@@ -49,6 +49,8 @@ pub(super) struct Shadows {
     slots: Vec<u32>,
     /// Slots in use.
     len: usize,
+    /// Of them, those with the `PG_workingset` bit.
+    workingset: usize,
     size: usize,
     /// `bucket_order`: the clock's low bits a shadow drops, so that the
     /// distances a shard can use fit in `AGE_BITS`.
@@ -67,6 +69,7 @@ impl Shadows {
         Self {
             slots: Vec::new(),
             len: 0,
+            workingset: 0,
             size,
             // Distances up to the table's size, which is as long as a
             // shadow lives, must fit (`workingset_init`'s bucket_order).
@@ -120,9 +123,12 @@ impl Shadows {
                 s => now.wrapping_sub(s) & AGE_MASK,
             })
             .unwrap_or(0);
-        if bucket[way] == 0 {
-            self.len += 1;
+        match bucket[way] {
+            0 => self.len += 1,
+            old if old & WORKINGSET_BIT != 0 => self.workingset -= 1,
+            _ => {}
         }
+        self.workingset += usize::from(workingset);
         bucket[way] = tag | if workingset { WORKINGSET_BIT } else { 0 } | now;
         self.age_nonresident();
     }
@@ -144,7 +150,14 @@ impl Shadows {
         let ws = *s & WORKINGSET_BIT != 0;
         *s = 0;
         self.len -= 1;
+        self.workingset -= usize::from(ws);
         Some((distance as usize, ws))
+    }
+
+    /// Shadows held of entries that had been active (`PG_workingset`) and
+    /// of the others.
+    pub(super) fn counts(&self) -> (usize, usize) {
+        (self.workingset, self.len - self.workingset)
     }
 
     /// Shadows held.
@@ -157,14 +170,22 @@ impl Shadows {
     pub(super) fn clear(&mut self) {
         self.slots = Vec::new();
         self.len = 0;
+        self.workingset = 0;
     }
 
     pub(super) fn check(&self) -> Result<(), String> {
         let used = self.slots.iter().filter(|s| **s != 0).count();
-        if used != self.len || self.slots.len() > self.size {
+        let ws = self
+            .slots
+            .iter()
+            .filter(|s| **s & WORKINGSET_BIT != 0)
+            .count();
+        if used != self.len || ws != self.workingset || self.slots.len() > self.size {
             return Err(format!(
-                "{used} shadow slots used, {} counted, {} slots of {}",
+                "{used} shadow slots used ({ws} of them PG_workingset), {} counted ({}), {} \
+                 slots of {}",
                 self.len,
+                self.workingset,
                 self.slots.len(),
                 self.size
             ));

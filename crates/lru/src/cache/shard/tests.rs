@@ -1,0 +1,73 @@
+//! The adaptive inactive target, on one shard.
+
+use super::*;
+
+/// A hash whose bits 8..40 (what the shard keeps) spread `k`.
+fn hash(k: u64) -> u64 {
+    k.wrapping_mul(0x9e37_79b9_7f4a_7c15) & !0xff
+}
+
+fn insert(lv: &mut Lruvec<u64, u64>, k: u64) {
+    let mut out = Evicted::new();
+    lv.insert_new(hash(k), k, k, 1, &mut out);
+}
+
+#[test]
+fn refaults_move_the_inactive_target_within_its_bounds() {
+    let mut lv = Lruvec::new(Policy::Workingset, true, 1000, 1000);
+    let start = lv.inactive_share;
+    // Nothing is hit, so everything is evicted from probation: their
+    // refaults (distance about 300, within the shard's 1000) say the
+    // inactive list was too small.
+    for k in 0..1300 {
+        insert(&mut lv, k);
+    }
+    // (Shadows that collide lose the older one.)
+    let (demoted, probation) = lv.shadows.counts();
+    assert!(demoted == 0 && probation > 250, "{demoted} {probation}");
+    for k in 0..300 {
+        insert(&mut lv, k);
+    }
+    assert!(lv.refaults > 0);
+    assert!(lv.inactive_share > start, "{}", lv.inactive_share);
+    assert!(lv.inactive_share <= INACTIVE_MAX);
+    lv.check().unwrap();
+    // Refaults of demoted entries shrink it, to the floor at most.
+    for _ in 0..100_000 {
+        lv.adapt(10, true);
+    }
+    assert_eq!(lv.inactive_share, INACTIVE_MIN);
+    // One too distant says nothing.
+    lv.adapt(lv.len() + 1, false);
+    assert_eq!(lv.inactive_share, INACTIVE_MIN);
+    for _ in 0..100_000 {
+        lv.adapt(10, false);
+    }
+    assert_eq!(lv.inactive_share, INACTIVE_MAX);
+}
+
+#[test]
+fn the_inactive_list_keeps_to_its_target() {
+    let mut lv = Lruvec::new(Policy::Workingset, true, 1000, 1000);
+    for k in 0..1000 {
+        insert(&mut lv, k);
+    }
+    // Every entry hit twice: reclaim activates them as it reaches them.
+    for round in 0..2 {
+        for k in 0..1000 {
+            if let Some(i) = lv.find(hash(k), |&x| x == k) {
+                lv.mark_accessed(i);
+            }
+        }
+        for k in 0..100 {
+            insert(&mut lv, 10_000 * (round + 1) + k);
+        }
+    }
+    let (inactive, active) = (lv.lists[INACTIVE].len, lv.lists[ACTIVE].len);
+    let share = inactive as f64 / (inactive + active) as f64;
+    assert!(
+        active > 0 && share <= INACTIVE_MAX + 0.01,
+        "{inactive} / {active}"
+    );
+    lv.check().unwrap();
+}
