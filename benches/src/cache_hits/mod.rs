@@ -1,7 +1,7 @@
 //! Experiment `cache-hits`: the hit ratio of [`LruCache`](mmbatch_lru::LruCache) under each policy
 //! of [`policies`] against quick_cache, moka and the `lru` crate, with
 //! Belady's OPT as the ceiling and an exact-LRU simulation as the floor a
-//! policy should beat, on the two ARC paper traces and five synthetic
+//! policy should beat, on the two ARC paper traces and six synthetic
 //! shapes. Single thread, read-through: each request is `get(k)` and, on a
 //! miss, `insert(k, v)`.
 //!
@@ -23,6 +23,10 @@
 //!   sequential run of keys never requested before (25% of requests);
 //! - `loop1.25x`: keys `0..1.25 × capacity` in a loop (LRU's worst case:
 //!   every request misses);
+//! - `loop1.25x-noise`: the same loop with 1% of requests to random keys
+//!   outside it, as a periodic job's requests are mixed with others (a
+//!   policy that keeps a pure loop resident by freezing can lose it all to
+//!   a little noise);
 //! - `shifting`: Zipf 0.9 whose whole key set is replaced by a disjoint
 //!   one at each quarter of the run (measured: the switch at half-time and
 //!   the one at three quarters);
@@ -470,6 +474,17 @@ mod tests {
         assert!(q(0).is_disjoint(&q(1)) && q(2).is_disjoint(&q(3)));
         let l = Shape::Loop.trace(1000, 100, 300, 1);
         assert_eq!((l[124], l[125]), (124, 0));
+        let ln = Shape::LoopNoise.trace(1000, 100, 100_000, 1);
+        let noise = ln
+            .iter()
+            .enumerate()
+            .filter(|&(i, &k)| k != i as u64 % 125)
+            .count();
+        assert!(
+            (700..1300).contains(&noise),
+            "{noise} of 100000 off the loop"
+        );
+        assert!(ln.iter().filter(|&&k| k >= 125).all(|&k| k < 1125));
     }
 
     #[test]

@@ -13,6 +13,8 @@ pub enum Shape {
     ZipfScan,
     /// A loop over 1.25 × capacity keys.
     Loop,
+    /// The same loop with 1% of requests to random other keys.
+    LoopNoise,
     /// Zipf 0.9 over a key set replaced each quarter.
     Shifting,
     /// 25% of requests to capacity / 2 hot keys, 75% to the rest.
@@ -21,10 +23,11 @@ pub enum Shape {
 
 impl Shape {
     /// Every shape, in table order.
-    pub const ALL: [Shape; 5] = [
+    pub const ALL: [Shape; 6] = [
         Shape::Zipf,
         Shape::ZipfScan,
         Shape::Loop,
+        Shape::LoopNoise,
         Shape::Shifting,
         Shape::HotCold,
     ];
@@ -35,6 +38,7 @@ impl Shape {
             Shape::Zipf => "zipf0.9",
             Shape::ZipfScan => "zipf0.9-scan",
             Shape::Loop => "loop1.25x",
+            Shape::LoopNoise => "loop1.25x-noise",
             Shape::Shifting => "shifting",
             Shape::HotCold => "hot-cold",
         }
@@ -46,6 +50,7 @@ impl Shape {
             Shape::Zipf => "Zipf s=0.9",
             Shape::ZipfScan => "Zipf s=0.9 + 25% one-off scans",
             Shape::Loop => "loop over 1.25x capacity",
+            Shape::LoopNoise => "loop over 1.25x capacity, 1% of requests to random other keys",
             Shape::Shifting => "Zipf s=0.9, key set replaced each quarter",
             Shape::HotCold => "25% to a hot set of capacity/2, 75% uniform over the rest",
         }
@@ -62,6 +67,19 @@ impl Shape {
             Shape::Loop => {
                 let len = (capacity as u64 * 5 / 4).max(1);
                 (0..n as u64).map(|i| i % len).collect()
+            }
+            Shape::LoopNoise => {
+                let len = (capacity as u64 * 5 / 4).max(1);
+                let mut rng = SmallRng::seed_from_u64(seed);
+                (0..n as u64)
+                    .map(|i| {
+                        if rng.random_bool(0.01) {
+                            len + rng.random_range(0..keys.max(1))
+                        } else {
+                            i % len
+                        }
+                    })
+                    .collect()
             }
             Shape::Shifting => {
                 // Rank r in quarter q is key (r + q × keys) × SPREAD:

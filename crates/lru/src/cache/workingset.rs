@@ -20,7 +20,8 @@
 //! reclaimed first instead of pushing out entries that are being hit.
 //!
 //! Shadows live in a table of twice the shard's entries (4 bytes a slot:
-//! a 12-bit tag, the `PG_workingset` bit and 19 bits of the clock, coarsened
+//! an 11-bit tag, a failed-activation bit, the `PG_workingset` bit and 19
+//! bits of the clock, coarsened
 //! by `bucket_order` in shards too large for 19 bits, as the kernel packs
 //! its shadows) in buckets of two slots, allocated at the first eviction:
 //! one cache line touched per eviction and per miss. A new shadow
@@ -40,11 +41,15 @@ const WAYS: usize = 2;
 const AGE_BITS: u32 = 19;
 const AGE_MASK: u32 = (1 << AGE_BITS) - 1;
 const WORKINGSET_BIT: u32 = 1 << AGE_BITS;
+/// The entry had been activated by a refault and was evicted without a
+/// hit since (see `workingset_refault`).
+const FAILED_BIT: u32 = 1 << (AGE_BITS + 1);
 
 /// A shard's shadows.
 #[derive(Debug)]
 pub(super) struct Shadows {
-    /// `tag << 20 | workingset << 19 | age >> order`; 0 is empty (tags
+    /// `tag << 21 | failed << 20 | workingset << 19 | age >> order`; 0 is
+    /// empty (tags
     /// have their low bit set).
     slots: Vec<u32>,
     /// Slots in use.
@@ -83,7 +88,7 @@ impl Shadows {
     fn place(&self, hash: u32) -> (usize, u32) {
         let buckets = self.size as u64 / WAYS as u64;
         let bucket = ((u64::from(hash) * buckets) >> 32) as usize;
-        (bucket * WAYS, ((hash & 0x7ff) << 1 | 1) << (AGE_BITS + 1))
+        (bucket * WAYS, ((hash & 0x3ff) << 1 | 1) << (AGE_BITS + 2))
     }
 
     /// The clock, as a shadow keeps it.
@@ -108,7 +113,7 @@ impl Shadows {
 
     /// `workingset_eviction`: remembers that `hash`'s entry was evicted
     /// now, and whether it had been in the working set (`PG_workingset`).
-    pub(super) fn eviction(&mut self, hash: u32, workingset: bool) {
+    pub(super) fn eviction(&mut self, hash: u32, workingset: bool, failed: bool) {
         if self.slots.is_empty() {
             self.slots = vec![0; self.size];
         }
@@ -129,7 +134,10 @@ impl Shadows {
             _ => {}
         }
         self.workingset += usize::from(workingset);
-        bucket[way] = tag | if workingset { WORKINGSET_BIT } else { 0 } | now;
+        bucket[way] = tag
+            | if workingset { WORKINGSET_BIT } else { 0 }
+            | if failed { FAILED_BIT } else { 0 }
+            | now;
         self.age_nonresident();
     }
 
@@ -137,7 +145,7 @@ impl Shadows {
     /// distance): takes `hash`'s shadow, if any, and returns its refault
     /// distance and its `PG_workingset` bit; the caller tests the distance
     /// (`workingset_test_recent`).
-    pub(super) fn refault(&mut self, hash: u32) -> Option<(usize, bool)> {
+    pub(super) fn refault(&mut self, hash: u32) -> Option<(usize, bool, bool)> {
         if self.len == 0 {
             return None;
         }
@@ -145,13 +153,14 @@ impl Shadows {
         let now = self.stamp();
         let s = self.slots[first..first + WAYS]
             .iter_mut()
-            .find(|s| **s != 0 && **s & !(WORKINGSET_BIT | AGE_MASK) == tag)?;
+            .find(|s| **s != 0 && **s & !(FAILED_BIT | WORKINGSET_BIT | AGE_MASK) == tag)?;
         let distance = (now.wrapping_sub(*s) & AGE_MASK) << self.order;
         let ws = *s & WORKINGSET_BIT != 0;
+        let failed = *s & FAILED_BIT != 0;
         *s = 0;
         self.len -= 1;
         self.workingset -= usize::from(ws);
-        Some((distance as usize, ws))
+        Some((distance as usize, ws, failed))
     }
 
     /// Shadows held of entries that had been active (`PG_workingset`) and
@@ -205,17 +214,17 @@ mod tests {
         for (entries, order) in [(1000, 0), (1 << 20, 3)] {
             let mut s = Shadows::new(entries);
             assert_eq!(s.order, order, "{entries} entries");
-            s.eviction(0xdead_beef, true);
+            s.eviction(0xdead_beef, true, false);
             for _ in 0..12_345 {
                 s.age_nonresident();
             }
-            let (d, ws) = s.refault(0xdead_beef).expect("the shadow");
+            let (d, ws, _) = s.refault(0xdead_beef).expect("the shadow");
             let exact = 12_345 + 1; // the eviction ticks the clock too
             assert!(ws);
             assert!(d <= exact && exact - d < 1 << order, "{d} vs {exact}");
             assert_eq!(s.refault(0xdead_beef), None, "taken");
             // Another hash in the same bucket with another tag misses.
-            s.eviction(0x1234_5678, false);
+            s.eviction(0x1234_5678, false, false);
             assert_eq!(s.refault(0x1234_5679), None);
             s.check().unwrap();
         }

@@ -38,6 +38,9 @@ const ACTIVE_FLAG: u8 = 1 << 3;
 /// `shrink_active_list` does, and on a refault activation); kept in the
 /// shadow at eviction.
 const WORKINGSET: u8 = 1 << 4;
+/// Activated by a refault and not hit since (kept through deactivation):
+/// evicted so, the activation failed, and its shadow says so.
+const UNHIT: u8 = 1 << 5;
 
 /// Deactivations per `shrink_active_list` pass (`SWAP_CLUSTER_MAX`).
 const SCAN_BATCH: usize = 32;
@@ -204,7 +207,8 @@ impl<K, V> Lruvec<K, V> {
         };
         if f & REFS < max {
             // A lost race loses a count: a hint, as the kernel's are.
-            let _ = flags.compare_exchange(f, f + 1, Ordering::Relaxed, Ordering::Relaxed);
+            let _ =
+                flags.compare_exchange(f, (f + 1) & !UNHIT, Ordering::Relaxed, Ordering::Relaxed);
         }
     }
 
@@ -223,7 +227,7 @@ impl<K, V> Lruvec<K, V> {
         if f & ACTIVE_FLAG == 0 && f & REFS >= 1 {
             self.activate(i);
         } else if f & REFS < MAX_REFS {
-            self.set_flags(i, f + 1);
+            self.set_flags(i, (f + 1) & !UNHIT);
         }
     }
 
@@ -328,7 +332,7 @@ impl<K, V> Lruvec<K, V> {
                 self.set_flags(t, f - 1);
                 self.link_head(t, ACTIVE);
             } else {
-                self.set_flags(t, WORKINGSET);
+                self.set_flags(t, WORKINGSET | (f & UNHIT));
                 // Under `Workingset`, to the inactive tail: reclaimed next
                 // unless hit first, so that its shadow says the active
                 // list was too small (ARC's eviction from T2) rather than
@@ -396,7 +400,8 @@ impl<K, V> Lruvec<K, V> {
         let (hash, f) = (self.nodes[t as usize].hash, self.flags(t));
         self.detach(t);
         if self.policy == Policy::Workingset {
-            self.shadows.eviction(hash, f & WORKINGSET != 0);
+            self.shadows
+                .eviction(hash, f & WORKINGSET != 0, f & UNHIT != 0);
         }
         self.evictions += 1;
     }
@@ -465,7 +470,7 @@ impl<K, V> Lruvec<K, V> {
             Place::Inactive
         };
         let flags = if place == Place::Active {
-            ACTIVE_FLAG | WORKINGSET
+            ACTIVE_FLAG | WORKINGSET | UNHIT
         } else {
             0
         };
