@@ -30,7 +30,9 @@ pub enum Policy {
     /// refaults of entries the active list demoted shrink it. A one-off
     /// scan cannot flush hot entries, a working set that returns is
     /// recognised, and a loop larger than the cache keeps most of itself
-    /// resident instead of missing on every request.
+    /// resident instead of missing on every request (less of it when
+    /// other requests are mixed in: about 40% hits on a loop 1.25x the
+    /// cache with 1% of them, against 80% without).
     #[default]
     #[doc(alias = "workingset_refault")]
     #[doc(alias = "workingset_eviction")]
