@@ -16,8 +16,10 @@ mod tests;
 
 use std::{any::Any, fmt, ops::Range, panic::AssertUnwindSafe};
 
+#[cfg(not(loom))]
+use crate::Job;
 use crate::{
-    Job, JobError,
+    JobError,
     sync::{AtomicBool, AtomicUsize, Condvar, Mutex, Ordering, lock},
 };
 
