@@ -4,7 +4,9 @@
 //! pagevec and lru test suites and the fuzz targets.
 #![allow(dead_code, unreachable_pub)]
 
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex};
+#[cfg(not(miri))]
+use std::sync::{MutexGuard, OnceLock};
 
 /// Worker threads in the pool.
 pub const THREADS: usize = 3;
