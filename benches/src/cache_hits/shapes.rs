@@ -64,16 +64,13 @@ impl Shape {
         match self {
             Shape::Zipf => zipf_stream(keys, 0.9, n, seed),
             Shape::ZipfScan => with_scans(&zipf_stream(keys, 0.9, n, seed), 0),
-            Shape::Loop => {
+            Shape::Loop | Shape::LoopNoise => {
                 let len = (capacity as u64 * 5 / 4).max(1);
-                (0..n as u64).map(|i| i % len).collect()
-            }
-            Shape::LoopNoise => {
-                let len = (capacity as u64 * 5 / 4).max(1);
+                let noise = if self == Shape::LoopNoise { 0.01 } else { 0.0 };
                 let mut rng = SmallRng::seed_from_u64(seed);
                 (0..n as u64)
                     .map(|i| {
-                        if rng.random_bool(0.01) {
+                        if noise > 0.0 && rng.random_bool(noise) {
                             len + rng.random_range(0..keys.max(1))
                         } else {
                             i % len

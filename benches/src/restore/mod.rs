@@ -57,6 +57,7 @@ use std::{
 use mmbatch_faultaround::{PageRead, PageSource, Record, UffdRegion};
 use rand::{RngExt, SeedableRng, rngs::SmallRng, seq::SliceRandom};
 
+mod baselines;
 mod notes;
 
 use notes::notes;
@@ -340,26 +341,6 @@ pub struct Recorded {
     pub pages: Image,
 }
 
-/// As [`touch`], writing each page's first byte back as it was read: a
-/// write fault per page.
-fn touch_write(base: usize, runs: &[(u64, u64)], threads: usize) {
-    std::thread::scope(|s| {
-        for t in 0..threads {
-            let pages = share(runs, t, threads);
-            s.spawn(move || {
-                for p in pages {
-                    let at = (base + p as usize * PAGE) as *mut u8;
-                    // SAFETY: inside the caller's writable mapping of the
-                    // image.
-                    let b = unsafe { std::ptr::read_volatile(at) };
-                    // SAFETY: as above; the byte written is the one read.
-                    unsafe { std::ptr::write_volatile(at, b) };
-                }
-            });
-        }
-    });
-}
-
 /// Restores `image` by `strategy` and reads the working set on `threads`
 /// threads; checks the memory afterwards.
 pub fn measure(
@@ -369,6 +350,13 @@ pub fn measure(
     rec: &Recorded,
     threads: usize,
 ) -> Result<Sample, String> {
+    match strategy {
+        "eager" => return baselines::eager(image, runs, threads),
+        "copy-floor" => return baselines::copy_floor(image, runs, threads),
+        "file-mapping" => return baselines::file_mapping(image, runs, threads, false),
+        "file-mapping-cow" => return baselines::file_mapping(image, runs, threads, true),
+        _ => {}
+    }
     let record = &rec.record;
     let ws = || {
         rec.pages
@@ -389,125 +377,45 @@ pub fn measure(
         })
     });
     let start = Instant::now();
-    let mut sample = Sample::default();
-    match strategy {
-        "eager" => {
-            let mut m = mmbatch_mmap::Mapping::anonymous(len).map_err(|e| e.to_string())?;
-            let mem = m.as_mut_slice().expect("read-write");
-            let chunk = 512 * PAGE;
-            for (i, c) in mem.chunks_mut(chunk).enumerate() {
-                image
-                    .file
-                    .read_exact_at(c, (i * chunk) as u64)
-                    .map_err(|e| e.to_string())?;
-            }
-            touch(m.as_ptr() as usize, runs, threads);
-            sample.elapsed_s = start.elapsed().as_secs_f64();
-            sample.bytes_read = len as u64;
-            check(m.as_ptr(), runs)?;
-        }
-        "copy-floor" => {
-            let m = mmbatch_mmap::Mapping::populated(len).map_err(|e| e.to_string())?;
-            let (file, base) = (&image.file, m.as_ptr() as usize);
-            let start = Instant::now();
-            let copied: std::io::Result<()> = std::thread::scope(|s| {
-                let threads: Vec<_> = (0..threads)
-                    .map(|t| {
-                        let runs: Vec<_> = runs.iter().skip(t).step_by(threads).copied().collect();
-                        s.spawn(move || {
-                            for (first, n) in runs {
-                                let at = first as usize * PAGE;
-                                // SAFETY: the run lies inside `m`, resident and
-                                // writable; the threads' runs are disjoint.
-                                let dst = unsafe {
-                                    std::slice::from_raw_parts_mut(
-                                        (base + at) as *mut u8,
-                                        n as usize * PAGE,
-                                    )
-                                };
-                                file.read_exact_at(dst, at as u64)?;
-                            }
-                            Ok(())
-                        })
-                    })
-                    .collect();
-                threads
-                    .into_iter()
-                    .try_for_each(|h| h.join().expect("a copying thread panicked"))
-            });
-            copied.map_err(|e| e.to_string())?;
-            touch(base, runs, threads);
-            sample.elapsed_s = start.elapsed().as_secs_f64();
-            sample.bytes_read = runs.iter().map(|r| r.1).sum::<u64>() * PAGE as u64;
-            check(m.as_ptr(), runs)?;
-        }
-        "file-mapping" | "file-mapping-cow" => {
-            let cow = strategy == "file-mapping-cow";
-            let prot = if cow {
-                mmbatch_mmap::ProtFlags::READ | mmbatch_mmap::ProtFlags::WRITE
-            } else {
-                mmbatch_mmap::ProtFlags::READ
-            };
-            // SAFETY: the image is this experiment's own file; nothing
-            // writes or truncates it while mapped (a private mapping's
-            // writes go to copies).
-            let m = unsafe {
-                mmbatch_mmap::Mapping::file(
-                    std::os::fd::AsFd::as_fd(&image.file),
-                    0,
-                    len,
-                    prot,
-                    mmbatch_mmap::MapFlags::PRIVATE,
-                )
-            }
-            .map_err(|e| e.to_string())?;
-            if cow {
-                touch_write(m.as_ptr() as usize, runs, threads);
-            } else {
-                touch(m.as_ptr() as usize, runs, threads);
-            }
-            sample.elapsed_s = start.elapsed().as_secs_f64();
-            check(m.as_ptr(), runs)?;
-        }
-        _ => {
-            let b = UffdRegion::builder(len).image_id("restore-image");
-            let b = match strategy {
-                "lazy-order-0" => b,
-                "lazy-order-4" => b.order(4),
-                "replay" => b.replay(record.clone()).replay_pages(ws()),
-                "replay-order-4" => b.order(4).replay(record.clone()).replay_pages(ws()),
-                "replay-image" => b.replay(record.clone()),
-                "lazy-order-0-handlers-2" => b.handlers(2),
-                "replay-shmem" => b,
-                other => return Err(format!("no strategy {other}")),
-            };
-            let region = match shm {
-                // SAFETY: the memfd is this experiment's own; nothing writes
-                // or truncates it while the region lives.
-                Some(shm) => unsafe { b.replay(record.clone()).build_over_page_cache(shm) },
-                None => b.build(source()),
-            }
-            .map_err(|e| e.to_string())?;
-            touch(region.as_ptr() as usize, runs, threads);
-            sample.elapsed_s = start.elapsed().as_secs_f64();
-            // Untimed: let the replay finish, so its counters are whole.
-            region.wait_replayed(Duration::from_secs(60));
-            let st = region.stats();
-            if let Some(e) = region.failure() {
-                return Err(e.to_string());
-            }
-            sample.faults = st.faults;
-            sample.pages_copied = st.pages_copied;
-            sample.prefetched = st.pages_prefetched;
-            sample.bytes_read = BYTES_READ.load(Ordering::Relaxed)
-                + if strategy == "replay" || strategy == "replay-order-4" {
-                    rec.pages.len() as u64
-                } else {
-                    0
-                };
-            check(region.as_ptr(), runs)?;
-        }
+    let b = UffdRegion::builder(len).image_id("restore-image");
+    let b = match strategy {
+        "lazy-order-0" => b,
+        "lazy-order-4" => b.order(4),
+        "replay" => b.replay(record.clone()).replay_pages(ws()),
+        "replay-order-4" => b.order(4).replay(record.clone()).replay_pages(ws()),
+        "replay-image" => b.replay(record.clone()),
+        "lazy-order-0-handlers-2" => b.handlers(2),
+        "replay-shmem" => b,
+        other => return Err(format!("no strategy {other}")),
+    };
+    let region = match shm {
+        // SAFETY: the memfd is this experiment's own; nothing writes
+        // or truncates it while the region lives.
+        Some(shm) => unsafe { b.replay(record.clone()).build_over_page_cache(shm) },
+        None => b.build(source()),
     }
+    .map_err(|e| e.to_string())?;
+    touch(region.as_ptr() as usize, runs, threads);
+    let elapsed_s = start.elapsed().as_secs_f64();
+    // Untimed: let the replay finish, so its counters are whole.
+    region.wait_replayed(Duration::from_secs(60));
+    let st = region.stats();
+    if let Some(e) = region.failure() {
+        return Err(e.to_string());
+    }
+    let sample = Sample {
+        elapsed_s,
+        faults: st.faults,
+        pages_copied: st.pages_copied,
+        prefetched: st.pages_prefetched,
+        bytes_read: BYTES_READ.load(Ordering::Relaxed)
+            + if strategy == "replay" || strategy == "replay-order-4" {
+                rec.pages.len() as u64
+            } else {
+                0
+            },
+    };
+    check(region.as_ptr(), runs)?;
     Ok(sample)
 }
 

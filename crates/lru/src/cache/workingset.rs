@@ -21,9 +21,9 @@
 //!
 //! Shadows live in a table of twice the shard's entries (4 bytes a slot:
 //! an 11-bit tag, a failed-activation bit, the `PG_workingset` bit and 19
-//! bits of the clock, coarsened
-//! by `bucket_order` in shards too large for 19 bits, as the kernel packs
-//! its shadows) in buckets of two slots, allocated at the first eviction:
+//! bits of the clock, coarsened by `bucket_order` in shards too large for
+//! 19 bits, as the kernel packs its shadows) in buckets of two slots,
+//! allocated at the first eviction:
 //! one cache line touched per eviction and per miss. A new shadow
 //! takes an empty slot of its bucket, else the older shadow's, as the
 //! kernel's shadow shrinker drops old ones (`count_shadow_nodes`): shadows
@@ -49,8 +49,7 @@ const FAILED_BIT: u32 = 1 << (AGE_BITS + 1);
 #[derive(Debug)]
 pub(super) struct Shadows {
     /// `tag << 21 | failed << 20 | workingset << 19 | age >> order`; 0 is
-    /// empty (tags
-    /// have their low bit set).
+    /// empty (tags have their low bit set).
     slots: Vec<u32>,
     /// Slots in use.
     len: usize,
@@ -112,7 +111,8 @@ impl Shadows {
     }
 
     /// `workingset_eviction`: remembers that `hash`'s entry was evicted
-    /// now, and whether it had been in the working set (`PG_workingset`).
+    /// now, whether it had been in the working set (`PG_workingset`), and
+    /// whether it was a refault activation that never paid (`failed`).
     pub(super) fn eviction(&mut self, hash: u32, workingset: bool, failed: bool) {
         if self.slots.is_empty() {
             self.slots = vec![0; self.size];
@@ -143,8 +143,8 @@ impl Shadows {
 
     /// `workingset_refault`'s first half (`unpack_shadow` and the
     /// distance): takes `hash`'s shadow, if any, and returns its refault
-    /// distance and its `PG_workingset` bit; the caller tests the distance
-    /// (`workingset_test_recent`).
+    /// distance, its `PG_workingset` bit and its failed-activation bit; the
+    /// caller tests the distance (`workingset_test_recent`).
     pub(super) fn refault(&mut self, hash: u32) -> Option<(usize, bool, bool)> {
         if self.len == 0 {
             return None;
@@ -224,8 +224,11 @@ mod tests {
             assert!(d <= exact && exact - d < 1 << order, "{d} vs {exact}");
             assert_eq!(s.refault(0xdead_beef), None, "taken");
             // Another hash in the same bucket with another tag misses.
-            s.eviction(0x1234_5678, false, false);
+            s.eviction(0x1234_5678, false, true);
             assert_eq!(s.refault(0x1234_5679), None);
+            // The failed bit comes back, and is not part of the tag.
+            let (_, ws, failed) = s.refault(0x1234_5678).expect("the shadow");
+            assert!(!ws && failed);
             s.check().unwrap();
         }
     }

@@ -52,8 +52,14 @@ fn the_inactive_list_keeps_to_its_target() {
     for k in 0..1000 {
         insert(&mut lv, k);
     }
-    // Every entry hit twice: reclaim activates them as it reaches them.
-    for round in 0..2 {
+    // Refaults of demoted entries pushed the target to its floor (1%);
+    // with every entry hit, reclaim activates them as it reaches them and
+    // evicts the new ones until the inactive list is down to the target.
+    // The fixed ratio held it at a tenth.
+    for _ in 0..100_000 {
+        lv.adapt(10, true);
+    }
+    for round in 0..4 {
         for k in 0..1000 {
             if let Some(i) = lv.find(hash(k), |&x| x == k) {
                 lv.mark_accessed(i);
@@ -66,7 +72,7 @@ fn the_inactive_list_keeps_to_its_target() {
     let (inactive, active) = (lv.lists[INACTIVE].len, lv.lists[ACTIVE].len);
     let share = inactive as f64 / (inactive + active) as f64;
     assert!(
-        active > 0 && share <= INACTIVE_MAX + 0.01,
+        active > 0 && share <= INACTIVE_MIN + 0.01,
         "{inactive} / {active}"
     );
     lv.check().unwrap();
