@@ -217,9 +217,11 @@ fn a_loop_larger_than_the_cache_still_hits() {
 /// loop keys onto the active list, and without the failed-activation mark
 /// (an entry activated by a refault and evicted unhit starts inactive on
 /// its next refault) the loop's refaults kept re-activating each other at
-/// short distances and the hit ratio fell to 0-6% (OPT: 80%, quick_cache
-/// about 60%). Mean over fixed hash seeds, so one unlucky seed does not
-/// decide.
+/// short distances and the hit ratio fell to 7.8% (OPT: 80%, quick_cache
+/// about 60%); with the mark, 38.6%; with a failed retry marked too (one
+/// activation in three passes for a thrashing key), 44.6%. Mean over fixed
+/// hash seeds, so one unlucky seed does not decide, and the figures are
+/// deterministic: 42% tells the last two apart.
 #[test]
 fn a_noisy_loop_larger_than_the_cache_still_hits() {
     let (mut hits, mut counted) = (0u64, 0u64);
@@ -252,7 +254,7 @@ fn a_noisy_loop_larger_than_the_cache_still_hits() {
         c.check_invariants().unwrap();
     }
     let pct = hits as f64 * 100.0 / counted as f64;
-    assert!(pct > 25.0, "{pct:.1}% of the loop's requests hit");
+    assert!(pct > 42.0, "{pct:.1}% of the loop's requests hit");
 }
 
 /// Capacity 0 is an error; weights of 0 count as 1; an entry heavier than

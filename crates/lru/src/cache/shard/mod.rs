@@ -38,8 +38,9 @@ const ACTIVE_FLAG: u8 = 1 << 3;
 /// `shrink_active_list` does, and on a refault activation); kept in the
 /// shadow at eviction.
 const WORKINGSET: u8 = 1 << 4;
-/// Activated by a refault and not hit since (kept through deactivation):
-/// evicted so, the activation failed, and its shadow says so.
+/// Activated by a refault, or retrying after a failed activation, and not
+/// hit since (kept through deactivation): evicted so, it failed, and its
+/// shadow says so.
 const UNHIT: u8 = 1 << 5;
 
 /// Deactivations per `shrink_active_list` pass (`SWAP_CLUSTER_MAX`).
@@ -113,6 +114,9 @@ enum Place {
     Active,
     Inactive,
     InactiveTail,
+    /// The inactive head, marked `UNHIT`: a refault whose activation
+    /// failed retries on probation.
+    Retry,
 }
 
 /// What an insertion did.
@@ -470,10 +474,10 @@ impl<K, V> Lruvec<K, V> {
         } else {
             Place::Inactive
         };
-        let flags = if place == Place::Active {
-            ACTIVE_FLAG | WORKINGSET | UNHIT
-        } else {
-            0
+        let flags = match place {
+            Place::Active => ACTIVE_FLAG | WORKINGSET | UNHIT,
+            Place::Retry => UNHIT,
+            Place::Inactive | Place::InactiveTail => 0,
         };
         let i = if hole == NIL {
             self.nodes.push(Node {
@@ -500,7 +504,7 @@ impl<K, V> Lruvec<K, V> {
         };
         match place {
             Place::Active => self.link_head(i, ACTIVE),
-            Place::Inactive => self.link_head(i, INACTIVE),
+            Place::Inactive | Place::Retry => self.link_head(i, INACTIVE),
             Place::InactiveTail => self.link_tail(i, INACTIVE),
         }
         let nodes = &self.nodes;

@@ -1,4 +1,4 @@
-//! The adaptive inactive target, on one shard.
+//! The adaptive inactive target and failed activations, on one shard.
 
 use super::*;
 
@@ -75,5 +75,34 @@ fn the_inactive_list_keeps_to_its_target() {
         active > 0 && share <= INACTIVE_MIN + 0.01,
         "{inactive} / {active}"
     );
+    lv.check().unwrap();
+}
+
+#[test]
+fn a_failed_activation_retries_on_probation_once() {
+    let mut lv = Lruvec::new(Policy::Workingset, true, 10, 10);
+    let h = short_hash(hash(7));
+    // An activation that failed: the entry retries on the inactive list,
+    // marked.
+    lv.shadows.eviction(h, true, true);
+    insert(&mut lv, 7);
+    let i = lv.find(hash(7), |&k| k == 7).unwrap();
+    assert_eq!(lv.flags(i), UNHIT, "retrying on probation");
+    // Evicted unhit, the retry fails in turn: failed, not PG_workingset.
+    for k in 100..120 {
+        insert(&mut lv, k);
+    }
+    assert!(lv.find(hash(7), |&k| k == 7).is_none());
+    let (_, ws, failed) = lv.shadows.refault(h).expect("its shadow");
+    assert!(failed && !ws);
+    // The refault after a failed retry starts plain.
+    lv.shadows.eviction(h, false, true);
+    assert_eq!(lv.workingset_refault(h), Place::Inactive);
+    // A retry that is hit pays: its shadow is a plain one.
+    lv.shadows.eviction(h, true, true);
+    insert(&mut lv, 7);
+    let i = lv.find(hash(7), |&k| k == 7).unwrap();
+    lv.mark_accessed(i);
+    assert_eq!(lv.flags(i) & UNHIT, 0);
     lv.check().unwrap();
 }
