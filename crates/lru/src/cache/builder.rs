@@ -300,6 +300,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
                     lruvec: RwLock::new(Lruvec::new(
                         self.opts.policy,
                         self.opts.batching,
+                        self.opts.weighted,
                         share(o.capacity, i),
                         // A shard indexes its entries with u32s.
                         share(max_entries as u64, i).min(u64::from(u32::MAX - 1)) as usize,

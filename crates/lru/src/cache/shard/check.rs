@@ -35,7 +35,7 @@ impl<K, V> Lruvec<K, V> {
                 {
                     return Err(format!("entry {i} missing from the index"));
                 }
-                weight += node.weight;
+                weight += self.weight_of(at);
                 prev = at;
                 at = node.next;
                 n += 1;
@@ -50,6 +50,14 @@ impl<K, V> Lruvec<K, V> {
                 self.nodes.len(),
                 self.table.len(),
                 seen.iter().filter(|s| **s).count()
+            ));
+        }
+        if self.weights.len() != if self.weighted { self.nodes.len() } else { 0 } {
+            return Err(format!(
+                "{} weights kept for {} entries (weighted: {})",
+                self.weights.len(),
+                self.nodes.len(),
+                self.weighted
             ));
         }
         if weight != self.weight {

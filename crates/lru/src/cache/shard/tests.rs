@@ -14,7 +14,7 @@ fn insert(lv: &mut Lruvec<u64, u64>, k: u64) {
 
 #[test]
 fn refaults_move_the_inactive_target_within_its_bounds() {
-    let mut lv = Lruvec::new(Policy::Workingset, true, 1000, 1000);
+    let mut lv = Lruvec::new(Policy::Workingset, true, false, 1000, 1000);
     let start = lv.inactive_share;
     // Nothing is hit, so everything is evicted from probation: their
     // refaults (distance about 300, within the shard's 1000) say the
@@ -48,7 +48,7 @@ fn refaults_move_the_inactive_target_within_its_bounds() {
 
 #[test]
 fn the_inactive_list_keeps_to_its_target() {
-    let mut lv = Lruvec::new(Policy::Workingset, true, 1000, 1000);
+    let mut lv = Lruvec::new(Policy::Workingset, true, false, 1000, 1000);
     for k in 0..1000 {
         insert(&mut lv, k);
     }
@@ -80,7 +80,7 @@ fn the_inactive_list_keeps_to_its_target() {
 
 #[test]
 fn a_failed_activation_retries_on_probation_once() {
-    let mut lv = Lruvec::new(Policy::Workingset, true, 10, 10);
+    let mut lv = Lruvec::new(Policy::Workingset, true, false, 10, 10);
     let h = short_hash(hash(7));
     // An activation that failed: the entry retries on the inactive list,
     // marked.
