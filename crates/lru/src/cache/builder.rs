@@ -169,6 +169,8 @@ pub(super) struct Options<K, V> {
     pub(super) policy: Policy,
     pub(super) batching: bool,
     pub(super) weighted: bool,
+    /// Mix the hasher's output once more (a hasher other than foldhash).
+    pub(super) spread: bool,
     pub(super) listener: Option<Listener<K, V>>,
 }
 
@@ -228,10 +230,21 @@ impl<K, V, S, W> Builder<K, V, S, W> {
         self
     }
 
-    /// Hashes keys with `hasher` instead of foldhash.
+    /// Hashes keys with `hasher` instead of foldhash. Its hashes are mixed
+    /// once more (a multiply and two shifts), since the cache takes its
+    /// shard, its index position and its shadow tag from different bits of
+    /// one hash: with the identity hash of integer keys (what
+    /// `nohash-hasher` gives), every key below 2^40 fell in one shard,
+    /// which holds its share of the capacity only, and Zipf 0.9 over 64 Ki
+    /// keys hit 46.2% instead of 67.2% (quick_cache, which has the same
+    /// flaw: 47.0%). foldhash needs no mixing, and mixing its hashes would
+    /// cost a lookup 5-10%.
     pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> Builder<K, V, S2, W> {
         Builder {
-            opts: self.opts,
+            opts: Options {
+                spread: true,
+                ..self.opts
+            },
             hasher,
             weigher: self.weigher,
         }
@@ -311,6 +324,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
         Ok(LruCache {
             shards: lruvecs,
             shard_mask: shards - 1,
+            spread: self.opts.spread,
             hasher: self.hasher,
             weigher: self.weigher,
             capacity: self.opts.capacity,

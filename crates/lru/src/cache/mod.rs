@@ -103,6 +103,7 @@ struct Shard<K, V> {
 pub struct LruCache<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
     shards: Box<[CachePadded<Shard<K, V>>]>,
     shard_mask: usize,
+    spread: bool,
     hasher: S,
     weigher: W,
     capacity: u64,
@@ -153,6 +154,7 @@ impl<K: Hash + Eq + Clone, V: Clone> LruCache<K, V> {
                 policy: Policy::default(),
                 batching: true,
                 weighted: false,
+                spread: false,
                 listener: None,
             },
             hasher: DefaultHashBuilder::default(),
@@ -187,6 +189,22 @@ where
     S: BuildHasher,
     W: Weigher<K, V>,
 {
+    /// The key's hash; a user's hasher's, mixed (see
+    /// [`Builder::hasher`](super::Builder::hasher)): the fold brings high
+    /// bits into the multiply, the multiply spreads low bits upwards and
+    /// the last fold brings the product's high bits back to the middle
+    /// ones (the shard's bits are 40 and up, the index's and shadows' 8 to
+    /// 40).
+    fn hash<Q: Hash + ?Sized>(&self, key: &Q) -> u64 {
+        let h = self.hasher.hash_one(key);
+        if self.spread {
+            let h = (h ^ (h >> 32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            h ^ (h >> 29)
+        } else {
+            h
+        }
+    }
+
     fn shard(&self, hash: u64) -> &Shard<K, V> {
         // The high bits: hashbrown takes its buckets from the low ones.
         &self.shards[(hash >> 40) as usize & self.shard_mask]
@@ -198,7 +216,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let hash = self.hasher.hash_one(key);
+        let hash = self.hash(key);
         let shard = self.shard(hash);
         let eq = |k: &K| k.borrow() == key;
         let found = if self.batching {
@@ -233,7 +251,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let hash = self.hasher.hash_one(key);
+        let hash = self.hash(key);
         let lv = read(&self.shard(hash).lruvec);
         lv.find(hash, |k| k.borrow() == key)
             .map(|i| lv.node(i).value.clone())
@@ -245,7 +263,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let hash = self.hasher.hash_one(key);
+        let hash = self.hash(key);
         read(&self.shard(hash).lruvec)
             .find(hash, |k| k.borrow() == key)
             .is_some()
@@ -258,7 +276,7 @@ where
     /// capacity is not cached: it goes straight to the listener
     /// ([`CacheStats::rejected`]), and any old value of `key` is removed.
     pub fn insert(&self, key: K, value: V) -> Option<V> {
-        let (hash, weight) = (self.hasher.hash_one(&key), self.weigh(&key, &value));
+        let (hash, weight) = (self.hash(&key), self.weigh(&key, &value));
         let shard = self.shard(hash);
         let mut evicted = Evicted::new();
         let old = {
@@ -304,7 +322,7 @@ where
             if let Some(v) = self.get(&key) {
                 return Ok(v);
             }
-            let hash = self.hasher.hash_one(&key);
+            let hash = self.hash(&key);
             let shard = self.shard(hash);
             let flight = {
                 let mut lv = write(&shard.lruvec);
@@ -372,7 +390,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let hash = self.hasher.hash_one(key);
+        let hash = self.hash(key);
         let node = {
             let mut lv = write(&self.shard(hash).lruvec);
             let i = lv.find(hash, |k| k.borrow() == key)?;
