@@ -219,9 +219,11 @@ fn a_loop_larger_than_the_cache_still_hits() {
 /// its next refault) the loop's refaults kept re-activating each other at
 /// short distances and the hit ratio fell to 10.2% (OPT: 80%, quick_cache
 /// about 60%); with the mark, 39.3%; with a failed retry marked too (one
-/// activation in three passes for a thrashing key), 46.7%. Mean over fixed
-/// hash seeds, so one unlucky seed does not decide, and the figures are
-/// deterministic: 42% tells the last two apart.
+/// activation in three passes for a thrashing key), 46.7%; with an
+/// activation paid only by a second hit (a loop gives each key one per
+/// pass), 65.5%. Mean over fixed hash seeds, so one unlucky seed does not
+/// decide, and the figures are deterministic: 55% tells the last two
+/// apart.
 #[test]
 fn a_noisy_loop_larger_than_the_cache_still_hits() {
     let (mut hits, mut counted) = (0u64, 0u64);
@@ -254,7 +256,7 @@ fn a_noisy_loop_larger_than_the_cache_still_hits() {
         c.check_invariants().unwrap();
     }
     let pct = hits as f64 * 100.0 / counted as f64;
-    assert!(pct > 42.0, "{pct:.1}% of the loop's requests hit");
+    assert!(pct > 55.0, "{pct:.1}% of the loop's requests hit");
 }
 
 /// The identity hash of integer keys (`nohash-hasher`'s): the cache mixes

@@ -16,7 +16,8 @@ impl<K, V> Lruvec<K, V> {
     /// reclaimed first, and the entries being hit stay.
     ///
     /// An activation must pay: an entry activated by a refault and evicted
-    /// without a hit since leaves a shadow marked failed, and its next
+    /// without two hits since ([`Lruvec::hit_flags`]) leaves a shadow
+    /// marked failed, and its next
     /// refault starts on the inactive list whatever its distance, to be
     /// activated by a hit there. Without this a loop larger than the cache
     /// with 0.1% to 1% of other requests mixed in fell to 0-20% hits (from
@@ -29,8 +30,9 @@ impl<K, V> Lruvec<K, V> {
     /// (its shadow is failed without `PG_workingset`); the refault after
     /// it starts plain, free to activate again. A thrashing key so gets
     /// one activation in three passes instead of one in two, which took
-    /// the noisy loops from 37-48% to 42-56% hits at no cost elsewhere
-    /// beyond 0.1 point (`cache-hits`). Never forgiven, the loops reached
+    /// the noisy loops from 37-48% to 42-56% hits (before activations had
+    /// to pay twice) at no cost elsewhere beyond 0.1 point (`cache-hits`).
+    /// Never forgiven, the loops reached
     /// 67-76%, but Zipf with scans lost 1.7 points in one run in two:
     /// keys of middling heat stuck on probation.
     pub(super) fn workingset_refault(&mut self, hash: u32) -> Place {

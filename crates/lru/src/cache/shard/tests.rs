@@ -98,11 +98,26 @@ fn a_failed_activation_retries_on_probation_once() {
     // The refault after a failed retry starts plain.
     lv.shadows.eviction(h, false, true);
     assert_eq!(lv.workingset_refault(h), Place::Inactive);
-    // A retry that is hit pays: its shadow is a plain one.
+    // A retry that is hit twice pays: its shadow is a plain one.
     lv.shadows.eviction(h, true, true);
     insert(&mut lv, 7);
     let i = lv.find(hash(7), |&k| k == 7).unwrap();
     lv.mark_accessed(i);
+    lv.mark_accessed(i);
     assert_eq!(lv.flags(i) & UNHIT, 0);
     lv.check().unwrap();
+}
+
+#[test]
+fn an_activation_on_trial_pays_at_its_second_hit() {
+    let f = ACTIVE_FLAG | WORKINGSET | UNHIT;
+    // One hit, as each key of a loop gets per pass: still on trial.
+    let once = Lruvec::<u64, u64>::hit_flags(f);
+    assert_eq!(once & REFS, 1);
+    assert_ne!(once & UNHIT, 0, "one hit does not pay");
+    let twice = Lruvec::<u64, u64>::hit_flags(once);
+    assert_eq!(twice & REFS, 2);
+    assert_eq!(twice & (UNHIT | HIT_ONCE), 0, "two do");
+    // Entries not on trial just count.
+    assert_eq!(Lruvec::<u64, u64>::hit_flags(ACTIVE_FLAG), ACTIVE_FLAG | 1);
 }
