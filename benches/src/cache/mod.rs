@@ -39,7 +39,12 @@
 //!
 //! Samples of one configuration alternate between the implementations,
 //! and each cache keeps its state from sample to sample. Each configured
-//! sample is `SAMPLES_PER_SAMPLE` short runs.
+//! sample is `SAMPLES_PER_SAMPLE` short runs. The targets are judged on
+//! paired ratios: the median over samples of a cache's ops/s over its
+//! peer's in the same turn ([`Report::paired_ratio`](crate::Report::paired_ratio)),
+//! since on a shared host the two medians can come from different moments
+//! (quick_cache's read-through medians moved by 2x between runs of this
+//! host); the ratio of medians is printed beside it.
 
 use std::{
     hint::black_box,

@@ -194,6 +194,24 @@ impl Report {
         self.row(name)
             .map(|r| Summary::of(&r.values(self.metric)).median)
     }
+
+    /// The median of `a`'s samples over `b`'s taken with the same index,
+    /// in the report's metric: for rows whose samples were taken in turn
+    /// (sample 1 of each, then sample 2 of each, ...), each pair saw the
+    /// same moment of a noisy host, which a ratio of the two medians does
+    /// not ensure. `None` unless both rows have the same number of
+    /// samples.
+    pub fn paired_ratio(&self, a: &str, b: &str) -> Option<f64> {
+        let (a, b) = (
+            self.row(a)?.values(self.metric),
+            self.row(b)?.values(self.metric),
+        );
+        if a.len() != b.len() || a.is_empty() {
+            return None;
+        }
+        let ratios: Vec<f64> = a.iter().zip(&b).map(|(x, y)| x / y).collect();
+        Some(Summary::of(&ratios).median)
+    }
 }
 
 /// mmtests' gain: positive is better.
@@ -242,6 +260,24 @@ mod tests {
         assert!((s.median - 3.395).abs() < 1e-9);
         assert!((s.range - 0.03).abs() < 1e-9);
         assert!((s.stddev - 0.012_909_944).abs() < 1e-6);
+    }
+
+    #[test]
+    fn paired_ratios_follow_the_turns() {
+        // Seconds per sample: `b` is twice as fast as `a` in every turn,
+        // though the host slowed both 4x in the last two turns.
+        let r = report(
+            "x",
+            &[
+                ("a", &[2.0, 2.0, 2.0, 8.0, 8.0]),
+                ("b", &[1.0, 1.0, 1.0, 4.0, 4.0]),
+            ],
+        );
+        assert_eq!(r.paired_ratio("a", "b"), Some(2.0));
+        assert_eq!(r.paired_ratio("b", "a"), Some(0.5));
+        let r = report("x", &[("a", &[1.0, 2.0]), ("b", &[1.0])]);
+        assert_eq!(r.paired_ratio("a", "b"), None, "unequal sample counts");
+        assert_eq!(r.paired_ratio("a", "c"), None);
     }
 
     fn report(experiment: &str, rows: &[(&str, &[f64])]) -> Report {
