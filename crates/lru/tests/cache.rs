@@ -136,6 +136,10 @@ fn weigher_bounds_total_weight() {
         assert!(cache.weight() <= 100);
     }
     assert_eq!(cache.len(), 10);
+    // A replaced value's new weight replaces the old one's.
+    assert_eq!(cache.insert(15, vec![0; 3]), Some(vec![0; 10]));
+    assert_eq!(cache.weight(), 93);
+    cache.check_invariants().unwrap();
     // Heavier than the capacity: not cached, reported at once, and the
     // key's old value is gone.
     assert_eq!(cache.insert(19, vec![0; 101]), Some(vec![0; 10]));
