@@ -64,7 +64,12 @@ pub(super) fn notes(r: &Report, threads: &[usize], plan: &[(Workload, Mix)]) -> 
                         if !ok {
                             missed.push(format!("{} {tag} vs moka", i.name()));
                         }
-                        line += &format!(" {} {ratio:.1}x {},", i.name(), verdict(ok));
+                        line += &format!(
+                            " {} {ratio:.1}x paired ({:.1}x of medians) {},",
+                            i.name(),
+                            x / m,
+                            verdict(ok)
+                        );
                     }
                 }
             }

@@ -209,6 +209,9 @@ impl Report {
         if a.len() != b.len() || a.is_empty() {
             return None;
         }
+        if b.iter().any(|&y| y <= 0.0 || y.is_nan()) {
+            return None;
+        }
         let ratios: Vec<f64> = a.iter().zip(&b).map(|(x, y)| x / y).collect();
         Some(Summary::of(&ratios).median)
     }
@@ -264,8 +267,9 @@ mod tests {
 
     #[test]
     fn paired_ratios_follow_the_turns() {
-        // Seconds per sample: `b` is twice as fast as `a` in every turn,
-        // though the host slowed both 4x in the last two turns.
+        // Seconds per sample (the ratio is in the rows' metric, here
+        // seconds: `a` takes twice `b`'s time in every turn, though the
+        // host slowed both 4x in the last two turns).
         let r = report(
             "x",
             &[

@@ -1,7 +1,7 @@
 //! Single-flight loading, refault detection, and the cache's bad inputs
 //! (capacity 0, weights 0 and `u64::MAX`, a listener that uses the cache,
-//! a loader that panics, a hasher that does not mix). Scenarios that could hang run in a child process
-//! with a bounded wait.
+//! a loader that panics, a hasher that does not mix). Scenarios that could
+//! hang run in a child process with a bounded wait.
 
 use std::{
     panic::{AssertUnwindSafe, catch_unwind},
@@ -221,7 +221,7 @@ fn a_loop_larger_than_the_cache_still_hits() {
 /// about 60%); with the mark, 39.3%; with a failed retry marked too (one
 /// activation in three passes for a thrashing key), 46.7%; with an
 /// activation paid only by a second hit (a loop gives each key one per
-/// pass), 65.5%. Mean over fixed hash seeds, so one unlucky seed does not
+/// pass), 65.9%. Mean over fixed hash seeds, so one unlucky seed does not
 /// decide, and the figures are deterministic: 55% tells the last two
 /// apart.
 #[test]

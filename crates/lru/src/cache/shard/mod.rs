@@ -43,7 +43,7 @@ const WORKINGSET: u8 = 1 << 4;
 /// its shadow says so.
 const UNHIT: u8 = 1 << 5;
 /// An `UNHIT` entry hit once: the next hit pays (see [`Lruvec::hit_flags`]).
-const HIT_ONCE: u8 = 1 << 7;
+const HIT_ONCE: u8 = 1 << 6;
 
 /// Deactivations per `shrink_active_list` pass (`SWAP_CLUSTER_MAX`).
 const SCAN_BATCH: usize = 32;
@@ -68,10 +68,8 @@ const INACTIVE_MAX: f64 = 0.15;
 /// declaration order: what a hit reads (hash, key, value, flags) comes
 /// first, so that it spans one cache line more often. Its weight is not
 /// here but in [`Lruvec::weights`], and only when the cache has a weigher:
-/// with `u64` keys and values a node is 32 bytes rather than 40, so nodes
-/// never straddle a cache line (at 40 bytes, a hit's first 24 bytes
-/// straddled one in four) and an unweighted cache keeps 8 bytes less an
-/// entry.
+/// with `u64` keys and values a node is 32 bytes rather than 40, and an
+/// unweighted cache keeps 8 bytes less an entry.
 #[repr(C)]
 pub(super) struct Node<K, V> {
     /// 32 bits of the key's hash ([`short_hash`]): enough to find the
@@ -225,7 +223,7 @@ impl<K, V> Lruvec<K, V> {
     }
 
     /// `folio_mark_accessed` / `folio_inc_refs`, under the read lock: a hit
-    /// counts one more reference, up to 3 (1 under [`Policy::Lru`]). Counts
+    /// counts one more reference, up to 4 (1 under [`Policy::Lru`]). Counts
     /// already saturated are not written again, so hot entries cost no
     /// stores.
     pub(super) fn mark_accessed(&self, i: u32) {
@@ -256,6 +254,9 @@ impl<K, V> Lruvec<K, V> {
         }
         let f = self.flags(i);
         if f & ACTIVE_FLAG == 0 && f & REFS >= 1 {
+            // The hit counts towards a trial before the activation keeps
+            // what is left of it.
+            self.set_flags(i, Self::hit_flags(f));
             self.activate(i);
         } else if f & REFS < MAX_REFS {
             self.set_flags(i, Self::hit_flags(f));
@@ -268,7 +269,7 @@ impl<K, V> Lruvec<K, V> {
     /// larger than the cache is hit once between two refaults; paid at the
     /// first hit, the loop's refault activations all passed, and a loop
     /// 1.25x the cache with 1% of other requests hit 42% (61% for
-    /// quick_cache); paid at the second, 55-64%, the loop 1.1x the cache
+    /// quick_cache); paid at the second, 54-64%, the loop 1.1x the cache
     /// 82% (from 55%), other rows within 0.1 point (`cache-hits`).
     fn hit_flags(f: u8) -> u8 {
         let g = f + 1;
@@ -344,7 +345,9 @@ impl<K, V> Lruvec<K, V> {
     /// `folio_activate`: moves an inactive entry to the active head.
     fn activate(&mut self, i: u32) {
         self.unlink(i, INACTIVE);
-        let f = self.flags(i) & WORKINGSET;
+        // An activation on trial stays on trial: one hit on the inactive
+        // list is not the two that pay.
+        let f = self.flags(i) & (WORKINGSET | UNHIT | HIT_ONCE);
         self.set_flags(i, f | ACTIVE_FLAG);
         self.link_head(i, ACTIVE);
         if self.policy == Policy::Workingset {
@@ -490,6 +493,7 @@ impl<K, V> Lruvec<K, V> {
             out.push((key, value));
             return Inserted::Rejected;
         }
+        debug_assert!(self.weighted || weight == 1, "unweighted entries weigh 1");
         let hash = short_hash(hash);
         if self.policy == Policy::Workingset {
             self.shadows.prefetch(hash);

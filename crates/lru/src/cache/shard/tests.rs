@@ -121,3 +121,25 @@ fn an_activation_on_trial_pays_at_its_second_hit() {
     // Entries not on trial just count.
     assert_eq!(Lruvec::<u64, u64>::hit_flags(ACTIVE_FLAG), ACTIVE_FLAG | 1);
 }
+
+#[test]
+fn reclaim_activating_an_entry_on_trial_keeps_the_trial() {
+    let mut lv = Lruvec::new(Policy::Workingset, true, false, 10, 10);
+    for k in 0..10 {
+        insert(&mut lv, k);
+    }
+    let h = short_hash(hash(7_000));
+    lv.shadows.eviction(h, true, true);
+    insert(&mut lv, 7_000); // a retry: on trial, on the inactive list
+    let i = lv.find(hash(7_000), |&k| k == 7_000).unwrap();
+    lv.mark_accessed(i); // one hit
+    // Reclaim reaches it and activates it for that hit; the trial goes on.
+    for k in 100..120 {
+        insert(&mut lv, k);
+    }
+    let i = lv
+        .find(hash(7_000), |&k| k == 7_000)
+        .expect("activated, kept");
+    assert_eq!(lv.flags(i) & (ACTIVE_FLAG | UNHIT), ACTIVE_FLAG | UNHIT);
+    lv.check().unwrap();
+}
