@@ -54,15 +54,19 @@ fn the_inactive_list_keeps_to_its_target() {
     }
     // Refaults of demoted entries pushed the target to its floor (1%);
     // with every entry hit, reclaim activates them as it reaches them and
-    // evicts the new ones until the inactive list is down to the target.
-    // The fixed ratio held it at a tenth.
+    // evicts the new ones until the inactive list is down to the target
+    // (the activation budget may take a hot entry, which comes back, as a
+    // read-through cache loads it again). The fixed ratio held it at a
+    // tenth (`ActiveInactive`: 100 / 900).
     for _ in 0..100_000 {
         lv.adapt(10, true);
     }
     for round in 0..4 {
+        // Read-through: a key reclaim took is loaded again.
         for k in 0..1000 {
-            if let Some(i) = lv.find(hash(k), |&x| x == k) {
-                lv.mark_accessed(i);
+            match lv.find(hash(k), |&x| x == k) {
+                Some(i) => lv.mark_accessed(i),
+                None => insert(&mut lv, k),
             }
         }
         for k in 0..100 {
@@ -141,5 +145,26 @@ fn reclaim_activating_an_entry_on_trial_keeps_the_trial() {
         .find(hash(7_000), |&k| k == 7_000)
         .expect("activated, kept");
     assert_eq!(lv.flags(i) & (ACTIVE_FLAG | UNHIT), ACTIVE_FLAG | UNHIT);
+    lv.check().unwrap();
+}
+
+#[test]
+fn one_reclaim_activates_no_more_than_its_budget() {
+    // The frozen loop: every entry on the inactive list, every one hit.
+    let mut lv = Lruvec::new(Policy::Workingset, true, false, 200, 200);
+    for k in 0..200 {
+        insert(&mut lv, k);
+    }
+    for k in 0..200 {
+        let i = lv.find(hash(k), |&x| x == k).unwrap();
+        lv.mark_accessed(i);
+    }
+    assert_eq!(lv.lists[ACTIVE].len, 0);
+    // One insertion: reclaim activates up to the budget, then takes the
+    // (referenced) tail. Without the budget it activated all 200.
+    let budget = lv.activation_budget();
+    insert(&mut lv, 1000);
+    assert_eq!(lv.lists[ACTIVE].len, budget, "budget {budget}");
+    assert_eq!(lv.len(), 200);
     lv.check().unwrap();
 }
