@@ -12,6 +12,15 @@ fn insert(lv: &mut Lruvec<u64, u64>, k: u64) {
     lv.insert_new(hash(k), k, k, 1, &mut out);
 }
 
+/// A `Workingset` shard of `n` entries holding keys `0..n`, none hit.
+fn full(n: usize) -> Lruvec<u64, u64> {
+    let mut lv = Lruvec::new(Policy::Workingset, true, false, n as u64, n);
+    for k in 0..n as u64 {
+        insert(&mut lv, k);
+    }
+    lv
+}
+
 #[test]
 fn refaults_move_the_inactive_target_within_its_bounds() {
     let mut lv = Lruvec::new(Policy::Workingset, true, false, 1000, 1000);
@@ -48,10 +57,7 @@ fn refaults_move_the_inactive_target_within_its_bounds() {
 
 #[test]
 fn the_inactive_list_keeps_to_its_target() {
-    let mut lv = Lruvec::new(Policy::Workingset, true, false, 1000, 1000);
-    for k in 0..1000 {
-        insert(&mut lv, k);
-    }
+    let mut lv = full(1000);
     // Refaults of demoted entries pushed the target to its floor (1%);
     // with every entry hit, reclaim activates them as it reaches them and
     // evicts the new ones until the inactive list is down to the target
@@ -128,10 +134,7 @@ fn an_activation_on_trial_pays_at_its_second_hit() {
 
 #[test]
 fn reclaim_activating_an_entry_on_trial_keeps_the_trial() {
-    let mut lv = Lruvec::new(Policy::Workingset, true, false, 10, 10);
-    for k in 0..10 {
-        insert(&mut lv, k);
-    }
+    let mut lv = full(10);
     let h = short_hash(hash(7_000));
     lv.shadows.eviction(h, true, true);
     insert(&mut lv, 7_000); // a retry: on trial, on the inactive list
@@ -151,10 +154,7 @@ fn reclaim_activating_an_entry_on_trial_keeps_the_trial() {
 #[test]
 fn one_reclaim_activates_no_more_than_its_budget() {
     // The frozen loop: every entry on the inactive list, every one hit.
-    let mut lv = Lruvec::new(Policy::Workingset, true, false, 200, 200);
-    for k in 0..200 {
-        insert(&mut lv, k);
-    }
+    let mut lv = full(200);
     for k in 0..200 {
         let i = lv.find(hash(k), |&x| x == k).unwrap();
         lv.mark_accessed(i);
