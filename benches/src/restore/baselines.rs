@@ -20,13 +20,7 @@ pub(super) fn eager(image: &Image, runs: &[(u64, u64)], threads: usize) -> Resul
             .map_err(|e| e.to_string())?;
     }
     touch(m.as_ptr() as usize, runs, threads);
-    let sample = Sample {
-        elapsed_s: start.elapsed().as_secs_f64(),
-        bytes_read: len as u64,
-        ..Sample::default()
-    };
-    check(m.as_ptr(), runs)?;
-    Ok(sample)
+    finish(start, m.as_ptr(), runs, len as u64)
 }
 
 /// `copy-floor`: each thread reads its share of the runs (dealt out in
@@ -67,13 +61,8 @@ pub(super) fn copy_floor(
     });
     copied.map_err(|e| e.to_string())?;
     touch(base, runs, threads);
-    let sample = Sample {
-        elapsed_s: start.elapsed().as_secs_f64(),
-        bytes_read: runs.iter().map(|r| r.1).sum::<u64>() * PAGE as u64,
-        ..Sample::default()
-    };
-    check(m.as_ptr(), runs)?;
-    Ok(sample)
+    let bytes_read = runs.iter().map(|r| r.1).sum::<u64>() * PAGE as u64;
+    finish(start, m.as_ptr(), runs, bytes_read)
 }
 
 /// `file-mapping`: a private mapping of the image, read; `cow`: written
@@ -107,11 +96,23 @@ pub(super) fn file_mapping(
     } else {
         touch(m.as_ptr() as usize, runs, threads);
     }
+    finish(start, m.as_ptr(), runs, 0)
+}
+
+/// Stops a row's clock once its working set has been touched, then checks
+/// the memory at `base` against the image (untimed).
+fn finish(
+    start: Instant,
+    base: *const u8,
+    runs: &[(u64, u64)],
+    bytes_read: u64,
+) -> Result<Sample, String> {
     let sample = Sample {
         elapsed_s: start.elapsed().as_secs_f64(),
+        bytes_read,
         ..Sample::default()
     };
-    check(m.as_ptr(), runs)?;
+    check(base, runs)?;
     Ok(sample)
 }
 

@@ -1,12 +1,14 @@
 //! One shard's [`Lruvec`]: its entries in a dense slab, a hash index over
-//! them, the two lists (`struct lruvec`), reclaim (`shrink_lruvec`) and
-//! shadows ([`Shadows`]). Everything here runs under the shard's lock and
+//! them, the two lists (`struct lruvec`), reclaim (`shrink_lruvec`, in
+//! `reclaim.rs`), where new entries start (`refault.rs`) and shadows
+//! ([`Shadows`]). Everything here runs under the shard's lock and
 //! calls no user code except `Eq` in lookups, so a panic there leaves the
 //! shard as it was.
 
 use hashbrown::HashTable;
 
 mod check;
+mod reclaim;
 mod refault;
 
 use super::{Policy, flight::Flight, workingset::Shadows};
@@ -340,156 +342,6 @@ impl<K, V> Lruvec<K, V> {
         }
         self.lists[list].tail = i;
         self.lists[list].len += 1;
-    }
-
-    /// `folio_activate`: moves an inactive entry to the active head.
-    fn activate(&mut self, i: u32) {
-        self.unlink(i, INACTIVE);
-        // An activation on trial stays on trial: one hit on the inactive
-        // list is not the two that pay.
-        let f = self.flags(i) & (WORKINGSET | UNHIT | HIT_ONCE);
-        self.set_flags(i, f | ACTIVE_FLAG);
-        self.link_head(i, ACTIVE);
-        if self.policy == Policy::Workingset {
-            self.shadows.age_nonresident();
-        }
-    }
-
-    /// `inactive_is_low`: the inactive list is below 1/(1 + ratio) of the
-    /// shard, or under [`Policy::Workingset`] below its adaptive target.
-    fn inactive_is_low(&self) -> bool {
-        let [inactive, active] = [self.lists[INACTIVE].len, self.lists[ACTIVE].len];
-        if self.policy == Policy::Workingset {
-            active > 0 && (inactive as f64) < self.inactive_share * (inactive + active) as f64
-        } else {
-            inactive * INACTIVE_RATIO < active
-        }
-    }
-
-    /// `shrink_active_list`: from the active tail, an entry with references
-    /// spends one on another turn on the active list, the others are
-    /// deactivated to the inactive head; at most `SCAN_BATCH`
-    /// deactivations, and each entry looked at once.
-    fn shrink_active_list(&mut self) {
-        let mut moved = 0;
-        for _ in 0..self.lists[ACTIVE].len {
-            let t = self.lists[ACTIVE].tail;
-            if t == NIL || moved == SCAN_BATCH || !self.inactive_is_low() {
-                break;
-            }
-            let f = self.flags(t);
-            self.unlink(t, ACTIVE);
-            if f & REFS != 0 {
-                self.set_flags(t, f - 1);
-                self.link_head(t, ACTIVE);
-            } else {
-                self.set_flags(t, WORKINGSET | (f & (UNHIT | HIT_ONCE)));
-                // Under `Workingset`, to the inactive tail: reclaimed next
-                // unless hit first, so that its shadow says the active
-                // list was too small (ARC's eviction from T2) rather than
-                // the inactive one. At the head (the kernel's place, kept
-                // by `ActiveInactive`) it sat out a second probation that
-                // new entries needed, and the OLTP trace lost 0.1-0.3
-                // points.
-                if self.policy == Policy::Workingset {
-                    self.link_tail(t, INACTIVE);
-                } else {
-                    self.link_head(t, INACTIVE);
-                }
-                moved += 1;
-            }
-        }
-    }
-
-    /// `shrink_lruvec`'s choice of one victim: refills the inactive list
-    /// when it is low, then looks at the inactive tail — activating it if
-    /// it was hit there (under batched [`Policy::Lru`], a hit buys a second
-    /// chance instead) — until one is due for eviction, skipping
-    /// `protect`. Returns it still linked, or `None` when there is nothing
-    /// to evict.
-    fn pick_victim(&mut self, protect: &mut u32) -> Option<u32> {
-        // Every pass either returns, clears a flag or activates an entry
-        // (which clears its references): it ends within a few passes per
-        // entry.
-        let mut activated = 0;
-        loop {
-            if self.policy != Policy::Lru && self.inactive_is_low() {
-                self.shrink_active_list();
-            }
-            // The inactive tail, else the active one; `protect` is passed
-            // over (rotated), and a list holding only it is skipped.
-            let mut chosen = None;
-            for list in [INACTIVE, ACTIVE] {
-                let t = self.lists[list].tail;
-                if t == NIL || (t == *protect && self.lists[list].len == 1) {
-                    continue;
-                }
-                if t == *protect {
-                    self.unlink(t, list);
-                    self.link_head(t, list);
-                }
-                chosen = Some((self.lists[list].tail, list));
-                break;
-            }
-            let (t, list) = chosen?;
-            let f = self.flags(t);
-            if list == INACTIVE && f & REFS != 0 && self.policy != Policy::Lru {
-                if self.policy == Policy::Workingset && activated >= self.activation_budget() {
-                    return Some(t);
-                }
-                activated += 1;
-                self.activate(t);
-                continue;
-            }
-            if f & REFS != 0 && (self.policy != Policy::Lru || self.batching) {
-                self.set_flags(t, f - 1);
-                self.unlink(t, list);
-                self.link_head(t, list);
-                continue;
-            }
-            return Some(t);
-        }
-    }
-
-    /// How many inactive entries one [`pick_victim`](Self::pick_victim)
-    /// may activate before it takes the tail even if referenced: as many
-    /// as the inactive target holds, and at least `SWAP_CLUSTER_MAX` —
-    /// `shrink_inactive_list` too looks at a bounded batch per pass. A loop
-    /// larger than the cache lives frozen on the inactive list, every
-    /// resident referenced; one lost shadow (two-way buckets do collide)
-    /// put a key at the inactive head, the next reclaim activated the whole
-    /// shard in one pass, and from then on refault activations churned that
-    /// shard at about 40% hits: for 2 of 40 hash functions the loop lost
-    /// 3-5 of its 80 points. With the budget, none did, and the other
-    /// `cache-hits` rows moved by 0.1 point at most (a budget of 32 alone
-    /// cost P3 0.3).
-    fn activation_budget(&self) -> usize {
-        SCAN_BATCH.max((self.inactive_share * self.len() as f64) as usize)
-    }
-
-    /// Evicts victim `t` but keeps its slot (detached: on no list, not
-    /// indexed, its weight no longer counted), leaving a shadow
-    /// (`workingset_eviction`).
-    fn evict_detached(&mut self, t: u32) {
-        let (hash, f) = (self.nodes[t as usize].hash, self.flags(t));
-        self.detach(t);
-        if self.policy == Policy::Workingset {
-            self.shadows
-                .eviction(hash, f & WORKINGSET != 0, f & UNHIT != 0);
-        }
-        self.evictions += 1;
-    }
-
-    /// Evicts one entry (see [`pick_victim`](Self::pick_victim)) into
-    /// `out`; false when there is nothing to evict.
-    fn evict_one(&mut self, protect: &mut u32, out: &mut Evicted<K, V>) -> bool {
-        let Some(t) = self.pick_victim(protect) else {
-            return false;
-        };
-        self.evict_detached(t);
-        let n = self.free_slot(t, protect);
-        out.push((n.key, n.value));
-        true
     }
 
     /// Whether the shard is over its capacity with `extra` more weight and

@@ -31,8 +31,8 @@ impl<K, V> Lruvec<K, V> {
     /// it starts plain, free to activate again. A thrashing key so gets
     /// one activation in three passes instead of one in two, which took
     /// the noisy loops from 37-48% to 42-56% hits (before activations had
-    /// to pay twice) at no cost elsewhere beyond 0.1 point (`cache-hits`).
-    /// Never forgiven, the loops reached
+    /// to pay twice) at no cost elsewhere beyond 0.1 point (`cache-hits`'
+    /// replay, with more loop shapes). Never forgiven, the loops reached
     /// 67-76%, but Zipf with scans lost 1.7 points in one run in two:
     /// keys of middling heat stuck on probation.
     pub(super) fn workingset_refault(&mut self, hash: u32) -> Place {
