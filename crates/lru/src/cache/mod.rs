@@ -84,7 +84,8 @@ struct Shard<K, V> {
 /// entries that were hit, evict the others, refill the inactive list from
 /// the active tail where references buy turns), and links it. Under
 /// [`Policy::Workingset`] an evicted key leaves a shadow and a refault
-/// within the active list's size is inserted active.
+/// within the shard's size is inserted active (within the active list's
+/// size, when the shard is thrashing).
 ///
 /// # Guarantees
 /// - An insertion never evicts the entry it makes or replaces.

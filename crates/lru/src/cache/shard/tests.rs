@@ -168,3 +168,75 @@ fn one_reclaim_activates_no_more_than_its_budget() {
     assert_eq!(lv.len(), 200);
     lv.check().unwrap();
 }
+
+/// Not thrashing, a refault within the shard's size is activated however
+/// small the active list (ARC's rule); thrashing, the same refault of an
+/// entry that never was active goes to the inactive tail (the kernel's
+/// test, against an empty active list).
+#[test]
+fn the_refault_rule_follows_thrashing() {
+    for thrashing in [false, true] {
+        let mut lv = full(1000);
+        // 300 new keys evict 0..300 from probation, and the shard has
+        // evicted enough for its misses to count.
+        for k in 1000..1300 {
+            insert(&mut lv, k);
+        }
+        assert_eq!(lv.lists[ACTIVE].len, 0);
+        lv.thrashing = thrashing;
+        lv.refault_share = if thrashing { 1.0 } else { 0.0 };
+        let before = lv.activations;
+        // Distance about 300: within the shard (1000), beyond the active
+        // list (0).
+        insert(&mut lv, 5);
+        let i = lv.find(hash(5), |k| *k == 5).unwrap();
+        assert_eq!(lv.refaults, 1);
+        if thrashing {
+            assert_eq!(lv.activations, before);
+            assert_eq!(lv.lists[INACTIVE].tail, i);
+        } else {
+            assert_eq!(lv.activations, before + 1);
+            assert_eq!(lv.list_of(i), ACTIVE);
+        }
+        lv.check().unwrap();
+    }
+}
+
+/// A shard starts thrashing, leaves when most misses are new keys,
+/// and comes back when most refault — with the bounds apart, and misses
+/// counted only once it has evicted half its size.
+#[test]
+fn misses_that_mostly_refault_make_a_shard_thrash() {
+    let mut lv = full(1000);
+    assert!(lv.thrashing);
+    // Not yet evicted half its size: misses do not count.
+    for _ in 0..1000 {
+        lv.note_miss(false);
+    }
+    assert_eq!(lv.refault_share, 1.0);
+    for k in 1000..1500 {
+        insert(&mut lv, k);
+    }
+    // New keys only: the share falls below 0.6 and the shard stops.
+    let mut n = 0;
+    while lv.thrashing {
+        lv.note_miss(false);
+        n += 1;
+    }
+    assert!(lv.refault_share < THRASHING_BELOW);
+    assert!((200..400).contains(&n), "{n} misses");
+    // A share between the bounds changes nothing either way.
+    for _ in 0..10_000 {
+        lv.note_miss(lv.refault_share < 0.7);
+    }
+    assert!(!lv.thrashing);
+    // Refaults only: past 0.8 it thrashes again.
+    while !lv.thrashing {
+        lv.note_miss(true);
+    }
+    assert!(lv.refault_share > THRASHING_ABOVE);
+    for _ in 0..10_000 {
+        lv.note_miss(lv.refault_share < 0.7);
+    }
+    assert!(lv.thrashing);
+}
