@@ -39,7 +39,9 @@
 //! Columns: `opt` (Belady's MIN, allowed not to admit: on a miss it evicts
 //! the key of the resident set plus the incoming one whose next use is
 //! farthest — a BinaryHeap of next-use positions with lazy deletion),
-//! `exact-lru` (a list-and-map LRU simulation), `mmbatch-POLICY` (each
+//! `exact-lru` (a list-and-map LRU simulation), `arc` (ARC simulated as
+//! the paper's Fig. 4 gives it, on `lru` crate lists; it reproduces the
+//! paper's OLTP column, a test checks), `mmbatch-POLICY` (each
 //! policy, the builder's defaults otherwise: batching on, default shard
 //! count), `quick_cache` (`sync::Cache`), `moka` (`sync::Cache`, with
 //! `run_pending_tasks()` after every insert so its evictions and admission
@@ -51,11 +53,12 @@
 //! deterministic for all but moka, whose sketch is seeded at random), in
 //! Mops/s of single-thread replay — for orientation only; the figure that
 //! matters is the `hit_ratio_pct` counter. OLTP rows carry the paper's LRU
-//! (`exact-lru`) and ARC (`mmbatch-*`) figures as `paper_*_pct` counters.
-//! The notes gather every hit ratio into one matrix and judge the targets
-//! for each policy: at least quick_cache's hit ratio on every trace and
-//! size; within a point of moka's where moka leads; on OLTP at least the
-//! paper's ARC figures.
+//! (`exact-lru`) and ARC (`arc`, `mmbatch-*`) figures as `paper_*_pct`
+//! counters. The notes gather every hit ratio into one matrix and judge the
+//! targets for each policy: at least quick_cache's hit ratio on every trace
+//! and size; within a point of moka's where moka leads; on OLTP at least
+//! the paper's ARC figures. Beside them, not a target: how each policy
+//! does against the simulated ARC on every trace and shape.
 
 mod replay;
 mod shapes;
@@ -65,7 +68,7 @@ use std::time::Instant;
 
 use crate::{Config, Experiment, Metric, Progress, Report, Row, Table, cache::policies};
 
-pub use replay::{Contender, exact_lru_hits, hits, next_uses, opt_hits};
+pub use replay::{Contender, arc_hits, exact_lru_hits, hits, next_uses, opt_hits};
 pub use shapes::Shape;
 pub use traces::{read_trace, traces_dir};
 
@@ -236,7 +239,9 @@ fn run_sized(cfg: &Config, progress: &mut dyn Progress, sz: Sizes) -> Report {
                 if let Some((lru, arc)) = case.paper {
                     match c {
                         Contender::ExactLru => counters.push(("paper_lru_pct", lru[si])),
-                        Contender::Mmbatch(..) => counters.push(("paper_arc_pct", arc[si])),
+                        Contender::Mmbatch(..) | Contender::Arc => {
+                            counters.push(("paper_arc_pct", arc[si]));
+                        }
                         _ => {}
                     }
                 }
@@ -348,6 +353,7 @@ fn judge(r: &Report, cases: &[Case], contenders: &[Contender]) -> Vec<String> {
         let (mut vs_m, mut n_m, mut miss_m) = (0, 0, Vec::new());
         let mut arc_line = Vec::new();
         let (mut vs_arc, mut n_arc) = (0, 0);
+        let (mut vs_sim, mut n_sim, mut miss_sim) = (0, 0, Vec::new());
         for case in cases {
             for (si, &pages) in case.sizes.iter().enumerate() {
                 let Some(h) = hit(ours, &case.name, pages) else {
@@ -360,6 +366,14 @@ fn judge(r: &Report, cases: &[Case], contenders: &[Contender]) -> Vec<String> {
                         vs_q += 1;
                     } else {
                         miss_q.push(format!("{at} ({h:.2} vs {q:.2})"));
+                    }
+                }
+                if let Some(a) = hit(Contender::Arc, &case.name, pages) {
+                    n_sim += 1;
+                    if h >= a {
+                        vs_sim += 1;
+                    } else {
+                        miss_sim.push(format!("{at} ({h:.2} vs {a:.2})"));
                     }
                 }
                 if let Some(m) = hit(Contender::Moka, &case.name, pages).filter(|&m| m > h) {
@@ -401,6 +415,15 @@ fn judge(r: &Report, cases: &[Case], contenders: &[Contender]) -> Vec<String> {
             line += "; OLTP vs the paper's ARC: not judged on a prefix (scale < 1)";
         }
         notes.push(line);
+        notes.push(format!(
+            "{}: against the simulated ARC (not a target), >= on {vs_sim} of {n_sim}{}",
+            ours.name(),
+            if miss_sim.is_empty() {
+                String::new()
+            } else {
+                format!(", under on {}", miss_sim.join(", "))
+            }
+        ));
     }
     notes
 }
@@ -450,6 +473,24 @@ mod tests {
             pct.push(f64::from(hits) * 100.0 / t.len() as f64);
         }
         assert!(pct.iter().all(|&p| p > 8.6), "{pct:?}% hits");
+    }
+
+    /// The ARC simulation against the paper's ARC column for OLTP: within
+    /// 0.03 points at 1000 pages (38.95 for 38.93), to two decimals at the
+    /// other sizes.
+    #[test]
+    fn the_arc_simulation_reproduces_the_papers_oltp_arc_column() {
+        let trace = read_trace(&traces_dir().join("OLTP.lis.zst"), usize::MAX).unwrap();
+        for (&pages, &paper) in OLTP_SIZES.iter().zip(&PAPER_OLTP_ARC) {
+            let h = arc_hits(&trace, pages, 0) as f64 * 100.0 / trace.len() as f64;
+            assert!(
+                (h - paper).abs() < 0.03,
+                "OLTP at {pages} pages: ARC {h:.4}%, the paper {paper}%"
+            );
+        }
+        // ARC's known weakness: a loop one larger than the cache never hits.
+        let lp: Vec<u64> = (0..1000).map(|i| i % 5).collect();
+        assert_eq!(arc_hits(&lp, 4, 0), 0);
     }
 
     #[test]

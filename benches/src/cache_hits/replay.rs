@@ -1,5 +1,5 @@
 //! Replaying a trace: through each cache read-through, through Belady's
-//! OPT, and through an exact-LRU simulation.
+//! OPT, and through simulations of exact LRU and of ARC.
 
 use std::{
     collections::{BinaryHeap, HashMap},
@@ -17,6 +17,8 @@ pub enum Contender {
     ExactLru,
     /// Belady's OPT.
     Opt,
+    /// ARC, simulated as the paper gives it.
+    Arc,
     /// `LruCache` with this policy of [`policies`].
     Mmbatch(&'static str, Policy),
     /// `quick_cache::sync::Cache`.
@@ -30,7 +32,7 @@ pub enum Contender {
 impl Contender {
     /// Every contender, in column order.
     pub fn all() -> Vec<Contender> {
-        let mut v = vec![Contender::ExactLru, Contender::Opt];
+        let mut v = vec![Contender::ExactLru, Contender::Opt, Contender::Arc];
         v.extend(
             policies()
                 .into_iter()
@@ -45,6 +47,7 @@ impl Contender {
         match self {
             Contender::ExactLru => "exact-lru".to_owned(),
             Contender::Opt => "opt".to_owned(),
+            Contender::Arc => "arc".to_owned(),
             Contender::Mmbatch(p, _) => format!("mmbatch-{p}"),
             Contender::QuickCache => "quick_cache".to_owned(),
             Contender::Moka => "moka".to_owned(),
@@ -170,6 +173,75 @@ pub fn exact_lru_hits(trace: &[u64], capacity: usize, count_from: usize) -> u64 
     hits
 }
 
+/// ARC (Megiddo and Modha, FAST 2003, Fig. 4) of `capacity` keys: the
+/// hits at positions from `count_from` on when replaying `trace`. Its four
+/// lists are `lru` crate lists (T1 and T2 resident, B1 and B2 the ghosts
+/// of what each evicted); `p`, T1's target, moves by the ratio of the
+/// ghost lists' sizes on each ghost hit, and a ghost hit goes to T2.
+pub fn arc_hits(trace: &[u64], capacity: usize, count_from: usize) -> u64 {
+    type List = lru::LruCache<u64, ()>;
+    let c = capacity;
+    let [mut t1, mut t2, mut b1, mut b2] = [(); 4].map(|()| List::unbounded());
+    let mut p = 0.0_f64;
+    let mut hits = 0;
+    // REPLACE: evict T1's LRU into B1 when T1 is over its target (or at it
+    // and the request is a B2 ghost), else T2's LRU into B2.
+    let replace = |x: u64, p: f64, t1: &mut List, t2: &mut List, b1: &mut List, b2: &mut List| {
+        let from_t1 =
+            !t1.is_empty() && (t1.len() as f64 > p || (b2.contains(&x) && t1.len() as f64 == p));
+        if from_t1 {
+            if let Some((k, ())) = t1.pop_lru() {
+                b1.push(k, ());
+            }
+        } else if let Some((k, ())) = t2.pop_lru() {
+            b2.push(k, ());
+        } else if let Some((k, ())) = t1.pop_lru() {
+            b1.push(k, ());
+        }
+    };
+    for (i, &x) in trace.iter().enumerate() {
+        // Case I: a hit, to T2's MRU.
+        if t1.pop(&x).is_some() || t2.contains(&x) {
+            hits += u64::from(i >= count_from);
+            t2.push(x, ());
+            continue;
+        }
+        let ghosts = (b1.len() as f64, b2.len() as f64);
+        if b1.contains(&x) {
+            // Case II: B1 says T1 was too small.
+            p = (p + (ghosts.1 / ghosts.0).max(1.0)).min(c as f64);
+            replace(x, p, &mut t1, &mut t2, &mut b1, &mut b2);
+            b1.pop(&x);
+            t2.push(x, ());
+        } else if b2.contains(&x) {
+            // Case III: B2 says T2 was.
+            p = (p - (ghosts.0 / ghosts.1).max(1.0)).max(0.0);
+            replace(x, p, &mut t1, &mut t2, &mut b1, &mut b2);
+            b2.pop(&x);
+            t2.push(x, ());
+        } else {
+            // Case IV: a new key, to T1's MRU, the directory kept to 2c.
+            let l1 = t1.len() + b1.len();
+            let all = l1 + t2.len() + b2.len();
+            if l1 == c {
+                if t1.len() < c {
+                    b1.pop_lru();
+                    replace(x, p, &mut t1, &mut t2, &mut b1, &mut b2);
+                } else {
+                    t1.pop_lru();
+                }
+            } else if all >= c {
+                if all == 2 * c {
+                    b2.pop_lru();
+                }
+                replace(x, p, &mut t1, &mut t2, &mut b1, &mut b2);
+            }
+            t1.push(x, ());
+        }
+    }
+    hits
+}
+
 /// Read-through replay of `trace` through a `capacity`-key cache of
 /// `which` (OPT needs `next`, the trace's [`next_uses`]); the hits from
 /// position `count_from` on.
@@ -192,6 +264,7 @@ pub fn hits(
     match which {
         Contender::ExactLru => exact_lru_hits(trace, capacity, count_from),
         Contender::Opt => opt_hits(trace, next, capacity, count_from),
+        Contender::Arc => arc_hits(trace, capacity, count_from),
         Contender::Mmbatch(_, policy) => {
             let c: LruCache<u64, u64> = LruCache::builder(capacity as u64)
                 .policy(policy)
