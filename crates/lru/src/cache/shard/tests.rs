@@ -240,3 +240,26 @@ fn misses_that_mostly_refault_make_a_shard_thrash() {
     }
     assert!(lv.thrashing);
 }
+
+/// Not thrashing, a refault of an entry that had been active (its shadow
+/// has `PG_workingset`) is taken back from up to twice the shard's size,
+/// one that never was from up to its size.
+#[test]
+fn a_working_set_refault_reaches_twice_as_far() {
+    for workingset in [true, false] {
+        let mut lv = full(1000);
+        lv.thrashing = false;
+        lv.refault_share = 0.0;
+        // Key 5000's shadow, 1500 evictions old.
+        lv.shadows
+            .eviction(short_hash(hash(5000)), workingset, false);
+        for _ in 0..1500 {
+            lv.shadows.age_nonresident();
+        }
+        let before = lv.activations;
+        insert(&mut lv, 5000);
+        assert_eq!(lv.refaults, 1);
+        assert_eq!(lv.activations - before, u64::from(workingset));
+        lv.check().unwrap();
+    }
+}
