@@ -262,6 +262,27 @@ fn run_sized(cfg: &Config, progress: &mut dyn Progress, sz: Sizes) -> Report {
     report
 }
 
+/// How often a policy reached a peer's figure, and where it did not.
+#[derive(Default)]
+struct Tally {
+    n: usize,
+    met: usize,
+    missed: Vec<String>,
+}
+
+impl Tally {
+    /// One trace and size `at`: our hit ratio, the peer's, and whether
+    /// ours reached it.
+    fn add(&mut self, at: &str, ours: f64, peer: f64, ok: bool) {
+        self.n += 1;
+        if ok {
+            self.met += 1;
+        } else {
+            self.missed.push(format!("{at} ({ours:.2} vs {peer:.2})"));
+        }
+    }
+}
+
 fn round3(x: f64) -> f64 {
     (x * 1e3).round() / 1e3
 }
@@ -349,11 +370,10 @@ fn judge(r: &Report, cases: &[Case], contenders: &[Contender]) -> Vec<String> {
     let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
     for (pname, policy) in policies() {
         let ours = Contender::Mmbatch(pname, policy);
-        let (mut vs_q, mut n_q, mut miss_q) = (0, 0, Vec::new());
-        let (mut vs_m, mut n_m, mut miss_m) = (0, 0, Vec::new());
+        let (mut vs_q, mut vs_m, mut vs_sim) =
+            (Tally::default(), Tally::default(), Tally::default());
         let mut arc_line = Vec::new();
         let (mut vs_arc, mut n_arc) = (0, 0);
-        let (mut vs_sim, mut n_sim, mut miss_sim) = (0, 0, Vec::new());
         for case in cases {
             for (si, &pages) in case.sizes.iter().enumerate() {
                 let Some(h) = hit(ours, &case.name, pages) else {
@@ -361,28 +381,13 @@ fn judge(r: &Report, cases: &[Case], contenders: &[Contender]) -> Vec<String> {
                 };
                 let at = format!("{} {pages}", case.name);
                 if let Some(q) = hit(Contender::QuickCache, &case.name, pages) {
-                    n_q += 1;
-                    if h >= q {
-                        vs_q += 1;
-                    } else {
-                        miss_q.push(format!("{at} ({h:.2} vs {q:.2})"));
-                    }
+                    vs_q.add(&at, h, q, h >= q);
                 }
                 if let Some(a) = hit(Contender::Arc, &case.name, pages) {
-                    n_sim += 1;
-                    if h >= a {
-                        vs_sim += 1;
-                    } else {
-                        miss_sim.push(format!("{at} ({h:.2} vs {a:.2})"));
-                    }
+                    vs_sim.add(&at, h, a, h >= a);
                 }
                 if let Some(m) = hit(Contender::Moka, &case.name, pages).filter(|&m| m > h) {
-                    n_m += 1;
-                    if m - h <= 1.0 {
-                        vs_m += 1;
-                    } else {
-                        miss_m.push(format!("{at} ({h:.2} vs {m:.2})"));
-                    }
+                    vs_m.add(&at, h, m, m - h <= 1.0);
                 }
                 if let (Some((_, arc)), true) = (case.paper, case.whole) {
                     n_arc += 1;
@@ -400,10 +405,14 @@ fn judge(r: &Report, cases: &[Case], contenders: &[Contender]) -> Vec<String> {
             }
         };
         let mut line = format!(
-            "{}: hit ratio >= quick_cache's on {vs_q} of {n_q} ({}); within 1 point of moka where moka leads on {vs_m} of {n_m} ({})",
+            "{}: hit ratio >= quick_cache's on {} of {} ({}); within 1 point of moka where moka leads on {} of {} ({})",
             ours.name(),
-            list(&miss_q),
-            list(&miss_m),
+            vs_q.met,
+            vs_q.n,
+            list(&vs_q.missed),
+            vs_m.met,
+            vs_m.n,
+            list(&vs_m.missed),
         );
         if n_arc > 0 {
             line += &format!(
@@ -416,12 +425,14 @@ fn judge(r: &Report, cases: &[Case], contenders: &[Contender]) -> Vec<String> {
         }
         notes.push(line);
         notes.push(format!(
-            "{}: against the simulated ARC (not a target), >= on {vs_sim} of {n_sim}{}",
+            "{}: against the simulated ARC (not a target), >= on {} of {}{}",
             ours.name(),
-            if miss_sim.is_empty() {
+            vs_sim.met,
+            vs_sim.n,
+            if vs_sim.missed.is_empty() {
                 String::new()
             } else {
-                format!(", under on {}", miss_sim.join(", "))
+                format!(", under on {}", vs_sim.missed.join(", "))
             }
         ));
     }
