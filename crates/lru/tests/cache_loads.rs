@@ -221,9 +221,10 @@ fn a_loop_larger_than_the_cache_still_hits() {
 /// about 60%); with the mark, 39.3%; with a failed retry marked too (one
 /// activation in three passes for a thrashing key), 46.7%; with an
 /// activation paid only by a second hit (a loop gives each key one per
-/// pass), 65.9%. Mean over fixed hash seeds, so one unlucky seed does not
-/// decide, and the figures are deterministic: 55% tells the last two
-/// apart.
+/// pass), 65.9%; with the shard seen thrashing, failed retries retried
+/// again and kept out of the inactive target's adaptation, 75.4%. Mean
+/// over fixed hash seeds, so one unlucky seed does not decide, and the
+/// figures are deterministic: 70% tells the last two apart.
 #[test]
 fn a_noisy_loop_larger_than_the_cache_still_hits() {
     let (mut hits, mut counted) = (0u64, 0u64);
@@ -256,7 +257,7 @@ fn a_noisy_loop_larger_than_the_cache_still_hits() {
         c.check_invariants().unwrap();
     }
     let pct = hits as f64 * 100.0 / counted as f64;
-    assert!(pct > 55.0, "{pct:.1}% of the loop's requests hit");
+    assert!(pct > 70.0, "{pct:.1}% of the loop's requests hit");
 }
 
 /// The identity hash of integer keys (`nohash-hasher`'s): the cache mixes

@@ -130,8 +130,8 @@ enum Place {
     Active,
     Inactive,
     InactiveTail,
-    /// The inactive head, marked `UNHIT`: a refault whose activation
-    /// failed retries on probation.
+    /// The inactive head, marked `UNHIT`: in a thrashing shard, a refault
+    /// whose activation (or last retry) failed retries on probation.
     Retry,
 }
 

@@ -45,15 +45,21 @@ impl<K, V> Lruvec<K, V> {
     /// came and refaulted at a short distance, activated again — LRU's
     /// behaviour on a loop, sustained by the refaults themselves.
     ///
-    /// That retry is marked too, and a retry evicted unhit fails in turn
-    /// (its shadow is failed without `PG_workingset`); the refault after
-    /// it starts plain, free to activate again. A thrashing key so gets
-    /// one activation in three passes instead of one in two, which took
-    /// the noisy loops from 37-48% to 42-56% hits (before activations had
-    /// to pay twice) at no cost elsewhere beyond 0.1 point (`cache-hits`'
-    /// replay, with more loop shapes). Never forgiven, the loops reached
-    /// 67-76%, but Zipf with scans lost 1.7 points in one run in two:
-    /// keys of middling heat stuck on probation.
+    /// That retry is marked too, so a key that keeps failing stays on
+    /// probation until it pays, and its failed refaults do not move the
+    /// inactive target (ARC's adaptation read them as "probation too
+    /// small" and grew it, which fed the loop's churn). Together these took
+    /// a loop 1.25x the cache with 1% of other requests from 52-69% hits to
+    /// 76-78%, with 0.1% from 54-56% to 72-74%, and a loop 1.1x the cache
+    /// with 1% from 82% to 86-87% (quick_cache: 61, 61, 82; moka 69, 73,
+    /// 90); each alone did little or harm (never forgiven alone: 77% on
+    /// the pure loop, 76% on the 1.1x one). Before thrashing was told
+    /// apart, never forgiving cost Zipf with scans 1.7 points in one run
+    /// in two, keys of middling heat stuck on probation; now it applies
+    /// only to thrashing shards, and the other rows of `cache-hits` moved by
+    /// 0.05 at most, but P3 at 131072 pages, which thrashes in about a
+    /// tenth of its misses, lost 0.3 (mean of 4 processes of a harness
+    /// replaying `cache-hits`' shapes and more loops).
     pub(super) fn workingset_refault(&mut self, hash: u32) -> Place {
         let shadow = self.shadows.refault(hash);
         self.note_miss(shadow.is_some());
@@ -61,7 +67,11 @@ impl<K, V> Lruvec<K, V> {
             return Place::Inactive;
         };
         self.refaults += 1;
-        self.adapt(distance, workingset);
+        // A thrashing shard's failed refaults are its loop going round:
+        // they say nothing of how large probation should be.
+        if !(failed && self.thrashing) {
+            self.adapt(distance, workingset);
+        }
         let recent = if self.thrashing {
             !failed && distance <= self.lists[ACTIVE].len
         } else if workingset {
@@ -73,7 +83,7 @@ impl<K, V> Lruvec<K, V> {
             self.activations += 1;
             self.shadows.age_nonresident();
             Place::Active
-        } else if failed && workingset && self.thrashing {
+        } else if failed && self.thrashing {
             Place::Retry
         } else if workingset || (failed && self.thrashing) {
             Place::Inactive

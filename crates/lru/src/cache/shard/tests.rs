@@ -88,9 +88,14 @@ fn the_inactive_list_keeps_to_its_target() {
     lv.check().unwrap();
 }
 
+/// In a thrashing shard (as a new shard is), a failed activation retries
+/// on probation, marked, and so does a failed retry, without moving the
+/// inactive target; a shard that is not thrashing takes the refault as
+/// any other.
 #[test]
-fn a_failed_activation_retries_on_probation_once() {
+fn a_failed_activation_retries_on_probation_while_thrashing() {
     let mut lv = Lruvec::new(Policy::Workingset, true, false, 10, 10);
+    assert!(lv.thrashing);
     let h = short_hash(hash(7));
     // An activation that failed: the entry retries on the inactive list,
     // marked.
@@ -105,9 +110,19 @@ fn a_failed_activation_retries_on_probation_once() {
     assert!(lv.find(hash(7), |&k| k == 7).is_none());
     let (_, ws, failed) = lv.shadows.refault(h).expect("its shadow");
     assert!(failed && !ws);
-    // The refault after a failed retry starts plain.
+    // The refault after a failed retry retries again, and the inactive
+    // target stays where it was.
+    let share = lv.inactive_share;
     lv.shadows.eviction(h, false, true);
-    assert_eq!(lv.workingset_refault(h), Place::Inactive);
+    assert_eq!(lv.workingset_refault(h), Place::Retry);
+    assert_eq!(lv.inactive_share, share);
+    // Not thrashing, the same refault is one from probation: it moves the
+    // target and, close as it is, is activated.
+    (lv.thrashing, lv.refault_share) = (false, 0.0);
+    lv.shadows.eviction(h, false, true);
+    assert_eq!(lv.workingset_refault(h), Place::Active);
+    assert!(lv.inactive_share > share);
+    lv.thrashing = true;
     // A retry that is hit twice pays: its shadow is a plain one.
     lv.shadows.eviction(h, true, true);
     insert(&mut lv, 7);
