@@ -208,6 +208,8 @@ fn a_loop_larger_than_the_cache_still_hits() {
                 "{shards} shard(s), seed {seed}: {pct:.1}% hits, {:?}",
                 c.stats()
             );
+            // Every miss of the loop refaults: every shard thrashes.
+            assert_eq!(c.stats().thrashing_shards, shards as u64);
             c.check_invariants().unwrap();
         }
     }
@@ -258,6 +260,34 @@ fn a_noisy_loop_larger_than_the_cache_still_hits() {
     }
     let pct = hits as f64 * 100.0 / counted as f64;
     assert!(pct > 70.0, "{pct:.1}% of the loop's requests hit");
+}
+
+/// A cache whose misses are mostly new keys stops thrashing, shard by
+/// shard, once each has evicted half its size and seen the misses: here
+/// skewed requests over far more keys than fit (most misses are keys
+/// never seen, or seen too long ago to have a shadow).
+#[test]
+fn a_cache_of_new_keys_does_not_thrash() {
+    let c: LruCache<u64, u64, _> = LruCache::builder(1000)
+        .shards(4)
+        .hasher(foldhash::fast::FixedState::with_seed(1))
+        .build()
+        .unwrap();
+    assert_eq!(c.stats().thrashing_shards, 4, "a cache starts thrashing");
+    let mut x = 0x2545_f491_4f6c_dd1d_u64;
+    for _ in 0..100_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // Half the requests to 500 hot keys, half to 10^6 others.
+        let k = if x % 2 == 0 { x % 500 } else { x % 1_000_000 };
+        if c.get(&k).is_none() {
+            c.insert(k, k);
+        }
+    }
+    let st = c.stats();
+    assert_eq!(st.thrashing_shards, 0, "{st:?}");
+    c.check_invariants().unwrap();
 }
 
 /// The identity hash of integer keys (`nohash-hasher`'s): the cache mixes

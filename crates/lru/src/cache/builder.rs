@@ -97,9 +97,16 @@ pub struct CacheStats {
     /// Refaults close enough to have stayed resident, inserted active
     /// (`WORKINGSET_ACTIVATE`).
     pub refault_activations: u64,
-    /// Shadow entries held now (8 bytes each: a tag of the key's hash and
+    /// Shadow entries held now (4 bytes each: a tag of the key's hash and
     /// the eviction clock), at most twice the entries the cache holds.
     pub shadows: u64,
+    /// Shards thrashing now (under [`Policy::Workingset`]): more than 80%
+    /// of their recent misses were refaults, as when a loop larger than
+    /// the cache runs, and until fewer than 60% are they take the kernel's
+    /// strict refault test instead of ARC's. A cache starts with every
+    /// shard thrashing; a shard leaves once it has evicted half its size
+    /// and its misses show otherwise.
+    pub thrashing_shards: u64,
     /// Entries not cached because they weigh more than their shard's
     /// share of the capacity.
     pub rejected: u64,

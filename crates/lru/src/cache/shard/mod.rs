@@ -217,6 +217,15 @@ impl<K, V> Lruvec<K, V> {
         self.nodes.len()
     }
 
+    pub(super) fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// Whether the shard is thrashing (see [`Lruvec::note_miss`]).
+    pub(super) fn thrashing(&self) -> bool {
+        self.thrashing
+    }
+
     pub(super) fn weight(&self) -> u64 {
         self.weight
     }
