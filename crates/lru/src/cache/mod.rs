@@ -84,8 +84,9 @@ struct Shard<K, V> {
 /// entries that were hit, evict the others, refill the inactive list from
 /// the active tail where references buy turns), and links it. Under
 /// [`Policy::Workingset`] an evicted key leaves a shadow and a refault
-/// within the shard's size is inserted active (within the active list's
-/// size, when the shard is thrashing).
+/// within the shard's size (twice that for an entry that had been active)
+/// is inserted active; within the active list's size only, when the
+/// shard is thrashing.
 ///
 /// # Guarantees
 /// - An insertion never evicts the entry it makes or replaces.

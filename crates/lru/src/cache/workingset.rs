@@ -6,10 +6,12 @@
 //! The clock (`nonresident_age`) advances on every eviction and every
 //! activation (`workingset_age_nonresident`). The refault distance, the
 //! clock now less the clock at eviction, is how many more entries the
-//! cache would have needed to keep it; if the active list is at least that
-//! large, the entry would have stayed resident had the inactive list been
-//! allowed to grow into the active one, so it is activated at once
-//! (`workingset_test_recent`).
+//! cache would have needed to keep it. The kernel's test: if the active
+//! list is at least that large, the entry would have stayed resident had
+//! the inactive list been allowed to grow into the active one, so it is
+//! activated at once (`workingset_test_recent`). A shard applies it while
+//! it is thrashing; otherwise it activates every refault within its size,
+//! as ARC does its ghost hits (see `Lruvec::workingset_refault`).
 //!
 //! A shadow also keeps the entry's `PG_workingset` bit (the kernel packs
 //! it into the shadow too, `pack_shadow`): whether the entry had been on

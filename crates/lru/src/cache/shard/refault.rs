@@ -16,7 +16,8 @@ impl<K, V> Lruvec<K, V> {
     /// probation from starving. The kernel's stricter test alone (below)
     /// left the ARC paper's P3 trace at 14.6% hits where ARC gets 17.1%;
     /// with ARC's rule, 17.1% (OLTP +0.2-0.3, the shifting working set
-    /// +0.4; mean of 4 processes of a harness replaying `cache-hits`). An
+    /// +0.4; mean of 4 processes of a harness replaying `cache-hits`; with
+    /// the rules below, 17.25%, and 17.40% in the final `repro` run). An
     /// entry that had been active (`PG_workingset`, ARC's B2) is taken
     /// back from twice as far, as far as its shadow can survive: OLTP
     /// +0.1-0.25 more, P3 +0.1, shifting +0.1, the rest unchanged. The same
@@ -28,12 +29,15 @@ impl<K, V> Lruvec<K, V> {
     /// than the cache does — the kernel's test: a refault distance within
     /// the active list means the entry would have stayed resident had the
     /// inactive list been that much larger, and it is activated
-    /// (`workingset_test_recent`). A more distant refault of an entry that
-    /// had been in the working set starts over on the inactive list; one of
-    /// an entry that never was is thrashing and goes to the inactive tail,
-    /// as `lru_deactivate_file` places a folio that will not be reused: it
-    /// is reclaimed first, and the entries being hit stay. Under ARC's rule
-    /// such a loop gets no hits at all (ARC's own result on it).
+    /// (`workingset_test_recent`). Under ARC's rule such a loop gets no
+    /// hits at all (ARC's own result on it).
+    ///
+    /// In either mode a refault too distant to activate starts over on the
+    /// inactive list if the entry had been in the working set; if it never
+    /// was, it goes to the inactive tail, as `lru_deactivate_file` places a
+    /// folio that will not be reused: it is reclaimed first, and the
+    /// entries being hit stay. (ARC would put it at T1's head; the tail is
+    /// what keeps a loop resident while the shard decides it thrashes.)
     ///
     /// There an activation must also pay: an entry activated by a refault
     /// and evicted without two hits since ([`Lruvec::hit_flags`]) leaves a
@@ -85,7 +89,7 @@ impl<K, V> Lruvec<K, V> {
             Place::Active
         } else if failed && self.thrashing {
             Place::Retry
-        } else if workingset || (failed && self.thrashing) {
+        } else if workingset {
             Place::Inactive
         } else {
             Place::InactiveTail
@@ -95,12 +99,14 @@ impl<K, V> Lruvec<K, V> {
     /// Counts a miss in the shard's refault share, and moves it into or out
     /// of thrashing across the bounds ([`THRASHING_ABOVE`],
     /// [`THRASHING_BELOW`]). The kernel counts refaults too
-    /// (`WORKINGSET_REFAULT`) and calls a refault of a page that had been
-    /// in the working set thrashing (`workingset_refault`'s
-    /// `psi_memstall`); a cache sees it in the share. Misses count once
-    /// the shard has evicted half its size, since before that its shadows
-    /// cannot cover a loop's first pass: a loop twice the cache would read
-    /// as fresh keys.
+    /// (`WORKINGSET_REFAULT`, and `WORKINGSET_RESTORE` for a page that had
+    /// been in the working set, whose read `filemap_read_folio` then counts
+    /// as a memory stall); a cache sees thrashing in the share. Misses
+    /// count once the shard has evicted half its size: by then the first
+    /// pass of a loop up to 1.5x the cache has no fresh keys left to count,
+    /// and a larger loop that slips out (a shard leaves thrashing after
+    /// about 360 fresh misses) comes back once its refaults run (the
+    /// loop-after-other-requests test).
     pub(super) fn note_miss(&mut self, refault: bool) {
         if self.evictions == 0 || self.evictions * 2 < self.len() as u64 {
             return;

@@ -192,8 +192,8 @@ fn one_reclaim_activates_no_more_than_its_budget() {
 fn the_refault_rule_follows_thrashing() {
     for thrashing in [false, true] {
         let mut lv = full(1000);
-        // 300 new keys evict 0..300 from probation, and the shard has
-        // evicted enough for its misses to count.
+        // 300 new keys evict 0..300 from probation (fewer than half the
+        // shard: its misses do not count yet, so the mode set below holds).
         for k in 1000..1300 {
             insert(&mut lv, k);
         }
