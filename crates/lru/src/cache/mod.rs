@@ -458,7 +458,7 @@ where
             st.refaults += lv.refaults;
             st.refault_activations += lv.activations;
             st.shadows += lv.shadows.len() as u64;
-            st.thrashing_shards += u64::from(lv.policy() == Policy::Workingset && lv.thrashing());
+            st.thrashing_shards += u64::from(lv.thrashing());
         }
         st
     }

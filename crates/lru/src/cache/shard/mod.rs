@@ -220,15 +220,17 @@ impl<K, V> Lruvec<K, V> {
         self.nodes.len()
     }
 
-    pub(super) fn policy(&self) -> Policy {
-        self.policy
+    /// Whether the shard is thrashing by its misses (see
+    /// [`Lruvec::note_miss`]); not while it is only presumed to, and never
+    /// under a policy without refault detection.
+    pub(super) fn thrashing(&self) -> bool {
+        self.policy == Policy::Workingset && self.thrashing && self.misses_count()
     }
 
-    /// Whether the shard is thrashing by its misses (see
-    /// [`Lruvec::note_miss`]); not while it is only presumed to, before
-    /// it has evicted half its size.
-    pub(super) fn thrashing(&self) -> bool {
-        self.thrashing && self.evictions > 0 && self.evictions * 2 >= self.len() as u64
+    /// Whether misses count towards the refault share: once the shard has
+    /// evicted half its size (see [`Lruvec::note_miss`]).
+    fn misses_count(&self) -> bool {
+        self.evictions > 0 && self.evictions * 2 >= self.len() as u64
     }
 
     pub(super) fn weight(&self) -> u64 {

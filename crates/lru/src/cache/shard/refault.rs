@@ -108,7 +108,7 @@ impl<K, V> Lruvec<K, V> {
     /// about 360 fresh misses) comes back once its refaults run (the
     /// loop-after-other-requests test).
     pub(super) fn note_miss(&mut self, refault: bool) {
-        if self.evictions == 0 || self.evictions * 2 < self.len() as u64 {
+        if !self.misses_count() {
             return;
         }
         let x = if refault { 1.0 } else { 0.0 };
