@@ -33,7 +33,7 @@ fn region_fds() -> usize {
         .count()
 }
 
-/// The process's `uffd-handler-*` and `uffd-prefetch-*` threads.
+/// The process's `uffd-*` threads (handlers, replay, watchdog).
 fn handler_threads() -> usize {
     std::fs::read_dir("/proc/self/task")
         .unwrap()
@@ -202,7 +202,7 @@ fn refused_handler_thread_undoes_everything() {
             e,
             Error::ThreadRefused {
                 started: 2,
-                asked: 4,
+                asked: 5,
                 ..
             }
         ),
@@ -214,7 +214,7 @@ fn refused_handler_thread_undoes_everything() {
 }
 
 /// A replay thread the OS refuses: the same clear error, counting the
-/// handler before it, and nothing left behind.
+/// handler and the watchdog before it, and nothing left behind.
 #[test]
 fn refused_replay_thread_undoes_everything() {
     let scenario = FailScenario::setup();
@@ -231,7 +231,7 @@ fn refused_replay_thread_undoes_everything() {
             e,
             Error::ThreadRefused {
                 started: 2,
-                asked: 3,
+                asked: 4,
                 ..
             }
         ),

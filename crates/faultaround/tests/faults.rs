@@ -277,3 +277,128 @@ fn handler_counts_are_checked() {
         assert!(matches!(e, Error::BadHandlers { .. }), "{e}");
     }
 }
+
+/// Sleeps an hour inside `read_page` for the pages in `stuck` (every page
+/// if empty); fills the others with their index.
+struct StuckOn {
+    stuck: &'static [u64],
+}
+
+impl PageSource for StuckOn {
+    fn len(&self) -> u64 {
+        1 << 20
+    }
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+        if self.stuck.is_empty() || self.stuck.contains(&index) {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+        buf.fill(index as u8);
+        PageRead::Ready
+    }
+}
+
+/// A source stuck inside `read_page` held the faulting thread for good
+/// (the source timeout only bounds `NotReady`): now the watchdog fails
+/// that page after the source timeout, and a replacement handler serves
+/// the next fault.
+#[test]
+fn a_source_stuck_in_read_page_fails_the_fault_not_the_region() {
+    let name = "a_source_stuck_in_read_page_fails_the_fault_not_the_region";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let r = UffdRegion::builder(16 * PAGE)
+        .source_timeout(Duration::from_millis(300))
+        .build(StuckOn { stuck: &[5] })
+        .unwrap();
+    let start = std::time::Instant::now();
+    assert_eq!(touch(&r, 5 * PAGE), expected_signal(&r));
+    let took = start.elapsed();
+    println!("the stuck page failed after {took:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let e = r.failure().unwrap();
+    assert!(matches!(e, Error::PageFailed { page: 5, .. }), "{e}");
+    assert!(e.to_string().contains("did not return"), "{e}");
+    // The only handler is still inside the source: its replacement serves
+    // this read (a hang here is the child's time limit).
+    assert_eq!(r.as_slice()[9 * PAGE + 1], 9);
+    // Shutdown skips the failed page and is not held by the stuck thread
+    // longer than the source timeout.
+    let start = std::time::Instant::now();
+    r.shutdown();
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    std::process::exit(0);
+}
+
+/// A source stuck on every page: each fault is failed after the source
+/// timeout, by the watchdog once no handler is free, and the stuck
+/// threads are bounded (one replacement per handler).
+#[test]
+fn a_source_stuck_on_every_page_fails_each_fault() {
+    let name = "a_source_stuck_on_every_page_fails_each_fault";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let r = UffdRegion::builder(16 * PAGE)
+        .source_timeout(Duration::from_millis(200))
+        .build(StuckOn { stuck: &[] })
+        .unwrap();
+    signal::catch_fault_signals();
+    for (n, page) in [3usize, 7, 11, 13].into_iter().enumerate() {
+        let addr = r.as_ptr() as usize + page * PAGE;
+        std::thread::spawn(move || {
+            // SAFETY: the region's memory, kept until the process exits;
+            // the read ends in the signal, caught above (the thread parks).
+            unsafe { std::ptr::read_volatile(addr as *const u8) };
+        });
+        let start = std::time::Instant::now();
+        while r.stats().pages_failed <= n as u64 {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "page {page} hangs"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        println!("page {page} failed after {:?}", start.elapsed());
+    }
+    let threads = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter(|t| {
+            let comm = t.as_ref().unwrap().path().join("comm");
+            std::fs::read_to_string(comm).is_ok_and(|c| c.starts_with("uffd-"))
+        })
+        .count();
+    // The handler, its one replacement (both stuck) and the watchdog.
+    assert_eq!(threads, 3);
+    std::process::exit(0);
+}
+
+/// Shutdown called the source on the caller's thread: a source stuck
+/// inside `read_page` held it for good. Now it fails the missing pages
+/// after the source timeout.
+#[test]
+fn shutdown_is_bounded_when_the_source_blocks() {
+    if let Some(run) = child::parent("shutdown_is_bounded_when_the_source_blocks", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let r = UffdRegion::builder(16 * PAGE)
+        .source_timeout(Duration::from_millis(300))
+        .build(StuckOn { stuck: &[] })
+        .unwrap();
+    let start = std::time::Instant::now();
+    r.shutdown();
+    let took = start.elapsed();
+    println!("shutdown took {took:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(r.stats().pages_failed, 16);
+    let e = r.failure().unwrap();
+    assert!(e.to_string().contains("shutdown gave up"), "{e}");
+    std::process::exit(0);
+}

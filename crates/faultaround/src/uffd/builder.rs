@@ -34,9 +34,12 @@ impl UffdRegionBuilder {
     }
 
     /// How long a faulting page waits for a source that says
-    /// [`NotReady`](super::PageRead::NotReady) before it is failed, and how long
+    /// [`NotReady`](super::PageRead::NotReady), or that has not returned
+    /// from its call, before it is failed, and how long
     /// [`shutdown`](UffdRegion::shutdown) and drop wait for the source in
-    /// all (default 30 s).
+    /// all (default 30 s). A handler stuck inside the source past it is
+    /// replaced, once per handler over the region's life; with none free,
+    /// new faults fail (see the region's docs).
     pub fn source_timeout(mut self, timeout: Duration) -> Self {
         self.source_timeout = timeout;
         self
@@ -84,7 +87,7 @@ impl UffdRegionBuilder {
         self
     }
 
-    /// Threads that install a replayed record (default 1, at most
+    /// Threads that install a replayed record (default 2, at most
     /// [`MAX_HANDLERS`](crate::MAX_HANDLERS)).
     pub fn prefetchers(mut self, n: usize) -> Self {
         self.prefetchers = n;

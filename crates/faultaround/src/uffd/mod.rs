@@ -19,7 +19,6 @@ use std::{
         Arc, Condvar, Mutex, RwLock,
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     },
-    thread::JoinHandle,
     time::Duration,
 };
 
@@ -28,7 +27,7 @@ use userfaultfd::{FeatureFlags, IoctlFlags, RegisterMode, UffdBuilder};
 
 pub use builder::UffdRegionBuilder;
 pub use handler::FailSignal;
-use handler::{Counters, Mode, Recorder, Shared};
+use handler::{Counters, Mode, Recorder, Shared, Watch};
 use record::WorkingSet;
 pub use record::{MAX_ID_LEN, REPLAY_RUN, Record};
 pub use source::{PageRead, PageSource, Zeroes};
@@ -88,10 +87,13 @@ pub const MAX_HANDLERS: usize = 64;
 /// A page the source cannot produce ([`PageRead::Failed`], a panic, no
 /// answer within the [source timeout](UffdRegionBuilder::source_timeout))
 /// is never filled: the access gets SIGBUS ([`FailSignal`]) and
-/// [`failure`](Self::failure) says which page and why.
+/// [`failure`](Self::failure) says which page and why. That holds for a
+/// source stuck inside a call too: a watchdog thread fails the fault past
+/// the timeout and starts a handler in the stuck one's place (once per
+/// handler; with none free it fails new faults itself), so no reader
+/// waits forever on a source that never returns.
 pub struct UffdRegion {
     shared: Arc<Shared>,
-    handlers: Mutex<Vec<JoinHandle<()>>>,
     shut_down: AtomicBool,
 }
 
@@ -364,15 +366,21 @@ impl UffdRegion {
             recorder: record.then(|| Recorder::new(handlers, image_id.clone())),
             prefetching: Mutex::new(0),
             replayed: Condvar::new(),
+            threads: Mutex::new(Vec::new()),
+            watch: Watch::new(handlers),
+            watch_lock: Mutex::new(()),
+            watch_wake: Condvar::new(),
         });
         let region = UffdRegion {
             shared: shared.clone(),
-            handlers: Mutex::new(Vec::new()),
             shut_down: AtomicBool::new(false),
         };
         // From here `region`'s drop undoes everything: the threads started
         // are stopped and joined, the range unregistered and unmapped.
-        let asked = handlers + replay.as_ref().map_or(0, |_| prefetchers);
+        // The watchdog only where a source is called (not over a page
+        // cache, whose faults never wait for one).
+        let watchdog = usize::from(mode == Mode::Copy);
+        let asked = handlers + replay.as_ref().map_or(0, |_| prefetchers) + watchdog;
         let refused = |started| {
             move |source| Error::ThreadRefused {
                 started,
@@ -381,10 +389,13 @@ impl UffdRegion {
             }
         };
         for i in 0..handlers {
+            shared.start_handler(i).map_err(refused(i))?;
+        }
+        if watchdog == 1 {
             let s = shared.clone();
-            region
-                .start(format!("uffd-handler-{i}"), move || s.serve(i))
-                .map_err(refused(i))?;
+            shared
+                .start("uffd-watchdog".into(), move || s.watch())
+                .map_err(refused(handlers))?;
         }
         if let Some(r) = replay {
             let plan = Arc::new(handler::Replay {
@@ -397,11 +408,11 @@ impl UffdRegion {
                 // Counted before it runs, so `wait_replayed` cannot return
                 // before it has started.
                 *shared.prefetching.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-                region
+                shared
                     .start(format!("uffd-prefetch-{i}"), move || s.prefetch(&plan))
                     .map_err(|e| {
                         *shared.prefetching.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
-                        refused(handlers + i)(e)
+                        refused(handlers + watchdog + i)(e)
                     })?;
             }
         }

@@ -4,7 +4,7 @@
 
 use std::{ffi::c_void, io, sync::atomic::Ordering, thread::JoinHandle, time::Instant};
 
-use super::{Mode, UffdRegion};
+use super::{Mode, Shared, UffdRegion};
 
 impl UffdRegion {
     /// Stops the handler threads without failing any faulting thread that
@@ -12,35 +12,21 @@ impl UffdRegion {
     /// copied in (waiting for the source up to the source timeout, in all)
     /// and the range unregistered, so a fault in flight is woken with its
     /// data and later accesses do not fault. A page the source fails, or
-    /// does not have by then, is failed (its readers get the signal).
+    /// does not have by then, is failed (its readers get the signal). A
+    /// source stuck inside a call holds shutdown no longer than the source
+    /// timeout and a tenth of it (at least 100 ms).
     pub fn shutdown(&self) {
         if self.shut_down.swap(true, Ordering::AcqRel) {
             return;
         }
         self.stop_handlers();
         let s = &self.shared;
-        let pages = s.len / s.page;
         if s.mode == Mode::Continue {
             // Map whatever is cached; a page still faulting after this
             // takes the ordinary shmem fault once the range is unregistered.
-            let _ = s.cont(0, pages, true);
+            let _ = s.cont(0, s.len / s.page, true);
         } else {
-            let deadline = Instant::now() + s.source_timeout;
-            let mut buf = vec![0u8; s.page];
-            for (p, present) in s.resident(0, pages).into_iter().enumerate() {
-                let p = p as u64;
-                if present || s.is_failed(p) {
-                    continue;
-                }
-                match s.read_ready_until(p, &mut buf, deadline) {
-                    Ok(()) => {
-                        if let Err(e) = s.copy_page(p, &buf, true) {
-                            s.fail_page(p, e);
-                        }
-                    }
-                    Err(e) => s.fail_page(p, e),
-                }
-            }
+            s.fill_missing();
         }
         let _ = s.uffd.unregister(s.base as *mut c_void, s.len);
     }
@@ -52,6 +38,12 @@ impl UffdRegion {
         let s = &self.shared;
         s.stop.store(true, Ordering::Release);
         let _ = rustix::io::write(&s.wake, &1u64.to_ne_bytes());
+        {
+            // Under its lock: the watchdog cannot miss the stop between
+            // checking it and going to sleep.
+            let _g = s.watch_lock.lock().unwrap_or_else(|e| e.into_inner());
+            s.watch_wake.notify_all();
+        }
         let deadline = Instant::now() + s.source_timeout;
         let mut alive = s.alive.lock().unwrap_or_else(|e| e.into_inner());
         while *alive > 0 {
@@ -73,8 +65,8 @@ impl UffdRegion {
         // (a source blocked for good), the unfinished ones are left.
         let all_out = *alive == 0;
         drop(alive);
-        for h in self
-            .handlers
+        for h in s
+            .threads
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .drain(..)
@@ -86,27 +78,27 @@ impl UffdRegion {
     }
 }
 
-impl UffdRegion {
-    /// Starts one of the region's threads (a handler or a replay thread),
-    /// counted in `alive` before it runs and joined by `stop_handlers`.
-    /// Fail point `uffd::spawn` plays the OS refusing it.
+impl Shared {
+    /// Starts one of the region's threads (a handler, a replay thread, the
+    /// watchdog), counted in `alive` before it runs (its body counts
+    /// itself out) and joined by `stop_handlers`. Fail point `uffd::spawn`
+    /// plays the OS refusing it.
     pub(super) fn start(
         &self,
         name: String,
         body: impl FnOnce() + Send + 'static,
     ) -> io::Result<()> {
-        let alive = &self.shared.alive;
-        *alive.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        *self.alive.lock().unwrap_or_else(|e| e.into_inner()) += 1;
         match spawn(name, body) {
             Ok(h) => {
-                self.handlers
+                self.threads
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push(h);
                 Ok(())
             }
             Err(e) => {
-                *alive.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+                *self.alive.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
                 Err(e)
             }
         }

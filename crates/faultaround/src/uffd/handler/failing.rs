@@ -23,6 +23,15 @@ struct UffdioPoison {
     updated: i64,
 }
 
+/// What `UFFDIO_POISON` made of a page.
+pub(in crate::uffd) enum Poisoned {
+    Yes,
+    /// Already present (EEXIST): filled meanwhile, nothing to fail.
+    Present,
+    /// Not available (before Linux 6.6, or refused).
+    No,
+}
+
 impl Shared {
     /// Gives up on page `page`: makes the page's readers fail instead of
     /// fault again — SIGBUS through `UFFDIO_POISON` where the kernel has
@@ -31,21 +40,40 @@ impl Shared {
     /// failure recorded (waking first let a reader on a kernel without
     /// `UFFDIO_POISON` see `failure()` empty: seen on Linux 6.1 in
     /// `cargo xtask vm`).
+    ///
+    /// A page filled meanwhile (by a replay thread, another handler's
+    /// window, a source call the watchdog gave up on that came back) is
+    /// not failed: `UFFDIO_POISON` finds it present, and its readers are
+    /// woken to read it.
+    ///
+    /// A page already failed is left to whoever failed it (poisoning it
+    /// again would find the poison present).
     pub(in crate::uffd) fn fail_page(&self, page: u64, cause: io::Error) {
-        if self
+        if !self
             .failed
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(page)
         {
-            self.stats.pages_failed.fetch_add(1, Ordering::Relaxed);
+            return;
         }
-        let signal = if self.poison_page(page) {
-            Some(FailSignal::Sigbus)
-        } else if self.protect_page(page) {
-            Some(FailSignal::Sigsegv)
-        } else {
-            None
+        self.stats.pages_failed.fetch_add(1, Ordering::Relaxed);
+        let signal = match self.poison_page(page) {
+            Poisoned::Yes => Some(FailSignal::Sigbus),
+            Poisoned::Present => {
+                if self
+                    .failed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&page)
+                {
+                    self.stats.pages_failed.fetch_sub(1, Ordering::Relaxed);
+                }
+                let _ = self.uffd.wake(self.addr(page), self.page);
+                return;
+            }
+            Poisoned::No if self.protect_page(page) => Some(FailSignal::Sigsegv),
+            Poisoned::No => None,
         };
         {
             let mut first = self.failure.lock().unwrap_or_else(|e| e.into_inner());
@@ -65,13 +93,13 @@ impl Shared {
     /// `UFFDIO_POISON` on `page`, not waking its readers
     /// (`UFFDIO_POISON_MODE_DONTWAKE`); fail point `uffd::poison` makes it
     /// refused as an older kernel would.
-    pub(in crate::uffd) fn poison_page(&self, page: u64) -> bool {
+    pub(in crate::uffd) fn poison_page(&self, page: u64) -> Poisoned {
         if !self.poison.load(Ordering::Relaxed) {
-            return false;
+            return Poisoned::No;
         }
         fail::fail_point!("uffd::poison", |_| {
             self.poison.store(false, Ordering::Relaxed);
-            false
+            Poisoned::No
         });
         // EAGAIN: a REMOVE event is pending; read it and try again.
         for _ in 0..100 {
@@ -87,16 +115,17 @@ impl Shared {
             // SAFETY: the ioctl acts only on our registered range.
             let r = unsafe { rustix::ioctl::ioctl(&self.uffd, op) };
             match r {
-                Ok(()) => return true,
+                Ok(()) => return Poisoned::Yes,
                 Err(rustix::io::Errno::AGAIN) => self.pump_events(),
+                Err(rustix::io::Errno::EXIST) => return Poisoned::Present,
                 Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOTTY) => {
                     self.poison.store(false, Ordering::Relaxed);
-                    return false;
+                    return Poisoned::No;
                 }
-                Err(_) => return false,
+                Err(_) => return Poisoned::No,
             }
         }
-        false
+        Poisoned::No
     }
 
     /// The fallback: `PROT_NONE` on `page` (not waking its readers), whose

@@ -9,9 +9,10 @@ use std::{
     os::fd::OwnedFd,
     panic::{AssertUnwindSafe, catch_unwind},
     sync::{
-        Condvar, Mutex, RwLock,
+        Arc, Condvar, Mutex, RwLock,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
+    thread::JoinHandle,
     time::{Duration, Instant},
 };
 
@@ -28,9 +29,11 @@ mod failing;
 mod replay;
 #[cfg(all(test, loom))]
 mod tests;
+mod watchdog;
 
 pub(super) use failing::UFFDIO_POISON_BIT;
 pub(super) use replay::{Recorder, Replay};
+pub(super) use watchdog::Watch;
 
 /// How faults are resolved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,6 +121,14 @@ pub(super) struct Shared {
     /// Replay threads still installing, and their exit signal.
     pub(super) prefetching: Mutex<usize>,
     pub(super) replayed: Condvar,
+    /// The region's threads (handlers, replay, watchdog), joined when it
+    /// stops.
+    pub(super) threads: Mutex<Vec<JoinHandle<()>>>,
+    /// What each handler is serving, for the watchdog (`watchdog.rs`).
+    pub(super) watch: Watch,
+    /// The watchdog's sleep, cut short when the region stops.
+    pub(super) watch_lock: Mutex<()>,
+    pub(super) watch_wake: Condvar,
 }
 
 /// Why the faulting page's data could not be had.
@@ -155,6 +166,9 @@ impl Shared {
     /// one reader (the others get EAGAIN), so concurrent faults spread
     /// over the handlers and are resolved in parallel; only the read
     /// itself is serialised (under `events`), never a copy.
+    ///
+    /// A handler the watchdog found stuck in the source exits once the
+    /// source lets it go (a replacement serves in its place).
     pub(super) fn serve(&self, me: usize) {
         let _alive = CountOut(&self.alive, &self.exited);
         let mut buf = vec![0u8; self.page << crate::MAX_ORDER];
@@ -165,7 +179,9 @@ impl Shared {
                 .unwrap_or_else(|e| e.into_inner())
                 .pop_front();
             if let Some(addr) = next {
-                self.on_fault(me, addr, &mut buf);
+                if !self.on_fault(me, addr, &mut buf) {
+                    return;
+                }
                 continue;
             }
             let mut fds = [
@@ -184,23 +200,38 @@ impl Shared {
                 let _ = rustix::io::read(&self.wake, &mut [0u8; 8]);
             }
             while let Some(addr) = self.next_fault() {
-                self.on_fault(me, addr, &mut buf);
+                if !self.on_fault(me, addr, &mut buf) {
+                    return;
+                }
             }
         }
     }
 
-    /// Records (when recording) and resolves the fault at `addr`.
-    fn on_fault(&self, me: usize, addr: usize, buf: &mut [u8]) {
+    /// Records (when recording) and resolves the fault at `addr`, under a
+    /// ticket the watchdog can claim; false if it did (this handler was
+    /// stuck and has been replaced).
+    fn on_fault(&self, me: usize, addr: usize, buf: &mut [u8]) -> bool {
         let page = ((addr - self.base) / self.page) as u64;
         if let Some(r) = &self.recorder {
             r.touch(me, page);
         }
+        let ticket = self.begin(me, page);
         // Source calls are guarded one by one; this is for a bug of ours:
         // the reader must not wait forever.
-        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.resolve(addr, buf))) {
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.resolve(addr, buf, ticket))) {
             let msg = format!("the fault handler panicked: {}", panic_message(&*p));
             self.fail_page(page, io::Error::other(msg));
         }
+        self.end(ticket)
+    }
+
+    /// Starts handler `me` (counted as serving until the watchdog finds it
+    /// stuck).
+    pub(super) fn start_handler(self: &Arc<Self>, me: usize) -> io::Result<()> {
+        self.serving(1);
+        let s = self.clone();
+        self.start(format!("uffd-handler-{me}"), move || s.serve(me))
+            .inspect_err(|_| self.serving(-1))
     }
 
     /// `read_page`, with a panic turned into a failed page.
@@ -312,7 +343,7 @@ impl Shared {
     /// (without waking), then the window's other missing pages that are
     /// ready, in runs; then the faulting thread is woken — as the kernel
     /// maps the whole window before the fault returns.
-    fn resolve(&self, addr: usize, buf: &mut [u8]) {
+    fn resolve(&self, addr: usize, buf: &mut [u8], ticket: watchdog::Ticket) {
         let page = ((addr - self.base) / self.page) as u64;
         let npages = (self.len / self.page) as u64;
         self.stats.faults.fetch_add(1, Ordering::Relaxed);
@@ -344,15 +375,23 @@ impl Shared {
         // the window: two ioctls per fault. Waking last means a resumed
         // thread sees the whole window, and these statistics, in place.
         if let Some(src) = self.source_pages(wstart, wlen) {
+            if !self.have_data(ticket) {
+                return;
+            }
             if !self.any_failed(&window) && self.copy_run(wstart, wlen, src, false).is_ok() {
                 let _ = self.uffd.wake(self.addr(wstart), wlen * self.page);
                 return;
             }
         }
+        // The watchdog took the fault while the source held this thread:
+        // the page is failed, not to be copied.
+        let mine = || self.have_data(ticket);
         let copied = match self.source_pages(page, 1) {
-            Some(src) => self.copy_page(page, src, false),
+            Some(src) if mine() => self.copy_page(page, src, false),
+            Some(_) => return,
             None => match self.read_ready(page, buf, deadline, true) {
-                Ok(()) => self.copy_page(page, &buf[..self.page], false),
+                Ok(()) if mine() => self.copy_page(page, &buf[..self.page], false),
+                Ok(()) => return,
                 Err(Unready::Stopped) => return,
                 Err(Unready::Failed(e)) => {
                     self.fail_page(page, e);

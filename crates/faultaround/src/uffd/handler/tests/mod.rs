@@ -2,3 +2,4 @@
 //! the kernel. Run with `cargo xtask loom faultaround`.
 
 mod loom_remove_vs_copy;
+mod loom_watchdog;
