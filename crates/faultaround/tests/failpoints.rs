@@ -35,13 +35,7 @@ fn region_fds() -> usize {
 
 /// The process's `uffd-*` threads (handlers, replay, watchdog).
 fn handler_threads() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter(|t| {
-            let comm = t.as_ref().unwrap().path().join("comm");
-            std::fs::read_to_string(comm).is_ok_and(|c| c.starts_with("uffd-"))
-        })
-        .count()
+    mmbatch_testkit::threads_named("uffd-")
 }
 
 /// Mappings of exactly `len` bytes (thread stacks, cached by glibc after

@@ -367,15 +367,8 @@ fn a_source_stuck_on_every_page_fails_each_fault() {
         }
         println!("page {page} failed after {:?}", start.elapsed());
     }
-    let threads = std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter(|t| {
-            let comm = t.as_ref().unwrap().path().join("comm");
-            std::fs::read_to_string(comm).is_ok_and(|c| c.starts_with("uffd-"))
-        })
-        .count();
     // The handler, its one replacement (both stuck) and the watchdog.
-    assert_eq!(threads, 3);
+    assert_eq!(mmbatch_testkit::threads_named("uffd-"), 3);
     std::process::exit(0);
 }
 

@@ -6,10 +6,23 @@
 //! [`signal`] reads memory that should kill the process and reports the
 //! signal. [`bytes`] reads sizes off fuzzer input for the fuzz targets.
 //! Under `cfg(loom)`, `loom_model::check` runs every crate's loom models
-//! the same way.
+//! the same way. [`threads_named`] counts a process's threads by name.
 
 pub mod bytes;
 pub mod child;
 #[cfg(loom)]
 pub mod loom_model;
 pub mod signal;
+
+/// The calling process's threads whose name (`/proc/self/task/*/comm`)
+/// starts with `prefix`: the threads a library started and left.
+pub fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task lists the threads")
+        .filter(|t| {
+            t.as_ref().is_ok_and(|t| {
+                std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with(prefix))
+            })
+        })
+        .count()
+}
