@@ -395,3 +395,66 @@ fn shutdown_is_bounded_when_the_source_blocks() {
     assert!(e.to_string().contains("shutdown gave up"), "{e}");
     std::process::exit(0);
 }
+
+/// Never ready for the pages in `slow`, each call taking `call`; the
+/// others filled with their index.
+struct SlowOn {
+    slow: &'static [u64],
+    call: Duration,
+}
+
+impl PageSource for SlowOn {
+    fn len(&self) -> u64 {
+        1 << 20
+    }
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+        if self.slow.contains(&index) {
+            std::thread::sleep(self.call);
+            return PageRead::NotReady;
+        }
+        buf.fill(index as u8);
+        PageRead::Ready
+    }
+}
+
+/// Pages a source keeps saying `NotReady` for (each call taking most of
+/// the timeout) are failed by their handler at the timeout; the watchdog,
+/// which is for calls that never return, must not take them too: when it
+/// timed the whole fault, each such page used up a replacement handler,
+/// and after two the region failed every fault.
+#[test]
+fn not_ready_pages_leave_the_handlers_serving() {
+    let name = "not_ready_pages_leave_the_handlers_serving";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let r = UffdRegion::builder(16 * PAGE)
+        .source_timeout(Duration::from_millis(100))
+        .build(SlowOn {
+            slow: &[2, 3, 4, 5],
+            call: Duration::from_millis(90),
+        })
+        .unwrap();
+    signal::catch_fault_signals();
+    for (n, page) in [2usize, 3, 4, 5].into_iter().enumerate() {
+        let addr = r.as_ptr() as usize + page * PAGE;
+        std::thread::spawn(move || {
+            // SAFETY: the region's memory, kept until the process exits;
+            // the read ends in the signal, caught above (the thread parks).
+            unsafe { std::ptr::read_volatile(addr as *const u8) };
+        });
+        let start = std::time::Instant::now();
+        while r.stats().pages_failed <= n as u64 {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "page {page} hangs"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    // Served, not failed (a failure parks this thread: the child's limit).
+    assert_eq!(r.as_slice()[9 * PAGE], 9);
+    assert_eq!(mmbatch_testkit::threads_named("uffd-handler"), 1);
+    std::process::exit(0);
+}

@@ -33,6 +33,7 @@ mod watchdog;
 
 pub(super) use failing::UFFDIO_POISON_BIT;
 pub(super) use replay::{Recorder, Replay};
+use watchdog::Ticket;
 pub(super) use watchdog::Watch;
 
 /// How faults are resolved.
@@ -235,7 +236,9 @@ impl Shared {
     }
 
     /// `read_page`, with a panic turned into a failed page.
-    fn read(&self, p: u64, buf: &mut [u8]) -> PageRead {
+    /// `k`: the handler's fault, whose watchdog slot times the call.
+    fn read(&self, p: u64, buf: &mut [u8], k: Option<Ticket>) -> PageRead {
+        let _in = self.in_source(k);
         match catch_unwind(AssertUnwindSafe(|| self.source.read_page(p, buf))) {
             Ok(r) => r,
             Err(payload) => PageRead::Failed(io::Error::other(format!(
@@ -246,7 +249,8 @@ impl Shared {
     }
 
     /// `pages`, ignored unless exactly `n` pages long (and if it panics).
-    fn source_pages(&self, p: u64, n: usize) -> Option<&[u8]> {
+    fn source_pages(&self, p: u64, n: usize, k: Option<Ticket>) -> Option<&[u8]> {
+        let _in = self.in_source(k);
         catch_unwind(AssertUnwindSafe(|| self.source.pages(p, n, self.page)))
             .ok()
             .flatten()
@@ -262,10 +266,11 @@ impl Shared {
         buf: &mut [u8],
         deadline: Instant,
         heed_stop: bool,
+        k: Option<Ticket>,
     ) -> Result<(), Unready> {
         let mut nap = Duration::from_micros(50);
         loop {
-            match self.read(p, &mut buf[..self.page]) {
+            match self.read(p, &mut buf[..self.page], k) {
                 PageRead::Ready => return Ok(()),
                 PageRead::Failed(e) => return Err(Unready::Failed(e)),
                 PageRead::NotReady => {}
@@ -296,7 +301,7 @@ impl Shared {
         buf: &mut [u8],
         deadline: Instant,
     ) -> io::Result<()> {
-        self.read_ready(p, buf, deadline, false)
+        self.read_ready(p, buf, deadline, false, None)
             .map_err(|e| match e {
                 Unready::Failed(e) => e,
                 Unready::Stopped => io::Error::other("stopped"),
@@ -343,7 +348,7 @@ impl Shared {
     /// (without waking), then the window's other missing pages that are
     /// ready, in runs; then the faulting thread is woken — as the kernel
     /// maps the whole window before the fault returns.
-    fn resolve(&self, addr: usize, buf: &mut [u8], ticket: watchdog::Ticket) {
+    fn resolve(&self, addr: usize, buf: &mut [u8], ticket: Ticket) {
         let page = ((addr - self.base) / self.page) as u64;
         let npages = (self.len / self.page) as u64;
         self.stats.faults.fetch_add(1, Ordering::Relaxed);
@@ -374,7 +379,7 @@ impl Shared {
         // the EEXIST/partial handling in `copy_run`), then one wake for
         // the window: two ioctls per fault. Waking last means a resumed
         // thread sees the whole window, and these statistics, in place.
-        if let Some(src) = self.source_pages(wstart, wlen) {
+        if let Some(src) = self.source_pages(wstart, wlen, Some(ticket)) {
             if !self.have_data(ticket) {
                 return;
             }
@@ -386,10 +391,10 @@ impl Shared {
         // The watchdog took the fault while the source held this thread:
         // the page is failed, not to be copied.
         let mine = || self.have_data(ticket);
-        let copied = match self.source_pages(page, 1) {
+        let copied = match self.source_pages(page, 1, Some(ticket)) {
             Some(src) if mine() => self.copy_page(page, src, false),
             Some(_) => return,
-            None => match self.read_ready(page, buf, deadline, true) {
+            None => match self.read_ready(page, buf, deadline, true, Some(ticket)) {
                 Ok(()) if mine() => self.copy_page(page, &buf[..self.page], false),
                 Ok(()) => return,
                 Err(Unready::Stopped) => return,
@@ -404,12 +409,12 @@ impl Shared {
             return;
         }
         if wlen > 1 {
-            self.copy_window(&window, page, buf);
+            self.copy_window(&window, page, buf, ticket);
         }
         let _ = self.uffd.wake(self.addr(page), self.page);
     }
 
-    fn copy_window(&self, w: &Window, page: u64, buf: &mut [u8]) {
+    fn copy_window(&self, w: &Window, page: u64, buf: &mut [u8], k: Ticket) {
         let present = self.resident(w.pages.start as usize, w.len() as usize);
         let wanted = |p: u64| {
             p != page
@@ -417,7 +422,10 @@ impl Shared {
                 && !self.is_failed(p)
                 && !self.is_removed(p)
         };
-        if self.source_pages(w.pages.start, w.len() as usize).is_some() {
+        if self
+            .source_pages(w.pages.start, w.len() as usize, Some(k))
+            .is_some()
+        {
             // In memory and ready: copy each run of missing pages straight
             // from the source.
             let mut p = w.pages.start;
@@ -431,7 +439,7 @@ impl Shared {
                     end += 1;
                 }
                 let n = (end - p) as usize;
-                if let Some(src) = self.source_pages(p, n) {
+                if let Some(src) = self.source_pages(p, n, Some(k)) {
                     let _ = self.copy_run(p, n, src, true);
                 }
                 p = end;
@@ -443,7 +451,11 @@ impl Shared {
         for p in w.pages.clone() {
             let ready = wanted(p)
                 && matches!(
-                    self.read(p, &mut buf[run_len * self.page..(run_len + 1) * self.page]),
+                    self.read(
+                        p,
+                        &mut buf[run_len * self.page..(run_len + 1) * self.page],
+                        Some(k)
+                    ),
                     PageRead::Ready
                 );
             if wanted(p) && !ready {

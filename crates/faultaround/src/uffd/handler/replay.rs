@@ -97,7 +97,7 @@ impl Shared {
                         Ok(0)
                     }
                 }
-            } else if let Some(src) = self.source_pages(start, n) {
+            } else if let Some(src) = self.source_pages(start, n, None) {
                 self.copy_run(start, n, src, true)
             } else {
                 let read = catch_unwind(AssertUnwindSafe(|| self.source.read_pages(start, n, buf)));

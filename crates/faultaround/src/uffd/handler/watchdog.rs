@@ -5,13 +5,16 @@
 //! from `read_page` (a dead network peer, a lock it never gets) would
 //! hold its handler, and the thread that faulted, for good. So each
 //! handler publishes the fault it is serving in a [`Busy`] slot (a
-//! ticket, the page, when it started), and the watchdog thread claims a
-//! ticket older than the source timeout: the faulting page is failed (its
+//! ticket, the page, since when it has been inside a source call), and
+//! the watchdog thread claims a fault whose call has lasted longer than
+//! the source timeout: the faulting page is failed (its
 //! reader gets the signal, [`fail_page`](Shared::fail_page)) or, if its
 //! data is already in, woken; the stuck thread exits whenever the source
 //! lets it go, and a replacement takes its place — at most `handlers`
 //! replacements over the region's life, so a source that blocks on every
-//! page cannot make threads without bound. Once no handler is free, the
+//! page cannot make threads without bound. Only a call that has not
+//! returned counts: a page the source keeps saying `NotReady` for is
+//! failed by its handler at the timeout. Once no handler is free, the
 //! watchdog fails each new fault itself: nothing waits forever.
 //!
 //! Claiming is one compare-and-swap on the ticket, which the handler also
@@ -45,9 +48,14 @@ pub(in crate::uffd) struct Busy {
     /// slot never repeat, so a stale compare-and-swap always fails).
     seq: AtomicU64,
     page: AtomicU64,
-    /// When the fault started, in nanoseconds from [`Watch::epoch`].
+    /// When the handler's call into the source began, in nanoseconds from
+    /// [`Watch::epoch`]; [`OUT`] between calls (a `NotReady` page's
+    /// retries are bounded by the handler itself).
     since: AtomicU64,
 }
+
+/// `Busy::since` while the handler is not inside the source.
+const OUT: u64 = u64::MAX;
 
 impl Busy {
     pub(in crate::uffd) fn new() -> Self {
@@ -55,18 +63,24 @@ impl Busy {
             ticket: AtomicU64::new(0),
             seq: AtomicU64::new(0),
             page: AtomicU64::new(0),
-            since: AtomicU64::new(0),
+            since: AtomicU64::new(OUT),
         }
     }
 
-    /// The handler starts serving a fault on `page` at time `now`.
-    pub(super) fn begin(&self, page: u64, now: u64) -> u64 {
+    /// The handler starts serving a fault on `page`.
+    pub(super) fn begin(&self, page: u64) -> u64 {
         let t = (self.seq.fetch_add(1, Ordering::Relaxed) + 1) << 1;
         self.page.store(page, Ordering::Relaxed);
-        self.since.store(now, Ordering::Relaxed);
+        self.since.store(OUT, Ordering::Relaxed);
         // Published last: a watchdog that sees the ticket sees its page.
         self.ticket.store(t, Ordering::Release);
         t
+    }
+
+    /// The handler calls into the source at time `now` (`OUT`: it is
+    /// back).
+    pub(super) fn in_source(&self, now: u64) {
+        self.since.store(now, Ordering::Release);
     }
 
     /// The handler has fault `t`'s data: false if the watchdog claimed
@@ -102,8 +116,9 @@ impl Busy {
                 .is_ok()
     }
 
-    /// The watchdog claims the fault in progress if it started before
-    /// `before`: its page, and whether the handler had its data.
+    /// The watchdog claims the fault in progress if its handler has been
+    /// inside one source call since before `before`: its page, and whether
+    /// the handler had its data.
     pub(super) fn claim(&self, before: u64) -> Option<(u64, bool)> {
         let t = self.ticket.load(Ordering::Acquire);
         if t == 0 {
@@ -111,7 +126,7 @@ impl Busy {
         }
         let (page, since) = (
             self.page.load(Ordering::Relaxed),
-            self.since.load(Ordering::Relaxed),
+            self.since.load(Ordering::Acquire),
         );
         // The ticket unchanged since it was read: `page` and `since` are
         // that fault's (a slot's tickets never repeat).
@@ -150,6 +165,17 @@ impl Watch {
     }
 }
 
+/// A handler inside a source call (see [`Shared::in_source`]).
+pub(super) struct InSource<'a>(Option<&'a Busy>);
+
+impl Drop for InSource<'_> {
+    fn drop(&mut self) {
+        if let Some(b) = self.0 {
+            b.in_source(OUT);
+        }
+    }
+}
+
 /// A handler's hold on the fault it serves.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Ticket {
@@ -160,8 +186,18 @@ pub(super) struct Ticket {
 impl Shared {
     /// Handler `me` starts serving a fault on `page`.
     pub(super) fn begin(&self, me: usize, page: u64) -> Ticket {
-        let t = self.watch.busy[me].begin(page, self.watch.now());
+        let t = self.watch.busy[me].begin(page);
         Ticket { me, t }
+    }
+
+    /// Times a call into the source for the watchdog, until the guard
+    /// drops (nothing for a thread that is not a handler: `None`).
+    pub(super) fn in_source(&self, k: Option<Ticket>) -> InSource<'_> {
+        let busy = k.map(|k| &self.watch.busy[k.me]);
+        if let Some(b) = busy {
+            b.in_source(self.watch.now());
+        }
+        InSource(busy)
     }
 
     /// See [`Busy::have_data`].

@@ -48,7 +48,8 @@ fn model(have_data: fn(&Busy, u64) -> bool) {
         let handler = {
             let (slot, pte, copied) = (slot.clone(), pte.clone(), copied.clone());
             thread::spawn(move || {
-                let t = slot.begin(5, 1);
+                let t = slot.begin(5);
+                slot.in_source(1);
                 // ... the source answers ...
                 if have_data(&slot, t) {
                     copied.store(true, Ordering::SeqCst);
