@@ -417,8 +417,9 @@ impl PageSource for SlowOn {
     }
 }
 
-/// Pages a source keeps saying `NotReady` for (each call taking most of
-/// the timeout) are failed by their handler at the timeout; the watchdog,
+/// Pages a source keeps saying `NotReady` for (each call taking three
+/// quarters of the timeout, so each fault lasts one and a half) are failed
+/// by their handler at the timeout; the watchdog,
 /// which is for calls that never return, must not take them too: when it
 /// timed the whole fault, each such page used up a replacement handler,
 /// and after two the region failed every fault.
@@ -430,14 +431,14 @@ fn not_ready_pages_leave_the_handlers_serving() {
         return;
     }
     let r = UffdRegion::builder(16 * PAGE)
-        .source_timeout(Duration::from_millis(100))
+        .source_timeout(Duration::from_millis(400))
         .build(SlowOn {
-            slow: &[2, 3, 4, 5],
-            call: Duration::from_millis(90),
+            slow: &[2, 3, 4],
+            call: Duration::from_millis(300),
         })
         .unwrap();
     signal::catch_fault_signals();
-    for (n, page) in [2usize, 3, 4, 5].into_iter().enumerate() {
+    for (n, page) in [2usize, 3, 4].into_iter().enumerate() {
         let addr = r.as_ptr() as usize + page * PAGE;
         std::thread::spawn(move || {
             // SAFETY: the region's memory, kept until the process exits;
