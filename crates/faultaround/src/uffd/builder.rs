@@ -35,11 +35,12 @@ impl UffdRegionBuilder {
 
     /// How long a faulting page waits for a source that says
     /// [`NotReady`](super::PageRead::NotReady), or that has not returned
-    /// from its call, before it is failed, and how long
-    /// [`shutdown`](UffdRegion::shutdown) and drop wait for the source in
-    /// all (default 30 s). A handler stuck inside the source past it is
-    /// replaced, once per handler over the region's life; with none free,
-    /// new faults fail (see the region's docs).
+    /// from its call, before it is failed (default 30 s; `Duration::MAX`
+    /// waits for good). A handler whose call into the source has lasted
+    /// longer is replaced, as many at once as there are handlers; with
+    /// none free, new faults fail (see the region's docs). Drop waits for
+    /// the handlers up to this long; [`shutdown`](UffdRegion::shutdown)
+    /// as its docs say.
     pub fn source_timeout(mut self, timeout: Duration) -> Self {
         self.source_timeout = timeout;
         self

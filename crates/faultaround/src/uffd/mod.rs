@@ -88,10 +88,12 @@ pub const MAX_HANDLERS: usize = 64;
 /// answer within the [source timeout](UffdRegionBuilder::source_timeout))
 /// is never filled: the access gets SIGBUS ([`FailSignal`]) and
 /// [`failure`](Self::failure) says which page and why. That holds for a
-/// source stuck inside a call too: a watchdog thread fails the fault past
-/// the timeout and starts a handler in the stuck one's place (once per
-/// handler; with none free it fails new faults itself), so no reader
-/// waits forever on a source that never returns.
+/// source stuck inside a call too: once a call has lasted longer than the
+/// timeout, a watchdog thread fails that fault and starts a handler in the
+/// stuck one's place (as many at once as there are handlers; the stuck
+/// thread's place is free again when the source lets it go; with no
+/// handler free it fails new faults itself), so no reader waits forever
+/// on a source that never returns.
 pub struct UffdRegion {
     shared: Arc<Shared>,
     shut_down: AtomicBool,
@@ -155,7 +157,8 @@ impl UffdRegion {
     /// Maps `len` bytes (a multiple of the page size), registers them for
     /// missing-page faults, and starts `handlers` threads (1 to
     /// [`MAX_HANDLERS`]) that resolve each fault by copying its
-    /// `2^order`-page window from `source`. The other settings are the
+    /// `2^order`-page window from `source`, and a watchdog thread for a
+    /// source that never returns (see the type's docs). The other settings are the
     /// [builder](Self::builder)'s defaults.
     pub fn new(
         len: usize,
@@ -363,7 +366,7 @@ impl UffdRegion {
                 .collect(),
             any_removed: AtomicBool::new(false),
             deferred: Mutex::new(VecDeque::new()),
-            recorder: record.then(|| Recorder::new(handlers, image_id.clone())),
+            recorder: record.then(|| Recorder::new(Watch::slots(handlers), image_id.clone())),
             prefetching: Mutex::new(0),
             replayed: Condvar::new(),
             threads: Mutex::new(Vec::new()),

@@ -12,9 +12,14 @@ impl UffdRegion {
     /// copied in (waiting for the source up to the source timeout, in all)
     /// and the range unregistered, so a fault in flight is woken with its
     /// data and later accesses do not fault. A page the source fails, or
-    /// does not have by then, is failed (its readers get the signal). A
-    /// source stuck inside a call holds shutdown no longer than the source
-    /// timeout and a tenth of it (at least 100 ms).
+    /// does not have by then, is failed (its readers get the signal); a
+    /// slow source that answers fills every page however long that takes.
+    /// A source stuck inside a call is bounded: a handler in such a call
+    /// holds shutdown up to the source timeout, and each fill call that
+    /// lasts longer than the timeout fails its page and the fill goes on
+    /// from a new thread, up to four such calls, after which the pages
+    /// still missing are failed: at most about six source timeouts in all
+    /// against a source that never returns.
     pub fn shutdown(&self) {
         if self.shut_down.swap(true, Ordering::AcqRel) {
             return;
@@ -31,9 +36,12 @@ impl UffdRegion {
         let _ = s.uffd.unregister(s.base as *mut c_void, s.len);
     }
 
-    /// Stops the handlers and joins them; a handler stuck in the source
-    /// past the source timeout is left to finish on its own (it then finds
-    /// the range unregistered and touches nothing).
+    /// Stops the handlers and joins them, waiting up to the source timeout
+    /// for the ones inside a source call (not for those the watchdog
+    /// already found stuck). A thread still in the source is left to
+    /// finish on its own: its later copies fail against the unregistered
+    /// range or find their pages present or failed, and its one other
+    /// call on the range, `mprotect`, checks `mapping` first.
     fn stop_handlers(&self) {
         let s = &self.shared;
         s.stop.store(true, Ordering::Release);
@@ -44,9 +52,11 @@ impl UffdRegion {
             let _g = s.watch_lock.lock().unwrap_or_else(|e| e.into_inner());
             s.watch_wake.notify_all();
         }
-        let deadline = Instant::now() + s.source_timeout;
+        let deadline = s.deadline();
         let mut alive = s.alive.lock().unwrap_or_else(|e| e.into_inner());
-        while *alive > 0 {
+        // Threads the watchdog found stuck in the source are not waited
+        // for: they are left to finish.
+        while *alive > s.watch.stuck.load(Ordering::Acquire) {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;

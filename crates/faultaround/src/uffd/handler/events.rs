@@ -88,7 +88,7 @@ impl Shared {
     /// reading the events, up to the source timeout; then the page is
     /// failed, so its reader gets a signal rather than wait forever.
     pub(super) fn zero_page(&self, p: u64) {
-        let deadline = std::time::Instant::now() + self.source_timeout;
+        let deadline = self.deadline();
         loop {
             let r = {
                 let _copy = self.events.read().unwrap_or_else(|e| e.into_inner());

@@ -174,6 +174,9 @@ impl Shared {
         let _alive = CountOut(&self.alive, &self.exited);
         let mut buf = vec![0u8; self.page << crate::MAX_ORDER];
         loop {
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
             let next = self
                 .deferred
                 .lock()
@@ -181,7 +184,7 @@ impl Shared {
                 .pop_front();
             if let Some(addr) = next {
                 if !self.on_fault(me, addr, &mut buf) {
-                    return;
+                    return self.leave_claimed(me);
                 }
                 continue;
             }
@@ -202,7 +205,7 @@ impl Shared {
             }
             while let Some(addr) = self.next_fault() {
                 if !self.on_fault(me, addr, &mut buf) {
-                    return;
+                    return self.leave_claimed(me);
                 }
             }
         }
@@ -295,13 +298,14 @@ impl Shared {
 
     /// [`read_ready`](Self::read_ready) for shutdown, which has stopped
     /// the handlers but still waits for the source, up to `deadline`.
-    pub(super) fn read_ready_until(
+    fn read_ready_until(
         &self,
         p: u64,
         buf: &mut [u8],
         deadline: Instant,
+        k: Option<Ticket>,
     ) -> io::Result<()> {
-        self.read_ready(p, buf, deadline, false, None)
+        self.read_ready(p, buf, deadline, false, k)
             .map_err(|e| match e {
                 Unready::Failed(e) => e,
                 Unready::Stopped => io::Error::other("stopped"),
@@ -373,7 +377,7 @@ impl Shared {
             let _ = self.uffd.wake(self.addr(wstart), wlen * self.page);
             return;
         }
-        let deadline = Instant::now() + self.source_timeout;
+        let deadline = self.deadline();
         // Fast path: a source holding the whole window in memory gets it
         // copied in one UFFDIO_COPY (pages already present are skipped by
         // the EEXIST/partial handling in `copy_run`), then one wake for

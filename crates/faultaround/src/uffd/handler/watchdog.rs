@@ -24,8 +24,9 @@
 use std::{
     io,
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicUsize, Ordering},
+        mpsc::RecvTimeoutError,
     },
     time::{Duration, Instant},
 };
@@ -139,30 +140,64 @@ impl Busy {
     }
 }
 
+/// Threads shutdown's fill may leave stuck in the source before it fails
+/// the pages still missing.
+pub(in crate::uffd) const FILL_THREADS: usize = 4;
+
 /// The watchdog's state, in [`Shared`].
 #[derive(Debug)]
 pub(in crate::uffd) struct Watch {
+    /// One slot per handler thread that can run at once — the `handlers`
+    /// started with the region and as many replacements — and, last, the
+    /// shutdown fill's ([`FILL_THREADS`]). A replacement takes a free slot, never the stuck
+    /// thread's: the stuck thread still writes its own when its call
+    /// returns.
     pub(in crate::uffd) busy: Box<[Busy]>,
     epoch: Instant,
-    /// Replacement handlers the watchdog may still start.
-    spares: AtomicUsize,
-    /// Handler threads serving faults: started and not stuck.
+    /// Handler slots without a thread: where replacements go. A claimed
+    /// thread gives its slot back when the source lets it go, so the
+    /// bound is on threads stuck at once, not over the region's life.
+    free: Mutex<Vec<usize>>,
+    /// Handler threads serving faults: started and not claimed.
     serving: AtomicUsize,
+    /// Claimed threads (handlers, the shutdown fill) still inside the
+    /// source: stopping waits for every thread but these.
+    pub(in crate::uffd) stuck: AtomicUsize,
 }
 
 impl Watch {
     pub(in crate::uffd) fn new(handlers: usize) -> Self {
         Self {
-            busy: (0..handlers).map(|_| Busy::new()).collect(),
+            busy: (0..Self::slots(handlers) + FILL_THREADS)
+                .map(|_| Busy::new())
+                .collect(),
             epoch: Instant::now(),
-            spares: AtomicUsize::new(handlers),
+            free: Mutex::new((handlers..Self::slots(handlers)).collect()),
             serving: AtomicUsize::new(0),
+            stuck: AtomicUsize::new(0),
         }
     }
 
-    fn now(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
+    /// Handler slots for a region of `handlers` handlers (the recorder
+    /// keeps a list per slot).
+    pub(in crate::uffd) fn slots(handlers: usize) -> usize {
+        2 * handlers
     }
+
+    /// The shutdown fill's slots.
+    fn fill_slots(&self) -> std::ops::Range<usize> {
+        self.busy.len() - FILL_THREADS..self.busy.len()
+    }
+
+    fn now(&self) -> u64 {
+        nanos(self.epoch.elapsed())
+    }
+}
+
+/// `d` in nanoseconds, saturating (a timeout of `Duration::MAX` means
+/// never).
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// A handler inside a source call (see [`Shared::in_source`]).
@@ -210,7 +245,7 @@ impl Shared {
         self.watch.busy[k.me].end(k.t)
     }
 
-    /// Counts a handler in (at its start) or out (stuck).
+    /// Counts a handler in (at its start) or out (claimed).
     pub(super) fn serving(&self, delta: isize) {
         if delta > 0 {
             self.watch.serving.fetch_add(1, Ordering::AcqRel);
@@ -219,39 +254,64 @@ impl Shared {
         }
     }
 
-    /// The watchdog thread: every tick (a quarter of the source timeout,
-    /// 1 ms to 1 s), claims the faults stuck past the source timeout and,
+    /// A claimed handler in slot `me` leaves, its source call returned:
+    /// the slot is free again, and a fault it had queued is handed on.
+    pub(super) fn leave_claimed(&self, me: usize) {
+        self.watch
+            .free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(me);
+        self.watch.stuck.fetch_sub(1, Ordering::AcqRel);
+        if !self
+            .deferred
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+        {
+            let _ = rustix::io::write(&self.wake, &1u64.to_ne_bytes());
+        }
+    }
+
+    /// How often the watchdog looks: a quarter of the source timeout,
+    /// 1 ms to 1 s.
+    fn tick(&self) -> Duration {
+        (self.source_timeout / 4).clamp(Duration::from_millis(1), Duration::from_secs(1))
+    }
+
+    /// The watchdog thread: every [`tick`](Self::tick), claims the faults
+    /// whose source call has lasted longer than the source timeout and,
     /// while no handler is free, fails new faults.
     pub(in crate::uffd) fn watch(self: &Arc<Self>) {
         let _alive = CountOut(&self.alive, &self.exited);
-        let tick =
-            (self.source_timeout / 4).clamp(Duration::from_millis(1), Duration::from_secs(1));
-        let timeout = self.source_timeout.as_nanos() as u64;
+        let timeout = nanos(self.source_timeout);
+        let handlers = 0..self.watch.fill_slots().start;
         loop {
             {
                 let g = self.watch_lock.lock().unwrap_or_else(|e| e.into_inner());
                 let _ = self
                     .watch_wake
-                    .wait_timeout_while(g, tick, |_| !self.stop.load(Ordering::Acquire))
+                    .wait_timeout_while(g, self.tick(), |_| !self.stopping())
                     .unwrap_or_else(|e| e.into_inner());
             }
-            if self.stop.load(Ordering::Acquire) {
+            if self.stopping() {
                 return;
             }
             let before = self.watch.now().saturating_sub(timeout);
-            for (me, b) in self.watch.busy.iter().enumerate() {
-                let Some((page, had_data)) = b.claim(before) else {
+            for me in handlers.clone() {
+                let Some((page, had_data)) = self.watch.busy[me].claim(before) else {
                     continue;
                 };
+                self.watch.stuck.fetch_add(1, Ordering::AcqRel);
                 self.serving(-1);
+                let replaced = self.replace();
                 if had_data || self.resident(page as usize, 1)[0] {
                     // Its data is in (the handler is stuck on a neighbour):
                     // let its reader go.
                     let _ = self.uffd.wake(self.addr(page), self.page);
                 } else {
-                    self.fail_page(page, stuck(page, self.source_timeout));
+                    self.fail_page(page, stuck(page, self.source_timeout, replaced));
                 }
-                self.replace(me);
             }
             if self.watch.serving.load(Ordering::Acquire) == 0 {
                 self.fail_waiting();
@@ -259,18 +319,36 @@ impl Shared {
         }
     }
 
-    /// Starts a replacement for stuck handler `me`, if any is left.
-    fn replace(self: &Arc<Self>, me: usize) {
-        let w = &self.watch;
-        if w.spares
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
-            .is_err()
-        {
-            return;
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// Starts a handler in a free slot, if there is one (and the region
+    /// is not stopping); whether it did.
+    fn replace(self: &Arc<Self>) -> bool {
+        if self.stopping() {
+            return false;
         }
+        let Some(slot) = self
+            .watch
+            .free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+        else {
+            return false;
+        };
         // Refused (no threads to be had): the others serve, or, with none
         // free, the watchdog fails the faults.
-        let _ = self.start_handler(me);
+        let started = self.start_handler(slot).is_ok();
+        if !started {
+            self.watch
+                .free
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(slot);
+        }
+        started
     }
 
     /// Fails every fault waiting while no handler is free (a discarded
@@ -296,9 +374,9 @@ impl Shared {
                         io::ErrorKind::TimedOut,
                         format!(
                             "page {page} was not served: every handler thread is stuck inside \
-                             the page source (each has been in `read_page` or `pages` for over \
-                             {:?}, the region's source timeout) and no replacement could be \
-                             started; the source must return from its calls",
+                             the page source (each in a call to `read_page` or `pages` that has \
+                             lasted over {:?}, the region's source timeout) and no replacement \
+                             could be started; the source must return from its calls",
                             self.source_timeout
                         ),
                     ),
@@ -309,14 +387,30 @@ impl Shared {
 }
 
 /// Why a fault whose handler was stuck in the source was failed.
-fn stuck(page: u64, timeout: Duration) -> io::Error {
+fn stuck(page: u64, timeout: Duration, replaced: bool) -> io::Error {
+    let then = if replaced {
+        "another handler serves in its place"
+    } else {
+        "no replacement was free to start"
+    };
     io::Error::new(
         io::ErrorKind::TimedOut,
         format!(
             "the page source did not return from reading page {page} within {timeout:?} (the \
-             region's source timeout); its handler thread is left to finish and another serves \
-             in its place. A source must return, with `PageRead::NotReady` if the page is not \
-             there yet"
+             region's source timeout); its handler thread is left to finish, and {then}. A \
+             source must return, with `PageRead::NotReady` if the page is not there yet"
+        ),
+    )
+}
+
+/// Why shutdown's fill failed a page whose source call did not return.
+fn fill_stuck(page: u64, timeout: Duration) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!(
+            "shutdown gave up on page {page}: the page source did not return from reading it \
+             within {timeout:?} (the region's source timeout); the other pages are filled by \
+             another thread, and this one is left to finish"
         ),
     )
 }
@@ -324,43 +418,71 @@ fn stuck(page: u64, timeout: Duration) -> io::Error {
 impl Shared {
     /// Shutdown's fill: copies in every page still missing (the handlers
     /// have stopped), waiting for the source up to the source timeout in
-    /// all; a page the source fails or does not have by then is failed.
-    /// The source is called from a thread of its own, so a source stuck
-    /// inside a call cannot hold the caller: past the timeout (and a
-    /// grace of a tenth of it, at least 100 ms) the pages still missing
-    /// are failed here and
-    /// the thread is left to finish (it then finds each page present or
-    /// failed, and copies nothing).
+    /// all for pages it says are not ready; a page the source fails or
+    /// does not have by then is failed. A source that answers, however
+    /// slowly, fills every page. The source is called from a thread of
+    /// its own, timed call by call as the handlers are, so that one stuck
+    /// inside a call cannot hold the caller: once a call has lasted longer
+    /// than the timeout, the caller claims the thread's slot (the thread
+    /// copies nothing after that), fails that page and goes on with the
+    /// rest on a new thread, up to [`FILL_THREADS`] stuck threads; past
+    /// those, the pages still missing are failed. If no thread can be had,
+    /// the fill runs on the caller's thread, unguarded.
     pub(in crate::uffd) fn fill_missing(self: &Arc<Self>) {
-        let deadline = Instant::now() + self.source_timeout;
-        let (done, finished) = std::sync::mpsc::channel();
-        let s = self.clone();
-        let started = self.start("uffd-shutdown".into(), move || {
-            let _alive = CountOut(&s.alive, &s.exited);
-            s.fill_until(deadline);
-            let _ = done.send(());
-        });
-        match started {
-            Ok(()) => {
-                let grace = (self.source_timeout / 10).max(Duration::from_millis(100));
-                if finished.recv_timeout(self.source_timeout + grace).is_err() {
-                    self.fail_missing();
+        let deadline = self.deadline();
+        let timeout = nanos(self.source_timeout);
+        let mut from = 0;
+        for slot in self.watch.fill_slots() {
+            let (done, finished) = std::sync::mpsc::channel();
+            let s = self.clone();
+            let started = self.start("uffd-shutdown".into(), move || {
+                let _alive = CountOut(&s.alive, &s.exited);
+                if !s.fill_from(from, deadline, Some(slot)) {
+                    s.watch.stuck.fetch_sub(1, Ordering::AcqRel);
+                }
+                let _ = done.send(());
+            });
+            if started.is_err() {
+                self.fill_from(from, deadline, None);
+                return;
+            }
+            loop {
+                match finished.recv_timeout(self.tick()) {
+                    Ok(()) => return,
+                    // Gone without a word (it cannot panic past its
+                    // guards, but no page may be left missing).
+                    Err(RecvTimeoutError::Disconnected) => return self.fail_missing(),
+                    Err(RecvTimeoutError::Timeout) => {
+                        let before = self.watch.now().saturating_sub(timeout);
+                        if let Some((page, _)) = self.watch.busy[slot].claim(before) {
+                            self.watch.stuck.fetch_add(1, Ordering::AcqRel);
+                            self.fail_page(page, fill_stuck(page, self.source_timeout));
+                            from = page as usize + 1;
+                            break;
+                        }
+                    }
                 }
             }
-            // No thread to be had: on the caller's, as before.
-            Err(_) => self.fill_until(deadline),
         }
+        self.fail_missing();
     }
 
-    fn fill_until(&self, deadline: Instant) {
+    /// Fills the missing pages from page `from` on, timed in `slot` if
+    /// given; false if the fill was claimed as stuck and stopped.
+    fn fill_from(&self, from: usize, deadline: Instant, slot: Option<usize>) -> bool {
         let mut buf = vec![0u8; self.page];
         let pages = self.len / self.page;
-        for (p, present) in self.resident(0, pages).into_iter().enumerate() {
-            let p = p as u64;
+        for (p, present) in self.resident(from, pages - from).into_iter().enumerate() {
+            let p = (from + p) as u64;
             if present || self.is_failed(p) {
                 continue;
             }
-            match self.read_ready_until(p, &mut buf, deadline) {
+            let k = slot.map(|me| self.begin(me, p));
+            let read = self.read_ready_until(p, &mut buf, deadline, k);
+            if k.is_some_and(|k| !self.have_data(k)) {
+                return false;
+            }
+            match read {
                 Ok(()) => {
                     if let Err(e) = self.copy_page(p, &buf, true) {
                         self.fail_page(p, e);
@@ -368,7 +490,11 @@ impl Shared {
                 }
                 Err(e) => self.fail_page(p, e),
             }
+            if k.is_some_and(|k| !self.end(k)) {
+                return false;
+            }
         }
+        true
     }
 
     /// Fails every page still missing: shutdown's source is stuck.
@@ -382,13 +508,22 @@ impl Shared {
                     io::Error::new(
                         io::ErrorKind::TimedOut,
                         format!(
-                            "shutdown gave up on page {p}: the page source did not return \
-                             within {:?} (the region's source timeout)",
+                            "shutdown gave up on page {p}: the page source did not return from \
+                             a call within {:?} (the region's source timeout)",
                             self.source_timeout
                         ),
                     ),
                 );
             }
         }
+    }
+
+    /// The source timeout from now (far off for a timeout too large to
+    /// add).
+    pub(in crate::uffd) fn deadline(&self) -> Instant {
+        let now = Instant::now();
+        now.checked_add(self.source_timeout)
+            .or_else(|| now.checked_add(Duration::from_secs(1 << 32)))
+            .unwrap_or(now)
     }
 }
