@@ -28,10 +28,10 @@ pub enum Policy {
     /// refault, as every miss of a loop larger than the cache does), when
     /// the kernel's stricter test applies: active only within the active
     /// list's size, and only if its last activation or retry was paid by
-    /// two hits (else it retries on the inactive list). In either mode a
-    /// more distant refault of an entry that never reached the active list
-    /// (`PG_workingset`, kept in the shadow) goes to the inactive tail, to
-    /// be reclaimed first. The inactive list's size adapts as ARC's
+    /// two hits (else it retries on the inactive list). Once most misses
+    /// refault, a more distant refault of an entry that never reached the
+    /// active list (`PG_workingset`, kept in the shadow) goes to the
+    /// inactive tail, to be reclaimed first; before, to the head. The inactive list's size adapts as ARC's
     /// recency list does (1% to 15% of the shard, a tenth to start):
     /// refaults of entries evicted from probation grow it, refaults of
     /// entries the active list demoted shrink it. A one-off scan cannot

@@ -17,9 +17,11 @@
 //! it into the shadow too, `pack_shadow`): whether the entry had been on
 //! the active list. A refault too distant to activate is then placed by
 //! that bit: one that had been in the working set starts over at the
-//! inactive head; one that never had is thrashing through the inactive
-//! list (a loop larger than the cache) and goes to its tail, where it is
-//! reclaimed first instead of pushing out entries that are being hit.
+//! inactive head; one that never had, while most of the shard's misses
+//! refault, is thrashing through the inactive list (a loop larger than
+//! the cache) and goes to its tail, where it is reclaimed first instead of
+//! pushing out entries that are being hit (with misses mostly new keys,
+//! it starts at the head too).
 //!
 //! Shadows live in a table of twice the shard's entries (4 bytes a slot:
 //! an 11-bit tag, a failed-activation bit, the `PG_workingset` bit and 19

@@ -32,12 +32,16 @@ impl<K, V> Lruvec<K, V> {
     /// (`workingset_test_recent`). Under ARC's rule such a loop gets no
     /// hits at all (ARC's own result on it).
     ///
-    /// In either mode a refault too distant to activate starts over on the
-    /// inactive list if the entry had been in the working set; if it never
-    /// was, it goes to the inactive tail, as `lru_deactivate_file` places a
-    /// folio that will not be reused: it is reclaimed first, and the
-    /// entries being hit stay. (ARC would put it at T1's head; the tail is
-    /// what keeps a loop resident while the shard decides it thrashes.)
+    /// A refault too distant to activate starts over at the inactive head
+    /// if the entry had been in the working set, or while most misses are
+    /// new keys (below [`TAIL_ABOVE`]), as ARC starts a key it no longer
+    /// remembers at T1's head. Once they mostly refault, thrashing or not
+    /// yet, one that never was in the working set goes to the inactive
+    /// tail, as `lru_deactivate_file` places a folio that will not be
+    /// reused: it is reclaimed first, and the entries being hit stay. The
+    /// tail is what keeps a loop larger than the cache resident while the
+    /// shard decides it thrashes; taken while misses were mostly new keys,
+    /// it cost the ARC traces 0.1-0.4 points (below).
     ///
     /// There an activation must also pay: an entry activated by a refault
     /// and evicted without two hits since ([`Lruvec::hit_flags`]) leaves a
@@ -89,7 +93,7 @@ impl<K, V> Lruvec<K, V> {
             Place::Active
         } else if failed && self.thrashing {
             Place::Retry
-        } else if workingset {
+        } else if workingset || self.refault_share < TAIL_ABOVE {
             Place::Inactive
         } else {
             Place::InactiveTail

@@ -278,3 +278,35 @@ fn a_working_set_refault_reaches_twice_as_far() {
         lv.check().unwrap();
     }
 }
+
+/// A refault too distant to activate that never had been active (ARC's
+/// B1 beyond its reach): at the inactive head, as ARC starts a new key at
+/// T1's head, while most misses are new keys; at the tail once they mostly
+/// refault (a loop larger than the cache, which the tail keeps from
+/// pushing out the entries being hit), thrashing or not yet.
+#[test]
+fn a_distant_refault_starts_at_the_head_unless_misses_mostly_refault() {
+    for (share, thrashing, head) in [(0.0, false, true), (0.7, false, false), (1.0, true, false)] {
+        let mut lv = full(1000);
+        // 1200 new keys evict 0..1200 from probation: key 7's distance is
+        // about 1193, beyond the shard (1000), within its shadows' reach
+        // (key 7's shadow is one the two-way buckets kept).
+        for k in 1000..2200 {
+            insert(&mut lv, k);
+        }
+        lv.thrashing = thrashing;
+        lv.refault_share = share;
+        let before = lv.activations;
+        insert(&mut lv, 7);
+        let i = lv.find(hash(7), |k| *k == 7).unwrap();
+        assert_eq!(lv.refaults, 1, "key 7's shadow was found");
+        assert_eq!(lv.activations, before);
+        let (h, t) = (lv.lists[INACTIVE].head, lv.lists[INACTIVE].tail);
+        assert_eq!(
+            (h == i, t == i),
+            (head, !head),
+            "share {share}, thrashing {thrashing}"
+        );
+        lv.check().unwrap();
+    }
+}
