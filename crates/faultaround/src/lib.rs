@@ -50,16 +50,20 @@
 //!   Linux 6.6+) or, where that is missing or refused, SIGSEGV (the page
 //!   made `PROT_NONE`); [`UffdRegion::failure`] names the page and the
 //!   cause, [`UffdStats::pages_failed`] counts them. The handler thread
-//!   lives on and serves the other pages.
+//!   lives on and serves the other pages; one stuck inside the source
+//!   past the timeout is replaced (a watchdog fails its fault).
 //! - **The kernel keeps refusing a copy** (`ENOMEM` under a memory cgroup,
 //!   `EFAULT`): after three tries the page fails as above, instead of
 //!   waking a reader that faults again forever. `EAGAIN`'s negative count
 //!   (the userfaultfd crate's cast) is no progress.
 //! - **A `pages()` slice of the wrong length** is ignored (the page is
 //!   read with `read_page`): the kernel never copies memory past it.
-//! - **Shutdown and drop** take at most the source timeout waiting for the
-//!   source; a handler stuck inside the source is left to finish on its
-//!   own and then touches nothing (the range is unregistered).
+//! - **Drop** takes at most the source timeout waiting for the source;
+//!   **shutdown** fills every page a source that answers can give, and
+//!   against one stuck in its calls takes about six source timeouts at
+//!   most. A thread stuck inside the source is left to finish on its own:
+//!   its later copies fail against the unregistered range or find their
+//!   pages present or failed.
 //! - **Refusals at construction** (a handler thread, `mmap`, the
 //!   userfaultfd) are errors that name the limit; nothing is left mapped,
 //!   open or running.

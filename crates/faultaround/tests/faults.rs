@@ -2,7 +2,15 @@
 //! call reads memory it should not. Scenarios that hung on the old code run
 //! in a child process with a bounded wait.
 
-use std::{fs::File, io::Write, sync::Arc, time::Duration};
+use std::{
+    fs::File,
+    io::Write,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
 
 use mmbatch_faultaround::{
     Error, FailSignal, MapPages, PageRead, PageSource, UffdRegion,
@@ -457,15 +465,29 @@ fn not_ready_pages_leave_the_handlers_serving() {
     }
     // Served, not failed (a failure parks this thread: the child's limit).
     assert_eq!(r.as_slice()[9 * PAGE], 9);
-    assert_eq!(mmbatch_testkit::threads_named("uffd-handler"), 1);
+    // Failed by its handler, not taken by the watchdog.
+    let e = r.failure().unwrap().to_string();
+    assert!(e.contains("ready within"), "{e}");
     std::process::exit(0);
 }
 
-/// Page 5's read stalls for `stall`, then returns; page 7's never does;
-/// the others are filled with their index, each read taking `each`.
+/// Page 5's read waits until `release` is set (then sets `returned`);
+/// page 7's never returns; the others are filled with their index, each
+/// read taking `each`.
 struct Stalls {
-    stall: Duration,
+    release: Arc<AtomicBool>,
+    returned: Arc<AtomicBool>,
     each: Duration,
+}
+
+impl Stalls {
+    fn new(each: Duration) -> Self {
+        Self {
+            release: Arc::new(AtomicBool::new(false)),
+            returned: Arc::new(AtomicBool::new(false)),
+            each,
+        }
+    }
 }
 
 impl PageSource for Stalls {
@@ -474,7 +496,12 @@ impl PageSource for Stalls {
     }
     fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
         match index {
-            5 => std::thread::sleep(self.stall),
+            5 => {
+                while !self.release.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                self.returned.store(true, Ordering::SeqCst);
+            }
             7 => std::thread::sleep(Duration::from_secs(3600)),
             _ => std::thread::sleep(self.each),
         }
@@ -503,12 +530,13 @@ fn wait_failed(r: &UffdRegion, n: u64, what: &str) {
     }
 }
 
-/// A handler stuck past the timeout whose call then returns: it must not
-/// touch its replacement's watch (the two shared a slot, and the old
-/// thread's return hid the replacement's stuck call, whose reader then
-/// waited forever), and its place is free again (replacements came from
-/// one allowance for the region's life: with one handler, the second stall
-/// left no handler, and every later fault failed).
+/// With one handler: page 5's call is stuck past the timeout (failed, a
+/// replacement starts in another slot), then page 7's too (failed; no slot
+/// is free), then page 5's call returns. Its thread must not touch the
+/// replacement's watch — the two once shared a slot, and the old thread's
+/// return hid the stuck call of page 7, whose reader then waited forever —
+/// and it must serve again: left to exit, it freed a slot that nothing
+/// filled, and the region failed every fault from then on.
 #[test]
 fn a_stall_that_returns_leaves_the_watchdog_whole() {
     let name = "a_stall_that_returns_leaves_the_watchdog_whole";
@@ -516,20 +544,24 @@ fn a_stall_that_returns_leaves_the_watchdog_whole() {
         run.expect_success();
         return;
     }
+    let source = Stalls::new(Duration::ZERO);
+    let (release, returned) = (source.release.clone(), source.returned.clone());
     let r = UffdRegion::builder(16 * PAGE)
         .source_timeout(Duration::from_millis(300))
-        .build(Stalls {
-            stall: Duration::from_millis(600),
-            each: Duration::ZERO,
-        })
+        .build(source)
         .unwrap();
     signal::catch_fault_signals();
     read_in_background(&r, 5);
-    wait_failed(&r, 1, "page 5, stalled past the timeout,");
-    // The replacement takes page 7 and sticks, while page 5's call returns.
+    wait_failed(&r, 1, "page 5, stuck past the timeout,");
     read_in_background(&r, 7);
     wait_failed(&r, 2, "page 7, stuck for good,");
-    // Page 5's thread gave its place back: a handler serves page 9.
+    release.store(true, Ordering::SeqCst);
+    while !returned.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // A few microseconds of work for page 5's thread to serve again.
+    std::thread::sleep(Duration::from_millis(200));
+    // Served, not failed (a failure parks this thread: the child's limit).
     assert_eq!(r.as_slice()[9 * PAGE], 9);
     std::process::exit(0);
 }
@@ -545,12 +577,13 @@ fn shutdown_waits_for_a_slow_source_that_answers() {
         run.expect_success();
         return;
     }
+    let source = Stalls::new(Duration::from_millis(20));
+    source.release.store(true, Ordering::SeqCst);
+    // 31 calls of 20 ms: 620 ms in all, twice the timeout; each call well
+    // under it.
     let r = UffdRegion::builder(32 * PAGE)
-        .source_timeout(Duration::from_millis(100))
-        .build(Stalls {
-            stall: Duration::from_millis(20),
-            each: Duration::from_millis(20),
-        })
+        .source_timeout(Duration::from_millis(300))
+        .build(source)
         .unwrap();
     // Page 7 never comes: touch none of it, and fill the rest.
     let start = std::time::Instant::now();

@@ -37,8 +37,8 @@ impl UffdRegionBuilder {
     /// [`NotReady`](super::PageRead::NotReady), or that has not returned
     /// from its call, before it is failed (default 30 s; `Duration::MAX`
     /// waits for good). A handler whose call into the source has lasted
-    /// longer is replaced, as many at once as there are handlers; with
-    /// none free, new faults fail (see the region's docs). Drop waits for
+    /// longer is replaced (see the region's docs); with none free, new
+    /// faults fail until one is. Drop waits for
     /// the handlers up to this long; [`shutdown`](UffdRegion::shutdown)
     /// as its docs say.
     pub fn source_timeout(mut self, timeout: Duration) -> Self {

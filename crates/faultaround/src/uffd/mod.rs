@@ -90,10 +90,10 @@ pub const MAX_HANDLERS: usize = 64;
 /// [`failure`](Self::failure) says which page and why. That holds for a
 /// source stuck inside a call too: once a call has lasted longer than the
 /// timeout, a watchdog thread fails that fault and starts a handler in the
-/// stuck one's place (as many at once as there are handlers; the stuck
-/// thread's place is free again when the source lets it go; with no
-/// handler free it fails new faults itself), so no reader waits forever
-/// on a source that never returns.
+/// stuck one's place (at most twice as many handler threads as handlers
+/// in all; a stuck thread whose call returns serves again; with no handler
+/// free it fails new faults itself), so no reader waits forever on a
+/// source that never returns.
 pub struct UffdRegion {
     shared: Arc<Shared>,
     shut_down: AtomicBool,

@@ -56,7 +56,7 @@ impl UffdRegion {
         let mut alive = s.alive.lock().unwrap_or_else(|e| e.into_inner());
         // Threads the watchdog found stuck in the source are not waited
         // for: they are left to finish.
-        while *alive > s.watch.stuck.load(Ordering::Acquire) {
+        while *alive as isize > s.watch.stuck.load(Ordering::Acquire) {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;

@@ -175,6 +175,10 @@ impl Shared {
         let mut buf = vec![0u8; self.page << crate::MAX_ORDER];
         loop {
             if self.stop.load(Ordering::Acquire) {
+                // Passed on: the one nudge stop writes may have been read
+                // by this handler, as a deferred fault's, while another
+                // sleeps in `poll`.
+                let _ = rustix::io::write(&self.wake, &1u64.to_ne_bytes());
                 return;
             }
             let next = self
@@ -183,8 +187,8 @@ impl Shared {
                 .unwrap_or_else(|e| e.into_inner())
                 .pop_front();
             if let Some(addr) = next {
-                if !self.on_fault(me, addr, &mut buf) {
-                    return self.leave_claimed(me);
+                if !self.on_fault(me, addr, &mut buf) && !self.back_from_stuck(me) {
+                    return;
                 }
                 continue;
             }
@@ -194,6 +198,7 @@ impl Shared {
             ];
             let r = poll(&mut fds, None);
             if self.stop.load(Ordering::Acquire) {
+                let _ = rustix::io::write(&self.wake, &1u64.to_ne_bytes());
                 return;
             }
             if !matches!(r, Ok(n) if n > 0) {
@@ -204,8 +209,8 @@ impl Shared {
                 let _ = rustix::io::read(&self.wake, &mut [0u8; 8]);
             }
             while let Some(addr) = self.next_fault() {
-                if !self.on_fault(me, addr, &mut buf) {
-                    return self.leave_claimed(me);
+                if !self.on_fault(me, addr, &mut buf) && !self.back_from_stuck(me) {
+                    return;
                 }
             }
         }

@@ -10,9 +10,10 @@
 //! the source timeout: the faulting page is failed (its
 //! reader gets the signal, [`fail_page`](Shared::fail_page)) or, if its
 //! data is already in, woken; the stuck thread exits whenever the source
-//! lets it go, and a replacement takes its place — at most `handlers`
-//! replacements over the region's life, so a source that blocks on every
-//! page cannot make threads without bound. Only a call that has not
+//! lets it go — or, if a handler is missing then, serves again — and a
+//! replacement takes its place in a free slot: at most twice as many
+//! handler threads as handlers ever exist, so a source that blocks on
+//! every page cannot make threads without bound. Only a call that has not
 //! returned counts: a page the source keeps saying `NotReady` for is
 //! failed by its handler at the timeout. Once no handler is free, the
 //! watchdog fails each new fault itself: nothing waits forever.
@@ -25,7 +26,7 @@ use std::{
     io,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicIsize, AtomicUsize, Ordering},
         mpsc::RecvTimeoutError,
     },
     time::{Duration, Instant},
@@ -160,9 +161,13 @@ pub(in crate::uffd) struct Watch {
     free: Mutex<Vec<usize>>,
     /// Handler threads serving faults: started and not claimed.
     serving: AtomicUsize,
-    /// Claimed threads (handlers, the shutdown fill) still inside the
-    /// source: stopping waits for every thread but these.
-    pub(in crate::uffd) stuck: AtomicUsize,
+    /// Claimed threads (handlers, the shutdown fill) not yet gone:
+    /// stopping waits for every thread but these. Signed: a claimed
+    /// thread may leave before its claimer counts it, and a moment at -1
+    /// only makes stopping wait longer.
+    pub(in crate::uffd) stuck: AtomicIsize,
+    /// Handlers the region was built with: how many should serve.
+    handlers: usize,
 }
 
 impl Watch {
@@ -174,7 +179,8 @@ impl Watch {
             epoch: Instant::now(),
             free: Mutex::new((handlers..Self::slots(handlers)).collect()),
             serving: AtomicUsize::new(0),
-            stuck: AtomicUsize::new(0),
+            stuck: AtomicIsize::new(0),
+            handlers,
         }
     }
 
@@ -254,15 +260,32 @@ impl Shared {
         }
     }
 
-    /// A claimed handler in slot `me` leaves, its source call returned:
-    /// the slot is free again, and a fault it had queued is handed on.
-    pub(super) fn leave_claimed(&self, me: usize) {
+    /// Counts one more handler serving if fewer than the region's
+    /// handlers do (and it is not stopping).
+    fn reserve_serving(&self) -> bool {
+        !self.stopping()
+            && self
+                .watch
+                .serving
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < self.watch.handlers).then_some(n + 1)
+                })
+                .is_ok()
+    }
+
+    /// A claimed handler in slot `me` whose source call has returned:
+    /// it serves again in its slot if a handler is missing (true), or
+    /// leaves, its slot free again and a fault it had queued handed on.
+    pub(super) fn back_from_stuck(&self, me: usize) -> bool {
+        self.watch.stuck.fetch_sub(1, Ordering::AcqRel);
+        if self.reserve_serving() {
+            return true;
+        }
         self.watch
             .free
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(me);
-        self.watch.stuck.fetch_sub(1, Ordering::AcqRel);
         if !self
             .deferred
             .lock()
@@ -271,6 +294,7 @@ impl Shared {
         {
             let _ = rustix::io::write(&self.wake, &1u64.to_ne_bytes());
         }
+        false
     }
 
     /// How often the watchdog looks: a quarter of the source timeout,
@@ -313,6 +337,9 @@ impl Shared {
                     self.fail_page(page, stuck(page, self.source_timeout, replaced));
                 }
             }
+            // Handlers missing (a slot came free after its claim found
+            // none, a spawn was refused): start them now.
+            while self.replace() {}
             if self.watch.serving.load(Ordering::Acquire) == 0 {
                 self.fail_waiting();
             }
@@ -323,30 +350,27 @@ impl Shared {
         self.stop.load(Ordering::Acquire)
     }
 
-    /// Starts a handler in a free slot, if there is one (and the region
-    /// is not stopping); whether it did.
+    /// Starts a handler in a free slot if fewer than the region's
+    /// handlers serve (and it is not stopping); whether it did.
     fn replace(self: &Arc<Self>) -> bool {
-        if self.stopping() {
-            return false;
-        }
-        let Some(slot) = self
-            .watch
-            .free
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop()
-        else {
+        let free = &self.watch.free;
+        let Some(slot) = free.lock().unwrap_or_else(|e| e.into_inner()).pop() else {
             return false;
         };
+        if !self.reserve_serving() {
+            free.lock().unwrap_or_else(|e| e.into_inner()).push(slot);
+            return false;
+        }
         // Refused (no threads to be had): the others serve, or, with none
-        // free, the watchdog fails the faults.
-        let started = self.start_handler(slot).is_ok();
+        // serving, the watchdog fails the faults; the next tick tries
+        // again.
+        let s = self.clone();
+        let started = self
+            .start(format!("uffd-handler-{slot}"), move || s.serve(slot))
+            .is_ok();
         if !started {
-            self.watch
-                .free
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(slot);
+            self.serving(-1);
+            free.lock().unwrap_or_else(|e| e.into_inner()).push(slot);
         }
         started
     }
@@ -443,8 +467,13 @@ impl Shared {
                 let _ = done.send(());
             });
             if started.is_err() {
-                self.fill_from(from, deadline, None);
-                return;
+                // No thread: the fill goes on unguarded on the caller's,
+                // unless a call has already been seen not to return.
+                if from == 0 {
+                    self.fill_from(from, deadline, None);
+                    return;
+                }
+                break;
             }
             loop {
                 match finished.recv_timeout(self.tick()) {
