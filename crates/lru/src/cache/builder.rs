@@ -37,7 +37,7 @@ pub enum Policy {
     /// entries the active list demoted shrink it. A one-off scan cannot
     /// flush hot entries, a working set that returns is recognised, the
     /// ARC paper's traces hit about as often as under ARC (more on OLTP at
-    /// every size and on P3 at 32768 pages, 0.6 points fewer on P3 at
+    /// every size and on P3 at 32768 pages, 0.7 points fewer on P3 at
     /// 131072), and a loop larger than the cache keeps most of itself
     /// resident instead of missing on every request as under LRU and ARC
     /// (76-78% hits on a loop 1.25x the cache with 1% of other requests
