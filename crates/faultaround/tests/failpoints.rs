@@ -246,3 +246,61 @@ fn refused_mmap_is_a_clear_error() {
     assert_eq!(region_fds(), fds);
     drop(scenario);
 }
+
+/// Page 3's read never returns; the others are zeroes.
+struct StuckOnThree;
+
+impl mmbatch_faultaround::PageSource for StuckOnThree {
+    fn len(&self) -> u64 {
+        1 << 20
+    }
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> mmbatch_faultaround::PageRead {
+        if index == 3 {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+        buf.fill(9);
+        mmbatch_faultaround::PageRead::Ready
+    }
+}
+
+/// The OS refuses the handler the watchdog starts in place of a stuck one:
+/// faults meanwhile fail (none waits forever), and once threads can be had
+/// again the next tick starts it and faults are served.
+#[test]
+fn a_refused_replacement_is_retried() {
+    let name = "a_refused_replacement_is_retried";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let scenario = FailScenario::setup();
+    let r = UffdRegion::builder(16 * PAGE)
+        .source_timeout(Duration::from_millis(200))
+        .build(StuckOnThree)
+        .unwrap();
+    fail::cfg("uffd::spawn", "return").unwrap();
+    signal::catch_fault_signals();
+    let addr = r.as_ptr() as usize;
+    for page in [3, 8] {
+        let n = r.stats().pages_failed;
+        std::thread::spawn(move || {
+            // SAFETY: the region's memory, kept until the process exits;
+            // the failed page's signal is caught (the thread parks).
+            unsafe { std::ptr::read_volatile((addr + page * PAGE) as *const u8) };
+        });
+        let start = std::time::Instant::now();
+        while r.stats().pages_failed == n {
+            assert!(start.elapsed() < Duration::from_secs(5), "page {page} hangs");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    // Page 3 failed as stuck, page 8 for want of a handler.
+    assert!(r.failure().unwrap().to_string().contains("no replacement"));
+    fail::remove("uffd::spawn");
+    // A tick later a handler serves (a failure parks this thread: the
+    // child's limit).
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(r.as_slice()[10 * PAGE], 9);
+    drop(scenario);
+    std::process::exit(0);
+}
