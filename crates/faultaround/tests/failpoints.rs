@@ -290,7 +290,10 @@ fn a_refused_replacement_is_retried() {
         });
         let start = std::time::Instant::now();
         while r.stats().pages_failed == n {
-            assert!(start.elapsed() < Duration::from_secs(5), "page {page} hangs");
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "page {page} hangs"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
     }
