@@ -19,6 +19,11 @@ pub(crate) use std::sync::{
     atomic::{AtomicI64, AtomicU8, AtomicU32, AtomicU64, Ordering},
 };
 
+#[cfg(loom)]
+pub(crate) use loom::thread::{ThreadId, current as current_thread};
+#[cfg(not(loom))]
+pub(crate) use std::thread::{ThreadId, current as current_thread};
+
 /// Locks `m`, ignoring poisoning: lruvec state is consistent whenever user
 /// code (an evict callback) can run, and that code runs unlocked anyway.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

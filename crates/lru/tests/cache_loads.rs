@@ -110,6 +110,48 @@ fn a_panicking_loader_wakes_its_waiters() {
     cache.check_invariants().unwrap();
 }
 
+/// A loader that asks for its own key on its own thread — directly, or
+/// through another key's loader — waited for itself forever. Now that call
+/// panics with a message that says why; the panic unwinds through the
+/// loader, the flight is completed empty, and the cache stays usable.
+#[test]
+fn a_loader_asking_for_its_own_key_panics_instead_of_waiting_forever() {
+    let name = "a_loader_asking_for_its_own_key_panics_instead_of_waiting_forever";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    std::panic::set_hook(Box::new(|_| {}));
+    let cache: LruCache<u32, u32> = LruCache::new(10);
+    for through_another in [false, true] {
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            cache.get_or_insert_with(1, || {
+                if through_another {
+                    cache.get_or_insert_with(2, || cache.get_or_insert_with(1, || 10) + 1)
+                } else {
+                    cache.get_or_insert_with(1, || 10)
+                }
+            })
+        }));
+        let msg = r.expect_err("the re-entry panics");
+        let msg = msg
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| msg.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("");
+        assert!(msg.contains("asked for that same key"), "{msg}");
+        // Nothing stranded: the key loads normally now.
+        assert_eq!(cache.get_or_insert_with(1, || 5), 5);
+        cache.remove(&1);
+        cache.check_invariants().unwrap();
+    }
+    // Loading another key from a loader is fine.
+    assert_eq!(
+        cache.get_or_insert_with(3, || cache.get_or_insert_with(4, || 4) + 1),
+        5
+    );
+}
+
 /// The eviction listener runs outside every lock: it may read, insert and
 /// remove in the same cache (a re-entrant listener deadlocked caches that
 /// call it under a lock).

@@ -9,7 +9,7 @@
 //! a loader that fails or panics completes it empty (`Landing`'s drop, in `cache/mod.rs`),
 //! and its waiters start over: one of them becomes the next loader.
 
-use crate::sync::{Condvar, Mutex};
+use crate::sync::{Condvar, Mutex, ThreadId, current_thread};
 
 enum State<V> {
     Loading,
@@ -21,18 +21,29 @@ enum State<V> {
 pub(super) struct Flight<K, V> {
     pub(super) hash: u64,
     pub(super) key: K,
+    /// The thread running the loader: a caller on it that finds this
+    /// flight would wait for itself (see [`Flight::is_own`]).
+    loader: ThreadId,
     state: Mutex<State<V>>,
     done: Condvar,
 }
 
 impl<K, V> Flight<K, V> {
+    /// A flight loaded by the calling thread.
     pub(super) fn new(hash: u64, key: K) -> Self {
         Self {
             hash,
             key,
+            loader: current_thread().id(),
             state: Mutex::new(State::Loading),
             done: Condvar::new(),
         }
+    }
+
+    /// Whether the calling thread is this flight's loader: it reached the
+    /// key again from inside its own loader, and waiting would never end.
+    pub(super) fn is_own(&self) -> bool {
+        self.loader == current_thread().id()
     }
 
     /// Completes the load, waking every waiter.

@@ -304,7 +304,17 @@ where
 
     /// The value of `key`, loading and caching it with `f` on a miss. One
     /// loader runs per key at a time: other callers missing on the same key
-    /// meanwhile wait for its value. `f` runs outside every lock.
+    /// meanwhile wait for its value. `f` runs outside every lock, and may
+    /// use the cache, loading other keys.
+    ///
+    /// # Panics
+    /// If `f` asks for `key` itself on its own thread (directly, or through
+    /// the loaders of other keys): that call would wait for `f` to finish,
+    /// which waits for that call. The panic unwinds through `f` as `f`'s
+    /// own panic does (the waiters on `key` start over). Loaders on two
+    /// threads that each wait for the other's key (A's loader asks for B
+    /// while B's asks for A) are not detected and wait forever, as in
+    /// moka's `get_with` — a cycle in the data the loaders read.
     pub fn get_or_insert_with(&self, key: K, f: impl FnOnce() -> V) -> V {
         match self.try_get_or_insert_with(key, || Ok::<V, std::convert::Infallible>(f())) {
             Ok(v) => v,
@@ -314,6 +324,10 @@ where
     /// [`get_or_insert_with`](Self::get_or_insert_with) for a fallible
     /// `f`: its error is returned and nothing is cached; callers that were
     /// waiting on it start over (one of them loads next).
+    ///
+    /// # Panics
+    /// As [`get_or_insert_with`](Self::get_or_insert_with), if `f` asks
+    /// for `key` on its own thread.
     pub fn try_get_or_insert_with<E>(
         &self,
         key: K,
@@ -347,6 +361,12 @@ where
             let flight = match flight {
                 Ok(mine) => mine,
                 Err(theirs) => {
+                    assert!(
+                        !theirs.is_own(),
+                        "LruCache::get_or_insert_with: the loader of a key asked for that same key \
+                         on its own thread (directly or through other loads); waiting would never \
+                         end. A loader must not need its own key"
+                    );
                     self.load_waits.fetch_add(1, Ordering::Relaxed);
                     match theirs.wait() {
                         Some(v) => return Ok(v),
