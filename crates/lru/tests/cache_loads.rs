@@ -152,6 +152,59 @@ fn a_loader_asking_for_its_own_key_panics_instead_of_waiting_forever() {
     );
 }
 
+/// A value whose `Clone` panics once armed.
+#[derive(Debug, PartialEq)]
+struct Fragile(u32);
+
+static FRAGILE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl Clone for Fragile {
+    fn clone(&self) -> Self {
+        assert!(
+            !FRAGILE.swap(false, std::sync::atomic::Ordering::SeqCst),
+            "injected: the value's Clone panics"
+        );
+        Fragile(self.0)
+    }
+}
+
+/// The value's `Clone` panics as the loaded value is stored, while another
+/// caller waits on the load: the waiter used to wait forever (the flight
+/// was already marked landed); now it is woken, loads itself, and the
+/// panic reaches the first caller.
+#[test]
+fn a_panic_storing_the_loaded_value_wakes_the_waiters() {
+    let name = "a_panic_storing_the_loaded_value_wakes_the_waiters";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    std::panic::set_hook(Box::new(|_| {}));
+    let cache: LruCache<u32, Fragile> = LruCache::new(10);
+    let started = Barrier::new(2);
+    std::thread::scope(|s| {
+        let first = s.spawn(|| {
+            catch_unwind(AssertUnwindSafe(|| {
+                cache.get_or_insert_with(1, || {
+                    started.wait();
+                    std::thread::sleep(Duration::from_millis(100));
+                    FRAGILE.store(true, std::sync::atomic::Ordering::SeqCst);
+                    Fragile(1)
+                })
+            }))
+        });
+        started.wait();
+        // Waits for the first load, which panics storing its value.
+        let v = cache.get_or_insert_with(1, || Fragile(2));
+        assert!(
+            first.join().unwrap().is_err(),
+            "the panic reached its caller"
+        );
+        assert!(v == Fragile(1) || v == Fragile(2), "{v:?}");
+    });
+    cache.check_invariants().unwrap();
+}
+
 /// The eviction listener runs outside every lock: it may read, insert and
 /// remove in the same cache (a re-entrant listener deadlocked caches that
 /// call it under a lock).

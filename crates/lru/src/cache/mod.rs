@@ -387,7 +387,6 @@ where
             let value = {
                 let mut lv = write(&shard.lruvec);
                 lv.flights.retain(|fl| !Arc::ptr_eq(fl, &flight));
-                landing.landed = true;
                 // A plain insert of the key meanwhile wins, as it would
                 // have had it come after.
                 match lv.find(hash, |k| *k == key) {
@@ -398,7 +397,11 @@ where
                     }
                 }
             };
+            // Landed only once the waiters have their value: a key's `Eq` or
+            // a value's `Clone` panicking above must still wake them (they
+            // start over, and find the value if it was cached).
             flight.complete(Some(value.clone()));
+            landing.landed = true;
             drop(landing);
             self.notify(evicted);
             return Ok(value);
