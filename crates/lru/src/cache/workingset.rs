@@ -60,6 +60,8 @@ pub(super) struct Shadows {
     /// Of them, those with the `PG_workingset` bit.
     workingset: usize,
     size: usize,
+    /// The most slots: twice the shard's `max_entries`.
+    limit: usize,
     /// `bucket_order`: the clock's low bits a shadow drops, so that the
     /// distances a shard can use fit in `AGE_BITS`.
     order: u32,
@@ -73,17 +75,46 @@ impl Shadows {
     /// the test (half as many lost 0.3-1 point of hit ratio on the ARC
     /// traces).
     pub(super) fn new(max_entries: usize) -> Self {
-        let size = (max_entries.min(usize::MAX / 4) * 2).max(WAYS);
+        let limit = (max_entries.min(usize::MAX / 4) * 2).max(WAYS);
         Self {
             slots: Vec::new(),
             len: 0,
             workingset: 0,
-            size,
-            // Distances up to the table's size, which is as long as a
-            // shadow lives, must fit (`workingset_init`'s bucket_order).
-            order: (usize::BITS - size.leading_zeros()).saturating_sub(AGE_BITS),
+            size: limit,
+            limit,
+            order: Self::order_for(limit),
             age: 0,
         }
+    }
+
+    /// Distances up to the table's size, which is as long as a shadow
+    /// lives, must fit (`workingset_init`'s bucket_order).
+    fn order_for(size: usize) -> u32 {
+        (usize::BITS - size.leading_zeros()).saturating_sub(AGE_BITS)
+    }
+
+    /// Sizes the table for a shard of `entries` entries, at its first
+    /// eviction and whenever it has grown past half the table: twice the
+    /// entries, up to the limit. Sized from `max_entries` alone, a
+    /// weighted cache (whose `max_entries` defaults to its capacity in
+    /// weight: bytes, say) allocated two slots per unit of weight at its
+    /// first eviction — 128 GiB of shadows for a 16 GiB blob cache. A
+    /// table that grows starts empty (shadows are hints).
+    pub(super) fn fit(&mut self, entries: usize) {
+        let want = entries.saturating_mul(2).clamp(WAYS, self.limit);
+        if self.slots.is_empty() {
+            self.size = want;
+        } else if entries.saturating_mul(2) > self.size && self.size < self.limit {
+            self.size = want
+                .max(self.size.saturating_add(self.size / 2))
+                .min(self.limit);
+            self.slots = Vec::new();
+            self.len = 0;
+            self.workingset = 0;
+        } else {
+            return;
+        }
+        self.order = Self::order_for(self.size);
     }
 
     /// The slot and tag of an entry's 32-bit hash: the bucket from its high
@@ -171,6 +202,12 @@ impl Shadows {
     /// of the others.
     pub(super) fn counts(&self) -> (usize, usize) {
         (self.workingset, self.len - self.workingset)
+    }
+
+    /// Slots allocated.
+    #[cfg(test)]
+    pub(super) fn allocated(&self) -> usize {
+        self.slots.len()
     }
 
     /// Shadows held.

@@ -137,6 +137,7 @@ impl<K, V> Lruvec<K, V> {
         let (hash, f) = (self.nodes[t as usize].hash, self.flags(t));
         self.detach(t);
         if self.policy == Policy::Workingset {
+            self.shadows.fit(self.len());
             self.shadows
                 .eviction(hash, f & WORKINGSET != 0, f & UNHIT != 0);
         }

@@ -310,3 +310,32 @@ fn a_distant_refault_starts_at_the_head_unless_misses_mostly_refault() {
         lv.check().unwrap();
     }
 }
+
+/// A weighted shard's `max_entries` is its capacity in weight (bytes, say):
+/// its shadow table is sized from the entries it holds when it first
+/// evicts, not from that (which allocated 2 slots per unit of weight: here
+/// 32 Mi slots, 128 MiB, for 16 entries), and grows with them.
+#[test]
+fn a_weighted_shards_shadows_follow_its_entries() {
+    let mut lv: Lruvec<u64, u64> = Lruvec::new(Policy::Workingset, true, true, 1 << 24, 1 << 24);
+    let mut out = Evicted::new();
+    for k in 0..40u64 {
+        lv.insert_new(hash(k), k, k, 1 << 20, &mut out);
+    }
+    assert!(lv.evictions > 0);
+    assert!(
+        lv.shadows.allocated() <= 64,
+        "{} slots",
+        lv.shadows.allocated()
+    );
+    // Lighter entries: the shard holds more, and the table grows.
+    for k in 100..2100u64 {
+        lv.insert_new(hash(k), k, k, 1 << 14, &mut out);
+    }
+    let (n, slots) = (lv.len(), lv.shadows.allocated());
+    assert!(
+        slots >= n && slots <= 8 * n,
+        "{slots} slots for {n} entries"
+    );
+    lv.check().unwrap();
+}
