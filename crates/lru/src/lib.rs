@@ -140,7 +140,8 @@ mod sync;
 mod vmstat;
 
 pub use cache::{
-    Builder, CacheError, CacheStats, DefaultHashBuilder, LruCache, Policy, UnitWeigher, Weigher,
+    Builder, CacheError, CacheStats, DefaultHashBuilder, LruCache, MAX_SHARDS, Policy, UnitWeigher,
+    Weigher,
 };
 pub use engine::{
     BATCH, Config, Engine, EngineStats, MAX_NUMNODES, Mode, Modes, MunlockStats, MunlockStep,

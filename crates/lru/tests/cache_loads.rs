@@ -514,3 +514,13 @@ fn bad_sizes_have_clear_outcomes() {
     assert_eq!(heard.lock().unwrap().as_slice(), &[200]);
     c.check_invariants().unwrap();
 }
+
+/// A shard count far past any machine's: at most `MAX_SHARDS` (unbounded,
+/// this asked for 2^40 shards, 128 TiB, and the process aborted).
+#[test]
+fn a_huge_shard_count_is_capped() {
+    let c: LruCache<u64, u64> = LruCache::builder(1 << 40).shards(1 << 40).build().unwrap();
+    assert_eq!(c.shards(), mmbatch_lru::MAX_SHARDS);
+    c.insert(1, 1);
+    assert_eq!(c.get(&1), Some(1));
+}

@@ -205,6 +205,11 @@ impl<K, V, S, W> fmt::Debug for Builder<K, V, S, W> {
 /// larger shards keep replacement close to one global order.
 const MIN_SHARD_ENTRIES: u64 = 512;
 
+/// The most shards a cache has: 65536 (8 MiB of shard headers; far more
+/// locks than any machine has CPUs to contend for them). Unbounded,
+/// `shards(1 << 40)` on a large capacity tried to allocate 128 TiB.
+pub const MAX_SHARDS: usize = 1 << 16;
+
 impl<K, V, S, W> Builder<K, V, S, W> {
     /// The replacement policy (default [`Policy::Workingset`]).
     pub fn policy(mut self, policy: Policy) -> Self {
@@ -225,7 +230,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// is an lruvec of its own — lists, reclaim, shadows — behind one
     /// read-write lock; capacity and `max_entries` are split evenly.
     /// [`Policy::Lru`] with batching off always uses one shard (exact
-    /// order).
+    /// order). At most [`MAX_SHARDS`].
     pub fn shards(mut self, shards: usize) -> Self {
         self.opts.shards = Some(shards.max(1));
         self
@@ -314,6 +319,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
         // Every shard must be able to hold an entry: no more shards than
         // entries, or than units of capacity.
         let cap = wanted
+            .min(MAX_SHARDS)
             .min(max_entries)
             .min(usize::try_from(o.capacity).unwrap_or(usize::MAX))
             .max(1);

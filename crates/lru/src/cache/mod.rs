@@ -25,7 +25,7 @@ use std::{
 };
 
 pub use builder::{
-    Builder, CacheError, CacheStats, DefaultHashBuilder, Policy, UnitWeigher, Weigher,
+    Builder, CacheError, CacheStats, DefaultHashBuilder, MAX_SHARDS, Policy, UnitWeigher, Weigher,
 };
 use builder::{Listener, Options};
 use crossbeam_utils::CachePadded;
