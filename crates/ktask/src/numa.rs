@@ -149,6 +149,28 @@ pub fn place(
         .collect()
 }
 
+/// Puts the calling thread's CPU binding back as it was when saved, on
+/// drop (a panic included).
+struct RestoreBinding<'a> {
+    topology: &'a Topology,
+    saved: Option<CpuSet>,
+}
+
+impl<'a> RestoreBinding<'a> {
+    fn save(topology: &'a Topology) -> Self {
+        let saved = topology.cpu_binding(CpuBindingFlags::THREAD).ok();
+        Self { topology, saved }
+    }
+}
+
+impl Drop for RestoreBinding<'_> {
+    fn drop(&mut self) {
+        if let Some(set) = &self.saved {
+            let _ = self.topology.bind_cpu(set, CpuBindingFlags::THREAD);
+        }
+    }
+}
+
 /// Runs `f` over every node's range, each on threads bound to its node's
 /// CPUs (`run_numa`): within a node as [`run_with_undo`](crate::run_with_undo);
 /// nodes run at once. The first error anywhere stops every node (no chunk
@@ -215,8 +237,14 @@ pub fn run_numa<E: Send>(
             .into_iter()
             .map(|h| match h {
                 Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                // Refused a thread: this node runs here.
-                Err(p) => run_node(p),
+                // Refused a thread: this node runs here, bound to its
+                // CPUs, and the caller's own binding is put back after
+                // (left, the caller's thread — and every thread it started
+                // later — stayed on that node's CPUs).
+                Err(p) => {
+                    let _restore = RestoreBinding::save(topology);
+                    run_node(p)
+                }
             })
             .collect()
     });

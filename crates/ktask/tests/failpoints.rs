@@ -5,7 +5,10 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use fail::FailScenario;
-use hwlocality::Topology;
+use hwlocality::{
+    Topology,
+    cpu::{binding::CpuBindingFlags, cpuset::CpuSet},
+};
 use mmbatch_ktask::{
     HugeError, HugeRegion, HugeSize, Job,
     numa::{NodeRange, node_cpus, run_numa},
@@ -92,6 +95,42 @@ fn a_node_thread_refused_runs_on_the_caller() {
     .unwrap();
     assert_eq!(sum.into_inner(), (0..8192usize).sum::<usize>());
     drop(scenario);
+}
+
+/// The node the OS refused a thread for runs on the caller, bound to the
+/// node's CPUs: the caller's own binding is put back after (it stayed on
+/// the node's CPUs, and so did every thread it started later).
+#[test]
+fn the_caller_gets_its_own_binding_back() {
+    let topology = Topology::new().unwrap();
+    let cpus = node_cpus(&topology);
+    let all: Vec<usize> = cpus.iter().flat_map(|n| n.cpus.iter().copied()).collect();
+    if all.len() < 2 {
+        println!("skipped: one CPU, no binding to tell apart");
+        return;
+    }
+    // A thread of its own, so the binding changes no other test's.
+    std::thread::spawn(move || {
+        let scenario = FailScenario::setup();
+        let mut one = CpuSet::new();
+        one.set(all[0]);
+        if topology.bind_cpu(&one, CpuBindingFlags::THREAD).is_err() {
+            println!("skipped: this host refuses CPU binding");
+            return;
+        }
+        fail::cfg("ktask::spawn_node", "return").unwrap();
+        let ranges = [NodeRange {
+            node: cpus[0].node,
+            range: 0..4096,
+        }];
+        run_numa::<()>(&topology, &ranges, 1, 64, 1, |_| Ok(()), |_| {}).unwrap();
+        fail::remove("ktask::spawn_node");
+        let now = topology.cpu_binding(CpuBindingFlags::THREAD).unwrap();
+        assert_eq!(now, one, "the caller's binding is its own again");
+        drop(scenario);
+    })
+    .join()
+    .unwrap();
 }
 
 fn pool() -> usize {
