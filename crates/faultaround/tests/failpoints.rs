@@ -279,23 +279,13 @@ fn a_refused_replacement_is_retried() {
         .build(StuckOnThree)
         .unwrap();
     fail::cfg("uffd::spawn", "return").unwrap();
-    signal::catch_fault_signals();
-    let addr = r.as_ptr() as usize;
     for page in [3, 8] {
         let n = r.stats().pages_failed;
-        std::thread::spawn(move || {
-            // SAFETY: the region's memory, kept until the process exits;
-            // the failed page's signal is caught (the thread parks).
-            unsafe { std::ptr::read_volatile((addr + page * PAGE) as *const u8) };
+        // SAFETY: the region's memory, which the child keeps until it exits.
+        unsafe { signal::read_in_background(r.as_ptr() as usize + page * PAGE) };
+        mmbatch_testkit::wait_until(&format!("page {page}"), Duration::from_secs(5), || {
+            r.stats().pages_failed > n
         });
-        let start = std::time::Instant::now();
-        while r.stats().pages_failed == n {
-            assert!(
-                start.elapsed() < Duration::from_secs(5),
-                "page {page} hangs"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
     }
     // Page 3 failed as stuck, page 8 for want of a handler.
     assert!(r.failure().unwrap().to_string().contains("no replacement"));

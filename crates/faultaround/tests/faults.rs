@@ -263,12 +263,9 @@ fn drop_is_bounded_when_the_source_blocks() {
     // A reader blocks in the fault (and, once the region is gone, takes
     // SIGSEGV on the unmapped address, which `touch` catches).
     let addr = r.as_ptr() as usize + 7 * PAGE;
-    signal::catch_fault_signals();
-    std::thread::spawn(move || {
-        // SAFETY: the region's memory; the read fails with a signal once it
-        // is unmapped, caught by the handler installed above.
-        unsafe { std::ptr::read_volatile(addr as *const u8) };
-    });
+    // SAFETY: the region's memory; the read fails with a signal once it
+    // is unmapped, which parks the reading thread.
+    unsafe { signal::read_in_background(addr) };
     std::thread::sleep(Duration::from_millis(100));
     let start = std::time::Instant::now();
     drop(r);
@@ -286,19 +283,39 @@ fn handler_counts_are_checked() {
     }
 }
 
-/// Sleeps an hour inside `read_page` for the pages in `stuck` (every page
-/// if empty); fills the others with their index.
-struct StuckOn {
+/// A scripted source. Reading a page in `stuck` (every page with
+/// `stuck_all`) sleeps an hour; one in `not_ready` answers `NotReady` after
+/// `not_ready_call`; page `held` waits until `release` is set (then sets
+/// `returned`); any other page takes `each` and is filled with its index.
+#[derive(Default)]
+struct Script {
     stuck: &'static [u64],
+    stuck_all: bool,
+    not_ready: &'static [u64],
+    not_ready_call: Duration,
+    held: Option<u64>,
+    each: Duration,
+    release: Arc<AtomicBool>,
+    returned: Arc<AtomicBool>,
 }
 
-impl PageSource for StuckOn {
+impl PageSource for Script {
     fn len(&self) -> u64 {
         1 << 20
     }
     fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
-        if self.stuck.is_empty() || self.stuck.contains(&index) {
+        if self.stuck_all || self.stuck.contains(&index) {
             std::thread::sleep(Duration::from_secs(3600));
+        } else if self.not_ready.contains(&index) {
+            std::thread::sleep(self.not_ready_call);
+            return PageRead::NotReady;
+        } else if self.held == Some(index) {
+            while !self.release.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            self.returned.store(true, Ordering::SeqCst);
+        } else {
+            std::thread::sleep(self.each);
         }
         buf.fill(index as u8);
         PageRead::Ready
@@ -318,7 +335,10 @@ fn a_source_stuck_in_read_page_fails_the_fault_not_the_region() {
     }
     let r = UffdRegion::builder(16 * PAGE)
         .source_timeout(Duration::from_millis(300))
-        .build(StuckOn { stuck: &[5] })
+        .build(Script {
+            stuck: &[5],
+            ..Script::default()
+        })
         .unwrap();
     let start = std::time::Instant::now();
     assert_eq!(touch(&r, 5 * PAGE), expected_signal(&r));
@@ -355,25 +375,14 @@ fn a_source_stuck_on_every_page_fails_each_fault() {
     }
     let r = UffdRegion::builder(16 * PAGE)
         .source_timeout(Duration::from_millis(200))
-        .build(StuckOn { stuck: &[] })
+        .build(Script {
+            stuck_all: true,
+            ..Script::default()
+        })
         .unwrap();
-    signal::catch_fault_signals();
     for (n, page) in [3usize, 7, 11, 13].into_iter().enumerate() {
-        let addr = r.as_ptr() as usize + page * PAGE;
-        std::thread::spawn(move || {
-            // SAFETY: the region's memory, kept until the process exits;
-            // the read ends in the signal, caught above (the thread parks).
-            unsafe { std::ptr::read_volatile(addr as *const u8) };
-        });
-        let start = std::time::Instant::now();
-        while r.stats().pages_failed <= n as u64 {
-            assert!(
-                start.elapsed() < Duration::from_secs(5),
-                "page {page} hangs"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        println!("page {page} failed after {:?}", start.elapsed());
+        read_in_background(&r, page);
+        wait_failed(&r, n as u64 + 1, &format!("page {page}"));
     }
     // The handler, its one replacement (both stuck) and the watchdog.
     assert_eq!(mmbatch_testkit::threads_named("uffd-"), 3);
@@ -391,7 +400,10 @@ fn shutdown_is_bounded_when_the_source_blocks() {
     }
     let r = UffdRegion::builder(16 * PAGE)
         .source_timeout(Duration::from_millis(300))
-        .build(StuckOn { stuck: &[] })
+        .build(Script {
+            stuck_all: true,
+            ..Script::default()
+        })
         .unwrap();
     let start = std::time::Instant::now();
     r.shutdown();
@@ -404,32 +416,11 @@ fn shutdown_is_bounded_when_the_source_blocks() {
     std::process::exit(0);
 }
 
-/// Never ready for the pages in `slow`, each call taking `call`; the
-/// others filled with their index.
-struct SlowOn {
-    slow: &'static [u64],
-    call: Duration,
-}
-
-impl PageSource for SlowOn {
-    fn len(&self) -> u64 {
-        1 << 20
-    }
-    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
-        if self.slow.contains(&index) {
-            std::thread::sleep(self.call);
-            return PageRead::NotReady;
-        }
-        buf.fill(index as u8);
-        PageRead::Ready
-    }
-}
-
 /// Pages a source keeps saying `NotReady` for (each call taking 0.45 of
 /// the timeout, so each fault lasts 1.35 of it, longer than the timeout and
 /// a watchdog tick) are failed by their handler at the timeout; the
-/// watchdog,
-/// which is for calls that never return, must not take them too: when it
+/// watchdog, which is for calls that never return, must not take them
+/// too: when it
 /// timed the whole fault, each such page used up a replacement handler,
 /// and after two the region failed every fault.
 #[test]
@@ -441,27 +432,15 @@ fn not_ready_pages_leave_the_handlers_serving() {
     }
     let r = UffdRegion::builder(16 * PAGE)
         .source_timeout(Duration::from_millis(400))
-        .build(SlowOn {
-            slow: &[2, 3, 4],
-            call: Duration::from_millis(180),
+        .build(Script {
+            not_ready: &[2, 3, 4],
+            not_ready_call: Duration::from_millis(180),
+            ..Script::default()
         })
         .unwrap();
-    signal::catch_fault_signals();
     for (n, page) in [2usize, 3, 4].into_iter().enumerate() {
-        let addr = r.as_ptr() as usize + page * PAGE;
-        std::thread::spawn(move || {
-            // SAFETY: the region's memory, kept until the process exits;
-            // the read ends in the signal, caught above (the thread parks).
-            unsafe { std::ptr::read_volatile(addr as *const u8) };
-        });
-        let start = std::time::Instant::now();
-        while r.stats().pages_failed <= n as u64 {
-            assert!(
-                start.elapsed() < Duration::from_secs(5),
-                "page {page} hangs"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        read_in_background(&r, page);
+        wait_failed(&r, n as u64 + 1, &format!("page {page}"));
     }
     // Served, not failed (a failure parks this thread: the child's limit).
     assert_eq!(r.as_slice()[9 * PAGE], 9);
@@ -471,63 +450,16 @@ fn not_ready_pages_leave_the_handlers_serving() {
     std::process::exit(0);
 }
 
-/// Page 5's read waits until `release` is set (then sets `returned`);
-/// page 7's never returns; the others are filled with their index, each
-/// read taking `each`.
-struct Stalls {
-    release: Arc<AtomicBool>,
-    returned: Arc<AtomicBool>,
-    each: Duration,
-}
-
-impl Stalls {
-    fn new(each: Duration) -> Self {
-        Self {
-            release: Arc::new(AtomicBool::new(false)),
-            returned: Arc::new(AtomicBool::new(false)),
-            each,
-        }
-    }
-}
-
-impl PageSource for Stalls {
-    fn len(&self) -> u64 {
-        1 << 20
-    }
-    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
-        match index {
-            5 => {
-                while !self.release.load(Ordering::SeqCst) {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                self.returned.store(true, Ordering::SeqCst);
-            }
-            7 => std::thread::sleep(Duration::from_secs(3600)),
-            _ => std::thread::sleep(self.each),
-        }
-        buf.fill(index as u8);
-        PageRead::Ready
-    }
-}
-
-/// Reads byte `page * PAGE` of `r` on a thread of its own, which a failed
-/// page's signal parks (call `signal::catch_fault_signals` first).
+/// Reads page `page` of `r` on a thread of its own, which a failed page's
+/// signal parks; in a child process only.
 fn read_in_background(r: &UffdRegion, page: usize) {
-    let addr = r.as_ptr() as usize + page * PAGE;
-    std::thread::spawn(move || {
-        // SAFETY: the region's memory, kept until the process exits; a
-        // failed page's signal is caught (the thread parks).
-        unsafe { std::ptr::read_volatile(addr as *const u8) };
-    });
+    // SAFETY: the region's memory, which the child keeps until it exits.
+    unsafe { signal::read_in_background(r.as_ptr() as usize + page * PAGE) };
 }
 
 /// Waits up to 5 s for `r` to have failed `n` pages.
 fn wait_failed(r: &UffdRegion, n: u64, what: &str) {
-    let start = std::time::Instant::now();
-    while r.stats().pages_failed < n {
-        assert!(start.elapsed() < Duration::from_secs(5), "{what} hangs");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    mmbatch_testkit::wait_until(what, Duration::from_secs(5), || r.stats().pages_failed >= n);
 }
 
 /// With one handler: page 5's call is stuck past the timeout (failed, a
@@ -544,13 +476,16 @@ fn a_stall_that_returns_leaves_the_watchdog_whole() {
         run.expect_success();
         return;
     }
-    let source = Stalls::new(Duration::ZERO);
+    let source = Script {
+        held: Some(5),
+        stuck: &[7],
+        ..Script::default()
+    };
     let (release, returned) = (source.release.clone(), source.returned.clone());
     let r = UffdRegion::builder(16 * PAGE)
         .source_timeout(Duration::from_millis(300))
         .build(source)
         .unwrap();
-    signal::catch_fault_signals();
     read_in_background(&r, 5);
     wait_failed(&r, 1, "page 5, stuck past the timeout,");
     read_in_background(&r, 7);
@@ -577,8 +512,11 @@ fn shutdown_waits_for_a_slow_source_that_answers() {
         run.expect_success();
         return;
     }
-    let source = Stalls::new(Duration::from_millis(20));
-    source.release.store(true, Ordering::SeqCst);
+    let source = Script {
+        stuck: &[7],
+        each: Duration::from_millis(20),
+        ..Script::default()
+    };
     // 31 calls of 20 ms: 620 ms in all, twice the timeout; each call well
     // under it.
     let r = UffdRegion::builder(32 * PAGE)

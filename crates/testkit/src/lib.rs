@@ -6,7 +6,8 @@
 //! [`signal`] reads memory that should kill the process and reports the
 //! signal. [`bytes`] reads sizes off fuzzer input for the fuzz targets.
 //! Under `cfg(loom)`, `loom_model::check` runs every crate's loom models
-//! the same way. [`threads_named`] counts a process's threads by name.
+//! the same way. [`threads_named`] counts a process's threads by name;
+//! [`wait_until`] waits, bounded, for a condition.
 
 pub mod bytes;
 pub mod child;
@@ -25,4 +26,14 @@ pub fn threads_named(prefix: &str) -> usize {
             })
         })
         .count()
+}
+
+/// Waits up to `limit` for `done` to hold, checking every 5 ms; panics
+/// with "`what` hangs" past it.
+pub fn wait_until(what: &str, limit: std::time::Duration, mut done: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(start.elapsed() < limit, "{what} hangs");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }

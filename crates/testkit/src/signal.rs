@@ -57,3 +57,17 @@ pub unsafe fn touch(addr: usize, limit: Duration) -> i32 {
     }
     panic!("reading {addr:#x} neither returned nor signalled in {limit:?} (hang)");
 }
+
+/// Reads the byte at `addr` on a thread of its own, catching fault signals
+/// from now on ([`catch_fault_signals`]): a read that gets one parks that
+/// thread for good. For child processes.
+///
+/// # Safety
+/// `addr` must stay mapped (or fault cleanly) until the process exits.
+pub unsafe fn read_in_background(addr: usize) {
+    catch_fault_signals();
+    std::thread::spawn(move || {
+        // SAFETY: the caller's promise.
+        unsafe { std::ptr::read_volatile(addr as *const u8) };
+    });
+}

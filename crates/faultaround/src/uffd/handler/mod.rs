@@ -238,9 +238,13 @@ impl Shared {
     /// stuck).
     pub(super) fn start_handler(self: &Arc<Self>, me: usize) -> io::Result<()> {
         self.serving(1);
+        self.spawn_handler(me).inspect_err(|_| self.serving(-1))
+    }
+
+    /// The thread of handler `me` (already counted as serving).
+    pub(super) fn spawn_handler(self: &Arc<Self>, me: usize) -> io::Result<()> {
         let s = self.clone();
         self.start(format!("uffd-handler-{me}"), move || s.serve(me))
-            .inspect_err(|_| self.serving(-1))
     }
 
     /// `read_page`, with a panic turned into a failed page.

@@ -364,10 +364,7 @@ impl Shared {
         // Refused (no threads to be had): the others serve, or, with none
         // serving, the watchdog fails the faults; the next tick tries
         // again.
-        let s = self.clone();
-        let started = self
-            .start(format!("uffd-handler-{slot}"), move || s.serve(slot))
-            .is_ok();
+        let started = self.spawn_handler(slot).is_ok();
         if !started {
             self.serving(-1);
             free.lock().unwrap_or_else(|e| e.into_inner()).push(slot);
