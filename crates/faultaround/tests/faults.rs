@@ -365,7 +365,7 @@ fn a_source_stuck_in_read_page_fails_the_fault_not_the_region() {
 
 /// A source stuck on every page: each fault is failed after the source
 /// timeout, by the watchdog once no handler is free, and the stuck
-/// threads are bounded (one replacement per handler).
+/// threads are bounded (twice as many handler threads as handlers).
 #[test]
 fn a_source_stuck_on_every_page_fails_each_fault() {
     let name = "a_source_stuck_on_every_page_fails_each_fault";
@@ -420,9 +420,8 @@ fn shutdown_is_bounded_when_the_source_blocks() {
 /// the timeout, so each fault lasts 1.35 of it, longer than the timeout and
 /// a watchdog tick) are failed by their handler at the timeout; the
 /// watchdog, which is for calls that never return, must not take them
-/// too: when it
-/// timed the whole fault, each such page used up a replacement handler,
-/// and after two the region failed every fault.
+/// too: when it timed the whole fault, each such page used up a
+/// replacement handler, and after two the region failed every fault.
 #[test]
 fn not_ready_pages_leave_the_handlers_serving() {
     let name = "not_ready_pages_leave_the_handlers_serving";
