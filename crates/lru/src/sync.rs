@@ -9,14 +9,14 @@ compile_error!("loom models need debug assertions: run them with `cargo xtask lo
 
 #[cfg(loom)]
 pub(crate) use loom::sync::{
-    Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
-    atomic::{AtomicI64, AtomicU8, AtomicU32, AtomicU64, Ordering},
+    Arc, Condvar, Mutex, MutexGuard,
+    atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering},
 };
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::{
-    Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
-    atomic::{AtomicI64, AtomicU8, AtomicU32, AtomicU64, Ordering},
+    Arc, Condvar, Mutex, MutexGuard,
+    atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering},
 };
 
 #[cfg(loom)]
@@ -30,13 +30,32 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Read-locks `l`, ignoring poisoning (see [`lock`]; a cache shard is
-/// consistent whenever user code — `Hash`, `Eq`, `Clone` — can panic).
-pub(crate) fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-    l.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+/// One round of waiting for another thread: spins a little, then yields
+/// the CPU (its holder may be descheduled on a host this small); loom
+/// yields every round, as its spin loops must.
+#[cfg(not(loom))]
+pub(crate) fn spin(round: &mut u32) {
+    *round += 1;
+    if *round < 64 {
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
 }
 
-/// Write-locks `l`, ignoring poisoning (see [`read`]).
-pub(crate) fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-    l.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+/// See the std version.
+#[cfg(loom)]
+pub(crate) fn spin(_round: &mut u32) {
+    loom::thread::yield_now();
+}
+
+/// `smp_mb()` between a SeqCst write and a SeqCst read of another location
+/// (a Dekker handshake, as in `ShardLock`). In the C++ model the two
+/// SeqCst accesses are already ordered, so this is nothing outside loom;
+/// loom treats SeqCst accesses as AcqRel (a documented limitation that
+/// reports such handshakes as races) but models SeqCst fences exactly.
+#[inline]
+pub(crate) fn smp_mb() {
+    #[cfg(loom)]
+    loom::sync::atomic::fence(Ordering::SeqCst);
 }

@@ -3,8 +3,12 @@
 
 use std::{fmt, hash::BuildHasher};
 
-use super::{LruCache, shard::Lruvec};
-use crate::sync::{AtomicU64, RwLock};
+use super::{
+    LruCache,
+    lock::{MAX_STRIPES, ShardLock},
+    shard::Lruvec,
+};
+use crate::sync::AtomicU64;
 
 /// The default hasher: foldhash's, as hashbrown's and quick_cache's.
 pub type DefaultHashBuilder = foldhash::fast::RandomState;
@@ -228,7 +232,9 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// Number of shards, rounded down to a power of two (default: 4 per
     /// CPU, with at least 512 entries' worth of capacity each). Each shard
     /// is an lruvec of its own — lists, reclaim, shadows — behind one
-    /// read-write lock; capacity and `max_entries` are split evenly.
+    /// read-write lock, whose readers count themselves in their thread's
+    /// stripe (one per CPU, up to 8); capacity and `max_entries` are split
+    /// evenly.
     /// [`Policy::Lru`] with batching off always uses one shard (exact
     /// order). At most [`MAX_SHARDS`].
     pub fn shards(mut self, shards: usize) -> Self {
@@ -328,20 +334,22 @@ impl<K, V, S, W> Builder<K, V, S, W> {
             let n = shards as u64;
             total / n + u64::from((i as u64) < total % n)
         };
+        // A stripe per CPU, up to MAX_STRIPES (see `lock`); one when every
+        // lookup writes the lruvec anyway (batching off).
+        let stripes = if o.batching { stripes_for(cpus) } else { 1 };
         let lruvecs = (0..shards)
             .map(|i| {
-                crossbeam_utils::CachePadded::new(super::Shard {
-                    hits: AtomicU64::new(0),
-                    misses: AtomicU64::new(0),
-                    lruvec: RwLock::new(Lruvec::new(
+                crossbeam_utils::CachePadded::new(ShardLock::new(
+                    Lruvec::new(
                         self.opts.policy,
                         self.opts.batching,
                         self.opts.weighted,
                         share(o.capacity, i),
                         // A shard indexes its entries with u32s.
                         share(max_entries as u64, i).min(u64::from(u32::MAX - 1)) as usize,
-                    )),
-                })
+                    ),
+                    stripes,
+                ))
             })
             .collect();
         Ok(LruCache {
@@ -359,4 +367,10 @@ impl<K, V, S, W> Builder<K, V, S, W> {
             load_waits: AtomicU64::new(0),
         })
     }
+}
+
+/// Stripes per shard lock on a host of `cpus` CPUs (two under loom, so the
+/// models see readers on different stripes whatever the host).
+fn stripes_for(cpus: usize) -> usize {
+    if cfg!(loom) { 2 } else { cpus.min(MAX_STRIPES) }
 }

@@ -11,6 +11,8 @@
 
 mod builder;
 mod flight;
+#[allow(unsafe_code)] // the one unsafe module: see its docs
+mod lock;
 mod shard;
 mod workingset;
 
@@ -30,20 +32,16 @@ pub use builder::{
 use builder::{Listener, Options};
 use crossbeam_utils::CachePadded;
 use flight::Flight;
+use lock::ShardLock;
 use shard::{Evicted, Inserted, Lruvec};
 
-use crate::sync::{Arc, AtomicU64, Ordering, RwLock, read, write};
+use crate::sync::{Arc, AtomicU64, Ordering};
 
-/// One shard: its lruvec behind a read-write lock, and its hit and miss
-/// counters in the lock's line, which a lookup has just written (counting
-/// costs no other line). The counters are approximate under concurrency
-/// (see `get`).
-#[repr(C)]
-struct Shard<K, V> {
-    hits: AtomicU64,
-    misses: AtomicU64,
-    lruvec: RwLock<Lruvec<K, V>>,
-}
+/// One shard: its lruvec behind a lock striped by thread, whose stripes
+/// also hold the hit and miss counters, in the line a lookup has just
+/// written (counting costs no other line). The counters are approximate
+/// under concurrency (see `get`).
+type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 
 /// A bounded, concurrent cache with the kernel's replacement.
 ///
@@ -77,7 +75,9 @@ struct Shard<K, V> {
 /// keeps one per node and memory cgroup): its entries in a dense slab, a
 /// hash index of `u32` slots, the inactive and active lists threaded
 /// through the slab, and its share of the capacity. A hit clones the value
-/// under the shard's read lock and counts a reference on the entry
+/// under the shard's read lock, which a reader takes by counting itself in
+/// its thread's stripe of the lock (no line another thread's lookups
+/// write), and counts a reference on the entry
 /// (`folio_inc_refs`, counted to 4) with at most one atomic store, none once
 /// saturated; an insertion takes the write lock, evicts from the shard's
 /// own lists until the new entry fits (`shrink_lruvec`: activate inactive
@@ -101,7 +101,8 @@ struct Shard<K, V> {
 ///   the slab (8 more with a weigher, in a side array) and 5 to 10 in the
 ///   index; once a shard first evicts, its shadow table (4 bytes a slot,
 ///   twice its entries) is allocated. `cache-memory` measures 43 bytes an
-///   entry filled, 51 at steady state with the shadows.
+///   entry filled, 51 at steady state with the shadows. Each shard's lock
+///   adds a 64-byte line per stripe (one per CPU, up to 8).
 pub struct LruCache<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
     shards: Box<[CachePadded<Shard<K, V>>]>,
     shard_mask: usize,
@@ -176,7 +177,8 @@ struct Landing<'a, K, V> {
 impl<K, V> Drop for Landing<'_, K, V> {
     fn drop(&mut self) {
         if !self.landed {
-            write(&self.shard.lruvec)
+            self.shard
+                .write()
                 .flights
                 .retain(|f| !Arc::ptr_eq(f, self.flight));
             self.flight.complete(None);
@@ -221,30 +223,31 @@ where
         let hash = self.hash(key);
         let shard = self.shard(hash);
         let eq = |k: &K| k.borrow() == key;
-        let found = if self.batching {
-            let lv = read(&shard.lruvec);
-            lv.find(hash, eq).map(|i| {
+        // A load and a store, not a locked add: lookups racing in one
+        // stripe may lose a count, and a hit costs one locked instruction
+        // fewer.
+        let count = |c: &AtomicU64| c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        if self.batching {
+            let lv = shard.read();
+            let found = lv.find(hash, eq).map(|i| {
                 let v = lv.node(i).value.clone();
                 lv.mark_accessed(i);
                 v
-            })
+            });
+            let s = lv.stripe();
+            count(if found.is_some() { &s.hits } else { &s.misses });
+            found
         } else {
-            let mut lv = write(&shard.lruvec);
-            lv.find(hash, eq).map(|i| {
+            let mut lv = shard.write();
+            let found = lv.find(hash, eq).map(|i| {
                 let v = lv.node(i).value.clone();
                 lv.touch(i);
                 v
-            })
-        };
-        let counter = if found.is_some() {
-            &shard.hits
-        } else {
-            &shard.misses
-        };
-        // A load and a store, not a locked add: lookups racing in one shard
-        // may lose a count, and a hit costs one locked instruction fewer.
-        counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        found
+            });
+            let s = lv.stripe();
+            count(if found.is_some() { &s.hits } else { &s.misses });
+            found
+        }
     }
 
     /// The value of `key` without recording a hit or counting a lookup.
@@ -254,7 +257,7 @@ where
         Q: Hash + Eq + ?Sized,
     {
         let hash = self.hash(key);
-        let lv = read(&self.shard(hash).lruvec);
+        let lv = self.shard(hash).read();
         lv.find(hash, |k| k.borrow() == key)
             .map(|i| lv.node(i).value.clone())
     }
@@ -266,7 +269,8 @@ where
         Q: Hash + Eq + ?Sized,
     {
         let hash = self.hash(key);
-        read(&self.shard(hash).lruvec)
+        self.shard(hash)
+            .read()
             .find(hash, |k| k.borrow() == key)
             .is_some()
     }
@@ -282,7 +286,7 @@ where
         let shard = self.shard(hash);
         let mut evicted = Evicted::new();
         let old = {
-            let mut lv = write(&shard.lruvec);
+            let mut lv = shard.write();
             match lv.find(hash, |k| *k == key) {
                 Some(i) => match lv.replace(i, value, weight, &mut evicted) {
                     Inserted::Replaced(v) => Some(v),
@@ -341,7 +345,7 @@ where
             let hash = self.hash(&key);
             let shard = self.shard(hash);
             let flight = {
-                let mut lv = write(&shard.lruvec);
+                let mut lv = shard.write();
                 if let Some(i) = lv.find(hash, |k| *k == key) {
                     return Ok(lv.node(i).value.clone());
                 }
@@ -385,7 +389,7 @@ where
             let weight = self.weigh(&key, &value);
             let mut evicted = Evicted::new();
             let value = {
-                let mut lv = write(&shard.lruvec);
+                let mut lv = shard.write();
                 lv.flights.retain(|fl| !Arc::ptr_eq(fl, &flight));
                 // A plain insert of the key meanwhile wins, as it would
                 // have had it come after.
@@ -417,7 +421,7 @@ where
     {
         let hash = self.hash(key);
         let node = {
-            let mut lv = write(&self.shard(hash).lruvec);
+            let mut lv = self.shard(hash).write();
             let i = lv.find(hash, |k| k.borrow() == key)?;
             let mut none = u32::MAX;
             lv.remove(i, &mut none)
@@ -428,14 +432,14 @@ where
     /// Removes every entry and shadow (the listener is not called).
     pub fn clear(&self) {
         for shard in self.shards.iter() {
-            let nodes = write(&shard.lruvec).clear();
+            let nodes = shard.write().clear();
             drop(nodes); // user Drop, outside the lock
         }
     }
 
     /// Entries cached now.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| read(&s.lruvec).len()).sum()
+        self.shards.iter().map(|s| s.read().len()).sum()
     }
 
     /// Whether nothing is cached.
@@ -452,7 +456,7 @@ where
     /// The total weight cached now (the number of entries without a
     /// weigher).
     pub fn weight(&self) -> u64 {
-        self.shards.iter().map(|s| read(&s.lruvec).weight()).sum()
+        self.shards.iter().map(|s| s.read().weight()).sum()
     }
 
     /// The replacement policy.
@@ -473,9 +477,11 @@ where
             ..CacheStats::default()
         };
         for s in self.shards.iter() {
-            st.hits += s.hits.load(Ordering::Relaxed);
-            st.misses += s.misses.load(Ordering::Relaxed);
-            let lv = read(&s.lruvec);
+            for stripe in s.stripes() {
+                st.hits += stripe.hits.load(Ordering::Relaxed);
+                st.misses += stripe.misses.load(Ordering::Relaxed);
+            }
+            let lv = s.read();
             st.evictions += lv.evictions + lv.rejected;
             st.rejected += lv.rejected;
             st.refaults += lv.refaults;
@@ -491,7 +497,7 @@ where
     pub fn check_invariants(&self) -> Result<(), String> {
         let (mut len, mut weight) = (0, 0);
         for (i, s) in self.shards.iter().enumerate() {
-            let lv = read(&s.lruvec);
+            let lv = s.read();
             lv.check().map_err(|e| format!("shard {i}: {e}"))?;
             len += lv.len();
             weight += lv.weight();

@@ -1,6 +1,7 @@
 //! Loom models of the cache's protocols. Run with `cargo xtask loom lru`.
 
 mod loom_insert_vs_insert;
+mod loom_shard_lock;
 mod loom_single_flight;
 
 use loom::sync::{Arc, Mutex};
