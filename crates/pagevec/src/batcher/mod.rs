@@ -59,9 +59,13 @@
 //! with the number of threads that ever queued. A thread's slot outlives
 //! the thread (its ops wait for the next `drain_all`, or are inherited by the
 //! next thread that reuses its id); dropping the `Batcher` applies them.
-//! [`Apply`] code must not queue into or drain the batcher that calls it
-//! (the slot lock is not reentrant).
+//! [`Apply`] code runs under the slot lock, which is not reentrant: Apply
+//! code that calls back into the batcher applying it (`drain_*`,
+//! `disable`, `stats`, `any_local`, `Debug`, or `queue` past a full batch)
+//! panics, naming the call, where it would wait forever for the lock its
+//! own thread holds ([`Held`] tracks the slots a thread is applying).
 
+mod held;
 mod slot;
 #[cfg(all(test, loom))]
 mod tests;
@@ -75,6 +79,7 @@ use crate::{
     pagevec::PAGEVEC_SIZE,
     sync::{AtomicUsize, Mutex, Ordering, lock},
 };
+use held::Held;
 use slot::{Registry, Slot};
 
 /// The shared state a [`Batcher`] applies operations to.
@@ -177,6 +182,15 @@ pub struct Batcher<A: Apply, const N: usize = PAGEVEC_SIZE> {
     target: Option<A>,
 }
 
+/// Takes back a [`Batcher::disable`] whose drain pass panicked.
+struct UndoDisable<'a>(&'a AtomicUsize);
+
+impl Drop for UndoDisable<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Release);
+    }
+}
+
 #[derive(Default)]
 struct DrainStats {
     passes: u64,
@@ -266,6 +280,7 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
         let Some(slot) = self.slots.local() else {
             return false;
         };
+        Held::refuse_slot(slot, "any_local");
         let _held = lock(&slot.lock);
         let head = slot.head.load(Ordering::Relaxed);
         // Only this thread pushes, so `tail` is its own latest store.
@@ -305,6 +320,7 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     }
 
     fn drain_all_inner(&self, force: bool) {
+        Held::refuse_batcher(self, "drain_all");
         // An RMW, not a load: see "drain_all" in the module docs.
         let seen = self.drain_gen.fetch_add(0, Ordering::AcqRel);
         let mut stats = lock(&self.drain_lock);
@@ -328,13 +344,18 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     /// Nests: each call needs its own `enable`.
     #[doc(alias = "lru_cache_disable")]
     pub fn disable(&self) {
+        Held::refuse_batcher(self, "disable");
         self.disabled.fetch_add(1, Ordering::Relaxed);
+        // A pass that panics (in Apply code) leaves the batcher as it was:
+        // the caller has no `disable` to match with `enable`.
+        let undo = UndoDisable(&self.disabled);
         // Pairs with the light barrier in `queue`: a racing queuer either
         // sees the count, or its op is visible to the pass below.
         barrier::heavy();
         // Unfolded: a pass that began before the barrier may have missed ops
         // whose owners had not seen the count.
         self.drain_all_inner(true);
+        std::mem::forget(undo);
     }
 
     /// Undoes one [`disable`](Self::disable) (`lru_cache_enable`).
@@ -360,6 +381,7 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     /// Counters summed over all slots. Takes each slot's lock in turn, so
     /// call it outside hot loops.
     pub fn stats(&self) -> BatchStats {
+        Held::refuse_batcher(self, "stats");
         let mut s = BatchStats::default();
         for slot in self.slots.iter() {
             let st = lock(&slot.lock);
@@ -382,6 +404,7 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     /// Takes `slot`'s waiting ops and applies them, holding the slot lock
     /// throughout so the owner's later batches cannot overtake them.
     fn drain_slot(&self, slot: &Slot<A::Op, N>) {
+        Held::refuse_slot(slot, "queue or drain_local (a full or disabled batch)");
         let mut stats = lock(&slot.lock);
         let mut batch = PageVec::<A::Op, N>::new();
         slot.take(&mut stats, &mut batch);
@@ -390,6 +413,7 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
             n if n == N => stats.batches += 1,
             _ => stats.drains += 1,
         }
+        let _applying = Held::enter(self, slot);
         stats.locks += apply_batch(self.target(), &mut batch);
     }
 

@@ -1,0 +1,77 @@
+//! [`Held`]: the slots whose lock the calling thread holds while it applies
+//! their ops, so that [`Apply`](super::Apply) code calling back into the
+//! same batcher panics with the reason instead of waiting forever for a
+//! lock its own thread holds (std's `Mutex` is not reentrant).
+
+use std::cell::RefCell;
+
+/// A slot this thread is applying: `(batcher, slot)` addresses, kept while
+/// [`Held::enter`]'s guard lives.
+pub(super) struct Held {
+    entry: (usize, usize),
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    static APPLYING: RefCell<Vec<(usize, usize)>> = const { RefCell::new(Vec::new()) };
+}
+
+// Loom runs its threads on one OS thread: each needs its own list.
+#[cfg(loom)]
+loom::thread_local! {
+    static APPLYING: RefCell<Vec<(usize, usize)>> = RefCell::new(Vec::new());
+}
+
+fn addr<T>(x: &T) -> usize {
+    std::ptr::from_ref(x) as usize
+}
+
+impl Held {
+    /// Records that this thread holds `slot`'s lock of `batcher` and
+    /// applies its ops, until the guard drops (also while unwinding).
+    pub(super) fn enter<B, S>(batcher: &B, slot: &S) -> Held {
+        let entry = (addr(batcher), addr(slot));
+        APPLYING.with(|a| a.borrow_mut().push(entry));
+        Held { entry }
+    }
+
+    /// Panics if this thread is applying `slot`: taking its lock again
+    /// would wait forever.
+    pub(super) fn refuse_slot<S>(slot: &S, call: &str) {
+        let slot = addr(slot);
+        if APPLYING.with(|a| a.borrow().iter().any(|&(_, s)| s == slot)) {
+            reentered(call);
+        }
+    }
+
+    /// Panics if this thread is applying any slot of `batcher` (for calls
+    /// that take every slot's lock).
+    pub(super) fn refuse_batcher<B>(batcher: &B, call: &str) {
+        let batcher = addr(batcher);
+        if APPLYING.with(|a| a.borrow().iter().any(|&(b, _)| b == batcher)) {
+            reentered(call);
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        APPLYING.with(|a| {
+            let mut a = a.borrow_mut();
+            if let Some(i) = a.iter().rposition(|&e| e == self.entry) {
+                a.remove(i);
+            }
+        });
+    }
+}
+
+#[cold]
+#[track_caller]
+fn reentered(call: &str) -> ! {
+    panic!(
+        "Batcher::{call} was called from Apply code while this thread applies that batcher's \
+         ops under a slot lock it holds: it would wait for that lock forever. Apply code must \
+         not call back into the batcher applying it (drain_*, disable, stats, any_local, Debug, \
+         or queue past a full batch); collect what it needs and call after"
+    );
+}

@@ -1,0 +1,160 @@
+//! Apply code that calls back into the batcher applying it. The slot lock
+//! it holds is not reentrant: before, each of these calls waited forever
+//! for it (seen: every case below hung to the limit). Now each panics
+//! naming the call, the panic leaves the batcher working, and the same
+//! calls from other Apply code that holds no lock of it still work.
+
+use std::{
+    panic::{AssertUnwindSafe, catch_unwind},
+    sync::{
+        Mutex, MutexGuard, OnceLock,
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use mmbatch_pagevec::{Apply, Batcher};
+use mmbatch_testkit::child;
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// What the Apply code calls back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Call {
+    Stats,
+    DrainAll,
+    DrainLocal,
+    AnyLocal,
+    Disable,
+    Debug,
+    /// `N` queues: the batch fills and must be applied.
+    QueuePastFull,
+}
+
+const CALLS: [Call; 7] = [
+    Call::Stats,
+    Call::DrainAll,
+    Call::DrainLocal,
+    Call::AnyLocal,
+    Call::Disable,
+    Call::Debug,
+    Call::QueuePastFull,
+];
+
+const N: usize = 4;
+
+/// A total behind one lock; op 1 calls back into [`BATCHER`] with the
+/// call numbered [`CALL`] (op 0 is plain).
+#[derive(Debug)]
+struct Reenter(Mutex<u64>);
+
+static CALL: AtomicUsize = AtomicUsize::new(usize::MAX);
+static APPLIED: AtomicU64 = AtomicU64::new(0);
+static BATCHER: OnceLock<Batcher<Reenter, N>> = OnceLock::new();
+
+fn batcher() -> &'static Batcher<Reenter, N> {
+    BATCHER.get_or_init(|| Batcher::new(Reenter(Mutex::new(0))))
+}
+
+impl Apply for Reenter {
+    type Op = u64;
+    type Key = ();
+    type Guard<'a> = MutexGuard<'a, u64>;
+    fn key(&self, _: &u64) {}
+    fn lock(&self, _: ()) -> MutexGuard<'_, u64> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+    fn apply(&self, total: &mut MutexGuard<'_, u64>, op: u64) {
+        **total += 1;
+        APPLIED.fetch_add(1, Ordering::Relaxed);
+        if op != 1 {
+            return;
+        }
+        let b = batcher();
+        match CALLS.get(CALL.load(Ordering::Relaxed)) {
+            Some(Call::Stats) => drop(b.stats()),
+            Some(Call::DrainAll) => b.drain_all(),
+            Some(Call::DrainLocal) => b.drain_local(),
+            Some(Call::AnyLocal) => drop(b.any_local(|_| true)),
+            Some(Call::Disable) => b.disable(),
+            Some(Call::Debug) => drop(format!("{b:?}")),
+            Some(Call::QueuePastFull) => (0..N).for_each(|_| b.queue(0)),
+            None => {}
+        }
+    }
+}
+
+/// Queues a full batch whose second op calls back with `call`: the
+/// callback panics, and the panic comes out of `queue`.
+fn reenter(call: Call) -> String {
+    CALL.store(
+        CALLS.iter().position(|&c| c == call).unwrap(),
+        Ordering::Relaxed,
+    );
+    let b = batcher();
+    let err = catch_unwind(AssertUnwindSafe(|| {
+        for op in [0, 1, 0, 0] {
+            b.queue(op);
+        }
+    }))
+    .expect_err("calling back into the applying batcher must panic");
+    CALL.store(usize::MAX, Ordering::Relaxed);
+    err.downcast_ref::<String>().cloned().unwrap_or_default()
+}
+
+#[test]
+fn apply_code_calling_back_into_its_batcher_panics_instead_of_hanging() {
+    if let Some(run) = child::parent(
+        "apply_code_calling_back_into_its_batcher_panics_instead_of_hanging",
+        LIMIT,
+    ) {
+        run.expect_success();
+        return;
+    }
+    for call in CALLS {
+        let msg = reenter(call);
+        assert!(
+            msg.contains("was called from Apply code") && msg.contains("forever"),
+            "{call:?}: {msg}"
+        );
+        // The batcher goes on: the slot lock is free, queueing and draining
+        // apply, and the calls work outside Apply code.
+        let before = APPLIED.load(Ordering::Relaxed);
+        batcher().queue(0);
+        batcher().drain_all();
+        assert!(APPLIED.load(Ordering::Relaxed) > before, "{call:?}");
+        assert_eq!(batcher().stats().pending, 0, "{call:?}");
+        assert!(!batcher().any_local(|_| true));
+        assert!(
+            !batcher().is_disabled(),
+            "{call:?}: a refused disable stays in effect"
+        );
+    }
+}
+
+/// A `disable` whose drain pass panics (in Apply code) is taken back: the
+/// caller has no `disable` to match with `enable`. Before, the batcher
+/// stayed disabled for good.
+#[test]
+fn a_disable_whose_pass_panics_is_undone() {
+    #[derive(Debug)]
+    struct Panics;
+    impl Apply for Panics {
+        type Op = bool;
+        type Key = ();
+        type Guard<'a> = ();
+        fn key(&self, _: &bool) {}
+        fn lock(&self, _: ()) {}
+        fn apply(&self, _: &mut (), op: bool) {
+            assert!(!op, "the Apply code panicked");
+        }
+    }
+    let b: Batcher<Panics, N> = Batcher::new(Panics);
+    b.queue(true);
+    assert!(catch_unwind(AssertUnwindSafe(|| b.disable())).is_err());
+    assert!(!b.is_disabled());
+    b.queue(false);
+    assert_eq!(b.stats().pending, 1, "ops batch again");
+}
