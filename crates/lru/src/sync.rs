@@ -38,8 +38,11 @@ pub(crate) fn spin(round: &mut u32) {
     *round += 1;
     if *round < 64 {
         std::hint::spin_loop();
-    } else {
+    } else if *round < 1024 {
         std::thread::yield_now();
+    } else {
+        // A holder stuck in slow user code: stop burning the CPU.
+        std::thread::sleep(std::time::Duration::from_micros(50));
     }
 }
 
@@ -54,6 +57,10 @@ pub(crate) fn spin(_round: &mut u32) {
 /// SeqCst accesses are already ordered, so this is nothing outside loom;
 /// loom treats SeqCst accesses as AcqRel (a documented limitation that
 /// reports such handshakes as races) but models SeqCst fences exactly.
+/// So the loom model checks the handshake's order of steps, with fences;
+/// that the shipped SeqCst accesses need none rests on the C++ model's
+/// single total order of SeqCst operations, not on loom (weakening them
+/// would pass loom and break the real build).
 #[inline]
 pub(crate) fn smp_mb() {
     #[cfg(loom)]

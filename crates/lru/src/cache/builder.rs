@@ -91,8 +91,9 @@ pub(super) type Listener<K, V> = Box<dyn Fn(K, V) + Send + Sync>;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CacheStats {
-    /// `get`s that found their key (exact from one thread; lookups racing
-    /// in one shard may lose a count: it is kept without a locked
+    /// `get`s that found their key (exact from one thread, and with
+    /// batching off; lookups racing on threads that share a stripe of the
+    /// shard's lock may lose a count: it is kept without a locked
     /// instruction).
     pub hits: u64,
     /// `get`s that did not (as approximate as `hits`).
@@ -233,7 +234,8 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// CPU, with at least 512 entries' worth of capacity each). Each shard
     /// is an lruvec of its own — lists, reclaim, shadows — behind one
     /// read-write lock, whose readers count themselves in their thread's
-    /// stripe (one per CPU, up to 8); capacity and `max_entries` are split
+    /// stripe (one per CPU, rounded down to a power of two, up to 8);
+    /// capacity and `max_entries` are split
     /// evenly.
     /// [`Policy::Lru`] with batching off always uses one shard (exact
     /// order). At most [`MAX_SHARDS`].

@@ -33,8 +33,10 @@ use crate::sync::{
 };
 
 /// The most stripes a shard has: a writer reads every one, so more would
-/// make insertions slower on large hosts for less and less gain (with 8,
-/// threads share a stripe only past 8).
+/// make insertions slower on large hosts for less and less gain. Stripes
+/// are dealt round-robin to every thread that ever locks a shard, so
+/// threads that start together get different ones; with many threads,
+/// some share.
 pub(super) const MAX_STRIPES: usize = 8;
 
 /// A reader's stripe: its count of readers in the lock and its lookup
@@ -72,8 +74,6 @@ pub(super) struct ShardLock<T> {
 // and `&mut T` to one writer at a time, which may be on any thread (so
 // `T: Send`), exactly as `std::sync::RwLock<T>` requires.
 unsafe impl<T: Send + Sync> Sync for ShardLock<T> {}
-// SAFETY: moving the lock moves `T`.
-unsafe impl<T: Send> Send for ShardLock<T> {}
 
 impl<T> ShardLock<T> {
     /// A lock of `stripes` stripes (rounded down to a power of two, at
@@ -143,7 +143,10 @@ impl<T> ShardLock<T> {
     /// `block`, then waits for every stripe's readers to leave.
     pub(super) fn write(&self) -> WriteGuard<'_, T> {
         let writer = lock(&self.writer);
+        let stripe = self.own();
         self.block.store(true, Ordering::SeqCst);
+        // Cleared however this ends, even by a panic before the guard.
+        let unblock = Unblock(&self.block);
         smp_mb();
         for s in self.stripes.iter() {
             let mut round = 0;
@@ -156,8 +159,8 @@ impl<T> ShardLock<T> {
             // stripe's readers have left: new readers see `block` and wait,
             // so this is the only reference to `T` until the guard drops.
             data: unsafe { self.data.exclusive() },
-            stripe: self.own(),
-            _unblock: Unblock(&self.block),
+            stripe,
+            _unblock: unblock,
             _writer: writer,
         }
     }
@@ -361,8 +364,8 @@ mod tests {
         assert_eq!(*r, (2 * ROUNDS as u64, 2 * ROUNDS as u64));
     }
 
-    /// A panic under the write lock poisons every stripe; the lock goes on
-    /// (a shard is consistent whenever user code can panic).
+    /// A panic under the write lock poisons the writers' mutex; the lock
+    /// goes on (a shard is consistent whenever user code can panic).
     #[test]
     fn poisoning_is_ignored() {
         let lock = ShardLock::new(1, 2);
@@ -399,40 +402,52 @@ impl<T> Data<T> {
     /// # Safety
     /// No [`Exclusive`] may exist while the result lives.
     unsafe fn shared(&self) -> Shared<'_, T> {
-        // SAFETY: the caller rules out a concurrent `&mut T`.
-        Shared(unsafe { &*self.0.get() })
+        Shared(ptr(&self.0), std::marker::PhantomData)
     }
 
     /// # Safety
     /// No other [`Shared`] or [`Exclusive`] may exist while the result
     /// lives.
     unsafe fn exclusive(&self) -> Exclusive<'_, T> {
-        // SAFETY: the caller rules out every other reference.
-        Exclusive(unsafe { &mut *self.0.get() })
+        Exclusive(ptr(&self.0), std::marker::PhantomData)
     }
 }
 
+/// The cell's pointer, never null.
 #[cfg(not(loom))]
-struct Shared<'a, T>(&'a T);
+fn ptr<T>(cell: &std::cell::UnsafeCell<T>) -> std::ptr::NonNull<T> {
+    std::ptr::NonNull::from(cell).cast()
+}
+
+/// Pointers, not references, as std's guards hold: a reference in a
+/// guard passed by value would outlive the count or `block` it depends on
+/// for the rest of that call.
+#[cfg(not(loom))]
+struct Shared<'a, T>(std::ptr::NonNull<T>, std::marker::PhantomData<&'a T>);
 
 #[cfg(not(loom))]
 impl<T> Shared<'_, T> {
     fn get(&self) -> &T {
-        self.0
+        // SAFETY: `Data::shared`'s caller holds the read side for our
+        // life, so no `&mut T` exists.
+        unsafe { self.0.as_ref() }
     }
 }
 
 #[cfg(not(loom))]
-struct Exclusive<'a, T>(&'a mut T);
+struct Exclusive<'a, T>(std::ptr::NonNull<T>, std::marker::PhantomData<&'a mut T>);
 
 #[cfg(not(loom))]
 impl<T> Exclusive<'_, T> {
     fn get(&self) -> &T {
-        self.0
+        // SAFETY: `Data::exclusive`'s caller holds the write side for our
+        // life: the only other references are ours.
+        unsafe { self.0.as_ref() }
     }
 
     fn get_mut(&mut self) -> &mut T {
-        self.0
+        // SAFETY: as above; `&mut self` makes this one unique.
+        unsafe { self.0.as_mut() }
     }
 }
 
@@ -477,8 +492,8 @@ struct Exclusive<'a, T>(loom::cell::MutPtr<T>, std::marker::PhantomData<&'a mut 
 #[cfg(loom)]
 impl<T> Exclusive<'_, T> {
     fn get(&self) -> &T {
-        // SAFETY: `Data::exclusive`'s caller holds every write lock.
-        unsafe { self.0.deref() }
+        // SAFETY: `Data::exclusive`'s caller holds the write side.
+        self.0.with(|p| unsafe { &*p })
     }
 
     fn get_mut(&mut self) -> &mut T {

@@ -102,7 +102,8 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 ///   index; once a shard first evicts, its shadow table (4 bytes a slot,
 ///   twice its entries) is allocated. `cache-memory` measures 43 bytes an
 ///   entry filled, 51 at steady state with the shadows. Each shard's lock
-///   adds a 64-byte line per stripe (one per CPU, up to 8).
+///   adds a cache line (128 bytes as padded) per stripe: one per CPU,
+///   rounded down to a power of two, up to 8.
 pub struct LruCache<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
     shards: Box<[CachePadded<Shard<K, V>>]>,
     shard_mask: usize,
