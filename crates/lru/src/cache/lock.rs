@@ -287,7 +287,7 @@ fn next_stripe() -> usize {
 
 /// Pins the calling thread to stripe `i` (models and tests, to put a
 /// reader and a writer on given stripes).
-#[cfg(any(loom, test))]
+#[cfg(test)]
 pub(super) fn set_stripe(i: usize) {
     STRIPE.with(|s| s.set(i));
 }
@@ -295,7 +295,7 @@ pub(super) fn set_stripe(i: usize) {
 /// A writer that reads the counts before it sets `block`: the protocol
 /// broken on purpose, for the loom model that must catch it (a reader
 /// counted after the check but before `block` reads beside the writer).
-#[cfg(loom)]
+#[cfg(all(loom, test))]
 impl<T> ShardLock<T> {
     pub(super) fn write_checking_first(&self) -> WriteGuard<'_, T> {
         let writer = lock(&self.writer);
