@@ -179,37 +179,22 @@ fn bad_configurations_explain_themselves() {
     assert_eq!(huge.len(), 1);
 }
 
-/// A fixed hasher. With the default random one, 2 of 300 runs of this test
-/// kept fewer hot entries (40 and 0 of 50), on the code before the
-/// striped shard lock too; 2000 `foldhash` fixed seeds in one process all
-/// kept 50, so what triggers it is not known yet (see the session note).
-type Fixed = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
-
 #[test]
 fn two_lists_keep_hot_entries_through_a_scan() {
-    let (kept, lru_kept) = hot_through_scan(Fixed::default());
-    // A one-off scan of 1000 keys flushes an exact LRU entirely, but not
-    // the two lists: the hot half is active.
-    assert_eq!(lru_kept, 0);
-    assert_eq!(kept, 50);
-}
-
-/// Hot entries of a two-list cache and of an exact LRU kept through a scan.
-fn hot_through_scan<S: std::hash::BuildHasher + Clone>(hasher: S) -> (usize, usize) {
-    let cache = LruCache::builder(100)
-        .batching(false)
-        .hasher(hasher.clone())
-        .build()
-        .unwrap();
+    // The default hasher, seeded at random: with foldhash's `fast` hash
+    // this failed about 1 run in 100 (the unit test
+    // `the_default_hash_keeps_hot_entries_through_a_scan_whatever_the_seed`
+    // sweeps seeds).
+    let cache = LruCache::builder(100).batching(false).build().unwrap();
     for k in 0..50u32 {
         cache.insert(k, k);
         cache.get(&k);
         cache.get(&k);
     }
+    // A one-off scan of 1000 keys flushes an exact LRU entirely ...
     let lru = LruCache::builder(100)
         .policy(Policy::Lru)
         .batching(false)
-        .hasher(hasher)
         .build()
         .unwrap();
     for k in 0..50u32 {
@@ -220,7 +205,8 @@ fn hot_through_scan<S: std::hash::BuildHasher + Clone>(hasher: S) -> (usize, usi
         cache.insert(k, k);
         lru.insert(k, k);
     }
+    assert!((0..50).all(|k| !lru.contains_key(&k)));
+    // ... but not the two lists: the hot half is active.
+    assert!((0..50).all(|k| cache.contains_key(&k)));
     cache.check_invariants().unwrap();
-    let kept = |c: &LruCache<u32, u32, S>| (0..50).filter(|k| c.contains_key(k)).count();
-    (kept(&cache), kept(&lru))
 }
