@@ -27,9 +27,11 @@
 //!   uncontended. Applying takes the target's lock once per run of ops with
 //!   the same [`Apply::Key`] (`folio_lruvec_relock_irqsave`).
 //! - **`drain_all` (`lru_add_drain_all`, with its `lru_drain_gen`):** read
-//!   the generation with an `AcqRel` RMW, take the drain mutex, and if the
-//!   generation moved, fold into the pass that moved it; otherwise bump it
-//!   with an `AcqRel` RMW and drain every slot. The reads are RMWs, not
+//!   the generation with an `AcqRel` RMW, take the drain mutex, and if a
+//!   pass that bumped the generation past it has ended whole, fold into
+//!   that pass; otherwise bump it with an `AcqRel` RMW, drain every slot and
+//!   record the pass as ended (a pass cut short by a panic in Apply code
+//!   is not: the callers waiting on it make their own). The reads are RMWs, not
 //!   loads: a drainer's increment then reads from the caller's release
 //!   sequence, so every op queued before the caller began happens-before
 //!   that drainer's scan; and that drainer finished its scan before
@@ -69,6 +71,8 @@ mod held;
 mod slot;
 #[cfg(all(test, loom))]
 mod tests;
+#[cfg(all(test, not(loom)))]
+mod unit_tests;
 
 use std::fmt;
 
@@ -195,6 +199,8 @@ impl Drop for UndoDisable<'_> {
 struct DrainStats {
     passes: u64,
     folded: u64,
+    /// The generation of the last pass that ended whole.
+    completed: usize,
 }
 
 impl<A: Apply, const N: usize> Batcher<A, N> {
@@ -323,20 +329,27 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
         Held::refuse_batcher(self, "drain_all");
         // An RMW, not a load: see "drain_all" in the module docs.
         let seen = self.drain_gen.fetch_add(0, Ordering::AcqRel);
+        self.drain_all_since(seen, force);
+    }
+
+    /// The rest of `drain_all` for a caller that read generation `seen`:
+    /// fold into a pass that began after and ended whole, or make one.
+    fn drain_all_since(&self, seen: usize, force: bool) {
         let mut stats = lock(&self.drain_lock);
-        // Every increment happens under `drain_lock`, so this load sees the
-        // latest one.
-        if !force && self.drain_gen.load(Ordering::Relaxed) != seen {
-            // A full pass began after our RMW and ended before we got the
-            // lock: it applied everything we must wait for.
+        if !force && stats.completed > seen {
+            // A pass began after our RMW and ended, whole, before we got
+            // the lock: it applied everything we must wait for. (One that
+            // began after it and panicked half-way, in Apply code, does not
+            // count: `completed` moves only at a pass's end.)
             stats.folded += 1;
             return;
         }
-        self.drain_gen.fetch_add(1, Ordering::AcqRel);
+        let generation = self.drain_gen.fetch_add(1, Ordering::AcqRel) + 1;
         for slot in self.slots.iter() {
             self.drain_slot(slot);
         }
         stats.passes += 1;
+        stats.completed = generation;
     }
 
     /// Makes every later op apply at once and applies every waiting op
