@@ -114,6 +114,15 @@ fn grow_pool(size: HugeSize, n: usize) -> usize {
     size.read("nr_hugepages").saturating_sub(total)
 }
 
+/// `MemAvailable` from `/proc/meminfo`, in bytes: what the kernel could
+/// give without swapping.
+fn mem_available() -> Option<u64> {
+    let meminfo = fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// Shrinks the pool by `n` pages (those this process added).
 fn shrink_pool(size: HugeSize, n: usize) {
     let total = size.read("nr_hugepages");
@@ -147,6 +156,15 @@ impl HugeRegion {
         let free = size.available();
         let mut grown = 0;
         if free < needed {
+            // Growing the pool turns free memory into huge pages as far as
+            // it can (compacting on the way) before it falls short: as
+            // root, a region larger than the memory there is took nearly
+            // all of it from every other process for a moment, to be
+            // refused anyway. Refuse first what cannot fit.
+            let lacking = (needed - free).saturating_mul(page) as u64;
+            if mem_available().is_some_and(|avail| lacking > avail) {
+                return Err(HugeError::NotReservable { page, needed, free });
+            }
             grown = grow_pool(size, needed - free);
             let free = size.available();
             if free < needed {

@@ -162,3 +162,28 @@ fn huge_pages_not_reservable_is_a_clear_error_and_reserves_nothing() {
     assert_eq!(pool(), before, "the pages added for the refused mapping");
     drop(scenario);
 }
+
+/// A region larger than the memory available is refused without growing
+/// the pool: before, as root, the pool grew by all the huge pages the
+/// kernel could find (nearly all free memory, taken from every other
+/// process) and then shrank back. The fail point panics if the pool is
+/// grown (seen failing on the old code: "the pool was grown").
+#[test]
+fn a_region_larger_than_memory_is_refused_without_growing_the_pool() {
+    let scenario = FailScenario::setup();
+    fail::cfg("ktask::hugepool", "panic(the pool was grown)").unwrap();
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let total_kib: usize = meminfo
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let len = (2 * total_kib * 1024).next_multiple_of(2 << 20);
+    let e = HugeRegion::new(HugeSize::Size2M, len).unwrap_err();
+    assert!(matches!(e, HugeError::NotReservable { .. }), "{e}");
+    drop(scenario);
+}
