@@ -39,7 +39,8 @@
 //! - **A helper's start hook panics** (NUMA binding): the job stops as for
 //!   a panicking chunk and the panic reaches the caller.
 //! - **[`numa::run_numa`]**: the first error on any node stops every node,
-//!   and every chunk that finished, on every node, is undone.
+//!   and every chunk that finished, on every node, is undone. A panic on
+//!   one node stops every node too before it reaches the caller.
 //! - **Jobs whose numbers do not fit**: `start + size` past `usize::MAX`
 //!   is [`JobError::Overflow`]; a `min_chunk` near `usize::MAX` or any
 //!   `max_threads` never wraps the split (threads at most

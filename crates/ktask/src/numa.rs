@@ -175,7 +175,9 @@ impl Drop for RestoreBinding<'_> {
 /// CPUs (`run_numa`): within a node as [`run_with_undo`](crate::run_with_undo);
 /// nodes run at once. The first error anywhere stops every node (no chunk
 /// starts after it), and `undo` then runs over every chunk that finished,
-/// on every node, before the error is returned. Binding is best effort: a
+/// on every node, before the error is returned. A panic on one node stops
+/// every node the same way (the others undo their finished chunks, as for
+/// an error), then reaches the caller. Binding is best effort: a
 /// host that refuses it (or has one node) still runs the job, unbound; a
 /// node whose thread the OS refuses runs on the caller.
 #[doc(alias = "ktask_run_numa")]
@@ -204,6 +206,9 @@ pub fn run_numa<E: Send>(
         if stop.load(Ordering::Acquire) {
             return Err(Halt::Stopped);
         }
+        // A panic stops every node too: the caller gets it once they stop,
+        // not after the other nodes have done all their work.
+        let _stop_on_panic = StopOnPanic(&stop);
         f(r).map_err(|e| {
             stop.store(true, Ordering::Release);
             Halt::Failed(e)
@@ -282,6 +287,17 @@ pub fn run_numa<E: Send>(
         })
         .expect("a node failed");
     Err(RunError::Failed(NumaJobError::Chunk(e)))
+}
+
+/// Sets the shared stop if dropped while a chunk panics.
+struct StopOnPanic<'a>(&'a AtomicBool);
+
+impl Drop for StopOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, Ordering::Release);
+        }
+    }
 }
 
 /// A node's chunk outcome: its own error, or stopped by another node's.

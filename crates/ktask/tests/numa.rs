@@ -232,3 +232,43 @@ fn a_failing_node_stops_and_undoes_every_node() {
     assert!(done.iter().any(|&s| s < 64), "node 0 ran");
     assert_eq!(done, undone, "every finished chunk undone, nothing else");
 }
+
+/// One node panics at its first chunk while the other has slow chunks to
+/// do: the panic stops the other node too, and reaches the caller. Before,
+/// the other node did all its chunks first (seen failing on the old code:
+/// "the other node ran all 8 chunks").
+#[test]
+fn a_panicking_node_stops_every_node() {
+    use std::sync::atomic::AtomicUsize;
+    let topology = Topology::new().unwrap();
+    let node = node_cpus(&topology)[0].node;
+    let ranges = [
+        NodeRange { node, range: 0..64 },
+        NodeRange {
+            node,
+            range: 64..128,
+        },
+    ];
+    let other = AtomicUsize::new(0);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_numa::<()>(
+            &topology,
+            &ranges,
+            1,
+            8,
+            2,
+            |r| {
+                if r.start < 64 {
+                    panic!("a chunk panicked");
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                other.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            },
+            |_| {},
+        )
+    }));
+    assert!(r.is_err(), "the panic reaches the caller");
+    let ran = other.into_inner();
+    assert!(ran < 8, "the other node ran all {ran} chunks");
+}
