@@ -319,7 +319,10 @@ where
     /// own panic does (the waiters on `key` start over). Loaders on two
     /// threads that each wait for the other's key (A's loader asks for B
     /// while B's asks for A) are not detected and wait forever, as in
-    /// moka's `get_with` — a cycle in the data the loaders read.
+    /// moka's `get_with` — a cycle in the data the loaders read. Nor is a
+    /// loader that hands its own key to other threads and waits for them
+    /// (a parallel job whose chunks call `get_or_insert_with` for that
+    /// key): they wait for the loader, which waits for them.
     pub fn get_or_insert_with(&self, key: K, f: impl FnOnce() -> V) -> V {
         match self.try_get_or_insert_with(key, || Ok::<V, std::convert::Infallible>(f())) {
             Ok(v) => v,
