@@ -228,12 +228,23 @@ impl<'fd> RegionBuilder<'fd> {
                 .map_err(|e| Error::from_sys("mprotect", self.len, e))?;
             return Ok(region);
         }
+        if self.file.is_some() {
+            // A file refused (its `mmap`, the commit charge of a private
+            // writable mapping) is refused here, before the reservation is
+            // touched; MAP_FIXED then rarely fails late.
+            self.probe_file(prot)?;
+        }
         let name = name_reservation(&region.mapping);
         let flags = self.flags() | MapFlags::FIXED;
-        // SAFETY: [offset, offset + len) lies inside our reservation (guard
-        // and slack on both sides), so MAP_FIXED replaces only our own
-        // PROT_NONE pages, which the reservation unmaps with the rest.
-        let mapped = unsafe { self.map(region.sub(0), self.len, prot, flags) };
+        let map_fixed = || {
+            fail::fail_point!("mlock::map_fixed", |arg| Err(injected(arg)));
+            // SAFETY: [offset, offset + len) lies inside our reservation
+            // (guard and slack on both sides), so MAP_FIXED replaces only
+            // our own PROT_NONE pages, which the reservation unmaps with
+            // the rest.
+            unsafe { self.map(region.sub(0), self.len, prot, flags) }
+        };
+        let mapped = map_fixed();
         // Another thread mapping into a hole the failure left (tests).
         let squatter = || -> Option<()> {
             fail::fail_point!("mlock::squat_after_failed_map", mapped.is_err(), |_| {
@@ -244,12 +255,56 @@ impl<'fd> RegionBuilder<'fd> {
         };
         squatter();
         match mapped {
-            Ok(()) => Ok(region),
+            Ok(()) => {
+                if name.is_some() {
+                    // The guards need no name while the region lives.
+                    let tail = region.offset + region.len;
+                    let base = region.mapping.as_ptr() as usize;
+                    unname(base, region.offset);
+                    unname(base + tail, region.mapping.len() - tail);
+                }
+                Ok(region)
+            }
+            // Refused before the kernel touched the reservation: anonymous
+            // MAP_FIXED fails late only in the commit charge (or a VMA's
+            // allocation), with ENOMEM; EAGAIN and EPERM (the memlock
+            // limit) and the rest come first.
+            Err(e) if self.file.is_none() && e != Errno::NOMEM => Err(self.map_error(e)),
             Err(e) => {
                 Self::release_after_failed_map(region, name.as_deref());
                 Err(self.map_error(e))
             }
         }
+    }
+
+    /// Maps the file once where the kernel likes (no `MAP_FIXED`, no
+    /// locking or populating) and unmaps it: what the file or the commit
+    /// charge refuses is refused here.
+    fn probe_file(&self, prot: ProtFlags) -> Result<(), Error> {
+        let Some((fd, offset, shared)) = self.file else {
+            return Ok(());
+        };
+        let flags = if shared {
+            MapFlags::SHARED
+        } else {
+            MapFlags::PRIVATE
+        };
+        // SAFETY: a fresh mapping the kernel places, unmapped right after;
+        // the builder's caller took on the file's obligations.
+        let p = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                self.len,
+                prot,
+                flags,
+                fd.as_fd(),
+                offset,
+            )
+        }
+        .map_err(|e| self.map_error(e))?;
+        // SAFETY: the mapping just made, nobody else's.
+        let _ = unsafe { rustix::mm::munmap(p, self.len) };
+        Ok(())
     }
 
     /// Gives back a reservation whose `MAP_FIXED` failed. Before Linux
@@ -391,7 +446,12 @@ impl<'fd> RegionBuilder<'fd> {
 fn name_reservation(reservation: &Mapping) -> Option<String> {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let name = format!("mmbatch-reservation-{n}");
+    // The counter's address too: two copies of this crate in one process
+    // (two versions, a plugin) each count from 0.
+    let name = format!(
+        "mmbatch-reservation-{:x}-{n}",
+        std::ptr::from_ref(&NEXT) as usize
+    );
     let cname = std::ffi::CString::new(name.clone()).ok()?;
     // SAFETY: names the anonymous mapping this function's caller owns;
     // reads `cname` only during the call. (rustix's wrapper takes the
@@ -422,8 +482,28 @@ fn still_named(addr: usize, len: usize, name: &str) -> bool {
         let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) else {
             return false;
         };
-        a <= addr && addr + len <= b && f.last() == Some(label.as_str())
+        // Perms, offset, device, inode, then the name as the sixth field
+        // and last (a file's path could end in the same text).
+        let rest: Vec<&str> = f.collect();
+        a <= addr && addr + len <= b && rest.len() == 5 && rest[4] == label
     })
+}
+
+/// Takes the name off `[addr, addr + len)` (empty: nothing to do).
+fn unname(addr: usize, len: usize) {
+    if len == 0 {
+        return;
+    }
+    // SAFETY: names (with none) part of a mapping this region owns.
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_VMA,
+            libc::PR_SET_VMA_ANON_NAME as libc::c_ulong,
+            addr as libc::c_ulong,
+            len as libc::c_ulong,
+            0 as libc::c_ulong,
+        );
+    }
 }
 
 /// Maps a page at `addr` as another thread would into a hole a failed

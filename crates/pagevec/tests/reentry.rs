@@ -161,3 +161,71 @@ fn a_disable_whose_pass_panics_is_undone() {
     b.queue(false);
     assert_eq!(b.stats().pending, 1, "ops batch again");
 }
+
+/// `any_local`'s predicate is user code under the slot lock too: calling
+/// back from it panics as from Apply code (it hung on the code before this
+/// check covered it; found by a review helper).
+#[test]
+fn any_local_predicate_calling_back_panics_instead_of_hanging() {
+    if !cfg!(miri) {
+        if let Some(run) = child::parent(
+            "any_local_predicate_calling_back_panics_instead_of_hanging",
+            LIMIT,
+        ) {
+            run.expect_success();
+            return;
+        }
+    }
+    let b: Batcher<Reenter, N> = Batcher::new(Reenter(Mutex::new(0)));
+    b.queue(0);
+    let err = catch_unwind(AssertUnwindSafe(|| b.any_local(|_| b.stats().ops > 0)))
+        .expect_err("stats from any_local's predicate must panic");
+    let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(
+        msg.contains("Batcher::stats was called from Apply code"),
+        "{msg}"
+    );
+    assert!(b.any_local(|_| true), "the batcher goes on");
+}
+
+/// Calls that take no lock the thread holds still work from Apply code:
+/// into another batcher (here one inside the target, at its start, where
+/// it could share the outer batcher's address), and into the applying
+/// thread's own slot while it drains another thread's.
+#[test]
+fn apply_code_may_use_other_batchers_and_other_slots() {
+    #[derive(Debug)]
+    struct Outer {
+        inner: Batcher<Reenter, N>,
+    }
+    impl Apply for Outer {
+        type Op = u64;
+        type Key = ();
+        type Guard<'a> = ();
+        fn key(&self, _: &u64) {}
+        fn lock(&self, _: ()) {}
+        fn apply(&self, _: &mut (), _op: u64) {
+            // Past a full batch of the inner batcher (plain ops: 0), and
+            // its counters.
+            for _ in 0..=N {
+                self.inner.queue(0);
+            }
+            assert!(self.inner.stats().ops > 0);
+        }
+    }
+    let outer: Batcher<Outer, N> = Batcher::new(Outer {
+        inner: Batcher::new(Reenter(Mutex::new(0))),
+    });
+    // Another thread's ops, drained from here: the Apply code queues into
+    // this thread's inner slots, which this thread does not hold.
+    std::thread::scope(|s| {
+        s.spawn(|| outer.queue(2));
+    });
+    outer.drain_all();
+    outer.queue(3);
+    outer.drain_local();
+    let inner = &outer.target().inner;
+    inner.drain_all();
+    assert_eq!(inner.stats().ops, 2 * (N as u64 + 1));
+    assert_eq!(inner.stats().pending, 0);
+}

@@ -6,7 +6,9 @@
 use std::cell::RefCell;
 
 /// A slot this thread is applying: `(batcher, slot)` addresses, kept while
-/// [`Held::enter`]'s guard lives.
+/// [`Held::enter`]'s guard lives. A batcher is named by the address of its
+/// drain mutex, which no other batcher can share (a batcher's own address
+/// can be its target's first field's: a batcher inside the target).
 pub(super) struct Held {
     entry: (usize, usize),
 }
@@ -31,7 +33,10 @@ impl Held {
     /// applies its ops, until the guard drops (also while unwinding).
     pub(super) fn enter<B, S>(batcher: &B, slot: &S) -> Held {
         let entry = (addr(batcher), addr(slot));
-        APPLYING.with(|a| a.borrow_mut().push(entry));
+        // `try_with`: while the thread exits, after the list is gone (a
+        // thread-local's destructor queueing, say), nothing is recorded;
+        // `with` would panic there, which aborts.
+        let _ = APPLYING.try_with(|a| a.borrow_mut().push(entry));
         Held { entry }
     }
 
@@ -39,7 +44,7 @@ impl Held {
     /// would wait forever.
     pub(super) fn refuse_slot<S>(slot: &S, call: &str) {
         let slot = addr(slot);
-        if APPLYING.with(|a| a.borrow().iter().any(|&(_, s)| s == slot)) {
+        if applying(|&(_, s)| s == slot) {
             reentered(call);
         }
     }
@@ -48,7 +53,7 @@ impl Held {
     /// that take every slot's lock).
     pub(super) fn refuse_batcher<B>(batcher: &B, call: &str) {
         let batcher = addr(batcher);
-        if APPLYING.with(|a| a.borrow().iter().any(|&(b, _)| b == batcher)) {
+        if applying(|&(b, _)| b == batcher) {
             reentered(call);
         }
     }
@@ -56,13 +61,21 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        APPLYING.with(|a| {
+        let _ = APPLYING.try_with(|a| {
             let mut a = a.borrow_mut();
             if let Some(i) = a.iter().rposition(|&e| e == self.entry) {
                 a.remove(i);
             }
         });
     }
+}
+
+/// Whether an entry this thread is applying satisfies `pred` (none while
+/// the thread exits, after the list is gone).
+fn applying(pred: impl Fn(&(usize, usize)) -> bool) -> bool {
+    APPLYING
+        .try_with(|a| a.borrow().iter().any(&pred))
+        .unwrap_or(false)
 }
 
 #[cold]

@@ -191,7 +191,10 @@ struct UndoDisable<'a>(&'a AtomicUsize);
 
 impl Drop for UndoDisable<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Release);
+        // Checked, as `enable` is: a stray `enable` meanwhile must not wrap.
+        let _ = self
+            .0
+            .fetch_update(Ordering::Release, Ordering::Relaxed, |n| n.checked_sub(1));
     }
 }
 
@@ -264,7 +267,9 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     }
 
     /// Applies `op` at once, under its own lock, bypassing the batches (the
-    /// unbatched path, for comparison and for ops that cannot wait). Ops the
+    /// unbatched path, for comparison and for ops that cannot wait). From
+    /// Apply code that holds the target's lock for the same key, it waits
+    /// for that lock forever: the target's locks are the target's. Ops the
     /// calling thread queued earlier may still be waiting: call
     /// [`drain_local`](Self::drain_local) first if order matters.
     pub fn apply_now(&self, op: A::Op) {
@@ -288,6 +293,8 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
         };
         Held::refuse_slot(slot, "any_local");
         let _held = lock(&slot.lock);
+        // `pred` is user code under the slot lock.
+        let _applying = Held::enter(&self.drain_lock, slot);
         let head = slot.head.load(Ordering::Relaxed);
         // Only this thread pushes, so `tail` is its own latest store.
         let tail = slot.tail.load(Ordering::Relaxed);
@@ -326,7 +333,7 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     }
 
     fn drain_all_inner(&self, force: bool) {
-        Held::refuse_batcher(self, "drain_all");
+        Held::refuse_batcher(&self.drain_lock, "drain_all");
         // An RMW, not a load: see "drain_all" in the module docs.
         let seen = self.drain_gen.fetch_add(0, Ordering::AcqRel);
         self.drain_all_since(seen, force);
@@ -357,7 +364,7 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     /// Nests: each call needs its own `enable`.
     #[doc(alias = "lru_cache_disable")]
     pub fn disable(&self) {
-        Held::refuse_batcher(self, "disable");
+        Held::refuse_batcher(&self.drain_lock, "disable");
         self.disabled.fetch_add(1, Ordering::Relaxed);
         // A pass that panics (in Apply code) leaves the batcher as it was:
         // the caller has no `disable` to match with `enable`.
@@ -394,7 +401,7 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     /// Counters summed over all slots. Takes each slot's lock in turn, so
     /// call it outside hot loops.
     pub fn stats(&self) -> BatchStats {
-        Held::refuse_batcher(self, "stats");
+        Held::refuse_batcher(&self.drain_lock, "stats");
         let mut s = BatchStats::default();
         for slot in self.slots.iter() {
             let st = lock(&slot.lock);
@@ -426,7 +433,7 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
             n if n == N => stats.batches += 1,
             _ => stats.drains += 1,
         }
-        let _applying = Held::enter(self, slot);
+        let _applying = Held::enter(&self.drain_lock, slot);
         stats.locks += apply_batch(self.target(), &mut batch);
     }
 
