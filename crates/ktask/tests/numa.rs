@@ -195,15 +195,7 @@ fn memory_binds_to_this_hosts_node() {
 #[test]
 fn a_failing_node_stops_and_undoes_every_node() {
     use std::{collections::BTreeSet, sync::Mutex};
-    let topology = Topology::new().unwrap();
-    let node = node_cpus(&topology)[0].node;
-    let ranges = [
-        NodeRange { node, range: 0..64 },
-        NodeRange {
-            node,
-            range: 64..128,
-        },
-    ];
+    let (topology, ranges) = two_ranges_on_one_node();
     let done = Mutex::new(BTreeSet::new());
     let undone = Mutex::new(BTreeSet::new());
     let r = run_numa(
@@ -240,15 +232,7 @@ fn a_failing_node_stops_and_undoes_every_node() {
 #[test]
 fn a_panicking_node_stops_every_node() {
     use std::sync::atomic::AtomicUsize;
-    let topology = Topology::new().unwrap();
-    let node = node_cpus(&topology)[0].node;
-    let ranges = [
-        NodeRange { node, range: 0..64 },
-        NodeRange {
-            node,
-            range: 64..128,
-        },
-    ];
+    let (topology, ranges) = two_ranges_on_one_node();
     let other = AtomicUsize::new(0);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         run_numa::<()>(
@@ -271,4 +255,19 @@ fn a_panicking_node_stops_every_node() {
     assert!(r.is_err(), "the panic reaches the caller");
     let ran = other.into_inner();
     assert!(ran < 8, "the other node ran all {ran} chunks");
+}
+
+/// This host's topology and two "nodes" of 64 items each, both on its first
+/// node (a one-node host runs them as two).
+fn two_ranges_on_one_node() -> (Topology, [NodeRange; 2]) {
+    let topology = Topology::new().unwrap();
+    let node = node_cpus(&topology)[0].node;
+    let ranges = [
+        NodeRange { node, range: 0..64 },
+        NodeRange {
+            node,
+            range: 64..128,
+        },
+    ];
+    (topology, ranges)
 }
