@@ -226,14 +226,18 @@ fn a_failing_node_stops_and_undoes_every_node() {
 }
 
 /// One node panics at its first chunk while the other has slow chunks to
-/// do: the panic stops the other node too, and reaches the caller. Before,
-/// the other node did all its chunks first (seen failing on the old code:
-/// "the other node ran all 8 chunks").
+/// do: the panic stops the other node too, and reaches the caller.
+/// Before, the other node did all its chunks first (seen failing on the
+/// old code: "the other node ran all 8 chunks"). The other node starts
+/// once the panic has begun, and each of its 8 chunks (4 rounds on 2
+/// threads) takes 400 ms: the stop comes only after the panic hook, which
+/// prints (and may symbolise a backtrace).
 #[test]
 fn a_panicking_node_stops_every_node() {
-    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
     let (topology, ranges) = two_ranges_on_one_node();
     let other = AtomicUsize::new(0);
+    let panicking = AtomicBool::new(false);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         run_numa::<()>(
             &topology,
@@ -243,9 +247,13 @@ fn a_panicking_node_stops_every_node() {
             2,
             |r| {
                 if r.start < 64 {
+                    panicking.store(true, Ordering::Release);
                     panic!("a chunk panicked");
                 }
-                std::thread::sleep(std::time::Duration::from_millis(50));
+                while !panicking.load(Ordering::Acquire) {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(400));
                 other.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             },
