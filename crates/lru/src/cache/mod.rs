@@ -100,8 +100,11 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 /// - Memory grows with the entries held: 32 bytes per `u64 → u64` entry in
 ///   the slab (8 more with a weigher, in a side array) and 5 to 10 in the
 ///   index; once a shard first evicts, its shadow table (4 bytes a slot,
-///   twice its entries) is allocated. `cache-memory` measures 43 bytes an
-///   entry filled, 51 at steady state with the shadows. Each shard's lock
+///   twice its entries) is allocated. `cache-memory` measures 45 bytes an
+///   entry filled (43 with foldhash's `fast` hash: likely its regular
+///   hashes of sequential keys filled the shards more evenly, so fewer had
+///   evicted and allocated shadows by then; not verified), 51 at steady
+///   state with the shadows. Each shard's lock
 ///   adds a cache line (128 bytes as padded) per stripe: one per CPU,
 ///   rounded down to a power of two, up to 8.
 pub struct LruCache<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
