@@ -227,10 +227,6 @@ where
         let hash = self.hash(key);
         let shard = self.shard(hash);
         let eq = |k: &K| k.borrow() == key;
-        // A load and a store, not a locked add: lookups racing in one
-        // stripe may lose a count, and a hit costs one locked instruction
-        // fewer.
-        let count = |c: &AtomicU64| c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         if self.batching {
             let lv = shard.read();
             let found = lv.find(hash, eq).map(|i| {
@@ -238,8 +234,7 @@ where
                 lv.mark_accessed(i);
                 v
             });
-            let s = lv.stripe();
-            count(if found.is_some() { &s.hits } else { &s.misses });
+            lv.stripe().count(found.is_some());
             found
         } else {
             let mut lv = shard.write();
@@ -248,8 +243,7 @@ where
                 lv.touch(i);
                 v
             });
-            let s = lv.stripe();
-            count(if found.is_some() { &s.hits } else { &s.misses });
+            lv.stripe().count(found.is_some());
             found
         }
     }
