@@ -71,7 +71,15 @@ pub(crate) fn run() -> Result<(), String> {
                 "warnings",
             ])))
         }),
-        ("test", || done(exec(cargo().args(["test", "--workspace"])))),
+        ("test", || {
+            // Every test binary runs even after one fails, and the summary
+            // names the failed tests.
+            done(crate::util::exec_tests(cargo().args([
+                "test",
+                "--workspace",
+                "--no-fail-fast",
+            ])))
+        }),
         ("doc", || {
             done(exec(
                 cargo()

@@ -54,6 +54,93 @@ pub(crate) fn exec(cmd: &mut Command) -> Result<(), String> {
     }
 }
 
+/// Runs a `cargo test` command like [`exec`], passing its output through,
+/// and on failure names the failed tests and the first line of each one's
+/// panic in the error. The summary is often all a CI log keeps: a bare
+/// "exit status: 101" leaves a flaky test unnamed.
+pub(crate) fn exec_tests(cmd: &mut Command) -> Result<(), String> {
+    use std::io::{BufRead, BufReader, Write};
+    eprintln!("$ {}", show(cmd));
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("could not start `{}`: {e}", show(cmd)))?;
+    let mut failures = Failures::default();
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let mut out = std::io::stdout().lock();
+    for line in BufReader::new(stdout).lines() {
+        let Ok(line) = line else { break };
+        // A closed terminal must not stop the tests; keep reading.
+        let _ = writeln!(out, "{line}");
+        failures.read(&line);
+    }
+    drop(out);
+    let status = child.wait().map_err(|e| format!("`{}`: {e}", show(cmd)))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{}` failed ({status}){}",
+            show(cmd),
+            failures.summary()
+        ))
+    }
+}
+
+/// The failed tests a libtest run printed, each with its panic's first
+/// line.
+#[derive(Default)]
+struct Failures {
+    tests: Vec<(String, Option<String>)>,
+    /// The test whose captured output is being read, and whether its
+    /// panic line was seen (the message is the line after).
+    reading: Option<(usize, bool)>,
+}
+
+impl Failures {
+    fn read(&mut self, line: &str) {
+        if let Some(name) = line
+            .strip_prefix("test ")
+            .and_then(|l| l.strip_suffix(" ... FAILED"))
+        {
+            self.tests.push((name.to_string(), None));
+        } else if let Some(name) = line
+            .strip_prefix("---- ")
+            .and_then(|l| l.strip_suffix(" stdout ----"))
+        {
+            self.reading = self
+                .tests
+                .iter()
+                .position(|(t, _)| t == name)
+                .map(|i| (i, false));
+        } else if let Some((i, seen_panic)) = &mut self.reading {
+            if self.tests[*i].1.is_some() {
+                return;
+            }
+            if *seen_panic {
+                self.tests[*i].1 = Some(line.chars().take(300).collect());
+            } else if line.contains("panicked at") {
+                *seen_panic = true;
+            }
+        }
+    }
+
+    fn summary(&self) -> String {
+        if self.tests.is_empty() {
+            return String::new();
+        }
+        let each: Vec<String> = self
+            .tests
+            .iter()
+            .map(|(name, why)| match why {
+                Some(why) => format!("{name} ({why})"),
+                None => name.clone(),
+            })
+            .collect();
+        format!("; failed tests: {}", each.join("; "))
+    }
+}
+
 /// Whether `cmd` runs and succeeds, quietly.
 pub(crate) fn succeeds(cmd: &mut Command) -> bool {
     cmd.stdout(std::process::Stdio::null())
@@ -297,6 +384,37 @@ mod tests {
             }
             Plan::Tell(m) => panic!("root should install: {m}"),
         }
+    }
+
+    #[test]
+    fn a_failed_test_is_named_with_its_panic() {
+        let log = "running 3 tests
+test a::ok ... ok
+test b::flaky ... FAILED
+test c::also ... FAILED
+
+failures:
+
+---- b::flaky stdout ----
+
+thread 'b::flaky' panicked at crates/b/src/lib.rs:10:5:
+kept 40 of 50 hot keys
+note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace
+
+---- c::also stdout ----
+some output
+
+failures:
+    b::flaky
+    c::also
+";
+        let mut f = Failures::default();
+        log.lines().for_each(|l| f.read(l));
+        assert_eq!(
+            f.summary(),
+            "; failed tests: b::flaky (kept 40 of 50 hot keys); c::also"
+        );
+        assert_eq!(Failures::default().summary(), "");
     }
 
     #[test]
