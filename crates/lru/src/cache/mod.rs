@@ -95,6 +95,15 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 ///   either.
 /// - The eviction listener runs outside every lock (it may use the cache),
 ///   with each evicted entry exactly once.
+/// - A key's `Eq` and a value's `Clone` run under the lock of the entry's
+///   shard. They may look the cache up, even that shard, even while
+///   another thread's insertion waits for the lock; one that would change
+///   the shard it runs under (an insert from a value's `Clone`), or look
+///   up the shard its thread is changing (a lookup from a key's `Eq`
+///   during an insert), panics, naming the cause, where it would deadlock.
+///   Only the innermost shard a thread reads is known: a `Clone` that
+///   reads another shard, whose own `Clone` then changes the first, still
+///   hangs.
 /// - `get_or_insert_with` runs one loader per key at a time; a loader that
 ///   returns an error or panics wakes its waiters, one of which loads next.
 /// - Memory grows with the entries held: 32 bytes per `u64 → u64` entry in

@@ -205,7 +205,7 @@ impl Shadows {
     }
 
     /// Slots allocated.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(super) fn allocated(&self) -> usize {
         self.slots.len()
     }

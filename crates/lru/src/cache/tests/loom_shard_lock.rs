@@ -5,6 +5,12 @@
 //! tracks both). Broken on purpose by a writer that waits for the counts
 //! before setting `block` (`write_checking_first`): loom finds the reader
 //! counted in between, so the model can fail.
+//!
+//! And a thread's second read of a lock it reads already (user code under
+//! the lock calling back into the cache) passes a writer waiting for the
+//! first: waiting for that writer, as a reader otherwise does, would wait
+//! for itself. Broken on purpose by a second read that waits
+//! (`read_waiting_for_writers`): loom finds the schedule that never ends.
 
 use loom::{sync::Arc, thread};
 
@@ -45,4 +51,49 @@ fn a_writer_excludes_a_reader_on_another_stripe() {
 #[should_panic(expected = "Causality violation")]
 fn a_writer_that_checks_before_blocking_is_caught() {
     writer_and_reader(true);
+}
+
+/// A reader that reads the lock again while holding it, and a writer
+/// that may come in between; `broken` makes the second read wait for
+/// writers as a first read does.
+fn nested_read_and_writer(broken: bool) {
+    super::model(move || {
+        let lock = Arc::new(ShardLock::new((0u32, 0u32), 2));
+        let l = lock.clone();
+        let reader = thread::spawn(move || {
+            set_stripe(1);
+            let outer = l.read();
+            let inner = if broken {
+                l.read_waiting_for_writers()
+            } else {
+                l.read()
+            };
+            assert_eq!(inner.0, inner.1, "a nested reader saw a write half done");
+            assert_eq!(*inner, *outer);
+        });
+        set_stripe(0);
+        {
+            let mut w = lock.write();
+            w.0 += 1;
+            w.1 += 1;
+        }
+        reader.join().unwrap();
+        assert_eq!(*lock.read(), (1, 1));
+    });
+}
+
+#[test]
+fn a_nested_read_passes_a_waiting_writer() {
+    nested_read_and_writer(false);
+}
+
+/// Loom panics with "Model exceeded maximum number of branches" on the
+/// schedule that never ends (the writer spins on the first read's count,
+/// the second read waits on the writer's mutex); unwinding, its runtime
+/// then panics again on its own poisoned state, and that second payload
+/// is the one the test sees, hence no `expected`.
+#[test]
+#[should_panic]
+fn a_nested_read_that_waits_for_the_writer_is_caught() {
+    nested_read_and_writer(true);
 }

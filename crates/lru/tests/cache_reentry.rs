@@ -1,0 +1,166 @@
+//! User code that runs under a shard's lock — a value's `Clone` (a hit
+//! clones under the read lock) and a key's `Eq` (every lookup) — and calls
+//! back into the same cache. Each ran into a lock its own thread held and
+//! hung; now a call that can proceed does, and one that cannot panics,
+//! naming the cause. Each scenario runs in a child process with a bounded
+//! wait.
+
+use std::{
+    panic::{AssertUnwindSafe, catch_unwind},
+    sync::{
+        OnceLock,
+        atomic::{AtomicBool, AtomicU8, Ordering},
+        mpsc,
+    },
+    time::Duration,
+};
+
+use mmbatch_lru::LruCache;
+use mmbatch_testkit::child;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// What a [`Val`]'s next clone does besides cloning.
+static ON_CLONE: AtomicU8 = AtomicU8::new(NOTHING);
+const NOTHING: u8 = 0;
+const INSERT: u8 = 1;
+const SIGNAL_THEN_GET: u8 = 2;
+
+/// The cache the clones call into (one shard: every key shares its lock).
+static CACHE: OnceLock<LruCache<u32, Val>> = OnceLock::new();
+/// Told when a clone has begun (under the read lock).
+static BEGUN: OnceLock<std::sync::Mutex<mpsc::Sender<()>>> = OnceLock::new();
+
+fn cache() -> &'static LruCache<u32, Val> {
+    CACHE.get_or_init(|| LruCache::builder(64).shards(1).build().unwrap())
+}
+
+/// A value whose `Clone` calls back into [`CACHE`] once, as [`ON_CLONE`]
+/// says.
+#[derive(Debug, PartialEq)]
+struct Val(u32);
+
+impl Clone for Val {
+    fn clone(&self) -> Self {
+        match ON_CLONE.swap(NOTHING, Ordering::SeqCst) {
+            INSERT => {
+                cache().insert(1000, Val(1000));
+            }
+            SIGNAL_THEN_GET => {
+                BEGUN.get().unwrap().lock().unwrap().send(()).unwrap();
+                // Long enough for the writer to set `block` and wait for
+                // this reader.
+                std::thread::sleep(Duration::from_millis(300));
+                assert_eq!(cache().get(&2), Some(Val(2)));
+            }
+            _ => {}
+        }
+        Val(self.0)
+    }
+}
+
+/// A `Clone` that inserts into the shard its `get` holds for reading:
+/// the write waited for its own thread's read count forever. Now it
+/// panics, naming the cause, and the cache works after.
+#[test]
+fn a_clone_that_inserts_into_its_shard_panics_instead_of_hanging() {
+    let name = "a_clone_that_inserts_into_its_shard_panics_instead_of_hanging";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let c = cache();
+    c.insert(1, Val(1));
+    ON_CLONE.store(INSERT, Ordering::SeqCst);
+    let e = catch_unwind(AssertUnwindSafe(|| c.get(&1))).unwrap_err();
+    let msg = e
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| e.downcast_ref::<&str>().copied())
+        .unwrap_or_default();
+    println!("{msg}");
+    assert!(msg.contains("would deadlock"), "{msg}");
+    assert!(msg.contains("Clone"), "{msg}");
+    // The lock is whole: reads and writes go on.
+    c.insert(3, Val(3));
+    assert_eq!(c.get(&1), Some(Val(1)));
+    assert_eq!(c.get(&3), Some(Val(3)));
+    c.check_invariants().unwrap();
+}
+
+/// A `Clone` that reads the shard it holds while another thread's
+/// insertion waits for it: the nested read waited for the writer, which
+/// waited for the outer read. A thread that already reads a shard now
+/// reads it again without waiting (the writer cannot be writing: it waits
+/// for that thread).
+#[test]
+fn a_clone_that_reads_its_shard_behind_a_waiting_writer_does_not_deadlock() {
+    let name = "a_clone_that_reads_its_shard_behind_a_waiting_writer_does_not_deadlock";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let c = cache();
+    c.insert(1, Val(1));
+    c.insert(2, Val(2));
+    let (tx, rx) = mpsc::channel();
+    BEGUN.set(std::sync::Mutex::new(tx)).unwrap();
+    ON_CLONE.store(SIGNAL_THEN_GET, Ordering::SeqCst);
+    let wrote = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| assert_eq!(c.get(&1), Some(Val(1))));
+        rx.recv().unwrap();
+        c.insert(3, Val(3));
+        wrote.store(true, Ordering::SeqCst);
+    });
+    assert!(wrote.load(Ordering::SeqCst));
+    assert_eq!(c.get(&3), Some(Val(3)));
+    c.check_invariants().unwrap();
+}
+
+/// A key whose `Eq` reads the cache, during an insertion into its own
+/// shard: the read waited for the writers' mutex its thread held. Now it
+/// panics, naming the cause, and the cache works after.
+#[test]
+fn an_eq_that_reads_its_shard_during_an_insert_panics_instead_of_hanging() {
+    let name = "an_eq_that_reads_its_shard_during_an_insert_panics_instead_of_hanging";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    static KEYS: OnceLock<LruCache<Key, u32>> = OnceLock::new();
+    static ARMED: AtomicBool = AtomicBool::new(false);
+    /// A key whose `Eq` looks another key up once armed.
+    #[derive(Clone, Debug)]
+    struct Key(u32);
+    impl std::hash::Hash for Key {
+        fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+            self.0.hash(h);
+        }
+    }
+    impl PartialEq for Key {
+        fn eq(&self, other: &Self) -> bool {
+            if ARMED.swap(false, Ordering::SeqCst) {
+                let _ = KEYS.get().unwrap().get(&Key(7));
+            }
+            self.0 == other.0
+        }
+    }
+    impl Eq for Key {}
+    let c = KEYS.get_or_init(|| LruCache::builder(64).shards(1).build().unwrap());
+    c.insert(Key(1), 1);
+    ARMED.store(true, Ordering::SeqCst);
+    // The insertion's lookup compares `Key(1)` with the cached `Key(1)`.
+    let e = catch_unwind(AssertUnwindSafe(|| c.insert(Key(1), 2))).unwrap_err();
+    let msg = e
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| e.downcast_ref::<&str>().copied())
+        .unwrap_or_default();
+    println!("{msg}");
+    assert!(msg.contains("would deadlock"), "{msg}");
+    c.insert(Key(2), 2);
+    assert_eq!(c.get(&Key(2)), Some(2));
+    assert_eq!(c.get(&Key(1)), Some(1));
+    c.check_invariants().unwrap();
+}
