@@ -97,7 +97,8 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 ///   with each evicted entry exactly once.
 /// - A key's `Eq` and a value's `Clone` run under the lock of the entry's
 ///   shard. They may look the cache up, even that shard, even while
-///   another thread's insertion waits for the lock; one that would change
+///   another thread's insertion waits for the lock (with batching off a
+///   `get` changes its shard: there only `peek` may); one that would change
 ///   the shard it runs under (an insert from a value's `Clone`), or look
 ///   up the shard its thread is changing (a lookup from a key's `Eq`
 ///   during an insert), panics, naming the cause, where it would deadlock.
