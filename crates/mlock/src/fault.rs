@@ -12,7 +12,9 @@
 //! and the previous one restored with the last, unless another handler was
 //! installed on top of ours meanwhile: then ours stays reachable through
 //! it, and is not installed again (installing it over a handler that
-//! chains to it would make the two call each other forever). The previous
+//! chains to it would make the two call each other forever) — unless the
+//! action is later found reset to the default or ignore, when the next
+//! region made installs ours again. The previous
 //! action is copied out through a seqlock, never read while being written;
 //! the handler saves and restores `errno`.
 //!
@@ -294,11 +296,12 @@ fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
     }
 }
 
-/// Makes our handler reachable for a first region (callers hold
+/// Makes our handler reachable for a new region (callers hold
 /// `REGISTRY`). `OLD` is written only here, and only when our handler was
-/// unreachable: installed over nothing of ours.
+/// unreachable: installed over nothing of ours, or buried under a handler
+/// since reset to the default action.
 fn install(reg: &mut Registry) -> Result<(), Error> {
-    if reg.reachable {
+    if reg.reachable && !buried_under_default() {
         return Ok(());
     }
     // SAFETY: an all-zero sigaction is a valid empty value.
@@ -332,6 +335,22 @@ fn install(reg: &mut Registry) -> Result<(), Error> {
     }
     reg.reachable = true;
     Ok(())
+}
+
+/// Whether SIGSEGV's action is now the default or ignore: ours, left
+/// installed beneath another library's handler, is then no longer
+/// reachable (that library reset the action when it went away) and must
+/// be installed again. Any other foreign handler may chain to ours and is
+/// trusted to; a failed query trusts too.
+fn buried_under_default() -> bool {
+    let mut current = MaybeUninit::<libc::sigaction>::uninit();
+    // SAFETY: queries the current action into `current`.
+    if unsafe { libc::sigaction(libc::SIGSEGV, std::ptr::null(), current.as_mut_ptr()) } != 0 {
+        return false;
+    }
+    // SAFETY: sigaction filled it.
+    let current = unsafe { current.assume_init() };
+    current.sa_sigaction == libc::SIG_DFL || current.sa_sigaction == libc::SIG_IGN
 }
 
 /// With the last region gone: restore the previous action if ours is

@@ -313,6 +313,16 @@ fn handler_installed_over_ours_does_not_loop() {
     );
 }
 
+/// Another library installs its handler over ours, the last region is
+/// dropped (ours stays installed beneath, reachable through it), and that
+/// library then resets SIGSEGV to the default action. The old code still
+/// counted ours reachable and installed nothing for the next region: its
+/// first fault killed the process.
+#[test]
+fn handler_reset_to_default_over_ours_is_reinstalled() {
+    assert_child_ok("handler-reset-over-ours");
+}
+
 /// The handler's failing `mlock` used to leave its errno in the
 /// interrupted code's errno.
 #[test]
@@ -523,6 +533,29 @@ fn child_scenarios() {
             // SAFETY: deliberately invalid: this must kill the process.
             let _ = unsafe { std::ptr::read_volatile(8 as *const u8) };
             unreachable!("the stray access must kill the process");
+        }
+        "handler-reset-over-ours" => {
+            let a = FaultLockedRegion::new(LockedRegion::builder(MIB), 4).unwrap();
+            a.read(0).unwrap();
+            install_foreign_handler();
+            drop(a);
+            // That library goes away and leaves the default action.
+            // SAFETY: an all-zero sigaction is SIG_DFL with no flags.
+            let dfl: libc::sigaction = unsafe { std::mem::zeroed() };
+            // SAFETY: a valid action for SIGSEGV.
+            unsafe { libc::sigaction(libc::SIGSEGV, &dfl, std::ptr::null_mut()) };
+            let b = FaultLockedRegion::new(LockedRegion::builder(MIB), 4).unwrap();
+            b.read(5 * page()).unwrap();
+            assert_eq!(b.faults(), 1);
+            println!("child: region B served its faults");
+            drop(b);
+            // Ours was restored away with the last region: the default
+            // action is back.
+            let mut now = std::mem::MaybeUninit::<libc::sigaction>::uninit();
+            // SAFETY: queries the current action.
+            unsafe { libc::sigaction(libc::SIGSEGV, std::ptr::null(), now.as_mut_ptr()) };
+            // SAFETY: filled by sigaction.
+            assert_eq!(unsafe { now.assume_init() }.sa_sigaction, libc::SIG_DFL);
         }
         "errno" => {
             limit_memlock(0);
