@@ -46,6 +46,33 @@ fn refused_helpers_leave_the_job_to_those_that_started() {
     drop(scenario);
 }
 
+/// The caller panics while spawning helpers (here the second spawn; a
+/// panic there is otherwise hard to cause): the helper already started
+/// waited at the start gate forever, and the scope waited for it. The
+/// gate now opens however the spawning ends. In a child process with a
+/// bounded wait; seen hanging on the code before ("did not finish in
+/// 30s").
+#[test]
+fn a_panic_while_spawning_helpers_releases_those_started() {
+    let name = "a_panic_while_spawning_helpers_releases_those_started";
+    if let Some(run) = mmbatch_testkit::child::parent(name, std::time::Duration::from_secs(30)) {
+        run.expect_success();
+        return;
+    }
+    let scenario = FailScenario::setup();
+    fail::cfg("ktask::spawn", "1*off->1*panic(injected spawn panic)->off").unwrap();
+    let r = std::panic::catch_unwind(|| sum_of(&job(4)));
+    let msg = r.unwrap_err();
+    let msg = msg
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| msg.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap();
+    assert!(msg.contains("injected spawn panic"), "{msg}");
+    assert_eq!(sum_of(&job(4)), (0..1usize << 12).sum::<usize>());
+    drop(scenario);
+}
+
 #[test]
 fn a_panicking_start_hook_reaches_the_caller_not_a_deadlock() {
     let scenario = FailScenario::setup();

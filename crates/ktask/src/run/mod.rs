@@ -213,6 +213,10 @@ pub(crate) fn run_bound<E: Send>(
     // started all it can; none waits for a helper that was refused.
     let gate = Gate::default();
     std::thread::scope(|s| {
+        // Opened however the spawning ends: a panic here would otherwise
+        // leave the helpers started so far at the gate, and the scope
+        // waiting for them.
+        let opener = OpenOnDrop(&gate);
         let mut helpers = 0;
         for i in 1..plan.threads {
             let (gate, shared) = (&gate, &shared);
@@ -233,7 +237,7 @@ pub(crate) fn run_bound<E: Send>(
             }
             helpers += 1;
         }
-        gate.open();
+        drop(opener);
         shared.work(f);
         shared.wait(helpers + 1);
     });
@@ -255,6 +259,17 @@ fn spawn_helper<'scope>(
         .name(format!("ktask-{i}"))
         .spawn_scoped(s, body)
         .map(drop)
+}
+
+/// Opens its gate on drop.
+#[cfg(not(loom))]
+struct OpenOnDrop<'a>(&'a Gate);
+
+#[cfg(not(loom))]
+impl Drop for OpenOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.open();
+    }
 }
 
 /// The start gate: helpers wait until the caller opens it.
