@@ -35,6 +35,15 @@ fn sum_of(job: &Job) -> usize {
     sum.into_inner()
 }
 
+/// The message of the panic [`sum_of`] must end in.
+fn panic_of_sum(job: &Job) -> String {
+    let e = std::panic::catch_unwind(|| sum_of(job)).unwrap_err();
+    e.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap()
+}
+
 #[test]
 fn refused_helpers_leave_the_job_to_those_that_started() {
     let scenario = FailScenario::setup();
@@ -61,13 +70,7 @@ fn a_panic_while_spawning_helpers_releases_those_started() {
     }
     let scenario = FailScenario::setup();
     fail::cfg("ktask::spawn", "1*off->1*panic(injected spawn panic)->off").unwrap();
-    let r = std::panic::catch_unwind(|| sum_of(&job(4)));
-    let msg = r.unwrap_err();
-    let msg = msg
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| msg.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap();
+    let msg = panic_of_sum(&job(4));
     assert!(msg.contains("injected spawn panic"), "{msg}");
     assert_eq!(sum_of(&job(4)), (0..1usize << 12).sum::<usize>());
     drop(scenario);
@@ -77,13 +80,7 @@ fn a_panic_while_spawning_helpers_releases_those_started() {
 fn a_panicking_start_hook_reaches_the_caller_not_a_deadlock() {
     let scenario = FailScenario::setup();
     fail::cfg("ktask::start", "1*panic(injected start hook panic)->off").unwrap();
-    let r = std::panic::catch_unwind(|| sum_of(&job(4)));
-    let msg = r.unwrap_err();
-    let msg = msg
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| msg.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap();
+    let msg = panic_of_sum(&job(4));
     assert!(msg.contains("injected start hook panic"), "{msg}");
     // And the next job is unaffected.
     assert_eq!(sum_of(&job(4)), (0..1usize << 12).sum::<usize>());

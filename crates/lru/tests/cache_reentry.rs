@@ -35,6 +35,15 @@ fn cache() -> &'static LruCache<u32, Val> {
     CACHE.get_or_init(|| LruCache::builder(64).shards(1).build().unwrap())
 }
 
+/// The message of the panic `r` must hold.
+fn panic_message<T: std::fmt::Debug>(r: std::thread::Result<T>) -> String {
+    let e = r.unwrap_err();
+    e.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_default()
+}
+
 /// A value whose `Clone` calls back into [`CACHE`] once, as [`ON_CLONE`]
 /// says.
 #[derive(Debug, PartialEq)]
@@ -72,12 +81,7 @@ fn a_clone_that_inserts_into_its_shard_panics_instead_of_hanging() {
     let c = cache();
     c.insert(1, Val(1));
     ON_CLONE.store(INSERT, Ordering::SeqCst);
-    let e = catch_unwind(AssertUnwindSafe(|| c.get(&1))).unwrap_err();
-    let msg = e
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| e.downcast_ref::<&str>().copied())
-        .unwrap_or_default();
+    let msg = panic_message(catch_unwind(AssertUnwindSafe(|| c.get(&1))));
     println!("{msg}");
     assert!(msg.contains("would deadlock"), "{msg}");
     assert!(msg.contains("Clone"), "{msg}");
@@ -151,12 +155,7 @@ fn an_eq_that_reads_its_shard_during_an_insert_panics_instead_of_hanging() {
     c.insert(Key(1), 1);
     ARMED.store(true, Ordering::SeqCst);
     // The insertion's lookup compares `Key(1)` with the cached `Key(1)`.
-    let e = catch_unwind(AssertUnwindSafe(|| c.insert(Key(1), 2))).unwrap_err();
-    let msg = e
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| e.downcast_ref::<&str>().copied())
-        .unwrap_or_default();
+    let msg = panic_message(catch_unwind(AssertUnwindSafe(|| c.insert(Key(1), 2))));
     println!("{msg}");
     assert!(msg.contains("would deadlock"), "{msg}");
     c.insert(Key(2), 2);

@@ -127,6 +127,13 @@ impl<T> ShardLock<T> {
     /// one that writes it panics rather than wait for itself: see [`Held`].
     #[inline]
     pub(super) fn read(&self) -> ReadGuard<'_, T> {
+        self.read_passing_own(true)
+    }
+
+    /// [`read`](Self::read); `pass_own` false (the loom model's broken
+    /// twin only) waits for writers even on the thread's own read.
+    #[inline(always)]
+    fn read_passing_own(&self, pass_own: bool) -> ReadGuard<'_, T> {
         let (index, outer) = HELD.with(|h| (h.stripe_index(), h.reading.replace(self.id)));
         let stripe = self.stripe(index);
         // SeqCst on both sides (`smp_mb()` in the kernel): either this
@@ -137,7 +144,7 @@ impl<T> ShardLock<T> {
         let counted = Counted { stripe, outer };
         smp_mb();
         if self.block.load(Ordering::SeqCst) {
-            self.wait_for_writer(stripe, outer);
+            self.wait_for_writer(stripe, if pass_own { outer } else { 0 });
         }
         ReadGuard {
             // SAFETY: this reader is counted and saw no `block` (or its
@@ -414,9 +421,8 @@ pub(super) fn set_stripe(i: usize) {
     HELD.with(|h| h.stripe.set(i));
 }
 
-/// A writer that reads the counts before it sets `block`: the protocol
-/// broken on purpose, for the loom model that must catch it (a reader
-/// counted after the check but before `block` reads beside the writer).
+/// The protocol broken on purpose, for the loom models that must catch
+/// it.
 #[cfg(all(loom, test))]
 impl<T> ShardLock<T> {
     /// A read that waits for writers even when its thread reads the lock
@@ -424,21 +430,12 @@ impl<T> ShardLock<T> {
     /// that must catch it (the writer waits for the first read, the second
     /// for the writer).
     pub(super) fn read_waiting_for_writers(&self) -> ReadGuard<'_, T> {
-        let (index, outer) = HELD.with(|h| (h.stripe_index(), h.reading.replace(self.id)));
-        let stripe = self.stripe(index);
-        stripe.read_count.fetch_add(1, Ordering::SeqCst);
-        let counted = Counted { stripe, outer };
-        smp_mb();
-        if self.block.load(Ordering::SeqCst) {
-            self.wait_for_writer(stripe, 0);
-        }
-        ReadGuard {
-            // SAFETY: as in `read`.
-            data: unsafe { self.data.shared() },
-            counted,
-        }
+        self.read_passing_own(false)
     }
 
+    /// A writer that reads the counts before it sets `block` (a reader
+    /// counted after the check but before `block` reads beside the
+    /// writer).
     pub(super) fn write_checking_first(&self) -> WriteGuard<'_, T> {
         let writer = lock(&self.writer);
         for s in self.stripes.iter() {
