@@ -26,6 +26,9 @@ const NOTHING: u8 = 0;
 const INSERT: u8 = 1;
 const SIGNAL_THEN_GET: u8 = 2;
 
+/// Set just before the other thread's insertion.
+static WRITER_CALLED: AtomicBool = AtomicBool::new(false);
+
 /// The cache the clones call into (one shard: every key shares its lock).
 static CACHE: OnceLock<LruCache<u32, Val>> = OnceLock::new();
 /// Told when a clone has begun (under the read lock).
@@ -58,8 +61,13 @@ impl Clone for Val {
             SIGNAL_THEN_GET => {
                 BEGUN.get().unwrap().lock().unwrap().send(()).unwrap();
                 // Long enough for the writer to set `block` and wait for
-                // this reader.
+                // this reader (on the code before, this test hung every
+                // time it was run).
                 std::thread::sleep(Duration::from_millis(300));
+                assert!(
+                    WRITER_CALLED.load(Ordering::SeqCst),
+                    "the writer has not started: the nested read tests nothing"
+                );
                 assert_eq!(cache().get(&2), Some(Val(2)));
             }
             _ => {}
@@ -114,6 +122,7 @@ fn a_clone_that_reads_its_shard_behind_a_waiting_writer_does_not_deadlock() {
     std::thread::scope(|s| {
         s.spawn(|| assert_eq!(c.get(&1), Some(Val(1))));
         rx.recv().unwrap();
+        WRITER_CALLED.store(true, Ordering::SeqCst);
         c.insert(3, Val(3));
         wrote.store(true, Ordering::SeqCst);
     });

@@ -122,9 +122,10 @@ impl<T> ShardLock<T> {
     /// stripe, then checks for a writer; one found, the reader steps back
     /// out and waits for it.
     ///
-    /// A thread that already reads this lock reads it again at once, even
-    /// past a waiting writer (which waits for that thread's first read), and
-    /// one that writes it panics rather than wait for itself: see [`Held`].
+    /// A thread whose innermost read is of this lock reads it again at
+    /// once, even past a waiting writer (which waits for that first read),
+    /// and one whose innermost write is of this lock panics rather than
+    /// wait for itself: see [`Held`].
     #[inline]
     pub(super) fn read(&self) -> ReadGuard<'_, T> {
         self.read_passing_own(true)
@@ -141,14 +142,20 @@ impl<T> ShardLock<T> {
         // and waits for it.
         stripe.read_count.fetch_add(1, Ordering::SeqCst);
         // From here a panic uncounts the reader and restores the record.
-        let counted = Counted { stripe, outer };
+        let counted = Counted {
+            stripe,
+            outer,
+            #[cfg(debug_assertions)]
+            id: self.id,
+        };
         smp_mb();
         if self.block.load(Ordering::SeqCst) {
             self.wait_for_writer(stripe, if pass_own { outer } else { 0 });
         }
         ReadGuard {
             // SAFETY: this reader is counted and saw no `block` (or its
-            // thread's first read of this lock is still counted, which
+            // thread's record says it reads this lock already — guards
+            // drop in order, see `Counted` — and that read, still counted,
             // keeps any writer waiting), so no writer has `&mut T` until
             // it is uncounted (when the guard drops): a writer sets
             // `block` before reading the counts.
@@ -221,14 +228,14 @@ impl<T> ShardLock<T> {
                 spin(&mut round);
             }
         }
-        let outer = HELD.with(|h| h.writing.replace(self.id));
+        let writing = Writing::new(self.id);
         WriteGuard {
             // SAFETY: the writers' mutex is held, `block` is set and every
             // stripe's readers have left: new readers see `block` and wait,
             // so this is the only reference to `T` until the guard drops.
             data: unsafe { self.data.exclusive() },
             lock: self,
-            _writing: Writing(outer),
+            _writing: writing,
             _unblock: unblock,
             _writer: writer,
         }
@@ -245,9 +252,17 @@ pub(super) struct ReadGuard<'a, T> {
 
 /// A reader's count in its stripe, taken back on drop, and the lock its
 /// thread read before this one ([`Held::reading`]), restored.
+///
+/// Guards of one thread must drop in the reverse order of their making
+/// (every caller holds one guard at a time; nesting comes only from user
+/// code, which unwinds in order): the record of a read must never name a
+/// lock the thread does not read, or a later read of that lock would pass
+/// a writer that holds it. Debug builds check it.
 struct Counted<'a> {
     stripe: &'a Stripe,
     outer: usize,
+    #[cfg(debug_assertions)]
+    id: usize,
 }
 
 impl Drop for Counted<'_> {
@@ -256,7 +271,11 @@ impl Drop for Counted<'_> {
     fn drop(&mut self) {
         // Release: the reads before happen before a writer's `&mut`.
         self.stripe.read_count.fetch_sub(1, Ordering::Release);
-        HELD.with(|h| h.reading.set(self.outer));
+        HELD.with(|h| {
+            #[cfg(debug_assertions)]
+            debug_assert_eq!(h.reading.get(), self.id, "read guards dropped out of order");
+            h.reading.set(self.outer)
+        });
     }
 }
 
@@ -289,11 +308,35 @@ pub(super) struct WriteGuard<'a, T> {
 
 /// The lock its thread wrote before this one ([`Held::writing`]),
 /// restored on drop.
-struct Writing(usize);
+/// The same order holds as for [`Counted`]; debug builds check it.
+struct Writing {
+    outer: usize,
+    #[cfg(debug_assertions)]
+    id: usize,
+}
+
+impl Writing {
+    /// Records that the thread writes lock `id`.
+    fn new(id: usize) -> Self {
+        Self {
+            outer: HELD.with(|h| h.writing.replace(id)),
+            #[cfg(debug_assertions)]
+            id,
+        }
+    }
+}
 
 impl Drop for Writing {
     fn drop(&mut self) {
-        HELD.with(|h| h.writing.set(self.0));
+        HELD.with(|h| {
+            #[cfg(debug_assertions)]
+            debug_assert_eq!(
+                h.writing.get(),
+                self.id,
+                "write guards dropped out of order"
+            );
+            h.writing.set(self.outer)
+        });
     }
 }
 
@@ -450,7 +493,7 @@ impl<T> ShardLock<T> {
             // SAFETY: none: this is the broken writer the model must catch.
             data: unsafe { self.data.exclusive() },
             lock: self,
-            _writing: Writing(HELD.with(|h| h.writing.replace(self.id))),
+            _writing: Writing::new(self.id),
             _unblock: Unblock(&self.block),
             _writer: writer,
         }
@@ -515,6 +558,19 @@ mod tests {
         }));
         *lock.write() += 1;
         assert_eq!(*lock.read(), 2);
+    }
+
+    /// Guards dropped out of order would leave the thread's record naming
+    /// a lock it no longer reads (a later read of it would pass a writer
+    /// holding it): debug builds stop there.
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "read guards dropped out of order")]
+    fn read_guards_dropped_out_of_order_are_caught() {
+        let (a, b) = (ShardLock::new(1, 2), ShardLock::new(2, 2));
+        let ra = a.read();
+        let _rb = b.read();
+        drop(ra);
     }
 
     /// Each thread keeps one stripe number, and no two threads share one

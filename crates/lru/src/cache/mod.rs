@@ -95,16 +95,20 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 ///   either.
 /// - The eviction listener runs outside every lock (it may use the cache),
 ///   with each evicted entry exactly once.
-/// - A key's `Eq` and a value's `Clone` run under the lock of the entry's
-///   shard. They may look the cache up, even that shard, even while
-///   another thread's insertion waits for the lock (with batching off a
-///   `get` changes its shard: there only `peek` may); one that would change
-///   the shard it runs under (an insert from a value's `Clone`), or look
-///   up the shard its thread is changing (a lookup from a key's `Eq`
-///   during an insert), panics, naming the cause, where it would deadlock.
-///   Only the innermost shard a thread reads is known: a `Clone` that
-///   reads another shard, whose own `Clone` then changes the first, still
-///   hangs.
+/// - User code runs under the lock of an entry's shard: a key's `Eq`,
+///   `Clone` and `Borrow`, and a value's `Clone`. Under `get` (batching
+///   on), `peek` and `contains_key` that is the read lock, and the code may
+///   look that shard up with the same three calls, even while another
+///   thread's insertion waits for the lock. Under every other call
+///   (`insert`, `remove`, `get_or_insert_with`, `get` with batching off)
+///   it is the write lock, and any use of that shard panics; so does a
+///   change of the shard from under its read lock. Each panic names the
+///   cause where the call would deadlock. Only the innermost shard a
+///   thread reads and the innermost it writes are known: a chain through
+///   two shards (a `Clone` under shard A that reads B, whose `Clone` reads
+///   or changes A) can still hang, as can a `get_or_insert_with` called
+///   under a shard's lock whose loader waits for another thread that needs
+///   that shard.
 /// - `get_or_insert_with` runs one loader per key at a time; a loader that
 ///   returns an error or panics wakes its waiters, one of which loads next.
 /// - Memory grows with the entries held: 32 bytes per `u64 → u64` entry in
