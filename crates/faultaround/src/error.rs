@@ -105,6 +105,23 @@ pub enum Error {
         /// The region's value.
         region: String,
     },
+    /// A builder setting out of range: `why` says what it must be.
+    BadSetting {
+        /// The builder method.
+        setting: &'static str,
+        /// What it was given.
+        value: String,
+        /// What it must be.
+        why: String,
+    },
+    /// A page source or working-set file that can never be read (a file
+    /// open for writing only).
+    SourceUnreadable {
+        /// Which: `"page source"` or `"working-set file"`.
+        what: &'static str,
+        /// Why.
+        source: io::Error,
+    },
     /// Another system error.
     Sys {
         /// The call that failed.
@@ -139,6 +156,17 @@ impl fmt::Display for Error {
                 "the page source has {source_len} bytes but the region needs {region_len}: use a shorter region \
                  or a longer source"
             ),
+            Error::BadSetting {
+                setting,
+                value,
+                why,
+            } => write!(
+                f,
+                "UffdRegionBuilder::{setting} of {value} is refused: {why}"
+            ),
+            Error::SourceUnreadable { what, source } => {
+                write!(f, "the {what} cannot be read: {source}")
+            }
             Error::NoPermission { source } => write!(
                 f,
                 "userfaultfd refused ({source}): open /dev/userfaultfd needs read/write access to it \
@@ -218,6 +246,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::NoPermission { source }
+            | Error::SourceUnreadable { source, .. }
             | Error::Sys { source, .. }
             | Error::ThreadRefused { source, .. }
             | Error::PageFailed { source, .. } => Some(source),

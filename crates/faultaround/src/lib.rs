@@ -82,8 +82,8 @@ mod window;
 pub use engine::MapPages;
 pub use error::Error;
 pub use uffd::{
-    FailSignal, MAX_HANDLERS, MAX_ID_LEN, PageRead, PageSource, REPLAY_RUN, Record, UffdRegion,
-    UffdRegionBuilder, UffdStats, Zeroes,
+    FailSignal, MAX_HANDLERS, MAX_ID_LEN, MIN_SOURCE_TIMEOUT, PageRead, PageSource, REPLAY_RUN,
+    Record, UffdRegion, UffdRegionBuilder, UffdStats, Zeroes,
 };
 pub use window::{MAX_ORDER, PTRS_PER_TABLE, Window};
 

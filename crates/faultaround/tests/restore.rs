@@ -513,7 +513,13 @@ fn a_working_set_file_of_another_record_or_corrupt_is_refused() {
         .replay_pages(tempfile(&good))
         .build(src.clone());
     assert!(
-        matches!(alone, Err(Error::RecordCorrupt { .. })),
+        matches!(
+            alone,
+            Err(Error::BadSetting {
+                setting: "replay_pages",
+                ..
+            })
+        ),
         "{alone:?}"
     );
     // A run whose bytes changed: not installed; its pages fault in from

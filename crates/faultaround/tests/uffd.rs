@@ -209,3 +209,147 @@ fn page_cache_region_skips_uncached_neighbours() {
     // An uncached page is an ordinary (missing) shmem fault: zeroes.
     assert_eq!(r.as_slice()[9 * PAGE], 0);
 }
+
+/// A user other than root builds a region and reads it. `/dev/userfaultfd`
+/// is root's alone by default (this host: `crw------- root`), and the
+/// `userfaultfd` crate, finding the device, never tried the system call,
+/// which needs no privilege for user-mode faults since Linux 5.11: every
+/// other user got "userfaultfd failed: ... Permission denied" (seen on the
+/// code before, in this test). As root, the test drops to uid 65534 in a
+/// child process.
+#[test]
+fn a_user_other_than_root_gets_a_region() {
+    let name = "a_user_other_than_root_gets_a_region";
+    if let Some(run) = mmbatch_testkit::child::parent(name, std::time::Duration::from_secs(30)) {
+        run.expect_success();
+        return;
+    }
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } == 0 {
+        // SAFETY: no memory preconditions; the child has one thread.
+        assert_eq!(unsafe { libc::setgid(65534) }, 0, "setgid");
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::setuid(65534) }, 0, "setuid");
+    }
+    let src = image(16);
+    let r = match UffdRegion::new(16 * PAGE, 0, src.clone(), 1) {
+        Ok(r) => r,
+        Err(e @ Error::NoPermission { .. }) => {
+            // Before Linux 5.11 only `vm.unprivileged_userfaultfd=1` lets
+            // this user in; the error must say so.
+            println!("refused: {e}");
+            assert!(e.to_string().contains("unprivileged_userfaultfd"), "{e}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(r.as_slice()[5 * PAGE + 3], src[5 * PAGE + 3]);
+    assert_eq!(r.stats().faults, 1);
+}
+
+/// Settings out of range are refused at build, each naming the setting
+/// and what it must be. Before: a zero `source_timeout` was taken, and
+/// the watchdog then failed every page a healthy source had not yet
+/// answered within its 1 ms tick (SIGBUS for the reader); `prefetchers(0)`
+/// without a replay was "0 handler threads asked for"; a long image id was
+/// "the working-set record is corrupt … record it again", with no record
+/// given; a record's page size of 0 panicked in `write_pages`.
+#[test]
+fn bad_settings_are_refused_naming_the_setting() {
+    use std::time::Duration;
+    let src = image(16);
+    let e = UffdRegion::builder(16 * PAGE)
+        .source_timeout(Duration::ZERO)
+        .build(src.clone())
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::BadSetting {
+                setting: "source_timeout",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("Duration::MAX"), "{e}");
+    // Prefetchers are read only with a replay.
+    UffdRegion::builder(16 * PAGE)
+        .prefetchers(0)
+        .build(src.clone())
+        .unwrap();
+    let record = mmbatch_faultaround::Record::new(PAGE, (16 * PAGE) as u64, "", [1, 2]).unwrap();
+    let e = UffdRegion::builder(16 * PAGE)
+        .prefetchers(0)
+        .replay(record)
+        .build(src.clone())
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::BadSetting {
+                setting: "prefetchers",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = UffdRegion::builder(16 * PAGE)
+        .image_id("x".repeat(300))
+        .build(src.clone())
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::BadSetting {
+                setting: "image_id",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    for size in [0, 1000, 4097, 1 << 31] {
+        let e = mmbatch_faultaround::Record::new(size, 1 << 20, "", [0]).unwrap_err();
+        assert!(e.to_string().contains("page size"), "{size}: {e}");
+    }
+}
+
+/// A `File` opened for writing only (`File::create`) as the page source:
+/// every read failed with EBADF and the first faulting thread died of
+/// SIGBUS, the cause only in `failure()`, which a dead process cannot
+/// read (seen on the code before: this test's child died of signal 7).
+/// Now the build is refused, naming the fix.
+#[test]
+fn a_write_only_file_source_is_refused_at_build() {
+    let name = "a_write_only_file_source_is_refused_at_build";
+    if let Some(run) = mmbatch_testkit::child::parent(name, std::time::Duration::from_secs(30)) {
+        run.expect_success();
+        return;
+    }
+    use std::io::Write;
+    let path = std::env::temp_dir().join(format!("mmbatch-write-only-{}", std::process::id()));
+    let src = image(16);
+    let mut f = std::fs::File::create(&path).unwrap();
+    f.write_all(&src).unwrap();
+    let built = UffdRegion::new(16 * PAGE, 0, f, 1);
+    std::fs::remove_file(&path).unwrap();
+    let e = match built {
+        Ok(r) => {
+            std::hint::black_box(r.as_slice()[0]);
+            panic!("a region over a write-only file was built and read");
+        }
+        Err(e) => e,
+    };
+    println!("{e}");
+    assert!(
+        matches!(
+            e,
+            Error::SourceUnreadable {
+                what: "page source",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("open it for reading"), "{e}");
+}

@@ -40,7 +40,8 @@ impl UffdRegionBuilder {
     /// longer is replaced (see the region's docs); with none free, new
     /// faults fail until one is. Drop waits for
     /// the handlers up to this long; [`shutdown`](UffdRegion::shutdown)
-    /// as its docs say.
+    /// as its docs say. Below [`MIN_SOURCE_TIMEOUT`](crate::MIN_SOURCE_TIMEOUT)
+    /// the build is refused.
     pub fn source_timeout(mut self, timeout: Duration) -> Self {
         self.source_timeout = timeout;
         self
@@ -88,8 +89,9 @@ impl UffdRegionBuilder {
         self
     }
 
-    /// Threads that install a replayed record (default 2, at most
-    /// [`MAX_HANDLERS`](crate::MAX_HANDLERS)).
+    /// Threads that install a replayed record (default 2, at least 1 and
+    /// at most [`MAX_HANDLERS`](crate::MAX_HANDLERS); read only with
+    /// [`replay`](Self::replay)).
     pub fn prefetchers(mut self, n: usize) -> Self {
         self.prefetchers = n;
         self

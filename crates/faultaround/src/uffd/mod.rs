@@ -14,7 +14,10 @@ use std::{
     collections::{HashSet, VecDeque},
     fs::File,
     io,
-    os::{fd::BorrowedFd, unix::fs::FileExt},
+    os::{
+        fd::{AsRawFd, BorrowedFd},
+        unix::fs::FileExt,
+    },
     sync::{
         Arc, Condvar, Mutex, RwLock,
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
@@ -23,7 +26,7 @@ use std::{
 };
 
 use mmbatch_mmap::{MapFlags, Mapping, ProtFlags};
-use userfaultfd::{FeatureFlags, IoctlFlags, RegisterMode, UffdBuilder};
+use userfaultfd::{FeatureFlags, IoctlFlags, RegisterMode, Uffd, UffdBuilder};
 
 pub use builder::UffdRegionBuilder;
 pub use handler::FailSignal;
@@ -67,6 +70,10 @@ pub struct UffdStats {
 
 /// The most handler threads a region starts.
 pub const MAX_HANDLERS: usize = 64;
+
+/// The shortest [`source_timeout`](UffdRegionBuilder::source_timeout): the
+/// watchdog's finest tick.
+pub const MIN_SOURCE_TIMEOUT: Duration = Duration::from_millis(1);
 
 /// An anonymous region registered with userfaultfd and filled on demand
 /// from a [`PageSource`]: a missing-page fault is resolved by copying the
@@ -131,6 +138,89 @@ fn uffd_error(e: userfaultfd::Error) -> Error {
             source: io::Error::other(e.to_string()),
         },
     }
+}
+
+/// A userfaultfd for faults in user mode, with EVENT_REMOVE (Linux 4.11):
+/// a range the application discards (MADV_DONTNEED, MADV_REMOVE) is
+/// reported, so it reads back as zeros afterwards rather than as the
+/// source's data.
+///
+/// The `userfaultfd` crate opens `/dev/userfaultfd` when it exists and
+/// then never tries the system call. The device is root's alone by
+/// default (Linux 6.1 made it), so every other user was refused, though
+/// the system call with `UFFD_USER_MODE_ONLY` needs no privilege since
+/// Linux 5.11. A device this process may not open is passed over for the
+/// system call here.
+fn open_uffd() -> Result<Uffd, Error> {
+    let opened = UffdBuilder::new()
+        .close_on_exec(true)
+        .non_blocking(true)
+        .user_mode_only(true)
+        .require_features(FeatureFlags::EVENT_REMOVE)
+        .create();
+    match opened {
+        Err(userfaultfd::Error::OpenDevUserfaultfd(e))
+            if e.kind() == io::ErrorKind::PermissionDenied =>
+        {
+            uffd_by_syscall()
+        }
+        other => other.map_err(uffd_error),
+    }
+}
+
+/// `userfaultfd(2)` for user-mode faults, then the `UFFDIO_API`
+/// handshake asking for EVENT_REMOVE (what `UffdBuilder::create` does
+/// after opening the device).
+fn uffd_by_syscall() -> Result<Uffd, Error> {
+    use std::os::fd::FromRawFd;
+    let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
+    let user_mode = userfaultfd_sys::UFFD_USER_MODE_ONLY as i32;
+    // SAFETY: userfaultfd(2) takes flags and returns a new descriptor or -1.
+    let mut fd = unsafe { libc::syscall(libc::SYS_userfaultfd, flags | user_mode) };
+    if fd < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+        // Before Linux 5.11 the flag is unknown: without it, this user
+        // needs `vm.unprivileged_userfaultfd=1` (EPERM names the fix).
+        // SAFETY: as above.
+        fd = unsafe { libc::syscall(libc::SYS_userfaultfd, flags) };
+    }
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            Some(libc::EPERM) | Some(libc::EACCES) => Error::NoPermission { source: e },
+            Some(libc::ENOSYS) | Some(libc::EINVAL) => Error::Unsupported {
+                what: format!("userfaultfd: {e}"),
+            },
+            _ => Error::Sys {
+                op: "userfaultfd",
+                source: e,
+            },
+        });
+    }
+    // SAFETY: a descriptor the kernel has just returned, owned by nothing
+    // else; the `Uffd` closes it, on every path below too.
+    let uffd = unsafe { Uffd::from_raw_fd(fd as i32) };
+    let mut api = userfaultfd_sys::uffdio_api {
+        api: userfaultfd_sys::UFFD_API,
+        features: userfaultfd_sys::UFFD_FEATURE_EVENT_REMOVE,
+        ioctls: 0,
+    };
+    // SAFETY: UFFDIO_API reads and writes one `uffdio_api`, which `api` is.
+    let r = unsafe {
+        libc::ioctl(
+            uffd.as_raw_fd(),
+            userfaultfd_sys::UFFDIO_API as _,
+            &mut api as *mut userfaultfd_sys::uffdio_api,
+        )
+    };
+    if r != 0 {
+        return Err(Error::Unsupported {
+            what: format!(
+                "userfaultfd with EVENT_REMOVE (Linux 4.11): UFFDIO_API: {}",
+                io::Error::last_os_error()
+            ),
+        });
+    }
+    Ok(uffd)
 }
 
 /// A fresh anonymous mapping, or a shared one of the region's own file.
@@ -269,45 +359,53 @@ impl UffdRegion {
                 max: MAX_HANDLERS,
             });
         }
-        if !(1..=MAX_HANDLERS).contains(&prefetchers) {
-            return Err(Error::BadHandlers {
-                handlers: prefetchers,
-                max: MAX_HANDLERS,
+        if replay.is_some() && !(1..=MAX_HANDLERS).contains(&prefetchers) {
+            return Err(Error::BadSetting {
+                setting: "prefetchers",
+                value: prefetchers.to_string(),
+                why: format!("a replay needs 1 to {MAX_HANDLERS} prefetch threads"),
+            });
+        }
+        if source_timeout < MIN_SOURCE_TIMEOUT {
+            return Err(Error::BadSetting {
+                setting: "source_timeout",
+                value: format!("{source_timeout:?}"),
+                why: format!(
+                    "a source needs at least {MIN_SOURCE_TIMEOUT:?} (the watchdog's tick) to \
+                     answer, or every page it has not yet answered fails; Duration::MAX waits \
+                     for good"
+                ),
             });
         }
         Window::around(0, order, 0..1)?;
         if image_id.len() > MAX_ID_LEN {
-            return Err(Error::RecordCorrupt {
-                reason: format!(
-                    "an image id of {} bytes (at most {MAX_ID_LEN})",
-                    image_id.len()
-                ),
+            return Err(Error::BadSetting {
+                setting: "image_id",
+                value: format!("{} bytes", image_id.len()),
+                why: format!("an image id is at most {MAX_ID_LEN} bytes (a hash or a name)"),
             });
         }
+        source.check().map_err(|source| Error::SourceUnreadable {
+            what: "page source",
+            source,
+        })?;
         if let Some(r) = &replay {
             r.check(page, len as u64, &image_id)?;
         }
         let working_set = match (&replay, replay_pages) {
             (Some(r), Some(file)) => Some(WorkingSet::open(file, r)?),
             (None, Some(_)) => {
-                return Err(Error::RecordCorrupt {
-                    reason: "a working-set file without its record: give the record with \
-                             UffdRegionBuilder::replay"
+                return Err(Error::BadSetting {
+                    setting: "replay_pages",
+                    value: "a working-set file".into(),
+                    why: "a working-set file needs the record it was written for: give it with \
+                          UffdRegionBuilder::replay"
                         .into(),
                 });
             }
             _ => None,
         };
-        // EVENT_REMOVE (Linux 4.11): a range the application discards
-        // (MADV_DONTNEED, MADV_REMOVE) is reported, so it reads back as
-        // zeros afterwards rather than as the source's data.
-        let uffd = UffdBuilder::new()
-            .close_on_exec(true)
-            .non_blocking(true)
-            .user_mode_only(true)
-            .require_features(FeatureFlags::EVENT_REMOVE)
-            .create()
-            .map_err(uffd_error)?;
+        let uffd = open_uffd()?;
         let mapping = map(len, shared_fd)?;
         let (mode, register, needed, what) = match shared_fd {
             // Registering for minor faults succeeds only where the kernel

@@ -53,9 +53,15 @@ impl Record {
                 image_id.len()
             )));
         }
-        let page_size =
-            u32::try_from(page_size).map_err(|_| corrupt(format!("page size {page_size}")))?;
-        let npages = image_len / u64::from(page_size.max(1));
+        // Base pages to 1 GiB huge pages: 0 made `write_pages` panic in
+        // `chunks_exact`, and larger ones allocate a run's bounce buffer.
+        if !page_size.is_power_of_two() || !(4096..=1 << 30).contains(&page_size) {
+            return Err(corrupt(format!(
+                "page size {page_size}: a page size is a power of two from 4096 to 1 GiB"
+            )));
+        }
+        let page_size = page_size as u32;
+        let npages = image_len / u64::from(page_size);
         let mut seen = std::collections::HashSet::new();
         let mut list = Vec::new();
         for p in pages {
@@ -336,6 +342,10 @@ impl WorkingSet {
         let runs = record.runs(REPLAY_RUN);
         let head_len = 24 + 4 * runs.len();
         let mut head = vec![0u8; head_len];
+        super::PageSource::check(&*file).map_err(|source| Error::SourceUnreadable {
+            what: "working-set file",
+            source,
+        })?;
         file.read_exact_at(&mut head[..24], 0)
             .map_err(|e| corrupt(format!("the working-set file cannot be read: {e}")))?;
         if head[..7] != PAGES_MAGIC[..7] {

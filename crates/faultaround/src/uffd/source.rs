@@ -36,6 +36,14 @@ pub trait PageSource: Send + Sync + 'static {
     /// Fills `buf` (one page) with page `index`, or says why it cannot.
     fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead;
 
+    /// Checked once when a region is built: an error refuses the build,
+    /// for a source that can never be read (by default, none; [`File`]
+    /// refuses a descriptor open for writing only, whose every read would
+    /// fail and send the faulting thread SIGBUS).
+    fn check(&self) -> io::Result<()> {
+        Ok(())
+    }
+
     /// Fills `buf` (`count` pages) with pages `index..index + count`: one
     /// call for a whole run, where a replay installs many pages at once
     /// (by default, [`read_page`](Self::read_page) for each; [`File`]
@@ -117,8 +125,30 @@ impl PageSource for Vec<u8> {
 }
 
 impl PageSource for File {
+    /// The file's length; a block device's, which its metadata gives as 0,
+    /// from seeking to its end (reads are positioned, so the offset moved
+    /// matters to none of them).
     fn len(&self) -> u64 {
-        self.metadata().map_or(0, |m| m.len())
+        use std::os::unix::fs::FileTypeExt;
+        match self.metadata() {
+            Ok(m) if m.file_type().is_block_device() => {
+                rustix::fs::seek(self, rustix::fs::SeekFrom::End(0)).unwrap_or(0)
+            }
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        }
+    }
+
+    fn check(&self) -> io::Result<()> {
+        let mode = rustix::fs::fcntl_getfl(self)? & rustix::fs::OFlags::ACCMODE;
+        if mode == rustix::fs::OFlags::WRONLY {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "the file is open for writing only: open it for reading (File::open, or \
+                 OpenOptions with read(true))",
+            ));
+        }
+        Ok(())
     }
 
     fn read_pages(&self, index: u64, count: usize, buf: &mut [u8]) -> PageRead {
