@@ -176,8 +176,8 @@ impl Drop for RestoreBinding<'_> {
 /// nodes run at once. The first error anywhere stops every node (no chunk
 /// starts after it), and `undo` then runs over every chunk that finished,
 /// on every node, before the error is returned. A panic on one node stops
-/// every node the same way (the others undo their finished chunks, as for
-/// an error), then reaches the caller. Binding is best effort: a
+/// every node the same way, and every finished chunk is undone (the
+/// panicking node's too), as for an error, before it reaches the caller. Binding is best effort: a
 /// host that refuses it (or has one node) still runs the job, unbound; a
 /// node whose thread the OS refuses runs on the caller.
 #[doc(alias = "ktask_run_numa")]
@@ -229,6 +229,10 @@ pub fn run_numa<E: Send>(
         };
         run_bound(&job, &bind, &node_f, &undo)
     };
+    // A node's panic is kept until every node has stopped and the nodes
+    // that finished have been undone, as for an error.
+    let mut panicked = None;
+    let mut panicked_nodes = Vec::new();
     let results: Vec<Result<(), RunError<Halt<E>>>> = std::thread::scope(|s| {
         let handles: Vec<_> = placements
             .iter()
@@ -240,8 +244,13 @@ pub fn run_numa<E: Send>(
             .collect();
         handles
             .into_iter()
-            .map(|h| match h {
-                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            .enumerate()
+            .map(|(i, h)| match h {
+                Ok(h) => h.join().unwrap_or_else(|p| {
+                    panicked.get_or_insert(p);
+                    panicked_nodes.push(i);
+                    Ok(())
+                }),
                 // Refused a thread: this node runs here, bound to its
                 // CPUs, and the caller's own binding is put back after
                 // (left, the caller's thread — and every thread it started
@@ -261,12 +270,14 @@ pub fn run_numa<E: Send>(
             _ => {}
         }
     }
-    if first.is_none() {
+    if first.is_none() && panicked.is_none() {
         return Ok(());
     }
-    // Nodes that finished before the failure: undo all their chunks.
-    for (p, r) in placements.iter().zip(&results) {
-        if r.is_ok() {
+    // Nodes that finished before the failure: undo all their chunks (a
+    // panicking node has undone its own; its result reads `Ok` above only
+    // as a placeholder, and is passed over here).
+    for (i, (p, r)) in placements.iter().zip(&results).enumerate() {
+        if r.is_ok() && !panicked_nodes.contains(&i) {
             let job = Job {
                 start: p.range.start,
                 size: p.range.len(),
@@ -278,6 +289,9 @@ pub fn run_numa<E: Send>(
                 plan.chunks().for_each(&undo);
             }
         }
+    }
+    if let Some(p) = panicked {
+        std::panic::resume_unwind(p);
     }
     let e = results
         .into_iter()

@@ -111,3 +111,37 @@ fn huge_min_chunks_and_thread_counts_do_not_overflow() {
         assert_eq!(covered, 1 << 20, "{job:?}");
     }
 }
+
+/// A panicking chunk: the chunks that completed are undone, as for an
+/// error, before the panic reaches the caller (the old code resumed it
+/// with them left done: "undone 0 of N finished chunks").
+#[test]
+fn a_panicking_chunk_undoes_the_completed_ones() {
+    let job = Job {
+        start: 0,
+        size: 1 << 12,
+        align: 1,
+        min_chunk: 8,
+        max_threads: 2,
+    };
+    let (done, undone) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        mmbatch_ktask::run_with_undo::<()>(
+            &job,
+            |r| {
+                if r.end == 1 << 12 {
+                    panic!("the last chunk panicked");
+                }
+                done.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            },
+            |_| {
+                undone.fetch_add(1, Ordering::Relaxed);
+            },
+        )
+    }));
+    assert!(r.is_err());
+    let (done, undone) = (done.into_inner(), undone.into_inner());
+    assert_eq!(undone, done, "undone {undone} of {done} finished chunks");
+    assert!(done > 0, "no chunk finished before the panic");
+}

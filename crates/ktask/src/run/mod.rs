@@ -8,8 +8,9 @@
 //! - Chunks are claimed with one `fetch_add`: each runs exactly once.
 //! - The first error stops new claims; once every helper has finished,
 //!   `undo` runs over exactly the chunks that completed, and the error is
-//!   returned. A panic in any thread stops new claims the same way and is
-//!   resumed on the caller after the others finish (no undo then).
+//!   returned. A panic in any thread stops new claims the same way, the
+//!   completed chunks are undone as for an error, and the panic is resumed
+//!   on the caller.
 
 #[cfg(all(test, loom))]
 mod tests;
@@ -130,20 +131,22 @@ impl<E> Shared<E> {
     /// After `wait`: undoes the completed chunks if a chunk failed, and
     /// returns the outcome; resumes a panic.
     pub(crate) fn finish(self, undo: &impl Fn(Range<usize>)) -> Result<(), RunError<E>> {
-        if let Some(p) = lock(&self.panic).take() {
-            std::panic::resume_unwind(p);
-        }
+        let panic = lock(&self.panic).take();
         let error = lock(&self.error).take();
-        match error {
-            None => Ok(()),
-            Some(e) => {
-                for (range, done) in self.chunks.iter().zip(self.done.iter()) {
-                    if done.load(Ordering::Acquire) {
-                        undo(range.clone());
-                    }
-                }
-                Err(RunError::Failed(e))
+        if panic.is_none() && error.is_none() {
+            return Ok(());
+        }
+        // A panic undoes the finished chunks as an error does (it used to
+        // reach the caller with them left done).
+        for (range, done) in self.chunks.iter().zip(self.done.iter()) {
+            if done.load(Ordering::Acquire) {
+                undo(range.clone());
             }
+        }
+        match (panic, error) {
+            (Some(p), _) => std::panic::resume_unwind(p),
+            (None, Some(e)) => Err(RunError::Failed(e)),
+            (None, None) => unreachable!("returned above"),
         }
     }
 }
@@ -163,7 +166,8 @@ pub fn run<E: Send>(
 /// caller is one; with one thread it runs inline). If a chunk fails, no new
 /// chunk starts, and once every thread has stopped `undo` runs over exactly
 /// the chunks that completed; the first error is returned. A panic in any
-/// chunk stops the job the same way and is resumed on the caller.
+/// chunk stops the job the same way (the completed chunks undone) and is
+/// resumed on the caller.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicUsize, Ordering};
