@@ -290,7 +290,7 @@ fn two_ranges_on_one_node() -> (Topology, [NodeRange; 2]) {
 fn a_panic_undoes_every_finished_chunk_on_every_node() {
     use std::sync::Mutex;
     let (topology, ranges) = two_ranges_on_one_node();
-    let a_done = AtomicUsize::new(0);
+    let a_items = AtomicUsize::new(0);
     let done = Mutex::new(Vec::new());
     let undone = Mutex::new(Vec::new());
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -302,15 +302,21 @@ fn a_panic_undoes_every_finished_chunk_on_every_node() {
             2,
             |r| {
                 if r.start == 64 {
-                    // Node B's first chunk panics once node A is done.
-                    while a_done.load(Ordering::Acquire) < 8 {
+                    // Node B's first chunk panics once node A has done
+                    // all its 64 items (however they were chunked: one
+                    // thread a node, as in the 2-node guest, chunks them
+                    // otherwise), or after 20 s.
+                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+                    while a_items.load(Ordering::Acquire) < 64
+                        && std::time::Instant::now() < deadline
+                    {
                         std::thread::sleep(std::time::Duration::from_millis(1));
                     }
                     panic!("a chunk panicked");
                 }
                 done.lock().unwrap().push(r.clone());
                 if r.start < 64 {
-                    a_done.fetch_add(1, Ordering::Release);
+                    a_items.fetch_add(r.len(), Ordering::Release);
                 }
                 Ok(())
             },
@@ -324,5 +330,9 @@ fn a_panic_undoes_every_finished_chunk_on_every_node() {
     let missed: Vec<_> = done.iter().filter(|r| !undone.contains(r)).collect();
     assert!(missed.is_empty(), "finished but not undone: {missed:?}");
     assert_eq!(done, undone, "undone without finishing");
-    assert!(done.len() >= 8, "node A finished its 8 chunks first");
+    assert_eq!(
+        done.iter().filter(|r| r.start < 64).map(|r| r.len()).sum::<usize>(),
+        64,
+        "node A finished first"
+    );
 }
