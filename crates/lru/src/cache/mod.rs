@@ -11,8 +11,10 @@
 
 mod builder;
 mod flight;
-#[allow(unsafe_code)] // the one unsafe module: see its docs
+#[allow(unsafe_code)] // the lock's protocol: see its docs
 mod lock;
+#[allow(unsafe_code)] // a prefetch instruction, at the MSRV
+mod prefetch;
 mod shard;
 mod workingset;
 

@@ -130,13 +130,12 @@ impl Shadows {
         (self.age >> self.order) & AGE_MASK
     }
 
-    /// Loads `hash`'s slot ahead of [`refault`](Self::refault), so that
-    /// its cache miss overlaps the eviction that comes first (a plain load
-    /// the CPU runs out of order: the crate has no `unsafe` for a
-    /// prefetch instruction).
+    /// Prefetches `hash`'s bucket, which [`refault`](Self::refault) or
+    /// [`eviction`](Self::eviction) will read soon, so that its cache miss
+    /// overlaps the work in between.
     pub(super) fn prefetch(&self, hash: u32) {
         if !self.slots.is_empty() {
-            std::hint::black_box(self.slots[self.place(hash).0]);
+            super::prefetch::prefetch_read(&self.slots[self.place(hash).0]);
         }
     }
 

@@ -425,9 +425,12 @@ impl<K, V> Lruvec<K, V> {
         // the last entry into it and re-point its index entry).
         let mut none = NIL;
         let mut hole = NIL;
+        // The usual victim's shadow is left last, after the new entry is
+        // linked: its bucket loads meanwhile (see `evict_detached_later`).
+        let mut shadow = None;
         if self.over(weight, 1) {
             if let Some(t) = self.pick_victim(&mut none) {
-                self.evict_detached(t);
+                shadow = self.evict_detached_later(t);
                 hole = t;
                 if self.over(weight, 0) {
                     // Heavier than what it displaced: free the slot and
@@ -485,6 +488,7 @@ impl<K, V> Lruvec<K, V> {
         self.table
             .insert_unique(index_hash(hash), i, |&j| index_hash(nodes[j as usize].hash));
         self.weight += weight;
+        self.leave_shadow(shadow);
         Inserted::New
     }
 

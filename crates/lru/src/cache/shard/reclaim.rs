@@ -134,14 +134,33 @@ impl<K, V> Lruvec<K, V> {
     /// indexed, its weight no longer counted), leaving a shadow
     /// (`workingset_eviction`).
     pub(super) fn evict_detached(&mut self, t: u32) {
+        let shadow = self.evict_detached_later(t);
+        self.leave_shadow(shadow);
+    }
+
+    /// [`evict_detached`](Self::evict_detached) without its shadow, which
+    /// the caller leaves with [`leave_shadow`](Self::leave_shadow) once it
+    /// has done other work: storing a shadow loads its bucket first (which
+    /// way is empty or older), a cache miss the store waits for; started
+    /// here as a prefetch, it overlaps that work.
+    pub(super) fn evict_detached_later(&mut self, t: u32) -> Option<(u32, u8)> {
         let (hash, f) = (self.nodes[t as usize].hash, self.flags(t));
         self.detach(t);
-        if self.policy == Policy::Workingset {
+        self.evictions += 1;
+        (self.policy == Policy::Workingset).then(|| {
+            self.shadows.prefetch(hash);
+            (hash, f)
+        })
+    }
+
+    /// Leaves the shadow of a victim [`evict_detached_later`]
+    /// (Self::evict_detached_later) detached.
+    pub(super) fn leave_shadow(&mut self, shadow: Option<(u32, u8)>) {
+        if let Some((hash, f)) = shadow {
             self.shadows.fit(self.len());
             self.shadows
                 .eviction(hash, f & WORKINGSET != 0, f & UNHIT != 0);
         }
-        self.evictions += 1;
     }
 
     /// Evicts one entry (see [`pick_victim`](Self::pick_victim)) into
