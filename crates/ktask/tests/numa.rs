@@ -331,7 +331,10 @@ fn a_panic_undoes_every_finished_chunk_on_every_node() {
     assert!(missed.is_empty(), "finished but not undone: {missed:?}");
     assert_eq!(done, undone, "undone without finishing");
     assert_eq!(
-        done.iter().filter(|r| r.start < 64).map(|r| r.len()).sum::<usize>(),
+        done.iter()
+            .filter(|r| r.start < 64)
+            .map(|r| r.len())
+            .sum::<usize>(),
         64,
         "node A finished first"
     );

@@ -153,8 +153,8 @@ impl<K, V> Lruvec<K, V> {
         })
     }
 
-    /// Leaves the shadow of a victim [`evict_detached_later`]
-    /// (Self::evict_detached_later) detached.
+    /// Leaves the shadow of a victim that
+    /// [`evict_detached_later`](Self::evict_detached_later) detached.
     pub(super) fn leave_shadow(&mut self, shadow: Option<(u32, u8)>) {
         if let Some((hash, f)) = shadow {
             self.shadows.fit(self.len());
