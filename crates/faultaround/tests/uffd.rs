@@ -253,7 +253,9 @@ fn a_user_other_than_root_gets_a_region() {
 /// answered within its 1 ms tick (SIGBUS for the reader); `prefetchers(0)`
 /// without a replay was "0 handler threads asked for"; a long image id was
 /// "the working-set record is corrupt … record it again", with no record
-/// given; a record's page size of 0 panicked in `write_pages`.
+/// given; a record's page size of 0 panicked in `write_pages`;
+/// `page_cache_from` of 6000 bytes returned a cache whose last 1904 bytes
+/// were zeroes.
 #[test]
 fn bad_settings_are_refused_naming_the_setting() {
     use std::time::Duration;
@@ -308,6 +310,9 @@ fn bad_settings_are_refused_naming_the_setting() {
         ),
         "{e}"
     );
+    // A partial last page was written as zeroes past the whole pages.
+    let e = UffdRegion::page_cache_from(&vec![7u8; 6000], 6000).unwrap_err();
+    assert!(matches!(e, Error::BadLength { len: 6000, .. }), "{e}");
     for size in [0, 1000, 4097, 1 << 31] {
         let e = mmbatch_faultaround::Record::new(size, 1 << 20, "", [0]).unwrap_err();
         assert!(e.to_string().contains("page size"), "{size}: {e}");
@@ -352,4 +357,36 @@ fn a_write_only_file_source_is_refused_at_build() {
         "{e:?}"
     );
     assert!(e.to_string().contains("open it for reading"), "{e}");
+}
+
+/// `over_page_cache` of a file that is not shmem (here one in the build
+/// directory) is refused naming that, where it said "this kernel lacks
+/// userfaultfd support" (the kernel refuses minor-fault registration of
+/// such a file with EINVAL on any version). Skipped where the build
+/// directory is itself tmpfs.
+#[test]
+fn a_page_cache_region_over_a_file_not_in_shmem_names_the_cause() {
+    let dir = env!("CARGO_TARGET_TMPDIR");
+    let fs = rustix::fs::statfs(dir).unwrap();
+    // The field's and the constant's types differ between targets.
+    #[allow(clippy::unnecessary_cast)]
+    let tmpfs = fs.f_type as i64 == libc::TMPFS_MAGIC as i64;
+    if tmpfs {
+        println!("skipped: {dir} is tmpfs");
+        return;
+    }
+    let path = std::path::Path::new(dir).join(format!("not-shmem-{}", std::process::id()));
+    std::fs::write(&path, image(16)).unwrap();
+    // Read-write: the region's shared mapping is writable.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    // SAFETY: this test's own file, not written or truncated while mapped.
+    let r = unsafe { UffdRegion::over_page_cache(&file, 16 * PAGE, 0, 1) };
+    std::fs::remove_file(&path).unwrap();
+    let e = r.unwrap_err();
+    println!("{e}");
+    assert!(e.to_string().contains("must be shmem"), "{e}");
 }

@@ -303,14 +303,24 @@ impl UffdRegion {
 
     /// A memfd (shmem) of `len` bytes holding `source`'s ready pages in its
     /// page cache, for [`over_page_cache`](Self::over_page_cache). A page
-    /// the source fails is an error.
+    /// the source fails is an error. A page it says is
+    /// [`NotReady`](PageRead::NotReady) is left out of the cache (a file
+    /// partly cached): a region over it reads that page as zeroes, as
+    /// shmem does a hole. `len` must be a multiple of the page size (the
+    /// tail of a partial page was silently left zeroes).
     pub fn page_cache_from(source: &dyn PageSource, len: usize) -> Result<File, Error> {
+        let page = page_size();
+        if len % page != 0 {
+            return Err(Error::BadLength {
+                len,
+                page_size: page,
+            });
+        }
         let sys = |op| move |source| Error::Sys { op, source };
         let fd = rustix::fs::memfd_create("mmbatch-page-cache", rustix::fs::MemfdFlags::CLOEXEC)
             .map_err(|e| sys("memfd_create")(e.into()))?;
         let file = File::from(fd);
         file.set_len(len as u64).map_err(sys("ftruncate"))?;
-        let page = page_size();
         let mut buf = vec![0u8; page];
         for p in 0..(len / page) as u64 {
             match source.read_page(p, &mut buf) {
@@ -425,7 +435,20 @@ impl UffdRegion {
         };
         let ioctls = uffd
             .register_with_mode(mapping.as_ptr().cast(), len, register)
-            .map_err(uffd_error)?;
+            .map_err(|e| match e {
+                // A file that is not shmem is refused so on any kernel;
+                // "this kernel lacks userfaultfd" named the wrong cause.
+                userfaultfd::Error::SystemError(errno)
+                    if shared_fd.is_some() && errno as i32 == libc::EINVAL =>
+                {
+                    Error::Sys {
+                        op: "registering the file for minor faults (it must be shmem: a memfd or \
+                             a file on tmpfs; and Linux 5.13+)",
+                        source: io::Error::from_raw_os_error(libc::EINVAL),
+                    }
+                }
+                e => uffd_error(e),
+            })?;
         if !ioctls.contains(needed) {
             return Err(Error::Unsupported { what: what.into() });
         }
