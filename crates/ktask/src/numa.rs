@@ -229,11 +229,11 @@ pub fn run_numa<E: Send>(
         };
         run_bound(&job, &bind, &node_f, &undo)
     };
-    // A node's panic is kept until every node has stopped and the nodes
-    // that finished have been undone, as for an error.
-    let mut panicked = None;
-    let mut panicked_nodes = Vec::new();
-    let results: Vec<Result<(), RunError<Halt<E>>>> = std::thread::scope(|s| {
+    // Each node's result, or its panic: a panic is kept until every node
+    // has stopped and the nodes that finished have been undone, as for an
+    // error.
+    type NodeResult<E> = std::thread::Result<Result<(), RunError<Halt<E>>>>;
+    let results: Vec<NodeResult<E>> = std::thread::scope(|s| {
         let handles: Vec<_> = placements
             .iter()
             .enumerate()
@@ -244,40 +244,35 @@ pub fn run_numa<E: Send>(
             .collect();
         handles
             .into_iter()
-            .enumerate()
-            .map(|(i, h)| match h {
-                Ok(h) => h.join().unwrap_or_else(|p| {
-                    panicked.get_or_insert(p);
-                    panicked_nodes.push(i);
-                    Ok(())
-                }),
+            .map(|h| match h {
+                Ok(h) => h.join(),
                 // Refused a thread: this node runs here, bound to its
                 // CPUs, and the caller's own binding is put back after
                 // (left, the caller's thread — and every thread it started
                 // later — stayed on that node's CPUs).
                 Err(p) => {
                     let _restore = RestoreBinding::save(topology);
-                    run_node(p)
+                    Ok(run_node(p))
                 }
             })
             .collect()
     });
-    let mut first = None;
+    let panicked = results.iter().any(|r| r.is_err());
+    let mut failed = false;
     for r in &results {
         match r {
-            Err(RunError::Job(e)) => return Err(RunError::Job(e.clone())),
-            Err(RunError::Failed(Halt::Failed(_))) => first = first.or(Some(())),
+            Ok(Err(RunError::Job(e))) if !panicked => return Err(RunError::Job(e.clone())),
+            Ok(Err(RunError::Failed(Halt::Failed(_)))) => failed = true,
             _ => {}
         }
     }
-    if first.is_none() && panicked.is_none() {
+    if !failed && !panicked {
         return Ok(());
     }
     // Nodes that finished before the failure: undo all their chunks (a
-    // panicking node has undone its own; its result reads `Ok` above only
-    // as a placeholder, and is passed over here).
-    for (i, (p, r)) in placements.iter().zip(&results).enumerate() {
-        if r.is_ok() && !panicked_nodes.contains(&i) {
+    // node that failed or panicked has undone its own).
+    for (p, r) in placements.iter().zip(&results) {
+        if matches!(r, Ok(Ok(()))) {
             let job = Job {
                 start: p.range.start,
                 size: p.range.len(),
@@ -290,17 +285,17 @@ pub fn run_numa<E: Send>(
             }
         }
     }
-    if let Some(p) = panicked {
-        std::panic::resume_unwind(p);
+    let mut first = None;
+    for r in results {
+        match r {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(Err(RunError::Failed(Halt::Failed(e)))) => first = first.or(Some(e)),
+            _ => {}
+        }
     }
-    let e = results
-        .into_iter()
-        .find_map(|r| match r {
-            Err(RunError::Failed(Halt::Failed(e))) => Some(e),
-            _ => None,
-        })
-        .expect("a node failed");
-    Err(RunError::Failed(NumaJobError::Chunk(e)))
+    Err(RunError::Failed(NumaJobError::Chunk(
+        first.expect("a node failed"),
+    )))
 }
 
 /// Sets the shared stop if dropped while a chunk panics.

@@ -313,16 +313,10 @@ fn install(reg: &mut Registry) -> Result<(), Error> {
     // Save the current action before installing ours, so the first stray
     // fault after installation finds it (a fault in between takes the
     // current action, which is still in place).
-    let mut old = MaybeUninit::<libc::sigaction>::uninit();
-    // SAFETY: queries the current action into `old`.
-    if unsafe { libc::sigaction(libc::SIGSEGV, std::ptr::null(), old.as_mut_ptr()) } != 0 {
-        return Err(Error::Sys {
-            op: "sigaction",
-            source: std::io::Error::last_os_error(),
-        });
-    }
-    // SAFETY: sigaction succeeded, so it filled `old`.
-    let old = unsafe { old.assume_init() };
+    let old = current_action().map_err(|source| Error::Sys {
+        op: "sigaction",
+        source,
+    })?;
     if old.sa_sigaction != on_segv as *const () as usize {
         OLD.store(&old);
     }
@@ -343,14 +337,19 @@ fn install(reg: &mut Registry) -> Result<(), Error> {
 /// be installed again. Any other foreign handler may chain to ours and is
 /// trusted to; a failed query trusts too.
 fn buried_under_default() -> bool {
+    current_action()
+        .is_ok_and(|a| a.sa_sigaction == libc::SIG_DFL || a.sa_sigaction == libc::SIG_IGN)
+}
+
+/// SIGSEGV's action now.
+fn current_action() -> std::io::Result<libc::sigaction> {
     let mut current = MaybeUninit::<libc::sigaction>::uninit();
     // SAFETY: queries the current action into `current`.
     if unsafe { libc::sigaction(libc::SIGSEGV, std::ptr::null(), current.as_mut_ptr()) } != 0 {
-        return false;
+        return Err(std::io::Error::last_os_error());
     }
-    // SAFETY: sigaction filled it.
-    let current = unsafe { current.assume_init() };
-    current.sa_sigaction == libc::SIG_DFL || current.sa_sigaction == libc::SIG_IGN
+    // SAFETY: sigaction succeeded, so it filled `current`.
+    Ok(unsafe { current.assume_init() })
 }
 
 /// With the last region gone: restore the previous action if ours is
@@ -358,13 +357,9 @@ fn buried_under_default() -> bool {
 /// may chain to ours: ours stays reachable (and passes every fault on to
 /// `OLD`), and is neither reinstalled nor given a new `OLD` later.
 fn uninstall(reg: &mut Registry) {
-    let mut current = MaybeUninit::<libc::sigaction>::uninit();
-    // SAFETY: queries the current action into `current`.
-    if unsafe { libc::sigaction(libc::SIGSEGV, std::ptr::null(), current.as_mut_ptr()) } != 0 {
+    let Ok(current) = current_action() else {
         return;
-    }
-    // SAFETY: sigaction filled it.
-    let current = unsafe { current.assume_init() };
+    };
     if current.sa_sigaction != on_segv as *const () as usize {
         return; // buried under another handler: stays reachable
     }

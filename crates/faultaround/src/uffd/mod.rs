@@ -6,6 +6,7 @@
 
 mod builder;
 mod handler;
+mod open;
 mod record;
 mod source;
 mod stop;
@@ -14,10 +15,7 @@ use std::{
     collections::{HashSet, VecDeque},
     fs::File,
     io,
-    os::{
-        fd::{AsRawFd, BorrowedFd},
-        unix::fs::FileExt,
-    },
+    os::{fd::BorrowedFd, unix::fs::FileExt},
     sync::{
         Arc, Condvar, Mutex, RwLock,
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
@@ -26,7 +24,9 @@ use std::{
 };
 
 use mmbatch_mmap::{MapFlags, Mapping, ProtFlags};
-use userfaultfd::{FeatureFlags, IoctlFlags, RegisterMode, Uffd, UffdBuilder};
+use userfaultfd::{IoctlFlags, RegisterMode};
+
+use open::{open_uffd, uffd_error};
 
 pub use builder::UffdRegionBuilder;
 pub use handler::FailSignal;
@@ -118,109 +118,6 @@ impl std::fmt::Debug for UffdRegion {
 
 fn page_size() -> usize {
     rustix::param::page_size()
-}
-
-fn uffd_error(e: userfaultfd::Error) -> Error {
-    use userfaultfd::Error as U;
-    let errno = match &e {
-        U::SystemError(errno) => Some(*errno as i32),
-        _ => None,
-    };
-    match errno {
-        Some(libc::EPERM) | Some(libc::EACCES) => Error::NoPermission {
-            source: io::Error::from_raw_os_error(errno.unwrap_or(libc::EPERM)),
-        },
-        Some(libc::ENOSYS) | Some(libc::EINVAL) => Error::Unsupported {
-            what: format!("userfaultfd: {e}"),
-        },
-        _ => Error::Sys {
-            op: "userfaultfd",
-            source: io::Error::other(e.to_string()),
-        },
-    }
-}
-
-/// A userfaultfd for faults in user mode, with EVENT_REMOVE (Linux 4.11):
-/// a range the application discards (MADV_DONTNEED, MADV_REMOVE) is
-/// reported, so it reads back as zeros afterwards rather than as the
-/// source's data.
-///
-/// The `userfaultfd` crate opens `/dev/userfaultfd` when it exists and
-/// then never tries the system call. The device is root's alone by
-/// default (Linux 6.1 made it), so every other user was refused, though
-/// the system call with `UFFD_USER_MODE_ONLY` needs no privilege since
-/// Linux 5.11. A device this process may not open is passed over for the
-/// system call here.
-fn open_uffd() -> Result<Uffd, Error> {
-    let opened = UffdBuilder::new()
-        .close_on_exec(true)
-        .non_blocking(true)
-        .user_mode_only(true)
-        .require_features(FeatureFlags::EVENT_REMOVE)
-        .create();
-    match opened {
-        Err(userfaultfd::Error::OpenDevUserfaultfd(e))
-            if e.kind() == io::ErrorKind::PermissionDenied =>
-        {
-            uffd_by_syscall()
-        }
-        other => other.map_err(uffd_error),
-    }
-}
-
-/// `userfaultfd(2)` for user-mode faults, then the `UFFDIO_API`
-/// handshake asking for EVENT_REMOVE (what `UffdBuilder::create` does
-/// after opening the device).
-fn uffd_by_syscall() -> Result<Uffd, Error> {
-    use std::os::fd::FromRawFd;
-    let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
-    let user_mode = userfaultfd_sys::UFFD_USER_MODE_ONLY as i32;
-    // SAFETY: userfaultfd(2) takes flags and returns a new descriptor or -1.
-    let mut fd = unsafe { libc::syscall(libc::SYS_userfaultfd, flags | user_mode) };
-    if fd < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
-        // Before Linux 5.11 the flag is unknown: without it, this user
-        // needs `vm.unprivileged_userfaultfd=1` (EPERM names the fix).
-        // SAFETY: as above.
-        fd = unsafe { libc::syscall(libc::SYS_userfaultfd, flags) };
-    }
-    if fd < 0 {
-        let e = io::Error::last_os_error();
-        return Err(match e.raw_os_error() {
-            Some(libc::EPERM) | Some(libc::EACCES) => Error::NoPermission { source: e },
-            Some(libc::ENOSYS) | Some(libc::EINVAL) => Error::Unsupported {
-                what: format!("userfaultfd: {e}"),
-            },
-            _ => Error::Sys {
-                op: "userfaultfd",
-                source: e,
-            },
-        });
-    }
-    // SAFETY: a descriptor the kernel has just returned, owned by nothing
-    // else; the `Uffd` closes it, on every path below too.
-    let uffd = unsafe { Uffd::from_raw_fd(fd as i32) };
-    let mut api = userfaultfd_sys::uffdio_api {
-        api: userfaultfd_sys::UFFD_API,
-        features: userfaultfd_sys::UFFD_FEATURE_EVENT_REMOVE,
-        ioctls: 0,
-    };
-    // SAFETY: UFFDIO_API reads and writes one `uffdio_api`, which `api` is.
-    let r = unsafe {
-        libc::ioctl(
-            uffd.as_raw_fd(),
-            userfaultfd_sys::UFFDIO_API as _,
-            &mut api as *mut userfaultfd_sys::uffdio_api,
-        )
-    };
-    if r != 0 {
-        return Err(Error::Unsupported {
-            what: format!(
-                "userfaultfd with EVENT_REMOVE (Linux 4.11): UFFDIO_API: {}",
-                io::Error::last_os_error()
-            ),
-        });
-    }
-    Ok(uffd)
 }
 
 /// A fresh anonymous mapping, or a shared one of the region's own file.

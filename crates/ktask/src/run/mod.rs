@@ -143,11 +143,10 @@ impl<E> Shared<E> {
                 undo(range.clone());
             }
         }
-        match (panic, error) {
-            (Some(p), _) => std::panic::resume_unwind(p),
-            (None, Some(e)) => Err(RunError::Failed(e)),
-            (None, None) => unreachable!("returned above"),
+        if let Some(p) = panic {
+            std::panic::resume_unwind(p);
         }
+        error.map_or(Ok(()), |e| Err(RunError::Failed(e)))
     }
 }
 

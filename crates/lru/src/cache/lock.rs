@@ -307,8 +307,8 @@ pub(super) struct WriteGuard<'a, T> {
 }
 
 /// The lock its thread wrote before this one ([`Held::writing`]),
-/// restored on drop.
-/// The same order holds as for [`Counted`]; debug builds check it.
+/// restored on drop. Guards drop in order as for [`Counted`]; debug builds
+/// check it.
 struct Writing {
     outer: usize,
     #[cfg(debug_assertions)]
