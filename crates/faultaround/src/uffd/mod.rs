@@ -18,7 +18,7 @@ use std::{
     os::{fd::BorrowedFd, unix::fs::FileExt},
     sync::{
         Arc, Condvar, Mutex, RwLock,
-        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::Duration,
 };
@@ -379,9 +379,7 @@ impl UffdRegion {
             alive: Mutex::new(0),
             exited: Condvar::new(),
             events: RwLock::new(()),
-            removed: (0..(len / page).div_ceil(64))
-                .map(|_| AtomicU64::new(0))
-                .collect(),
+            removed: handler::zeroed_bitmap((len / page).div_ceil(64)),
             any_removed: AtomicBool::new(false),
             deferred: Mutex::new(VecDeque::new()),
             recorder: record.then(|| Recorder::new(Watch::slots(handlers), image_id.clone())),
@@ -537,11 +535,8 @@ impl UffdRegion {
 
     /// Pages present in memory now (`mincore`).
     pub fn resident_pages(&self) -> usize {
-        self.shared
-            .resident(0, self.shared.len / self.shared.page)
-            .iter()
-            .filter(|r| **r)
-            .count()
+        let pages = self.shared.len / self.shared.page;
+        pages - self.shared.missing(0, pages).count()
     }
 }
 

@@ -498,9 +498,8 @@ impl Shared {
     fn fill_from(&self, from: usize, deadline: Instant, slot: Option<usize>) -> bool {
         let mut buf = vec![0u8; self.page];
         let pages = self.len / self.page;
-        for (p, present) in self.resident(from, pages - from).into_iter().enumerate() {
-            let p = (from + p) as u64;
-            if present || self.is_failed(p) {
+        for p in self.missing(from, pages - from) {
+            if self.is_failed(p) {
                 continue;
             }
             let k = slot.map(|me| self.begin(me, p));
@@ -526,9 +525,8 @@ impl Shared {
     /// Fails every page still missing: shutdown's source is stuck.
     fn fail_missing(&self) {
         let pages = self.len / self.page;
-        for (p, present) in self.resident(0, pages).into_iter().enumerate() {
-            let p = p as u64;
-            if !present && !self.is_failed(p) {
+        for p in self.missing(0, pages) {
+            if !self.is_failed(p) {
                 self.fail_page(
                     p,
                     io::Error::new(
