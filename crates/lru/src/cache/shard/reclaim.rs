@@ -6,6 +6,11 @@ use super::*;
 impl<K, V> Lruvec<K, V> {
     /// `folio_activate`: moves an inactive entry to the active head.
     pub(super) fn activate(&mut self, i: u32) {
+        if self.flags(i) & IN_BAND != 0 {
+            // Hit on probation: activated by its refault, it would have
+            // been resident for that hit.
+            self.reach_outcome(true);
+        }
         self.unlink(i, INACTIVE);
         // An activation on trial stays on trial: one hit on the inactive
         // list is not the two that pay.
@@ -45,6 +50,9 @@ impl<K, V> Lruvec<K, V> {
                 self.set_flags(t, f - 1);
                 self.link_head(t, ACTIVE);
             } else {
+                if f & IN_BAND != 0 {
+                    self.reach_outcome(Self::hit_since_refault(f));
+                }
                 self.set_flags(t, WORKINGSET | (f & (UNHIT | HIT_ONCE)));
                 // Under `Workingset`, to the inactive tail: reclaimed next
                 // unless hit first, so that its shadow says the active
@@ -113,6 +121,12 @@ impl<K, V> Lruvec<K, V> {
         }
     }
 
+    /// Whether an entry activated by a refault (`UNHIT` then) has been
+    /// hit since: once (`HIT_ONCE`) or twice (`UNHIT` cleared).
+    fn hit_since_refault(f: u8) -> bool {
+        f & UNHIT == 0 || f & HIT_ONCE != 0
+    }
+
     /// How many inactive entries one [`pick_victim`](Self::pick_victim)
     /// may activate before it takes the tail even if referenced: as many
     /// as the inactive target holds, and at least `SWAP_CLUSTER_MAX` —
@@ -145,6 +159,10 @@ impl<K, V> Lruvec<K, V> {
     /// here as a prefetch, it overlaps that work.
     pub(super) fn evict_detached_later(&mut self, t: u32) -> Option<(u32, u8)> {
         let (hash, f) = (self.nodes[t as usize].hash, self.flags(t));
+        if f & (IN_BAND | ACTIVE_FLAG) == IN_BAND | ACTIVE_FLAG {
+            // Evicted from the active list (the inactive one was empty).
+            self.reach_outcome(Self::hit_since_refault(f));
+        }
         self.detach(t);
         self.evictions += 1;
         (self.policy == Policy::Workingset).then(|| {

@@ -11,7 +11,9 @@ impl<K, V> Lruvec<K, V> {
     /// ([`note_miss`](Self::note_miss)).
     ///
     /// Not thrashing, ARC's rule: every refault within the shard's size
-    /// is activated, as ARC moves every ghost hit to T2, and the
+    /// (within the learned reach, which starts there: see
+    /// [`reach_outcome`](Self::reach_outcome)) is activated, as ARC moves
+    /// every ghost hit to T2, and the
     /// adaptive inactive target (ARC's `p`, [`adapt`](Self::adapt)) keeps
     /// probation from starving. The kernel's stricter test alone (below)
     /// left the ARC paper's P3 trace at 14.6% hits where ARC gets 17.1%;
@@ -19,7 +21,8 @@ impl<K, V> Lruvec<K, V> {
     /// +0.4; mean of 4 processes of a harness replaying `cache-hits`; with
     /// the rules below, 17.25%, and 17.40% in the final `repro` run). An
     /// entry that had been active (`PG_workingset`, ARC's B2) is taken
-    /// back from twice as far, as far as its shadow can survive: OLTP
+    /// back from twice as far (twice the reach, at most twice the shard),
+    /// as far as its shadow can survive: OLTP
     /// +0.1-0.25 more, P3 +0.1, shifting +0.1, the rest unchanged. The same
     /// reach for the others (B1) took P3 to 18.4% but cost Zipf 0.3 points
     /// and a loop twice the cache, with noise, most of its hits in one
@@ -68,11 +71,11 @@ impl<K, V> Lruvec<K, V> {
     /// 0.05 at most, but P3 at 131072 pages, which thrashes in about a
     /// tenth of its misses, lost 0.3 (mean of 4 processes of a harness
     /// replaying `cache-hits`' shapes and more loops).
-    pub(super) fn workingset_refault(&mut self, hash: u32) -> Place {
+    pub(super) fn workingset_refault(&mut self, hash: u32) -> (Place, bool) {
         let shadow = self.shadows.refault(hash);
         self.note_miss(shadow.is_some());
         let Some((distance, workingset, failed)) = shadow else {
-            return Place::Inactive;
+            return (Place::Inactive, false);
         };
         self.refaults += 1;
         // A thrashing shard's failed refaults are its loop going round:
@@ -80,14 +83,22 @@ impl<K, V> Lruvec<K, V> {
         if !(failed && self.thrashing) {
             self.adapt(distance, workingset);
         }
+        let len = self.len() as f64;
+        let d = distance as f64;
+        // An entry that had been active reaches twice as far, within the
+        // band's top.
+        let (low, reach) = if workingset {
+            (2.0 * REACH_MIN, (2.0 * self.reach).min(REACH_MAX))
+        } else {
+            (REACH_MIN, self.reach)
+        };
+        let in_band = !self.thrashing && d > low * len && d <= REACH_MAX * len;
         let recent = if self.thrashing {
             !failed && distance <= self.lists[ACTIVE].len
-        } else if workingset {
-            distance <= 2 * self.len()
         } else {
-            distance <= self.len()
+            d <= reach * len
         };
-        if recent {
+        let place = if recent {
             self.activations += 1;
             self.shadows.age_nonresident();
             Place::Active
@@ -97,7 +108,44 @@ impl<K, V> Lruvec<K, V> {
             Place::Inactive
         } else {
             Place::InactiveTail
-        }
+        };
+        (place, in_band)
+    }
+
+    /// What an entry placed by a refault in the reach's band
+    /// ([`IN_BAND`]) says, once: `paid` if it was hit — at least once while
+    /// activated, or on probation (reclaim then activates it: activated at
+    /// once, it would have been resident for that hit) — and not if it
+    /// was activated and left the active list unhit. The reach moves by a
+    /// step toward activating such refaults or away from it. An entry left
+    /// on probation and evicted unhit says nothing: it had a shorter
+    /// chance than an activated one, and counted it pulled the reach down
+    /// on P3 from any start (its refaults at 0.5-1x the shard's size pay
+    /// when activated: 13.9% hits with the reach fixed at 0.5, 17.5% at
+    /// 1). Refaults of entries that had been active, within twice the
+    /// reach, are in the band from the shard's size on and count alike.
+    ///
+    /// ARC activates every refault its ghost lists remember, the kernel
+    /// (`workingset_test_recent`) every one within the workingset's size;
+    /// how far back activation pays depends on the workload. Under Zipf's
+    /// independent requests a key refaulting from near the edge of the
+    /// cache has about the heat of the one its activation demotes, and
+    /// activating it churns: a fixed reach of half the shard gained Zipf
+    /// 0.1-0.4 points of hits and cost the P3 trace 3.6, a reach of twice
+    /// the shard the reverse (P3 +0.4-0.9, Zipf -0.2-0.5). Learned, Zipf
+    /// 0.9 gained 0.1-0.35 points at 64, 1000 and 10240 entries, Zipf with
+    /// scans 0.1, P3 0.1, and OLTP lost 0.05-0.1 (still 1-1.5 points
+    /// above the ARC paper's ARC), shifting sets 0.1 (`cache-hits`' shapes
+    /// and an ad-hoc replay at more sizes; figures in the note of issue
+    /// 15).
+    pub(super) fn reach_outcome(&mut self, paid: bool) {
+        let step = REACH_STEP / self.len().max(1) as f64;
+        let reach = if paid {
+            self.reach + step
+        } else {
+            self.reach - step
+        };
+        self.reach = reach.clamp(REACH_MIN, REACH_MAX);
     }
 
     /// Counts a miss in the shard's refault share, and moves it into or out

@@ -114,13 +114,13 @@ fn a_failed_activation_retries_on_probation_while_thrashing() {
     // target stays where it was.
     let share = lv.inactive_share;
     lv.shadows.eviction(h, false, true);
-    assert_eq!(lv.workingset_refault(h), Place::Retry);
+    assert_eq!(lv.workingset_refault(h).0, Place::Retry);
     assert_eq!(lv.inactive_share, share);
     // Not thrashing, the same refault is one from probation: it moves the
     // target and, close as it is, is activated.
     (lv.thrashing, lv.refault_share) = (false, 0.0);
     lv.shadows.eviction(h, false, true);
-    assert_eq!(lv.workingset_refault(h), Place::Active);
+    assert_eq!(lv.workingset_refault(h).0, Place::Active);
     assert!(lv.inactive_share > share);
     lv.thrashing = true;
     // A retry that is hit twice pays: its shadow is a plain one.
@@ -258,13 +258,15 @@ fn misses_that_mostly_refault_make_a_shard_thrash() {
 
 /// Not thrashing, a refault of an entry that had been active (its shadow
 /// has `PG_workingset`) is taken back from up to twice the shard's size,
-/// one that never was from up to its size.
+/// one that never was from up to the learned reach (here the shard's
+/// size).
 #[test]
 fn a_working_set_refault_reaches_twice_as_far() {
     for workingset in [true, false] {
         let mut lv = full(1000);
         lv.thrashing = false;
         lv.refault_share = 0.0;
+        lv.reach = 1.0;
         // Key 5000's shadow, 1500 evictions old.
         lv.shadows
             .eviction(short_hash(hash(5000)), workingset, false);
@@ -296,6 +298,7 @@ fn a_distant_refault_starts_at_the_head_unless_misses_mostly_refault() {
         }
         lv.thrashing = thrashing;
         lv.refault_share = share;
+        lv.reach = 1.0;
         let before = lv.activations;
         insert(&mut lv, 7);
         let i = lv.find(hash(7), |k| *k == 7).unwrap();
@@ -337,5 +340,98 @@ fn a_weighted_shards_shadows_follow_its_entries() {
         slots >= n && slots <= 8 * n,
         "{slots} slots for {n} entries"
     );
+    lv.check().unwrap();
+}
+
+/// Key `k` refaults at `distance` evictions from probation; its index.
+fn refault_from_probation(lv: &mut Lruvec<u64, u64>, k: u64, distance: usize) -> u32 {
+    lv.shadows.eviction(short_hash(hash(k)), false, false);
+    for _ in 0..distance {
+        lv.shadows.age_nonresident();
+    }
+    insert(lv, k);
+    lv.find(hash(k), |&x| x == k).unwrap()
+}
+
+/// Not thrashing, refaults from probation between half and twice the
+/// shard's size are activated as far back as the reach, which starts at
+/// the shard's size and follows whether they are hit: an activated one that
+/// leaves the active list unhit shortens it by a step, one hit there
+/// lengthens it, one left on probation and hit there lengthens it, one
+/// evicted unhit from probation leaves it. Closer refaults are activated
+/// whatever the reach and say nothing.
+#[test]
+fn the_reach_follows_whether_refaults_in_its_band_are_hit() {
+    // Keys 0..1000 hit, then activated by reclaim as 1000 new keys come:
+    // the active list is large.
+    let mut lv = full(1000);
+    for k in 0..1000 {
+        let i = lv.find(hash(k), |&x| x == k).unwrap();
+        lv.mark_accessed(i);
+    }
+    let mut fresh = 10_000u64..;
+    // New keys, each hit: reclaim activates them, and deactivates from
+    // the active tail to make room (unhit, the active list would stay as
+    // it is).
+    let mut new_keys = |lv: &mut Lruvec<u64, u64>, n: usize| {
+        for _ in 0..n {
+            let k = fresh.next().unwrap();
+            insert(lv, k);
+            let i = lv.find(hash(k), |&x| x == k).unwrap();
+            lv.mark_accessed(i);
+            (lv.thrashing, lv.refault_share) = (false, 0.0);
+        }
+    };
+    new_keys(&mut lv, 1000);
+    assert!(lv.lists[ACTIVE].len > 500, "{}", lv.lists[ACTIVE].len);
+    assert_eq!(lv.reach, 1.0);
+    lv.reach = REACH_MAX;
+    let step = REACH_STEP / 1000.0;
+    let at = |lv: &Lruvec<u64, u64>, k: u64| lv.find(hash(k), |&x| x == k).map(|i| lv.list_of(i));
+    // New keys until `k` leaves `list`, at most 10 000.
+    let mut until_out_of = |lv: &mut Lruvec<u64, u64>, k: u64, list: usize| {
+        for _ in 0..10_000 {
+            if at(lv, k) != Some(list) {
+                return;
+            }
+            new_keys(lv, 1);
+        }
+        panic!("key {k} never left list {list}");
+    };
+
+    // At 1500, activated (at a reach of 2); out unhit: the reach
+    // shrinks.
+    let i = refault_from_probation(&mut lv, 5000, 1500);
+    assert_eq!(lv.list_of(i), ACTIVE);
+    assert_ne!(lv.flags(i) & IN_BAND, 0);
+    until_out_of(&mut lv, 5000, ACTIVE);
+    assert!((lv.reach - (REACH_MAX - step)).abs() < 1e-9, "{}", lv.reach);
+
+    // Activated and hit once: it lengthens (by the step it had lost).
+    let i = refault_from_probation(&mut lv, 5001, 1500);
+    assert_eq!(lv.list_of(i), ACTIVE);
+    lv.mark_accessed(i);
+    until_out_of(&mut lv, 5001, ACTIVE);
+    assert!((lv.reach - REACH_MAX).abs() < 1e-9, "{}", lv.reach);
+
+    // Beyond a short reach, on probation: evicted unhit, no change; hit
+    // there (reclaim activates it), the reach lengthens.
+    lv.reach = 1.0;
+    let i = refault_from_probation(&mut lv, 5002, 1500);
+    assert_eq!(lv.list_of(i), INACTIVE);
+    assert_ne!(lv.flags(i) & IN_BAND, 0);
+    until_out_of(&mut lv, 5002, INACTIVE);
+    assert_eq!(lv.reach, 1.0);
+    let i = refault_from_probation(&mut lv, 5003, 1500);
+    lv.mark_accessed(i);
+    until_out_of(&mut lv, 5003, INACTIVE);
+    assert_eq!(at(&lv, 5003), Some(ACTIVE));
+    assert!((lv.reach - (1.0 + step)).abs() < 1e-9, "{}", lv.reach);
+
+    // Within half the shard: activated at any reach, outside the band.
+    lv.reach = REACH_MIN;
+    let i = refault_from_probation(&mut lv, 5004, 400);
+    assert_eq!(lv.list_of(i), ACTIVE);
+    assert_eq!(lv.flags(i) & IN_BAND, 0);
     lv.check().unwrap();
 }
