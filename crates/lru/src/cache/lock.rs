@@ -20,6 +20,15 @@
 //! insertion on one thread pays about what it paid with one read-write
 //! lock. (Stripes that were read-write locks of their own, all taken by a
 //! writer, cost single-threaded read-through 5-10%.)
+//!
+//! The first [`MAX_STRIPES`] threads alive own a stripe number each
+//! (`OWNERS`, given back when the thread exits): in a lock with that
+//! stripe, the owner counts its reads in the stripe's `own_count`, which
+//! no other thread writes, so its unlock is a plain store rather than a
+//! locked subtraction — the kernel's `this_cpu_dec`, which needs no lock
+//! prefix because a CPU's counter is its own. Its count's increment
+//! stays a full barrier (the handshake needs one). Other threads share
+//! stripes by round-robin, counting with locked instructions.
 
 use std::{
     cell::Cell,
@@ -39,11 +48,15 @@ use crate::sync::{
 /// some share.
 pub(super) const MAX_STRIPES: usize = 8;
 
-/// A reader's stripe: its count of readers in the lock and its lookup
+/// A reader's stripe: its counts of readers in the lock and its lookup
 /// counters, in one line that only its threads write.
 pub(super) struct Stripe {
-    /// Readers holding the lock through this stripe (`read_count`).
+    /// Readers holding the lock through this stripe that share it
+    /// (`read_count`), counted with locked instructions.
     read_count: AtomicUsize,
+    /// Reads held by the thread that owns this stripe's number: written by
+    /// that thread alone, with plain stores.
+    own_count: AtomicUsize,
     pub(super) hits: AtomicU64,
     pub(super) misses: AtomicU64,
 }
@@ -58,9 +71,45 @@ impl Stripe {
         c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 
+    /// Counts a reader in, `own` on the owner's count (see the module
+    /// docs). SeqCst: either this reader sees `block`, or the writer that
+    /// set it sees this count and waits for it.
+    #[inline]
+    fn enter(&self, own: bool) {
+        if own {
+            let c = &self.own_count;
+            // Only this thread writes it: no lost update. A SeqCst store is
+            // an `xchg` on x86, as costly as the locked add.
+            c.store(c.load(Ordering::Relaxed) + 1, Ordering::SeqCst);
+        } else {
+            self.read_count.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Counts a reader out. Release: its reads happen before a writer's
+    /// `&mut`.
+    #[inline]
+    fn leave(&self, own: bool) {
+        if own {
+            let c = &self.own_count;
+            let n = c.load(Ordering::Relaxed);
+            // A lost update: two live threads counted as its owner.
+            debug_assert!(n > 0, "an owned stripe's count went below zero");
+            c.store(n.wrapping_sub(1), Ordering::Release);
+        } else {
+            self.read_count.fetch_sub(1, Ordering::Release);
+        }
+    }
+
+    /// Whether no reader holds the lock through this stripe.
+    fn idle(&self) -> bool {
+        self.read_count.load(Ordering::SeqCst) == 0 && self.own_count.load(Ordering::SeqCst) == 0
+    }
+
     fn new() -> Self {
         Self {
             read_count: AtomicUsize::new(0),
+            own_count: AtomicUsize::new(0),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
@@ -135,22 +184,27 @@ impl<T> ShardLock<T> {
     /// twin only) waits for writers even on the thread's own read.
     #[inline(always)]
     fn read_passing_own(&self, pass_own: bool) -> ReadGuard<'_, T> {
-        let (index, outer) = HELD.with(|h| (h.stripe_index(), h.reading.replace(self.id)));
-        let stripe = self.stripe(index);
-        // SeqCst on both sides (`smp_mb()` in the kernel): either this
-        // reader sees `block`, or the writer that set it sees this count
-        // and waits for it.
-        stripe.read_count.fetch_add(1, Ordering::SeqCst);
+        let (index, owned, outer) =
+            HELD.with(|h| (h.stripe_index(), h.owned.get(), h.reading.replace(self.id)));
+        let own = owned < self.stripes.len();
+        let stripe = if own {
+            &self.stripes[owned]
+        } else {
+            self.stripe(index)
+        };
+        // SeqCst on both sides (`smp_mb()` in the kernel).
+        stripe.enter(own);
         // From here a panic uncounts the reader and restores the record.
         let counted = Counted {
             stripe,
+            own,
             outer,
             #[cfg(debug_assertions)]
             id: self.id,
         };
         smp_mb();
         if self.block.load(Ordering::SeqCst) {
-            self.wait_for_writer(stripe, if pass_own { outer } else { 0 });
+            self.wait_for_writer(stripe, own, if pass_own { outer } else { 0 });
         }
         ReadGuard {
             // SAFETY: this reader is counted and saw no `block` (or its
@@ -172,7 +226,7 @@ impl<T> ShardLock<T> {
     /// lock: it would wait for itself.
     #[cold]
     #[inline(never)]
-    fn wait_for_writer(&self, stripe: &Stripe, outer: usize) {
+    fn wait_for_writer(&self, stripe: &Stripe, own: bool, outer: usize) {
         if outer == self.id {
             return;
         }
@@ -186,9 +240,9 @@ impl<T> ShardLock<T> {
             );
         }
         loop {
-            stripe.read_count.fetch_sub(1, Ordering::Release);
+            stripe.leave(own);
             drop(lock(&self.writer));
-            stripe.read_count.fetch_add(1, Ordering::SeqCst);
+            stripe.enter(own);
             smp_mb();
             if !self.block.load(Ordering::SeqCst) {
                 return;
@@ -224,7 +278,7 @@ impl<T> ShardLock<T> {
         smp_mb();
         for s in self.stripes.iter() {
             let mut round = 0;
-            while s.read_count.load(Ordering::SeqCst) != 0 {
+            while !s.idle() {
                 spin(&mut round);
             }
         }
@@ -260,6 +314,8 @@ pub(super) struct ReadGuard<'a, T> {
 /// a writer that holds it. Debug builds check it.
 struct Counted<'a> {
     stripe: &'a Stripe,
+    /// Counted in the stripe's `own_count` (the thread owns its number).
+    own: bool,
     outer: usize,
     #[cfg(debug_assertions)]
     id: usize,
@@ -269,8 +325,7 @@ impl Drop for Counted<'_> {
     // Inline across crates: out of line, the call cost lookups 5-8%.
     #[inline]
     fn drop(&mut self) {
-        // Release: the reads before happen before a writer's `&mut`.
-        self.stripe.read_count.fetch_sub(1, Ordering::Release);
+        self.stripe.leave(self.own);
         HELD.with(|h| {
             #[cfg(debug_assertions)]
             debug_assert_eq!(h.reading.get(), self.id, "read guards dropped out of order");
@@ -390,9 +445,15 @@ impl<T> DerefMut for WriteGuard<'_, T> {
 struct Held {
     /// The thread's stripe number, `usize::MAX` until it first locks.
     stripe: Cell<usize>,
+    /// The stripe number the thread owns ([`NONE`] for none), claimed with
+    /// `stripe`.
+    owned: Cell<usize>,
     reading: Cell<usize>,
     writing: Cell<usize>,
 }
+
+/// No stripe number owned.
+const NONE: usize = usize::MAX;
 
 impl Held {
     /// The thread's stripe number (reduced modulo a lock's stripes):
@@ -404,8 +465,16 @@ impl Held {
         if i != usize::MAX {
             return i;
         }
+        self.first_lock()
+    }
+
+    /// The thread's first lock: its round-robin stripe number, and a
+    /// stripe number of its own if one is free.
+    #[cold]
+    fn first_lock(&self) -> usize {
         let i = next_stripe();
         self.stripe.set(i);
+        self.owned.set(claim_owned());
         i
     }
 }
@@ -413,14 +482,88 @@ impl Held {
 #[cfg(not(loom))]
 std::thread_local! {
     static HELD: Held = const {
-        Held { stripe: Cell::new(usize::MAX), reading: Cell::new(0), writing: Cell::new(0) }
+        Held {
+            stripe: Cell::new(usize::MAX),
+            owned: Cell::new(NONE),
+            reading: Cell::new(0),
+            writing: Cell::new(0),
+        }
     };
+    /// Gives the owned stripe number back when the thread exits.
+    static RELEASE: Cell<Option<Release>> = const { Cell::new(None) };
+}
+
+/// The stripe numbers owned by live threads, a bit each.
+#[cfg(not(loom))]
+static OWNERS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+// Every stripe number below `MAX_STRIPES` has a bit.
+#[cfg(not(loom))]
+const _: () = assert!(MAX_STRIPES <= 8);
+
+/// Claims the lowest free stripe number for the calling thread, until it
+/// exits ([`NONE`] if all are taken, or if the thread is exiting: a lock
+/// taken from another thread-local's destructor).
+#[cfg(not(loom))]
+fn claim_owned() -> usize {
+    use std::sync::atomic::Ordering;
+    RELEASE
+        .try_with(|release| {
+            let mut owners = OWNERS.load(Ordering::Relaxed);
+            loop {
+                let i = owners.trailing_ones() as usize;
+                if i >= MAX_STRIPES {
+                    return NONE;
+                }
+                // Acquire: the last owner's stores to its counts happen
+                // before this thread's (its `Release` gave the bit back).
+                match OWNERS.compare_exchange_weak(
+                    owners,
+                    owners | 1 << i,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => {
+                        release.set(Some(Release(i)));
+                        return i;
+                    }
+                    Err(now) => owners = now,
+                }
+            }
+        })
+        .unwrap_or(NONE)
+}
+
+/// Under loom, threads own no stripe number unless a model pins one
+/// ([`set_owned`]).
+#[cfg(loom)]
+fn claim_owned() -> usize {
+    NONE
+}
+
+/// A thread's owned stripe number, given back at its exit: no count of it
+/// is held then (guards do not outlive the calls that take them), and a
+/// lock taken later in the thread's exit shares a stripe instead.
+#[cfg(not(loom))]
+struct Release(usize);
+
+#[cfg(not(loom))]
+impl Drop for Release {
+    fn drop(&mut self) {
+        use std::sync::atomic::Ordering;
+        // `HELD` has no destructor: it is there to the thread's end.
+        HELD.with(|h| h.owned.set(NONE));
+        // Release: this thread's count stores happen before the next
+        // owner's.
+        OWNERS.fetch_and(!(1u8 << self.0), Ordering::Release);
+    }
 }
 
 #[cfg(loom)]
 loom::thread_local! {
     static HELD: Held = Held {
         stripe: Cell::new(usize::MAX),
+        owned: Cell::new(NONE),
         reading: Cell::new(0),
         writing: Cell::new(0),
     };
@@ -461,7 +604,30 @@ fn next_stripe() -> usize {
 /// reader and a writer on given stripes).
 #[cfg(test)]
 pub(super) fn set_stripe(i: usize) {
-    HELD.with(|h| h.stripe.set(i));
+    HELD.with(|h| {
+        h.stripe_index();
+        h.stripe.set(i);
+    });
+}
+
+/// Makes the calling thread count its reads as the owner of stripe `i`
+/// ([`NONE`]: as no owner). Loom models only: two live threads owning one
+/// number is the misuse the `OWNERS` bits rule out.
+#[cfg(all(test, loom))]
+pub(super) fn set_owned(i: usize) {
+    HELD.with(|h| {
+        h.stripe_index();
+        h.owned.set(i);
+    });
+}
+
+/// The stripe number the calling thread owns, after its first lock.
+#[cfg(test)]
+pub(super) fn owned() -> usize {
+    HELD.with(|h| {
+        h.stripe_index();
+        h.owned.get()
+    })
 }
 
 /// The protocol broken on purpose, for the loom models that must catch
@@ -483,7 +649,7 @@ impl<T> ShardLock<T> {
         let writer = lock(&self.writer);
         for s in self.stripes.iter() {
             let mut round = 0;
-            while s.read_count.load(Ordering::SeqCst) != 0 {
+            while !s.idle() {
                 spin(&mut round);
             }
         }
@@ -571,6 +737,49 @@ mod tests {
         let ra = a.read();
         let _rb = b.read();
         drop(ra);
+    }
+
+    /// Live threads own distinct stripe numbers, and give them back when
+    /// they exit: thread after thread, each owns one (never given back,
+    /// the numbers ran out after the eighth thread and every later thread
+    /// shared stripes).
+    #[test]
+    fn owned_stripe_numbers_are_distinct_and_given_back() {
+        let threads = if cfg!(miri) { 4 } else { super::MAX_STRIPES };
+        let lock = ShardLock::new(0u32, super::MAX_STRIPES);
+        let start = Barrier::new(threads);
+        let mut owned: Vec<usize> = std::thread::scope(|s| {
+            let spawned: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        let r = lock.read();
+                        let mine = super::owned();
+                        start.wait();
+                        drop(r);
+                        mine
+                    })
+                })
+                .collect();
+            spawned.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        owned.retain(|&o| o != super::NONE);
+        let n = owned.len();
+        owned.sort_unstable();
+        owned.dedup();
+        assert_eq!(owned.len(), n, "two live threads owned one stripe number");
+        // Other tests' threads may hold a few numbers meanwhile, not all.
+        for t in 0..3 * threads {
+            let mine = std::thread::scope(|s| {
+                s.spawn(|| {
+                    let _r = lock.read();
+                    super::owned()
+                })
+                .join()
+                .unwrap()
+            });
+            assert_ne!(mine, super::NONE, "thread {t} found no stripe number free");
+        }
+        assert_eq!(*lock.write(), 0);
     }
 
     /// Each thread keeps one stripe number, and no two threads share one

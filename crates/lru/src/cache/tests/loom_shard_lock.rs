@@ -11,10 +11,16 @@
 //! first: waiting for that writer, as a reader otherwise does, would wait
 //! for itself. Broken on purpose by a second read that waits
 //! (`read_waiting_for_writers`): loom finds the schedule that never ends.
+//!
+//! And a thread that owns its stripe number counts itself with plain
+//! stores, beside a thread sharing that stripe with locked ones, and the
+//! writer waits for both counts. Broken on purpose by two threads owning
+//! one number (what `OWNERS` rules out): loom finds the lost update that
+//! lets the writer in beside a reader.
 
 use loom::{sync::Arc, thread};
 
-use crate::cache::lock::{ShardLock, set_stripe};
+use crate::cache::lock::{ShardLock, set_owned, set_stripe};
 
 /// A writer on stripe 0 and a reader on stripe 1; `broken` checks the
 /// counts before it blocks readers.
@@ -96,4 +102,52 @@ fn a_nested_read_passes_a_waiting_writer() {
 #[should_panic]
 fn a_nested_read_that_waits_for_the_writer_is_caught() {
     nested_read_and_writer(true);
+}
+
+/// Two readers on stripe 1 and a writer on stripe 0: one reader owns
+/// stripe number 1 and the other shares the stripe, or (`broken`) both
+/// count as its owner.
+fn owner_sharer_and_writer(broken: bool) {
+    super::model(move || {
+        let lock = Arc::new(ShardLock::new((0u32, 0u32), 2));
+        let readers: Vec<_> = (0..2)
+            .map(|r| {
+                let l = lock.clone();
+                thread::spawn(move || {
+                    set_stripe(1);
+                    if r == 0 || broken {
+                        set_owned(1);
+                    }
+                    let g = l.read();
+                    assert_eq!(g.0, g.1, "a reader saw a write half done");
+                })
+            })
+            .collect();
+        set_stripe(0);
+        {
+            let mut w = lock.write();
+            w.0 += 1;
+            w.1 += 1;
+        }
+        for r in readers {
+            r.join().unwrap();
+        }
+        assert_eq!(*lock.read(), (1, 1));
+    });
+}
+
+#[test]
+fn an_owner_and_a_sharer_of_one_stripe_exclude_a_writer() {
+    owner_sharer_and_writer(false);
+}
+
+/// Loom's first failing schedule: both owners read the count as 0 and
+/// store 1 (one count lost), the first to leave stores 0, and the
+/// second's leave takes it below zero (debug builds check; loom runs with
+/// debug assertions). Between those leaves the count read 0 while a reader
+/// held the lock: a writer could take it.
+#[test]
+#[should_panic(expected = "an owned stripe's count went below zero")]
+fn two_owners_of_one_stripe_are_caught() {
+    owner_sharer_and_writer(true);
 }
