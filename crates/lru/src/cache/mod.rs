@@ -86,9 +86,9 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 /// entries that were hit, evict the others, refill the inactive list from
 /// the active tail where references buy turns), and links it. Under
 /// [`Policy::Workingset`] an evicted key leaves a shadow and a refault
-/// within the shard's size (twice that for an entry that had been active)
-/// is inserted active; within the active list's size only, when the
-/// shard is thrashing.
+/// within the shard's learned reach (it starts at the shard's size, and
+/// twice that for an entry that had been active) is inserted active;
+/// within the active list's size only, when the shard is thrashing.
 ///
 /// # Guarantees
 /// - An insertion never evicts the entry it makes or replaces.
@@ -121,7 +121,7 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 ///   hashes of sequential keys filled the shards more evenly, so fewer had
 ///   evicted and allocated shadows by then; not verified), 51 at steady
 ///   state with the shadows. Each shard's lock
-///   adds a cache line (128 bytes as padded) per stripe: one per CPU,
+///   adds a cache line (128 bytes as padded) per stripe: two per CPU,
 ///   rounded down to a power of two, up to 8.
 pub struct LruCache<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
     shards: Box<[CachePadded<Shard<K, V>>]>,
