@@ -14,7 +14,7 @@ use crate::util::{cargo_nightly, exec, has_nightly, succeeds};
 pub(crate) const CRATES: &[(&str, Option<&str>)] = &[
     ("mmbatch-pagevec", None),
     ("mmbatch-lru", Some("cache::lock")),
-    ("mmbatch-faultaround", Some("uffd::handler::tests")),
+    ("mmbatch-faultaround", Some("uffd::handler::bitmap_tests")),
 ];
 
 /// Why Miri cannot run here, if it cannot.

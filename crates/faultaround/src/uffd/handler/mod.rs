@@ -535,8 +535,8 @@ impl Shared {
     }
 }
 
-#[cfg(test)]
-mod tests {
+#[cfg(all(test, not(loom)))]
+mod bitmap_tests {
     use std::sync::atomic::Ordering;
 
     use super::zeroed_bitmap;
