@@ -97,10 +97,10 @@ pub(super) type Listener<K, V> = Box<dyn Fn(K, V) + Send + Sync>;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CacheStats {
-    /// `get`s that found their key (exact from threads that own a stripe
-    /// of the shards' locks — the first live threads, up to one per
-    /// stripe: two per CPU, at most 8 — and with batching off; lookups
-    /// racing on threads that share a stripe may lose a count: it is kept
+    /// `get`s that found their key (exact while every thread looking up
+    /// owns a stripe of the shards' locks — the first live threads, up to
+    /// one per stripe: two per CPU, at most 8 — and with batching off;
+    /// otherwise lookups racing in one stripe may lose a count: it is kept
     /// without a locked instruction).
     pub hits: u64,
     /// `get`s that did not (as approximate as `hits`).

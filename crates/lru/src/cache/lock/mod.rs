@@ -30,12 +30,19 @@
 //! stays a full barrier (the handshake needs one). Other threads share
 //! stripes by round-robin, counting with locked instructions.
 
-use std::{
-    cell::Cell,
-    ops::{Deref, DerefMut},
-};
+use std::ops::{Deref, DerefMut};
 
 use crossbeam_utils::CachePadded;
+
+mod cell;
+mod held;
+
+use cell::{Data, Exclusive, Shared};
+#[cfg(all(test, loom))]
+pub(super) use held::set_owned;
+#[cfg(test)]
+pub(super) use held::set_stripe;
+use held::{HELD, stripe_index};
 
 use crate::sync::{
     AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering, lock, smp_mb, spin,
@@ -121,7 +128,7 @@ impl Stripe {
 /// ignored: a shard is consistent whenever user code can panic.
 pub(super) struct ShardLock<T> {
     /// This lock among all of the process's, for the thread's record of
-    /// the locks it holds ([`Held`]); never reused, so a stale record
+    /// the locks it holds ([`Held`](held::Held)); never reused, so a stale record
     /// cannot match another lock.
     id: usize,
     /// Writers queue here; readers that find `block` set wait here too.
@@ -174,7 +181,7 @@ impl<T> ShardLock<T> {
     /// A thread whose innermost read is of this lock reads it again at
     /// once, even past a waiting writer (which waits for that first read),
     /// and one whose innermost write is of this lock panics rather than
-    /// wait for itself: see [`Held`].
+    /// wait for itself: see [`Held`](held::Held).
     #[inline]
     pub(super) fn read(&self) -> ReadGuard<'_, T> {
         self.read_passing_own(true)
@@ -305,7 +312,7 @@ pub(super) struct ReadGuard<'a, T> {
 }
 
 /// A reader's count in its stripe, taken back on drop, and the lock its
-/// thread read before this one ([`Held::reading`]), restored.
+/// thread read before this one ([`Held::reading`](held::Held::reading)), restored.
 ///
 /// Guards of one thread must drop in the reverse order of their making
 /// (every caller holds one guard at a time; nesting comes only from user
@@ -361,7 +368,7 @@ pub(super) struct WriteGuard<'a, T> {
     _writer: MutexGuard<'a, ()>,
 }
 
-/// The lock its thread wrote before this one ([`Held::writing`]),
+/// The lock its thread wrote before this one ([`Held::writing`](held::Held::writing)),
 /// restored on drop. Guards drop in order as for [`Counted`]; debug builds
 /// check it.
 struct Writing {
@@ -428,206 +435,11 @@ impl<T> DerefMut for WriteGuard<'_, T> {
     }
 }
 
-/// What a thread holds: its stripe number, and the innermost lock it
-/// reads and the innermost it writes (their ids; 0 for none). User code
-/// runs under a shard's lock — a key's `Eq` on every lookup, a value's
-/// `Clone` on a hit — and may call back into the cache. A lookup there on
-/// a shard its thread reads already must not wait for a writer (the
-/// writer waits for that first read); a change there, or a lookup on a
-/// shard its thread is changing, would wait for itself, and panics
-/// instead. Only the innermost lock of each kind is known: a thread that
-/// reads shard A, then B (from a `Clone` under A), then changes A (from a
-/// `Clone` under B) still hangs.
-/// Kept beside the stripe number the read path looks up anyway: the
-/// record costs a load and two stores a lookup, in a line the thread alone
-/// writes; 0-5% of single-threaded lookups against quick_cache in an
-/// interleaved A/B (within this host's noise on three of four rows).
-struct Held {
-    /// The thread's stripe number, `usize::MAX` until it first locks.
-    stripe: Cell<usize>,
-    /// The stripe number the thread owns ([`NONE`] for none), claimed with
-    /// `stripe`.
-    owned: Cell<usize>,
-    reading: Cell<usize>,
-    writing: Cell<usize>,
-}
-
-/// No stripe number owned.
-const NONE: usize = usize::MAX;
-
-impl Held {
-    /// The thread's stripe number (reduced modulo a lock's stripes):
-    /// handed out round-robin at its first lock, so the threads that start
-    /// together (a pool, a benchmark's workers) get different stripes.
-    #[inline]
-    fn stripe_index(&self) -> usize {
-        let i = self.stripe.get();
-        if i != usize::MAX {
-            return i;
-        }
-        self.first_lock()
-    }
-
-    /// The thread's first lock: its round-robin stripe number, and a
-    /// stripe number of its own if one is free.
-    #[cold]
-    fn first_lock(&self) -> usize {
-        let i = next_stripe();
-        self.stripe.set(i);
-        self.owned.set(claim_owned());
-        i
-    }
-}
-
-#[cfg(not(loom))]
-std::thread_local! {
-    static HELD: Held = const {
-        Held {
-            stripe: Cell::new(usize::MAX),
-            owned: Cell::new(NONE),
-            reading: Cell::new(0),
-            writing: Cell::new(0),
-        }
-    };
-    /// Gives the owned stripe number back when the thread exits.
-    static RELEASE: Cell<Option<Release>> = const { Cell::new(None) };
-}
-
-/// The stripe numbers owned by live threads, a bit each.
-#[cfg(not(loom))]
-static OWNERS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
-
-// Every stripe number below `MAX_STRIPES` has a bit.
-#[cfg(not(loom))]
-const _: () = assert!(MAX_STRIPES <= 8);
-
-/// Claims the lowest free stripe number for the calling thread, until it
-/// exits ([`NONE`] if all are taken, or if the thread is exiting: a lock
-/// taken from another thread-local's destructor).
-#[cfg(not(loom))]
-fn claim_owned() -> usize {
-    use std::sync::atomic::Ordering;
-    RELEASE
-        .try_with(|release| {
-            let mut owners = OWNERS.load(Ordering::Relaxed);
-            loop {
-                let i = owners.trailing_ones() as usize;
-                if i >= MAX_STRIPES {
-                    return NONE;
-                }
-                // Acquire: the last owner's stores to its counts happen
-                // before this thread's (its `Release` gave the bit back).
-                match OWNERS.compare_exchange_weak(
-                    owners,
-                    owners | 1 << i,
-                    Ordering::Acquire,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => {
-                        release.set(Some(Release(i)));
-                        return i;
-                    }
-                    Err(now) => owners = now,
-                }
-            }
-        })
-        .unwrap_or(NONE)
-}
-
-/// Under loom, threads own no stripe number unless a model pins one
-/// ([`set_owned`]).
-#[cfg(loom)]
-fn claim_owned() -> usize {
-    NONE
-}
-
-/// A thread's owned stripe number, given back at its exit: no count of it
-/// is held then (guards do not outlive the calls that take them), and a
-/// lock taken later in the thread's exit shares a stripe instead.
-#[cfg(not(loom))]
-struct Release(usize);
-
-#[cfg(not(loom))]
-impl Drop for Release {
-    fn drop(&mut self) {
-        use std::sync::atomic::Ordering;
-        // `HELD` has no destructor: it is there to the thread's end.
-        HELD.with(|h| h.owned.set(NONE));
-        // Release: this thread's count stores happen before the next
-        // owner's.
-        OWNERS.fetch_and(!(1u8 << self.0), Ordering::Release);
-    }
-}
-
-#[cfg(loom)]
-loom::thread_local! {
-    static HELD: Held = Held {
-        stripe: Cell::new(usize::MAX),
-        owned: Cell::new(NONE),
-        reading: Cell::new(0),
-        writing: Cell::new(0),
-    };
-}
-
-/// The calling thread's stripe number.
-#[inline]
-fn stripe_index() -> usize {
-    HELD.with(Held::stripe_index)
-}
-
 /// A lock id no other lock has had (from 1: 0 is none).
 fn next_id() -> usize {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static NEXT: AtomicUsize = AtomicUsize::new(1);
     NEXT.fetch_add(1, Ordering::Relaxed)
-}
-
-#[cfg(not(loom))]
-fn next_stripe() -> usize {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    NEXT.fetch_add(1, Ordering::Relaxed)
-}
-
-/// Under loom, round-robin within each execution (loom's statics start
-/// afresh with each), so every replay hands out the same stripes.
-#[cfg(loom)]
-fn next_stripe() -> usize {
-    use crate::sync::{AtomicUsize, Ordering};
-    loom::lazy_static! {
-        static ref NEXT: AtomicUsize = AtomicUsize::new(0);
-    }
-    NEXT.fetch_add(1, Ordering::Relaxed)
-}
-
-/// Pins the calling thread to stripe `i` (models and tests, to put a
-/// reader and a writer on given stripes).
-#[cfg(test)]
-pub(super) fn set_stripe(i: usize) {
-    HELD.with(|h| {
-        h.stripe_index();
-        h.stripe.set(i);
-    });
-}
-
-/// Makes the calling thread count its reads as the owner of stripe `i`
-/// ([`NONE`]: as no owner). Loom models only: two live threads owning one
-/// number is the misuse the `OWNERS` bits rule out.
-#[cfg(all(test, loom))]
-pub(super) fn set_owned(i: usize) {
-    HELD.with(|h| {
-        h.stripe_index();
-        h.owned.set(i);
-    });
-}
-
-/// The stripe number the calling thread owns, after its first lock.
-#[cfg(test)]
-pub(super) fn owned() -> usize {
-    HELD.with(|h| {
-        h.stripe_index();
-        h.owned.get()
-    })
 }
 
 /// The protocol broken on purpose, for the loom models that must catch
@@ -753,7 +565,7 @@ mod tests {
                 .map(|_| {
                     s.spawn(|| {
                         let r = lock.read();
-                        let mine = super::owned();
+                        let mine = super::held::owned();
                         start.wait();
                         drop(r);
                         mine
@@ -762,7 +574,7 @@ mod tests {
                 .collect();
             spawned.into_iter().map(|t| t.join().unwrap()).collect()
         });
-        owned.retain(|&o| o != super::NONE);
+        owned.retain(|&o| o != super::held::NONE);
         let n = owned.len();
         owned.sort_unstable();
         owned.dedup();
@@ -772,12 +584,16 @@ mod tests {
             let mine = std::thread::scope(|s| {
                 s.spawn(|| {
                     let _r = lock.read();
-                    super::owned()
+                    super::held::owned()
                 })
                 .join()
                 .unwrap()
             });
-            assert_ne!(mine, super::NONE, "thread {t} found no stripe number free");
+            assert_ne!(
+                mine,
+                super::held::NONE,
+                "thread {t} found no stripe number free"
+            );
         }
         assert_eq!(*lock.write(), 0);
     }
@@ -790,119 +606,5 @@ mod tests {
         assert_eq!(super::stripe_index(), here);
         let there = std::thread::scope(|s| s.spawn(super::stripe_index).join().unwrap());
         assert_ne!(here, there);
-    }
-}
-
-/// The value cell: std's `UnsafeCell`, or loom's, which checks that no
-/// `&mut T` overlaps another reference in any interleaving.
-#[cfg(not(loom))]
-struct Data<T>(std::cell::UnsafeCell<T>);
-
-#[cfg(not(loom))]
-impl<T> Data<T> {
-    fn new(value: T) -> Self {
-        Self(std::cell::UnsafeCell::new(value))
-    }
-
-    /// # Safety
-    /// No [`Exclusive`] may exist while the result lives.
-    unsafe fn shared(&self) -> Shared<'_, T> {
-        Shared(ptr(&self.0), std::marker::PhantomData)
-    }
-
-    /// # Safety
-    /// No other [`Shared`] or [`Exclusive`] may exist while the result
-    /// lives.
-    unsafe fn exclusive(&self) -> Exclusive<'_, T> {
-        Exclusive(ptr(&self.0), std::marker::PhantomData)
-    }
-}
-
-/// The cell's pointer, never null.
-#[cfg(not(loom))]
-fn ptr<T>(cell: &std::cell::UnsafeCell<T>) -> std::ptr::NonNull<T> {
-    std::ptr::NonNull::from(cell).cast()
-}
-
-/// Pointers, not references, as std's guards hold: a reference in a
-/// guard passed by value would outlive the count or `block` it depends on
-/// for the rest of that call.
-#[cfg(not(loom))]
-struct Shared<'a, T>(std::ptr::NonNull<T>, std::marker::PhantomData<&'a T>);
-
-#[cfg(not(loom))]
-impl<T> Shared<'_, T> {
-    fn get(&self) -> &T {
-        // SAFETY: `Data::shared`'s caller holds the read side for our
-        // life, so no `&mut T` exists.
-        unsafe { self.0.as_ref() }
-    }
-}
-
-#[cfg(not(loom))]
-struct Exclusive<'a, T>(std::ptr::NonNull<T>, std::marker::PhantomData<&'a mut T>);
-
-#[cfg(not(loom))]
-impl<T> Exclusive<'_, T> {
-    fn get(&self) -> &T {
-        // SAFETY: `Data::exclusive`'s caller holds the write side for our
-        // life: the only other references are ours.
-        unsafe { self.0.as_ref() }
-    }
-
-    fn get_mut(&mut self) -> &mut T {
-        // SAFETY: as above; `&mut self` makes this one unique.
-        unsafe { self.0.as_mut() }
-    }
-}
-
-#[cfg(loom)]
-struct Data<T>(loom::cell::UnsafeCell<T>);
-
-#[cfg(loom)]
-impl<T> Data<T> {
-    fn new(value: T) -> Self {
-        Self(loom::cell::UnsafeCell::new(value))
-    }
-
-    /// # Safety
-    /// As the std version's.
-    unsafe fn shared(&self) -> Shared<'_, T> {
-        Shared(self.0.get(), std::marker::PhantomData)
-    }
-
-    /// # Safety
-    /// As the std version's.
-    unsafe fn exclusive(&self) -> Exclusive<'_, T> {
-        Exclusive(self.0.get_mut(), std::marker::PhantomData)
-    }
-}
-
-/// Loom's tracked pointers: loom fails the model when a `&mut T` and
-/// another reference to `T` are live in the same interleaving.
-#[cfg(loom)]
-struct Shared<'a, T>(loom::cell::ConstPtr<T>, std::marker::PhantomData<&'a T>);
-
-#[cfg(loom)]
-impl<T> Shared<'_, T> {
-    fn get(&self) -> &T {
-        // SAFETY: `Data::shared`'s caller holds a read lock for our life.
-        unsafe { self.0.deref() }
-    }
-}
-
-#[cfg(loom)]
-struct Exclusive<'a, T>(loom::cell::MutPtr<T>, std::marker::PhantomData<&'a mut T>);
-
-#[cfg(loom)]
-impl<T> Exclusive<'_, T> {
-    fn get(&self) -> &T {
-        // SAFETY: `Data::exclusive`'s caller holds the write side.
-        self.0.with(|p| unsafe { &*p })
-    }
-
-    fn get_mut(&mut self) -> &mut T {
-        // SAFETY: as above.
-        unsafe { self.0.deref() }
     }
 }
