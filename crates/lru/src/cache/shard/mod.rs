@@ -103,6 +103,8 @@ const THRASHING_ABOVE: f32 = 0.8;
 const THRASHING_BELOW: f32 = 0.6;
 /// Misses the refault share averages over (an exponential moving average).
 const REFAULT_WINDOW: f32 = 512.0;
+/// Below this the refault share is taken as 0 (see [`Lruvec::note_miss`]).
+const REFAULT_FLOOR: f32 = 1e-6;
 /// The refault share from which a distant refault of an entry never
 /// active goes to the inactive tail rather than its head (see
 /// `workingset_refault`). At the head always, a loop twice the cache that

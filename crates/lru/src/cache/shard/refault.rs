@@ -164,7 +164,11 @@ impl<K, V> Lruvec<K, V> {
             return;
         }
         let x = if refault { 1.0 } else { 0.0 };
-        self.refault_share += (x - self.refault_share) / REFAULT_WINDOW;
+        let share = self.refault_share + (x - self.refault_share) / REFAULT_WINDOW;
+        // Decaying towards 0 on misses that never refault, the share would
+        // turn subnormal, whose arithmetic costs a hundred cycles or more
+        // on x86: flushed to zero, far below any bound it is tested with.
+        self.refault_share = if share < REFAULT_FLOOR { 0.0 } else { share };
         if self.thrashing {
             self.thrashing = self.refault_share >= THRASHING_BELOW;
         } else {
