@@ -132,7 +132,7 @@ fn a_clone_that_reads_its_shard_behind_a_waiting_writer_does_not_deadlock() {
 }
 
 /// A key whose `Eq` reads the cache, during an insertion into its own
-/// shard: the read waited for the writers' mutex its thread held. Now it
+/// shard: the read waited for the writer its own thread was. Now it
 /// panics, naming the cause, and the cache works after.
 #[test]
 fn an_eq_that_reads_its_shard_during_an_insert_panics_instead_of_hanging() {

@@ -11,15 +11,26 @@
 //! `percpu_rw_semaphore` (`kernel/locking/percpu-rwsem.c`) without its RCU
 //! fast path: a reader counts itself in its stripe (`read_count`, beside
 //! its hit counters in a line of their own) and checks that no writer
-//! `block`s the lock; a writer takes the writers' mutex, sets `block` and
-//! waits for every stripe's count to drain. Threads get stripes
-//! round-robin as they first lock, since a thread cannot cheaply ask which
-//! CPU it runs on.
+//! `block`s the lock; a writer sets `block` and waits for every stripe's
+//! count to drain. Threads get stripes round-robin as they first lock,
+//! since a thread cannot cheaply ask which CPU it runs on.
 //!
-//! A writer costs one mutex, two stores and a load per stripe: an
-//! insertion on one thread pays about what it paid with one read-write
-//! lock. (Stripes that were read-write locks of their own, all taken by a
-//! writer, cost single-threaded read-through 5-10%.)
+//! Setting `block` is also the writers' lock, as in the kernel
+//! (`__percpu_down_write_trylock`: "try set sem->block; this provides
+//! writer-writer exclusion"): one compare-and-swap from clear to set, a
+//! load per stripe, and a plain store to unlock. Here it was a mutex, then
+//! a store to `block`, and the mutex's release: three locked instructions,
+//! the mutex's two a tenth of a single-threaded read-through's time
+//! (`perf`), and a writer that found another sleeping on a futex. Whoever
+//! waits for `block` to clear — a writer for another, a reader for a
+//! writer — polls it (spins, yields, then naps: `sync::spin`): writers
+//! hold a shard for one insertion or removal, and with no queue to sleep
+//! on, the unlock wakes no one. Interleaved A/B against quick_cache
+//! (harness over the `cache` experiment's module): read-through with
+//! scans on 2 threads 1.02x -> 1.16-1.21x (workingset) and 1.02-1.10x ->
+//! 1.29-1.34x (active-inactive). (Stripes that were read-write locks of
+//! their own, all taken by a writer, cost single-threaded read-through
+//! 5-10%.)
 //!
 //! The first [`MAX_STRIPES`] threads alive own a stripe number each
 //! (`OWNERS`, given back when the thread exits): in a lock with that
@@ -44,9 +55,7 @@ pub(super) use held::set_owned;
 pub(super) use held::set_stripe;
 use held::{HELD, stripe_index};
 
-use crate::sync::{
-    AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering, lock, smp_mb, spin,
-};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering, smp_mb, spin};
 
 /// The most stripes a shard has: a writer reads every one, so more would
 /// make insertions slower on large hosts for less and less gain. Stripes
@@ -131,10 +140,9 @@ pub(super) struct ShardLock<T> {
     /// the locks it holds ([`Held`](held::Held)); never reused, so a stale record
     /// cannot match another lock.
     id: usize,
-    /// Writers queue here; readers that find `block` set wait here too.
-    writer: Mutex<()>,
-    /// Set while a writer holds or is draining the lock (`sem->block`).
-    block: AtomicBool,
+    /// Set while a writer holds or is draining the lock (`sem->block`);
+    /// setting it (false to true) is how a writer takes the lock.
+    block: Gate,
     stripes: Box<[CachePadded<Stripe>]>,
     data: Data<T>,
 }
@@ -151,8 +159,7 @@ impl<T> ShardLock<T> {
         let n = 1 << stripes.clamp(1, MAX_STRIPES).ilog2();
         Self {
             id: next_id(),
-            writer: Mutex::new(()),
-            block: AtomicBool::new(false),
+            block: Gate::new(),
             stripes: (0..n).map(|_| CachePadded::new(Stripe::new())).collect(),
             data: Data::new(value),
         }
@@ -210,7 +217,7 @@ impl<T> ShardLock<T> {
             id: self.id,
         };
         smp_mb();
-        if self.block.load(Ordering::SeqCst) {
+        if self.block.0.load(Ordering::SeqCst) {
             self.wait_for_writer(stripe, own, if pass_own { outer } else { 0 });
         }
         ReadGuard {
@@ -226,7 +233,7 @@ impl<T> ShardLock<T> {
     }
 
     /// A reader that found `block` set: steps back out, waits for the
-    /// writer on its mutex, and counts itself again until it finds no
+    /// writer to clear it, and counts itself again until it finds no
     /// writer (`percpu_rwsem_wait`). Not if its thread already reads this
     /// lock (`outer`): the writer waits for that read, so none writes, and
     /// waiting for it would deadlock. Panics if its thread writes this
@@ -248,10 +255,10 @@ impl<T> ShardLock<T> {
         }
         loop {
             stripe.leave(own);
-            drop(lock(&self.writer));
+            self.block.wait_clear();
             stripe.enter(own);
             smp_mb();
-            if !self.block.load(Ordering::SeqCst) {
+            if !self.block.0.load(Ordering::SeqCst) {
                 return;
             }
         }
@@ -278,8 +285,7 @@ impl<T> ShardLock<T> {
                 }
             );
         }
-        let writer = lock(&self.writer);
-        self.block.store(true, Ordering::SeqCst);
+        self.block.take();
         // Cleared however this ends, even by a panic before the guard.
         let unblock = Unblock(&self.block);
         smp_mb();
@@ -291,14 +297,14 @@ impl<T> ShardLock<T> {
         }
         let writing = Writing::new(self.id);
         WriteGuard {
-            // SAFETY: the writers' mutex is held, `block` is set and every
-            // stripe's readers have left: new readers see `block` and wait,
-            // so this is the only reference to `T` until the guard drops.
+            // SAFETY: this writer set `block` (no other writer holds it
+            // until it is cleared) and every stripe's readers have left:
+            // new readers see `block` and wait, so this is the only
+            // reference to `T` until the guard drops.
             data: unsafe { self.data.exclusive() },
             lock: self,
             _writing: writing,
             _unblock: unblock,
-            _writer: writer,
         }
     }
 }
@@ -358,14 +364,11 @@ impl<T> Deref for ReadGuard<'_, T> {
 /// Exclusive access to a [`ShardLock`]'s value; unlocks on drop
 /// (`percpu_up_write`).
 pub(super) struct WriteGuard<'a, T> {
-    // Dropped in this order: the reference ends, then `block` clears,
-    // then the mutex is released (a reader waiting on it finds `block`
-    // clear).
+    // Dropped in this order: the reference ends, then `block` clears.
     data: Exclusive<'a, T>,
     lock: &'a ShardLock<T>,
     _writing: Writing,
     _unblock: Unblock<'a>,
-    _writer: MutexGuard<'a, ()>,
 }
 
 /// The lock its thread wrote before this one ([`Held::writing`](held::Held::writing)),
@@ -402,14 +405,102 @@ impl Drop for Writing {
     }
 }
 
-/// A writer's `block`, cleared on drop.
-struct Unblock<'a>(&'a AtomicBool);
+/// A writer's `block`, cleared on drop: the lock released, with a plain
+/// store (no waiter sleeps on a queue that would need waking).
+struct Unblock<'a>(&'a Gate);
 
 impl Drop for Unblock<'_> {
     fn drop(&mut self) {
-        // Release: the writes before happen before a reader that sees
-        // `block` clear.
-        self.0.store(false, Ordering::Release);
+        self.0.clear();
+    }
+}
+
+/// `block`: set by the writer that holds the lock. Whoever waits for it
+/// to clear — a writer for another, a reader for a writer — polls
+/// (`sync::spin`: spins, yields, then naps), so clearing it is a plain
+/// store with no one to wake.
+///
+/// Under loom the waiters sleep on a condition variable the writer
+/// notifies instead: loom explores every schedule, including one where
+/// two polling threads (a reader waiting for the writer, the writer for
+/// another reader's count) take turns forever and the thread they wait
+/// for never runs — a schedule no real scheduler keeps up, which loom
+/// cannot tell from a hang. The handshake the models check (the writer
+/// sets `block` then reads the counts, a reader counts itself then reads
+/// `block`) is the same code either way.
+struct Gate(
+    AtomicBool,
+    #[cfg(loom)] crate::sync::Mutex<()>,
+    #[cfg(loom)] crate::sync::Condvar,
+);
+
+impl Gate {
+    fn new() -> Self {
+        Gate(
+            AtomicBool::new(false),
+            #[cfg(loom)]
+            crate::sync::Mutex::new(()),
+            #[cfg(loom)]
+            crate::sync::Condvar::new(),
+        )
+    }
+
+    /// Sets `block` once no other writer has it: the writers' lock. SeqCst:
+    /// this is the writer's side of the handshake, ordered before its
+    /// loads of the readers' counts.
+    fn take(&self) {
+        while self
+            .0
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::Relaxed)
+            .is_err()
+        {
+            self.wait_clear();
+        }
+    }
+
+    /// Waits until no writer holds the lock (a hint: the caller checks
+    /// again with its own ordering).
+    #[cfg(not(loom))]
+    fn wait_clear(&self) {
+        let mut round = 0;
+        while self.0.load(Ordering::Relaxed) {
+            spin(&mut round);
+        }
+    }
+
+    /// See the std version and the type's docs.
+    #[cfg(loom)]
+    fn wait_clear(&self) {
+        let mut parked = crate::sync::lock(&self.1);
+        while self.0.load(Ordering::Relaxed) {
+            parked = self.2.wait(parked).unwrap();
+        }
+    }
+
+    /// Clears `block`. Release: the writer's writes happen before a reader
+    /// that sees it clear.
+    ///
+    /// SeqCst under Miri: the nightly Miri this workspace pins (2026-05-19)
+    /// lets a SeqCst load read a Release store that happens before a later
+    /// SeqCst read-modify-write of the same atomic — the next writer's
+    /// compare-and-swap — which C++20 forbids (rust-lang/miri#5104, fixed
+    /// after it). A reader then saw `block` clear beside that writer and
+    /// Miri reported the race the rule excludes. The Release store is
+    /// correct by C++20 and on every target; the stronger one only keeps
+    /// Miri from exploring the forbidden outcome.
+    fn clear(&self) {
+        #[cfg(loom)]
+        let _parked = crate::sync::lock(&self.1);
+        self.0.store(
+            false,
+            if cfg!(miri) {
+                Ordering::SeqCst
+            } else {
+                Ordering::Release
+            },
+        );
+        #[cfg(loom)]
+        self.2.notify_all();
     }
 }
 
@@ -454,18 +545,38 @@ impl<T> ShardLock<T> {
         self.read_passing_own(false)
     }
 
-    /// A writer that reads the counts before it sets `block` (a reader
-    /// counted after the check but before `block` reads beside the
-    /// writer).
-    pub(super) fn write_checking_first(&self) -> WriteGuard<'_, T> {
-        let writer = lock(&self.writer);
+    /// A writer that sets `block` with a plain store instead of taking it
+    /// from `false` (a second writer is not kept out: both hold `&mut`).
+    pub(super) fn write_without_excluding_writers(&self) -> WriteGuard<'_, T> {
+        self.block.0.store(true, Ordering::SeqCst);
+        let unblock = Unblock(&self.block);
+        smp_mb();
         for s in self.stripes.iter() {
             let mut round = 0;
             while !s.idle() {
                 spin(&mut round);
             }
         }
-        self.block.store(true, Ordering::SeqCst);
+        WriteGuard {
+            // SAFETY: none: this is the broken writer the model must catch.
+            data: unsafe { self.data.exclusive() },
+            lock: self,
+            _writing: Writing::new(self.id),
+            _unblock: unblock,
+        }
+    }
+
+    /// A writer that reads the counts before it sets `block` (a reader
+    /// counted after the check but before `block` reads beside the
+    /// writer).
+    pub(super) fn write_checking_first(&self) -> WriteGuard<'_, T> {
+        for s in self.stripes.iter() {
+            let mut round = 0;
+            while !s.idle() {
+                spin(&mut round);
+            }
+        }
+        self.block.take();
         smp_mb();
         WriteGuard {
             // SAFETY: none: this is the broken writer the model must catch.
@@ -473,7 +584,6 @@ impl<T> ShardLock<T> {
             lock: self,
             _writing: Writing::new(self.id),
             _unblock: Unblock(&self.block),
-            _writer: writer,
         }
     }
 }
@@ -525,10 +635,10 @@ mod tests {
         assert_eq!(*r, (2 * ROUNDS as u64, 2 * ROUNDS as u64));
     }
 
-    /// A panic under the write lock poisons the writers' mutex; the lock
-    /// goes on (a shard is consistent whenever user code can panic).
+    /// A panic under the write lock releases it; the lock goes on (a
+    /// shard is consistent whenever user code can panic).
     #[test]
-    fn poisoning_is_ignored() {
+    fn a_panic_under_the_write_lock_releases_it() {
         let lock = ShardLock::new(1, 2);
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _w = lock.write();

@@ -17,6 +17,12 @@
 //! writer waits for both counts. Broken on purpose by two threads owning
 //! one number (what `OWNERS` rules out): loom finds the lost update that
 //! lets the writer in beside a reader.
+//!
+//! And two writers exclude each other: a writer takes `block` from clear
+//! to set in one compare-and-swap, which is the writers' lock. Broken on
+//! purpose by a writer that sets it with a plain store
+//! (`write_without_excluding_writers`): loom finds both writers holding
+//! `&mut`.
 
 use loom::{sync::Arc, thread};
 
@@ -95,7 +101,7 @@ fn a_nested_read_passes_a_waiting_writer() {
 
 /// Loom panics with "Model exceeded maximum number of branches" on the
 /// schedule that never ends (the writer spins on the first read's count,
-/// the second read waits on the writer's mutex); unwinding, its runtime
+/// the second read waits for the writer to clear `block`); unwinding, its runtime
 /// then panics again on its own poisoned state, and that second payload
 /// is the one the test sees, hence no `expected`.
 #[test]
@@ -150,4 +156,45 @@ fn an_owner_and_a_sharer_of_one_stripe_exclude_a_writer() {
 #[should_panic(expected = "an owned stripe's count went below zero")]
 fn two_owners_of_one_stripe_are_caught() {
     owner_sharer_and_writer(true);
+}
+
+/// Two writers on two stripes; `broken` writers set `block`
+/// without taking it from clear.
+fn two_writers(broken: bool) {
+    super::model(move || {
+        let lock = Arc::new(ShardLock::new((0u32, 0u32), 2));
+        let writers: Vec<_> = (0..2)
+            .map(|t| {
+                let l = lock.clone();
+                thread::spawn(move || {
+                    set_stripe(t);
+                    let mut w = if broken {
+                        l.write_without_excluding_writers()
+                    } else {
+                        l.write()
+                    };
+                    w.0 += 1;
+                    w.1 += 1;
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        assert_eq!(*lock.read(), (2, 2));
+    });
+}
+
+#[test]
+fn two_writers_exclude_each_other() {
+    two_writers(false);
+}
+
+/// Loom's first failing schedule: both writers store `block`, find no
+/// reader, and write the pair at once (its cell tracking reports the
+/// second `&mut`).
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn writers_that_do_not_take_block_from_clear_are_caught() {
+    two_writers(true);
 }
