@@ -5,6 +5,7 @@
 
 use std::cell::Cell;
 
+#[cfg_attr(loom, allow(unused_imports))]
 use super::MAX_STRIPES;
 
 /// What a thread holds: its stripe number, and the innermost lock it
