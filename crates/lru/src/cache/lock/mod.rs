@@ -264,6 +264,17 @@ impl<T> ShardLock<T> {
         }
     }
 
+    /// Waits until no reader holds the lock through any stripe (the
+    /// writer's `rcuwait_wait_event(..., readers_active_check(sem))`).
+    fn wait_for_readers(&self) {
+        for s in self.stripes.iter() {
+            let mut round = 0;
+            while !s.idle() {
+                spin(&mut round);
+            }
+        }
+    }
+
     /// Exclusive access (`percpu_down_write`): one writer at a time sets
     /// `block`, then waits for every stripe's readers to leave.
     ///
@@ -289,12 +300,7 @@ impl<T> ShardLock<T> {
         // Cleared however this ends, even by a panic before the guard.
         let unblock = Unblock(&self.block);
         smp_mb();
-        for s in self.stripes.iter() {
-            let mut round = 0;
-            while !s.idle() {
-                spin(&mut round);
-            }
-        }
+        self.wait_for_readers();
         let writing = Writing::new(self.id);
         WriteGuard {
             // SAFETY: this writer set `block` (no other writer holds it
@@ -551,12 +557,7 @@ impl<T> ShardLock<T> {
         self.block.0.store(true, Ordering::SeqCst);
         let unblock = Unblock(&self.block);
         smp_mb();
-        for s in self.stripes.iter() {
-            let mut round = 0;
-            while !s.idle() {
-                spin(&mut round);
-            }
-        }
+        self.wait_for_readers();
         WriteGuard {
             // SAFETY: none: this is the broken writer the model must catch.
             data: unsafe { self.data.exclusive() },
@@ -570,12 +571,7 @@ impl<T> ShardLock<T> {
     /// counted after the check but before `block` reads beside the
     /// writer).
     pub(super) fn write_checking_first(&self) -> WriteGuard<'_, T> {
-        for s in self.stripes.iter() {
-            let mut round = 0;
-            while !s.idle() {
-                spin(&mut round);
-            }
-        }
+        self.wait_for_readers();
         self.block.take();
         smp_mb();
         WriteGuard {
