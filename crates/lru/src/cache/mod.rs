@@ -114,7 +114,8 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 /// - `get_or_insert_with` runs one loader per key at a time; a loader that
 ///   returns an error or panics wakes its waiters, one of which loads next.
 /// - Memory grows with the entries held: 32 bytes per `u64 → u64` entry in
-///   the slab (8 more with a weigher, in a side array) and 5 to 10 in the
+///   the slab (24 in the nodes, 8 in their list links; 8 more with a
+///   weigher, in a side array) and 5 to 10 in the
 ///   index; once a shard first evicts, its shadow table (4 bytes a slot,
 ///   twice its entries) is allocated. `cache-memory` measures 45 bytes an
 ///   entry filled (43 with foldhash's `fast` hash: likely its regular

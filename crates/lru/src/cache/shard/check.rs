@@ -17,8 +17,9 @@ impl<K, V> Lruvec<K, V> {
                 }
                 seen[i] = true;
                 let node = &self.nodes[i];
-                if node.prev != prev {
-                    return Err(format!("list {list}: entry {i}'s prev is {}", node.prev));
+                let link = self.links[i];
+                if link.prev != prev {
+                    return Err(format!("list {list}: entry {i}'s prev is {}", link.prev));
                 }
                 if (self.flags(at) & ACTIVE_FLAG != 0) != (list == ACTIVE) {
                     return Err(format!(
@@ -37,7 +38,7 @@ impl<K, V> Lruvec<K, V> {
                 }
                 weight += self.weight_of(at);
                 prev = at;
-                at = node.next;
+                at = link.next;
                 n += 1;
             }
             if self.lists[list].tail != prev || self.lists[list].len != n {
@@ -50,6 +51,13 @@ impl<K, V> Lruvec<K, V> {
                 self.nodes.len(),
                 self.table.len(),
                 seen.iter().filter(|s| **s).count()
+            ));
+        }
+        if self.links.len() != self.nodes.len() {
+            return Err(format!(
+                "{} links for {} entries",
+                self.links.len(),
+                self.nodes.len()
             ));
         }
         if self.weights.len() != if self.weighted { self.nodes.len() } else { 0 } {

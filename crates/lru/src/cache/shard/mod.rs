@@ -117,23 +117,28 @@ const REFAULT_FLOOR: f32 = 1e-6;
 /// of `cache-hits`); below 0.3, about half of that.
 const TAIL_ABOVE: f32 = 0.5;
 
-/// One cached entry (`struct folio`, as far as a cache needs one). In
-/// declaration order: what a hit reads (hash, key, value, flags) comes
-/// first, so that it spans one cache line more often. Its weight is not
-/// here but in [`Lruvec::weights`], and only when the cache has a weigher:
-/// with `u64` keys and values a node is 32 bytes rather than 40, and an
-/// unweighted cache keeps 8 bytes less an entry.
+/// One cached entry (`struct folio`, as far as a cache needs one): what a
+/// hit reads, and nothing else. Its list links are in [`Lruvec::links`]
+/// and its weight in [`Lruvec::weights`] (only when the cache has a
+/// weigher): with `u64` keys and values a node is 24 bytes, not 32, so
+/// that more of the entries being hit share the lines the core keeps.
 #[repr(C)]
 pub(super) struct Node<K, V> {
     /// 32 bits of the key's hash ([`short_hash`]): enough to find the
     /// entry in the index and to place its shadow, and 8 bytes smaller
-    /// than the whole hash (with `u64` keys and values, 32 bytes a node).
+    /// than the whole hash (with `u64` keys and values, 24 bytes a node).
     pub(super) hash: u32,
     /// Set by hits under the read lock, read and cleared by reclaim under
     /// the write lock.
     flags: AtomicU8,
     pub(super) key: K,
     pub(super) value: V,
+}
+
+/// An entry's place on its list (`folio->lru`), at the entry's index:
+/// reclaim walks and relinks these, lookups never read them.
+#[derive(Clone, Copy)]
+struct Link {
     prev: u32,
     next: u32,
 }
@@ -191,6 +196,8 @@ pub(super) enum Inserted<V> {
 /// lruvec` with its share of the page cache).
 pub(super) struct Lruvec<K, V> {
     nodes: Vec<Node<K, V>>,
+    /// Each node's [`Link`], at its index.
+    links: Vec<Link>,
     /// Each node's weight, at its index, when `weighted`; empty otherwise
     /// (every entry weighs 1).
     weights: Vec<u64>,
@@ -233,6 +240,7 @@ impl<K, V> Lruvec<K, V> {
     ) -> Self {
         Self {
             nodes: Vec::new(),
+            links: Vec::new(),
             weights: Vec::new(),
             weighted,
             table: HashTable::new(),
@@ -378,31 +386,35 @@ impl<K, V> Lruvec<K, V> {
     }
 
     fn unlink(&mut self, i: u32, list: usize) {
-        let (prev, next) = {
-            let n = &self.nodes[i as usize];
-            (n.prev, n.next)
-        };
+        let Link { prev, next } = self.links[i as usize];
         match prev {
             NIL => self.lists[list].head = next,
-            p => self.nodes[p as usize].next = next,
+            p => self.links[p as usize].next = next,
         }
         match next {
-            NIL => self.lists[list].tail = prev,
-            n => self.nodes[n as usize].prev = prev,
+            NIL => {
+                self.lists[list].tail = prev;
+                if prev != NIL {
+                    // The new tail is the next entry reclaim looks at
+                    // (its flags, in its node): its link is loaded now,
+                    // its node not, and would be a cache miss then.
+                    super::prefetch::prefetch_read(&self.nodes[prev as usize]);
+                }
+            }
+            n => self.links[n as usize].prev = prev,
         }
         self.lists[list].len -= 1;
     }
 
     fn link_head(&mut self, i: u32, list: usize) {
         let head = self.lists[list].head;
-        {
-            let n = &mut self.nodes[i as usize];
-            n.prev = NIL;
-            n.next = head;
-        }
+        self.links[i as usize] = Link {
+            prev: NIL,
+            next: head,
+        };
         match head {
             NIL => self.lists[list].tail = i,
-            h => self.nodes[h as usize].prev = i,
+            h => self.links[h as usize].prev = i,
         }
         self.lists[list].head = i;
         self.lists[list].len += 1;
@@ -410,14 +422,13 @@ impl<K, V> Lruvec<K, V> {
 
     fn link_tail(&mut self, i: u32, list: usize) {
         let tail = self.lists[list].tail;
-        {
-            let n = &mut self.nodes[i as usize];
-            n.prev = tail;
-            n.next = NIL;
-        }
+        self.links[i as usize] = Link {
+            prev: tail,
+            next: NIL,
+        };
         match tail {
             NIL => self.lists[list].head = i,
-            t => self.nodes[t as usize].next = i,
+            t => self.links[t as usize].next = i,
         }
         self.lists[list].tail = i;
         self.lists[list].len += 1;
@@ -488,9 +499,11 @@ impl<K, V> Lruvec<K, V> {
                 key,
                 value,
                 hash,
+                flags: AtomicU8::new(flags),
+            });
+            self.links.push(Link {
                 prev: NIL,
                 next: NIL,
-                flags: AtomicU8::new(flags),
             });
             if self.weighted {
                 self.weights.push(weight);
@@ -583,18 +596,16 @@ impl<K, V> Lruvec<K, V> {
         let last = self.nodes.len() as u32 - 1;
         if i != last {
             // Re-point whatever referred to `last` at `i`.
-            let (prev, next, lhash) = {
-                let n = &self.nodes[last as usize];
-                (n.prev, n.next, n.hash)
-            };
+            let Link { prev, next } = self.links[last as usize];
+            let lhash = self.nodes[last as usize].hash;
             let llist = self.list_of(last);
             match prev {
                 NIL => self.lists[llist].head = i,
-                p => self.nodes[p as usize].next = i,
+                p => self.links[p as usize].next = i,
             }
             match next {
                 NIL => self.lists[llist].tail = i,
-                n => self.nodes[n as usize].prev = i,
+                n => self.links[n as usize].prev = i,
             }
             if let Some(slot) = self.table.find_mut(index_hash(lhash), |&j| j == last) {
                 *slot = i;
@@ -606,6 +617,7 @@ impl<K, V> Lruvec<K, V> {
         if self.weighted {
             self.weights.swap_remove(i as usize);
         }
+        self.links.swap_remove(i as usize);
         self.nodes.swap_remove(i as usize)
     }
 
@@ -617,6 +629,7 @@ impl<K, V> Lruvec<K, V> {
         self.weight = 0;
         self.shadows.clear();
         self.weights = Vec::new();
+        self.links = Vec::new();
         std::mem::take(&mut self.nodes)
     }
 }
