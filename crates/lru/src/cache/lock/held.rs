@@ -195,7 +195,7 @@ pub(crate) fn set_owned(i: usize) {
 }
 
 /// The stripe number the calling thread owns, after its first lock.
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 pub(crate) fn owned() -> usize {
     HELD.with(|h| {
         h.stripe_index();

@@ -20,15 +20,16 @@
 //! writer-writer exclusion"): one compare-and-swap from clear to set, a
 //! load per stripe, and a plain store to unlock. Here it was a mutex, then
 //! a store to `block`, and the mutex's release: three locked instructions,
-//! the mutex's two a tenth of a single-threaded read-through's time
-//! (`perf`), and a writer that found another sleeping on a futex. Whoever
+//! the mutex's two 8% of `LruCache`'s samples and the store 2% in a `perf`
+//! profile of single-threaded read-through, and a writer that found another sleeping on a futex. Whoever
 //! waits for `block` to clear — a writer for another, a reader for a
 //! writer — polls it (spins, yields, then naps: `sync::spin`): writers
 //! hold a shard for one insertion or removal, and with no queue to sleep
 //! on, the unlock wakes no one. Interleaved A/B against quick_cache
 //! (harness over the `cache` experiment's module): read-through with
 //! scans on 2 threads 1.02x -> 1.16-1.21x (workingset) and 1.02-1.10x ->
-//! 1.29-1.34x (active-inactive). (Stripes that were read-write locks of
+//! 1.29-1.34x (active-inactive), each of three pairs but one workingset
+//! pair at 0.94x. (Stripes that were read-write locks of
 //! their own, all taken by a writer, cost single-threaded read-through
 //! 5-10%.)
 //!
@@ -46,16 +47,18 @@ use std::ops::{Deref, DerefMut};
 use crossbeam_utils::CachePadded;
 
 mod cell;
+mod gate;
 mod held;
 
 use cell::{Data, Exclusive, Shared};
+use gate::{Gate, Unblock};
 #[cfg(all(test, loom))]
 pub(super) use held::set_owned;
 #[cfg(test)]
 pub(super) use held::set_stripe;
 use held::{HELD, stripe_index};
 
-use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering, smp_mb, spin};
+use crate::sync::{AtomicU64, AtomicUsize, Ordering, smp_mb, spin};
 
 /// The most stripes a shard has: a writer reads every one, so more would
 /// make insertions slower on large hosts for less and less gain. Stripes
@@ -217,7 +220,7 @@ impl<T> ShardLock<T> {
             id: self.id,
         };
         smp_mb();
-        if self.block.0.load(Ordering::SeqCst) {
+        if self.block.is_set() {
             self.wait_for_writer(stripe, own, if pass_own { outer } else { 0 });
         }
         ReadGuard {
@@ -258,7 +261,7 @@ impl<T> ShardLock<T> {
             self.block.wait_clear();
             stripe.enter(own);
             smp_mb();
-            if !self.block.0.load(Ordering::SeqCst) {
+            if !self.block.is_set() {
                 return;
             }
         }
@@ -411,105 +414,6 @@ impl Drop for Writing {
     }
 }
 
-/// A writer's `block`, cleared on drop: the lock released, with a plain
-/// store (no waiter sleeps on a queue that would need waking).
-struct Unblock<'a>(&'a Gate);
-
-impl Drop for Unblock<'_> {
-    fn drop(&mut self) {
-        self.0.clear();
-    }
-}
-
-/// `block`: set by the writer that holds the lock. Whoever waits for it
-/// to clear — a writer for another, a reader for a writer — polls
-/// (`sync::spin`: spins, yields, then naps), so clearing it is a plain
-/// store with no one to wake.
-///
-/// Under loom the waiters sleep on a condition variable the writer
-/// notifies instead: loom explores every schedule, including one where
-/// two polling threads (a reader waiting for the writer, the writer for
-/// another reader's count) take turns forever and the thread they wait
-/// for never runs — a schedule no real scheduler keeps up, which loom
-/// cannot tell from a hang. The handshake the models check (the writer
-/// sets `block` then reads the counts, a reader counts itself then reads
-/// `block`) is the same code either way.
-struct Gate(
-    AtomicBool,
-    #[cfg(loom)] crate::sync::Mutex<()>,
-    #[cfg(loom)] crate::sync::Condvar,
-);
-
-impl Gate {
-    fn new() -> Self {
-        Gate(
-            AtomicBool::new(false),
-            #[cfg(loom)]
-            crate::sync::Mutex::new(()),
-            #[cfg(loom)]
-            crate::sync::Condvar::new(),
-        )
-    }
-
-    /// Sets `block` once no other writer has it: the writers' lock. SeqCst:
-    /// this is the writer's side of the handshake, ordered before its
-    /// loads of the readers' counts.
-    fn take(&self) {
-        while self
-            .0
-            .compare_exchange(false, true, Ordering::SeqCst, Ordering::Relaxed)
-            .is_err()
-        {
-            self.wait_clear();
-        }
-    }
-
-    /// Waits until no writer holds the lock (a hint: the caller checks
-    /// again with its own ordering).
-    #[cfg(not(loom))]
-    fn wait_clear(&self) {
-        let mut round = 0;
-        while self.0.load(Ordering::Relaxed) {
-            spin(&mut round);
-        }
-    }
-
-    /// See the std version and the type's docs.
-    #[cfg(loom)]
-    fn wait_clear(&self) {
-        let mut parked = crate::sync::lock(&self.1);
-        while self.0.load(Ordering::Relaxed) {
-            parked = self.2.wait(parked).unwrap();
-        }
-    }
-
-    /// Clears `block`. Release: the writer's writes happen before a reader
-    /// that sees it clear.
-    ///
-    /// SeqCst under Miri: the nightly Miri this workspace pins (2026-05-19)
-    /// lets a SeqCst load read a Release store that happens before a later
-    /// SeqCst read-modify-write of the same atomic — the next writer's
-    /// compare-and-swap — which C++20 forbids (rust-lang/miri#5104, fixed
-    /// after it). A reader then saw `block` clear beside that writer and
-    /// Miri reported the race the rule excludes. The Release store is
-    /// correct by C++20 and on every target; the stronger one only keeps
-    /// Miri from exploring the forbidden outcome.
-    fn clear(&self) {
-        #[cfg(loom)]
-        let _parked = crate::sync::lock(&self.1);
-        self.0.store(
-            false,
-            if cfg!(miri) {
-                Ordering::SeqCst
-            } else {
-                Ordering::Release
-            },
-        );
-        #[cfg(loom)]
-        self.2.notify_all();
-    }
-}
-
 impl<T> WriteGuard<'_, T> {
     /// The calling thread's stripe: the lookup counters to bump (looked
     /// up only when asked: an insertion never needs it).
@@ -554,7 +458,7 @@ impl<T> ShardLock<T> {
     /// A writer that sets `block` with a plain store instead of taking it
     /// from `false` (a second writer is not kept out: both hold `&mut`).
     pub(super) fn write_without_excluding_writers(&self) -> WriteGuard<'_, T> {
-        self.block.0.store(true, Ordering::SeqCst);
+        self.block.set_unconditionally();
         let unblock = Unblock(&self.block);
         smp_mb();
         self.wait_for_readers();
