@@ -2,7 +2,8 @@
 //! clones under the read lock) and a key's `Eq` (every lookup) — and calls
 //! back into the same cache. Each ran into a lock its own thread held and
 //! hung; now a call that can proceed does, and one that cannot panics,
-//! naming the cause. Each scenario runs in a child process with a bounded
+//! naming the cause, also when the call comes back through another shard
+//! ([`chains`]). Each scenario runs in a child process with a bounded
 //! wait.
 
 use std::{
@@ -171,4 +172,189 @@ fn an_eq_that_reads_its_shard_during_an_insert_panics_instead_of_hanging() {
     assert_eq!(c.get(&Key(2)), Some(2));
     assert_eq!(c.get(&Key(1)), Some(1));
     c.check_invariants().unwrap();
+}
+
+/// Chains that cross shards: user code under shard A's lock uses shard B,
+/// and user code under B's lock calls back into A. Only the innermost
+/// lock of each kind used to be known, so these hung.
+mod chains {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// What the next clones of a [`Hop`] do, first first.
+    static SCRIPT: Mutex<Vec<Step>> = Mutex::new(Vec::new());
+    static HOPS: OnceLock<LruCache<u32, Hop>> = OnceLock::new();
+    /// The key cached in the shard key 1 is not in.
+    static OTHER: OnceLock<u32> = OnceLock::new();
+
+    #[derive(Clone, Copy, Debug)]
+    enum Step {
+        /// Look the key of the other shard up.
+        GetOther,
+        /// Replace key 1's value (a change of its shard).
+        InsertOne,
+        /// Tell the test, wait for its writer to wait on key 1's shard,
+        /// then look key 1 up.
+        SignalThenGetOne,
+    }
+
+    #[derive(Debug, PartialEq)]
+    struct Hop(u32);
+
+    impl Clone for Hop {
+        fn clone(&self) -> Self {
+            let step = {
+                let mut script = SCRIPT.lock().unwrap();
+                (!script.is_empty()).then(|| script.remove(0))
+            };
+            let c = HOPS.get().unwrap();
+            match step {
+                Some(Step::GetOther) => {
+                    let _ = c.get(OTHER.get().unwrap());
+                }
+                Some(Step::InsertOne) => {
+                    c.insert(1, Hop(100));
+                }
+                Some(Step::SignalThenGetOne) => {
+                    BEGUN.get().unwrap().lock().unwrap().send(()).unwrap();
+                    std::thread::sleep(Duration::from_millis(300));
+                    assert!(
+                        WRITER_CALLED.load(Ordering::SeqCst),
+                        "no writer to wait for"
+                    );
+                    let _ = c.get(&1);
+                }
+                None => {}
+            }
+            Hop(self.0)
+        }
+    }
+
+    /// A cache of two one-entry shards holding key 1 and a key of the
+    /// other shard.
+    fn two_shards() -> &'static LruCache<u32, Hop> {
+        let c = HOPS.get_or_init(|| LruCache::builder(2).shards(2).build().unwrap());
+        c.insert(1, Hop(1));
+        // A key of the same shard evicts key 1 (one entry a shard).
+        let other = (2..)
+            .find(|&k| {
+                c.insert(k, Hop(k));
+                c.contains_key(&1) || {
+                    c.insert(1, Hop(1));
+                    false
+                }
+            })
+            .unwrap();
+        OTHER.set(other).unwrap();
+        assert!(c.contains_key(&1) && c.contains_key(&other));
+        c
+    }
+
+    /// Reads A, then B (from A's value's `Clone`), then changes A (from
+    /// B's): the change waited for its own thread's read of A.
+    #[test]
+    fn a_change_of_a_shard_read_two_calls_out_panics_instead_of_hanging() {
+        let name = "chains::a_change_of_a_shard_read_two_calls_out_panics_instead_of_hanging";
+        if let Some(run) = child::parent(name, LIMIT) {
+            run.expect_success();
+            return;
+        }
+        let c = two_shards();
+        *SCRIPT.lock().unwrap() = vec![Step::GetOther, Step::InsertOne];
+        let msg = panic_message(catch_unwind(AssertUnwindSafe(|| c.get(&1))));
+        println!("{msg}");
+        assert!(msg.contains("would deadlock"), "{msg}");
+        assert!(msg.contains("lookup"), "{msg}");
+        // Both locks are whole: reads and writes go on.
+        c.insert(1, Hop(2));
+        assert_eq!(c.get(&1), Some(Hop(2)));
+        assert!(c.get(OTHER.get().unwrap()).is_some());
+        c.check_invariants().unwrap();
+    }
+
+    /// Reads A, then B, then A again while another thread's change of A
+    /// waits for the first read: the third read waited for that writer.
+    #[test]
+    fn a_read_of_a_shard_read_two_calls_out_passes_a_waiting_writer() {
+        let name = "chains::a_read_of_a_shard_read_two_calls_out_passes_a_waiting_writer";
+        if let Some(run) = child::parent(name, LIMIT) {
+            run.expect_success();
+            return;
+        }
+        let c = two_shards();
+        let (tx, rx) = mpsc::channel();
+        BEGUN.set(std::sync::Mutex::new(tx)).unwrap();
+        *SCRIPT.lock().unwrap() = vec![Step::GetOther, Step::SignalThenGetOne];
+        std::thread::scope(|s| {
+            s.spawn(|| assert_eq!(c.get(&1), Some(Hop(1))));
+            rx.recv().unwrap();
+            WRITER_CALLED.store(true, Ordering::SeqCst);
+            c.insert(1, Hop(3));
+        });
+        assert_eq!(c.get(&1), Some(Hop(3)));
+        c.check_invariants().unwrap();
+    }
+
+    /// Changes A, then B (from a key's `Eq` during A's change), then looks
+    /// A up (from a key's `Eq` during B's change): the lookup waited for
+    /// its own thread's change of A.
+    #[test]
+    fn a_lookup_of_a_shard_changed_two_calls_out_panics_instead_of_hanging() {
+        let name = "chains::a_lookup_of_a_shard_changed_two_calls_out_panics_instead_of_hanging";
+        if let Some(run) = child::parent(name, LIMIT) {
+            run.expect_success();
+            return;
+        }
+        static KEYS: OnceLock<LruCache<Key, u32>> = OnceLock::new();
+        /// What the next comparisons do: 2, change the other shard's key;
+        /// 1, look key 1 up; 0, nothing.
+        static ARMED: AtomicU8 = AtomicU8::new(0);
+        static OTHER_KEY: OnceLock<u32> = OnceLock::new();
+        #[derive(Clone, Debug)]
+        struct Key(u32);
+        impl std::hash::Hash for Key {
+            fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+                self.0.hash(h);
+            }
+        }
+        impl PartialEq for Key {
+            fn eq(&self, other: &Self) -> bool {
+                let c = KEYS.get().unwrap();
+                match ARMED.swap(0, Ordering::SeqCst) {
+                    2 => {
+                        ARMED.store(1, Ordering::SeqCst);
+                        c.insert(Key(*OTHER_KEY.get().unwrap()), 7);
+                    }
+                    1 => {
+                        let _ = c.get(&Key(1));
+                    }
+                    _ => {}
+                }
+                self.0 == other.0
+            }
+        }
+        impl Eq for Key {}
+        let c = KEYS.get_or_init(|| LruCache::builder(2).shards(2).build().unwrap());
+        c.insert(Key(1), 1);
+        let other = (2..)
+            .find(|&k| {
+                c.insert(Key(k), k);
+                c.contains_key(&Key(1)) || {
+                    c.insert(Key(1), 1);
+                    false
+                }
+            })
+            .unwrap();
+        OTHER_KEY.set(other).unwrap();
+        ARMED.store(2, Ordering::SeqCst);
+        // Replacing key 1 compares it with the cached key 1 (under A's
+        // write lock), which replaces the other key (under B's), whose
+        // comparison looks key 1 up.
+        let msg = panic_message(catch_unwind(AssertUnwindSafe(|| c.insert(Key(1), 2))));
+        println!("{msg}");
+        assert!(msg.contains("would deadlock"), "{msg}");
+        c.insert(Key(1), 3);
+        assert_eq!(c.get(&Key(1)), Some(3));
+        c.check_invariants().unwrap();
+    }
 }

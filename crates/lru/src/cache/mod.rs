@@ -105,12 +105,11 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 ///   (`insert`, `remove`, `get_or_insert_with`, `get` with batching off)
 ///   it is the write lock, and any use of that shard panics; so does a
 ///   change of the shard from under its read lock. Each panic names the
-///   cause where the call would deadlock. Only the innermost shard a
-///   thread reads and the innermost it writes are known: a chain through
-///   two shards (a `Clone` under shard A that reads B, whose `Clone` reads
-///   or changes A) can still hang, as can a `get_or_insert_with` called
-///   under a shard's lock whose loader waits for another thread that needs
-///   that shard.
+///   cause where the call would deadlock. The same holds through chains
+///   of shards (a `Clone` under shard A that reads B, whose `Clone` reads
+///   or changes A). A `get_or_insert_with` called under a shard's lock
+///   whose loader waits for another thread that needs that shard can
+///   still hang: the cache cannot see another thread's wait.
 /// - `get_or_insert_with` runs one loader per key at a time; a loader that
 ///   returns an error or panics wakes its waiters, one of which loads next.
 /// - Memory grows with the entries held: 32 bytes per `u64 → u64` entry in

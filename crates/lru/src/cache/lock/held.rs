@@ -1,41 +1,125 @@
 //! What each thread holds ([`Held`]): its stripe numbers — the
 //! round-robin one every thread has, and the one it owns if it is among
 //! the first [`MAX_STRIPES`] live threads (`OWNERS`, given back at its
-//! exit) — and the innermost lock it reads and writes.
+//! exit) — and the locks it reads and writes.
 
 use std::cell::Cell;
 
 #[cfg_attr(loom, allow(unused_imports))]
 use super::MAX_STRIPES;
 
-/// What a thread holds: its stripe number, and the innermost lock it
-/// reads and the innermost it writes (their ids; 0 for none). User code
-/// runs under a shard's lock — a key's `Eq` on every lookup, a value's
-/// `Clone` on a hit — and may call back into the cache. A lookup there on
-/// a shard its thread reads already must not wait for a writer (the
-/// writer waits for that first read); a change there, or a lookup on a
-/// shard its thread is changing, would wait for itself, and panics
-/// instead. Only the innermost lock of each kind is known: a thread that
-/// reads shard A, then B (from a `Clone` under A), then changes A (from a
-/// `Clone` under B) still hangs.
-/// Kept beside the stripe number the read path looks up anyway: the
-/// record costs a load and two stores a lookup, in a line the thread alone
-/// writes; 0-5% of single-threaded lookups against quick_cache in an
-/// interleaved A/B (within this host's noise on three of four rows).
+/// What a thread holds: its stripe number, and the locks it reads and
+/// writes (their ids), in the order it took them. User code runs under a
+/// shard's lock — a key's `Eq` on every lookup, a value's `Clone` on a
+/// hit — and may call back into the cache. A lookup there on a shard its
+/// thread reads already must not wait for a writer (the writer waits for
+/// that first read); a change there, or a lookup on a shard its thread is
+/// changing, would wait for itself, and panics instead — however long
+/// the chain: a thread that reads shard A, then B (from a `Clone` under
+/// A), then changes A (from a `Clone` under B) panics too. Only the first
+/// [`NEST`] locks of each kind are recorded.
+///
+/// Kept beside the stripe number the read path looks up anyway, in fixed
+/// arrays of plain cells: the record costs a load and two stores a
+/// lookup, in a line the thread alone writes; 0-5% of single-threaded
+/// lookups against quick_cache in an interleaved A/B (within this host's
+/// noise on three of four rows). Nested locks pushed on a `Vec` in a
+/// second thread-local instead (a branch and a cold call a lookup) cost
+/// 5-15% in the same A/B, three pairs.
 pub(super) struct Held {
     /// The thread's stripe number, `usize::MAX` until it first locks.
     pub(super) stripe: Cell<usize>,
     /// The stripe number the thread owns ([`NONE`] for none), claimed with
     /// `stripe`.
     pub(super) owned: Cell<usize>,
-    pub(super) reading: Cell<usize>,
-    pub(super) writing: Cell<usize>,
+    /// How many locks the thread reads (more than one only when user code
+    /// run under a lock calls back into the cache).
+    reads: Cell<usize>,
+    /// How many locks the thread writes.
+    writes: Cell<usize>,
+    /// The locks it reads, outermost first (the first [`NEST`]).
+    read_ids: [Cell<usize>; NEST],
+    /// The locks it writes, outermost first (the first [`NEST`]).
+    write_ids: [Cell<usize>; NEST],
+}
+
+/// How many nested locks of each kind a thread's record names: a chain of
+/// calls back into the cache deeper than this is not followed past it.
+pub(super) const NEST: usize = 8;
+
+/// Whether lock `id` is among the first `n` of `ids`.
+fn among(ids: &[Cell<usize>; NEST], n: usize, id: usize) -> bool {
+    ids[..n.min(NEST)].iter().any(|c| c.get() == id)
 }
 
 /// No stripe number owned.
 pub(super) const NONE: usize = usize::MAX;
 
 impl Held {
+    /// Records a read of lock `id`; returns what to give
+    /// [`end_read`](Self::end_read) when it ends.
+    #[inline(always)]
+    pub(super) fn begin_read(&self, id: usize) -> usize {
+        let n = self.reads.get();
+        if let Some(c) = self.read_ids.get(n) {
+            c.set(id);
+        }
+        self.reads.set(n + 1);
+        n
+    }
+
+    /// Ends the thread's innermost read, `n` what its
+    /// [`begin_read`](Self::begin_read) returned.
+    #[inline(always)]
+    pub(super) fn end_read(&self, n: usize) {
+        self.reads.set(n);
+    }
+
+    /// [`begin_read`](Self::begin_read) for a write.
+    pub(super) fn begin_write(&self, id: usize) -> usize {
+        let n = self.writes.get();
+        if let Some(c) = self.write_ids.get(n) {
+            c.set(id);
+        }
+        self.writes.set(n + 1);
+        n
+    }
+
+    /// [`end_read`](Self::end_read) for a write.
+    pub(super) fn end_write(&self, n: usize) {
+        self.writes.set(n);
+    }
+
+    /// Whether the thread reads lock `id`.
+    pub(super) fn reads(&self, id: usize) -> bool {
+        among(&self.read_ids, self.reads.get(), id)
+    }
+
+    /// Whether the thread read lock `id` before its innermost read (the
+    /// read being taken, when a reader finds a writer).
+    pub(super) fn reads_before(&self, id: usize) -> bool {
+        among(&self.read_ids, self.reads.get().saturating_sub(1), id)
+    }
+
+    /// Whether the thread writes lock `id`.
+    pub(super) fn writes(&self, id: usize) -> bool {
+        among(&self.write_ids, self.writes.get(), id)
+    }
+
+    /// The innermost lock the thread reads, if recorded (debug checks).
+    #[cfg(debug_assertions)]
+    pub(super) fn innermost_read(&self) -> Option<usize> {
+        let n = self.reads.get().checked_sub(1)?;
+        self.read_ids.get(n).map(Cell::get)
+    }
+
+    /// The innermost lock the thread writes, if recorded (debug checks).
+    #[cfg(debug_assertions)]
+    pub(super) fn innermost_write(&self) -> Option<usize> {
+        let n = self.writes.get().checked_sub(1)?;
+        self.write_ids.get(n).map(Cell::get)
+    }
+
     /// The thread's stripe number (reduced modulo a lock's stripes):
     /// handed out round-robin at its first lock, so the threads that start
     /// together (a pool, a benchmark's workers) get different stripes.
@@ -65,8 +149,10 @@ std::thread_local! {
         Held {
             stripe: Cell::new(usize::MAX),
             owned: Cell::new(NONE),
-            reading: Cell::new(0),
-            writing: Cell::new(0),
+            reads: Cell::new(0),
+            writes: Cell::new(0),
+            read_ids: [const { Cell::new(0) }; NEST],
+            write_ids: [const { Cell::new(0) }; NEST],
         }
     };
     /// Gives the owned stripe number back when the thread exits.
@@ -144,8 +230,10 @@ loom::thread_local! {
     pub(super) static HELD: Held = Held {
         stripe: Cell::new(usize::MAX),
         owned: Cell::new(NONE),
-        reading: Cell::new(0),
-        writing: Cell::new(0),
+        reads: Cell::new(0),
+        writes: Cell::new(0),
+        read_ids: [const { Cell::new(0) }; NEST],
+        write_ids: [const { Cell::new(0) }; NEST],
     };
 }
 

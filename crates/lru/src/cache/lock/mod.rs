@@ -188,10 +188,11 @@ impl<T> ShardLock<T> {
     /// stripe, then checks for a writer; one found, the reader steps back
     /// out and waits for it.
     ///
-    /// A thread whose innermost read is of this lock reads it again at
+    /// A thread that reads this lock already (from user code run under
+    /// it, directly or through other shards' locks) reads it again at
     /// once, even past a waiting writer (which waits for that first read),
-    /// and one whose innermost write is of this lock panics rather than
-    /// wait for itself: see [`Held`](held::Held).
+    /// and one that writes this lock panics rather than wait for itself:
+    /// see [`Held`](held::Held).
     #[inline]
     pub(super) fn read(&self) -> ReadGuard<'_, T> {
         self.read_passing_own(true)
@@ -201,8 +202,8 @@ impl<T> ShardLock<T> {
     /// twin only) waits for writers even on the thread's own read.
     #[inline(always)]
     fn read_passing_own(&self, pass_own: bool) -> ReadGuard<'_, T> {
-        let (index, owned, outer) =
-            HELD.with(|h| (h.stripe_index(), h.owned.get(), h.reading.replace(self.id)));
+        let (index, owned, depth) =
+            HELD.with(|h| (h.stripe_index(), h.owned.get(), h.begin_read(self.id)));
         let own = owned < self.stripes.len();
         let stripe = if own {
             &self.stripes[owned]
@@ -215,13 +216,13 @@ impl<T> ShardLock<T> {
         let counted = Counted {
             stripe,
             own,
-            outer,
+            depth,
             #[cfg(debug_assertions)]
             id: self.id,
         };
         smp_mb();
         if self.block.is_set() {
-            self.wait_for_writer(stripe, own, if pass_own { outer } else { 0 });
+            self.wait_for_writer(stripe, own, pass_own);
         }
         ReadGuard {
             // SAFETY: this reader is counted and saw no `block` (or its
@@ -238,16 +239,18 @@ impl<T> ShardLock<T> {
     /// A reader that found `block` set: steps back out, waits for the
     /// writer to clear it, and counts itself again until it finds no
     /// writer (`percpu_rwsem_wait`). Not if its thread already reads this
-    /// lock (`outer`): the writer waits for that read, so none writes, and
+    /// lock, however far out (unless `pass_own` is false: the loom model's
+    /// broken twin): the writer waits for that read, so none writes, and
     /// waiting for it would deadlock. Panics if its thread writes this
     /// lock: it would wait for itself.
     #[cold]
     #[inline(never)]
-    fn wait_for_writer(&self, stripe: &Stripe, own: bool, outer: usize) {
-        if outer == self.id {
+    fn wait_for_writer(&self, stripe: &Stripe, own: bool, pass_own: bool) {
+        let (read_before, writing) = HELD.with(|h| (h.reads_before(self.id), h.writes(self.id)));
+        if pass_own && read_before {
             return;
         }
-        if HELD.with(|h| h.writing.get()) == self.id {
+        if writing {
             // The guard under construction is dropped by the unwind.
             panic!(
                 "LruCache re-entered: this thread is changing an entry's shard and, from user \
@@ -285,18 +288,14 @@ impl<T> ShardLock<T> {
     /// If the calling thread reads or writes this lock already (user code
     /// run under it called back into the cache): it would wait for itself.
     pub(super) fn write(&self) -> WriteGuard<'_, T> {
-        let (reading, writing) = HELD.with(|h| (h.reading.get(), h.writing.get()));
-        if reading == self.id || writing == self.id {
+        let (reading, writing) = HELD.with(|h| (h.reads(self.id), h.writes(self.id)));
+        if reading || writing {
             panic!(
                 "LruCache re-entered: user code run under an entry's shard lock (a value's \
                  Clone, a key's Eq) called back into the cache to change that shard; the \
                  change would deadlock waiting for this thread's own {} to end. Do not change \
                  the cache from Clone or Eq",
-                if writing == self.id {
-                    "change"
-                } else {
-                    "lookup"
-                }
+                if writing { "change" } else { "lookup" }
             );
         }
         self.block.take();
@@ -326,8 +325,8 @@ pub(super) struct ReadGuard<'a, T> {
     counted: Counted<'a>,
 }
 
-/// A reader's count in its stripe, taken back on drop, and the lock its
-/// thread read before this one ([`Held::reading`](held::Held::reading)), restored.
+/// A reader's count in its stripe, taken back on drop, and its place in
+/// its thread's record of reads ([`Held`](held::Held)), given back.
 ///
 /// Guards of one thread must drop in the reverse order of their making
 /// (every caller holds one guard at a time; nesting comes only from user
@@ -338,7 +337,8 @@ struct Counted<'a> {
     stripe: &'a Stripe,
     /// Counted in the stripe's `own_count` (the thread owns its number).
     own: bool,
-    outer: usize,
+    /// The reads its thread held before this one.
+    depth: usize,
     #[cfg(debug_assertions)]
     id: usize,
 }
@@ -350,8 +350,11 @@ impl Drop for Counted<'_> {
         self.stripe.leave(self.own);
         HELD.with(|h| {
             #[cfg(debug_assertions)]
-            debug_assert_eq!(h.reading.get(), self.id, "read guards dropped out of order");
-            h.reading.set(self.outer)
+            debug_assert!(
+                h.innermost_read().is_none_or(|i| i == self.id),
+                "read guards dropped out of order"
+            );
+            h.end_read(self.depth)
         });
     }
 }
@@ -380,11 +383,11 @@ pub(super) struct WriteGuard<'a, T> {
     _unblock: Unblock<'a>,
 }
 
-/// The lock its thread wrote before this one ([`Held::writing`](held::Held::writing)),
-/// restored on drop. Guards drop in order as for [`Counted`]; debug builds
-/// check it.
+/// A write's place in its thread's record of writes ([`Held`](held::Held)),
+/// given back on drop. Guards drop in order as for [`Counted`]; debug
+/// builds check it.
 struct Writing {
-    outer: usize,
+    depth: usize,
     #[cfg(debug_assertions)]
     id: usize,
 }
@@ -393,7 +396,7 @@ impl Writing {
     /// Records that the thread writes lock `id`.
     fn new(id: usize) -> Self {
         Self {
-            outer: HELD.with(|h| h.writing.replace(id)),
+            depth: HELD.with(|h| h.begin_write(id)),
             #[cfg(debug_assertions)]
             id,
         }
@@ -404,12 +407,11 @@ impl Drop for Writing {
     fn drop(&mut self) {
         HELD.with(|h| {
             #[cfg(debug_assertions)]
-            debug_assert_eq!(
-                h.writing.get(),
-                self.id,
+            debug_assert!(
+                h.innermost_write().is_none_or(|i| i == self.id),
                 "write guards dropped out of order"
             );
-            h.writing.set(self.outer)
+            h.end_write(self.depth)
         });
     }
 }
