@@ -132,6 +132,9 @@ struct Case {
     whole: bool,
     /// `(LRU, ARC)` figures of the paper at each size.
     paper: Option<(&'static [f64], &'static [f64])>,
+    /// Whether the targets are judged on it (the rest are
+    /// reported: where the policies are known to lose).
+    judged: bool,
 }
 
 /// The row name of `c` on trace `trace` at `pages`.
@@ -164,6 +167,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
 fn run_sized(cfg: &Config, progress: &mut dyn Progress, sz: Sizes) -> Report {
     let mut notes = Vec::new();
     let mut cases = Vec::new();
+    let mut extra = Vec::new();
     for (name, full, sizes, paper) in [
         (
             "OLTP",
@@ -182,6 +186,24 @@ fn run_sized(cfg: &Config, progress: &mut dyn Progress, sz: Sizes) -> Report {
         match read_trace(&path, want) {
             Ok(trace) => {
                 let whole = (trace.len() as u64) >= full;
+                if name == "P3" {
+                    // A cache started in the middle of a workload: the
+                    // second half of the trace on its own.
+                    let half = trace[trace.len() / 2..].to_vec();
+                    extra.push(Case {
+                        what: format!(
+                            "P3's second half on its own (a cache started mid-way), {} requests, all counted",
+                            half.len()
+                        ),
+                        name: "P3-second-half".to_owned(),
+                        trace: half,
+                        sizes: vec![P3_SIZES[0]],
+                        count_from: 0,
+                        whole: false,
+                        paper: None,
+                        judged: false,
+                    });
+                }
                 cases.push(Case {
                     what: format!(
                         "{name} (ARC paper), {} of {full} requests{}, all counted",
@@ -194,6 +216,7 @@ fn run_sized(cfg: &Config, progress: &mut dyn Progress, sz: Sizes) -> Report {
                     count_from: 0,
                     whole,
                     paper,
+                    judged: true,
                 });
             }
             Err(e) => notes.push(format!(
@@ -202,7 +225,9 @@ fn run_sized(cfg: &Config, progress: &mut dyn Progress, sz: Sizes) -> Report {
         }
     }
     let n = ((SYNTH_OPS * cfg.scale) as usize).max(sz.min_synth);
-    for (i, shape) in Shape::ALL.into_iter().enumerate() {
+    let shapes = Shape::ALL.into_iter().map(|s| (s, true));
+    let extra_shapes = Shape::EXTRA.into_iter().map(|s| (s, false));
+    for (i, (shape, judged)) in shapes.chain(extra_shapes).enumerate() {
         cases.push(Case {
             name: shape.name().to_owned(),
             what: format!(
@@ -215,8 +240,10 @@ fn run_sized(cfg: &Config, progress: &mut dyn Progress, sz: Sizes) -> Report {
             count_from: n / 2,
             whole: true,
             paper: None,
+            judged,
         });
     }
+    cases.extend(extra);
 
     let contenders = Contender::all();
     let total: usize = cases.iter().map(|c| c.sizes.len()).sum::<usize>() * contenders.len();
@@ -374,7 +401,7 @@ fn judge(r: &Report, cases: &[Case], contenders: &[Contender]) -> Vec<String> {
             (Tally::default(), Tally::default(), Tally::default());
         let mut arc_line = Vec::new();
         let (mut vs_arc, mut n_arc) = (0, 0);
-        for case in cases {
+        for case in cases.iter().filter(|c| c.judged) {
             for (si, &pages) in case.sizes.iter().enumerate() {
                 let Some(h) = hit(ours, &case.name, pages) else {
                     continue;
@@ -424,6 +451,28 @@ fn judge(r: &Report, cases: &[Case], contenders: &[Contender]) -> Vec<String> {
             line += "; OLTP vs the paper's ARC: not judged on a prefix (scale < 1)";
         }
         notes.push(line);
+        let beyond: Vec<String> = cases
+            .iter()
+            .filter(|c| !c.judged)
+            .flat_map(|c| c.sizes.iter().map(move |&p| (c, p)))
+            .map(|(c, p)| {
+                let h = |x| hit(x, &c.name, p).map_or("-".to_owned(), |h| format!("{h:.2}"));
+                format!(
+                    "{} {p}: {} (quick_cache {}, moka {})",
+                    c.name,
+                    h(ours),
+                    h(Contender::QuickCache),
+                    h(Contender::Moka)
+                )
+            })
+            .collect();
+        if !beyond.is_empty() {
+            notes.push(format!(
+                "{}: beyond the issue's list (not judged): {}",
+                ours.name(),
+                beyond.join("; ")
+            ));
+        }
         if vs_sim.n == 0 {
             continue;
         }
@@ -587,7 +636,8 @@ mod tests {
             min_synth: 20_000,
         };
         let r = run_sized(&cfg, &mut crate::Quiet, tiny);
-        let sizes = OLTP_SIZES.len() + P3_SIZES.len() + Shape::ALL.len();
+        // The P3 second half is one more table.
+        let sizes = OLTP_SIZES.len() + P3_SIZES.len() + Shape::ALL.len() + Shape::EXTRA.len() + 1;
         assert_eq!(r.tables.len(), sizes);
         assert_eq!(r.rows.len(), sizes * Contender::all().len());
         assert!(r.row("opt/OLTP/pages-1000").is_some());
@@ -597,13 +647,22 @@ mod tests {
             "{:?}",
             r.notes
         );
-        // Every hit ratio is at most OPT's.
-        for row in &r.rows {
+        // Every hit ratio is at most OPT's where every request counts
+        // (the traces). Not on the shapes, which count their second half:
+        // OPT is best over a whole trace, and a policy keeping other keys
+        // can beat it within a window (the loop over 3x the cache: moka
+        // 33.13% against OPT's 30% in this run's second half).
+        for row in r
+            .rows
+            .iter()
+            .filter(|r| r.name.contains("/OLTP/") || r.name.contains("/P3"))
+        {
             let (c, rest) = row.name.split_once('/').unwrap();
             let opt = r.row(&format!("opt/{rest}")).unwrap().counters["hit_ratio_pct"];
             assert!(
                 row.counters["hit_ratio_pct"] <= opt + 1e-9,
-                "{c} on {rest} beats OPT"
+                "{c} on {rest} beats OPT: {} vs {opt}",
+                row.counters["hit_ratio_pct"]
             );
         }
     }
