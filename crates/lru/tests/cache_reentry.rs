@@ -230,23 +230,38 @@ mod chains {
         }
     }
 
-    /// A cache of two one-entry shards holding key 1 and a key of the
-    /// other shard.
-    fn two_shards() -> &'static LruCache<u32, Hop> {
-        let c = HOPS.get_or_init(|| LruCache::builder(2).shards(2).build().unwrap());
-        c.insert(1, Hop(1));
+    /// Fills `c`, a cache of two one-entry shards, with key 1 and a key
+    /// of the other shard, which it returns (`entry(k)` makes key `k` and
+    /// its value).
+    fn fill_both<K, V>(c: &LruCache<K, V>, entry: impl Fn(u32) -> (K, V)) -> u32
+    where
+        K: std::hash::Hash + Eq + Clone,
+        V: Clone,
+    {
+        let put = |k| {
+            let (k, v) = entry(k);
+            c.insert(k, v);
+        };
+        let one = entry(1).0;
+        put(1);
         // A key of the same shard evicts key 1 (one entry a shard).
         let other = (2..)
             .find(|&k| {
-                c.insert(k, Hop(k));
-                c.contains_key(&1) || {
-                    c.insert(1, Hop(1));
+                put(k);
+                c.contains_key(&one) || {
+                    put(1);
                     false
                 }
             })
             .unwrap();
-        OTHER.set(other).unwrap();
-        assert!(c.contains_key(&1) && c.contains_key(&other));
+        assert!(c.contains_key(&one) && c.contains_key(&entry(other).0));
+        other
+    }
+
+    /// [`HOPS`], filled by [`fill_both`].
+    fn two_shards() -> &'static LruCache<u32, Hop> {
+        let c = HOPS.get_or_init(|| LruCache::builder(2).shards(2).build().unwrap());
+        OTHER.set(fill_both(c, |k| (k, Hop(k)))).unwrap();
         c
     }
 
@@ -335,17 +350,7 @@ mod chains {
         }
         impl Eq for Key {}
         let c = KEYS.get_or_init(|| LruCache::builder(2).shards(2).build().unwrap());
-        c.insert(Key(1), 1);
-        let other = (2..)
-            .find(|&k| {
-                c.insert(Key(k), k);
-                c.contains_key(&Key(1)) || {
-                    c.insert(Key(1), 1);
-                    false
-                }
-            })
-            .unwrap();
-        OTHER_KEY.set(other).unwrap();
+        OTHER_KEY.set(fill_both(c, |k| (Key(k), k))).unwrap();
         ARMED.store(2, Ordering::SeqCst);
         // Replacing key 1 compares it with the cached key 1 (under A's
         // write lock), which replaces the other key (under B's), whose
