@@ -563,6 +563,26 @@ mod tests {
         drop(ra);
     }
 
+    /// A thread's record names the first `NEST` locks it nests and only
+    /// counts the rest; once every guard is gone it is empty again, and
+    /// each lock is written and read as when nothing was nested.
+    #[test]
+    fn nesting_past_the_record_keeps_its_count() {
+        use super::held::{HELD, NEST};
+        let locks: Vec<ShardLock<usize>> = (0..NEST + 3).map(|i| ShardLock::new(i, 2)).collect();
+        let reads = |i: usize| HELD.with(|h| h.reads(locks[i].id));
+        let guards: Vec<_> = locks.iter().map(|l| l.read()).collect();
+        assert!((0..NEST).all(reads), "the first NEST are named");
+        assert!(!reads(NEST), "the rest only counted");
+        // Dropped innermost first.
+        drop(guards.into_iter().rev().collect::<Vec<_>>());
+        assert!(!(0..NEST).any(reads));
+        for (i, l) in locks.iter().enumerate() {
+            *l.write() += 1;
+            assert_eq!(*l.read(), i + 1);
+        }
+    }
+
     /// Live threads own distinct stripe numbers, and give them back when
     /// they exit: thread after thread, each owns one (never given back,
     /// the numbers ran out after the eighth thread and every later thread
