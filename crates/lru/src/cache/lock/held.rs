@@ -20,106 +20,92 @@ use super::MAX_STRIPES;
 /// [`NEST`] locks of each kind are recorded.
 ///
 /// Kept beside the stripe number the read path looks up anyway, in fixed
-/// arrays of plain cells: the record costs a load and two stores a
-/// lookup, in a line the thread alone writes; 0-5% of single-threaded
-/// lookups against quick_cache in an interleaved A/B (within this host's
-/// noise on three of four rows). Nested locks pushed on a `Vec` in a
-/// second thread-local instead (a branch and a cold call a lookup) cost
-/// 5-15% in the same A/B, three pairs.
+/// arrays of plain cells ([`Record`]): a load and two stores a lookup, in
+/// a line the thread alone writes. Against quick_cache in an interleaved
+/// A/B (pure read, Zipf 1.1, one thread; medians of six pairs), recording
+/// every lock instead of the innermost one took workingset from 1.33x to
+/// 1.27x and active-inactive from 1.20x to 1.195x, within this host's
+/// noise (single pairs ranged 1.02-1.62x); nested locks pushed on a `Vec`
+/// in a second thread-local instead (a branch and a cold call a lookup)
+/// cost 5-15% in three pairs.
 pub(super) struct Held {
     /// The thread's stripe number, `usize::MAX` until it first locks.
     pub(super) stripe: Cell<usize>,
     /// The stripe number the thread owns ([`NONE`] for none), claimed with
     /// `stripe`.
     pub(super) owned: Cell<usize>,
-    /// How many locks the thread reads (more than one only when user code
-    /// run under a lock calls back into the cache).
-    reads: Cell<usize>,
-    /// How many locks the thread writes.
-    writes: Cell<usize>,
-    /// The locks it reads, outermost first (the first [`NEST`]).
-    read_ids: [Cell<usize>; NEST],
-    /// The locks it writes, outermost first (the first [`NEST`]).
-    write_ids: [Cell<usize>; NEST],
+    /// The locks it reads (more than one only when user code run under a
+    /// lock calls back into the cache).
+    pub(super) reads: Record,
+    /// The locks it writes.
+    pub(super) writes: Record,
 }
 
 /// How many nested locks of each kind a thread's record names: a chain of
 /// calls back into the cache deeper than this is not followed past it.
 pub(super) const NEST: usize = 8;
 
-/// Whether lock `id` is among the first `n` of `ids`.
-fn among(ids: &[Cell<usize>; NEST], n: usize, id: usize) -> bool {
-    ids[..n.min(NEST)].iter().any(|c| c.get() == id)
+/// The locks of one kind a thread holds: how many, and the ids of the
+/// first [`NEST`], outermost first.
+pub(super) struct Record {
+    n: Cell<usize>,
+    ids: [Cell<usize>; NEST],
+}
+
+impl Record {
+    const fn new() -> Self {
+        Self {
+            n: Cell::new(0),
+            ids: [const { Cell::new(0) }; NEST],
+        }
+    }
+
+    /// Records that the thread takes lock `id`; returns what to give
+    /// [`end`](Self::end) when it lets it go.
+    #[inline(always)]
+    pub(super) fn begin(&self, id: usize) -> usize {
+        let n = self.n.get();
+        if let Some(c) = self.ids.get(n) {
+            c.set(id);
+        }
+        self.n.set(n + 1);
+        n
+    }
+
+    /// Lets the innermost lock go, `n` what its [`begin`](Self::begin)
+    /// returned.
+    #[inline(always)]
+    pub(super) fn end(&self, n: usize) {
+        self.n.set(n);
+    }
+
+    /// Whether the thread holds lock `id`.
+    pub(super) fn holds(&self, id: usize) -> bool {
+        self.among_first(self.n.get(), id)
+    }
+
+    /// Whether the thread held lock `id` before its innermost one (the
+    /// read being taken, when a reader finds a writer).
+    pub(super) fn held_before(&self, id: usize) -> bool {
+        self.among_first(self.n.get().saturating_sub(1), id)
+    }
+
+    fn among_first(&self, n: usize, id: usize) -> bool {
+        self.ids[..n.min(NEST)].iter().any(|c| c.get() == id)
+    }
+
+    /// The innermost lock, if recorded (debug checks).
+    #[cfg(debug_assertions)]
+    pub(super) fn innermost(&self) -> Option<usize> {
+        let n = self.n.get().checked_sub(1)?;
+        self.ids.get(n).map(Cell::get)
+    }
 }
 
 /// No stripe number owned.
 pub(super) const NONE: usize = usize::MAX;
 
 impl Held {
-    /// Records a read of lock `id`; returns what to give
-    /// [`end_read`](Self::end_read) when it ends.
-    #[inline(always)]
-    pub(super) fn begin_read(&self, id: usize) -> usize {
-        let n = self.reads.get();
-        if let Some(c) = self.read_ids.get(n) {
-            c.set(id);
-        }
-        self.reads.set(n + 1);
-        n
-    }
-
-    /// Ends the thread's innermost read, `n` what its
-    /// [`begin_read`](Self::begin_read) returned.
-    #[inline(always)]
-    pub(super) fn end_read(&self, n: usize) {
-        self.reads.set(n);
-    }
-
-    /// [`begin_read`](Self::begin_read) for a write.
-    pub(super) fn begin_write(&self, id: usize) -> usize {
-        let n = self.writes.get();
-        if let Some(c) = self.write_ids.get(n) {
-            c.set(id);
-        }
-        self.writes.set(n + 1);
-        n
-    }
-
-    /// [`end_read`](Self::end_read) for a write.
-    pub(super) fn end_write(&self, n: usize) {
-        self.writes.set(n);
-    }
-
-    /// Whether the thread reads lock `id`.
-    pub(super) fn reads(&self, id: usize) -> bool {
-        among(&self.read_ids, self.reads.get(), id)
-    }
-
-    /// Whether the thread read lock `id` before its innermost read (the
-    /// read being taken, when a reader finds a writer).
-    pub(super) fn reads_before(&self, id: usize) -> bool {
-        among(&self.read_ids, self.reads.get().saturating_sub(1), id)
-    }
-
-    /// Whether the thread writes lock `id`.
-    pub(super) fn writes(&self, id: usize) -> bool {
-        among(&self.write_ids, self.writes.get(), id)
-    }
-
-    /// The innermost lock the thread reads, if recorded (debug checks).
-    #[cfg(debug_assertions)]
-    pub(super) fn innermost_read(&self) -> Option<usize> {
-        let n = self.reads.get().checked_sub(1)?;
-        self.read_ids.get(n).map(Cell::get)
-    }
-
-    /// The innermost lock the thread writes, if recorded (debug checks).
-    #[cfg(debug_assertions)]
-    pub(super) fn innermost_write(&self) -> Option<usize> {
-        let n = self.writes.get().checked_sub(1)?;
-        self.write_ids.get(n).map(Cell::get)
-    }
-
     /// The thread's stripe number (reduced modulo a lock's stripes):
     /// handed out round-robin at its first lock, so the threads that start
     /// together (a pool, a benchmark's workers) get different stripes.
@@ -149,10 +135,8 @@ std::thread_local! {
         Held {
             stripe: Cell::new(usize::MAX),
             owned: Cell::new(NONE),
-            reads: Cell::new(0),
-            writes: Cell::new(0),
-            read_ids: [const { Cell::new(0) }; NEST],
-            write_ids: [const { Cell::new(0) }; NEST],
+            reads: Record::new(),
+            writes: Record::new(),
         }
     };
     /// Gives the owned stripe number back when the thread exits.
@@ -230,10 +214,8 @@ loom::thread_local! {
     pub(super) static HELD: Held = Held {
         stripe: Cell::new(usize::MAX),
         owned: Cell::new(NONE),
-        reads: Cell::new(0),
-        writes: Cell::new(0),
-        read_ids: [const { Cell::new(0) }; NEST],
-        write_ids: [const { Cell::new(0) }; NEST],
+        reads: Record::new(),
+        writes: Record::new(),
     };
 }
 

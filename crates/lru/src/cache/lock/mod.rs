@@ -203,7 +203,7 @@ impl<T> ShardLock<T> {
     #[inline(always)]
     fn read_passing_own(&self, pass_own: bool) -> ReadGuard<'_, T> {
         let (index, owned, depth) =
-            HELD.with(|h| (h.stripe_index(), h.owned.get(), h.begin_read(self.id)));
+            HELD.with(|h| (h.stripe_index(), h.owned.get(), h.reads.begin(self.id)));
         let own = owned < self.stripes.len();
         let stripe = if own {
             &self.stripes[owned]
@@ -246,7 +246,8 @@ impl<T> ShardLock<T> {
     #[cold]
     #[inline(never)]
     fn wait_for_writer(&self, stripe: &Stripe, own: bool, pass_own: bool) {
-        let (read_before, writing) = HELD.with(|h| (h.reads_before(self.id), h.writes(self.id)));
+        let (read_before, writing) =
+            HELD.with(|h| (h.reads.held_before(self.id), h.writes.holds(self.id)));
         if pass_own && read_before {
             return;
         }
@@ -288,7 +289,7 @@ impl<T> ShardLock<T> {
     /// If the calling thread reads or writes this lock already (user code
     /// run under it called back into the cache): it would wait for itself.
     pub(super) fn write(&self) -> WriteGuard<'_, T> {
-        let (reading, writing) = HELD.with(|h| (h.reads(self.id), h.writes(self.id)));
+        let (reading, writing) = HELD.with(|h| (h.reads.holds(self.id), h.writes.holds(self.id)));
         if reading || writing {
             panic!(
                 "LruCache re-entered: user code run under an entry's shard lock (a value's \
@@ -351,10 +352,10 @@ impl Drop for Counted<'_> {
         HELD.with(|h| {
             #[cfg(debug_assertions)]
             debug_assert!(
-                h.innermost_read().is_none_or(|i| i == self.id),
+                h.reads.innermost().is_none_or(|i| i == self.id),
                 "read guards dropped out of order"
             );
-            h.end_read(self.depth)
+            h.reads.end(self.depth)
         });
     }
 }
@@ -396,7 +397,7 @@ impl Writing {
     /// Records that the thread writes lock `id`.
     fn new(id: usize) -> Self {
         Self {
-            depth: HELD.with(|h| h.begin_write(id)),
+            depth: HELD.with(|h| h.writes.begin(id)),
             #[cfg(debug_assertions)]
             id,
         }
@@ -408,10 +409,10 @@ impl Drop for Writing {
         HELD.with(|h| {
             #[cfg(debug_assertions)]
             debug_assert!(
-                h.innermost_write().is_none_or(|i| i == self.id),
+                h.writes.innermost().is_none_or(|i| i == self.id),
                 "write guards dropped out of order"
             );
-            h.end_write(self.depth)
+            h.writes.end(self.depth)
         });
     }
 }
@@ -570,7 +571,7 @@ mod tests {
     fn nesting_past_the_record_keeps_its_count() {
         use super::held::{HELD, NEST};
         let locks: Vec<ShardLock<usize>> = (0..NEST + 3).map(|i| ShardLock::new(i, 2)).collect();
-        let reads = |i: usize| HELD.with(|h| h.reads(locks[i].id));
+        let reads = |i: usize| HELD.with(|h| h.reads.holds(locks[i].id));
         let guards: Vec<_> = locks.iter().map(|l| l.read()).collect();
         assert!((0..NEST).all(reads), "the first NEST are named");
         assert!(!reads(NEST), "the rest only counted");
