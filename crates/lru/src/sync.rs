@@ -16,7 +16,7 @@ pub(crate) use loom::sync::{
 #[cfg(not(loom))]
 pub(crate) use std::sync::{
     Arc, Condvar, Mutex, MutexGuard,
-    atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering},
+    atomic::{AtomicI64, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering},
 };
 
 #[cfg(loom)]

@@ -494,6 +494,7 @@ where
             ..CacheStats::default()
         };
         for s in self.shards.iter() {
+            st.fast_read_shards += u64::from(s.is_fast());
             for stripe in s.stripes() {
                 st.hits += stripe.hits.load(Ordering::Relaxed);
                 st.misses += stripe.misses.load(Ordering::Relaxed);

@@ -1,9 +1,22 @@
-//! [`Gate`]: a shard lock's `block` (`sem->block`), which is also the
-//! writers' lock, and how its waiters wait.
+//! [`Gate`]: a shard lock's state word — `block` (`sem->block`), which is
+//! also the writers' lock, whether owners' reads skip their barrier, and
+//! a count of the writes — and how its waiters wait.
 
 #[cfg(not(loom))]
 use crate::sync::spin;
-use crate::sync::{AtomicBool, Ordering};
+use crate::sync::{AtomicUsize, Ordering};
+
+/// Set while a writer holds or is draining the lock (`sem->block`).
+pub(super) const BLOCK: usize = 1;
+/// Set while owners' reads skip their barrier (the kernel's
+/// `rcu_sync_is_idle`); only set while `BLOCK` is clear, and cleared only
+/// by the writer that sets `BLOCK`.
+pub(super) const FAST: usize = 2;
+/// One write, counted above the two flags: every writer adds it as it
+/// takes the lock, so the word never repeats while it lives (it would
+/// take 2^62 writes), and a reader that reads it twice unchanged knows
+/// that no writer took the lock in between.
+pub(super) const WRITE: usize = 4;
 
 /// A writer's `block`, cleared on drop: the lock released, with a plain
 /// store (no waiter sleeps on a queue that would need waking).
@@ -15,10 +28,9 @@ impl Drop for Unblock<'_> {
     }
 }
 
-/// `block`: set by the writer that holds the lock. Whoever waits for it
-/// to clear — a writer for another, a reader for a writer — polls
-/// (`sync::spin`: spins, yields, then naps), so clearing it is a plain
-/// store with no one to wake.
+/// The state word. Whoever waits for `BLOCK` to clear — a writer for
+/// another, a reader for a writer — polls (`sync::spin`: spins, yields,
+/// then naps), so clearing it is a plain store with no one to wake.
 ///
 /// Under loom the waiters sleep on a condition variable the writer
 /// notifies instead: loom explores every schedule, including one where
@@ -29,7 +41,7 @@ impl Drop for Unblock<'_> {
 /// sets `block` then reads the counts, a reader counts itself then reads
 /// `block`) is the same code either way.
 pub(super) struct Gate(
-    AtomicBool,
+    AtomicUsize,
     #[cfg(loom)] crate::sync::Mutex<()>,
     #[cfg(loom)] crate::sync::Condvar,
 );
@@ -37,7 +49,7 @@ pub(super) struct Gate(
 impl Gate {
     pub(super) fn new() -> Self {
         Gate(
-            AtomicBool::new(false),
+            AtomicUsize::new(0),
             #[cfg(loom)]
             crate::sync::Mutex::new(()),
             #[cfg(loom)]
@@ -45,30 +57,60 @@ impl Gate {
         )
     }
 
-    /// Whether a writer holds or is draining the lock: the reader's side
-    /// of the handshake, SeqCst after its count.
+    /// The word: the reader's side of the handshake, SeqCst after its
+    /// count.
+    #[inline]
+    pub(super) fn state(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// Whether a writer holds or is draining the lock.
     #[inline]
     pub(super) fn is_set(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.state() & BLOCK != 0
     }
 
     /// Sets `block` whether or not another writer has it: the broken
     /// writer of a loom model only.
     #[cfg(all(loom, test))]
     pub(super) fn set_unconditionally(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        let s = self.0.load(Ordering::Relaxed);
+        self.0.store(s | BLOCK, Ordering::SeqCst);
     }
 
-    /// Sets `block` once no other writer has it: the writers' lock. SeqCst:
-    /// this is the writer's side of the handshake, ordered before its
-    /// loads of the readers' counts.
-    pub(super) fn take(&self) {
-        while self
-            .0
-            .compare_exchange(false, true, Ordering::SeqCst, Ordering::Relaxed)
-            .is_err()
-        {
-            self.wait_clear();
+    /// Sets `BLOCK` once no other writer has it — the writers' lock —
+    /// clearing `FAST` and counting the write in the same step; returns
+    /// whether `FAST` was set (the writer then owes the heavy barrier).
+    /// SeqCst: this is the writer's side of the handshake, ordered before
+    /// its loads of the readers' counts.
+    pub(super) fn take(&self) -> bool {
+        let mut s = self.0.load(Ordering::Relaxed);
+        loop {
+            if s & BLOCK != 0 {
+                self.wait_clear();
+                s = self.0.load(Ordering::Relaxed);
+                continue;
+            }
+            let taken = ((s | BLOCK) & !FAST).wrapping_add(WRITE);
+            match self
+                .0
+                .compare_exchange(s, taken, Ordering::SeqCst, Ordering::Relaxed)
+            {
+                Ok(_) => return s & FAST != 0,
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// Sets `FAST` if the lock is free and slow (a reader's decision; a
+    /// writer in between makes it fail, and a later look tries again).
+    #[cfg(any(not(loom), test))]
+    pub(super) fn go_fast(&self) {
+        let s = self.0.load(Ordering::SeqCst);
+        if s & (BLOCK | FAST) == 0 {
+            let _ = self
+                .0
+                .compare_exchange(s, s | FAST, Ordering::SeqCst, Ordering::Relaxed);
         }
     }
 
@@ -77,7 +119,7 @@ impl Gate {
     #[cfg(not(loom))]
     pub(super) fn wait_clear(&self) {
         let mut round = 0;
-        while self.0.load(Ordering::Relaxed) {
+        while self.0.load(Ordering::Relaxed) & BLOCK != 0 {
             spin(&mut round);
         }
     }
@@ -86,13 +128,15 @@ impl Gate {
     #[cfg(loom)]
     pub(super) fn wait_clear(&self) {
         let mut parked = crate::sync::lock(&self.1);
-        while self.0.load(Ordering::Relaxed) {
+        while self.0.load(Ordering::Relaxed) & BLOCK != 0 {
             parked = self.2.wait(parked).unwrap();
         }
     }
 
-    /// Clears `block`. Release: the writer's writes happen before a reader
-    /// that sees it clear.
+    /// Clears `BLOCK`. A load and a store, not a locked instruction: while
+    /// `BLOCK` is set no one else changes the word (readers set `FAST`
+    /// only while it is clear). Release: the writer's writes happen
+    /// before a reader that sees it clear.
     ///
     /// SeqCst under Miri: the nightly Miri this workspace pins (2026-05-19)
     /// lets a SeqCst load read a Release store that happens before a later
@@ -105,8 +149,9 @@ impl Gate {
     fn clear(&self) {
         #[cfg(loom)]
         let _parked = crate::sync::lock(&self.1);
+        let s = self.0.load(Ordering::Relaxed);
         self.0.store(
-            false,
+            s & !BLOCK,
             if cfg!(miri) {
                 Ordering::SeqCst
             } else {

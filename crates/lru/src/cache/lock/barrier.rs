@@ -1,0 +1,160 @@
+//! Asymmetric barriers: a reader's barrier that costs nothing
+//! ([`light`]: a compiler fence) made whole, when a writer needs it, by a
+//! barrier the writer runs on every thread of the process at once
+//! ([`heavy`]: `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`). This is
+//! what the kernel's `percpu_down_read` gets from RCU: while no writer is
+//! about, readers skip `smp_mb()`, and a writer that arrives waits a grace
+//! period (`rcu_sync_enter`), after which every reader either shows its
+//! count or sees the writer. Userspace RCU's `membarrier` flavour and
+//! folly's `asymmetricHeavyBarrier` do the same with this system call.
+//!
+//! Under loom the heavy barrier is emulated as signal-based userspace RCU
+//! does it: the writer asks every thread inside a fast read for a full
+//! fence and waits until each has run one; a reader checks for the request
+//! at each [`light`] point of its fast path (where a real interrupt could
+//! land between its steps) and when it leaves. Loom cannot interrupt a
+//! thread, so the points are explicit; a reader outside a fast read needs
+//! none, since its own steps are locked instructions or fenced.
+
+#[cfg(not(loom))]
+mod imp {
+    use std::sync::atomic::{AtomicU8, Ordering, compiler_fence};
+
+    /// Not yet asked, registered, or refused (an old kernel, a seccomp
+    /// filter, not Linux, Miri).
+    const UNKNOWN: u8 = 0;
+    const READY: u8 = 1;
+    const REFUSED: u8 = 2;
+
+    static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
+
+    /// Whether [`heavy`] works in this process: registers it the first
+    /// time (`MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED`, Linux 4.14), so
+    /// the heavy barrier may be used from then on.
+    pub(crate) fn available() -> bool {
+        match STATE.load(Ordering::Acquire) {
+            READY => true,
+            REFUSED => false,
+            _ => register(),
+        }
+    }
+
+    #[cold]
+    fn register() -> bool {
+        #[cfg(all(target_os = "linux", not(miri)))]
+        let ok =
+            rustix::thread::membarrier(rustix::thread::MembarrierCommand::RegisterPrivateExpedited)
+                .is_ok();
+        #[cfg(not(all(target_os = "linux", not(miri))))]
+        let ok = false;
+        STATE.store(if ok { READY } else { REFUSED }, Ordering::Release);
+        ok
+    }
+
+    /// The reader's half: keeps the compiler from moving the reader's
+    /// count past its loads; the CPU may, until a [`heavy`] barrier.
+    #[inline(always)]
+    pub(crate) fn light(_slot: usize) {
+        compiler_fence(Ordering::SeqCst);
+    }
+
+    /// Nothing outside loom (see the module docs).
+    #[inline(always)]
+    pub(crate) fn enter(_slot: usize) {}
+
+    /// The writer's half: a full barrier on every running thread of the
+    /// process before it returns (~10 us on this 2-vCPU guest with the
+    /// other CPU busy: an interrupt to each CPU that runs one of them).
+    /// Only called once [`available`] said yes.
+    ///
+    /// # Panics
+    /// If the kernel refuses it after accepting the registration, which it
+    /// documents it does not do: the readers' counts could not be trusted.
+    pub(crate) fn heavy() {
+        #[cfg(all(target_os = "linux", not(miri)))]
+        rustix::thread::membarrier(rustix::thread::MembarrierCommand::PrivateExpedited)
+            .expect("membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) failed after registering");
+        #[cfg(not(all(target_os = "linux", not(miri))))]
+        unreachable!("the heavy barrier is never available here");
+    }
+}
+
+#[cfg(loom)]
+mod imp {
+    use crate::sync::{AtomicBool, AtomicUsize, Ordering};
+    use loom::sync::atomic::fence;
+
+    use super::super::MAX_STRIPES;
+
+    /// The emulation's state, afresh in each execution.
+    struct Emulation {
+        /// Heavy barriers asked for so far.
+        asked: AtomicUsize,
+        /// Per owned stripe number: inside a fast read, and the last
+        /// request it answered with a fence.
+        inside: [AtomicBool; MAX_STRIPES],
+        answered: [AtomicUsize; MAX_STRIPES],
+    }
+
+    loom::lazy_static! {
+        static ref EMULATION: Emulation = Emulation {
+            asked: AtomicUsize::new(0),
+            inside: std::array::from_fn(|_| AtomicBool::new(false)),
+            answered: std::array::from_fn(|_| AtomicUsize::new(0)),
+        };
+    }
+
+    /// A fast read begins: writers from now on wait for this thread's
+    /// fence. Requests made before are not answered (a later one is): the
+    /// reader's steps see those writers through the fences here, and an
+    /// answer would put a fence between its steps that the real reader
+    /// does not have, hiding the bugs the models look for.
+    pub(crate) fn enter(slot: usize) {
+        let e = &*EMULATION;
+        e.inside[slot].store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        let asked = e.asked.load(Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        e.answered[slot].store(asked, Ordering::SeqCst);
+    }
+
+    /// Where an interrupt could land: answers a pending request with a
+    /// full fence.
+    pub(crate) fn light(slot: usize) {
+        let e = &*EMULATION;
+        let asked = e.asked.load(Ordering::SeqCst);
+        if e.answered[slot].load(Ordering::Relaxed) < asked {
+            fence(Ordering::SeqCst);
+            e.answered[slot].store(asked, Ordering::SeqCst);
+        }
+    }
+
+    /// The fast read ends (its guard drops).
+    pub(crate) fn leave(slot: usize) {
+        light(slot);
+        EMULATION.inside[slot].store(false, Ordering::SeqCst);
+    }
+
+    /// Asks every thread inside a fast read for a fence and waits for
+    /// each.
+    pub(crate) fn heavy() {
+        let e = &*EMULATION;
+        fence(Ordering::SeqCst);
+        let asked = e.asked.fetch_add(1, Ordering::SeqCst) + 1;
+        fence(Ordering::SeqCst);
+        for slot in 0..MAX_STRIPES {
+            while e.inside[slot].load(Ordering::SeqCst)
+                && e.answered[slot].load(Ordering::SeqCst) < asked
+            {
+                loom::thread::yield_now();
+            }
+        }
+        fence(Ordering::SeqCst);
+    }
+}
+
+#[cfg(not(loom))]
+pub(super) use imp::available;
+#[cfg(loom)]
+pub(super) use imp::leave;
+pub(super) use imp::{enter, heavy, light};
