@@ -250,7 +250,9 @@ where
                 lv.mark_accessed(i);
                 v
             });
-            lv.stripe().count(found.is_some());
+            if lv.stripe().count(found.is_some()) {
+                shard.look_for_quiet(lv.stripe());
+            }
             found
         } else {
             let mut lv = shard.write();
@@ -259,7 +261,7 @@ where
                 lv.touch(i);
                 v
             });
-            lv.stripe().count(found.is_some());
+            let _ = lv.stripe().count(found.is_some());
             found
         }
     }

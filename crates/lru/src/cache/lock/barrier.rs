@@ -68,12 +68,25 @@ mod imp {
     /// Only called once [`available`] said yes.
     ///
     /// # Panics
-    /// If the kernel refuses it after accepting the registration, which it
-    /// documents it does not do: the readers' counts could not be trusted.
+    /// If the kernel refuses it even after registering again (a
+    /// registration the process lost: a child of `fork` keeps its parent's
+    /// on Linux 6.18, but that is not documented): the readers' counts
+    /// could not be trusted.
     pub(crate) fn heavy() {
         #[cfg(all(target_os = "linux", not(miri)))]
-        rustix::thread::membarrier(rustix::thread::MembarrierCommand::PrivateExpedited)
-            .expect("membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) failed after registering");
+        {
+            use rustix::thread::{MembarrierCommand, membarrier};
+            if membarrier(MembarrierCommand::PrivateExpedited).is_err() {
+                let again = membarrier(MembarrierCommand::RegisterPrivateExpedited)
+                    .and_then(|()| membarrier(MembarrierCommand::PrivateExpedited));
+                if let Err(e) = again {
+                    panic!(
+                        "membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) failed after registering \
+                         ({e}): a process-wide barrier LruCache's fast lookups need"
+                    );
+                }
+            }
+        }
         #[cfg(not(all(target_os = "linux", not(miri))))]
         unreachable!("the heavy barrier is never available here");
     }

@@ -1,6 +1,6 @@
 //! [`Gate`]: a shard lock's state word — `block` (`sem->block`), which is
-//! also the writers' lock, whether owners' reads skip their barrier, and
-//! a count of the writes — and how its waiters wait.
+//! also the writers' lock, and whether owners' reads skip their barrier —
+//! and how its waiters wait.
 
 #[cfg(not(loom))]
 use crate::sync::spin;
@@ -9,14 +9,9 @@ use crate::sync::{AtomicUsize, Ordering};
 /// Set while a writer holds or is draining the lock (`sem->block`).
 pub(super) const BLOCK: usize = 1;
 /// Set while owners' reads skip their barrier (the kernel's
-/// `rcu_sync_is_idle`); only set while `BLOCK` is clear, and cleared only
-/// by the writer that sets `BLOCK`.
+/// `rcu_sync_is_idle`): set only while `BLOCK` is clear, and cleared only
+/// by the writer that sets `BLOCK`, which then owes the heavy barrier.
 pub(super) const FAST: usize = 2;
-/// One write, counted above the two flags: every writer adds it as it
-/// takes the lock, so the word never repeats while it lives (it would
-/// take 2^62 writes), and a reader that reads it twice unchanged knows
-/// that no writer took the lock in between.
-pub(super) const WRITE: usize = 4;
 
 /// A writer's `block`, cleared on drop: the lock released, with a plain
 /// store (no waiter sleeps on a queue that would need waking).
@@ -74,30 +69,32 @@ impl Gate {
     /// writer of a loom model only.
     #[cfg(all(loom, test))]
     pub(super) fn set_unconditionally(&self) {
-        let s = self.0.load(Ordering::Relaxed);
-        self.0.store(s | BLOCK, Ordering::SeqCst);
+        self.0.store(BLOCK, Ordering::SeqCst);
     }
 
     /// Sets `BLOCK` once no other writer has it — the writers' lock —
-    /// clearing `FAST` and counting the write in the same step; returns
-    /// whether `FAST` was set (the writer then owes the heavy barrier).
-    /// SeqCst: this is the writer's side of the handshake, ordered before
-    /// its loads of the readers' counts.
+    /// clearing `FAST` in the same step; returns whether `FAST` was set
+    /// (the writer then owes the heavy barrier). One compare-and-swap from
+    /// clear in the usual case, as before there was a fast mode. SeqCst:
+    /// this is the writer's side of the handshake, ordered before its
+    /// loads of the readers' counts.
     pub(super) fn take(&self) -> bool {
-        let mut s = self.0.load(Ordering::Relaxed);
         loop {
-            if s & BLOCK != 0 {
-                self.wait_clear();
-                s = self.0.load(Ordering::Relaxed);
-                continue;
-            }
-            let taken = ((s | BLOCK) & !FAST).wrapping_add(WRITE);
             match self
                 .0
-                .compare_exchange(s, taken, Ordering::SeqCst, Ordering::Relaxed)
+                .compare_exchange(0, BLOCK, Ordering::SeqCst, Ordering::Relaxed)
             {
-                Ok(_) => return s & FAST != 0,
-                Err(now) => s = now,
+                Ok(_) => return false,
+                Err(FAST) => {
+                    if self
+                        .0
+                        .compare_exchange(FAST, BLOCK, Ordering::SeqCst, Ordering::Relaxed)
+                        .is_ok()
+                    {
+                        return true;
+                    }
+                }
+                Err(_) => self.wait_clear(),
             }
         }
     }
@@ -106,12 +103,9 @@ impl Gate {
     /// writer in between makes it fail, and a later look tries again).
     #[cfg(any(not(loom), test))]
     pub(super) fn go_fast(&self) {
-        let s = self.0.load(Ordering::SeqCst);
-        if s & (BLOCK | FAST) == 0 {
-            let _ = self
-                .0
-                .compare_exchange(s, s | FAST, Ordering::SeqCst, Ordering::Relaxed);
-        }
+        let _ = self
+            .0
+            .compare_exchange(0, FAST, Ordering::SeqCst, Ordering::Relaxed);
     }
 
     /// Waits until no writer holds the lock (a hint: the caller checks
@@ -133,10 +127,10 @@ impl Gate {
         }
     }
 
-    /// Clears `BLOCK`. A load and a store, not a locked instruction: while
-    /// `BLOCK` is set no one else changes the word (readers set `FAST`
-    /// only while it is clear). Release: the writer's writes happen
-    /// before a reader that sees it clear.
+    /// Clears the word (`BLOCK`; `FAST` is clear while it is set) with a
+    /// plain store: while `BLOCK` is set no one else changes the word.
+    /// Release: the writer's writes happen before a reader that sees it
+    /// clear.
     ///
     /// SeqCst under Miri: the nightly Miri this workspace pins (2026-05-19)
     /// lets a SeqCst load read a Release store that happens before a later
@@ -149,9 +143,8 @@ impl Gate {
     fn clear(&self) {
         #[cfg(loom)]
         let _parked = crate::sync::lock(&self.1);
-        let s = self.0.load(Ordering::Relaxed);
         self.0.store(
-            s & !BLOCK,
+            0,
             if cfg!(miri) {
                 Ordering::SeqCst
             } else {

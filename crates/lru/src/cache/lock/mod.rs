@@ -80,9 +80,8 @@ use crate::sync::{AtomicU64, AtomicUsize, Ordering, smp_mb, spin};
 /// some share.
 pub(super) const MAX_STRIPES: usize = 8;
 
-/// Owners' barrier-taking reads between two looks for quiet.
-#[cfg(not(loom))]
-const CHECK_EVERY: usize = 1024;
+/// A stripe's lookups between two looks for quiet.
+const CHECK_EVERY: u64 = 1024;
 
 /// How long a lock must go without a write, as its readers see it, before
 /// owners' reads skip their barrier: 2 ms. The write that ends such a
@@ -121,13 +120,10 @@ pub(super) struct Stripe {
     own_count: AtomicUsize,
     pub(super) hits: AtomicU64,
     pub(super) misses: AtomicU64,
-    /// The owner's reads that took the barrier, counted to decide when to
-    /// look for quiet ([`CHECK_EVERY`]); with the lock's writes it saw at
-    /// its last look, and since when (nanoseconds from [`epoch_nanos`]'s
-    /// start) it has seen no other. Not under loom, whose models set the
-    /// mode themselves (a clock would make replays differ).
-    #[cfg(not(loom))]
-    slow_reads: AtomicUsize,
+    /// The lock's writes its lookups saw at their last look for quiet, and
+    /// since when (nanoseconds from [`epoch_nanos`]'s start) they have
+    /// seen no other. Not under loom, whose models set the mode themselves
+    /// (a clock would make replays differ).
     #[cfg(not(loom))]
     seen_writes: AtomicUsize,
     #[cfg(not(loom))]
@@ -137,11 +133,15 @@ pub(super) struct Stripe {
 impl Stripe {
     /// Counts a lookup as a hit or a miss. A load and a store, not a
     /// locked add: lookups racing in one stripe may lose a count, and a
-    /// hit costs one locked instruction fewer.
+    /// hit costs one locked instruction fewer. Returns true every
+    /// [`CHECK_EVERY`] hits or misses: time for the lookup to
+    /// [`look_for_quiet`](ShardLock::look_for_quiet).
     #[inline]
-    pub(super) fn count(&self, hit: bool) {
+    pub(super) fn count(&self, hit: bool) -> bool {
         let c = if hit { &self.hits } else { &self.misses };
-        c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        let n = c.load(Ordering::Relaxed) + 1;
+        c.store(n, Ordering::Relaxed);
+        n % CHECK_EVERY == 0
     }
 
     /// Counts a reader in, `own` on the owner's count (see the module
@@ -194,8 +194,6 @@ impl Stripe {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             #[cfg(not(loom))]
-            slow_reads: AtomicUsize::new(0),
-            #[cfg(not(loom))]
             seen_writes: AtomicUsize::new(0),
             #[cfg(not(loom))]
             quiet_since: AtomicU64::new(0),
@@ -217,9 +215,12 @@ pub(super) struct ShardLock<T> {
     id: usize,
     /// The state word: [`BLOCK`], set while a writer holds or is
     /// draining the lock (`sem->block`; setting it is how a writer takes
-    /// the lock), [`FAST`] while owners' reads skip their barrier, and the
-    /// writes so far.
+    /// the lock), and [`FAST`] while owners' reads skip their barrier.
     block: Gate,
+    /// Writes so far, counted by the writer holding `block` (in the line
+    /// it has just written): readers look for a spell without one before
+    /// they go fast.
+    writes: AtomicUsize,
     stripes: Box<[CachePadded<Stripe>]>,
     data: Data<T>,
 }
@@ -237,6 +238,7 @@ impl<T> ShardLock<T> {
         Self {
             id: next_id(),
             block: Gate::new(),
+            writes: AtomicUsize::new(0),
             stripes: (0..n).map(|_| CachePadded::new(Stripe::new())).collect(),
             data: Data::new(value),
         }
@@ -266,22 +268,25 @@ impl<T> ShardLock<T> {
     /// for a while ([`QUIET_NS`]), counts itself without a barrier
     /// (`percpu_down_read`'s fast path while `rcu_sync_is_idle`): it reads
     /// the state word, counts itself with a plain store, and reads the
-    /// word again; unchanged — [`FAST`] set, no [`BLOCK`], the same count
-    /// of writes — it holds the lock. The next writer clears `FAST` as it
-    /// takes the lock and runs the barrier on every thread at once
-    /// ([`barrier::heavy`], the kernel's grace period in `rcu_sync_enter`)
-    /// before it reads the counts. A writer overlapping such a reader took
-    /// the lock after the reader's second read (it did not change the word
-    /// in between): so it saw `FAST`, which only a writer clears, or an
-    /// earlier writer cleared it after that read and waited, with its
-    /// heavy barrier, for this count. Either heavy barrier landed on the
-    /// reader after its count, which the writer then saw. A reader that
-    /// finds the word changed fences (as a slow reader does) and checks
-    /// `block` again. Checking only `block` the second time is not enough:
-    /// a writer that cleared `FAST` and left between the reader's two
-    /// reads, its heavy barrier landing before the count, leaves the next
-    /// writer no barrier to run (the loom model
-    /// `a_fast_reader_that_checks_only_block_is_caught` finds it).
+    /// word again; [`FAST`] both times (and so no [`BLOCK`]), it holds the
+    /// lock. A writer clears `FAST` as it takes the lock and then runs the
+    /// barrier on every thread at once ([`barrier::heavy`], the kernel's
+    /// grace period in `rcu_sync_enter`) before it reads the counts; only
+    /// such a writer clears it, and `FAST` is set again only while the
+    /// lock is free. A writer overlapping the reader took the lock after
+    /// the reader's first read. If it saw `FAST`, its barrier landed on
+    /// the reader after the count (it saw the count and waits) or before
+    /// it (the reader's second read sees `BLOCK` or a slow word). If it
+    /// saw the word slow, an earlier writer cleared `FAST` after the
+    /// reader's first read, with a barrier: landing after the count, that
+    /// writer waited for the reader, so the later one could not overlap;
+    /// landing before it, the reader's second read finds `FAST` only if
+    /// the lock was set fast again after the later writer left, whose
+    /// writes it then sees. A reader that finds the word changed fences
+    /// (as a slow reader does) and checks `block` again. Checking only
+    /// `block` the second time misses the last case (the loom model
+    /// `a_fast_reader_that_checks_only_block_is_caught` finds it): the
+    /// later writer, running no barrier, may not see the count.
     ///
     /// A thread that reads this lock already (from user code run under
     /// it, directly or through other shards' locks) reads it again at
@@ -319,10 +324,6 @@ impl<T> ShardLock<T> {
         smp_mb();
         if self.block.is_set() {
             self.wait_for_writer(stripe, own, pass_own);
-        }
-        #[cfg(not(loom))]
-        if own {
-            self.note_slow_read(stripe);
         }
         ReadGuard {
             // SAFETY: this reader is counted and saw no `block` (or its
@@ -364,6 +365,7 @@ impl<T> ShardLock<T> {
         } else {
             now & BLOCK == 0
         };
+        debug_assert_eq!(state, FAST);
         if !unchanged {
             // Now a slow reader: counted, fenced, then `block` again.
             full_fence();
@@ -379,44 +381,39 @@ impl<T> ShardLock<T> {
         }
         ReadGuard {
             // SAFETY: this reader is counted, and no writer holds `&mut T`
-            // until it is uncounted: it read the state word unchanged
-            // around its count (any writer that takes the lock from then
-            // on saw `FAST` or waited behind one that did, and that
-            // writer's heavy barrier made this count visible to it; see
-            // `read`), or it fenced and then saw no `block` as a slow
-            // reader does, or it waited for the writer as one does.
+            // until it is uncounted: it read `FAST` before and after its
+            // count (a writer taking the lock meanwhile or later saw the
+            // count after a heavy barrier, its own or an earlier writer's,
+            // or left before the second read; see `read`), or it fenced
+            // and then saw no `block` as a slow reader does, or it waited
+            // for the writer as one does.
             data: unsafe { self.data.shared() },
             counted,
         }
     }
 
-    /// Counts an owner's read that took the barrier, and every
-    /// [`CHECK_EVERY`] looks whether the lock has seen no write for
-    /// [`QUIET_NS`]: then owners' reads go fast.
-    #[cfg(not(loom))]
-    #[inline]
-    fn note_slow_read(&self, stripe: &Stripe) {
-        let n = stripe.slow_reads.load(Ordering::Relaxed).wrapping_add(1);
-        stripe.slow_reads.store(n, Ordering::Relaxed);
-        if n % CHECK_EVERY == 0 {
-            self.look_for_quiet(stripe);
-        }
-    }
-
-    #[cfg(not(loom))]
+    /// Looks whether the lock has seen no write for [`QUIET_NS`] (as
+    /// this stripe's lookups last looked): then owners' reads go fast.
+    /// Lookups call it every [`CHECK_EVERY`] of their counts
+    /// ([`Stripe::count`]).
     #[cold]
     #[inline(never)]
-    fn look_for_quiet(&self, stripe: &Stripe) {
-        let writes = self.block.state() / gate::WRITE;
-        let now = epoch_nanos();
-        if writes != stripe.seen_writes.load(Ordering::Relaxed) {
-            stripe.seen_writes.store(writes, Ordering::Relaxed);
-            stripe.quiet_since.store(now, Ordering::Relaxed);
-        } else if now.saturating_sub(stripe.quiet_since.load(Ordering::Relaxed)) >= QUIET_NS
-            && barrier::available()
+    pub(super) fn look_for_quiet(&self, stripe: &Stripe) {
+        #[cfg(not(loom))]
         {
-            self.block.go_fast();
+            let writes = self.writes.load(Ordering::Relaxed);
+            let now = epoch_nanos();
+            if writes != stripe.seen_writes.load(Ordering::Relaxed) {
+                stripe.seen_writes.store(writes, Ordering::Relaxed);
+                stripe.quiet_since.store(now, Ordering::Relaxed);
+            } else if now.saturating_sub(stripe.quiet_since.load(Ordering::Relaxed)) >= QUIET_NS
+                && barrier::available()
+            {
+                self.block.go_fast();
+            }
         }
+        #[cfg(loom)]
+        let _ = stripe;
     }
 
     /// Lets owners' reads skip their barrier from now on (the loom
@@ -497,6 +494,10 @@ impl<T> ShardLock<T> {
         let was_fast = self.block.take();
         // Cleared however this ends, even by a panic before the guard.
         let unblock = Unblock(&self.block);
+        self.writes.store(
+            self.writes.load(Ordering::Relaxed).wrapping_add(1),
+            Ordering::Relaxed,
+        );
         if was_fast {
             // `rcu_sync_enter`'s grace period: every fast reader's count is
             // visible now, or the reader sees `block`.
@@ -796,7 +797,12 @@ mod tests {
             + std::time::Duration::from_secs(if cfg!(miri) { 0 } else { 5 });
         let mut reads = 0u64;
         while !lock.is_fast() && std::time::Instant::now() < until {
-            assert_eq!(*lock.read(), 8);
+            // As `LruCache::get` does.
+            let r = lock.read();
+            assert_eq!(*r, 8);
+            if r.stripe().count(true) {
+                lock.look_for_quiet(r.stripe());
+            }
             reads += 1;
         }
         if !super::barrier::available() || super::held::owned() >= super::MAX_STRIPES {

@@ -10,7 +10,7 @@
 //! reader misses `block`.
 //!
 //! A fast reader and two writers, the first ending the fast mode: the
-//! reader checks the whole state word after its count. Broken on purpose
+//! reader checks that the lock is still fast after its count. Broken on purpose
 //! by a reader that checks only `block` there
 //! (`read_fast_checking_only_block`): loom finds the first writer's heavy
 //! barrier landing before the count, that writer gone before the second
