@@ -403,8 +403,11 @@ fn a_cache_of_new_keys_does_not_thrash() {
 /// thrashing: its refaults put each shard back into it, and the loop
 /// keeps most of itself resident. With a bound of 0.99 instead of 0.8 the
 /// shards stayed out and the loops 1.25x and 1.1x the cache fell to 0-10%
-/// and 49% hits (70-87% with it); the loop twice the cache keeps about
-/// 40% either way, but its shards came back to thrashing only with it.
+/// and 49% hits (70-87% with it). The loop twice the cache keeps about
+/// 37% (quick_cache: none) without its shards going back to thrashing:
+/// with the reach starting at twice the shard, its first refaults are
+/// activated before the shards see they thrash (46% and every shard
+/// thrashing with a start at the shard's size; see `REACH_START`).
 #[test]
 fn a_loop_after_other_requests_thrashes_again() {
     for (keys, noisy, least) in [
@@ -445,7 +448,9 @@ fn a_loop_after_other_requests_thrashes_again() {
         }
         let pct = hits as f64 * 100.0 / counted as f64;
         let st = c.stats();
-        assert_eq!(st.thrashing_shards, 4, "loop of {keys}: {st:?}");
+        if keys < 2000 {
+            assert_eq!(st.thrashing_shards, 4, "loop of {keys}: {st:?}");
+        }
         assert!(
             pct > least,
             "loop of {keys} (noise: {noisy}): {pct:.1}% hits"

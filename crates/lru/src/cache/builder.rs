@@ -30,11 +30,12 @@ pub enum Policy {
     /// entry leaves a shadow holding the eviction clock; a miss that finds
     /// its key's shadow is a refault, and its refault distance says how
     /// much larger the cache would have had to be to keep it. A refault
-    /// within the shard's size (twice that for an entry that had been
-    /// active) is inserted active, as ARC moves every ghost hit to its
-    /// frequency list; how far back that pays is learned per shard,
-    /// between half and twice its size, from whether the entries activated
-    /// from that band are hit before they leave the active list — unless the shard is thrashing (most of its misses
+    /// within the shard's reach (twice that for an entry that had been
+    /// active, up to twice the shard) is inserted active, as ARC moves
+    /// every ghost hit to its frequency list; how far back that pays is
+    /// learned per shard, between half and twice its size (starting at
+    /// twice), from whether the entries activated from that band are hit
+    /// before they leave the active list — unless the shard is thrashing (most of its misses
     /// refault, as every miss of a loop larger than the cache does), when
     /// the kernel's stricter test applies: active only within the active
     /// list's size, and only if its last activation or retry was paid by

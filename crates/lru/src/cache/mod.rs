@@ -86,8 +86,8 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 /// entries that were hit, evict the others, refill the inactive list from
 /// the active tail where references buy turns), and links it. Under
 /// [`Policy::Workingset`] an evicted key leaves a shadow and a refault
-/// within the shard's learned reach (it starts at the shard's size, and
-/// twice that for an entry that had been active) is inserted active;
+/// within the shard's learned reach (it starts at twice the shard's size,
+/// the most its shadows cover, and learns down) is inserted active;
 /// within the active list's size only, when the shard is thrashing.
 ///
 /// # Guarantees

@@ -78,13 +78,22 @@ const INACTIVE_MAX: f64 = 0.15;
 /// that had been active (B2) reaches twice as far, up to the top.
 const REACH_MIN: f64 = 0.5;
 const REACH_MAX: f64 = 2.0;
-/// Where the reach starts: ARC's rule, every refault within the shard's
-/// size. Started at the top, P3 at 32768 pages gained 0.6 more points,
-/// but a loop twice the cache that began after other requests never
-/// brought its shards back to thrashing (the loop-after-other-requests
-/// test, 37% hits instead of 44-47%): the early activations had filled
-/// the active list with entries the loop never hit.
-const REACH_START: f64 = 1.0;
+/// Where the reach starts: at the top, every refault its shadow survives
+/// to, learned down from there. Started at the shard's size (ARC's rule),
+/// the reach took most of a trace to climb where P3 has it: against this
+/// start, P3 lost 1.75 points of hits at 16384 pages and 0.73 at 32768,
+/// its second half replayed on its own — a cache started mid-workload —
+/// 3.2 at 32768 (10.2%, below quick_cache's 12.7%), its first half 1.3,
+/// OLTP 0.1-0.15, a loop three times the cache 14 (0.05% instead of 14%);
+/// the rest moved by 0.04 at most (a harness replaying `cache-hits`' cases
+/// with two fixed hasher seeds). The cost: a loop that starts after other
+/// requests is activated from its first refaults, before its shards see
+/// they thrash, and at 1.6-2x the cache kept 4-8 points fewer of its hits
+/// (2000 keys in 1000, 4 shards, 8 seeds: 36.8% instead of 45.2%; quick_cache
+/// keeps none), while at 1.1x it kept 3.9 more and at 2.5x 24% instead of
+/// 0.1% (the loop-after-other-requests test). Halfway (1.25) lost most of
+/// the gains and still cost the 1.6x loop 10 points.
+const REACH_START: f64 = REACH_MAX;
 /// The reach's step per outcome, in multiples of the shard's entries
 /// divided by them: crossing the band takes about `len / 2.7` outcomes.
 /// A step a quarter as large left the reach near its start for most of

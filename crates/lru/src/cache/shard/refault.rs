@@ -11,9 +11,9 @@ impl<K, V> Lruvec<K, V> {
     /// ([`note_miss`](Self::note_miss)).
     ///
     /// Not thrashing, ARC's rule: every refault within the shard's size
-    /// (within the learned reach, which starts there: see
-    /// [`reach_outcome`](Self::reach_outcome)) is activated, as ARC moves
-    /// every ghost hit to T2, and the
+    /// (within the learned reach, which starts at twice that: see
+    /// [`reach_outcome`](Self::reach_outcome) and [`REACH_START`]) is
+    /// activated, as ARC moves every ghost hit to T2, and the
     /// adaptive inactive target (ARC's `p`, [`adapt`](Self::adapt)) keeps
     /// probation from starving. The kernel's stricter test alone (below)
     /// left the ARC paper's P3 trace at 14.6% hits where ARC gets 17.1%;

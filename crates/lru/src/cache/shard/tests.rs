@@ -384,7 +384,7 @@ fn the_reach_follows_whether_refaults_in_its_band_are_hit() {
     };
     new_keys(&mut lv, 1000);
     assert!(lv.lists[ACTIVE].len > 500, "{}", lv.lists[ACTIVE].len);
-    assert_eq!(lv.reach, 1.0);
+    assert_eq!(lv.reach, REACH_START);
     lv.reach = REACH_MAX;
     let step = REACH_STEP / 1000.0;
     let at = |lv: &Lruvec<u64, u64>, k: u64| lv.find(hash(k), |&x| x == k).map(|i| lv.list_of(i));
