@@ -683,8 +683,8 @@ impl<T> ShardLock<T> {
         self.read_with(false, true)
     }
 
-    /// A fast read that checks only `block` after its count, not the
-    /// whole state word.
+    /// A fast read that checks only `block` after its count, not whether
+    /// the lock is still fast.
     pub(super) fn read_fast_checking_only_block(&self) -> ReadGuard<'_, T> {
         self.read_with(true, false)
     }
@@ -692,28 +692,26 @@ impl<T> ShardLock<T> {
     /// A writer that ends the fast mode without the heavy barrier (a fast
     /// reader's count may not be visible yet when it reads the counts).
     pub(super) fn write_without_heavy_barrier(&self) -> WriteGuard<'_, T> {
-        self.block.take();
-        let unblock = Unblock(&self.block);
-        smp_mb();
-        self.wait_for_readers();
-        WriteGuard {
-            // SAFETY: none: this is the broken writer the model must catch.
-            data: unsafe { self.data.exclusive() },
-            lock: self,
-            _writing: Writing::new(self.id),
-            _unblock: unblock,
-        }
+        self.write_blocking_with(|block| {
+            block.take();
+        })
     }
 
     /// A writer that sets `block` with a plain store instead of taking it
     /// from `false` (a second writer is not kept out: both hold `&mut`).
     pub(super) fn write_without_excluding_writers(&self) -> WriteGuard<'_, T> {
-        self.block.set_unconditionally();
+        self.write_blocking_with(Gate::set_unconditionally)
+    }
+
+    /// A writer that sets `block` with `block_with`, then waits for the
+    /// counts as `write` does, and nothing else.
+    fn write_blocking_with(&self, block_with: impl FnOnce(&Gate)) -> WriteGuard<'_, T> {
+        block_with(&self.block);
         let unblock = Unblock(&self.block);
         smp_mb();
         self.wait_for_readers();
         WriteGuard {
-            // SAFETY: none: this is the broken writer the model must catch.
+            // SAFETY: none: this is a broken writer a model must catch.
             data: unsafe { self.data.exclusive() },
             lock: self,
             _writing: Writing::new(self.id),

@@ -21,19 +21,30 @@ use loom::{sync::Arc, thread};
 
 use crate::cache::lock::{ShardLock, set_owned, set_stripe};
 
+/// A fast lock, and a thread owning its stripe 1 that reads it (`broken`:
+/// checking only `block` after its count).
+fn fast_lock_and_reader(broken: bool) -> (Arc<ShardLock<(u32, u32)>>, thread::JoinHandle<()>) {
+    let lock = Arc::new(ShardLock::new((0u32, 0u32), 2));
+    lock.go_fast();
+    let l = lock.clone();
+    let reader = thread::spawn(move || {
+        set_stripe(1);
+        set_owned(1);
+        let r = if broken {
+            l.read_fast_checking_only_block()
+        } else {
+            l.read()
+        };
+        assert_eq!(r.0, r.1, "a fast reader saw a write half done");
+    });
+    (lock, reader)
+}
+
 /// A fast reader owning stripe 1 and a writer; `broken` skips the heavy
 /// barrier.
 fn fast_reader_and_writer(broken: bool) {
     super::model(move || {
-        let lock = Arc::new(ShardLock::new((0u32, 0u32), 2));
-        lock.go_fast();
-        let l = lock.clone();
-        let reader = thread::spawn(move || {
-            set_stripe(1);
-            set_owned(1);
-            let r = l.read();
-            assert_eq!(r.0, r.1, "a fast reader saw a write half done");
-        });
+        let (lock, reader) = fast_lock_and_reader(false);
         set_stripe(0);
         {
             let mut w = if broken {
@@ -65,19 +76,7 @@ fn a_writer_that_skips_the_heavy_barrier_is_caught() {
 /// `block` after the count.
 fn fast_reader_and_two_writers(broken: bool) {
     super::model(move || {
-        let lock = Arc::new(ShardLock::new((0u32, 0u32), 2));
-        lock.go_fast();
-        let l = lock.clone();
-        let reader = thread::spawn(move || {
-            set_stripe(1);
-            set_owned(1);
-            let r = if broken {
-                l.read_fast_checking_only_block()
-            } else {
-                l.read()
-            };
-            assert_eq!(r.0, r.1, "a fast reader saw a write half done");
-        });
+        let (lock, reader) = fast_lock_and_reader(broken);
         let l = lock.clone();
         let first = thread::spawn(move || {
             set_stripe(0);
