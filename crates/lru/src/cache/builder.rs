@@ -124,9 +124,11 @@ pub struct CacheStats {
     /// thrash, and is not counted).
     pub thrashing_shards: u64,
     /// Shards whose lookups now skip their memory barrier: no insertion or
-    /// removal has reached them for 2 ms, as their lookups see it, and
-    /// membarrier(2) is available (Linux 4.14 and later). The next change
-    /// of such a shard pays one `membarrier` call (about 10 us) to end it.
+    /// removal has reached them for a while (2 ms, longer for a shard
+    /// whose earlier spells ended too soon to pay for their barrier), as
+    /// their lookups see it, and membarrier(2) is available (Linux 4.14
+    /// and later). The next change of such a shard pays one `membarrier`
+    /// call (about 10 us here) to end it.
     pub fast_read_shards: u64,
     /// Entries not cached because they weigh more than their shard's
     /// share of the capacity.

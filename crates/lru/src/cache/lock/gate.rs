@@ -100,12 +100,13 @@ impl Gate {
     }
 
     /// Sets `FAST` if the lock is free and slow (a reader's decision; a
-    /// writer in between makes it fail, and a later look tries again).
+    /// writer in between makes it fail, and a later look tries again);
+    /// whether it did.
     #[cfg(any(not(loom), test))]
-    pub(super) fn go_fast(&self) {
-        let _ = self
-            .0
-            .compare_exchange(0, FAST, Ordering::SeqCst, Ordering::Relaxed);
+    pub(super) fn go_fast(&self) -> bool {
+        self.0
+            .compare_exchange(0, FAST, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
     }
 
     /// Waits until no writer holds the lock (a hint: the caller checks

@@ -84,12 +84,35 @@ pub(super) const MAX_STRIPES: usize = 8;
 const CHECK_EVERY: u64 = 1024;
 
 /// How long a lock must go without a write, as its readers see it, before
-/// owners' reads skip their barrier: 2 ms. The write that ends such a
-/// spell pays a heavy barrier (~10 us here), so a lock written more often
-/// than that stays slow, and one written less often pays at most about
-/// 0.5% of its time in them.
+/// owners' reads skip their barrier, at the least: 2 ms. The write that
+/// ends such a spell pays a heavy barrier (~10 us here, more on a host
+/// with many CPUs, each of which it interrupts), so each lock learns its
+/// own wait ([`Spell`]), up to [`QUIET_MAX_NS`].
 #[cfg(not(loom))]
 const QUIET_NS: u64 = 2_000_000;
+
+/// The longest wait for quiet a lock learns: 1 s.
+#[cfg(not(loom))]
+const QUIET_MAX_NS: u64 = 1_000_000_000;
+
+/// A fast spell pays for the heavy barrier that ends it if it lasted this
+/// many times the barrier's own time (its cost is then under 0.1%).
+#[cfg(not(loom))]
+const SPELL_PAYS: u64 = 1000;
+
+/// A lock's fast spells: how long it waits for quiet before the next, and
+/// since when the current one runs. A spell too short to pay for its heavy
+/// barrier doubles the wait, one four times long enough halves it: a lock
+/// written every few milliseconds stops going fast after a few spells
+/// (each write would have paid a barrier), one read for long stretches
+/// keeps going fast at the least wait.
+#[cfg(not(loom))]
+struct Spell {
+    quiet_ns: AtomicU64,
+    since: AtomicU64,
+    /// Spells ended (each by one heavy barrier).
+    ended: AtomicU64,
+}
 
 /// Nanoseconds since the first call in this process (a monotonic clock for
 /// [`QUIET_NS`]).
@@ -221,6 +244,8 @@ pub(super) struct ShardLock<T> {
     /// it has just written): readers look for a spell without one before
     /// they go fast.
     writes: AtomicUsize,
+    #[cfg(not(loom))]
+    spell: Spell,
     stripes: Box<[CachePadded<Stripe>]>,
     data: Data<T>,
 }
@@ -239,6 +264,12 @@ impl<T> ShardLock<T> {
             id: next_id(),
             block: Gate::new(),
             writes: AtomicUsize::new(0),
+            #[cfg(not(loom))]
+            spell: Spell {
+                quiet_ns: AtomicU64::new(QUIET_NS),
+                since: AtomicU64::new(0),
+                ended: AtomicU64::new(0),
+            },
             stripes: (0..n).map(|_| CachePadded::new(Stripe::new())).collect(),
             data: Data::new(value),
         }
@@ -392,8 +423,9 @@ impl<T> ShardLock<T> {
         }
     }
 
-    /// Looks whether the lock has seen no write for [`QUIET_NS`] (as
-    /// this stripe's lookups last looked): then owners' reads go fast.
+    /// Looks whether the lock has seen no write for its wait ([`Spell`],
+    /// [`QUIET_NS`] at first; as this stripe's lookups last looked): then
+    /// owners' reads go fast.
     /// Lookups call it every [`CHECK_EVERY`] of their counts
     /// ([`Stripe::count`]).
     #[cold]
@@ -406,10 +438,12 @@ impl<T> ShardLock<T> {
             if writes != stripe.seen_writes.load(Ordering::Relaxed) {
                 stripe.seen_writes.store(writes, Ordering::Relaxed);
                 stripe.quiet_since.store(now, Ordering::Relaxed);
-            } else if now.saturating_sub(stripe.quiet_since.load(Ordering::Relaxed)) >= QUIET_NS
+            } else if now.saturating_sub(stripe.quiet_since.load(Ordering::Relaxed))
+                >= self.spell.quiet_ns.load(Ordering::Relaxed)
                 && barrier::available()
+                && self.block.go_fast()
             {
-                self.block.go_fast();
+                self.spell.since.store(now, Ordering::Relaxed);
             }
         }
         #[cfg(loom)]
@@ -420,7 +454,7 @@ impl<T> ShardLock<T> {
     /// models).
     #[cfg(all(loom, test))]
     pub(super) fn go_fast(&self) {
-        self.block.go_fast();
+        let _ = self.block.go_fast();
     }
 
     /// Whether owners' reads skip their barrier now.
@@ -474,6 +508,30 @@ impl<T> ShardLock<T> {
         }
     }
 
+    /// Learns from the spell the heavy barrier begun at `start` ended (see
+    /// [`Spell`]); the writer holds `block`, so no other writer races.
+    #[cfg(not(loom))]
+    #[cold]
+    fn end_spell(&self, start: u64) {
+        let sp = &self.spell;
+        let now = epoch_nanos();
+        let (lasted, cost) = (
+            start.saturating_sub(sp.since.load(Ordering::Relaxed)),
+            now.saturating_sub(start).max(1),
+        );
+        let quiet = sp.quiet_ns.load(Ordering::Relaxed);
+        let quiet = if lasted < SPELL_PAYS * cost {
+            (quiet * 2).min(QUIET_MAX_NS)
+        } else if lasted >= 4 * SPELL_PAYS * cost {
+            (quiet / 2).max(QUIET_NS)
+        } else {
+            quiet
+        };
+        sp.quiet_ns.store(quiet, Ordering::Relaxed);
+        sp.ended
+            .store(sp.ended.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
     /// Exclusive access (`percpu_down_write`): one writer at a time sets
     /// `block`, then waits for every stripe's readers to leave.
     ///
@@ -501,7 +559,11 @@ impl<T> ShardLock<T> {
         if was_fast {
             // `rcu_sync_enter`'s grace period: every fast reader's count is
             // visible now, or the reader sees `block`.
+            #[cfg(not(loom))]
+            let start = epoch_nanos();
             barrier::heavy();
+            #[cfg(not(loom))]
+            self.end_spell(start);
         }
         smp_mb();
         self.wait_for_readers();
@@ -817,6 +879,39 @@ mod tests {
         assert_eq!(*lock.read(), 9);
     }
 
+    /// A lock written every 3 ms, read in between: a spell of fast reads
+    /// that a write ends within a millisecond does not pay for its heavy
+    /// barrier, so the lock waits longer for quiet each time and soon stays
+    /// slow. With a fixed wait of 2 ms, every write ended a spell (100 of
+    /// 100 here).
+    #[test]
+    fn a_lock_written_every_few_milliseconds_stops_going_fast() {
+        if cfg!(miri) || !super::barrier::available() {
+            return;
+        }
+        let lock = ShardLock::new(0u64, super::MAX_STRIPES);
+        for _ in 0..100 {
+            let until = std::time::Instant::now() + std::time::Duration::from_millis(3);
+            while std::time::Instant::now() < until {
+                let r = lock.read();
+                if r.stripe().count(true) {
+                    lock.look_for_quiet(r.stripe());
+                }
+            }
+            *lock.write() += 1;
+        }
+        assert_eq!(*lock.read(), 100);
+        if super::held::owned() >= super::MAX_STRIPES {
+            return; // never fast: this thread owns no stripe
+        }
+        let ended = lock.spell.ended.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(ended >= 1, "the lock never went fast");
+        assert!(
+            ended <= 8,
+            "{ended} fast spells ended by a write, each a heavy barrier"
+        );
+    }
+
     /// A reader that owns its stripe, reading fast, and a writer that
     /// makes the lock fast again before every write, so each write ends
     /// the fast mode with a heavy barrier: the reader never sees a write
@@ -847,7 +942,7 @@ mod tests {
                 (fast, super::held::owned())
             });
             for _ in 0..writes {
-                lock.block.go_fast();
+                let _ = lock.block.go_fast();
                 // Let the reader read fast a few times (bounded: it may
                 // be descheduled).
                 let (seen, mut round) = (reads.load(Relaxed), 0);
