@@ -257,3 +257,37 @@ fn lookups_go_fast_when_the_cache_is_only_read() {
     });
     c.check_invariants().unwrap();
 }
+
+/// `fast_reads(false)`: a cache only read never skips the barrier, and so
+/// never calls membarrier(2) (a process whose seccomp filter kills on it
+/// can use the cache), while a default cache read alike goes fast where
+/// membarrier is available.
+#[test]
+fn fast_reads_off_keeps_every_shard_slow() {
+    let build = |fast| {
+        let c: LruCache<u64, u64> = LruCache::builder(16_384)
+            .shards(4)
+            .fast_reads(fast)
+            .build()
+            .unwrap();
+        for k in 0..4096 {
+            c.insert(k, k);
+        }
+        c
+    };
+    let (on, off) = (build(true), build(false));
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(200);
+    while std::time::Instant::now() < until {
+        for k in 0..4096 {
+            assert_eq!(on.get(&k), Some(k));
+            assert_eq!(off.get(&k), Some(k));
+        }
+    }
+    assert_eq!(off.stats().fast_read_shards, 0);
+    eprintln!(
+        "default cache: {} of 4 shards fast",
+        on.stats().fast_read_shards
+    );
+    off.insert(0, 1);
+    assert_eq!(off.get(&0), Some(1));
+}

@@ -204,6 +204,7 @@ pub(super) struct Options<K, V> {
     pub(super) shards: Option<usize>,
     pub(super) policy: Policy,
     pub(super) batching: bool,
+    pub(super) fast_reads: bool,
     pub(super) weighted: bool,
     /// Mix the hasher's output once more (a hasher other than foldhash).
     pub(super) spread: bool,
@@ -217,6 +218,7 @@ impl<K, V, S, W> fmt::Debug for Builder<K, V, S, W> {
             .field("max_entries", &self.opts.max_entries)
             .field("policy", &self.opts.policy)
             .field("batching", &self.opts.batching)
+            .field("fast_reads", &self.opts.fast_reads)
             .finish_non_exhaustive()
     }
 }
@@ -242,6 +244,21 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// takes the shard's write lock to move it at once.
     pub fn batching(mut self, on: bool) -> Self {
         self.opts.batching = on;
+        self
+    }
+
+    /// Whether lookups may skip their memory barrier in a shard that
+    /// nothing has changed for a while (the default, on Linux 4.14 and
+    /// later): the change that ends such a spell then calls
+    /// `membarrier(2)` (`MEMBARRIER_CMD_PRIVATE_EXPEDITED`, after a
+    /// one-time `MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED`). Turn it off
+    /// in a process whose seccomp filter kills on system calls it does
+    /// not list (a filter that returns an error is fine: the cache then
+    /// never skips the barrier), or to keep its changes from interrupting
+    /// the other CPUs that run the process's threads.
+    /// `CacheStats::fast_read_shards` counts the shards skipping it.
+    pub fn fast_reads(mut self, on: bool) -> Self {
+        self.opts.fast_reads = on;
         self
     }
 
@@ -355,17 +372,20 @@ impl<K, V, S, W> Builder<K, V, S, W> {
         let stripes = if o.batching { stripes_for(cpus) } else { 1 };
         let lruvecs = (0..shards)
             .map(|i| {
-                crossbeam_utils::CachePadded::new(ShardLock::new(
-                    Lruvec::new(
-                        self.opts.policy,
-                        self.opts.batching,
-                        self.opts.weighted,
-                        share(o.capacity, i),
-                        // A shard indexes its entries with u32s.
-                        share(max_entries as u64, i).min(u64::from(u32::MAX - 1)) as usize,
-                    ),
-                    stripes,
-                ))
+                crossbeam_utils::CachePadded::new(
+                    ShardLock::new(
+                        Lruvec::new(
+                            self.opts.policy,
+                            self.opts.batching,
+                            self.opts.weighted,
+                            share(o.capacity, i),
+                            // A shard indexes its entries with u32s.
+                            share(max_entries as u64, i).min(u64::from(u32::MAX - 1)) as usize,
+                        ),
+                        stripes,
+                    )
+                    .fast_reads(self.opts.fast_reads),
+                )
             })
             .collect();
         Ok(LruCache {

@@ -176,6 +176,7 @@ impl<K: Hash + Eq + Clone, V: Clone> LruCache<K, V> {
                 shards: None,
                 policy: Policy::default(),
                 batching: true,
+                fast_reads: true,
                 weighted: false,
                 spread: false,
                 listener: None,
