@@ -16,7 +16,7 @@
 //! cannot cheaply ask which CPU it runs on.
 //!
 //! Its RCU fast path too, for a lock no writer has taken for
-//! [`QUIET_NS`]: readers that own their stripe then count themselves with
+//! a while (`spell.rs`): readers that own their stripe then count themselves with
 //! no barrier, and the writer that ends the spell makes up for it with a
 //! `membarrier(2)` on every thread of the process (`barrier.rs`; the
 //! kernel's `rcu_sync` with a grace period, here an asymmetric barrier as
@@ -62,6 +62,9 @@ mod barrier;
 mod cell;
 mod gate;
 mod held;
+#[cfg(not(loom))]
+mod spell;
+mod stripe;
 
 use cell::{Data, Exclusive, Shared};
 use gate::{BLOCK, FAST, Gate, Unblock};
@@ -71,7 +74,11 @@ pub(super) use held::set_owned;
 pub(super) use held::set_stripe;
 use held::{HELD, stripe_index};
 
-use crate::sync::{AtomicU64, AtomicUsize, Ordering, smp_mb, spin};
+#[cfg(not(loom))]
+use spell::Spell;
+pub(super) use stripe::Stripe;
+
+use crate::sync::{Ordering, smp_mb, spin};
 
 /// The most stripes a shard has: a writer reads every one, so more would
 /// make insertions slower on large hosts for less and less gain. Stripes
@@ -80,49 +87,6 @@ use crate::sync::{AtomicU64, AtomicUsize, Ordering, smp_mb, spin};
 /// some share.
 pub(super) const MAX_STRIPES: usize = 8;
 
-/// A stripe's lookups between two looks for quiet.
-const CHECK_EVERY: u64 = 1024;
-
-/// How long a lock must go without a write, as its readers see it, before
-/// owners' reads skip their barrier, at the least: 2 ms. The write that
-/// ends such a spell pays a heavy barrier (~10 us here, more on a host
-/// with many CPUs, each of which it interrupts), so each lock learns its
-/// own wait ([`Spell`]), up to [`QUIET_MAX_NS`].
-#[cfg(not(loom))]
-const QUIET_NS: u64 = 2_000_000;
-
-/// The longest wait for quiet a lock learns: 1 s.
-#[cfg(not(loom))]
-const QUIET_MAX_NS: u64 = 1_000_000_000;
-
-/// A fast spell pays for the heavy barrier that ends it if it lasted this
-/// many times the barrier's own time (its cost is then under 0.1%).
-#[cfg(not(loom))]
-const SPELL_PAYS: u64 = 1000;
-
-/// A lock's fast spells: how long it waits for quiet before the next, and
-/// since when the current one runs. A spell too short to pay for its heavy
-/// barrier doubles the wait, one four times long enough halves it: a lock
-/// written every few milliseconds stops going fast after a few spells
-/// (each write would have paid a barrier), one read for long stretches
-/// keeps going fast at the least wait.
-#[cfg(not(loom))]
-struct Spell {
-    quiet_ns: AtomicU64,
-    since: AtomicU64,
-    /// Spells ended (each by one heavy barrier).
-    ended: AtomicU64,
-}
-
-/// Nanoseconds since the first call in this process (a monotonic clock for
-/// [`QUIET_NS`]).
-#[cfg(not(loom))]
-fn epoch_nanos() -> u64 {
-    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    let epoch = EPOCH.get_or_init(std::time::Instant::now);
-    u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
-}
-
 /// A full fence (`smp_mb()`), for a fast reader that turns slow.
 #[inline]
 fn full_fence() {
@@ -130,98 +94,6 @@ fn full_fence() {
     std::sync::atomic::fence(Ordering::SeqCst);
     #[cfg(loom)]
     loom::sync::atomic::fence(Ordering::SeqCst);
-}
-
-/// A reader's stripe: its counts of readers in the lock and its lookup
-/// counters, in one line that only its threads write.
-pub(super) struct Stripe {
-    /// Readers holding the lock through this stripe that share it
-    /// (`read_count`), counted with locked instructions.
-    read_count: AtomicUsize,
-    /// Reads held by the thread that owns this stripe's number: written by
-    /// that thread alone, with plain stores.
-    own_count: AtomicUsize,
-    pub(super) hits: AtomicU64,
-    pub(super) misses: AtomicU64,
-    /// The lock's writes its lookups saw at their last look for quiet, and
-    /// since when (nanoseconds from [`epoch_nanos`]'s start) they have
-    /// seen no other. Not under loom, whose models set the mode themselves
-    /// (a clock would make replays differ).
-    #[cfg(not(loom))]
-    seen_writes: AtomicUsize,
-    #[cfg(not(loom))]
-    quiet_since: AtomicU64,
-}
-
-impl Stripe {
-    /// Counts a lookup as a hit or a miss. A load and a store, not a
-    /// locked add: lookups racing in one stripe may lose a count, and a
-    /// hit costs one locked instruction fewer. Returns true every
-    /// [`CHECK_EVERY`] hits or misses: time for the lookup to
-    /// [`look_for_quiet`](ShardLock::look_for_quiet).
-    #[inline]
-    pub(super) fn count(&self, hit: bool) -> bool {
-        let c = if hit { &self.hits } else { &self.misses };
-        let n = c.load(Ordering::Relaxed) + 1;
-        c.store(n, Ordering::Relaxed);
-        n % CHECK_EVERY == 0
-    }
-
-    /// Counts a reader in, `own` on the owner's count (see the module
-    /// docs). SeqCst: either this reader sees `block`, or the writer that
-    /// set it sees this count and waits for it.
-    #[inline]
-    fn enter(&self, own: bool) {
-        if own {
-            let c = &self.own_count;
-            // Only this thread writes it: no lost update. A SeqCst store is
-            // an `xchg` on x86, as costly as the locked add.
-            c.store(c.load(Ordering::Relaxed) + 1, Ordering::SeqCst);
-        } else {
-            self.read_count.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    /// Counts the owner in without a barrier: the fast path, whose
-    /// barrier the writer supplies (see [`ShardLock::read`]).
-    #[inline]
-    fn enter_fast(&self) {
-        let c = &self.own_count;
-        c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-    }
-
-    /// Counts a reader out. Release: its reads happen before a writer's
-    /// `&mut`.
-    #[inline]
-    fn leave(&self, own: bool) {
-        if own {
-            let c = &self.own_count;
-            let n = c.load(Ordering::Relaxed);
-            // A lost update: two live threads counted as its owner.
-            debug_assert!(n > 0, "an owned stripe's count went below zero");
-            c.store(n.wrapping_sub(1), Ordering::Release);
-        } else {
-            self.read_count.fetch_sub(1, Ordering::Release);
-        }
-    }
-
-    /// Whether no reader holds the lock through this stripe.
-    fn idle(&self) -> bool {
-        self.read_count.load(Ordering::SeqCst) == 0 && self.own_count.load(Ordering::SeqCst) == 0
-    }
-
-    fn new() -> Self {
-        Self {
-            read_count: AtomicUsize::new(0),
-            own_count: AtomicUsize::new(0),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
-            #[cfg(not(loom))]
-            seen_writes: AtomicUsize::new(0),
-            #[cfg(not(loom))]
-            quiet_since: AtomicU64::new(0),
-        }
-    }
 }
 
 /// A read-write lock over `T` (`struct percpu_rw_semaphore`). Writers
@@ -240,10 +112,7 @@ pub(super) struct ShardLock<T> {
     /// draining the lock (`sem->block`; setting it is how a writer takes
     /// the lock), and [`FAST`] while owners' reads skip their barrier.
     block: Gate,
-    /// Writes so far, counted by the writer holding `block` (in the line
-    /// it has just written): readers look for a spell without one before
-    /// they go fast.
-    writes: AtomicUsize,
+    /// Its writes and fast spells: when owners' reads may go fast.
     #[cfg(not(loom))]
     spell: Spell,
     stripes: Box<[CachePadded<Stripe>]>,
@@ -263,13 +132,8 @@ impl<T> ShardLock<T> {
         Self {
             id: next_id(),
             block: Gate::new(),
-            writes: AtomicUsize::new(0),
             #[cfg(not(loom))]
-            spell: Spell {
-                quiet_ns: AtomicU64::new(QUIET_NS),
-                since: AtomicU64::new(0),
-                ended: AtomicU64::new(0),
-            },
+            spell: Spell::new(true),
             stripes: (0..n).map(|_| CachePadded::new(Stripe::new())).collect(),
             data: Data::new(value),
         }
@@ -277,10 +141,11 @@ impl<T> ShardLock<T> {
 
     /// `on` false: owners' reads never skip their barrier (the wait for
     /// quiet never ends), so no write ever calls membarrier.
-    pub(super) fn fast_reads(self, on: bool) -> Self {
+    #[cfg_attr(loom, allow(unused_mut))]
+    pub(super) fn fast_reads(mut self, on: bool) -> Self {
         #[cfg(not(loom))]
-        if !on {
-            self.spell.quiet_ns.store(u64::MAX, Ordering::Relaxed);
+        {
+            self.spell = Spell::new(on);
         }
         #[cfg(loom)]
         let _ = on;
@@ -308,7 +173,7 @@ impl<T> ShardLock<T> {
     /// out and waits for it.
     ///
     /// A thread that owns its stripe number, in a lock no writer has taken
-    /// for a while ([`QUIET_NS`]), counts itself without a barrier
+    /// for a while (`spell.rs`), counts itself without a barrier
     /// (`percpu_down_read`'s fast path while `rcu_sync_is_idle`): it reads
     /// the state word, counts itself with a plain store, and reads the
     /// word again; [`FAST`] both times (and so no [`BLOCK`]), it holds the
@@ -435,28 +300,19 @@ impl<T> ShardLock<T> {
         }
     }
 
-    /// Looks whether the lock has seen no write for its wait ([`Spell`],
-    /// [`QUIET_NS`] at first; as this stripe's lookups last looked): then
-    /// owners' reads go fast.
-    /// Lookups call it every [`CHECK_EVERY`] of their counts
+    /// Looks whether the lock has gone without a write for its wait (as
+    /// this stripe's lookups last looked; see `spell.rs`): then owners'
+    /// reads go fast. Lookups call it every so many of their counts
     /// ([`Stripe::count`]).
     #[cold]
     #[inline(never)]
     pub(super) fn look_for_quiet(&self, stripe: &Stripe) {
         #[cfg(not(loom))]
+        if let Some(now) = self.spell.quiet(&stripe.seen)
+            && barrier::available()
+            && self.block.go_fast()
         {
-            let writes = self.writes.load(Ordering::Relaxed);
-            let now = epoch_nanos();
-            if writes != stripe.seen_writes.load(Ordering::Relaxed) {
-                stripe.seen_writes.store(writes, Ordering::Relaxed);
-                stripe.quiet_since.store(now, Ordering::Relaxed);
-            } else if now.saturating_sub(stripe.quiet_since.load(Ordering::Relaxed))
-                >= self.spell.quiet_ns.load(Ordering::Relaxed)
-                && barrier::available()
-                && self.block.go_fast()
-            {
-                self.spell.since.store(now, Ordering::Relaxed);
-            }
+            self.spell.began(now);
         }
         #[cfg(loom)]
         let _ = stripe;
@@ -520,32 +376,6 @@ impl<T> ShardLock<T> {
         }
     }
 
-    /// Learns from the spell the heavy barrier begun at `start` ended (see
-    /// [`Spell`]); the writer holds `block`, so no other writer races.
-    #[cfg(not(loom))]
-    #[cold]
-    fn end_spell(&self, start: u64) {
-        let sp = &self.spell;
-        let now = epoch_nanos();
-        let (lasted, cost) = (
-            start.saturating_sub(sp.since.load(Ordering::Relaxed)),
-            now.saturating_sub(start).max(1),
-        );
-        let quiet = sp.quiet_ns.load(Ordering::Relaxed);
-        let quiet = if quiet == u64::MAX {
-            quiet
-        } else if lasted < SPELL_PAYS * cost {
-            (quiet * 2).min(QUIET_MAX_NS)
-        } else if lasted >= 4 * SPELL_PAYS * cost {
-            (quiet / 2).max(QUIET_NS)
-        } else {
-            quiet
-        };
-        sp.quiet_ns.store(quiet, Ordering::Relaxed);
-        sp.ended
-            .store(sp.ended.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-    }
-
     /// Exclusive access (`percpu_down_write`): one writer at a time sets
     /// `block`, then waits for every stripe's readers to leave.
     ///
@@ -566,18 +396,16 @@ impl<T> ShardLock<T> {
         let was_fast = self.block.take();
         // Cleared however this ends, even by a panic before the guard.
         let unblock = Unblock(&self.block);
-        self.writes.store(
-            self.writes.load(Ordering::Relaxed).wrapping_add(1),
-            Ordering::Relaxed,
-        );
+        #[cfg(not(loom))]
+        self.spell.wrote();
         if was_fast {
             // `rcu_sync_enter`'s grace period: every fast reader's count is
             // visible now, or the reader sees `block`.
             #[cfg(not(loom))]
-            let start = epoch_nanos();
+            let start = spell::now();
             barrier::heavy();
             #[cfg(not(loom))]
-            self.end_spell(start);
+            self.spell.ended(start);
         }
         smp_mb();
         self.wait_for_readers();
@@ -747,338 +575,7 @@ fn next_id() -> usize {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-/// The protocol broken on purpose, for the loom models that must catch
-/// it.
 #[cfg(all(loom, test))]
-impl<T> ShardLock<T> {
-    /// A read that waits for writers even when its thread reads the lock
-    /// already: the recursion check broken on purpose, for the loom model
-    /// that must catch it (the writer waits for the first read, the second
-    /// for the writer).
-    pub(super) fn read_waiting_for_writers(&self) -> ReadGuard<'_, T> {
-        self.read_with(false, true)
-    }
-
-    /// A fast read that checks only `block` after its count, not whether
-    /// the lock is still fast.
-    pub(super) fn read_fast_checking_only_block(&self) -> ReadGuard<'_, T> {
-        self.read_with(true, false)
-    }
-
-    /// A writer that ends the fast mode without the heavy barrier (a fast
-    /// reader's count may not be visible yet when it reads the counts).
-    pub(super) fn write_without_heavy_barrier(&self) -> WriteGuard<'_, T> {
-        self.write_blocking_with(|block| {
-            block.take();
-        })
-    }
-
-    /// A writer that sets `block` with a plain store instead of taking it
-    /// from `false` (a second writer is not kept out: both hold `&mut`).
-    pub(super) fn write_without_excluding_writers(&self) -> WriteGuard<'_, T> {
-        self.write_blocking_with(Gate::set_unconditionally)
-    }
-
-    /// A writer that sets `block` with `block_with`, then waits for the
-    /// counts as `write` does, and nothing else.
-    fn write_blocking_with(&self, block_with: impl FnOnce(&Gate)) -> WriteGuard<'_, T> {
-        block_with(&self.block);
-        let unblock = Unblock(&self.block);
-        smp_mb();
-        self.wait_for_readers();
-        WriteGuard {
-            // SAFETY: none: this is a broken writer a model must catch.
-            data: unsafe { self.data.exclusive() },
-            lock: self,
-            _writing: Writing::new(self.id),
-            _unblock: unblock,
-        }
-    }
-
-    /// A writer that reads the counts before it sets `block` (a reader
-    /// counted after the check but before `block` reads beside the
-    /// writer).
-    pub(super) fn write_checking_first(&self) -> WriteGuard<'_, T> {
-        self.wait_for_readers();
-        self.block.take();
-        smp_mb();
-        WriteGuard {
-            // SAFETY: none: this is the broken writer the model must catch.
-            data: unsafe { self.data.exclusive() },
-            lock: self,
-            _writing: Writing::new(self.id),
-            _unblock: Unblock(&self.block),
-        }
-    }
-}
-
+mod broken;
 #[cfg(all(test, not(loom)))]
-mod tests {
-    use std::sync::Barrier;
-
-    use super::{ShardLock, set_stripe};
-
-    /// Miri runs these too (`cargo xtask miri`): few iterations.
-    const ROUNDS: usize = if cfg!(miri) { 20 } else { 2000 };
-
-    #[test]
-    fn stripes_are_a_power_of_two_up_to_the_cap() {
-        for (asked, got) in [(0, 1), (1, 1), (2, 2), (3, 2), (8, 8), (9, 8), (1000, 8)] {
-            assert_eq!(ShardLock::new((), asked).stripes().count(), got, "{asked}");
-        }
-    }
-
-    /// Readers on every stripe see a pair that writers keep equal: a
-    /// writer that missed a stripe would let a reader see it half-written
-    /// (the loom model checks the same against loom's cell tracking).
-    #[test]
-    fn writers_exclude_readers_on_every_stripe() {
-        let lock = ShardLock::new((0u64, 0u64), 4);
-        let start = Barrier::new(4);
-        std::thread::scope(|s| {
-            for t in 0..4 {
-                let (lock, start) = (&lock, &start);
-                s.spawn(move || {
-                    set_stripe(t);
-                    start.wait();
-                    for _ in 0..ROUNDS {
-                        if t % 2 == 0 {
-                            let mut w = lock.write();
-                            w.0 += 1;
-                            std::hint::black_box(&mut *w);
-                            w.1 += 1;
-                        } else {
-                            let r = lock.read();
-                            assert_eq!(r.0, r.1, "a reader saw a write half done");
-                        }
-                    }
-                });
-            }
-        });
-        let r = lock.read();
-        assert_eq!(*r, (2 * ROUNDS as u64, 2 * ROUNDS as u64));
-    }
-
-    /// Owners' reads go fast once the lock has had no write for
-    /// `QUIET_NS`, and the next write ends it (one heavy barrier). Where
-    /// membarrier is refused (Miri, an old kernel, a seccomp filter) the
-    /// reads stay slow.
-    #[test]
-    fn a_quiet_lock_goes_fast_until_the_next_write() {
-        let lock = ShardLock::new(7u32, super::MAX_STRIPES);
-        *lock.write() += 1;
-        let until = std::time::Instant::now()
-            + std::time::Duration::from_secs(if cfg!(miri) { 0 } else { 5 });
-        let mut reads = 0u64;
-        while !lock.is_fast() && std::time::Instant::now() < until {
-            // As `LruCache::get` does.
-            let r = lock.read();
-            assert_eq!(*r, 8);
-            if r.stripe().count(true) {
-                lock.look_for_quiet(r.stripe());
-            }
-            reads += 1;
-        }
-        if !super::barrier::available() || super::held::owned() >= super::MAX_STRIPES {
-            assert!(
-                !lock.is_fast(),
-                "fast without membarrier or an owned stripe"
-            );
-            return;
-        }
-        assert!(lock.is_fast(), "still slow after {reads} reads in 5 s");
-        assert_eq!(*lock.read(), 8);
-        *lock.write() += 1;
-        assert!(!lock.is_fast(), "a write ends the fast mode");
-        assert_eq!(*lock.read(), 9);
-    }
-
-    /// A lock written every 3 ms, read in between: a spell of fast reads
-    /// that a write ends within a millisecond does not pay for its heavy
-    /// barrier, so the lock waits longer for quiet each time and soon stays
-    /// slow. With a fixed wait of 2 ms, every write ended a spell (100 of
-    /// 100 here).
-    #[test]
-    fn a_lock_written_every_few_milliseconds_stops_going_fast() {
-        if cfg!(miri) || !super::barrier::available() {
-            return;
-        }
-        let lock = ShardLock::new(0u64, super::MAX_STRIPES);
-        for _ in 0..100 {
-            let until = std::time::Instant::now() + std::time::Duration::from_millis(3);
-            while std::time::Instant::now() < until {
-                let r = lock.read();
-                if r.stripe().count(true) {
-                    lock.look_for_quiet(r.stripe());
-                }
-            }
-            *lock.write() += 1;
-        }
-        assert_eq!(*lock.read(), 100);
-        if super::held::owned() >= super::MAX_STRIPES {
-            return; // never fast: this thread owns no stripe
-        }
-        let ended = lock.spell.ended.load(std::sync::atomic::Ordering::Relaxed);
-        assert!(ended >= 1, "the lock never went fast");
-        assert!(
-            ended <= 8,
-            "{ended} fast spells ended by a write, each a heavy barrier"
-        );
-    }
-
-    /// A reader that owns its stripe, reading fast, and a writer that
-    /// makes the lock fast again before every write, so each write ends
-    /// the fast mode with a heavy barrier: the reader never sees a write
-    /// half done. Without the heavy barrier this failed on this host (see
-    /// the lock's docs); the loom model checks the same protocol with the
-    /// barrier emulated.
-    #[test]
-    fn fast_readers_exclude_writers_that_end_the_fast_mode() {
-        if cfg!(miri) || !super::barrier::available() {
-            return;
-        }
-        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-        let lock = ShardLock::new((0u64, 0u64), super::MAX_STRIPES);
-        let (stop, reads) = (AtomicBool::new(false), AtomicU64::new(0));
-        let writes = 20_000;
-        let (fast, owned) = std::thread::scope(|s| {
-            let reader = s.spawn(|| {
-                let mut fast = 0u64;
-                while !stop.load(Relaxed) {
-                    fast += u64::from(lock.is_fast());
-                    let r = lock.read();
-                    let a = r.0;
-                    std::hint::black_box(&*r);
-                    assert_eq!(a, r.1, "a fast reader saw a write half done");
-                    drop(r);
-                    reads.store(reads.load(Relaxed) + 1, Relaxed);
-                }
-                (fast, super::held::owned())
-            });
-            for _ in 0..writes {
-                let _ = lock.block.go_fast();
-                // Let the reader read fast a few times (bounded: it may
-                // be descheduled).
-                let (seen, mut round) = (reads.load(Relaxed), 0);
-                while reads.load(Relaxed) < seen + 3 && round < 10_000 {
-                    std::hint::spin_loop();
-                    round += 1;
-                }
-                let mut w = lock.write();
-                w.0 += 1;
-                for _ in 0..50 {
-                    std::hint::black_box(&mut *w);
-                }
-                w.1 += 1;
-            }
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            reader.join().unwrap()
-        });
-        assert!(owned < super::MAX_STRIPES, "the reader owned no stripe");
-        assert!(fast > 0, "no read went fast");
-        assert_eq!(*lock.read(), (writes, writes));
-    }
-
-    /// A panic under the write lock releases it; the lock goes on (a
-    /// shard is consistent whenever user code can panic).
-    #[test]
-    fn a_panic_under_the_write_lock_releases_it() {
-        let lock = ShardLock::new(1, 2);
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let _w = lock.write();
-            panic!("user code panicked under the lock");
-        }));
-        *lock.write() += 1;
-        assert_eq!(*lock.read(), 2);
-    }
-
-    /// Guards dropped out of order would leave the thread's record naming
-    /// a lock it no longer reads (a later read of it would pass a writer
-    /// holding it): debug builds stop there.
-    #[test]
-    #[cfg(debug_assertions)]
-    #[should_panic(expected = "read guards dropped out of order")]
-    fn read_guards_dropped_out_of_order_are_caught() {
-        let (a, b) = (ShardLock::new(1, 2), ShardLock::new(2, 2));
-        let ra = a.read();
-        let _rb = b.read();
-        drop(ra);
-    }
-
-    /// A thread's record names the first `NEST` locks it nests and only
-    /// counts the rest; once every guard is gone it is empty again, and
-    /// each lock is written and read as when nothing was nested.
-    #[test]
-    fn nesting_past_the_record_keeps_its_count() {
-        use super::held::{HELD, NEST};
-        let locks: Vec<ShardLock<usize>> = (0..NEST + 3).map(|i| ShardLock::new(i, 2)).collect();
-        let reads = |i: usize| HELD.with(|h| h.reads.holds(locks[i].id));
-        let guards: Vec<_> = locks.iter().map(|l| l.read()).collect();
-        assert!((0..NEST).all(reads), "the first NEST are named");
-        assert!(!reads(NEST), "the rest only counted");
-        // Dropped innermost first.
-        drop(guards.into_iter().rev().collect::<Vec<_>>());
-        assert!(!(0..NEST).any(reads));
-        for (i, l) in locks.iter().enumerate() {
-            *l.write() += 1;
-            assert_eq!(*l.read(), i + 1);
-        }
-    }
-
-    /// Live threads own distinct stripe numbers, and give them back when
-    /// they exit: thread after thread, each owns one (never given back,
-    /// the numbers ran out after the eighth thread and every later thread
-    /// shared stripes).
-    #[test]
-    fn owned_stripe_numbers_are_distinct_and_given_back() {
-        let threads = if cfg!(miri) { 4 } else { super::MAX_STRIPES };
-        let lock = ShardLock::new(0u32, super::MAX_STRIPES);
-        let start = Barrier::new(threads);
-        let mut owned: Vec<usize> = std::thread::scope(|s| {
-            let spawned: Vec<_> = (0..threads)
-                .map(|_| {
-                    s.spawn(|| {
-                        let r = lock.read();
-                        let mine = super::held::owned();
-                        start.wait();
-                        drop(r);
-                        mine
-                    })
-                })
-                .collect();
-            spawned.into_iter().map(|t| t.join().unwrap()).collect()
-        });
-        owned.retain(|&o| o != super::held::NONE);
-        let n = owned.len();
-        owned.sort_unstable();
-        owned.dedup();
-        assert_eq!(owned.len(), n, "two live threads owned one stripe number");
-        // Other tests' threads may hold a few numbers meanwhile, not all.
-        for t in 0..3 * threads {
-            let mine = std::thread::scope(|s| {
-                s.spawn(|| {
-                    let _r = lock.read();
-                    super::held::owned()
-                })
-                .join()
-                .unwrap()
-            });
-            assert_ne!(
-                mine,
-                super::held::NONE,
-                "thread {t} found no stripe number free"
-            );
-        }
-        assert_eq!(*lock.write(), 0);
-    }
-
-    /// Each thread keeps one stripe number, and no two threads share one
-    /// (the lock reduces it modulo its stripes).
-    #[test]
-    fn each_thread_has_its_own_stripe_number() {
-        let here = super::stripe_index();
-        assert_eq!(super::stripe_index(), here);
-        let there = std::thread::scope(|s| s.spawn(super::stripe_index).join().unwrap());
-        assert_ne!(here, there);
-    }
-}
+mod tests;

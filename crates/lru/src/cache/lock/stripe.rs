@@ -1,0 +1,93 @@
+//! [`Stripe`]: a reader's stripe of a shard lock — its counts of readers
+//! and its lookup counters, in a line of its own.
+
+use crate::sync::{AtomicU64, AtomicUsize, Ordering};
+
+/// A stripe's lookups between two looks for quiet
+/// ([`ShardLock::look_for_quiet`](super::ShardLock::look_for_quiet)).
+const CHECK_EVERY: u64 = 1024;
+
+/// A reader's stripe: its counts of readers in the lock and its lookup
+/// counters, in one line that only its threads write.
+pub(in crate::cache) struct Stripe {
+    /// Readers holding the lock through this stripe that share it
+    /// (`read_count`), counted with locked instructions.
+    read_count: AtomicUsize,
+    /// Reads held by the thread that owns this stripe's number: written by
+    /// that thread alone, with plain stores.
+    own_count: AtomicUsize,
+    pub(in crate::cache) hits: AtomicU64,
+    pub(in crate::cache) misses: AtomicU64,
+    /// What its lookups saw at their last look for quiet.
+    #[cfg(not(loom))]
+    pub(super) seen: super::spell::Seen,
+}
+
+impl Stripe {
+    /// Counts a lookup as a hit or a miss. A load and a store, not a
+    /// locked add: lookups racing in one stripe may lose a count, and a
+    /// hit costs one locked instruction fewer. Returns true every
+    /// [`CHECK_EVERY`] hits or misses: time for the lookup to
+    /// [`look_for_quiet`](super::ShardLock::look_for_quiet).
+    #[inline]
+    pub(in crate::cache) fn count(&self, hit: bool) -> bool {
+        let c = if hit { &self.hits } else { &self.misses };
+        let n = c.load(Ordering::Relaxed) + 1;
+        c.store(n, Ordering::Relaxed);
+        n % CHECK_EVERY == 0
+    }
+
+    /// Counts a reader in, `own` on the owner's count (see the module
+    /// docs). SeqCst: either this reader sees `block`, or the writer that
+    /// set it sees this count and waits for it.
+    #[inline]
+    pub(super) fn enter(&self, own: bool) {
+        if own {
+            let c = &self.own_count;
+            // Only this thread writes it: no lost update. A SeqCst store is
+            // an `xchg` on x86, as costly as the locked add.
+            c.store(c.load(Ordering::Relaxed) + 1, Ordering::SeqCst);
+        } else {
+            self.read_count.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Counts the owner in without a barrier: the fast path, whose
+    /// barrier the writer supplies (see [`ShardLock::read`](super::ShardLock::read)).
+    #[inline]
+    pub(super) fn enter_fast(&self) {
+        let c = &self.own_count;
+        c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    /// Counts a reader out. Release: its reads happen before a writer's
+    /// `&mut`.
+    #[inline]
+    pub(super) fn leave(&self, own: bool) {
+        if own {
+            let c = &self.own_count;
+            let n = c.load(Ordering::Relaxed);
+            // A lost update: two live threads counted as its owner.
+            debug_assert!(n > 0, "an owned stripe's count went below zero");
+            c.store(n.wrapping_sub(1), Ordering::Release);
+        } else {
+            self.read_count.fetch_sub(1, Ordering::Release);
+        }
+    }
+
+    /// Whether no reader holds the lock through this stripe.
+    pub(super) fn idle(&self) -> bool {
+        self.read_count.load(Ordering::SeqCst) == 0 && self.own_count.load(Ordering::SeqCst) == 0
+    }
+
+    pub(super) fn new() -> Self {
+        Self {
+            read_count: AtomicUsize::new(0),
+            own_count: AtomicUsize::new(0),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            #[cfg(not(loom))]
+            seen: super::spell::Seen::new(),
+        }
+    }
+}

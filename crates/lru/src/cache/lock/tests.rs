@@ -1,0 +1,269 @@
+//! The shard lock's tests on real threads (Miri runs them too).
+
+use std::sync::Barrier;
+
+use super::{ShardLock, set_stripe};
+
+/// Miri runs these too (`cargo xtask miri`): few iterations.
+const ROUNDS: usize = if cfg!(miri) { 20 } else { 2000 };
+
+#[test]
+fn stripes_are_a_power_of_two_up_to_the_cap() {
+    for (asked, got) in [(0, 1), (1, 1), (2, 2), (3, 2), (8, 8), (9, 8), (1000, 8)] {
+        assert_eq!(ShardLock::new((), asked).stripes().count(), got, "{asked}");
+    }
+}
+
+/// Readers on every stripe see a pair that writers keep equal: a
+/// writer that missed a stripe would let a reader see it half-written
+/// (the loom model checks the same against loom's cell tracking).
+#[test]
+fn writers_exclude_readers_on_every_stripe() {
+    let lock = ShardLock::new((0u64, 0u64), 4);
+    let start = Barrier::new(4);
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let (lock, start) = (&lock, &start);
+            s.spawn(move || {
+                set_stripe(t);
+                start.wait();
+                for _ in 0..ROUNDS {
+                    if t % 2 == 0 {
+                        let mut w = lock.write();
+                        w.0 += 1;
+                        std::hint::black_box(&mut *w);
+                        w.1 += 1;
+                    } else {
+                        let r = lock.read();
+                        assert_eq!(r.0, r.1, "a reader saw a write half done");
+                    }
+                }
+            });
+        }
+    });
+    let r = lock.read();
+    assert_eq!(*r, (2 * ROUNDS as u64, 2 * ROUNDS as u64));
+}
+
+/// Owners' reads go fast once the lock has had no write for
+/// `QUIET_NS`, and the next write ends it (one heavy barrier). Where
+/// membarrier is refused (Miri, an old kernel, a seccomp filter) the
+/// reads stay slow.
+#[test]
+fn a_quiet_lock_goes_fast_until_the_next_write() {
+    let lock = ShardLock::new(7u32, super::MAX_STRIPES);
+    *lock.write() += 1;
+    let until =
+        std::time::Instant::now() + std::time::Duration::from_secs(if cfg!(miri) { 0 } else { 5 });
+    let mut reads = 0u64;
+    while !lock.is_fast() && std::time::Instant::now() < until {
+        // As `LruCache::get` does.
+        let r = lock.read();
+        assert_eq!(*r, 8);
+        if r.stripe().count(true) {
+            lock.look_for_quiet(r.stripe());
+        }
+        reads += 1;
+    }
+    if !super::barrier::available() || super::held::owned() >= super::MAX_STRIPES {
+        assert!(
+            !lock.is_fast(),
+            "fast without membarrier or an owned stripe"
+        );
+        return;
+    }
+    assert!(lock.is_fast(), "still slow after {reads} reads in 5 s");
+    assert_eq!(*lock.read(), 8);
+    *lock.write() += 1;
+    assert!(!lock.is_fast(), "a write ends the fast mode");
+    assert_eq!(*lock.read(), 9);
+}
+
+/// A lock written every 3 ms, read in between: a spell of fast reads
+/// that a write ends within a millisecond does not pay for its heavy
+/// barrier, so the lock waits longer for quiet each time and soon stays
+/// slow. With a fixed wait of 2 ms, every write ended a spell (100 of
+/// 100 here).
+#[test]
+fn a_lock_written_every_few_milliseconds_stops_going_fast() {
+    if cfg!(miri) || !super::barrier::available() {
+        return;
+    }
+    let lock = ShardLock::new(0u64, super::MAX_STRIPES);
+    for _ in 0..100 {
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(3);
+        while std::time::Instant::now() < until {
+            let r = lock.read();
+            if r.stripe().count(true) {
+                lock.look_for_quiet(r.stripe());
+            }
+        }
+        *lock.write() += 1;
+    }
+    assert_eq!(*lock.read(), 100);
+    if super::held::owned() >= super::MAX_STRIPES {
+        return; // never fast: this thread owns no stripe
+    }
+    let ended = lock.spell.ended.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(ended >= 1, "the lock never went fast");
+    assert!(
+        ended <= 8,
+        "{ended} fast spells ended by a write, each a heavy barrier"
+    );
+}
+
+/// A reader that owns its stripe, reading fast, and a writer that
+/// makes the lock fast again before every write, so each write ends
+/// the fast mode with a heavy barrier: the reader never sees a write
+/// half done. Without the heavy barrier this failed on this host (see
+/// the lock's docs); the loom model checks the same protocol with the
+/// barrier emulated.
+#[test]
+fn fast_readers_exclude_writers_that_end_the_fast_mode() {
+    if cfg!(miri) || !super::barrier::available() {
+        return;
+    }
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+    let lock = ShardLock::new((0u64, 0u64), super::MAX_STRIPES);
+    let (stop, reads) = (AtomicBool::new(false), AtomicU64::new(0));
+    let writes = 20_000;
+    let (fast, owned) = std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let mut fast = 0u64;
+            while !stop.load(Relaxed) {
+                fast += u64::from(lock.is_fast());
+                let r = lock.read();
+                let a = r.0;
+                std::hint::black_box(&*r);
+                assert_eq!(a, r.1, "a fast reader saw a write half done");
+                drop(r);
+                reads.store(reads.load(Relaxed) + 1, Relaxed);
+            }
+            (fast, super::held::owned())
+        });
+        for _ in 0..writes {
+            let _ = lock.block.go_fast();
+            // Let the reader read fast a few times (bounded: it may
+            // be descheduled).
+            let (seen, mut round) = (reads.load(Relaxed), 0);
+            while reads.load(Relaxed) < seen + 3 && round < 10_000 {
+                std::hint::spin_loop();
+                round += 1;
+            }
+            let mut w = lock.write();
+            w.0 += 1;
+            for _ in 0..50 {
+                std::hint::black_box(&mut *w);
+            }
+            w.1 += 1;
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        reader.join().unwrap()
+    });
+    assert!(owned < super::MAX_STRIPES, "the reader owned no stripe");
+    assert!(fast > 0, "no read went fast");
+    assert_eq!(*lock.read(), (writes, writes));
+}
+
+/// A panic under the write lock releases it; the lock goes on (a
+/// shard is consistent whenever user code can panic).
+#[test]
+fn a_panic_under_the_write_lock_releases_it() {
+    let lock = ShardLock::new(1, 2);
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _w = lock.write();
+        panic!("user code panicked under the lock");
+    }));
+    *lock.write() += 1;
+    assert_eq!(*lock.read(), 2);
+}
+
+/// Guards dropped out of order would leave the thread's record naming
+/// a lock it no longer reads (a later read of it would pass a writer
+/// holding it): debug builds stop there.
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "read guards dropped out of order")]
+fn read_guards_dropped_out_of_order_are_caught() {
+    let (a, b) = (ShardLock::new(1, 2), ShardLock::new(2, 2));
+    let ra = a.read();
+    let _rb = b.read();
+    drop(ra);
+}
+
+/// A thread's record names the first `NEST` locks it nests and only
+/// counts the rest; once every guard is gone it is empty again, and
+/// each lock is written and read as when nothing was nested.
+#[test]
+fn nesting_past_the_record_keeps_its_count() {
+    use super::held::{HELD, NEST};
+    let locks: Vec<ShardLock<usize>> = (0..NEST + 3).map(|i| ShardLock::new(i, 2)).collect();
+    let reads = |i: usize| HELD.with(|h| h.reads.holds(locks[i].id));
+    let guards: Vec<_> = locks.iter().map(|l| l.read()).collect();
+    assert!((0..NEST).all(reads), "the first NEST are named");
+    assert!(!reads(NEST), "the rest only counted");
+    // Dropped innermost first.
+    drop(guards.into_iter().rev().collect::<Vec<_>>());
+    assert!(!(0..NEST).any(reads));
+    for (i, l) in locks.iter().enumerate() {
+        *l.write() += 1;
+        assert_eq!(*l.read(), i + 1);
+    }
+}
+
+/// Live threads own distinct stripe numbers, and give them back when
+/// they exit: thread after thread, each owns one (never given back,
+/// the numbers ran out after the eighth thread and every later thread
+/// shared stripes).
+#[test]
+fn owned_stripe_numbers_are_distinct_and_given_back() {
+    let threads = if cfg!(miri) { 4 } else { super::MAX_STRIPES };
+    let lock = ShardLock::new(0u32, super::MAX_STRIPES);
+    let start = Barrier::new(threads);
+    let mut owned: Vec<usize> = std::thread::scope(|s| {
+        let spawned: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let r = lock.read();
+                    let mine = super::held::owned();
+                    start.wait();
+                    drop(r);
+                    mine
+                })
+            })
+            .collect();
+        spawned.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    owned.retain(|&o| o != super::held::NONE);
+    let n = owned.len();
+    owned.sort_unstable();
+    owned.dedup();
+    assert_eq!(owned.len(), n, "two live threads owned one stripe number");
+    // Other tests' threads may hold a few numbers meanwhile, not all.
+    for t in 0..3 * threads {
+        let mine = std::thread::scope(|s| {
+            s.spawn(|| {
+                let _r = lock.read();
+                super::held::owned()
+            })
+            .join()
+            .unwrap()
+        });
+        assert_ne!(
+            mine,
+            super::held::NONE,
+            "thread {t} found no stripe number free"
+        );
+    }
+    assert_eq!(*lock.write(), 0);
+}
+
+/// Each thread keeps one stripe number, and no two threads share one
+/// (the lock reduces it modulo its stripes).
+#[test]
+fn each_thread_has_its_own_stripe_number() {
+    let here = super::stripe_index();
+    assert_eq!(super::stripe_index(), here);
+    let there = std::thread::scope(|s| s.spawn(super::stripe_index).join().unwrap());
+    assert_ne!(here, there);
+}
