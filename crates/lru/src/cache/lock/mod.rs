@@ -307,12 +307,12 @@ impl<T> ShardLock<T> {
     #[cold]
     #[inline(never)]
     pub(super) fn look_for_quiet(&self, stripe: &Stripe) {
+        // (No `let` chain: the MSRV, 1.85, predates them.)
         #[cfg(not(loom))]
-        if let Some(now) = self.spell.quiet(&stripe.seen)
-            && barrier::available()
-            && self.block.go_fast()
-        {
-            self.spell.began(now);
+        if let Some(now) = self.spell.quiet(&stripe.seen) {
+            if barrier::available() && self.block.go_fast() {
+                self.spell.began(now);
+            }
         }
         #[cfg(loom)]
         let _ = stripe;
