@@ -1,15 +1,17 @@
-//! One shard's [`Lruvec`]: its entries in a dense slab, a hash index over
-//! them, the two lists (`struct lruvec`), reclaim (`shrink_lruvec`, in
-//! `reclaim.rs`), where new entries start (`refault.rs`) and shadows
-//! ([`Shadows`]). Everything here runs under the shard's lock and
-//! calls no user code except `Eq` in lookups, so a panic there leaves the
-//! shard as it was.
+//! One shard's [`Lruvec`]: its entries in a dense slab (removal in
+//! `slab.rs`), a hash index over them, the two lists (`struct lruvec`;
+//! linking in `list.rs`), reclaim (`shrink_lruvec`, in `reclaim.rs`),
+//! where new entries start (`refault.rs`) and shadows ([`Shadows`]).
+//! Everything here runs under the shard's lock and calls no user code
+//! except `Eq` in lookups, so a panic there leaves the shard as it was.
 
 use hashbrown::HashTable;
 
 mod check;
+mod list;
 mod reclaim;
 mod refault;
+mod slab;
 
 use super::{Policy, flight::Flight, workingset::Shadows};
 use crate::sync::{Arc, AtomicU8, Ordering};
@@ -386,63 +388,6 @@ impl<K, V> Lruvec<K, V> {
         self.nodes[i as usize].flags.load(Ordering::Relaxed)
     }
 
-    fn list_of(&self, i: u32) -> usize {
-        if self.flags(i) & ACTIVE_FLAG != 0 {
-            ACTIVE
-        } else {
-            INACTIVE
-        }
-    }
-
-    fn unlink(&mut self, i: u32, list: usize) {
-        let Link { prev, next } = self.links[i as usize];
-        match prev {
-            NIL => self.lists[list].head = next,
-            p => self.links[p as usize].next = next,
-        }
-        match next {
-            NIL => {
-                self.lists[list].tail = prev;
-                if prev != NIL {
-                    // The new tail is the next entry reclaim looks at
-                    // (its flags, in its node): its link is loaded now,
-                    // its node not, and would be a cache miss then.
-                    super::prefetch::prefetch_read(&self.nodes[prev as usize]);
-                }
-            }
-            n => self.links[n as usize].prev = prev,
-        }
-        self.lists[list].len -= 1;
-    }
-
-    fn link_head(&mut self, i: u32, list: usize) {
-        let head = self.lists[list].head;
-        self.links[i as usize] = Link {
-            prev: NIL,
-            next: head,
-        };
-        match head {
-            NIL => self.lists[list].tail = i,
-            h => self.links[h as usize].prev = i,
-        }
-        self.lists[list].head = i;
-        self.lists[list].len += 1;
-    }
-
-    fn link_tail(&mut self, i: u32, list: usize) {
-        let tail = self.lists[list].tail;
-        self.links[i as usize] = Link {
-            prev: tail,
-            next: NIL,
-        };
-        match tail {
-            NIL => self.lists[list].head = i,
-            t => self.links[t as usize].next = i,
-        }
-        self.lists[list].tail = i;
-        self.lists[list].len += 1;
-    }
-
     /// Whether the shard is over its capacity with `extra` more weight and
     /// `extra_entries` more entries.
     fn over(&self, extra: u64, extra_entries: usize) -> bool {
@@ -575,59 +520,6 @@ impl<K, V> Lruvec<K, V> {
         let mut protect = i;
         while self.over(0, 0) && self.evict_one(&mut protect, out) {}
         Inserted::Replaced(old)
-    }
-
-    /// Removes entry `i` (`filemap_remove_folio`): unlinks it, and moves
-    /// the last entry into its slot so the slab stays dense (`fix` follows
-    /// an index that moved).
-    pub(super) fn remove(&mut self, i: u32, fix: &mut u32) -> Node<K, V> {
-        self.detach(i);
-        self.free_slot(i, fix)
-    }
-
-    /// The first half of [`remove`](Self::remove): unlinks entry `i`,
-    /// drops it from the index and stops counting its weight; its slot
-    /// stays until [`free_slot`](Self::free_slot) or reuse.
-    fn detach(&mut self, i: u32) {
-        let list = self.list_of(i);
-        self.unlink(i, list);
-        let (hash, weight) = (self.nodes[i as usize].hash, self.weight_of(i));
-        if let Ok(e) = self.table.find_entry(index_hash(hash), |&j| j == i) {
-            e.remove();
-        }
-        self.weight -= weight;
-    }
-
-    /// The second half of [`remove`](Self::remove): frees detached slot
-    /// `i` by moving the last entry into it, so the slab stays dense
-    /// (`fix` follows an index that moved).
-    fn free_slot(&mut self, i: u32, fix: &mut u32) -> Node<K, V> {
-        let last = self.nodes.len() as u32 - 1;
-        if i != last {
-            // Re-point whatever referred to `last` at `i`.
-            let Link { prev, next } = self.links[last as usize];
-            let lhash = self.nodes[last as usize].hash;
-            let llist = self.list_of(last);
-            match prev {
-                NIL => self.lists[llist].head = i,
-                p => self.links[p as usize].next = i,
-            }
-            match next {
-                NIL => self.lists[llist].tail = i,
-                n => self.links[n as usize].prev = i,
-            }
-            if let Some(slot) = self.table.find_mut(index_hash(lhash), |&j| j == last) {
-                *slot = i;
-            }
-            if *fix == last {
-                *fix = i;
-            }
-        }
-        if self.weighted {
-            self.weights.swap_remove(i as usize);
-        }
-        self.links.swap_remove(i as usize);
-        self.nodes.swap_remove(i as usize)
     }
 
     /// Drops every entry and shadow (the listener is not called); the
