@@ -325,7 +325,13 @@ impl<K, V> Lruvec<K, V> {
     /// `folio_mark_accessed` / `folio_inc_refs`, under the read lock: a hit
     /// counts one more reference, up to 4 (1 under [`Policy::Lru`]). Counts
     /// already saturated are not written again, so hot entries cost no
-    /// stores.
+    /// stores. The count is a hint, as the kernel's are: only lookups write
+    /// it while the lock is read (writers exclude them), and two racing
+    /// lookups may lose a count or set it back by one. A plain store, not a
+    /// compare-and-swap: the swap's `lock` prefix drained the store buffer
+    /// on every counted hit, and read-through on one thread ran 3-5%
+    /// faster without it (an ad-hoc A/B of `cache`'s Zipf 0.9 read-through
+    /// against quick_cache, three pairs).
     pub(super) fn mark_accessed(&self, i: u32) {
         let flags = &self.nodes[i as usize].flags;
         let f = flags.load(Ordering::Relaxed);
@@ -336,8 +342,7 @@ impl<K, V> Lruvec<K, V> {
         };
         if f & REFS < max {
             // A lost race loses a count: a hint, as the kernel's are.
-            let _ =
-                flags.compare_exchange(f, Self::hit_flags(f), Ordering::Relaxed, Ordering::Relaxed);
+            flags.store(Self::hit_flags(f), Ordering::Relaxed);
         }
     }
 
