@@ -4,6 +4,7 @@
 use super::*;
 
 impl<K, V> Lruvec<K, V> {
+    /// Which list entry `i` is on (`folio_lru_list`, by `PG_active`).
     pub(super) fn list_of(&self, i: u32) -> usize {
         if self.flags(i) & ACTIVE_FLAG != 0 {
             ACTIVE
@@ -12,6 +13,7 @@ impl<K, V> Lruvec<K, V> {
         }
     }
 
+    /// `list_del`: takes entry `i` off `list`.
     pub(super) fn unlink(&mut self, i: u32, list: usize) {
         let Link { prev, next } = self.links[i as usize];
         match prev {
@@ -33,6 +35,7 @@ impl<K, V> Lruvec<K, V> {
         self.lists[list].len -= 1;
     }
 
+    /// `list_add`: puts entry `i` at `list`'s head, the most recent end.
     pub(super) fn link_head(&mut self, i: u32, list: usize) {
         let head = self.lists[list].head;
         self.links[i as usize] = Link {
@@ -47,6 +50,8 @@ impl<K, V> Lruvec<K, V> {
         self.lists[list].len += 1;
     }
 
+    /// `list_add_tail`: puts entry `i` at `list`'s tail, the end reclaim
+    /// takes next.
     pub(super) fn link_tail(&mut self, i: u32, list: usize) {
         let tail = self.lists[list].tail;
         self.links[i as usize] = Link {
