@@ -87,8 +87,10 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 /// the active tail where references buy turns), and links it. Under
 /// [`Policy::Workingset`] an evicted key leaves a shadow and a refault
 /// within the shard's learned reach (it starts at twice the shard's size,
-/// the most its shadows cover, and learns down) is inserted active;
-/// within the active list's size only, when the shard is thrashing.
+/// the most its shadows cover, and learns down) is inserted active, and
+/// any refault while the active list holds under three quarters of the
+/// shard; within the active list's size only, when the shard is
+/// thrashing.
 ///
 /// # Guarantees
 /// - An insertion never evicts the entry it makes or replaces.

@@ -73,6 +73,12 @@ const INACTIVE_RATIO: usize = 9;
 const INACTIVE_MIN: f64 = 0.01;
 const INACTIVE_MAX: f64 = 0.15;
 
+/// The active list's share of the shard below which every refault is
+/// activated (see [`Lruvec::active_has_room`]): 10 points under the least
+/// it holds in a steady state, when the inactive target is at
+/// [`INACTIVE_MAX`].
+const ACTIVE_ROOM: f64 = 0.75;
+
 /// How far back, in multiples of the shard's entries, a refault of an
 /// entry evicted from probation (ARC's B1) may be and still be activated
 /// when the shard is not thrashing: the reach is learned between these
