@@ -291,3 +291,61 @@ fn fast_reads_off_keeps_every_shard_slow() {
     off.insert(0, 1);
     assert_eq!(off.get(&0), Some(1));
 }
+
+/// Through the cache's own calls: the lookups its stripes count reach the
+/// shard (with `insert` and with `get_or_insert_with`), which finds its
+/// active list stale when a loop that started after other requests hits
+/// almost nothing, and ages it (see the shard's test of the same loop:
+/// about 12% of the loop's requests hit, 0.9% unaged).
+#[test]
+fn a_loop_after_other_requests_gets_hits_through_both_insertions() {
+    for loader in [false, true] {
+        let n = 1024u64;
+        let cache: LruCache<u64, u64> = LruCache::builder(n).shards(1).build().unwrap();
+        let mut x = 0x2545_f491_4f6c_dd1d_u64;
+        let mut rand = move |below: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % below
+        };
+        let request = |k: u64| {
+            cache.get(&k).is_some() || {
+                if loader {
+                    cache.get_or_insert_with(k, || k);
+                } else {
+                    cache.insert(k, k);
+                }
+                false
+            }
+        };
+        let other = 1 << 40;
+        for _ in 0..50 * n {
+            let k = if rand(2) == 0 {
+                rand(n / 2)
+            } else {
+                n / 2 + rand(100 * n)
+            };
+            request(other + k);
+        }
+        let (passes, counted) = (60, 20);
+        let mut hits = 0;
+        for pass in 0..passes {
+            for k in 0..2 * n {
+                let k = if rand(100) == 0 {
+                    other + n + rand(100 * n)
+                } else {
+                    k
+                };
+                hits += u64::from(request(k) && pass >= passes - counted);
+            }
+        }
+        cache.check_invariants().unwrap();
+        let ratio = hits as f64 / (counted * 2 * n) as f64;
+        assert!(
+            ratio > 0.05,
+            "loader {loader}: {:.2}% of the loop's requests hit",
+            ratio * 100.0
+        );
+    }
+}

@@ -313,12 +313,28 @@ where
                 },
                 None => {
                     lv.insert_new(hash, key, value, weight, &mut evicted);
+                    Self::look_at_lookups(shard, &mut lv);
                     None
                 }
             }
         };
         self.notify(evicted);
         old
+    }
+
+    /// Hands the shard its lookups' counts when it asks for them (see
+    /// `Lruvec::lookups`): a read of each stripe's line, once per window of
+    /// evictions.
+    fn look_at_lookups(shard: &Shard<K, V>, lv: &mut Lruvec<K, V>) {
+        if lv.looks_at_lookups() {
+            let (hits, misses) = shard.stripes().fold((0, 0), |(h, m), s| {
+                (
+                    h + s.hits.load(Ordering::Relaxed),
+                    m + s.misses.load(Ordering::Relaxed),
+                )
+            });
+            lv.lookups(hits, misses);
+        }
     }
 
     fn weigh(&self, key: &K, value: &V) -> u64 {
@@ -419,6 +435,7 @@ where
                     Some(i) => lv.node(i).value.clone(),
                     None => {
                         lv.insert_new(hash, key.clone(), value.clone(), weight, &mut evicted);
+                        Self::look_at_lookups(shard, &mut lv);
                         value
                     }
                 }
