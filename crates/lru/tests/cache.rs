@@ -299,49 +299,22 @@ fn fast_reads_off_keeps_every_shard_slow() {
 /// about 12% of the loop's requests hit, 0.9% unaged).
 #[test]
 fn a_loop_after_other_requests_gets_hits_through_both_insertions() {
+    let n = 1024u64;
+    let (trace, from) = mmbatch_models::traces::loop_after_other(n);
     for loader in [false, true] {
-        let n = 1024u64;
         let cache: LruCache<u64, u64> = LruCache::builder(n).shards(1).build().unwrap();
-        let mut x = 0x2545_f491_4f6c_dd1d_u64;
-        let mut rand = move |below: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % below
-        };
-        let request = |k: u64| {
-            cache.get(&k).is_some() || {
-                if loader {
-                    cache.get_or_insert_with(k, || k);
-                } else {
-                    cache.insert(k, k);
-                }
-                false
-            }
-        };
-        let other = 1 << 40;
-        for _ in 0..50 * n {
-            let k = if rand(2) == 0 {
-                rand(n / 2)
+        let mut hits = 0u64;
+        for (at, &k) in trace.iter().enumerate() {
+            if cache.get(&k).is_some() {
+                hits += u64::from(at >= from);
+            } else if loader {
+                cache.get_or_insert_with(k, || k);
             } else {
-                n / 2 + rand(100 * n)
-            };
-            request(other + k);
-        }
-        let (passes, counted) = (60, 20);
-        let mut hits = 0;
-        for pass in 0..passes {
-            for k in 0..2 * n {
-                let k = if rand(100) == 0 {
-                    other + n + rand(100 * n)
-                } else {
-                    k
-                };
-                hits += u64::from(request(k) && pass >= passes - counted);
+                cache.insert(k, k);
             }
         }
         cache.check_invariants().unwrap();
-        let ratio = hits as f64 / (counted * 2 * n) as f64;
+        let ratio = hits as f64 / (trace.len() - from) as f64;
         assert!(
             ratio > 0.05,
             "loader {loader}: {:.2}% of the loop's requests hit",

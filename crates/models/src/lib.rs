@@ -9,9 +9,11 @@
 //!   (lists in order, flags, references, mlock counts, events);
 //! - [`cache`]: `LruCache` against the `lru` crate (exact LRU) and value
 //!   accounting;
-//! - [`workers`]: the persistent worker threads the first two run steps on.
+//! - [`workers`]: the persistent worker threads the first two run steps on;
+//! - [`traces`]: request sequences the cache's replacement tests share.
 
 pub mod batcher;
 pub mod cache;
 pub mod engine;
+pub mod traces;
 pub mod workers;

@@ -40,35 +40,41 @@ impl<K, V> Lruvec<K, V> {
     fn shrink_active_list(&mut self) {
         let mut moved = 0;
         for _ in 0..self.lists[ACTIVE].len {
-            let t = self.lists[ACTIVE].tail;
-            if t == NIL || moved == SCAN_BATCH || !self.inactive_is_low() {
+            if self.lists[ACTIVE].tail == NIL || moved == SCAN_BATCH || !self.inactive_is_low() {
                 break;
             }
-            let f = self.flags(t);
-            self.unlink(t, ACTIVE);
-            if f & REFS != 0 {
-                self.set_flags(t, f - 1);
-                self.link_head(t, ACTIVE);
-            } else {
-                if f & IN_BAND != 0 {
-                    self.reach_outcome(Self::hit_since_refault(f));
-                }
-                self.set_flags(t, WORKINGSET | (f & (UNHIT | HIT_ONCE)));
-                // Under `Workingset`, to the inactive tail: reclaimed next
-                // unless hit first, so that its shadow says the active
-                // list was too small (ARC's eviction from T2) rather than
-                // the inactive one. At the head (the kernel's place, kept
-                // by `ActiveInactive`) it sat out a second probation that
-                // new entries needed, and the OLTP trace lost 0.1-0.3
-                // points.
-                if self.policy == Policy::Workingset {
-                    self.link_tail(t, INACTIVE);
-                } else {
-                    self.link_head(t, INACTIVE);
-                }
-                moved += 1;
-            }
+            moved += usize::from(self.scan_active_tail());
         }
+    }
+
+    /// One step of `shrink_active_list` at the active tail: an entry with
+    /// references spends one on another turn at the active head, one
+    /// without is deactivated. Returns whether it was.
+    fn scan_active_tail(&mut self) -> bool {
+        let t = self.lists[ACTIVE].tail;
+        let f = self.flags(t);
+        self.unlink(t, ACTIVE);
+        if f & REFS != 0 {
+            self.set_flags(t, f - 1);
+            self.link_head(t, ACTIVE);
+            return false;
+        }
+        if f & IN_BAND != 0 {
+            self.reach_outcome(Self::hit_since_refault(f));
+        }
+        self.set_flags(t, WORKINGSET | (f & (UNHIT | HIT_ONCE)));
+        // Under `Workingset`, to the inactive tail: reclaimed next unless
+        // hit first, so that its shadow says the active list was too small
+        // (ARC's eviction from T2) rather than the inactive one. At the
+        // head (the kernel's place, kept by `ActiveInactive`) it sat out a
+        // second probation that new entries needed, and the OLTP trace
+        // lost 0.1-0.3 points.
+        if self.policy == Policy::Workingset {
+            self.link_tail(t, INACTIVE);
+        } else {
+            self.link_head(t, INACTIVE);
+        }
+        true
     }
 
     /// Whether the shard wants its lookups' counts now (see
@@ -103,9 +109,8 @@ impl<K, V> Lruvec<K, V> {
     /// whose new working set refaults from beyond the reach never
     /// activates it, and sees the move instead in its hit ratio: in a
     /// stale shard (see [`lookups`](Self::lookups)) every [`AGE_EVERY`]
-    /// evictions look at the active tail, which spends a reference on
-    /// another turn or is deactivated to the inactive tail, as in
-    /// [`shrink_active_list`](Self::shrink_active_list).
+    /// evictions take one step at the active tail
+    /// ([`scan_active_tail`](Self::scan_active_tail)).
     ///
     /// A loop twice the cache that starts after other requests (the
     /// loop-after-other-requests test) found the shard's active list full
@@ -127,20 +132,8 @@ impl<K, V> Lruvec<K, V> {
     /// a window.
     fn age_active_list(&mut self, protect: u32) {
         let t = self.lists[ACTIVE].tail;
-        if t == NIL || t == protect || self.lists[ACTIVE].len < 2 {
-            return;
-        }
-        let f = self.flags(t);
-        self.unlink(t, ACTIVE);
-        if f & REFS != 0 {
-            self.set_flags(t, f - 1);
-            self.link_head(t, ACTIVE);
-        } else {
-            if f & IN_BAND != 0 {
-                self.reach_outcome(Self::hit_since_refault(f));
-            }
-            self.set_flags(t, WORKINGSET | (f & (UNHIT | HIT_ONCE)));
-            self.link_tail(t, INACTIVE);
+        if t != NIL && t != protect && self.lists[ACTIVE].len >= 2 {
+            self.scan_active_tail();
         }
     }
 

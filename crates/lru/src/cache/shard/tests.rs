@@ -525,57 +525,25 @@ fn a_loop_over_three_times_the_shard_keeps_part_of_it() {
 fn a_loop_after_other_requests_ages_the_stale_active_list_out() {
     let n = 1024u64;
     let mut lv: Lruvec<u64, u64> = Lruvec::new(Policy::Workingset, true, false, n, n as usize);
-    // xorshift: deterministic, no dependency.
-    let mut x = 0x2545_f491_4f6c_dd1d_u64;
-    let mut rand = move |below: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % below
-    };
-    // A read-through lookup, counted as the lock's stripes count them and
-    // handed to the shard as `LruCache::insert` does.
-    let (mut hits, mut misses) = (0u64, 0u64);
-    let mut request = |lv: &mut Lruvec<u64, u64>, k: u64| match lv.find(hash(k), |&y| y == k) {
-        Some(i) => {
+    let (trace, from) = mmbatch_models::traces::loop_after_other(n);
+    // Read-through, the lookups counted as the lock's stripes count them
+    // and handed to the shard as `LruCache::insert` does.
+    let (mut hits, mut misses, mut loop_hits) = (0u64, 0u64, 0u64);
+    for (at, &k) in trace.iter().enumerate() {
+        if let Some(i) = lv.find(hash(k), |&y| y == k) {
             lv.mark_accessed(i);
             hits += 1;
-            true
-        }
-        None => {
+            loop_hits += u64::from(at >= from);
+        } else {
             misses += 1;
-            insert(lv, k);
+            insert(&mut lv, k);
             if lv.looks_at_lookups() {
                 lv.lookups(hits, misses);
             }
-            false
-        }
-    };
-    // Other requests: half to n / 2 hot keys, half to 100 n others.
-    let other = 1 << 40;
-    for _ in 0..50 * n {
-        let k = if rand(2) == 0 {
-            rand(n / 2)
-        } else {
-            n / 2 + rand(100 * n)
-        };
-        request(&mut lv, other + k);
-    }
-    // The loop, over 2 n keys, 1% of requests to random others.
-    let (passes, counted) = (60, 20);
-    let mut loop_hits = 0;
-    for pass in 0..passes {
-        for k in 0..2 * n {
-            let k = if rand(100) == 0 {
-                other + n + rand(100 * n)
-            } else {
-                k
-            };
-            loop_hits += u64::from(request(&mut lv, k) && pass >= passes - counted);
         }
     }
     lv.check().unwrap();
-    let ratio = loop_hits as f64 / (counted * 2 * n) as f64;
+    let ratio = loop_hits as f64 / (trace.len() - from) as f64;
     assert!(
         ratio > 0.05,
         "{:.2}% of the loop's requests hit",
