@@ -167,6 +167,8 @@ fn reclaim_activating_an_entry_on_trial_keeps_the_trial() {
     let i = lv.find(hash(7_000), |&k| k == 7_000).unwrap();
     lv.mark_accessed(i); // one hit
     // Reclaim reaches it and activates it for that hit; the trial goes on.
+    // (New keys, with misses mostly new, start at the head.)
+    lv.refault_share = 0.0;
     for k in 100..120 {
         insert(&mut lv, k);
     }
@@ -549,4 +551,53 @@ fn a_loop_after_other_requests_ages_the_stale_active_list_out() {
         "{:.2}% of the loop's requests hit",
         ratio * 100.0
     );
+}
+
+/// A miss with no shadow starts at the inactive head while misses are
+/// mostly new keys, and at the tail once they mostly refault (its shadow
+/// was likely lost): in a shard holding a loop frozen on its inactive
+/// list, every resident entry hit, a newcomer at the head would push a
+/// hit entry to the tail, and reclaim would activate a burst of them.
+#[test]
+fn a_shadowless_miss_goes_to_the_tail_once_misses_mostly_refault() {
+    // A key whose short hash is no evicted key's.
+    const NEW: u64 = 5_000_000;
+    for (share, at_tail) in [(0.0, false), (0.7, true)] {
+        let mut lv = full(1000);
+        // Evictions enough for misses to count (new keys, at the head);
+        // every resident hit.
+        lv.refault_share = 0.0;
+        for k in 1000..1600 {
+            insert(&mut lv, k);
+        }
+        for k in 600..1600 {
+            let i = lv.find(hash(k), |&x| x == k).unwrap();
+            lv.mark_accessed(i);
+        }
+        lv.refault_share = share;
+        lv.thrashing = share > 0.5;
+        if at_tail {
+            // Mostly refaults since the start, too.
+            lv.refaults = lv.evictions;
+        }
+        let refaults = lv.refaults;
+        insert(&mut lv, NEW);
+        let i = lv.find(hash(NEW), |&x| x == NEW).unwrap();
+        assert_eq!(lv.refaults, refaults, "no shadow");
+        let (h, t) = (lv.lists[INACTIVE].head, lv.lists[INACTIVE].tail);
+        assert_eq!((h == i, t == i), (!at_tail, at_tail), "share {share}");
+        // The next miss evicts the newcomer, activating none of the hit
+        // entries; at the head, reclaim reaches them and activates them up
+        // to its budget.
+        let before = lv.lists[ACTIVE].len;
+        insert(&mut lv, NEW + 1);
+        let activated = lv.lists[ACTIVE].len - before;
+        if at_tail {
+            assert!(lv.find(hash(NEW), |&x| x == NEW).is_none());
+            assert_eq!(activated, 0);
+        } else {
+            assert!(activated >= SCAN_BATCH, "{activated} activated");
+        }
+        lv.check().unwrap();
+    }
 }
