@@ -127,9 +127,10 @@ impl<K, V> Lruvec<K, V> {
     /// the cache gained too (26-29% to 29.6-30.5%: the shards that froze
     /// stale parts of it first thaw them), P3's second half replayed alone
     /// 0.1, and the other rows of `cache-hits` moved by 0.05 at most (two
-    /// runs). Aging harder took more of the loop's stale keys out (37%)
-    /// but cost P3 1.2-1.8 points: its long reuse distances look stale to
-    /// a window.
+    /// runs). Aging harder cost P3 at 32768 pages 1.2-1.8 points (one
+    /// such variant, aging until a whole turn found only hit entries,
+    /// took the loop to 37%): P3's long reuse distances look stale to a
+    /// window.
     fn age_active_list(&mut self, protect: u32) {
         let t = self.lists[ACTIVE].tail;
         if t != NIL && t != protect && self.lists[ACTIVE].len >= 2 {
