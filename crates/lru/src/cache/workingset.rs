@@ -33,12 +33,37 @@
 //! kernel's shadow shrinker drops old ones (`count_shadow_nodes`): shadows
 //! are hints, and a lost or mistaken one only changes which list an entry
 //! starts on.
+//!
+//! The kernel keeps a shadow in the page cache's xarray slot its page
+//! left, so a refault finds it on the lookup it does anyway. Here that
+//! would put shadows in the shard's index, and was measured against
+//! before being built:
+//! - Exact shadows (a map, the oldest dropped first) need about twice
+//!   the shard's entries. Bounded at 1x, P3 at 32768 pages fell to 17.5%
+//!   (moka 18.5) and the loop three times the cache and the loop after
+//!   other requests to 0; at 1.5x, both loops stayed at 0; at 2x, P3 gained
+//!   0.2 and the loop three times the cache lost 14 points (`cache-hits`,
+//!   one run each). An index holding twice as many shadows as entries has
+//!   three times the slots.
+//! - An index that size costs what shadows cost: active-inactive's index
+//!   reserved for three times the shard's entries (four times the
+//!   buckets, no shadows) ran read-through at Zipf 0.9 on one thread
+//!   16-23% slower (an in-process A/B against quick_cache, three pairs).
+//!
+//! Measured the same way, this table's cost is mostly not its cache
+//! misses: the same shadow work, done and ignored by active-inactive, cost
+//! it 12-15% of that read-through on a 4 KiB table per shard and 18-25%
+//! on the full table.
 
 /// Slots per bucket: a shadow goes to the emptier or older of two
 /// neighbouring slots (one cache line), so two recent shadows that hash
 /// alike both survive. Direct-mapped (one way) lost enough shadows that a
 /// loop larger than the cache fell back to missing on every request in
-/// about one run in sixteen.
+/// about one run in sixteen. Four ways (still one line) kept a loop twice
+/// the cache after other requests at 38-42% hits instead of 11-12% (moka
+/// 47) and a loop three times the cache at 32.2% instead of 30.5, but
+/// cost P3 at 32768 pages 0.5 points (18.4 against 18.8-18.9) and the loop
+/// 1.25x the cache with noise 1.3 (three runs of `cache-hits` each).
 const WAYS: usize = 2;
 
 /// Bits of the clock a shadow keeps (`EVICTION_BITS`).
