@@ -50,10 +50,10 @@
 //!   buckets, no shadows) ran read-through at Zipf 0.9 on one thread
 //!   16-23% slower (an in-process A/B against quick_cache, three pairs).
 //!
-//! Measured the same way, this table's cost is mostly not its cache
-//! misses: the same shadow work, done and ignored by active-inactive, cost
-//! it 12-15% of that read-through on a 4 KiB table per shard and 18-25%
-//! on the full table.
+//! Measured the same way, about half of this table's cost is not its
+//! cache misses: the same shadow work, done and ignored by
+//! active-inactive, cost it 18-25% of that read-through with the full
+//! table and 7-14% with a table of 64 slots per shard.
 
 /// Slots per bucket: a shadow goes to the emptier or older of two
 /// neighbouring slots (one cache line), so two recent shadows that hash
