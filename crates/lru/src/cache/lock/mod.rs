@@ -44,6 +44,18 @@
 //! their own, all taken by a writer, cost single-threaded read-through
 //! 5-10%.)
 //!
+//! In one thread's read-through (lookups, and an insertion per miss) the
+//! lock is never fast: writes keep ending the quiet. A `perf` profile
+//! there put a fifth of `get`'s samples on the reader's barrier (the
+//! `xchg` of its count), but they belong to the insertion before it: the
+//! barrier waits for that insertion's stores to cold lines. A spell biased
+//! to the one thread that reads and writes a lock (as biased locking
+//! does: its reads skip the barrier and its writes keep the spell) moved
+//! them to the writer's compare-and-swap; with no barrier at all on that
+//! thread's path (unsound, measured only) workingset's read-through
+//! against quick_cache was unchanged (0.84-0.86, three alternating pairs
+//! of processes at Zipf 0.9), so neither was kept.
+//!
 //! The first [`MAX_STRIPES`] threads alive own a stripe number each
 //! (`OWNERS`, given back when the thread exits): in a lock with that
 //! stripe, the owner counts its reads in the stripe's `own_count`, which
