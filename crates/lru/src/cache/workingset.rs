@@ -63,7 +63,8 @@
 /// the cache after other requests at 38-42% hits instead of 11-12% (moka
 /// 47) and a loop three times the cache at 32.2% instead of 30.5, but
 /// cost P3 at 32768 pages 0.5 points (18.4 against 18.8-18.9) and the loop
-/// 1.25x the cache with noise 1.3 (three runs of `cache-hits` each).
+/// 1.25x the cache with noise 1.6 on average (75.8 against 77.4; three
+/// runs of `cache-hits` each).
 const WAYS: usize = 2;
 
 /// Bits of the clock a shadow keeps (`EVICTION_BITS`).
