@@ -225,11 +225,11 @@ impl<K, V, S, W> fmt::Debug for Builder<K, V, S, W> {
 
 /// Entries per shard the default shard count aims for at least: fewer,
 /// larger shards keep replacement close to one global order, but each
-/// shard is one writer at a time. At 2048, 4096- and 10240-entry caches
-/// kept 0.1-0.4 points more of their hits on Zipf with and without scans
-/// (each halving of a shard below a few thousand entries costs
-/// workingset 0.1-0.25; at 512 a 4096-entry cache is 0.2 under
-/// quick_cache on Zipf 0.9 with scans and on Zipf 0.7), but their
+/// shard is one writer at a time. At 2048, a 4096-entry cache kept
+/// 0.1-0.4 points more of its hits on Zipf 0.7-1.1 with and without scans
+/// (a 10240-entry one under 0.15; each halving of a shard below a few
+/// thousand entries costs workingset 0.05-0.25; at 512 a 4096-entry cache
+/// is 0.2 under quick_cache on Zipf 0.9 and 0.7 with scans), but their
 /// read-through on two threads lost 20-40% (4096 entries: 8.8 Mops/s
 /// with 8 shards, 7.1 with 4, 5.3 with 2; quick_cache 8.8), so 512 stays.
 const MIN_SHARD_ENTRIES: u64 = 512;

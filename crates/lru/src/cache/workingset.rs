@@ -42,8 +42,8 @@
 //!   the shard's entries. Bounded at 1x, P3 at 32768 pages fell to 17.5%
 //!   (moka 18.5) and the loop three times the cache and the loop after
 //!   other requests to 0; at 1.5x, both loops stayed at 0; at 2x, P3 gained
-//!   0.2 and the loop three times the cache lost 14 points (`cache-hits`,
-//!   one run each). An index holding twice as many shadows as entries has
+//!   0.2 and the loop after other requests 4.5, but the loop three times
+//!   the cache lost 14 points (`cache-hits`, one run each). An index holding twice as many shadows as entries has
 //!   three times the slots.
 //! - An index that size costs what shadows cost: active-inactive's index
 //!   reserved for three times the shard's entries (four times the
@@ -52,8 +52,9 @@
 //!
 //! Measured the same way, about half of this table's cost is not its
 //! cache misses: the same shadow work, done and ignored by
-//! active-inactive, cost it 18-25% of that read-through with the full
-//! table and 7-14% with a table of 64 slots per shard.
+//! active-inactive, cost it 17-25% of that read-through with the full
+//! table and 7-14% with a table of 64 slots per shard (before the methods
+//! below were inlined).
 
 /// Slots per bucket: a shadow goes to the emptier or older of two
 /// neighbouring slots (one cache line), so two recent shadows that hash

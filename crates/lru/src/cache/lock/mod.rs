@@ -53,8 +53,8 @@
 //! does: its reads skip the barrier and its writes keep the spell) moved
 //! them to the writer's compare-and-swap; with no barrier at all on that
 //! thread's path (unsound, measured only) workingset's read-through
-//! against quick_cache was unchanged (0.84-0.86, three alternating pairs
-//! of processes at Zipf 0.9), so neither was kept.
+//! against quick_cache was unchanged (0.83-0.88 with and without, three
+//! alternating pairs of processes at Zipf 0.9), so neither was kept.
 //!
 //! The first [`MAX_STRIPES`] threads alive own a stripe number each
 //! (`OWNERS`, given back when the thread exits): in a lock with that
