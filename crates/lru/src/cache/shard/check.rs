@@ -9,8 +9,15 @@ impl<K, V> Lruvec<K, V> {
         let mut seen = vec![false; self.nodes.len()];
         let mut weight = 0;
         for list in [INACTIVE, ACTIVE] {
-            let (mut at, mut prev, mut n) = (self.lists[list].head, NIL, 0);
-            while at != NIL {
+            let l = self.lists[list];
+            let (mut at, mut prev, mut n) = (l.head, l.tail, 0);
+            if (l.head == NIL) != (l.len == 0) || (l.tail == NIL) != (l.len == 0) {
+                return Err(format!(
+                    "list {list}: ends {}/{} for {} entries",
+                    l.head, l.tail, l.len
+                ));
+            }
+            while n < l.len {
                 let i = at as usize;
                 if i >= self.nodes.len() || seen[i] {
                     return Err(format!("list {list}: entry {i} out of range or seen twice"));
@@ -41,8 +48,10 @@ impl<K, V> Lruvec<K, V> {
                 at = link.next;
                 n += 1;
             }
-            if self.lists[list].tail != prev || self.lists[list].len != n {
-                return Err(format!("list {list}: tail or length wrong ({n} walked)"));
+            if l.len > 0 && (l.tail != prev || at != l.head) {
+                return Err(format!(
+                    "list {list}: not a circle from head to tail ({n} walked)"
+                ));
             }
         }
         if seen.iter().any(|s| !s) || self.table.len() != self.nodes.len() {

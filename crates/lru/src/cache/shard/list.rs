@@ -1,5 +1,13 @@
-//! The two lists (`folio->lru` on `lruvec->lists`): doubly linked through
-//! [`Link`]s kept beside the slab, so that lookups never load them.
+//! The two lists (`folio->lru` on `lruvec->lists`): circular and doubly
+//! linked through [`Link`]s kept beside the slab, so that lookups never
+//! load them. Circular, so that the tail's next turn at the head — a
+//! referenced entry's second chance, reclaim's most common step — moves
+//! the list's ends and writes no link, as a CLOCK hand passes over a
+//! referenced page. Under `Workingset` on Zipf 0.9 read-through, reclaim
+//! gives about 0.4 such turns per eviction; moving the ends instead of
+//! relinking the entry made one-thread read-through 1-2% faster there
+//! (three in-process A/B runs), 1.5-3% on Zipf 1.1 (two) and no different
+//! with scans (two).
 
 use super::*;
 
@@ -15,54 +23,79 @@ impl<K, V> Lruvec<K, V> {
 
     /// `list_del`: takes entry `i` off `list`.
     pub(super) fn unlink(&mut self, i: u32, list: usize) {
+        let l = &mut self.lists[list];
+        l.len -= 1;
+        if l.len == 0 {
+            l.head = NIL;
+            l.tail = NIL;
+            return;
+        }
         let Link { prev, next } = self.links[i as usize];
-        match prev {
-            NIL => self.lists[list].head = next,
-            p => self.links[p as usize].next = next,
+        self.links[prev as usize].next = next;
+        self.links[next as usize].prev = prev;
+        if l.head == i {
+            l.head = next;
         }
-        match next {
-            NIL => {
-                self.lists[list].tail = prev;
-                if prev != NIL {
-                    // The new tail is the next entry reclaim looks at
-                    // (its flags, in its node): its link is loaded now,
-                    // its node not, and would be a cache miss then.
-                    super::super::prefetch::prefetch_read(&self.nodes[prev as usize]);
-                }
-            }
-            n => self.links[n as usize].prev = prev,
+        if l.tail == i {
+            l.tail = prev;
+            self.prefetch_tail(prev);
         }
-        self.lists[list].len -= 1;
+    }
+
+    /// The new tail is the next entry reclaim looks at (its flags, in its
+    /// node): its link is loaded now, its node not, and would be a cache
+    /// miss then.
+    fn prefetch_tail(&self, t: u32) {
+        super::super::prefetch::prefetch_read(&self.nodes[t as usize]);
+    }
+
+    /// Puts entry `i` between `list`'s tail and head (the same place in a
+    /// circle); returns whether the list was empty.
+    fn link_between(&mut self, i: u32, list: usize) -> bool {
+        let l = &mut self.lists[list];
+        l.len += 1;
+        if l.head == NIL {
+            l.head = i;
+            l.tail = i;
+            self.links[i as usize] = Link { prev: i, next: i };
+            return true;
+        }
+        let (head, tail) = (l.head, l.tail);
+        self.links[i as usize] = Link {
+            prev: tail,
+            next: head,
+        };
+        self.links[head as usize].prev = i;
+        self.links[tail as usize].next = i;
+        false
     }
 
     /// `list_add`: puts entry `i` at `list`'s head, the most recent end.
     pub(super) fn link_head(&mut self, i: u32, list: usize) {
-        let head = self.lists[list].head;
-        self.links[i as usize] = Link {
-            prev: NIL,
-            next: head,
-        };
-        match head {
-            NIL => self.lists[list].tail = i,
-            h => self.links[h as usize].prev = i,
+        if !self.link_between(i, list) {
+            self.lists[list].head = i;
         }
-        self.lists[list].head = i;
-        self.lists[list].len += 1;
     }
 
     /// `list_add_tail`: puts entry `i` at `list`'s tail, the end reclaim
     /// takes next.
     pub(super) fn link_tail(&mut self, i: u32, list: usize) {
-        let tail = self.lists[list].tail;
-        self.links[i as usize] = Link {
-            prev: tail,
-            next: NIL,
-        };
-        match tail {
-            NIL => self.lists[list].head = i,
-            t => self.links[t as usize].next = i,
+        if !self.link_between(i, list) {
+            self.lists[list].tail = i;
         }
-        self.lists[list].tail = i;
-        self.lists[list].len += 1;
+    }
+
+    /// `list_move` of the tail to the head (`list_rotate_left` the other
+    /// way round): the tail's entry takes another turn. In a circle that is
+    /// the ends moving back by one entry; no link is written.
+    pub(super) fn rotate(&mut self, list: usize) {
+        let l = &mut self.lists[list];
+        if l.tail == NIL {
+            return;
+        }
+        l.head = l.tail;
+        l.tail = self.links[l.tail as usize].prev;
+        let t = l.tail;
+        self.prefetch_tail(t);
     }
 }

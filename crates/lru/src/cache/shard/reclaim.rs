@@ -53,12 +53,12 @@ impl<K, V> Lruvec<K, V> {
     fn scan_active_tail(&mut self) -> bool {
         let t = self.lists[ACTIVE].tail;
         let f = self.flags(t);
-        self.unlink(t, ACTIVE);
         if f & REFS != 0 {
             self.set_flags(t, f - 1);
-            self.link_head(t, ACTIVE);
+            self.rotate(ACTIVE);
             return false;
         }
+        self.unlink(t, ACTIVE);
         if f & IN_BAND != 0 {
             self.reach_outcome(Self::hit_since_refault(f));
         }
@@ -165,8 +165,7 @@ impl<K, V> Lruvec<K, V> {
                     continue;
                 }
                 if t == *protect {
-                    self.unlink(t, list);
-                    self.link_head(t, list);
+                    self.rotate(list);
                 }
                 chosen = Some((self.lists[list].tail, list));
                 break;
@@ -183,8 +182,7 @@ impl<K, V> Lruvec<K, V> {
             }
             if f & REFS != 0 && (self.policy != Policy::Lru || self.batching) {
                 self.set_flags(t, f - 1);
-                self.unlink(t, list);
-                self.link_head(t, list);
+                self.rotate(list);
                 continue;
             }
             return Some(t);

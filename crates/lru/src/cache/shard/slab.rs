@@ -31,18 +31,18 @@ impl<K, V> Lruvec<K, V> {
     /// (`fix` follows an index that moved).
     pub(super) fn free_slot(&mut self, i: u32, fix: &mut u32) -> Node<K, V> {
         let last = self.nodes.len() as u32 - 1;
+        // `last`'s neighbours, to re-point at `i` once its link has moved
+        // there (either may be `last` itself, in a list of one).
+        let mut moved = None;
         if i != last {
-            // Re-point whatever referred to `last` at `i`.
             let Link { prev, next } = self.links[last as usize];
             let lhash = self.nodes[last as usize].hash;
-            let llist = self.list_of(last);
-            match prev {
-                NIL => self.lists[llist].head = i,
-                p => self.links[p as usize].next = i,
+            let l = &mut self.lists[self.list_of(last)];
+            if l.head == last {
+                l.head = i;
             }
-            match next {
-                NIL => self.lists[llist].tail = i,
-                n => self.links[n as usize].prev = i,
+            if l.tail == last {
+                l.tail = i;
             }
             if let Some(slot) = self.table.find_mut(index_hash(lhash), |&j| j == last) {
                 *slot = i;
@@ -50,11 +50,19 @@ impl<K, V> Lruvec<K, V> {
             if *fix == last {
                 *fix = i;
             }
+            moved = Some((prev, next));
         }
         if self.weighted {
             self.weights.swap_remove(i as usize);
         }
         self.links.swap_remove(i as usize);
+        if let Some((prev, next)) = moved {
+            let at = |j: u32| if j == last { i } else { j };
+            let (prev, next) = (at(prev), at(next));
+            self.links[i as usize] = Link { prev, next };
+            self.links[prev as usize].next = i;
+            self.links[next as usize].prev = i;
+        }
         self.nodes.swap_remove(i as usize)
     }
 }
