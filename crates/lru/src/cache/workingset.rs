@@ -133,18 +133,20 @@ impl Shadows {
     /// table that grows starts empty (shadows are hints).
     #[inline(always)]
     pub(super) fn fit(&mut self, entries: usize) {
+        let grown = entries.saturating_mul(2) > self.size && self.size < self.limit;
+        if !grown && !self.slots.is_empty() {
+            return;
+        }
         let want = entries.saturating_mul(2).clamp(WAYS, self.limit);
         if self.slots.is_empty() {
             self.size = want;
-        } else if entries.saturating_mul(2) > self.size && self.size < self.limit {
+        } else {
             self.size = want
                 .max(self.size.saturating_add(self.size / 2))
                 .min(self.limit);
             self.slots = Vec::new();
             self.len = 0;
             self.workingset = 0;
-        } else {
-            return;
         }
         self.order = Self::order_for(self.size);
     }
@@ -199,12 +201,12 @@ impl Shadows {
                 s => now.wrapping_sub(s) & AGE_MASK,
             })
             .unwrap_or(0);
-        match bucket[way] {
-            0 => self.len += 1,
-            old if old & WORKINGSET_BIT != 0 => self.workingset -= 1,
-            _ => {}
-        }
-        self.workingset += usize::from(workingset);
+        // Counted without branches: whether the way was empty is as
+        // random as the key.
+        let old = bucket[way];
+        self.len += usize::from(old == 0);
+        self.workingset = self.workingset + usize::from(workingset)
+            - usize::from(old & WORKINGSET_BIT != 0);
         bucket[way] = tag
             | if workingset { WORKINGSET_BIT } else { 0 }
             | if failed { FAILED_BIT } else { 0 }

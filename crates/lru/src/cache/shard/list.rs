@@ -70,6 +70,14 @@ impl<K, V> Lruvec<K, V> {
         false
     }
 
+    /// Puts entry `i` at `list`'s tail if `tail`, else at its head.
+    pub(super) fn link_at(&mut self, i: u32, list: usize, tail: bool) {
+        if !self.link_between(i, list) {
+            let l = &mut self.lists[list];
+            *if tail { &mut l.tail } else { &mut l.head } = i;
+        }
+    }
+
     /// `list_add`: puts entry `i` at `list`'s head, the most recent end.
     pub(super) fn link_head(&mut self, i: u32, list: usize) {
         if !self.link_between(i, list) {

@@ -183,6 +183,14 @@ fn short_hash(hash: u64) -> u32 {
     (hash >> 8) as u32
 }
 
+/// `n` as an `f64`, by way of `i64`: counts here are far below 2^63, and
+/// x86-64 converts a signed integer in one instruction where an unsigned
+/// one takes several and a branch (the policy's arithmetic runs on every
+/// miss and at every step of reclaim).
+fn real(n: usize) -> f64 {
+    n as i64 as f64
+}
+
 /// The index's hash of a node: its short hash spread over 64 bits, since
 /// hashbrown takes its buckets from the low bits and its tags from the
 /// top seven.
@@ -213,6 +221,26 @@ enum Place {
     /// The inactive head, marked `UNHIT`: in a thrashing shard, a refault
     /// whose activation (or last retry) failed retries on probation.
     Retry,
+}
+
+impl Place {
+    /// The flags an entry placed so starts with.
+    fn flags(self) -> u8 {
+        match self {
+            Place::Active => ACTIVE_FLAG | WORKINGSET | UNHIT,
+            Place::Retry => UNHIT,
+            Place::Inactive | Place::InactiveTail => 0,
+        }
+    }
+
+    /// The list it goes on.
+    fn list(self) -> usize {
+        if self == Place::Active {
+            ACTIVE
+        } else {
+            INACTIVE
+        }
+    }
 }
 
 /// What an insertion did.
@@ -480,11 +508,7 @@ impl<K, V> Lruvec<K, V> {
         } else {
             (Place::Inactive, false)
         };
-        let flags = match place {
-            Place::Active => ACTIVE_FLAG | WORKINGSET | UNHIT,
-            Place::Retry => UNHIT,
-            Place::Inactive | Place::InactiveTail => 0,
-        } | if in_band { IN_BAND } else { 0 };
+        let flags = place.flags() | if in_band { IN_BAND } else { 0 };
         let i = if hole == NIL {
             self.nodes.push(Node {
                 key,
@@ -514,11 +538,7 @@ impl<K, V> Lruvec<K, V> {
             }
             hole
         };
-        match place {
-            Place::Active => self.link_head(i, ACTIVE),
-            Place::Inactive | Place::Retry => self.link_head(i, INACTIVE),
-            Place::InactiveTail => self.link_tail(i, INACTIVE),
-        }
+        self.link_at(i, place.list(), place == Place::InactiveTail);
         let nodes = &self.nodes;
         self.table
             .insert_unique(index_hash(hash), i, |&j| index_hash(nodes[j as usize].hash));

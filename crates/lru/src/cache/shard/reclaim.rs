@@ -27,7 +27,7 @@ impl<K, V> Lruvec<K, V> {
     fn inactive_is_low(&self) -> bool {
         let [inactive, active] = [self.lists[INACTIVE].len, self.lists[ACTIVE].len];
         if self.policy == Policy::Workingset {
-            active > 0 && (inactive as f64) < self.inactive_share * (inactive + active) as f64
+            active > 0 && real(inactive) < self.inactive_share * real(inactive + active)
         } else {
             inactive * INACTIVE_RATIO < active
         }
@@ -209,7 +209,7 @@ impl<K, V> Lruvec<K, V> {
     /// `cache-hits` rows moved by 0.1 point at most (a budget of 32 alone
     /// cost P3 0.3).
     pub(super) fn activation_budget(&self) -> usize {
-        SCAN_BATCH.max((self.inactive_share * self.len() as f64) as usize)
+        SCAN_BATCH.max((self.inactive_share * real(self.len())) as usize)
     }
 
     /// Evicts victim `t` but keeps its slot (detached: on no list, not

@@ -118,8 +118,8 @@ impl<K, V> Lruvec<K, V> {
         if !(failed && self.thrashing) {
             self.adapt(distance, workingset);
         }
-        let len = self.len() as f64;
-        let d = distance as f64;
+        let len = real(self.len());
+        let d = real(distance);
         // An entry that had been active reaches twice as far, within the
         // band's top.
         let (low, reach) = if workingset {
@@ -169,7 +169,7 @@ impl<K, V> Lruvec<K, V> {
     /// noise +0.7; the other rows of `cache-hits` moved by 0.03 at most
     /// (two runs each; figures in the note of issue 15).
     pub(super) fn active_has_room(&self) -> bool {
-        (self.lists[ACTIVE].len as f64) < ACTIVE_ROOM * self.len() as f64
+        real(self.lists[ACTIVE].len) < ACTIVE_ROOM * real(self.len())
     }
 
     /// What an entry placed by a refault in the reach's band
@@ -199,7 +199,7 @@ impl<K, V> Lruvec<K, V> {
     /// and an ad-hoc replay at more sizes; figures in the note of issue
     /// 15).
     pub(super) fn reach_outcome(&mut self, paid: bool) {
-        let step = REACH_STEP / self.len().max(1) as f64;
+        let step = REACH_STEP / real(self.len().max(1));
         let reach = if paid {
             self.reach + step
         } else {
@@ -257,7 +257,7 @@ impl<K, V> Lruvec<K, V> {
         } else {
             (probation, demoted)
         };
-        let step = (other / mine.max(1)).max(1) as f64 / entries as f64;
+        let step = real((other / mine.max(1)).max(1)) / real(entries);
         let share = if workingset {
             self.inactive_share - step
         } else {
