@@ -205,8 +205,8 @@ impl Shadows {
         // random as the key.
         let old = bucket[way];
         self.len += usize::from(old == 0);
-        self.workingset = self.workingset + usize::from(workingset)
-            - usize::from(old & WORKINGSET_BIT != 0);
+        self.workingset =
+            self.workingset + usize::from(workingset) - usize::from(old & WORKINGSET_BIT != 0);
         bucket[way] = tag
             | if workingset { WORKINGSET_BIT } else { 0 }
             | if failed { FAILED_BIT } else { 0 }
