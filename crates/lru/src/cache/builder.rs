@@ -284,9 +284,10 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// one-off scans (`cache-hits`' shape, 100 Ki keys, the second half of
     /// 2 Mi read-through requests counted), [`Policy::Workingset`] was
     /// 0.08-0.14 points above quick_cache with one shard at 2048, 5000
-    /// and 10240 entries, against -0.18 to +0.06 with 4 or 8; on Zipf 0.9
-    /// alone one shard was +0.25 and +0.36 at 2048 and 5000 entries,
-    /// the default -0.02 and +0.15 (an ad-hoc replay on a 2-CPU host).
+    /// and 10240 entries, against -0.18 to +0.01 with the default shards
+    /// (4 at 2048 entries, 8 at the others); on Zipf 0.9 alone one shard
+    /// was +0.25 and +0.36 at 2048 and 5000 entries, the default -0.02 and
+    /// +0.15 (an ad-hoc replay on a 2-CPU host).
     /// Fewer shards cost concurrent throughput: see the default's floor of
     /// 512 entries a shard.
     pub fn shards(mut self, shards: usize) -> Self {

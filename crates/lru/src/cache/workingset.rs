@@ -43,8 +43,8 @@
 //!   (moka 18.5) and the loop three times the cache and the loop after
 //!   other requests to 0; at 1.5x, both loops stayed at 0; at 2x, P3 gained
 //!   0.2 and the loop after other requests 4.5, but the loop three times
-//!   the cache lost 14 points (`cache-hits`, one run each). An index holding twice as many shadows as entries has
-//!   three times the slots.
+//!   the cache lost 14 points (`cache-hits`, one run each). An index
+//!   holding twice as many shadows as entries has three times the slots.
 //! - An index that size costs what shadows cost: active-inactive's index
 //!   reserved for three times the shard's entries (four times the
 //!   buckets, no shadows) ran read-through at Zipf 0.9 on one thread

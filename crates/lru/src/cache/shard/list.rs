@@ -80,17 +80,13 @@ impl<K, V> Lruvec<K, V> {
 
     /// `list_add`: puts entry `i` at `list`'s head, the most recent end.
     pub(super) fn link_head(&mut self, i: u32, list: usize) {
-        if !self.link_between(i, list) {
-            self.lists[list].head = i;
-        }
+        self.link_at(i, list, false);
     }
 
     /// `list_add_tail`: puts entry `i` at `list`'s tail, the end reclaim
     /// takes next.
     pub(super) fn link_tail(&mut self, i: u32, list: usize) {
-        if !self.link_between(i, list) {
-            self.lists[list].tail = i;
-        }
+        self.link_at(i, list, true);
     }
 
     /// `list_move` of the tail to the head (`list_rotate_left` the other
