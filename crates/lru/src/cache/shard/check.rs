@@ -23,7 +23,6 @@ impl<K, V> Lruvec<K, V> {
                     return Err(format!("list {list}: entry {i} out of range or seen twice"));
                 }
                 seen[i] = true;
-                let node = &self.nodes[i];
                 let link = self.links[i];
                 if link.prev != prev {
                     return Err(format!("list {list}: entry {i}'s prev is {}", link.prev));
@@ -33,12 +32,9 @@ impl<K, V> Lruvec<K, V> {
                         "entry {i}'s ACTIVE flag disagrees with list {list}"
                     ));
                 }
-                let nodes = &self.nodes;
                 if self
                     .table
-                    .find(super::index_hash(node.hash), |&j| {
-                        j == at && nodes[j as usize].hash == node.hash
-                    })
+                    .find(super::index_hash(link.hash), |&j| j == at)
                     .is_none()
                 {
                     return Err(format!("entry {i} missing from the index"));
@@ -62,10 +58,11 @@ impl<K, V> Lruvec<K, V> {
                 seen.iter().filter(|s| **s).count()
             ));
         }
-        if self.links.len() != self.nodes.len() {
+        if self.links.len() != self.nodes.len() || self.flags.len() != self.nodes.len() {
             return Err(format!(
-                "{} links for {} entries",
+                "{} links and {} flags for {} entries",
                 self.links.len(),
+                self.flags.len(),
                 self.nodes.len()
             ));
         }

@@ -30,7 +30,7 @@ impl<K, V> Lruvec<K, V> {
             l.tail = NIL;
             return;
         }
-        let Link { prev, next } = self.links[i as usize];
+        let Link { prev, next, .. } = self.links[i as usize];
         self.links[prev as usize].next = next;
         self.links[next as usize].prev = prev;
         if l.head == i {
@@ -42,11 +42,11 @@ impl<K, V> Lruvec<K, V> {
         }
     }
 
-    /// The new tail is the next entry reclaim looks at (its flags, in its
-    /// node): its link is loaded now, its node not, and would be a cache
-    /// miss then.
+    /// The new tail is the next entry reclaim looks at (its flags, and its
+    /// link for its hash or its next turn): its link is not loaded yet,
+    /// and would be a cache miss then.
     fn prefetch_tail(&self, t: u32) {
-        super::super::prefetch::prefetch_read(&self.nodes[t as usize]);
+        super::super::prefetch::prefetch_read(&self.links[t as usize]);
     }
 
     /// Puts entry `i` between `list`'s tail and head (the same place in a
@@ -57,14 +57,13 @@ impl<K, V> Lruvec<K, V> {
         if l.head == NIL {
             l.head = i;
             l.tail = i;
-            self.links[i as usize] = Link { prev: i, next: i };
+            let link = &mut self.links[i as usize];
+            (link.prev, link.next) = (i, i);
             return true;
         }
         let (head, tail) = (l.head, l.tail);
-        self.links[i as usize] = Link {
-            prev: tail,
-            next: head,
-        };
+        let link = &mut self.links[i as usize];
+        (link.prev, link.next) = (tail, head);
         self.links[head as usize].prev = i;
         self.links[tail as usize].next = i;
         false

@@ -151,30 +151,26 @@ const AGE_EVERY: u64 = 4;
 /// size in evictions).
 const MIN_WINDOW: u64 = 64;
 
-/// One cached entry (`struct folio`, as far as a cache needs one): what a
-/// hit reads, and nothing else. Its list links are in [`Lruvec::links`]
-/// and its weight in [`Lruvec::weights`] (only when the cache has a
-/// weigher): with `u64` keys and values a node is 24 bytes, not 32, so
-/// that more of the entries being hit share the lines the core keeps.
-#[repr(C)]
+/// One cached entry (`struct folio`, as far as a cache needs one): its key
+/// and value, what a hit reads, and nothing else. Its flags are in
+/// [`Lruvec::flags`], its list links and hash in [`Lruvec::links`] and its
+/// weight in [`Lruvec::weights`] (only when the cache has a weigher): with
+/// `u64` keys and values a node is 16 bytes, four to a cache line, none
+/// straddling two.
 pub(super) struct Node<K, V> {
-    /// 32 bits of the key's hash ([`short_hash`]): enough to find the
-    /// entry in the index and to place its shadow, and 8 bytes smaller
-    /// than the whole hash (with `u64` keys and values, 24 bytes a node).
-    pub(super) hash: u32,
-    /// Set by hits under the read lock, read and cleared by reclaim under
-    /// the write lock.
-    flags: AtomicU8,
     pub(super) key: K,
     pub(super) value: V,
 }
 
-/// An entry's place on its list (`folio->lru`), at the entry's index:
-/// reclaim walks and relinks these, lookups never read them.
+/// An entry's place on its list (`folio->lru`) and its short hash
+/// ([`short_hash`]: enough to find the entry in the index and to place its
+/// shadow), at the entry's index: reclaim walks and relinks these,
+/// lookups never read them.
 #[derive(Clone, Copy)]
 struct Link {
     prev: u32,
     next: u32,
+    hash: u32,
 }
 
 /// The 32 bits of a key's hash a shard keeps: bits 8..40 (the shard was
@@ -258,6 +254,12 @@ pub(super) enum Inserted<V> {
 /// lruvec` with its share of the page cache).
 pub(super) struct Lruvec<K, V> {
     nodes: Vec<Node<K, V>>,
+    /// Each node's flags, at its index: set by hits under the read lock,
+    /// read and cleared by reclaim under the write lock. Apart from the
+    /// nodes, so that reclaim's turns at the lists' tails (about 0.6 an
+    /// eviction under workingset) read a byte of a dense array instead of
+    /// a node's line.
+    flags: Vec<AtomicU8>,
     /// Each node's [`Link`], at its index.
     links: Vec<Link>,
     /// Each node's weight, at its index, when `weighted`; empty otherwise
@@ -308,6 +310,7 @@ impl<K, V> Lruvec<K, V> {
     ) -> Self {
         Self {
             nodes: Vec::new(),
+            flags: Vec::new(),
             links: Vec::new(),
             weights: Vec::new(),
             weighted,
@@ -373,12 +376,12 @@ impl<K, V> Lruvec<K, V> {
 
     /// The entry of `hash` whose key satisfies `eq`.
     pub(super) fn find(&self, hash: u64, eq: impl Fn(&K) -> bool) -> Option<u32> {
-        let (nodes, h) = (&self.nodes, short_hash(hash));
+        let nodes = &self.nodes;
         self.table
-            .find(index_hash(h), |&i| {
-                let n = &nodes[i as usize];
-                n.hash == h && eq(&n.key)
-            })
+            .find(
+                index_hash(short_hash(hash)),
+                |&i| eq(&nodes[i as usize].key),
+            )
             .copied()
     }
 
@@ -393,7 +396,7 @@ impl<K, V> Lruvec<K, V> {
     /// faster without it (an ad-hoc A/B of `cache`'s Zipf 0.9 read-through
     /// against quick_cache, three pairs).
     pub(super) fn mark_accessed(&self, i: u32) {
-        let flags = &self.nodes[i as usize].flags;
+        let flags = &self.flags[i as usize];
         let f = flags.load(Ordering::Relaxed);
         let max = if self.policy == Policy::Lru {
             1
@@ -446,11 +449,11 @@ impl<K, V> Lruvec<K, V> {
     }
 
     fn set_flags(&mut self, i: u32, f: u8) {
-        self.nodes[i as usize].flags.store(f, Ordering::Relaxed);
+        self.flags[i as usize].store(f, Ordering::Relaxed);
     }
 
     fn flags(&self, i: u32) -> u8 {
-        self.nodes[i as usize].flags.load(Ordering::Relaxed)
+        self.flags[i as usize].load(Ordering::Relaxed)
     }
 
     /// Whether the shard is over its capacity with `extra` more weight and
@@ -510,15 +513,12 @@ impl<K, V> Lruvec<K, V> {
         };
         let flags = place.flags() | if in_band { IN_BAND } else { 0 };
         let i = if hole == NIL {
-            self.nodes.push(Node {
-                key,
-                value,
-                hash,
-                flags: AtomicU8::new(flags),
-            });
+            self.nodes.push(Node { key, value });
+            self.flags.push(AtomicU8::new(flags));
             self.links.push(Link {
                 prev: NIL,
                 next: NIL,
+                hash,
             });
             if self.weighted {
                 self.weights.push(weight);
@@ -530,18 +530,18 @@ impl<K, V> Lruvec<K, V> {
                 std::mem::replace(&mut n.key, key),
                 std::mem::replace(&mut n.value, value),
             );
-            n.hash = hash;
-            n.flags.store(flags, Ordering::Relaxed);
             out.push(old);
+            self.links[hole as usize].hash = hash;
+            self.set_flags(hole, flags);
             if self.weighted {
                 self.weights[hole as usize] = weight;
             }
             hole
         };
         self.link_at(i, place.list(), place == Place::InactiveTail);
-        let nodes = &self.nodes;
+        let links = &self.links;
         self.table
-            .insert_unique(index_hash(hash), i, |&j| index_hash(nodes[j as usize].hash));
+            .insert_unique(index_hash(hash), i, |&j| index_hash(links[j as usize].hash));
         self.weight += weight;
         self.leave_shadow(shadow);
         Inserted::New
@@ -588,6 +588,7 @@ impl<K, V> Lruvec<K, V> {
         self.shadows.clear();
         self.weights = Vec::new();
         self.links = Vec::new();
+        self.flags = Vec::new();
         std::mem::take(&mut self.nodes)
     }
 }

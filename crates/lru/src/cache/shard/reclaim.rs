@@ -226,7 +226,7 @@ impl<K, V> Lruvec<K, V> {
     /// way is empty or older), a cache miss the store waits for; started
     /// here as a prefetch, it overlaps that work.
     pub(super) fn evict_detached_later(&mut self, t: u32) -> Option<(u32, u8)> {
-        let (hash, f) = (self.nodes[t as usize].hash, self.flags(t));
+        let (hash, f) = (self.links[t as usize].hash, self.flags(t));
         if f & (IN_BAND | ACTIVE_FLAG) == IN_BAND | ACTIVE_FLAG {
             // Evicted from the active list (the inactive one was empty).
             self.reach_outcome(Self::hit_since_refault(f));

@@ -19,7 +19,7 @@ impl<K, V> Lruvec<K, V> {
     pub(super) fn detach(&mut self, i: u32) {
         let list = self.list_of(i);
         self.unlink(i, list);
-        let (hash, weight) = (self.nodes[i as usize].hash, self.weight_of(i));
+        let (hash, weight) = (self.links[i as usize].hash, self.weight_of(i));
         if let Ok(e) = self.table.find_entry(index_hash(hash), |&j| j == i) {
             e.remove();
         }
@@ -35,8 +35,11 @@ impl<K, V> Lruvec<K, V> {
         // there (either may be `last` itself, in a list of one).
         let mut moved = None;
         if i != last {
-            let Link { prev, next } = self.links[last as usize];
-            let lhash = self.nodes[last as usize].hash;
+            let Link {
+                prev,
+                next,
+                hash: lhash,
+            } = self.links[last as usize];
             let l = &mut self.lists[self.list_of(last)];
             if l.head == last {
                 l.head = i;
@@ -56,10 +59,12 @@ impl<K, V> Lruvec<K, V> {
             self.weights.swap_remove(i as usize);
         }
         self.links.swap_remove(i as usize);
+        self.flags.swap_remove(i as usize);
         if let Some((prev, next)) = moved {
             let at = |j: u32| if j == last { i } else { j };
             let (prev, next) = (at(prev), at(next));
-            self.links[i as usize] = Link { prev, next };
+            let link = &mut self.links[i as usize];
+            (link.prev, link.next) = (prev, next);
             self.links[prev as usize].next = i;
             self.links[next as usize].prev = i;
         }
