@@ -37,7 +37,8 @@
 //!   most of the hot set while a policy that counts references keeps it.
 //!
 //! Reported, not judged (where the policies are known to lose; see
-//! [`Shape::EXTRA`]): `loop3x`, a loop over 3 × capacity; `loop2x-after-other`,
+//! [`Shape::EXTRA`]): `loop2x-noise`, a loop over 2 × capacity with 1% of
+//! requests to random other keys; `loop3x`, a loop over 3 × capacity; `loop2x-after-other`,
 //! a quarter of other requests (half to capacity / 2 hot keys), then a loop
 //! over 2 × capacity with 1% noise; and `P3-second-half`, P3's second half
 //! replayed on its own at 32768 pages (a cache started mid-workload).

@@ -116,9 +116,9 @@ pub struct CacheStats {
     /// Shadow entries held now (4 bytes each: a tag of the key's hash and
     /// the eviction clock), at most twice the entries the cache holds.
     pub shadows: u64,
-    /// Shards thrashing now (under [`Policy::Workingset`]): more than 80%
+    /// Shards thrashing now (under [`Policy::Workingset`]): more than 60%
     /// of their recent misses were refaults, as when a loop larger than
-    /// the cache runs, and until fewer than 60% are they take the kernel's
+    /// the cache runs, and until fewer than 45% are they take the kernel's
     /// strict refault test instead of ARC's. Counted from a shard's misses
     /// once it has evicted half its size (before that it is presumed to
     /// thrash, and is not counted).

@@ -110,14 +110,27 @@ const REACH_STEP: f64 = 4.0;
 
 /// The share of a shard's misses that refault above which it is
 /// thrashing, and below which it stops. Averaged over whole runs, a loop
-/// larger than the cache (1.1x to 2x, with and without noise) refaults on
-/// 78-97% of its misses whatever the rule, every other shape of
-/// `cache-hits` (the ARC traces, Zipf, scans, shifting sets) on 3-42%;
-/// P3 at 131072 pages still passes 0.8 in stretches, about a tenth of its
-/// misses. Apart, so that a shard near one bound does not flip back and
-/// forth.
-const THRASHING_ABOVE: f32 = 0.8;
-const THRASHING_BELOW: f32 = 0.6;
+/// 1.1x to 1.5x the cache refaults on 78-97% of its misses whatever the
+/// rule, and a loop twice the cache on about 0.7: its refaults come a
+/// shard's size of evictions after their evictions, and two-way buckets
+/// lose about a third of the shadows by then. Every other shape of
+/// `cache-hits` (the ARC traces, Zipf, scans, shifting sets) refaults on
+/// 3-42%; P3 at 131072 pages passes 0.8 in stretches, about a tenth of its
+/// misses. At 0.8 and 0.6 no shard of a loop twice the cache thrashed: ARC's
+/// rule activated its refaults, which churned each other, and it hit 16.4%
+/// of its requests at 10240 entries (0.45% with 1% of other requests mixed
+/// in, 0.45% too at 1000 entries; quick_cache 47.7-48.7, moka 49-50, OPT
+/// 50). At 0.6 and 0.45: 42.5% (48.5% with the noise, 48.9% at 1000
+/// entries), the loop three times the cache with noise 29.7% -> 28.8% at
+/// 10240 and 25.3% -> 31.6% at 1000, and the rows of `cache-hits` within
+/// their noise (P3 32768 18.86, 131072 50.00; one run each way). The cost
+/// is in loops that begin after other requests, where a shard that enters
+/// thrashing earlier keeps more of a stale active list: at 1.1x the cache,
+/// 74.9% -> 69.1% at 4096 entries, 79.8% -> 78.1% at 1000 (quick_cache
+/// keeps none; moka about 90). Apart, so that a shard near one bound does
+/// not flip back and forth.
+const THRASHING_ABOVE: f32 = 0.6;
+const THRASHING_BELOW: f32 = 0.45;
 /// Misses the refault share averages over (an exponential moving average).
 const REFAULT_WINDOW: f32 = 512.0;
 /// Below this the refault share is taken as 0 (see [`Lruvec::note_miss`]).

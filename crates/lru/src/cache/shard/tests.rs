@@ -245,26 +245,32 @@ fn misses_that_mostly_refault_make_a_shard_thrash() {
     for k in 1000..1500 {
         insert(&mut lv, k);
     }
-    // New keys only: the share falls below 0.6 and the shard stops.
+    // New keys only: the share falls below the lower bound and the
+    // shard stops, after about `-ln(bound) * window` misses.
     let mut n = 0;
     while lv.thrashing {
         lv.note_miss(false);
         n += 1;
     }
     assert!(lv.refault_share < THRASHING_BELOW);
-    assert!((200..400).contains(&n), "{n} misses");
+    let expected = -THRASHING_BELOW.ln() * REFAULT_WINDOW;
+    assert!(
+        (n as f32 - expected).abs() < 10.0,
+        "{n} misses, {expected} expected"
+    );
     // A share between the bounds changes nothing either way.
+    let middle = (THRASHING_ABOVE + THRASHING_BELOW) / 2.0;
     for _ in 0..10_000 {
-        lv.note_miss(lv.refault_share < 0.7);
+        lv.note_miss(lv.refault_share < middle);
     }
     assert!(!lv.thrashing);
-    // Refaults only: past 0.8 it thrashes again.
+    // Refaults only: past the upper bound it thrashes again.
     while !lv.thrashing {
         lv.note_miss(true);
     }
     assert!(lv.refault_share > THRASHING_ABOVE);
     for _ in 0..10_000 {
-        lv.note_miss(lv.refault_share < 0.7);
+        lv.note_miss(lv.refault_share < middle);
     }
     assert!(lv.thrashing);
 }
