@@ -165,8 +165,8 @@ const AGE_EVERY: u64 = 4;
 const MIN_WINDOW: u64 = 64;
 
 /// One cached entry (`struct folio`, as far as a cache needs one): its key
-/// and value, what a hit reads, and nothing else. Its flags are in
-/// [`Lruvec::flags`], its list links and hash in [`Lruvec::links`] and its
+/// and value, which a hit reads (with the entry's flags byte, in
+/// [`Lruvec::flags`]). Its list links and hash are in [`Lruvec::links`] and its
 /// weight in [`Lruvec::weights`] (only when the cache has a weigher): with
 /// `u64` keys and values a node is 16 bytes, four to a cache line, none
 /// straddling two.
