@@ -114,15 +114,13 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 ///   still hang: the cache cannot see another thread's wait.
 /// - `get_or_insert_with` runs one loader per key at a time; a loader that
 ///   returns an error or panics wakes its waiters, one of which loads next.
-/// - Memory grows with the entries held: 32 bytes per `u64 → u64` entry in
-///   the slab (24 in the nodes, 8 in their list links; 8 more with a
-///   weigher, in a side array) and 5 to 10 in the
-///   index; once a shard first evicts, its shadow table (4 bytes a slot,
-///   twice its entries) is allocated. `cache-memory` measures 45 bytes an
-///   entry filled (43 with foldhash's `fast` hash: likely its regular
-///   hashes of sequential keys filled the shards more evenly, so fewer had
-///   evicted and allocated shadows by then; not verified), 51 at steady
-///   state with the shadows. Each shard's lock
+/// - Memory grows with the entries held: 29 bytes per `u64 → u64` entry
+///   beside the slab's spare capacity (16 in the node, 12 in its list
+///   links and short hash, 1 of flags; 8 more with a weigher, in a side
+///   array) and 5 to 10 in the index; once a shard first evicts, its
+///   shadow table (4 bytes a slot, twice its entries) is allocated.
+///   `cache-memory` measures 43 bytes an entry filled and 49 at steady
+///   state with every shadow table allocated. Each shard's lock
 ///   adds a cache line (128 bytes as padded) per stripe: two per CPU,
 ///   rounded down to a power of two, up to 8.
 pub struct LruCache<K, V, S = DefaultHashBuilder, W = UnitWeigher> {

@@ -18,6 +18,7 @@ pub(super) const FAST: usize = 2;
 pub(super) struct Unblock<'a>(pub(super) &'a Gate);
 
 impl Drop for Unblock<'_> {
+    #[inline]
     fn drop(&mut self) {
         self.0.clear();
     }
@@ -78,6 +79,7 @@ impl Gate {
     /// clear in the usual case, as before there was a fast mode. SeqCst:
     /// this is the writer's side of the handshake, ordered before its
     /// loads of the readers' counts.
+    #[inline]
     pub(super) fn take(&self) -> bool {
         loop {
             match self
@@ -141,6 +143,7 @@ impl Gate {
     /// Miri reported the race the rule excludes. The Release store is
     /// correct by C++20 and on every target; the stronger one only keeps
     /// Miri from exploring the forbidden outcome.
+    #[inline]
     fn clear(&self) {
         #[cfg(loom)]
         let _parked = crate::sync::lock(&self.1);

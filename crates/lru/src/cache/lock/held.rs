@@ -80,6 +80,7 @@ impl Record {
     }
 
     /// Whether the thread holds lock `id`.
+    #[inline]
     pub(super) fn holds(&self, id: usize) -> bool {
         self.among_first(self.n.get(), id)
     }
@@ -90,6 +91,7 @@ impl Record {
         self.among_first(self.n.get().saturating_sub(1), id)
     }
 
+    #[inline]
     fn among_first(&self, n: usize, id: usize) -> bool {
         self.ids[..n.min(NEST)].iter().any(|c| c.get() == id)
     }

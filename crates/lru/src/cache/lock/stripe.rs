@@ -76,6 +76,7 @@ impl Stripe {
     }
 
     /// Whether no reader holds the lock through this stripe.
+    #[inline]
     pub(super) fn idle(&self) -> bool {
         self.read_count.load(Ordering::SeqCst) == 0 && self.own_count.load(Ordering::SeqCst) == 0
     }
