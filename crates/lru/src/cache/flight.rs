@@ -24,7 +24,8 @@ pub(super) struct Flight<K, V> {
     /// The thread running the loader: a caller on it that finds this
     /// flight would wait for itself (see [`Flight::is_own`]).
     loader: ThreadId,
-    state: Mutex<State<V>>,
+    /// The load's state, and whether any caller waits for it.
+    state: Mutex<(State<V>, bool)>,
     done: Condvar,
 }
 
@@ -35,7 +36,7 @@ impl<K, V> Flight<K, V> {
             hash,
             key,
             loader: current_thread().id(),
-            state: Mutex::new(State::Loading),
+            state: Mutex::new((State::Loading, false)),
             done: Condvar::new(),
         }
     }
@@ -46,13 +47,26 @@ impl<K, V> Flight<K, V> {
         self.loader == current_thread().id()
     }
 
-    /// Completes the load, waking every waiter.
+    /// Completes the load, waking every waiter. Only if there is one: a
+    /// futex condition variable's `notify_all` makes a system call
+    /// whether or not anyone waits, and almost every load has no waiter.
+    /// A caller marks itself waiting under the same lock before it waits,
+    /// so none is missed. Notifying always, one-thread read-through by
+    /// `get_or_insert_with` ran at 0.37x of `get` and `insert` at Zipf 0.9
+    /// (0.64x of quick_cache's `get_or_insert_with`), and at 0.57x at
+    /// Zipf 1.1.
     pub(super) fn complete(&self, value: Option<V>) {
-        *crate::sync::lock(&self.state) = match value {
-            Some(v) => State::Loaded(v),
-            None => State::Failed,
+        let waited = {
+            let mut s = crate::sync::lock(&self.state);
+            s.0 = match value {
+                Some(v) => State::Loaded(v),
+                None => State::Failed,
+            };
+            s.1
         };
-        self.done.notify_all();
+        if waited {
+            self.done.notify_all();
+        }
     }
 }
 
@@ -61,8 +75,9 @@ impl<K, V: Clone> Flight<K, V> {
     pub(super) fn wait(&self) -> Option<V> {
         let mut s = crate::sync::lock(&self.state);
         loop {
-            match &*s {
+            match &s.0 {
                 State::Loading => {
+                    s.1 = true;
                     s = self
                         .done
                         .wait(s)
