@@ -290,11 +290,6 @@ pub(super) struct Lruvec<K, V> {
     capacity: u64,
     max_entries: usize,
     policy: Policy,
-    /// Where a hit's reference count saturates: [`MAX_REFS`], or 1 under
-    /// [`Policy::Lru`]. Kept so that a hit need not test the policy: 147
-    /// instructions a lookup instead of 152 (callgrind, one-thread pure
-    /// read at Zipf 1.1; too little for this host's timings to resolve).
-    max_refs: u8,
     batching: bool,
     pub(super) shadows: Shadows,
     /// Loads in flight in this shard (`get_or_insert_with`).
@@ -343,7 +338,6 @@ impl<K, V> Lruvec<K, V> {
             capacity,
             max_entries,
             policy,
-            max_refs: if policy == Policy::Lru { 1 } else { MAX_REFS },
             batching,
             shadows: Shadows::new(max_entries),
             flights: Vec::new(),
@@ -422,7 +416,12 @@ impl<K, V> Lruvec<K, V> {
     pub(super) fn mark_accessed(&self, i: u32) {
         let flags = &self.flags[i as usize];
         let f = flags.load(Ordering::Relaxed);
-        if f & REFS < self.max_refs {
+        let max = if self.policy == Policy::Lru {
+            1
+        } else {
+            MAX_REFS
+        };
+        if f & REFS < max {
             // A lost race loses a count: a hint, as the kernel's are.
             flags.store(Self::hit_flags(f), Ordering::Relaxed);
         }
