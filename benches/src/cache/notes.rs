@@ -28,11 +28,12 @@ pub(super) fn notes(r: &Report, threads: &[usize], plan: &[(Workload, Mix)]) -> 
             // Loader read-through is reported, not judged: no target names it.
             let judge = mix != Mix::Load;
             let tag = format!("{}-{}, {t} thread(s)", mix.name(), workload.name());
-            let mut line = if judge {
-                format!("{tag}: ops/s vs quick_cache's {q:.2} Mops/s (target >= {want:.1}x):")
+            let target = if judge {
+                format!("target >= {want:.1}x")
             } else {
-                format!("{tag}: ops/s vs quick_cache's {q:.2} Mops/s (reported, no target):")
+                "reported, no target".to_owned()
             };
+            let mut line = format!("{tag}: ops/s vs quick_cache's {q:.2} Mops/s ({target}):");
             for &i in &ours {
                 let Some(x) = r.median(&name(i)) else {
                     continue;

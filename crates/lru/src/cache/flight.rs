@@ -17,6 +17,12 @@ enum State<V> {
     Failed,
 }
 
+/// A load's state, and whether any caller waits for it.
+struct Status<V> {
+    state: State<V>,
+    waited: bool,
+}
+
 /// One key's load in progress.
 pub(super) struct Flight<K, V> {
     pub(super) hash: u64,
@@ -24,8 +30,7 @@ pub(super) struct Flight<K, V> {
     /// The thread running the loader: a caller on it that finds this
     /// flight would wait for itself (see [`Flight::is_own`]).
     loader: ThreadId,
-    /// The load's state, and whether any caller waits for it.
-    state: Mutex<(State<V>, bool)>,
+    state: Mutex<Status<V>>,
     done: Condvar,
 }
 
@@ -36,7 +41,10 @@ impl<K, V> Flight<K, V> {
             hash,
             key,
             loader: current_thread().id(),
-            state: Mutex::new((State::Loading, false)),
+            state: Mutex::new(Status {
+                state: State::Loading,
+                waited: false,
+            }),
             done: Condvar::new(),
         }
     }
@@ -54,15 +62,16 @@ impl<K, V> Flight<K, V> {
     /// so none is missed. Notifying always, one-thread read-through by
     /// `get_or_insert_with` ran at 0.37x of `get` and `insert` at Zipf 0.9
     /// (0.64x of quick_cache's `get_or_insert_with`), and at 0.57x at
-    /// Zipf 1.1.
+    /// Zipf 1.1 (an ad-hoc harness driving the `cache` experiment's
+    /// `load` read-through, one thread, fresh caches).
     pub(super) fn complete(&self, value: Option<V>) {
         let waited = {
             let mut s = crate::sync::lock(&self.state);
-            s.0 = match value {
+            s.state = match value {
                 Some(v) => State::Loaded(v),
                 None => State::Failed,
             };
-            s.1
+            s.waited
         };
         if waited {
             self.done.notify_all();
@@ -75,9 +84,9 @@ impl<K, V: Clone> Flight<K, V> {
     pub(super) fn wait(&self) -> Option<V> {
         let mut s = crate::sync::lock(&self.state);
         loop {
-            match &s.0 {
+            match &s.state {
                 State::Loading => {
-                    s.1 = true;
+                    s.waited = true;
                     s = self
                         .done
                         .wait(s)
