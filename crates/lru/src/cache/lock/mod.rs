@@ -212,7 +212,8 @@ impl<T> ShardLock<T> {
     /// it, directly or through other shards' locks) reads it again at
     /// once, even past a waiting writer (which waits for that first read),
     /// and one that writes this lock panics rather than wait for itself:
-    /// see [`Held`](held::Held).
+    /// see [`Held`](held::Held). An owner knows its reads by its stripe's
+    /// count, a sharer by its thread's record.
     #[inline]
     pub(super) fn read(&self) -> ReadGuard<'_, T> {
         self.read_with(true, true)
@@ -223,35 +224,37 @@ impl<T> ShardLock<T> {
     /// models' broken twins.
     #[inline(always)]
     fn read_with(&self, pass_own: bool, recheck: bool) -> ReadGuard<'_, T> {
-        let (index, owned, depth) =
-            HELD.with(|h| (h.stripe_index(), h.owned.get(), h.reads.begin(self.id)));
-        let own = owned < self.stripes.len();
-        if own {
+        let (index, owned) = HELD.with(|h| (h.stripe_index(), h.owned.get()));
+        // An owner's reads of this lock are its stripe's `own_count`: no
+        // record of them (see `Held`).
+        let (stripe, counted) = if let Some(stripe) = self.stripes.get(owned) {
             let state = self.block.state();
             if state & (FAST | BLOCK) == FAST {
-                return self.read_fast(owned, depth, state, pass_own, recheck);
+                return self.read_fast(stripe, owned, state, pass_own, recheck);
             }
-        }
-        let stripe = if own {
-            &self.stripes[owned]
+            // SeqCst on both sides (`smp_mb()` in the kernel).
+            stripe.enter(true);
+            // From here a panic uncounts the reader.
+            (&**stripe, Counted::owner(stripe))
         } else {
-            self.stripe(index)
+            let depth = HELD.with(|h| h.reads.begin(self.id));
+            let stripe = self.stripe(index);
+            stripe.enter(false);
+            // From here a panic uncounts the reader and restores the record.
+            (stripe, Counted::sharer(stripe, depth, self.id))
         };
-        // SeqCst on both sides (`smp_mb()` in the kernel).
-        stripe.enter(own);
-        // From here a panic uncounts the reader and restores the record.
-        let counted = Counted::new(stripe, own, depth, self.id);
         smp_mb();
         if self.block.is_set() {
-            self.wait_for_writer(stripe, own, pass_own);
+            self.wait_for_writer(stripe, counted.own, pass_own);
         }
         ReadGuard {
             // SAFETY: this reader is counted and saw no `block` (or its
-            // thread's record says it reads this lock already — guards
-            // drop in order, see `Counted` — and that read, still counted,
-            // keeps any writer waiting), so no writer has `&mut T` until
-            // it is uncounted (when the guard drops): a writer sets
-            // `block` before reading the counts.
+            // thread reads this lock already — its stripe's `own_count`
+            // or its record says so; guards drop in order, see `Counted`
+            // — and that read, still counted, keeps any writer waiting),
+            // so no writer has `&mut T` until it is uncounted (when the
+            // guard drops): a writer sets `block` before reading the
+            // counts.
             data: unsafe { self.data.shared() },
             counted,
         }
@@ -260,19 +263,18 @@ impl<T> ShardLock<T> {
     /// The owner's read without a barrier, the state word as it read it
     /// (`FAST`, no `BLOCK`) in `state` (see [`read`](Self::read)).
     #[inline(always)]
-    fn read_fast(
-        &self,
+    fn read_fast<'a>(
+        &'a self,
+        stripe: &'a Stripe,
         owned: usize,
-        depth: usize,
         state: usize,
         pass_own: bool,
         recheck: bool,
-    ) -> ReadGuard<'_, T> {
-        let stripe = &*self.stripes[owned];
+    ) -> ReadGuard<'a, T> {
         barrier::enter(owned);
         stripe.enter_fast();
         #[cfg_attr(not(loom), allow(unused_mut))]
-        let mut counted = Counted::new(stripe, true, depth, self.id);
+        let mut counted = Counted::owner(stripe);
         #[cfg(loom)]
         {
             counted.fast = Some(owned);
@@ -352,8 +354,15 @@ impl<T> ShardLock<T> {
     #[cold]
     #[inline(never)]
     fn wait_for_writer(&self, stripe: &Stripe, own: bool, pass_own: bool) {
-        let (read_before, writing) =
-            HELD.with(|h| (h.reads.held_before(self.id), h.writes.holds(self.id)));
+        let (read_before, writing) = HELD.with(|h| {
+            let read_before = if own {
+                // This read is counted already.
+                stripe.owner_reads() > 1
+            } else {
+                h.reads.held_before(self.id)
+            };
+            (read_before, h.writes.holds(self.id))
+        });
         if pass_own && read_before {
             return;
         }
@@ -406,7 +415,13 @@ impl<T> ShardLock<T> {
     /// If the calling thread reads or writes this lock already (user code
     /// run under it called back into the cache): it would wait for itself.
     pub(super) fn write(&self) -> WriteGuard<'_, T> {
-        let (reading, writing) = HELD.with(|h| (h.reads.holds(self.id), h.writes.holds(self.id)));
+        let (reading, writing) = HELD.with(|h| {
+            let reading = match self.stripes.get(h.owned.get()) {
+                Some(own) => own.owner_reads() > 0,
+                None => h.reads.holds(self.id),
+            };
+            (reading, h.writes.holds(self.id))
+        });
         if reading || writing {
             panic!(
                 "LruCache re-entered: user code run under an entry's shard lock (a value's \
@@ -454,19 +469,21 @@ pub(super) struct ReadGuard<'a, T> {
     counted: Counted<'a>,
 }
 
-/// A reader's count in its stripe, taken back on drop, and its place in
-/// its thread's record of reads ([`Held`](held::Held)), given back.
+/// A reader's count in its stripe, taken back on drop, and, for a
+/// reader that shares its stripe, its place in its thread's record of
+/// reads ([`Held`](held::Held)), given back.
 ///
-/// Guards of one thread must drop in the reverse order of their making
+/// A sharer's guards must drop in the reverse order of their making
 /// (every caller holds one guard at a time; nesting comes only from user
 /// code, which unwinds in order): the record of a read must never name a
 /// lock the thread does not read, or a later read of that lock would pass
-/// a writer that holds it. Debug builds check it.
+/// a writer that holds it. Debug builds check it. An owner's reads are
+/// only counted, in any order.
 struct Counted<'a> {
     stripe: &'a Stripe,
     /// Counted in the stripe's `own_count` (the thread owns its number).
     own: bool,
-    /// The reads its thread held before this one.
+    /// A sharer's reads held before this one.
     depth: usize,
     #[cfg(debug_assertions)]
     id: usize,
@@ -477,12 +494,28 @@ struct Counted<'a> {
 }
 
 impl<'a> Counted<'a> {
+    /// A read counted in the stripe its thread owns.
     #[inline(always)]
-    fn new(stripe: &'a Stripe, own: bool, depth: usize, id: usize) -> Self {
+    fn owner(stripe: &'a Stripe) -> Self {
+        Self {
+            stripe,
+            own: true,
+            depth: 0,
+            #[cfg(debug_assertions)]
+            id: 0,
+            #[cfg(loom)]
+            fast: None,
+        }
+    }
+
+    /// A read of lock `id` counted in a shared stripe, `depth` what the
+    /// thread's record returned.
+    #[inline(always)]
+    fn sharer(stripe: &'a Stripe, depth: usize, id: usize) -> Self {
         let _ = id;
         Self {
             stripe,
-            own,
+            own: false,
             depth,
             #[cfg(debug_assertions)]
             id,
@@ -501,14 +534,16 @@ impl Drop for Counted<'_> {
             barrier::leave(slot);
         }
         self.stripe.leave(self.own);
-        HELD.with(|h| {
-            #[cfg(debug_assertions)]
-            debug_assert!(
-                h.reads.innermost().is_none_or(|i| i == self.id),
-                "read guards dropped out of order"
-            );
-            h.reads.end(self.depth)
-        });
+        if !self.own {
+            HELD.with(|h| {
+                #[cfg(debug_assertions)]
+                debug_assert!(
+                    h.reads.innermost().is_none_or(|i| i == self.id),
+                    "read guards dropped out of order"
+                );
+                h.reads.end(self.depth)
+            });
+        }
     }
 }
 

@@ -75,6 +75,14 @@ impl Stripe {
         }
     }
 
+    /// How many reads the owner of this stripe's number holds: exact when
+    /// that owner asks (no other thread writes the count), which is how
+    /// an owner knows it reads the lock already.
+    #[inline]
+    pub(super) fn owner_reads(&self) -> usize {
+        self.own_count.load(Ordering::Relaxed)
+    }
+
     /// Whether no reader holds the lock through this stripe.
     #[inline]
     pub(super) fn idle(&self) -> bool {

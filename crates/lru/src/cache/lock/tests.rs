@@ -178,37 +178,97 @@ fn a_panic_under_the_write_lock_releases_it() {
     assert_eq!(*lock.read(), 2);
 }
 
-/// Guards dropped out of order would leave the thread's record naming
-/// a lock it no longer reads (a later read of it would pass a writer
+/// Runs `f` on a thread that shares its stripes (owns no stripe
+/// number), as every thread past the first [`MAX_STRIPES`](super::MAX_STRIPES) does: its
+/// reads go through its record.
+fn as_sharer<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            super::held::disown();
+            f()
+        })
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
+/// Guards dropped out of order would leave a sharer's record naming a
+/// lock it no longer reads (a later read of it would pass a writer
 /// holding it): debug builds stop there.
 #[test]
 #[cfg(debug_assertions)]
 #[should_panic(expected = "read guards dropped out of order")]
 fn read_guards_dropped_out_of_order_are_caught() {
-    let (a, b) = (ShardLock::new(1, 2), ShardLock::new(2, 2));
-    let ra = a.read();
-    let _rb = b.read();
-    drop(ra);
+    as_sharer(|| {
+        let (a, b) = (ShardLock::new(1, 2), ShardLock::new(2, 2));
+        let ra = a.read();
+        let _rb = b.read();
+        drop(ra);
+    });
 }
 
-/// A thread's record names the first `NEST` locks it nests and only
+/// A sharer's record names the first `NEST` locks it nests and only
 /// counts the rest; once every guard is gone it is empty again, and
 /// each lock is written and read as when nothing was nested.
 #[test]
 fn nesting_past_the_record_keeps_its_count() {
     use super::held::{HELD, NEST};
-    let locks: Vec<ShardLock<usize>> = (0..NEST + 3).map(|i| ShardLock::new(i, 2)).collect();
-    let reads = |i: usize| HELD.with(|h| h.reads.holds(locks[i].id));
-    let guards: Vec<_> = locks.iter().map(|l| l.read()).collect();
-    assert!((0..NEST).all(reads), "the first NEST are named");
-    assert!(!reads(NEST), "the rest only counted");
-    // Dropped innermost first.
-    drop(guards.into_iter().rev().collect::<Vec<_>>());
-    assert!(!(0..NEST).any(reads));
-    for (i, l) in locks.iter().enumerate() {
-        *l.write() += 1;
-        assert_eq!(*l.read(), i + 1);
-    }
+    as_sharer(|| {
+        let locks: Vec<ShardLock<usize>> = (0..NEST + 3).map(|i| ShardLock::new(i, 2)).collect();
+        let reads = |i: usize| HELD.with(|h| h.reads.holds(locks[i].id));
+        let guards: Vec<_> = locks.iter().map(|l| l.read()).collect();
+        assert!((0..NEST).all(reads), "the first NEST are named");
+        assert!(!reads(NEST), "the rest only counted");
+        // Dropped innermost first.
+        drop(guards.into_iter().rev().collect::<Vec<_>>());
+        assert!(!(0..NEST).any(reads));
+        for (i, l) in locks.iter().enumerate() {
+            *l.write() += 1;
+            assert_eq!(*l.read(), i + 1);
+        }
+    });
+}
+
+/// An owner's reads are only counted, in its stripe, which no other
+/// thread writes: they may end in any order, and however deep it nests,
+/// a change of a lock it reads panics rather than wait for itself (a
+/// record names only the first `NEST`: with it, this change waited for
+/// the thread's own read forever). Bounded: a hang fails the test.
+#[test]
+fn an_owner_knows_its_reads_at_any_depth() {
+    use super::held::NEST;
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let stripes = super::MAX_STRIPES;
+        let locks: Vec<ShardLock<usize>> =
+            (0..NEST + 3).map(|i| ShardLock::new(i, stripes)).collect();
+        if super::held::owned() >= stripes {
+            // Other tests' threads own every number.
+            return done.send(Ok(()));
+        }
+        let guards: Vec<_> = locks.iter().map(|l| l.read()).collect();
+        let last = &locks[NEST + 2];
+        let changed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| *last.write() += 1));
+        let message = match changed {
+            Ok(()) => return done.send(Err("a change of a lock the thread reads went on".into())),
+            Err(panic) => panic.downcast_ref::<String>().cloned().unwrap_or_default(),
+        };
+        // Dropped outermost first.
+        drop(guards);
+        for (i, l) in locks.iter().enumerate() {
+            *l.write() += 1;
+            assert_eq!(*l.read(), i + 1);
+        }
+        done.send(if message.contains("re-entered") {
+            Ok(())
+        } else {
+            Err(message)
+        })
+    });
+    let outcome = finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the owner's change of a lock it reads waited for itself (or panicked)");
+    outcome.unwrap();
 }
 
 /// Live threads own distinct stripe numbers, and give them back when

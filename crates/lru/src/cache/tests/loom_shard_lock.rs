@@ -10,7 +10,11 @@
 //! the lock calling back into the cache) passes a writer waiting for the
 //! first: waiting for that writer, as a reader otherwise does, would wait
 //! for itself. Broken on purpose by a second read that waits
-//! (`read_waiting_for_writers`): loom finds the schedule that never ends.
+//! (`read_waiting_for_writers`): loom finds the schedule that never ends,
+//! for a sharer (known by its thread's record) and an owner (known by its
+//! stripe's count). An owner that took its first read for a second (its
+//! count, already including that read, compared with 0 instead of 1) went
+//! past the writer: loom found it in `a_writer_excludes_an_owner_of_another_stripe`.
 //!
 //! And a thread that owns its stripe number counts itself with plain
 //! stores, beside a thread sharing that stripe with locked ones, and the
@@ -28,14 +32,17 @@ use loom::{sync::Arc, thread};
 
 use crate::cache::lock::{ShardLock, set_owned, set_stripe};
 
-/// A writer on stripe 0 and a reader on stripe 1; `broken` checks the
-/// counts before it blocks readers.
-fn writer_and_reader(broken: bool) {
+/// A writer on stripe 0 and a reader on stripe 1 (`owner`: that owns
+/// the number); `broken` checks the counts before it blocks readers.
+fn writer_and_reader(owner: bool, broken: bool) {
     super::model(move || {
         let lock = Arc::new(ShardLock::new((0u32, 0u32), 2));
         let l = lock.clone();
         let reader = thread::spawn(move || {
             set_stripe(1);
+            if owner {
+                set_owned(1);
+            }
             let r = l.read();
             assert_eq!(r.0, r.1, "a reader saw a write half done");
         });
@@ -56,24 +63,34 @@ fn writer_and_reader(broken: bool) {
 
 #[test]
 fn a_writer_excludes_a_reader_on_another_stripe() {
-    writer_and_reader(false);
+    writer_and_reader(false, false);
+}
+
+#[test]
+fn a_writer_excludes_an_owner_of_another_stripe() {
+    writer_and_reader(true, false);
 }
 
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn a_writer_that_checks_before_blocking_is_caught() {
-    writer_and_reader(true);
+    writer_and_reader(false, true);
 }
 
 /// A reader that reads the lock again while holding it, and a writer
-/// that may come in between; `broken` makes the second read wait for
-/// writers as a first read does.
-fn nested_read_and_writer(broken: bool) {
+/// that may come in between; `owner`: the reader owns its stripe number
+/// (it knows its first read by its stripe's count, not by its thread's
+/// record); `broken` makes the second read wait for writers as a first
+/// read does.
+fn nested_read_and_writer(owner: bool, broken: bool) {
     super::model(move || {
         let lock = Arc::new(ShardLock::new((0u32, 0u32), 2));
         let l = lock.clone();
         let reader = thread::spawn(move || {
             set_stripe(1);
+            if owner {
+                set_owned(1);
+            }
             let outer = l.read();
             let inner = if broken {
                 l.read_waiting_for_writers()
@@ -96,7 +113,12 @@ fn nested_read_and_writer(broken: bool) {
 
 #[test]
 fn a_nested_read_passes_a_waiting_writer() {
-    nested_read_and_writer(false);
+    nested_read_and_writer(false, false);
+}
+
+#[test]
+fn an_owners_nested_read_passes_a_waiting_writer() {
+    nested_read_and_writer(true, false);
 }
 
 /// Loom panics with "Model exceeded maximum number of branches" on the
@@ -107,7 +129,14 @@ fn a_nested_read_passes_a_waiting_writer() {
 #[test]
 #[should_panic]
 fn a_nested_read_that_waits_for_the_writer_is_caught() {
-    nested_read_and_writer(true);
+    nested_read_and_writer(false, true);
+}
+
+/// As [`a_nested_read_that_waits_for_the_writer_is_caught`], for an owner.
+#[test]
+#[should_panic]
+fn an_owners_nested_read_that_waits_for_the_writer_is_caught() {
+    nested_read_and_writer(true, true);
 }
 
 /// Two readers on stripe 1 and a writer on stripe 0: one reader owns
