@@ -19,10 +19,31 @@ pub(crate) use std::sync::{
     atomic::{AtomicI64, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering},
 };
 
+/// Names the calling thread among the live ones (a load's loader).
 #[cfg(loom)]
-pub(crate) use loom::thread::{ThreadId, current as current_thread};
+pub(crate) type ThreadToken = loom::thread::ThreadId;
+
+/// The calling thread's [`ThreadToken`].
+#[cfg(loom)]
+pub(crate) fn thread_token() -> ThreadToken {
+    loom::thread::current().id()
+}
+
+/// Names the calling thread among the live ones (a load's loader): the
+/// address of a thread-local of its own, which no other thread has while
+/// it lives. `thread::current().id()` counts a reference to the thread's
+/// handle up and down, two locked instructions a load.
 #[cfg(not(loom))]
-pub(crate) use std::thread::{ThreadId, current as current_thread};
+pub(crate) type ThreadToken = usize;
+
+/// The calling thread's [`ThreadToken`].
+#[cfg(not(loom))]
+pub(crate) fn thread_token() -> ThreadToken {
+    std::thread_local! {
+        static TOKEN: u8 = const { 0 };
+    }
+    TOKEN.with(|t| std::ptr::from_ref(t).addr())
+}
 
 /// Locks `m`, ignoring poisoning: lruvec state is consistent whenever user
 /// code (an evict callback) can run, and that code runs unlocked anyway.

@@ -5,11 +5,16 @@
 //! A [`Flight`] sits in its shard's `flights` from the moment a loader
 //! claims the key until the loaded value is in the shard — both under the
 //! shard's write lock, so a caller finds either the value or the flight,
-//! never neither while a load is on. The loader then completes the flight;
-//! a loader that fails or panics completes it empty (`Landing`'s drop, in `cache/mod.rs`),
-//! and its waiters start over: one of them becomes the next loader.
+//! never neither while a load is on. A caller that finds the flight waits
+//! in its [`Room`], which the first such caller makes, under the same
+//! lock: a load that nobody waits for allocates nothing and takes no lock
+//! but the shard's. The loader takes the room out with the flight, in the
+//! write section that stores the value, and completes it; a loader that
+//! fails or panics completes it empty (`Landing`'s drop, in
+//! `cache/mod.rs`), and its waiters start over: one of them becomes the
+//! next loader.
 
-use crate::sync::{Condvar, Mutex, ThreadId, current_thread};
+use crate::sync::{Arc, Condvar, Mutex, ThreadToken, thread_token};
 
 enum State<V> {
     Loading,
@@ -17,76 +22,84 @@ enum State<V> {
     Failed,
 }
 
-/// A load's state, and whether any caller waits for it.
-struct Status<V> {
-    state: State<V>,
-    waited: bool,
-}
-
-/// One key's load in progress.
+/// One key's load in progress, in its shard's `flights` (read and written
+/// under the shard's write lock).
 pub(super) struct Flight<K, V> {
     pub(super) hash: u64,
     pub(super) key: K,
+    /// This load among the shard's (its `Landing` finds it by this, with
+    /// no user code: a key's `Eq` may panic).
+    pub(super) id: u64,
     /// The thread running the loader: a caller on it that finds this
     /// flight would wait for itself (see [`Flight::is_own`]).
-    loader: ThreadId,
-    state: Mutex<Status<V>>,
-    done: Condvar,
+    loader: ThreadToken,
+    /// Where callers wait for the value, made by the first of them.
+    room: Option<Arc<Room<V>>>,
 }
 
 impl<K, V> Flight<K, V> {
     /// A flight loaded by the calling thread.
-    pub(super) fn new(hash: u64, key: K) -> Self {
+    pub(super) fn new(hash: u64, key: K, id: u64) -> Self {
         Self {
             hash,
             key,
-            loader: current_thread().id(),
-            state: Mutex::new(Status {
-                state: State::Loading,
-                waited: false,
-            }),
-            done: Condvar::new(),
+            id,
+            loader: thread_token(),
+            room: None,
         }
     }
 
     /// Whether the calling thread is this flight's loader: it reached the
     /// key again from inside its own loader, and waiting would never end.
     pub(super) fn is_own(&self) -> bool {
-        self.loader == current_thread().id()
+        self.loader == thread_token()
     }
 
-    /// Completes the load, waking every waiter. Only if there is one: a
-    /// futex condition variable's `notify_all` makes a system call
-    /// whether or not anyone waits, and almost every load has no waiter.
-    /// A caller marks itself waiting under the same lock before it waits,
-    /// so none is missed. Notifying always, one-thread read-through by
-    /// `get_or_insert_with` ran at 0.37x of `get` and `insert` at Zipf 0.9
-    /// (0.64x of quick_cache's `get_or_insert_with`), and at 0.57x at
-    /// Zipf 1.1 (an ad-hoc harness driving the `cache` experiment's
-    /// `load` read-through, one thread, fresh caches).
-    pub(super) fn complete(&self, value: Option<V>) {
-        let waited = {
-            let mut s = crate::sync::lock(&self.state);
-            s.state = match value {
-                Some(v) => State::Loaded(v),
-                None => State::Failed,
-            };
-            s.waited
-        };
-        if waited {
-            self.done.notify_all();
-        }
+    /// The room to wait in, made if this is the first caller to wait.
+    pub(super) fn room(&mut self) -> Arc<Room<V>> {
+        self.room
+            .get_or_insert_with(|| Arc::new(Room::new()))
+            .clone()
+    }
+
+    /// Takes the flight's room, if anyone waits (the loader, as it takes
+    /// the flight out of its shard).
+    pub(super) fn into_room(self) -> Option<Arc<Room<V>>> {
+        self.room
     }
 }
 
-impl<K, V: Clone> Flight<K, V> {
+/// Where the callers that found a load in flight wait for its value.
+pub(super) struct Room<V> {
+    state: Mutex<State<V>>,
+    done: Condvar,
+}
+
+impl<V> Room<V> {
+    fn new() -> Self {
+        Self {
+            state: Mutex::new(State::Loading),
+            done: Condvar::new(),
+        }
+    }
+
+    /// Completes the load (`None`: it failed), waking every waiter.
+    pub(super) fn complete(&self, value: Option<V>) {
+        *crate::sync::lock(&self.state) = match value {
+            Some(v) => State::Loaded(v),
+            None => State::Failed,
+        };
+        self.done.notify_all();
+    }
+}
+
+impl<V: Clone> Room<V> {
     /// Waits for the load: its value, or `None` if the loader failed.
     pub(super) fn wait(&self) -> Option<V> {
         let mut s = crate::sync::lock(&self.state);
         loop {
-            match &s.state {
+            match &*s {
                 State::Loading => {
-                    s.waited = true;
                     s = self
                         .done
                         .wait(s)

@@ -33,7 +33,7 @@ pub use builder::{
 };
 use builder::{Listener, Options};
 use crossbeam_utils::CachePadded;
-use flight::Flight;
+use flight::{Flight, Room};
 use lock::ShardLock;
 use shard::{Evicted, Inserted, Lruvec};
 
@@ -187,22 +187,42 @@ impl<K: Hash + Eq + Clone, V: Clone> LruCache<K, V> {
     }
 }
 
-/// Removes a load's flight from its shard and completes it empty if the
-/// loader did not land it (an error or a panic): its waiters start over.
+/// A load's flight from claim to landing: if the loader does not land it
+/// (an error, or a panic in the loader, a key's `Eq` or a value's
+/// `Clone`), takes the flight out of its shard and completes its room
+/// empty: its waiters start over.
 struct Landing<'a, K, V> {
     shard: &'a Shard<K, V>,
-    flight: &'a Arc<Flight<K, V>>,
-    landed: bool,
+    /// The flight's id in its shard.
+    id: u64,
+    /// Taken out of the shard (with its room, if anyone waits).
+    taken: Option<Option<Arc<Room<V>>>>,
+}
+
+impl<K, V> Landing<'_, K, V> {
+    /// Takes the flight out of `lv`, its shard, keeping its room.
+    fn take(&mut self, lv: &mut Lruvec<K, V>) {
+        let at = lv.flights.iter().position(|f| f.id == self.id);
+        self.taken = Some(at.and_then(|i| lv.flights.swap_remove(i).into_room()));
+    }
+
+    /// Hands the loaded `value` to the waiters, if any: landed (after
+    /// [`take`](Self::take)).
+    fn land(mut self, value: V) {
+        if let Some(room) = self.taken.as_mut().and_then(Option::take) {
+            room.complete(Some(value));
+        }
+    }
 }
 
 impl<K, V> Drop for Landing<'_, K, V> {
     fn drop(&mut self) {
-        if !self.landed {
-            self.shard
-                .write()
-                .flights
-                .retain(|f| !Arc::ptr_eq(f, self.flight));
-            self.flight.complete(None);
+        if self.taken.is_none() {
+            let mut lv = self.shard.write();
+            self.take(&mut lv);
+        }
+        if let Some(Some(room)) = self.taken.take() {
+            room.complete(None);
         }
     }
 }
@@ -380,35 +400,36 @@ where
             }
             let hash = self.hash(&key);
             let shard = self.shard(hash);
-            let flight = {
+            let claimed = {
                 let mut lv = shard.write();
                 if let Some(i) = lv.find(hash, |k| *k == key) {
                     return Ok(lv.node(i).value.clone());
                 }
                 match lv
                     .flights
-                    .iter()
+                    .iter_mut()
                     .find(|fl| fl.hash == hash && fl.key == key)
                 {
-                    Some(fl) => Err(fl.clone()),
+                    Some(fl) => Err((fl.room(), fl.is_own())),
                     None => {
-                        let fl = Arc::new(Flight::new(hash, key.clone()));
-                        lv.flights.push(fl.clone());
-                        Ok(fl)
+                        let id = lv.next_flight;
+                        lv.next_flight += 1;
+                        lv.flights.push(Flight::new(hash, key.clone(), id));
+                        Ok(id)
                     }
                 }
             };
-            let flight = match flight {
-                Ok(mine) => mine,
-                Err(theirs) => {
+            let id = match claimed {
+                Ok(id) => id,
+                Err((room, own)) => {
                     assert!(
-                        !theirs.is_own(),
+                        !own,
                         "LruCache::get_or_insert_with: the loader of a key asked for that same key \
                          on its own thread (directly or through other loads); waiting would never \
                          end. A loader must not need its own key"
                     );
                     self.load_waits.fetch_add(1, Ordering::Relaxed);
-                    match theirs.wait() {
+                    match room.wait() {
                         Some(v) => return Ok(v),
                         None => continue, // the loader failed: start over
                     }
@@ -417,8 +438,8 @@ where
             self.loads.fetch_add(1, Ordering::Relaxed);
             let mut landing = Landing {
                 shard,
-                flight: &flight,
-                landed: false,
+                id,
+                taken: None,
             };
             let load = f.take().expect("the loader runs once");
             let value = load()?;
@@ -426,7 +447,9 @@ where
             let mut evicted = Evicted::new();
             let value = {
                 let mut lv = shard.write();
-                lv.flights.retain(|fl| !Arc::ptr_eq(fl, &flight));
+                // Out with the flight, in the section that stores the
+                // value: a caller finds one or the other.
+                landing.take(&mut lv);
                 // A plain insert of the key meanwhile wins, as it would
                 // have had it come after.
                 match lv.find(hash, |k| *k == key) {
@@ -439,11 +462,9 @@ where
                 }
             };
             // Landed only once the waiters have their value: a key's `Eq` or
-            // a value's `Clone` panicking above must still wake them (they
-            // start over, and find the value if it was cached).
-            flight.complete(Some(value.clone()));
-            landing.landed = true;
-            drop(landing);
+            // a value's `Clone` panicking above or here must still wake them
+            // (they start over, and find the value if it was cached).
+            landing.land(value.clone());
             self.notify(evicted);
             return Ok(value);
         }

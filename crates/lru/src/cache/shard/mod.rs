@@ -16,7 +16,7 @@ mod slab;
 mod tunables;
 
 use super::{Policy, flight::Flight, workingset::Shadows};
-use crate::sync::{Arc, AtomicU8, Ordering};
+use crate::sync::{AtomicU8, Ordering};
 use tunables::*;
 
 /// Entries an operation evicted, handed out of the lock to be dropped or
@@ -182,7 +182,9 @@ pub(super) struct Lruvec<K, V> {
     batching: bool,
     pub(super) shadows: Shadows,
     /// Loads in flight in this shard (`get_or_insert_with`).
-    pub(super) flights: Vec<Arc<Flight<K, V>>>,
+    pub(super) flights: Vec<Flight<K, V>>,
+    /// The next flight's id.
+    pub(super) next_flight: u64,
     pub(super) evictions: u64,
     pub(super) refaults: u64,
     pub(super) activations: u64,
@@ -230,6 +232,7 @@ impl<K, V> Lruvec<K, V> {
             batching,
             shadows: Shadows::new(max_entries),
             flights: Vec::new(),
+            next_flight: 0,
             evictions: 0,
             refaults: 0,
             activations: 0,

@@ -1,14 +1,13 @@
 //! Single-flight loading: two callers missing on one key run one loader
 //! and both get its value; a loader that fails wakes the other caller,
-//! which loads in its turn. Broken on purpose three times: (1) a failing loader
-//! that does not complete its flight (no `Landing` drop) leaves the waiter
-//! blocked — loom reports the deadlock; (2) removing the flight in its own
-//! write section before the value is inserted lets the second caller find
-//! neither and load again — "loader ran 2 times"; (3) a loader that reads
-//! whether anyone waits in one lock section of its flight and stores the
-//! value in another (the flight notifies only callers that marked
-//! themselves waiting) misses a caller that marked itself in between,
-//! which waits forever — loom reports the deadlock in
+//! which loads in its turn. Broken on purpose three times: (1) a failing
+//! loader that does not complete its flight's room (`Landing`'s drop)
+//! leaves the waiter blocked — loom reports the deadlock; (2) taking the
+//! flight out in its own write section before the value is inserted lets
+//! the second caller find neither and load again — "loader ran 2 times";
+//! (3) a waiter whose room is not the flight's (made apart from it, as if
+//! outside the shard's lock, where the loader may already have taken the
+//! flight out) waits forever — loom reports the deadlock in
 //! `a_failed_loader_hands_over`.
 
 use loom::{
