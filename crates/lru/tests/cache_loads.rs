@@ -226,6 +226,89 @@ fn a_panic_storing_the_loaded_value_wakes_the_waiters() {
     cache.check_invariants().unwrap();
 }
 
+/// A key whose copy made while armed panics when dropped.
+#[derive(Debug)]
+struct Mined {
+    k: u32,
+    mine: bool,
+}
+
+static MINED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl Mined {
+    fn new(k: u32) -> Self {
+        Self { k, mine: false }
+    }
+}
+
+impl Clone for Mined {
+    fn clone(&self) -> Self {
+        Self {
+            k: self.k,
+            mine: MINED.swap(false, std::sync::atomic::Ordering::SeqCst),
+        }
+    }
+}
+
+impl Drop for Mined {
+    fn drop(&mut self) {
+        assert!(!self.mine, "injected: the key's Drop panics");
+    }
+}
+
+impl PartialEq for Mined {
+    fn eq(&self, other: &Self) -> bool {
+        self.k == other.k
+    }
+}
+
+impl Eq for Mined {}
+
+impl Hash for Mined {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.k.hash(state);
+    }
+}
+
+/// The flight's copy of the key (the first clone a load makes) panics
+/// when dropped, while another caller waits on the load: dropped as the
+/// flight left its shard, under the lock and before the waiters' room was
+/// complete, it stranded the waiter; now it drops after both, the waiter
+/// gets the value and the panic reaches the loading caller.
+#[test]
+fn a_key_whose_drop_panics_as_its_load_lands_strands_no_waiter() {
+    let name = "a_key_whose_drop_panics_as_its_load_lands_strands_no_waiter";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    std::panic::set_hook(Box::new(|_| {}));
+    let cache: LruCache<Mined, u32> = LruCache::new(10);
+    let started = Barrier::new(2);
+    std::thread::scope(|s| {
+        let first = s.spawn(|| {
+            MINED.store(true, std::sync::atomic::Ordering::SeqCst);
+            catch_unwind(AssertUnwindSafe(|| {
+                cache.get_or_insert_with(Mined::new(1), || {
+                    started.wait();
+                    std::thread::sleep(Duration::from_millis(100));
+                    1
+                })
+            }))
+        });
+        started.wait();
+        // Waits for the first load, whose flight's key panics as it lands.
+        let v = cache.get_or_insert_with(Mined::new(1), || 2);
+        assert!(
+            first.join().unwrap().is_err(),
+            "the panic reached its caller"
+        );
+        assert_eq!(v, 1);
+    });
+    assert_eq!(cache.peek(&Mined::new(1)), Some(1));
+    cache.check_invariants().unwrap();
+}
+
 /// The eviction listener runs outside every lock: it may read, insert and
 /// remove in the same cache (a re-entrant listener deadlocked caches that
 /// call it under a lock).

@@ -62,10 +62,10 @@ impl<K, V> Flight<K, V> {
             .clone()
     }
 
-    /// Takes the flight's room, if anyone waits (the loader, as it takes
-    /// the flight out of its shard).
-    pub(super) fn into_room(self) -> Option<Arc<Room<V>>> {
-        self.room
+    /// The flight's key, and its room if anyone waits (the loader, as it
+    /// takes the flight out of its shard).
+    pub(super) fn into_parts(self) -> (K, Option<Arc<Room<V>>>) {
+        (self.key, self.room)
     }
 }
 

@@ -197,13 +197,23 @@ struct Landing<'a, K, V> {
     id: u64,
     /// Taken out of the shard (with its room, if anyone waits).
     taken: Option<Option<Arc<Room<V>>>>,
+    /// The flight's copy of the key, dropped with the landing: after the
+    /// shard's lock and after the room is complete, since a key's `Drop`
+    /// may panic or use the cache (under the lock, a panic there stranded
+    /// the waiters).
+    key: Option<K>,
 }
 
 impl<K, V> Landing<'_, K, V> {
-    /// Takes the flight out of `lv`, its shard, keeping its room.
+    /// Takes the flight out of `lv`, its shard, keeping its room and key.
     fn take(&mut self, lv: &mut Lruvec<K, V>) {
         let at = lv.flights.iter().position(|f| f.id == self.id);
-        self.taken = Some(at.and_then(|i| lv.flights.swap_remove(i).into_room()));
+        let (key, room) = at.map_or((None, None), |i| {
+            let (key, room) = lv.flights.swap_remove(i).into_parts();
+            (Some(key), room)
+        });
+        self.taken = Some(room);
+        self.key = key;
     }
 
     /// Hands the loaded `value` to the waiters, if any: landed (after
@@ -440,6 +450,7 @@ where
                 shard,
                 id,
                 taken: None,
+                key: None,
             };
             let load = f.take().expect("the loader runs once");
             let value = load()?;

@@ -19,10 +19,11 @@ use super::MAX_STRIPES;
 /// A), then changes A (from a `Clone` under B) panics too. Only the first
 /// [`NEST`] locks of each kind are recorded.
 ///
-/// A thread that owns its stripe number knows its reads of a lock without
-/// a record, at any depth: they are its count in that lock's stripe
-/// (`own_count`), which no other thread writes. Only sharers record
-/// reads. Recording an owner's reads too cost 12 of a lookup's 143
+/// A thread that owns its stripe number knows its reads of a lock with
+/// more stripes than that number without a record, at any depth: they
+/// are its count in that lock's stripe (`own_count`), which no other
+/// thread writes. Only sharers record reads (in locks of fewer stripes,
+/// an owner is one). Recording an owner's reads too cost 12 of a lookup's 143
 /// instructions (callgrind, pure read, Zipf 1.1, one thread), and without
 /// it that lookup ran 3% faster (medians 58.7 -> 60.6 Mops/s, faster in
 /// each of 8 alternating pairs of processes pinned to one CPU).
