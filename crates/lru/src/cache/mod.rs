@@ -117,7 +117,8 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 /// - Memory grows with the entries held: 29 bytes per `u64 → u64` entry
 ///   beside the slab's spare capacity (16 in the node, 12 in its list
 ///   links and short hash, 1 of flags; 8 more with a weigher, in a side
-///   array) and 5 to 10 in the index; once a shard first evicts, its
+///   array) and 5 to 10 in the index (3 to 6 in a shard of at most
+///   65535 entries, whose index holds `u16`s); once a shard first evicts, its
 ///   shadow table (4 bytes a slot, twice its entries) is allocated.
 ///   `cache-memory` measures 43 bytes an entry filled and 49 at steady
 ///   state with every shadow table allocated. Each shard's lock

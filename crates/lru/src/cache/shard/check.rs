@@ -32,11 +32,7 @@ impl<K, V> Lruvec<K, V> {
                         "entry {i}'s ACTIVE flag disagrees with list {list}"
                     ));
                 }
-                if self
-                    .table
-                    .find(super::index_hash(link.hash), |&j| j == at)
-                    .is_none()
-                {
+                if !self.table.contains(super::index_hash(link.hash), at) {
                     return Err(format!("entry {i} missing from the index"));
                 }
                 weight += self.weight_of(at);

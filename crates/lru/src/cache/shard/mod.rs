@@ -6,9 +6,8 @@
 //! Everything here runs under the shard's lock and calls no user code
 //! except `Eq` in lookups, so a panic there leaves the shard as it was.
 
-use hashbrown::HashTable;
-
 mod check;
+mod index;
 mod list;
 mod reclaim;
 mod refault;
@@ -173,7 +172,8 @@ pub(super) struct Lruvec<K, V> {
     /// (every entry weighs 1).
     weights: Vec<u64>,
     weighted: bool,
-    table: HashTable<u32>,
+    /// From short hashes to slots ([`index`]).
+    table: index::Index,
     lists: [List; 2],
     weight: u64,
     capacity: u64,
@@ -223,7 +223,7 @@ impl<K, V> Lruvec<K, V> {
             links: Vec::new(),
             weights: Vec::new(),
             weighted,
-            table: HashTable::new(),
+            table: index::Index::new(max_entries),
             lists: [EMPTY; 2],
             weight: 0,
             capacity,
@@ -288,11 +288,7 @@ impl<K, V> Lruvec<K, V> {
     pub(super) fn find(&self, hash: u64, eq: impl Fn(&K) -> bool) -> Option<u32> {
         let nodes = &self.nodes;
         self.table
-            .find(
-                index_hash(short_hash(hash)),
-                |&i| eq(&nodes[i as usize].key),
-            )
-            .copied()
+            .find(index_hash(short_hash(hash)), |i| eq(&nodes[i as usize].key))
     }
 
     /// `folio_mark_accessed` / `folio_inc_refs`, under the read lock: a hit
@@ -451,7 +447,7 @@ impl<K, V> Lruvec<K, V> {
         self.link_at(i, place.list(), place == Place::InactiveTail);
         let links = &self.links;
         self.table
-            .insert_unique(index_hash(hash), i, |&j| index_hash(links[j as usize].hash));
+            .insert(index_hash(hash), i, |j| index_hash(links[j as usize].hash));
         self.weight += weight;
         self.leave_shadow(shadow);
         Inserted::New

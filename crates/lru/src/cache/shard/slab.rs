@@ -20,9 +20,7 @@ impl<K, V> Lruvec<K, V> {
         let list = self.list_of(i);
         self.unlink(i, list);
         let (hash, weight) = (self.links[i as usize].hash, self.weight_of(i));
-        if let Ok(e) = self.table.find_entry(index_hash(hash), |&j| j == i) {
-            e.remove();
-        }
+        self.table.remove(index_hash(hash), i);
         self.weight -= weight;
     }
 
@@ -47,9 +45,7 @@ impl<K, V> Lruvec<K, V> {
             if l.tail == last {
                 l.tail = i;
             }
-            if let Some(slot) = self.table.find_mut(index_hash(lhash), |&j| j == last) {
-                *slot = i;
-            }
+            self.table.repoint(index_hash(lhash), last, i);
             if *fix == last {
                 *fix = i;
             }

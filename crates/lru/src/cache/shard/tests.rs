@@ -607,3 +607,38 @@ fn a_shadowless_miss_goes_to_the_tail_once_misses_mostly_refault() {
         lv.check().unwrap();
     }
 }
+
+/// A shard of up to 65535 entries indexes them in `u16`s, a larger one in
+/// `u32`s; both find every entry they hold, and removals (which move the
+/// slab's last entry into the freed slot) re-point the right one, up to
+/// the highest slot either can hold.
+#[test]
+fn both_index_widths_hold_a_full_shard() {
+    for n in [65535usize, 65536 + 100] {
+        let mut lv = Lruvec::new(Policy::Workingset, true, false, n as u64, n);
+        assert_eq!(
+            matches!(lv.table, index::Index::Narrow(_)),
+            n <= 65535,
+            "{n} entries"
+        );
+        // Past the capacity: the oldest keys are evicted.
+        for k in 0..n as u64 + 10 {
+            insert(&mut lv, k);
+        }
+        assert_eq!(lv.len(), n);
+        lv.check().unwrap();
+        let find = |lv: &Lruvec<u64, u64>, k: u64| lv.find(hash(k), |&x| x == k);
+        assert!(find(&lv, 0).is_none());
+        // Removing an entry moves the slab's last one into its slot.
+        let mut none = NIL;
+        let first = find(&lv, 10).expect("an old key");
+        lv.remove(first, &mut none);
+        lv.check().unwrap();
+        assert!(find(&lv, 10).is_none());
+        assert_eq!(lv.len(), n - 1);
+        for k in [11, n as u64 / 2, n as u64 + 9] {
+            let i = find(&lv, k).unwrap_or_else(|| panic!("key {k} lost"));
+            assert_eq!(lv.node(i).key, k);
+        }
+    }
+}
