@@ -25,6 +25,11 @@ pub struct Host {
     /// `/sys/kernel/mm/hugepages`.
     #[serde(default)]
     pub hugepages: Vec<(String, u64, u64)>,
+    /// DAMON's running schemes, as `action (operations)`, from
+    /// `/sys/kernel/mm/damon/admin/kdamonds`: a kernel thread that samples
+    /// memory and acts on it (pages it out, ...) while benchmarks run.
+    #[serde(default)]
+    pub damon: Vec<String>,
     /// How the machine is virtualised when `cargo xtask vm` booted it
     /// (`qemu-tcg`, `qemu-kvm`, from `MMBATCH_VM`); empty on a host.
     #[serde(default)]
@@ -92,6 +97,7 @@ impl Host {
             .unwrap_or_default();
         hugepages.sort();
         Self {
+            damon: damon_schemes(std::path::Path::new("/sys/kernel/mm/damon/admin/kdamonds")),
             guest: std::env::var("MMBATCH_VM").unwrap_or_default(),
             cpus,
             nodes,
@@ -125,7 +131,7 @@ impl Host {
             )
         };
         format!(
-            "{} CPUs, {} NUMA node(s), {memory}, Linux {}, THP {}, huge pages {huge}{}",
+            "{} CPUs, {} NUMA node(s), {memory}, Linux {}, THP {}, huge pages {huge}{}{}",
             self.cpus,
             self.nodes,
             self.kernel,
@@ -135,6 +141,23 @@ impl Host {
                 &self.thp
             },
             self.guest_note(),
+            self.damon_note(),
+        )
+    }
+
+    /// `; DAMON on (...)` while DAMON runs schemes, else empty. On this
+    /// project's 2-CPU host a `pageout` scheme over physical memory made
+    /// one-thread pure-read samples of a cache dip from ~50 to ~30 Mops/s
+    /// for stretches, and none did with it off (ad-hoc harness, pinned).
+    pub fn damon_note(&self) -> String {
+        if self.damon.is_empty() {
+            return String::new();
+        }
+        format!(
+            "; DAMON on ({}): it samples and acts on memory during the runs, and memory-bound \
+             rows can dip while it works; as root, `echo off > \
+             /sys/kernel/mm/damon/admin/kdamonds/<n>/state` stops it",
+            self.damon.join(", ")
         )
     }
 
@@ -149,5 +172,67 @@ impl Host {
             }
             g => format!("; a {g} guest"),
         }
+    }
+}
+
+/// The schemes of the kdamonds under `root` whose state is `on`.
+fn damon_schemes(root: &std::path::Path) -> Vec<String> {
+    let read = |p: std::path::PathBuf| std::fs::read_to_string(p).map(|s| s.trim().to_owned());
+    let dirs = |p: std::path::PathBuf| -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = std::fs::read_dir(p)
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .map(|e| e.path())
+                    .filter(|p| p.is_dir())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let mut out = Vec::new();
+    for kdamond in dirs(root.to_path_buf()) {
+        if read(kdamond.join("state")).ok().as_deref() != Some("on") {
+            continue;
+        }
+        for ctx in dirs(kdamond.join("contexts")) {
+            let ops = read(ctx.join("operations")).unwrap_or_default();
+            for scheme in dirs(ctx.join("schemes")) {
+                if let Ok(action) = read(scheme.join("action")) {
+                    out.push(format!("{action} ({ops})"));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::damon_schemes;
+
+    /// Only running kdamonds count, each scheme once, with its context's
+    /// operations.
+    #[test]
+    fn damon_schemes_of_running_kdamonds() {
+        let root = std::env::temp_dir().join(format!("mmbatch-damon-{}", std::process::id()));
+        let put = |p: &str, v: &str| {
+            let p = root.join(p);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, v).unwrap();
+        };
+        put("0/state", "on\n");
+        put("0/contexts/0/operations", "paddr\n");
+        put("0/contexts/0/schemes/0/action", "pageout\n");
+        put("0/contexts/0/schemes/1/action", "lru_deprio\n");
+        put("1/state", "off\n");
+        put("1/contexts/0/operations", "vaddr\n");
+        put("1/contexts/0/schemes/0/action", "hugepage\n");
+        put("nr_kdamonds", "2\n");
+        let found = damon_schemes(&root);
+        let absent = damon_schemes(&root.join("absent"));
+        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(found, ["pageout (paddr)", "lru_deprio (paddr)"]);
+        assert!(absent.is_empty());
     }
 }
