@@ -196,8 +196,10 @@ struct Landing<'a, K, V> {
     shard: &'a Shard<K, V>,
     /// The flight's id in its shard.
     id: u64,
-    /// Taken out of the shard (with its room, if anyone waits).
-    taken: Option<Option<Arc<Room<V>>>>,
+    /// Whether the flight is out of its shard.
+    taken: bool,
+    /// Its room, once taken out, if anyone waits.
+    room: Option<Arc<Room<V>>>,
     /// The flight's copy of the key, dropped with the landing: after the
     /// shard's lock and after the room is complete, since a key's `Drop`
     /// may panic or use the cache (under the lock, a panic there stranded
@@ -208,19 +210,17 @@ struct Landing<'a, K, V> {
 impl<K, V> Landing<'_, K, V> {
     /// Takes the flight out of `lv`, its shard, keeping its room and key.
     fn take(&mut self, lv: &mut Lruvec<K, V>) {
-        let at = lv.flights.iter().position(|f| f.id == self.id);
-        let (key, room) = at.map_or((None, None), |i| {
+        if let Some(i) = lv.flights.iter().position(|f| f.id == self.id) {
             let (key, room) = lv.flights.swap_remove(i).into_parts();
-            (Some(key), room)
-        });
-        self.taken = Some(room);
-        self.key = key;
+            (self.key, self.room) = (Some(key), room);
+        }
+        self.taken = true;
     }
 
     /// Hands the loaded `value` to the waiters, if any: landed (after
     /// [`take`](Self::take)).
     fn land(mut self, value: V) {
-        if let Some(room) = self.taken.as_mut().and_then(Option::take) {
+        if let Some(room) = self.room.take() {
             room.complete(Some(value));
         }
     }
@@ -228,11 +228,11 @@ impl<K, V> Landing<'_, K, V> {
 
 impl<K, V> Drop for Landing<'_, K, V> {
     fn drop(&mut self) {
-        if self.taken.is_none() {
+        if !self.taken {
             let mut lv = self.shard.write();
             self.take(&mut lv);
         }
-        if let Some(Some(room)) = self.taken.take() {
+        if let Some(room) = self.room.take() {
             room.complete(None);
         }
     }
@@ -450,7 +450,8 @@ where
             let mut landing = Landing {
                 shard,
                 id,
-                taken: None,
+                taken: false,
+                room: None,
                 key: None,
             };
             let load = f.take().expect("the loader runs once");

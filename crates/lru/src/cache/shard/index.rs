@@ -18,6 +18,40 @@ pub(super) enum Index {
     Wide(HashTable<u32>),
 }
 
+/// A slot number as an index stores it.
+trait Slot: Copy {
+    fn get(self) -> u32;
+    fn of(i: u32) -> Self;
+}
+
+impl Slot for u16 {
+    fn get(self) -> u32 {
+        u32::from(self)
+    }
+    fn of(i: u32) -> Self {
+        u16::try_from(i).expect("a narrow index holds slots below 65535")
+    }
+}
+
+impl Slot for u32 {
+    fn get(self) -> u32 {
+        self
+    }
+    fn of(i: u32) -> Self {
+        i
+    }
+}
+
+/// `$body` with `$t` bound to the index's table, whichever its width.
+macro_rules! each {
+    ($index:expr, $t:ident => $body:expr) => {
+        match $index {
+            Index::Narrow($t) => $body,
+            Index::Wide($t) => $body,
+        }
+    };
+}
+
 impl Index {
     /// An index for a shard of at most `max_entries` entries (slots
     /// `0..max_entries`).
@@ -32,10 +66,7 @@ impl Index {
     /// The slot under `hash` that satisfies `eq`.
     #[inline]
     pub(super) fn find(&self, hash: u64, eq: impl Fn(u32) -> bool) -> Option<u32> {
-        match self {
-            Self::Narrow(t) => t.find(hash, |&i| eq(u32::from(i))).map(|&i| u32::from(i)),
-            Self::Wide(t) => t.find(hash, |&i| eq(i)).copied(),
-        }
+        each!(self, t => t.find(hash, |&i| eq(i.get())).map(|&i| i.get()))
     }
 
     /// Whether slot `i` is indexed under `hash`.
@@ -46,61 +77,35 @@ impl Index {
     /// Indexes slot `i` under `hash` (it is not indexed yet); `rehash`
     /// gives any slot's hash when the table grows.
     pub(super) fn insert(&mut self, hash: u64, i: u32, rehash: impl Fn(u32) -> u64) {
-        match self {
-            Self::Narrow(t) => {
-                let i = u16::try_from(i).expect("a narrow index holds slots below 65535");
-                t.insert_unique(hash, i, |&j| rehash(u32::from(j)));
-            }
-            Self::Wide(t) => {
-                t.insert_unique(hash, i, |&j| rehash(j));
-            }
-        }
+        each!(self, t => {
+            t.insert_unique(hash, Slot::of(i), |&j| rehash(j.get()));
+        });
     }
 
     /// Drops slot `i`, indexed under `hash`.
     pub(super) fn remove(&mut self, hash: u64, i: u32) {
-        match self {
-            Self::Narrow(t) => {
-                if let Ok(e) = t.find_entry(hash, |&j| u32::from(j) == i) {
-                    e.remove();
-                }
+        each!(self, t => {
+            if let Ok(e) = t.find_entry(hash, |&j| j.get() == i) {
+                e.remove();
             }
-            Self::Wide(t) => {
-                if let Ok(e) = t.find_entry(hash, |&j| j == i) {
-                    e.remove();
-                }
-            }
-        }
+        });
     }
 
     /// Re-points slot `from`, indexed under `hash`, to slot `to` (an entry
     /// that moved in the slab).
     pub(super) fn repoint(&mut self, hash: u64, from: u32, to: u32) {
-        match self {
-            Self::Narrow(t) => {
-                if let Some(slot) = t.find_mut(hash, |&j| u32::from(j) == from) {
-                    *slot = u16::try_from(to).expect("a narrow index holds slots below 65535");
-                }
+        each!(self, t => {
+            if let Some(slot) = t.find_mut(hash, |&j| j.get() == from) {
+                *slot = Slot::of(to);
             }
-            Self::Wide(t) => {
-                if let Some(slot) = t.find_mut(hash, |&j| j == from) {
-                    *slot = to;
-                }
-            }
-        }
+        });
     }
 
     pub(super) fn len(&self) -> usize {
-        match self {
-            Self::Narrow(t) => t.len(),
-            Self::Wide(t) => t.len(),
-        }
+        each!(self, t => t.len())
     }
 
     pub(super) fn clear(&mut self) {
-        match self {
-            Self::Narrow(t) => t.clear(),
-            Self::Wide(t) => t.clear(),
-        }
+        each!(self, t => t.clear());
     }
 }
