@@ -224,9 +224,16 @@ impl<T> ShardLock<T> {
     /// models' broken twins.
     #[inline(always)]
     fn read_with(&self, pass_own: bool, recheck: bool) -> ReadGuard<'_, T> {
-        let (index, owned) = HELD.with(|h| (h.stripe_index(), h.owned.get()));
         // An owner's reads of this lock are its stripe's `own_count`: no
-        // record of them (see `Held`).
+        // record of them (see `Held`). A thread claims its number at its
+        // first lock, so one without a number here may not have locked yet.
+        let mut owned = HELD.with(|h| h.owned.get());
+        if owned >= self.stripes.len() {
+            owned = HELD.with(|h| {
+                h.stripe_index();
+                h.owned.get()
+            });
+        }
         let (stripe, counted) = if let Some(stripe) = self.stripes.get(owned) {
             let state = self.block.state();
             if state & (FAST | BLOCK) == FAST {
@@ -237,7 +244,7 @@ impl<T> ShardLock<T> {
             // From here a panic uncounts the reader.
             (&**stripe, Counted::owner(stripe))
         } else {
-            let depth = HELD.with(|h| h.reads.begin(self.id));
+            let (index, depth) = HELD.with(|h| (h.stripe_index(), h.reads.begin(self.id)));
             let stripe = self.stripe(index);
             stripe.enter(false);
             // From here a panic uncounts the reader and restores the record.

@@ -64,7 +64,7 @@ impl Index {
     }
 
     /// The slot under `hash` that satisfies `eq`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn find(&self, hash: u64, eq: impl Fn(u32) -> bool) -> Option<u32> {
         each!(self, t => t.find(hash, |&i| eq(i.get())).map(|&i| i.get()))
     }

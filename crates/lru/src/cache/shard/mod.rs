@@ -179,6 +179,9 @@ pub(super) struct Lruvec<K, V> {
     capacity: u64,
     max_entries: usize,
     policy: Policy,
+    /// The most references a hit counts: [`MAX_REFS`], 1 under
+    /// [`Policy::Lru`] (kept rather than derived on every hit).
+    max_refs: u8,
     batching: bool,
     pub(super) shadows: Shadows,
     /// Loads in flight in this shard (`get_or_insert_with`).
@@ -229,6 +232,7 @@ impl<K, V> Lruvec<K, V> {
             capacity,
             max_entries,
             policy,
+            max_refs: if policy == Policy::Lru { 1 } else { MAX_REFS },
             batching,
             shadows: Shadows::new(max_entries),
             flights: Vec::new(),
@@ -285,6 +289,7 @@ impl<K, V> Lruvec<K, V> {
     }
 
     /// The entry of `hash` whose key satisfies `eq`.
+    #[inline(always)]
     pub(super) fn find(&self, hash: u64, eq: impl Fn(&K) -> bool) -> Option<u32> {
         let nodes = &self.nodes;
         self.table
@@ -304,12 +309,7 @@ impl<K, V> Lruvec<K, V> {
     pub(super) fn mark_accessed(&self, i: u32) {
         let flags = &self.flags[i as usize];
         let f = flags.load(Ordering::Relaxed);
-        let max = if self.policy == Policy::Lru {
-            1
-        } else {
-            MAX_REFS
-        };
-        if f & REFS < max {
+        if f & REFS < self.max_refs {
             // A lost race loses a count: a hint, as the kernel's are.
             flags.store(Self::hit_flags(f), Ordering::Relaxed);
         }
