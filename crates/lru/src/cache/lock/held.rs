@@ -28,8 +28,8 @@ use super::MAX_STRIPES;
 /// it that lookup ran 3% faster (medians 58.7 -> 60.6 Mops/s, faster in
 /// each of 8 alternating pairs of processes pinned to one CPU).
 ///
-/// Kept beside the stripe number the read path looks up anyway, in fixed
-/// arrays of plain cells ([`Record`]): a load and two stores a lookup, in
+/// Kept beside the thread's stripe numbers, which a sharer's read looks
+/// up anyway, in fixed arrays of plain cells ([`Record`]): a load and two stores a lookup, in
 /// a line the thread alone writes. Against quick_cache in an interleaved
 /// A/B (pure read, Zipf 1.1, one thread; medians of six pairs), recording
 /// every lock instead of the innermost one took workingset from 1.33x to

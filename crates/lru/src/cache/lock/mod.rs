@@ -226,30 +226,35 @@ impl<T> ShardLock<T> {
     #[inline(always)]
     fn read_with(&self, pass_own: bool, recheck: bool) -> ReadGuard<'_, T> {
         // An owner's reads of this lock are its stripe's `own_count`: no
-        // record of them (see `Held`). A thread claims its number at its
-        // first lock, so one without a number here may not have locked yet.
-        let mut owned = HELD.with(|h| h.owned.get());
-        if owned >= self.stripes.len() {
-            owned = HELD.with(|h| {
-                h.stripe_index();
-                h.owned.get()
-            });
-        }
+        // record of them (see `Held`).
+        let owned = HELD.with(|h| h.owned.get());
         let (stripe, counted) = if let Some(stripe) = self.stripes.get(owned) {
             let state = self.block.state();
             if state & (FAST | BLOCK) == FAST {
                 return self.read_fast(stripe, owned, state, pass_own, recheck);
             }
-            // SeqCst on both sides (`smp_mb()` in the kernel).
-            stripe.enter(true);
-            // From here a panic uncounts the reader.
-            (&**stripe, Counted::owner(stripe))
+            Self::count_owner(stripe)
         } else {
-            let (index, depth) = HELD.with(|h| (h.stripe_index(), h.reads.begin(self.id)));
-            let stripe = self.stripe(index);
-            stripe.enter(false);
-            // From here a panic uncounts the reader and restores the record.
-            (stripe, Counted::sharer(stripe, depth, self.id))
+            // No stripe of this lock owned: the thread has no number, or
+            // one this lock has no stripe for, or it has not locked yet
+            // (its first lock claims a number, and it may then own one
+            // here).
+            let (owned, sharer) = HELD.with(|h| {
+                let index = h.stripe_index();
+                let owned = h.owned.get();
+                let sharer = (owned >= self.stripes.len()).then(|| (index, h.reads.begin(self.id)));
+                (owned, sharer)
+            });
+            match sharer {
+                None => Self::count_owner(&self.stripes[owned]),
+                Some((index, depth)) => {
+                    let stripe = self.stripe(index);
+                    stripe.enter(false);
+                    // From here a panic uncounts the reader and restores
+                    // the record.
+                    (stripe, Counted::sharer(stripe, depth, self.id))
+                }
+            }
         };
         smp_mb();
         if self.block.is_set() {
@@ -266,6 +271,15 @@ impl<T> ShardLock<T> {
             data: unsafe { self.data.shared() },
             counted,
         }
+    }
+
+    /// Counts an owner in `stripe` with a barrier (a slow read).
+    #[inline(always)]
+    fn count_owner(stripe: &CachePadded<Stripe>) -> (&Stripe, Counted<'_>) {
+        // SeqCst on both sides (`smp_mb()` in the kernel).
+        stripe.enter(true);
+        // From here a panic uncounts the reader.
+        (&**stripe, Counted::owner(stripe))
     }
 
     /// The owner's read without a barrier, the state word as it read it

@@ -179,8 +179,9 @@ pub(super) struct Lruvec<K, V> {
     capacity: u64,
     max_entries: usize,
     policy: Policy,
-    /// The most references a hit counts: [`MAX_REFS`], 1 under
-    /// [`Policy::Lru`] (kept rather than derived on every hit).
+    /// The most references a batched hit counts ([`mark_accessed`](Self::mark_accessed)):
+    /// [`MAX_REFS`], 1 under [`Policy::Lru`] (kept rather than derived on
+    /// every hit).
     max_refs: u8,
     batching: bool,
     pub(super) shadows: Shadows,
@@ -332,7 +333,7 @@ impl<K, V> Lruvec<K, V> {
             // what is left of it.
             self.set_flags(i, Self::hit_flags(f));
             self.activate(i);
-        } else if f & REFS < MAX_REFS {
+        } else if f & REFS < self.max_refs {
             self.set_flags(i, Self::hit_flags(f));
         }
     }
