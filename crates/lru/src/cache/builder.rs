@@ -43,7 +43,7 @@ pub enum Policy {
     /// refault, a more distant refault of an entry that never reached the
     /// active list (`PG_workingset`, kept in the shadow) goes to the
     /// inactive tail, to be reclaimed first; before, to the head. The inactive list's size adapts as ARC's
-    /// recency list does (1% to 15% of the shard, a tenth to start):
+    /// recency list does (0.3% to 15% of the shard, a tenth to start):
     /// refaults of entries evicted from probation grow it, refaults of
     /// entries the active list demoted shrink it. A one-off scan cannot
     /// flush hot entries, a working set that returns is recognised, the

@@ -449,9 +449,9 @@ fn the_reach_follows_whether_refaults_in_its_band_are_hit() {
     assert_eq!(at(&lv, 5003), Some(ACTIVE));
     assert!((lv.reach - (1.0 + step)).abs() < 1e-9, "{}", lv.reach);
 
-    // Within half the shard: activated at any reach, outside the band.
+    // Within the reach's floor: activated at any reach, outside the band.
     lv.reach = REACH_MIN;
-    let i = refault_from_probation(&mut lv, 5004, 400);
+    let i = refault_from_probation(&mut lv, 5004, (REACH_MIN * 1000.0) as usize - 50);
     assert_eq!(lv.list_of(i), ACTIVE);
     assert_eq!(lv.flags(i) & IN_BAND, 0);
     lv.check().unwrap();
