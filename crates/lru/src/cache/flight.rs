@@ -11,7 +11,7 @@
 //! but the shard's. The loader takes the room out with the flight, in the
 //! write section that stores the value, and completes it; a loader that
 //! fails or panics completes it empty (`Landing`'s drop, in
-//! `cache/mod.rs`), and its waiters start over: one of them becomes the
+//! `cache/load.rs`), and its waiters start over: one of them becomes the
 //! next loader.
 
 use crate::sync::{Arc, Condvar, Mutex, ThreadToken, thread_token};

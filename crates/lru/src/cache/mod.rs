@@ -7,10 +7,12 @@
 //!   [`CacheError`].
 //! - `shard`: one shard's lruvec — slab, index, lists, reclaim.
 //! - `workingset`: shadows and the refault test.
-//! - `flight`: single-flight loading.
+//! - `flight`, `load`: single-flight loading (the flight and its room;
+//!   `get_or_insert_with`).
 
 mod builder;
 mod flight;
+mod load;
 #[allow(unsafe_code)] // the lock's protocol: see its docs
 mod lock;
 #[allow(unsafe_code)] // a prefetch instruction, at the MSRV
@@ -33,11 +35,10 @@ pub use builder::{
 };
 use builder::{Listener, Options};
 use crossbeam_utils::CachePadded;
-use flight::{Flight, Room};
 use lock::ShardLock;
 use shard::{Evicted, Inserted, Lruvec};
 
-use crate::sync::{Arc, AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering};
 
 /// One shard: its lruvec behind a lock striped by thread, whose stripes
 /// also hold the hit and miss counters, in the line a lookup has just
@@ -188,56 +189,6 @@ impl<K: Hash + Eq + Clone, V: Clone> LruCache<K, V> {
     }
 }
 
-/// A load's flight from claim to landing: if the loader does not land it
-/// (an error, or a panic in the loader, a key's `Eq` or a value's
-/// `Clone`), takes the flight out of its shard and completes its room
-/// empty: its waiters start over.
-struct Landing<'a, K, V> {
-    shard: &'a Shard<K, V>,
-    /// The flight's id in its shard.
-    id: u64,
-    /// Whether the flight is out of its shard.
-    taken: bool,
-    /// Its room, once taken out, if anyone waits.
-    room: Option<Arc<Room<V>>>,
-    /// The flight's copy of the key, dropped with the landing: after the
-    /// shard's lock and after the room is complete, since a key's `Drop`
-    /// may panic or use the cache (under the lock, a panic there stranded
-    /// the waiters).
-    key: Option<K>,
-}
-
-impl<K, V> Landing<'_, K, V> {
-    /// Takes the flight out of `lv`, its shard, keeping its room and key.
-    fn take(&mut self, lv: &mut Lruvec<K, V>) {
-        if let Some(i) = lv.flights.iter().position(|f| f.id == self.id) {
-            let (key, room) = lv.flights.swap_remove(i).into_parts();
-            (self.key, self.room) = (Some(key), room);
-        }
-        self.taken = true;
-    }
-
-    /// Hands the loaded `value` to the waiters, if any: landed (after
-    /// [`take`](Self::take)).
-    fn land(mut self, value: V) {
-        if let Some(room) = self.room.take() {
-            room.complete(Some(value));
-        }
-    }
-}
-
-impl<K, V> Drop for Landing<'_, K, V> {
-    fn drop(&mut self) {
-        if !self.taken {
-            let mut lv = self.shard.write();
-            self.take(&mut lv);
-        }
-        if let Some(room) = self.room.take() {
-            room.complete(None);
-        }
-    }
-}
-
 impl<K, V, S, W> LruCache<K, V, S, W>
 where
     K: Hash + Eq + Clone,
@@ -368,119 +319,6 @@ where
 
     fn weigh(&self, key: &K, value: &V) -> u64 {
         self.weigher.weight(key, value).max(1)
-    }
-
-    /// The value of `key`, loading and caching it with `f` on a miss. One
-    /// loader runs per key at a time: other callers missing on the same key
-    /// meanwhile wait for its value. `f` runs outside every lock, and may
-    /// use the cache, loading other keys.
-    ///
-    /// # Panics
-    /// If `f` asks for `key` itself on its own thread (directly, or through
-    /// the loaders of other keys): that call would wait for `f` to finish,
-    /// which waits for that call. The panic unwinds through `f` as `f`'s
-    /// own panic does (the waiters on `key` start over). Loaders on two
-    /// threads that each wait for the other's key (A's loader asks for B
-    /// while B's asks for A) are not detected and wait forever, as in
-    /// moka's `get_with` — a cycle in the data the loaders read. Nor is a
-    /// loader that hands its own key to other threads and waits for them
-    /// (a parallel job whose chunks call `get_or_insert_with` for that
-    /// key): they wait for the loader, which waits for them.
-    pub fn get_or_insert_with(&self, key: K, f: impl FnOnce() -> V) -> V {
-        match self.try_get_or_insert_with(key, || Ok::<V, std::convert::Infallible>(f())) {
-            Ok(v) => v,
-        }
-    }
-
-    /// [`get_or_insert_with`](Self::get_or_insert_with) for a fallible
-    /// `f`: its error is returned and nothing is cached; callers that were
-    /// waiting on it start over (one of them loads next).
-    ///
-    /// # Panics
-    /// As [`get_or_insert_with`](Self::get_or_insert_with), if `f` asks
-    /// for `key` on its own thread.
-    pub fn try_get_or_insert_with<E>(
-        &self,
-        key: K,
-        f: impl FnOnce() -> Result<V, E>,
-    ) -> Result<V, E> {
-        let mut f = Some(f);
-        loop {
-            if let Some(v) = self.get(&key) {
-                return Ok(v);
-            }
-            let hash = self.hash(&key);
-            let shard = self.shard(hash);
-            let claimed = {
-                let mut lv = shard.write();
-                if let Some(i) = lv.find(hash, |k| *k == key) {
-                    return Ok(lv.node(i).value.clone());
-                }
-                match lv
-                    .flights
-                    .iter_mut()
-                    .find(|fl| fl.hash == hash && fl.key == key)
-                {
-                    Some(fl) => Err((fl.room(), fl.is_own())),
-                    None => {
-                        let id = lv.next_flight;
-                        lv.next_flight += 1;
-                        lv.flights.push(Flight::new(hash, key.clone(), id));
-                        Ok(id)
-                    }
-                }
-            };
-            let id = match claimed {
-                Ok(id) => id,
-                Err((room, own)) => {
-                    assert!(
-                        !own,
-                        "LruCache::get_or_insert_with: the loader of a key asked for that same key \
-                         on its own thread (directly or through other loads); waiting would never \
-                         end. A loader must not need its own key"
-                    );
-                    self.load_waits.fetch_add(1, Ordering::Relaxed);
-                    match room.wait() {
-                        Some(v) => return Ok(v),
-                        None => continue, // the loader failed: start over
-                    }
-                }
-            };
-            self.loads.fetch_add(1, Ordering::Relaxed);
-            let mut landing = Landing {
-                shard,
-                id,
-                taken: false,
-                room: None,
-                key: None,
-            };
-            let load = f.take().expect("the loader runs once");
-            let value = load()?;
-            let weight = self.weigh(&key, &value);
-            let mut evicted = Evicted::new();
-            let value = {
-                let mut lv = shard.write();
-                // Out with the flight, in the section that stores the
-                // value: a caller finds one or the other.
-                landing.take(&mut lv);
-                // A plain insert of the key meanwhile wins, as it would
-                // have had it come after.
-                match lv.find(hash, |k| *k == key) {
-                    Some(i) => lv.node(i).value.clone(),
-                    None => {
-                        lv.insert_new(hash, key.clone(), value.clone(), weight, &mut evicted);
-                        Self::look_at_lookups(shard, &mut lv);
-                        value
-                    }
-                }
-            };
-            // Landed only once the waiters have their value: a key's `Eq` or
-            // a value's `Clone` panicking above or here must still wake them
-            // (they start over, and find the value if it was cached).
-            landing.land(value.clone());
-            self.notify(evicted);
-            return Ok(value);
-        }
     }
 
     /// Removes `key`, returning its value (no shadow is left: a removal is

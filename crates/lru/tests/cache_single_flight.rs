@@ -1,0 +1,269 @@
+//! Single-flight loading (`get_or_insert_with`): one loader per key, and
+//! waiters that a loader's failure never strands: a loader that panics,
+//! one that asks for its own key, a value whose `Clone` or a key whose
+//! `Drop` panics as the load lands. Each runs in a child process with a
+//! bounded wait, since the failure they guard against is a hang.
+
+use std::{
+    hash::Hash,
+    panic::{AssertUnwindSafe, catch_unwind},
+    sync::{
+        Barrier,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use mmbatch_lru::LruCache;
+use mmbatch_testkit::child;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// Eight threads miss on one key at once: one loader runs, all get its
+/// value.
+#[test]
+fn one_loader_per_key() {
+    if let Some(run) = child::parent("one_loader_per_key", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    for round in 0..50u64 {
+        let cache: LruCache<u64, u64> = LruCache::new(100);
+        let runs = AtomicUsize::new(0);
+        let start = Barrier::new(8);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    start.wait();
+                    let v = cache.get_or_insert_with(round, || {
+                        runs.fetch_add(1, Ordering::Relaxed);
+                        std::thread::sleep(Duration::from_millis(2));
+                        round * 10
+                    });
+                    assert_eq!(v, round * 10);
+                });
+            }
+        });
+        assert_eq!(runs.load(Ordering::Relaxed), 1, "round {round}");
+        let st = cache.stats();
+        assert_eq!(st.loads, 1);
+        cache.check_invariants().unwrap();
+    }
+}
+
+/// A loader that panics while another caller waits on it: the waiter is
+/// woken, loads the value itself, and the panic reaches the first caller.
+#[test]
+fn a_panicking_loader_wakes_its_waiters() {
+    if let Some(run) = child::parent("a_panicking_loader_wakes_its_waiters", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    std::panic::set_hook(Box::new(|_| {}));
+    let cache: LruCache<u32, u32> = LruCache::new(10);
+    let started = Barrier::new(2);
+    std::thread::scope(|s| {
+        let first = s.spawn(|| {
+            catch_unwind(AssertUnwindSafe(|| {
+                cache.get_or_insert_with(1, || {
+                    started.wait();
+                    std::thread::sleep(Duration::from_millis(50));
+                    panic!("loader failed");
+                })
+            }))
+        });
+        started.wait();
+        // The first loader is running: this call waits for it, then loads.
+        assert_eq!(cache.get_or_insert_with(1, || 11), 11);
+        assert!(
+            first.join().unwrap().is_err(),
+            "the panic reached its caller"
+        );
+    });
+    let st = cache.stats();
+    assert_eq!((st.loads, st.load_waits), (2, 1), "{st:?}");
+    assert_eq!(cache.get(&1), Some(11));
+    // An error does the same.
+    let r: Result<u32, &str> = cache.try_get_or_insert_with(2, || Err("no"));
+    assert_eq!(r, Err("no"));
+    assert_eq!(cache.peek(&2), None);
+    cache.check_invariants().unwrap();
+}
+
+/// A loader that asks for its own key on its own thread — directly, or
+/// through another key's loader — waited for itself forever. Now that call
+/// panics with a message that says why; the panic unwinds through the
+/// loader, the flight is completed empty, and the cache stays usable.
+#[test]
+fn a_loader_asking_for_its_own_key_panics_instead_of_waiting_forever() {
+    let name = "a_loader_asking_for_its_own_key_panics_instead_of_waiting_forever";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    std::panic::set_hook(Box::new(|_| {}));
+    let cache: LruCache<u32, u32> = LruCache::new(10);
+    for through_another in [false, true] {
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            cache.get_or_insert_with(1, || {
+                if through_another {
+                    cache.get_or_insert_with(2, || cache.get_or_insert_with(1, || 10) + 1)
+                } else {
+                    cache.get_or_insert_with(1, || 10)
+                }
+            })
+        }));
+        let msg = r.expect_err("the re-entry panics");
+        let msg = msg
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| msg.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("");
+        assert!(msg.contains("asked for that same key"), "{msg}");
+        // Nothing stranded: the key loads normally now.
+        assert_eq!(cache.get_or_insert_with(1, || 5), 5);
+        cache.remove(&1);
+        cache.check_invariants().unwrap();
+    }
+    // Loading another key from a loader is fine.
+    assert_eq!(
+        cache.get_or_insert_with(3, || cache.get_or_insert_with(4, || 4) + 1),
+        5
+    );
+}
+
+/// A value whose `Clone` panics once armed.
+#[derive(Debug, PartialEq)]
+struct Fragile(u32);
+
+static FRAGILE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl Clone for Fragile {
+    fn clone(&self) -> Self {
+        assert!(
+            !FRAGILE.swap(false, std::sync::atomic::Ordering::SeqCst),
+            "injected: the value's Clone panics"
+        );
+        Fragile(self.0)
+    }
+}
+
+/// The value's `Clone` panics as the loaded value is stored, while another
+/// caller waits on the load: the waiter used to wait forever (the flight
+/// was already marked landed); now it is woken, loads itself, and the
+/// panic reaches the first caller.
+#[test]
+fn a_panic_storing_the_loaded_value_wakes_the_waiters() {
+    let name = "a_panic_storing_the_loaded_value_wakes_the_waiters";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    std::panic::set_hook(Box::new(|_| {}));
+    let cache: LruCache<u32, Fragile> = LruCache::new(10);
+    let started = Barrier::new(2);
+    std::thread::scope(|s| {
+        let first = s.spawn(|| {
+            catch_unwind(AssertUnwindSafe(|| {
+                cache.get_or_insert_with(1, || {
+                    started.wait();
+                    std::thread::sleep(Duration::from_millis(100));
+                    FRAGILE.store(true, std::sync::atomic::Ordering::SeqCst);
+                    Fragile(1)
+                })
+            }))
+        });
+        started.wait();
+        // Waits for the first load, which panics storing its value.
+        let v = cache.get_or_insert_with(1, || Fragile(2));
+        assert!(
+            first.join().unwrap().is_err(),
+            "the panic reached its caller"
+        );
+        assert!(v == Fragile(1) || v == Fragile(2), "{v:?}");
+    });
+    cache.check_invariants().unwrap();
+}
+
+/// A key whose copy made while armed panics when dropped.
+#[derive(Debug)]
+struct Mined {
+    k: u32,
+    mine: bool,
+}
+
+static MINED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl Mined {
+    fn new(k: u32) -> Self {
+        Self { k, mine: false }
+    }
+}
+
+impl Clone for Mined {
+    fn clone(&self) -> Self {
+        Self {
+            k: self.k,
+            mine: MINED.swap(false, std::sync::atomic::Ordering::SeqCst),
+        }
+    }
+}
+
+impl Drop for Mined {
+    fn drop(&mut self) {
+        assert!(!self.mine, "injected: the key's Drop panics");
+    }
+}
+
+impl PartialEq for Mined {
+    fn eq(&self, other: &Self) -> bool {
+        self.k == other.k
+    }
+}
+
+impl Eq for Mined {}
+
+impl Hash for Mined {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.k.hash(state);
+    }
+}
+
+/// The flight's copy of the key (the first clone a load makes) panics
+/// when dropped, while another caller waits on the load: dropped as the
+/// flight left its shard, under the lock and before the waiters' room was
+/// complete, it stranded the waiter; now it drops after both, the waiter
+/// gets the value and the panic reaches the loading caller.
+#[test]
+fn a_key_whose_drop_panics_as_its_load_lands_strands_no_waiter() {
+    let name = "a_key_whose_drop_panics_as_its_load_lands_strands_no_waiter";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    std::panic::set_hook(Box::new(|_| {}));
+    let cache: LruCache<Mined, u32> = LruCache::new(10);
+    let started = Barrier::new(2);
+    std::thread::scope(|s| {
+        let first = s.spawn(|| {
+            MINED.store(true, std::sync::atomic::Ordering::SeqCst);
+            catch_unwind(AssertUnwindSafe(|| {
+                cache.get_or_insert_with(Mined::new(1), || {
+                    started.wait();
+                    std::thread::sleep(Duration::from_millis(100));
+                    1
+                })
+            }))
+        });
+        started.wait();
+        // Waits for the first load, whose flight's key panics as it lands.
+        let v = cache.get_or_insert_with(Mined::new(1), || 2);
+        assert!(
+            first.join().unwrap().is_err(),
+            "the panic reached its caller"
+        );
+        assert_eq!(v, 1);
+    });
+    assert_eq!(cache.peek(&Mined::new(1)), Some(1));
+    cache.check_invariants().unwrap();
+}

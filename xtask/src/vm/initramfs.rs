@@ -1,0 +1,189 @@
+//! The guest's initramfs: its `/init` script, the test binaries and
+//! `repro` with the shared libraries they load, packed as a `newc` cpio
+//! archive for `-initrd`.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+/// The guest's `/init`.
+fn init_script(tests: &[(String, PathBuf)], repro: bool, test_args: &[String]) -> String {
+    let mut s = String::from(
+        "#!/bin/busybox sh\n\
+         /bin/busybox --install -s /bin\n\
+         export PATH=/bin HOME=/tmp TMPDIR=/tmp\n\
+         mount -t proc proc /proc\n\
+         mount -t sysfs sysfs /sys\n\
+         mount -t devtmpfs devtmpfs /dev\n\
+         mount -t tmpfs tmpfs /tmp\n\
+         mkdir -p /dev/hugepages && mount -t hugetlbfs hugetlbfs /dev/hugepages\n\
+         echo \"mmbatch-vm: guest kernel $(uname -r), $(nproc) CPU(s), $(cd /sys/devices/system/node && echo node*)\"\n\
+         for n in /sys/devices/system/node/node*; do\n\
+           echo \"mmbatch-vm: $(basename $n): cpus [$(cat $n/cpulist)], $(grep MemTotal $n/meminfo | sed 's/.*MemTotal: *//')\"\n\
+         done\n\
+         echo \"mmbatch-vm: THP $(cat /sys/kernel/mm/transparent_hugepage/enabled)\"\n\
+         failed=0\n",
+    );
+    let args = test_args.join(" ");
+    for (name, _) in tests {
+        let file = name.replace(':', "-");
+        s += &format!(
+            "echo \"mmbatch-vm: running {name}\"\n\
+             /tests/{file} {args} || {{ echo \"mmbatch-vm: FAILED {name}\"; failed=$((failed+1)); }}\n"
+        );
+    }
+    if repro {
+        // The NUMA rows as a smoke: interleaved munlock and clear with
+        // per-node threads, at a size a small guest holds.
+        s += "echo \"mmbatch-vm: running repro (NUMA rows, smoke)\"\n\
+              /repro --only timedmunlock,clear --scale 0.01 --samples 1 --out /tmp/repro \
+              || { echo \"mmbatch-vm: FAILED repro\"; failed=$((failed+1)); }\n";
+    }
+    s += "echo \"mmbatch-vm: done, $failed failed\"\n\
+          echo o > /proc/sysrq-trigger\n\
+          sleep 5\n";
+    s
+}
+
+/// Writes the initramfs: busybox, `/init`, the binaries and every shared
+/// library they load, as an uncompressed newc cpio (the kernel unpacks it
+/// into its rootfs).
+pub(super) fn pack(
+    path: &Path,
+    tests: &[(String, PathBuf)],
+    repro: Option<&Path>,
+    test_args: &[String],
+) -> Result<(), String> {
+    let mut cpio = Cpio::default();
+    for d in [
+        "bin", "proc", "sys", "dev", "tmp", "tests", "lib", "lib64", "usr", "usr/lib",
+    ] {
+        cpio.dir(d);
+    }
+    cpio.file("bin/busybox", &read(Path::new("/bin/busybox"))?, 0o755);
+    cpio.file(
+        "init",
+        init_script(tests, repro.is_some(), test_args).as_bytes(),
+        0o755,
+    );
+    let mut binaries: Vec<(String, &Path)> = tests
+        .iter()
+        .map(|(n, p)| (format!("tests/{}", n.replace(':', "-")), p.as_path()))
+        .collect();
+    if let Some(r) = repro {
+        binaries.push(("repro".to_owned(), r));
+    }
+    let mut libs = std::collections::BTreeSet::new();
+    for (dest, src) in &binaries {
+        cpio.file(dest, &read(src)?, 0o755);
+        libs.extend(shared_libs(src)?);
+    }
+    for lib in libs {
+        let rel = lib
+            .strip_prefix("/")
+            .unwrap_or(&lib)
+            .to_string_lossy()
+            .into_owned();
+        if let Some(parent) = Path::new(&rel).parent() {
+            let mut acc = PathBuf::new();
+            for c in parent.components() {
+                acc.push(c);
+                cpio.dir(&acc.to_string_lossy());
+            }
+        }
+        // Through symlinks: the file itself, under the name the binary asks for.
+        cpio.file(&rel, &read(&lib)?, 0o755);
+    }
+    let bytes = cpio.finish();
+    fs::write(path, &bytes).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    eprintln!(
+        "vm: initramfs {} ({:.0} MiB, {} binaries)",
+        path.display(),
+        bytes.len() as f64 / (1 << 20) as f64,
+        binaries.len()
+    );
+    Ok(())
+}
+
+pub(super) fn read(p: &Path) -> Result<Vec<u8>, String> {
+    fs::read(p).map_err(|e| format!("reading {}: {e}", p.display()))
+}
+
+/// The shared libraries `bin` loads, with the dynamic loader (`ldd`).
+fn shared_libs(bin: &Path) -> Result<Vec<PathBuf>, String> {
+    let out = Command::new("ldd")
+        .arg(bin)
+        .output()
+        .map_err(|e| format!("running ldd: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let path = match l.split_once("=>") {
+                Some((_, rest)) => rest.split_whitespace().next()?,
+                None => l.split_whitespace().next()?,
+            };
+            path.starts_with('/').then(|| PathBuf::from(path))
+        })
+        .collect())
+}
+
+/// A newc ("070701") cpio archive, built in memory.
+#[derive(Default)]
+pub(super) struct Cpio {
+    out: Vec<u8>,
+    ino: u32,
+    dirs: std::collections::BTreeSet<String>,
+}
+
+impl Cpio {
+    fn entry(&mut self, name: &str, mode: u32, data: &[u8]) {
+        self.ino += 1;
+        let header = format!(
+            "070701{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}",
+            self.ino,
+            mode,
+            0,
+            0,
+            1,
+            0,
+            data.len(),
+            0,
+            0,
+            0,
+            0,
+            name.len() + 1,
+            0
+        );
+        self.out.extend_from_slice(header.as_bytes());
+        self.out.extend_from_slice(name.as_bytes());
+        self.out.push(0);
+        self.pad();
+        self.out.extend_from_slice(data);
+        self.pad();
+    }
+
+    fn pad(&mut self) {
+        while self.out.len() % 4 != 0 {
+            self.out.push(0);
+        }
+    }
+
+    pub(super) fn dir(&mut self, name: &str) {
+        if self.dirs.insert(name.to_owned()) {
+            self.entry(name, 0o040_755, &[]);
+        }
+    }
+
+    pub(super) fn file(&mut self, name: &str, data: &[u8], perm: u32) {
+        self.entry(name, 0o100_000 | perm, data);
+    }
+
+    pub(super) fn finish(mut self) -> Vec<u8> {
+        self.entry("TRAILER!!!", 0, &[]);
+        self.out
+    }
+}
