@@ -51,6 +51,27 @@ fn one_loader_per_key() {
     }
 }
 
+/// Runs `first`, a caller whose load fails by a panic (its loader calls
+/// `started.wait()`), on a thread, and `second` on this one once that
+/// loader runs, so that `second` waits on the failing load; checks that
+/// the panic reached `first`'s caller and returns what `second` got.
+fn wait_on_a_failing_load<T: Send, R>(
+    first: impl FnOnce(&Barrier) -> T + Send,
+    second: impl FnOnce() -> R,
+) -> R {
+    let started = Barrier::new(2);
+    std::thread::scope(|s| {
+        let first = s.spawn(|| catch_unwind(AssertUnwindSafe(|| first(&started))));
+        started.wait();
+        let got = second();
+        assert!(
+            first.join().unwrap().is_err(),
+            "the panic reached its caller"
+        );
+        got
+    })
+}
+
 /// A loader that panics while another caller waits on it: the waiter is
 /// woken, loads the value itself, and the panic reaches the first caller.
 #[test]
@@ -61,25 +82,18 @@ fn a_panicking_loader_wakes_its_waiters() {
     }
     std::panic::set_hook(Box::new(|_| {}));
     let cache: LruCache<u32, u32> = LruCache::new(10);
-    let started = Barrier::new(2);
-    std::thread::scope(|s| {
-        let first = s.spawn(|| {
-            catch_unwind(AssertUnwindSafe(|| {
-                cache.get_or_insert_with(1, || {
-                    started.wait();
-                    std::thread::sleep(Duration::from_millis(50));
-                    panic!("loader failed");
-                })
-            }))
-        });
-        started.wait();
+    let v = wait_on_a_failing_load(
+        |started| {
+            cache.get_or_insert_with(1, || {
+                started.wait();
+                std::thread::sleep(Duration::from_millis(50));
+                panic!("loader failed");
+            })
+        },
         // The first loader is running: this call waits for it, then loads.
-        assert_eq!(cache.get_or_insert_with(1, || 11), 11);
-        assert!(
-            first.join().unwrap().is_err(),
-            "the panic reached its caller"
-        );
-    });
+        || cache.get_or_insert_with(1, || 11),
+    );
+    assert_eq!(v, 11);
     let st = cache.stats();
     assert_eq!((st.loads, st.load_waits), (2, 1), "{st:?}");
     assert_eq!(cache.get(&1), Some(11));
@@ -161,27 +175,19 @@ fn a_panic_storing_the_loaded_value_wakes_the_waiters() {
     }
     std::panic::set_hook(Box::new(|_| {}));
     let cache: LruCache<u32, Fragile> = LruCache::new(10);
-    let started = Barrier::new(2);
-    std::thread::scope(|s| {
-        let first = s.spawn(|| {
-            catch_unwind(AssertUnwindSafe(|| {
-                cache.get_or_insert_with(1, || {
-                    started.wait();
-                    std::thread::sleep(Duration::from_millis(100));
-                    FRAGILE.store(true, std::sync::atomic::Ordering::SeqCst);
-                    Fragile(1)
-                })
-            }))
-        });
-        started.wait();
+    let v = wait_on_a_failing_load(
+        |started| {
+            cache.get_or_insert_with(1, || {
+                started.wait();
+                std::thread::sleep(Duration::from_millis(100));
+                FRAGILE.store(true, std::sync::atomic::Ordering::SeqCst);
+                Fragile(1)
+            })
+        },
         // Waits for the first load, which panics storing its value.
-        let v = cache.get_or_insert_with(1, || Fragile(2));
-        assert!(
-            first.join().unwrap().is_err(),
-            "the panic reached its caller"
-        );
-        assert!(v == Fragile(1) || v == Fragile(2), "{v:?}");
-    });
+        || cache.get_or_insert_with(1, || Fragile(2)),
+    );
+    assert!(v == Fragile(1) || v == Fragile(2), "{v:?}");
     cache.check_invariants().unwrap();
 }
 
@@ -243,27 +249,19 @@ fn a_key_whose_drop_panics_as_its_load_lands_strands_no_waiter() {
     }
     std::panic::set_hook(Box::new(|_| {}));
     let cache: LruCache<Mined, u32> = LruCache::new(10);
-    let started = Barrier::new(2);
-    std::thread::scope(|s| {
-        let first = s.spawn(|| {
+    let v = wait_on_a_failing_load(
+        |started| {
             MINED.store(true, std::sync::atomic::Ordering::SeqCst);
-            catch_unwind(AssertUnwindSafe(|| {
-                cache.get_or_insert_with(Mined::new(1), || {
-                    started.wait();
-                    std::thread::sleep(Duration::from_millis(100));
-                    1
-                })
-            }))
-        });
-        started.wait();
+            cache.get_or_insert_with(Mined::new(1), || {
+                started.wait();
+                std::thread::sleep(Duration::from_millis(100));
+                1
+            })
+        },
         // Waits for the first load, whose flight's key panics as it lands.
-        let v = cache.get_or_insert_with(Mined::new(1), || 2);
-        assert!(
-            first.join().unwrap().is_err(),
-            "the panic reached its caller"
-        );
-        assert_eq!(v, 1);
-    });
+        || cache.get_or_insert_with(Mined::new(1), || 2),
+    );
+    assert_eq!(v, 1);
     assert_eq!(cache.peek(&Mined::new(1)), Some(1));
     cache.check_invariants().unwrap();
 }
