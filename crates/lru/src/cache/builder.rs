@@ -33,7 +33,7 @@ pub enum Policy {
     /// within the shard's reach (twice that for an entry that had been
     /// active, up to twice the shard) is inserted active, as ARC moves
     /// every ghost hit to its frequency list; how far back that pays is
-    /// learned per shard, between half and twice its size (starting at
+    /// learned per shard, between 0.35 and twice its size (starting at
     /// twice), from whether the entries activated from that band are hit
     /// before they leave the active list — unless the shard is thrashing (most of its misses
     /// refault, as every miss of a loop larger than the cache does), when

@@ -374,7 +374,7 @@ fn refault_from_probation(lv: &mut Lruvec<u64, u64>, k: u64, distance: usize) ->
     lv.find(hash(k), |&x| x == k).unwrap()
 }
 
-/// Not thrashing, refaults from probation between half and twice the
+/// Not thrashing, refaults from probation between the reach's floor and twice the
 /// shard's size are activated as far back as the reach, which starts at
 /// the shard's size and follows whether they are hit: an activated one that
 /// leaves the active list unhit shortens it by a step, one hit there
