@@ -199,6 +199,9 @@ pub(super) struct Lruvec<K, V> {
     /// The share of recent misses that were refaults (see
     /// [`Lruvec::note_miss`]).
     refault_share: f32,
+    /// The share of recent refaults too distant to activate (see
+    /// [`DISTANT_ABOVE`]).
+    distant_share: f32,
     /// The evictions at which the shard next looks at its lookups (see
     /// [`Lruvec::lookups`]), and the counts it saw last.
     next_look: u64,
@@ -247,6 +250,7 @@ impl<K, V> Lruvec<K, V> {
             // first refaults, activated under ARC's rule, cost a loop 1.25x
             // the cache 20 of its 80 points of hits.
             refault_share: 1.0,
+            distant_share: 0.0,
             next_look: 0,
             seen_lookups: (0, 0),
             stale: false,

@@ -93,6 +93,13 @@ impl<K, V> Lruvec<K, V> {
     /// 0.05 at most, but P3 at 131072 pages, which thrashes in about a
     /// tenth of its misses, lost 0.3 (mean of 4 processes of a harness
     /// replaying `cache-hits`' shapes and more loops).
+    ///
+    /// A distant refault of an entry never active, and a miss with no
+    /// shadow, also go to the inactive tail, whatever the refault share,
+    /// while most of the shard's refaults are too distant to activate
+    /// ([`DISTANT_ABOVE`]): a working set beyond the reach of the shadows,
+    /// such as a loop three times the cache, whose misses mostly find no
+    /// shadow.
     pub(super) fn workingset_refault(&mut self, hash: u32) -> (Place, bool) {
         let shadow = self.shadows.refault(hash);
         self.note_miss(shadow.is_some());
@@ -101,8 +108,9 @@ impl<K, V> Lruvec<K, V> {
             // the start: the share starts at 1 (presumed thrashing), which
             // would put a new cache's first new keys behind its old ones.
             let lost = self.misses_count()
-                && self.refault_share >= TAIL_ABOVE
-                && self.refaults.saturating_mul(2) >= self.evictions;
+                && ((self.refault_share >= TAIL_ABOVE
+                    && self.refaults.saturating_mul(2) >= self.evictions)
+                    || self.beyond_reach());
             return (
                 if lost {
                     Place::InactiveTail
@@ -133,18 +141,27 @@ impl<K, V> Lruvec<K, V> {
         } else {
             d <= reach * len || self.active_has_room()
         };
+        let x = if recent { 0.0 } else { 1.0 };
+        self.distant_share += (x - self.distant_share) / DISTANT_WINDOW;
         let place = if recent {
             self.activations += 1;
             self.shadows.age_nonresident();
             Place::Active
         } else if failed && self.thrashing {
             Place::Retry
-        } else if workingset || self.refault_share < TAIL_ABOVE {
+        } else if workingset || (self.refault_share < TAIL_ABOVE && !self.beyond_reach()) {
             Place::Inactive
         } else {
             Place::InactiveTail
         };
         (place, in_band)
+    }
+
+    /// Whether most of the shard's recent refaults were too distant to
+    /// activate (see [`DISTANT_ABOVE`]): its working set is beyond the
+    /// reach of its shadows.
+    pub(super) fn beyond_reach(&self) -> bool {
+        self.distant_share >= DISTANT_ABOVE
     }
 
     /// Whether the active list holds less than [`ACTIVE_ROOM`] of the

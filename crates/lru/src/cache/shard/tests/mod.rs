@@ -305,10 +305,16 @@ fn a_working_set_refault_reaches_twice_as_far() {
 /// B1 beyond its reach): at the inactive head, as ARC starts a new key at
 /// T1's head, while most misses are new keys; at the tail once they mostly
 /// refault (a loop larger than the cache, which the tail keeps from
-/// pushing out the entries being hit), thrashing or not yet.
+/// pushing out the entries being hit), thrashing or not yet, or once most
+/// refaults are too distant to activate.
 #[test]
 fn a_distant_refault_starts_at_the_head_unless_misses_mostly_refault() {
-    for (share, thrashing, head) in [(0.0, false, true), (0.7, false, false), (1.0, true, false)] {
+    for (share, thrashing, distant, head) in [
+        (0.0, false, 0.0, true),
+        (0.7, false, 0.0, false),
+        (1.0, true, 0.0, false),
+        (0.0, false, 1.0, false),
+    ] {
         let mut lv = full(1000);
         // 1200 new keys evict 0..1200 from probation: key 7's distance is
         // about 1193, beyond the shard (1000), within its shadows' reach
@@ -319,6 +325,7 @@ fn a_distant_refault_starts_at_the_head_unless_misses_mostly_refault() {
         activate_most(&mut lv);
         lv.thrashing = thrashing;
         lv.refault_share = share;
+        lv.distant_share = distant;
         lv.reach = 1.0;
         let before = lv.activations;
         insert(&mut lv, 7);
@@ -329,10 +336,52 @@ fn a_distant_refault_starts_at_the_head_unless_misses_mostly_refault() {
         assert_eq!(
             (h == i, t == i),
             (head, !head),
-            "share {share}, thrashing {thrashing}"
+            "share {share}, thrashing {thrashing}, distant {distant}"
         );
         lv.check().unwrap();
     }
+}
+
+/// Refaults from beyond the reach raise the distant share past
+/// [`DISTANT_ABOVE`]; from then on a miss with no shadow starts at the
+/// inactive tail (at the head before), and refaults that activate bring
+/// the share back down.
+#[test]
+fn misses_start_at_the_tail_while_refaults_come_from_beyond_the_reach() {
+    let mut lv = full(1000);
+    activate_most(&mut lv);
+    (lv.thrashing, lv.refault_share, lv.reach) = (false, 0.0, 1.0);
+    for k in 1000..2000 {
+        insert(&mut lv, k);
+    }
+    let fresh = |lv: &mut Lruvec<u64, u64>, k: u64| {
+        insert(lv, k);
+        let i = lv.find(hash(k), |&x| x == k).unwrap();
+        (lv.lists[INACTIVE].head == i, lv.lists[INACTIVE].tail == i)
+    };
+    assert_eq!(
+        fresh(&mut lv, 1_000_000),
+        (true, false),
+        "new keys at the head"
+    );
+    let mut k = 2_000_000;
+    while !lv.beyond_reach() {
+        refault_from_probation(&mut lv, k, 1900);
+        k += 1;
+        assert!(k < 2_001_000, "the share never passed {DISTANT_ABOVE}");
+    }
+    assert_eq!(fresh(&mut lv, 1_000_001), (false, true), "at the tail now");
+    while lv.beyond_reach() {
+        refault_from_probation(&mut lv, k, 10);
+        k += 1;
+        assert!(k < 2_002_000, "the share never fell");
+    }
+    assert_eq!(
+        fresh(&mut lv, 1_000_002),
+        (true, false),
+        "at the head again"
+    );
+    lv.check().unwrap();
 }
 
 /// A weighted shard's `max_entries` is its capacity in weight (bytes, say):
