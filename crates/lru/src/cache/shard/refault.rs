@@ -141,8 +141,7 @@ impl<K, V> Lruvec<K, V> {
         } else {
             d <= reach * len || self.active_has_room()
         };
-        let x = if recent { 0.0 } else { 1.0 };
-        self.distant_share += (x - self.distant_share) / DISTANT_WINDOW;
+        self.note_refault(!recent);
         let place = if recent {
             self.activations += 1;
             self.shadows.age_nonresident();
@@ -155,6 +154,11 @@ impl<K, V> Lruvec<K, V> {
             Place::InactiveTail
         };
         (place, in_band)
+    }
+
+    /// Counts a refault in the distant share (see [`DISTANT_ABOVE`]).
+    pub(super) fn note_refault(&mut self, distant: bool) {
+        self.distant_share = moving_average(self.distant_share, distant, DISTANT_WINDOW);
     }
 
     /// Whether most of the shard's recent refaults were too distant to
@@ -240,12 +244,7 @@ impl<K, V> Lruvec<K, V> {
         if !self.misses_count() {
             return;
         }
-        let x = if refault { 1.0 } else { 0.0 };
-        let share = self.refault_share + (x - self.refault_share) / REFAULT_WINDOW;
-        // Decaying towards 0 on misses that never refault, the share would
-        // turn subnormal, whose arithmetic costs a hundred cycles or more
-        // on x86: flushed to zero, far below any bound it is tested with.
-        self.refault_share = if share < REFAULT_FLOOR { 0.0 } else { share };
+        self.refault_share = moving_average(self.refault_share, refault, REFAULT_WINDOW);
         if self.thrashing {
             self.thrashing = self.refault_share >= THRASHING_BELOW;
         } else {
@@ -282,4 +281,15 @@ impl<K, V> Lruvec<K, V> {
         };
         self.inactive_share = share.clamp(INACTIVE_MIN, INACTIVE_MAX);
     }
+}
+
+/// `share` moved one step of an exponential moving average over `window`
+/// events towards 1 if `yes`, else towards 0. Decaying towards 0, a share
+/// would turn subnormal, whose arithmetic costs a hundred cycles or more
+/// on x86: it is flushed to zero below [`REFAULT_FLOOR`], far below any
+/// bound a share is tested with.
+fn moving_average(share: f32, yes: bool, window: f32) -> f32 {
+    let x = if yes { 1.0 } else { 0.0 };
+    let share = share + (x - share) / window;
+    if share < REFAULT_FLOOR { 0.0 } else { share }
 }

@@ -98,7 +98,8 @@ pub(super) const THRASHING_ABOVE: f32 = 0.6;
 pub(super) const THRASHING_BELOW: f32 = 0.45;
 /// Misses the refault share averages over (an exponential moving average).
 pub(super) const REFAULT_WINDOW: f32 = 512.0;
-/// Below this the refault share is taken as 0 (see [`Lruvec::note_miss`](super::Lruvec::note_miss)).
+/// Below this the refault and distant shares are taken as 0 (see
+/// `moving_average`).
 pub(super) const REFAULT_FLOOR: f32 = 1e-6;
 /// The refault share from which a distant refault of an entry never
 /// active goes to the inactive tail rather than its head (see

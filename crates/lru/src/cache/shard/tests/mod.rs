@@ -533,4 +533,22 @@ fn the_refault_share_of_fresh_misses_reaches_zero_not_subnormal() {
     assert!(!lv.thrashing);
 }
 
+/// The distant share decays the same way on refaults that all activate
+/// (a shard whose active list has room activates every one): unflushed,
+/// it went subnormal after about 22,000 of them.
+#[test]
+fn the_distant_share_of_activated_refaults_reaches_zero_not_subnormal() {
+    let mut lv = full(100);
+    lv.note_refault(true);
+    for _ in 0..100_000 {
+        lv.note_refault(false);
+        assert!(
+            lv.distant_share == 0.0 || lv.distant_share.is_normal(),
+            "subnormal share {:e}",
+            lv.distant_share
+        );
+    }
+    assert_eq!(lv.distant_share, 0.0);
+}
+
 mod loops;
