@@ -416,7 +416,7 @@ fn accel(a: &Args, dir: &Path, kernel: &Path) -> Result<Accel, String> {
     cpio.file(
         "init",
         b"#!/bin/busybox sh\n/bin/busybox mount -t proc proc /proc\n\
-          /bin/busybox echo 'mmbatch-vm: done, 0 failed'\n\
+          /bin/busybox echo 'mmbatch-vm: done, 0 failed'\n/bin/busybox sleep 1\n\
           /bin/busybox echo o > /proc/sysrq-trigger\n/bin/busybox sleep 5\n",
         0o755,
     );
@@ -551,11 +551,10 @@ fn boot(
                     let mut o = std::io::stdout().lock();
                     let _ = writeln!(o, "{line}");
                 }
-                if let Some(n) = line
-                    .strip_prefix("mmbatch-vm: done, ")
-                    .and_then(|r| r.strip_suffix(" failed"))
-                {
-                    done = n.trim().parse().ok();
+                // The worst count any status line gave (the guest prints
+                // it twice).
+                if let Some(n) = status(line) {
+                    done = done.max(Some(n));
                 }
             }
             Ok(None) => closed += 1,
@@ -571,6 +570,24 @@ fn boot(
     let _ = child.kill();
     let _ = child.wait();
     Ok(done.map_or(Boot::NoReport, Boot::Done))
+}
+
+/// The marker of the guest's status line, `mmbatch-vm: done, N failed`.
+const STATUS: &str = "mmbatch-vm: done, ";
+
+/// The failure count of a console line that holds the guest's status
+/// line, wherever the kernel's own messages fell around it: the serial
+/// console interleaves printk output (`[   29.04] sysrq: Power Off`)
+/// with the guest's writes, before, after or inside the line.
+fn status(line: &str) -> Option<usize> {
+    line.match_indices(STATUS).find_map(|(at, m)| {
+        let rest = &line[at + m.len()..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 || !rest[digits..].starts_with(" failed") {
+            return None;
+        }
+        rest[..digits].parse().ok()
+    })
 }
 
 #[cfg(test)]

@@ -9,7 +9,11 @@ use std::{
 };
 
 /// The guest's `/init`.
-fn init_script(tests: &[(String, PathBuf)], repro: bool, test_args: &[String]) -> String {
+pub(super) fn init_script(
+    tests: &[(String, PathBuf)],
+    repro: bool,
+    test_args: &[String],
+) -> String {
     let mut s = String::from(
         "#!/bin/busybox sh\n\
          /bin/busybox --install -s /bin\n\
@@ -41,7 +45,13 @@ fn init_script(tests: &[(String, PathBuf)], repro: bool, test_args: &[String]) -
               /repro --only timedmunlock,clear --scale 0.01 --samples 1 --out /tmp/repro \
               || { echo \"mmbatch-vm: FAILED repro\"; failed=$((failed+1)); }\n";
     }
+    // The status line twice, a second apart, and a second more before the
+    // power-off: the console drains each before the next is written, so
+    // the kernel's "sysrq: Power Off" cannot land inside the first.
     s += "echo \"mmbatch-vm: done, $failed failed\"\n\
+          sleep 1\n\
+          echo \"mmbatch-vm: done, $failed failed\"\n\
+          sleep 1\n\
           echo o > /proc/sysrq-trigger\n\
           sleep 5\n";
     s

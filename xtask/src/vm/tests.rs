@@ -45,3 +45,43 @@ fn cpio_is_newc_with_a_trailer() {
     assert_eq!(out.len() % 4, 0);
     assert!(out.windows(10).any(|w| w == b"TRAILER!!!"));
 }
+
+#[test]
+fn the_status_line_is_found_whatever_the_kernel_prints_around_it() {
+    // As CI saw it: printk's power-off message on the same console line.
+    assert_eq!(
+        status("mmbatch-vm: done, 0 failed[   29.041878] sysrq: Power Off"),
+        Some(0)
+    );
+    assert_eq!(status("mmbatch-vm: done, 0 failed"), Some(0));
+    assert_eq!(status("mmbatch-vm: done, 12 failed"), Some(12));
+    assert_eq!(
+        status("[    3.1] random: crng init donemmbatch-vm: done, 3 failed"),
+        Some(3)
+    );
+    // A message inside the line leaves this copy unreadable (the guest
+    // prints a second one after the console drained).
+    assert_eq!(
+        status("mmbatch-vm: done, 0 fai[ 29.0] sysrq: Power Off"),
+        None
+    );
+    assert_eq!(status("mmbatch-vm: done, [ 29.0] reboot0 failed"), None);
+    assert_eq!(status("mmbatch-vm: done, x failed"), None);
+    assert_eq!(status("mmbatch-vm: running cache"), None);
+    // A garbled first copy and a good second one on the same line.
+    assert_eq!(
+        status("mmbatch-vm: done, 1[ 2.0] xmmbatch-vm: done, 1 failed"),
+        Some(1)
+    );
+}
+
+#[test]
+fn the_guest_drains_its_console_before_powering_off() {
+    let script = initramfs::init_script(&[], false, &[]);
+    let done = script.find("mmbatch-vm: done").expect("a status line");
+    let off = script.find("sysrq-trigger").expect("a power-off");
+    let line_start = script[..off].rfind('\n').expect("a line before");
+    let between = &script[done..line_start];
+    assert_eq!(between.matches("mmbatch-vm: done").count(), 2, "{script}");
+    assert!(between.trim_end().ends_with("sleep 1"), "{script}");
+}
