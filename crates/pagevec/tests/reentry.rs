@@ -137,6 +137,49 @@ fn apply_code_calling_back_into_its_batcher_panics_instead_of_hanging() {
     }
 }
 
+/// The same calls from Apply code that `drain_all` runs for another
+/// thread's batch: the thread holds that slot's lock and the target's, not
+/// its own slot's. Before, `drain_local` (with ops of its own waiting) and
+/// `queue` past a full batch took the target's lock again and hung.
+#[test]
+fn apply_code_draining_another_threads_batch_panics_instead_of_hanging() {
+    if !cfg!(miri) {
+        if let Some(run) = child::parent(
+            "apply_code_draining_another_threads_batch_panics_instead_of_hanging",
+            LIMIT,
+        ) {
+            run.expect_success();
+            return;
+        }
+    }
+    for call in CALLS {
+        CALL.store(
+            CALLS.iter().position(|&c| c == call).unwrap(),
+            Ordering::Relaxed,
+        );
+        let b = batcher();
+        // Another thread's batch holds the op that calls back; this
+        // thread's own holds one more, so `drain_local` has work.
+        std::thread::scope(|s| {
+            s.spawn(|| b.queue(1));
+        });
+        let err = catch_unwind(AssertUnwindSafe(|| {
+            b.queue(0);
+            b.drain_all();
+        }))
+        .expect_err("calling back into the applying batcher must panic");
+        CALL.store(usize::MAX, Ordering::Relaxed);
+        let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(
+            msg.contains("was called from Apply code") && msg.contains("forever"),
+            "{call:?}: {msg}"
+        );
+        b.drain_all();
+        assert_eq!(b.stats().pending, 0, "{call:?}");
+        assert!(!b.is_disabled(), "{call:?}");
+    }
+}
+
 /// A `disable` whose drain pass panics (in Apply code) is taken back: the
 /// caller has no `disable` to match with `enable`. Before, the batcher
 /// stayed disabled for good.

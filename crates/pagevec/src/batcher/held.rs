@@ -40,17 +40,9 @@ impl Held {
         Held { entry }
     }
 
-    /// Panics if this thread is applying `slot`: taking its lock again
-    /// would wait forever.
-    pub(super) fn refuse_slot<S>(slot: &S, call: &str) {
-        let slot = addr(slot);
-        if applying(|&(_, s)| s == slot) {
-            reentered(call);
-        }
-    }
-
-    /// Panics if this thread is applying any slot of `batcher` (for calls
-    /// that take every slot's lock).
+    /// Panics if this thread is applying any slot of `batcher`: it holds
+    /// that slot's lock and the target's, and every call that takes a slot
+    /// lock or applies may wait for one of them.
     pub(super) fn refuse_batcher<B>(batcher: &B, call: &str) {
         let batcher = addr(batcher);
         if applying(|&(b, _)| b == batcher) {
@@ -83,7 +75,7 @@ fn applying(pred: impl Fn(&(usize, usize)) -> bool) -> bool {
 fn reentered(call: &str) -> ! {
     panic!(
         "Batcher::{call} was called from Apply code while this thread applies that batcher's \
-         ops under a slot lock it holds: it would wait for that lock forever. Apply code must \
+         ops under locks it holds: it would wait for one of them forever. Apply code must \
          not call back into the batcher applying it (drain_*, disable, stats, any_local, Debug, \
          or queue past a full batch); collect what it needs and call after"
     );

@@ -61,11 +61,12 @@
 //! with the number of threads that ever queued. A thread's slot outlives
 //! the thread (its ops wait for the next `drain_all`, or are inherited by the
 //! next thread that reuses its id); dropping the `Batcher` applies them.
-//! [`Apply`] code runs under the slot lock, which is not reentrant: Apply
-//! code that calls back into the batcher applying it (`drain_*`,
-//! `disable`, `stats`, `any_local`, `Debug`, or `queue` past a full batch)
-//! panics, naming the call, where it would wait forever for the lock its
-//! own thread holds ([`Held`] tracks the slots a thread is applying).
+//! [`Apply`] code runs under the slot lock and the target's lock, neither
+//! reentrant: Apply code that calls back into the batcher applying it
+//! (`drain_*`, `disable`, `stats`, `any_local`, `Debug`, or `queue` past a
+//! full batch), whichever thread's batch it applies, panics, naming the
+//! call, where it would wait forever for a lock its own thread holds
+//! ([`Held`] tracks the batchers a thread is applying).
 
 mod held;
 mod slot;
@@ -291,7 +292,10 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
         let Some(slot) = self.slots.local() else {
             return false;
         };
-        Held::refuse_slot(slot, "any_local");
+        // Not only its own slot: under another slot's drain this thread
+        // holds the target's lock, and a remote drainer of this slot holds
+        // the slot lock and waits for the target's (lock order inverted).
+        Held::refuse_batcher(&self.drain_lock, "any_local");
         let _held = lock(&slot.lock);
         // `pred` is user code under the slot lock.
         let _applying = Held::enter(&self.drain_lock, slot);
@@ -319,6 +323,7 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     /// Applies the calling thread's waiting ops (`lru_add_drain`).
     #[doc(alias = "lru_add_drain_cpu")]
     pub fn drain_local(&self) {
+        Held::refuse_batcher(&self.drain_lock, "drain_local");
         if let Some(slot) = self.slots.local() {
             self.drain_slot(slot);
         }
@@ -424,7 +429,10 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     /// Takes `slot`'s waiting ops and applies them, holding the slot lock
     /// throughout so the owner's later batches cannot overtake them.
     fn drain_slot(&self, slot: &Slot<A::Op, N>) {
-        Held::refuse_slot(slot, "queue or drain_local (a full or disabled batch)");
+        // Any slot of this batcher, not only this one: applying another
+        // thread's slot holds the target's lock, which applying this one
+        // takes again.
+        Held::refuse_batcher(&self.drain_lock, "queue (a full or disabled batch)");
         let mut stats = lock(&slot.lock);
         let mut batch = PageVec::<A::Op, N>::new();
         slot.take(&mut stats, &mut batch);
