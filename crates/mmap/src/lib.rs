@@ -55,11 +55,16 @@ impl Mapping {
     /// `MAP_NORESERVE`, `MAP_LOCKED`, `MAP_HUGETLB`, ...) at an address the
     /// kernel picks.
     ///
-    /// `len` 0 and `MAP_FIXED` (which would replace whatever is mapped at
-    /// the address) are refused with `InvalidInput`; the kernel's refusals
-    /// come back as its errno.
+    /// `len` 0, `MAP_FIXED` (which would replace whatever is mapped at
+    /// the address) and, with `MAP_HUGETLB`, a `len` that is not a whole
+    /// number of huge pages (the kernel would map whole pages that a
+    /// `munmap` of `len` bytes cannot give back) are refused with
+    /// `InvalidInput`; the kernel's refusals come back as its errno.
     pub fn new(len: usize, prot: ProtFlags, flags: MapFlags) -> io::Result<Self> {
         check(len, flags)?;
+        if flags.contains(MapFlags::HUGETLB) {
+            whole_pages(len, hugetlb_page_size(flags)?, "MAP_HUGETLB")?;
+        }
         // SAFETY: no MAP_FIXED (checked), so the kernel picks a range no
         // one else owns.
         let p = unsafe { rustix::mm::mmap_anonymous(std::ptr::null_mut(), len, prot, flags) }?;
@@ -69,7 +74,9 @@ impl Mapping {
     }
 
     /// A mapping of `len` bytes of the file `fd` from `offset` (a multiple
-    /// of the page size), at an address the kernel picks.
+    /// of the page size), at an address the kernel picks. On hugetlbfs,
+    /// `len` must be a whole number of the file system's huge pages, as
+    /// for [`new`](Self::new) with `MAP_HUGETLB`.
     ///
     /// # Safety
     /// While a slice from [`as_slice`](Self::as_slice) or
@@ -85,6 +92,12 @@ impl Mapping {
         flags: MapFlags,
     ) -> io::Result<Self> {
         check(len, flags)?;
+        let fs = rustix::fs::fstatfs(fd)?;
+        // `f_type`'s width differs by target; the magic fits in 32 bits.
+        #[allow(clippy::unnecessary_cast)]
+        if fs.f_type as u64 == HUGETLBFS_MAGIC {
+            whole_pages(len, fs.f_bsize as usize, "a hugetlbfs file")?;
+        }
         // SAFETY: no MAP_FIXED (checked); the file's other users are the
         // caller's obligation.
         let p = unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, prot, flags, fd, offset) }?;
@@ -97,7 +110,9 @@ impl Mapping {
     ///
     /// # Safety
     /// `[ptr, ptr + len)` must be one mapping (or a whole part of one)
-    /// that nothing else unmaps or refers to, mapped with at least `prot`.
+    /// that nothing else unmaps or refers to, mapped with at least `prot`,
+    /// and `munmap` must accept it whole: for hugetlb memory, `ptr` and
+    /// `len` are multiples of its huge page size.
     pub unsafe fn from_raw_parts(ptr: NonNull<u8>, len: usize, prot: ProtFlags) -> Self {
         Self { ptr, len, prot }
     }
@@ -147,15 +162,91 @@ impl Mapping {
                 unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
             })
     }
+
+    /// Unmaps now, returning the kernel's refusal, which drop cannot.
+    ///
+    /// A refusal (`EINVAL`: a range `munmap` cannot split, as only a
+    /// [`from_raw_parts`](Self::from_raw_parts) that broke its contract
+    /// gives) leaves the memory mapped, and leaked.
+    pub fn unmap(self) -> io::Result<()> {
+        let (ptr, len) = self.into_raw_parts();
+        // SAFETY: we owned the range, and nothing borrows it any more.
+        unsafe { rustix::mm::munmap(ptr.as_ptr().cast(), len) }?;
+        Ok(())
+    }
 }
 
 impl Drop for Mapping {
+    /// Unmaps the range.
+    ///
+    /// # Panics
+    /// If `munmap` refuses it (see [`unmap`](Mapping::unmap)): the memory
+    /// (a huge page, say) would stay reserved for the process's life, and
+    /// silence would hide it. Not while the thread is already panicking.
     fn drop(&mut self) {
-        // SAFETY: we own the range and nothing borrows it any more. munmap
-        // fails only for a range that is not page-aligned, which a mapping
-        // is not.
-        let _ = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len) };
+        // SAFETY: we own the range and nothing borrows it any more.
+        let r = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len) };
+        if let Err(e) = r {
+            if !std::thread::panicking() {
+                panic!(
+                    "munmap of {} bytes at {:p} failed ({e}): the mapping stays, leaked; \
+                     a Mapping from from_raw_parts must be whole pages of its page size",
+                    self.len, self.ptr
+                );
+            }
+        }
     }
+}
+
+/// `HUGETLBFS_MAGIC` from `<linux/magic.h>`: `statfs`'s `f_type` on hugetlbfs.
+const HUGETLBFS_MAGIC: u64 = 0x9584_58f6;
+
+/// `MAP_HUGE_SHIFT` from `<linux/mman.h>`: log2 of the page size sits in the
+/// six flag bits from here.
+const MAP_HUGE_SHIFT: u32 = 26;
+
+/// The huge page size a `MAP_HUGETLB` mapping with `flags` gets: the size
+/// its `MAP_HUGE_*` bits name, else the system's default
+/// (`Hugepagesize` in `/proc/meminfo`).
+fn hugetlb_page_size(flags: MapFlags) -> io::Result<usize> {
+    let log2 = (flags.bits() >> MAP_HUGE_SHIFT) & 0x3f;
+    if log2 != 0 {
+        return 1usize.checked_shl(log2).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("MAP_HUGE_* names pages of 2^{log2} bytes, more than the address space"),
+            )
+        });
+    }
+    let meminfo = std::fs::read_to_string("/proc/meminfo")?;
+    meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("Hugepagesize:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|kb| kb.trim().parse::<usize>().ok())
+        .map(|kb| kb << 10)
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::Unsupported,
+                "MAP_HUGETLB: /proc/meminfo names no Hugepagesize (a kernel without hugetlbfs)",
+            )
+        })
+}
+
+/// Refuses a `len` that is not a whole number of `page`-byte pages.
+fn whole_pages(len: usize, page: usize, what: &str) -> io::Result<()> {
+    if page == 0 || len % page == 0 {
+        return Ok(());
+    }
+    let up = len.div_ceil(page).saturating_mul(page);
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "{what}: {len} bytes is not a whole number of {} KiB huge pages; ask for {up} \
+             (the kernel maps whole huge pages, and a munmap of {len} bytes cannot give them back)",
+            page >> 10
+        ),
+    ))
 }
 
 fn check(len: usize, flags: MapFlags) -> io::Result<()> {
@@ -231,6 +322,76 @@ mod tests {
         // More than the address space: the kernel's ENOMEM.
         let e = Mapping::anonymous(usize::MAX & !0xfff).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(12), "{e}");
+    }
+
+    /// Huge pages of the default size free and not reserved by a
+    /// mapping (`HugePages_Free - HugePages_Rsvd`, from /proc/meminfo).
+    fn free_huge_pages() -> usize {
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+        let field = |name: &str| -> usize {
+            meminfo
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map_or(0, |v| v.trim().parse().unwrap())
+        };
+        field("HugePages_Free:") - field("HugePages_Rsvd:")
+    }
+
+    /// A `MAP_HUGETLB` length short of a whole huge page. Before, the
+    /// kernel mapped a whole 2 MiB page, `len()` said 4096, and drop's
+    /// `munmap(ptr, 4096)` failed unseen: the huge page stayed taken until
+    /// the process exited, and a loop drained the pool.
+    #[test]
+    fn a_hugetlb_length_short_of_whole_huge_pages_is_refused() {
+        let free = free_huge_pages();
+        for flags in [MapFlags::HUGETLB, MapFlags::HUGETLB | MapFlags::HUGE_2MB] {
+            match Mapping::new(
+                4096,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE | flags,
+            ) {
+                Err(e) => {
+                    assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+                    assert!(e.to_string().contains("ask for 2097152"), "{e}");
+                }
+                Ok(m) => {
+                    drop(m);
+                    panic!(
+                        "4096 bytes of MAP_HUGETLB were mapped; after drop {} huge pages are \
+                         free, {free} before",
+                        free_huge_pages()
+                    );
+                }
+            }
+        }
+        let e = Mapping::new(
+            (2 << 20) + 4096,
+            ProtFlags::READ,
+            MapFlags::PRIVATE | MapFlags::HUGETLB | MapFlags::HUGE_2MB,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("ask for 4194304"), "{e}");
+    }
+
+    /// A mapping that `munmap` refuses is not dropped in silence.
+    #[test]
+    fn a_mapping_munmap_refuses_panics_on_drop_and_errs_on_unmap() {
+        let m = Mapping::anonymous(2 << 12).unwrap();
+        let (p, _) = m.into_raw_parts();
+        // A misaligned start: munmap's EINVAL, as a broken contract gives.
+        let misaligned = NonNull::new(p.as_ptr().wrapping_add(1)).unwrap();
+        // SAFETY: breaks from_raw_parts' contract on purpose, but only so
+        // far as munmap refuses: nothing is unmapped or accessed.
+        let bad = unsafe { Mapping::from_raw_parts(misaligned, 4096, ProtFlags::READ) };
+        assert_eq!(bad.unmap().unwrap_err().raw_os_error(), Some(22));
+        // SAFETY: as above.
+        let bad = unsafe { Mapping::from_raw_parts(misaligned, 4096, ProtFlags::READ) };
+        let panic = std::panic::catch_unwind(move || drop(bad)).unwrap_err();
+        let msg = panic.downcast_ref::<String>().unwrap();
+        assert!(msg.contains("leaked"), "{msg}");
+        // SAFETY: the original mapping, whole, given back.
+        let m = unsafe { Mapping::from_raw_parts(p, 2 << 12, ProtFlags::READ | ProtFlags::WRITE) };
+        m.unmap().unwrap();
     }
 
     #[test]
