@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use fail::FailScenario;
-use mmbatch_faultaround::{Error, FailSignal, UffdRegion};
+use mmbatch_faultaround::{Error, FailSignal, UffdMode, UffdRegion};
 use mmbatch_testkit::{child, signal};
 
 const PAGE: usize = 4096;
@@ -229,6 +229,45 @@ fn refused_replay_thread_undoes_everything() {
                 ..
             }
         ),
+        "{e}"
+    );
+    assert_nothing_left(before);
+    drop(scenario);
+}
+
+/// Where the kernel refuses a userfaultfd that serves kernel faults
+/// (`/dev/userfaultfd` and the plain system call both EPERM or EACCES,
+/// played by a fail point), the region is built user-mode-only, says so,
+/// and serves the process's own reads.
+#[test]
+fn refused_all_faults_falls_back_to_user_mode_only() {
+    let scenario = FailScenario::setup();
+    for errno in ["EPERM", "EACCES"] {
+        fail::cfg("uffd::open_all_faults", &format!("return({errno})")).unwrap();
+        let r = UffdRegion::new(16 * PAGE, 0, image(16), 1).unwrap();
+        assert_eq!(r.mode(), UffdMode::UserModeOnly, "{errno}");
+        assert_eq!(r.as_slice()[3 * PAGE + 1], image(16)[3 * PAGE + 1]);
+    }
+    fail::remove("uffd::open_all_faults");
+    let r = UffdRegion::new(16 * PAGE, 0, image(16), 1).unwrap();
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        assert_eq!(r.mode(), UffdMode::AllFaults);
+    }
+    drop(scenario);
+}
+
+/// Any other error opening the full-mode userfaultfd (here EMFILE) is an
+/// error naming it, not a quiet fallback to user-mode-only (which would
+/// meet it too, or hide it), and leaves nothing behind.
+#[test]
+fn other_userfaultfd_errors_are_not_taken_for_refusal() {
+    let scenario = FailScenario::setup();
+    let before = what_regions_hold();
+    fail::cfg("uffd::open_all_faults", "return(EMFILE)").unwrap();
+    let e = UffdRegion::new(64 * PAGE, 0, image(64), 1).unwrap_err();
+    assert!(
+        matches!(&e, Error::Sys { op: "userfaultfd", source } if source.raw_os_error() == Some(libc::EMFILE)),
         "{e}"
     );
     assert_nothing_left(before);

@@ -93,11 +93,20 @@ impl Shared {
             }
             std::thread::sleep(Duration::from_millis(1 << attempt));
         }
+        // The hint names the cause of the errno seen, not always ENOMEM's
+        // (an EFAULT read "ENOMEM: ... out of memory").
+        let hint = match last {
+            libc::ENOMEM => " (ENOMEM: the memory cgroup or the system is out of memory)",
+            libc::EFAULT => {
+                " (EFAULT: the source's bytes could not be read: a `pages()` slice into memory the \
+                 kernel may not fault in, such as a user-mode-only region's missing pages)"
+            }
+            _ => "",
+        };
         Err(io::Error::new(
             io::Error::from_raw_os_error(last).kind(),
             format!(
-                "UFFDIO_COPY of page {p} failed: {} (ENOMEM: the memory cgroup or the system is \
-                 out of memory)",
+                "UFFDIO_COPY of page {p} failed: {}{hint}",
                 io::Error::from_raw_os_error(last)
             ),
         ))
