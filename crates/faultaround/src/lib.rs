@@ -51,7 +51,10 @@
 //!   made `PROT_NONE`); [`UffdRegion::failure`] names the page and the
 //!   cause, [`UffdStats::pages_failed`] counts them. The handler thread
 //!   lives on and serves the other pages; one stuck inside the source
-//!   past the timeout is replaced (a watchdog fails its fault).
+//!   past the timeout is replaced (a watchdog fails its fault). A page
+//!   filled meanwhile (by the replay, a neighbour's window) is not failed,
+//!   with `UFFDIO_POISON` or without: a page once readable never becomes
+//!   inaccessible.
 //! - **The kernel keeps refusing a copy** (`ENOMEM` under a memory cgroup,
 //!   `EFAULT`): after three tries the page fails as above, instead of
 //!   waking a reader that faults again forever. `EAGAIN`'s negative count

@@ -389,6 +389,7 @@ impl UffdRegion {
             poison: AtomicBool::new(poison),
             failed: Mutex::new(HashSet::new()),
             failure: Mutex::new(None),
+            pagemap: std::sync::OnceLock::new(),
             mapping: RwLock::new(Some(mapping)),
             alive: Mutex::new(0),
             exited: Condvar::new(),

@@ -50,8 +50,12 @@ impl Shared {
             };
             // SAFETY: UFFDIO_CONTINUE takes a `struct uffdio_continue`.
             let op = unsafe { rustix::ioctl::Updater::<UFFDIO_CONTINUE, _>::new(&mut arg) };
+            // Under `events`, as every copy: `protect_page` checks that the
+            // page is not mapped and protects it with no mapping between.
+            let copying = self.events.read().unwrap_or_else(|e| e.into_inner());
             // SAFETY: the ioctl maps pages only inside our registered range.
             let r = unsafe { rustix::ioctl::ioctl(&self.uffd, op) };
+            drop(copying);
             // `mapped` is bytes, or a negative errno.
             let mapped = usize::try_from(arg.mapped)
                 .map_or(0, |b| b / self.page)
