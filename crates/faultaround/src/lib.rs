@@ -51,7 +51,10 @@
 //!   made `PROT_NONE`); [`UffdRegion::failure`] names the page and the
 //!   cause, [`UffdStats::pages_failed`] counts them. The handler thread
 //!   lives on and serves the other pages; one stuck inside the source
-//!   past the timeout is replaced (a watchdog fails its fault).
+//!   past the timeout is replaced (a watchdog fails its fault). A page
+//!   filled meanwhile (by the replay, a neighbour's window) is not failed,
+//!   with `UFFDIO_POISON` or without: a page once readable never becomes
+//!   inaccessible.
 //! - **The kernel keeps refusing a copy** (`ENOMEM` under a memory cgroup,
 //!   `EFAULT`): after three tries the page fails as above, instead of
 //!   waking a reader that faults again forever. `EAGAIN`'s negative count
@@ -67,6 +70,13 @@
 //! - **Refusals at construction** (a handler thread, `mmap`, the
 //!   userfaultfd) are errors that name the limit; nothing is left mapped,
 //!   open or running.
+//! - **The kernel reads a missing page** (`write(2)`, `send(2)`, O_DIRECT,
+//!   another region's `UFFDIO_COPY` from a `pages()` slice into this one):
+//!   served as the process's own read is, wherever the process may have a
+//!   userfaultfd for kernel faults ([`UffdMode::AllFaults`]); where it may
+//!   not (refused by permission only), the region is user-mode-only and
+//!   such a call gets `EFAULT` ([`UffdRegion::mode`] says which;
+//!   `tests/kernel_access.rs`).
 //! - **Out-of-range input**: handler counts outside 1..=[`MAX_HANDLERS`],
 //!   orders above [`MAX_ORDER`], windows at the top of the `u64` page
 //!   space, engine page-cache indices past the file (refused before a
@@ -83,7 +93,7 @@ pub use engine::MapPages;
 pub use error::Error;
 pub use uffd::{
     FailSignal, MAX_HANDLERS, MAX_ID_LEN, MIN_SOURCE_TIMEOUT, PageRead, PageSource, REPLAY_RUN,
-    Record, UffdRegion, UffdRegionBuilder, UffdStats, Zeroes,
+    Record, UffdMode, UffdRegion, UffdRegionBuilder, UffdStats, Zeroes,
 };
 pub use window::{MAX_ORDER, PTRS_PER_TABLE, Window};
 

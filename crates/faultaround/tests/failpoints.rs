@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use fail::FailScenario;
-use mmbatch_faultaround::{Error, FailSignal, UffdRegion};
+use mmbatch_faultaround::{Error, FailSignal, UffdMode, UffdRegion};
 use mmbatch_testkit::{child, signal};
 
 const PAGE: usize = 4096;
@@ -235,6 +235,45 @@ fn refused_replay_thread_undoes_everything() {
     drop(scenario);
 }
 
+/// Where the kernel refuses a userfaultfd that serves kernel faults
+/// (`/dev/userfaultfd` and the plain system call both EPERM or EACCES,
+/// played by a fail point), the region is built user-mode-only, says so,
+/// and serves the process's own reads.
+#[test]
+fn refused_all_faults_falls_back_to_user_mode_only() {
+    let scenario = FailScenario::setup();
+    for errno in ["EPERM", "EACCES"] {
+        fail::cfg("uffd::open_all_faults", &format!("return({errno})")).unwrap();
+        let r = UffdRegion::new(16 * PAGE, 0, image(16), 1).unwrap();
+        assert_eq!(r.mode(), UffdMode::UserModeOnly, "{errno}");
+        assert_eq!(r.as_slice()[3 * PAGE + 1], image(16)[3 * PAGE + 1]);
+    }
+    fail::remove("uffd::open_all_faults");
+    let r = UffdRegion::new(16 * PAGE, 0, image(16), 1).unwrap();
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        assert_eq!(r.mode(), UffdMode::AllFaults);
+    }
+    drop(scenario);
+}
+
+/// Any other error opening the full-mode userfaultfd (here EMFILE) is an
+/// error naming it, not a quiet fallback to user-mode-only (which would
+/// meet it too, or hide it), and leaves nothing behind.
+#[test]
+fn other_userfaultfd_errors_are_not_taken_for_refusal() {
+    let scenario = FailScenario::setup();
+    let before = what_regions_hold();
+    fail::cfg("uffd::open_all_faults", "return(EMFILE)").unwrap();
+    let e = UffdRegion::new(64 * PAGE, 0, image(64), 1).unwrap_err();
+    assert!(
+        matches!(&e, Error::Sys { op: "userfaultfd", source } if source.raw_os_error() == Some(libc::EMFILE)),
+        "{e}"
+    );
+    assert_nothing_left(before);
+    drop(scenario);
+}
+
 /// mmap refused: the error says so, and the uffd is closed.
 #[test]
 fn refused_mmap_is_a_clear_error() {
@@ -294,6 +333,112 @@ fn a_refused_replacement_is_retried() {
     // child's limit).
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(r.as_slice()[10 * PAGE], 9);
+    drop(scenario);
+    std::process::exit(0);
+}
+
+/// Page 3 is never ready to a handler (`read_page`); the replay's
+/// `read_pages` has it once `GATE` opens.
+struct ReplayOnlyHasThree;
+
+static GATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl mmbatch_faultaround::PageSource for ReplayOnlyHasThree {
+    fn len(&self) -> u64 {
+        (16 * PAGE) as u64
+    }
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> mmbatch_faultaround::PageRead {
+        if index == 3 {
+            return mmbatch_faultaround::PageRead::NotReady;
+        }
+        buf.fill(index as u8);
+        mmbatch_faultaround::PageRead::Ready
+    }
+    fn read_pages(&self, index: u64, _: usize, buf: &mut [u8]) -> mmbatch_faultaround::PageRead {
+        let deadline = std::time::Instant::now() + LIMIT;
+        while !GATE.load(std::sync::atomic::Ordering::Acquire) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the gate never opened"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        buf.fill(index as u8);
+        mmbatch_faultaround::PageRead::Ready
+    }
+}
+
+/// Whether the page at `addr` is present (`mincore`: for anonymous
+/// memory, whether a page table entry maps it).
+fn resident(addr: usize) -> bool {
+    let mut v = 0u8;
+    // SAFETY: one page of a live mapping, one byte of output.
+    let r = unsafe { libc::mincore(addr as *mut libc::c_void, PAGE, &mut v) };
+    r == 0 && v & 1 != 0
+}
+
+/// Without UFFDIO_POISON there was no EEXIST check: a page a replay
+/// installed between a handler's decision to fail it (its source timed
+/// out) and the `mprotect(PROT_NONE)` was made inaccessible, so a reader
+/// got SIGSEGV on a page that holds its data (and that others may already
+/// have read). The fail point `uffd::before_protect` lets the replay
+/// install the page at exactly that moment; now the page is found present
+/// under the lock every copy takes, is not failed, and reads back.
+#[test]
+fn without_poison_a_page_filled_before_protection_is_not_failed() {
+    let name = "without_poison_a_page_filled_before_protection_is_not_failed";
+    if let Some(run) = child::parent(name, LIMIT) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    static PAGE3: AtomicUsize = AtomicUsize::new(0);
+    static FILLED: AtomicBool = AtomicBool::new(false);
+    let scenario = FailScenario::setup();
+    fail::cfg("uffd::no_poison", "return").unwrap();
+    fail::cfg_callback("uffd::before_protect", || {
+        // The replay installs page 3 now, while the handler that gave up
+        // on it is about to protect it.
+        GATE.store(true, Ordering::Release);
+        let addr = PAGE3.load(Ordering::Acquire);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !resident(addr) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        FILLED.store(resident(addr), Ordering::Release);
+    })
+    .unwrap();
+    let record = mmbatch_faultaround::Record::new(PAGE, (16 * PAGE) as u64, "", [3]).unwrap();
+    let r = UffdRegion::builder(16 * PAGE)
+        .source_timeout(Duration::from_millis(100))
+        .replay(record)
+        .prefetchers(1)
+        .build(ReplayOnlyHasThree)
+        .unwrap();
+    assert_eq!(r.fail_signal(), FailSignal::Sigsegv);
+    PAGE3.store(r.as_ptr() as usize + 3 * PAGE, Ordering::Release);
+    // SAFETY: the region's memory, kept until this child exits.
+    unsafe { signal::read_in_background(r.as_ptr() as usize + 3 * PAGE) };
+    // The handler gives up on page 3 after the source timeout, then the
+    // fail point fills it: wait until fail_page is done with it (it
+    // recorded the failure, or took it back).
+    mmbatch_testkit::wait_until("fail_page on page 3", Duration::from_secs(10), || {
+        FILLED.load(Ordering::Acquire) && (r.failure().is_some() || r.stats().pages_failed == 0)
+    });
+    assert!(
+        FILLED.load(Ordering::Acquire),
+        "the replay did not install page 3"
+    );
+    println!("after the race: {r:?}, failure {:?}", r.failure());
+    assert_eq!(
+        touch(&r, 3 * PAGE + 5),
+        0,
+        "page 3 holds its data yet was made inaccessible"
+    );
+    assert_eq!(r.as_slice()[3 * PAGE + 5], 3);
+    assert!(r.failure().is_none(), "{:?}", r.failure());
+    assert_eq!(r.stats().pages_failed, 0);
     drop(scenario);
     std::process::exit(0);
 }

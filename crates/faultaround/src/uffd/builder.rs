@@ -98,6 +98,17 @@ impl UffdRegionBuilder {
     }
 
     /// Maps the region over `source` and starts its handlers.
+    ///
+    /// The region serves the kernel's faults on the process's behalf
+    /// (`write(2)`, `send(2)`, O_DIRECT, io_uring, vhost reading pages not
+    /// yet present) wherever the process may have that: as root or with
+    /// `CAP_SYS_PTRACE`, with read/write access to `/dev/userfaultfd`
+    /// (root's only by default; a group or an ACL grants it), or with
+    /// `sysctl vm.unprivileged_userfaultfd=1`. Without any of these it is
+    /// built user-mode-only, where such a system call fails with `EFAULT`
+    /// ("Bad address") on a page the process has not read itself yet:
+    /// [`UffdRegion::mode`] says which it got. Any other refusal of the
+    /// userfaultfd is an error, not a quiet fallback.
     pub fn build(self, source: impl PageSource) -> Result<UffdRegion, Error> {
         if source.len() < self.len as u64 {
             return Err(Error::SourceTooShort {

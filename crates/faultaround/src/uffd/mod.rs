@@ -26,6 +26,7 @@ use std::{
 use mmbatch_mmap::{MapFlags, Mapping, ProtFlags};
 use userfaultfd::{IoctlFlags, RegisterMode};
 
+pub use open::UffdMode;
 use open::{open_uffd, uffd_error};
 
 pub use builder::UffdRegionBuilder;
@@ -101,9 +102,21 @@ pub const MIN_SOURCE_TIMEOUT: Duration = Duration::from_millis(1);
 /// in all; a stuck thread whose call returns serves again; with no handler
 /// free it fails new faults itself), so no reader waits forever on a
 /// source that never returns.
+///
+/// # System calls on the region
+/// The kernel reads the region itself when it is handed to a system call
+/// (`write(2)`, `send(2)`, a pipe, O_DIRECT, io_uring, vhost, another
+/// region's `UFFDIO_COPY`). Where the process may, the region serves those
+/// faults as it does its own ([`UffdMode::AllFaults`]: root,
+/// `CAP_SYS_PTRACE`, access to `/dev/userfaultfd`, or
+/// `vm.unprivileged_userfaultfd=1`). Elsewhere it is built
+/// user-mode-only ([`UffdMode::UserModeOnly`]) and such a system call
+/// fails with `EFAULT` on a page the process has not yet read itself;
+/// [`mode`](Self::mode) says which the region got.
 pub struct UffdRegion {
     shared: Arc<Shared>,
     shut_down: AtomicBool,
+    mode: UffdMode,
 }
 
 impl std::fmt::Debug for UffdRegion {
@@ -111,6 +124,7 @@ impl std::fmt::Debug for UffdRegion {
         f.debug_struct("UffdRegion")
             .field("len", &self.shared.len)
             .field("order", &self.shared.order)
+            .field("mode", &self.mode)
             .field("stats", &self.stats())
             .finish_non_exhaustive()
     }
@@ -312,7 +326,7 @@ impl UffdRegion {
             }
             _ => None,
         };
-        let uffd = open_uffd()?;
+        let (uffd, uffd_mode) = open_uffd()?;
         let mapping = map(len, shared_fd)?;
         let (mode, register, needed, what) = match shared_fd {
             // Registering for minor faults succeeds only where the kernel
@@ -375,6 +389,7 @@ impl UffdRegion {
             poison: AtomicBool::new(poison),
             failed: Mutex::new(HashSet::new()),
             failure: Mutex::new(None),
+            pagemap: std::sync::OnceLock::new(),
             mapping: RwLock::new(Some(mapping)),
             alive: Mutex::new(0),
             exited: Condvar::new(),
@@ -393,6 +408,7 @@ impl UffdRegion {
         let region = UffdRegion {
             shared: shared.clone(),
             shut_down: AtomicBool::new(false),
+            mode: uffd_mode,
         };
         // From here `region`'s drop undoes everything: the threads started
         // are stopped and joined, the range unregistered and unmapped.
@@ -488,6 +504,15 @@ impl UffdRegion {
         // filled by the handlers (or, after shutdown, are all present), and
         // nothing else writes them.
         unsafe { std::slice::from_raw_parts(self.as_ptr(), self.shared.len) }
+    }
+
+    /// Which faults the region's handlers serve: the kernel's on the
+    /// process's behalf too ([`UffdMode::AllFaults`]), or only the
+    /// process's own ([`UffdMode::UserModeOnly`], where the process may
+    /// have nothing more: then a system call that reads a page not yet
+    /// present fails with `EFAULT`). Fixed at build; see [`UffdMode`].
+    pub fn mode(&self) -> UffdMode {
+        self.mode
     }
 
     /// What the handlers did so far.

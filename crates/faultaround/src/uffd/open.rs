@@ -6,6 +6,40 @@ use userfaultfd::{FeatureFlags, Uffd, UffdBuilder};
 
 use crate::Error;
 
+/// Which faults on a region its handlers serve: the process's own
+/// accesses only, or the kernel's on its behalf too. From
+/// [`UffdRegion::mode`](super::UffdRegion::mode).
+///
+/// The kernel reads a region's memory itself whenever the region is handed
+/// to a system call: `write(2)`, `send(2)`, a pipe, an O_DIRECT read or
+/// write (which pins the pages), io_uring, vhost, or another region's
+/// `UFFDIO_COPY` from a [`pages`](super::PageSource::pages) slice into this
+/// one. A page not yet present then faults in kernel mode, and only a
+/// userfaultfd opened without `UFFD_USER_MODE_ONLY` is told of that fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UffdMode {
+    /// Every fault is served, the kernel's on the process's behalf too
+    /// (`copy_from_user` in `write(2)`, `pin_user_pages` for O_DIRECT):
+    /// the region reads the same through a system call as through
+    /// [`as_slice`](super::UffdRegion::as_slice). The process opened
+    /// `/dev/userfaultfd`, or the system call was allowed without
+    /// `UFFD_USER_MODE_ONLY` (`CAP_SYS_PTRACE`, or
+    /// `vm.unprivileged_userfaultfd=1`), or the kernel predates the flag
+    /// (before 5.11, where every userfaultfd serves kernel faults).
+    AllFaults,
+    /// Only the process's own accesses are served (`UFFD_USER_MODE_ONLY`,
+    /// what an unprivileged process gets since Linux 5.11): a system call
+    /// that reads a page not yet present fails with `EFAULT` ("Bad
+    /// address": `write(2)`, `send(2)`, O_DIRECT, a `UFFDIO_COPY` from it),
+    /// though `as_slice()[i]` reads it fine; a page already read by the
+    /// process is no different from any other memory. For the full mode,
+    /// run with one of: root or `CAP_SYS_PTRACE`; read and write access to
+    /// `/dev/userfaultfd` (root's only, mode 0600, by default: a group or
+    /// an ACL can grant it); or `sysctl vm.unprivileged_userfaultfd=1`.
+    UserModeOnly,
+}
+
 /// An error of the `userfaultfd` crate, its errno kept (the crate's own
 /// message for one is just "System error").
 pub(super) fn uffd_error(e: userfaultfd::Error) -> Error {
@@ -33,55 +67,89 @@ fn errno_error(errno: i32) -> Error {
     }
 }
 
-/// A userfaultfd for faults in user mode, with EVENT_REMOVE (Linux 4.11):
-/// a range the application discards (MADV_DONTNEED, MADV_REMOVE) is
-/// reported, so it reads back as zeros afterwards rather than as the
-/// source's data.
+/// A userfaultfd with EVENT_REMOVE (Linux 4.11): a range the application
+/// discards (MADV_DONTNEED, MADV_REMOVE) is reported, so it reads back as
+/// zeros afterwards rather than as the source's data.
 ///
-/// The `userfaultfd` crate opens `/dev/userfaultfd` when it exists and
-/// then never tries the system call. The device is root's alone by
-/// default (Linux 6.1 made it), so every other user was refused, though
-/// the system call with `UFFD_USER_MODE_ONLY` needs no privilege since
-/// Linux 5.11. A device this process may not open is passed over for the
-/// system call here.
-pub(super) fn open_uffd() -> Result<Uffd, Error> {
+/// It serves the kernel's faults too ([`UffdMode::AllFaults`]) wherever
+/// this process may have that, and settles for the process's own faults
+/// ([`UffdMode::UserModeOnly`]) only where the kernel refuses the full mode
+/// by permission (EPERM or EACCES): any other error (EMFILE, ENOMEM, a
+/// feature missing) is returned, since the user-mode-only descriptor would
+/// meet it too, and quietly settling for less would hide it. Asking for
+/// user-mode-only every time, as this did before, failed every system call
+/// that read a missing page of the region with EFAULT, even as root.
+pub(super) fn open_uffd() -> Result<(Uffd, UffdMode), Error> {
+    match open_all_faults() {
+        Err(Error::NoPermission { .. }) => {}
+        r => return r.map(|uffd| (uffd, UffdMode::AllFaults)),
+    }
+    uffd_by_syscall(true).map(|uffd| (uffd, UffdMode::UserModeOnly))
+}
+
+/// A userfaultfd that serves kernel-mode faults: `/dev/userfaultfd` (Linux
+/// 6.1), which grants that to whoever may open it, through the
+/// userfaultfd crate's `UffdBuilder` with `user_mode_only(false)`; where
+/// the device may not be opened, `userfaultfd(2)` without
+/// `UFFD_USER_MODE_ONLY` (allowed with `CAP_SYS_PTRACE` or
+/// `vm.unprivileged_userfaultfd=1`). `Error::NoPermission` when both are
+/// refused.
+///
+/// The crate opens the device when it exists and then never tries the
+/// system call (and calls it itself when the device does not exist). The
+/// device is root's alone by default, so a process with `CAP_SYS_PTRACE`
+/// but not root, or on a host with `vm.unprivileged_userfaultfd=1`, would
+/// be refused the full mode by the crate though the kernel allows it.
+///
+/// Fail point `uffd::open_all_faults` (an errno name: `EPERM`, `EACCES`,
+/// `EMFILE`) plays both ways in failing so.
+fn open_all_faults() -> Result<Uffd, Error> {
+    fail::fail_point!("uffd::open_all_faults", |arg| {
+        Err(errno_error(match arg.as_deref() {
+            Some("EACCES") => libc::EACCES,
+            Some("EMFILE") => libc::EMFILE,
+            _ => libc::EPERM,
+        }))
+    });
     let opened = UffdBuilder::new()
         .close_on_exec(true)
         .non_blocking(true)
-        .user_mode_only(true)
+        .user_mode_only(false)
         .require_features(FeatureFlags::EVENT_REMOVE)
         .create();
     match opened {
         Err(userfaultfd::Error::OpenDevUserfaultfd(e))
             if e.kind() == io::ErrorKind::PermissionDenied =>
         {
-            uffd_by_syscall()
+            uffd_by_syscall(false)
         }
         other => other.map_err(uffd_error),
     }
 }
 
-/// `userfaultfd(2)` for user-mode faults, then the `UFFDIO_API`
-/// handshake asking for EVENT_REMOVE (what `UffdBuilder::create` does
-/// after opening the device).
-fn uffd_by_syscall() -> Result<Uffd, Error> {
+/// `userfaultfd(2)`, with `UFFD_USER_MODE_ONLY` if `user_mode_only`, then
+/// the `UFFDIO_API` handshake asking for EVENT_REMOVE (what
+/// `UffdBuilder::create` does after opening the device).
+fn uffd_by_syscall(user_mode_only: bool) -> Result<Uffd, Error> {
     use std::os::fd::FromRawFd;
-    let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
-    let user_mode = userfaultfd_sys::UFFD_USER_MODE_ONLY as i32;
-    // SAFETY: userfaultfd(2) takes flags and returns a new descriptor or -1.
-    let mut fd = unsafe { libc::syscall(libc::SYS_userfaultfd, flags | user_mode) };
-    if fd < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
-        // Before Linux 5.11 the flag is unknown: without it, this user
-        // needs `vm.unprivileged_userfaultfd=1` (EPERM names the fix).
-        // SAFETY: as above.
-        fd = unsafe { libc::syscall(libc::SYS_userfaultfd, flags) };
+    let mut flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
+    if user_mode_only {
+        flags |= userfaultfd_sys::UFFD_USER_MODE_ONLY as i32;
     }
+    // SAFETY: userfaultfd(2) takes flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, flags) };
     if fd < 0 {
-        return Err(errno_error(
-            io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO),
-        ));
+        let errno = io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO);
+        return Err(if user_mode_only && errno == libc::EINVAL {
+            // Before Linux 5.11 the flag is unknown; the system call
+            // without it, which every such kernel has, was just refused to
+            // this process: EPERM names the ways in.
+            errno_error(libc::EPERM)
+        } else {
+            errno_error(errno)
+        });
     }
     // SAFETY: a descriptor the kernel has just returned, owned by nothing
     // else; the `Uffd` closes it, on every path below too.

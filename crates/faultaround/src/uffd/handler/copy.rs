@@ -50,8 +50,12 @@ impl Shared {
             };
             // SAFETY: UFFDIO_CONTINUE takes a `struct uffdio_continue`.
             let op = unsafe { rustix::ioctl::Updater::<UFFDIO_CONTINUE, _>::new(&mut arg) };
+            // Under `events`, as every copy: `protect_page` checks that the
+            // page is not mapped and protects it with no mapping between.
+            let copying = self.events.read().unwrap_or_else(|e| e.into_inner());
             // SAFETY: the ioctl maps pages only inside our registered range.
             let r = unsafe { rustix::ioctl::ioctl(&self.uffd, op) };
+            drop(copying);
             // `mapped` is bytes, or a negative errno.
             let mapped = usize::try_from(arg.mapped)
                 .map_or(0, |b| b / self.page)
@@ -93,11 +97,20 @@ impl Shared {
             }
             std::thread::sleep(Duration::from_millis(1 << attempt));
         }
+        // The hint names the cause of the errno seen, not always ENOMEM's
+        // (an EFAULT read "ENOMEM: ... out of memory").
+        let hint = match last {
+            libc::ENOMEM => " (ENOMEM: the memory cgroup or the system is out of memory)",
+            libc::EFAULT => {
+                " (EFAULT: the source's bytes could not be read: a `pages()` slice into memory the \
+                 kernel may not fault in, such as a user-mode-only region's missing pages)"
+            }
+            _ => "",
+        };
         Err(io::Error::new(
             io::Error::from_raw_os_error(last).kind(),
             format!(
-                "UFFDIO_COPY of page {p} failed: {} (ENOMEM: the memory cgroup or the system is \
-                 out of memory)",
+                "UFFDIO_COPY of page {p} failed: {}{hint}",
                 io::Error::from_raw_os_error(last)
             ),
         ))

@@ -23,6 +23,15 @@ struct UffdioPoison {
     updated: i64,
 }
 
+/// What [`protect_page`](Shared::protect_page) made of a page.
+pub(in crate::uffd) enum Protected {
+    Yes,
+    /// Mapped already: filled meanwhile, nothing to fail.
+    Present,
+    /// `mprotect` refused, or the region is gone.
+    No,
+}
+
 /// What `UFFDIO_POISON` made of a page.
 pub(in crate::uffd) enum Poisoned {
     Yes,
@@ -43,8 +52,10 @@ impl Shared {
     ///
     /// A page filled meanwhile (by a replay thread, another handler's
     /// window, a source call the watchdog gave up on that came back) is
-    /// not failed: `UFFDIO_POISON` finds it present, and its readers are
-    /// woken to read it.
+    /// not failed, and its readers are woken to read it: `UFFDIO_POISON`
+    /// finds it present (EEXIST), and the `PROT_NONE` fallback checks for
+    /// it under `events` held for writing, so no copy lands between the
+    /// check and the `mprotect` ([`protect_page`](Self::protect_page)).
     ///
     /// A page already failed is left to whoever failed it (poisoning it
     /// again would find the poison present).
@@ -60,20 +71,17 @@ impl Shared {
         self.stats.pages_failed.fetch_add(1, Ordering::Relaxed);
         let signal = match self.poison_page(page) {
             Poisoned::Yes => Some(FailSignal::Sigbus),
-            Poisoned::Present => {
-                if self
-                    .failed
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&page)
-                {
-                    self.stats.pages_failed.fetch_sub(1, Ordering::Relaxed);
+            Poisoned::Present => return self.unfail(page),
+            Poisoned::No => {
+                // Fail point `uffd::before_protect`: a test fills the page
+                // here, between the decision and the protection.
+                fail::fail_point!("uffd::before_protect");
+                match self.protect_page(page) {
+                    Protected::Yes => Some(FailSignal::Sigsegv),
+                    Protected::Present => return self.unfail(page),
+                    Protected::No => None,
                 }
-                let _ = self.uffd.wake(self.addr(page), self.page);
-                return;
             }
-            Poisoned::No if self.protect_page(page) => Some(FailSignal::Sigsegv),
-            Poisoned::No => None,
         };
         {
             let mut first = self.failure.lock().unwrap_or_else(|e| e.into_inner());
@@ -88,6 +96,20 @@ impl Shared {
         if signal.is_some() {
             let _ = self.uffd.wake(self.addr(page), self.page);
         }
+    }
+
+    /// Takes back the failing of `page`, found filled meanwhile: it is not
+    /// counted failed, and its readers are woken to read it.
+    fn unfail(&self, page: u64) {
+        if self
+            .failed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&page)
+        {
+            self.stats.pages_failed.fetch_sub(1, Ordering::Relaxed);
+        }
+        let _ = self.uffd.wake(self.addr(page), self.page);
     }
 
     /// `UFFDIO_POISON` on `page`, not waking its readers
@@ -129,22 +151,66 @@ impl Shared {
     }
 
     /// The fallback: `PROT_NONE` on `page` (not waking its readers), whose
-    /// retried access then faults with SIGSEGV.
-    pub(in crate::uffd) fn protect_page(&self, page: u64) -> bool {
+    /// retried access then faults with SIGSEGV — unless the page is
+    /// present ([`Protected::Present`]).
+    ///
+    /// The check and the `mprotect` are made under `events` held for
+    /// writing, and every `UFFDIO_COPY`, `UFFDIO_ZEROPAGE` and
+    /// `UFFDIO_CONTINUE` is made under it held for reading: a copy lands
+    /// either before the check, which then sees it, or after the
+    /// `mprotect`, where it finds the page failed for good (as a copy
+    /// after `UFFDIO_POISON` gets EEXIST). Checked after the `mprotect`
+    /// instead, a page filled before it would be inaccessible until the
+    /// protection was undone, and a reader of it would get SIGSEGV
+    /// meanwhile; unchecked (as before), for good.
+    pub(in crate::uffd) fn protect_page(&self, page: u64) -> Protected {
         let mapping = self.mapping.read().unwrap_or_else(|e| e.into_inner());
         if mapping.is_none() {
-            return false;
+            return Protected::No;
+        }
+        let _no_copy = self.events.write().unwrap_or_else(|e| e.into_inner());
+        if self.mapped(page) {
+            return Protected::Present;
         }
         // SAFETY: one page of our own mapping, still mapped (checked under
         // the lock drop takes before unmapping).
-        unsafe {
+        let r = unsafe {
             rustix::mm::mprotect(
                 self.addr(page),
                 self.page,
                 rustix::mm::MprotectFlags::empty(),
             )
+        };
+        if r.is_ok() {
+            Protected::Yes
+        } else {
+            Protected::No
         }
-        .is_ok()
+    }
+
+    /// Whether a page table entry of this process maps `page` (present, or
+    /// swapped out): `/proc/self/pagemap`'s bits 63 and 62. `mincore` does
+    /// not say that over a page cache, where it reports the cached page
+    /// whether it is mapped here or not; it is asked only for anonymous
+    /// memory, where it does, should the pagemap be unreadable.
+    fn mapped(&self, page: u64) -> bool {
+        const PRESENT: u64 = 1 << 63;
+        const SWAPPED: u64 = 1 << 62;
+        let at = (self.addr(page) as u64 / self.page as u64) * 8;
+        let mut entry = [0u8; 8];
+        // Opened once: shutdown may fail every page of a huge region.
+        let pagemap = self
+            .pagemap
+            .get_or_init(|| std::fs::File::open("/proc/self/pagemap").ok());
+        let read = match pagemap {
+            Some(f) => std::os::unix::fs::FileExt::read_exact_at(f, &mut entry, at),
+            None => Err(io::ErrorKind::NotFound.into()),
+        };
+        match read {
+            Ok(()) => u64::from_ne_bytes(entry) & (PRESENT | SWAPPED) != 0,
+            Err(_) if self.mode == Mode::Copy => self.resident(page as usize, 1)[0],
+            Err(_) => false,
+        }
     }
 }
 

@@ -129,6 +129,9 @@ pub(super) struct Shared {
     /// not by shutdown), so their readers keep getting the signal.
     pub(super) failed: Mutex<HashSet<u64>>,
     pub(super) failure: Mutex<Option<Failure>>,
+    /// `/proc/self/pagemap`, opened the first time the `PROT_NONE`
+    /// fallback asks whether a page is mapped (`None`: unreadable).
+    pub(super) pagemap: std::sync::OnceLock<Option<std::fs::File>>,
     /// The region's memory until it is dropped: guards `mprotect`, the one
     /// call a handler that outlived the region must not make.
     pub(super) mapping: RwLock<Option<Mapping>>,
