@@ -233,7 +233,7 @@ where
                 lv.mark_accessed(i);
                 v
             });
-            if lv.stripe().count(found.is_some()) {
+            if lv.count(found.is_some()) {
                 shard.look_for_quiet(lv.stripe());
             }
             found
@@ -244,7 +244,7 @@ where
                 lv.touch(i);
                 v
             });
-            let _ = lv.stripe().count(found.is_some());
+            lv.count(found.is_some());
             found
         }
     }
@@ -307,12 +307,7 @@ where
     /// evictions.
     fn look_at_lookups(shard: &Shard<K, V>, lv: &mut Lruvec<K, V>) {
         if lv.looks_at_lookups() {
-            let (hits, misses) = shard.stripes().fold((0, 0), |(h, m), s| {
-                (
-                    h + s.hits.load(Ordering::Relaxed),
-                    m + s.misses.load(Ordering::Relaxed),
-                )
-            });
+            let (hits, misses) = shard.lookups();
             lv.lookups(hits, misses);
         }
     }
@@ -387,10 +382,9 @@ where
         };
         for s in self.shards.iter() {
             st.fast_read_shards += u64::from(s.is_fast());
-            for stripe in s.stripes() {
-                st.hits += stripe.hits.load(Ordering::Relaxed);
-                st.misses += stripe.misses.load(Ordering::Relaxed);
-            }
+            let (hits, misses) = s.lookups();
+            st.hits += hits;
+            st.misses += misses;
             let lv = s.read();
             st.evictions += lv.evictions + lv.rejected;
             st.rejected += lv.rejected;

@@ -96,9 +96,17 @@ impl Drop for Counted<'_> {
 }
 
 impl<T> ReadGuard<'_, T> {
-    /// The stripe this reader counts in: the lookup counters to bump.
+    /// The stripe this reader counts in (for
+    /// [`ShardLock::look_for_quiet`]).
     pub(in crate::cache) fn stripe(&self) -> &Stripe {
         self.counted.stripe
+    }
+
+    /// Counts this reader's lookup in its stripe ([`Stripe::count`]): with
+    /// plain stores if the thread owns the stripe.
+    #[inline]
+    pub(in crate::cache) fn count(&self, hit: bool) -> bool {
+        self.counted.stripe.count(self.counted.own, hit)
     }
 }
 
@@ -155,11 +163,12 @@ impl Drop for Writing {
 }
 
 impl<T> WriteGuard<'_, T> {
-    /// The calling thread's stripe: the lookup counters to bump (looked
-    /// up only when asked: an insertion never needs it).
+    /// Counts a lookup made under the write lock in the calling thread's
+    /// stripe (looked up only when asked: an insertion never needs it),
+    /// with plain stores: no reader counts while a writer holds the lock.
     #[inline]
-    pub(in crate::cache) fn stripe(&self) -> &Stripe {
-        self.lock.own()
+    pub(in crate::cache) fn count(&self, hit: bool) {
+        let _ = self.lock.own().count(true, hit);
     }
 }
 

@@ -165,9 +165,13 @@ impl<T> ShardLock<T> {
         self
     }
 
-    /// Every stripe (for summing the counters).
-    pub(super) fn stripes(&self) -> impl Iterator<Item = &Stripe> {
-        self.stripes.iter().map(|s| &**s)
+    /// Lookups its readers counted so far, hits and misses, summed over
+    /// the stripes; neither sum goes down from one call to the next.
+    pub(super) fn lookups(&self) -> (u64, u64) {
+        self.stripes.iter().fold((0, 0), |(h, m), s| {
+            let (sh, sm) = s.lookups();
+            (h + sh, m + sm)
+        })
     }
 
     /// The calling thread's stripe.

@@ -16,25 +16,56 @@ pub(in crate::cache) struct Stripe {
     /// Reads held by the thread that owns this stripe's number: written by
     /// that thread alone, with plain stores.
     own_count: AtomicUsize,
-    pub(in crate::cache) hits: AtomicU64,
-    pub(in crate::cache) misses: AtomicU64,
+    /// Lookups counted by the stripe's owner, or by a writer holding the
+    /// lock: one writer at a time, plain stores.
+    hits: AtomicU64,
+    misses: AtomicU64,
+    /// Lookups counted by threads that share the stripe, with locked
+    /// adds: apart from the owner's, so that neither loses the other's.
+    shared_hits: AtomicU64,
+    shared_misses: AtomicU64,
     /// What its lookups saw at their last look for quiet.
     #[cfg(not(loom))]
     pub(super) seen: super::spell::Seen,
 }
 
 impl Stripe {
-    /// Counts a lookup as a hit or a miss. A load and a store, not a
-    /// locked add: lookups racing in one stripe may lose a count, and a
-    /// hit costs one locked instruction fewer. Returns true every
-    /// [`CHECK_EVERY`] hits or misses: time for the lookup to
+    /// Counts a lookup as a hit or a miss: `exclusive` for the stripe's
+    /// owner or a writer holding the lock (no other thread writes these
+    /// counts meanwhile: a load and a store, a hit's locked instruction
+    /// saved), otherwise a locked add, as the stripe is shared. Returns
+    /// true every [`CHECK_EVERY`] hits or misses: time for the lookup to
     /// [`look_for_quiet`](super::ShardLock::look_for_quiet).
+    ///
+    /// A load and a store by threads that shared a stripe lost counts, and
+    /// one preempted between the two wrote back an older count: the sums
+    /// went backwards, and the shard's look at its lookups overflowed.
     #[inline]
-    pub(in crate::cache) fn count(&self, hit: bool) -> bool {
-        let c = if hit { &self.hits } else { &self.misses };
-        let n = c.load(Ordering::Relaxed) + 1;
-        c.store(n, Ordering::Relaxed);
+    pub(super) fn count(&self, exclusive: bool, hit: bool) -> bool {
+        let n = if exclusive {
+            let c = if hit { &self.hits } else { &self.misses };
+            let n = c.load(Ordering::Relaxed) + 1;
+            c.store(n, Ordering::Relaxed);
+            n
+        } else {
+            let c = if hit {
+                &self.shared_hits
+            } else {
+                &self.shared_misses
+            };
+            c.fetch_add(1, Ordering::Relaxed) + 1
+        };
         n % CHECK_EVERY == 0
+    }
+
+    /// Lookups counted so far, hits and misses. Each count only grows: a
+    /// later call returns no less.
+    pub(in crate::cache) fn lookups(&self) -> (u64, u64) {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        (
+            load(&self.hits) + load(&self.shared_hits),
+            load(&self.misses) + load(&self.shared_misses),
+        )
     }
 
     /// Counts a reader in, `own` on the owner's count (see the module
@@ -95,6 +126,8 @@ impl Stripe {
             own_count: AtomicUsize::new(0),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            shared_hits: AtomicU64::new(0),
+            shared_misses: AtomicU64::new(0),
             #[cfg(not(loom))]
             seen: super::spell::Seen::new(),
         }

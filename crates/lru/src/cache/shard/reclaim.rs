@@ -99,7 +99,7 @@ impl<K, V> Lruvec<K, V> {
         );
         self.seen_lookups = (hits, misses);
         self.next_look = self.evictions + MIN_WINDOW.max(self.len() as u64);
-        self.stale = h * STALE_BELOW < h + m && !self.active_has_room();
+        self.stale = h.saturating_mul(STALE_BELOW) < h.saturating_add(m) && !self.active_has_room();
     }
 
     /// `prepare_scan_count`'s `may_deactivate`: the kernel deactivates
