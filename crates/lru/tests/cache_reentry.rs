@@ -362,4 +362,67 @@ mod chains {
         assert_eq!(c.get(&Key(1)), Some(3));
         c.check_invariants().unwrap();
     }
+
+    /// Two threads whose values' `Clone`s read across shards, crossed (A
+    /// then B on one thread, B then A on the other), while an insertion
+    /// waits on each shard: each nested read waited for the writer of the
+    /// other shard, who waited for the other thread's outer read, a cycle
+    /// no thread could leave. Now a writer that has waited long for
+    /// readers steps back and lets them in before it takes the lock again.
+    #[test]
+    fn crossed_reads_behind_two_waiting_writers_do_not_deadlock() {
+        let name = "chains::crossed_reads_behind_two_waiting_writers_do_not_deadlock";
+        if let Some(run) = child::parent(name, LIMIT) {
+            run.expect_success();
+            return;
+        }
+        static CROSSED: OnceLock<LruCache<u32, Crossed>> = OnceLock::new();
+        static OTHER_KEY: OnceLock<u32> = OnceLock::new();
+        /// Whether clones read across, how many outer clones have begun,
+        /// and whether they may go on to their nested read.
+        static ARMED: AtomicBool = AtomicBool::new(false);
+        static INSIDE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        static GO: AtomicBool = AtomicBool::new(false);
+        thread_local! {
+            static NESTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+        }
+        #[derive(Debug, PartialEq)]
+        struct Crossed(u32);
+        impl Clone for Crossed {
+            fn clone(&self) -> Self {
+                if ARMED.load(Ordering::SeqCst) && !NESTED.get() {
+                    INSIDE.fetch_add(1, Ordering::SeqCst);
+                    while !GO.load(Ordering::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    let other = *OTHER_KEY.get().unwrap();
+                    let across = if self.0 == 1 { other } else { 1 };
+                    NESTED.set(true);
+                    assert!(CROSSED.get().unwrap().get(&across).is_some());
+                    NESTED.set(false);
+                }
+                Crossed(self.0)
+            }
+        }
+        let c = CROSSED.get_or_init(|| LruCache::builder(2).shards(2).build().unwrap());
+        let other = fill_both(c, |k| (k, Crossed(k)));
+        OTHER_KEY.set(other).unwrap();
+        ARMED.store(true, Ordering::SeqCst);
+        std::thread::scope(|s| {
+            s.spawn(|| assert_eq!(c.get(&1), Some(Crossed(1))));
+            s.spawn(|| assert_eq!(c.get(&other), Some(Crossed(other))));
+            while INSIDE.load(Ordering::SeqCst) < 2 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            // Both outer reads held: a writer for each shard waits for one.
+            s.spawn(|| c.insert(1, Crossed(100)));
+            s.spawn(|| c.insert(other, Crossed(200)));
+            std::thread::sleep(Duration::from_millis(300));
+            GO.store(true, Ordering::SeqCst);
+        });
+        ARMED.store(false, Ordering::SeqCst);
+        assert_eq!(c.get(&1), Some(Crossed(100)));
+        assert_eq!(c.get(&other), Some(Crossed(200)));
+        c.check_invariants().unwrap();
+    }
 }

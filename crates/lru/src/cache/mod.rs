@@ -110,7 +110,10 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 ///   change of the shard from under its read lock. Each panic names the
 ///   cause where the call would deadlock. The same holds through chains
 ///   of shards (a `Clone` under shard A that reads B, whose `Clone` reads
-///   or changes A). A `get_or_insert_with` called under a shard's lock
+///   or changes A), and across threads: two threads reading A then B and
+///   B then A, with an insertion waiting on each shard, finish (a writer
+///   that waits for readers over a millisecond steps back and lets the
+///   waiting readers in). A `get_or_insert_with` called under a shard's lock
 ///   whose loader waits for another thread that needs that shard can
 ///   still hang: the cache cannot see another thread's wait.
 /// - `get_or_insert_with` runs one loader per key at a time; a loader that

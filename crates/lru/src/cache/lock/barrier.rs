@@ -21,7 +21,7 @@ mod imp {
     use std::sync::atomic::{AtomicU8, Ordering, compiler_fence};
 
     /// Not yet asked, registered, or refused (an old kernel, a seccomp
-    /// filter, not Linux, Miri).
+    /// filter, not Linux, Miri, or a heavy barrier that failed since).
     const UNKNOWN: u8 = 0;
     const READY: u8 = 1;
     const REFUSED: u8 = 2;
@@ -65,30 +65,71 @@ mod imp {
     /// The writer's half: a full barrier on every running thread of the
     /// process before it returns (~10 us on this 2-vCPU guest with the
     /// other CPU busy: an interrupt to each CPU that runs one of them).
-    /// Only called once [`available`] said yes.
+    /// Only called once [`available`] said yes. False if no barrier could
+    /// be had: the caller must not trust the readers' counts.
     ///
-    /// # Panics
-    /// If the kernel refuses it even after registering again (a
-    /// registration the process lost: a child of `fork` keeps its parent's
-    /// on Linux 6.18, but that is not documented): the readers' counts
-    /// could not be trusted.
-    pub(crate) fn heavy() {
+    /// membarrier can fail after its registration worked: a seccomp filter
+    /// installed since (sandboxes install them per thread, late), or a
+    /// registration the process lost (a child of `fork` keeps its
+    /// parent's on Linux 6.18, but that is not documented). It registers
+    /// again once; failing still, no lock goes fast again ([`available`]
+    /// says no from then on) and this barrier is had the slow way
+    /// ([`visit_every_cpu`]).
+    pub(crate) fn heavy() -> bool {
         #[cfg(all(target_os = "linux", not(miri)))]
         {
             use rustix::thread::{MembarrierCommand, membarrier};
-            if membarrier(MembarrierCommand::PrivateExpedited).is_err() {
-                let again = membarrier(MembarrierCommand::RegisterPrivateExpedited)
-                    .and_then(|()| membarrier(MembarrierCommand::PrivateExpedited));
-                if let Err(e) = again {
-                    panic!(
-                        "membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) failed after registering \
-                         ({e}): a process-wide barrier LruCache's fast lookups need"
-                    );
+            if membarrier(MembarrierCommand::PrivateExpedited).is_ok()
+                || membarrier(MembarrierCommand::RegisterPrivateExpedited)
+                    .and_then(|()| membarrier(MembarrierCommand::PrivateExpedited))
+                    .is_ok()
+            {
+                return true;
+            }
+            STATE.store(REFUSED, Ordering::Release);
+            visit_every_cpu()
+        }
+        #[cfg(not(all(target_os = "linux", not(miri))))]
+        unreachable!("the heavy barrier is never available here")
+    }
+
+    /// A full barrier on every thread of the process by the scheduler's
+    /// hand (`synchronize_sched` as it once was: run on every CPU in
+    /// turn): the calling thread moves onto each CPU it may run on, one
+    /// after the other, and a thread that was running on a CPU was
+    /// switched out before the caller ran there — and a context switch is
+    /// a full barrier (`__schedule`'s `smp_mb__after_spinlock`, which
+    /// membarrier itself relies on). Then its affinity is put back. Slow
+    /// (a migration per CPU, tens of microseconds each), but it runs once
+    /// per shard lock that was fast when membarrier failed. False if the
+    /// kernel refused a move other than to a CPU that is offline or
+    /// outside the process's cpuset (where none of its threads run).
+    #[cfg(all(target_os = "linux", not(miri)))]
+    #[cold]
+    fn visit_every_cpu() -> bool {
+        use rustix::{
+            io::Errno,
+            thread::{CpuSet, sched_getaffinity, sched_setaffinity},
+        };
+        let Ok(before) = sched_getaffinity(None) else {
+            return false;
+        };
+        let mut visited = 0;
+        let mut refused = false;
+        for cpu in 0..CpuSet::MAX_CPU {
+            let mut one = CpuSet::new();
+            one.set(cpu);
+            match sched_setaffinity(None, &one) {
+                Ok(()) => visited += 1,
+                Err(Errno::INVAL) => {}
+                Err(_) => {
+                    refused = true;
+                    break;
                 }
             }
         }
-        #[cfg(not(all(target_os = "linux", not(miri))))]
-        unreachable!("the heavy barrier is never available here");
+        let restored = sched_setaffinity(None, &before).is_ok();
+        visited > 0 && !refused && restored
     }
 }
 
@@ -149,8 +190,8 @@ mod imp {
     }
 
     /// Asks every thread inside a fast read for a fence and waits for
-    /// each.
-    pub(crate) fn heavy() {
+    /// each; always had.
+    pub(crate) fn heavy() -> bool {
         let e = &*EMULATION;
         fence(Ordering::SeqCst);
         let asked = e.asked.fetch_add(1, Ordering::SeqCst) + 1;
@@ -163,6 +204,7 @@ mod imp {
             }
         }
         fence(Ordering::SeqCst);
+        true
     }
 }
 

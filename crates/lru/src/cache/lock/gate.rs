@@ -111,6 +111,14 @@ impl Gate {
             .is_ok()
     }
 
+    /// Gives the lock back fast, unwritten, as the writer that took it
+    /// found it: a writer that could not have its heavy barrier. Release,
+    /// as [`clear`](Self::clear).
+    #[cfg(not(loom))]
+    pub(super) fn give_back_fast(&self) {
+        self.0.store(FAST, Ordering::Release);
+    }
+
     /// Waits until no writer holds the lock (a hint: the caller checks
     /// again with its own ordering).
     #[cfg(not(loom))]

@@ -100,6 +100,25 @@ use crate::sync::{Ordering, smp_mb, spin};
 /// some share.
 pub(super) const MAX_STRIPES: usize = 8;
 
+/// How long a writer waits for the readers to leave before it steps back
+/// and lets readers waiting for it in, in rounds of `sync::spin`: its
+/// spins and yields, then 20 naps of 50 us. Readers hold a shard for one
+/// lookup, microseconds; one that holds it this long is running slow user
+/// code, or waiting for another lock from it. Nested reads across shards,
+/// crossed on two threads (`Clone` under A reads B, under B reads A),
+/// with a writer waiting on each shard, wait for each other in a cycle
+/// that only a writer's step back breaks: the kernel's `percpu_rw_semaphore`
+/// forbids such nesting outright, a cache whose values' `Clone` may read
+/// it cannot.
+#[cfg(not(loom))]
+const GIVE_WAY_AFTER: u32 = 1024 + 20;
+
+/// How long a writer that steps back leaves the lock free: four of a
+/// waiting reader's 50 us naps, so that each waiter sees `block` clear.
+/// A waiter that misses it is let in at the next step back.
+#[cfg(not(loom))]
+const GIVE_WAY_FOR: std::time::Duration = std::time::Duration::from_micros(200);
+
 /// A full fence (`smp_mb()`), for a fast reader that turns slow.
 #[inline]
 fn full_fence() {
@@ -413,19 +432,31 @@ impl<T> ShardLock<T> {
     }
 
     /// Waits until no reader holds the lock through any stripe (the
-    /// writer's `rcuwait_wait_event(..., readers_active_check(sem))`).
+    /// writer's `rcuwait_wait_event(..., readers_active_check(sem))`);
+    /// true once none does. False if the readers have not all left after
+    /// [`GIVE_WAY_AFTER`] rounds of waiting: the writer then steps back
+    /// (see [`write`](Self::write)). Under loom it waits as long as it
+    /// takes.
     #[inline]
-    fn wait_for_readers(&self) {
+    fn wait_for_readers(&self) -> bool {
+        let mut round = 0;
         for s in self.stripes.iter() {
-            let mut round = 0;
             while !s.idle() {
+                #[cfg(not(loom))]
+                if round >= GIVE_WAY_AFTER {
+                    return false;
+                }
                 spin(&mut round);
             }
         }
+        true
     }
 
     /// Exclusive access (`percpu_down_write`): one writer at a time sets
-    /// `block`, then waits for every stripe's readers to leave.
+    /// `block`, then waits for every stripe's readers to leave. A writer
+    /// that has waited [`GIVE_WAY_AFTER`] for them clears `block` for
+    /// [`GIVE_WAY_FOR`] and starts again, so that readers nested across
+    /// locks never wait for each other through two writers forever.
     ///
     /// The small helpers it calls (`Gate::take`, `Stripe::idle`,
     /// `Record::holds`, `Writing`, `Unblock`) are `#[inline]`: they are not
@@ -457,32 +488,57 @@ impl<T> ShardLock<T> {
                 if writing { "change" } else { "lookup" }
             );
         }
-        let was_fast = self.block.take();
-        // Cleared however this ends, even by a panic before the guard.
-        let unblock = Unblock(&self.block);
-        #[cfg(not(loom))]
-        self.spell.wrote();
-        if was_fast {
-            // `rcu_sync_enter`'s grace period: every fast reader's count is
-            // visible now, or the reader sees `block`.
+        loop {
+            let was_fast = self.block.take();
+            // Cleared however this ends, even by a panic before the guard.
+            let unblock = Unblock(&self.block);
             #[cfg(not(loom))]
-            let start = spell::now();
-            barrier::heavy();
+            self.spell.wrote();
+            if was_fast {
+                // `rcu_sync_enter`'s grace period: every fast reader's count
+                // is visible now, or the reader sees `block`.
+                #[cfg(not(loom))]
+                let start = spell::now();
+                if !barrier::heavy() {
+                    // Fast readers may be inside unseen: the lock goes back
+                    // as it was, fast, so that the next writer owes the
+                    // barrier too, and this change panics.
+                    std::mem::forget(unblock);
+                    #[cfg(not(loom))]
+                    self.block.give_back_fast();
+                    panic!(
+                        "LruCache: changing a shard whose lookups skip their memory barrier \
+                         needs a barrier on every thread of the process, and none could be \
+                         had: membarrier(2) failed (a seccomp filter installed after the cache \
+                         went fast?) and the kernel refused to move this thread onto each CPU \
+                         (sched_setaffinity). Allow either system call, or build the cache \
+                         with Builder::fast_reads(false)"
+                    );
+                }
+                #[cfg(not(loom))]
+                self.spell.ended(start);
+            }
+            smp_mb();
+            if self.wait_for_readers() {
+                let writing = Writing::new(self.id);
+                return WriteGuard {
+                    // SAFETY: this writer set `block` (no other writer holds
+                    // it until it is cleared) and every stripe's readers
+                    // have left: new readers see `block` and wait, so this
+                    // is the only reference to `T` until the guard drops.
+                    data: unsafe { self.data.exclusive() },
+                    lock: self,
+                    _writing: writing,
+                    _unblock: unblock,
+                };
+            }
+            // A reader held on: it may be waiting, from user code, for a
+            // lock whose writer waits for a reader that waits for this one
+            // (crossed nested reads). Step back, unwritten, until readers
+            // waiting for `block` have seen it clear, then take it again.
+            drop(unblock);
             #[cfg(not(loom))]
-            self.spell.ended(start);
-        }
-        smp_mb();
-        self.wait_for_readers();
-        let writing = Writing::new(self.id);
-        WriteGuard {
-            // SAFETY: this writer set `block` (no other writer holds it
-            // until it is cleared) and every stripe's readers have left:
-            // new readers see `block` and wait, so this is the only
-            // reference to `T` until the guard drops.
-            data: unsafe { self.data.exclusive() },
-            lock: self,
-            _writing: writing,
-            _unblock: unblock,
+            std::thread::sleep(GIVE_WAY_FOR);
         }
     }
 }

@@ -1,0 +1,182 @@
+//! A cache whose shards went fast (lookups skipping their barrier), then a
+//! seccomp filter that makes membarrier(2) fail, as a sandbox installs one
+//! after start-up. The change that ends the spell panicked inside
+//! `insert`, having cleared the shard's fast mode without the barrier a
+//! later writer then skipped. Now the cache stops going fast and goes on
+//! with its readers' ordinary counts; with no barrier to be had at all, a
+//! change panics, naming the cause, and the shard stays fast, so no later
+//! change skips the barrier either.
+//!
+//! Each test runs in a child process: the filter is the process's for
+//! good.
+#![cfg(target_os = "linux")]
+
+use std::{
+    sync::atomic::{AtomicBool, Ordering},
+    time::Duration,
+};
+
+use mmbatch_lru::LruCache;
+use mmbatch_testkit::child;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Installs, on every thread of the process, a seccomp filter that fails
+/// each system call in `refuse` with EPERM.
+fn refuse_syscalls(refuse: &[libc::c_long]) {
+    let ld_nr = libc::sock_filter {
+        code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
+        jt: 0,
+        jf: 0,
+        k: 0, // offsetof(struct seccomp_data, nr)
+    };
+    let ret = |k: u32| libc::sock_filter {
+        code: (libc::BPF_RET | libc::BPF_K) as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let mut prog = vec![ld_nr];
+    for &nr in refuse {
+        // Equal: fall through to the refusal; else skip it.
+        prog.push(libc::sock_filter {
+            code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 1,
+            k: nr as u32,
+        });
+        prog.push(ret(libc::SECCOMP_RET_ERRNO | libc::EPERM as u32));
+    }
+    prog.push(ret(libc::SECCOMP_RET_ALLOW));
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_mut_ptr(),
+    };
+    // SAFETY: prctl with integer arguments.
+    assert_eq!(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }, 0);
+    // SAFETY: seccomp with a filter program that outlives the call (the
+    // kernel copies it).
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_TSYNC,
+            &fprog as *const libc::sock_fprog,
+        )
+    };
+    assert_eq!(r, 0, "seccomp: {}", std::io::Error::last_os_error());
+    // SAFETY: membarrier(MEMBARRIER_CMD_QUERY), integer arguments.
+    let r = unsafe { libc::syscall(libc::SYS_membarrier, 0, 0, 0) };
+    assert_eq!(r, -1, "the filter let membarrier through");
+}
+
+/// A cache of one shard whose lookups skip their barrier: looked up until
+/// its stats say so.
+fn fast_cache() -> LruCache<u64, u64> {
+    let c = LruCache::builder(1024).shards(1).build().unwrap();
+    for k in 0..100 {
+        c.insert(k, k);
+    }
+    let start = std::time::Instant::now();
+    while c.stats().fast_read_shards == 0 {
+        for k in 0..100 {
+            assert_eq!(c.get(&k), Some(k));
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the shard never went fast (membarrier unavailable here?)"
+        );
+    }
+    c
+}
+
+/// Lookups on another thread all along, some of them fast when the
+/// spell ends.
+fn with_a_reader(c: &LruCache<u64, u64>, f: impl FnOnce()) {
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                for k in 0..100 {
+                    assert_eq!(c.get(&k), Some(k));
+                }
+            }
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        stop.store(true, Ordering::Relaxed);
+        if let Err(e) = r {
+            std::panic::resume_unwind(e);
+        }
+    });
+}
+
+#[test]
+fn membarrier_failing_after_the_cache_went_fast_falls_back_to_counted_reads() {
+    let name = "membarrier_failing_after_the_cache_went_fast_falls_back_to_counted_reads";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let c = fast_cache();
+    refuse_syscalls(&[libc::SYS_membarrier]);
+    with_a_reader(&c, || {
+        // Ends the spell: the barrier had the slow way.
+        assert_eq!(c.insert(1000, 1000), None);
+        for k in 2000..2100 {
+            c.insert(k, k);
+        }
+    });
+    assert_eq!(c.stats().fast_read_shards, 0);
+    // Quiet again, long past the wait for a spell: the shard stays slow.
+    for _ in 0..200 {
+        for k in 0..100 {
+            let _ = c.get(&k);
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    assert_eq!(
+        c.stats().fast_read_shards,
+        0,
+        "went fast with no membarrier"
+    );
+    c.insert(3000, 3000);
+    assert_eq!(c.get(&3000), Some(3000));
+    c.check_invariants().unwrap();
+}
+
+#[test]
+fn with_no_barrier_to_be_had_a_change_panics_and_the_shard_stays_fast() {
+    let name = "with_no_barrier_to_be_had_a_change_panics_and_the_shard_stays_fast";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let c = fast_cache();
+    refuse_syscalls(&[libc::SYS_membarrier, libc::SYS_sched_setaffinity]);
+    with_a_reader(&c, || {
+        for _ in 0..2 {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                c.insert(1000, 1000);
+            }));
+            let e = r.expect_err("a change with no barrier went through");
+            let msg = e
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_default();
+            println!("{msg}");
+            assert!(
+                msg.contains("membarrier") && msg.contains("fast_reads(false)"),
+                "{msg}"
+            );
+            // Still fast: the next change owes the barrier too.
+            assert_eq!(c.stats().fast_read_shards, 1);
+        }
+    });
+    // Lookups go on, and see what they saw.
+    for k in 0..100 {
+        assert_eq!(c.get(&k), Some(k));
+    }
+    assert_eq!(c.get(&1000), None);
+}
