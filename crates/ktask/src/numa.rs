@@ -249,10 +249,12 @@ pub fn run_numa<E: Send>(
                 // Refused a thread: this node runs here, bound to its
                 // CPUs, and the caller's own binding is put back after
                 // (left, the caller's thread — and every thread it started
-                // later — stayed on that node's CPUs).
+                // later — stayed on that node's CPUs). Its panic is kept
+                // as a node thread's is: unwound from here, it skipped
+                // the undoing of the nodes that finished.
                 Err(p) => {
                     let _restore = RestoreBinding::save(topology);
-                    Ok(run_node(p))
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_node(p)))
                 }
             })
             .collect()

@@ -121,6 +121,64 @@ fn a_node_thread_refused_runs_on_the_caller() {
     drop(scenario);
 }
 
+/// A node run on the caller (its thread refused) that panics: the panic
+/// unwound straight out of the scope, and the node that had finished on
+/// its own thread was never undone. Now it is kept until every finished
+/// chunk is undone, as a panic on a node's own thread is.
+#[test]
+fn a_panic_on_a_node_run_by_the_caller_undoes_the_finished_nodes() {
+    let scenario = FailScenario::setup();
+    let topology = Topology::new().unwrap();
+    let node = node_cpus(&topology)[0].node;
+    // Node 0 gets its thread; node 1 is refused one and runs on the
+    // caller, after node 0 has finished (the caller joins it first).
+    fail::cfg("ktask::spawn_node", "1*off->return").unwrap();
+    let ranges = [
+        NodeRange {
+            node,
+            range: 0..4096,
+        },
+        NodeRange {
+            node,
+            range: 4096..8192,
+        },
+    ];
+    let done = AtomicUsize::new(0);
+    let undone = AtomicUsize::new(0);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_numa::<()>(
+            &topology,
+            &ranges,
+            1,
+            64,
+            2,
+            |r| {
+                assert!(r.start < 4096, "injected panic on node 1");
+                done.fetch_add(r.sum(), Ordering::Relaxed);
+                Ok(())
+            },
+            |r| {
+                undone.fetch_add(r.sum(), Ordering::Relaxed);
+            },
+        )
+    }));
+    fail::remove("ktask::spawn_node");
+    let e = r.expect_err("node 1's panic reaches the caller");
+    let msg = e
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_default();
+    assert!(msg.contains("injected panic on node 1"), "{msg}");
+    assert_eq!(done.into_inner(), (0..4096usize).sum::<usize>());
+    assert_eq!(
+        undone.into_inner(),
+        (0..4096usize).sum::<usize>(),
+        "node 0 finished and was not undone"
+    );
+    drop(scenario);
+}
+
 /// The node the OS refused a thread for runs on the caller, bound to the
 /// node's CPUs: the caller's own binding is put back after (it stayed on
 /// the node's CPUs, and so did every thread it started later).
