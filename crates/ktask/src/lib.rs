@@ -40,7 +40,8 @@
 //!   a panicking chunk and the panic reaches the caller.
 //! - **[`numa::run_numa`]**: the first error on any node stops every node,
 //!   and every chunk that finished, on every node, is undone. A panic on
-//!   one node stops every node too before it reaches the caller.
+//!   one node (one the caller runs itself included) stops every node and
+//!   undoes them too before it reaches the caller.
 //! - **Jobs whose numbers do not fit**: `start + size` past `usize::MAX`
 //!   is [`JobError::Overflow`]; a `min_chunk` near `usize::MAX` or any
 //!   `max_threads` never wraps the split (threads at most

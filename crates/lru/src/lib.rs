@@ -128,6 +128,19 @@
 //! - **Weights**: 0 counts as 1; an entry heavier than its shard's share
 //!   of the capacity (`u64::MAX`, say) is not cached and goes to the
 //!   listener ([`CacheStats::rejected`]).
+//! - **More threads than a shard lock has stripes**: [`CacheStats`]'
+//!   hits and misses only grow (`tests/cache_counters.rs`).
+//! - **Crossed nested reads** (a value's `Clone` under shard A reads B on
+//!   one thread, under B reads A on another) with an insertion waiting on
+//!   each shard: every call finishes; a writer that has waited over a
+//!   millisecond for readers steps back and lets waiting readers in
+//!   (`tests/cache_reentry.rs`).
+//! - **`membarrier(2)` fails after registering** (a seccomp filter
+//!   installed later): no shard goes fast again, and the change ending a
+//!   fast spell has its barrier by moving onto each CPU in turn; with
+//!   `sched_setaffinity` refused too it panics, naming both and
+//!   [`Builder::fast_reads`]`(false)`, and the shard stays fast
+//!   (`tests/cache_membarrier.rs`).
 #![deny(unsafe_code)]
 
 mod cache;

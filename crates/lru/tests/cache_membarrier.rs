@@ -53,7 +53,10 @@ fn refuse_syscalls(refuse: &[libc::c_long]) {
         filter: prog.as_mut_ptr(),
     };
     // SAFETY: prctl with integer arguments.
-    assert_eq!(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }, 0);
+    assert_eq!(
+        unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) },
+        0
+    );
     // SAFETY: seccomp with a filter program that outlives the call (the
     // kernel copies it).
     let r = unsafe {
