@@ -17,61 +17,9 @@ use std::{
 };
 
 use mmbatch_lru::LruCache;
-use mmbatch_testkit::child;
+use mmbatch_testkit::{child, seccomp::refuse_syscalls};
 
 const LIMIT: Duration = Duration::from_secs(60);
-
-/// Installs, on every thread of the process, a seccomp filter that fails
-/// each system call in `refuse` with EPERM.
-fn refuse_syscalls(refuse: &[libc::c_long]) {
-    let ld_nr = libc::sock_filter {
-        code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
-        jt: 0,
-        jf: 0,
-        k: 0, // offsetof(struct seccomp_data, nr)
-    };
-    let ret = |k: u32| libc::sock_filter {
-        code: (libc::BPF_RET | libc::BPF_K) as u16,
-        jt: 0,
-        jf: 0,
-        k,
-    };
-    let mut prog = vec![ld_nr];
-    for &nr in refuse {
-        // Equal: fall through to the refusal; else skip it.
-        prog.push(libc::sock_filter {
-            code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
-            jt: 0,
-            jf: 1,
-            k: nr as u32,
-        });
-        prog.push(ret(libc::SECCOMP_RET_ERRNO | libc::EPERM as u32));
-    }
-    prog.push(ret(libc::SECCOMP_RET_ALLOW));
-    let fprog = libc::sock_fprog {
-        len: prog.len() as u16,
-        filter: prog.as_mut_ptr(),
-    };
-    // SAFETY: prctl with integer arguments.
-    assert_eq!(
-        unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) },
-        0
-    );
-    // SAFETY: seccomp with a filter program that outlives the call (the
-    // kernel copies it).
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            libc::SECCOMP_FILTER_FLAG_TSYNC,
-            &fprog as *const libc::sock_fprog,
-        )
-    };
-    assert_eq!(r, 0, "seccomp: {}", std::io::Error::last_os_error());
-    // SAFETY: membarrier(MEMBARRIER_CMD_QUERY), integer arguments.
-    let r = unsafe { libc::syscall(libc::SYS_membarrier, 0, 0, 0) };
-    assert_eq!(r, -1, "the filter let membarrier through");
-}
 
 /// A cache of one shard whose lookups skip their barrier: looked up until
 /// its stats say so.
@@ -123,6 +71,9 @@ fn membarrier_failing_after_the_cache_went_fast_falls_back_to_counted_reads() {
     }
     let c = fast_cache();
     refuse_syscalls(&[libc::SYS_membarrier]);
+    // SAFETY: membarrier(MEMBARRIER_CMD_QUERY), integer arguments.
+    let r = unsafe { libc::syscall(libc::SYS_membarrier, 0, 0, 0) };
+    assert_eq!(r, -1, "the filter let membarrier through");
     with_a_reader(&c, || {
         // Ends the spell: the barrier had the slow way.
         assert_eq!(c.insert(1000, 1000), None);

@@ -7,7 +7,8 @@
 //! of this process that is running executes a full barrier, and one that is
 //! not running passed one when it was switched out. So a `light()` that is
 //! only a compiler fence orders as a `fence(SeqCst)` would against `heavy()`.
-//! Where membarrier is unavailable (old kernel, seccomp, Miri) both sides
+//! Where membarrier is unavailable (old kernel, seccomp, Miri), or fails
+//! after registering (see `heavy`), both sides
 //! fall back to `fence(SeqCst)`. Under loom, see the note on the loom `imp` module below.
 
 #[cfg(not(any(loom, miri)))]
@@ -48,18 +49,75 @@ mod imp {
         }
     }
 
+    /// A full barrier on every thread of the process that pairs with
+    /// [`light`]. membarrier can fail after its registration worked (a
+    /// seccomp filter installed since, as sandboxes do late): it registers
+    /// again once; failing still, `light` turns into a real fence from
+    /// then on and this barrier is had the slow way
+    /// ([`visit_every_cpu`]), for the `light`s that ran as compiler
+    /// fences before.
+    ///
+    /// # Panics
+    /// If no barrier can be had (membarrier and `sched_setaffinity` both
+    /// refused): the queuers' ops could be missed.
     pub(crate) fn heavy() {
-        if expedited() && membarrier(MembarrierCommand::PrivateExpedited).is_ok() {
+        if !expedited() {
+            fence(Ordering::SeqCst);
             return;
         }
-        // Registration succeeded but the call failed (cannot happen per the
-        // man page); a plain fence would not pair with compiler-only light
-        // barriers, so say so loudly rather than lose the guarantee silently.
+        if membarrier(MembarrierCommand::PrivateExpedited).is_ok()
+            || membarrier(MembarrierCommand::RegisterPrivateExpedited)
+                .and_then(|()| membarrier(MembarrierCommand::PrivateExpedited))
+                .is_ok()
+        {
+            return;
+        }
+        EXPEDITED.store(false, Ordering::SeqCst);
         assert!(
-            !expedited(),
-            "membarrier(PRIVATE_EXPEDITED) failed after registration succeeded"
+            visit_every_cpu(),
+            "Batcher: membarrier(2) failed after registering (a seccomp filter installed \
+             since?) and the kernel refused to move this thread onto each CPU \
+             (sched_setaffinity): no barrier pairs with the queuers' light ones. Allow \
+             either system call"
         );
-        fence(Ordering::SeqCst);
+    }
+
+    /// A full barrier on every thread of the process by the scheduler's
+    /// hand (`synchronize_sched` as it once was): the calling thread moves
+    /// onto each CPU it may run on in turn, so a thread running on a CPU
+    /// was switched out — a full barrier (`__schedule`'s
+    /// `smp_mb__after_spinlock`, which membarrier relies on) — before the
+    /// caller ran there; then its affinity is put back. False if the
+    /// kernel refused a move other than to a CPU that is offline or
+    /// outside the process's cpuset (where none of its threads run).
+    ///
+    /// The same as `mmbatch-lru`'s shard lock has: two copies of a
+    /// fallback neither crate should make the other depend on.
+    #[cold]
+    fn visit_every_cpu() -> bool {
+        use rustix::{
+            io::Errno,
+            thread::{CpuSet, sched_getaffinity, sched_setaffinity},
+        };
+        let Ok(before) = sched_getaffinity(None) else {
+            return false;
+        };
+        let mut visited = 0;
+        let mut refused = false;
+        for cpu in 0..CpuSet::MAX_CPU {
+            let mut one = CpuSet::new();
+            one.set(cpu);
+            match sched_setaffinity(None, &one) {
+                Ok(()) => visited += 1,
+                Err(Errno::INVAL) => {}
+                Err(_) => {
+                    refused = true;
+                    break;
+                }
+            }
+        }
+        let restored = sched_setaffinity(None, &before).is_ok();
+        visited > 0 && !refused && restored
     }
 }
 

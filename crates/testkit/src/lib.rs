@@ -4,7 +4,7 @@
 //! process with a bounded wait: hangs and fatal signals are tested there,
 //! never by hanging or killing the test runner.
 //! [`signal`] reads memory that should kill the process and reports the
-//! signal. [`bytes`] reads sizes off fuzzer input for the fuzz targets.
+//! signal. [`seccomp`] makes system calls fail. [`bytes`] reads sizes off fuzzer input for the fuzz targets.
 //! Under `cfg(loom)`, `loom_model::check` runs every crate's loom models
 //! the same way. [`threads_named`] counts a process's threads by name;
 //! [`wait_until`] waits, bounded, for a condition.
@@ -13,6 +13,8 @@ pub mod bytes;
 pub mod child;
 #[cfg(loom)]
 pub mod loom_model;
+#[cfg(target_os = "linux")]
+pub mod seccomp;
 pub mod signal;
 
 /// The calling process's threads whose name (`/proc/self/task/*/comm`)
