@@ -51,7 +51,7 @@ use std::{
     time::Instant,
 };
 
-use mmbatch_lru::LruCache;
+use mmbatch_cache::LruCache;
 
 use crate::{Config, Experiment, Metric, Progress, Report, Row, Table};
 

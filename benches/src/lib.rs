@@ -263,3 +263,9 @@ mod tests {
         assert!(clear.refusal(&big, &Host::default()).is_none());
     }
 }
+
+/// The workspace README's examples (the cache's and mmbatch-pagevec's),
+/// compiled and run as doctests: this crate depends on both.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct WorkspaceReadmeDoctests;

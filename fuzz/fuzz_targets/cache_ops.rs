@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mmbatch_lru::Policy;
+use mmbatch_cache::Policy;
 
 use mmbatch_models::cache as cache_model;
 

@@ -7,9 +7,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use mmbatch_testkit::bytes::Bytes;
-use mmbatch_lru::{
-    Config, Engine, LruCache, MAX_VIRTUAL_PAGES, MunlockStep, PageTables, Pfn, Policy,
-};
+use mmbatch_cache::{LruCache, Policy};
+use mmbatch_lru::{Config, Engine, MAX_VIRTUAL_PAGES, MunlockStep, PageTables, Pfn};
 
 fuzz_target!(|data: &[u8]| {
     let mut b = Bytes(data);

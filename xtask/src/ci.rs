@@ -7,9 +7,10 @@ use std::time::Instant;
 use crate::util::{BUILD, FUZZ, cargo, ensure_packages, exec, root};
 
 /// The library crates, as packaged and as built at the MSRV.
-const LIBRARIES: [&str; 6] = [
+const LIBRARIES: [&str; 7] = [
     "mmbatch-mmap",
     "mmbatch-pagevec",
+    "mmbatch-cache",
     "mmbatch-lru",
     "mmbatch-mlock",
     "mmbatch-faultaround",
@@ -42,6 +43,54 @@ fn msrv() -> Result<(), String> {
         cmd.args(["-p", c]);
     }
     exec(&mut cmd)
+}
+
+/// Crates a project on any platform may depend on: each builds for
+/// these foreign targets, and its default features pull in none of the
+/// crates named in [`NOT_IN_PORTABLE`].
+const PORTABLE: [&str; 1] = ["mmbatch-cache"];
+const FOREIGN_TARGETS: [&str; 2] = ["x86_64-apple-darwin", "x86_64-pc-windows-msvc"];
+/// Dependencies that need a system library (libhwloc, libclang) or Linux,
+/// or that are experiment code.
+const NOT_IN_PORTABLE: [&str; 5] = [
+    "hwlocality",
+    "userfaultfd-sys",
+    "mmbatch-pagevec",
+    "mmbatch-lru",
+    "fail",
+];
+
+/// `cargo check` of each portable crate for each foreign target (adding
+/// the target through rustup where missing), and its dependency tree
+/// checked for [`NOT_IN_PORTABLE`].
+fn portable() -> Result<(), String> {
+    for target in FOREIGN_TARGETS {
+        exec(std::process::Command::new("rustup").args(["target", "add", target]))?;
+        for c in PORTABLE {
+            exec(cargo().args(["check", "-p", c, "--lib", "--target", target]))?;
+        }
+    }
+    for c in PORTABLE {
+        let out = cargo()
+            .args(["tree", "-p", c, "-e", "normal", "--prefix", "none"])
+            .output()
+            .map_err(|e| format!("running cargo tree: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("cargo tree -p {c} failed"));
+        }
+        let tree = String::from_utf8_lossy(&out.stdout);
+        let found: Vec<&str> = NOT_IN_PORTABLE
+            .into_iter()
+            .filter(|d| tree.lines().any(|l| l.split(' ').next() == Some(*d)))
+            .collect();
+        if !found.is_empty() {
+            return Err(format!(
+                "{c}'s default dependencies include {}: a user of {c} would build them",
+                found.join(", ")
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A named step of the run.
@@ -104,6 +153,10 @@ pub(crate) fn run() -> Result<(), String> {
             done(exec(&mut cmd))
         }),
         ("msrv", || done(msrv())),
+        (
+            "portable crates (macOS, Windows, no system libraries)",
+            || done(portable()),
+        ),
         ("loom", || done(crate::loom::run(None))),
         ("miri", || match crate::miri::unavailable() {
             Some(why) => Outcome::Skip(why),

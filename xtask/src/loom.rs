@@ -9,6 +9,7 @@ use crate::util::{cargo, exec, root};
 pub(crate) const CRATES: &[&str] = &[
     "mmbatch-pagevec",
     "mmbatch-lru",
+    "mmbatch-cache",
     "mmbatch-ktask",
     "mmbatch-faultaround",
 ];

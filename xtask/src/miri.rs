@@ -5,7 +5,7 @@
 use crate::util::{cargo_nightly, exec, has_nightly, succeeds};
 
 /// Crates with unsafe code Miri can run, each with the tests that reach
-/// it (`None`: all of them). mmbatch-lru's unsafe code Miri can run is
+/// it (`None`: all of them). mmbatch-cache's unsafe code Miri can run is
 /// the shard lock (`cache::lock`); mmbatch-faultaround's, the zeroed
 /// bitmap of a region's pages (its other unsafe code is userfaultfd
 /// ioctls). (mmbatch-mlock's unsafe code is system calls —
@@ -13,7 +13,7 @@ use crate::util::{cargo_nightly, exec, has_nightly, succeeds};
 /// check those against the kernel's accounting instead.)
 pub(crate) const CRATES: &[(&str, Option<&str>)] = &[
     ("mmbatch-pagevec", None),
-    ("mmbatch-lru", Some("cache::lock")),
+    ("mmbatch-cache", Some("cache::lock")),
     ("mmbatch-faultaround", Some("uffd::handler::bitmap_tests")),
 ];
 

@@ -321,9 +321,9 @@ fn build(a: &Args) -> Result<(Vec<TestBin>, Option<PathBuf>), String> {
     let mut cmd = cargo();
     cmd.args(["test", "--release", "--no-run", "--message-format=json"]);
     for c in &crates {
-        if !["ktask", "mlock", "faultaround", "lru", "pagevec"].contains(c) {
+        if !["ktask", "mlock", "faultaround", "lru", "cache", "pagevec"].contains(c) {
             return Err(format!(
-                "unknown crate {c:?} in TESTS: ktask, mlock, faultaround, lru or pagevec"
+                "unknown crate {c:?} in TESTS: ktask, mlock, faultaround, lru, cache or pagevec"
             ));
         }
         cmd.args(["-p", &format!("mmbatch-{c}")]);
@@ -342,7 +342,7 @@ fn build(a: &Args) -> Result<(Vec<TestBin>, Option<PathBuf>), String> {
         else {
             continue;
         };
-        let krate = ["ktask", "mlock", "faultaround", "lru", "pagevec"]
+        let krate = ["ktask", "mlock", "faultaround", "lru", "cache", "pagevec"]
             .into_iter()
             .find(|c| {
                 pkg.contains(&format!("mmbatch-{c}")) || pkg.contains(&format!("crates/{c}#"))

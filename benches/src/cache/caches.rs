@@ -4,7 +4,7 @@
 
 use std::{num::NonZeroUsize, sync::Mutex};
 
-use mmbatch_lru::{LruCache, Policy};
+use mmbatch_cache::{LruCache, Policy};
 
 use super::Impl;
 

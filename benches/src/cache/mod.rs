@@ -1,4 +1,4 @@
-//! Experiment `cache`: [`LruCache`](mmbatch_lru::LruCache) against the caches a Rust user would
+//! Experiment `cache`: [`LruCache`](mmbatch_cache::LruCache) against the caches a Rust user would
 //! pick instead — `Mutex<lru::LruCache>`, moka (sync), quick_cache — and
 //! against itself with batching off.
 //!
@@ -59,7 +59,7 @@ use std::{
     sync::atomic::{AtomicU64, Ordering},
 };
 
-use mmbatch_lru::Policy;
+use mmbatch_cache::Policy;
 use rand::{RngExt, SeedableRng, rngs::SmallRng};
 use rand_distr::Zipf;
 

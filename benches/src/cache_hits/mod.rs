@@ -1,4 +1,4 @@
-//! Experiment `cache-hits`: the hit ratio of [`LruCache`](mmbatch_lru::LruCache) under each policy
+//! Experiment `cache-hits`: the hit ratio of [`LruCache`](mmbatch_cache::LruCache) under each policy
 //! of [`policies`](crate::cache::policies) against quick_cache, moka and the `lru` crate, with
 //! Belady's OPT as the ceiling and an exact-LRU simulation as the floor a
 //! policy should beat, on the two ARC paper traces and six synthetic
@@ -334,7 +334,7 @@ mod tests {
         let t = read_trace(&traces_dir().join("P3.lis.zst"), 500_000).unwrap();
         let mut pct = Vec::new();
         for seed in [1, 2] {
-            let c: mmbatch_lru::LruCache<u64, u64, _> = mmbatch_lru::LruCache::builder(32768)
+            let c: mmbatch_cache::LruCache<u64, u64, _> = mmbatch_cache::LruCache::builder(32768)
                 .shards(4)
                 .hasher(foldhash::fast::FixedState::with_seed(seed))
                 .build()

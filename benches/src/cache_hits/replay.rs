@@ -6,7 +6,7 @@ use std::{
     num::NonZeroUsize,
 };
 
-use mmbatch_lru::{LruCache, Policy};
+use mmbatch_cache::{LruCache, Policy};
 
 use crate::cache::policies;
 

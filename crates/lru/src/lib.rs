@@ -65,36 +65,6 @@
 //!
 //! Each protocol has a loom model (`cargo xtask loom lru`).
 //!
-//! # LruCache
-//!
-//! [`LruCache`] is the kernel's page replacement as a library other
-//! projects embed: a bounded concurrent map of per-shard lruvecs with the
-//! active and inactive lists, hits applied by the next reclaim (as the
-//! kernel batches activations), refault detection from `mm/workingset.c`
-//! ([`Policy::Workingset`], the default) and single-flight loading.
-//!
-//! ```
-//! use mmbatch_lru::{LruCache, Policy};
-//!
-//! // The kernel's two lists with refault detection (the default).
-//! let cache: LruCache<u32, &str> = LruCache::new(1000);
-//! cache.insert(7, "seven");
-//! assert_eq!(cache.get(&7), Some("seven"));
-//!
-//! // Exact LRU with a weigher and an eviction listener.
-//! let exact = LruCache::builder(10)
-//!     .policy(Policy::Lru)
-//!     .weigher(|_: &u32, v: &String| v.len() as u64)
-//!     .eviction_listener(|k, _| println!("evicted {k}"))
-//!     .build()
-//!     .expect("a capacity of at least 1");
-//! exact.insert(1, "12345".to_owned());
-//! exact.insert(2, "67890".to_owned());
-//! exact.insert(3, "abc".to_owned()); // weight 13 > 10: evicts key 1
-//! assert!(!exact.contains_key(&1));
-//! assert_eq!(exact.weight(), 8);
-//! ```
-//!
 //! # Guarantees under faults
 //! What happens when user code panics or an argument is out of range;
 //! each line is checked by `tests/faults.rs` (and the `lru_sizes` fuzz
@@ -110,40 +80,9 @@
 //!   every frame it had pinned, at every step of seed 000's series.
 //! - **Sizes that cannot exist** are errors, not aborts:
 //!   [`PageTables::try_new`] ([`LruError::PageTablesTooLarge`]),
-//!   [`Config::nodes`] above [`MAX_NUMNODES`] ([`LruError::TooManyNodes`]),
-//!   a cache capacity above [`LruCache::MAX_CAPACITY`]
-//!   ([`CacheError::CapacityTooLarge`]).
-//! - **[`LruCache`] user code panics** — `Hash`, `Eq` or `Clone` of a key,
-//!   `Clone` of a value, the weigher, a loader: the panic reaches the
-//!   caller, the cache is as before the call (user code runs outside the
-//!   shard's lock, or reads only — `Eq` in a lookup, `Clone` of a value),
-//!   its invariants check clean and it keeps working (a property test
-//!   injects a panic at every such call in turn). Reclaim runs no user
-//!   code: entries keep their key's hash. A loader that panics wakes the
-//!   callers waiting on it; one of them loads next.
-//! - **The eviction listener panics**: the other entries evicted by the
-//!   same insertion still reach it; the first panic then continues in the
-//!   inserting caller.
-//! - **`max_entries`** bounds the entries held, whatever their weight.
-//! - **Weights**: 0 counts as 1; an entry heavier than its shard's share
-//!   of the capacity (`u64::MAX`, say) is not cached and goes to the
-//!   listener ([`CacheStats::rejected`]).
-//! - **More threads than a shard lock has stripes**: [`CacheStats`]'
-//!   hits and misses only grow (`tests/cache_counters.rs`).
-//! - **Crossed nested reads** (a value's `Clone` under shard A reads B on
-//!   one thread, under B reads A on another) with an insertion waiting on
-//!   each shard: every call finishes; a writer that has waited over a
-//!   millisecond for readers steps back and lets waiting readers in
-//!   (`tests/cache_reentry.rs`).
-//! - **`membarrier(2)` fails after registering** (a seccomp filter
-//!   installed later): no shard goes fast again, and the change ending a
-//!   fast spell has its barrier by moving onto each CPU in turn; with
-//!   `sched_setaffinity` refused too it panics, naming both and
-//!   [`Builder::fast_reads`]`(false)`, and the shard stays fast
-//!   (`tests/cache_membarrier.rs`).
+//!   [`Config::nodes`] above [`MAX_NUMNODES`] ([`LruError::TooManyNodes`]).
 #![deny(unsafe_code)]
 
-mod cache;
 mod engine;
 mod error;
 mod frame;
@@ -152,10 +91,6 @@ mod pagetable;
 mod sync;
 mod vmstat;
 
-pub use cache::{
-    Builder, CacheError, CacheStats, DefaultHashBuilder, LruCache, MAX_SHARDS, Policy, UnitWeigher,
-    Weigher,
-};
 pub use engine::{
     BATCH, Config, Engine, EngineStats, MAX_NUMNODES, Mode, Modes, MunlockStats, MunlockStep,
     NodeLayout, SWAP_CLUSTER_MAX, ShrinkStats,
@@ -165,12 +100,6 @@ pub use frame::{Flags, FrameState, FrameTable, LruList, Pfn};
 pub use lruvec::{Event, LruvecGuard};
 pub use pagetable::{MAX_VIRTUAL_PAGES, OutOfRange, PTRS_PER_TABLE, PageTables};
 pub use vmstat::Stat;
-
-/// The workspace README's examples (this crate's and mmbatch-pagevec's),
-/// compiled and run as doctests.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-struct ReadmeDoctests;
 
 /// This crate's README examples, compiled and run as doctests.
 #[cfg(doctest)]

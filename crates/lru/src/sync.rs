@@ -9,81 +9,18 @@ compile_error!("loom models need debug assertions: run them with `cargo xtask lo
 
 #[cfg(loom)]
 pub(crate) use loom::sync::{
-    Arc, Condvar, Mutex, MutexGuard,
-    atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering},
+    Arc, Mutex, MutexGuard,
+    atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering},
 };
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::{
-    Arc, Condvar, Mutex, MutexGuard,
-    atomic::{AtomicI64, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering},
+    Arc, Mutex, MutexGuard,
+    atomic::{AtomicI64, AtomicU32, Ordering},
 };
-
-/// Names the calling thread among the live ones (a load's loader).
-#[cfg(loom)]
-pub(crate) type ThreadToken = loom::thread::ThreadId;
-
-/// The calling thread's [`ThreadToken`].
-#[cfg(loom)]
-pub(crate) fn thread_token() -> ThreadToken {
-    loom::thread::current().id()
-}
-
-/// Names the calling thread among the live ones (a load's loader): the
-/// address of a thread-local of its own, which no other thread has while
-/// it lives. `thread::current().id()` counts a reference to the thread's
-/// handle up and down, two locked instructions a load.
-#[cfg(not(loom))]
-pub(crate) type ThreadToken = usize;
-
-/// The calling thread's [`ThreadToken`].
-#[cfg(not(loom))]
-pub(crate) fn thread_token() -> ThreadToken {
-    std::thread_local! {
-        static TOKEN: u8 = const { 0 };
-    }
-    TOKEN.with(|t| std::ptr::from_ref(t).addr())
-}
 
 /// Locks `m`, ignoring poisoning: lruvec state is consistent whenever user
 /// code (an evict callback) can run, and that code runs unlocked anyway.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// One round of waiting for another thread: spins a little, then yields
-/// the CPU (its holder may be descheduled on a host this small); loom
-/// yields every round, as its spin loops must.
-#[cfg(not(loom))]
-pub(crate) fn spin(round: &mut u32) {
-    *round += 1;
-    if *round < 64 {
-        std::hint::spin_loop();
-    } else if *round < 1024 {
-        std::thread::yield_now();
-    } else {
-        // A holder stuck in slow user code: stop burning the CPU.
-        std::thread::sleep(std::time::Duration::from_micros(50));
-    }
-}
-
-/// See the std version.
-#[cfg(loom)]
-pub(crate) fn spin(_round: &mut u32) {
-    loom::thread::yield_now();
-}
-
-/// `smp_mb()` between a SeqCst write and a SeqCst read of another location
-/// (a Dekker handshake, as in `ShardLock`). In the C++ model the two
-/// SeqCst accesses are already ordered, so this is nothing outside loom;
-/// loom treats SeqCst accesses as AcqRel (a documented limitation that
-/// reports such handshakes as races) but models SeqCst fences exactly.
-/// So the loom model checks the handshake's order of steps, with fences;
-/// that the shipped SeqCst accesses need none rests on the C++ model's
-/// single total order of SeqCst operations, not on loom (weakening them
-/// would pass loom and break the real build).
-#[inline]
-pub(crate) fn smp_mb() {
-    #[cfg(loom)]
-    loom::sync::atomic::fence(Ordering::SeqCst);
 }

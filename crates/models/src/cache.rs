@@ -12,7 +12,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use mmbatch_lru::{LruCache, Policy};
+use mmbatch_cache::{LruCache, Policy};
 
 /// One operation on key `.0`.
 #[derive(Clone, Debug)]

@@ -13,7 +13,7 @@ use std::{
     time::Duration,
 };
 
-use mmbatch_lru::{CacheError, LruCache, Policy};
+use mmbatch_cache::{CacheError, LruCache, Policy};
 use mmbatch_testkit::child;
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -410,7 +410,7 @@ fn bad_sizes_have_clear_outcomes() {
 #[test]
 fn a_huge_shard_count_is_capped() {
     let c: LruCache<u64, u64> = LruCache::builder(1 << 40).shards(1 << 40).build().unwrap();
-    assert_eq!(c.shards(), mmbatch_lru::MAX_SHARDS);
+    assert_eq!(c.shards(), mmbatch_cache::MAX_SHARDS);
     c.insert(1, 1);
     assert_eq!(c.get(&1), Some(1));
 }

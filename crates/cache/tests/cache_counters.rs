@@ -13,7 +13,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use mmbatch_lru::LruCache;
+use mmbatch_cache::LruCache;
 use mmbatch_testkit::child;
 
 const LIMIT: Duration = Duration::from_secs(60);

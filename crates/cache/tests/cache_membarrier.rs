@@ -16,7 +16,7 @@ use std::{
     time::Duration,
 };
 
-use mmbatch_lru::LruCache;
+use mmbatch_cache::LruCache;
 use mmbatch_testkit::{child, seccomp::refuse_syscalls};
 
 const LIMIT: Duration = Duration::from_secs(60);

@@ -50,7 +50,7 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use mmbatch_lru::LruCache;
+/// use mmbatch_cache::LruCache;
 ///
 /// let cache: Arc<LruCache<u64, String>> = Arc::new(LruCache::new(2));
 /// cache.insert(1, "one".to_owned());

@@ -14,7 +14,7 @@ use std::{
     time::Duration,
 };
 
-use mmbatch_lru::LruCache;
+use mmbatch_cache::LruCache;
 use mmbatch_testkit::child;
 
 const LIMIT: Duration = Duration::from_secs(30);

@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use mmbatch_lru::{CacheError, LruCache, Policy};
+use mmbatch_cache::{CacheError, LruCache, Policy};
 use proptest::prelude::*;
 
 use mmbatch_models::cache as cache_model;

@@ -1,0 +1,101 @@
+//! A concurrent, bounded in-memory cache whose replacement is the Linux
+//! kernel's page replacement: [`LruCache`].
+//!
+//! Each shard is an lruvec as in `mm/vmscan.c`: new entries start on an
+//! inactive list (probation), entries hit there move to the active list,
+//! and reclaim evicts from the inactive tail. A hit takes only its shard's
+//! read lock: it marks the entry, and the shard's next reclaim applies the
+//! mark, as the kernel batches `mark_page_accessed`. Under
+//! [`Policy::Workingset`] (the default), an evicted entry leaves a shadow,
+//! and a miss that finds its shadow within the shard's reach is a refault
+//! that goes straight to the active list (`mm/workingset.c`), so a working
+//! set larger than probation is kept and one-off scans are not.
+//!
+//! Besides: a weigher and a capacity in weight, `max_entries`, an eviction
+//! listener, single-flight loading ([`LruCache::get_or_insert_with`]: one
+//! loader per key at a time), counters ([`CacheStats`]), and exact LRU
+//! ([`Policy::Lru`]) where a workload needs it.
+//!
+//! # Example
+//!
+//! ```
+//! use mmbatch_cache::{LruCache, Policy};
+//!
+//! // The kernel's two lists with refault detection (the default).
+//! let cache: LruCache<String, u64> = LruCache::new(10_000);
+//! cache.insert("answer".to_owned(), 42);
+//! assert_eq!(cache.get("answer"), Some(42));
+//! // One loader per key at a time; other callers wait for its value.
+//! assert_eq!(cache.get_or_insert_with("question".to_owned(), || 6 * 7), 42);
+//!
+//! // Exact LRU with a weigher and an eviction listener.
+//! let exact = LruCache::builder(10)
+//!     .policy(Policy::Lru)
+//!     .weigher(|_: &u32, v: &String| v.len() as u64)
+//!     .eviction_listener(|k, _| println!("evicted {k}"))
+//!     .build()
+//!     .expect("a capacity of at least 1");
+//! exact.insert(1, "12345".to_owned());
+//! exact.insert(2, "67890".to_owned());
+//! exact.insert(3, "abc".to_owned()); // weight 13 > 10: evicts key 1
+//! assert!(!exact.contains_key(&1));
+//! assert_eq!(exact.weight(), 8);
+//! ```
+//!
+//! # Platforms
+//! Any platform with `std`. On Linux a shard that no insertion has reached
+//! for a while lets lookups skip their memory barrier, and the insertion
+//! that ends the spell calls `membarrier(2)` ([`Builder::fast_reads`]);
+//! elsewhere, or where that call is not permitted, every lookup takes its
+//! barrier. No system library is needed.
+//!
+//! # Guarantees under faults
+//! What happens when user code panics or an argument is out of range;
+//! each line is checked by the tests named (under `tests/`) and the
+//! `cache_ops` and `lru_sizes` fuzz targets.
+//! - **Sizes that cannot exist** are errors, not aborts: a capacity of 0
+//!   or above [`LruCache::MAX_CAPACITY`] ([`CacheError`]).
+//! - **User code panics** — `Hash`, `Eq` or `Clone` of a key, `Clone` of
+//!   a value, the weigher, a loader: the panic reaches the caller, the
+//!   cache is as before the call (user code runs outside the shard's lock,
+//!   or reads only — `Eq` in a lookup, `Clone` of a value), its invariants
+//!   check clean and it keeps working (`faults.rs`, a property test that
+//!   injects a panic at every such call in turn). A loader that panics
+//!   wakes the callers waiting on it; one of them loads next.
+//! - **The eviction listener panics**: the other entries evicted by the
+//!   same insertion still reach it; the first panic then continues in the
+//!   inserting caller.
+//! - **User code calls back into the cache** under a shard's lock: a call
+//!   that can proceed does, one that would wait for its own thread panics
+//!   naming the cause (`cache_reentry.rs`; see [`LruCache`]'s guarantees).
+//! - **More threads than a shard lock has stripes**: [`CacheStats`]'
+//!   hits and misses only grow (`cache_counters.rs`).
+//! - **Crossed nested reads** (a value's `Clone` under shard A reads B on
+//!   one thread, under B reads A on another) with an insertion waiting on
+//!   each shard: every call finishes; a writer that has waited over a
+//!   millisecond for readers steps back and lets waiting readers in
+//!   (`cache_reentry.rs`).
+//! - **`membarrier(2)` fails after registering** (a seccomp filter
+//!   installed later): no shard goes fast again, and the change ending a
+//!   fast spell has its barrier by moving onto each CPU in turn; with
+//!   `sched_setaffinity` refused too it panics, naming both and
+//!   [`Builder::fast_reads`]`(false)`, and the shard stays fast
+//!   (`cache_membarrier.rs`).
+//! - **`max_entries`** bounds the entries held, whatever their weight.
+//! - **Weights**: 0 counts as 1; an entry heavier than its shard's share
+//!   of the capacity (`u64::MAX`, say) is not cached and goes to the
+//!   listener ([`CacheStats::rejected`]).
+#![deny(unsafe_code)]
+
+mod cache;
+mod sync;
+
+pub use cache::{
+    Builder, CacheError, CacheStats, DefaultHashBuilder, LruCache, MAX_SHARDS, Policy, UnitWeigher,
+    Weigher,
+};
+
+/// This crate's README examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
