@@ -115,6 +115,7 @@ pub(crate) fn run() -> Result<(), String> {
                 "clippy",
                 "--workspace",
                 "--all-targets",
+                "--all-features",
                 "--",
                 "-D",
                 "warnings",
@@ -123,9 +124,13 @@ pub(crate) fn run() -> Result<(), String> {
         ("test", || {
             // Every test binary runs even after one fails, and the summary
             // names the failed tests.
+            // Every feature: the fail points and NUMA placement are tested
+            // too (the default features are built by `package` and
+            // `portable`).
             done(crate::util::exec_tests(cargo().args([
                 "test",
                 "--workspace",
+                "--all-features",
                 "--no-fail-fast",
             ])))
         }),
@@ -135,6 +140,7 @@ pub(crate) fn run() -> Result<(), String> {
                     .args([
                         "doc",
                         "--workspace",
+                        "--all-features",
                         "--no-deps",
                         "--document-private-items",
                     ])

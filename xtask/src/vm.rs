@@ -319,7 +319,13 @@ fn build(a: &Args) -> Result<(Vec<TestBin>, Option<PathBuf>), String> {
             .collect()
     };
     let mut cmd = cargo();
-    cmd.args(["test", "--release", "--no-run", "--message-format=json"]);
+    cmd.args([
+        "test",
+        "--release",
+        "--all-features",
+        "--no-run",
+        "--message-format=json",
+    ]);
     for c in &crates {
         if !["ktask", "mlock", "faultaround", "lru", "cache", "pagevec"].contains(c) {
             return Err(format!(

@@ -84,6 +84,20 @@
 //! - **Shared mappings**: [`UffdRegion::over_page_cache`] is `unsafe`:
 //!   the caller promises nothing writes or truncates the file meanwhile.
 
+/// A `fail` crate fail point (<https://docs.rs/fail>), compiled in with the
+/// `failpoints` feature, which only this crate's tests turn on; nothing
+/// otherwise, so users never build `fail`.
+#[cfg(feature = "failpoints")]
+macro_rules! fail_point {
+    ($($t:tt)*) => {
+        fail::fail_point!($($t)*)
+    };
+}
+#[cfg(not(feature = "failpoints"))]
+macro_rules! fail_point {
+    ($($t:tt)*) => {};
+}
+
 pub mod engine;
 mod error;
 mod uffd;

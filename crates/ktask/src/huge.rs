@@ -106,7 +106,7 @@ static POOL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// grew (the kernel may find fewer free huge pages than asked). Fail point
 /// `ktask::hugepool` refuses, as a pool that cannot grow would.
 fn grow_pool(size: HugeSize, n: usize) -> usize {
-    fail::fail_point!("ktask::hugepool", |_| 0);
+    fail_point!("ktask::hugepool", |_| 0);
     let total = size.read("nr_hugepages");
     if fs::write(size.pool("nr_hugepages"), (total + n).to_string()).is_err() {
         return 0;
@@ -178,7 +178,7 @@ impl HugeRegion {
             MapFlags::HUGE_2MB
         };
         let map = || -> io::Result<Mapping> {
-            fail::fail_point!("ktask::mmap", |_| Err(io::Error::from(
+            fail_point!("ktask::mmap", |_| Err(io::Error::from(
                 rustix::io::Errno::NOMEM
             )));
             Mapping::new(

@@ -27,6 +27,14 @@
 //! Each protocol step (claiming, error and undo, completion) is a loom
 //! model (`cargo xtask loom ktask`).
 //!
+//! # Features
+//! - `numa` (off by default): NUMA placement, `numa::run_numa` and
+//!   `numa::bind_memory`, through hwlocality; needs libhwloc 2.8 or later,
+//!   pkg-config and libudev installed. Without it the crate needs no
+//!   system library.
+//! - `failpoints` (tests only): fail points that let this crate's tests
+//!   make its system calls fail.
+//!
 //! # Guarantees under faults
 //! Each line is checked by `tests/faults.rs`, `tests/failpoints.rs` (fail
 //! points inject the refusals), `tests/numa.rs`, `tests/huge.rs` and the
@@ -38,7 +46,7 @@
 //!   the caller.
 //! - **A helper's start hook panics** (NUMA binding): the job stops as for
 //!   a panicking chunk and the panic reaches the caller.
-//! - **[`numa::run_numa`]**: the first error on any node stops every node,
+//! - **`numa::run_numa`** (feature `numa`): the first error on any node stops every node,
 //!   and every chunk that finished, on every node, is undone. A panic on
 //!   one node (one the caller runs itself included) stops every node and
 //!   undoes them too before it reaches the caller.
@@ -52,12 +60,26 @@
 //!   grow, or a refused mapping, leaves the pool as it was.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+/// A `fail` crate fail point (<https://docs.rs/fail>), compiled in with the
+/// `failpoints` feature, which only this crate's tests turn on; nothing
+/// otherwise, so users never build `fail`.
+#[cfg(feature = "failpoints")]
+macro_rules! fail_point {
+    ($($t:tt)*) => {
+        fail::fail_point!($($t)*)
+    };
+}
+#[cfg(not(feature = "failpoints"))]
+macro_rules! fail_point {
+    ($($t:tt)*) => {};
+}
+
 #[cfg(not(loom))]
 mod huge;
 mod job;
 #[cfg(not(loom))]
 mod mem;
-#[cfg(not(loom))]
+#[cfg(all(feature = "numa", not(loom)))]
 pub mod numa;
 mod run;
 mod sync;

@@ -324,7 +324,7 @@ fn spawn_node<'scope, T: Send + 'scope>(
     s: &'scope std::thread::Scope<'scope, '_>,
     body: impl FnOnce() -> T + Send + 'scope,
 ) -> Result<std::thread::ScopedJoinHandle<'scope, T>, ()> {
-    fail::fail_point!("ktask::spawn_node", |_| Err(()));
+    fail_point!("ktask::spawn_node", |_| Err(()));
     std::thread::Builder::new()
         .name(format!("ktask-node-{i}"))
         .spawn_scoped(s, body)

@@ -53,6 +53,20 @@
 //!   mapping's range, while the region lives.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+/// A `fail` crate fail point (<https://docs.rs/fail>), compiled in with the
+/// `failpoints` feature, which only this crate's tests turn on; nothing
+/// otherwise, so users never build `fail`.
+#[cfg(feature = "failpoints")]
+macro_rules! fail_point {
+    ($($t:tt)*) => {
+        fail::fail_point!($($t)*)
+    };
+}
+#[cfg(not(feature = "failpoints"))]
+macro_rules! fail_point {
+    ($($t:tt)*) => {};
+}
+
 pub mod accounting;
 mod all;
 mod error;

@@ -136,7 +136,7 @@ fn page_size() -> usize {
 
 /// A fresh anonymous mapping, or a shared one of the region's own file.
 fn map(len: usize, file: Option<i32>) -> Result<Mapping, Error> {
-    fail::fail_point!("uffd::mmap", |_| Err(Error::Sys {
+    fail_point!("uffd::mmap", |_| Err(Error::Sys {
         op: "mmap",
         source: io::Error::from_raw_os_error(libc::ENOMEM),
     }));
@@ -568,6 +568,6 @@ impl UffdRegion {
 /// Fail point `uffd::no_poison`: behave as a kernel without
 /// `UFFDIO_POISON` (before 6.6).
 fn plays_old_kernel() -> bool {
-    fail::fail_point!("uffd::no_poison", |_| true);
+    fail_point!("uffd::no_poison", |_| true);
     false
 }

@@ -104,7 +104,7 @@ pub(super) fn open_uffd() -> Result<(Uffd, UffdMode), Error> {
 /// Fail point `uffd::open_all_faults` (an errno name: `EPERM`, `EACCES`,
 /// `EMFILE`) plays both ways in failing so.
 fn open_all_faults() -> Result<Uffd, Error> {
-    fail::fail_point!("uffd::open_all_faults", |arg| {
+    fail_point!("uffd::open_all_faults", |arg| {
         Err(errno_error(match arg.as_deref() {
             Some("EACCES") => libc::EACCES,
             Some("EMFILE") => libc::EMFILE,

@@ -118,7 +118,7 @@ impl Shared {
 /// `std::thread::Builder::spawn`, refused with EAGAIN by fail point
 /// `uffd::spawn`.
 fn spawn(name: String, body: impl FnOnce() + Send + 'static) -> io::Result<JoinHandle<()>> {
-    fail::fail_point!("uffd::spawn", |_| Err(io::Error::from_raw_os_error(
+    fail_point!("uffd::spawn", |_| Err(io::Error::from_raw_os_error(
         libc::EAGAIN
     )));
     std::thread::Builder::new().name(name).spawn(body)

@@ -226,7 +226,7 @@ pub(crate) fn run_bound<E: Send>(
             let spawned = spawn_helper(i, s, move || {
                 let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
                     // Fail point `ktask::start`: the hook panics.
-                    fail::fail_point!("ktask::start");
+                    fail_point!("ktask::start");
                     on_start();
                 }));
                 gate.wait();
@@ -255,7 +255,7 @@ fn spawn_helper<'scope>(
     s: &'scope std::thread::Scope<'scope, '_>,
     body: impl FnOnce() + Send + 'scope,
 ) -> std::io::Result<()> {
-    fail::fail_point!("ktask::spawn", |_| Err(std::io::Error::from(
+    fail_point!("ktask::spawn", |_| Err(std::io::Error::from(
         rustix::io::Errno::AGAIN
     )));
     std::thread::Builder::new()

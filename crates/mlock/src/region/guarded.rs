@@ -38,7 +38,7 @@ impl RegionBuilder<'_> {
             .checked_add(page + align)
             .filter(|&t| t <= isize::MAX as usize)
             .ok_or(Error::TooLarge { len: self.len })?;
-        fail::fail_point!("mlock::mmap", |arg| Err(
+        fail_point!("mlock::mmap", |arg| Err(
             self.map_error(super::injected(arg))
         ));
         // Not MAP_NORESERVE: a PROT_NONE private mapping is never charged,
@@ -78,7 +78,7 @@ impl RegionBuilder<'_> {
         let name = name_reservation(&region.mapping);
         let flags = self.flags() | MapFlags::FIXED;
         let map_fixed = || {
-            fail::fail_point!("mlock::map_fixed", |arg| Err(super::injected(arg)));
+            fail_point!("mlock::map_fixed", |arg| Err(super::injected(arg)));
             // SAFETY: [offset, offset + len) lies inside our reservation
             // (guard and slack on both sides), so MAP_FIXED replaces only
             // our own PROT_NONE pages, which the reservation unmaps with
@@ -88,7 +88,7 @@ impl RegionBuilder<'_> {
         let mapped = map_fixed();
         // Another thread mapping into a hole the failure left (tests).
         let squatter = || -> Option<()> {
-            fail::fail_point!("mlock::squat_after_failed_map", mapped.is_err(), |_| {
+            fail_point!("mlock::squat_after_failed_map", mapped.is_err(), |_| {
                 squat(region.sub(0));
                 None
             });

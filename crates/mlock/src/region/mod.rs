@@ -190,7 +190,7 @@ impl<'fd> RegionBuilder<'fd> {
             MapFlags::HUGE_2MB
         };
         let flags = self.flags() | MapFlags::HUGETLB | huge;
-        fail::fail_point!("mlock::mmap", |arg| Err(self.map_error(injected(arg))));
+        fail_point!("mlock::mmap", |arg| Err(self.map_error(injected(arg))));
         let mapped = match self.file {
             // SAFETY: the builder's caller took on the file's obligations
             // (`RegionBuilder::file`).
@@ -382,7 +382,7 @@ impl LockedRegion {
     /// `Populate` and `Unlocked`, `mlock2(MLOCK_ONFAULT)` for `OnFault`.
     pub fn lock_range(&self, offset: usize, len: usize) -> Result<(), Error> {
         self.check_range(offset, len)?;
-        fail::fail_point!("mlock::mlock", |arg| Err(Error::from_lock(
+        fail_point!("mlock::mlock", |arg| Err(Error::from_lock(
             "mlock",
             len,
             injected(arg)

@@ -125,7 +125,7 @@ impl Shared {
         len: usize,
         wake: bool,
     ) -> Copied {
-        fail::fail_point!("uffd::copy", |arg| match arg.as_deref() {
+        fail_point!("uffd::copy", |arg| match arg.as_deref() {
             Some("EAGAIN") => Copied::Again((-(libc::EAGAIN as isize)) as usize),
             Some("EEXIST") => Copied::Exists,
             Some("EFAULT") => Copied::Failed(libc::EFAULT),

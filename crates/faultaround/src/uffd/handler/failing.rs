@@ -75,7 +75,7 @@ impl Shared {
             Poisoned::No => {
                 // Fail point `uffd::before_protect`: a test fills the page
                 // here, between the decision and the protection.
-                fail::fail_point!("uffd::before_protect");
+                fail_point!("uffd::before_protect");
                 match self.protect_page(page) {
                     Protected::Yes => Some(FailSignal::Sigsegv),
                     Protected::Present => return self.unfail(page),
@@ -119,7 +119,7 @@ impl Shared {
         if !self.poison.load(Ordering::Relaxed) {
             return Poisoned::No;
         }
-        fail::fail_point!("uffd::poison", |_| {
+        fail_point!("uffd::poison", |_| {
             self.poison.store(false, Ordering::Relaxed);
             Poisoned::No
         });
