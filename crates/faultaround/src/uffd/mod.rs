@@ -374,6 +374,12 @@ impl UffdRegion {
             op: "eventfd",
             source: e.into(),
         })?;
+        // One bit per page the application discards.
+        let removed =
+            handler::zeroed_bitmap((len / page).div_ceil(64)).map_err(|source| Error::Sys {
+                op: "mmap (the region's bitmap of discarded pages)",
+                source,
+            })?;
         let shared = Arc::new(Shared {
             mode,
             uffd,
@@ -394,7 +400,7 @@ impl UffdRegion {
             alive: Mutex::new(0),
             exited: Condvar::new(),
             events: RwLock::new(()),
-            removed: handler::zeroed_bitmap((len / page).div_ceil(64)),
+            removed,
             any_removed: AtomicBool::new(false),
             deferred: Mutex::new(VecDeque::new()),
             recorder: record.then(|| Recorder::new(Watch::slots(handlers), image_id.clone())),

@@ -39,29 +39,65 @@ use watchdog::Ticket;
 /// buffer, 256 MiB of a region of 4 KiB pages.
 const MINCORE_CHUNK: usize = 1 << 16;
 
-/// A bitmap of `words` zeroed words, allocated zeroed: the allocator maps
-/// fresh zero pages for a large one, so a huge region's bitmap costs
-/// memory only where bits are set. Built word by word, a 16 TiB region's
-/// 512 MiB were all written at once.
-pub(super) fn zeroed_bitmap(words: usize) -> Box<[AtomicU64]> {
-    let Ok(layout) = std::alloc::Layout::array::<AtomicU64>(words) else {
-        panic!("a bitmap of {words} words overflows the address space");
-    };
-    if layout.size() == 0 {
-        return Box::new([]);
-    }
-    // SAFETY: the layout's size is not zero.
-    let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<AtomicU64>();
-    if ptr.is_null() {
-        std::alloc::handle_alloc_error(layout);
-    }
-    // SAFETY: `ptr` is a live allocation of the global allocator with
-    // `Layout::array::<AtomicU64>(words)`, the layout a `Box<[AtomicU64]>`
-    // of `words` elements frees with; all-zero bytes are a valid
-    // `AtomicU64` (it has the bit validity of `u64`), and the box owns the
-    // allocation from here.
-    unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, words)) }
+/// Bitmaps of at least this many bytes are mapped rather than allocated.
+const MAP_BITMAP_FROM: usize = 1 << 16;
+
+/// A bitmap of zeroed words that costs memory only where bits are set: a
+/// private anonymous mapping (`MAP_NORESERVE`, zero pages until written)
+/// from [`MAP_BITMAP_FROM`] bytes, whatever the global allocator does
+/// with a large zeroed allocation (a 16 TiB region's 512 MiB were once
+/// written all at once, and the fuzzer's allocator refuses 2 GiB outright);
+/// a heap allocation below, and always under Miri, which cannot map.
+pub(super) enum ZeroedBitmap {
+    Heap(Box<[AtomicU64]>),
+    #[cfg(not(miri))]
+    Mapped {
+        map: mmbatch_mmap::Mapping,
+        words: usize,
+    },
 }
+
+impl std::ops::Deref for ZeroedBitmap {
+    type Target = [AtomicU64];
+    fn deref(&self) -> &[AtomicU64] {
+        match self {
+            ZeroedBitmap::Heap(b) => b,
+            #[cfg(not(miri))]
+            // SAFETY: the mapping is readable and writable, page-aligned (so
+            // aligned for `AtomicU64`), at least `words * 8` bytes long,
+            // lives as long as `self`, and is only ever accessed through
+            // these atomics; all-zero bytes are a valid `AtomicU64`.
+            ZeroedBitmap::Mapped { map, words } => unsafe {
+                std::slice::from_raw_parts(map.as_ptr().cast::<AtomicU64>(), *words)
+            },
+        }
+    }
+}
+
+/// A [`ZeroedBitmap`] of `words` words, or the mapping's refusal.
+pub(super) fn zeroed_bitmap(words: usize) -> std::io::Result<ZeroedBitmap> {
+    let Some(bytes) = words.checked_mul(8).filter(|&b| b <= isize::MAX as usize) else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("a bitmap of {words} words overflows the address space"),
+        ));
+    };
+    #[cfg(not(miri))]
+    if bytes >= MAP_BITMAP_FROM {
+        use mmbatch_mmap::{MapFlags, Mapping, ProtFlags};
+        let map = Mapping::new(
+            bytes,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::PRIVATE | MapFlags::NORESERVE,
+        )?;
+        return Ok(ZeroedBitmap::Mapped { map, words });
+    }
+    let _ = bytes;
+    Ok(ZeroedBitmap::Heap(
+        (0..words).map(|_| AtomicU64::new(0)).collect(),
+    ))
+}
+
 pub(super) use watchdog::Watch;
 
 /// How faults are resolved.
@@ -144,7 +180,7 @@ pub(super) struct Shared {
     pub(super) events: RwLock<()>,
     /// One bit per page discarded by the application: zeros from now on
     /// ([`zeroed_bitmap`]).
-    pub(super) removed: Box<[AtomicU64]>,
+    pub(super) removed: ZeroedBitmap,
     pub(super) any_removed: AtomicBool,
     /// Faults read by a thread that could not serve them at once (a
     /// copier draining events to get past EAGAIN): served by a handler.
@@ -544,17 +580,19 @@ mod bitmap_tests {
 
     use super::zeroed_bitmap;
 
-    /// The one unsafe allocation Miri can run (`cargo xtask miri`): zeroed,
-    /// writable, and freed with the layout it was made with.
+    /// Zeroed and writable, small (on the heap; the case Miri runs) and
+    /// large (mapped).
     #[test]
-    fn zeroed_bitmaps_read_zero_and_free_cleanly() {
-        assert!(zeroed_bitmap(0).is_empty());
-        for words in [1, 3, 1000] {
-            let b = zeroed_bitmap(words);
+    fn zeroed_bitmaps_read_zero_and_take_writes() {
+        assert!(zeroed_bitmap(0).unwrap().is_empty());
+        let large = if cfg!(miri) { 3 } else { 1 << 20 };
+        for words in [1, 3, 1000, large] {
+            let b = zeroed_bitmap(words).unwrap();
             assert_eq!(b.len(), words);
             assert!(b.iter().all(|w| w.load(Ordering::Relaxed) == 0));
             b[words - 1].fetch_or(1 << 63, Ordering::Relaxed);
             assert_eq!(b[words - 1].load(Ordering::Relaxed), 1 << 63);
         }
+        assert!(zeroed_bitmap(usize::MAX / 4).is_err());
     }
 }
