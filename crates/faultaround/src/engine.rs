@@ -1,6 +1,25 @@
 //! Fault-around in the engine: per-process page tables over a shared page
 //! cache of [`mmbatch_lru`] frames, read faults mapped through
 //! [`MapPages`] (`do_read_fault` → `do_fault_around` → `filemap_map_pages`).
+//! Feature `engine`.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use mmbatch_faultaround::engine::{FileMapping, PageCache};
+//! use mmbatch_lru::{Config, Engine, Pfn};
+//!
+//! let lru = Arc::new(Engine::new(Config::new(64))?);
+//! let cache = PageCache::new(lru, 64)?;
+//! for i in 0..64 {
+//!     cache.insert(i, Pfn(i as u32), true)?; // the file is cached
+//! }
+//! let mapping = FileMapping::new(&cache, 4)?; // FAULT_AROUND_ORDER 4
+//! for page in 0..64 {
+//!     mapping.read(page)?;
+//! }
+//! assert_eq!(mapping.faults(), 64 / 16);
+//! # Ok::<(), mmbatch_faultaround::Error>(())
+//! ```
 
 use std::{
     ops::Range,

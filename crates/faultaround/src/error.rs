@@ -87,7 +87,8 @@ pub enum Error {
         /// Pages asked for.
         pages: u64,
     },
-    /// The engine refused an operation.
+    /// The engine refused an operation (feature `engine`).
+    #[cfg(feature = "engine")]
     Engine(mmbatch_lru::LruError),
     /// A working-set record that cannot be read: `reason` says what is
     /// wrong (not a record, a version this crate does not read, cut short,
@@ -236,6 +237,7 @@ impl fmt::Display for Error {
                 "the working-set record was made from another image: its {what} is {record}, \
                  this region's is {region}; replay a record of this image, or record one"
             ),
+            #[cfg(feature = "engine")]
             Error::Engine(e) => write!(f, "{e}"),
             Error::Sys { op, source } => write!(f, "{op} failed: {source}"),
         }
@@ -250,12 +252,14 @@ impl std::error::Error for Error {
             | Error::Sys { source, .. }
             | Error::ThreadRefused { source, .. }
             | Error::PageFailed { source, .. } => Some(source),
+            #[cfg(feature = "engine")]
             Error::Engine(e) => Some(e),
             _ => None,
         }
     }
 }
 
+#[cfg(feature = "engine")]
 impl From<mmbatch_lru::LruError> for Error {
     fn from(e: mmbatch_lru::LruError) -> Self {
         Error::Engine(e)

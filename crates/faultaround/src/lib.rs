@@ -5,30 +5,32 @@
 //!
 //! - [`Window`]: the window, a pure function property-tested against the
 //!   kernel's formula.
-//! - [`MapPages`]: map the ready pages of a window, skip the rest.
-//! - [`engine`]: per-process page tables over a shared page cache of
-//!   [`mmbatch_lru`] frames.
 //! - [`UffdRegion`]: an anonymous region filled on demand through
 //!   userfaultfd from a [`PageSource`], a whole window per fault — lazy
 //!   loading and snapshot restore, with the window order as the knob.
+//! - `engine` (feature `engine`, for the experiments): `MapPages` and
+//!   per-process page tables over a shared page cache of `mmbatch-lru`
+//!   frames, seed 002 in the LRU engine.
 //!
 //! ```
-//! use std::sync::Arc;
-//! use mmbatch_faultaround::engine::{FileMapping, PageCache};
-//! use mmbatch_lru::{Config, Engine, Pfn};
+//! use mmbatch_faultaround::{UffdRegion, Zeroes};
 //!
-//! let lru = Arc::new(Engine::new(Config::new(64))?);
-//! let cache = PageCache::new(lru, 64)?;
-//! for i in 0..64 {
-//!     cache.insert(i, Pfn(i as u32), true)?; // the file is cached
-//! }
-//! let mapping = FileMapping::new(&cache, 4)?; // FAULT_AROUND_ORDER 4
-//! for page in 0..64 {
-//!     mapping.read(page)?;
-//! }
-//! assert_eq!(mapping.faults(), 64 / 16);
-//! # Ok::<(), mmbatch_faultaround::Error>(())
+//! // 64 pages filled on demand from a source, 16 pages per fault.
+//! let len = 64 * 4096;
+//! let region = match UffdRegion::new(len, 4, Zeroes(len as u64), 1) {
+//!     Ok(r) => r,
+//!     // No userfaultfd here (a container's seccomp, an old kernel).
+//!     Err(e) => return println!("skipped: {e}"),
+//! };
+//! assert_eq!(region.as_slice()[5 * 4096], 0); // one fault fills pages 0..16
+//! assert_eq!(region.stats().faults, 1);
 //! ```
+//!
+//! # Features
+//! - `engine` (off): the `engine` module, which brings in `mmbatch-lru`
+//!   and `mmbatch-pagevec`.
+//! - `failpoints` (tests only): fail points that let this crate's tests
+//!   make its system calls fail.
 //!
 //! # Guarantees
 //! - A fault never blocks to fill a neighbour: pages not ready are skipped
@@ -98,11 +100,13 @@ macro_rules! fail_point {
     ($($t:tt)*) => {};
 }
 
+#[cfg(feature = "engine")]
 pub mod engine;
 mod error;
 mod uffd;
 mod window;
 
+#[cfg(feature = "engine")]
 pub use engine::MapPages;
 pub use error::Error;
 pub use uffd::{

@@ -12,11 +12,7 @@ use std::{
     time::Duration,
 };
 
-use mmbatch_faultaround::{
-    Error, FailSignal, MapPages, PageRead, PageSource, UffdRegion,
-    engine::{FileMapping, PageCache},
-};
-use mmbatch_lru::{Config, Engine, Pfn};
+use mmbatch_faultaround::{Error, FailSignal, PageRead, PageSource, UffdRegion};
 use mmbatch_testkit::{child, signal};
 
 const PAGE: usize = 4096;
@@ -177,27 +173,6 @@ fn a_short_pages_slice_is_not_trusted() {
         r.as_slice() == &data[..],
         "the region differs from the source's pages"
     );
-}
-
-/// The engine's page cache: an index past the file used to panic after
-/// `lru_add` took the frame (leaking it); a slow-path fault outside the
-/// mapping panicked instead of returning `FaultOutsideVma`.
-#[test]
-fn engine_page_cache_refuses_out_of_range_pages() {
-    let lru = Arc::new(Engine::new(Config::new(8)).unwrap());
-    let cache = PageCache::new(lru.clone(), 4).unwrap();
-    let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        cache.insert(4, Pfn(0), true)
-    }));
-    let e = e.expect("no panic").unwrap_err();
-    println!("{e}");
-    // The frame was not taken: it can still be used.
-    cache.insert(0, Pfn(0), true).unwrap();
-    let m = FileMapping::new(&cache, 0).unwrap();
-    let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.fault(100)));
-    let e = e.expect("no panic").unwrap_err();
-    assert!(matches!(e, Error::FaultOutsideVma { page: 100, .. }), "{e}");
-    assert!(m.read(100).is_err());
 }
 
 /// A source that never has a page: the reader used to wait forever; now

@@ -1,0 +1,31 @@
+//! The engine's file mapping (feature `engine`): bad input is a clear
+//! error.
+
+use std::sync::Arc;
+
+use mmbatch_faultaround::{
+    Error, MapPages,
+    engine::{FileMapping, PageCache},
+};
+use mmbatch_lru::{Config, Engine, Pfn};
+
+/// The engine's page cache: an index past the file used to panic after
+/// `lru_add` took the frame (leaking it); a slow-path fault outside the
+/// mapping panicked instead of returning `FaultOutsideVma`.
+#[test]
+fn engine_page_cache_refuses_out_of_range_pages() {
+    let lru = Arc::new(Engine::new(Config::new(8)).unwrap());
+    let cache = PageCache::new(lru.clone(), 4).unwrap();
+    let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        cache.insert(4, Pfn(0), true)
+    }));
+    let e = e.expect("no panic").unwrap_err();
+    println!("{e}");
+    // The frame was not taken: it can still be used.
+    cache.insert(0, Pfn(0), true).unwrap();
+    let m = FileMapping::new(&cache, 0).unwrap();
+    let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.fault(100)));
+    let e = e.expect("no panic").unwrap_err();
+    assert!(matches!(e, Error::FaultOutsideVma { page: 100, .. }), "{e}");
+    assert!(m.read(100).is_err());
+}
