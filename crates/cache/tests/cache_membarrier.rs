@@ -9,7 +9,7 @@
 //!
 //! Each test runs in a child process: the filter is the process's for
 //! good.
-#![cfg(target_os = "linux")]
+#![cfg(all(target_os = "linux", not(miri)))]
 
 use std::{
     sync::atomic::{AtomicBool, Ordering},

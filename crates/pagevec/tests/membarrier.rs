@@ -6,7 +6,7 @@
 //! be had at all it panics naming the calls, and the batcher is as before
 //! the call. Each test runs in a child process: the filter is the
 //! process's for good.
-#![cfg(target_os = "linux")]
+#![cfg(all(target_os = "linux", not(miri)))]
 
 use std::{
     panic::{AssertUnwindSafe, catch_unwind},
