@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use hwlocality::Topology;
 use mmbatch_ktask::{
-    HugeRegion, HugeSize, Mapping, clear,
+    HugePageSize, HugeRegion, Mapping, clear,
     numa::{NodeRange, bind_memory, node_cpus, run_numa},
     populate,
 };
@@ -229,9 +229,9 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     }
     drop(buf);
     // hugetlb: one region per page size for the run, prefaulted untimed.
-    let mut huge_s: Vec<(HugeSize, usize, Vec<Vec<f64>>)> = Vec::new();
+    let mut huge_s: Vec<(HugePageSize, usize, Vec<Vec<f64>>)> = Vec::new();
     let mut notes = Vec::new();
-    for size in [HugeSize::Size2M, HugeSize::Size1G] {
+    for size in [HugePageSize::Size2M, HugePageSize::Size1G] {
         let bytes = largest / size.bytes() * size.bytes();
         if bytes == 0 {
             notes.push(format!(
@@ -240,7 +240,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
             ));
             continue;
         }
-        match HugeRegion::new(size, bytes) {
+        match HugeRegion::new_growing_pool(size, bytes) {
             Ok(mut r) => {
                 r.clear(1); // first touch: fault every huge page in
                 let mut per_t = vec![Vec::new(); ts.len()];
@@ -302,7 +302,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     }
     for (size, bytes, per_t) in &huge_s {
         let first = rows.len();
-        let tag = if *size == HugeSize::Size2M {
+        let tag = if *size == HugePageSize::Size2M {
             "2m"
         } else {
             "1g"

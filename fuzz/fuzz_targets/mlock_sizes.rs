@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mmbatch_mlock::{FaultLockedRegion, LockPolicy, LockedRegion, Pages, accounting};
+use mmbatch_mlock::{FaultLockedRegion, HugePageSize, LockPolicy, LockedRegion, Pages, accounting};
 use mmbatch_testkit::bytes::Bytes;
 
 /// Whether any byte of `[start, start + len)` is mapped now
@@ -31,7 +31,7 @@ fuzz_target!(|data: &[u8]| {
     let pages = match b.u8() % 4 {
         0 => Pages::Transparent,
         // Huge pages are not reserved by the fuzzer: a clear error.
-        1 => Pages::Huge2M,
+        1 => Pages::Huge(HugePageSize::Size2M),
         _ => Pages::Base,
     };
     // Lengths above 64 MiB that could be mapped are skipped: the fuzzer

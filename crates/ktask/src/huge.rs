@@ -1,51 +1,12 @@
-//! hugetlb regions of 2 MiB or 1 GiB pages, reserved in the kernel's pool
-//! for the region's life (as root) and given back when it drops.
+//! hugetlb regions of 2 MiB or 1 GiB pages from the kernel's pool; the
+//! pool grown for a region's life only when the caller asks
+//! ([`HugeRegion::new_growing_pool`]).
 
 use std::{fmt, fs, io};
 
-use mmbatch_mmap::{MapFlags, Mapping, ProtFlags};
+use mmbatch_mmap::{HugePageSize, HugePagesUnavailable, Mapping, ProtFlags};
 
 use crate::mem::clear_aligned;
-
-/// A hugetlb page size.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum HugeSize {
-    /// 2 MiB pages.
-    Size2M,
-    /// 1 GiB pages.
-    Size1G,
-}
-
-impl HugeSize {
-    /// Bytes per page.
-    pub fn bytes(self) -> usize {
-        match self {
-            HugeSize::Size2M => 2 << 20,
-            HugeSize::Size1G => 1 << 30,
-        }
-    }
-
-    fn pool(self, file: &str) -> String {
-        format!(
-            "/sys/kernel/mm/hugepages/hugepages-{}kB/{file}",
-            self.bytes() / 1024
-        )
-    }
-
-    /// Free pages not promised to a mapping yet (`free - resv`): what a new
-    /// mapping can reserve.
-    fn available(self) -> usize {
-        self.read("free_hugepages")
-            .saturating_sub(self.read("resv_hugepages"))
-    }
-
-    fn read(self, file: &str) -> usize {
-        fs::read_to_string(self.pool(file))
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(0)
-    }
-}
 
 /// Why a huge-page region could not be made.
 #[derive(Debug)]
@@ -58,15 +19,9 @@ pub enum HugeError {
         /// The huge page size.
         page: usize,
     },
-    /// The pool does not have (and could not be grown to) enough free pages.
-    NotReservable {
-        /// The page size.
-        page: usize,
-        /// Pages needed.
-        needed: usize,
-        /// Pages free after trying.
-        free: usize,
-    },
+    /// The pool does not have enough free pages (and, with
+    /// [`HugeRegion::new_growing_pool`], could not be grown to).
+    NotReservable(HugePagesUnavailable),
     /// mmap failed.
     Map(io::Error),
 }
@@ -79,21 +34,21 @@ impl fmt::Display for HugeError {
                 "length {len} is not a non-zero multiple of the huge page size {page}: round it up to {}",
                 len.div_ceil(*page).max(1).saturating_mul(*page)
             ),
-            HugeError::NotReservable { page, needed, free } => write!(
-                f,
-                "{needed} huge pages of {} KiB are needed but only {free} are free, and the pool could not be \
-                 grown: as root, `echo {needed} > /sys/kernel/mm/hugepages/hugepages-{}kB/nr_hugepages` \
-                 (1 GiB pages may need a reservation at boot, `hugepagesz=1G hugepages={needed}`, when memory \
-                 is fragmented)",
-                page / 1024,
-                page / 1024
-            ),
+            HugeError::NotReservable(e) => write!(f, "{e}"),
             HugeError::Map(e) => write!(f, "mmap(MAP_HUGETLB) failed: {e}"),
         }
     }
 }
 
-impl std::error::Error for HugeError {}
+impl std::error::Error for HugeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            HugeError::NotReservable(e) => Some(e),
+            HugeError::Map(e) => Some(e),
+            HugeError::Misaligned { .. } => None,
+        }
+    }
+}
 
 /// Serialises this process's changes to the pools: each region grows the
 /// pool by what it lacks and shrinks it by as much when it drops, so
@@ -105,13 +60,13 @@ static POOL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// Grows the pool of `size` pages by up to `n`; returns by how many it
 /// grew (the kernel may find fewer free huge pages than asked). Fail point
 /// `ktask::hugepool` refuses, as a pool that cannot grow would.
-fn grow_pool(size: HugeSize, n: usize) -> usize {
+fn grow_pool(size: HugePageSize, n: usize) -> usize {
     fail_point!("ktask::hugepool", |_| 0);
-    let total = size.read("nr_hugepages");
-    if fs::write(size.pool("nr_hugepages"), (total + n).to_string()).is_err() {
+    let total = size.pool_pages();
+    if fs::write(size.pool_file("nr_hugepages"), (total + n).to_string()).is_err() {
         return 0;
     }
-    size.read("nr_hugepages").saturating_sub(total)
+    size.pool_pages().saturating_sub(total)
 }
 
 /// `MemAvailable` from `/proc/meminfo`, in bytes: what the kernel could
@@ -124,38 +79,65 @@ fn mem_available() -> Option<u64> {
 }
 
 /// Shrinks the pool by `n` pages (those this process added).
-fn shrink_pool(size: HugeSize, n: usize) {
-    let total = size.read("nr_hugepages");
+fn shrink_pool(size: HugePageSize, n: usize) {
+    let total = size.pool_pages();
     let _ = fs::write(
-        size.pool("nr_hugepages"),
+        size.pool_file("nr_hugepages"),
         total.saturating_sub(n).to_string(),
     );
 }
 
-/// An anonymous hugetlb region. Pages this region added to the pool are
-/// given back when it drops.
+/// An anonymous hugetlb region, from the pool's free pages; one made with
+/// [`new_growing_pool`](Self::new_growing_pool) gives back, when it drops,
+/// the pages it added to the pool.
 #[derive(Debug)]
 pub struct HugeRegion {
     /// Always `Some` until drop, which unmaps it before giving pages back.
     map: Option<Mapping>,
-    size: HugeSize,
+    size: HugePageSize,
     /// Pages this region added to the pool, taken out again on drop.
     grown: usize,
 }
 
 impl HugeRegion {
-    /// Maps `len` bytes of `size` pages, growing the pool first if it has
-    /// too few free pages (which needs root).
-    pub fn new(size: HugeSize, len: usize) -> Result<Self, HugeError> {
+    /// Maps `len` bytes (a non-zero multiple of the page size) of `size`
+    /// pages from the pool's free pages; never changes the pool.
+    ///
+    /// # Errors
+    /// [`HugeError::NotReservable`] if the pool has too few free pages
+    /// (it names the command that reserves them), `Misaligned`, `Map`.
+    pub fn new(size: HugePageSize, len: usize) -> Result<Self, HugeError> {
+        Self::make(size, len, false)
+    }
+
+    /// [`new`](Self::new), but a pool with too few free pages is first
+    /// grown by what it lacks (writing
+    /// `/sys/kernel/mm/hugepages/hugepages-*/nr_hugepages`, which needs
+    /// root), and those pages leave the pool again when the region drops.
+    /// Regions may drop in any order: this process's changes to the pool
+    /// are serialised (another process changing it at the same moment can
+    /// still race: the kernel offers no atomic adjustment). A region
+    /// larger than the memory available is refused before the pool is
+    /// touched.
+    pub fn new_growing_pool(size: HugePageSize, len: usize) -> Result<Self, HugeError> {
+        Self::make(size, len, true)
+    }
+
+    fn make(size: HugePageSize, len: usize, grow: bool) -> Result<Self, HugeError> {
         let page = size.bytes();
         if len == 0 || len % page != 0 {
             return Err(HugeError::Misaligned { len, page });
         }
         let needed = len / page;
+        let unavailable =
+            |free| HugeError::NotReservable(HugePagesUnavailable { size, needed, free });
         let pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
-        let free = size.available();
+        let free = size.available_pages();
         let mut grown = 0;
         if free < needed {
+            if !grow {
+                return Err(unavailable(free));
+            }
             // Growing the pool turns free memory into huge pages as far as
             // it can (compacting on the way) before it falls short: as
             // root, a region larger than the memory there is took nearly
@@ -163,20 +145,15 @@ impl HugeRegion {
             // refused anyway. Refuse first what cannot fit.
             let lacking = (needed - free).saturating_mul(page) as u64;
             if mem_available().is_some_and(|avail| lacking > avail) {
-                return Err(HugeError::NotReservable { page, needed, free });
+                return Err(unavailable(free));
             }
             grown = grow_pool(size, needed - free);
-            let free = size.available();
+            let free = size.available_pages();
             if free < needed {
                 shrink_pool(size, grown);
-                return Err(HugeError::NotReservable { page, needed, free });
+                return Err(unavailable(free));
             }
         }
-        let huge = if size == HugeSize::Size1G {
-            MapFlags::HUGE_1GB
-        } else {
-            MapFlags::HUGE_2MB
-        };
         let map = || -> io::Result<Mapping> {
             fail_point!("ktask::mmap", |_| Err(io::Error::from(
                 rustix::io::Errno::NOMEM
@@ -184,7 +161,7 @@ impl HugeRegion {
             Mapping::new(
                 len,
                 ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::PRIVATE | MapFlags::HUGETLB | huge,
+                mmbatch_mmap::MapFlags::PRIVATE | size.map_flags(),
             )
         };
         let map = match map() {
@@ -214,7 +191,7 @@ impl HugeRegion {
     }
 
     /// The page size.
-    pub fn page_size(&self) -> HugeSize {
+    pub fn page_size(&self) -> HugePageSize {
         self.size
     }
 

@@ -54,9 +54,12 @@
 //!   is [`JobError::Overflow`]; a `min_chunk` near `usize::MAX` or any
 //!   `max_threads` never wraps the split (threads at most
 //!   [`MAX_THREADS`]); `clear` with 0 threads uses one.
-//! - **[`HugeRegion`]**: each region adds to the pool only what it lacks
-//!   (free minus reserved) and takes exactly that out when it drops, under
-//!   a process-wide lock, so regions drop in any order; a pool that cannot
+//! - **[`HugeRegion`]**: [`HugeRegion::new`] takes the pool's free pages
+//!   and never changes the pool; too few is [`HugeError::NotReservable`],
+//!   naming the command that reserves them. Only
+//!   [`HugeRegion::new_growing_pool`] grows it, by what it lacks (free
+//!   minus reserved), and takes exactly that out when it drops, under a
+//!   process-wide lock, so regions drop in any order; a pool that cannot
 //!   grow, or a refused mapping, leaves the pool as it was.
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -85,7 +88,7 @@ mod run;
 mod sync;
 
 #[cfg(not(loom))]
-pub use huge::{HugeError, HugeRegion, HugeSize};
+pub use huge::{HugeError, HugeRegion};
 pub use job::{Job, JobError, LOAD_BALANCE_FACTOR, MAX_THREADS, Plan};
 #[cfg(not(loom))]
 pub use mem::{MIN_CHUNK, PopulateError, clear, populate};
@@ -93,6 +96,8 @@ pub use mem::{MIN_CHUNK, PopulateError, clear, populate};
 /// `mmbatch-mmap`).
 #[cfg(not(loom))]
 pub use mmbatch_mmap::Mapping;
+#[cfg(not(loom))]
+pub use mmbatch_mmap::{HugePageSize, HugePagesUnavailable};
 pub use run::RunError;
 #[cfg(not(loom))]
 pub use run::{run, run_with_undo};

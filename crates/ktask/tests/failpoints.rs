@@ -10,7 +10,7 @@ use hwlocality::{
     cpu::{binding::CpuBindingFlags, cpuset::CpuSet},
 };
 use mmbatch_ktask::{
-    HugeError, HugeRegion, HugeSize, Job,
+    HugeError, HugePageSize, HugePagesUnavailable, HugeRegion, Job,
     numa::{NodeRange, node_cpus, run_numa},
     run,
 };
@@ -226,9 +226,12 @@ fn huge_pages_not_reservable_is_a_clear_error_and_reserves_nothing() {
     let before = pool();
     fail::cfg("ktask::hugepool", "return").unwrap();
     // More than any test host has free.
-    let e = HugeRegion::new(HugeSize::Size2M, 64 << 20).unwrap_err();
+    let e = HugeRegion::new_growing_pool(HugePageSize::Size2M, 64 << 20).unwrap_err();
     assert!(
-        matches!(e, HugeError::NotReservable { needed: 32, .. }),
+        matches!(
+            e,
+            HugeError::NotReservable(HugePagesUnavailable { needed: 32, .. })
+        ),
         "{e}"
     );
     assert!(e.to_string().contains("nr_hugepages"), "{e}");
@@ -236,12 +239,31 @@ fn huge_pages_not_reservable_is_a_clear_error_and_reserves_nothing() {
     // The pool grows but the mapping is refused: the pages go back.
     fail::remove("ktask::hugepool");
     fail::cfg("ktask::mmap", "return").unwrap();
-    match HugeRegion::new(HugeSize::Size2M, 4 << 20) {
+    match HugeRegion::new_growing_pool(HugePageSize::Size2M, 4 << 20) {
         Err(HugeError::Map(_)) => {}
-        Err(HugeError::NotReservable { .. }) => {} // not root
+        Err(HugeError::NotReservable(_)) => {} // not root
         other => panic!("{other:?}"),
     }
     assert_eq!(pool(), before, "the pages added for the refused mapping");
+    drop(scenario);
+}
+
+/// `HugeRegion::new` never changes the system's pool, root or not: a pool
+/// with too few free pages is an error naming the command that reserves
+/// them. Before, the constructor grew the pool whenever it ran as root
+/// (the fail point's panic: "the pool was grown").
+#[test]
+fn new_takes_free_pages_and_never_grows_the_pool() {
+    let scenario = FailScenario::setup();
+    fail::cfg("ktask::hugepool", "panic(the pool was grown)").unwrap();
+    let free = HugePageSize::Size2M.available_pages();
+    let len = (free + 32) * (2 << 20);
+    let e = HugeRegion::new(HugePageSize::Size2M, len).unwrap_err();
+    let HugeError::NotReservable(u) = &e else {
+        panic!("{e}")
+    };
+    assert_eq!((u.needed, u.size), (free + 32, HugePageSize::Size2M));
+    assert!(e.to_string().contains("nr_hugepages"), "{e}");
     drop(scenario);
 }
 
@@ -265,7 +287,7 @@ fn a_region_larger_than_memory_is_refused_without_growing_the_pool() {
         .parse()
         .unwrap();
     let len = (2 * total_kib * 1024).next_multiple_of(2 << 20);
-    let e = HugeRegion::new(HugeSize::Size2M, len).unwrap_err();
-    assert!(matches!(e, HugeError::NotReservable { .. }), "{e}");
+    let e = HugeRegion::new_growing_pool(HugePageSize::Size2M, len).unwrap_err();
+    assert!(matches!(e, HugeError::NotReservable(_)), "{e}");
     drop(scenario);
 }

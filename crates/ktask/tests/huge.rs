@@ -1,7 +1,7 @@
 //! hugetlb regions: reserved for their life and given back, cleared in
 //! huge-page chunks.
 
-use mmbatch_ktask::{HugeError, HugeRegion, HugeSize};
+use mmbatch_ktask::{HugeError, HugePageSize, HugeRegion};
 
 /// The huge page pool is global: tests that read or grow it take turns.
 static POOL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -15,11 +15,11 @@ fn pool(file: &str) -> usize {
 fn misaligned_lengths_are_refused_before_anything_is_reserved() {
     let _turn = POOL.lock().unwrap_or_else(|e| e.into_inner());
     let before = pool("nr_hugepages");
-    let e = HugeRegion::new(HugeSize::Size2M, (2 << 20) + 4096).unwrap_err();
+    let e = HugeRegion::new_growing_pool(HugePageSize::Size2M, (2 << 20) + 4096).unwrap_err();
     assert!(matches!(e, HugeError::Misaligned { .. }));
     assert!(e.to_string().contains("round it up to 4194304"), "{e}");
     assert!(matches!(
-        HugeRegion::new(HugeSize::Size1G, 0),
+        HugeRegion::new_growing_pool(HugePageSize::Size1G, 0),
         Err(HugeError::Misaligned { .. })
     ));
     assert_eq!(pool("nr_hugepages"), before);
@@ -29,7 +29,7 @@ fn misaligned_lengths_are_refused_before_anything_is_reserved() {
 fn a_2m_region_is_reserved_cleared_and_given_back() {
     let _turn = POOL.lock().unwrap_or_else(|e| e.into_inner());
     let before = pool("nr_hugepages");
-    match HugeRegion::new(HugeSize::Size2M, 8 << 20) {
+    match HugeRegion::new_growing_pool(HugePageSize::Size2M, 8 << 20) {
         Ok(mut r) => {
             r.as_mut_slice().fill(9);
             r.clear(2);
@@ -41,7 +41,7 @@ fn a_2m_region_is_reserved_cleared_and_given_back() {
                 "the pages this region added were given back"
             );
         }
-        Err(HugeError::NotReservable { .. }) if !nix_is_root() => {
+        Err(HugeError::NotReservable(_)) if !nix_is_root() => {
             eprintln!(
                 "not root: the huge page pool cannot be grown here; reservation not exercised"
             );
@@ -83,7 +83,7 @@ fn regions_dropped_in_any_order_give_every_page_back() {
     }
     let (before, free) = (pool("nr_hugepages"), available());
     let regions: Vec<HugeRegion> = (0..3)
-        .map(|_| HugeRegion::new(HugeSize::Size2M, 2 << 20).unwrap())
+        .map(|_| HugeRegion::new_growing_pool(HugePageSize::Size2M, 2 << 20).unwrap())
         .collect();
     assert_eq!(
         pool("nr_hugepages"),
@@ -95,7 +95,9 @@ fn regions_dropped_in_any_order_give_every_page_back() {
     assert_eq!(available(), free, "pages left taken");
     std::thread::scope(|s| {
         let hs: Vec<_> = (0..4)
-            .map(|_| s.spawn(|| HugeRegion::new(HugeSize::Size2M, 4 << 20).unwrap()))
+            .map(|_| {
+                s.spawn(|| HugeRegion::new_growing_pool(HugePageSize::Size2M, 4 << 20).unwrap())
+            })
             .collect();
         let _held: Vec<_> = hs.into_iter().map(|h| h.join().unwrap()).collect();
         assert_eq!(
@@ -130,7 +132,7 @@ fn regions_take_the_pools_free_pages_before_growing_it() {
     let free = available();
     let result = std::panic::catch_unwind(|| {
         let regions: Vec<HugeRegion> = (0..3)
-            .map(|_| HugeRegion::new(HugeSize::Size2M, 2 << 20).unwrap())
+            .map(|_| HugeRegion::new_growing_pool(HugePageSize::Size2M, 2 << 20).unwrap())
             .collect();
         let grown = pool("nr_hugepages") - set;
         drop(regions);

@@ -9,6 +9,8 @@ use std::{fmt, io};
 
 use rustix::io::Errno;
 
+use mmbatch_mmap::HugePagesUnavailable;
+
 use crate::accounting;
 
 /// Why a lock, map or unlock failed.
@@ -69,15 +71,9 @@ pub enum Error {
         /// `vm.max_map_count`.
         max: usize,
     },
-    /// Not enough huge pages of `size` bytes are free in the pool.
-    HugePagesNotReserved {
-        /// The huge page size.
-        size: usize,
-        /// Pages the region needs.
-        needed: usize,
-        /// Pages free in the pool now.
-        free: usize,
-    },
+    /// Not enough huge pages are free in the pool (the error every
+    /// mmbatch crate gives for it).
+    HugePagesNotReserved(HugePagesUnavailable),
     /// The kernel could not find the memory (ENOMEM, EAGAIN) for reasons
     /// other than the limits above.
     OutOfMemory {
@@ -236,14 +232,7 @@ impl fmt::Display for Error {
                  limit: `sysctl -w vm.max_map_count={}`",
                 max * 4
             ),
-            Error::HugePagesNotReserved { size, needed, free } => write!(
-                f,
-                "{needed} huge pages of {} are needed but only {free} are free: reserve them with \
-                 `echo {} > /sys/kernel/mm/hugepages/hugepages-{}kB/nr_hugepages` (as root)",
-                bytes(*size as u64),
-                needed.saturating_sub(*free) + crate::accounting::huge_pages_total(*size),
-                size / 1024
-            ),
+            Error::HugePagesNotReserved(e) => write!(f, "{e}"),
             Error::OutOfMemory { op, len, source } => write!(
                 f,
                 "{op} of {} failed: {source}: the system (or this process's memory cgroup, \
@@ -266,6 +255,7 @@ impl std::error::Error for Error {
         match self {
             Error::OutOfMemory { source, .. } | Error::Sys { source, .. } => Some(source),
             Error::FaultHandler { cause } => Some(&**cause),
+            Error::HugePagesNotReserved(e) => Some(e),
             _ => None,
         }
     }

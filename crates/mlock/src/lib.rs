@@ -76,6 +76,7 @@ mod region;
 pub use all::{LockAll, mlockall, munlockall};
 pub use error::Error;
 pub use fault::{FaultLockedRegion, MAX_FAULT_REGIONS};
+pub use mmbatch_mmap::{HugePageSize, HugePagesUnavailable};
 pub use region::{LockPolicy, LockedRegion, Pages, RegionBuilder};
 
 /// This crate's README examples, compiled and run as doctests.

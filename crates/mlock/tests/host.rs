@@ -5,8 +5,8 @@
 //! the test binary re-executes itself with `MMBATCH_MLOCK_CHILD` set.
 
 use mmbatch_mlock::{
-    Error, FaultLockedRegion, LockAll, LockPolicy, LockedRegion, Pages, accounting, mlockall,
-    munlockall,
+    Error, FaultLockedRegion, HugePageSize, LockAll, LockPolicy, LockedRegion, Pages, accounting,
+    mlockall, munlockall,
 };
 use mmbatch_testkit::child;
 
@@ -140,11 +140,11 @@ fn huge_pages_not_reserved() {
         return;
     }
     let e = LockedRegion::builder(1 << 30)
-        .pages(Pages::Huge1G)
+        .pages(Pages::Huge(HugePageSize::Size1G))
         .build()
         .unwrap_err();
     assert!(
-        matches!(e, Error::HugePagesNotReserved { needed: 1, .. }),
+        matches!(&e, Error::HugePagesNotReserved(u) if u.needed == 1),
         "{e}"
     );
     assert!(
@@ -174,14 +174,17 @@ fn hugetlb_2m_region_when_root() {
     let restore = Restore(nr, before);
     let result = (|| {
         let mut r = LockedRegion::builder(4 * MIB)
-            .pages(Pages::Huge2M)
+            .pages(Pages::Huge(HugePageSize::Size2M))
             .build()?;
         r.as_mut_slice().unwrap()[3 * MIB] = 1;
         assert_eq!(r.page_size(), 2 * MIB);
         // Lock-on-fault over huge pages: the handler opens and locks a
         // whole huge page per fault (the old code mprotect-ed one base
         // page inside it: EINVAL, and every read reported it).
-        let f = FaultLockedRegion::new(LockedRegion::builder(4 * MIB).pages(Pages::Huge2M), 1)?;
+        let f = FaultLockedRegion::new(
+            LockedRegion::builder(4 * MIB).pages(Pages::Huge(HugePageSize::Size2M)),
+            1,
+        )?;
         f.read(3 * MIB)?;
         f.read(2 * MIB + 5)?;
         // (smaps counts no hugetlb page as Locked: hugetlb pages are

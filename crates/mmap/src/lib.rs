@@ -10,6 +10,9 @@
 
 use std::{io, os::fd::BorrowedFd, ptr::NonNull};
 
+mod huge;
+
+pub use huge::{HugePageSize, HugePagesUnavailable};
 pub use rustix::mm::{MapFlags, ProtFlags};
 
 /// One mapping, unmapped on drop.

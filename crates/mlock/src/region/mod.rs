@@ -6,7 +6,7 @@ use std::{
     os::fd::{AsFd, BorrowedFd},
 };
 
-use mmbatch_mmap::Mapping;
+use mmbatch_mmap::{HugePageSize, HugePagesUnavailable, Mapping};
 use rustix::{
     io::Errno,
     mm::{Advice, MapFlags, MprotectFlags, ProtFlags, madvise, mlock, munlock},
@@ -33,6 +33,7 @@ pub enum LockPolicy {
 
 /// Page size of a region.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Pages {
     /// Base pages, with transparent huge pages refused (`MADV_NOHUGEPAGE`).
     #[default]
@@ -40,10 +41,9 @@ pub enum Pages {
     /// Transparent huge pages requested (`MADV_HUGEPAGE`), the region
     /// aligned to 2 MiB.
     Transparent,
-    /// hugetlb 2 MiB pages, from the reserved pool.
-    Huge2M,
-    /// hugetlb 1 GiB pages, from the reserved pool.
-    Huge1G,
+    /// hugetlb pages of the given size, from the pool's free pages
+    /// (never grown by this crate).
+    Huge(HugePageSize),
 }
 
 impl Pages {
@@ -51,13 +51,12 @@ impl Pages {
     pub fn size(self) -> usize {
         match self {
             Pages::Base | Pages::Transparent => accounting::page_size(),
-            Pages::Huge2M => 2 << 20,
-            Pages::Huge1G => 1 << 30,
+            Pages::Huge(size) => size.bytes(),
         }
     }
 
     fn hugetlb(self) -> bool {
-        matches!(self, Pages::Huge2M | Pages::Huge1G)
+        matches!(self, Pages::Huge(_))
     }
 }
 
@@ -178,18 +177,23 @@ impl<'fd> RegionBuilder<'fd> {
     }
 
     fn map_hugetlb(&self, prot: ProtFlags) -> Result<LockedRegion, Error> {
-        let size = self.pages.size();
-        let needed = self.len / size;
-        let free = accounting::huge_pages_free(size);
-        if free < needed {
-            return Err(Error::HugePagesNotReserved { size, needed, free });
-        }
-        let huge = if self.pages == Pages::Huge1G {
-            MapFlags::HUGE_1GB
-        } else {
-            MapFlags::HUGE_2MB
+        let Pages::Huge(huge) = self.pages else {
+            unreachable!("map_hugetlb is called for hugetlb pages only")
         };
-        let flags = self.flags() | MapFlags::HUGETLB | huge;
+        let size = huge.bytes();
+        let needed = self.len / size;
+        let unavailable = |free| {
+            Error::HugePagesNotReserved(HugePagesUnavailable {
+                size: huge,
+                needed,
+                free,
+            })
+        };
+        let free = huge.available_pages();
+        if free < needed {
+            return Err(unavailable(free));
+        }
+        let flags = self.flags() | huge.map_flags();
         fail_point!("mlock::mmap", |arg| Err(self.map_error(injected(arg))));
         let mapped = match self.file {
             // SAFETY: the builder's caller took on the file's obligations
@@ -200,11 +204,7 @@ impl<'fd> RegionBuilder<'fd> {
             None => Mapping::new(self.len, prot, flags),
         };
         let mapped = mapped.map_err(|e| match errno(&e) {
-            Errno::NOMEM => Error::HugePagesNotReserved {
-                size,
-                needed,
-                free: accounting::huge_pages_free(size),
-            },
+            Errno::NOMEM => unavailable(huge.available_pages()),
             e => self.map_error(e),
         })?;
         Ok(LockedRegion {

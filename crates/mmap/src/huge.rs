@@ -1,0 +1,124 @@
+//! The hugetlb vocabulary the mmbatch crates share: a page size
+//! ([`HugePageSize`]), its pool's counts, and the one error for a pool
+//! that has too few free pages ([`HugePagesUnavailable`]).
+
+use std::{fmt, fs};
+
+use rustix::mm::MapFlags;
+
+/// A hugetlb page size: 2 MiB or 1 GiB on x86-64.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HugePageSize {
+    /// 2 MiB pages (`MAP_HUGE_2MB`).
+    Size2M,
+    /// 1 GiB pages (`MAP_HUGE_1GB`).
+    Size1G,
+}
+
+impl HugePageSize {
+    /// Bytes per page.
+    pub const fn bytes(self) -> usize {
+        match self {
+            HugePageSize::Size2M => 2 << 20,
+            HugePageSize::Size1G => 1 << 30,
+        }
+    }
+
+    /// The flags that map pages of this size: `MAP_HUGETLB` and
+    /// `MAP_HUGE_2MB` or `MAP_HUGE_1GB`.
+    pub fn map_flags(self) -> MapFlags {
+        MapFlags::HUGETLB
+            | match self {
+                HugePageSize::Size2M => MapFlags::HUGE_2MB,
+                HugePageSize::Size1G => MapFlags::HUGE_1GB,
+            }
+    }
+
+    /// The pool's file `file` under `/sys/kernel/mm/hugepages/`.
+    pub fn pool_file(self, file: &str) -> String {
+        format!(
+            "/sys/kernel/mm/hugepages/hugepages-{}kB/{file}",
+            self.bytes() / 1024
+        )
+    }
+
+    /// Pages in the pool (`nr_hugepages`); 0 where it cannot be read.
+    pub fn pool_pages(self) -> usize {
+        self.read("nr_hugepages")
+    }
+
+    /// Free pages not promised to a mapping yet (`free_hugepages -
+    /// resv_hugepages`): what a new mapping can reserve.
+    pub fn available_pages(self) -> usize {
+        self.read("free_hugepages")
+            .saturating_sub(self.read("resv_hugepages"))
+    }
+
+    fn read(self, file: &str) -> usize {
+        fs::read_to_string(self.pool_file(file))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+/// The pool of `size` pages has fewer free pages than a mapping needs:
+/// the error every mmbatch crate returns for it, with the command that
+/// reserves them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HugePagesUnavailable {
+    /// The page size.
+    pub size: HugePageSize,
+    /// Pages the mapping needs.
+    pub needed: usize,
+    /// Pages free (and not promised to another mapping) when it was asked.
+    pub free: usize,
+}
+
+impl fmt::Display for HugePagesUnavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self { size, needed, free } = *self;
+        let kib = size.bytes() / 1024;
+        write!(
+            f,
+            "{needed} huge pages of {kib} KiB are needed but only {free} are free: reserve them, as \
+             root, with `echo {} > {}`",
+            size.pool_pages() + needed.saturating_sub(free),
+            size.pool_file("nr_hugepages"),
+        )?;
+        if size == HugePageSize::Size1G {
+            f.write_str(
+                " (1 GiB pages may need a reservation at boot, `hugepagesz=1G hugepages=N`, once \
+                 memory is fragmented)",
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for HugePagesUnavailable {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_error_names_the_pool_file_and_the_count_to_write() {
+        let e = HugePagesUnavailable {
+            size: HugePageSize::Size2M,
+            needed: 3,
+            free: 1,
+        };
+        let msg = e.to_string();
+        assert!(msg.contains("3 huge pages of 2048 KiB"), "{msg}");
+        assert!(
+            msg.contains("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"),
+            "{msg}"
+        );
+        assert_eq!(
+            HugePageSize::Size1G.map_flags(),
+            MapFlags::HUGETLB | MapFlags::HUGE_1GB
+        );
+    }
+}
