@@ -46,48 +46,70 @@ fn msrv() -> Result<(), String> {
 }
 
 /// Crates a project on any platform may depend on: each builds for
-/// these foreign targets, and its default features pull in none of the
-/// crates named in [`NOT_IN_PORTABLE`].
+/// [`FOREIGN_TARGETS`], and its default tree holds none of the
+/// workspace's Linux-only or experiment crates.
 const PORTABLE: [&str; 1] = ["mmbatch-cache"];
 const FOREIGN_TARGETS: [&str; 2] = ["x86_64-apple-darwin", "x86_64-pc-windows-msvc"];
-/// Dependencies that need a system library (libhwloc, libclang) or Linux,
-/// or that are experiment code.
-const NOT_IN_PORTABLE: [&str; 5] = [
+const NOT_IN_PORTABLE: [&str; 2] = ["mmbatch-pagevec", "mmbatch-lru"];
+/// Crates that need a system library (libhwloc, libclang for bindgen) or
+/// are test-only: no library crate's default features may pull them in,
+/// as normal or build dependencies.
+const NEED_SYSTEM_LIBRARIES: [&str; 6] = [
     "hwlocality",
+    "hwlocality-sys",
     "userfaultfd-sys",
-    "mmbatch-pagevec",
-    "mmbatch-lru",
+    "bindgen",
+    "clang-sys",
     "fail",
 ];
 
-/// `cargo check` of each portable crate for each foreign target (adding
-/// the target through rustup where missing), and its dependency tree
-/// checked for [`NOT_IN_PORTABLE`].
+/// The names in `cargo tree -p krate -e edges` (default features).
+fn tree(krate: &str, edges: &str) -> Result<Vec<String>, String> {
+    let out = cargo()
+        .args(["tree", "-p", krate, "-e", edges, "--prefix", "none"])
+        .output()
+        .map_err(|e| format!("running cargo tree: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("cargo tree -p {krate} failed"));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split(' ').next().map(str::to_owned))
+        .collect())
+}
+
+/// Every library crate's default features need no system library
+/// ([`NEED_SYSTEM_LIBRARIES`]); each portable crate `cargo check`s for
+/// each foreign target (adding the target through rustup where missing)
+/// and holds none of [`NOT_IN_PORTABLE`].
 fn portable() -> Result<(), String> {
+    for c in LIBRARIES {
+        let names = tree(c, "normal,build")?;
+        let found: Vec<&str> = NEED_SYSTEM_LIBRARIES
+            .into_iter()
+            .filter(|d| names.iter().any(|n| n == d))
+            .collect();
+        if !found.is_empty() {
+            return Err(format!(
+                "{c}'s default features pull in {}: a user would need its system library \
+                 (or build a test-only crate)",
+                found.join(", ")
+            ));
+        }
+    }
+    for c in PORTABLE {
+        let names = tree(c, "normal")?;
+        if let Some(d) = NOT_IN_PORTABLE
+            .into_iter()
+            .find(|d| names.iter().any(|n| n == d))
+        {
+            return Err(format!("{c} depends on {d}, which builds only on Linux"));
+        }
+    }
     for target in FOREIGN_TARGETS {
         exec(std::process::Command::new("rustup").args(["target", "add", target]))?;
         for c in PORTABLE {
             exec(cargo().args(["check", "-p", c, "--lib", "--target", target]))?;
-        }
-    }
-    for c in PORTABLE {
-        let out = cargo()
-            .args(["tree", "-p", c, "-e", "normal", "--prefix", "none"])
-            .output()
-            .map_err(|e| format!("running cargo tree: {e}"))?;
-        if !out.status.success() {
-            return Err(format!("cargo tree -p {c} failed"));
-        }
-        let tree = String::from_utf8_lossy(&out.stdout);
-        let found: Vec<&str> = NOT_IN_PORTABLE
-            .into_iter()
-            .filter(|d| tree.lines().any(|l| l.split(' ').next() == Some(*d)))
-            .collect();
-        if !found.is_empty() {
-            return Err(format!(
-                "{c}'s default dependencies include {}: a user of {c} would build them",
-                found.join(", ")
-            ));
         }
     }
     Ok(())

@@ -241,11 +241,6 @@ pub(crate) const BUILD: &[SystemPackage] = &[
         needed_by: "linking (rustc calls cc)",
     },
     SystemPackage {
-        apt: "libclang-dev",
-        provides: "/usr/lib/x86_64-linux-gnu/libclang-1*",
-        needed_by: "bindgen in userfaultfd-sys (mmbatch-faultaround)",
-    },
-    SystemPackage {
         apt: "pkg-config",
         provides: "pkg-config",
         needed_by: "finding libhwloc (hwlocality-sys, mmbatch-ktask)",
@@ -259,11 +254,6 @@ pub(crate) const BUILD: &[SystemPackage] = &[
         apt: "libudev-dev",
         provides: "/usr/include/libudev.h",
         needed_by: "linking libhwloc (its pkg-config flags name -ludev)",
-    },
-    SystemPackage {
-        apt: "linux-libc-dev",
-        provides: "/usr/include/linux/userfaultfd.h",
-        needed_by: "userfaultfd-sys's bindings",
     },
 ];
 

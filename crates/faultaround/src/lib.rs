@@ -60,7 +60,7 @@
 //! - **The kernel keeps refusing a copy** (`ENOMEM` under a memory cgroup,
 //!   `EFAULT`): after three tries the page fails as above, instead of
 //!   waking a reader that faults again forever. `EAGAIN`'s negative count
-//!   (the userfaultfd crate's cast) is no progress.
+//!   (the kernel's `copy` field) is no progress.
 //! - **A `pages()` slice of the wrong length** is ignored (the page is
 //!   read with `read_page`): the kernel never copies memory past it.
 //! - **Drop** takes at most the source timeout waiting for the source;

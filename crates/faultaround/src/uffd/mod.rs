@@ -10,6 +10,7 @@ mod open;
 mod record;
 mod source;
 mod stop;
+mod sys;
 
 use std::{
     collections::{HashSet, VecDeque},
@@ -24,7 +25,6 @@ use std::{
 };
 
 use mmbatch_mmap::{MapFlags, Mapping, ProtFlags};
-use userfaultfd::{IoctlFlags, RegisterMode};
 
 pub use open::UffdMode;
 use open::{open_uffd, uffd_error};
@@ -333,39 +333,35 @@ impl UffdRegion {
             // has UFFDIO_CONTINUE (5.13).
             Some(_) => (
                 Mode::Continue,
-                RegisterMode::MINOR,
-                IoctlFlags::WAKE,
+                sys::UFFDIO_REGISTER_MODE_MINOR,
+                sys::IOCTL_WAKE,
                 "minor faults and UFFDIO_CONTINUE on shmem (Linux 5.13)",
             ),
             None => (
                 Mode::Copy,
-                RegisterMode::MISSING,
-                IoctlFlags::COPY,
+                sys::UFFDIO_REGISTER_MODE_MISSING,
+                sys::IOCTL_COPY,
                 "UFFDIO_COPY on anonymous memory",
             ),
         };
         let ioctls = uffd
-            .register_with_mode(mapping.as_ptr().cast(), len, register)
+            .register(mapping.as_ptr().cast(), len, register)
             .map_err(|e| match e {
                 // A file that is not shmem is refused so on any kernel;
                 // "this kernel lacks userfaultfd" named the wrong cause.
-                userfaultfd::Error::SystemError(errno)
-                    if shared_fd.is_some() && errno as i32 == libc::EINVAL =>
-                {
-                    Error::Sys {
-                        op: "registering the file for minor faults (it must be shmem: a memfd or \
+                rustix::io::Errno::INVAL if shared_fd.is_some() => Error::Sys {
+                    op: "registering the file for minor faults (it must be shmem: a memfd or \
                              a file on tmpfs; and Linux 5.13+)",
-                        source: io::Error::from_raw_os_error(libc::EINVAL),
-                    }
-                }
+                    source: io::Error::from_raw_os_error(libc::EINVAL),
+                },
                 e => uffd_error(e),
             })?;
-        if !ioctls.contains(needed) {
+        if ioctls & needed != needed {
             return Err(Error::Unsupported { what: what.into() });
         }
         // UFFDIO_POISON arrived in Linux 6.6; fail point `uffd::no_poison`
         // plays an older kernel.
-        let poison = ioctls.bits() & handler::UFFDIO_POISON_BIT != 0 && !plays_old_kernel();
+        let poison = ioctls & handler::UFFDIO_POISON_BIT != 0 && !plays_old_kernel();
         let wake = rustix::event::eventfd(
             0,
             rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,

@@ -1,9 +1,10 @@
 //! Opening a region's userfaultfd, and what its refusals mean.
 
-use std::{io, os::fd::AsRawFd};
+use std::io;
 
-use userfaultfd::{FeatureFlags, Uffd, UffdBuilder};
+use rustix::io::Errno;
 
+use super::sys::{UFFD_FEATURE_EVENT_REMOVE, UFFD_USER_MODE_ONLY, Uffd};
 use crate::Error;
 
 /// Which faults on a region its handlers serve: the process's own
@@ -40,16 +41,9 @@ pub enum UffdMode {
     UserModeOnly,
 }
 
-/// An error of the `userfaultfd` crate, its errno kept (the crate's own
-/// message for one is just "System error").
-pub(super) fn uffd_error(e: userfaultfd::Error) -> Error {
-    match e {
-        userfaultfd::Error::SystemError(errno) => errno_error(errno as i32),
-        e => Error::Sys {
-            op: "userfaultfd",
-            source: io::Error::other(e.to_string()),
-        },
-    }
+/// A refused userfaultfd call, as [`errno_error`] names it.
+pub(super) fn uffd_error(e: Errno) -> Error {
+    errno_error(e.raw_os_error())
 }
 
 /// What a refused userfaultfd call's errno means.
@@ -88,18 +82,16 @@ pub(super) fn open_uffd() -> Result<(Uffd, UffdMode), Error> {
 }
 
 /// A userfaultfd that serves kernel-mode faults: `/dev/userfaultfd` (Linux
-/// 6.1), which grants that to whoever may open it, through the
-/// userfaultfd crate's `UffdBuilder` with `user_mode_only(false)`; where
-/// the device may not be opened, `userfaultfd(2)` without
+/// 6.1), which grants that to whoever may open it; where the device does
+/// not exist or may not be opened, `userfaultfd(2)` without
 /// `UFFD_USER_MODE_ONLY` (allowed with `CAP_SYS_PTRACE` or
 /// `vm.unprivileged_userfaultfd=1`). `Error::NoPermission` when both are
 /// refused.
 ///
-/// The crate opens the device when it exists and then never tries the
-/// system call (and calls it itself when the device does not exist). The
-/// device is root's alone by default, so a process with `CAP_SYS_PTRACE`
-/// but not root, or on a host with `vm.unprivileged_userfaultfd=1`, would
-/// be refused the full mode by the crate though the kernel allows it.
+/// The device is root's alone by default, so a process with
+/// `CAP_SYS_PTRACE` but not root, or on a host with
+/// `vm.unprivileged_userfaultfd=1`, is refused the device and then
+/// allowed the system call.
 ///
 /// Fail point `uffd::open_all_faults` (an errno name: `EPERM`, `EACCES`,
 /// `EMFILE`) plays both ways in failing so.
@@ -111,69 +103,41 @@ fn open_all_faults() -> Result<Uffd, Error> {
             _ => libc::EPERM,
         }))
     });
-    let opened = UffdBuilder::new()
-        .close_on_exec(true)
-        .non_blocking(true)
-        .user_mode_only(false)
-        .require_features(FeatureFlags::EVENT_REMOVE)
-        .create();
-    match opened {
-        Err(userfaultfd::Error::OpenDevUserfaultfd(e))
-            if e.kind() == io::ErrorKind::PermissionDenied =>
-        {
-            uffd_by_syscall(false)
-        }
-        other => other.map_err(uffd_error),
+    match Uffd::by_device(libc::O_CLOEXEC | libc::O_NONBLOCK) {
+        Ok(uffd) => handshake(uffd),
+        // No device (before 6.1, or not in this container), or not ours
+        // to open: the system call may still allow the full mode.
+        Err(Errno::NOENT | Errno::ACCESS | Errno::PERM) => uffd_by_syscall(false),
+        Err(e) => Err(uffd_error(e)),
     }
 }
 
 /// `userfaultfd(2)`, with `UFFD_USER_MODE_ONLY` if `user_mode_only`, then
-/// the `UFFDIO_API` handshake asking for EVENT_REMOVE (what
-/// `UffdBuilder::create` does after opening the device).
+/// the `UFFDIO_API` handshake.
 fn uffd_by_syscall(user_mode_only: bool) -> Result<Uffd, Error> {
-    use std::os::fd::FromRawFd;
     let mut flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
     if user_mode_only {
-        flags |= userfaultfd_sys::UFFD_USER_MODE_ONLY as i32;
+        flags |= UFFD_USER_MODE_ONLY as i32;
     }
-    // SAFETY: userfaultfd(2) takes flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, flags) };
-    if fd < 0 {
-        let errno = io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO);
-        return Err(if user_mode_only && errno == libc::EINVAL {
-            // Before Linux 5.11 the flag is unknown; the system call
-            // without it, which every such kernel has, was just refused to
-            // this process: EPERM names the ways in.
-            errno_error(libc::EPERM)
-        } else {
-            errno_error(errno)
-        });
+    match Uffd::by_syscall(flags) {
+        Ok(uffd) => handshake(uffd),
+        // Before Linux 5.11 the flag is unknown; the system call without
+        // it, which every such kernel has, was just refused to this
+        // process: EPERM names the ways in.
+        Err(Errno::INVAL) if user_mode_only => Err(errno_error(libc::EPERM)),
+        Err(e) => Err(uffd_error(e)),
     }
-    // SAFETY: a descriptor the kernel has just returned, owned by nothing
-    // else; the `Uffd` closes it, on every path below too.
-    let uffd = unsafe { Uffd::from_raw_fd(fd as i32) };
-    let mut api = userfaultfd_sys::uffdio_api {
-        api: userfaultfd_sys::UFFD_API,
-        features: userfaultfd_sys::UFFD_FEATURE_EVENT_REMOVE,
-        ioctls: 0,
-    };
-    // SAFETY: UFFDIO_API reads and writes one `uffdio_api`, which `api` is.
-    let r = unsafe {
-        libc::ioctl(
-            uffd.as_raw_fd(),
-            userfaultfd_sys::UFFDIO_API as _,
-            &mut api as *mut userfaultfd_sys::uffdio_api,
-        )
-    };
-    if r != 0 {
-        return Err(Error::Unsupported {
+}
+
+/// The `UFFDIO_API` handshake, asking for EVENT_REMOVE (Linux 4.11).
+fn handshake(uffd: Uffd) -> Result<Uffd, Error> {
+    match uffd.api(u64::from(UFFD_FEATURE_EVENT_REMOVE)) {
+        Ok(_) => Ok(uffd),
+        Err(e) => Err(Error::Unsupported {
             what: format!(
                 "userfaultfd with EVENT_REMOVE (Linux 4.11): UFFDIO_API: {}",
-                io::Error::last_os_error()
+                io::Error::from(e)
             ),
-        });
+        }),
     }
-    Ok(uffd)
 }

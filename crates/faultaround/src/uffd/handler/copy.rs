@@ -8,19 +8,25 @@ use std::{
     time::{Duration, Instant},
 };
 
+use linux_raw_sys::general::{uffdio_continue, uffdio_range};
 use rustix::io::Errno;
 
 use super::*;
 
 /// `_IOWR(UFFDIO, _UFFDIO_CONTINUE, struct uffdio_continue)`.
 const UFFDIO_CONTINUE: rustix::ioctl::Opcode =
-    rustix::ioctl::opcode::read_write::<userfaultfd_sys::uffdio_continue>(0xAA, 0x07);
+    rustix::ioctl::opcode::read_write::<uffdio_continue>(0xAA, 0x07);
+
+/// `UFFDIO_CONTINUE_MODE_DONTWAKE` (`(__u64)1 << 0`, a cast bindgen
+/// leaves out of `linux-raw-sys`).
+const UFFDIO_CONTINUE_MODE_DONTWAKE: u64 = 1 << 0;
 
 /// What one `UFFDIO_COPY` did.
 pub(in crate::uffd) enum Copied {
     Bytes(usize),
-    /// EAGAIN after the given bytes. The value is raw from the userfaultfd
-    /// crate, which casts the kernel's negative `copy` field to `usize`.
+    /// EAGAIN after the given bytes: the kernel's `copy` field cast to
+    /// `usize` (a negative errno becomes a huge count, which the caller
+    /// tells apart).
     Again(usize),
     Exists,
     Failed(i32),
@@ -36,15 +42,15 @@ impl Shared {
         let (mut done, mut total) = (0, 0);
         let mut again = Backoff::new(self);
         while done < n {
-            let mut arg = userfaultfd_sys::uffdio_continue {
-                range: userfaultfd_sys::uffdio_range {
+            let mut arg = uffdio_continue {
+                range: uffdio_range {
                     start: self.addr(first + done as u64) as u64,
                     len: ((n - done) * self.page) as u64,
                 },
                 mode: if wake {
                     0
                 } else {
-                    userfaultfd_sys::UFFDIO_CONTINUE_MODE_DONTWAKE
+                    UFFDIO_CONTINUE_MODE_DONTWAKE
                 },
                 mapped: 0,
             };
@@ -135,10 +141,11 @@ impl Shared {
         // `dst..dst + len` inside our registered range.
         match unsafe { self.uffd.copy(src.cast(), dst, len, wake) } {
             Ok(bytes) => Copied::Bytes(bytes),
-            Err(userfaultfd::Error::PartiallyCopied(raw)) => Copied::Again(raw),
-            Err(userfaultfd::Error::CopyFailed(e)) if e as i32 == libc::EEXIST => Copied::Exists,
-            Err(userfaultfd::Error::CopyFailed(e)) => Copied::Failed(e as i32),
-            Err(_) => Copied::Failed(libc::EIO),
+            // The kernel's `copy` field, raw: bytes copied before EAGAIN,
+            // or a negative errno.
+            Err((Errno::AGAIN, copied)) => Copied::Again(copied as usize),
+            Err((Errno::EXIST, _)) => Copied::Exists,
+            Err((e, _)) => Copied::Failed(e.raw_os_error()),
         }
     }
 
@@ -250,7 +257,7 @@ mod tests {
     fn continue_opcode_is_the_kernels() {
         assert_eq!(
             super::UFFDIO_CONTINUE as u64,
-            userfaultfd_sys::UFFDIO_CONTINUE as u64
+            linux_raw_sys::ioctl::UFFDIO_CONTINUE as u64
         );
     }
 }

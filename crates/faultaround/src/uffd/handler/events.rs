@@ -20,7 +20,7 @@
 
 use std::sync::atomic::Ordering;
 
-use userfaultfd::Event;
+use crate::uffd::sys::Event;
 
 use super::Shared;
 
@@ -32,10 +32,8 @@ impl Shared {
         let _reading = self.events.write().unwrap_or_else(|e| e.into_inner());
         loop {
             match self.uffd.read_event() {
-                Ok(Some(Event::Pagefault { addr, .. })) => return Some(addr as usize),
-                Ok(Some(Event::Remove { start, end })) => {
-                    self.mark_removed(start as usize, end as usize)
-                }
+                Ok(Some(Event::Pagefault { addr })) => return Some(addr),
+                Ok(Some(Event::Remove { start, end })) => self.mark_removed(start, end),
                 Ok(Some(_)) => {}
                 // Ok(None): another handler took it (EAGAIN).
                 _ => return None,
@@ -100,7 +98,7 @@ impl Shared {
                     self.stats.pages_zeroed.fetch_add(1, Ordering::Relaxed);
                     return;
                 }
-                Err(userfaultfd::Error::ZeropageFailed(e)) if e as i32 == libc::EAGAIN => {
+                Err(rustix::io::Errno::AGAIN) => {
                     self.stats.retries.fetch_add(1, Ordering::Relaxed);
                     self.pump_events();
                     if std::time::Instant::now() >= deadline {

@@ -7,7 +7,7 @@ use std::{io, sync::atomic::Ordering};
 use super::*;
 
 /// `_IOWR(UFFDIO, _UFFDIO_POISON, struct uffdio_poison)` (0xC020_AA08;
-/// the userfaultfd crates predate it).
+/// built here, as the others are in `sys.rs`).
 const UFFDIO_POISON: rustix::ioctl::Opcode =
     rustix::ioctl::opcode::read_write::<UffdioPoison>(0xAA, 0x08);
 /// Bit of `UFFDIO_POISON` in the ioctls a registration reports.

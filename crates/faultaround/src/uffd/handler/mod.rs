@@ -16,9 +16,9 @@ use std::{
     time::{Duration, Instant},
 };
 
+use super::sys::Uffd;
 use mmbatch_mmap::Mapping;
 use rustix::event::{PollFd, PollFlags, poll};
-use userfaultfd::Uffd;
 
 use super::{PageRead, PageSource};
 use crate::Window;
