@@ -44,6 +44,11 @@ fuzz_target!(|data: &[u8]| {
                 pt.map(v, Pfn(v as u32)).unwrap();
                 let _ = engine.mlock(Pfn(v as u32));
             }
+            // A page anywhere: refused past the tables, and the refusal
+            // prints.
+            if let Err(e) = pt.map(b.size(), Pfn(0)) {
+                let _ = e.to_string();
+            }
             let (start, end) = (b.size(), b.size());
             let step = MunlockStep::new(b.u8() % 8).unwrap();
             let _ = engine.munlock_range(&pt, start..end, step);
@@ -55,11 +60,15 @@ fuzz_target!(|data: &[u8]| {
 
     // The cache: any capacity and weights, a bounded number of frames.
     let capacity = b.size();
-    let max_entries = (b.size() % 256) as usize;
+    // Any entry bound and shard count: the index switches from u16 to
+    // u32 slots past 65535 entries a shard, shards stop at MAX_SHARDS
+    // (both bounded by the capacity and max_entries, so most builds stay
+    // small).
+    let max_entries = b.size() as usize;
     let policy = if b.u8() & 1 == 0 { Policy::Lru } else { Policy::ActiveInactive };
     let Ok(cache) = LruCache::builder(capacity)
         .max_entries(max_entries)
-        .shards(b.size() as usize % 4096)
+        .shards(b.size() as usize)
         .policy(policy)
         .weigher(|_: &u8, w: &u64| *w)
         .build()

@@ -48,10 +48,17 @@ fuzz_target!(|data: &[u8]| {
                 made.push((r.as_ptr() as usize, r.len()));
                 for _ in 0..4 {
                     let (off, n) = (b.size() as usize, b.size() as usize);
-                    let _ = r.lock_range(off, n);
-                    let _ = r.unlock_range(off, n);
+                    // Every refusal prints (its message does arithmetic).
+                    if let Err(e) = r.lock_range(off, n) {
+                        let _ = e.to_string();
+                    }
+                    if let Err(e) = r.unlock_range(off, n) {
+                        let _ = e.to_string();
+                    }
                 }
-                let _ = r.unlock_chunked(b.size() as usize);
+                if let Err(e) = r.unlock_chunked(b.size() as usize) {
+                    let _ = e.to_string();
+                }
             }
             Err(e) => {
                 let _ = e.to_string();
@@ -65,7 +72,9 @@ fuzz_target!(|data: &[u8]| {
             ) {
                 made.push((f.region().as_ptr() as usize, f.region().len()));
                 for _ in 0..4 {
-                    let _ = f.read(b.size() as usize);
+                    if let Err(e) = f.read(b.size() as usize) {
+                        let _ = e.to_string();
+                    }
                 }
                 assert!(f.faults() <= (len / page) as u64);
             }

@@ -559,3 +559,53 @@ fn over_a_page_cache_replay_maps_the_cached_pages_in_place() {
     assert!(page_is(&r, &src, 5));
     assert_eq!(r.stats().faults, 1);
 }
+
+/// A source that claims its pages are ready without writing them: what a
+/// working-set file is made of does not matter below, only its size.
+struct Untouched(u64);
+
+impl PageSource for Untouched {
+    fn len(&self) -> u64 {
+        self.0
+    }
+    fn read_page(&self, _: u64, _: &mut [u8]) -> PageRead {
+        PageRead::Ready
+    }
+}
+
+/// A working-set file of a one-page record of 1 GiB pages: its bounce
+/// buffer was REPLAY_RUN (64) pages whatever the runs, 64 GiB, and the
+/// allocation aborted the process on this 24 GiB host (in a child, with a
+/// bounded wait; seen: "memory allocation of 68719476736 bytes failed").
+/// Now it is as long as the longest run.
+#[test]
+fn a_working_set_file_of_huge_pages_allocates_by_its_runs() {
+    let name = "a_working_set_file_of_huge_pages_allocates_by_its_runs";
+    if let Some(run) = mmbatch_testkit::child::parent(name, Duration::from_secs(60)) {
+        run.expect_success();
+        return;
+    }
+    let gib = 1u64 << 30;
+    let record = Record::new(1 << 30, 4 * gib, "huge", [2]).unwrap();
+    record
+        .write_pages(&Untouched(4 * gib), std::io::sink())
+        .unwrap();
+}
+
+/// A page cache filled from a source shorter than it: read past the
+/// source's end (`Zeroes` ignores the length), 2^33 pages of tmpfs for
+/// 2^45 bytes. Now refused, as `build` refuses it.
+#[test]
+fn a_page_cache_longer_than_its_source_is_refused() {
+    let e = UffdRegion::page_cache_from(&Untouched(PAGE as u64), 1 << 45).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::SourceTooShort {
+                source_len: 4096,
+                ..
+            }
+        ),
+        "{e}"
+    );
+}

@@ -75,7 +75,7 @@ fn mem_available() -> Option<u64> {
     let meminfo = fs::read_to_string("/proc/meminfo").ok()?;
     let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    kib.checked_mul(1024)
 }
 
 /// Shrinks the pool by `n` pages (those this process added).
@@ -144,7 +144,8 @@ impl HugeRegion {
             // all of it from every other process for a moment, to be
             // refused anyway. Refuse first what cannot fit.
             let lacking = (needed - free).saturating_mul(page) as u64;
-            if mem_available().is_some_and(|avail| lacking > avail) {
+            // Refuse too where the memory available cannot be read.
+            if mem_available().is_none_or(|avail| lacking > avail) {
                 return Err(unavailable(free));
             }
             grown = grow_pool(size, needed - free);

@@ -356,6 +356,19 @@ impl<E: fmt::Display> fmt::Display for NumaJobError<E> {
 #[doc(alias = "mbind")]
 #[doc(alias = "hwloc_set_area_membind")]
 pub fn bind_memory(topology: &Topology, memory: &[u8], node: usize) -> Result<(), String> {
+    // A node the host does not have is refused here: hwloc's bitmaps
+    // panic past their largest index, and grow to any index below it.
+    let nodes = node_cpus(topology);
+    if !nodes.iter().any(|n| n.node == node) {
+        return Err(format!(
+            "binding memory to node {node}: this host has no such NUMA node (its nodes: {})",
+            nodes
+                .iter()
+                .map(|n| n.node.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     let mut set = NodeSet::new();
     set.set(node);
     topology

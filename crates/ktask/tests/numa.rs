@@ -339,3 +339,16 @@ fn a_panic_undoes_every_finished_chunk_on_every_node() {
         "node A finished first"
     );
 }
+
+/// A node the host does not have is an error that names the host's nodes:
+/// `usize::MAX` panicked inside hwlocality's bitmap (its indices stop at
+/// 2^31 - 1), though `bind_memory` returns a `Result`.
+#[test]
+fn binding_memory_to_a_node_the_host_lacks_is_an_error() {
+    let topology = hwlocality::Topology::new().unwrap();
+    let buf = vec![0u8; 1 << 16];
+    for node in [usize::MAX, 1 << 31, 4096] {
+        let e = mmbatch_ktask::numa::bind_memory(&topology, &buf, node).unwrap_err();
+        assert!(e.contains("no such NUMA node"), "{e}");
+    }
+}

@@ -215,11 +215,16 @@ impl std::fmt::Display for OutOfRange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "virtual page {} is outside the page tables (pages 0..{}): build them with PageTables::new({})",
-            self.vpn,
-            self.len,
-            self.vpn + 1
-        )
+            "virtual page {} is outside the page tables (pages 0..{})",
+            self.vpn, self.len
+        )?;
+        match self.vpn.checked_add(1).filter(|&n| n <= MAX_VIRTUAL_PAGES) {
+            Some(n) => write!(f, ": build them with PageTables::new({n})"),
+            None => write!(
+                f,
+                ": page tables hold at most MAX_VIRTUAL_PAGES ({MAX_VIRTUAL_PAGES}) pages"
+            ),
+        }
     }
 }
 

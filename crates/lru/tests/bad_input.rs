@@ -134,3 +134,12 @@ fn free_isolated_waits_for_queued_references() {
     e.lru_add_drain();
     e.check_invariants().unwrap();
 }
+
+/// A page table refusal for the last virtual page prints: its message
+/// added one to the page and panicked.
+#[test]
+fn out_of_range_pages_print_at_the_end_of_u64() {
+    let pt = mmbatch_lru::PageTables::new(4);
+    let e = pt.map(u64::MAX, Pfn(0)).unwrap_err();
+    assert!(e.to_string().contains("outside the page tables"), "{e}");
+}

@@ -29,7 +29,7 @@ fn status_kb(field: &str) -> io::Result<u64> {
         .lines()
         .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|kb| kb * 1024)
+        .map(|kb| kb.saturating_mul(1024))
         .ok_or_else(|| io::Error::other(format!("no {field} in /proc/self/status")))
 }
 
@@ -119,7 +119,7 @@ pub fn huge_pages_total(size: usize) -> usize {
 /// `[start, end)`.
 pub fn smaps_locked(start: usize, end: usize) -> io::Result<u64> {
     let smaps = fs::read_to_string("/proc/self/smaps")?;
-    let mut total = 0;
+    let mut total: u64 = 0;
     let mut inside = false;
     for line in smaps.lines() {
         if let Some((range, _)) = line.split_once(' ') {
@@ -134,7 +134,7 @@ pub fn smaps_locked(start: usize, end: usize) -> io::Result<u64> {
         if inside {
             if let Some(v) = line.strip_prefix("Locked:") {
                 let kb: u64 = v.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
-                total += kb * 1024;
+                total = total.saturating_add(kb.saturating_mul(1024));
             }
         }
     }

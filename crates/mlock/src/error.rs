@@ -190,20 +190,34 @@ impl fmt::Display for Error {
                 what,
                 value,
                 page_size,
-            } => write!(
-                f,
-                "{what} {value} is not a multiple of the page size {page_size}: round it up to {}",
-                value.div_ceil(*page_size).saturating_mul(*page_size)
-            ),
+            } => match value.div_ceil(*page_size).checked_mul(*page_size) {
+                Some(up) => write!(
+                    f,
+                    "{what} {value} is not a multiple of the page size {page_size}: round it up \
+                     to {up}"
+                ),
+                None => write!(
+                    f,
+                    "{what} {value} is not a multiple of the page size {page_size}, and rounding \
+                     it up overflows: round it down to {}",
+                    value / page_size * page_size
+                ),
+            },
             Error::OutOfRange {
                 offset,
                 len,
                 region,
-            } => write!(
-                f,
-                "range {offset}..{} is outside the region of {region} bytes",
-                offset + len
-            ),
+            } => match offset.checked_add(*len) {
+                Some(end) => write!(
+                    f,
+                    "range {offset}..{end} is outside the region of {region} bytes"
+                ),
+                None => write!(
+                    f,
+                    "range of {len} bytes from offset {offset} runs past the end of the address \
+                     space, outside the region of {region} bytes"
+                ),
+            },
             Error::MemlockLimit {
                 requested,
                 locked,

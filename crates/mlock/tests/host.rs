@@ -580,3 +580,26 @@ fn child_scenarios() {
     }
     assert_eq!(accounting::map_count(), maps_before, "a mapping leaked");
 }
+
+/// Ranges whose end overflows `usize` are refused, and the refusal
+/// prints: its message added `offset + len` and panicked (found by a
+/// review of the fuzz targets, which dropped such errors unprinted).
+#[test]
+fn out_of_range_errors_print_at_the_ends_of_usize() {
+    let r = LockedRegion::builder(accounting::page_size())
+        .policy(LockPolicy::Unlocked)
+        .build()
+        .unwrap();
+    let page = accounting::page_size();
+    let e = r.lock_range(usize::MAX & !(page - 1), page).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("outside the region"), "{msg}");
+    // A length no multiple of the page rounds up to: it suggested
+    // "round it up to 18446744073709551615", itself no multiple.
+    let e = r.lock_range(page, usize::MAX).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&format!("round it down to {}", usize::MAX & !(page - 1))),
+        "{msg}"
+    );
+}

@@ -84,7 +84,7 @@ mod sync;
 #[cfg(feature = "std")]
 pub use batcher::{Apply, BatchStats, Batcher, apply_batch};
 #[cfg(feature = "std")]
-pub use percpu::{PerCpu, current_cpu, possible_cpus};
+pub use percpu::{MAX_CPUS, PerCpu, current_cpu, possible_cpus};
 
 /// Whether [`Batcher::disable`] uses `membarrier(2)` (so the queue path's
 /// barrier is compiler-only) rather than full fences on both sides. Known

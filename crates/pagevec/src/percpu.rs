@@ -28,6 +28,10 @@ pub struct PerCpu<T> {
     slots: Box<[CachePadded<Mutex<T>>]>,
 }
 
+/// The most slots a [`PerCpu`] has: the kernel's largest `NR_CPUS`
+/// (`CONFIG_NR_CPUS` is at most 8192 on x86-64).
+pub const MAX_CPUS: usize = 8192;
+
 impl<T> PerCpu<T> {
     /// One slot for every CPU the system may run threads on
     /// (`_SC_NPROCESSORS_CONF`, like the kernel's possible-CPU mask), built
@@ -36,9 +40,11 @@ impl<T> PerCpu<T> {
         Self::with_cpus(possible_cpus(), init)
     }
 
-    /// `cpus` slots (at least one); CPU numbers beyond that wrap around.
+    /// `cpus` slots (at least one, at most [`MAX_CPUS`]); CPU numbers
+    /// beyond that wrap around. (Uncapped, `usize::MAX` overflowed the
+    /// allocation's size and panicked.)
     pub fn with_cpus(cpus: usize, mut init: impl FnMut(usize) -> T) -> Self {
-        let slots = (0..cpus.max(1))
+        let slots = (0..cpus.clamp(1, MAX_CPUS))
             .map(|cpu| CachePadded::new(Mutex::new(init(cpu))))
             .collect();
         Self { slots }
@@ -171,5 +177,17 @@ mod tests {
     fn current_cpu_is_in_range() {
         let cpu = current_cpu();
         assert!(cfg!(miri) || cpu < possible_cpus(), "cpu {cpu}");
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod cap_tests {
+    /// Any CPU count is a usable `PerCpu`: `usize::MAX` panicked with a
+    /// capacity overflow.
+    #[test]
+    fn any_cpu_count_is_capped() {
+        let p = super::PerCpu::with_cpus(usize::MAX, |_| 0u8);
+        assert_eq!(p.len(), super::MAX_CPUS);
+        assert_eq!(super::PerCpu::with_cpus(0, |_| 0u8).len(), 1);
     }
 }

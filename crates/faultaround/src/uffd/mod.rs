@@ -227,6 +227,15 @@ impl UffdRegion {
                 page_size: page,
             });
         }
+        // As `build` checks: a source shorter than the file was read past
+        // its end (a `Zeroes(0)` of any length filled 2^33 pages of tmpfs
+        // for `len` = 2^45).
+        if source.len() < len as u64 {
+            return Err(Error::SourceTooShort {
+                source_len: source.len(),
+                region_len: len,
+            });
+        }
         let sys = |op| move |source| Error::Sys { op, source };
         let fd = rustix::fs::memfd_create("mmbatch-page-cache", rustix::fs::MemfdFlags::CLOEXEC)
             .map_err(|e| sys("memfd_create")(e.into()))?;

@@ -142,7 +142,12 @@ impl Record {
                 ),
             });
         }
-        let Some((body, crc)) = bytes.split_last_chunk::<4>() else {
+        let Some((body, crc)) = bytes
+            .split_last_chunk::<4>()
+            .filter(|(body, _)| body.len() >= MAGIC.len())
+        else {
+            // (A body shorter than the magic, whose CRC happened to match,
+            // would have been sliced past its end below.)
             return Err(corrupt("cut short"));
         };
         if crc32fast::hash(body) != u32::from_le_bytes(*crc) {
@@ -283,7 +288,11 @@ impl Record {
     pub fn write_pages(&self, source: &dyn PageSource, mut w: impl Write) -> Result<(), Error> {
         let runs = self.runs(REPLAY_RUN);
         let page = self.page_size as usize;
-        let mut data = vec![0u8; REPLAY_RUN * page];
+        // As long as the longest run: a bounce buffer of REPLAY_RUN pages
+        // of the record's page size was 64 GiB for a one-page record of
+        // 1 GiB pages, and a 40-byte record file aborted the process.
+        let longest = runs.iter().map(|&(_, n)| n).max().unwrap_or(0);
+        let mut data = vec![0u8; longest * page];
         let mut crcs = Vec::with_capacity(runs.len());
         let mut body = Vec::new();
         for &(start, n) in &runs {
