@@ -115,6 +115,71 @@ fn portable() -> Result<(), String> {
     Ok(())
 }
 
+/// The library crates as a user gets them: each `.crate` of
+/// `target/package` unpacked into a workspace of its own (each depending
+/// on the others' packages through `[patch.crates-io]`, as crates.io
+/// would serve them), built with default features, and its doctests (the
+/// README's included) run. Integration and unit tests stay in the
+/// repository: some use the unpublished test crates, which packaging
+/// drops.
+fn from_packages() -> Result<(), String> {
+    let packages = root().join("target/package");
+    let ws = packages.join("unpacked");
+    let _ = std::fs::remove_dir_all(&ws);
+    std::fs::create_dir_all(&ws).map_err(|e| format!("creating {}: {e}", ws.display()))?;
+    let mut members = Vec::new();
+    let files: Vec<String> = std::fs::read_dir(&packages)
+        .map_err(|e| format!("reading {}: {e}", packages.display()))?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    for c in LIBRARIES {
+        // `{c}-{version}.crate`, the version starting with a digit (so
+        // that mmbatch-lru does not take mmbatch-lru-foo's package).
+        let dir = files
+            .iter()
+            .filter_map(|f| f.strip_suffix(".crate"))
+            .find(|f| {
+                f.strip_prefix(c)
+                    .and_then(|v| v.strip_prefix('-'))
+                    .is_some_and(|v| v.starts_with(|ch: char| ch.is_ascii_digit()))
+            })
+            .ok_or_else(|| format!("no package of {c} in {}", packages.display()))?;
+        let file = packages.join(format!("{dir}.crate"));
+        exec(
+            std::process::Command::new("tar")
+                .arg("xzf")
+                .arg(&file)
+                .arg("-C")
+                .arg(&ws),
+        )?;
+        members.push((c, dir.to_owned()));
+    }
+    let mut manifest = String::from("[workspace]\nresolver = \"2\"\nmembers = [");
+    manifest += &members
+        .iter()
+        .map(|(_, d)| format!("{d:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    manifest += "]\n\n[patch.crates-io]\n";
+    for (c, d) in &members {
+        manifest += &format!("{c} = {{ path = {d:?} }}\n");
+    }
+    std::fs::write(ws.join("Cargo.toml"), manifest).map_err(|e| e.to_string())?;
+    let target = root().join("target/packaged");
+    for args in [
+        &["build", "--workspace"][..],
+        &["test", "--workspace", "--doc"],
+    ] {
+        exec(
+            cargo()
+                .current_dir(&ws)
+                .env("CARGO_TARGET_DIR", &target)
+                .args(args),
+        )?;
+    }
+    Ok(())
+}
+
 /// A named step of the run.
 type Step = (&'static str, fn() -> Outcome);
 
@@ -178,7 +243,7 @@ pub(crate) fn run() -> Result<(), String> {
             for c in LIBRARIES {
                 cmd.args(["-p", c]);
             }
-            done(exec(&mut cmd))
+            done(exec(&mut cmd).and_then(|()| from_packages()))
         }),
         ("msrv", || done(msrv())),
         (

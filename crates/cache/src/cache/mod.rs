@@ -400,7 +400,10 @@ where
     }
 
     /// Checks every shard's structure (lists, index, weights, bounds,
-    /// shadows) and that each key is in its hash's shard; for tests.
+    /// shadows) and that each key is in its hash's shard. Not part of the
+    /// API: for this crate's tests, fuzz targets and benchmarks, and free
+    /// to change.
+    #[doc(hidden)]
     pub fn check_invariants(&self) -> Result<(), String> {
         let (mut len, mut weight) = (0, 0);
         for (i, s) in self.shards.iter().enumerate() {
