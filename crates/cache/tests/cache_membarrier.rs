@@ -114,11 +114,7 @@ fn with_no_barrier_to_be_had_a_change_panics_and_the_shard_stays_fast() {
                 c.insert(1000, 1000);
             }));
             let e = r.expect_err("a change with no barrier went through");
-            let msg = e
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                .unwrap_or_default();
+            let msg = mmbatch_testkit::panic_message(&*e);
             println!("{msg}");
             assert!(
                 msg.contains("membarrier") && msg.contains("fast_reads(false)"),

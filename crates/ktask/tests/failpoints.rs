@@ -164,11 +164,7 @@ fn a_panic_on_a_node_run_by_the_caller_undoes_the_finished_nodes() {
     }));
     fail::remove("ktask::spawn_node");
     let e = r.expect_err("node 1's panic reaches the caller");
-    let msg = e
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-        .unwrap_or_default();
+    let msg = mmbatch_testkit::panic_message(&*e);
     assert!(msg.contains("injected panic on node 1"), "{msg}");
     assert_eq!(done.into_inner(), (0..4096usize).sum::<usize>());
     assert_eq!(

@@ -98,11 +98,7 @@ fn with_no_barrier_to_be_had_disable_panics_and_changes_nothing() {
     let b: Batcher<Total, 15> = Batcher::new(Total(Mutex::new(0)));
     refuse_syscalls(&[libc::SYS_membarrier, libc::SYS_sched_setaffinity]);
     let e = catch_unwind(AssertUnwindSafe(|| b.disable())).expect_err("disable went through");
-    let msg = e
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-        .unwrap_or_default();
+    let msg = mmbatch_testkit::panic_message(&*e);
     println!("{msg}");
     assert!(
         msg.contains("membarrier") && msg.contains("sched_setaffinity"),

@@ -39,3 +39,13 @@ pub fn wait_until(what: &str, limit: std::time::Duration, mut done: impl FnMut()
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
+
+/// The message of a panic's payload (a `String` or a `&str`), or "" for
+/// any other payload: what tests of "panics, naming the cause" read.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_default()
+}
