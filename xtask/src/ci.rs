@@ -116,14 +116,14 @@ fn portable() -> Result<(), String> {
 }
 
 /// The library crates as a user gets them: each `.crate` of
-/// `target/package` unpacked into a workspace of its own (each depending
+/// `target/package-verify/package` unpacked into a workspace of its own (each depending
 /// on the others' packages through `[patch.crates-io]`, as crates.io
 /// would serve them), built with default features, and its doctests (the
 /// README's included) run. Integration and unit tests stay in the
 /// repository: some use the unpublished test crates, which packaging
 /// drops.
 fn from_packages() -> Result<(), String> {
-    let packages = root().join("target/package");
+    let packages = root().join("target/package-verify/package");
     let ws = packages.join("unpacked");
     let _ = std::fs::remove_dir_all(&ws);
     std::fs::create_dir_all(&ws).map_err(|e| format!("creating {}: {e}", ws.display()))?;
@@ -165,7 +165,7 @@ fn from_packages() -> Result<(), String> {
         manifest += &format!("{c} = {{ path = {d:?} }}\n");
     }
     std::fs::write(ws.join("Cargo.toml"), manifest).map_err(|e| e.to_string())?;
-    let target = root().join("target/packaged");
+    let target = root().join("target/package-verify/unpacked-target");
     for args in [
         &["build", "--workspace"][..],
         &["test", "--workspace", "--doc"],
@@ -238,8 +238,16 @@ pub(crate) fn run() -> Result<(), String> {
             // Each library crate packaged and built from its package alone
             // (a README or file the package lacks fails here, not on
             // publish).
+            // Afresh, in a target directory of its own: cargo treats a
+            // package as an immutable registry crate of its version, so a
+            // build of an earlier package of the same version is reused,
+            // and a dependent is verified against the old code.
+            let verify = root().join("target/package-verify");
+            let _ = std::fs::remove_dir_all(root().join("target/package"));
+            let _ = std::fs::remove_dir_all(&verify);
             let mut cmd = cargo();
-            cmd.args(["package", "--allow-dirty"]);
+            cmd.env("CARGO_TARGET_DIR", &verify)
+                .args(["package", "--allow-dirty"]);
             for c in LIBRARIES {
                 cmd.args(["-p", c]);
             }
