@@ -16,7 +16,7 @@ pub(crate) use loom::sync::{
 #[cfg(not(loom))]
 pub(crate) use std::sync::{
     Arc, Condvar, Mutex, MutexGuard,
-    atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering},
+    atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering},
 };
 
 /// Names the calling thread among the live ones (a load's loader).

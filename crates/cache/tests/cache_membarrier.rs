@@ -17,7 +17,10 @@ use std::{
 };
 
 use mmbatch_cache::LruCache;
-use mmbatch_testkit::{child, seccomp::refuse_syscalls};
+use mmbatch_testkit::{
+    child,
+    seccomp::{refuse_syscalls, refuse_syscalls_on_this_thread},
+};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -129,4 +132,128 @@ fn with_no_barrier_to_be_had_a_change_panics_and_the_shard_stays_fast() {
         assert_eq!(c.get(&k), Some(k));
     }
     assert_eq!(c.get(&1000), None);
+}
+
+/// Makes the one shard of `c` fast again (a quiet spell of lookups on
+/// this thread), then refuses this thread (only) every barrier.
+fn fast_again_then_refused_here(c: &LruCache<u64, u64>) {
+    let start = std::time::Instant::now();
+    while c.stats().fast_read_shards == 0 {
+        for k in 0..100 {
+            assert_eq!(c.get(&k), Some(k));
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "never fast again");
+    }
+    refuse_syscalls_on_this_thread(&[libc::SYS_membarrier, libc::SYS_sched_setaffinity]);
+}
+
+/// A loader that fails where the shard cannot be changed (its thread,
+/// sandboxed since it claimed the key, can have no barrier) hands its
+/// waiter an empty room, and the waiter, on a thread that can, loads the
+/// key. It hung: the loader's clean-up took the write lock, which
+/// panicked, and the waiter's room was never completed.
+#[test]
+fn a_loader_failing_with_no_barrier_releases_its_waiters() {
+    let name = "a_loader_failing_with_no_barrier_releases_its_waiters";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let c = fast_cache();
+    let waiting = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let loader = s.spawn(|| {
+            c.try_get_or_insert_with(5000, || {
+                while !waiting.load(Ordering::Acquire) {
+                    std::thread::yield_now();
+                }
+                // Let the waiter reach its room.
+                std::thread::sleep(Duration::from_millis(50));
+                fast_again_then_refused_here(&c);
+                Err("the source failed")
+            })
+        });
+        // Claimed once the loader's flight is in: then wait on it.
+        while c.stats().loads == 0 {
+            std::thread::yield_now();
+        }
+        let waiter = s.spawn(|| {
+            waiting.store(true, Ordering::Release);
+            c.get_or_insert_with(5000, || 5001)
+        });
+        assert_eq!(loader.join().unwrap(), Err("the source failed"));
+        // The waiter starts over and loads the key itself.
+        assert_eq!(waiter.join().unwrap(), 5001);
+    });
+    assert_eq!(c.get(&5000), Some(5001));
+    assert_eq!(c.stats().loads, 2);
+    c.check_invariants().unwrap();
+}
+
+/// A loader that panics where no barrier can be had: its own panic
+/// unwinds (it aborted the process, panicking again in the clean-up),
+/// and the waiter goes on as above.
+#[test]
+fn a_loader_panicking_with_no_barrier_unwinds_and_releases_its_waiters() {
+    let name = "a_loader_panicking_with_no_barrier_unwinds_and_releases_its_waiters";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let c = fast_cache();
+    let waiting = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let loader = s.spawn(|| {
+            c.get_or_insert_with(5000, || {
+                while !waiting.load(Ordering::Acquire) {
+                    std::thread::yield_now();
+                }
+                std::thread::sleep(Duration::from_millis(50));
+                fast_again_then_refused_here(&c);
+                panic!("the loader's own panic")
+            })
+        });
+        while c.stats().loads == 0 {
+            std::thread::yield_now();
+        }
+        let waiter = s.spawn(|| {
+            waiting.store(true, Ordering::Release);
+            c.get_or_insert_with(5000, || 5001)
+        });
+        let e = loader.join().expect_err("the loader's panic was lost");
+        assert_eq!(
+            mmbatch_testkit::panic_message(&*e),
+            "the loader's own panic"
+        );
+        assert_eq!(waiter.join().unwrap(), 5001);
+    });
+    assert_eq!(c.get(&5000), Some(5001));
+    c.check_invariants().unwrap();
+}
+
+/// With no barrier anywhere in the process, a load that fails returns
+/// its error (the flight is left behind, marked abandoned) and one that
+/// succeeds panics as any change does, naming the cause.
+#[test]
+fn with_no_barrier_anywhere_a_failed_load_returns_its_error() {
+    let name = "with_no_barrier_anywhere_a_failed_load_returns_its_error";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let c = fast_cache();
+    // The claim is a change too: claimed first, with the barrier.
+    let r = c.try_get_or_insert_with(5000, || {
+        fast_again_then_refused_here(&c);
+        Err("the source failed")
+    });
+    assert_eq!(r, Err("the source failed"));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        c.get_or_insert_with(5000, || 5001)
+    }));
+    let msg = mmbatch_testkit::panic_message(&*r.expect_err("changed with no barrier"));
+    assert!(msg.contains("membarrier"), "{msg}");
+    for k in 0..100 {
+        assert_eq!(c.get(&k), Some(k));
+    }
 }

@@ -8,6 +8,17 @@
 /// numbers without checking the architecture: a test helper for the
 /// native one.
 pub fn refuse_syscalls(refuse: &[libc::c_long]) {
+    install(refuse, libc::SECCOMP_FILTER_FLAG_TSYNC);
+}
+
+/// [`refuse_syscalls`] on the calling thread only (and the threads it
+/// starts from now on), as a sandbox that confines one worker thread
+/// does.
+pub fn refuse_syscalls_on_this_thread(refuse: &[libc::c_long]) {
+    install(refuse, 0);
+}
+
+fn install(refuse: &[libc::c_long], flags: libc::c_ulong) {
     let ld_nr = libc::sock_filter {
         code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
         jt: 0,
@@ -50,7 +61,7 @@ pub fn refuse_syscalls(refuse: &[libc::c_long]) {
         libc::syscall(
             libc::SYS_seccomp,
             libc::SECCOMP_SET_MODE_FILTER,
-            libc::SECCOMP_FILTER_FLAG_TSYNC,
+            flags,
             &fprog as *const libc::sock_fprog,
         )
     };

@@ -12,9 +12,12 @@
 //! write section that stores the value, and completes it; a loader that
 //! fails or panics completes it empty (`Landing`'s drop, in
 //! `cache/load.rs`), and its waiters start over: one of them becomes the
-//! next loader.
+//! next loader. Where that loader cannot change its shard (a fast shard
+//! lock whose writer can have no barrier), it [abandons](Flight::abandon)
+//! the flight in place, under a read lock, and the next claimer of the
+//! key takes it out.
 
-use crate::sync::{Arc, Condvar, Mutex, ThreadToken, thread_token};
+use crate::sync::{Arc, AtomicBool, Condvar, Mutex, Ordering, ThreadToken, thread_token};
 
 enum State<V> {
     Loading,
@@ -35,6 +38,8 @@ pub(super) struct Flight<K, V> {
     loader: ThreadToken,
     /// Where callers wait for the value, made by the first of them.
     room: Option<Arc<Room<V>>>,
+    /// Its loader is gone, unlanded, and could not take it out.
+    abandoned: AtomicBool,
 }
 
 impl<K, V> Flight<K, V> {
@@ -46,6 +51,24 @@ impl<K, V> Flight<K, V> {
             id,
             loader: thread_token(),
             room: None,
+            abandoned: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether its loader [abandoned](Self::abandon) it: a claimer takes
+    /// it out and loads afresh.
+    pub(super) fn is_abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::Relaxed)
+    }
+
+    /// Marks it abandoned and completes its room empty, under a read lock
+    /// of its shard: for a loader that failed and cannot take it out.
+    /// (The next write section, which claims the key, sees the mark: the
+    /// lock orders the two.)
+    pub(super) fn abandon(&self) {
+        self.abandoned.store(true, Ordering::Relaxed);
+        if let Some(room) = &self.room {
+            room.complete(None);
         }
     }
 

@@ -9,6 +9,7 @@ use std::hash::{BuildHasher, Hash};
 use super::{
     LruCache, Shard, Weigher,
     flight::{Flight, Room},
+    lock::NoBarrier,
     shard::{Evicted, Lruvec},
 };
 use crate::sync::{Arc, Ordering};
@@ -54,8 +55,20 @@ impl<K, V> Landing<'_, K, V> {
 impl<K, V> Drop for Landing<'_, K, V> {
     fn drop(&mut self) {
         if !self.taken {
-            let mut lv = self.shard.write();
-            self.take(&mut lv);
+            match self.shard.try_write() {
+                Ok(mut lv) => self.take(&mut lv),
+                // The shard cannot be changed now (a fast lock with no
+                // barrier to be had; a write here would panic, during
+                // unwinding an abort): wake the waiters through a read
+                // lock instead, and leave the flight to the next claimer.
+                Err(NoBarrier) => {
+                    let lv = self.shard.read();
+                    if let Some(f) = lv.flights.iter().find(|f| f.id == self.id) {
+                        f.abandon();
+                    }
+                    return;
+                }
+            }
         }
         if let Some(room) = self.room.take() {
             room.complete(None);
@@ -111,17 +124,26 @@ where
             }
             let hash = self.hash(&key);
             let shard = self.shard(hash);
+            // A flight its loader abandoned, taken out here: dropped after
+            // the lock, as `Landing` drops its key.
+            let mut abandoned = None;
             let claimed = {
                 let mut lv = shard.write();
                 if let Some(i) = lv.find(hash, |k| *k == key) {
                     return Ok(lv.node(i).value.clone());
                 }
-                match lv
+                let found = lv
                     .flights
-                    .iter_mut()
-                    .find(|fl| fl.hash == hash && fl.key == key)
-                {
-                    Some(fl) => Err((fl.room(), fl.is_own())),
+                    .iter()
+                    .position(|fl| fl.hash == hash && fl.key == key);
+                if let Some(i) = found.filter(|&i| lv.flights[i].is_abandoned()) {
+                    abandoned = Some(lv.flights.swap_remove(i));
+                }
+                match found.filter(|_| abandoned.is_none()) {
+                    Some(i) => {
+                        let fl = &mut lv.flights[i];
+                        Err((fl.room(), fl.is_own()))
+                    }
                     None => {
                         let id = lv.next_flight;
                         lv.next_flight += 1;
@@ -130,6 +152,7 @@ where
                     }
                 }
             };
+            drop(abandoned);
             let id = match claimed {
                 Ok(id) => id,
                 Err((room, own)) => {

@@ -471,7 +471,22 @@ impl<T> ShardLock<T> {
     /// # Panics
     /// If the calling thread reads or writes this lock already (user code
     /// run under it called back into the cache): it would wait for itself.
+    /// If the lock was fast and no heavy barrier can be had ([`NoBarrier`]).
+    #[inline]
     pub(super) fn write(&self) -> WriteGuard<'_, T> {
+        match self.try_write() {
+            Ok(guard) => guard,
+            Err(NoBarrier) => no_barrier(),
+        }
+    }
+
+    /// [`write`](Self::write), or [`NoBarrier`] where it would panic for
+    /// want of a heavy barrier: the lock is then as it was (fast, and
+    /// unwritten), and readable. For clean-up that must not panic.
+    ///
+    /// # Panics
+    /// As [`write`](Self::write), if the calling thread holds this lock.
+    pub(super) fn try_write(&self) -> Result<WriteGuard<'_, T>, NoBarrier> {
         let (reading, writing) = HELD.with(|h| {
             let reading = match self.stripes.get(h.owned.get()) {
                 Some(own) => own.owner_reads() > 0,
@@ -506,14 +521,7 @@ impl<T> ShardLock<T> {
                     std::mem::forget(unblock);
                     #[cfg(not(loom))]
                     self.block.give_back_fast();
-                    panic!(
-                        "LruCache: changing a shard whose lookups skip their memory barrier \
-                         needs a barrier on every thread of the process, and none could be \
-                         had: membarrier(2) failed (a seccomp filter installed after the cache \
-                         went fast?) and the kernel refused to move this thread onto each CPU \
-                         (sched_setaffinity). Allow either system call, or build the cache \
-                         with Builder::fast_reads(false)"
-                    );
+                    return Err(NoBarrier);
                 }
                 #[cfg(not(loom))]
                 self.spell.ended(start);
@@ -521,7 +529,7 @@ impl<T> ShardLock<T> {
             smp_mb();
             if self.wait_for_readers() {
                 let writing = Writing::new(self.id);
-                return WriteGuard {
+                return Ok(WriteGuard {
                     // SAFETY: this writer set `block` (no other writer holds
                     // it until it is cleared) and every stripe's readers
                     // have left: new readers see `block` and wait, so this
@@ -530,7 +538,7 @@ impl<T> ShardLock<T> {
                     lock: self,
                     _writing: writing,
                     _unblock: unblock,
-                };
+                });
             }
             // A reader held on: it may be waiting, from user code, for a
             // lock whose writer waits for a reader that waits for this one
@@ -541,6 +549,25 @@ impl<T> ShardLock<T> {
             std::thread::sleep(GIVE_WAY_FOR);
         }
     }
+}
+
+/// A fast lock's writer could not have the heavy barrier it owes (see
+/// [`barrier::heavy`]): the lock cannot be changed now without risking a
+/// fast reader inside unseen.
+#[derive(Debug)]
+pub(super) struct NoBarrier;
+
+/// [`ShardLock::write`]'s panic for [`NoBarrier`].
+#[cold]
+#[inline(never)]
+fn no_barrier() -> ! {
+    panic!(
+        "LruCache: changing a shard whose lookups skip their memory barrier needs a barrier \
+         on every thread of the process, and none could be had: membarrier(2) failed (a \
+         seccomp filter installed after the cache went fast?) and the kernel refused to move \
+         this thread onto each CPU (sched_setaffinity). Allow either system call, or build \
+         the cache with Builder::fast_reads(false)"
+    )
 }
 
 /// A lock id no other lock has had (from 1: 0 is none).
