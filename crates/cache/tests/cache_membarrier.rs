@@ -142,7 +142,10 @@ fn fast_again_then_refused_here(c: &LruCache<u64, u64>) {
         for k in 0..100 {
             assert_eq!(c.get(&k), Some(k));
         }
-        assert!(start.elapsed() < Duration::from_secs(20), "never fast again");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "never fast again"
+        );
     }
     refuse_syscalls_on_this_thread(&[libc::SYS_membarrier, libc::SYS_sched_setaffinity]);
 }

@@ -14,30 +14,46 @@
 #[cfg(not(any(loom, miri)))]
 mod imp {
     use std::sync::{
-        OnceLock,
-        atomic::{AtomicBool, Ordering},
+        Mutex, OnceLock, PoisonError,
+        atomic::{AtomicU8, Ordering},
     };
 
     use rustix::thread::{MembarrierCommand, membarrier};
 
     use crate::sync::{compiler_fence, fence};
 
-    /// Set once, before any `light()` that relies on it can run: `init()` is
-    /// called when a `Batcher` is built, which happens-before its use.
-    static EXPEDITED: AtomicBool = AtomicBool::new(false);
+    /// Both sides are real fences: membarrier was never had, or the
+    /// barrier owed since it failed was had.
+    const FENCED: u8 = 0;
+    /// `light` is a compiler fence and `heavy` a membarrier.
+    const EXPEDITED: u8 = 1;
+    /// membarrier failed: `light` is a real fence from now on, and every
+    /// `heavy` owes, until one has it, a barrier on every thread (for the
+    /// `light`s that ran as compiler fences before).
+    const OWED: u8 = 2;
+
+    /// Set to `EXPEDITED` once, before any `light()` that relies on it can
+    /// run: `init()` is called when a `Batcher` is built, which
+    /// happens-before its use.
+    static STATE: AtomicU8 = AtomicU8::new(FENCED);
     static INIT: OnceLock<()> = OnceLock::new();
+    /// Held while the owed barrier is had, so that a `heavy` on another
+    /// thread meanwhile waits for it rather than return early.
+    static SETTLING: Mutex<()> = Mutex::new(());
 
     /// Registers the process for private expedited membarrier (Linux ≥ 4.14).
     pub(crate) fn init() {
         INIT.get_or_init(|| {
-            let ok = membarrier(MembarrierCommand::RegisterPrivateExpedited).is_ok();
-            EXPEDITED.store(ok, Ordering::Relaxed);
+            if membarrier(MembarrierCommand::RegisterPrivateExpedited).is_ok() {
+                STATE.store(EXPEDITED, Ordering::Relaxed);
+            }
         });
     }
 
-    /// Whether `heavy()` is a membarrier (else both sides are real fences).
+    /// Whether `light()` is a compiler fence paired with a membarrier in
+    /// `heavy()` (else both sides are real fences).
     pub(crate) fn expedited() -> bool {
-        EXPEDITED.load(Ordering::Relaxed)
+        STATE.load(Ordering::Relaxed) == EXPEDITED
     }
 
     #[inline(always)]
@@ -55,31 +71,56 @@ mod imp {
     /// again once; failing still, `light` turns into a real fence from
     /// then on and this barrier is had the slow way
     /// ([`visit_every_cpu`]), for the `light`s that ran as compiler
-    /// fences before.
+    /// fences before. Until one such visit succeeds, every `heavy` owes it
+    /// (a concurrent one waits for it).
     ///
     /// # Panics
     /// If no barrier can be had (membarrier and `sched_setaffinity` both
-    /// refused): the queuers' ops could be missed.
+    /// refused): the queuers' ops could be missed. The next call tries
+    /// again.
     pub(crate) fn heavy() {
-        if !expedited() {
-            fence(Ordering::SeqCst);
-            return;
+        match STATE.load(Ordering::SeqCst) {
+            FENCED => {
+                fence(Ordering::SeqCst);
+                return;
+            }
+            EXPEDITED => {
+                if membarrier(MembarrierCommand::PrivateExpedited).is_ok()
+                    || membarrier(MembarrierCommand::RegisterPrivateExpedited)
+                        .and_then(|()| membarrier(MembarrierCommand::PrivateExpedited))
+                        .is_ok()
+                {
+                    return;
+                }
+                // Whoever sees it fail first: lights are real fences from
+                // here on.
+                let _ = STATE.compare_exchange(EXPEDITED, OWED, Ordering::SeqCst, Ordering::SeqCst);
+            }
+            _ => {}
         }
-        if membarrier(MembarrierCommand::PrivateExpedited).is_ok()
-            || membarrier(MembarrierCommand::RegisterPrivateExpedited)
-                .and_then(|()| membarrier(MembarrierCommand::PrivateExpedited))
-                .is_ok()
-        {
-            return;
+        settle();
+    }
+
+    /// Has the barrier owed since membarrier failed, or waits for the
+    /// `heavy` that is having it. A visit that began after `light` turned
+    /// into a real fence is what the earlier lights need, whoever ran it:
+    /// a light that read `EXPEDITED` either finished on its CPU before the
+    /// visit reached that CPU, or was switched out (a full barrier) in
+    /// between.
+    #[cold]
+    fn settle() {
+        let _settling = SETTLING.lock().unwrap_or_else(PoisonError::into_inner);
+        if STATE.load(Ordering::SeqCst) == OWED {
+            assert!(
+                visit_every_cpu(),
+                "Batcher: membarrier(2) failed after registering (a seccomp filter installed \
+                 since?) and the kernel refused to move this thread onto each CPU \
+                 (sched_setaffinity): no barrier pairs with the queuers' light ones. Allow \
+                 either system call"
+            );
+            STATE.store(FENCED, Ordering::SeqCst);
         }
-        EXPEDITED.store(false, Ordering::SeqCst);
-        assert!(
-            visit_every_cpu(),
-            "Batcher: membarrier(2) failed after registering (a seccomp filter installed \
-             since?) and the kernel refused to move this thread onto each CPU \
-             (sched_setaffinity): no barrier pairs with the queuers' light ones. Allow \
-             either system call"
-        );
+        fence(Ordering::SeqCst);
     }
 
     /// A full barrier on every thread of the process by the scheduler's
@@ -91,7 +132,7 @@ mod imp {
     /// kernel refused a move other than to a CPU that is offline or
     /// outside the process's cpuset (where none of its threads run).
     ///
-    /// The same as `mmbatch-lru`'s shard lock has: two copies of a
+    /// The same as `mmbatch-cache`'s shard lock has: two copies of a
     /// fallback neither crate should make the other depend on.
     #[cold]
     fn visit_every_cpu() -> bool {

@@ -88,7 +88,8 @@ pub use percpu::{MAX_CPUS, PerCpu, current_cpu, possible_cpus};
 
 /// Whether [`Batcher::disable`] uses `membarrier(2)` (so the queue path's
 /// barrier is compiler-only) rather than full fences on both sides. Known
-/// after the first `Batcher` is built.
+/// after the first `Batcher` is built; turns false for good if membarrier
+/// fails later (a seccomp filter installed since).
 #[cfg(feature = "std")]
 pub fn uses_membarrier() -> bool {
     barrier::expedited()

@@ -105,6 +105,15 @@ fn with_no_barrier_to_be_had_disable_panics_and_changes_nothing() {
         "{msg}"
     );
     assert!(!b.is_disabled());
+    // Asked again, it owes the same barrier: it panicked the first time
+    // only, and the second disable went through on a plain fence, though
+    // the queuers' earlier light barriers were compiler fences.
+    for _ in 0..2 {
+        let e = catch_unwind(AssertUnwindSafe(|| b.disable()))
+            .expect_err("a disable after a failed one went through with no barrier");
+        assert!(mmbatch_testkit::panic_message(&*e).contains("sched_setaffinity"));
+        assert!(!b.is_disabled());
+    }
     b.queue(2);
     b.drain_all();
     assert_eq!(*b.target().0.lock().unwrap(), 2);

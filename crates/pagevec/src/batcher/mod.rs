@@ -367,6 +367,14 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     /// Makes every later op apply at once and applies every waiting op
     /// (`lru_cache_disable`), until a matching [`enable`](Self::enable).
     /// Nests: each call needs its own `enable`.
+    ///
+    /// # Panics
+    /// If `membarrier(2)` has failed since the batcher registered it (a
+    /// seccomp filter installed late) and `sched_setaffinity(2)` is refused
+    /// too: no barrier pairs with the queue path's, and the call would
+    /// miss ops. The batcher is then as before the call, and the next call
+    /// tries again. Also if called from [`Apply`] code applying this
+    /// batcher: it would wait for a lock its own thread holds.
     #[doc(alias = "lru_cache_disable")]
     pub fn disable(&self) {
         Held::refuse_batcher(&self.drain_lock, "disable");

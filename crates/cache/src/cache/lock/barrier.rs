@@ -47,8 +47,13 @@ mod imp {
                 .is_ok();
         #[cfg(not(all(target_os = "linux", not(miri))))]
         let ok = false;
-        STATE.store(if ok { READY } else { REFUSED }, Ordering::Release);
-        ok
+        // From UNKNOWN only: a heavy barrier that failed meanwhile (on
+        // another thread) said REFUSED, and that stands.
+        let now = if ok { READY } else { REFUSED };
+        match STATE.compare_exchange(UNKNOWN, now, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => ok,
+            Err(state) => state == READY,
+        }
     }
 
     /// The reader's half: keeps the compiler from moving the reader's
