@@ -257,6 +257,28 @@ fn refused_all_faults_falls_back_to_user_mode_only() {
     drop(scenario);
 }
 
+/// `/dev/userfaultfd` failing as a container makes it fail (no node, a
+/// node with no driver, a device policy that refuses it): the system call
+/// is tried in full mode, which root is allowed. ENODEV and ENXIO were
+/// errors that ended the region's construction.
+#[test]
+fn a_device_without_a_driver_falls_back_to_the_system_call() {
+    let scenario = FailScenario::setup();
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    for errno in [libc::ENOENT, libc::ENODEV, libc::ENXIO] {
+        fail::cfg("uffd::open_device", &format!("return({errno})")).unwrap();
+        let r = UffdRegion::new(16 * PAGE, 0, image(16), 1)
+            .unwrap_or_else(|e| panic!("errno {errno}: {e}"));
+        if root {
+            assert_eq!(r.mode(), UffdMode::AllFaults, "errno {errno}");
+        }
+        assert_eq!(r.as_slice()[3 * PAGE + 1], image(16)[3 * PAGE + 1]);
+    }
+    fail::remove("uffd::open_device");
+    drop(scenario);
+}
+
 /// Any other error opening the full-mode userfaultfd (here EMFILE) is an
 /// error naming it, not a quiet fallback to user-mode-only (which would
 /// meet it too, or hide it), and leaves nothing behind.

@@ -103,11 +103,23 @@ fn open_all_faults() -> Result<Uffd, Error> {
             _ => libc::EPERM,
         }))
     });
-    match Uffd::by_device(libc::O_CLOEXEC | libc::O_NONBLOCK) {
+    // Fail point `uffd::open_device` (an errno number): the device's open
+    // fails so.
+    let device = (|| {
+        fail_point!("uffd::open_device", |arg| Err(Errno::from_raw_os_error(
+            arg.and_then(|a| a.parse().ok()).unwrap_or(libc::ENODEV)
+        )));
+        Uffd::by_device(libc::O_CLOEXEC | libc::O_NONBLOCK)
+    })();
+    match device {
         Ok(uffd) => handshake(uffd),
-        // No device (before 6.1, or not in this container), or not ours
-        // to open: the system call may still allow the full mode.
-        Err(Errno::NOENT | Errno::ACCESS | Errno::PERM) => uffd_by_syscall(false),
+        // No device (before 6.1, or not in this container; a device node
+        // with no driver behind it, or one the container's device policy
+        // refuses), or not ours to open: the system call may still allow
+        // the full mode.
+        Err(Errno::NOENT | Errno::NODEV | Errno::NXIO | Errno::ACCESS | Errno::PERM) => {
+            uffd_by_syscall(false)
+        }
         Err(e) => Err(uffd_error(e)),
     }
 }
