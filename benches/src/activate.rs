@@ -144,11 +144,7 @@ pub fn measure(workload: Workload, mode: Mode, threads: usize, frames: usize) ->
         activate: mode,
         ..Modes::BATCHED
     };
-    let lru = Engine::new(LruConfig {
-        modes,
-        ..LruConfig::new(frames)
-    })
-    .expect("a valid engine");
+    let lru = Engine::new(LruConfig::new(frames).modes(modes)).expect("a valid engine");
     // Untimed setup: the shared file is in the page cache, inactive.
     if workload != Workload::ReadTwice {
         for i in 0..frames {

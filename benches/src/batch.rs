@@ -26,7 +26,9 @@ use std::{
 };
 
 use crossbeam_utils::CachePadded;
-use mmbatch_pagevec::{Apply, Batcher, PageVec, PerCpu, apply_batch};
+use mmbatch_pagevec::{Apply, Batcher, PageVec, apply_batch};
+
+use crate::percpu::PerCpu;
 
 use crate::{Config, Experiment, Metric, Progress, Report, Row, Table, timed};
 

@@ -17,6 +17,7 @@ pub mod cli;
 pub mod faultaround;
 pub mod lockonfault;
 pub mod munlock;
+pub mod percpu;
 mod report;
 pub mod restore;
 pub mod timedmunlock;

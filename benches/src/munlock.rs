@@ -107,14 +107,12 @@ pub struct Sample {
 /// Builds `frames` mlocked frames (`interleave`: over two nodes), then
 /// times their munlock at `step`.
 pub fn measure(frames: usize, interleave: bool, step: MunlockStep) -> Sample {
-    let config = LruConfig {
-        nodes: if interleave { 2 } else { 1 },
-        layout: if interleave {
-            NodeLayout::Interleave
-        } else {
-            NodeLayout::Contiguous
-        },
-        ..LruConfig::new(frames)
+    let config = if interleave {
+        LruConfig::new(frames)
+            .nodes(2)
+            .layout(NodeLayout::Interleave)
+    } else {
+        LruConfig::new(frames)
     };
     let lru = Engine::new(config).expect("a valid engine");
     let pt = PageTables::new(frames as u64);

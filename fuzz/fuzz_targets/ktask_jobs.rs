@@ -11,13 +11,7 @@ use mmbatch_testkit::bytes::Bytes;
 
 fuzz_target!(|data: &[u8]| {
     let mut b = Bytes(data);
-    let job = Job {
-        start: b.size() as usize,
-        size: b.size() as usize,
-        align: b.size() as usize,
-        min_chunk: b.size() as usize,
-        max_threads: b.size() as usize,
-    };
+    let job = Job::new(b.size() as usize, b.size() as usize).align(b.size() as usize).min_chunk(b.size() as usize).max_threads(b.size() as usize);
     let Ok(plan) = job.plan() else { return };
     assert!(plan.threads >= 1 && plan.threads <= MAX_THREADS.min(job.max_threads));
     assert!(plan.chunk >= 1 && plan.chunk % job.align == 0);
@@ -34,10 +28,7 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(at, job.start + job.size);
     if job.size <= 1 << 16 {
         let units = AtomicUsize::new(0);
-        let small = Job {
-            max_threads: job.max_threads.min(4),
-            ..job.clone()
-        };
+        let small = job.clone().max_threads(job.max_threads.min(4));
         run::<()>(&small, |r| {
             units.fetch_add(r.len(), Ordering::Relaxed);
             Ok(())

@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
     // The engine: frames and nodes (frames kept small), scans of any size.
     let frames = (b.size() % 64 + 1) as usize;
     let nodes = b.size() as usize;
-    let Ok(engine) = Engine::new(Config { nodes, ..Config::new(frames) }) else {
+    let Ok(engine) = Engine::new(Config::new(frames).nodes(nodes)) else {
         return;
     };
     for p in 0..frames as u32 {

@@ -14,6 +14,7 @@ pub const MAX_ORDER: u32 = 9;
 
 /// The pages to map around a fault, as virtual page numbers.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Window {
     /// `[start, end)`, containing the faulting page.
     pub pages: Range<u64>,

@@ -130,7 +130,7 @@ impl HugeRegion {
         }
         let needed = len / page;
         let unavailable =
-            |free| HugeError::NotReservable(HugePagesUnavailable { size, needed, free });
+            |free| HugeError::NotReservable(HugePagesUnavailable::new(size, needed, free));
         let pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
         let free = size.available_pages();
         let mut grown = 0;

@@ -3,8 +3,16 @@
 use std::{fmt, ops::Range};
 
 /// Work over `[start, start + size)`, split into chunks run in parallel
-/// (`struct padata_mt_job`).
+/// (`struct padata_mt_job`): [`Job::new`], then the setters.
+///
+/// ```
+/// use mmbatch_ktask::Job;
+///
+/// let job = Job::new(0, 1000).align(10).min_chunk(100).max_threads(4);
+/// assert_eq!(job.plan().unwrap().threads, 4);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Job {
     /// First unit of work.
     pub start: usize,
@@ -99,6 +107,28 @@ impl Job {
             min_chunk: 1,
             max_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
+    }
+
+    /// With chunk boundaries on multiples of `align` (`start` and `size`
+    /// must be multiples of it; [`plan`](Self::plan) checks).
+    #[must_use]
+    pub fn align(mut self, align: usize) -> Self {
+        self.align = align;
+        self
+    }
+
+    /// With `min_chunk` the least work worth a thread.
+    #[must_use]
+    pub fn min_chunk(mut self, min_chunk: usize) -> Self {
+        self.min_chunk = min_chunk;
+        self
+    }
+
+    /// With at most `max_threads` threads, the caller included.
+    #[must_use]
+    pub fn max_threads(mut self, max_threads: usize) -> Self {
+        self.max_threads = max_threads;
+        self
     }
 
     /// Checks the job and computes its split.

@@ -42,6 +42,7 @@ pub struct NodeCpus {
 
 /// Where one node's range runs.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Placement {
     /// The node.
     pub node: usize,
@@ -131,13 +132,10 @@ pub fn place(
             } else {
                 n.cpus.clone()
             };
-            let job = Job {
-                start: r.range.start,
-                size: r.range.len(),
-                align,
-                min_chunk,
-                max_threads: cpus.len().min(max_threads_per_node).max(1),
-            };
+            let job = Job::new(r.range.start, r.range.len())
+                .align(align)
+                .min_chunk(min_chunk)
+                .max_threads(cpus.len().min(max_threads_per_node).max(1));
             let threads = job.plan().map_err(NumaError::Job)?.threads;
             Ok(Placement {
                 node: r.node,
@@ -220,13 +218,10 @@ pub fn run_numa<E: Send>(
         let bind = || {
             let _ = topology.bind_cpu(&set, CpuBindingFlags::THREAD);
         };
-        let job = Job {
-            start: p.range.start,
-            size: p.range.len(),
-            align,
-            min_chunk,
-            max_threads: p.threads,
-        };
+        let job = Job::new(p.range.start, p.range.len())
+            .align(align)
+            .min_chunk(min_chunk)
+            .max_threads(p.threads);
         run_bound(&job, &bind, &node_f, &undo)
     };
     // Each node's result, or its panic: a panic is kept until every node
@@ -275,13 +270,10 @@ pub fn run_numa<E: Send>(
     // node that failed or panicked has undone its own).
     for (p, r) in placements.iter().zip(&results) {
         if matches!(r, Ok(Ok(()))) {
-            let job = Job {
-                start: p.range.start,
-                size: p.range.len(),
-                align,
-                min_chunk,
-                max_threads: p.threads,
-            };
+            let job = Job::new(p.range.start, p.range.len())
+                .align(align)
+                .min_chunk(min_chunk)
+                .max_threads(p.threads);
             if let Ok(plan) = job.plan() {
                 plan.chunks().for_each(&undo);
             }

@@ -16,13 +16,10 @@ use mmbatch_ktask::{
 };
 
 fn job(max_threads: usize) -> Job {
-    Job {
-        start: 0,
-        size: 1 << 12,
-        align: 1,
-        min_chunk: 1,
-        max_threads,
-    }
+    Job::new(0, 1 << 12)
+        .align(1)
+        .min_chunk(1)
+        .max_threads(max_threads)
 }
 
 fn sum_of(job: &Job) -> usize {

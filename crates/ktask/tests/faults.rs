@@ -45,13 +45,7 @@ fn refused_threads_run_the_job_on_those_that_started() {
     // SAFETY: a valid rlimit.
     assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &lim) }, 0);
     let sum = AtomicUsize::new(0);
-    let job = Job {
-        start: 0,
-        size: 1 << 16,
-        align: 1,
-        min_chunk: 1,
-        max_threads: 4,
-    };
+    let job = Job::new(0, 1 << 16).align(1).min_chunk(1).max_threads(4);
     run::<()>(&job, |r| {
         sum.fetch_add(r.sum(), Ordering::Relaxed);
         Ok(())
@@ -64,22 +58,15 @@ fn refused_threads_run_the_job_on_those_that_started() {
 /// "succeeded" without running.
 #[test]
 fn a_job_past_the_end_of_usize_is_refused() {
-    let job = Job {
-        start: usize::MAX - 7,
-        size: 8,
-        align: 1,
-        min_chunk: 1,
-        max_threads: 2,
-    };
+    let job = Job::new(usize::MAX - 7, 8)
+        .align(1)
+        .min_chunk(1)
+        .max_threads(2);
     let e = job.plan().unwrap_err();
     assert!(matches!(e, JobError::Overflow { .. }), "{e}");
     assert!(matches!(run::<()>(&job, |_| Ok(())), Err(RunError::Job(_))));
     // Right at the end is fine.
-    let job = Job {
-        start: usize::MAX - 8,
-        size: 8,
-        ..job
-    };
+    let job = Job::new(usize::MAX - 8, 8).max_threads(2);
     let calls = AtomicUsize::new(0);
     run::<()>(&job, |r| {
         calls.fetch_add(r.len(), Ordering::Relaxed);
@@ -98,13 +85,10 @@ fn huge_min_chunks_and_thread_counts_do_not_overflow() {
         (usize::MAX - 1, 4, usize::MAX),
         (1, 1, usize::MAX),
     ] {
-        let job = Job {
-            start: 0,
-            size: 1 << 20,
-            align,
-            min_chunk,
-            max_threads,
-        };
+        let job = Job::new(0, 1 << 20)
+            .align(align)
+            .min_chunk(min_chunk)
+            .max_threads(max_threads);
         let plan = job.plan().unwrap();
         assert!(plan.chunk > 0 && plan.chunk % align == 0, "{plan:?}");
         let covered: usize = plan.chunks().map(|r| r.len()).sum();
@@ -117,13 +101,7 @@ fn huge_min_chunks_and_thread_counts_do_not_overflow() {
 /// with them left done: "undone 0 of N finished chunks").
 #[test]
 fn a_panicking_chunk_undoes_the_completed_ones() {
-    let job = Job {
-        start: 0,
-        size: 1 << 12,
-        align: 1,
-        min_chunk: 8,
-        max_threads: 2,
-    };
+    let job = Job::new(0, 1 << 12).align(1).min_chunk(8).max_threads(2);
     let (done, undone) = (AtomicUsize::new(0), AtomicUsize::new(0));
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         mmbatch_ktask::run_with_undo::<()>(

@@ -21,7 +21,7 @@ proptest! {
         min_chunk in 1usize..2000,
         max_threads in 1usize..64,
     ) {
-        let job = Job { start: start_units * align, size: size_units * align, align, min_chunk, max_threads };
+        let job = Job::new(start_units * align, size_units * align).align(align).min_chunk(min_chunk).max_threads(max_threads);
         let plan = job.plan().unwrap();
         let works = (job.size / min_chunk.max(align)).max(1);
         prop_assert_eq!(plan.threads, works.min(max_threads));
@@ -60,13 +60,7 @@ fn invalid_jobs_are_clear_errors() {
 
 #[test]
 fn first_error_stops_and_undoes_exactly_the_finished_chunks() {
-    let job = Job {
-        start: 0,
-        size: 64,
-        align: 1,
-        min_chunk: 4,
-        max_threads: 2,
-    };
+    let job = Job::new(0, 64).align(1).min_chunk(4).max_threads(2);
     let done = Mutex::new(Vec::new());
     let undone = Mutex::new(Vec::new());
     let r = run_with_undo(
@@ -94,13 +88,10 @@ fn first_error_stops_and_undoes_exactly_the_finished_chunks() {
 #[test]
 fn a_panic_in_a_helper_reaches_the_caller_after_the_others_stop() {
     let ran = AtomicUsize::new(0);
-    let job = Job {
-        start: 0,
-        size: 1 << 20,
-        align: 1,
-        min_chunk: 1 << 10,
-        max_threads: 4,
-    };
+    let job = Job::new(0, 1 << 20)
+        .align(1)
+        .min_chunk(1 << 10)
+        .max_threads(4);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         run::<()>(&job, |r| {
             ran.fetch_add(1, Ordering::Relaxed);

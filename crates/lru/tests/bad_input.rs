@@ -13,10 +13,7 @@ fn zero_sized_tables_are_refused() {
         Engine::new(Config::new(0)).unwrap_err(),
         LruError::ZeroFrames
     );
-    let no_nodes = Config {
-        nodes: 0,
-        ..Config::new(4)
-    };
+    let no_nodes = Config::new(4).nodes(0);
     assert_eq!(Engine::new(no_nodes).unwrap_err(), LruError::ZeroNodes);
     assert!(
         LruError::ZeroFrames

@@ -113,11 +113,7 @@ fn oversized_configurations_are_refused() {
         assert!(err.to_string().contains("cannot be allocated"), "{err}");
     }
     assert_eq!(PageTables::try_new(1000).unwrap().len(), 1000);
-    let err = Engine::new(Config {
-        nodes: 1 << 40,
-        ..Config::new(4)
-    })
-    .unwrap_err();
+    let err = Engine::new(Config::new(4).nodes(1 << 40)).unwrap_err();
     assert_eq!(err, LruError::TooManyNodes { nodes: 1 << 40 });
     assert!(err.to_string().contains("MAX_NUMNODES (1024"), "{err}");
 }

@@ -70,12 +70,7 @@ struct State {
 
 fn run(input: &Input, step: MunlockStep) -> (State, MunlockStats) {
     let n = input.frames.len();
-    let e = Engine::new(Config {
-        nodes: input.nodes,
-        layout: input.layout,
-        ..Config::new(n)
-    })
-    .unwrap();
+    let e = Engine::new(Config::new(n).nodes(input.nodes).layout(input.layout)).unwrap();
     let pt = PageTables::new(n as u64);
     for (vpn, &i) in input.perm.iter().enumerate() {
         if input.frames[i].mapped {

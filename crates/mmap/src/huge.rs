@@ -67,6 +67,7 @@ impl HugePageSize {
 /// the error every mmbatch crate returns for it, with the command that
 /// reserves them.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HugePagesUnavailable {
     /// The page size.
     pub size: HugePageSize,
@@ -74,6 +75,13 @@ pub struct HugePagesUnavailable {
     pub needed: usize,
     /// Pages free (and not promised to another mapping) when it was asked.
     pub free: usize,
+}
+
+impl HugePagesUnavailable {
+    /// `needed` pages of `size` asked for, `free` free.
+    pub fn new(size: HugePageSize, needed: usize, free: usize) -> Self {
+        Self { size, needed, free }
+    }
 }
 
 impl fmt::Display for HugePagesUnavailable {

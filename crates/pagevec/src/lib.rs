@@ -1,6 +1,5 @@
 //! Batching primitives after the Linux kernel's: [`PageVec`] (`struct
-//! folio_batch`), [`PerCpu`] (per-CPU data under `local_lock`) and
-//! [`Batcher`] (`cpu_fbatches` with `lru_add_drain`, `lru_add_drain_all` and
+//! folio_batch`) and [`Batcher`] (`cpu_fbatches` with `lru_add_drain`, `lru_add_drain_all` and
 //! `lru_cache_disable` from `mm/swap.c`).
 //!
 //! The kernel takes `lruvec->lru_lock` once per batch of up to 31 folios
@@ -60,7 +59,7 @@
 //!   The protocol and why it holds are in the [`batcher`](Batcher) docs.
 //!
 //! # Features
-//! - `std` (default): [`PerCpu`] and [`Batcher`]. Without it the crate is
+//! - `std` (default): [`Batcher`]. Without it the crate is
 //!   `no_std` and offers [`PageVec`] alone.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -77,14 +76,10 @@ mod barrier;
 #[cfg(feature = "std")]
 mod batcher;
 #[cfg(feature = "std")]
-mod percpu;
-#[cfg(feature = "std")]
 mod sync;
 
 #[cfg(feature = "std")]
 pub use batcher::{Apply, BatchStats, Batcher, apply_batch};
-#[cfg(feature = "std")]
-pub use percpu::{MAX_CPUS, PerCpu, current_cpu, possible_cpus};
 
 /// Whether [`Batcher::disable`] uses `membarrier(2)` (so the queue path's
 /// barrier is compiler-only) rather than full fences on both sides. Known

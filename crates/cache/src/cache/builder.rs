@@ -263,9 +263,13 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// `membarrier(2)` (`MEMBARRIER_CMD_PRIVATE_EXPEDITED`, after a
     /// one-time `MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED`). Turn it off
     /// in a process whose seccomp filter kills on system calls it does
-    /// not list (a filter that returns an error is fine: the cache then
-    /// never skips the barrier), or to keep its changes from interrupting
-    /// the other CPUs that run the process's threads.
+    /// not list, or to keep its changes from interrupting the other CPUs
+    /// that run the process's threads. A filter that makes `membarrier`
+    /// return an error, even one installed after the cache went fast, is
+    /// fine: the change has its barrier by moving its thread across the
+    /// CPUs (`sched_setaffinity(2)`), and no shard skips the barrier again.
+    /// Where both calls are refused to a thread, a change it makes to a
+    /// shard that was skipping the barrier panics, naming the cause.
     /// `CacheStats::fast_read_shards` counts the shards skipping it.
     pub fn fast_reads(mut self, on: bool) -> Self {
         self.opts.fast_reads = on;

@@ -173,7 +173,7 @@ pub fn run<E: Send>(
 /// use mmbatch_ktask::{Job, run};
 ///
 /// let sum = AtomicUsize::new(0);
-/// let job = Job { start: 0, size: 1000, align: 10, min_chunk: 100, max_threads: 4 };
+/// let job = Job::new(0, 1000).align(10).min_chunk(100).max_threads(4);
 /// run::<()>(&job, |range| {
 ///     sum.fetch_add(range.sum(), Ordering::Relaxed);
 ///     Ok(())

@@ -27,9 +27,12 @@ use crate::{
     vmstat::{Stat, VmStat},
 };
 
-/// Capacity of every per-thread batch: the kernel's 31, shrunk under loom
-/// so that models reach full batches in few steps.
-pub const BATCH: usize = if cfg!(loom) { 2 } else { PAGEVEC_SIZE };
+/// Capacity of every per-thread batch: the kernel's 31 (`PAGEVEC_SIZE`).
+pub const BATCH: usize = PAGEVEC_SIZE;
+
+/// What the engine's batches hold: [`BATCH`], shrunk under loom so that
+/// models reach full batches in few steps.
+pub(crate) const BATCH_LEN: usize = if cfg!(loom) { 2 } else { BATCH };
 
 /// `SWAP_CLUSTER_MAX`: frames reclaim isolates per lock hold.
 pub const SWAP_CLUSTER_MAX: usize = 32;
@@ -89,8 +92,9 @@ pub enum NodeLayout {
     Interleave,
 }
 
-/// What to build.
+/// What to build: [`Config::new`], then the setters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Config {
     /// Frames in the table.
     pub frames: usize,
@@ -112,6 +116,27 @@ impl Config {
             modes: Modes::BATCHED,
         }
     }
+
+    /// With `nodes` NUMA nodes.
+    #[must_use]
+    pub fn nodes(mut self, nodes: usize) -> Self {
+        self.nodes = nodes;
+        self
+    }
+
+    /// With frames placed on nodes by `layout`.
+    #[must_use]
+    pub fn layout(mut self, layout: NodeLayout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// With `modes` (batched or immediate, per operation).
+    #[must_use]
+    pub fn modes(mut self, modes: Modes) -> Self {
+        self.modes = modes;
+        self
+    }
 }
 
 /// The most nodes an engine has: the kernel's `MAX_NUMNODES` with
@@ -120,6 +145,7 @@ pub const MAX_NUMNODES: usize = 1 << 10;
 
 /// What one [`Engine::shrink`] call did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ShrinkStats {
     /// Frames isolated from the inactive tail.
     pub scanned: u64,
@@ -135,6 +161,7 @@ pub struct ShrinkStats {
 
 /// Counters of the whole engine.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EngineStats {
     /// Events counted under the lru_locks, summed over nodes, indexed by
     /// [`Event`].
@@ -183,12 +210,12 @@ impl Shared {
 pub struct Engine {
     shared: Arc<Shared>,
     modes: Modes,
-    lru_add: Batcher<LruMove, BATCH>,
-    activate: Batcher<LruMove, BATCH>,
-    deactivate: Batcher<LruMove, BATCH>,
-    rotate: Batcher<LruMove, BATCH>,
-    promote: Batcher<LruMove, BATCH>,
-    mlock: Batcher<MlockMove, BATCH>,
+    lru_add: Batcher<LruMove, BATCH_LEN>,
+    activate: Batcher<LruMove, BATCH_LEN>,
+    deactivate: Batcher<LruMove, BATCH_LEN>,
+    rotate: Batcher<LruMove, BATCH_LEN>,
+    promote: Batcher<LruMove, BATCH_LEN>,
+    mlock: Batcher<MlockMove, BATCH_LEN>,
 }
 
 impl fmt::Debug for Engine {
@@ -358,7 +385,7 @@ impl Engine {
         s.mlocked = self.shared.vmstat.read(Stat::Mlocked);
         s.stat_updates = self.shared.vmstat.updates();
         for b in self.batchers() {
-            s.batches = add_stats(s.batches, b.stats());
+            s.batches += b.stats();
         }
         s
     }
@@ -453,18 +480,5 @@ impl Engine {
             &self.promote,
             &self.mlock,
         ]
-    }
-}
-
-fn add_stats(a: BatchStats, b: BatchStats) -> BatchStats {
-    BatchStats {
-        ops: a.ops + b.ops,
-        immediate: a.immediate + b.immediate,
-        batches: a.batches + b.batches,
-        drains: a.drains + b.drains,
-        lock_acquisitions: a.lock_acquisitions + b.lock_acquisitions,
-        drain_all_passes: a.drain_all_passes + b.drain_all_passes,
-        drain_all_folded: a.drain_all_folded + b.drain_all_folded,
-        pending: a.pending + b.pending,
     }
 }

@@ -7,7 +7,7 @@ use std::ops::Range;
 
 use mmbatch_pagevec::PageVec;
 
-use super::{BATCH, Engine, MoveKind};
+use super::{BATCH_LEN, Engine, MoveKind};
 use crate::{
     LruError,
     frame::{Flags, Frame, Pfn},
@@ -62,6 +62,7 @@ impl MunlockStep {
 /// What one `munlock_range` did (cost counters; the result is the same at
 /// every step).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MunlockStats {
     /// Frames whose MLOCKED bit this call cleared.
     pub munlocked: u64,
@@ -175,7 +176,7 @@ impl Engine {
         let mut vpn = vpns.start;
         if step.0 >= 7 {
             while vpn < vpns.end {
-                let mut batch: PageVec<Pfn, BATCH> = PageVec::new();
+                let mut batch: PageVec<Pfn, BATCH_LEN> = PageVec::new();
                 let mut node = None;
                 let mut bad = None;
                 // __munlock_pagevec_fill: the batch from one PTE walk,
@@ -236,7 +237,7 @@ impl Engine {
                 }
             };
             let node = frames.get(first).node;
-            let mut batch: PageVec<Pfn, BATCH> = PageVec::new();
+            let mut batch: PageVec<Pfn, BATCH_LEN> = PageVec::new();
             batch.push(first);
             while vpn < vpns.end && !batch.is_full() {
                 st.pte_locks += 1;
@@ -280,7 +281,7 @@ impl Engine {
     /// `__munlock_pagevec`: each frame holds the lookup's pin.
     fn munlock_pagevec(
         &self,
-        batch: &mut PageVec<Pfn, BATCH>,
+        batch: &mut PageVec<Pfn, BATCH_LEN>,
         node: u32,
         step: MunlockStep,
         st: &mut MunlockStats,
@@ -288,7 +289,7 @@ impl Engine {
         let frames = &self.shared.frames;
         st.batches += 1;
         // Phase 1: isolate under one lock.
-        let mut isolated: PageVec<Pfn, BATCH> = PageVec::new();
+        let mut isolated: PageVec<Pfn, BATCH_LEN> = PageVec::new();
         let mut delta = 0;
         let mut g = self.shared.lock(node);
         for pfn in batch.drain() {
@@ -320,7 +321,7 @@ impl Engine {
         }
         drop(g);
         // Phase 2: per page, under the page lock.
-        let mut fast: PageVec<Pfn, BATCH> = PageVec::new();
+        let mut fast: PageVec<Pfn, BATCH_LEN> = PageVec::new();
         for pfn in isolated.drain() {
             let f = frames.get(pfn);
             lock_page(f);

@@ -166,7 +166,7 @@ impl Engine {
         pfn: Pfn,
         kind: MoveKind,
         mode: Mode,
-        batcher: &Batcher<LruMove, BATCH>,
+        batcher: &Batcher<LruMove, BATCH_LEN>,
     ) {
         match mode {
             Mode::Immediate => self

@@ -100,8 +100,8 @@ impl Engine {
 
     pub(super) fn putback_claimed(&self, frames: &[Pfn]) {
         let target = self.lru_add.target();
-        for chunk in frames.chunks(BATCH) {
-            let mut batch: PageVec<Pfn, BATCH> = PageVec::new();
+        for chunk in frames.chunks(BATCH_LEN) {
+            let mut batch: PageVec<Pfn, BATCH_LEN> = PageVec::new();
             chunk.iter().for_each(|&pfn| {
                 batch.push(pfn);
             });

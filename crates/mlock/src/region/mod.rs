@@ -18,6 +18,7 @@ mod guarded;
 
 /// When a region's pages are locked.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum LockPolicy {
     /// Fault in and lock every page now (`mlock`, or
     /// `mmap(MAP_LOCKED | MAP_POPULATE)` with
@@ -182,13 +183,8 @@ impl<'fd> RegionBuilder<'fd> {
         };
         let size = huge.bytes();
         let needed = self.len / size;
-        let unavailable = |free| {
-            Error::HugePagesNotReserved(HugePagesUnavailable {
-                size: huge,
-                needed,
-                free,
-            })
-        };
+        let unavailable =
+            |free| Error::HugePagesNotReserved(HugePagesUnavailable::new(huge, needed, free));
         let free = huge.available_pages();
         if free < needed {
             return Err(unavailable(free));

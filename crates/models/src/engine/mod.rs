@@ -108,11 +108,7 @@ fn run_on_engine(e: &Engine, s: Step) -> Outcome {
 /// again.
 pub fn run(modes: Modes, steps: &[Step]) -> Result<(), String> {
     let engine = std::sync::Arc::new(
-        Engine::new(Config {
-            modes,
-            ..Config::new(FRAMES as usize)
-        })
-        .map_err(|e| e.to_string())?,
+        Engine::new(Config::new(FRAMES as usize).modes(modes)).map_err(|e| e.to_string())?,
     );
     let mut model = Model::new(modes);
     let workers = workers();

@@ -4,7 +4,12 @@
 
 use std::collections::VecDeque;
 
-use mmbatch_lru::{BATCH, Event, Flags, LruError, Mode, Modes, Pfn};
+use mmbatch_lru::{Event, Flags, LruError, Mode, Modes, Pfn};
+
+/// The engine's batch capacity: `mmbatch_lru::BATCH`, or 2 in a build with
+/// `--cfg loom`, where the engine shrinks its batches (this crate is built
+/// with the same flags).
+const ENGINE_BATCH: usize = if cfg!(loom) { 2 } else { mmbatch_lru::BATCH };
 
 use super::{FRAMES, Outcome, Step, THREADS};
 
@@ -262,7 +267,7 @@ impl Model {
                 }
                 self.refs[p as usize] += 1;
                 self.pending[t][kind as usize].push(p);
-                if self.pending[t][kind as usize].len() == BATCH {
+                if self.pending[t][kind as usize].len() == ENGINE_BATCH {
                     self.flush(t, kind);
                 }
             }
@@ -278,7 +283,7 @@ impl Model {
             Mode::Batched => {
                 self.refs[p as usize] += 1;
                 self.mlock_pending[t].push((p, op));
-                if self.mlock_pending[t].len() == BATCH {
+                if self.mlock_pending[t].len() == ENGINE_BATCH {
                     self.flush_mlock(t);
                 }
             }

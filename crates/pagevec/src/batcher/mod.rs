@@ -117,6 +117,7 @@ pub trait Apply: Sync {
 /// `lock_acquisitions` counts the target's locks taken by applying; with a
 /// single key it equals `batches + drains + immediate`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BatchStats {
     /// Ops queued with [`Batcher::queue`].
     pub ops: u64,
@@ -135,6 +136,30 @@ pub struct BatchStats {
     pub drain_all_folded: u64,
     /// Ops waiting in batches now.
     pub pending: u64,
+}
+
+/// Field by field: the stats of several batchers together.
+impl std::ops::Add for BatchStats {
+    type Output = BatchStats;
+
+    fn add(self, b: BatchStats) -> BatchStats {
+        BatchStats {
+            ops: self.ops + b.ops,
+            immediate: self.immediate + b.immediate,
+            batches: self.batches + b.batches,
+            drains: self.drains + b.drains,
+            lock_acquisitions: self.lock_acquisitions + b.lock_acquisitions,
+            drain_all_passes: self.drain_all_passes + b.drain_all_passes,
+            drain_all_folded: self.drain_all_folded + b.drain_all_folded,
+            pending: self.pending + b.pending,
+        }
+    }
+}
+
+impl std::ops::AddAssign for BatchStats {
+    fn add_assign(&mut self, b: BatchStats) {
+        *self = *self + b;
+    }
 }
 
 /// Per-thread batches of operations applied to a shared [`Apply`] target

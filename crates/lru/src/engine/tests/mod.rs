@@ -1,5 +1,5 @@
 //! Loom models of the engine's lock protocols, one per race, with batches
-//! of 2 (`BATCH` under loom). Run with `cargo xtask loom lru`.
+//! of 2 (`BATCH_LEN` under loom). Run with `cargo xtask loom lru`.
 
 mod loom_activate_vs_isolate;
 mod loom_disable_vs_queue;

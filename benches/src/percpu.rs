@@ -1,8 +1,15 @@
-//! [`PerCpu`]: one cache-padded, locked slot per CPU.
+//! [`PerCpu`]: one cache-padded, locked slot per CPU — the `batch`
+//! experiment's `percpu-mutex-31` variant, the shape the kernel's
+//! `cpu_fbatches` has (moved here from `mmbatch-pagevec`, whose users
+//! never needed it).
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{Mutex, MutexGuard, lock};
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// One value per CPU, each on its own cache line behind its own lock: the
 /// userspace stand-in for the kernel's `DEFINE_PER_CPU` data guarded by a
@@ -13,16 +20,7 @@ use crate::sync::{Mutex, MutexGuard, lock};
 /// uses another CPU's slot, which the lock makes safe. Unlike `local_lock`,
 /// which disables preemption, this lock is a real (uncontended) mutex: it
 /// costs two atomic read-modify-writes per use, which is why
-/// [`Batcher`](crate::Batcher) does not take one on its queueing fast path.
-///
-/// ```
-/// use mmbatch_pagevec::PerCpu;
-///
-/// let counts = PerCpu::new(|_cpu| 0u64);
-/// *counts.local() += 1; // this CPU's slot
-/// let total: u64 = (0..counts.len()).map(|cpu| *counts.get(cpu)).sum();
-/// assert_eq!(total, 1);
-/// ```
+/// `mmbatch_pagevec::Batcher` does not take one on its queueing fast path.
 #[derive(Debug)]
 pub struct PerCpu<T> {
     slots: Box<[CachePadded<Mutex<T>>]>,
@@ -116,7 +114,7 @@ pub fn possible_cpus() -> usize {
 /// that fails (or under Miri) each thread gets a fixed pseudo-CPU number
 /// instead, so slots still spread threads.
 pub fn current_cpu() -> usize {
-    #[cfg(not(any(miri, loom)))]
+    #[cfg(not(miri))]
     {
         // SAFETY: sched_getcpu has no preconditions; it returns -1 on error.
         let cpu = unsafe { libc::sched_getcpu() };
@@ -141,7 +139,7 @@ fn fallback_cpu() -> usize {
     })
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -180,7 +178,7 @@ mod tests {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod cap_tests {
     /// Any CPU count is a usable `PerCpu`: `usize::MAX` panicked with a
     /// capacity overflow.
