@@ -4,8 +4,8 @@
 //!
 //! The kernel takes `lruvec->lru_lock` once per batch of up to 31 folios
 //! instead of once per folio; on a contended lock that is most of the cost
-//! of an LRU operation (seed 004: batching `activate_page` cut a page-cache
-//! benchmark's time by more than half on a 24-CPU machine). This crate gives
+//! of an LRU operation (seed 004 batches `activate_page` for this; its
+//! figure is in the workspace's ARCHITECTURE.md). This crate gives
 //! userspace the same shape: queue operations on a per-thread batch, apply a
 //! full batch to shared state in one lock acquisition.
 //!

@@ -13,8 +13,9 @@ use crate::sync::AtomicU64;
 /// The default hasher: foldhash's quality variant. Its `fast` variant
 /// (hashbrown's and quick_cache's) left some seeds' hashes of sequential
 /// keys alike in the bits a shadow keeps, so that a one-off scan passed for
-/// refaults and flushed the hot entries in about 1 process in 100 (see
+/// refaults and flushed the hot entries (see
 /// `the_default_hash_keeps_hot_entries_through_a_scan_whatever_the_seed`).
+/// How often: `docs/cache.md#policy-measurements`.
 pub type DefaultHashBuilder = foldhash::quality::RandomState;
 
 /// How a hit reorders the cache, and what a miss remembers.
@@ -35,24 +36,22 @@ pub enum Policy {
     /// every ghost hit to its frequency list; how far back that pays is
     /// learned per shard, between 0.35 and twice its size (starting at
     /// twice), from whether the entries activated from that band are hit
-    /// before they leave the active list — unless the shard is thrashing (most of its misses
-    /// refault, as every miss of a loop larger than the cache does), when
-    /// the kernel's stricter test applies: active only within the active
-    /// list's size, and only if its last activation or retry was paid by
-    /// two hits (else it retries on the inactive list). Once most misses
-    /// refault, a more distant refault of an entry that never reached the
-    /// active list (`PG_workingset`, kept in the shadow) goes to the
-    /// inactive tail, to be reclaimed first; before, to the head. The inactive list's size adapts as ARC's
-    /// recency list does (0.3% to 15% of the shard, a tenth to start):
-    /// refaults of entries evicted from probation grow it, refaults of
-    /// entries the active list demoted shrink it. A one-off scan cannot
-    /// flush hot entries, a working set that returns is recognised, the
-    /// ARC paper's traces hit about as often as under ARC (more on OLTP at
-    /// every size and on P3 at 32768 pages, 0.7 points fewer on P3 at
-    /// 131072), and a loop larger than the cache keeps most of itself
-    /// resident instead of missing on every request as under LRU and ARC
-    /// (76-78% hits on a loop 1.25x the cache with 1% of other requests
-    /// mixed in, against 80% without).
+    /// before they leave the active list — unless the shard is thrashing
+    /// (most of its misses refault, as every miss of a loop larger than the
+    /// cache does), when the kernel's stricter test applies: active only
+    /// within the active list's size, and only if its last activation or
+    /// retry was paid by two hits (else it retries on the inactive list).
+    /// Once most misses refault, a more distant refault of an entry that
+    /// never reached the active list (`PG_workingset`, kept in the shadow)
+    /// goes to the inactive tail, to be reclaimed first; before, to the
+    /// head. The inactive list's size adapts as ARC's recency list does
+    /// (0.3% to 15% of the shard, a tenth to start): refaults of entries
+    /// evicted from probation grow it, refaults of entries the active list
+    /// demoted shrink it. A one-off scan cannot flush hot entries, a
+    /// working set that returns is recognised, the ARC paper's traces hit
+    /// about as often as under ARC, and a loop larger than the cache keeps
+    /// most of itself resident instead of missing on every request as
+    /// under LRU and ARC (hit ratios: `docs/cache.md#policy-measurements`).
     #[default]
     #[doc(alias = "workingset_refault")]
     #[doc(alias = "workingset_eviction")]
@@ -128,7 +127,7 @@ pub struct CacheStats {
     /// whose earlier spells ended too soon to pay for their barrier), as
     /// their lookups see it, and membarrier(2) is available (Linux 4.14
     /// and later). The next change of such a shard pays one `membarrier`
-    /// call (about 10 us here) to end it.
+    /// call to end it.
     pub fast_read_shards: u64,
     /// Entries not cached because they weigh more than their shard's
     /// share of the capacity.
@@ -225,13 +224,9 @@ impl<K, V, S, W> fmt::Debug for Builder<K, V, S, W> {
 
 /// Entries per shard the default shard count aims for at least: fewer,
 /// larger shards keep replacement close to one global order, but each
-/// shard is one writer at a time. At 2048, a 4096-entry cache kept
-/// 0.1-0.4 points more of its hits on Zipf 0.7-1.1 with and without scans
-/// (a 10240-entry one under 0.15; each halving of a shard below a few
-/// thousand entries costs workingset 0.05-0.25; at 512 a 4096-entry cache
-/// is 0.2 under quick_cache on Zipf 0.9 and 0.7 with scans), but their
-/// read-through on two threads lost 20-40% (4096 entries: 8.8 Mops/s
-/// with 8 shards, 7.1 with 4, 5.3 with 2; quick_cache 8.8), so 512 stays.
+/// shard is one writer at a time. 512: larger floors kept slightly more
+/// hits and cost two-thread read-through far more (measured:
+/// `docs/cache.md#tunables-and-their-measurements`).
 const MIN_SHARD_ENTRIES: u64 = 512;
 
 /// The most shards a cache has: 65536 (8 MiB of shard headers; far more
@@ -287,16 +282,10 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// order). At most [`MAX_SHARDS`].
     ///
     /// Each shard evicts on its own, so a small cache used from one or two
-    /// threads keeps more hits with fewer shards: on Zipf 0.9 with 25%
-    /// one-off scans (`cache-hits`' shape, 100 Ki keys, the second half of
-    /// 2 Mi read-through requests counted), [`Policy::Workingset`] was
-    /// 0.08-0.14 points above quick_cache with one shard at 2048, 5000
-    /// and 10240 entries, against -0.18 to +0.01 with the default shards
-    /// (4 at 2048 entries, 8 at the others); on Zipf 0.9 alone one shard
-    /// was +0.25 and +0.36 at 2048 and 5000 entries, the default -0.02 and
-    /// +0.15 (an ad-hoc replay on a 2-CPU host).
-    /// Fewer shards cost concurrent throughput: see the default's floor of
-    /// 512 entries a shard.
+    /// threads keeps more hits with fewer shards (measured:
+    /// `docs/cache.md#tunables-and-their-measurements`). Fewer shards cost
+    /// concurrent throughput: see the default's floor of 512 entries a
+    /// shard.
     pub fn shards(mut self, shards: usize) -> Self {
         self.opts.shards = Some(shards.max(1));
         self
@@ -434,11 +423,9 @@ impl<K, V, S, W> Builder<K, V, S, W> {
 /// Stripes per shard lock on a host of `cpus` CPUs: two per CPU, up to
 /// [`MAX_STRIPES`], so that a pool of a thread per CPU and the thread that
 /// built the cache each own a stripe number below it (see `lock`; with one
-/// per CPU, one of two threads reading on this 2-CPU host shared a stripe,
-/// and two-thread pure reads ran 3% and 40% slower in two interleaved A/B
-/// runs against quick_cache; one-thread read-through did not change). Two
-/// under loom, so the models see readers on different stripes whatever
-/// the host.
+/// per CPU, one of two threads reading on a 2-CPU host shared a stripe).
+/// Two under loom, so the models see readers on different stripes
+/// whatever the host.
 fn stripes_for(cpus: usize) -> usize {
     if cfg!(loom) {
         2

@@ -123,11 +123,10 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 ///   links and short hash, 1 of flags; 8 more with a weigher, in a side
 ///   array) and 5 to 10 in the index (3 to 6 in a shard of at most
 ///   65535 entries, whose index holds `u16`s); once a shard first evicts, its
-///   shadow table (4 bytes a slot, twice its entries) is allocated.
-///   `cache-memory` measures 43 bytes an entry filled and 49 at steady
-///   state with every shadow table allocated. Each shard's lock
-///   adds a cache line (128 bytes as padded) per stripe: two per CPU,
-///   rounded down to a power of two, up to 8.
+///   shadow table (4 bytes a slot, twice its entries) is allocated. Each
+///   shard's lock adds a cache line (128 bytes as padded) per stripe: two
+///   per CPU, rounded down to a power of two, up to 8. (What
+///   `cache-memory` measures: `docs/cache.md#layout-measurements`.)
 pub struct LruCache<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
     shards: Box<[CachePadded<Shard<K, V>>]>,
     shard_mask: usize,

@@ -36,36 +36,18 @@
 //!
 //! The kernel keeps a shadow in the page cache's xarray slot its page
 //! left, so a refault finds it on the lookup it does anyway. Here that
-//! would put shadows in the shard's index, and was measured against
-//! before being built:
-//! - Exact shadows (a map, the oldest dropped first) need about twice
-//!   the shard's entries. Bounded at 1x, P3 at 32768 pages fell to 17.5%
-//!   (moka 18.5) and the loop three times the cache and the loop after
-//!   other requests to 0; at 1.5x, both loops stayed at 0; at 2x, P3 gained
-//!   0.2 and the loop after other requests 4.5, but the loop three times
-//!   the cache lost 14 points (`cache-hits`, one run each). An index
-//!   holding twice as many shadows as entries has three times the slots.
-//! - An index that size costs what shadows cost: active-inactive's index
-//!   reserved for three times the shard's entries (four times the
-//!   buckets, no shadows) ran read-through at Zipf 0.9 on one thread
-//!   16-23% slower (an in-process A/B against quick_cache, three pairs).
-//!
-//! Measured the same way, about half of this table's cost is not its
-//! cache misses: the same shadow work, done and ignored by
-//! active-inactive, cost it 17-25% of that read-through with the full
-//! table and 7-14% with a table of 64 slots per shard (before the methods
-//! below were inlined).
+//! would put shadows in the shard's index: exact shadows need about twice
+//! the shard's entries, an index holding twice as many shadows as entries
+//! has three times the slots, and an index that size costs what this
+//! table costs (measured: `docs/cache.md#policy-measurements`).
 
 /// Slots per bucket: a shadow goes to the emptier or older of two
 /// neighbouring slots (one cache line), so two recent shadows that hash
 /// alike both survive. Direct-mapped (one way) lost enough shadows that a
-/// loop larger than the cache fell back to missing on every request in
-/// about one run in sixteen. Four ways (still one line) kept a loop twice
-/// the cache after other requests at 38-42% hits instead of 11-12% (moka
-/// 47) and a loop three times the cache at 32.2% instead of 30.5, but
-/// cost P3 at 32768 pages 0.5 points (18.4 against 18.8-18.9) and the loop
-/// 1.25x the cache with noise 1.6 on average (75.8 against 77.4; three
-/// runs of `cache-hits` each).
+/// loop larger than the cache sometimes fell back to missing on every
+/// request; four ways (still one line) helped some loops but cost the P3
+/// trace and the loop 1.25x the cache
+/// (`docs/cache.md#tunables-and-their-measurements`).
 const WAYS: usize = 2;
 
 /// Bits of the clock a shadow keeps (`EVICTION_BITS`).
@@ -99,12 +81,12 @@ pub(super) struct Shadows {
 // The methods every miss and eviction calls are `#[inline(always)]`: out
 // of line, the shadow work done and ignored by active-inactive cost it
 // 16-18% of read-through at Zipf 0.9 on one thread, inline 12-15% (the
-// in-process A/B of the module doc, two and four runs).
+// in-process A/B of docs/cache.md's "shadows outside the index", two and
+// four runs).
 impl Shadows {
     /// Shadows for a shard of `max_entries` entries: twice as many slots,
     /// so that collisions lose few of the shadows recent enough to pass
-    /// the test (half as many lost 0.3-1 point of hit ratio on the ARC
-    /// traces).
+    /// the test (half as many lost hits on the ARC traces).
     pub(super) fn new(max_entries: usize) -> Self {
         let limit = (max_entries.min(usize::MAX / 4) * 2).max(WAYS);
         Self {

@@ -68,8 +68,8 @@ mod imp {
     pub(crate) fn enter(_slot: usize) {}
 
     /// The writer's half: a full barrier on every running thread of the
-    /// process before it returns (~10 us on this 2-vCPU guest with the
-    /// other CPU busy: an interrupt to each CPU that runs one of them).
+    /// process before it returns (an interrupt to each CPU that runs one
+    /// of them; its cost: `docs/cache.md#lock-implementation-measurements`).
     /// Only called once [`available`] said yes. False if no barrier could
     /// be had: the caller must not trust the readers' counts.
     ///

@@ -23,21 +23,13 @@ use super::MAX_STRIPES;
 /// more stripes than that number without a record, at any depth: they
 /// are its count in that lock's stripe (`own_count`), which no other
 /// thread writes. Only sharers record reads (in locks of fewer stripes,
-/// an owner is one). Recording an owner's reads too cost 12 of a
-/// lookup's 143 instructions then (callgrind, pure read, Zipf 1.1, one
-/// thread), and without it that lookup ran 3% faster (medians 58.7 ->
-/// 60.6 Mops/s, faster in each of 8 alternating pairs of processes pinned
-/// to one CPU).
+/// an owner is one): recording an owner's reads too made a pure-read
+/// lookup longer and slower (measured:
+/// `docs/cache.md#lock-implementation-measurements`).
 ///
 /// Kept beside the thread's stripe numbers, which a sharer's read looks
 /// up anyway, in fixed arrays of plain cells ([`Record`]): a load and two
-/// stores a lookup, in a line the thread alone writes. Against quick_cache in an interleaved
-/// A/B (pure read, Zipf 1.1, one thread; medians of six pairs), recording
-/// every lock instead of the innermost one took workingset from 1.33x to
-/// 1.27x and active-inactive from 1.20x to 1.195x, within this host's
-/// noise (single pairs ranged 1.02-1.62x); nested locks pushed on a `Vec`
-/// in a second thread-local instead (a branch and a cold call a lookup)
-/// cost 5-15% in three pairs.
+/// stores a lookup, in a line the thread alone writes.
 pub(super) struct Held {
     /// The thread's stripe number, `usize::MAX` until it first locks.
     pub(super) stripe: Cell<usize>,

@@ -4,10 +4,7 @@
 //!
 //! A plain read-write lock counts its readers in one word: every lookup
 //! writes the shard's line, and on two cores that line moves between them
-//! on about every other lookup. With a `RwLock` per shard, two threads
-//! reading one `LruCache` ran at 0.7-0.8x one thread's rate on this 2-core
-//! host (`repro --only cache`, pure read), while two private caches ran at
-//! twice it; with stripes, at 1.7x. This is the kernel's
+//! on about every other lookup. This is the kernel's
 //! `percpu_rw_semaphore` (`kernel/locking/percpu-rwsem.c`): a reader
 //! counts itself in its stripe (`read_count`, beside its hit counters in a
 //! line of their own) and checks that no writer `block`s the lock; a
@@ -20,41 +17,26 @@
 //! no barrier, and the writer that ends the spell makes up for it with a
 //! `membarrier(2)` on every thread of the process (`barrier.rs`; the
 //! kernel's `rcu_sync` with a grace period, here an asymmetric barrier as
-//! in userspace RCU and folly). The barrier was the `xchg` that took a
-//! quarter of a lookup's samples in a `perf` profile (pure read, Zipf
-//! 1.1, one thread); see [`ShardLock::read`] for the protocol, the loom
-//! models in `tests/loom_fast_read.rs` for its check, and the figures in
-//! issue 15's note.
+//! in userspace RCU and folly). It saves the reader's barrier (the `xchg`
+//! of its count), a large share of a pure-read lookup's time; see
+//! [`ShardLock::read`] for the protocol and the loom models in
+//! `tests/loom_fast_read.rs` for its check.
 //!
 //! Setting `block` is also the writers' lock, as in the kernel
 //! (`__percpu_down_write_trylock`: "try set sem->block; this provides
 //! writer-writer exclusion"): one compare-and-swap from clear to set, a
-//! load per stripe, and a plain store to unlock. Here it was a mutex, then
-//! a store to `block`, and the mutex's release: three locked instructions,
-//! the mutex's two 8% of `LruCache`'s samples and the store 2% in a `perf`
-//! profile of single-threaded read-through, and a writer that found another sleeping on a futex. Whoever
-//! waits for `block` to clear — a writer for another, a reader for a
-//! writer — polls it (spins, yields, then naps: `sync::spin`): writers
-//! hold a shard for one insertion or removal, and with no queue to sleep
-//! on, the unlock wakes no one. Interleaved A/B against quick_cache
-//! (harness over the `cache` experiment's module): read-through with
-//! scans on 2 threads 1.02x -> 1.16-1.21x (workingset) and 1.02-1.10x ->
-//! 1.29-1.34x (active-inactive), each of three pairs but one workingset
-//! pair at 0.94x. (Stripes that were read-write locks of
-//! their own, all taken by a writer, cost single-threaded read-through
-//! 5-10%.)
+//! load per stripe, and a plain store to unlock: one locked instruction a
+//! write, where a mutex and a separate `block` took three. Whoever waits
+//! for `block` to clear — a writer for another, a reader for a writer —
+//! polls it (spins, yields, then naps: `sync::spin`): writers hold a shard
+//! for one insertion or removal, and with no queue to sleep on, the
+//! unlock wakes no one.
 //!
 //! In one thread's read-through (lookups, and an insertion per miss) the
-//! lock is never fast: writes keep ending the quiet. A `perf` profile
-//! there put a fifth of `get`'s samples on the reader's barrier (the
-//! `xchg` of its count), but they belong to the insertion before it: the
-//! barrier waits for that insertion's stores to cold lines. A spell biased
-//! to the one thread that reads and writes a lock (as biased locking
-//! does: its reads skip the barrier and its writes keep the spell) moved
-//! them to the writer's compare-and-swap; with no barrier at all on that
-//! thread's path (unsound, measured only) workingset's read-through
-//! against quick_cache was unchanged (0.83-0.88 with and without, three
-//! alternating pairs of processes at Zipf 0.9), so neither was kept.
+//! lock is never fast: writes keep ending the quiet.
+//!
+//! What each of these choices was measured to gain, and the designs
+//! tried and not kept: `docs/cache.md#lock-implementation-measurements`.
 //!
 //! The first [`MAX_STRIPES`] threads alive own a stripe number each
 //! (`OWNERS`, given back when the thread exits): in a lock with that
@@ -461,12 +443,7 @@ impl<T> ShardLock<T> {
     /// The small helpers it calls (`Gate::take`, `Stripe::idle`,
     /// `Record::holds`, `Writing`, `Unblock`) are `#[inline]`: they are not
     /// generic, and a user's crate, which instantiates this, cannot inline
-    /// them otherwise (no LTO by default). Out of line, taking and
-    /// releasing the write lock cost 182 instructions per insertion of
-    /// one-thread read-through at Zipf 1.1, inline 119 (callgrind), and
-    /// that read-through ran at 0.98x -> 1.06x of quick_cache's speed at
-    /// Zipf 0.9, 0.95x -> 0.96x at 1.1 (medians of 8 interleaved process
-    /// pairs).
+    /// them otherwise (no LTO by default).
     ///
     /// # Panics
     /// If the calling thread reads or writes this lock already (user code

@@ -7,9 +7,9 @@ use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 
 /// How long a lock must go without a write, as its readers see it, before
 /// owners' reads skip their barrier, at the least: 2 ms. The write that
-/// ends such a spell pays a heavy barrier (~10 us here, more on a host
-/// with many CPUs, each of which it interrupts), so each lock learns its
-/// own wait ([`Spell`]), up to [`QUIET_MAX_NS`].
+/// ends such a spell pays a heavy barrier (more on a host with many CPUs,
+/// each of which it interrupts), so each lock learns its own wait
+/// ([`Spell`]), up to [`QUIET_MAX_NS`].
 const QUIET_NS: u64 = 2_000_000;
 
 /// The longest wait for quiet a lock learns: 1 s.

@@ -3,11 +3,7 @@
 //! load them. Circular, so that the tail's next turn at the head — a
 //! referenced entry's second chance, reclaim's most common step — moves
 //! the list's ends and writes no link, as a CLOCK hand passes over a
-//! referenced page. Under `Workingset` on Zipf 0.9 read-through, reclaim
-//! gives about 0.4 such turns per eviction; moving the ends instead of
-//! relinking the entry made one-thread read-through 1-2% faster there
-//! (three in-process A/B runs), 1.5-3% on Zipf 1.1 (two) and no different
-//! with scans (two).
+//! referenced page (measured: `docs/cache.md#layout-measurements`).
 
 use super::*;
 
@@ -45,11 +41,9 @@ impl<K, V> Lruvec<K, V> {
     /// The new tail is the next entry reclaim looks at (its flags, and its
     /// link for its hash or its next turn) and, evicted, the slot the next
     /// new entry's key and value overwrite: none is loaded yet, and each
-    /// would be a cache miss then. Prefetching the flags and the node as
-    /// well as the link made one-thread read-through against quick_cache
-    /// 1.03x -> 1.19x at Zipf 0.9, 0.87x -> 1.00x at Zipf 1.1 and 1.01x ->
-    /// 1.05x with scans (medians of 6-8 interleaved process pairs, each the
-    /// median of 3 caches; single pairs vary by 0.3 either way).
+    /// would be a cache miss then. Prefetches all three, so that those
+    /// misses overlap the work in between (the flags and the node as well
+    /// as the link: `docs/cache.md#layout-measurements`).
     fn prefetch_tail(&self, t: u32) {
         super::super::prefetch::prefetch_read(&self.links[t as usize]);
         super::super::prefetch::prefetch_read(&self.flags[t as usize]);

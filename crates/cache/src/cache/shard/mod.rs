@@ -34,9 +34,8 @@ const ACTIVE: usize = 1;
 /// (`PG_referenced` was one such turn).
 const REFS: u8 = 0b111;
 /// Where the count saturates: 4 (the kernel counts as far, with
-/// `PG_referenced`, `PG_workingset` and two `LRU_REFS` bits). With the
-/// adaptive inactive target, 3 lost 0.13 points of hit ratio on Zipf 0.9
-/// and 5 lost 0.3 on a shifting working set (`cache-hits`).
+/// `PG_referenced`, `PG_workingset` and two `LRU_REFS` bits); 3 and 5 lost
+/// hits (`docs/cache.md#tunables-and-their-measurements`).
 const MAX_REFS: u8 = 4;
 /// `PG_active`: on the active list.
 const ACTIVE_FLAG: u8 = 1 << 3;
@@ -161,10 +160,8 @@ pub(super) struct Lruvec<K, V> {
     nodes: Vec<Node<K, V>>,
     /// Each node's flags, at its index: set by hits under the read lock,
     /// read and cleared by reclaim under the write lock. Apart from the
-    /// nodes (and the hash in the links), a `u64 -> u64` node is 16 bytes
-    /// instead of 24: 42.3 bytes an entry instead of 45.3 in
-    /// `cache-memory`, read-through no faster or slower (an in-process A/B
-    /// against quick_cache, old and new binaries alternating).
+    /// nodes (and the hash in the links), so that a `u64 -> u64` node is
+    /// 16 bytes instead of 24 (`docs/cache.md#layout-measurements`).
     flags: Vec<AtomicU8>,
     /// Each node's [`Link`], at its index.
     links: Vec<Link>,
@@ -308,9 +305,7 @@ impl<K, V> Lruvec<K, V> {
     /// it while the lock is read (writers exclude them), and two racing
     /// lookups may lose a count or set it back by one. A plain store, not a
     /// compare-and-swap: the swap's `lock` prefix drained the store buffer
-    /// on every counted hit, and read-through on one thread ran 3-5%
-    /// faster without it (an ad-hoc A/B of `cache`'s Zipf 0.9 read-through
-    /// against quick_cache, three pairs).
+    /// on every counted hit.
     pub(super) fn mark_accessed(&self, i: u32) {
         let flags = &self.flags[i as usize];
         let f = flags.load(Ordering::Relaxed);
@@ -345,11 +340,9 @@ impl<K, V> Lruvec<K, V> {
     /// Flags `f` after one more hit: a reference more, and an activation
     /// on trial (`UNHIT`) paid at its second hit, as an inactive folio is
     /// activated at its second `folio_mark_accessed`. Every key of a loop
-    /// larger than the cache is hit once between two refaults; paid at the
-    /// first hit, the loop's refault activations all passed, and a loop
-    /// 1.25x the cache with 1% of other requests hit 42% (61% for
-    /// quick_cache); paid at the second, 54-64%, the loop 1.1x the cache
-    /// 82% (from 55%), other rows within 0.1 point (`cache-hits`).
+    /// larger than the cache is hit once between two refaults: paid at the
+    /// first hit, the loop's refault activations all passed
+    /// (`docs/cache.md#policy-measurements`).
     fn hit_flags(f: u8) -> u8 {
         let g = f + 1;
         match (f & UNHIT != 0, f & HIT_ONCE != 0) {

@@ -117,20 +117,13 @@ impl<K, V> Lruvec<K, V> {
     /// of the keys those requests had made hot, never requested again:
     /// nothing deactivated them (the inactive list never ran low, as each
     /// miss brought one entry in and took one out), and the loop's
-    /// refaults, from about twice the shard's size, were beyond the
-    /// reach; the loop cycled through probation unhit, 0.07% of its
-    /// requests (moka 47%, OPT 49.8%). Aged, stale keys leave, the active
-    /// list has room, the loop's refaults are activated (see
+    /// refaults, from about twice the shard's size, were beyond the reach.
+    /// Aged, stale keys leave, the active list has room, the loop's
+    /// refaults are activated (see
     /// [`active_has_room`](Self::active_has_room)) and hit, and the aging
-    /// stops once a window's hits pass the bar: 10-11% of the loop's
-    /// requests hit (the stale keys left then stay). The loop three times
-    /// the cache gained too (26-29% to 29.6-30.5%: the shards that froze
-    /// stale parts of it first thaw them), P3's second half replayed alone
-    /// 0.1, and the other rows of `cache-hits` moved by 0.05 at most (two
-    /// runs). Aging harder cost P3 at 32768 pages 1.2-1.8 points (one
-    /// such variant, aging until a whole turn found only hit entries,
-    /// took the loop to 37%): P3's long reuse distances look stale to a
-    /// window.
+    /// stops once a window's hits pass the bar. Aging harder cost the P3
+    /// trace hits: its long reuse distances look stale to a window
+    /// (measured: `docs/cache.md#policy-measurements`).
     fn age_active_list(&mut self, protect: u32) {
         let t = self.lists[ACTIVE].tail;
         if t != NIL && t != protect && self.lists[ACTIVE].len >= 2 {
@@ -200,14 +193,10 @@ impl<K, V> Lruvec<K, V> {
     /// as the inactive target holds, and at least `SWAP_CLUSTER_MAX` —
     /// `shrink_inactive_list` too looks at a bounded batch per pass. A loop
     /// larger than the cache lives frozen on the inactive list, every
-    /// resident referenced; one lost shadow (two-way buckets do collide)
-    /// put a key at the inactive head, the next reclaim activated the whole
-    /// shard in one pass, and from then on refault activations churned that
-    /// shard at about 40% hits: for 2 of 40 foldhash `SharedSeed`s (a
-    /// harness replaying `cache-hits`' loop) it lost 3-5 of its 80
-    /// points. With the budget, none did, and the other
-    /// `cache-hits` rows moved by 0.1 point at most (a budget of 32 alone
-    /// cost P3 0.3).
+    /// resident referenced; without a budget, one lost shadow (two-way
+    /// buckets do collide) put a key at the inactive head, the next reclaim
+    /// activated the whole shard in one pass, and from then on refault
+    /// activations churned that shard (`docs/cache.md#policy-measurements`).
     pub(super) fn activation_budget(&self) -> usize {
         SCAN_BATCH.max((self.inactive_share * real(self.len())) as usize)
     }

@@ -17,17 +17,10 @@ impl<K, V> Lruvec<K, V> {
     /// activated, as ARC moves every ghost hit to T2, and the
     /// adaptive inactive target (ARC's `p`, [`adapt`](Self::adapt)) keeps
     /// probation from starving. The kernel's stricter test alone (below)
-    /// left the ARC paper's P3 trace at 14.6% hits where ARC gets 17.1%;
-    /// with ARC's rule, 17.1% (OLTP +0.2-0.3, the shifting working set
-    /// +0.4; mean of 4 processes of a harness replaying `cache-hits`; with
-    /// the rules below, 17.25%, and 17.40% in the final `repro` run). An
-    /// entry that had been active (`PG_workingset`, ARC's B2) is taken
-    /// back from twice as far (twice the reach, at most twice the shard),
-    /// as far as its shadow can survive: OLTP
-    /// +0.1-0.25 more, P3 +0.1, shifting +0.1, the rest unchanged. The same
-    /// reach for the others (B1) took P3 to 18.4% but cost Zipf 0.3 points
-    /// and a loop twice the cache, with noise, most of its hits in one
-    /// process in four.
+    /// left the ARC paper's P3 trace under ARC. An entry that had been
+    /// active (`PG_workingset`, ARC's B2) is taken back from twice as far
+    /// (twice the reach, at most twice the shard), as far as its shadow
+    /// can survive. Measured: `docs/cache.md#policy-measurements`.
     ///
     /// While the active list holds under [`ACTIVE_ROOM`] of the shard,
     /// every refault is activated, whatever its distance (see
@@ -49,50 +42,29 @@ impl<K, V> Lruvec<K, V> {
     /// reused: it is reclaimed first, and the entries being hit stay. The
     /// tail is what keeps a loop larger than the cache resident while the
     /// shard decides it thrashes; taken while misses were mostly new keys,
-    /// it cost the ARC traces 0.1-0.4 points (below). A miss with no
-    /// shadow goes there too once misses mostly refault: it is most likely
-    /// a refault whose shadow a collision took. At the head, in a shard
-    /// holding a loop 1.25x the cache frozen on its inactive list (every
-    /// resident entry hit each turn), it pushed a hit entry to the tail,
-    /// and reclaim activated up to the activation budget of them at once;
-    /// the shard kept an active list while thrashing, and its refault
-    /// activations churned it. For about 2 hash seeds in 100 one shard of
-    /// 8 went so, and the loop kept 78.4-78.8% of its hits instead of
-    /// 79.9% (1.2 points under moka; 4 of 200 fixed foldhash seeds). At
-    /// the tail, none of 200 did; the loop with 1% noise kept a median of
-    /// 77.3% (77.6% at the head; 60 seeds), and the other rows of
-    /// `cache-hits` moved by 0.05 at most (two runs). "Mostly" must hold
-    /// since the start too (refaults at least half the evictions): the
-    /// share alone starts at 1, and a new cache put its first new keys
-    /// behind its old ones (`weigher_bounds_total_weight` caught it).
-    /// The share alone also took the loop after other requests to 17%
-    /// (from 10%) and cost OLTP 0.03-0.1 points.
+    /// it cost the ARC traces hits. A miss with no shadow goes there too
+    /// once misses mostly refault: it is most likely a refault whose shadow
+    /// a collision took. "Mostly" must hold since the start too (refaults
+    /// at least half the evictions): the share alone starts at 1, and a
+    /// new cache put its first new keys behind its old ones
+    /// (`weigher_bounds_total_weight` caught it).
     ///
     /// There an activation must also pay: an entry activated by a refault
     /// and evicted without two hits since ([`Lruvec::hit_flags`]) leaves a
     /// shadow marked failed, and its next refault starts on the inactive
     /// list whatever its distance, to be activated by a hit there. Without
     /// this a loop larger than the cache with 0.1% to 1% of other requests
-    /// mixed in fell to 0-20% hits (from 80-90% without them): the loop's
-    /// keys, activated by refaults, were evicted just before their turn
-    /// came and refaulted at a short distance, activated again — LRU's
-    /// behaviour on a loop, sustained by the refaults themselves.
+    /// mixed in lost most of its hits: the loop's keys, activated by
+    /// refaults, were evicted just before their turn came and refaulted at
+    /// a short distance, activated again — LRU's behaviour on a loop,
+    /// sustained by the refaults themselves.
     ///
     /// That retry is marked too, so a key that keeps failing stays on
     /// probation until it pays, and its failed refaults do not move the
     /// inactive target (ARC's adaptation read them as "probation too
-    /// small" and grew it, which fed the loop's churn). Together these took
-    /// a loop 1.25x the cache with 1% of other requests from 52-69% hits to
-    /// 76-78%, with 0.1% from 54-56% to 72-74%, and a loop 1.1x the cache
-    /// with 1% from 82% to 86-87% (quick_cache: 61, 61, 82; moka 69, 73,
-    /// 90); each alone did little or harm (never forgiven alone: 77% on
-    /// the pure loop, 76% on the 1.1x one). Before thrashing was told
-    /// apart, never forgiving cost Zipf with scans 1.7 points in one run
-    /// in two, keys of middling heat stuck on probation; now it applies
-    /// only to thrashing shards, and the other rows of `cache-hits` moved by
-    /// 0.05 at most, but P3 at 131072 pages, which thrashes in about a
-    /// tenth of its misses, lost 0.3 (mean of 4 processes of a harness
-    /// replaying `cache-hits`' shapes and more loops).
+    /// small" and grew it, which fed the loop's churn). It applies only to
+    /// thrashing shards: elsewhere, never forgiving stuck keys of middling
+    /// heat on probation.
     ///
     /// A distant refault of an entry never active, and a miss with no
     /// shadow, also go to the inactive tail, whatever the refault share,
@@ -177,18 +149,11 @@ impl<K, V> Lruvec<K, V> {
     /// up, or one that a loop larger than its reach cycles as a FIFO.
     ///
     /// Such a loop refaults from about twice the shard's size, at the
-    /// edge of the reach and of its shadows' reach (about 40% of its
-    /// refaults find a shadow), and a shard whose first refaults missed
-    /// the reach never built an active list: every entry went through the
-    /// inactive list and out unhit. With one shard, a loop over three
-    /// times the cache hit 0.3% of its requests (3 seeds); with 8, the
-    /// shards split between that and freezing most of the loop, 11-15%
-    /// (quick_cache 32.6%, OPT 33.6%). With this room, 25% with one shard
-    /// and 27.6-29.2% with 8; and a cache filling mid-workload keeps its
-    /// early refaults: P3 at 32768 pages +0.5 points (18.8-18.9%), its
-    /// second half replayed alone +0.4, the loop 1.25x the cache with
-    /// noise +0.7; the other rows of `cache-hits` moved by 0.03 at most
-    /// (two runs each; figures in the note of issue 15).
+    /// edge of the reach and of its shadows' reach, and a shard whose
+    /// first refaults missed the reach never built an active list: every
+    /// entry went through the inactive list and out unhit. With this room
+    /// it does, and a cache filling mid-workload keeps its early refaults
+    /// (measured: `docs/cache.md#policy-measurements`).
     pub(super) fn active_has_room(&self) -> bool {
         real(self.lists[ACTIVE].len) < ACTIVE_ROOM * real(self.len())
     }
@@ -201,24 +166,17 @@ impl<K, V> Lruvec<K, V> {
     /// step toward activating such refaults or away from it. An entry left
     /// on probation and evicted unhit says nothing: it had a shorter
     /// chance than an activated one, and counted it pulled the reach down
-    /// on P3 from any start (its refaults at 0.5-1x the shard's size pay
-    /// when activated: 13.9% hits with the reach fixed at 0.5, 17.5% at
-    /// 1). Refaults of entries that had been active, within twice the
-    /// reach, are in the band from the shard's size on and count alike.
+    /// on P3 from any start. Refaults of entries that had been active,
+    /// within twice the reach, are in the band from the shard's size on
+    /// and count alike.
     ///
     /// ARC activates every refault its ghost lists remember, the kernel
     /// (`workingset_test_recent`) every one within the workingset's size;
     /// how far back activation pays depends on the workload. Under Zipf's
     /// independent requests a key refaulting from near the edge of the
     /// cache has about the heat of the one its activation demotes, and
-    /// activating it churns: a fixed reach of half the shard gained Zipf
-    /// 0.1-0.4 points of hits and cost the P3 trace 3.6, a reach of twice
-    /// the shard the reverse (P3 +0.4-0.9, Zipf -0.2-0.5). Learned, Zipf
-    /// 0.9 gained 0.1-0.35 points at 64, 1000 and 10240 entries, Zipf with
-    /// scans 0.1, P3 0.1, and OLTP lost 0.05-0.1 (still 1-1.5 points
-    /// above the ARC paper's ARC), shifting sets 0.1 (`cache-hits`' shapes
-    /// and an ad-hoc replay at more sizes; figures in the note of issue
-    /// 15).
+    /// activating it churns; no fixed reach suits both Zipf and the P3
+    /// trace (measured: `docs/cache.md#policy-measurements`).
     pub(super) fn reach_outcome(&mut self, paid: bool) {
         let step = REACH_STEP / real(self.len().max(1));
         let reach = if paid {
@@ -259,9 +217,9 @@ impl<K, V> Lruvec<K, V> {
     /// one of an entry the active list had demoted (B2) that the active
     /// list was; each moves the target by one entry, or by the ratio of
     /// the other kind's shadows to its own when that is larger, as ARC's
-    /// `p` moves. The kernel's fixed ratio left 0.7 points to quick_cache
-    /// on Zipf, whose probation is 3%, and a fixed 3% lost 2.4 points on
-    /// the ARC paper's OLTP trace; the target finds each its own.
+    /// `p` moves. A fixed share suits one workload only: the kernel's
+    /// ratio lost hits to quick_cache on Zipf, quick_cache's 3% lost them
+    /// on the ARC paper's OLTP trace; the target finds each its own.
     pub(super) fn adapt(&mut self, distance: usize, workingset: bool) {
         let entries = self.len().max(1);
         if distance > entries {
