@@ -4,28 +4,38 @@ use rustix::mm::MlockAllFlags;
 
 use crate::{Error, accounting};
 
-/// What [`mlockall`] locks.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct LockAll {
-    /// `MCL_CURRENT`: everything mapped now.
-    pub current: bool,
-    /// `MCL_FUTURE`: everything mapped later.
-    pub future: bool,
-    /// `MCL_ONFAULT`: lock pages as they are touched, not all at once
-    /// (with `current` and/or `future`).
-    pub on_fault: bool,
+bitflags::bitflags! {
+    /// What [`mlockall`] locks (`MCL_*`): flags, so that the kernel's next
+    /// one can be added.
+    ///
+    /// ```no_run
+    /// use mmbatch_mlock::{LockAll, mlockall};
+    ///
+    /// mlockall(LockAll::CURRENT | LockAll::ON_FAULT)?;
+    /// # Ok::<(), mmbatch_mlock::Error>(())
+    /// ```
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+    pub struct LockAll: u32 {
+        /// `MCL_CURRENT`: everything mapped now.
+        const CURRENT = 1;
+        /// `MCL_FUTURE`: everything mapped later.
+        const FUTURE = 1 << 1;
+        /// `MCL_ONFAULT`: lock pages as they are touched, not all at once
+        /// (with `CURRENT` and/or `FUTURE`).
+        const ON_FAULT = 1 << 2;
+    }
 }
 
 /// Locks the process's memory (`mlockall`).
 pub fn mlockall(what: LockAll) -> Result<(), Error> {
     let mut flags = MlockAllFlags::empty();
-    if what.current {
+    if what.contains(LockAll::CURRENT) {
         flags |= MlockAllFlags::CURRENT;
     }
-    if what.future {
+    if what.contains(LockAll::FUTURE) {
         flags |= MlockAllFlags::FUTURE;
     }
-    if what.on_fault {
+    if what.contains(LockAll::ON_FAULT) {
         flags |= MlockAllFlags::ONFAULT;
     }
     rustix::mm::mlockall(flags).map_err(|e| {

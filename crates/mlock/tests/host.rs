@@ -501,12 +501,7 @@ fn child_scenarios() {
             }
         }
         "mlockall" => {
-            mlockall(LockAll {
-                current: true,
-                on_fault: true,
-                ..LockAll::default()
-            })
-            .unwrap();
+            mlockall(LockAll::CURRENT | LockAll::ON_FAULT).unwrap();
             let locked = accounting::process_locked_bytes().unwrap();
             println!("child: VmLck {locked} after mlockall(CURRENT | ONFAULT)");
             assert!(locked > 0);
