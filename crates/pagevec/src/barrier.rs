@@ -131,6 +131,10 @@ mod imp {
     /// caller ran there; then its affinity is put back. False if the
     /// kernel refused a move other than to a CPU that is offline or
     /// outside the process's cpuset (where none of its threads run).
+    /// A process whose threads sit in different cpusets (cgroup v2's
+    /// threaded mode) may have threads on a CPU this thread cannot move
+    /// to: this barrier does not reach them, and such a process should
+    /// allow membarrier.
     ///
     /// The same as `mmbatch-cache`'s shard lock has: two copies of a
     /// fallback neither crate should make the other depend on.

@@ -109,6 +109,10 @@ mod imp {
     /// per shard lock that was fast when membarrier failed. False if the
     /// kernel refused a move other than to a CPU that is offline or
     /// outside the process's cpuset (where none of its threads run).
+    /// A process whose threads sit in different cpusets (cgroup v2's
+    /// threaded mode) may have threads on a CPU this thread cannot move
+    /// to: this barrier does not reach them, and such a process should
+    /// allow membarrier or turn the fast path off.
     #[cfg(all(target_os = "linux", not(miri)))]
     #[cold]
     fn visit_every_cpu() -> bool {
