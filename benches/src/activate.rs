@@ -64,6 +64,7 @@ pub const EXPERIMENT: Experiment = Experiment {
         },
     ],
     seed_why: "The seed's three vm-scalability cases are percentages without a stated sign, read here as time reductions; in the engine an activation is nearly all its lock round trip, with no file data to read, and 2×CPUs threads on this host contend for the lru_lock far less than the seed's 64 CPUs did: the first makes batching's share of the work larger, the second smaller, and the table's size (the scale) decides which shows.",
+    contention: "both rows: threads on every CPU share one lru_lock",
 };
 
 /// Frames at scale 1.0: 1 Mi frames, a 24 MiB frame table, far larger than

@@ -42,6 +42,7 @@ pub const EXPERIMENT: Experiment = Experiment {
     memory: |_| 64 << 20,
     seed_refs: &[],
     seed_why: "No seed measures the batching primitive alone; its per-op rows model the per-page lock round trips every seed removes.",
+    contention: "the rows at 2 and 4 threads",
 };
 
 /// Batch sizes measured: Linux's history (15, 31) and FreeBSD's (7, 63).

@@ -51,6 +51,7 @@ pub const EXPERIMENT: Experiment = Experiment {
         },
     ],
     seed_why: "This host's 2 CPUs share one memory channel set, so clearing is bandwidth-bound at 2 threads, where each of the seed's 288- and 1024-CPU machines still had bandwidth to spare; its 4- to 16-thread figures cannot be measured here.",
+    contention: "the rows at 2 threads",
 };
 
 /// Sizes in GiB at scale 1.0.

@@ -31,7 +31,8 @@ use std::{
 use serde::{Deserialize, Serialize};
 
 pub use report::{
-    Host, Metric, Report, Row, SeedFigure, SeedRef, Stat, Summary, Table, compare, versus_seed,
+    Host, Metric, Report, Row, SeedFigure, SeedRef, Stat, Summary, Table, compare, round_trip,
+    versus_seed,
 };
 
 /// How big and how long to run.
@@ -102,6 +103,11 @@ pub struct Experiment {
     /// Why ours differ from the seed's where they do: the one sentence the
     /// report adds after listing what agrees and what differs.
     pub seed_why: &'static str,
+    /// Which rows depend on two CPUs running at once (threads contending
+    /// for a lock or a cache line, or splitting work), as the report's
+    /// note names them when the host's round trip shows they did not;
+    /// empty where none do.
+    pub contention: &'static str,
 }
 
 /// The scale `--scale big` names: this experiment at its seed's sizes.

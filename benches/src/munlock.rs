@@ -82,6 +82,7 @@ pub const EXPERIMENT: Experiment = Experiment {
         },
     ],
     seed_why: "Where the engine gains more, its counters say why: its per-page lru_add_drain (step 0) drains five batch kinds under their slot locks, and its page-table walk and refcount savings are a larger share of a page's cost than in the 3.11 kernel, whose munlock also flushed TLBs and walked real page tables.",
+    contention: "",
 };
 
 /// Frames at scale 1.0: 512 Ki (2 GiB of 4 KiB pages).

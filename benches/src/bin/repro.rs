@@ -25,7 +25,7 @@ use clap::Parser;
 use mmbatch_benches::{
     Config, Progress, Report,
     cli::{Cli, Command, RunArgs},
-    experiments,
+    experiments, round_trip,
 };
 
 struct Args {
@@ -138,7 +138,13 @@ fn main() -> ExitCode {
             last_tenth: 0,
             start: Instant::now(),
         };
-        let report = (e.run)(&cfg, &mut progress);
+        let before = round_trip::cross_cpu_round_trip();
+        let mut report = (e.run)(&cfg, &mut progress);
+        let after = round_trip::cross_cpu_round_trip();
+        report.host.round_trip = [before, after].into_iter().flatten().collect();
+        if let Some(note) = round_trip::note(e.contention, &report.host.round_trip) {
+            report.notes.push(note);
+        }
         if tty {
             eprintln!();
         }
@@ -169,6 +175,11 @@ fn main() -> ExitCode {
         ExitCode::from(3)
     }
 }
+
+/// After the report's host line, where experiments were probed.
+const ROUND_TRIP_SENTENCE: &str = ". Each experiment's section gives a cache line's round trip \
+     between the first two CPUs before and after it, and the share of each probe in which both \
+     ran";
 
 /// Reports written by `--json`.
 fn load(path: &std::path::Path) -> Result<Vec<Report>, String> {
@@ -211,10 +222,16 @@ fn write_outputs(args: &Args, reports: &[Report], elapsed_s: f64) -> Result<(), 
         typed.join(" "),
         elapsed_s / 60.0,
     ));
-    let host = reports
+    let mut host = reports
         .first()
         .map_or_else(mmbatch_benches::Host::detect, |r| r.host.clone());
-    md.push_str(&format!("## Host\n\n{}\n\n", host.describe()));
+    // The round trips are each experiment's, in its own section.
+    let probed = !std::mem::take(&mut host.round_trip).is_empty();
+    md.push_str(&format!(
+        "## Host\n\n{}{}\n\n",
+        host.describe(),
+        if probed { ROUND_TRIP_SENTENCE } else { "" }
+    ));
     md.push_str("## Summary\n\n");
     for r in reports {
         md.push_str(&format!(

@@ -90,10 +90,11 @@ impl Cache for LruCache<u64, u64> {
 /// Builds an empty cache of `capacity` entries.
 pub fn build(which: Impl, capacity: usize) -> Box<dyn Cache> {
     let nz = NonZeroUsize::new(capacity.max(1)).expect("at least 1");
-    let mmbatch = |policy: Policy, batching: bool| {
+    let mmbatch = |policy: Policy, batching: bool, fast_reads: bool| {
         LruCache::<u64, u64>::builder(capacity as u64)
             .policy(policy)
             .batching(batching)
+            .fast_reads(fast_reads)
             .build()
             .expect("a valid capacity")
     };
@@ -101,7 +102,8 @@ pub fn build(which: Impl, capacity: usize) -> Box<dyn Cache> {
         Impl::MutexLru => Box::new(Mutex::new(lru::LruCache::new(nz))),
         Impl::Moka => Box::new(moka::sync::Cache::new(capacity as u64)),
         Impl::QuickCache => Box::new(quick_cache::sync::Cache::new(capacity)),
-        Impl::MmbatchNoBatch => Box::new(mmbatch(Policy::ActiveInactive, false)),
-        Impl::Mmbatch(_, policy) => Box::new(mmbatch(policy, true)),
+        Impl::MmbatchNoBatch => Box::new(mmbatch(Policy::ActiveInactive, false, true)),
+        Impl::Mmbatch(_, policy) => Box::new(mmbatch(policy, true, true)),
+        Impl::MmbatchPortable => Box::new(mmbatch(Policy::default(), true, false)),
     }
 }

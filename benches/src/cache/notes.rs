@@ -85,6 +85,16 @@ pub(super) fn notes(r: &Report, threads: &[usize], plan: &[(Workload, Mix)]) -> 
                     }
                 }
             }
+            if let Some(p) = r.median(&name(Impl::MmbatchPortable)) {
+                let ws = name(Impl::Mmbatch("workingset", Policy::Workingset));
+                if let Some(ratio) = r.paired_ratio(&name(Impl::MmbatchPortable), &ws) {
+                    line += &format!(
+                        " portable path (fast_reads off) {p:.2} = {ratio:.2}x workingset's, \
+                         {:.2}x quick_cache's;",
+                        p / q
+                    );
+                }
+            }
             if let (Some(nb), Some(ai)) = (
                 r.median(&name(Impl::MmbatchNoBatch)),
                 r.median(&name(Impl::Mmbatch(

@@ -98,6 +98,7 @@ pub const EXPERIMENT: Experiment = Experiment {
     },
     seed_refs: &[],
     seed_why: "No seed: the ARC paper's OLTP figures are the reference, beside the rows in the notes.",
+    contention: "",
 };
 
 /// Pages (requests) in the whole P3 trace.

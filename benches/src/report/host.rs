@@ -34,6 +34,12 @@ pub struct Host {
     /// (`qemu-tcg`, `qemu-kvm`, from `MMBATCH_VM`); empty on a host.
     #[serde(default)]
     pub guest: String,
+    /// A cache line's round trip between two CPUs, measured just before
+    /// and just after the experiment ran (`repro` fills it in): whether
+    /// the host ran two CPUs at once, which every row that contends
+    /// across threads depends on.
+    #[serde(default)]
+    pub round_trip: Vec<super::round_trip::RoundTrip>,
 }
 
 impl Host {
@@ -106,6 +112,7 @@ impl Host {
             available_bytes: kib("MemAvailable:"),
             thp,
             hugepages,
+            round_trip: Vec::new(),
         }
     }
 
@@ -142,6 +149,33 @@ impl Host {
             },
             self.guest_note(),
             self.damon_note(),
+        ) + &self.round_trip_note()
+    }
+
+    /// `; cross-CPU round trip ...` once measured: each probe's best
+    /// round trip (how far apart the two CPUs are: it moves when the
+    /// hypervisor places the vCPUs elsewhere) and the share of it in which
+    /// both CPUs ran, before and after the experiment.
+    pub fn round_trip_note(&self) -> String {
+        if self.round_trip.is_empty() {
+            return String::new();
+        }
+        let join = |f: &dyn Fn(&super::round_trip::RoundTrip) -> String| {
+            self.round_trip
+                .iter()
+                .map(f)
+                .collect::<Vec<_>>()
+                .join(" / ")
+        };
+        format!(
+            "; cross-CPU round trip {} ns, both CPUs running {} of the probe{}",
+            join(&|r| format!("{:.0}", r.best_ns)),
+            join(&|r| format!("{:.0}%", r.concurrent_share() * 100.0)),
+            if self.round_trip.len() == 2 {
+                " (before / after)"
+            } else {
+                ""
+            }
         )
     }
 

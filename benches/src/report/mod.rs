@@ -6,6 +6,7 @@
 mod compare;
 mod host;
 mod markdown;
+pub mod round_trip;
 mod seed;
 mod text;
 

@@ -15,11 +15,12 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "   host: {} CPUs, {} NUMA node(s), Linux {}{}; scale {}, {} sample(s){}",
+            "   host: {} CPUs, {} NUMA node(s), Linux {}{}{}; scale {}, {} sample(s){}",
             self.host.cpus,
             self.host.nodes,
             self.host.kernel,
             self.host.guest_note(),
+            self.host.round_trip_note(),
             self.config.scale,
             self.config.samples,
             match self.metric {
