@@ -116,6 +116,40 @@ fn portable() -> Result<(), String> {
 }
 
 /// The library crates as a user gets them: each `.crate` of
+/// Removes this workspace's library crates from cargo's unpacked registry
+/// sources (`$CARGO_HOME/registry/src/*/NAME-VERSION`), where `cargo
+/// package` leaves them between runs. Only directories named after
+/// [`LIBRARIES`] are touched.
+fn remove_unpacked_packages() {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cargo")));
+    let Some(src) = home.map(|h| h.join("registry/src")) else {
+        return;
+    };
+    let Ok(indexes) = std::fs::read_dir(&src) else {
+        return;
+    };
+    for index in indexes.flatten() {
+        let Ok(crates) = std::fs::read_dir(index.path()) else {
+            continue;
+        };
+        for dir in crates.flatten() {
+            let name = dir.file_name();
+            let name = name.to_string_lossy();
+            // NAME-VERSION, the version starting with a digit.
+            let ours = LIBRARIES.iter().any(|c| {
+                name.strip_prefix(c)
+                    .and_then(|v| v.strip_prefix('-'))
+                    .is_some_and(|v| v.starts_with(|ch: char| ch.is_ascii_digit()))
+            });
+            if ours {
+                let _ = std::fs::remove_dir_all(dir.path());
+            }
+        }
+    }
+}
+
 /// `target/package-verify/package` unpacked into a workspace of its own (each depending
 /// on the others' packages through `[patch.crates-io]`, as crates.io
 /// would serve them), built with default features, and its doctests (the
@@ -245,6 +279,12 @@ pub(crate) fn run() -> Result<(), String> {
             let verify = root().join("target/package-verify");
             let _ = std::fs::remove_dir_all(root().join("target/package"));
             let _ = std::fs::remove_dir_all(&verify);
+            // The same for the sources: cargo unpacks each package it
+            // verifies a dependent against into `$CARGO_HOME/registry/src`
+            // and, finding one of the same name and version there from an
+            // earlier run, builds that (a module removed since still
+            // compiled, and failed). Ours are removed first.
+            remove_unpacked_packages();
             let mut cmd = cargo();
             cmd.env("CARGO_TARGET_DIR", &verify)
                 .args(["package", "--allow-dirty"]);

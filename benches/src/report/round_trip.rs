@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 /// How long the probe runs: several of a hypervisor's or scheduler's time
 /// slices, so that the time the other CPU was not running weighs in.
-const WINDOW: Duration = Duration::from_millis(100);
+pub const WINDOW: Duration = Duration::from_millis(100);
 
 /// Below this [`RoundTrip::concurrent_share`] the two CPUs were not both
 /// running for a fifth of the probe or more: rows that contend across
