@@ -512,9 +512,37 @@ impl UffdRegion {
     /// file's end does.
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: the mapping lives as long as self; missing pages are
-        // filled by the handlers (or, after shutdown, are all present), and
-        // nothing else writes them.
+        // filled by the handlers (or, after shutdown, are all present) with
+        // `UFFDIO_COPY`/`UFFDIO_CONTINUE`, which never change a page that is
+        // present, and the process writes it only through `&mut self`.
         unsafe { std::slice::from_raw_parts(self.as_ptr(), self.shared.len) }
+    }
+
+    /// The first byte, for writing (a VMM hands it to KVM as guest memory).
+    /// Writes through it must not overlap a live [`as_slice`](Self::as_slice)
+    /// or [`as_mut_slice`](Self::as_mut_slice) borrow, as with
+    /// `Vec::as_mut_ptr`.
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.shared.base as *mut u8
+    }
+
+    /// The memory, writable. A write to a missing page faults it in from
+    /// the source first, as a read does (with its window), and then lands
+    /// on the source's bytes; a page the process has written is never
+    /// filled again (the kernel refuses to copy over a present page), so
+    /// no later fault, prefetch or replay undoes a write. System calls
+    /// that write the region (`read(2)` into it, O_DIRECT, io_uring) fault
+    /// in the same way where the region serves kernel faults
+    /// ([`UffdMode::AllFaults`]). In a [page-cache
+    /// region](Self::over_page_cache) the mapping is shared: writes reach
+    /// the file. Writing a page the source failed kills the process, as
+    /// reading it does.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        let len = self.shared.len;
+        // SAFETY: as `as_slice`, and `&mut self` makes this the only borrow
+        // of the memory; the handlers' copies land only in pages that are
+        // missing, which no byte of the slice has been read or written in.
+        unsafe { std::slice::from_raw_parts_mut(self.as_mut_ptr(), len) }
     }
 
     /// Which faults the region's handlers serve: the kernel's on the
