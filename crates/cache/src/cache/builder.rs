@@ -15,7 +15,9 @@ use crate::sync::AtomicU64;
 /// keys alike in the bits a shadow keeps, so that a one-off scan passed for
 /// refaults and flushed the hot entries (see
 /// `the_default_hash_keeps_hot_entries_through_a_scan_whatever_the_seed`).
-/// How often: `docs/cache.md#policy-measurements`.
+/// How often: [docs/cache.md][policy-measurements].
+///
+/// [policy-measurements]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#policy-measurements
 pub type DefaultHashBuilder = foldhash::quality::RandomState;
 
 /// How a hit reorders the cache, and what a miss remembers.
@@ -51,7 +53,9 @@ pub enum Policy {
     /// working set that returns is recognised, the ARC paper's traces hit
     /// about as often as under ARC, and a loop larger than the cache keeps
     /// most of itself resident instead of missing on every request as
-    /// under LRU and ARC (hit ratios: `docs/cache.md#policy-measurements`).
+    /// under LRU and ARC (hit ratios: [docs/cache.md][policy-measurements]).
+    ///
+    /// [policy-measurements]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#policy-measurements
     #[default]
     #[doc(alias = "workingset_refault")]
     #[doc(alias = "workingset_eviction")]
@@ -283,9 +287,11 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     ///
     /// Each shard evicts on its own, so a small cache used from one or two
     /// threads keeps more hits with fewer shards (measured:
-    /// `docs/cache.md#tunables-and-their-measurements`). Fewer shards cost
+    /// [docs/cache.md][tunables-and-their-measurements]). Fewer shards cost
     /// concurrent throughput: see the default's floor of 512 entries a
     /// shard.
+    ///
+    /// [tunables-and-their-measurements]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#tunables-and-their-measurements
     pub fn shards(mut self, shards: usize) -> Self {
         self.opts.shards = Some(shards.max(1));
         self

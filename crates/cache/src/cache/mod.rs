@@ -126,7 +126,9 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 ///   shadow table (4 bytes a slot, twice its entries) is allocated. Each
 ///   shard's lock adds a cache line (128 bytes as padded) per stripe: two
 ///   per CPU, rounded down to a power of two, up to 8. (What
-///   `cache-memory` measures: `docs/cache.md#layout-measurements`.)
+///   `cache-memory` measures: [docs/cache.md][layout-measurements].)
+///
+/// [layout-measurements]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#layout-measurements
 pub struct LruCache<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
     shards: Box<[CachePadded<Shard<K, V>>]>,
     shard_mask: usize,
