@@ -260,3 +260,74 @@ fn with_no_barrier_anywhere_a_failed_load_returns_its_error() {
         assert_eq!(c.get(&k), Some(k));
     }
 }
+
+/// A key whose drop panics while `PANIC_ON_DROP` names it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Touchy(u64);
+
+static PANIC_ON_DROP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
+
+impl Drop for Touchy {
+    fn drop(&mut self) {
+        if PANIC_ON_DROP.load(Ordering::SeqCst) == self.0 && !std::thread::panicking() {
+            panic!("Touchy({}) dropped", self.0);
+        }
+    }
+}
+
+/// An abandoned flight's key copy whose drop panics when a later claim
+/// takes the flight out: the claim's own flight must still be cleaned up.
+/// It was dropped before the claim's clean-up existed, leaving that flight
+/// with no loader: the next caller for its key waited forever.
+#[test]
+fn a_key_that_panics_as_an_abandoned_flight_is_cleared_strands_no_one() {
+    let name = "a_key_that_panics_as_an_abandoned_flight_is_cleared_strands_no_one";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let c: LruCache<Touchy, u64> = LruCache::builder(1024).shards(1).build().unwrap();
+    for k in 0..100 {
+        c.insert(Touchy(k), k);
+    }
+    std::thread::scope(|s| {
+        // A sandboxed thread abandons its load of 5000.
+        s.spawn(|| {
+            let r = c.try_get_or_insert_with(Touchy(5000), || {
+                let start = std::time::Instant::now();
+                while c.stats().fast_read_shards == 0 {
+                    for k in 0..100 {
+                        assert_eq!(c.get(&Touchy(k)), Some(k));
+                    }
+                    assert!(start.elapsed() < Duration::from_secs(20), "never fast");
+                }
+                refuse_syscalls_on_this_thread(&[
+                    libc::SYS_membarrier,
+                    libc::SYS_sched_setaffinity,
+                ]);
+                Err("the source failed")
+            });
+            assert_eq!(r, Err("the source failed"));
+        })
+        .join()
+        .unwrap();
+    });
+    PANIC_ON_DROP.store(5000, Ordering::SeqCst);
+    // A claim of the key takes the abandoned flight out; its key copy
+    // panics as it drops.
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        c.get_or_insert_with(Touchy(5000), || 6000)
+    }));
+    let msg = mmbatch_testkit::panic_message(&*r.expect_err("the key's drop panicked"));
+    assert_eq!(msg, "Touchy(5000) dropped");
+    PANIC_ON_DROP.store(u64::MAX, Ordering::SeqCst);
+    // Another thread loading the key does not wait for a loader that is
+    // gone.
+    let v = std::thread::scope(|s| {
+        s.spawn(|| c.get_or_insert_with(Touchy(5000), || 6001))
+            .join()
+            .unwrap()
+    });
+    assert_eq!(v, 6001);
+    c.check_invariants().unwrap();
+}

@@ -14,8 +14,8 @@
 //! `cache/load.rs`), and its waiters start over: one of them becomes the
 //! next loader. Where that loader cannot change its shard (a fast shard
 //! lock whose writer can have no barrier), it [abandons](Flight::abandon)
-//! the flight in place, under a read lock, and the next claimer of the
-//! key takes it out.
+//! the flight in place, under a read lock, and the next claim in the
+//! shard takes it out.
 
 use crate::sync::{Arc, AtomicBool, Condvar, Mutex, Ordering, ThreadToken, thread_token};
 
@@ -26,7 +26,8 @@ enum State<V> {
 }
 
 /// One key's load in progress, in its shard's `flights` (read and written
-/// under the shard's write lock).
+/// under the shard's write lock; only [`abandon`](Flight::abandon), which
+/// touches nothing but an atomic and the room, under its read lock).
 pub(super) struct Flight<K, V> {
     pub(super) hash: u64,
     pub(super) key: K,

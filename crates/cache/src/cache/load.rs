@@ -17,7 +17,9 @@ use crate::sync::{Arc, Ordering};
 /// A load's flight from claim to landing: if the loader does not land it
 /// (an error, or a panic in the loader, a key's `Eq` or a value's
 /// `Clone`), takes the flight out of its shard and completes its room
-/// empty: its waiters start over.
+/// empty: its waiters start over. Where the shard cannot be changed (a
+/// fast lock whose writer can have no barrier), it abandons the flight in
+/// place instead, under a read lock (`Flight::abandon`).
 struct Landing<'a, K, V> {
     shard: &'a Shard<K, V>,
     /// The flight's id in its shard.
@@ -124,26 +126,31 @@ where
             }
             let hash = self.hash(&key);
             let shard = self.shard(hash);
-            // A flight its loader abandoned, taken out here: dropped after
-            // the lock, as `Landing` drops its key.
-            let mut abandoned = None;
+            // Flights their loaders abandoned (`Flight::abandon`), taken out
+            // of the shard by any claim in it; dropped after the lock, and
+            // after this claim's `Landing` exists (a key's `Drop` may panic).
+            let mut abandoned = Vec::new();
             let claimed = {
                 let mut lv = shard.write();
                 if let Some(i) = lv.find(hash, |k| *k == key) {
                     return Ok(lv.node(i).value.clone());
                 }
-                let found = lv
-                    .flights
-                    .iter()
-                    .position(|fl| fl.hash == hash && fl.key == key);
-                if let Some(i) = found.filter(|&i| lv.flights[i].is_abandoned()) {
-                    abandoned = Some(lv.flights.swap_remove(i));
-                }
-                match found.filter(|_| abandoned.is_none()) {
-                    Some(i) => {
-                        let fl = &mut lv.flights[i];
-                        Err((fl.room(), fl.is_own()))
+                if lv.flights.iter().any(Flight::is_abandoned) {
+                    let mut i = 0;
+                    while i < lv.flights.len() {
+                        if lv.flights[i].is_abandoned() {
+                            abandoned.push(lv.flights.swap_remove(i));
+                        } else {
+                            i += 1;
+                        }
                     }
+                }
+                match lv
+                    .flights
+                    .iter_mut()
+                    .find(|fl| fl.hash == hash && fl.key == key)
+                {
+                    Some(fl) => Err((fl.room(), fl.is_own())),
                     None => {
                         let id = lv.next_flight;
                         lv.next_flight += 1;
@@ -152,10 +159,10 @@ where
                     }
                 }
             };
-            drop(abandoned);
             let id = match claimed {
                 Ok(id) => id,
                 Err((room, own)) => {
+                    drop(abandoned);
                     assert!(
                         !own,
                         "LruCache::get_or_insert_with: the loader of a key asked for that same key \
@@ -177,6 +184,7 @@ where
                 room: None,
                 key: None,
             };
+            drop(abandoned);
             let load = f.take().expect("the loader runs once");
             let value = load()?;
             let weight = self.weigh(&key, &value);

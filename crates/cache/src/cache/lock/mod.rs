@@ -458,8 +458,9 @@ impl<T> ShardLock<T> {
     }
 
     /// [`write`](Self::write), or [`NoBarrier`] where it would panic for
-    /// want of a heavy barrier: the lock is then as it was (fast, and
-    /// unwritten), and readable. For clean-up that must not panic.
+    /// want of a heavy barrier: the lock is then fast and unwritten, as it
+    /// was (its spell counts the attempt as a write), and readable. For
+    /// clean-up that must not panic.
     ///
     /// # Panics
     /// As [`write`](Self::write), if the calling thread holds this lock.
