@@ -28,9 +28,7 @@ use std::{
 use crossbeam_utils::CachePadded;
 use mmbatch_pagevec::{Apply, Batcher, PageVec, apply_batch};
 
-use crate::percpu::PerCpu;
-
-use crate::{Config, Experiment, Metric, Progress, Report, Row, Table, timed};
+use crate::{Config, Experiment, Metric, Progress, Report, Row, Table, percpu::PerCpu, timed};
 
 /// The registry entry.
 pub const EXPERIMENT: Experiment = Experiment {

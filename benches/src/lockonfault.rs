@@ -432,7 +432,12 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
             columns,
         },
     ];
-    let mut report = EXPERIMENT.report(cfg, Metric::Seconds, rows, tables);
+    // The samples taken, not those asked for.
+    let taken = Config {
+        samples: cfg.samples.clamp(1, MAX_SAMPLES),
+        ..cfg.clone()
+    };
+    let mut report = EXPERIMENT.report(&taken, Metric::Seconds, rows, tables);
     let mut notes: Vec<String> = Strategy::ALL
         .iter()
         .zip(&refused)

@@ -11,7 +11,10 @@ use mmbatch_testkit::bytes::Bytes;
 
 fuzz_target!(|data: &[u8]| {
     let mut b = Bytes(data);
-    let job = Job::new(b.size() as usize, b.size() as usize).align(b.size() as usize).min_chunk(b.size() as usize).max_threads(b.size() as usize);
+    let job = Job::new(b.size() as usize, b.size() as usize)
+        .align(b.size() as usize)
+        .min_chunk(b.size() as usize)
+        .max_threads(b.size() as usize);
     let Ok(plan) = job.plan() else { return };
     assert!(plan.threads >= 1 && plan.threads <= MAX_THREADS.min(job.max_threads));
     assert!(plan.chunk >= 1 && plan.chunk % job.align == 0);

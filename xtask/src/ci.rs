@@ -115,7 +115,6 @@ fn portable() -> Result<(), String> {
     Ok(())
 }
 
-/// The library crates as a user gets them: each `.crate` of
 /// Removes this workspace's library crates from cargo's unpacked registry
 /// sources (`$CARGO_HOME/registry/src/*/NAME-VERSION`), where `cargo
 /// package` leaves them between runs. Only directories named after
@@ -150,6 +149,7 @@ fn remove_unpacked_packages() {
     }
 }
 
+/// The library crates as a user gets them: each `.crate` of
 /// `target/package-verify/package` unpacked into a workspace of its own (each depending
 /// on the others' packages through `[patch.crates-io]`, as crates.io
 /// would serve them), built with default features, and its doctests (the
@@ -232,15 +232,29 @@ pub(crate) fn run() -> Result<(), String> {
             done(exec(cargo().args(["fmt", "--all", "--check"])))
         }),
         ("clippy", || {
-            done(exec(cargo().args([
-                "clippy",
-                "--workspace",
-                "--all-targets",
-                "--all-features",
-                "--",
-                "-D",
-                "warnings",
-            ])))
+            // Every feature, and the default ones users build (code behind
+            // a feature's `cfg` can warn only without it).
+            done(
+                exec(cargo().args([
+                    "clippy",
+                    "--workspace",
+                    "--all-targets",
+                    "--all-features",
+                    "--",
+                    "-D",
+                    "warnings",
+                ]))
+                .and_then(|()| {
+                    exec(cargo().args([
+                        "clippy",
+                        "--workspace",
+                        "--all-targets",
+                        "--",
+                        "-D",
+                        "warnings",
+                    ]))
+                }),
+            )
         }),
         ("test", || {
             // Every test binary runs even after one fails, and the summary

@@ -221,7 +221,7 @@ impl Image {
         if p == libc::MAP_FAILED {
             return false;
         }
-        let mut vec = vec![0u8; len.div_ceil(PAGE)];
+        let mut vec = vec![0u8; len.div_ceil(rustix::param::page_size())];
         // SAFETY: `p` maps `len` bytes; `vec` has a byte per page of them.
         let r = unsafe { libc::mincore(p, len, vec.as_mut_ptr()) };
         // SAFETY: the mapping made above, of `len` bytes, not used after.
@@ -555,7 +555,12 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
             });
         }
     }
-    let mut report = EXPERIMENT.report(cfg, Metric::Seconds, rows, tables);
+    // The samples taken, not those asked for.
+    let taken = Config {
+        samples: cfg.samples.clamp(1, MAX_SAMPLES),
+        ..cfg.clone()
+    };
+    let mut report = EXPERIMENT.report(&taken, Metric::Seconds, rows, tables);
     report.notes = notes(&report, pages, &runs, root, &failures);
     report
 }

@@ -83,7 +83,7 @@ fn writes_through_the_raw_pointer_read_back() {
     for page in (0..32).rev() {
         let at = page * PAGE + page;
         // SAFETY: inside the region, and no borrow of its memory is alive.
-        unsafe { p.add(at).write_volatile(0xA5) };
+        unsafe { p.wrapping_add(at).write_volatile(0xA5) };
         want[at] = 0xA5;
     }
     assert_pages_eq(r.as_slice(), &want);

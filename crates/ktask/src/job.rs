@@ -109,6 +109,24 @@ impl Job {
         }
     }
 
+    /// Every field given: the crate's own jobs, which set `max_threads`
+    /// themselves (`new` asks the system for its CPUs, a cgroup read).
+    pub(crate) fn with_all(
+        start: usize,
+        size: usize,
+        align: usize,
+        min_chunk: usize,
+        max_threads: usize,
+    ) -> Self {
+        Self {
+            start,
+            size,
+            align,
+            min_chunk,
+            max_threads,
+        }
+    }
+
     /// With chunk boundaries on multiples of `align` (`start` and `size`
     /// must be multiples of it; [`plan`](Self::plan) checks).
     #[must_use]

@@ -20,10 +20,7 @@ unsafe impl Send for Base {}
 unsafe impl Sync for Base {}
 
 fn job(len: usize, align: usize, max_threads: usize) -> Job {
-    Job::new(0, len)
-        .align(align)
-        .min_chunk(MIN_CHUNK)
-        .max_threads(max_threads)
+    Job::with_all(0, len, align, MIN_CHUNK, max_threads)
 }
 
 /// Zeroes `buf` on up to `max_threads` threads (0 is taken as 1), in
@@ -38,10 +35,7 @@ pub fn clear(buf: &mut [u8], max_threads: usize) {
 /// (`buf.len()` must be a multiple of `align`).
 pub(crate) fn clear_aligned(buf: &mut [u8], align: usize, min_chunk: usize, max_threads: usize) {
     let base = Base(buf.as_mut_ptr());
-    let job = Job::new(0, buf.len())
-        .align(align)
-        .min_chunk(min_chunk)
-        .max_threads(max_threads.max(1));
+    let job = Job::with_all(0, buf.len(), align, min_chunk, max_threads.max(1));
     let r = run::<Infallible>(&job, move |range| {
         let base = base;
         // SAFETY: chunks are disjoint sub-ranges of `buf`, which we borrow

@@ -132,10 +132,13 @@ pub fn place(
             } else {
                 n.cpus.clone()
             };
-            let job = Job::new(r.range.start, r.range.len())
-                .align(align)
-                .min_chunk(min_chunk)
-                .max_threads(cpus.len().min(max_threads_per_node).max(1));
+            let job = Job::with_all(
+                r.range.start,
+                r.range.len(),
+                align,
+                min_chunk,
+                cpus.len().min(max_threads_per_node).max(1),
+            );
             let threads = job.plan().map_err(NumaError::Job)?.threads;
             Ok(Placement {
                 node: r.node,
@@ -218,10 +221,7 @@ pub fn run_numa<E: Send>(
         let bind = || {
             let _ = topology.bind_cpu(&set, CpuBindingFlags::THREAD);
         };
-        let job = Job::new(p.range.start, p.range.len())
-            .align(align)
-            .min_chunk(min_chunk)
-            .max_threads(p.threads);
+        let job = Job::with_all(p.range.start, p.range.len(), align, min_chunk, p.threads);
         run_bound(&job, &bind, &node_f, &undo)
     };
     // Each node's result, or its panic: a panic is kept until every node
@@ -270,10 +270,7 @@ pub fn run_numa<E: Send>(
     // node that failed or panicked has undone its own).
     for (p, r) in placements.iter().zip(&results) {
         if matches!(r, Ok(Ok(()))) {
-            let job = Job::new(p.range.start, p.range.len())
-                .align(align)
-                .min_chunk(min_chunk)
-                .max_threads(p.threads);
+            let job = Job::with_all(p.range.start, p.range.len(), align, min_chunk, p.threads);
             if let Ok(plan) = job.plan() {
                 plan.chunks().for_each(&undo);
             }

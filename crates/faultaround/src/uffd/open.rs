@@ -103,15 +103,7 @@ fn open_all_faults() -> Result<Uffd, Error> {
             _ => libc::EPERM,
         }))
     });
-    // Fail point `uffd::open_device` (an errno number): the device's open
-    // fails so.
-    let device = (|| {
-        fail_point!("uffd::open_device", |arg| Err(Errno::from_raw_os_error(
-            arg.and_then(|a| a.parse().ok()).unwrap_or(libc::ENODEV)
-        )));
-        Uffd::by_device(libc::O_CLOEXEC | libc::O_NONBLOCK)
-    })();
-    match device {
+    match open_device() {
         Ok(uffd) => handshake(uffd),
         // No device (before 6.1, or not in this container; a device node
         // with no driver behind it, or one the container's device policy
@@ -122,6 +114,15 @@ fn open_all_faults() -> Result<Uffd, Error> {
         }
         Err(e) => Err(uffd_error(e)),
     }
+}
+
+/// `/dev/userfaultfd`, opened. Fail point `uffd::open_device` (an errno
+/// number): the open fails so.
+fn open_device() -> Result<Uffd, Errno> {
+    fail_point!("uffd::open_device", |arg| Err(Errno::from_raw_os_error(
+        arg.and_then(|a| a.parse().ok()).unwrap_or(libc::ENODEV)
+    )));
+    Uffd::by_device(libc::O_CLOEXEC | libc::O_NONBLOCK)
 }
 
 /// `userfaultfd(2)`, with `UFFD_USER_MODE_ONLY` if `user_mode_only`, then

@@ -6,12 +6,12 @@ use std::collections::VecDeque;
 
 use mmbatch_lru::{Event, Flags, LruError, Mode, Modes, Pfn};
 
+use super::{FRAMES, Outcome, Step, THREADS};
+
 /// The engine's batch capacity: `mmbatch_lru::BATCH`, or 2 in a build with
 /// `--cfg loom`, where the engine shrinks its batches (this crate is built
 /// with the same flags).
 const ENGINE_BATCH: usize = if cfg!(loom) { 2 } else { mmbatch_lru::BATCH };
-
-use super::{FRAMES, Outcome, Step, THREADS};
 
 const LRU: u32 = Flags::LRU.bits();
 const ACTIVE: u32 = Flags::ACTIVE.bits();
