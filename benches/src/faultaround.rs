@@ -90,9 +90,9 @@ pub const ENGINE: Experiment = Experiment {
 /// The seed's orders.
 pub const ORDERS: [u32; 7] = [0, 1, 3, 4, 5, 7, 9];
 
-/// Bytes at scale 1.0: 128 MiB, where order 0's 32768 faults take about
-/// 1.6 s a sample on the development host and order 9's 64 faults still
-/// 10 ms (the seed's 16 GiB is `--scale big`).
+/// Bytes at scale 1.0: 128 MiB, where order 0's 32768 faults took
+/// 1.7-1.9 s a sample on the development host and order 9's 64 faults
+/// 36-89 ms (`results/all.json`; the seed's 16 GiB is `--scale big`).
 pub const BYTES: f64 = (128u64 << 20) as f64;
 
 const PAGE: usize = 4096;

@@ -3,7 +3,7 @@
 //! VM whose vCPUs run at once, a round trip is a fraction of a
 //! microsecond; on a host that time-slices the vCPUs on fewer physical
 //! CPUs, the other side is not running when the line arrives, and a round
-//! trip costs a scheduling slice (tens of microseconds to milliseconds).
+//! trip costs a scheduling slice.
 //! Then a lock's contention, a batch's saving or a thread's speed-up
 //! measures the hypervisor's scheduler, not the code.
 
@@ -28,8 +28,8 @@ pub const CONCURRENT_BELOW: f64 = 0.8;
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RoundTrip {
     /// The fastest run of 64 round trips, per round trip: the line's
-    /// transfer time while both CPUs run (about 0.06 us on this project's
-    /// 2-vCPU KVM guest, 0.1-0.4 us on x86 hardware).
+    /// transfer time while both CPUs run (27-64 ns, or about 290 ns at
+    /// times, on this project's 2-vCPU KVM guest: ARCHITECTURE section 4).
     pub best_ns: f64,
     /// Every round trip of the probe, on average: stretches in which one
     /// side was not running count in full.

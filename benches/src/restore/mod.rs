@@ -79,7 +79,7 @@ pub const EXPERIMENT: Experiment = Experiment {
 };
 
 /// Samples at most, whatever `--samples` asks: the judged ratios are 3-10
-/// times their targets, and a sample of every row takes 3-4 s here.
+/// times their targets (the 14.4-minute run of ARCHITECTURE section 4).
 pub const MAX_SAMPLES: usize = 3;
 
 /// REAP's headline: cold start with record-and-prefetch vs lazy paging.
@@ -230,8 +230,7 @@ impl Image {
     }
 
     /// Makes sure the whole file is in the page cache: reads it unless
-    /// it is already (a 1 GiB read from the page cache costs a quarter of
-    /// a second, before every warm sample).
+    /// it is already (it was read whole before every warm sample).
     fn warm(&self) {
         if self.resident() {
             return;

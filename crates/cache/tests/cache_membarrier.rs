@@ -31,17 +31,26 @@ fn fast_cache() -> LruCache<u64, u64> {
     for k in 0..100 {
         c.insert(k, k);
     }
+    look_up_until_fast(&c, |k| k);
+    c
+}
+
+/// Looks up keys `key(0..100)` (each cached with value `k`) on this
+/// thread until the cache's one shard skips its barrier.
+fn look_up_until_fast<K: std::hash::Hash + Eq + Clone>(
+    c: &LruCache<K, u64>,
+    key: impl Fn(u64) -> K,
+) {
     let start = std::time::Instant::now();
     while c.stats().fast_read_shards == 0 {
         for k in 0..100 {
-            assert_eq!(c.get(&k), Some(k));
+            assert_eq!(c.get(&key(k)), Some(k));
         }
         assert!(
             start.elapsed() < Duration::from_secs(20),
             "the shard never went fast (membarrier unavailable here?)"
         );
     }
-    c
 }
 
 /// Lookups on another thread all along, some of them fast when the
@@ -136,18 +145,46 @@ fn with_no_barrier_to_be_had_a_change_panics_and_the_shard_stays_fast() {
 
 /// Makes the one shard of `c` fast again (a quiet spell of lookups on
 /// this thread), then refuses this thread (only) every barrier.
-fn fast_again_then_refused_here(c: &LruCache<u64, u64>) {
-    let start = std::time::Instant::now();
-    while c.stats().fast_read_shards == 0 {
-        for k in 0..100 {
-            assert_eq!(c.get(&k), Some(k));
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "never fast again"
-        );
-    }
+fn fast_again_then_refused_here<K: std::hash::Hash + Eq + Clone>(
+    c: &LruCache<K, u64>,
+    key: impl Fn(u64) -> K,
+) {
+    look_up_until_fast(c, key);
     refuse_syscalls_on_this_thread(&[libc::SYS_membarrier, libc::SYS_sched_setaffinity]);
+}
+
+/// Key 5000 loaded by `outcome` on a thread that, once a second thread
+/// waits on the load, makes the shard fast again and loses every barrier
+/// (a sandbox confining one worker), while the waiter's thread keeps them.
+/// Returns how the loader ended and what the waiter got.
+fn refused_loader_and_its_waiter(
+    c: &LruCache<u64, u64>,
+    outcome: impl FnOnce() -> Result<u64, &'static str> + Send,
+) -> (std::thread::Result<Result<u64, &'static str>>, u64) {
+    let waiting = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let loader = s.spawn(|| {
+            c.try_get_or_insert_with(5000, || {
+                while !waiting.load(Ordering::Acquire) {
+                    std::thread::yield_now();
+                }
+                // Let the waiter reach its room.
+                std::thread::sleep(Duration::from_millis(50));
+                fast_again_then_refused_here(c, |k| k);
+                outcome()
+            })
+        });
+        // Claimed once the loader's flight is in: then wait on it.
+        while c.stats().loads == 0 {
+            std::thread::yield_now();
+        }
+        let waiter = s.spawn(|| {
+            waiting.store(true, Ordering::Release);
+            c.get_or_insert_with(5000, || 5001)
+        });
+        let loaded = loader.join();
+        (loaded, waiter.join().unwrap())
+    })
 }
 
 /// A loader that fails where the shard cannot be changed (its thread,
@@ -163,31 +200,10 @@ fn a_loader_failing_with_no_barrier_releases_its_waiters() {
         return;
     }
     let c = fast_cache();
-    let waiting = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        let loader = s.spawn(|| {
-            c.try_get_or_insert_with(5000, || {
-                while !waiting.load(Ordering::Acquire) {
-                    std::thread::yield_now();
-                }
-                // Let the waiter reach its room.
-                std::thread::sleep(Duration::from_millis(50));
-                fast_again_then_refused_here(&c);
-                Err("the source failed")
-            })
-        });
-        // Claimed once the loader's flight is in: then wait on it.
-        while c.stats().loads == 0 {
-            std::thread::yield_now();
-        }
-        let waiter = s.spawn(|| {
-            waiting.store(true, Ordering::Release);
-            c.get_or_insert_with(5000, || 5001)
-        });
-        assert_eq!(loader.join().unwrap(), Err("the source failed"));
-        // The waiter starts over and loads the key itself.
-        assert_eq!(waiter.join().unwrap(), 5001);
-    });
+    let (loaded, waited) = refused_loader_and_its_waiter(&c, || Err("the source failed"));
+    assert_eq!(loaded.unwrap(), Err("the source failed"));
+    // The waiter starts over and loads the key itself.
+    assert_eq!(waited, 5001);
     assert_eq!(c.get(&5000), Some(5001));
     assert_eq!(c.stats().loads, 2);
     c.check_invariants().unwrap();
@@ -204,32 +220,13 @@ fn a_loader_panicking_with_no_barrier_unwinds_and_releases_its_waiters() {
         return;
     }
     let c = fast_cache();
-    let waiting = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        let loader = s.spawn(|| {
-            c.get_or_insert_with(5000, || {
-                while !waiting.load(Ordering::Acquire) {
-                    std::thread::yield_now();
-                }
-                std::thread::sleep(Duration::from_millis(50));
-                fast_again_then_refused_here(&c);
-                panic!("the loader's own panic")
-            })
-        });
-        while c.stats().loads == 0 {
-            std::thread::yield_now();
-        }
-        let waiter = s.spawn(|| {
-            waiting.store(true, Ordering::Release);
-            c.get_or_insert_with(5000, || 5001)
-        });
-        let e = loader.join().expect_err("the loader's panic was lost");
-        assert_eq!(
-            mmbatch_testkit::panic_message(&*e),
-            "the loader's own panic"
-        );
-        assert_eq!(waiter.join().unwrap(), 5001);
-    });
+    let (loaded, waited) = refused_loader_and_its_waiter(&c, || panic!("the loader's own panic"));
+    let e = loaded.expect_err("the loader's panic was lost");
+    assert_eq!(
+        mmbatch_testkit::panic_message(&*e),
+        "the loader's own panic"
+    );
+    assert_eq!(waited, 5001);
     assert_eq!(c.get(&5000), Some(5001));
     c.check_invariants().unwrap();
 }
@@ -247,7 +244,7 @@ fn with_no_barrier_anywhere_a_failed_load_returns_its_error() {
     let c = fast_cache();
     // The claim is a change too: claimed first, with the barrier.
     let r = c.try_get_or_insert_with(5000, || {
-        fast_again_then_refused_here(&c);
+        fast_again_then_refused_here(&c, |k| k);
         Err("the source failed")
     });
     assert_eq!(r, Err("the source failed"));
@@ -294,17 +291,7 @@ fn a_key_that_panics_as_an_abandoned_flight_is_cleared_strands_no_one() {
         // A sandboxed thread abandons its load of 5000.
         s.spawn(|| {
             let r = c.try_get_or_insert_with(Touchy(5000), || {
-                let start = std::time::Instant::now();
-                while c.stats().fast_read_shards == 0 {
-                    for k in 0..100 {
-                        assert_eq!(c.get(&Touchy(k)), Some(k));
-                    }
-                    assert!(start.elapsed() < Duration::from_secs(20), "never fast");
-                }
-                refuse_syscalls_on_this_thread(&[
-                    libc::SYS_membarrier,
-                    libc::SYS_sched_setaffinity,
-                ]);
+                fast_again_then_refused_here(&c, Touchy);
                 Err("the source failed")
             });
             assert_eq!(r, Err("the source failed"));

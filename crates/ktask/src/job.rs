@@ -100,13 +100,8 @@ impl Job {
     /// A job over `start..start + size` with no alignment, chunks of at
     /// least one unit, and a thread per CPU.
     pub fn new(start: usize, size: usize) -> Self {
-        Self {
-            start,
-            size,
-            align: 1,
-            min_chunk: 1,
-            max_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        }
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Self::with_all(start, size, 1, 1, cpus)
     }
 
     /// Every field given: the crate's own jobs, which set `max_threads`
