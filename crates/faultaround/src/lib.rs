@@ -111,7 +111,8 @@ pub use engine::MapPages;
 pub use error::Error;
 pub use uffd::{
     FailSignal, MAX_HANDLERS, MAX_ID_LEN, MIN_SOURCE_TIMEOUT, PageRead, PageSource, REPLAY_RUN,
-    Record, UffdMode, UffdRegion, UffdRegionBuilder, UffdStats, Zeroes,
+    Record, UffdHandler, UffdHandlerBuilder, UffdMode, UffdRange, UffdRegion, UffdRegionBuilder,
+    UffdStats, Zeroes,
 };
 pub use window::{MAX_ORDER, PTRS_PER_TABLE, Window};
 

@@ -2,13 +2,12 @@
 
 use std::{fs::File, os::fd::AsRawFd, time::Duration};
 
-use super::{PageSource, Record, UffdRegion, Zeroes};
+use super::{PageSource, Record, UffdHandler, UffdRegion, Zeroes};
 use crate::Error;
 
-/// Settings of a [`UffdRegion`]; from [`UffdRegion::builder`].
+/// What a region and a [`UffdHandler`] share: how faults are served.
 #[derive(Clone, Debug)]
-pub struct UffdRegionBuilder {
-    pub(super) len: usize,
+pub(super) struct Settings {
     pub(super) order: u32,
     pub(super) handlers: usize,
     pub(super) source_timeout: Duration,
@@ -19,83 +18,112 @@ pub struct UffdRegionBuilder {
     pub(super) prefetchers: usize,
 }
 
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            order: 0,
+            handlers: 1,
+            source_timeout: Duration::from_secs(30),
+            record: false,
+            image_id: String::new(),
+            replay: None,
+            replay_pages: None,
+            prefetchers: 2,
+        }
+    }
+}
+
+/// The setters of [`Settings`], for both builders.
+macro_rules! settings_setters {
+    () => {
+        /// Fault-around order: each fault copies the ready pages of its
+        /// `2^order`-page window (default 0, at most [`MAX_ORDER`](crate::MAX_ORDER)).
+        pub fn order(mut self, order: u32) -> Self {
+            self.settings.order = order;
+            self
+        }
+
+        /// Handler threads (default 1, at most [`MAX_HANDLERS`](crate::MAX_HANDLERS)).
+        pub fn handlers(mut self, handlers: usize) -> Self {
+            self.settings.handlers = handlers;
+            self
+        }
+
+        /// How long a faulting page waits for a source that says
+        /// [`NotReady`]($crate::PageRead::NotReady), or that has not returned
+        /// from its call, before it is failed (default 30 s; `Duration::MAX`
+        /// waits for good). A handler whose call into the source has lasted
+        /// longer is replaced (see the region's docs); with none free, new
+        /// faults fail until one is. Drop waits for
+        /// the handlers up to this long; [`shutdown`]($crate::UffdRegion::shutdown)
+        /// as its docs say. Below [`MIN_SOURCE_TIMEOUT`](crate::MIN_SOURCE_TIMEOUT)
+        /// the build is refused.
+        pub fn source_timeout(mut self, timeout: Duration) -> Self {
+            self.settings.source_timeout = timeout;
+            self
+        }
+
+        /// Records the page of every fault, first touch first, for
+        /// [`UffdRegion::record`] (default off). The cost is one uncontended
+        /// lock and a push per fault, in the handler thread.
+        pub fn record(mut self, yes: bool) -> Self {
+            self.settings.record = yes;
+            self
+        }
+
+        /// The image's id (a snapshot's name or content hash, at most
+        /// [`MAX_ID_LEN`](crate::MAX_ID_LEN) bytes), written into records and checked on replay
+        /// (default empty: records are then told apart by length alone).
+        pub fn image_id(mut self, id: impl Into<String>) -> Self {
+            self.settings.image_id = id.into();
+            self
+        }
+
+        /// Replays `record`: background threads install its pages in runs of
+        /// consecutive pages (one `UFFDIO_COPY` each; over a page cache, one
+        /// `UFFDIO_CONTINUE` each, which maps the cached pages without
+        /// copying), in record order, while
+        /// the handlers serve faults as they come — a fault never queues
+        /// behind the replay. Pages outside the record fault in as usual. A
+        /// record of another image (length, page size or id) is refused at
+        /// build.
+        pub fn replay(mut self, record: Record) -> Self {
+            self.settings.replay = Some(record);
+            self
+        }
+
+        /// Where a replay reads the recorded pages (not read over a page
+        /// cache, where the replay maps the cached pages in place): a
+        /// working-set file that
+        /// [`Record::write_pages`]($crate::Record::write_pages) wrote for the replayed record, read in one
+        /// sequential pass (REAP's), instead of the pages' places in the image.
+        /// A file written for another record, or corrupt, is refused at build;
+        /// a run whose CRC-32 does not match is not installed (its pages fault
+        /// in from the image).
+        pub fn replay_pages(mut self, file: File) -> Self {
+            self.settings.replay_pages = Some(std::sync::Arc::new(file));
+            self
+        }
+
+        /// Threads that install a replayed record (default 2, at least 1 and
+        /// at most [`MAX_HANDLERS`](crate::MAX_HANDLERS); read only with
+        /// [`replay`](Self::replay)).
+        pub fn prefetchers(mut self, n: usize) -> Self {
+            self.settings.prefetchers = n;
+            self
+        }
+    };
+}
+
+/// Settings of a [`UffdRegion`]; from [`UffdRegion::builder`].
+#[derive(Clone, Debug)]
+pub struct UffdRegionBuilder {
+    pub(super) len: usize,
+    pub(super) settings: Settings,
+}
+
 impl UffdRegionBuilder {
-    /// Fault-around order: each fault copies the ready pages of its
-    /// `2^order`-page window (default 0, at most [`MAX_ORDER`](crate::MAX_ORDER)).
-    pub fn order(mut self, order: u32) -> Self {
-        self.order = order;
-        self
-    }
-
-    /// Handler threads (default 1, at most [`MAX_HANDLERS`](crate::MAX_HANDLERS)).
-    pub fn handlers(mut self, handlers: usize) -> Self {
-        self.handlers = handlers;
-        self
-    }
-
-    /// How long a faulting page waits for a source that says
-    /// [`NotReady`](super::PageRead::NotReady), or that has not returned
-    /// from its call, before it is failed (default 30 s; `Duration::MAX`
-    /// waits for good). A handler whose call into the source has lasted
-    /// longer is replaced (see the region's docs); with none free, new
-    /// faults fail until one is. Drop waits for
-    /// the handlers up to this long; [`shutdown`](UffdRegion::shutdown)
-    /// as its docs say. Below [`MIN_SOURCE_TIMEOUT`](crate::MIN_SOURCE_TIMEOUT)
-    /// the build is refused.
-    pub fn source_timeout(mut self, timeout: Duration) -> Self {
-        self.source_timeout = timeout;
-        self
-    }
-
-    /// Records the page of every fault, first touch first, for
-    /// [`UffdRegion::record`] (default off). The cost is one uncontended
-    /// lock and a push per fault, in the handler thread.
-    pub fn record(mut self, yes: bool) -> Self {
-        self.record = yes;
-        self
-    }
-
-    /// The image's id (a snapshot's name or content hash, at most
-    /// [`MAX_ID_LEN`](crate::MAX_ID_LEN) bytes), written into records and checked on replay
-    /// (default empty: records are then told apart by length alone).
-    pub fn image_id(mut self, id: impl Into<String>) -> Self {
-        self.image_id = id.into();
-        self
-    }
-
-    /// Replays `record`: background threads install its pages in runs of
-    /// consecutive pages (one `UFFDIO_COPY` each; over a page cache, one
-    /// `UFFDIO_CONTINUE` each, which maps the cached pages without
-    /// copying), in record order, while
-    /// the handlers serve faults as they come — a fault never queues
-    /// behind the replay. Pages outside the record fault in as usual. A
-    /// record of another image (length, page size or id) is refused at
-    /// build.
-    pub fn replay(mut self, record: Record) -> Self {
-        self.replay = Some(record);
-        self
-    }
-
-    /// Where a replay reads the recorded pages (not read over a page
-    /// cache, where the replay maps the cached pages in place): a
-    /// working-set file that
-    /// [`Record::write_pages`] wrote for the replayed record, read in one
-    /// sequential pass (REAP's), instead of the pages' places in the image.
-    /// A file written for another record, or corrupt, is refused at build;
-    /// a run whose CRC-32 does not match is not installed (its pages fault
-    /// in from the image).
-    pub fn replay_pages(mut self, file: File) -> Self {
-        self.replay_pages = Some(std::sync::Arc::new(file));
-        self
-    }
-
-    /// Threads that install a replayed record (default 2, at least 1 and
-    /// at most [`MAX_HANDLERS`](crate::MAX_HANDLERS); read only with
-    /// [`replay`](Self::replay)).
-    pub fn prefetchers(mut self, n: usize) -> Self {
-        self.prefetchers = n;
-        self
-    }
+    settings_setters!();
 
     /// Maps the region over `source` and starts its handlers.
     ///
@@ -134,5 +162,40 @@ impl UffdRegionBuilder {
         }
         let zeroes = Zeroes(self.len as u64);
         UffdRegion::build(self, Box::new(zeroes), Some(file.as_raw_fd()))
+    }
+}
+
+/// Settings of a [`UffdHandler`]; from [`UffdHandler::builder`].
+#[derive(Debug)]
+pub struct UffdHandlerBuilder {
+    pub(super) uffd: std::os::fd::OwnedFd,
+    pub(super) ranges: Vec<super::UffdRange>,
+    pub(super) page_size: usize,
+    pub(super) settings: Settings,
+}
+
+impl UffdHandlerBuilder {
+    settings_setters!();
+
+    /// The page size of the ranges (default the system's): the huge page
+    /// size (such as 2 MiB) for memory the other process mapped with
+    /// `MAP_HUGETLB` or from hugetlbfs, which the kernel fills only a
+    /// whole huge page at a time. The source is then read in pages of this
+    /// size, and the fault-around window counts them.
+    pub fn page_size(mut self, bytes: usize) -> Self {
+        self.page_size = bytes;
+        self
+    }
+
+    /// Starts serving the userfaultfd's faults from `source`: a fault at
+    /// an address in a range is served with the source's bytes at the
+    /// range's offset, as an owned region's are (window, handlers, replay,
+    /// REMOVE, POISON, watchdog). Refused: no ranges, ranges not aligned to
+    /// the page size or overlapping (in memory or in the source), a source
+    /// shorter than the last range's end, a descriptor that is not a
+    /// userfaultfd. The descriptor is made non-blocking (its flags are
+    /// shared with every copy of it).
+    pub fn build(self, source: impl PageSource) -> Result<UffdHandler, Error> {
+        UffdHandler::build(self, Box::new(source))
     }
 }

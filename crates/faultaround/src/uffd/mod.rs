@@ -5,7 +5,9 @@
 //!   page that cannot be filled.
 
 mod builder;
+mod foreign;
 mod handler;
+mod launch;
 mod open;
 mod record;
 mod source;
@@ -13,13 +15,12 @@ mod stop;
 mod sys;
 
 use std::{
-    collections::{HashSet, VecDeque},
     fs::File,
     io,
     os::{fd::BorrowedFd, unix::fs::FileExt},
     sync::{
-        Arc, Condvar, Mutex, RwLock,
-        atomic::{AtomicBool, AtomicUsize, Ordering},
+        Arc,
+        atomic::{AtomicBool, Ordering},
     },
     time::Duration,
 };
@@ -29,14 +30,16 @@ use mmbatch_mmap::{MapFlags, Mapping, ProtFlags};
 pub use open::UffdMode;
 use open::{open_uffd, uffd_error};
 
-pub use builder::UffdRegionBuilder;
+use builder::Settings;
+pub use builder::{UffdHandlerBuilder, UffdRegionBuilder};
+pub use foreign::{UffdHandler, UffdRange};
 pub use handler::FailSignal;
-use handler::{Counters, Mode, Recorder, Shared, Watch};
-use record::WorkingSet;
+use handler::{Area, Mode, Shared};
+use launch::Parts;
 pub use record::{MAX_ID_LEN, REPLAY_RUN, Record};
 pub use source::{PageRead, PageSource, Zeroes};
 
-use crate::{Error, Window};
+use crate::Error;
 
 /// What a region's handlers did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -177,14 +180,7 @@ impl UffdRegion {
     pub fn builder(len: usize) -> UffdRegionBuilder {
         UffdRegionBuilder {
             len,
-            order: 0,
-            handlers: 1,
-            source_timeout: Duration::from_secs(30),
-            record: false,
-            image_id: String::new(),
-            replay: None,
-            replay_pages: None,
-            prefetchers: 2,
+            settings: Settings::default(),
         }
     }
 
@@ -265,17 +261,7 @@ impl UffdRegion {
         source: Box<dyn PageSource>,
         shared_fd: Option<i32>,
     ) -> Result<Self, Error> {
-        let UffdRegionBuilder {
-            len,
-            order,
-            handlers,
-            source_timeout,
-            record,
-            image_id,
-            replay,
-            replay_pages,
-            prefetchers,
-        } = b;
+        let UffdRegionBuilder { len, settings } = b;
         let page = page_size();
         if len == 0 || len % page != 0 {
             return Err(Error::BadLength {
@@ -283,58 +269,7 @@ impl UffdRegion {
                 page_size: page,
             });
         }
-        if !(1..=MAX_HANDLERS).contains(&handlers) {
-            return Err(Error::BadHandlers {
-                handlers,
-                max: MAX_HANDLERS,
-            });
-        }
-        if replay.is_some() && !(1..=MAX_HANDLERS).contains(&prefetchers) {
-            return Err(Error::BadSetting {
-                setting: "prefetchers",
-                value: prefetchers.to_string(),
-                why: format!("a replay needs 1 to {MAX_HANDLERS} prefetch threads"),
-            });
-        }
-        if source_timeout < MIN_SOURCE_TIMEOUT {
-            return Err(Error::BadSetting {
-                setting: "source_timeout",
-                value: format!("{source_timeout:?}"),
-                why: format!(
-                    "a source needs at least {MIN_SOURCE_TIMEOUT:?} (the watchdog's tick) to \
-                     answer, or every page it has not yet answered fails; Duration::MAX waits \
-                     for good"
-                ),
-            });
-        }
-        Window::around(0, order, 0..1)?;
-        if image_id.len() > MAX_ID_LEN {
-            return Err(Error::BadSetting {
-                setting: "image_id",
-                value: format!("{} bytes", image_id.len()),
-                why: format!("an image id is at most {MAX_ID_LEN} bytes (a hash or a name)"),
-            });
-        }
-        source.check().map_err(|source| Error::SourceUnreadable {
-            what: "page source",
-            source,
-        })?;
-        if let Some(r) = &replay {
-            r.check(page, len as u64, &image_id)?;
-        }
-        let working_set = match (&replay, replay_pages) {
-            (Some(r), Some(file)) => Some(WorkingSet::open(file, r)?),
-            (None, Some(_)) => {
-                return Err(Error::BadSetting {
-                    setting: "replay_pages",
-                    value: "a working-set file".into(),
-                    why: "a working-set file needs the record it was written for: give it with \
-                          UffdRegionBuilder::replay"
-                        .into(),
-                });
-            }
-            _ => None,
-        };
+        let working_set = settings.check(page, len, &*source)?;
         let (uffd, uffd_mode) = open_uffd()?;
         let mapping = map(len, shared_fd)?;
         let (mode, register, needed, what) = match shared_fd {
@@ -371,97 +306,30 @@ impl UffdRegion {
         // UFFDIO_POISON arrived in Linux 6.6; fail point `uffd::no_poison`
         // plays an older kernel.
         let poison = ioctls & handler::UFFDIO_POISON_BIT != 0 && !plays_old_kernel();
-        let wake = rustix::event::eventfd(
-            0,
-            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
-        )
-        .map_err(|e| Error::Sys {
-            op: "eventfd",
-            source: e.into(),
-        })?;
-        // One bit per page the application discards.
-        let removed =
-            handler::zeroed_bitmap((len / page).div_ceil(64)).map_err(|source| Error::Sys {
-                op: "mmap (the region's bitmap of discarded pages)",
-                source,
-            })?;
-        let shared = Arc::new(Shared {
+        let area = Area {
+            base: mapping.as_ptr() as usize,
+            first: 0,
+            pages: (len / page) as u64,
+        };
+        let shared = Shared::new(Parts {
             mode,
             uffd,
-            base: mapping.as_ptr() as usize,
-            len,
+            areas: vec![area],
             page,
-            order,
+            poison,
+            mapping: Some(mapping),
+            foreign: false,
             source,
-            source_timeout,
-            stop: AtomicBool::new(false),
-            wake,
-            stats: Counters::default(),
-            poison: AtomicBool::new(poison),
-            failed: Mutex::new(HashSet::new()),
-            failure: Mutex::new(None),
-            pagemap: std::sync::OnceLock::new(),
-            mapping: RwLock::new(Some(mapping)),
-            alive: Mutex::new(0),
-            exited: Condvar::new(),
-            events: RwLock::new(()),
-            removed,
-            any_removed: AtomicBool::new(false),
-            deferred: Mutex::new(VecDeque::new()),
-            recorder: record.then(|| Recorder::new(Watch::slots(handlers), image_id.clone())),
-            prefetching: Mutex::new(0),
-            replayed: Condvar::new(),
-            threads: Mutex::new(Vec::new()),
-            watch: Watch::new(handlers),
-            watch_lock: Mutex::new(()),
-            watch_wake: Condvar::new(),
-        });
+            settings: &settings,
+        })?;
         let region = UffdRegion {
-            shared: shared.clone(),
+            shared,
             shut_down: AtomicBool::new(false),
             mode: uffd_mode,
         };
         // From here `region`'s drop undoes everything: the threads started
         // are stopped and joined, the range unregistered and unmapped.
-        // The watchdog only where a source is called (not over a page
-        // cache, whose faults never wait for one).
-        let watchdog = usize::from(mode == Mode::Copy);
-        let asked = handlers + replay.as_ref().map_or(0, |_| prefetchers) + watchdog;
-        let refused = |started| {
-            move |source| Error::ThreadRefused {
-                started,
-                asked,
-                source,
-            }
-        };
-        for i in 0..handlers {
-            shared.start_handler(i).map_err(refused(i))?;
-        }
-        if watchdog == 1 {
-            let s = shared.clone();
-            shared
-                .start("uffd-watchdog".into(), move || s.watch())
-                .map_err(refused(handlers))?;
-        }
-        if let Some(r) = replay {
-            let plan = Arc::new(handler::Replay {
-                runs: r.runs(REPLAY_RUN),
-                working_set,
-                next: AtomicUsize::new(0),
-            });
-            for i in 0..prefetchers {
-                let (s, plan) = (shared.clone(), plan.clone());
-                // Counted before it runs, so `wait_replayed` cannot return
-                // before it has started.
-                *shared.prefetching.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-                shared
-                    .start(format!("uffd-prefetch-{i}"), move || s.prefetch(&plan))
-                    .map_err(|e| {
-                        *shared.prefetching.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
-                        refused(handlers + watchdog + i)(e)
-                    })?;
-            }
-        }
+        region.shared.launch(settings, working_set)?;
         Ok(region)
     }
 
@@ -471,29 +339,18 @@ impl UffdRegion {
     /// [`Record::save`] and give it to
     /// [`replay`](UffdRegionBuilder::replay) on the next restore.
     pub fn record(&self) -> Option<Record> {
-        let r = self.shared.recorder.as_ref()?;
-        let pages = r.pages();
-        Some(
-            Record::new(self.shared.page, self.shared.len as u64, &r.image_id, pages)
-                .expect("recorded pages lie in the region and its id was checked"),
-        )
+        self.shared.record()
     }
 
     /// Waits up to `timeout` for the replay's threads to install every
     /// recorded page (true) — at once if there is no replay.
     pub fn wait_replayed(&self, timeout: Duration) -> bool {
-        let s = &self.shared;
-        let n = s.prefetching.lock().unwrap_or_else(|e| e.into_inner());
-        let (n, _) = s
-            .replayed
-            .wait_timeout_while(n, timeout, |n| *n > 0)
-            .unwrap_or_else(|e| e.into_inner());
-        *n == 0
+        self.shared.wait_replayed(timeout)
     }
 
     /// The first byte.
     pub fn as_ptr(&self) -> *const u8 {
-        self.shared.base as *const u8
+        self.shared.areas[0].base as *const u8
     }
 
     /// Length in bytes.
@@ -523,7 +380,7 @@ impl UffdRegion {
     /// or [`as_mut_slice`](Self::as_mut_slice) borrow, as with
     /// `Vec::as_mut_ptr`.
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
-        self.shared.base as *mut u8
+        self.shared.areas[0].base as *mut u8
     }
 
     /// The memory, writable. A write to a missing page faults it in from
@@ -556,35 +413,13 @@ impl UffdRegion {
 
     /// What the handlers did so far.
     pub fn stats(&self) -> UffdStats {
-        let c = &self.shared.stats;
-        let ld = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-        UffdStats {
-            faults: ld(&c.faults),
-            pages_copied: ld(&c.pages_copied),
-            pages_skipped: ld(&c.pages_skipped),
-            already_present: ld(&c.already_present),
-            retries: ld(&c.retries),
-            pages_failed: ld(&c.pages_failed),
-            pages_prefetched: ld(&c.pages_prefetched),
-            remove_events: ld(&c.remove_events),
-            pages_zeroed: ld(&c.pages_zeroed),
-            replay_runs_refused: ld(&c.replay_runs_refused),
-        }
+        self.shared.stats()
     }
 
     /// The first page that could not be filled, and why
     /// ([`Error::PageFailed`]); `None` while every fault was served.
     pub fn failure(&self) -> Option<Error> {
-        let f = self
-            .shared
-            .failure
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        f.as_ref().map(|f| Error::PageFailed {
-            page: f.page,
-            signal: f.signal,
-            source: io::Error::new(f.cause.kind(), f.cause.to_string()),
-        })
+        self.shared.failure()
     }
 
     /// How a failed page's readers are stopped on this kernel: SIGBUS with
@@ -599,8 +434,7 @@ impl UffdRegion {
 
     /// Pages present in memory now (`mincore`).
     pub fn resident_pages(&self) -> usize {
-        let pages = self.shared.len / self.shared.page;
-        pages - self.shared.missing(0, pages).count()
+        self.shared.resident_pages()
     }
 }
 

@@ -24,16 +24,22 @@ impl UffdRegion {
         if self.shut_down.swap(true, Ordering::AcqRel) {
             return;
         }
+        self.shared.shutdown();
+    }
+}
+
+impl Shared {
+    /// [`UffdRegion::shutdown`]'s work, for a [`UffdHandler`](super::UffdHandler) too.
+    pub(super) fn shutdown(self: &std::sync::Arc<Self>) {
         self.stop_handlers();
-        let s = &self.shared;
-        if s.mode == Mode::Continue {
+        if self.mode == Mode::Continue {
             // Map whatever is cached; a page still faulting after this
             // takes the ordinary shmem fault once the range is unregistered.
-            let _ = s.cont(0, s.len / s.page, true);
+            let _ = self.cont(0, self.len / self.page, true);
         } else {
-            s.fill_missing();
+            self.fill_missing();
         }
-        let _ = s.uffd.unregister(s.base as *mut c_void, s.len);
+        self.unregister();
     }
 
     /// Stops the handlers and joins them, waiting up to the source timeout
@@ -42,8 +48,8 @@ impl UffdRegion {
     /// finish on its own: its later copies fail against the unregistered
     /// range or find their pages present or failed, and its one other
     /// call on the range, `mprotect`, checks `mapping` first.
-    fn stop_handlers(&self) {
-        let s = &self.shared;
+    pub(super) fn stop_handlers(&self) {
+        let s = self;
         s.stop.store(true, Ordering::Release);
         let _ = rustix::io::write(&s.wake, &1u64.to_ne_bytes());
         {
@@ -86,9 +92,17 @@ impl UffdRegion {
             }
         }
     }
-}
 
-impl Shared {
+    /// Unregisters every area (a failure is left: the range is gone, or
+    /// its process has exited).
+    pub(super) fn unregister(&self) {
+        for a in self.areas.iter() {
+            let _ = self
+                .uffd
+                .unregister(a.base as *mut c_void, a.pages as usize * self.page);
+        }
+    }
+
     /// Starts one of the region's threads (a handler, a replay thread, the
     /// watchdog), counted in `alive` before it runs (its body counts
     /// itself out) and joined by `stop_handlers`. Fail point `uffd::spawn`
@@ -128,10 +142,10 @@ impl Drop for UffdRegion {
     fn drop(&mut self) {
         // No access can be in flight (we are borrowed mutably), so the
         // handlers can simply stop.
-        self.stop_handlers();
+        self.shared.stop_handlers();
         let s = &self.shared;
         let mut mapping = s.mapping.write().unwrap_or_else(|e| e.into_inner());
-        let _ = s.uffd.unregister(s.base as *mut c_void, s.len);
+        s.unregister();
         // Unmapped under the lock: a handler left running checks `mapping`
         // before touching the range.
         drop(mapping.take());

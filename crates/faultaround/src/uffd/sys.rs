@@ -114,6 +114,11 @@ unsafe fn update<const OP: Opcode, T>(fd: &Uffd, arg: &mut T) -> Result<(), Errn
 }
 
 impl Uffd {
+    /// A descriptor another process made (checked by the caller).
+    pub(in crate::uffd) fn from_fd(fd: OwnedFd) -> Self {
+        Self(fd)
+    }
+
     /// `userfaultfd(2)` with `flags` (`O_CLOEXEC`, `O_NONBLOCK`,
     /// `UFFD_USER_MODE_ONLY`).
     pub(in crate::uffd) fn by_syscall(flags: i32) -> Result<Self, Errno> {

@@ -42,10 +42,16 @@ impl Shared {
         let (mut done, mut total) = (0, 0);
         let mut again = Backoff::new(self);
         while done < n {
+            let m = self.in_area(first + done as u64, n - done);
+            if m == 0 {
+                // Between two areas: nothing there to map.
+                done += 1;
+                continue;
+            }
             let mut arg = uffdio_continue {
                 range: uffdio_range {
                     start: self.addr(first + done as u64) as u64,
-                    len: ((n - done) * self.page) as u64,
+                    len: (m * self.page) as u64,
                 },
                 mode: if wake {
                     0
@@ -65,7 +71,7 @@ impl Shared {
             // `mapped` is bytes, or a negative errno.
             let mapped = usize::try_from(arg.mapped)
                 .map_or(0, |b| b / self.page)
-                .min(n - done);
+                .min(m);
             self.stats
                 .pages_copied
                 .fetch_add(mapped as u64, Ordering::Relaxed);
@@ -175,16 +181,29 @@ impl Shared {
                 continue;
             }
             // Up to the next discarded page (none, usually: one load).
+            // One ioctl stays in one range of memory.
+            let left = self.in_area(p, n - done);
+            if left == 0 {
+                done += 1;
+                continue;
+            }
             let m = if self.any_removed.load(Ordering::Acquire) {
-                (1..n - done)
+                (1..left)
                     .find(|&i| self.is_removed(p + i as u64))
-                    .unwrap_or(n - done)
+                    .unwrap_or(left)
             } else {
-                n - done
+                left
             };
             let dst = self.addr(p);
             let len = m * self.page;
             let r = self.copy_ioctl(src[done * self.page..].as_ptr(), dst, len, wake);
+            match r {
+                Copied::Bytes(b) | Copied::Again(b) if b <= len => {
+                    self.mark_installed(p, b / self.page, true);
+                }
+                Copied::Exists => self.mark_installed(p, 1, true),
+                _ => {}
+            }
             drop(copying);
             let bytes = match r {
                 Copied::Bytes(b) => b,

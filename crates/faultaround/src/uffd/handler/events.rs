@@ -60,17 +60,21 @@ impl Shared {
 
     fn mark_removed(&self, start: usize, end: usize) {
         self.stats.remove_events.fetch_add(1, Ordering::Relaxed);
-        let region = self.base..self.base + self.len;
-        let (start, end) = (start.max(region.start), end.min(region.end));
-        if start >= end {
-            return;
+        for a in self.areas.iter() {
+            let top = a.base + a.pages as usize * self.page;
+            let (s, e) = (start.max(a.base), end.min(top));
+            if s >= e {
+                continue;
+            }
+            let first = a.first + ((s - a.base) / self.page) as u64;
+            let last = a.first + (e - a.base).div_ceil(self.page) as u64;
+            for p in first..last {
+                let p = p as usize;
+                self.removed[p / 64].fetch_or(1 << (p % 64), Ordering::Relaxed);
+            }
+            self.mark_installed(first, (last - first) as usize, false);
+            self.any_removed.store(true, Ordering::Release);
         }
-        let first = (start - self.base) / self.page;
-        let last = (end - self.base).div_ceil(self.page);
-        for p in first..last {
-            self.removed[p / 64].fetch_or(1 << (p % 64), Ordering::Relaxed);
-        }
-        self.any_removed.store(true, Ordering::Release);
     }
 
     /// Whether the application discarded page `p` (read `events` first
@@ -91,11 +95,15 @@ impl Shared {
             let r = {
                 let _copy = self.events.read().unwrap_or_else(|e| e.into_inner());
                 // SAFETY: one page of our registered range.
-                unsafe { self.uffd.zeropage(self.addr(p), self.page, true) }
+                unsafe { self.uffd.zeropage(self.addr(p), self.page, false) }
             };
             match r {
                 Ok(_) => {
+                    // Woken after the count, as a window is: a resumed
+                    // reader sees the statistics with its page.
+                    self.mark_installed(p, 1, true);
                     self.stats.pages_zeroed.fetch_add(1, Ordering::Relaxed);
+                    let _ = self.uffd.wake(self.addr(p), self.page);
                     return;
                 }
                 Err(rustix::io::Errno::AGAIN) => {
@@ -116,6 +124,7 @@ impl Shared {
                 }
                 // EEXIST: already there; wake its readers.
                 Err(_) => {
+                    self.mark_installed(p, 1, true);
                     let _ = self.uffd.wake(self.addr(p), self.page);
                     return;
                 }

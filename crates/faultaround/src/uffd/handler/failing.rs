@@ -98,6 +98,34 @@ impl Shared {
         }
     }
 
+    /// A fault at `addr`, in none of the ranges the handler was given (the
+    /// process that registered the memory registered more than it
+    /// described): poisoned where the kernel can, so the faulting thread
+    /// gets SIGBUS rather than wait forever, and recorded as a failure of
+    /// page `u64::MAX` whose cause names the address.
+    pub(in crate::uffd) fn fail_stray(&self, addr: usize) {
+        let at = (addr & !(self.page - 1)) as *mut std::ffi::c_void;
+        self.stats.pages_failed.fetch_add(1, Ordering::Relaxed);
+        let signal = matches!(self.poison_at(at), Poisoned::Yes).then_some(FailSignal::Sigbus);
+        {
+            let mut first = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+            if first.is_none() {
+                *first = Some(Failure {
+                    page: u64::MAX,
+                    cause: io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "a fault at {addr:#x}, outside every range the handler was given: \
+                             the process registered memory it did not describe"
+                        ),
+                    ),
+                    signal,
+                });
+            }
+        }
+        let _ = self.uffd.wake(at, self.page);
+    }
+
     /// Takes back the failing of `page`, found filled meanwhile: it is not
     /// counted failed, and its readers are woken to read it.
     fn unfail(&self, page: u64) {
@@ -116,6 +144,11 @@ impl Shared {
     /// (`UFFDIO_POISON_MODE_DONTWAKE`); fail point `uffd::poison` makes it
     /// refused as an older kernel would.
     pub(in crate::uffd) fn poison_page(&self, page: u64) -> Poisoned {
+        self.poison_at(self.addr(page))
+    }
+
+    /// `UFFDIO_POISON` on the page at `at`, as [`poison_page`](Self::poison_page).
+    fn poison_at(&self, at: *mut std::ffi::c_void) -> Poisoned {
         if !self.poison.load(Ordering::Relaxed) {
             return Poisoned::No;
         }
@@ -126,7 +159,7 @@ impl Shared {
         // EAGAIN: a REMOVE event is pending; read it and try again.
         for _ in 0..100 {
             let mut arg = UffdioPoison {
-                start: self.addr(page) as u64,
+                start: at as u64,
                 len: self.page as u64,
                 mode: UFFDIO_POISON_MODE_DONTWAKE,
                 updated: 0,

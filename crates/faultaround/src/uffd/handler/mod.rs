@@ -4,7 +4,6 @@
 
 use std::{
     collections::{HashSet, VecDeque},
-    ffi::c_void,
     io,
     os::fd::OwnedFd,
     panic::{AssertUnwindSafe, catch_unwind},
@@ -23,6 +22,7 @@ use rustix::event::{PollFd, PollFlags, poll};
 use super::{PageRead, PageSource};
 use crate::Window;
 
+mod areas;
 mod copy;
 mod events;
 mod failing;
@@ -31,6 +31,7 @@ mod replay;
 mod tests;
 mod watchdog;
 
+pub(super) use areas::Area;
 pub(super) use failing::UFFDIO_POISON_BIT;
 pub(super) use replay::{Recorder, Replay};
 use watchdog::Ticket;
@@ -150,7 +151,10 @@ pub(super) struct Counters {
 pub(super) struct Shared {
     pub(super) mode: Mode,
     pub(super) uffd: Uffd,
-    pub(super) base: usize,
+    /// Where the pages are (`areas.rs`): sorted by first page, one for a
+    /// region the process mapped itself.
+    pub(super) areas: Box<[Area]>,
+    /// The source bytes the areas span (the end of the last).
     pub(super) len: usize,
     pub(super) page: usize,
     pub(super) order: u32,
@@ -182,6 +186,10 @@ pub(super) struct Shared {
     /// ([`zeroed_bitmap`]).
     pub(super) removed: ZeroedBitmap,
     pub(super) any_removed: AtomicBool,
+    /// For memory of another process, which `mincore` cannot see: one bit
+    /// per page installed (copied, zeroed; cleared by a removal). `None`
+    /// for the process's own memory, asked of `mincore`.
+    pub(super) installed: Option<ZeroedBitmap>,
     /// Faults read by a thread that could not serve them at once (a
     /// copier draining events to get past EAGAIN): served by a handler.
     pub(super) deferred: Mutex<VecDeque<usize>>,
@@ -240,7 +248,7 @@ impl Shared {
     /// source lets it go (a replacement serves in its place).
     pub(super) fn serve(&self, me: usize) {
         let _alive = CountOut(&self.alive, &self.exited);
-        let mut buf = vec![0u8; self.page << crate::MAX_ORDER];
+        let mut buf = vec![0u8; self.page << self.order];
         loop {
             if self.stop.load(Ordering::Acquire) {
                 // Passed on: the one nudge stop writes may have been read
@@ -288,14 +296,17 @@ impl Shared {
     /// ticket the watchdog can claim; false if it did (this handler was
     /// stuck and has been replaced).
     fn on_fault(&self, me: usize, addr: usize, buf: &mut [u8]) -> bool {
-        let page = ((addr - self.base) / self.page) as u64;
+        let Some(page) = self.page_of(addr) else {
+            self.fail_stray(addr);
+            return true;
+        };
         if let Some(r) = &self.recorder {
             r.touch(me, page);
         }
         let ticket = self.begin(me, page);
         // Source calls are guarded one by one; this is for a bug of ours:
         // the reader must not wait forever.
-        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.resolve(addr, buf, ticket))) {
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.resolve(page, buf, ticket))) {
             let msg = format!("the fault handler panicked: {}", panic_message(&*p));
             self.fail_page(page, io::Error::other(msg));
         }
@@ -394,39 +405,43 @@ impl Shared {
     /// huge sparse region holds a byte per page of one chunk, not of the
     /// region (a 16 TiB region's 4 GiB).
     pub(super) fn missing(&self, from: usize, n: usize) -> impl Iterator<Item = u64> + '_ {
-        (from..from + n)
-            .step_by(MINCORE_CHUNK)
-            .flat_map(move |start| {
-                let len = MINCORE_CHUNK.min(from + n - start);
-                self.resident(start, len)
+        let want = from as u64..(from + n) as u64;
+        self.areas
+            .iter()
+            .map(move |a| want.start.max(a.first)..want.end.min(a.first + a.pages))
+            .filter(|r| r.start < r.end)
+            .flat_map(|r| {
+                (r.start..r.end)
+                    .step_by(MINCORE_CHUNK)
+                    .map(move |s| (s, r.end))
+            })
+            .flat_map(move |(start, end)| {
+                let len = MINCORE_CHUNK.min((end - start) as usize);
+                self.resident(start as usize, len)
                     .into_iter()
                     .enumerate()
                     .filter(|&(_, present)| !present)
-                    .map(move |(i, _)| (start + i) as u64)
+                    .map(move |(i, _)| start + i as u64)
             })
     }
 
-    /// Which of pages `from..from + n` are present (`mincore`); for a
-    /// window, [`missing`](Self::missing) for more.
+    /// Which of pages `from..from + n` (in one area) are present: `mincore`
+    /// for the process's own memory, the `installed` bits for another's;
+    /// for a window, [`missing`](Self::missing) for more.
     pub(super) fn resident(&self, from: usize, n: usize) -> Vec<bool> {
+        if let Some(bits) = &self.installed {
+            return (from..from + n)
+                .map(|p| bits[p / 64].load(Ordering::Relaxed) & (1 << (p % 64)) != 0)
+                .collect();
+        }
         let mut v = vec![0u8; n];
-        // SAFETY: the range is inside our mapping and `v` has one byte per
-        // page of it.
-        let r = unsafe {
-            libc::mincore(
-                (self.base + from * self.page) as *mut c_void,
-                n * self.page,
-                v.as_mut_ptr(),
-            )
-        };
+        // SAFETY: the range is inside one area of our own mapping and `v`
+        // has one byte per page of it.
+        let r = unsafe { libc::mincore(self.addr(from as u64), n * self.page, v.as_mut_ptr()) };
         if r != 0 {
             return vec![false; n];
         }
         v.into_iter().map(|b| b & 1 != 0).collect()
-    }
-
-    fn addr(&self, page: u64) -> *mut c_void {
-        (self.base + page as usize * self.page) as *mut c_void
     }
 
     pub(super) fn is_failed(&self, page: u64) -> bool {
@@ -447,11 +462,9 @@ impl Shared {
     /// (without waking), then the window's other missing pages that are
     /// ready, in runs; then the faulting thread is woken — as the kernel
     /// maps the whole window before the fault returns.
-    fn resolve(&self, addr: usize, buf: &mut [u8], ticket: Ticket) {
-        let page = ((addr - self.base) / self.page) as u64;
-        let npages = (self.len / self.page) as u64;
+    fn resolve(&self, page: u64, buf: &mut [u8], ticket: Ticket) {
         self.stats.faults.fetch_add(1, Ordering::Relaxed);
-        let window = Window::around(page, self.order, 0..npages).unwrap_or(Window {
+        let window = Window::around(page, self.order, self.bounds(page)).unwrap_or(Window {
             pages: page..page + 1,
         });
         let (wstart, wlen) = (window.pages.start, window.len() as usize);

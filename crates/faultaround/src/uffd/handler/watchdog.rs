@@ -383,7 +383,10 @@ impl Shared {
                 .pop_front()
                 .or_else(|| self.next_fault());
             let Some(addr) = next else { return };
-            let page = ((addr - self.base) / self.page) as u64;
+            let Some(page) = self.page_of(addr) else {
+                self.fail_stray(addr);
+                continue;
+            };
             if self.is_removed(page) {
                 self.zero_page(page);
             } else if self.resident(page as usize, 1)[0] {

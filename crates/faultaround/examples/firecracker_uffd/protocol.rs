@@ -1,0 +1,125 @@
+//! Firecracker's page-fault-handler protocol, as its docs define it
+//! (`docs/snapshotting/handling-page-faults-on-snapshot-resume.md`): the
+//! handler listens on a Unix socket; on restore Firecracker connects and
+//! sends one message whose body is a JSON array of its guest memory
+//! regions (`GuestRegionUffdMapping`: `base_host_virt_addr`, `size`,
+//! `offset` into the snapshot memory file, `page_size`) and whose
+//! ancillary data carries the userfaultfd (SCM_RIGHTS). The handler
+//! serves faults until Firecracker exits and the socket closes.
+
+use std::{
+    error::Error,
+    fs::File,
+    io::{IoSliceMut, Read},
+    mem::MaybeUninit,
+    os::{
+        fd::OwnedFd,
+        unix::net::{UnixListener, UnixStream},
+    },
+};
+
+use mmbatch_faultaround::{UffdHandler, UffdRange, UffdStats};
+use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+use serde::{Deserialize, Serialize};
+
+/// One guest memory region, as Firecracker describes it.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+pub(crate) struct GuestRegionUffdMapping {
+    pub(crate) base_host_virt_addr: u64,
+    pub(crate) size: usize,
+    pub(crate) offset: u64,
+    /// Bytes (absent before Firecracker 1.7).
+    #[serde(default)]
+    pub(crate) page_size: Option<usize>,
+    /// The same, in bytes despite its name (deprecated by Firecracker).
+    #[serde(default)]
+    pub(crate) page_size_kib: Option<usize>,
+}
+
+/// What the VMM's message brings.
+pub(crate) struct Handshake {
+    pub(crate) uffd: OwnedFd,
+    pub(crate) ranges: Vec<UffdRange>,
+    /// The regions' page size (4 KiB, or the huge page size of a VM
+    /// backed by hugetlbfs).
+    pub(crate) page_size: usize,
+}
+
+/// Reads the VMM's message: the regions and the userfaultfd.
+pub(crate) fn receive(stream: &UnixStream) -> Result<Handshake, Box<dyn Error>> {
+    let mut body = vec![0u8; 1 << 16];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let got = rustix::net::recvmsg(
+        stream,
+        &mut [IoSliceMut::new(&mut body)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    let mut uffd = None;
+    for msg in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(fds) = msg {
+            for fd in fds {
+                uffd.get_or_insert(fd);
+            }
+        }
+    }
+    let uffd =
+        uffd.ok_or("the VMM's message carried no descriptor (SCM_RIGHTS): no userfaultfd")?;
+    let regions: Vec<GuestRegionUffdMapping> = serde_json::from_slice(&body[..got.bytes])
+        .map_err(|e| format!("the VMM's region list is not the JSON expected: {e}"))?;
+    let system = rustix::param::page_size();
+    let sizes: Vec<usize> = regions
+        .iter()
+        .map(|r| r.page_size.or(r.page_size_kib).unwrap_or(system))
+        .collect();
+    let page_size = sizes.first().copied().unwrap_or(system);
+    if sizes.iter().any(|&s| s != page_size) {
+        return Err(format!(
+            "the regions have different page sizes ({sizes:?}): one handler serves one"
+        )
+        .into());
+    }
+    let ranges = regions
+        .iter()
+        .map(|r| UffdRange {
+            base: r.base_host_virt_addr as usize,
+            len: r.size,
+            offset: r.offset,
+        })
+        .collect();
+    Ok(Handshake {
+        uffd,
+        ranges,
+        page_size,
+    })
+}
+
+/// Accepts one VMM on `listener`, serves its faults from `image` (the
+/// snapshot memory file) with `2^order`-page windows and `handlers`
+/// threads until it closes the connection (it exited), and returns what
+/// the handler did.
+pub(crate) fn serve(
+    listener: &UnixListener,
+    image: File,
+    order: u32,
+    handlers: usize,
+) -> Result<UffdStats, Box<dyn Error>> {
+    let (mut stream, _) = listener.accept()?;
+    let Handshake {
+        uffd,
+        ranges,
+        page_size,
+    } = receive(&stream)?;
+    let handler = UffdHandler::builder(uffd, ranges)
+        .page_size(page_size)
+        .order(order)
+        .handlers(handlers)
+        .build(image)?;
+    // The VMM sends nothing more: the read returns when it exits.
+    let _ = stream.read(&mut [0u8; 1]);
+    if let Some(e) = handler.failure() {
+        eprintln!("firecracker_uffd: {e}");
+    }
+    Ok(handler.stats())
+}

@@ -1,0 +1,387 @@
+//! [`UffdHandler`]: serving a userfaultfd that another process made — a
+//! VMM's page-fault handler (Firecracker, Cloud Hypervisor, CRIU's
+//! lazy-pages, QEMU postcopy), where the VMM maps guest memory, registers
+//! it, and hands the descriptor and a description of the ranges to a
+//! separate process over a Unix socket.
+
+use std::{
+    fmt,
+    os::fd::{AsRawFd, OwnedFd},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use super::{
+    FailSignal, PageSource, Record, Settings, UffdHandlerBuilder, UffdStats,
+    handler::{Area, Mode, Shared},
+    launch::Parts,
+    page_size,
+    sys::Uffd,
+};
+use crate::Error;
+
+/// A range of another process's memory registered with the userfaultfd a
+/// [`UffdHandler`] serves: `len` bytes at address `base` in that process,
+/// holding the source's bytes from `offset` on. Firecracker's
+/// `GuestRegionUffdMapping` (`base_host_virt_addr`, `size`, `offset`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct UffdRange {
+    /// The first byte, in the address space of the process that registered
+    /// it.
+    pub base: usize,
+    /// Bytes.
+    pub len: usize,
+    /// Where the range's bytes start in the source.
+    pub offset: u64,
+}
+
+/// Serves the faults of a userfaultfd another process created and
+/// registered, from a [`PageSource`]: what [`UffdRegion`](crate::UffdRegion)
+/// does for memory it maps itself — fault-around windows, several handler
+/// threads, record and replay, `UFFD_EVENT_REMOVE`, failed pages poisoned
+/// (SIGBUS in the other process) and the watchdog — for memory it does not
+/// own.
+///
+/// ```no_run
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use mmbatch_faultaround::{UffdHandler, UffdRange};
+/// # let (uffd, base, len): (std::os::fd::OwnedFd, usize, usize) = todo!();
+/// // `uffd` and the range arrive from the VMM over a Unix socket (SCM_RIGHTS).
+/// let snapshot = std::fs::File::open("snapshot.mem")?;
+/// let handler = UffdHandler::builder(uffd, [UffdRange { base, len, offset: 0 }])
+///     .order(4)
+///     .handlers(2)
+///     .build(snapshot)?;
+/// // ... until the VMM exits; then
+/// println!("{:?}", handler.stats());
+/// # Ok(()) }
+/// ```
+///
+/// What the memory is like is the other process's affair: the handler
+/// never reads or maps it. It tracks which pages it has installed (the
+/// kernel's `mincore` answers only for the caller's own memory), so a
+/// page the other process discards without a `UFFD_EVENT_REMOVE` (it did
+/// not ask for the feature) may be taken for present: its next fault is
+/// still served, only the window's prefetch skips it.
+///
+/// Where the kernel lacks `UFFDIO_POISON` (before Linux 6.6), a page the
+/// source fails cannot be failed in another process (the `PROT_NONE`
+/// fallback works only on one's own memory): its reader stays blocked,
+/// [`failure`](Self::failure) says which page and why.
+///
+/// Dropping the handler stops its threads and closes its copy of the
+/// descriptor; the ranges stay registered, so the other process's later
+/// faults wait for whoever else holds the descriptor (none: they wait
+/// until it closes its own copy) rather than read zeros where the guest
+/// had data. [`shutdown`](Self::shutdown) hands the memory over whole.
+pub struct UffdHandler {
+    shared: Arc<Shared>,
+    shut_down: AtomicBool,
+}
+
+impl fmt::Debug for UffdHandler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UffdHandler")
+            .field("ranges", &self.ranges())
+            .field("page_size", &self.shared.page)
+            .field("order", &self.shared.order)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+/// `/proc/self/fd`'s name for a userfaultfd.
+const UFFD_LINK: &str = "anon_inode:[userfaultfd]";
+
+fn bad(value: String, why: impl Into<String>) -> Error {
+    Error::BadSetting {
+        setting: "ranges",
+        value,
+        why: why.into(),
+    }
+}
+
+/// The ranges as areas, sorted by offset, once checked: aligned to
+/// `page`, not empty, overlapping neither in memory nor in the source.
+fn areas(ranges: &[UffdRange], page: usize) -> Result<Vec<Area>, Error> {
+    if ranges.is_empty() {
+        return Err(bad(
+            "none".into(),
+            "a handler needs the ranges the userfaultfd has registered",
+        ));
+    }
+    for r in ranges {
+        let end = r.base.checked_add(r.len);
+        let src_end = r.offset.checked_add(r.len as u64);
+        if r.len == 0
+            || r.len % page != 0
+            || r.base % page != 0
+            || r.offset % page as u64 != 0
+            || end.is_none()
+            || src_end.is_none()
+        {
+            return Err(bad(
+                format!("{r:x?}"),
+                format!(
+                    "a range's address, length and offset are multiples of the page size \
+                     ({page} bytes; set it with page_size() for huge pages), and the length is \
+                     not 0"
+                ),
+            ));
+        }
+    }
+    let mut by_addr: Vec<&UffdRange> = ranges.iter().collect();
+    by_addr.sort_by_key(|r| r.base);
+    for w in by_addr.windows(2) {
+        if w[0].base + w[0].len > w[1].base {
+            return Err(bad(
+                format!("{:x?} and {:x?}", w[0], w[1]),
+                "the ranges overlap in memory",
+            ));
+        }
+    }
+    let mut by_offset: Vec<&UffdRange> = ranges.iter().collect();
+    by_offset.sort_by_key(|r| r.offset);
+    for w in by_offset.windows(2) {
+        if w[0].offset + w[0].len as u64 > w[1].offset {
+            return Err(bad(
+                format!("{:x?} and {:x?}", w[0], w[1]),
+                "the ranges overlap in the source: two ranges would hold the same bytes",
+            ));
+        }
+    }
+    Ok(by_offset
+        .into_iter()
+        .map(|r| Area {
+            base: r.base,
+            first: r.offset / page as u64,
+            pages: (r.len / page) as u64,
+        })
+        .collect())
+}
+
+/// Checks that `fd` is a userfaultfd (where `/proc` says), and makes it
+/// non-blocking: several handler threads read one descriptor, and a read
+/// that finds the fault taken by another must return, not wait.
+fn adopt(fd: OwnedFd) -> Result<Uffd, Error> {
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+    if let Ok(link) = link {
+        if link.as_os_str() != UFFD_LINK {
+            return Err(Error::BadSetting {
+                setting: "uffd",
+                value: link.display().to_string(),
+                why: format!(
+                    "the descriptor is not a userfaultfd ({UFFD_LINK}): pass the one the other \
+                     process created and registered"
+                ),
+            });
+        }
+    }
+    let sys = |op| {
+        move |e: rustix::io::Errno| Error::Sys {
+            op,
+            source: e.into(),
+        }
+    };
+    let flags = rustix::fs::fcntl_getfl(&fd).map_err(sys("fcntl(F_GETFL) on the userfaultfd"))?;
+    rustix::fs::fcntl_setfl(&fd, flags | rustix::fs::OFlags::NONBLOCK)
+        .map_err(sys("fcntl(F_SETFL, O_NONBLOCK) on the userfaultfd"))?;
+    Ok(Uffd::from_fd(fd))
+}
+
+impl UffdHandler {
+    /// A handler for `uffd` (created, `UFFDIO_API`'d and registered for
+    /// missing-page faults by another process) over `ranges`, with default
+    /// settings, to adjust.
+    pub fn builder(
+        uffd: OwnedFd,
+        ranges: impl IntoIterator<Item = UffdRange>,
+    ) -> UffdHandlerBuilder {
+        UffdHandlerBuilder {
+            uffd,
+            ranges: ranges.into_iter().collect(),
+            page_size: page_size(),
+            settings: Settings::default(),
+        }
+    }
+
+    pub(super) fn build(b: UffdHandlerBuilder, source: Box<dyn PageSource>) -> Result<Self, Error> {
+        let UffdHandlerBuilder {
+            uffd,
+            ranges,
+            page_size: page,
+            settings,
+        } = b;
+        if !page.is_power_of_two() || page < page_size() {
+            return Err(Error::BadSetting {
+                setting: "page_size",
+                value: page.to_string(),
+                why: format!(
+                    "a page size is a power of two, at least the system's {} bytes",
+                    page_size()
+                ),
+            });
+        }
+        let areas = areas(&ranges, page)?;
+        let len = areas
+            .last()
+            .map_or(0, |a| (a.first + a.pages) as usize * page);
+        let working_set = settings.check(page, len, &*source)?;
+        let uffd = adopt(uffd)?;
+        let shared = Shared::new(Parts {
+            mode: Mode::Copy,
+            uffd,
+            areas,
+            page,
+            // Tried, and dropped when the kernel refuses it.
+            poison: !super::plays_old_kernel(),
+            mapping: None,
+            foreign: true,
+            source,
+            settings: &settings,
+        })?;
+        let handler = UffdHandler {
+            shared,
+            shut_down: AtomicBool::new(false),
+        };
+        // From here `handler`'s drop stops the threads started.
+        handler.shared.launch(settings, working_set)?;
+        Ok(handler)
+    }
+
+    /// The ranges served, sorted by offset.
+    pub fn ranges(&self) -> Vec<UffdRange> {
+        let page = self.shared.page;
+        self.shared
+            .areas
+            .iter()
+            .map(|a| UffdRange {
+                base: a.base,
+                len: a.pages as usize * page,
+                offset: a.first * page as u64,
+            })
+            .collect()
+    }
+
+    /// The page size the ranges are served in.
+    pub fn page_size(&self) -> usize {
+        self.shared.page
+    }
+
+    /// What the handlers did so far.
+    pub fn stats(&self) -> UffdStats {
+        self.shared.stats()
+    }
+
+    /// The first page that could not be filled, and why; a fault outside
+    /// every range is page `u64::MAX`, its address in the cause.
+    pub fn failure(&self) -> Option<Error> {
+        self.shared.failure()
+    }
+
+    /// The pages faulted on so far, as [`UffdRegion::record`](crate::UffdRegion::record)
+    /// (pages numbered by their place in the source).
+    pub fn record(&self) -> Option<Record> {
+        self.shared.record()
+    }
+
+    /// As [`UffdRegion::wait_replayed`](crate::UffdRegion::wait_replayed).
+    pub fn wait_replayed(&self, timeout: Duration) -> bool {
+        self.shared.wait_replayed(timeout)
+    }
+
+    /// How a failed page's readers are stopped: SIGBUS where the kernel
+    /// poisons pages (Linux 6.6+); elsewhere they stay blocked (`None`).
+    pub fn fail_signal(&self) -> Option<FailSignal> {
+        self.shared
+            .poison
+            .load(Ordering::Relaxed)
+            .then_some(FailSignal::Sigbus)
+    }
+
+    /// Pages installed so far (copied or zeroed, less those the other
+    /// process discarded since).
+    pub fn installed_pages(&self) -> usize {
+        self.shared.resident_pages()
+    }
+
+    /// Stops the handler threads, then installs every page still missing
+    /// (waiting for the source as [`UffdRegion::shutdown`](crate::UffdRegion::shutdown)
+    /// does) and unregisters the ranges: the memory is the other process's
+    /// alone from then on, every page with its data (postcopy's end).
+    pub fn shutdown(&self) {
+        if self.shut_down.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.shared.shutdown();
+    }
+}
+
+impl Drop for UffdHandler {
+    fn drop(&mut self) {
+        self.shared.stop_handlers();
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    const P: usize = 4096;
+
+    fn r(base: usize, len: usize, offset: u64) -> UffdRange {
+        UffdRange { base, len, offset }
+    }
+
+    #[test]
+    fn ranges_become_areas_sorted_by_offset() {
+        let a = areas(
+            &[r(0x20_0000, 2 * P, 4 * P as u64), r(0x10_0000, 4 * P, 0)],
+            P,
+        )
+        .unwrap();
+        assert_eq!(
+            a,
+            [
+                Area {
+                    base: 0x10_0000,
+                    first: 0,
+                    pages: 4
+                },
+                Area {
+                    base: 0x20_0000,
+                    first: 4,
+                    pages: 2
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_ranges_are_refused_with_the_cause() {
+        let msg = |rs: &[UffdRange]| areas(rs, P).unwrap_err().to_string();
+        assert!(msg(&[]).contains("needs the ranges"));
+        assert!(msg(&[r(0x1000, 100, 0)]).contains("multiples of the page size"));
+        assert!(msg(&[r(0x1001, P, 0)]).contains("multiples of the page size"));
+        assert!(msg(&[r(0x1000, P, 7)]).contains("multiples of the page size"));
+        assert!(msg(&[r(0x1000, 0, 0)]).contains("not 0"));
+        assert!(msg(&[r(usize::MAX & !(P - 1), P, 0)]).contains("multiples"));
+        assert!(
+            msg(&[r(0x1000, 2 * P, 0), r(0x2000, P, 8 * P as u64)]).contains("overlap in memory")
+        );
+        assert!(
+            msg(&[r(0x1000, 2 * P, 0), r(0x10_0000, P, P as u64)])
+                .contains("overlap in the source")
+        );
+    }
+
+    #[test]
+    fn a_descriptor_that_is_not_a_userfaultfd_is_refused() {
+        let f = std::fs::File::open("/proc/self/stat").unwrap();
+        let e = adopt(OwnedFd::from(f)).unwrap_err().to_string();
+        assert!(e.contains("not a userfaultfd"), "{e}");
+    }
+}

@@ -1,0 +1,83 @@
+//! Where a region's pages are: one or more ranges of memory, each holding
+//! a run of the source's pages. A region a process maps for itself is one
+//! range; a [`UffdHandler`](crate::UffdHandler) serving another process's
+//! userfaultfd has one per range that process registered (a VMM's guest
+//! memory regions), each at its offset into the source.
+//!
+//! Pages are numbered as the source numbers them (page `p` is the bytes at
+//! `p * page` of the source), so records, replays, bitmaps and failures
+//! mean the same page whichever range it lies in.
+
+use std::{ffi::c_void, ops::Range, sync::atomic::Ordering};
+
+use super::Shared;
+
+/// One range of memory: `pages` pages at address `base` (in the address
+/// space of the process that registered it) holding source pages
+/// `first..first + pages`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::uffd) struct Area {
+    pub(in crate::uffd) base: usize,
+    pub(in crate::uffd) first: u64,
+    pub(in crate::uffd) pages: u64,
+}
+
+impl Area {
+    pub(in crate::uffd) fn source_pages(&self) -> Range<u64> {
+        self.first..self.first + self.pages
+    }
+}
+
+impl Shared {
+    /// The area holding source page `p`.
+    fn area_of(&self, p: u64) -> Option<&Area> {
+        // Sorted by `first`, not overlapping: the first whose end is past p.
+        let i = self.areas.partition_point(|a| a.first + a.pages <= p);
+        self.areas.get(i).filter(|a| a.first <= p)
+    }
+
+    /// The address of source page `p` (which lies in an area: every page a
+    /// handler is given does).
+    pub(in crate::uffd) fn addr(&self, p: u64) -> *mut c_void {
+        let a = self
+            .area_of(p)
+            .unwrap_or_else(|| panic!("page {p} lies in none of the region's ranges"));
+        (a.base + (p - a.first) as usize * self.page) as *mut c_void
+    }
+
+    /// The source page at address `addr`, if it lies in an area.
+    pub(in crate::uffd) fn page_of(&self, addr: usize) -> Option<u64> {
+        self.areas.iter().find_map(|a| {
+            let off = addr.checked_sub(a.base)?;
+            let i = (off / self.page) as u64;
+            (i < a.pages).then_some(a.first + i)
+        })
+    }
+
+    /// The source pages of the area holding `p`: a fault's window stays
+    /// inside them (the next area may be anywhere in memory).
+    pub(in crate::uffd) fn bounds(&self, p: u64) -> Range<u64> {
+        self.area_of(p).map_or(p..p + 1, Area::source_pages)
+    }
+
+    /// How many of the `n` pages from `p` lie in `p`'s area, so that one
+    /// ioctl over them stays in one range of memory.
+    pub(in crate::uffd) fn in_area(&self, p: u64, n: usize) -> usize {
+        self.area_of(p)
+            .map_or(0, |a| n.min((a.first + a.pages - p) as usize))
+    }
+
+    /// Marks `n` pages from `p` as installed, for a handler that cannot
+    /// ask `mincore` (the memory is another process's).
+    pub(in crate::uffd) fn mark_installed(&self, p: u64, n: usize, yes: bool) {
+        let Some(bits) = &self.installed else { return };
+        for q in p..p + n as u64 {
+            let (w, b) = ((q / 64) as usize, 1u64 << (q % 64));
+            if yes {
+                bits[w].fetch_or(b, Ordering::Relaxed);
+            } else {
+                bits[w].fetch_and(!b, Ordering::Relaxed);
+            }
+        }
+    }
+}

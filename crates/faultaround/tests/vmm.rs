@@ -1,0 +1,370 @@
+//! A child process plays the VMM: it maps guest memory, creates and
+//! registers a userfaultfd, and hands it over with its region list on a
+//! Unix socket as Firecracker does; this process serves it with a
+//! [`UffdHandler`] — through the `firecracker_uffd` example's protocol code
+//! — and the child checks what it reads.
+
+#[path = "../examples/firecracker_uffd/protocol.rs"]
+#[allow(dead_code)]
+mod protocol;
+
+use std::{
+    ffi::c_void,
+    fs::File,
+    io::{IoSlice, Write},
+    mem::MaybeUninit,
+    os::{
+        fd::{AsFd, FromRawFd, OwnedFd},
+        unix::net::{UnixListener, UnixStream},
+    },
+    path::PathBuf,
+    sync::atomic::{AtomicBool, Ordering},
+    time::Duration,
+};
+
+use linux_raw_sys::general::{
+    UFFD_API, UFFD_FEATURE_EVENT_REMOVE, UFFDIO_REGISTER_MODE_MISSING, uffdio_api, uffdio_range,
+    uffdio_register,
+};
+use mmbatch_faultaround::{PageRead, PageSource, UffdHandler};
+use mmbatch_testkit::child;
+use protocol::GuestRegionUffdMapping;
+use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+
+const LIMIT: Duration = Duration::from_secs(60);
+const SOCKET: &str = "MMBATCH_VMM_SOCKET";
+const IMAGE: &str = "MMBATCH_VMM_IMAGE";
+
+fn page() -> usize {
+    rustix::param::page_size()
+}
+
+/// Guest memory as the child maps it: region `B` (16 pages) holds the
+/// image's first 16 pages, region `A` (48 pages, mapped first, described
+/// first) the next 48: out of order in memory and in the list.
+const A_PAGES: usize = 48;
+const B_PAGES: usize = 16;
+const PAGES: usize = A_PAGES + B_PAGES;
+
+/// Page `p` of the image: bytes derived from `p`, so a misplaced page shows.
+fn image_page(p: usize) -> Vec<u8> {
+    (0..page()).map(|i| (p * 13 + i % 241) as u8).collect()
+}
+
+/// A temporary directory, removed on drop.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(tag: &str) -> Self {
+        let d = std::env::temp_dir().join(format!("mmbatch-vmm-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn write_image(dir: &Dir) -> PathBuf {
+    let path = dir.0.join("snapshot.mem");
+    let mut f = File::create(&path).unwrap();
+    for p in 0..PAGES {
+        f.write_all(&image_page(p)).unwrap();
+    }
+    path
+}
+
+// ---- the VMM (child) side ----
+
+/// Anonymous memory, as a VMM maps guest RAM.
+fn map(pages: usize) -> *mut u8 {
+    // SAFETY: a fresh private anonymous mapping; nothing else is at the
+    // address the kernel picks.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            pages * page(),
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    p.cast()
+}
+
+/// A userfaultfd with REMOVE events, as Firecracker makes it (a balloon
+/// needs them), registered for missing faults over each range.
+fn userfaultfd(ranges: &[(*mut u8, usize)]) -> OwnedFd {
+    // SAFETY: userfaultfd(2) takes flags and returns a descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK) };
+    assert!(fd >= 0, "userfaultfd: {}", std::io::Error::last_os_error());
+    // SAFETY: a descriptor just returned, owned by nothing else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    let mut api = uffdio_api {
+        api: u64::from(UFFD_API),
+        features: u64::from(UFFD_FEATURE_EVENT_REMOVE),
+        ioctls: 0,
+    };
+    let api_op = rustix::ioctl::opcode::read_write::<uffdio_api>(0xAA, 0x3F);
+    // SAFETY: UFFDIO_API takes a `struct uffdio_api`.
+    let r = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&fd), api_op as _, &mut api) };
+    assert_eq!(r, 0, "UFFDIO_API: {}", std::io::Error::last_os_error());
+    for &(base, pages) in ranges {
+        let mut reg = uffdio_register {
+            range: uffdio_range {
+                start: base as u64,
+                len: (pages * page()) as u64,
+            },
+            mode: u64::from(UFFDIO_REGISTER_MODE_MISSING),
+            ioctls: 0,
+        };
+        let op = rustix::ioctl::opcode::read_write::<uffdio_register>(0xAA, 0x00);
+        // SAFETY: UFFDIO_REGISTER takes a `struct uffdio_register` over our
+        // own mapping.
+        let r = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&fd), op as _, &mut reg) };
+        assert_eq!(r, 0, "UFFDIO_REGISTER: {}", std::io::Error::last_os_error());
+    }
+    fd
+}
+
+/// Sends the region list and the userfaultfd, as Firecracker does.
+fn send(socket: &str, regions: &[GuestRegionUffdMapping], uffd: &OwnedFd) -> UnixStream {
+    let stream = UnixStream::connect(socket).unwrap();
+    let body = serde_json::to_vec(regions).unwrap();
+    let fds = [uffd.as_fd()];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    assert!(control.push(SendAncillaryMessage::ScmRights(&fds)));
+    rustix::net::sendmsg(
+        &stream,
+        &[IoSlice::new(&body)],
+        &mut control,
+        SendFlags::empty(),
+    )
+    .unwrap();
+    stream
+}
+
+fn region(base: *mut u8, pages: usize, first: usize) -> GuestRegionUffdMapping {
+    GuestRegionUffdMapping {
+        base_host_virt_addr: base as u64,
+        size: pages * page(),
+        offset: (first * page()) as u64,
+        page_size: Some(page()),
+        page_size_kib: Some(page()),
+    }
+}
+
+/// The VMM: maps the two regions, hands them over, reads every page from
+/// two threads and checks it against the image, writes, discards a page
+/// (a balloon's `MADV_DONTNEED`) and reads zeros from it.
+fn vmm() {
+    let socket = std::env::var(SOCKET).unwrap();
+    let a = map(A_PAGES);
+    let b = map(B_PAGES);
+    let uffd = userfaultfd(&[(a, A_PAGES), (b, B_PAGES)]);
+    let regions = [region(a, A_PAGES, B_PAGES), region(b, B_PAGES, 0)];
+    let _stream = send(&socket, &regions, &uffd);
+    // Image page of each guest page.
+    let pages: Vec<(usize, usize)> = (0..A_PAGES)
+        .map(|i| (a as usize + i * page(), B_PAGES + i))
+        .chain((0..B_PAGES).map(|i| (b as usize + i * page(), i)))
+        .collect();
+    std::thread::scope(|s| {
+        for half in pages.chunks(PAGES / 2) {
+            s.spawn(move || {
+                for &(addr, p) in half.iter().rev() {
+                    // SAFETY: a page of our mapping; the handler fills it.
+                    let got = unsafe { std::slice::from_raw_parts(addr as *const u8, page()) };
+                    assert!(
+                        got == image_page(p),
+                        "guest page at {addr:#x} is not image page {p}"
+                    );
+                }
+            });
+        }
+    });
+    // SAFETY: inside region A.
+    let w = unsafe { a.add(5 * page() + 7) };
+    // SAFETY: our mapping, present now.
+    unsafe { w.write_volatile(0xEE) };
+    // SAFETY: as above.
+    assert_eq!(unsafe { w.read_volatile() }, 0xEE);
+    // SAFETY: inside region B.
+    let d = unsafe { b.add(3 * page()) };
+    // SAFETY: one page of our own mapping.
+    let r = unsafe { libc::madvise(d.cast::<c_void>(), page(), libc::MADV_DONTNEED) };
+    assert_eq!(r, 0);
+    // SAFETY: as above: discarded, so it faults again and reads as zeros.
+    let z = unsafe { std::slice::from_raw_parts(d, page()) };
+    assert!(
+        z.iter().all(|&x| x == 0),
+        "a discarded page read the image back"
+    );
+    println!("vmm: {PAGES} guest pages read as the image from 2 threads; write and discard seen");
+}
+
+/// Runs the child `name` as the VMM against a handler in this process
+/// fed by `serve`, which returns once the VMM has gone; the child's output.
+fn with_vmm<T: Send>(
+    name: &str,
+    tag: &str,
+    serve: impl FnOnce(&UnixListener, File) -> T + Send,
+) -> (child::Run, T) {
+    let dir = Dir::new(tag);
+    let image = write_image(&dir);
+    let socket = dir.0.join("uffd.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let sock = socket.to_str().unwrap().to_owned();
+    let img = image.to_str().unwrap().to_owned();
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let server = s.spawn(|| {
+            let r = serve(&listener, File::open(&image).unwrap());
+            done.store(true, Ordering::Release);
+            r
+        });
+        let run = child::run(name, LIMIT, &[(SOCKET, &sock), (IMAGE, &img)]);
+        // A child that died before connecting leaves the server in
+        // `accept`: connect and hang up to let it go.
+        if !done.load(Ordering::Acquire) {
+            let _ = UnixStream::connect(&socket);
+        }
+        (run, server.join().unwrap())
+    })
+}
+
+#[test]
+fn a_vmm_is_served_over_firecrackers_protocol() {
+    if child::is_child() {
+        return vmm();
+    }
+    let (run, stats) = with_vmm(
+        "a_vmm_is_served_over_firecrackers_protocol",
+        "fc",
+        |l, image| protocol::serve(l, image, 2, 2).map_err(|e| e.to_string()),
+    );
+    println!("{}", run.output);
+    run.expect_success();
+    let stats = stats.expect("the handler");
+    println!("handler: {stats:?}");
+    // Every page was read once, the discarded one read again as zeros.
+    assert_eq!(stats.pages_copied, PAGES as u64, "{stats:?}");
+    assert_eq!(
+        (stats.remove_events, stats.pages_zeroed),
+        (1, 1),
+        "{stats:?}"
+    );
+    assert_eq!(stats.pages_failed, 0, "{stats:?}");
+    // Windows of 4 pages: far fewer faults than pages.
+    assert!(stats.faults < PAGES as u64, "{stats:?}");
+}
+
+/// A source that fails one page.
+struct FailsPage(File, u64);
+
+impl PageSource for FailsPage {
+    fn len(&self) -> u64 {
+        PageSource::len(&self.0)
+    }
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+        if index == self.1 {
+            return PageRead::Failed(std::io::Error::other("the snapshot store lost it"));
+        }
+        self.0.read_page(index, buf)
+    }
+}
+
+/// The VMM for the failure tests: reads `MMBATCH_VMM_READ`'s page of
+/// region B (an offset in pages, or `stray` for a registered page no
+/// range describes).
+fn vmm_reading_one() {
+    let socket = std::env::var(SOCKET).unwrap();
+    let b = map(B_PAGES);
+    let stray = map(1);
+    let uffd = userfaultfd(&[(b, B_PAGES), (stray, 1)]);
+    let _stream = send(&socket, &[region(b, B_PAGES, 0)], &uffd);
+    let at = match std::env::var("MMBATCH_VMM_READ").unwrap().as_str() {
+        "stray" => stray,
+        n => {
+            // SAFETY: inside region B.
+            unsafe { b.add(n.parse::<usize>().unwrap() * page()) }
+        }
+    };
+    // SAFETY: a page of our mapping: served, or a signal.
+    let x = unsafe { at.read_volatile() };
+    println!("vmm: read {x}");
+}
+
+/// Runs `name` as a VMM reading one page, served by a handler over a
+/// source failing page 9; the child's run and the handler's failure.
+fn failing(name: &str, read: &str) -> (child::Run, Option<String>) {
+    let dir = Dir::new(read);
+    let image = write_image(&dir);
+    let socket = dir.0.join("uffd.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let handler = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            let (stream, _) = listener.accept().unwrap();
+            let hs = protocol::receive(&stream).unwrap();
+            let source = FailsPage(File::open(&image).unwrap(), 9);
+            let h = UffdHandler::builder(hs.uffd, hs.ranges)
+                .build(source)
+                .unwrap();
+            let _ = std::io::Read::read(&mut &stream, &mut [0u8; 1]);
+            h
+        });
+        let run = child::run(
+            name,
+            LIMIT,
+            &[
+                (SOCKET, socket.to_str().unwrap()),
+                ("MMBATCH_VMM_READ", read),
+            ],
+        );
+        (run, h.join().unwrap())
+    });
+    let (run, h) = handler;
+    (run, h.failure().map(|e| e.to_string()))
+}
+
+/// A page the source fails is poisoned in the VMM: its reader gets
+/// SIGBUS, and the handler's failure names the page and the cause.
+#[test]
+fn a_page_the_source_fails_kills_the_vmms_reader_with_sigbus() {
+    if child::is_child() {
+        return vmm_reading_one();
+    }
+    let (run, failure) = failing(
+        "a_page_the_source_fails_kills_the_vmms_reader_with_sigbus",
+        "9",
+    );
+    assert_eq!(run.signal(), Some(libc::SIGBUS), "{}", run.output);
+    let failure = failure.expect("the failure");
+    assert!(
+        failure.contains("page 9") && failure.contains("lost it"),
+        "{failure}"
+    );
+}
+
+/// A fault in memory the VMM registered but did not describe is not left
+/// waiting: its reader gets SIGBUS and the failure names the address.
+#[test]
+fn a_fault_outside_the_described_ranges_is_failed_not_left_waiting() {
+    if child::is_child() {
+        return vmm_reading_one();
+    }
+    let (run, failure) = failing(
+        "a_fault_outside_the_described_ranges_is_failed_not_left_waiting",
+        "stray",
+    );
+    assert_eq!(run.signal(), Some(libc::SIGBUS), "{}", run.output);
+    let failure = failure.expect("the failure");
+    assert!(failure.contains("outside every range"), "{failure}");
+}
