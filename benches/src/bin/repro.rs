@@ -89,6 +89,10 @@ fn main() -> ExitCode {
     if let Some(code) = mmbatch_benches::cache_memory::child() {
         return code;
     }
+    // The VMM of a `restore` foreign row, whose memory this binary serves.
+    if let Some(code) = mmbatch_benches::restore::child() {
+        return code;
+    }
     let cli = Cli::parse();
     let args: Args = match cli.command {
         Some(Command::Compare { a, b }) => {

@@ -30,6 +30,11 @@
 //!   shared mapping of it registered for minor faults, and the replay
 //!   mapping the recorded runs in place (`UFFDIO_CONTINUE`): a restore
 //!   that copies nothing;
+//! - `foreign-order-0`, `foreign-order-4` (warm only): the lazy rows with
+//!   the memory another process's — a VMM child (`repro` re-executed)
+//!   maps it, registers its own userfaultfd and hands it over a Unix
+//!   socket; a `UffdHandler` here serves it, as a Firecracker page-fault
+//!   handler does; timed in the child from before its `mmap`;
 //! - at 2 threads also `lazy-order-0-handlers-2`: two handler threads;
 //! - `file-mapping-cow`: the private file mapping written to (each page's
 //!   byte read and written back): every page is copied out of the page
@@ -58,7 +63,10 @@ use mmbatch_faultaround::{PageRead, PageSource, Record, UffdRegion};
 use rand::{RngExt, SeedableRng, rngs::SmallRng, seq::SliceRandom};
 
 mod baselines;
+mod foreign;
 mod notes;
+
+pub use foreign::child;
 
 use notes::notes;
 
@@ -113,9 +121,11 @@ fn image_pages(cfg: &Config) -> u64 {
 }
 
 /// The strategies, in table order.
-const STRATEGIES: [&str; 11] = [
+const STRATEGIES: [&str; 13] = [
     "lazy-order-0",
     "lazy-order-4",
+    "foreign-order-0",
+    "foreign-order-4",
     "replay",
     "replay-order-4",
     "replay-image",
@@ -392,6 +402,8 @@ pub fn measure(
         "copy-floor" => return baselines::copy_floor(image, runs, threads),
         "file-mapping" => return baselines::file_mapping(image, runs, threads, false),
         "file-mapping-cow" => return baselines::file_mapping(image, runs, threads, true),
+        "foreign-order-0" => return foreign::foreign(image, runs, threads, 0),
+        "foreign-order-4" => return foreign::foreign(image, runs, threads, 4),
         _ => {}
     }
     let record = &rec.record;
@@ -493,7 +505,11 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
                 STRATEGIES
                     .iter()
                     .filter(move |s| t > 1 || !s.ends_with("handlers-2"))
-                    .filter(move |s| c == "warm" || !matches!(**s, "replay-shmem" | "copy-floor"))
+                    .filter(move |s| {
+                        c == "warm"
+                            || !matches!(**s, "replay-shmem" | "copy-floor")
+                                && !s.starts_with("foreign")
+                    })
                     .map(move |&s| (c, s, t, rec))
             })
         })
@@ -589,7 +605,9 @@ mod tests {
         let rec = record_first_run(&image, &runs, 1);
         let ws: u64 = runs.iter().map(|r| r.1).sum();
         assert_eq!(rec.record.pages().len() as u64, ws);
-        for s in STRATEGIES {
+        // The foreign rows re-execute `repro` as the VMM: run by `repro`
+        // itself (and served the same way in faultaround's tests/vmm.rs).
+        for s in STRATEGIES.iter().filter(|s| !s.starts_with("foreign")) {
             let sample = measure(&image, s, &runs, &rec, 2).unwrap_or_else(|e| panic!("{s}: {e}"));
             // Every working-set page was installed, by the replay or by a
             // fault (which of them wins a page is a race: with 16-page

@@ -123,6 +123,33 @@ pub(super) fn notes(
             replay / floor,
         ));
     }
+    for order in [0, 4] {
+        for t in [1, 2] {
+            let (base, tech) = (
+                format!("warm/lazy-order-{order}/threads-{t}"),
+                format!("warm/foreign-order-{order}/threads-{t}"),
+            );
+            let per_fault = |n: &str| Some(med(n)? / r.row(n)?.counters.get("faults").copied()?);
+            if let (Some(own), Some(other)) = (per_fault(&base), per_fault(&tech)) {
+                why.push(format!(
+                    "A fault of another process's memory (`foreign-order-{order}`, a VMM child \
+                     served by a UffdHandler here), {t} thread(s): {:.1} us against an owned \
+                     region's {:.1} us (median time / faults).",
+                    other * 1e6,
+                    own * 1e6
+                ));
+            }
+            // Within 10%: owned time / foreign time ≥ 1/1.1.
+            judge(
+                format!(
+                    "a foreign uffd's faults within 10% of an owned region's, order {order}, warm, \
+                     {t} thread(s) (owned time / foreign time ≥ 0.91)"
+                ),
+                speedup(&base, &tech),
+                1.0 / 1.1,
+            );
+        }
+    }
     judge(
         "2 handler threads ≥ 1.5x one, lazy order 0, 2 faulting threads, warm".into(),
         speedup(

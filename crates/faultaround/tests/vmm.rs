@@ -11,10 +11,9 @@ mod protocol;
 use std::{
     ffi::c_void,
     fs::File,
-    io::{IoSlice, Write},
-    mem::MaybeUninit,
+    io::Write,
     os::{
-        fd::{AsFd, FromRawFd, OwnedFd},
+        fd::OwnedFd,
         unix::net::{UnixListener, UnixStream},
     },
     path::PathBuf,
@@ -22,14 +21,9 @@ use std::{
     time::Duration,
 };
 
-use linux_raw_sys::general::{
-    UFFD_API, UFFD_FEATURE_EVENT_REMOVE, UFFDIO_REGISTER_MODE_MISSING, uffdio_api, uffdio_range,
-    uffdio_register,
-};
 use mmbatch_faultaround::{PageRead, PageSource, UffdHandler};
-use mmbatch_testkit::child;
+use mmbatch_testkit::{child, vmm};
 use protocol::GuestRegionUffdMapping;
-use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
 
 const LIMIT: Duration = Duration::from_secs(60);
 const SOCKET: &str = "MMBATCH_VMM_SOCKET";
@@ -80,75 +74,20 @@ fn write_image(dir: &Dir) -> PathBuf {
 
 // ---- the VMM (child) side ----
 
-/// Anonymous memory, as a VMM maps guest RAM.
 fn map(pages: usize) -> *mut u8 {
-    // SAFETY: a fresh private anonymous mapping; nothing else is at the
-    // address the kernel picks.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            pages * page(),
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(p, libc::MAP_FAILED);
-    p.cast()
+    vmm::map_anonymous(pages * page())
 }
 
 /// A userfaultfd with REMOVE events, as Firecracker makes it (a balloon
-/// needs them), registered for missing faults over each range.
+/// needs them), registered over each range of `pages` pages.
 fn userfaultfd(ranges: &[(*mut u8, usize)]) -> OwnedFd {
-    // SAFETY: userfaultfd(2) takes flags and returns a descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK) };
-    assert!(fd >= 0, "userfaultfd: {}", std::io::Error::last_os_error());
-    // SAFETY: a descriptor just returned, owned by nothing else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-    let mut api = uffdio_api {
-        api: u64::from(UFFD_API),
-        features: u64::from(UFFD_FEATURE_EVENT_REMOVE),
-        ioctls: 0,
-    };
-    let api_op = rustix::ioctl::opcode::read_write::<uffdio_api>(0xAA, 0x3F);
-    // SAFETY: UFFDIO_API takes a `struct uffdio_api`.
-    let r = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&fd), api_op as _, &mut api) };
-    assert_eq!(r, 0, "UFFDIO_API: {}", std::io::Error::last_os_error());
-    for &(base, pages) in ranges {
-        let mut reg = uffdio_register {
-            range: uffdio_range {
-                start: base as u64,
-                len: (pages * page()) as u64,
-            },
-            mode: u64::from(UFFDIO_REGISTER_MODE_MISSING),
-            ioctls: 0,
-        };
-        let op = rustix::ioctl::opcode::read_write::<uffdio_register>(0xAA, 0x00);
-        // SAFETY: UFFDIO_REGISTER takes a `struct uffdio_register` over our
-        // own mapping.
-        let r = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&fd), op as _, &mut reg) };
-        assert_eq!(r, 0, "UFFDIO_REGISTER: {}", std::io::Error::last_os_error());
-    }
-    fd
+    let bytes: Vec<_> = ranges.iter().map(|&(b, n)| (b, n * page())).collect();
+    vmm::userfaultfd(&bytes, vmm::UFFD_FEATURE_EVENT_REMOVE)
 }
 
 /// Sends the region list and the userfaultfd, as Firecracker does.
 fn send(socket: &str, regions: &[GuestRegionUffdMapping], uffd: &OwnedFd) -> UnixStream {
-    let stream = UnixStream::connect(socket).unwrap();
-    let body = serde_json::to_vec(regions).unwrap();
-    let fds = [uffd.as_fd()];
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-    let mut control = SendAncillaryBuffer::new(&mut space);
-    assert!(control.push(SendAncillaryMessage::ScmRights(&fds)));
-    rustix::net::sendmsg(
-        &stream,
-        &[IoSlice::new(&body)],
-        &mut control,
-        SendFlags::empty(),
-    )
-    .unwrap();
-    stream
+    vmm::send(socket, &serde_json::to_vec(regions).unwrap(), uffd)
 }
 
 fn region(base: *mut u8, pages: usize, first: usize) -> GuestRegionUffdMapping {

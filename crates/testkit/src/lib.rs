@@ -7,7 +7,8 @@
 //! signal. [`seccomp`] makes system calls fail. [`bytes`] reads sizes off fuzzer input for the fuzz targets.
 //! Under `cfg(loom)`, `loom_model::check` runs every crate's loom models
 //! the same way. [`threads_named`] counts a process's threads by name;
-//! [`wait_until`] waits, bounded, for a condition.
+//! [`wait_until`] waits, bounded, for a condition. [`vmm`] plays a VMM
+//! handing its userfaultfd to a handler process.
 
 pub mod bytes;
 pub mod child;
@@ -16,6 +17,8 @@ pub mod loom_model;
 #[cfg(target_os = "linux")]
 pub mod seccomp;
 pub mod signal;
+#[cfg(target_os = "linux")]
+pub mod vmm;
 
 /// The calling process's threads whose name (`/proc/self/task/*/comm`)
 /// starts with `prefix`: the threads a library started and left.
