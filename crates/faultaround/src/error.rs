@@ -123,6 +123,9 @@ pub enum Error {
         /// Why.
         source: io::Error,
     },
+    /// A huge-page region's pool has too few free pages; the message says
+    /// how to reserve them.
+    HugePagesUnavailable(mmbatch_mmap::HugePagesUnavailable),
     /// Another system error.
     Sys {
         /// The call that failed.
@@ -239,6 +242,7 @@ impl fmt::Display for Error {
             ),
             #[cfg(feature = "engine")]
             Error::Engine(e) => write!(f, "{e}"),
+            Error::HugePagesUnavailable(e) => write!(f, "{e}"),
             Error::Sys { op, source } => write!(f, "{op} failed: {source}"),
         }
     }

@@ -109,6 +109,8 @@ mod window;
 #[cfg(feature = "engine")]
 pub use engine::MapPages;
 pub use error::Error;
+/// The huge page sizes [`UffdRegionBuilder::huge_pages`] takes.
+pub use mmbatch_mmap::HugePageSize;
 pub use uffd::{
     FailSignal, MAX_HANDLERS, MAX_ID_LEN, MIN_SOURCE_TIMEOUT, PageRead, PageSource, REPLAY_RUN,
     Record, UffdHandler, UffdHandlerBuilder, UffdMode, UffdRange, UffdRegion, UffdRegionBuilder,

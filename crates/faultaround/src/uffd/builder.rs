@@ -119,11 +119,26 @@ macro_rules! settings_setters {
 #[derive(Clone, Debug)]
 pub struct UffdRegionBuilder {
     pub(super) len: usize,
+    pub(super) huge: Option<mmbatch_mmap::HugePageSize>,
     pub(super) settings: Settings,
 }
 
 impl UffdRegionBuilder {
     settings_setters!();
+
+    /// Backs the region with hugetlb pages of `size` (`MAP_HUGETLB`): each
+    /// fault is served with a whole huge page (`UFFDIO_COPY` of 2 MiB), so
+    /// a working set arrives in far fewer faults, and the guest's TLB
+    /// reach grows as a VMM's hugetlbfs-backed memory gives. The length
+    /// must be a whole number of huge pages and the pool must hold that
+    /// many free (reserved at build: a short pool is
+    /// [`Error::HugePagesUnavailable`], naming the command that reserves
+    /// them). The source, the window order, the statistics and records
+    /// all count huge pages.
+    pub fn huge_pages(mut self, size: mmbatch_mmap::HugePageSize) -> Self {
+        self.huge = Some(size);
+        self
+    }
 
     /// Maps the region over `source` and starts its handlers.
     ///

@@ -23,6 +23,11 @@ use super::{
 };
 use crate::{Error, Window};
 
+/// The largest window a handler buffers (each handler holds one): 16
+/// pages of 2 MiB, 2^[`MAX_ORDER`](crate::MAX_ORDER) pages of 4 KiB with room
+/// to spare.
+const MAX_WINDOW_BYTES: usize = 32 << 20;
+
 impl Settings {
     /// Checks the settings for `len` bytes of `page`-byte pages served from
     /// `source`; the replay's working-set file, opened, if one was given.
@@ -73,6 +78,17 @@ impl Settings {
             });
         }
         Window::around(0, *order, 0..1)?;
+        if page << order > MAX_WINDOW_BYTES {
+            return Err(Error::BadSetting {
+                setting: "order",
+                value: order.to_string(),
+                why: format!(
+                    "a window of 2^{order} pages of {page} bytes is over {} MiB, each handler's \
+                     buffer; huge pages need a smaller order (0 serves one huge page a fault)",
+                    MAX_WINDOW_BYTES >> 20
+                ),
+            });
+        }
         if image_id.len() > MAX_ID_LEN {
             return Err(Error::BadSetting {
                 setting: "image_id",

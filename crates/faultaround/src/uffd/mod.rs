@@ -25,7 +25,7 @@ use std::{
     time::Duration,
 };
 
-use mmbatch_mmap::{MapFlags, Mapping, ProtFlags};
+use mmbatch_mmap::{HugePageSize, HugePagesUnavailable, MapFlags, Mapping, ProtFlags};
 
 pub use open::UffdMode;
 use open::{open_uffd, uffd_error};
@@ -137,22 +137,35 @@ fn page_size() -> usize {
     rustix::param::page_size()
 }
 
-/// A fresh anonymous mapping, or a shared one of the region's own file.
-fn map(len: usize, file: Option<i32>) -> Result<Mapping, Error> {
+/// A fresh anonymous mapping (of huge pages of `huge`), or a shared one of
+/// the region's own file.
+fn map(len: usize, file: Option<i32>, huge: Option<HugePageSize>) -> Result<Mapping, Error> {
     fail_point!("uffd::mmap", |_| Err(Error::Sys {
         op: "mmap",
         source: io::Error::from_raw_os_error(libc::ENOMEM),
     }));
     let prot = ProtFlags::READ | ProtFlags::WRITE;
-    match file {
-        Some(fd) => {
+    match (file, huge) {
+        (Some(fd), _) => {
             // SAFETY: the caller holds the file open for this call.
             let fd = unsafe { BorrowedFd::borrow_raw(fd) };
             // SAFETY: the file is the region's own (a memfd no one else
             // writes or truncates).
             unsafe { Mapping::file(fd, 0, len, prot, MapFlags::SHARED) }
         }
-        None => Mapping::new(len, prot, MapFlags::PRIVATE | MapFlags::NORESERVE),
+        // Reserved at mmap (no MAP_NORESERVE): a short pool is refused
+        // here, not found at a fault the copy cannot serve.
+        (None, Some(size)) => {
+            let needed = len / size.bytes();
+            let free = size.available_pages();
+            if free < needed {
+                return Err(Error::HugePagesUnavailable(HugePagesUnavailable::new(
+                    size, needed, free,
+                )));
+            }
+            Mapping::new(len, prot, MapFlags::PRIVATE | size.map_flags())
+        }
+        (None, None) => Mapping::new(len, prot, MapFlags::PRIVATE | MapFlags::NORESERVE),
     }
     .map_err(|source| Error::Sys { op: "mmap", source })
 }
@@ -180,6 +193,7 @@ impl UffdRegion {
     pub fn builder(len: usize) -> UffdRegionBuilder {
         UffdRegionBuilder {
             len,
+            huge: None,
             settings: Settings::default(),
         }
     }
@@ -261,8 +275,12 @@ impl UffdRegion {
         source: Box<dyn PageSource>,
         shared_fd: Option<i32>,
     ) -> Result<Self, Error> {
-        let UffdRegionBuilder { len, settings } = b;
-        let page = page_size();
+        let UffdRegionBuilder {
+            len,
+            huge,
+            settings,
+        } = b;
+        let page = huge.map_or_else(page_size, HugePageSize::bytes);
         if len == 0 || len % page != 0 {
             return Err(Error::BadLength {
                 len,
@@ -271,7 +289,7 @@ impl UffdRegion {
         }
         let working_set = settings.check(page, len, &*source)?;
         let (uffd, uffd_mode) = open_uffd()?;
-        let mapping = map(len, shared_fd)?;
+        let mapping = map(len, shared_fd, huge)?;
         let (mode, register, needed, what) = match shared_fd {
             // Registering for minor faults succeeds only where the kernel
             // has UFFDIO_CONTINUE (5.13).

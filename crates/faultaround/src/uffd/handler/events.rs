@@ -94,8 +94,19 @@ impl Shared {
         loop {
             let r = {
                 let _copy = self.events.read().unwrap_or_else(|e| e.into_inner());
-                // SAFETY: one page of our registered range.
-                unsafe { self.uffd.zeropage(self.addr(p), self.page, false) }
+                if self.page > rustix::param::page_size() {
+                    // hugetlb has no UFFDIO_ZEROPAGE: copy a zeroed page.
+                    let zeros = vec![0u8; self.page];
+                    match self.copy_ioctl(zeros.as_ptr(), self.addr(p), self.page, false) {
+                        super::copy::Copied::Bytes(b) => Ok(b),
+                        super::copy::Copied::Again(_) => Err(rustix::io::Errno::AGAIN),
+                        super::copy::Copied::Exists => Err(rustix::io::Errno::EXIST),
+                        super::copy::Copied::Failed(e) => Err(rustix::io::Errno::from_raw_os_error(e)),
+                    }
+                } else {
+                    // SAFETY: one page of our registered range.
+                    unsafe { self.uffd.zeropage(self.addr(p), self.page, false) }
+                }
             };
             match r {
                 Ok(_) => {

@@ -229,7 +229,8 @@ impl Shared {
     fn mapped(&self, page: u64) -> bool {
         const PRESENT: u64 = 1 << 63;
         const SWAPPED: u64 = 1 << 62;
-        let at = (self.addr(page) as u64 / self.page as u64) * 8;
+        // One entry per base page, a huge page's first among them.
+        let at = (self.addr(page) as u64 / rustix::param::page_size() as u64) * 8;
         let mut entry = [0u8; 8];
         // Opened once: shutdown may fail every page of a huge region.
         let pagemap = self

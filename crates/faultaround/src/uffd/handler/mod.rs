@@ -434,14 +434,16 @@ impl Shared {
                 .map(|p| bits[p / 64].load(Ordering::Relaxed) & (1 << (p % 64)) != 0)
                 .collect();
         }
-        let mut v = vec![0u8; n];
+        // `mincore` answers per base page, a huge page's too.
+        let sub = (self.page / rustix::param::page_size()).max(1);
+        let mut v = vec![0u8; n * sub];
         // SAFETY: the range is inside one area of our own mapping and `v`
-        // has one byte per page of it.
+        // has one byte per base page of it.
         let r = unsafe { libc::mincore(self.addr(from as u64), n * self.page, v.as_mut_ptr()) };
         if r != 0 {
             return vec![false; n];
         }
-        v.into_iter().map(|b| b & 1 != 0).collect()
+        v.chunks(sub).map(|b| b[0] & 1 != 0).collect()
     }
 
     pub(super) fn is_failed(&self, page: u64) -> bool {

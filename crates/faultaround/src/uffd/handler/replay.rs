@@ -72,7 +72,10 @@ impl Shared {
     pub(in crate::uffd) fn prefetch(&self, plan: &Replay) {
         let _alive = super::CountOut(&self.alive, &self.exited);
         let _prefetching = super::CountOut(&self.prefetching, &self.replayed);
-        let mut buf = vec![0u8; self.page * REPLAY_RUN];
+        // As long as the longest run (REPLAY_RUN pages of 2 MiB would be
+        // 128 MiB a thread).
+        let longest = plan.runs.iter().map(|&(_, n)| n).max().unwrap_or(0);
+        let mut buf = vec![0u8; self.page * longest.min(REPLAY_RUN)];
         loop {
             if self.stop.load(Ordering::Acquire) {
                 return;

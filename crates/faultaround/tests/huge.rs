@@ -1,0 +1,141 @@
+//! Regions of 2 MiB hugetlb pages: each fault served with a whole huge
+//! page, records counting huge pages, a short pool refused with the fix,
+//! and every huge page back in the pool after drop.
+
+use std::time::Duration;
+
+use mmbatch_faultaround::{Error, HugePageSize, UffdRegion};
+
+const HUGE: usize = 2 << 20;
+const NR: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+const FREE: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages";
+
+fn read(path: &str) -> usize {
+    std::fs::read_to_string(path).map_or(0, |s| s.trim().parse().unwrap_or(0))
+}
+
+/// The pool is the machine's: one test at a time changes and counts it.
+static POOL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// `n` more huge pages in the pool while it lives (root only: `None`
+/// elsewhere, and the test says it did not run), and the pool to itself.
+struct Pool(usize, #[allow(dead_code)] std::sync::MutexGuard<'static, ()>);
+
+impl Pool {
+    fn grow(n: usize) -> Option<Pool> {
+        let guard = POOL.lock().unwrap_or_else(|e| e.into_inner());
+        let before = read(NR);
+        if std::fs::write(NR, (before + n).to_string()).is_err() || read(NR) < before + n {
+            let _ = std::fs::write(NR, before.to_string());
+            eprintln!("cannot reserve {n} 2 MiB huge pages here (needs root): not exercised");
+            return None;
+        }
+        Some(Pool(before, guard))
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let _ = std::fs::write(NR, self.0.to_string());
+    }
+}
+
+/// Huge page `i` holds bytes derived from `i` and the offset.
+fn image(pages: usize) -> Vec<u8> {
+    (0..pages * HUGE)
+        .map(|b| ((b / HUGE) * 31 + b % 4093) as u8)
+        .collect()
+}
+
+#[test]
+fn a_huge_page_region_is_served_a_whole_huge_page_a_fault() {
+    let Some(_pool) = Pool::grow(8) else { return };
+    let free_before = read(FREE);
+    let src = image(8);
+    {
+        let mut r = UffdRegion::builder(8 * HUGE)
+            .huge_pages(HugePageSize::Size2M)
+            .handlers(2)
+            .build(src.clone())
+            .unwrap();
+        // Reserved at build: the pool's free pages are promised, not yet
+        // taken.
+        assert_eq!(r.resident_pages(), 0);
+        for p in [5, 0, 7, 2] {
+            assert_eq!(r.as_slice()[p * HUGE + 12345], src[p * HUGE + 12345]);
+        }
+        let st = r.stats();
+        assert_eq!((st.faults, st.pages_copied), (4, 4), "{st:?}");
+        assert_eq!(r.resident_pages(), 4);
+        assert!(r.as_slice() == src.as_slice(), "the region differs from the image");
+        assert_eq!(r.stats().pages_copied, 8);
+        // A write lands on the source's bytes.
+        r.as_mut_slice()[3 * HUGE + 1] = 0xAB;
+        assert_eq!(r.as_slice()[3 * HUGE + 1], 0xAB);
+        assert_eq!(r.as_slice()[3 * HUGE], src[3 * HUGE]);
+        // A discarded huge page reads as zeros (hugetlb has no
+        // UFFDIO_ZEROPAGE: a zeroed page is copied).
+        let at = r.as_mut_ptr().wrapping_add(6 * HUGE);
+        // SAFETY: one huge page of the region, which no borrow holds.
+        let rc = unsafe { libc::madvise(at.cast(), HUGE, libc::MADV_DONTNEED) };
+        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+        assert!(r.as_slice()[6 * HUGE..7 * HUGE].iter().all(|&b| b == 0));
+        let st = r.stats();
+        assert_eq!((st.remove_events, st.pages_zeroed), (1, 1), "{st:?}");
+        assert!(r.failure().is_none());
+    }
+    // Every huge page is back in the pool.
+    assert_eq!(read(FREE), free_before);
+}
+
+#[test]
+fn records_and_replays_count_huge_pages() {
+    let Some(_pool) = Pool::grow(16) else { return };
+    let src = image(8);
+    let rec = {
+        let r = UffdRegion::builder(8 * HUGE)
+            .huge_pages(HugePageSize::Size2M)
+            .record(true)
+            .build(src.clone())
+            .unwrap();
+        for p in [6, 1, 3] {
+            std::hint::black_box(r.as_slice()[p * HUGE + 7]);
+        }
+        r.record().unwrap()
+    };
+    assert_eq!(rec.pages(), [6, 1, 3]);
+    let r = UffdRegion::builder(8 * HUGE)
+        .huge_pages(HugePageSize::Size2M)
+        .replay(rec)
+        .build(src.clone())
+        .unwrap();
+    assert!(r.wait_replayed(Duration::from_secs(30)));
+    assert_eq!(r.stats().pages_prefetched, 3);
+    assert_eq!(r.resident_pages(), 3);
+    assert!(r.as_slice() == src.as_slice());
+}
+
+#[test]
+fn a_short_pool_is_refused_with_the_command_that_reserves_it() {
+    let _pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    let free = HugePageSize::Size2M.available_pages();
+    let e = UffdRegion::builder((free + 1) * HUGE)
+        .huge_pages(HugePageSize::Size2M)
+        .build(vec![0u8; (free + 1) * HUGE])
+        .unwrap_err();
+    assert!(matches!(e, Error::HugePagesUnavailable(_)), "{e}");
+    assert!(e.to_string().contains(NR), "{e}");
+}
+
+#[test]
+fn lengths_and_orders_that_do_not_fit_huge_pages_are_refused() {
+    let b = || UffdRegion::builder(HUGE + 4096).huge_pages(HugePageSize::Size2M);
+    let e = b().build(vec![0u8; 2 * HUGE]).unwrap_err();
+    assert!(matches!(e, Error::BadLength { page_size: HUGE, .. }), "{e}");
+    let e = UffdRegion::builder(HUGE)
+        .huge_pages(HugePageSize::Size2M)
+        .order(5)
+        .build(vec![0u8; HUGE])
+        .unwrap_err();
+    assert!(e.to_string().contains("smaller order"), "{e}");
+}
