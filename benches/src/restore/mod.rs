@@ -35,6 +35,10 @@
 //!   maps it, registers its own userfaultfd and hands it over a Unix
 //!   socket; a `UffdHandler` here serves it, as a Firecracker page-fault
 //!   handler does; timed in the child from before its `mmap`;
+//! - `huge-lazy`, `huge-replay` (warm, where the 2 MiB pool can be grown:
+//!   root): `lazy-order-0` and `replay` in a region of 2 MiB hugetlb
+//!   pages, a whole huge page a fault or a replayed page, recorded by a
+//!   first run of its own;
 //! - at 2 threads also `lazy-order-0-handlers-2`: two handler threads;
 //! - `file-mapping-cow`: the private file mapping written to (each page's
 //!   byte read and written back): every page is copied out of the page
@@ -59,7 +63,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use mmbatch_faultaround::{PageRead, PageSource, Record, UffdRegion};
+use mmbatch_faultaround::{HugePageSize, PageRead, PageSource, Record, UffdRegion};
 use rand::{RngExt, SeedableRng, rngs::SmallRng, seq::SliceRandom};
 
 mod baselines;
@@ -116,12 +120,17 @@ pub const WS_SHARE: f64 = 0.10;
 pub const MAX_RUN: u64 = 64;
 const PAGE: usize = 4096;
 
+/// Whole huge pages, so the huge rows map the same image.
 fn image_pages(cfg: &Config) -> u64 {
-    ((BYTES * cfg.scale) as u64 / PAGE as u64).max(1024)
+    let per_huge = (HUGE / PAGE) as u64;
+    ((BYTES * cfg.scale) as u64 / PAGE as u64).max(1024) / per_huge * per_huge
 }
 
+/// The huge rows' page: 2 MiB.
+const HUGE: usize = 2 << 20;
+
 /// The strategies, in table order.
-const STRATEGIES: [&str; 13] = [
+const STRATEGIES: [&str; 15] = [
     "lazy-order-0",
     "lazy-order-4",
     "foreign-order-0",
@@ -135,6 +144,8 @@ const STRATEGIES: [&str; 13] = [
     "file-mapping-cow",
     "replay-shmem",
     "copy-floor",
+    "huge-lazy",
+    "huge-replay",
 ];
 
 /// The image's byte at `off`: page `i`'s bytes are a pattern of `i`.
@@ -386,6 +397,8 @@ pub struct Recorded {
     pub record: Record,
     /// The working-set file (`Record::write_pages`), unlinked on drop.
     pub pages: Image,
+    /// The same for a region of 2 MiB pages, where the huge rows run.
+    pub huge: Option<Box<Recorded>>,
 }
 
 /// Restores `image` by `strategy` and reads the working set on `threads`
@@ -427,7 +440,14 @@ pub fn measure(
     });
     let start = Instant::now();
     let b = UffdRegion::builder(len).image_id("restore-image");
+    let huge = || b.clone().huge_pages(HugePageSize::Size2M);
     let b = match strategy {
+        "huge-lazy" => huge(),
+        "huge-replay" => {
+            let h = rec.huge.as_ref().ok_or("no huge-page record (no pool)")?;
+            let ws = h.pages.file.try_clone().expect("dup the working-set file");
+            huge().replay(h.record.clone()).replay_pages(ws)
+        }
         "lazy-order-0" => b,
         "lazy-order-4" => b.order(4),
         "replay" => b.replay(record.clone()).replay_pages(ws()),
@@ -460,6 +480,8 @@ pub fn measure(
         bytes_read: BYTES_READ.load(Ordering::Relaxed)
             + if strategy == "replay" || strategy == "replay-order-4" {
                 rec.pages.len() as u64
+            } else if strategy == "huge-replay" {
+                rec.huge.as_ref().map_or(0, |h| h.pages.len() as u64)
             } else {
                 0
             },
@@ -469,21 +491,70 @@ pub fn measure(
 }
 
 /// The record of a first run (a lazy region, recording, read as the
-/// working set is read) and its working-set file.
-pub fn record_first_run(image: &Image, runs: &[(u64, u64)], threads: usize) -> Recorded {
-    let region = UffdRegion::builder(image.len())
-        .image_id("restore-image")
-        .record(true)
-        .build(image.file.try_clone().expect("dup the image"))
-        .expect("userfaultfd region");
-    touch(region.as_ptr() as usize, runs, threads);
-    let record = region.record().expect("recording");
-    let mut bytes = Vec::new();
-    record
-        .write_pages(&image.file, &mut bytes)
-        .expect("writing the working-set file");
-    let pages = Image::from_bytes(&format!("ws-{threads}"), &bytes).expect("the working-set file");
-    Recorded { record, pages }
+/// working set is read) and its working-set file; with `huge`, also of a
+/// region of 2 MiB pages.
+pub fn record_first_run(
+    image: &Image,
+    runs: &[(u64, u64)],
+    threads: usize,
+    huge: bool,
+) -> Recorded {
+    let record = |b: mmbatch_faultaround::UffdRegionBuilder, tag: &str| {
+        let region = b
+            .image_id("restore-image")
+            .record(true)
+            .build(image.file.try_clone().expect("dup the image"))
+            .expect("userfaultfd region");
+        touch(region.as_ptr() as usize, runs, threads);
+        let record = region.record().expect("recording");
+        let mut bytes = Vec::new();
+        record
+            .write_pages(&image.file, &mut bytes)
+            .expect("writing the working-set file");
+        let pages =
+            Image::from_bytes(&format!("ws-{tag}{threads}"), &bytes).expect("the working-set file");
+        Recorded {
+            record,
+            pages,
+            huge: None,
+        }
+    };
+    let mut rec = record(UffdRegion::builder(image.len()), "");
+    if huge {
+        let b = UffdRegion::builder(image.len()).huge_pages(HugePageSize::Size2M);
+        rec.huge = Some(Box::new(record(b, "huge-")));
+    }
+    rec
+}
+
+/// Huge pages added to the 2 MiB pool for the huge rows, given back on
+/// drop; `None` where the pool cannot grow (not root).
+struct HugePool(usize);
+
+impl HugePool {
+    fn grow(pages: usize) -> Option<Self> {
+        let size = HugePageSize::Size2M;
+        let before = size.pool_pages();
+        let file = size.pool_file("nr_hugepages");
+        if size.available_pages() >= pages {
+            return Some(HugePool(before));
+        }
+        let want = before + pages - size.available_pages();
+        if std::fs::write(&file, want.to_string()).is_err() || size.available_pages() < pages {
+            let _ = std::fs::write(&file, before.to_string());
+            return None;
+        }
+        Some(HugePool(before))
+    }
+}
+
+impl Drop for HugePool {
+    fn drop(&mut self) {
+        let _ = std::fs::write(
+            HugePageSize::Size2M.pool_file("nr_hugepages"),
+            self.0.to_string(),
+        );
+    }
 }
 
 fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
@@ -494,9 +565,11 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     let caches: &[&str] = if root { &["warm", "cold"] } else { &["warm"] };
     let threads = [1usize, 2];
     image.warm();
+    // One huge region at a time: the image's length in huge pages.
+    let pool = HugePool::grow(image.len() / HUGE);
     let records: Vec<Recorded> = threads
         .iter()
-        .map(|&t| record_first_run(&image, &runs, t))
+        .map(|&t| record_first_run(&image, &runs, t, pool.is_some()))
         .collect();
     let plan: Vec<(&str, &str, usize, &Recorded)> = caches
         .iter()
@@ -509,7 +582,9 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
                         c == "warm"
                             || !matches!(**s, "replay-shmem" | "copy-floor")
                                 && !s.starts_with("foreign")
+                                && !s.starts_with("huge")
                     })
+                    .filter(move |s| rec.huge.is_some() || !s.starts_with("huge"))
                     .map(move |&s| (c, s, t, rec))
             })
         })
@@ -602,12 +677,16 @@ mod tests {
     fn every_strategy_restores_the_image() {
         let image = Image::create(1024).unwrap();
         let runs = working_set(1024, 2);
-        let rec = record_first_run(&image, &runs, 1);
+        let rec = record_first_run(&image, &runs, 1, false);
         let ws: u64 = runs.iter().map(|r| r.1).sum();
         assert_eq!(rec.record.pages().len() as u64, ws);
         // The foreign rows re-execute `repro` as the VMM: run by `repro`
-        // itself (and served the same way in faultaround's tests/vmm.rs).
-        for s in STRATEGIES.iter().filter(|s| !s.starts_with("foreign")) {
+        // itself (and served the same way in faultaround's tests/vmm.rs);
+        // the huge rows need the pool grown (faultaround's tests/huge.rs).
+        for s in STRATEGIES
+            .iter()
+            .filter(|s| !s.starts_with("foreign") && !s.starts_with("huge"))
+        {
             let sample = measure(&image, s, &runs, &rec, 2).unwrap_or_else(|e| panic!("{s}: {e}"));
             // Every working-set page was installed, by the replay or by a
             // fault (which of them wins a page is a race: with 16-page

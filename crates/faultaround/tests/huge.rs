@@ -19,7 +19,10 @@ static POOL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// `n` more huge pages in the pool while it lives (root only: `None`
 /// elsewhere, and the test says it did not run), and the pool to itself.
-struct Pool(usize, #[allow(dead_code)] std::sync::MutexGuard<'static, ()>);
+struct Pool(
+    usize,
+    #[allow(dead_code)] std::sync::MutexGuard<'static, ()>,
+);
 
 impl Pool {
     fn grow(n: usize) -> Option<Pool> {
@@ -67,7 +70,10 @@ fn a_huge_page_region_is_served_a_whole_huge_page_a_fault() {
         let st = r.stats();
         assert_eq!((st.faults, st.pages_copied), (4, 4), "{st:?}");
         assert_eq!(r.resident_pages(), 4);
-        assert!(r.as_slice() == src.as_slice(), "the region differs from the image");
+        assert!(
+            r.as_slice() == src.as_slice(),
+            "the region differs from the image"
+        );
         assert_eq!(r.stats().pages_copied, 8);
         // A write lands on the source's bytes.
         r.as_mut_slice()[3 * HUGE + 1] = 0xAB;
@@ -131,7 +137,16 @@ fn a_short_pool_is_refused_with_the_command_that_reserves_it() {
 fn lengths_and_orders_that_do_not_fit_huge_pages_are_refused() {
     let b = || UffdRegion::builder(HUGE + 4096).huge_pages(HugePageSize::Size2M);
     let e = b().build(vec![0u8; 2 * HUGE]).unwrap_err();
-    assert!(matches!(e, Error::BadLength { page_size: HUGE, .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            Error::BadLength {
+                page_size: HUGE,
+                ..
+            }
+        ),
+        "{e}"
+    );
     let e = UffdRegion::builder(HUGE)
         .huge_pages(HugePageSize::Size2M)
         .order(5)

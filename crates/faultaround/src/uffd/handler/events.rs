@@ -101,7 +101,9 @@ impl Shared {
                         super::copy::Copied::Bytes(b) => Ok(b),
                         super::copy::Copied::Again(_) => Err(rustix::io::Errno::AGAIN),
                         super::copy::Copied::Exists => Err(rustix::io::Errno::EXIST),
-                        super::copy::Copied::Failed(e) => Err(rustix::io::Errno::from_raw_os_error(e)),
+                        super::copy::Copied::Failed(e) => {
+                            Err(rustix::io::Errno::from_raw_os_error(e))
+                        }
                     }
                 } else {
                     // SAFETY: one page of our registered range.
