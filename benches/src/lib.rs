@@ -14,6 +14,7 @@ pub mod cache_hits;
 pub mod cache_memory;
 pub mod clear;
 pub mod cli;
+pub mod dirty;
 pub mod faultaround;
 pub mod lockonfault;
 pub mod munlock;
@@ -186,6 +187,7 @@ pub fn experiments() -> &'static [Experiment] {
         cache_hits::EXPERIMENT,
         cache_memory::EXPERIMENT,
         restore::EXPERIMENT,
+        dirty::EXPERIMENT,
     ]
 }
 

@@ -120,6 +120,7 @@ macro_rules! settings_setters {
 pub struct UffdRegionBuilder {
     pub(super) len: usize,
     pub(super) huge: Option<mmbatch_mmap::HugePageSize>,
+    pub(super) track_writes: bool,
     pub(super) settings: Settings,
 }
 
@@ -137,6 +138,20 @@ impl UffdRegionBuilder {
     /// all count huge pages.
     pub fn huge_pages(mut self, size: mmbatch_mmap::HugePageSize) -> Self {
         self.huge = Some(size);
+        self
+    }
+
+    /// Tracks which pages the process writes (default off), for
+    /// incremental snapshots and live migration: every page goes in
+    /// write-protected, the kernel marks a page written on its first write
+    /// without waking a handler (`UFFD_FEATURE_WP_ASYNC`), and
+    /// [`UffdRegion::written_pages`] reports the pages written since the
+    /// region was built or since the last
+    /// [`take_written_pages`](UffdRegion::take_written_pages). Needs Linux
+    /// 6.7 (refused as [`Error::Unsupported`] before); not over a page
+    /// cache.
+    pub fn track_writes(mut self, yes: bool) -> Self {
+        self.track_writes = yes;
         self
     }
 

@@ -240,6 +240,7 @@ impl UffdHandler {
             poison: !super::plays_old_kernel(),
             mapping: None,
             foreign: true,
+            track: false,
             source,
             settings: &settings,
         })?;

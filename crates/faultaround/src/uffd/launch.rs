@@ -130,6 +130,8 @@ pub(super) struct Parts<'a> {
     pub(super) mapping: Option<Mapping>,
     /// Memory of another process: presence is tracked in a bitmap.
     pub(super) foreign: bool,
+    /// Pages go in write-protected, for write tracking.
+    pub(super) track: bool,
     pub(super) source: Box<dyn PageSource>,
     pub(super) settings: &'a Settings,
 }
@@ -148,6 +150,7 @@ impl Shared {
             poison,
             mapping,
             foreign,
+            track,
             source,
             settings,
         } = p;
@@ -192,6 +195,7 @@ impl Shared {
             removed,
             any_removed: AtomicBool::new(false),
             installed,
+            track,
             deferred: Mutex::new(VecDeque::new()),
             recorder: settings
                 .record

@@ -5,6 +5,7 @@
 //!   page that cannot be filled.
 
 mod builder;
+mod dirty;
 mod foreign;
 mod handler;
 mod launch;
@@ -194,6 +195,7 @@ impl UffdRegion {
         UffdRegionBuilder {
             len,
             huge: None,
+            track_writes: false,
             settings: Settings::default(),
         }
     }
@@ -278,6 +280,7 @@ impl UffdRegion {
         let UffdRegionBuilder {
             len,
             huge,
+            track_writes,
             settings,
         } = b;
         let page = huge.map_or_else(page_size, HugePageSize::bytes);
@@ -288,7 +291,25 @@ impl UffdRegion {
             });
         }
         let working_set = settings.check(page, len, &*source)?;
-        let (uffd, uffd_mode) = open_uffd()?;
+        if track_writes && shared_fd.is_some() {
+            return Err(Error::BadSetting {
+                setting: "track_writes",
+                value: "true".into(),
+                why: "write tracking is for anonymous and huge-page regions; a page-cache \
+                      region's writes reach its file"
+                    .into(),
+            });
+        }
+        let features = if track_writes {
+            let mut f = sys::UFFD_FEATURE_PAGEFAULT_FLAG_WP | sys::UFFD_FEATURE_WP_ASYNC;
+            if huge.is_some() {
+                f |= sys::UFFD_FEATURE_WP_HUGETLBFS_SHMEM;
+            }
+            u64::from(f)
+        } else {
+            0
+        };
+        let (uffd, uffd_mode) = open_uffd(features)?;
         let mapping = map(len, shared_fd, huge)?;
         let (mode, register, needed, what) = match shared_fd {
             // Registering for minor faults succeeds only where the kernel
@@ -298,6 +319,12 @@ impl UffdRegion {
                 sys::UFFDIO_REGISTER_MODE_MINOR,
                 sys::IOCTL_WAKE,
                 "minor faults and UFFDIO_CONTINUE on shmem (Linux 5.13)",
+            ),
+            None if track_writes => (
+                Mode::Copy,
+                sys::UFFDIO_REGISTER_MODE_MISSING | sys::UFFDIO_REGISTER_MODE_WP,
+                sys::IOCTL_COPY | sys::IOCTL_WRITEPROTECT,
+                "UFFDIO_COPY and UFFDIO_WRITEPROTECT on anonymous memory",
             ),
             None => (
                 Mode::Copy,
@@ -337,6 +364,7 @@ impl UffdRegion {
             poison,
             mapping: Some(mapping),
             foreign: false,
+            track: track_writes,
             source,
             settings: &settings,
         })?;

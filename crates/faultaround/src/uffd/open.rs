@@ -73,12 +73,12 @@ fn errno_error(errno: i32) -> Error {
 /// meet it too, and quietly settling for less would hide it. Asking for
 /// user-mode-only every time, as this did before, failed every system call
 /// that read a missing page of the region with EFAULT, even as root.
-pub(super) fn open_uffd() -> Result<(Uffd, UffdMode), Error> {
-    match open_all_faults() {
+pub(super) fn open_uffd(features: u64) -> Result<(Uffd, UffdMode), Error> {
+    match open_all_faults(features) {
         Err(Error::NoPermission { .. }) => {}
         r => return r.map(|uffd| (uffd, UffdMode::AllFaults)),
     }
-    uffd_by_syscall(true).map(|uffd| (uffd, UffdMode::UserModeOnly))
+    uffd_by_syscall(true, features).map(|uffd| (uffd, UffdMode::UserModeOnly))
 }
 
 /// A userfaultfd that serves kernel-mode faults: `/dev/userfaultfd` (Linux
@@ -95,7 +95,7 @@ pub(super) fn open_uffd() -> Result<(Uffd, UffdMode), Error> {
 ///
 /// Fail point `uffd::open_all_faults` (an errno name: `EPERM`, `EACCES`,
 /// `EMFILE`) plays both ways in failing so.
-fn open_all_faults() -> Result<Uffd, Error> {
+fn open_all_faults(features: u64) -> Result<Uffd, Error> {
     fail_point!("uffd::open_all_faults", |arg| {
         Err(errno_error(match arg.as_deref() {
             Some("EACCES") => libc::EACCES,
@@ -104,13 +104,13 @@ fn open_all_faults() -> Result<Uffd, Error> {
         }))
     });
     match open_device() {
-        Ok(uffd) => handshake(uffd),
+        Ok(uffd) => handshake(uffd, features),
         // No device (before 6.1, or not in this container; a device node
         // with no driver behind it, or one the container's device policy
         // refuses), or not ours to open: the system call may still allow
         // the full mode.
         Err(Errno::NOENT | Errno::NODEV | Errno::NXIO | Errno::ACCESS | Errno::PERM) => {
-            uffd_by_syscall(false)
+            uffd_by_syscall(false, features)
         }
         Err(e) => Err(uffd_error(e)),
     }
@@ -127,13 +127,13 @@ fn open_device() -> Result<Uffd, Errno> {
 
 /// `userfaultfd(2)`, with `UFFD_USER_MODE_ONLY` if `user_mode_only`, then
 /// the `UFFDIO_API` handshake.
-fn uffd_by_syscall(user_mode_only: bool) -> Result<Uffd, Error> {
+fn uffd_by_syscall(user_mode_only: bool, features: u64) -> Result<Uffd, Error> {
     let mut flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
     if user_mode_only {
         flags |= UFFD_USER_MODE_ONLY as i32;
     }
     match Uffd::by_syscall(flags) {
-        Ok(uffd) => handshake(uffd),
+        Ok(uffd) => handshake(uffd, features),
         // Before Linux 5.11 the flag is unknown; the system call without
         // it, which every such kernel has, was just refused to this
         // process: EPERM names the ways in.
@@ -142,13 +142,19 @@ fn uffd_by_syscall(user_mode_only: bool) -> Result<Uffd, Error> {
     }
 }
 
-/// The `UFFDIO_API` handshake, asking for EVENT_REMOVE (Linux 4.11).
-fn handshake(uffd: Uffd) -> Result<Uffd, Error> {
-    match uffd.api(u64::from(UFFD_FEATURE_EVENT_REMOVE)) {
+/// The `UFFDIO_API` handshake, asking for EVENT_REMOVE (Linux 4.11) and
+/// `features`.
+fn handshake(uffd: Uffd, features: u64) -> Result<Uffd, Error> {
+    match uffd.api(u64::from(UFFD_FEATURE_EVENT_REMOVE) | features) {
         Ok(_) => Ok(uffd),
         Err(e) => Err(Error::Unsupported {
             what: format!(
-                "userfaultfd with EVENT_REMOVE (Linux 4.11): UFFDIO_API: {}",
+                "userfaultfd with EVENT_REMOVE (Linux 4.11){}: UFFDIO_API: {}",
+                if features != 0 {
+                    " and write tracking (WP_ASYNC, Linux 6.7)"
+                } else {
+                    ""
+                },
                 io::Error::from(e)
             ),
         }),

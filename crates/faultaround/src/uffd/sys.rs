@@ -17,8 +17,8 @@ use std::{
 
 use linux_raw_sys::general::{
     UFFD_API, UFFD_EVENT_PAGEFAULT, UFFD_EVENT_REMOVE, UFFDIO_COPY_MODE_DONTWAKE,
-    UFFDIO_ZEROPAGE_MODE_DONTWAKE, uffd_msg, uffdio_api, uffdio_copy, uffdio_range,
-    uffdio_register, uffdio_zeropage,
+    UFFDIO_COPY_MODE_WP, UFFDIO_ZEROPAGE_MODE_DONTWAKE, uffd_msg, uffdio_api, uffdio_copy,
+    uffdio_range, uffdio_register, uffdio_zeropage,
 };
 use rustix::{
     io::Errno,
@@ -26,8 +26,9 @@ use rustix::{
 };
 
 pub(in crate::uffd) use linux_raw_sys::general::{
-    UFFD_FEATURE_EVENT_REMOVE, UFFD_USER_MODE_ONLY, UFFDIO_REGISTER_MODE_MINOR,
-    UFFDIO_REGISTER_MODE_MISSING,
+    UFFD_FEATURE_EVENT_REMOVE, UFFD_FEATURE_PAGEFAULT_FLAG_WP, UFFD_FEATURE_WP_ASYNC,
+    UFFD_FEATURE_WP_HUGETLBFS_SHMEM, UFFD_USER_MODE_ONLY, UFFDIO_REGISTER_MODE_MINOR,
+    UFFDIO_REGISTER_MODE_MISSING, UFFDIO_REGISTER_MODE_WP,
 };
 
 /// `_IOWR(UFFDIO, _UFFDIO_API, struct uffdio_api)`.
@@ -48,6 +49,7 @@ const USERFAULTFD_IOC_NEW: Opcode = opcode::none(0xAA, 0x00);
 /// Bits of the ioctls a registration reports (`1 << _UFFDIO_*`).
 pub(in crate::uffd) const IOCTL_WAKE: u64 = 1 << 0x02;
 pub(in crate::uffd) const IOCTL_COPY: u64 = 1 << 0x03;
+pub(in crate::uffd) const IOCTL_WRITEPROTECT: u64 = 1 << 0x06;
 
 /// `USERFAULTFD_IOC_NEW` with its flags: returns the new descriptor,
 /// which rustix's ready-made ioctl types do not.
@@ -210,7 +212,8 @@ impl Uffd {
     }
 
     /// `UFFDIO_COPY` of `len` bytes from `src` to `dst`, waking the
-    /// readers if `wake`: the bytes copied, or the errno with the kernel's
+    /// readers if `wake`, the pages write-protected if `write_protect`
+    /// (`UFFDIO_COPY_MODE_WP`): the bytes copied, or the errno with the kernel's
     /// `copy` field (bytes copied before an EAGAIN, or a negative errno).
     ///
     /// # Safety
@@ -222,16 +225,21 @@ impl Uffd {
         dst: *mut c_void,
         len: usize,
         wake: bool,
+        write_protect: bool,
     ) -> Result<usize, (Errno, i64)> {
+        let mut mode = if wake {
+            0
+        } else {
+            u64::from(UFFDIO_COPY_MODE_DONTWAKE)
+        };
+        if write_protect {
+            mode |= u64::from(UFFDIO_COPY_MODE_WP);
+        }
         let mut copy = uffdio_copy {
             dst: dst as u64,
             src: src as u64,
             len: len as u64,
-            mode: if wake {
-                0
-            } else {
-                u64::from(UFFDIO_COPY_MODE_DONTWAKE)
-            },
+            mode,
             copy: 0,
         };
         // SAFETY: UFFDIO_COPY takes a `struct uffdio_copy`; the caller

@@ -145,7 +145,7 @@ impl Shared {
         });
         // SAFETY: the caller gives `src` with `len` readable bytes and
         // `dst..dst + len` inside our registered range.
-        match unsafe { self.uffd.copy(src.cast(), dst, len, wake) } {
+        match unsafe { self.uffd.copy(src.cast(), dst, len, wake, self.track) } {
             Ok(bytes) => Copied::Bytes(bytes),
             // The kernel's `copy` field, raw: bytes copied before EAGAIN,
             // or a negative errno.

@@ -94,8 +94,9 @@ impl Shared {
         loop {
             let r = {
                 let _copy = self.events.read().unwrap_or_else(|e| e.into_inner());
-                if self.page > rustix::param::page_size() {
-                    // hugetlb has no UFFDIO_ZEROPAGE: copy a zeroed page.
+                if self.page > rustix::param::page_size() || self.track {
+                    // hugetlb has no UFFDIO_ZEROPAGE, and the zero page it
+                    // maps is not write-protected: copy a zeroed page.
                     let zeros = vec![0u8; self.page];
                     match self.copy_ioctl(zeros.as_ptr(), self.addr(p), self.page, false) {
                         super::copy::Copied::Bytes(b) => Ok(b),

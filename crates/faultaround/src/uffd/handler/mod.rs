@@ -190,6 +190,9 @@ pub(super) struct Shared {
     /// per page installed (copied, zeroed; cleared by a removal). `None`
     /// for the process's own memory, asked of `mincore`.
     pub(super) installed: Option<ZeroedBitmap>,
+    /// Writes are tracked (`UFFD_FEATURE_WP_ASYNC`): every page goes in
+    /// write-protected (`dirty.rs`).
+    pub(super) track: bool,
     /// Faults read by a thread that could not serve them at once (a
     /// copier draining events to get past EAGAIN): served by a handler.
     pub(super) deferred: Mutex<VecDeque<usize>>,

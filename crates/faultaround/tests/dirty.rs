@@ -1,0 +1,115 @@
+//! Write tracking: a region built with `track_writes` reports exactly the
+//! pages written since it was built or since the last take — not the ones
+//! its handlers filled, read, discarded or left untouched.
+
+use std::{io::Write as _, ops::Range};
+
+use mmbatch_faultaround::{Error, UffdRegion};
+
+const PAGE: usize = 4096;
+const PAGES: usize = 64;
+
+fn region() -> UffdRegion {
+    let src: Vec<u8> = (0..PAGES * PAGE).map(|b| (b / PAGE) as u8).collect();
+    UffdRegion::builder(PAGES * PAGE)
+        .order(2)
+        .handlers(2)
+        .track_writes(true)
+        .build(src)
+        .unwrap()
+}
+
+fn ranges(pages: &[u64]) -> Vec<Range<u64>> {
+    let mut out: Vec<Range<u64>> = Vec::new();
+    for &p in pages {
+        match out.last_mut() {
+            Some(r) if r.end == p => r.end += 1,
+            _ => out.push(p..p + 1),
+        }
+    }
+    out
+}
+
+#[test]
+fn the_pages_written_since_a_take_are_reported_exactly() {
+    let mut r = region();
+    // Half the region read (filled by the handlers), nothing written.
+    let sum: u64 = (0..PAGES / 2)
+        .map(|p| u64::from(r.as_slice()[p * PAGE]))
+        .sum();
+    assert_eq!(sum, (0..32).sum::<u64>());
+    assert_eq!(r.written_pages().unwrap(), []);
+    // Writes to present pages, and to missing ones (faulted in, then
+    // written).
+    for p in [3, 4, 10, 40, 63] {
+        r.as_mut_slice()[p * PAGE + 5] = 0xFF;
+    }
+    let want = ranges(&[3, 4, 10, 40, 63]);
+    assert_eq!(r.written_pages().unwrap(), want);
+    // Reading does not reset; taking does.
+    assert_eq!(r.written_pages().unwrap(), want);
+    assert_eq!(r.take_written_pages().unwrap(), want);
+    assert_eq!(r.written_pages().unwrap(), []);
+    for p in [10, 20] {
+        r.as_mut_slice()[p * PAGE] = 1;
+    }
+    assert_eq!(r.take_written_pages().unwrap(), ranges(&[10, 20]));
+    assert_eq!(r.as_slice()[40 * PAGE + 5], 0xFF);
+    assert!(r.failure().is_none());
+}
+
+#[test]
+fn writes_from_several_threads_are_all_reported() {
+    let mut r = region();
+    let base = r.as_mut_ptr() as usize;
+    let mine = |t: usize| (0..PAGES).filter(move |p| p % 3 == t % 3 || p % 7 == 0);
+    std::thread::scope(|s| {
+        for t in 0..2 {
+            s.spawn(move || {
+                for p in mine(t) {
+                    // SAFETY: inside the region, which no borrow holds
+                    // while the scope runs; a byte per page, racing only
+                    // with the other thread's identical writes.
+                    unsafe { ((base + p * PAGE + t) as *mut u8).write_volatile(9) };
+                }
+            });
+        }
+    });
+    let mut want: Vec<u64> = mine(0).chain(mine(1)).map(|p| p as u64).collect();
+    want.sort_unstable();
+    want.dedup();
+    assert_eq!(r.written_pages().unwrap(), ranges(&want));
+}
+
+#[test]
+fn discarded_pages_read_back_as_zeros_unwritten() {
+    let mut r = region();
+    r.as_mut_slice()[5 * PAGE] = 7;
+    assert_eq!(r.take_written_pages().unwrap(), ranges(&[5]));
+    let at = r.as_mut_ptr().wrapping_add(5 * PAGE);
+    // SAFETY: one page of the region, which no borrow holds.
+    let rc = unsafe { libc::madvise(at.cast(), PAGE, libc::MADV_DONTNEED) };
+    assert_eq!(rc, 0);
+    assert_eq!(r.as_slice()[5 * PAGE], 0);
+    assert_eq!(r.written_pages().unwrap(), []);
+    r.as_mut_slice()[5 * PAGE] = 8;
+    assert_eq!(r.written_pages().unwrap(), ranges(&[5]));
+}
+
+#[test]
+fn a_system_call_writing_the_region_is_a_write() {
+    let mut r = region();
+    let (mut rx, mut tx) = std::os::unix::net::UnixStream::pair().unwrap();
+    tx.write_all(&[0xAB; 3 * PAGE]).unwrap();
+    // read(2) into pages 30..33, not yet present.
+    std::io::Read::read_exact(&mut rx, &mut r.as_mut_slice()[30 * PAGE..33 * PAGE]).unwrap();
+    assert_eq!(r.written_pages().unwrap(), [30..33]);
+}
+
+#[test]
+fn an_untracked_region_refuses_to_report() {
+    let r = UffdRegion::new(PAGES * PAGE, 0, vec![0u8; PAGES * PAGE], 1).unwrap();
+    let e = r.written_pages().unwrap_err();
+    assert!(matches!(e, Error::BadSetting { .. }), "{e}");
+    assert!(e.to_string().contains("track_writes(true)"), "{e}");
+}
