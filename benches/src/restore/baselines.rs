@@ -26,14 +26,26 @@ pub(super) fn eager(image: &Image, runs: &[(u64, u64)], threads: usize) -> Resul
 /// `copy-floor`: each thread reads its share of the runs (dealt out in
 /// turn, as [`touch`] deals them) from the page cache straight into memory
 /// made resident before the clock starts, then the working set is touched.
+///
+/// `fresh`: the memory mapped but not populated, inside the clock: each
+/// page is allocated and zeroed by the kernel as the read lands in it —
+/// the floor of a restore into fresh anonymous memory, which every
+/// userfaultfd restore is.
 pub(super) fn copy_floor(
     image: &Image,
     runs: &[(u64, u64)],
     threads: usize,
+    fresh: bool,
 ) -> Result<Sample, String> {
-    let m = mmbatch_mmap::Mapping::populated(image.len()).map_err(|e| e.to_string())?;
-    let (file, base) = (&image.file, m.as_ptr() as usize);
     let start = Instant::now();
+    let m = if fresh {
+        mmbatch_mmap::Mapping::anonymous(image.len())
+    } else {
+        mmbatch_mmap::Mapping::populated(image.len())
+    }
+    .map_err(|e| e.to_string())?;
+    let (file, base) = (&image.file, m.as_ptr() as usize);
+    let start = if fresh { start } else { Instant::now() };
     let copied: std::io::Result<()> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
@@ -49,6 +61,21 @@ pub(super) fn copy_floor(
                                 n as usize * PAGE,
                             )
                         };
+                        if fresh {
+                            // Allocated in one call a run, as a restore
+                            // would, not a fault a page.
+                            // SAFETY: `dst` is a run of `m`'s own pages.
+                            let r = unsafe {
+                                libc::madvise(
+                                    dst.as_mut_ptr().cast(),
+                                    dst.len(),
+                                    libc::MADV_POPULATE_WRITE,
+                                )
+                            };
+                            if r != 0 {
+                                return Err(std::io::Error::last_os_error());
+                            }
+                        }
                         file.read_exact_at(dst, at as u64)?;
                     }
                     Ok(())

@@ -49,7 +49,11 @@
 //!   working set read from the page cache straight into anonymous memory
 //!   made resident before the clock starts (one copy a byte, no fault, no
 //!   page allocation), by as many threads as touch it: no restore that
-//!   copies can be faster.
+//!   copies can be faster;
+//! - `copy-floor-fresh` (warm only): the same into fresh memory, each run
+//!   allocated in one call (`MADV_POPULATE_WRITE`) inside the clock: the
+//!   floor of a restore into fresh anonymous memory, which every
+//!   userfaultfd restore into anonymous memory is.
 //!
 //! Counters: faults, pages copied, bytes read from the source (the page
 //! source counts them), pages the replay installed.
@@ -130,7 +134,7 @@ fn image_pages(cfg: &Config) -> u64 {
 const HUGE: usize = 2 << 20;
 
 /// The strategies, in table order.
-const STRATEGIES: [&str; 15] = [
+const STRATEGIES: [&str; 16] = [
     "lazy-order-0",
     "lazy-order-4",
     "foreign-order-0",
@@ -144,6 +148,7 @@ const STRATEGIES: [&str; 15] = [
     "file-mapping-cow",
     "replay-shmem",
     "copy-floor",
+    "copy-floor-fresh",
     "huge-lazy",
     "huge-replay",
 ];
@@ -412,7 +417,8 @@ pub fn measure(
 ) -> Result<Sample, String> {
     match strategy {
         "eager" => return baselines::eager(image, runs, threads),
-        "copy-floor" => return baselines::copy_floor(image, runs, threads),
+        "copy-floor" => return baselines::copy_floor(image, runs, threads, false),
+        "copy-floor-fresh" => return baselines::copy_floor(image, runs, threads, true),
         "file-mapping" => return baselines::file_mapping(image, runs, threads, false),
         "file-mapping-cow" => return baselines::file_mapping(image, runs, threads, true),
         "foreign-order-0" => return foreign::foreign(image, runs, threads, 0),
@@ -580,7 +586,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
                     .filter(move |s| t > 1 || !s.ends_with("handlers-2"))
                     .filter(move |s| {
                         c == "warm"
-                            || !matches!(**s, "replay-shmem" | "copy-floor")
+                            || !matches!(**s, "replay-shmem" | "copy-floor" | "copy-floor-fresh")
                                 && !s.starts_with("foreign")
                                 && !s.starts_with("huge")
                     })
@@ -589,40 +595,56 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
             })
         })
         .collect();
-    let mut rows = Vec::new();
+    // Samples taken in turn (sample 1 of every row, then sample 2, ...),
+    // so rows compared pair by pair saw the same moments of a noisy host.
+    let rounds = cfg.samples.clamp(1, MAX_SAMPLES);
+    let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); plan.len()];
+    let mut failed = vec![false; plan.len()];
     let mut failures = Vec::new();
-    for (i, &(cache, strategy, t, rec)) in plan.iter().enumerate() {
-        let name = format!("{cache}/{strategy}/threads-{t}");
-        progress.row(i, plan.len(), &name);
-        let mut samples = Vec::new();
-        for _ in 0..cfg.samples.clamp(1, MAX_SAMPLES) {
-            if cache == "cold" {
-                image.drop_cache();
-                rec.pages.drop_cache();
-            } else {
-                image.warm();
-                rec.pages.warm();
+    let name = |&(cache, strategy, t, _): &(&str, &str, usize, &Recorded)| {
+        format!("{cache}/{strategy}/threads-{t}")
+    };
+    for round in 0..rounds {
+        for (i, row) in plan.iter().enumerate() {
+            let &(cache, strategy, t, rec) = row;
+            if failed[i] {
+                continue;
+            }
+            progress.row(round * plan.len() + i, rounds * plan.len(), &name(row));
+            let files = [Some(&rec.pages), rec.huge.as_ref().map(|h| &h.pages)];
+            for f in std::iter::once(&image).chain(files.into_iter().flatten()) {
+                if cache == "cold" {
+                    f.drop_cache();
+                } else {
+                    f.warm();
+                }
             }
             match measure(&image, strategy, &runs, rec, t) {
-                Ok(s) => samples.push(s),
+                Ok(s) => samples[i].push(s),
                 Err(e) => {
-                    failures.push(format!("{name}: {e}"));
-                    break;
+                    failures.push(format!("{}: {e}", name(row)));
+                    failed[i] = true;
                 }
             }
         }
-        let mean = |f: fn(&Sample) -> u64| crate::mean(&samples, f);
-        rows.push(Row::timed(
-            name,
-            samples.iter().map(|s| s.elapsed_s).collect(),
-            [
-                ("faults", mean(|s| s.faults)),
-                ("pages_copied", mean(|s| s.pages_copied)),
-                ("bytes_read", mean(|s| s.bytes_read)),
-                ("prefetched", mean(|s| s.prefetched)),
-            ],
-        ));
     }
+    let rows: Vec<Row> = plan
+        .iter()
+        .zip(&samples)
+        .map(|(row, samples)| {
+            let mean = |f: fn(&Sample) -> u64| crate::mean(samples, f);
+            Row::timed(
+                name(row),
+                samples.iter().map(|s| s.elapsed_s).collect(),
+                [
+                    ("faults", mean(|s| s.faults)),
+                    ("pages_copied", mean(|s| s.pages_copied)),
+                    ("bytes_read", mean(|s| s.bytes_read)),
+                    ("prefetched", mean(|s| s.prefetched)),
+                ],
+            )
+        })
+        .collect();
     let mut tables = Vec::new();
     for &c in caches {
         for &t in &threads {
