@@ -52,3 +52,19 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
         .unwrap_or_default()
 }
+
+/// Whether the running kernel is at least `major.minor` (from
+/// `/proc/sys/kernel/osrelease`; false where it cannot be read), for tests
+/// of a feature a kernel release added, which assert the documented
+/// fallback on older ones.
+pub fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let Ok(release) = std::fs::read_to_string("/proc/sys/kernel/osrelease") else {
+        return false;
+    };
+    let mut parts = release
+        .trim()
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (got_major, got_minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (got_major, got_minor) >= (major, minor)
+}
