@@ -348,6 +348,11 @@ fn build(a: &Args) -> Result<(Vec<TestBin>, Option<PathBuf>), String> {
         else {
             continue;
         };
+        // Examples are built too (`cargo test` checks they compile); they
+        // are programs with arguments of their own, not tests.
+        if line.contains("\"kind\":[\"example\"]") {
+            continue;
+        }
         let krate = ["ktask", "mlock", "faultaround", "lru", "cache", "pagevec"]
             .into_iter()
             .find(|c| {

@@ -7,7 +7,12 @@
 //!   kernel's formula.
 //! - [`UffdRegion`]: an anonymous region filled on demand through
 //!   userfaultfd from a [`PageSource`], a whole window per fault — lazy
-//!   loading and snapshot restore, with the window order as the knob.
+//!   loading and snapshot restore, with the window order as the knob; in
+//!   2 MiB pages ([`UffdRegionBuilder::huge_pages`]); reporting the pages
+//!   written ([`UffdRegionBuilder::track_writes`]).
+//! - [`UffdHandler`]: the same for a userfaultfd another process made and
+//!   registered — a VMM's page-fault handler (`examples/firecracker_uffd`
+//!   speaks Firecracker's protocol).
 //! - `engine` (feature `engine`, for the experiments): `MapPages` and
 //!   per-process page tables over a shared page cache of `mmbatch-lru`
 //!   frames, seed 002 in the LRU engine.

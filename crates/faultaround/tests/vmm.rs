@@ -264,9 +264,10 @@ fn failing(name: &str, read: &str) -> (child::Run, Option<String>) {
             let _ = std::io::Read::read(&mut &stream, &mut [0u8; 1]);
             h
         });
+        let limit = if poisons() { LIMIT } else { BLOCKED };
         let run = child::run(
             name,
-            LIMIT,
+            limit,
             &[
                 (SOCKET, socket.to_str().unwrap()),
                 ("MMBATCH_VMM_READ", read),

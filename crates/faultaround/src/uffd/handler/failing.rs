@@ -101,8 +101,9 @@ impl Shared {
     /// A fault at `addr`, in none of the ranges the handler was given (the
     /// process that registered the memory registered more than it
     /// described): poisoned where the kernel can, so the faulting thread
-    /// gets SIGBUS rather than wait forever, and recorded as a failure of
-    /// page `u64::MAX` whose cause names the address.
+    /// gets SIGBUS rather than wait forever (before Linux 6.6 it stays
+    /// blocked, as a failed page's reader does), and recorded as a failure
+    /// of page `u64::MAX` whose cause names the address.
     pub(in crate::uffd) fn fail_stray(&self, addr: usize) {
         let at = (addr & !(self.page - 1)) as *mut std::ffi::c_void;
         self.stats.pages_failed.fetch_add(1, Ordering::Relaxed);
@@ -123,7 +124,11 @@ impl Shared {
                 });
             }
         }
-        let _ = self.uffd.wake(at, self.page);
+        // Without the poison, waking would only fault it again at once:
+        // the reader stays blocked, as a failed page's does.
+        if signal.is_some() {
+            let _ = self.uffd.wake(at, self.page);
+        }
     }
 
     /// Takes back the failing of `page`, found filled meanwhile: it is not
