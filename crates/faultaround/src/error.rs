@@ -177,11 +177,7 @@ impl fmt::Display for Error {
                  (e.g. `setfacl -m u:$USER:rw /dev/userfaultfd`), and the userfaultfd system call needs \
                  CAP_SYS_PTRACE or `sysctl -w vm.unprivileged_userfaultfd=1`"
             ),
-            Error::Unsupported { what } => write!(
-                f,
-                "this kernel lacks userfaultfd support ({what}): it needs Linux 4.11+ built with \
-                 CONFIG_USERFAULTFD"
-            ),
+            Error::Unsupported { what } => write!(f, "this kernel lacks {what}"),
             Error::BadHandlers { handlers, max } => write!(
                 f,
                 "{handlers} handler threads asked for: a region runs 1 to {max}"

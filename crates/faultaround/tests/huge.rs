@@ -154,3 +154,25 @@ fn lengths_and_orders_that_do_not_fit_huge_pages_are_refused() {
         .unwrap_err();
     assert!(e.to_string().contains("smaller order"), "{e}");
 }
+
+#[test]
+fn writes_to_huge_pages_are_tracked() {
+    let Some(_pool) = Pool::grow(4) else { return };
+    let r = UffdRegion::builder(4 * HUGE)
+        .huge_pages(HugePageSize::Size2M)
+        .track_writes(true)
+        .build(image(4));
+    if !mmbatch_testkit::kernel_at_least(6, 7) {
+        let e = r.unwrap_err();
+        assert!(e.to_string().contains("Linux 6.7"), "{e}");
+        return;
+    }
+    let mut r = r.unwrap();
+    std::hint::black_box(r.as_slice()[0] as u32 + r.as_slice()[3 * HUGE] as u32);
+    assert_eq!(r.written_pages().unwrap(), []);
+    r.as_mut_slice()[2 * HUGE + 99] = 1;
+    r.as_mut_slice()[3 * HUGE] = 1;
+    let want: Vec<std::ops::Range<u64>> = vec![2..4];
+    assert_eq!(r.take_written_pages().unwrap(), want);
+    assert_eq!(r.written_pages().unwrap(), []);
+}

@@ -52,7 +52,9 @@ fn errno_error(errno: i32) -> Error {
     match errno {
         libc::EPERM | libc::EACCES => Error::NoPermission { source },
         libc::ENOSYS | libc::EINVAL => Error::Unsupported {
-            what: format!("userfaultfd: {source}"),
+            what: format!(
+                "userfaultfd ({source}): it needs Linux 4.11+ built with CONFIG_USERFAULTFD"
+            ),
         },
         _ => Error::Sys {
             op: "userfaultfd",
@@ -147,14 +149,16 @@ fn uffd_by_syscall(user_mode_only: bool, features: u64) -> Result<Uffd, Error> {
 fn handshake(uffd: Uffd, features: u64) -> Result<Uffd, Error> {
     match uffd.api(u64::from(UFFD_FEATURE_EVENT_REMOVE) | features) {
         Ok(_) => Ok(uffd),
+        Err(e) if features != 0 => Err(Error::Unsupported {
+            what: format!(
+                "write tracking: UFFD_FEATURE_WP_ASYNC needs Linux 6.7 (UFFDIO_API: {})",
+                io::Error::from(e)
+            ),
+        }),
         Err(e) => Err(Error::Unsupported {
             what: format!(
-                "userfaultfd with EVENT_REMOVE (Linux 4.11){}: UFFDIO_API: {}",
-                if features != 0 {
-                    " and write tracking (WP_ASYNC, Linux 6.7)"
-                } else {
-                    ""
-                },
+                "userfaultfd's REMOVE events: UFFD_FEATURE_EVENT_REMOVE needs Linux 4.11 \
+                 (UFFDIO_API: {})",
                 io::Error::from(e)
             ),
         }),
