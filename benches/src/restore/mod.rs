@@ -38,7 +38,9 @@
 //! - `huge-lazy`, `huge-replay` (warm, where the 2 MiB pool can be grown:
 //!   root): `lazy-order-0` and `replay` in a region of 2 MiB hugetlb
 //!   pages, a whole huge page a fault or a replayed page, recorded by a
-//!   first run of its own;
+//!   first run of its own; `huge-replay-shmem`: that record replayed in
+//!   place over the image in a hugetlbfs memfd (`UFFDIO_CONTINUE` of
+//!   whole huge pages, no copy);
 //! - at 2 threads also `lazy-order-0-handlers-2`: two handler threads;
 //! - `file-mapping-cow`: the private file mapping written to (each page's
 //!   byte read and written back): every page is copied out of the page
@@ -134,7 +136,7 @@ fn image_pages(cfg: &Config) -> u64 {
 const HUGE: usize = 2 << 20;
 
 /// The strategies, in table order.
-const STRATEGIES: [&str; 16] = [
+const STRATEGIES: [&str; 17] = [
     "lazy-order-0",
     "lazy-order-4",
     "foreign-order-0",
@@ -151,6 +153,7 @@ const STRATEGIES: [&str; 16] = [
     "copy-floor-fresh",
     "huge-lazy",
     "huge-replay",
+    "huge-replay-shmem",
 ];
 
 /// The image's byte at `off`: page `i`'s bytes are a pattern of `i`.
@@ -167,6 +170,8 @@ pub struct Image {
     pages: u64,
     /// The image in shmem, made on first use.
     shm: std::sync::OnceLock<File>,
+    /// The image in a hugetlbfs memfd, made on first use.
+    huge_shm: std::sync::OnceLock<File>,
 }
 
 impl Image {
@@ -217,6 +222,7 @@ impl Image {
             file,
             pages,
             shm: std::sync::OnceLock::new(),
+            huge_shm: std::sync::OnceLock::new(),
         };
         write(&mut img.file)?;
         img.file.sync_all()?;
@@ -439,11 +445,16 @@ pub fn measure(
         bytes: &BYTES_READ,
     };
     let len = image.len();
-    let shm = (strategy == "replay-shmem").then(|| {
-        image.shm.get_or_init(|| {
+    let shm = match strategy {
+        "replay-shmem" => Some(image.shm.get_or_init(|| {
             UffdRegion::page_cache_from(&image.file, len).expect("the image in a memfd")
-        })
-    });
+        })),
+        "huge-replay-shmem" => Some(image.huge_shm.get_or_init(|| {
+            UffdRegion::huge_page_cache_from(&image.file, len, HugePageSize::Size2M)
+                .expect("the image in a hugetlbfs memfd")
+        })),
+        _ => None,
+    };
     let start = Instant::now();
     let b = UffdRegion::builder(len).image_id("restore-image");
     let huge = || b.clone().huge_pages(HugePageSize::Size2M);
@@ -460,13 +471,22 @@ pub fn measure(
         "replay-order-4" => b.order(4).replay(record.clone()).replay_pages(ws()),
         "replay-image" => b.replay(record.clone()),
         "lazy-order-0-handlers-2" => b.handlers(2),
-        "replay-shmem" => b,
+        "replay-shmem" | "huge-replay-shmem" => b,
         other => return Err(format!("no strategy {other}")),
+    };
+    let replayed = match strategy {
+        "huge-replay-shmem" => {
+            &rec.huge
+                .as_ref()
+                .ok_or("no huge-page record (no pool)")?
+                .record
+        }
+        _ => record,
     };
     let region = match shm {
         // SAFETY: the memfd is this experiment's own; nothing writes
         // or truncates it while the region lives.
-        Some(shm) => unsafe { b.replay(record.clone()).build_over_page_cache(shm) },
+        Some(shm) => unsafe { b.replay(replayed.clone()).build_over_page_cache(shm) },
         None => b.build(source()),
     }
     .map_err(|e| e.to_string())?;
@@ -571,8 +591,8 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     let caches: &[&str] = if root { &["warm", "cold"] } else { &["warm"] };
     let threads = [1usize, 2];
     image.warm();
-    // One huge region at a time: the image's length in huge pages.
-    let pool = HugePool::grow(image.len() / HUGE);
+    // One huge region at a time, and the image in a hugetlbfs memfd.
+    let pool = HugePool::grow(2 * image.len() / HUGE);
     let records: Vec<Recorded> = threads
         .iter()
         .map(|&t| record_first_run(&image, &runs, t, pool.is_some()))

@@ -172,7 +172,50 @@ fn writes_to_huge_pages_are_tracked() {
     assert_eq!(r.written_pages().unwrap(), []);
     r.as_mut_slice()[2 * HUGE + 99] = 1;
     r.as_mut_slice()[3 * HUGE] = 1;
-    let written: Vec<u64> = r.take_written_pages().unwrap().into_iter().flatten().collect();
+    let written: Vec<u64> = r
+        .take_written_pages()
+        .unwrap()
+        .into_iter()
+        .flatten()
+        .collect();
     assert_eq!(written, [2, 3]);
     assert_eq!(r.written_pages().unwrap(), []);
+}
+
+/// A hugetlbfs memfd holding the image, mapped and continued a whole huge
+/// page at a time (`UFFDIO_CONTINUE`, no copy), and replayed in place.
+#[test]
+fn a_hugetlbfs_page_cache_is_continued_in_huge_pages() {
+    // The memfd's 4 and the recording region's 4.
+    let Some(_pool) = Pool::grow(8) else { return };
+    let src = image(4);
+    let file = UffdRegion::huge_page_cache_from(&src, 4 * HUGE, HugePageSize::Size2M).unwrap();
+    // SAFETY: the memfd is this test's own; nothing else writes or
+    // truncates it.
+    let r = unsafe { UffdRegion::over_page_cache(&file, 4 * HUGE, 0, 1) }.unwrap();
+    assert_eq!(r.as_slice()[3 * HUGE + 5], src[3 * HUGE + 5]);
+    assert_eq!((r.stats().faults, r.stats().pages_copied), (1, 1));
+    assert!(r.as_slice() == src.as_slice());
+    assert_eq!(r.stats().pages_copied, 4);
+    drop(r);
+    // Replayed in place: a record of huge pages 2 and 0.
+    let rec = {
+        let r = UffdRegion::builder(4 * HUGE)
+            .huge_pages(HugePageSize::Size2M)
+            .record(true)
+            .build(src.clone())
+            .unwrap();
+        std::hint::black_box(r.as_slice()[2 * HUGE] as u32 + r.as_slice()[0] as u32);
+        r.record().unwrap()
+    };
+    // SAFETY: as above.
+    let r = unsafe {
+        UffdRegion::builder(4 * HUGE)
+            .replay(rec)
+            .build_over_page_cache(&file)
+    }
+    .unwrap();
+    assert!(r.wait_replayed(Duration::from_secs(30)));
+    assert_eq!(r.stats().pages_prefetched, 2);
+    assert!(r.as_slice() == src.as_slice());
 }

@@ -138,6 +138,21 @@ fn page_size() -> usize {
     rustix::param::page_size()
 }
 
+/// The page size a mapping of file `fd` has: its huge page size on
+/// hugetlbfs, else the system's.
+fn file_page_size(fd: i32) -> usize {
+    /// `HUGETLBFS_MAGIC` (`<linux/magic.h>`).
+    const HUGETLBFS_MAGIC: u64 = 0x9584_58f6;
+    // SAFETY: the caller holds the file open for this call.
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    match rustix::fs::fstatfs(fd) {
+        // `f_type`'s width differs by target; the magic fits in 32 bits.
+        #[allow(clippy::unnecessary_cast)]
+        Ok(fs) if fs.f_type as u64 == HUGETLBFS_MAGIC => fs.f_bsize as usize,
+        _ => page_size(),
+    }
+}
+
 /// A fresh anonymous mapping (of huge pages of `huge`), or a shared one of
 /// the region's own file.
 fn map(len: usize, file: Option<i32>, huge: Option<HugePageSize>) -> Result<Mapping, Error> {
@@ -272,6 +287,80 @@ impl UffdRegion {
         Ok(file)
     }
 
+    /// [`page_cache_from`](Self::page_cache_from) in huge pages: a
+    /// hugetlbfs memfd of `len` bytes (whole huge pages of `size`) holding
+    /// `source`'s ready pages, read a huge page at a time, for
+    /// [`over_page_cache`](Self::over_page_cache), which then maps and
+    /// continues whole huge pages. The file holds its pages from the pool
+    /// until it is closed; a short pool is
+    /// [`Error::HugePagesUnavailable`].
+    pub fn huge_page_cache_from(
+        source: &dyn PageSource,
+        len: usize,
+        size: HugePageSize,
+    ) -> Result<File, Error> {
+        let page = size.bytes();
+        if len == 0 || len % page != 0 {
+            return Err(Error::BadLength {
+                len,
+                page_size: page,
+            });
+        }
+        if source.len() < len as u64 {
+            return Err(Error::SourceTooShort {
+                source_len: source.len(),
+                region_len: len,
+            });
+        }
+        let needed = len / page;
+        if size.available_pages() < needed {
+            return Err(Error::HugePagesUnavailable(HugePagesUnavailable::new(
+                size,
+                needed,
+                size.available_pages(),
+            )));
+        }
+        let sys = |op| move |source| Error::Sys { op, source };
+        let flags = rustix::fs::MemfdFlags::CLOEXEC
+            | rustix::fs::MemfdFlags::HUGETLB
+            | match size {
+                HugePageSize::Size1G => rustix::fs::MemfdFlags::HUGE_1GB,
+                _ => rustix::fs::MemfdFlags::HUGE_2MB,
+            };
+        let fd = rustix::fs::memfd_create("mmbatch-huge-page-cache", flags)
+            .map_err(|e| sys("memfd_create (MFD_HUGETLB)")(e.into()))?;
+        let file = File::from(fd);
+        file.set_len(len as u64).map_err(sys("ftruncate"))?;
+        // hugetlbfs has no write(2): the pages are written through a
+        // mapping.
+        // SAFETY: the memfd is ours alone, just made.
+        let mut m = unsafe {
+            Mapping::file(
+                std::os::fd::AsFd::as_fd(&file),
+                0,
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+            )
+        }
+        .map_err(sys("mmap (the hugetlbfs memfd)"))?;
+        let mem = m.as_mut_slice().expect("mapped read-write");
+        for (p, chunk) in mem.chunks_mut(page).enumerate() {
+            match source.read_page(p as u64, chunk) {
+                PageRead::Failed(source) => {
+                    return Err(Error::PageFailed {
+                        page: p as u64,
+                        signal: None,
+                        source,
+                    });
+                }
+                // Written, or (not ready) a hole the next writer fills.
+                _ => {}
+            }
+        }
+        Ok(file)
+    }
+
     fn build(
         b: UffdRegionBuilder,
         source: Box<dyn PageSource>,
@@ -283,7 +372,11 @@ impl UffdRegion {
             track_writes,
             settings,
         } = b;
-        let page = huge.map_or_else(page_size, HugePageSize::bytes);
+        let page = match shared_fd {
+            // A hugetlbfs file is mapped, and continued, in its huge pages.
+            Some(fd) => file_page_size(fd),
+            None => huge.map_or_else(page_size, HugePageSize::bytes),
+        };
         if len == 0 || len % page != 0 {
             return Err(Error::BadLength {
                 len,
