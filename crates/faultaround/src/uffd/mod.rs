@@ -346,16 +346,13 @@ impl UffdRegion {
         .map_err(sys("mmap (the hugetlbfs memfd)"))?;
         let mem = m.as_mut_slice().expect("mapped read-write");
         for (p, chunk) in mem.chunks_mut(page).enumerate() {
-            match source.read_page(p as u64, chunk) {
-                PageRead::Failed(source) => {
-                    return Err(Error::PageFailed {
-                        page: p as u64,
-                        signal: None,
-                        source,
-                    });
-                }
-                // Written, or (not ready) a hole the next writer fills.
-                _ => {}
+            // Not ready: left a hole, as `page_cache_from` leaves it.
+            if let PageRead::Failed(source) = source.read_page(p as u64, chunk) {
+                return Err(Error::PageFailed {
+                    page: p as u64,
+                    signal: None,
+                    source,
+                });
             }
         }
         Ok(file)
