@@ -24,7 +24,7 @@ use super::{Counted, Image, Sample, check, touch};
 /// working set's runs, in touch order).
 const CHILD_ENV: &str = "MMBATCH_RESTORE_VMM";
 
-/// The VMM's side: when [`CHILD_ENV`] is set, maps the image's length,
+/// The VMM's side: when `MMBATCH_RESTORE_VMM` is set, maps the image's length,
 /// hands its userfaultfd to the handler, reads the working set, checks
 /// it, prints the seconds it took and returns the exit code (`repro`'s
 /// `main` returns it); `None` in a normal run.
