@@ -22,7 +22,9 @@
 //! - `replay-order-4`: replay, misses by 16-page windows;
 //! - `replay-image`: replay reading each run from its place in the image
 //!   (no working-set file);
-//! - `eager`: the whole image read into anonymous memory first;
+//! - `eager` (warm only: cold, it read the whole image from disk, 13 s of
+//!   a default run that said only the disk's speed): the whole image read
+//!   into anonymous memory first;
 //! - `file-mapping`: a private mapping of the image, the kernel's page
 //!   cache with its fault-around (and readahead when cold);
 //! - `replay-shmem` (warm only): the image held in shmem (a memfd, as a
@@ -408,8 +410,10 @@ pub struct Recorded {
     pub record: Record,
     /// The working-set file (`Record::write_pages`), unlinked on drop.
     pub pages: Image,
-    /// The same for a region of 2 MiB pages, where the huge rows run.
-    pub huge: Option<Box<Recorded>>,
+    /// The same for a region of 2 MiB pages, where the huge rows run (one
+    /// for every thread count: a 1 GiB working-set file each would cost
+    /// the run seconds of writing).
+    pub huge: Option<std::sync::Arc<Recorded>>,
 }
 
 /// Restores `image` by `strategy` and reads the working set on `threads`
@@ -548,7 +552,7 @@ pub fn record_first_run(
     let mut rec = record(UffdRegion::builder(image.len()), "");
     if huge {
         let b = UffdRegion::builder(image.len()).huge_pages(HugePageSize::Size2M);
-        rec.huge = Some(Box::new(record(b, "huge-")));
+        rec.huge = Some(std::sync::Arc::new(record(b, "huge-")));
     }
     rec
 }
@@ -593,10 +597,15 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     image.warm();
     // One huge region at a time, and the image in a hugetlbfs memfd.
     let pool = HugePool::grow(2 * image.len() / HUGE);
-    let records: Vec<Recorded> = threads
+    let mut records: Vec<Recorded> = threads
         .iter()
-        .map(|&t| record_first_run(&image, &runs, t, pool.is_some()))
+        .enumerate()
+        .map(|(i, &t)| record_first_run(&image, &runs, t, i == 0 && pool.is_some()))
         .collect();
+    let huge = records[0].huge.clone();
+    for r in &mut records[1..] {
+        r.huge.clone_from(&huge);
+    }
     let plan: Vec<(&str, &str, usize, &Recorded)> = caches
         .iter()
         .flat_map(|&c| {
@@ -606,8 +615,10 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
                     .filter(move |s| t > 1 || !s.ends_with("handlers-2"))
                     .filter(move |s| {
                         c == "warm"
-                            || !matches!(**s, "replay-shmem" | "copy-floor" | "copy-floor-fresh")
-                                && !s.starts_with("foreign")
+                            || !matches!(
+                                **s,
+                                "replay-shmem" | "copy-floor" | "copy-floor-fresh" | "eager"
+                            ) && !s.starts_with("foreign")
                                 && !s.starts_with("huge")
                     })
                     .filter(move |s| rec.huge.is_some() || !s.starts_with("huge"))
@@ -615,8 +626,9 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
             })
         })
         .collect();
-    // Samples taken in turn (sample 1 of every row, then sample 2, ...),
-    // so rows compared pair by pair saw the same moments of a noisy host.
+    // Samples taken in turn (sample 1 of every row, then sample 2, ...,
+    // warm rows, then cold), so rows compared pair by pair saw the same
+    // moments of a noisy host.
     let rounds = cfg.samples.clamp(1, MAX_SAMPLES);
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); plan.len()];
     let mut failed = vec![false; plan.len()];
@@ -624,26 +636,37 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     let name = |&(cache, strategy, t, _): &(&str, &str, usize, &Recorded)| {
         format!("{cache}/{strategy}/threads-{t}")
     };
-    for round in 0..rounds {
-        for (i, row) in plan.iter().enumerate() {
-            let &(cache, strategy, t, rec) = row;
-            if failed[i] {
-                continue;
-            }
-            progress.row(round * plan.len() + i, rounds * plan.len(), &name(row));
-            let files = [Some(&rec.pages), rec.huge.as_ref().map(|h| &h.pages)];
-            for f in std::iter::once(&image).chain(files.into_iter().flatten()) {
-                if cache == "cold" {
-                    f.drop_cache();
-                } else {
-                    f.warm();
+    // Within one page-cache state at a time: a cold row drops the image,
+    // which the next warm row would read back whole.
+    let mut done = 0;
+    for &c in caches {
+        let group: Vec<usize> = (0..plan.len()).filter(|&i| plan[i].0 == c).collect();
+        for _ in 0..rounds {
+            for &i in &group {
+                let row = &plan[i];
+                let &(cache, strategy, t, rec) = row;
+                if failed[i] {
+                    continue;
                 }
-            }
-            match measure(&image, strategy, &runs, rec, t) {
-                Ok(s) => samples[i].push(s),
-                Err(e) => {
-                    failures.push(format!("{}: {e}", name(row)));
-                    failed[i] = true;
+                progress.row(done, rounds * plan.len(), &name(row));
+                done += 1;
+                let ws = match strategy {
+                    s if s.starts_with("huge") => rec.huge.as_ref().map(|h| &h.pages),
+                    _ => Some(&rec.pages),
+                };
+                for f in std::iter::once(&image).chain(ws) {
+                    if cache == "cold" {
+                        f.drop_cache();
+                    } else {
+                        f.warm();
+                    }
+                }
+                match measure(&image, strategy, &runs, rec, t) {
+                    Ok(s) => samples[i].push(s),
+                    Err(e) => {
+                        failures.push(format!("{}: {e}", name(row)));
+                        failed[i] = true;
+                    }
                 }
             }
         }
