@@ -18,21 +18,22 @@ use std::{
 use mmbatch_faultaround::{UffdHandler, UffdRange};
 use mmbatch_testkit::vmm;
 
-use super::{Counted, Image, Sample, check, touch};
+use super::{Counted, Image, Sample, check, quantile, touch_timed};
 
 /// Set in the VMM child: `SOCKET THREADS START:LEN,START:LEN,...` (the
 /// working set's runs, in touch order).
 const CHILD_ENV: &str = "MMBATCH_RESTORE_VMM";
 
 /// The VMM's side: when `MMBATCH_RESTORE_VMM` is set, maps the image's length,
-/// hands its userfaultfd to the handler, reads the working set, checks
-/// it, prints the seconds it took and returns the exit code (`repro`'s
+/// hands its userfaultfd to the handler, reads the working set (timing
+/// each page's read), checks it, prints the seconds it took and the p50
+/// and p99 read in nanoseconds, and returns the exit code (`repro`'s
 /// `main` returns it); `None` in a normal run.
 pub fn child() -> Option<ExitCode> {
     let spec = std::env::var(CHILD_ENV).ok()?;
     Some(match play_vmm(&spec) {
-        Ok(s) => {
-            println!("{s}");
+        Ok((s, p50, p99)) => {
+            println!("{s} {p50} {p99}");
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -42,7 +43,7 @@ pub fn child() -> Option<ExitCode> {
     })
 }
 
-fn play_vmm(spec: &str) -> Result<f64, String> {
+fn play_vmm(spec: &str) -> Result<(f64, u64, u64), String> {
     let bad = || format!("{CHILD_ENV}={spec:.60}…: want SOCKET THREADS LEN START:N,...");
     let mut it = spec.split(' ');
     let (Some(socket), Some(threads), Some(len), Some(runs)) =
@@ -64,10 +65,10 @@ fn play_vmm(spec: &str) -> Result<f64, String> {
     let base = vmm::map_anonymous(len);
     let uffd = vmm::userfaultfd(&[(base, len)], 0);
     let _stream = vmm::send(socket, format!("{} {len}", base as usize).as_bytes(), &uffd);
-    touch(base as usize, &runs, threads);
+    let reads = touch_timed(base as usize, &runs, threads, true);
     let elapsed = start.elapsed().as_secs_f64();
     check(base, &runs)?;
-    Ok(elapsed)
+    Ok((elapsed, quantile(&reads, 0.5), quantile(&reads, 0.99)))
 }
 
 /// The `repro` binary, which [`child`] runs in.
@@ -120,16 +121,20 @@ pub(super) fn foreign(
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
-    let elapsed_s = String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .map_err(|_| "the VMM printed no time".to_string())?;
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let mut it = printed.split_whitespace();
+    let no_time = || "the VMM printed no time".to_string();
+    let elapsed_s = it.next().and_then(|t| t.parse().ok()).ok_or_else(no_time)?;
+    let mut ns = || it.next().and_then(|t| t.parse().ok()).ok_or_else(no_time);
+    let (read_p50_ns, read_p99_ns) = (ns()?, ns()?);
     Ok(Sample {
         elapsed_s,
         faults,
         pages_copied,
         bytes_read,
         prefetched: 0,
+        read_p50_ns,
+        read_p99_ns,
     })
 }
 

@@ -44,6 +44,10 @@
 //!   place over the image in a hugetlbfs memfd (`UFFDIO_CONTINUE` of
 //!   whole huge pages, no copy);
 //! - at 2 threads also `lazy-order-0-handlers-2`: two handler threads;
+//! - `lazy-order-0-no-busy-poll` (warm only): `lazy-order-0` with the
+//!   handler sleeping in `poll` between faults (`busy_poll(ZERO)`), the
+//!   way the VMMs' example handlers wait; the lazy and foreign rows also
+//!   time each page's first read, for the fault latency's p50 and p99;
 //! - `file-mapping-cow`: the private file mapping written to (each page's
 //!   byte read and written back): every page is copied out of the page
 //!   cache on its write fault, as a guest writing its memory makes the
@@ -138,8 +142,9 @@ fn image_pages(cfg: &Config) -> u64 {
 const HUGE: usize = 2 << 20;
 
 /// The strategies, in table order.
-const STRATEGIES: [&str; 17] = [
+const STRATEGIES: [&str; 18] = [
     "lazy-order-0",
+    "lazy-order-0-no-busy-poll",
     "lazy-order-4",
     "foreign-order-0",
     "foreign-order-4",
@@ -360,6 +365,11 @@ pub struct Sample {
     pub bytes_read: u64,
     /// Pages the replay installed.
     pub prefetched: u64,
+    /// Nanoseconds of the median page read (the lazy and foreign rows
+    /// time each read; 0 in the others).
+    pub read_p50_ns: u64,
+    /// Nanoseconds of the 99th percentile page read (0 where untimed).
+    pub read_p99_ns: u64,
 }
 
 /// Memory to check: `ptr` holds the image's pages at their offsets.
@@ -386,21 +396,49 @@ fn check(ptr: *const u8, runs: &[(u64, u64)]) -> Result<(), String> {
 /// Reads one byte of each page of each thread's share, on `threads`
 /// threads, from memory at `base` (an address, to cross threads).
 fn touch(base: usize, runs: &[(u64, u64)], threads: usize) {
-    std::thread::scope(|s| {
-        for t in 0..threads {
-            let pages = share(runs, t, threads);
-            s.spawn(move || {
-                let mut sum = 0u64;
-                for p in pages {
-                    // SAFETY: inside the caller's mapping of the image.
-                    sum += u64::from(unsafe {
-                        std::ptr::read_volatile((base + p as usize * PAGE) as *const u8)
-                    });
-                }
-                std::hint::black_box(sum);
-            });
-        }
+    touch_timed(base, runs, threads, false);
+}
+
+/// [`touch`], and with `timed` the nanoseconds of every read (each a
+/// first touch: with a lazy region of one page a fault, each a fault's
+/// round trip), sorted; empty without.
+fn touch_timed(base: usize, runs: &[(u64, u64)], threads: usize, timed: bool) -> Vec<u64> {
+    let mut all = std::thread::scope(|s| {
+        let hands: Vec<_> = (0..threads)
+            .map(|t| {
+                let pages = share(runs, t, threads);
+                s.spawn(move || {
+                    let mut sum = 0u64;
+                    let mut took = Vec::with_capacity(if timed { pages.len() } else { 0 });
+                    for p in pages {
+                        let at = timed.then(Instant::now);
+                        // SAFETY: inside the caller's mapping of the image.
+                        sum += u64::from(unsafe {
+                            std::ptr::read_volatile((base + p as usize * PAGE) as *const u8)
+                        });
+                        if let Some(at) = at {
+                            took.push(at.elapsed().as_nanos() as u64);
+                        }
+                    }
+                    std::hint::black_box(sum);
+                    took
+                })
+            })
+            .collect();
+        hands
+            .into_iter()
+            .flat_map(|h| h.join().expect("a touching thread panicked"))
+            .collect::<Vec<u64>>()
     });
+    all.sort_unstable();
+    all
+}
+
+/// The `q` quantile of sorted `v` (0 for none).
+fn quantile(v: &[u64], q: f64) -> u64 {
+    v.get(((v.len() as f64 * q) as usize).min(v.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or(0)
 }
 
 /// A first run's record and its working-set file.
@@ -470,6 +508,7 @@ pub fn measure(
             huge().replay(h.record.clone()).replay_pages(ws)
         }
         "lazy-order-0" => b,
+        "lazy-order-0-no-busy-poll" => b.busy_poll(Duration::ZERO),
         "lazy-order-4" => b.order(4),
         "replay" => b.replay(record.clone()).replay_pages(ws()),
         "replay-order-4" => b.order(4).replay(record.clone()).replay_pages(ws()),
@@ -494,7 +533,12 @@ pub fn measure(
         None => b.build(source()),
     }
     .map_err(|e| e.to_string())?;
-    touch(region.as_ptr() as usize, runs, threads);
+    let reads = touch_timed(
+        region.as_ptr() as usize,
+        runs,
+        threads,
+        strategy.starts_with("lazy-order-"),
+    );
     let elapsed_s = start.elapsed().as_secs_f64();
     // Untimed: let the replay finish, so its counters are whole.
     region.wait_replayed(Duration::from_secs(60));
@@ -515,6 +559,8 @@ pub fn measure(
             } else {
                 0
             },
+        read_p50_ns: quantile(&reads, 0.5),
+        read_p99_ns: quantile(&reads, 0.99),
     };
     check(region.as_ptr(), runs)?;
     Ok(sample)
@@ -617,7 +663,11 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
                         c == "warm"
                             || !matches!(
                                 **s,
-                                "replay-shmem" | "copy-floor" | "copy-floor-fresh" | "eager"
+                                "replay-shmem"
+                                    | "copy-floor"
+                                    | "copy-floor-fresh"
+                                    | "eager"
+                                    | "lazy-order-0-no-busy-poll"
                             ) && !s.starts_with("foreign")
                                 && !s.starts_with("huge")
                     })
@@ -684,6 +734,8 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
                     ("pages_copied", mean(|s| s.pages_copied)),
                     ("bytes_read", mean(|s| s.bytes_read)),
                     ("prefetched", mean(|s| s.prefetched)),
+                    ("read_p50_ns", mean(|s| s.read_p50_ns)),
+                    ("read_p99_ns", mean(|s| s.read_p99_ns)),
                 ],
             )
         })

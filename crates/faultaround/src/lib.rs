@@ -117,9 +117,9 @@ pub use error::Error;
 /// The huge page sizes [`UffdRegionBuilder::huge_pages`] takes.
 pub use mmbatch_mmap::HugePageSize;
 pub use uffd::{
-    FailSignal, MAX_HANDLERS, MAX_ID_LEN, MIN_SOURCE_TIMEOUT, PageRead, PageSource, REPLAY_RUN,
-    Record, UffdHandler, UffdHandlerBuilder, UffdMode, UffdRange, UffdRegion, UffdRegionBuilder,
-    UffdStats, Zeroes,
+    DEFAULT_BUSY_POLL, FailSignal, MAX_BUSY_POLL, MAX_HANDLERS, MAX_ID_LEN, MIN_SOURCE_TIMEOUT,
+    PageRead, PageSource, REPLAY_RUN, Record, UffdHandler, UffdHandlerBuilder, UffdMode, UffdRange,
+    UffdRegion, UffdRegionBuilder, UffdStats, Zeroes,
 };
 pub use window::{MAX_ORDER, PTRS_PER_TABLE, Window};
 

@@ -310,6 +310,25 @@ fn bad_settings_are_refused_naming_the_setting() {
         ),
         "{e}"
     );
+    let e = UffdRegion::builder(16 * PAGE)
+        .busy_poll(Duration::MAX)
+        .build(src.clone())
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::BadSetting {
+                setting: "busy_poll",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("Duration::ZERO"), "{e}");
+    UffdRegion::builder(16 * PAGE)
+        .busy_poll(mmbatch_faultaround::MAX_BUSY_POLL)
+        .build(src.clone())
+        .unwrap();
     // A partial last page was written as zeroes past the whole pages.
     let e = UffdRegion::page_cache_from(&vec![7u8; 6000], 6000).unwrap_err();
     assert!(matches!(e, Error::BadLength { len: 6000, .. }), "{e}");
@@ -431,4 +450,55 @@ fn a_huge_sparse_region_costs_memory_by_its_pages_not_its_size() {
         grown < 32 << 10,
         "a 1 TiB region serving one fault grew the peak RSS by {grown} KiB"
     );
+}
+
+/// CPU time (user + system, in clock ticks) of this process's thread
+/// named `name`.
+fn thread_cpu_ticks(name: &str) -> Option<u64> {
+    for t in std::fs::read_dir("/proc/self/task").ok()? {
+        let dir = t.ok()?.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+        if comm.trim() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
+        // After the ")" that ends the name: state is field 3, utime 14,
+        // stime 15.
+        let rest: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        return Some(rest[11].parse::<u64>().ok()? + rest[12].parse::<u64>().ok()?);
+    }
+    None
+}
+
+/// Busy polling with and without: every page served, the same contents;
+/// and a handler busy-polls only between faults, never while the region
+/// is idle — an idle second costs it no CPU to speak of (a handler that
+/// kept polling would burn the whole second).
+#[test]
+fn busy_polling_serves_the_same_and_stops_when_faults_do() {
+    use std::time::Duration;
+    let src = image(64);
+    for window in [
+        Duration::ZERO,
+        Duration::from_micros(100),
+        mmbatch_faultaround::MAX_BUSY_POLL,
+    ] {
+        let r = UffdRegion::builder(64 * PAGE)
+            .busy_poll(window)
+            .build(src.clone())
+            .unwrap();
+        assert!(r.as_slice() == src.as_slice(), "{window:?}");
+        assert_eq!(r.stats().faults, 64, "{window:?}");
+        let Some(before) = thread_cpu_ticks("uffd-handler-0") else {
+            eprintln!("no /proc/self/task here: the CPU bound is not checked");
+            continue;
+        };
+        std::thread::sleep(Duration::from_secs(1));
+        let spent = thread_cpu_ticks("uffd-handler-0").unwrap() - before;
+        // Clock ticks are 10 ms; a polling handler would spend ~100.
+        assert!(
+            spent <= 5,
+            "{window:?}: the idle handler spent {spent} ticks of CPU in 1 s"
+        );
+    }
 }

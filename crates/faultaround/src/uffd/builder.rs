@@ -16,6 +16,7 @@ pub(super) struct Settings {
     pub(super) replay: Option<Record>,
     pub(super) replay_pages: Option<std::sync::Arc<File>>,
     pub(super) prefetchers: usize,
+    pub(super) busy_poll: Duration,
 }
 
 impl Default for Settings {
@@ -29,9 +30,19 @@ impl Default for Settings {
             replay: None,
             replay_pages: None,
             prefetchers: 2,
+            busy_poll: DEFAULT_BUSY_POLL,
         }
     }
 }
+
+/// [`busy_poll`](UffdRegionBuilder::busy_poll)'s default: about two
+/// fault round trips of a guest whose idle vCPUs halt (measured in
+/// ARCHITECTURE 3.7), as KVM's `halt_poll_ns` covers a wake-up.
+pub const DEFAULT_BUSY_POLL: Duration = Duration::from_micros(100);
+
+/// The longest [`busy_poll`](UffdRegionBuilder::busy_poll) accepted:
+/// beyond it a handler burns a CPU between faults for no gain in latency.
+pub const MAX_BUSY_POLL: Duration = Duration::from_millis(10);
 
 /// The setters of [`Settings`], for both builders.
 macro_rules! settings_setters {
@@ -110,6 +121,20 @@ macro_rules! settings_setters {
         /// [`replay`](Self::replay)).
         pub fn prefetchers(mut self, n: usize) -> Self {
             self.settings.prefetchers = n;
+            self
+        }
+
+        /// How long a handler that has just served a fault keeps polling
+        /// the userfaultfd before it sleeps (default
+        /// [`DEFAULT_BUSY_POLL`](crate::DEFAULT_BUSY_POLL); zero turns it off; at most
+        /// [`MAX_BUSY_POLL`](crate::MAX_BUSY_POLL)). One handler at a time
+        /// polls, yielding its CPU to any thread that wants it. It trades
+        /// that much CPU per burst of faults for the wake-up of a sleeping
+        /// handler, which costs a halted vCPU's wake-up in a virtual
+        /// machine: the kernel's busy polling of sockets (`sk_busy_loop`,
+        /// `net.core.busy_poll`) and KVM's halt polling, for faults.
+        pub fn busy_poll(mut self, window: std::time::Duration) -> Self {
+            self.settings.busy_poll = window;
             self
         }
     };

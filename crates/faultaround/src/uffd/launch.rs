@@ -45,6 +45,7 @@ impl Settings {
             replay,
             replay_pages,
             prefetchers,
+            busy_poll,
             ..
         } = self;
         if source.len() < len as u64 {
@@ -74,6 +75,17 @@ impl Settings {
                     "a source needs at least {MIN_SOURCE_TIMEOUT:?} (the watchdog's tick) to \
                      answer, or every page it has not yet answered fails; Duration::MAX waits \
                      for good"
+                ),
+            });
+        }
+        if *busy_poll > super::builder::MAX_BUSY_POLL {
+            return Err(Error::BadSetting {
+                setting: "busy_poll",
+                value: format!("{busy_poll:?}"),
+                why: format!(
+                    "a handler polls at most {:?} for the next fault (beyond, it burns a CPU \
+                     for no gain in latency); Duration::ZERO turns polling off",
+                    super::builder::MAX_BUSY_POLL
                 ),
             });
         }
@@ -181,6 +193,8 @@ impl Shared {
             order: settings.order,
             source,
             source_timeout: settings.source_timeout,
+            busy_poll: settings.busy_poll,
+            polling: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             wake,
             stats: Counters::default(),

@@ -32,7 +32,7 @@ pub use open::UffdMode;
 use open::{open_uffd, uffd_error};
 
 use builder::Settings;
-pub use builder::{UffdHandlerBuilder, UffdRegionBuilder};
+pub use builder::{DEFAULT_BUSY_POLL, MAX_BUSY_POLL, UffdHandlerBuilder, UffdRegionBuilder};
 pub use foreign::{UffdHandler, UffdRange};
 pub use handler::FailSignal;
 use handler::{Area, Mode, Shared};

@@ -160,6 +160,10 @@ pub(super) struct Shared {
     pub(super) order: u32,
     pub(super) source: Box<dyn PageSource>,
     pub(super) source_timeout: Duration,
+    /// How long a handler polls for the next fault before sleeping.
+    pub(super) busy_poll: Duration,
+    /// Set while one handler busy-polls (the others sleep in `poll`).
+    pub(super) polling: AtomicBool,
     pub(super) stop: AtomicBool,
     pub(super) wake: OwnedFd,
     pub(super) stats: Counters,
@@ -252,6 +256,8 @@ impl Shared {
     pub(super) fn serve(&self, me: usize) {
         let _alive = CountOut(&self.alive, &self.exited);
         let mut buf = vec![0u8; self.page << self.order];
+        // Whether this handler has served a fault since it last slept.
+        let mut served = false;
         loop {
             if self.stop.load(Ordering::Acquire) {
                 // Passed on: the one nudge stop writes may have been read
@@ -268,6 +274,15 @@ impl Shared {
             if let Some(addr) = next {
                 if !self.on_fault(me, addr, &mut buf) && !self.back_from_stuck(me) {
                     return;
+                }
+                continue;
+            }
+            if std::mem::take(&mut served) && self.poll_busily() {
+                while let Some(addr) = self.next_fault() {
+                    served = true;
+                    if !self.on_fault(me, addr, &mut buf) && !self.back_from_stuck(me) {
+                        return;
+                    }
                 }
                 continue;
             }
@@ -288,11 +303,45 @@ impl Shared {
                 let _ = rustix::io::read(&self.wake, &mut [0u8; 8]);
             }
             while let Some(addr) = self.next_fault() {
+                served = true;
                 if !self.on_fault(me, addr, &mut buf) && !self.back_from_stuck(me) {
                     return;
                 }
             }
         }
+    }
+
+    /// Polls the userfaultfd without sleeping for up to `busy_poll`,
+    /// yielding the CPU between looks; true when an event (or the stop
+    /// nudge) is there. One handler polls at a time: false at once if
+    /// another is, or polling is off. The kernel's `sk_busy_loop`, for a
+    /// userfaultfd.
+    fn poll_busily(&self) -> bool {
+        if self.busy_poll.is_zero()
+            || self
+                .polling
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+        {
+            return false;
+        }
+        let until = Instant::now() + self.busy_poll;
+        let found = loop {
+            let mut fds = [
+                PollFd::new(&self.uffd, PollFlags::IN),
+                PollFd::new(&self.wake, PollFlags::IN),
+            ];
+            let zero = rustix::event::Timespec::default();
+            if matches!(poll(&mut fds, Some(&zero)), Ok(n) if n > 0) {
+                break fds[0].revents().contains(PollFlags::IN);
+            }
+            if self.stop.load(Ordering::Acquire) || Instant::now() >= until {
+                break false;
+            }
+            std::thread::yield_now();
+        };
+        self.polling.store(false, Ordering::Release);
+        found
     }
 
     /// Records (when recording) and resolves the fault at `addr`, under a
