@@ -185,7 +185,10 @@ pub(super) fn notes(
             Some((c.get("read_p50_ns")? / 1e3, c.get("read_p99_ns")? / 1e3))
         };
         let shown: Vec<String> = [
-            ("lazy-order-0", "with the handler busy-polling (the default)"),
+            (
+                "lazy-order-0",
+                "with the handler busy-polling (the default)",
+            ),
             ("lazy-order-0-no-busy-poll", "with it sleeping in poll"),
             ("foreign-order-0", "served across processes, busy-polling"),
         ]
@@ -214,7 +217,8 @@ pub(super) fn notes(
         let row = format!("warm/replay/threads-{t}");
         if let (Some(time), Some(pages)) = (
             med(&row),
-            r.row(&row).and_then(|x| x.counters.get("prefetched").copied()),
+            r.row(&row)
+                .and_then(|x| x.counters.get("prefetched").copied()),
         ) {
             let gib = pages * PAGE as f64 / time / f64::from(1u32 << 30);
             why.push(format!(

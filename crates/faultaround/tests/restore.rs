@@ -533,6 +533,29 @@ fn a_working_set_file_of_another_record_or_corrupt_is_refused() {
     for p in 0..64 {
         assert!(page_is(&r, &src, p), "page {p}");
     }
+    // Three runs read in one batch, the middle one's bytes changed: only
+    // it is refused; its neighbours in the batch are installed.
+    let three: Vec<u64> = (0..10).chain(20..30).chain(40..50).collect();
+    let rec = Record::new(PAGE, src.len() as u64, "", three.clone()).unwrap();
+    let mut ws = Vec::new();
+    rec.write_pages(&src, &mut ws).unwrap();
+    let head = 24 + 4 * 3;
+    ws[head + 15 * PAGE] ^= 0xff;
+    let r = UffdRegion::builder(256 * PAGE)
+        .replay(rec)
+        .replay_pages(tempfile(&ws))
+        .build(src.clone())
+        .unwrap();
+    assert!(r.wait_replayed(Duration::from_secs(10)));
+    let st = r.stats();
+    assert_eq!(
+        (st.replay_runs_refused, st.pages_prefetched),
+        (1, 20),
+        "{st:?}"
+    );
+    for p in three {
+        assert!(page_is(&r, &src, p as usize), "page {p}");
+    }
 }
 
 #[test]

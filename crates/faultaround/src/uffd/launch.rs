@@ -7,7 +7,7 @@ use std::{
     io,
     sync::{
         Arc, Condvar, Mutex, RwLock,
-        atomic::{AtomicBool, AtomicUsize, Ordering},
+        atomic::{AtomicBool, Ordering},
     },
     time::Duration,
 };
@@ -257,11 +257,11 @@ impl Shared {
                 .map_err(refused(handlers))?;
         }
         if let Some(r) = replay {
-            let plan = Arc::new(handler::Replay {
-                runs: r.runs(REPLAY_RUN),
+            let plan = Arc::new(handler::Replay::new(
+                r.runs(REPLAY_RUN),
                 working_set,
-                next: AtomicUsize::new(0),
-            });
+                self.page,
+            ));
             for i in 0..prefetchers {
                 let (s, plan) = (self.clone(), plan.clone());
                 // Counted before it runs, so `wait_replayed` cannot return
