@@ -332,3 +332,108 @@ fn a_fault_outside_the_described_ranges_is_failed_not_left_waiting() {
     let failure = failure.expect("the failure");
     assert!(failure.contains("outside every range"), "{failure}");
 }
+
+/// A source that has nothing ready until `open` is set: the VMM's faults
+/// stay pending meanwhile.
+struct Gated(File, std::sync::Arc<AtomicBool>);
+
+impl PageSource for Gated {
+    fn len(&self) -> u64 {
+        PageSource::len(&self.0)
+    }
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+        if !self.1.load(Ordering::Acquire) {
+            return PageRead::NotReady;
+        }
+        self.0.read_page(index, buf)
+    }
+}
+
+/// The VMM for the teardown test: three threads read a page of region B
+/// each (blocking: the handler's source is not ready), then every page of
+/// B is checked against the image — after the handler's `shutdown` the
+/// memory is the VMM's alone, so a page left missing would read as zeros.
+fn vmm_pending() {
+    let socket = std::env::var(SOCKET).unwrap();
+    let b = map(B_PAGES);
+    let uffd = userfaultfd(&[(b, B_PAGES)]);
+    let mut stream = send(&socket, &[region(b, B_PAGES, 0)], &uffd);
+    let base = b as usize;
+    std::thread::scope(|s| {
+        let readers: Vec<_> = [2usize, 7, 11]
+            .into_iter()
+            .map(|p| {
+                s.spawn(move || {
+                    // SAFETY: a page of our mapping; the handler fills it.
+                    let got = unsafe {
+                        std::slice::from_raw_parts((base + p * page()) as *const u8, page())
+                    };
+                    assert!(got == image_page(p), "pending page {p} came back wrong");
+                })
+            })
+            .collect();
+        // Tell the handler the readers are (about to be) waiting.
+        std::thread::sleep(Duration::from_millis(200));
+        stream.write_all(b"go").unwrap();
+        for r in readers {
+            r.join().unwrap();
+        }
+    });
+    for p in 0..B_PAGES {
+        // SAFETY: a page of our mapping, filled (or a plain anonymous
+        // page once unregistered).
+        let got = unsafe { std::slice::from_raw_parts((base + p * page()) as *const u8, page()) };
+        assert!(
+            got == image_page(p),
+            "page {p} is not the image's after shutdown"
+        );
+    }
+    println!("vmm: 3 pending reads and all {B_PAGES} pages served by the handler's shutdown");
+}
+
+/// `shutdown` with the VMM's faults pending and the source not ready:
+/// the handler threads stop, the fill waits for the source, installs
+/// every page (waking the pending readers with their data) and only then
+/// unregisters — teardown never hands the VMM a missing page, which would
+/// read as zeros once unregistered.
+#[test]
+fn shutdown_with_the_vmms_faults_pending_gives_every_page_its_data() {
+    if child::is_child() {
+        return vmm_pending();
+    }
+    let name = "shutdown_with_the_vmms_faults_pending_gives_every_page_its_data";
+    let dir = Dir::new("pending");
+    let image = write_image(&dir);
+    let socket = dir.0.join("uffd.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let (run, stats) = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            let (stream, _) = listener.accept().unwrap();
+            let hs = protocol::receive(&stream).unwrap();
+            let open = std::sync::Arc::new(AtomicBool::new(false));
+            let h = UffdHandler::builder(hs.uffd, hs.ranges)
+                .build(Gated(File::open(&image).unwrap(), open.clone()))
+                .unwrap();
+            let mut go = [0u8; 2];
+            std::io::Read::read_exact(&mut &stream, &mut go).unwrap();
+            assert_eq!(h.installed_pages(), 0, "served before the source was ready");
+            // The source comes back while shutdown waits for it.
+            let opener = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(300));
+                open.store(true, Ordering::Release);
+            });
+            h.shutdown();
+            opener.join().unwrap();
+            let stats = h.stats();
+            let _ = std::io::Read::read(&mut &stream, &mut [0u8; 1]);
+            stats
+        });
+        let run = child::run(name, LIMIT, &[(SOCKET, socket.to_str().unwrap())]);
+        (run, h.join().unwrap())
+    });
+    println!("{}", run.output);
+    run.expect_success();
+    println!("handler: {stats:?}");
+    assert_eq!(stats.pages_copied, B_PAGES as u64, "{stats:?}");
+    assert_eq!(stats.pages_failed, 0, "{stats:?}");
+}
