@@ -247,24 +247,33 @@ impl Record {
     /// by neighbours, not by record order, keeps each run whole.)
     pub fn runs(&self, max: usize) -> Vec<(u64, usize)> {
         let max = max.max(1);
-        let set: std::collections::HashSet<u64> = self.pages.iter().copied().collect();
-        let mut covered = std::collections::HashSet::new();
+        // The pages sorted, each with a covered flag: a recorded page's
+        // neighbour is the next one in this order if it is one page on.
+        // (Two hash sets did the same in 2.4-3.9 ms of every replay's
+        // build for 26214 pages; this takes a sort.)
+        let mut sorted = self.pages.clone();
+        sorted.sort_unstable();
+        let mut covered = vec![false; sorted.len()];
         let mut runs = Vec::new();
         for &p in &self.pages {
-            if covered.contains(&p) {
+            let Ok(i) = sorted.binary_search(&p) else {
+                continue;
+            };
+            if covered[i] {
                 continue;
             }
-            let free = |q: u64| set.contains(&q) && !covered.contains(&q);
-            let mut start = p;
-            while start > 0 && free(start - 1) && ((p - start) as usize) < max / 2 {
+            // Index `j` holds page `q` and is free.
+            let free = |j: usize, q: u64| sorted.get(j) == Some(&q) && !covered[j];
+            let mut start = i;
+            while start > 0 && free(start - 1, sorted[start] - 1) && i - start < max / 2 {
                 start -= 1;
             }
-            let mut end = p + 1;
-            while free(end) && ((end - start) as usize) < max {
+            let mut end = i + 1;
+            while end < sorted.len() && free(end, sorted[end - 1] + 1) && end - start < max {
                 end += 1;
             }
-            covered.extend(start..end);
-            runs.push((start, (end - start) as usize));
+            covered[start..end].fill(true);
+            runs.push((sorted[start], end - start));
         }
         runs
     }
@@ -445,6 +454,45 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `Record::runs` as it was first written, with hash sets: the model
+    /// the sorted version must match run for run (working-set files
+    /// already written lay their runs out in this order).
+    fn runs_model(pages: &[u64], max: usize) -> Vec<(u64, usize)> {
+        let max = max.max(1);
+        let set: std::collections::HashSet<u64> = pages.iter().copied().collect();
+        let mut covered = std::collections::HashSet::new();
+        let mut runs = Vec::new();
+        for &p in pages {
+            if covered.contains(&p) {
+                continue;
+            }
+            let free = |q: u64| set.contains(&q) && !covered.contains(&q);
+            let mut start = p;
+            while start > 0 && free(start - 1) && ((p - start) as usize) < max / 2 {
+                start -= 1;
+            }
+            let mut end = p + 1;
+            while free(end) && ((end - start) as usize) < max {
+                end += 1;
+            }
+            covered.extend(start..end);
+            runs.push((start, (end - start) as usize));
+        }
+        runs
+    }
+
+    #[cfg(not(miri))]
+    proptest::proptest! {
+        #[test]
+        fn runs_are_the_models(
+            pages in proptest::collection::vec(0u64..300, 0..200),
+            max in 0usize..70,
+        ) {
+            let r = Record::new(4096, 300 * 4096, "", pages).unwrap();
+            proptest::prop_assert_eq!(r.runs(max), runs_model(r.pages(), max));
+        }
+    }
 
     fn sample() -> Record {
         Record::new(4096, 1 << 30, "snap-1", [5, 6, 7, 8, 100, 3, 4, 262143]).unwrap()
