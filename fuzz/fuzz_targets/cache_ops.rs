@@ -31,6 +31,9 @@ fuzz_target!(|data: &[u8]| {
                 5 => Op::Remove(k),
                 6 => Op::GetOrInsert(k, v),
                 _ if arg == 0xff => Op::Clear,
+                _ if arg == 0xfe => Op::Iter,
+                _ if arg == 0xfd => Op::Drain,
+                _ if arg >= 0xf0 => Op::Retain(arg & 3),
                 _ => Op::Get(k),
             }
         })

@@ -91,8 +91,8 @@ mod cache;
 mod sync;
 
 pub use cache::{
-    Builder, CacheError, CacheStats, DefaultHashBuilder, LruCache, MAX_SHARDS, Policy, UnitWeigher,
-    Weigher,
+    Builder, CacheError, CacheStats, DefaultHashBuilder, Iter, LruCache, MAX_SHARDS, Policy,
+    UnitWeigher, Weigher,
 };
 
 /// This crate's README examples, compiled and run as doctests.

@@ -20,6 +20,9 @@ fn op(keys: u8) -> impl Strategy<Value = Op> {
         2 => (0..keys).prop_map(Op::Remove),
         4 => (0..keys, any::<u32>()).prop_map(|(k, v)| Op::GetOrInsert(k, v)),
         1 => Just(Op::Clear),
+        1 => Just(Op::Iter),
+        1 => (1..4u8).prop_map(Op::Retain),
+        1 => Just(Op::Drain),
     ]
 }
 
@@ -329,4 +332,69 @@ fn a_loop_after_other_requests_gets_hits_through_both_insertions() {
             ratio * 100.0
         );
     }
+}
+
+/// `iter` and `drain` give a shard's entries hottest first: under exact
+/// LRU, most recently used first, as the `lru` crate's `iter`.
+#[test]
+fn iteration_is_hottest_first() {
+    let cache = LruCache::builder(8)
+        .policy(Policy::Lru)
+        .batching(false)
+        .shards(1)
+        .build()
+        .unwrap();
+    let mut oracle = lru::LruCache::new(std::num::NonZeroUsize::new(8).unwrap());
+    for k in 1..=5u32 {
+        cache.insert(k, k * 10);
+        oracle.put(k, k * 10);
+    }
+    for k in [2, 4, 1] {
+        cache.get(&k);
+        oracle.get(&k);
+    }
+    let want: Vec<(u32, u32)> = oracle.iter().map(|(&k, &v)| (k, v)).collect();
+    assert_eq!(cache.iter().collect::<Vec<_>>(), want);
+    assert_eq!(cache.drain().collect::<Vec<_>>(), want);
+    assert!(cache.is_empty());
+}
+
+/// Iterating and retaining while other threads insert and evict: each
+/// pass yields a key at most once, with its only value, and the
+/// structures agree afterwards.
+#[test]
+fn iteration_is_weakly_consistent_under_writers() {
+    let cache = Arc::new(LruCache::builder(512).shards(4).build().unwrap());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..2u64)
+        .map(|t| {
+            let (cache, stop) = (cache.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut k = t;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    cache.insert(k % 4096, (k % 4096) * 2);
+                    k += 2;
+                }
+            })
+        })
+        .collect();
+    for pass in 0..200 {
+        let mut seen = std::collections::HashSet::new();
+        for (k, v) in cache.iter() {
+            assert!(seen.insert(k), "pass {pass}: key {k} twice");
+            assert_eq!(v, k * 2, "pass {pass}");
+        }
+        assert!(seen.len() <= 512);
+        if pass % 20 == 0 {
+            cache.retain(|k, _| k % 3 != 0);
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
+    cache.check_invariants().unwrap();
+    let drained: Vec<_> = cache.drain().collect();
+    assert!(drained.iter().all(|&(k, v)| v == k * 2));
+    assert!(cache.is_empty());
 }

@@ -29,6 +29,19 @@ pub enum Op {
     GetOrInsert(u8, u32),
     /// `clear()`.
     Clear,
+    /// `iter()`, checked against `peek` of every key.
+    Iter,
+    /// `retain(|k, _| k % m != 0)`.
+    Retain(u8),
+    /// `drain()`.
+    Drain,
+}
+
+/// The cache's entries by `peek` of every key.
+fn resident(cache: &LruCache<u8, u32>) -> HashMap<u8, u32> {
+    (0..=u8::MAX)
+        .filter_map(|k| Some((k, cache.peek(&k)?)))
+        .collect()
 }
 
 type Evicted = Arc<Mutex<Vec<(u8, u32)>>>;
@@ -134,6 +147,48 @@ pub fn run(capacity: usize, policy: Policy, batching: bool, ops: &[Op]) -> Resul
             }
             Op::Clear => {
                 cache.clear();
+                latest.clear();
+                oracle.clear();
+                check(cache.is_empty(), || at("not empty".into()))?;
+            }
+            Op::Iter => {
+                let want = resident(&cache);
+                let got: Vec<(u8, u32)> = cache.iter().collect();
+                let map: HashMap<u8, u32> = got.iter().copied().collect();
+                check(map.len() == got.len(), || {
+                    at(format!("a key twice: {got:?}"))
+                })?;
+                check(map == want, || at(format!("iter {map:?}, peek {want:?}")))?;
+            }
+            Op::Retain(m) => {
+                let m = m.max(1);
+                let before = resident(&cache);
+                let removed = cache.retain(|k, _| k % m != 0);
+                let want = before.keys().filter(|&&k| k % m == 0).count();
+                check(removed == want, || {
+                    at(format!("removed {removed}, {want} matched"))
+                })?;
+                for (&k, _) in before.iter().filter(|&(&k, _)| k % m == 0) {
+                    latest.remove(&k);
+                    oracle.pop(&k);
+                }
+                let after = resident(&cache);
+                let kept: HashMap<u8, u32> =
+                    before.into_iter().filter(|&(k, _)| k % m != 0).collect();
+                check(after == kept, || {
+                    at(format!("kept {after:?}, want {kept:?}"))
+                })?;
+            }
+            Op::Drain => {
+                let want = resident(&cache);
+                let got: Vec<(u8, u32)> = cache.drain().collect();
+                let map: HashMap<u8, u32> = got.iter().copied().collect();
+                check(map.len() == got.len(), || {
+                    at(format!("a key twice: {got:?}"))
+                })?;
+                check(map == want, || {
+                    at(format!("drained {map:?}, held {want:?}"))
+                })?;
                 latest.clear();
                 oracle.clear();
                 check(cache.is_empty(), || at("not empty".into()))?;

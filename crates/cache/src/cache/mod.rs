@@ -12,6 +12,7 @@
 
 mod builder;
 mod flight;
+mod iter;
 mod load;
 #[allow(unsafe_code)] // the lock's protocol: see its docs
 mod lock;
@@ -35,6 +36,7 @@ pub use builder::{
 };
 use builder::{Listener, Options};
 use crossbeam_utils::CachePadded;
+pub use iter::Iter;
 use lock::ShardLock;
 use shard::{Evicted, Inserted, Lruvec};
 

@@ -483,6 +483,20 @@ impl<K, V> Lruvec<K, V> {
         Inserted::Replaced(old)
     }
 
+    /// The entries' indices hottest first: the active list from its head
+    /// (the most recent end) to its tail, then the inactive list likewise
+    /// — the order reclaim would keep them in (`lru_to_folio` walks the
+    /// other way, from the tails).
+    pub(super) fn in_order(&self) -> impl Iterator<Item = u32> + '_ {
+        [ACTIVE, INACTIVE].into_iter().flat_map(move |list| {
+            let l = self.lists[list];
+            std::iter::successors((l.len > 0).then_some(l.head), move |&i| {
+                Some(self.links[i as usize].next)
+            })
+            .take(l.len)
+        })
+    }
+
     /// Drops every entry and shadow (the listener is not called); the
     /// entries are returned to be dropped outside the lock.
     pub(super) fn clear(&mut self) -> Vec<Node<K, V>> {

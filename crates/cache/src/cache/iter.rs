@@ -1,0 +1,127 @@
+//! Iteration, `retain` and `drain`: a shard at a time, each under its
+//! own lock, so that no call holds two shards and a cache of any size is
+//! never stopped whole.
+
+use std::hash::{BuildHasher, Hash};
+
+use super::{LruCache, Weigher};
+
+/// The entries of an [`LruCache`], cloned a shard at a time; from
+/// [`LruCache::iter`].
+pub struct Iter<'a, K, V, S, W> {
+    cache: &'a LruCache<K, V, S, W>,
+    /// The next shard to read.
+    shard: usize,
+    /// The current shard's entries still to yield, coldest first (popped
+    /// from the end).
+    batch: Vec<(K, V)>,
+}
+
+impl<K, V, S, W> std::fmt::Debug for Iter<'_, K, V, S, W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Iter")
+            .field("shard", &self.shard)
+            .field("left_in_shard", &self.batch.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, V, S, W> Iterator for Iter<'_, K, V, S, W>
+where
+    K: Hash + Eq + Clone,
+    V: Clone,
+    S: BuildHasher,
+    W: Weigher<K, V>,
+{
+    type Item = (K, V);
+
+    fn next(&mut self) -> Option<(K, V)> {
+        loop {
+            if let Some(kv) = self.batch.pop() {
+                return Some(kv);
+            }
+            let shard = self.cache.shards.get(self.shard)?;
+            self.shard += 1;
+            let lv = shard.read();
+            self.batch.extend(lv.in_order().map(|i| {
+                let n = lv.node(i);
+                (n.key.clone(), n.value.clone())
+            }));
+            drop(lv);
+            self.batch.reverse();
+        }
+    }
+}
+
+impl<K, V, S, W> LruCache<K, V, S, W>
+where
+    K: Hash + Eq + Clone,
+    V: Clone,
+    S: BuildHasher,
+    W: Weigher<K, V>,
+{
+    /// The cached entries, cloned a shard at a time under its read lock:
+    /// weakly consistent, as a concurrent map's iterator is. Each shard's
+    /// entries are those of one moment, hottest first (its active list,
+    /// then its inactive list, each from the most recent end); an entry
+    /// inserted or removed in a shard not yet read may or may not appear,
+    /// and no key appears twice. Records no hit and counts no lookup.
+    pub fn iter(&self) -> Iter<'_, K, V, S, W> {
+        Iter {
+            cache: self,
+            shard: 0,
+            batch: Vec::new(),
+        }
+    }
+
+    /// Keeps only the entries for which `keep` returns true, a shard at a
+    /// time under its write lock (so `keep` must not use the cache: it
+    /// runs where `insert`'s `Eq` does, and a use of that shard panics);
+    /// returns how many were removed. Removal leaves no shadow and does
+    /// not call the eviction listener, as [`remove`](Self::remove); the
+    /// removed entries are dropped outside the lock. If `keep` panics, the
+    /// entries it already judged stay judged and the panic continues.
+    pub fn retain(&self, mut keep: impl FnMut(&K, &V) -> bool) -> usize {
+        let mut removed = 0;
+        for shard in self.shards.iter() {
+            let mut gone = Vec::new();
+            {
+                let mut lv = shard.write();
+                // From the last slot down: a removal moves the last entry,
+                // already judged, into the freed slot.
+                for i in (0..lv.len() as u32).rev() {
+                    let n = lv.node(i);
+                    if !keep(&n.key, &n.value) {
+                        let mut none = u32::MAX;
+                        gone.push(lv.remove(i, &mut none));
+                    }
+                }
+            }
+            removed += gone.len();
+            drop(gone); // user Drop, outside the lock
+        }
+        removed
+    }
+
+    /// Removes every entry and returns them, a shard at a time (hottest
+    /// first within each shard, as [`iter`](Self::iter)); as
+    /// [`clear`](Self::clear), the shadows go too and the listener is not
+    /// called. Entries inserted meanwhile into a shard already drained
+    /// stay cached.
+    pub fn drain(&self) -> std::vec::IntoIter<(K, V)> {
+        let mut all = Vec::with_capacity(self.len());
+        for shard in self.shards.iter() {
+            let mut lv = shard.write();
+            let order: Vec<u32> = lv.in_order().collect();
+            let mut nodes: Vec<Option<super::shard::Node<K, V>>> =
+                lv.clear().into_iter().map(Some).collect();
+            drop(lv);
+            all.extend(
+                order
+                    .into_iter()
+                    .filter_map(|i| nodes[i as usize].take().map(|n| (n.key, n.value))),
+            );
+        }
+        all.into_iter()
+    }
+}
