@@ -398,3 +398,65 @@ fn iteration_is_weakly_consistent_under_writers() {
     assert!(drained.iter().all(|&(k, v)| v == k * 2));
     assert!(cache.is_empty());
 }
+
+/// An eviction listener hears evictions only; a removal listener hears
+/// every way out, each outside every lock: it may use the cache (here it
+/// looks the removed key up, and inserts a key of its own).
+#[test]
+fn listeners_hear_their_causes_outside_the_locks() {
+    use mmbatch_cache::RemovalCause;
+    use std::sync::{OnceLock, Weak};
+    let evictions = Arc::new(Mutex::new(Vec::new()));
+    let log = evictions.clone();
+    let only = LruCache::builder(2)
+        .shards(1)
+        .eviction_listener(move |k: u32, v: u32| log.lock().unwrap().push((k, v)))
+        .build()
+        .unwrap();
+    only.insert(1, 10);
+    only.insert(1, 11);
+    only.remove(&1);
+    only.insert(2, 20);
+    only.clear();
+    assert!(evictions.lock().unwrap().is_empty());
+
+    type Cache = LruCache<u32, u32>;
+    let me: Arc<OnceLock<Weak<Cache>>> = Arc::new(OnceLock::new());
+    let heard = Arc::new(Mutex::new(Vec::new()));
+    let (me2, log) = (me.clone(), heard.clone());
+    let cache = Arc::new(
+        LruCache::builder(4)
+            .shards(1)
+            .removal_listener(move |k: u32, v: u32, cause| {
+                let cache = me2.get().and_then(Weak::upgrade).unwrap();
+                if cause != RemovalCause::Replaced {
+                    assert_eq!(cache.peek(&k), None, "{k} heard while still cached");
+                }
+                if k != 99 {
+                    cache.insert(99, 0);
+                }
+                log.lock().unwrap().push((k, v, cause));
+            })
+            .build()
+            .unwrap(),
+    );
+    me.set(Arc::downgrade(&cache)).unwrap();
+    cache.insert(1, 10);
+    cache.insert(1, 11); // replaced: 10
+    assert_eq!(cache.remove(&1), Some(11));
+    cache.insert(2, 20);
+    assert_eq!(cache.retain(|k, _| *k != 2), 1);
+    let mut got = heard.lock().unwrap().clone();
+    got.retain(|h| h.0 != 99);
+    assert_eq!(
+        got,
+        [
+            (1, 10, RemovalCause::Replaced),
+            (1, 11, RemovalCause::Removed),
+            (2, 20, RemovalCause::Removed),
+        ]
+    );
+    heard.lock().unwrap().clear();
+    cache.clear();
+    assert_eq!(*heard.lock().unwrap(), [(99, 0, RemovalCause::Cleared)]);
+}

@@ -12,7 +12,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use mmbatch_cache::{LruCache, Policy};
+use mmbatch_cache::{LruCache, Policy, RemovalCause};
 
 /// One operation on key `.0`.
 #[derive(Clone, Debug)]
@@ -44,20 +44,30 @@ fn resident(cache: &LruCache<u8, u32>) -> HashMap<u8, u32> {
         .collect()
 }
 
-type Evicted = Arc<Mutex<Vec<(u8, u32)>>>;
+type Heard = Arc<Mutex<Vec<(u8, u32, RemovalCause)>>>;
 
-/// A cache of `capacity` entries whose listener logs evictions.
-pub fn cache(capacity: usize, policy: Policy, batching: bool) -> (LruCache<u8, u32>, Evicted) {
-    let evicted = Evicted::default();
-    let log = evicted.clone();
+/// A cache of `capacity` entries whose removal listener logs every entry
+/// it hears, with the cause.
+pub fn cache(capacity: usize, policy: Policy, batching: bool) -> (LruCache<u8, u32>, Heard) {
+    let heard = Heard::default();
+    let log = heard.clone();
     let cache = LruCache::builder(capacity as u64)
         .policy(policy)
         .batching(batching)
         .shards(4)
-        .eviction_listener(move |k, v| log.lock().unwrap().push((k, v)))
+        .removal_listener(move |k, v, cause| log.lock().unwrap().push((k, v, cause)))
         .build()
         .unwrap();
-    (cache, evicted)
+    (cache, heard)
+}
+
+/// Values in the cache's hands: +1 as one goes in, -1 as it is heard,
+/// drained or found resident at the end; every count ends at 0 (each
+/// value heard exactly once, or still cached).
+type Ledger = HashMap<(u8, u32), i64>;
+
+fn debit(ledger: &mut Ledger, kv: (u8, u32)) {
+    *ledger.entry(kv).or_default() -= 1;
 }
 
 fn check(ok: bool, what: impl FnOnce() -> String) -> Result<(), String> {
@@ -67,15 +77,33 @@ fn check(ok: bool, what: impl FnOnce() -> String) -> Result<(), String> {
 /// Runs `ops`, checking every result against the oracles that apply.
 pub fn run(capacity: usize, policy: Policy, batching: bool, ops: &[Op]) -> Result<(), String> {
     let exact = policy == Policy::Lru && !batching;
-    let (cache, evicted) = cache(capacity, policy, batching);
+    let (cache, heard) = cache(capacity, policy, batching);
+    let evicted = || -> Vec<(u8, u32)> {
+        heard
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|h| h.2 == RemovalCause::Evicted)
+            .map(|&(k, v, _)| (k, v))
+            .collect()
+    };
+    let mut ledger = Ledger::new();
+    // What the step is to have heard, besides evictions.
+    let mut expect: Vec<(u8, u32, RemovalCause)>;
+    let mut seen = 0;
     let mut oracle = lru::LruCache::new(NonZeroUsize::new(capacity).unwrap());
     let mut oracle_evicted = Vec::new();
     let mut latest: HashMap<u8, u32> = HashMap::new();
     for (i, op) in ops.iter().cloned().enumerate() {
         let at = |what: String| format!("step {i} {op:?}: {what}");
+        expect = Vec::new();
         match op {
             Op::Insert(k, v) => {
+                *ledger.entry((k, v)).or_default() += 1;
                 let old = cache.insert(k, v);
+                if let Some(o) = old {
+                    expect.push((k, o, RemovalCause::Replaced));
+                }
                 if let Some(o) = old {
                     check(Some(o) == latest.get(&k).copied(), || {
                         at(format!("replaced {o}"))
@@ -120,6 +148,7 @@ pub fn run(capacity: usize, policy: Policy, batching: bool, ops: &[Op]) -> Resul
             Op::Remove(k) => {
                 let got = cache.remove(&k);
                 if let Some(v) = got {
+                    expect.push((k, v, RemovalCause::Removed));
                     check(Some(v) == latest.get(&k).copied(), || {
                         at(format!("removed {v}"))
                     })?;
@@ -132,6 +161,9 @@ pub fn run(capacity: usize, policy: Policy, batching: bool, ops: &[Op]) -> Resul
                 check(cache.peek(&k).is_none(), || at("still there".into()))?;
             }
             Op::GetOrInsert(k, v) => {
+                if cache.peek(&k).is_none() {
+                    *ledger.entry((k, v)).or_default() += 1;
+                }
                 let got = cache.get_or_insert_with(k, || v);
                 match latest.get(&k) {
                     Some(&cur) if got == cur => {}
@@ -146,6 +178,9 @@ pub fn run(capacity: usize, policy: Policy, batching: bool, ops: &[Op]) -> Resul
                 }
             }
             Op::Clear => {
+                let mut held: Vec<_> = resident(&cache).into_iter().collect();
+                held.sort_unstable();
+                expect.extend(held.into_iter().map(|(k, v)| (k, v, RemovalCause::Cleared)));
                 cache.clear();
                 latest.clear();
                 oracle.clear();
@@ -168,9 +203,10 @@ pub fn run(capacity: usize, policy: Policy, batching: bool, ops: &[Op]) -> Resul
                 check(removed == want, || {
                     at(format!("removed {removed}, {want} matched"))
                 })?;
-                for (&k, _) in before.iter().filter(|&(&k, _)| k % m == 0) {
+                for (&k, &v) in before.iter().filter(|&(&k, _)| k % m == 0) {
                     latest.remove(&k);
                     oracle.pop(&k);
+                    expect.push((k, v, RemovalCause::Removed));
                 }
                 let after = resident(&cache);
                 let kept: HashMap<u8, u32> =
@@ -189,13 +225,33 @@ pub fn run(capacity: usize, policy: Policy, batching: bool, ops: &[Op]) -> Resul
                 check(map == want, || {
                     at(format!("drained {map:?}, held {want:?}"))
                 })?;
+                for kv in got {
+                    debit(&mut ledger, kv);
+                }
                 latest.clear();
                 oracle.clear();
                 check(cache.is_empty(), || at("not empty".into()))?;
             }
         }
+        // Heard this step: the expected causes (in any order for a
+        // retain's or a clear's shards), and evictions.
+        let now: Vec<(u8, u32, RemovalCause)> = heard.lock().unwrap()[seen..].to_vec();
+        seen += now.len();
+        let mut other: Vec<_> = now
+            .iter()
+            .copied()
+            .filter(|h| h.2 != RemovalCause::Evicted)
+            .collect();
+        other.sort_unstable_by_key(|&(k, v, c)| (k, v, c as u8));
+        expect.sort_unstable_by_key(|&(k, v, c)| (k, v, c as u8));
+        check(other == expect, || {
+            at(format!("heard {other:?}, expected {expect:?}"))
+        })?;
+        for &(k, v, _) in &now {
+            debit(&mut ledger, (k, v));
+        }
         if exact {
-            let got = evicted.lock().unwrap().clone();
+            let got = evicted();
             if got.len() > oracle_evicted.len() {
                 // The oracle's get_or_insert evicts without telling: its
                 // victim must be the cache's.
@@ -218,9 +274,16 @@ pub fn run(capacity: usize, policy: Policy, batching: bool, ops: &[Op]) -> Resul
         })?;
         cache.check_invariants().map_err(at)?;
     }
-    let evicted = evicted.lock().unwrap().len() as u64;
+    let evicted = evicted().len() as u64;
     check(evicted == cache.stats().evictions, || {
         "listener and stats disagree".into()
+    })?;
+    for kv in resident(&cache) {
+        debit(&mut ledger, kv);
+    }
+    ledger.retain(|_, n| *n != 0);
+    check(ledger.is_empty(), || {
+        format!("values not heard exactly once (count left, + unheard, - heard twice): {ledger:?}")
     })?;
     cache.check_invariants()
 }

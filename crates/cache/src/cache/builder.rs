@@ -95,7 +95,30 @@ impl<K, V, F: Fn(&K, &V) -> u64> Weigher<K, V> for F {
     }
 }
 
-pub(super) type Listener<K, V> = Box<dyn Fn(K, V) + Send + Sync>;
+/// Why an entry left the cache, as a
+/// [`removal_listener`](Builder::removal_listener) hears it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RemovalCause {
+    /// Evicted for capacity by the replacement policy
+    /// (`shrink_lruvec`); also an entry heavier than its shard's share
+    /// of the capacity, never cached ([`CacheStats::rejected`]).
+    Evicted,
+    /// Its value was replaced by an `insert` of the same key (the old
+    /// value is heard; `insert` also returns it).
+    Replaced,
+    /// Taken out by [`remove`](super::LruCache::remove) or
+    /// [`retain`](super::LruCache::retain).
+    Removed,
+    /// Dropped by [`clear`](super::LruCache::clear).
+    Cleared,
+}
+
+/// The listener, and whether it hears every cause or evictions only.
+pub(super) struct Listener<K, V> {
+    pub(super) f: Box<dyn Fn(K, V, RemovalCause) + Send + Sync>,
+    pub(super) every_cause: bool,
+}
 
 /// Counters of a cache.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -306,9 +329,31 @@ impl<K, V, S, W> Builder<K, V, S, W> {
 
     /// Called with each entry evicted for capacity, after every lock is
     /// released, on the thread whose insertion evicted it. It may use the
-    /// cache.
+    /// cache. Replaces any [`removal_listener`](Self::removal_listener).
     pub fn eviction_listener(mut self, f: impl Fn(K, V) + Send + Sync + 'static) -> Self {
-        self.opts.listener = Some(Box::new(f));
+        self.opts.listener = Some(Listener {
+            f: Box::new(move |k, v, _| f(k, v)),
+            every_cause: false,
+        });
+        self
+    }
+
+    /// Called with each entry that leaves the cache and why — evicted,
+    /// replaced, removed or cleared — exactly once, after every lock is
+    /// released, on the thread whose call removed it (it may use the
+    /// cache). Entries [`drain`](super::LruCache::drain) returns are the
+    /// caller's and not heard. Hearing removals and replacements costs a
+    /// clone of each value they return as well; with only an
+    /// [`eviction_listener`](Self::eviction_listener) they cost nothing.
+    /// Replaces any eviction listener.
+    pub fn removal_listener(
+        mut self,
+        f: impl Fn(K, V, RemovalCause) + Send + Sync + 'static,
+    ) -> Self {
+        self.opts.listener = Some(Listener {
+            f: Box::new(f),
+            every_cause: true,
+        });
         self
     }
 

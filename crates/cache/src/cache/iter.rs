@@ -4,7 +4,7 @@
 
 use std::hash::{BuildHasher, Hash};
 
-use super::{LruCache, Weigher};
+use super::{LruCache, RemovalCause, Weigher};
 
 /// The entries of an [`LruCache`], cloned a shard at a time; from
 /// [`LruCache::iter`].
@@ -77,10 +77,11 @@ where
     /// Keeps only the entries for which `keep` returns true, a shard at a
     /// time under its write lock (so `keep` must not use the cache: it
     /// runs where `insert`'s `Eq` does, and a use of that shard panics);
-    /// returns how many were removed. Removal leaves no shadow and does
-    /// not call the eviction listener, as [`remove`](Self::remove); the
-    /// removed entries are dropped outside the lock. If `keep` panics, the
-    /// entries it already judged stay judged and the panic continues.
+    /// returns how many were removed. Removal leaves no shadow, as
+    /// [`remove`](Self::remove); the removed entries are dropped (or heard
+    /// by a removal listener, [`RemovalCause::Removed`]) outside the lock.
+    /// If `keep` panics, the entries it already judged stay judged and the
+    /// panic continues.
     pub fn retain(&self, mut keep: impl FnMut(&K, &V) -> bool) -> usize {
         let mut removed = 0;
         for shard in self.shards.iter() {
@@ -98,15 +99,21 @@ where
                 }
             }
             removed += gone.len();
-            drop(gone); // user Drop, outside the lock
+            // User Drop and the listener, outside the lock.
+            if self.hears_every_cause() {
+                self.notify(
+                    gone.into_iter().map(|n| (n.key, n.value)),
+                    RemovalCause::Removed,
+                );
+            }
         }
         removed
     }
 
     /// Removes every entry and returns them, a shard at a time (hottest
     /// first within each shard, as [`iter`](Self::iter)); as
-    /// [`clear`](Self::clear), the shadows go too and the listener is not
-    /// called. Entries inserted meanwhile into a shard already drained
+    /// [`clear`](Self::clear), the shadows go too; the entries are the
+    /// caller's, and no listener hears them. Entries inserted meanwhile into a shard already drained
     /// stay cached.
     pub fn drain(&self) -> std::vec::IntoIter<(K, V)> {
         let mut all = Vec::with_capacity(self.len());

@@ -7,7 +7,7 @@
 use std::hash::{BuildHasher, Hash};
 
 use super::{
-    LruCache, Shard, Weigher,
+    LruCache, RemovalCause, Shard, Weigher,
     flight::{Flight, Room},
     lock::NoBarrier,
     shard::{Evicted, Lruvec},
@@ -209,7 +209,7 @@ where
             // a value's `Clone` panicking above or here must still wake them
             // (they start over, and find the value if it was cached).
             landing.land(value.clone());
-            self.notify(evicted);
+            self.notify(evicted, RemovalCause::Evicted);
             return Ok(value);
         }
     }

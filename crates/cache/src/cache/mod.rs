@@ -32,7 +32,8 @@ use std::{
 };
 
 pub use builder::{
-    Builder, CacheError, CacheStats, DefaultHashBuilder, MAX_SHARDS, Policy, UnitWeigher, Weigher,
+    Builder, CacheError, CacheStats, DefaultHashBuilder, MAX_SHARDS, Policy, RemovalCause,
+    UnitWeigher, Weigher,
 };
 use builder::{Listener, Options};
 use crossbeam_utils::CachePadded;
@@ -100,8 +101,9 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 /// - Each shard holds at most its share of the capacity and of
 ///   `max_entries` at every moment; the cache's total never exceeds
 ///   either.
-/// - The eviction listener runs outside every lock (it may use the cache),
-///   with each evicted entry exactly once.
+/// - The listener runs outside every lock (it may use the cache), with
+///   each evicted entry exactly once (a removal listener: each entry that
+///   leaves, with its [`RemovalCause`]).
 /// - User code runs under the lock of an entry's shard: a key's `Eq`,
 ///   `Clone` and `Borrow`, and a value's `Clone`. Under `get` (batching
 ///   on), `peek` and `contains_key` that is the read lock, and the code may
@@ -300,11 +302,18 @@ where
                 None => {
                     lv.insert_new(hash, key, value, weight, &mut evicted);
                     Self::look_at_lookups(shard, &mut lv);
-                    None
+                    drop(lv);
+                    self.notify(evicted, RemovalCause::Evicted);
+                    return None;
                 }
             }
         };
-        self.notify(evicted);
+        self.notify(evicted, RemovalCause::Evicted);
+        // The stored key equals the caller's, which is heard with the
+        // replaced value.
+        if let (Some(v), true) = (&old, self.hears_every_cause()) {
+            self.notify(std::iter::once((key, v.clone())), RemovalCause::Replaced);
+        }
         old
     }
 
@@ -336,14 +345,30 @@ where
             let mut none = u32::MAX;
             lv.remove(i, &mut none)
         };
+        if self.hears_every_cause() {
+            let v = node.value.clone();
+            self.notify(
+                std::iter::once((node.key, node.value)),
+                RemovalCause::Removed,
+            );
+            return Some(v);
+        }
         Some(node.value)
     }
 
-    /// Removes every entry and shadow (the listener is not called).
+    /// Removes every entry and shadow; a
+    /// [`removal_listener`](Builder::removal_listener) hears each entry
+    /// ([`RemovalCause::Cleared`]), an eviction listener none.
     pub fn clear(&self) {
         for shard in self.shards.iter() {
             let nodes = shard.write().clear();
-            drop(nodes); // user Drop, outside the lock
+            // User Drop and the listener, outside the lock.
+            if self.hears_every_cause() {
+                self.notify(
+                    nodes.into_iter().map(|n| (n.key, n.value)),
+                    RemovalCause::Cleared,
+                );
+            }
         }
     }
 
@@ -424,16 +449,22 @@ where
         Ok(())
     }
 
-    /// Gives evicted entries to the listener, outside every lock. A
-    /// listener that panics still gets the rest; the first panic then
-    /// continues in the caller.
-    fn notify(&self, evicted: Evicted<K, V>) {
+    /// Whether a removal listener wants more than evictions.
+    fn hears_every_cause(&self) -> bool {
+        self.listener.as_ref().is_some_and(|l| l.every_cause)
+    }
+
+    /// Gives `entries` to the listener with `cause`, outside every lock
+    /// (without a listener they are dropped). A listener that panics still
+    /// gets the rest; the first panic then continues in the caller.
+    fn notify(&self, entries: impl IntoIterator<Item = (K, V)>, cause: RemovalCause) {
         let Some(listener) = &self.listener else {
             return;
         };
         let mut first = None;
-        for (k, v) in evicted {
-            if let Err(p) = panic::catch_unwind(AssertUnwindSafe(|| listener(k, v))) {
+        for (k, v) in entries {
+            let heard = panic::catch_unwind(AssertUnwindSafe(|| (listener.f)(k, v, cause)));
+            if let Err(p) = heard {
                 first.get_or_insert(p);
             }
         }
