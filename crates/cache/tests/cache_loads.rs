@@ -414,3 +414,46 @@ fn a_huge_shard_count_is_capped() {
     c.insert(1, 1);
     assert_eq!(c.get(&1), Some(1));
 }
+
+/// A key that counts its clones (`ToOwned` of a `Key` is its `Clone`).
+#[derive(Debug, Hash, PartialEq, Eq)]
+struct Key(u64);
+
+static KEY_CLONES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl Clone for Key {
+    fn clone(&self) -> Self {
+        KEY_CLONES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Key(self.0)
+    }
+}
+
+/// Loading by a borrowed key: a hit makes no owned key; a miss makes one
+/// for the flight and one for the entry; `&str` finds `String` keys.
+#[test]
+fn loading_by_a_borrowed_key_clones_no_key_on_a_hit() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let cache: LruCache<Key, u64> = LruCache::new(16);
+    let clones = || KEY_CLONES.load(Relaxed);
+    let before = clones();
+    assert_eq!(cache.get_or_insert_with_ref(&Key(5), || 50), 50);
+    assert_eq!(
+        clones() - before,
+        2,
+        "a miss: the flight's key and the entry's"
+    );
+    let before = clones();
+    for _ in 0..10 {
+        assert_eq!(cache.get_or_insert_with_ref(&Key(5), || unreachable!()), 50);
+    }
+    assert_eq!(clones(), before, "a hit cloned the key");
+    assert_eq!(cache.stats().loads, 1);
+    let r: Result<u64, &str> = cache.try_get_or_insert_with_ref(&Key(6), || Err("down"));
+    assert_eq!(r, Err("down"));
+    assert_eq!(cache.peek(&Key(6)), None);
+
+    let names: LruCache<String, usize> = LruCache::new(16);
+    assert_eq!(names.get_or_insert_with_ref("answer", || 42), 42);
+    assert_eq!(names.get_or_insert_with_ref("answer", || 0), 42);
+    assert_eq!(names.peek("answer"), Some(42));
+}

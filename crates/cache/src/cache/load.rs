@@ -119,12 +119,60 @@ where
         key: K,
         f: impl FnOnce() -> Result<V, E>,
     ) -> Result<V, E> {
+        self.load(&key, || key.clone(), f)
+    }
+
+    /// [`get_or_insert_with`](Self::get_or_insert_with) by a borrowed key
+    /// (a `&str` for a `String` key): a hit clones no key; a miss makes
+    /// the owned key with `to_owned` (moka's `get_with_by_ref`).
+    ///
+    /// # Panics
+    /// As [`get_or_insert_with`](Self::get_or_insert_with).
+    pub fn get_or_insert_with_ref<Q>(&self, key: &Q, f: impl FnOnce() -> V) -> V
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        match self.try_get_or_insert_with_ref(key, || Ok::<V, std::convert::Infallible>(f())) {
+            Ok(v) => v,
+        }
+    }
+
+    /// [`try_get_or_insert_with`](Self::try_get_or_insert_with) by a
+    /// borrowed key, as [`get_or_insert_with_ref`](Self::get_or_insert_with_ref).
+    ///
+    /// # Panics
+    /// As [`get_or_insert_with`](Self::get_or_insert_with).
+    pub fn try_get_or_insert_with_ref<Q, E>(
+        &self,
+        key: &Q,
+        f: impl FnOnce() -> Result<V, E>,
+    ) -> Result<V, E>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.load(key, || key.to_owned(), f)
+    }
+
+    /// The single-flight load of `key`, whose owned form `owned` makes
+    /// (for the flight and the entry: on a miss only).
+    fn load<Q, E>(
+        &self,
+        key: &Q,
+        owned: impl Fn() -> K,
+        f: impl FnOnce() -> Result<V, E>,
+    ) -> Result<V, E>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let mut f = Some(f);
         loop {
-            if let Some(v) = self.get(&key) {
+            if let Some(v) = self.get(key) {
                 return Ok(v);
             }
-            let hash = self.hash(&key);
+            let hash = self.hash(key);
             let shard = self.shard(hash);
             // Flights their loaders abandoned (`Flight::abandon`), taken out
             // of the shard by any claim in it; dropped after the lock, and
@@ -132,7 +180,7 @@ where
             let mut abandoned = Vec::new();
             let claimed = {
                 let mut lv = shard.write();
-                if let Some(i) = lv.find(hash, |k| *k == key) {
+                if let Some(i) = lv.find(hash, |k| k.borrow() == key) {
                     return Ok(lv.node(i).value.clone());
                 }
                 if lv.flights.iter().any(Flight::is_abandoned) {
@@ -148,13 +196,13 @@ where
                 match lv
                     .flights
                     .iter_mut()
-                    .find(|fl| fl.hash == hash && fl.key == key)
+                    .find(|fl| fl.hash == hash && fl.key.borrow() == key)
                 {
                     Some(fl) => Err((fl.room(), fl.is_own())),
                     None => {
                         let id = lv.next_flight;
                         lv.next_flight += 1;
-                        lv.flights.push(Flight::new(hash, key.clone(), id));
+                        lv.flights.push(Flight::new(hash, owned(), id));
                         Ok(id)
                     }
                 }
@@ -187,7 +235,8 @@ where
             drop(abandoned);
             let load = f.take().expect("the loader runs once");
             let value = load()?;
-            let weight = self.weigh(&key, &value);
+            let mut entry = Some(owned());
+            let weight = self.weigh(entry.as_ref().expect("made above"), &value);
             let mut evicted = Evicted::new();
             let value = {
                 let mut lv = shard.write();
@@ -196,15 +245,18 @@ where
                 landing.take(&mut lv);
                 // A plain insert of the key meanwhile wins, as it would
                 // have had it come after.
-                match lv.find(hash, |k| *k == key) {
+                match lv.find(hash, |k| k.borrow() == key) {
                     Some(i) => lv.node(i).value.clone(),
                     None => {
-                        lv.insert_new(hash, key.clone(), value.clone(), weight, &mut evicted);
+                        let k = entry.take().expect("made above");
+                        lv.insert_new(hash, k, value.clone(), weight, &mut evicted);
                         Self::look_at_lookups(shard, &mut lv);
                         value
                     }
                 }
             };
+            // An owned key not stored is dropped outside the lock.
+            drop(entry);
             // Landed only once the waiters have their value: a key's `Eq` or
             // a value's `Clone` panicking above or here must still wake them
             // (they start over, and find the value if it was cached).
