@@ -23,6 +23,7 @@ fn op(keys: u8) -> impl Strategy<Value = Op> {
         1 => Just(Op::Iter),
         1 => (1..4u8).prop_map(Op::Retain),
         1 => Just(Op::Drain),
+        1 => (0..14u8).prop_map(Op::SetCapacity),
     ]
 }
 
@@ -459,4 +460,92 @@ fn listeners_hear_their_causes_outside_the_locks() {
     heard.lock().unwrap().clear();
     cache.clear();
     assert_eq!(*heard.lock().unwrap(), [(99, 0, RemovalCause::Cleared)]);
+}
+
+/// `set_capacity`: refusals name the fix and change nothing; a shard
+/// grows past 65535 entries (its index widens) with nothing evicted, and
+/// shrinks through the policy, each eviction heard.
+#[test]
+fn capacity_changes_at_run_time() {
+    let evicted = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let count = evicted.clone();
+    // One shard: keys spread unevenly over several, and a shard evicts
+    // at its share.
+    let cache: LruCache<u32, u32> = LruCache::builder(100)
+        .shards(1)
+        .eviction_listener(move |_, _| {
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        })
+        .build()
+        .unwrap();
+    let two: LruCache<u32, u32> = LruCache::builder(100).shards(2).build().unwrap();
+    let e = two.set_capacity(1).unwrap_err();
+    assert!(e.to_string().contains("fewer shards"), "{e}");
+    assert_eq!(two.capacity(), 100);
+    for (c, says) in [
+        (0, "of at least 1"),
+        (LruCache::<u32, u32>::MAX_CAPACITY + 1, "smaller capacity"),
+    ] {
+        let e = cache.set_capacity(c).unwrap_err();
+        assert!(e.to_string().contains(says), "{c}: {e}");
+        assert_eq!(cache.capacity(), 100);
+    }
+    cache.set_capacity(150_000).unwrap();
+    for k in 0..150_000 {
+        cache.insert(k, k);
+    }
+    assert_eq!(cache.len(), 150_000);
+    assert_eq!(evicted.load(std::sync::atomic::Ordering::Relaxed), 0);
+    cache.check_invariants().unwrap();
+    assert_eq!(cache.get(&123_456), Some(123_456));
+    cache.set_capacity(10).unwrap();
+    assert_eq!(cache.len(), 10);
+    assert_eq!(cache.stats().evictions, 149_990);
+    assert_eq!(evicted.load(std::sync::atomic::Ordering::Relaxed), 149_990);
+    cache.check_invariants().unwrap();
+    // The entry that was hit, and the most recent, are the ones kept.
+    let kept: Vec<u32> = cache.iter().map(|(k, _)| k).collect();
+    assert!(kept.contains(&123_456), "{kept:?}");
+    assert!(
+        kept.iter().all(|&k| k == 123_456 || k >= 149_000),
+        "{kept:?}"
+    );
+}
+
+/// Capacity changing under inserting threads: whenever it is read, the
+/// cache holds no more than the larger of the capacities around the read,
+/// and the structures agree at the end.
+#[test]
+fn capacity_changes_under_writers() {
+    let cache = Arc::new(LruCache::builder(1024).shards(4).build().unwrap());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..2u64)
+        .map(|t| {
+            let (cache, stop) = (cache.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut k = t;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    cache.insert(k % 8192, k);
+                    k += 2;
+                }
+            })
+        })
+        .collect();
+    for round in 0..200u64 {
+        let c = if round % 2 == 0 { 64 } else { 1024 };
+        cache.set_capacity(c).unwrap();
+        let before = cache.capacity();
+        let weight = cache.weight();
+        let after = cache.capacity();
+        assert!(
+            weight <= before.max(after),
+            "round {round}: {weight} over {before}/{after}"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
+    cache.check_invariants().unwrap();
+    assert!(cache.len() <= 1024);
 }

@@ -35,6 +35,8 @@ pub enum Op {
     Retain(u8),
     /// `drain()`.
     Drain,
+    /// `set_capacity(c)`.
+    SetCapacity(u8),
 }
 
 /// The cache's entries by `peek` of every key.
@@ -76,6 +78,7 @@ fn check(ok: bool, what: impl FnOnce() -> String) -> Result<(), String> {
 
 /// Runs `ops`, checking every result against the oracles that apply.
 pub fn run(capacity: usize, policy: Policy, batching: bool, ops: &[Op]) -> Result<(), String> {
+    let mut capacity = capacity;
     let exact = policy == Policy::Lru && !batching;
     let (cache, heard) = cache(capacity, policy, batching);
     let evicted = || -> Vec<(u8, u32)> {
@@ -214,6 +217,27 @@ pub fn run(capacity: usize, policy: Policy, batching: bool, ops: &[Op]) -> Resul
                 check(after == kept, || {
                     at(format!("kept {after:?}, want {kept:?}"))
                 })?;
+            }
+            Op::SetCapacity(c) => {
+                let c = usize::from(c);
+                let r = cache.set_capacity(c as u64);
+                if c == 0 || c < cache.shards() {
+                    check(r.is_err(), || at(format!("{c} accepted")))?;
+                    check(cache.capacity() == capacity as u64, || at("changed".into()))?;
+                } else {
+                    check(r.is_ok(), || at(format!("{r:?}")))?;
+                    check(cache.capacity() == c as u64, || at("not set".into()))?;
+                    if exact && c < oracle.len() {
+                        // lru's `resize` evicts from the LRU end, unheard.
+                        let lru_first: Vec<(u8, u32)> =
+                            oracle.iter().rev().map(|(&k, &v)| (k, v)).collect();
+                        oracle_evicted.extend(lru_first[..oracle.len() - c].iter().copied());
+                    }
+                    if exact {
+                        oracle.resize(NonZeroUsize::new(c).unwrap());
+                    }
+                    capacity = c;
+                }
             }
             Op::Drain => {
                 let want = resident(&cache);

@@ -8,7 +8,7 @@ use super::{
     lock::{MAX_STRIPES, ShardLock},
     shard::Lruvec,
 };
-use crate::sync::AtomicU64;
+use crate::sync::{AtomicU64, AtomicUsize};
 
 /// The default hasher: foldhash's quality variant. Its `fast` variant
 /// (hashbrown's and quick_cache's) left some seeds' hashes of sequential
@@ -192,6 +192,14 @@ pub enum CacheError {
         /// The capacity asked for.
         capacity: u64,
     },
+    /// [`set_capacity`](LruCache::set_capacity) below the cache's number
+    /// of shards, each of which must hold an entry.
+    CapacityBelowShards {
+        /// The capacity asked for.
+        capacity: u64,
+        /// The cache's shards.
+        shards: usize,
+    },
 }
 
 impl fmt::Display for CacheError {
@@ -208,6 +216,12 @@ impl fmt::Display for CacheError {
                 "capacity {capacity} is above the largest supported, LruCache::MAX_CAPACITY = {} \
                  (2^48): pass a smaller capacity (count weight in larger units)",
                 LruCache::<(), ()>::MAX_CAPACITY
+            ),
+            CacheError::CapacityBelowShards { capacity, shards } => write!(
+                f,
+                "capacity {capacity} is below the cache's {shards} shards, each of which must \
+                 hold an entry: pass at least {shards}, or build the cache with fewer shards \
+                 (Builder::shards)"
             ),
         }
     }
@@ -429,10 +443,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
             .min(usize::try_from(o.capacity).unwrap_or(usize::MAX))
             .max(1);
         let shards = 1usize << cap.ilog2();
-        let share = |total: u64, i: usize| -> u64 {
-            let n = shards as u64;
-            total / n + u64::from((i as u64) < total % n)
-        };
+        let share = |total: u64, i: usize| share(total, shards, i);
         // Two stripes per CPU, up to MAX_STRIPES (see `lock`); one when every
         // lookup writes the lruvec anyway (batching off).
         let stripes = if o.batching { stripes_for(cpus) } else { 1 };
@@ -445,8 +456,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
                             self.opts.batching,
                             self.opts.weighted,
                             share(o.capacity, i),
-                            // A shard indexes its entries with u32s.
-                            share(max_entries as u64, i).min(u64::from(u32::MAX - 1)) as usize,
+                            shard_entries(max_entries, shards, i),
                         ),
                         stripes,
                     )
@@ -460,8 +470,10 @@ impl<K, V, S, W> Builder<K, V, S, W> {
             spread: self.opts.spread,
             hasher: self.hasher,
             weigher: self.weigher,
-            capacity: self.opts.capacity,
-            max_entries,
+            capacity: AtomicU64::new(self.opts.capacity),
+            max_entries: AtomicUsize::new(max_entries),
+            max_entries_set: self.opts.max_entries.is_some(),
+            resizing: std::sync::Mutex::new(()),
             policy: self.opts.policy,
             batching: self.opts.batching,
             listener: self.opts.listener,
@@ -469,6 +481,19 @@ impl<K, V, S, W> Builder<K, V, S, W> {
             load_waits: AtomicU64::new(0),
         })
     }
+}
+
+/// Shard `i`'s part of `total` split over `shards`: even, the remainder
+/// to the first shards.
+pub(super) fn share(total: u64, shards: usize, i: usize) -> u64 {
+    let n = shards as u64;
+    total / n + u64::from((i as u64) < total % n)
+}
+
+/// Shard `i`'s part of `max_entries` (a shard indexes its entries with
+/// `u32`s).
+pub(super) fn shard_entries(max_entries: usize, shards: usize, i: usize) -> usize {
+    share(max_entries as u64, shards, i).min(u64::from(u32::MAX - 1)) as usize
 }
 
 /// Stripes per shard lock on a host of `cpus` CPUs: two per CPU, up to

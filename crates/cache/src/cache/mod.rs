@@ -41,7 +41,7 @@ pub use iter::Iter;
 use lock::ShardLock;
 use shard::{Evicted, Inserted, Lruvec};
 
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 
 /// One shard: its lruvec behind a lock striped by thread, whose stripes
 /// also hold the hit and miss counters, in the line a lookup has just
@@ -139,8 +139,14 @@ pub struct LruCache<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
     spread: bool,
     hasher: S,
     weigher: W,
-    capacity: u64,
-    max_entries: usize,
+    /// The capacity and `max_entries`: stored after the shards shrink
+    /// and before they grow, so the shards' total never exceeds them.
+    capacity: AtomicU64,
+    max_entries: AtomicUsize,
+    /// Whether `max_entries` was set (else it follows the capacity).
+    max_entries_set: bool,
+    /// Held by `set_capacity`: one resize at a time.
+    resizing: std::sync::Mutex<()>,
     policy: Policy,
     batching: bool,
     listener: Option<Listener<K, V>>,
@@ -151,7 +157,7 @@ pub struct LruCache<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
 impl<K, V, S, W> fmt::Debug for LruCache<K, V, S, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LruCache")
-            .field("capacity", &self.capacity)
+            .field("capacity", &self.capacity.load(Ordering::Relaxed))
             .field("shards", &self.shards.len())
             .field("policy", &self.policy)
             .field("batching", &self.batching)
@@ -385,7 +391,57 @@ where
     /// The capacity: a number of entries, or a total weight with a
     /// weigher.
     pub fn capacity(&self) -> u64 {
-        self.capacity
+        self.capacity.load(Ordering::Acquire)
+    }
+
+    /// Changes the capacity at run time. Shrinking evicts each shard down
+    /// to its new share through the policy, as an insertion would (the
+    /// listener hears each eviction); growing evicts nothing and rebuilds
+    /// nothing (a shard past 65535 entries widens its index, and shadow
+    /// tables are sized again at their next eviction). `max_entries`
+    /// follows the capacity unless it was set. Safe alongside every other
+    /// call: the shards' total never exceeds [`capacity`](Self::capacity).
+    ///
+    /// # Errors
+    /// A capacity of 0, above [`LruCache::MAX_CAPACITY`], or below the
+    /// number of [`shards`](Self::shards) (each must hold an entry); the
+    /// cache is left as it was.
+    pub fn set_capacity(&self, capacity: u64) -> Result<(), CacheError> {
+        if capacity == 0 {
+            return Err(CacheError::ZeroCapacity);
+        }
+        if capacity > LruCache::<(), ()>::MAX_CAPACITY {
+            return Err(CacheError::CapacityTooLarge { capacity });
+        }
+        let shards = self.shards.len();
+        if capacity < shards as u64 {
+            return Err(CacheError::CapacityBelowShards { capacity, shards });
+        }
+        let _one = self.resizing.lock().unwrap_or_else(|e| e.into_inner());
+        let entries = if self.max_entries_set {
+            self.max_entries.load(Ordering::Relaxed)
+        } else {
+            usize::try_from(capacity).unwrap_or(usize::MAX)
+        };
+        let growing = capacity >= self.capacity();
+        if growing {
+            self.capacity.store(capacity, Ordering::Release);
+            self.max_entries.store(entries, Ordering::Release);
+        }
+        for (i, shard) in self.shards.iter().enumerate() {
+            let mut evicted = Evicted::new();
+            shard.write().set_capacity(
+                builder::share(capacity, shards, i),
+                builder::shard_entries(entries, shards, i),
+                &mut evicted,
+            );
+            self.notify(evicted, RemovalCause::Evicted);
+        }
+        if !growing {
+            self.capacity.store(capacity, Ordering::Release);
+            self.max_entries.store(entries, Ordering::Release);
+        }
+        Ok(())
     }
 
     /// The total weight cached now (the number of entries without a
@@ -440,10 +496,10 @@ where
             len += lv.len();
             weight += lv.weight();
         }
-        if weight > self.capacity || len > self.max_entries {
+        let (capacity, max_entries) = (self.capacity(), self.max_entries.load(Ordering::Acquire));
+        if weight > capacity || len > max_entries {
             return Err(format!(
-                "{len} entries of weight {weight} over {} / {}",
-                self.max_entries, self.capacity
+                "{len} entries of weight {weight} over {max_entries} / {capacity}"
             ));
         }
         Ok(())

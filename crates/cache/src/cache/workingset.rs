@@ -133,6 +133,20 @@ impl Shadows {
         self.order = Self::order_for(self.size);
     }
 
+    /// A shard's new `max_entries` (`set_capacity`): the limit follows; a
+    /// table over the new limit is dropped, to be sized again at the next
+    /// eviction (shadows are hints).
+    pub(super) fn set_limit(&mut self, max_entries: usize) {
+        self.limit = (max_entries.min(usize::MAX / 4) * 2).max(WAYS);
+        if self.size > self.limit {
+            self.size = self.limit;
+            self.slots = Vec::new();
+            self.len = 0;
+            self.workingset = 0;
+            self.order = Self::order_for(self.size);
+        }
+    }
+
     /// The slot and tag of an entry's 32-bit hash: the bucket from its high
     /// bits, the tag from its low ones.
     #[inline(always)]

@@ -105,6 +105,19 @@ impl Index {
         each!(self, t => t.len())
     }
 
+    /// Makes a narrow index wide, for a shard that may now hold more than
+    /// 65535 entries; `rehash` gives each slot's hash.
+    pub(super) fn widen(&mut self, rehash: impl Fn(u32) -> u64) {
+        if let Index::Narrow(t) = self {
+            let mut wide = HashTable::with_capacity(t.len());
+            for &slot in t.iter() {
+                let i = slot.get();
+                wide.insert_unique(rehash(i), i, |&j| rehash(j));
+            }
+            *self = Index::Wide(wide);
+        }
+    }
+
     pub(super) fn clear(&mut self) {
         each!(self, t => t.clear());
     }

@@ -483,6 +483,26 @@ impl<K, V> Lruvec<K, V> {
         Inserted::Replaced(old)
     }
 
+    /// Takes a new share of the capacity and of `max_entries`
+    /// (`set_capacity`), evicting through the policy down to it, into
+    /// `out`.
+    pub(super) fn set_capacity(
+        &mut self,
+        capacity: u64,
+        max_entries: usize,
+        out: &mut Evicted<K, V>,
+    ) {
+        if max_entries > usize::from(u16::MAX) {
+            let links = &self.links;
+            self.table.widen(|i| index_hash(links[i as usize].hash));
+        }
+        self.capacity = capacity;
+        self.max_entries = max_entries;
+        self.shadows.set_limit(max_entries);
+        let mut none = NIL;
+        while self.over(0, 0) && self.evict_one(&mut none, out) {}
+    }
+
     /// The entries' indices hottest first: the active list from its head
     /// (the most recent end) to its tail, then the inactive list likewise
     /// — the order reclaim would keep them in (`lru_to_folio` walks the
