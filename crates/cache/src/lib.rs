@@ -92,7 +92,7 @@ mod sync;
 
 pub use cache::{
     Builder, CacheError, CacheStats, DefaultHashBuilder, Iter, LruCache, MAX_SHARDS, Policy,
-    RemovalCause, UnitWeigher, Weigher,
+    RemovalCause, SavedKey, UnitWeigher, Weigher,
 };
 
 /// This crate's README examples, compiled and run as doctests.

@@ -549,3 +549,67 @@ fn capacity_changes_under_writers() {
     cache.check_invariants().unwrap();
     assert!(cache.len() <= 1024);
 }
+
+/// A warm restart: `save` lists the keys as the policy values them, and
+/// a new cache warmed from it through a loader holds the same keys in the
+/// same order, active where they were; into a smaller cache the warm
+/// loads only what fits, the hottest, and evicts nothing.
+#[test]
+fn a_saved_cache_warms_a_new_one_in_the_same_order() {
+    for policy in [Policy::Workingset, Policy::ActiveInactive, Policy::Lru] {
+        let build = |cap| {
+            LruCache::builder(cap)
+                .shards(1)
+                .policy(policy)
+                .build()
+                .unwrap()
+        };
+        let a: LruCache<u32, u32> = build(64);
+        let mut x = 7u32;
+        for _ in 0..2000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            // Skewed keys: some are hit again and go active.
+            let k = if x % 3 == 0 { x % 20 } else { x % 150 };
+            if a.get(&k).is_none() {
+                a.insert(k, k * 3);
+            }
+        }
+        let saved = a.save();
+        assert_eq!(saved.len(), a.len());
+        let keys: Vec<u32> = saved.iter().map(|s| s.key).collect();
+        assert_eq!(
+            keys,
+            a.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            "{policy:?}"
+        );
+        if policy != Policy::Lru {
+            assert!(saved.iter().any(|s| s.active), "{policy:?}: nothing active");
+        }
+
+        let b: LruCache<u32, u32> = build(64);
+        let mut loads = 0;
+        let n = b.warm(saved.clone(), |&k| {
+            loads += 1;
+            Some(k * 3)
+        });
+        assert_eq!((n, loads), (saved.len(), saved.len()), "{policy:?}");
+        assert_eq!(b.save(), saved, "{policy:?}: warmed out of order");
+        assert_eq!(b.stats().evictions, 0);
+        b.check_invariants().unwrap();
+
+        let small: LruCache<u32, u32> = build(10);
+        let mut loads = 0;
+        let n = small.warm(saved.clone(), |&k| {
+            loads += 1;
+            Some(k * 3)
+        });
+        assert_eq!(n, 10, "{policy:?}");
+        assert_eq!(loads, 11, "{policy:?}: one load past full, then none");
+        let kept: Vec<u32> = small.save().iter().map(|s| s.key).collect();
+        assert_eq!(kept, keys[..10], "{policy:?}: not the hottest");
+        assert_eq!(small.stats().evictions, 0);
+        small.check_invariants().unwrap();
+    }
+}

@@ -1,10 +1,21 @@
-//! Iteration, `retain` and `drain`: a shard at a time, each under its
-//! own lock, so that no call holds two shards and a cache of any size is
-//! never stopped whole.
+//! Iteration, `retain`, `drain`, and warm restarts (`save`, `warm`): a
+//! shard at a time, each under its own lock, so that no call holds two
+//! shards and a cache of any size is never stopped whole.
 
 use std::hash::{BuildHasher, Hash};
 
 use super::{LruCache, RemovalCause, Weigher};
+
+/// A key as [`LruCache::save`] records it: with whether the policy held
+/// it on its active list (the kernel's `PG_active`), which
+/// [`LruCache::warm`] restores.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SavedKey<K> {
+    /// The key.
+    pub key: K,
+    /// Whether it was active: used more than once while cached.
+    pub active: bool,
+}
 
 /// The entries of an [`LruCache`], cloned a shard at a time; from
 /// [`LruCache::iter`].
@@ -130,5 +141,94 @@ where
             );
         }
         all.into_iter()
+    }
+}
+
+impl<K, V, S, W> LruCache<K, V, S, W>
+where
+    K: Hash + Eq + Clone,
+    V: Clone,
+    S: BuildHasher,
+    W: Weigher<K, V>,
+{
+    /// The cached keys in the order the policy values them, for a warm
+    /// restart ([`warm`](Self::warm)): each shard's active entries before
+    /// its inactive ones, each list from its most recent end, the shards
+    /// interleaved rank by rank (every shard's hottest, then every
+    /// shard's next), so that any prefix holds the hottest of every
+    /// shard. Weakly consistent, as [`iter`](Self::iter); clones keys
+    /// only. Persist the keys as you like; the values come back through
+    /// `warm`'s loader.
+    pub fn save(&self) -> Vec<SavedKey<K>> {
+        let per_shard: Vec<Vec<SavedKey<K>>> = self
+            .shards
+            .iter()
+            .map(|shard| {
+                let lv = shard.read();
+                lv.in_order()
+                    .map(|i| SavedKey {
+                        key: lv.node(i).key.clone(),
+                        active: lv.is_active(i),
+                    })
+                    .collect()
+            })
+            .collect();
+        let longest = per_shard.iter().map(Vec::len).max().unwrap_or(0);
+        let mut its: Vec<_> = per_shard.into_iter().map(Vec::into_iter).collect();
+        let mut all = Vec::with_capacity(its.iter().map(ExactSizeIterator::len).sum());
+        for _ in 0..longest {
+            all.extend(its.iter_mut().filter_map(Iterator::next));
+        }
+        all
+    }
+
+    /// Warms the cache from a [`save`](Self::save), hottest first, as a
+    /// REAP restore replays a working set: each key not cached is loaded
+    /// with `load` (outside every lock; `None` skips the key) and placed
+    /// behind the entries warmed before it, active if it was, so that the
+    /// policy values the warmed entries as the saved cache did. Stops
+    /// calling `load` for a shard once it is full (a warm never evicts),
+    /// and returns the entries warmed. Calls made meanwhile go on as
+    /// usual; a key inserted meanwhile is not overwritten.
+    pub fn warm(
+        &self,
+        saved: impl IntoIterator<Item = SavedKey<K>>,
+        mut load: impl FnMut(&K) -> Option<V>,
+    ) -> usize {
+        let mut full = vec![false; self.shards.len()];
+        let mut left = full.len();
+        let mut warmed = 0;
+        for SavedKey { key, active } in saved {
+            if left == 0 {
+                break;
+            }
+            let hash = self.hash(&key);
+            let s = (hash >> 40) as usize & self.shard_mask;
+            if full[s] || self.contains_key(&key) {
+                continue;
+            }
+            let Some(value) = load(&key) else { continue };
+            let weight = self.weigh(&key, &value);
+            let inserted = {
+                let mut lv = self.shards[s].write();
+                if lv.find(hash, |k| *k == key).is_some() {
+                    Ok(false)
+                } else {
+                    lv.insert_warm(hash, key, value, weight, active)
+                        .map(|()| true)
+                }
+            };
+            match inserted {
+                Ok(true) => warmed += 1,
+                Ok(false) => {}
+                Err(entry) => {
+                    // Dropped outside the lock.
+                    drop(entry);
+                    full[s] = true;
+                    left -= 1;
+                }
+            }
+        }
+        warmed
     }
 }

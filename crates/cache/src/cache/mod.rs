@@ -37,7 +37,7 @@ pub use builder::{
 };
 use builder::{Listener, Options};
 use crossbeam_utils::CachePadded;
-pub use iter::Iter;
+pub use iter::{Iter, SavedKey};
 use lock::ShardLock;
 use shard::{Evicted, Inserted, Lruvec};
 

@@ -483,6 +483,52 @@ impl<K, V> Lruvec<K, V> {
         Inserted::Replaced(old)
     }
 
+    /// Whether entry `i` is on the active list.
+    pub(super) fn is_active(&self, i: u32) -> bool {
+        self.list_of(i) == ACTIVE
+    }
+
+    /// Inserts an absent key to warm the shard (`LruCache::warm`): at the
+    /// tail of the active list if `active`, else of the inactive list, so
+    /// that entries warmed hottest first keep that order; only into room
+    /// it has (it evicts nothing: the entries already warmed are hotter),
+    /// else hands the entry back.
+    pub(super) fn insert_warm(
+        &mut self,
+        hash: u64,
+        key: K,
+        value: V,
+        weight: u64,
+        active: bool,
+    ) -> Result<(), (K, V)> {
+        if self.over(weight, 1) {
+            return Err((key, value));
+        }
+        let hash = short_hash(hash);
+        let (place, list) = if active && self.policy != Policy::Lru {
+            (Place::Active, ACTIVE)
+        } else {
+            (Place::Inactive, INACTIVE)
+        };
+        self.nodes.push(Node { key, value });
+        self.flags.push(AtomicU8::new(place.flags()));
+        self.links.push(Link {
+            prev: NIL,
+            next: NIL,
+            hash,
+        });
+        if self.weighted {
+            self.weights.push(weight);
+        }
+        let i = self.nodes.len() as u32 - 1;
+        self.link_at(i, list, true);
+        let links = &self.links;
+        self.table
+            .insert(index_hash(hash), i, |j| index_hash(links[j as usize].hash));
+        self.weight += weight;
+        Ok(())
+    }
+
     /// Takes a new share of the capacity and of `max_entries`
     /// (`set_capacity`), evicting through the policy down to it, into
     /// `out`.
