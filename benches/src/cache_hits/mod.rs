@@ -73,6 +73,7 @@ mod judge;
 mod replay;
 mod shapes;
 mod traces;
+mod warm;
 
 use std::time::Instant;
 
@@ -296,8 +297,44 @@ fn run_sized(cfg: &Config, progress: &mut dyn Progress, sz: Sizes) -> Report {
             });
         }
     }
+    // Warm restarts, on the ARC traces and the Zipf shape.
+    let mut warm_notes = Vec::new();
+    for case in cases
+        .iter()
+        .filter(|c| c.judged && (c.paper.is_some() || c.name == "P3" || c.name.starts_with("zipf")))
+    {
+        for &pages in &case.sizes {
+            let first = rows.len();
+            rows.extend(warm::rows(&case.trace, &case.name, pages));
+            let pct = |i: usize| {
+                rows[first + i]
+                    .counters
+                    .get("hit_ratio_pct")
+                    .copied()
+                    .unwrap_or(0.0)
+            };
+            warm_notes.push(format!(
+                "Warm restart, {} at {pages} pages: over the tenth of the trace after the saved \
+                 half, a cold cache hits {:.2}%, one warmed from `save` {:.2}%, one filled by \
+                 inserting the saved keys in order {:.2}%.",
+                case.name,
+                pct(0),
+                pct(1),
+                pct(2)
+            ));
+            tables.push(Table {
+                title: format!(
+                    "warm restart: {}, cache of {pages} pages, the tenth after the saved half",
+                    case.name
+                ),
+                rows: (first..rows.len()).collect(),
+                columns: warm::STARTS.iter().map(|s| (*s).to_owned()).collect(),
+            });
+        }
+    }
     let mut report = EXPERIMENT.report(cfg, Metric::MopsPerSec, rows, tables);
     notes.extend(judge(&report, &cases, &contenders));
+    notes.extend(warm_notes);
     report.notes = notes;
     report
 }
