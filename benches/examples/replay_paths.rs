@@ -97,11 +97,8 @@ fn region(len: usize, features: u64) -> (i32, *mut u8) {
         ioctls: 0,
     };
     // SAFETY: UFFDIO_API takes a `struct uffdio_api`.
-    assert_eq!(
-        unsafe { libc::ioctl(fd, UFFDIO_API, &mut api) },
-        0,
-        "UFFDIO_API"
-    );
+    let r = unsafe { libc::ioctl(fd, UFFDIO_API, &mut api) };
+    assert_eq!(r, 0, "UFFDIO_API");
     let base = map(len);
     let mut reg = Register {
         start: base as u64,
@@ -110,11 +107,8 @@ fn region(len: usize, features: u64) -> (i32, *mut u8) {
         ioctls: 0,
     };
     // SAFETY: UFFDIO_REGISTER takes a `struct uffdio_register` of our mapping.
-    assert_eq!(
-        unsafe { libc::ioctl(fd, UFFDIO_REGISTER, &mut reg) },
-        0,
-        "UFFDIO_REGISTER"
-    );
+    let r = unsafe { libc::ioctl(fd, UFFDIO_REGISTER, &mut reg) };
+    assert_eq!(r, 0, "UFFDIO_REGISTER");
     (fd, base)
 }
 
@@ -180,7 +174,7 @@ fn main() {
     println!(
         "{} runs, {total} pages ({} MiB) of a {mib} MiB image; one thread, warm",
         runs.len(),
-        total * PAGE >> 20
+        (total * PAGE) >> 20
     );
     let bytes = total * PAGE;
     for mode in [
@@ -308,16 +302,18 @@ fn main() {
                     "{mode}: the region does not hold the image"
                 );
             }
-            // SAFETY: the mappings made above, unused from here; the fd is ours.
-            unsafe {
-                if !file_map.is_null() {
-                    libc::munmap(file_map.cast(), bytes);
-                }
-                libc::munmap(buf.cast(), 2 << 20);
-                libc::munmap(floor.cast(), bytes);
-                libc::munmap(base.cast(), pages * PAGE);
-                libc::close(fd);
+            let unmap = |p: *mut u8, len: usize| {
+                // SAFETY: a mapping made above, of `len` bytes, unused from here.
+                unsafe { libc::munmap(p.cast(), len) };
+            };
+            if !file_map.is_null() {
+                unmap(file_map, bytes);
             }
+            unmap(buf, 2 << 20);
+            unmap(floor, bytes);
+            unmap(base, pages * PAGE);
+            // SAFETY: our own descriptor, not used after.
+            unsafe { libc::close(fd) };
         }
         ms.sort_by(f64::total_cmp);
         let gib = bytes as f64 / (ms[SAMPLES / 2] / 1e3) / f64::from(1u32 << 30);
