@@ -17,6 +17,8 @@
 //! the flight in place, under a read lock, and the next claim in the
 //! shard takes it out.
 
+use std::task::{Context, Poll, Waker};
+
 use crate::sync::{Arc, AtomicBool, Condvar, Mutex, Ordering, ThreadToken, thread_token};
 
 enum State<V> {
@@ -35,8 +37,10 @@ pub(super) struct Flight<K, V> {
     /// no user code: a key's `Eq` may panic).
     pub(super) id: u64,
     /// The thread running the loader: a caller on it that finds this
-    /// flight would wait for itself (see [`Flight::is_own`]).
-    loader: ThreadToken,
+    /// flight would wait for itself (see [`Flight::is_own`]). `None` for
+    /// an async load, whose task may move between threads and share one
+    /// with its waiters.
+    loader: Option<ThreadToken>,
     /// Where callers wait for the value, made by the first of them.
     room: Option<Arc<Room<V>>>,
     /// Its loader is gone, unlanded, and could not take it out.
@@ -44,13 +48,14 @@ pub(super) struct Flight<K, V> {
 }
 
 impl<K, V> Flight<K, V> {
-    /// A flight loaded by the calling thread.
-    pub(super) fn new(hash: u64, key: K, id: u64) -> Self {
+    /// A flight loaded by the calling thread (`sync`), or by a future
+    /// (`!sync`).
+    pub(super) fn new(hash: u64, key: K, id: u64, sync: bool) -> Self {
         Self {
             hash,
             key,
             id,
-            loader: thread_token(),
+            loader: sync.then(thread_token),
             room: None,
             abandoned: AtomicBool::new(false),
         }
@@ -76,7 +81,7 @@ impl<K, V> Flight<K, V> {
     /// Whether the calling thread is this flight's loader: it reached the
     /// key again from inside its own loader, and waiting would never end.
     pub(super) fn is_own(&self) -> bool {
-        self.loader == thread_token()
+        self.loader == Some(thread_token())
     }
 
     /// The room to wait in, made if this is the first caller to wait.
@@ -93,27 +98,48 @@ impl<K, V> Flight<K, V> {
     }
 }
 
-/// Where the callers that found a load in flight wait for its value.
+/// Where the callers that found a load in flight wait for its value:
+/// threads on the condition variable, futures by their wakers, both
+/// registered and woken under the one lock of the state, so a waiter
+/// that saw `Loading` is always woken (loom: `loom_async_room.rs`).
 pub(super) struct Room<V> {
-    state: Mutex<State<V>>,
+    state: Mutex<Waiting<V>>,
     done: Condvar,
 }
 
+struct Waiting<V> {
+    state: State<V>,
+    /// The waiting futures' wakers (a dropped future's stays, woken for
+    /// nothing: at most one per wait on this load).
+    wakers: Vec<Waker>,
+}
+
 impl<V> Room<V> {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self {
-            state: Mutex::new(State::Loading),
+            state: Mutex::new(Waiting {
+                state: State::Loading,
+                wakers: Vec::new(),
+            }),
             done: Condvar::new(),
         }
     }
 
     /// Completes the load (`None`: it failed), waking every waiter.
     pub(super) fn complete(&self, value: Option<V>) {
-        *crate::sync::lock(&self.state) = match value {
-            Some(v) => State::Loaded(v),
-            None => State::Failed,
+        let wakers = {
+            let mut w = crate::sync::lock(&self.state);
+            w.state = match value {
+                Some(v) => State::Loaded(v),
+                None => State::Failed,
+            };
+            std::mem::take(&mut w.wakers)
         };
         self.done.notify_all();
+        // Outside the lock: a waker may run its task at once.
+        for w in wakers {
+            w.wake();
+        }
     }
 }
 
@@ -122,7 +148,7 @@ impl<V: Clone> Room<V> {
     pub(super) fn wait(&self) -> Option<V> {
         let mut s = crate::sync::lock(&self.state);
         loop {
-            match &*s {
+            match &s.state {
                 State::Loading => {
                     s = self
                         .done
@@ -133,5 +159,50 @@ impl<V: Clone> Room<V> {
                 State::Failed => return None,
             }
         }
+    }
+
+    /// [`wait`](Self::wait) for a future: ready with the value (or `None`
+    /// if the loader failed), else pending with `cx`'s waker registered
+    /// under the same lock that [`complete`](Self::complete) takes.
+    pub(super) fn poll_wait(&self, cx: &mut Context<'_>) -> Poll<Option<V>> {
+        let mut s = crate::sync::lock(&self.state);
+        match &s.state {
+            State::Loading => {
+                if !s.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                    s.wakers.push(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+            State::Loaded(v) => Poll::Ready(Some(v.clone())),
+            State::Failed => Poll::Ready(None),
+        }
+    }
+}
+
+/// The broken variant the loom model must catch: the state looked at
+/// and the waker registered under two holds of the lock, so a completion
+/// between them wakes nobody.
+#[cfg(all(test, loom))]
+impl<V: Clone> Room<V> {
+    pub(super) fn poll_wait_racy(&self, cx: &mut Context<'_>) -> Poll<Option<V>> {
+        let loading = matches!(crate::sync::lock(&self.state).state, State::Loading);
+        if !loading {
+            return self.poll_wait(cx);
+        }
+        crate::sync::lock(&self.state)
+            .wakers
+            .push(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// A future's wait in a [`Room`].
+pub(super) struct RoomWait<V>(pub(super) Arc<Room<V>>);
+
+impl<V: Clone> std::future::Future for RoomWait<V> {
+    type Output = Option<V>;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<V>> {
+        self.0.poll_wait(cx)
     }
 }

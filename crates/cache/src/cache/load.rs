@@ -8,7 +8,7 @@ use std::hash::{BuildHasher, Hash};
 
 use super::{
     LruCache, RemovalCause, Shard, Weigher,
-    flight::{Flight, Room},
+    flight::{Flight, Room, RoomWait},
     lock::NoBarrier,
     shard::{Evicted, Lruvec},
 };
@@ -76,6 +76,17 @@ impl<K, V> Drop for Landing<'_, K, V> {
             room.complete(None);
         }
     }
+}
+
+/// What a claim on a key found.
+enum Claim<'a, K, V> {
+    /// The key is cached: its value.
+    Hit(V),
+    /// Another load of the key is on: its room, and whether its loader is
+    /// this thread (a sync loader reaching its own key).
+    Wait(Arc<Room<V>>, bool),
+    /// This caller loads the key: its landing and the key's hash.
+    Load(Landing<'a, K, V>, u64),
 }
 
 impl<K, V, S, W> LruCache<K, V, S, W>
@@ -169,100 +180,177 @@ where
     {
         let mut f = Some(f);
         loop {
-            if let Some(v) = self.get(key) {
-                return Ok(v);
-            }
-            let hash = self.hash(key);
-            let shard = self.shard(hash);
-            // Flights their loaders abandoned (`Flight::abandon`), taken out
-            // of the shard by any claim in it; dropped after the lock, and
-            // after this claim's `Landing` exists (a key's `Drop` may panic).
-            let mut abandoned = Vec::new();
-            let claimed = {
-                let mut lv = shard.write();
-                if let Some(i) = lv.find(hash, |k| k.borrow() == key) {
-                    return Ok(lv.node(i).value.clone());
-                }
-                if lv.flights.iter().any(Flight::is_abandoned) {
-                    let mut i = 0;
-                    while i < lv.flights.len() {
-                        if lv.flights[i].is_abandoned() {
-                            abandoned.push(lv.flights.swap_remove(i));
-                        } else {
-                            i += 1;
-                        }
-                    }
-                }
-                match lv
-                    .flights
-                    .iter_mut()
-                    .find(|fl| fl.hash == hash && fl.key.borrow() == key)
-                {
-                    Some(fl) => Err((fl.room(), fl.is_own())),
-                    None => {
-                        let id = lv.next_flight;
-                        lv.next_flight += 1;
-                        lv.flights.push(Flight::new(hash, owned(), id));
-                        Ok(id)
-                    }
-                }
-            };
-            let id = match claimed {
-                Ok(id) => id,
-                Err((room, own)) => {
-                    drop(abandoned);
+            let (landing, hash) = match self.claim(key, &owned, true) {
+                Claim::Hit(v) => return Ok(v),
+                Claim::Wait(room, own) => {
                     assert!(
                         !own,
                         "LruCache::get_or_insert_with: the loader of a key asked for that same key \
                          on its own thread (directly or through other loads); waiting would never \
                          end. A loader must not need its own key"
                     );
-                    self.load_waits.fetch_add(1, Ordering::Relaxed);
                     match room.wait() {
                         Some(v) => return Ok(v),
                         None => continue, // the loader failed: start over
                     }
                 }
+                Claim::Load(landing, hash) => (landing, hash),
             };
-            self.loads.fetch_add(1, Ordering::Relaxed);
-            let mut landing = Landing {
-                shard,
-                id,
-                taken: false,
-                room: None,
-                key: None,
-            };
-            drop(abandoned);
             let load = f.take().expect("the loader runs once");
             let value = load()?;
-            let mut entry = Some(owned());
-            let weight = self.weigh(entry.as_ref().expect("made above"), &value);
-            let mut evicted = Evicted::new();
-            let value = {
-                let mut lv = shard.write();
-                // Out with the flight, in the section that stores the
-                // value: a caller finds one or the other.
-                landing.take(&mut lv);
-                // A plain insert of the key meanwhile wins, as it would
-                // have had it come after.
-                match lv.find(hash, |k| k.borrow() == key) {
-                    Some(i) => lv.node(i).value.clone(),
-                    None => {
-                        let k = entry.take().expect("made above");
-                        lv.insert_new(hash, k, value.clone(), weight, &mut evicted);
-                        Self::look_at_lookups(shard, &mut lv);
-                        value
+            return Ok(self.store(landing, hash, key, &owned, value));
+        }
+    }
+
+    /// Looks `key` up, and on a miss claims its flight (`sync`: for a
+    /// loader on this thread) or joins the one in progress.
+    fn claim<'a, Q>(&'a self, key: &Q, owned: &impl Fn() -> K, sync: bool) -> Claim<'a, K, V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        if let Some(v) = self.get(key) {
+            return Claim::Hit(v);
+        }
+        let hash = self.hash(key);
+        let shard = self.shard(hash);
+        // Flights their loaders abandoned (`Flight::abandon`), taken out
+        // of the shard by any claim in it; dropped after the lock, and
+        // after this claim's `Landing` exists (a key's `Drop` may panic).
+        let mut abandoned = Vec::new();
+        let claimed = {
+            let mut lv = shard.write();
+            if let Some(i) = lv.find(hash, |k| k.borrow() == key) {
+                return Claim::Hit(lv.node(i).value.clone());
+            }
+            if lv.flights.iter().any(Flight::is_abandoned) {
+                let mut i = 0;
+                while i < lv.flights.len() {
+                    if lv.flights[i].is_abandoned() {
+                        abandoned.push(lv.flights.swap_remove(i));
+                    } else {
+                        i += 1;
                     }
                 }
+            }
+            match lv
+                .flights
+                .iter_mut()
+                .find(|fl| fl.hash == hash && fl.key.borrow() == key)
+            {
+                Some(fl) => Err((fl.room(), fl.is_own())),
+                None => {
+                    let id = lv.next_flight;
+                    lv.next_flight += 1;
+                    lv.flights.push(Flight::new(hash, owned(), id, sync));
+                    Ok(id)
+                }
+            }
+        };
+        match claimed {
+            Ok(id) => {
+                self.loads.fetch_add(1, Ordering::Relaxed);
+                let landing = Landing {
+                    shard,
+                    id,
+                    taken: false,
+                    room: None,
+                    key: None,
+                };
+                drop(abandoned);
+                Claim::Load(landing, hash)
+            }
+            Err((room, own)) => {
+                drop(abandoned);
+                self.load_waits.fetch_add(1, Ordering::Relaxed);
+                Claim::Wait(room, own)
+            }
+        }
+    }
+
+    /// Stores a loaded `value` for `key` (unless an insert of the key
+    /// came first, whose value is returned instead) and lands the flight.
+    fn store<Q>(
+        &self,
+        mut landing: Landing<'_, K, V>,
+        hash: u64,
+        key: &Q,
+        owned: &impl Fn() -> K,
+        value: V,
+    ) -> V
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let shard = landing.shard;
+        let mut entry = Some(owned());
+        let weight = self.weigh(entry.as_ref().expect("made above"), &value);
+        let mut evicted = Evicted::new();
+        let value = {
+            let mut lv = shard.write();
+            // Out with the flight, in the section that stores the
+            // value: a caller finds one or the other.
+            landing.take(&mut lv);
+            // A plain insert of the key meanwhile wins, as it would
+            // have had it come after.
+            match lv.find(hash, |k| k.borrow() == key) {
+                Some(i) => lv.node(i).value.clone(),
+                None => {
+                    let k = entry.take().expect("made above");
+                    lv.insert_new(hash, k, value.clone(), weight, &mut evicted);
+                    Self::look_at_lookups(shard, &mut lv);
+                    value
+                }
+            }
+        };
+        // An owned key not stored is dropped outside the lock.
+        drop(entry);
+        // Landed only once the waiters have their value: a key's `Eq` or
+        // a value's `Clone` panicking above or here must still wake them
+        // (they start over, and find the value if it was cached).
+        landing.land(value.clone());
+        self.notify(evicted, RemovalCause::Evicted);
+        value
+    }
+
+    /// [`get_or_insert_with`](Self::get_or_insert_with) for a loader that
+    /// is a future: one load per key at a time, whichever task or thread
+    /// asks; the others await its value. Executor-agnostic (the cache
+    /// wakes waiting tasks through their wakers; it spawns nothing).
+    /// Dropping this future while it loads stops the load: its waiters
+    /// wake and one of them loads next; dropping it while it waits leaves
+    /// the load alone. A loader that awaits its own key waits forever (no
+    /// thread identifies a task).
+    pub async fn get_or_insert_async(&self, key: K, load: impl Future<Output = V>) -> V {
+        let infallible = async { Ok::<V, std::convert::Infallible>(load.await) };
+        match self.try_get_or_insert_async(key, infallible).await {
+            Ok(v) => v,
+        }
+    }
+
+    /// [`get_or_insert_async`](Self::get_or_insert_async) for a fallible
+    /// loader: its error is returned and nothing is cached; waiters start
+    /// over (one of them loads next).
+    pub async fn try_get_or_insert_async<E>(
+        &self,
+        key: K,
+        load: impl Future<Output = Result<V, E>>,
+    ) -> Result<V, E> {
+        let owned = || key.clone();
+        let mut load = Some(load);
+        loop {
+            let (landing, hash) = match self.claim(&key, &owned, false) {
+                Claim::Hit(v) => return Ok(v),
+                Claim::Wait(room, _) => match RoomWait(room).await {
+                    Some(v) => return Ok(v),
+                    None => continue, // the loader failed or was dropped
+                },
+                Claim::Load(landing, hash) => (landing, hash),
             };
-            // An owned key not stored is dropped outside the lock.
-            drop(entry);
-            // Landed only once the waiters have their value: a key's `Eq` or
-            // a value's `Clone` panicking above or here must still wake them
-            // (they start over, and find the value if it was cached).
-            landing.land(value.clone());
-            self.notify(evicted, RemovalCause::Evicted);
-            return Ok(value);
+            // Dropped here (this future dropped, or the loader's error or
+            // panic), the landing wakes the waiters.
+            let value = load.take().expect("the loader runs once").await?;
+            return Ok(self.store(landing, hash, &key, &owned, value));
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Loom models of the cache's protocols. Run with `cargo xtask loom lru`.
 
+mod loom_async_room;
 mod loom_fast_read;
 mod loom_insert_vs_insert;
 mod loom_shard_lock;

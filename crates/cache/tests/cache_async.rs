@@ -1,0 +1,159 @@
+//! Async single-flight loads (`get_or_insert_async`) under two
+//! executors: tokio's multi-threaded runtime and futures' single-threaded
+//! `LocalPool`, where the loader and its waiters share one thread.
+
+use std::{
+    future::Future,
+    pin::Pin,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    task::{Context, Poll},
+};
+
+use mmbatch_cache::LruCache;
+
+/// Pending `n` times (waking itself), then ready: a load that takes a
+/// few turns of its executor.
+struct Turns(usize);
+
+impl Future for Turns {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 == 0 {
+            return Poll::Ready(());
+        }
+        self.0 -= 1;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// Never ready: a load stuck until its future is dropped.
+struct Never;
+
+impl Future for Never {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        Poll::Pending
+    }
+}
+
+/// 16 tasks on 4 worker threads ask for one key: one load, every task
+/// gets its value.
+#[test]
+fn one_load_for_many_tasks_on_tokio() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_time()
+        .build()
+        .unwrap();
+    let cache = Arc::new(LruCache::<u64, u64>::new(64));
+    let loads = Arc::new(AtomicUsize::new(0));
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..16)
+            .map(|_| {
+                let (cache, loads) = (cache.clone(), loads.clone());
+                tokio::spawn(async move {
+                    cache
+                        .get_or_insert_async(7, async {
+                            loads.fetch_add(1, Ordering::SeqCst);
+                            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                            70
+                        })
+                        .await
+                })
+            })
+            .collect();
+        // Bounded: a lost wake-up fails the test instead of hanging it.
+        let all = async {
+            for t in tasks {
+                assert_eq!(t.await.unwrap(), 70);
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(20), all)
+            .await
+            .expect("the tasks were not all woken within 20 s (a lost wake-up)");
+    });
+    assert_eq!(loads.load(Ordering::SeqCst), 1);
+    assert_eq!(cache.stats().loads, 1);
+}
+
+/// On one thread (futures' `LocalPool`): waiters share the loader's
+/// thread and wait for it (a thread-identity check would take them for
+/// the loader reaching its own key), and a failed load hands the key to
+/// a waiter, which loads it.
+#[test]
+fn waiters_on_the_loaders_thread_wait_and_take_over_a_failed_load() {
+    use futures_executor::LocalPool;
+    use futures_executor::LocalSpawner;
+    let mut pool = LocalPool::new();
+    let spawner: LocalSpawner = pool.spawner();
+    let cache = Arc::new(LruCache::<u64, u64>::new(64));
+    let loads = Arc::new(AtomicUsize::new(0));
+    let got = Arc::new(std::sync::Mutex::new(Vec::new()));
+    for t in 0..8u64 {
+        let (cache, loads, got) = (cache.clone(), loads.clone(), got.clone());
+        use futures_util::task::LocalSpawnExt as _;
+        spawner
+            .spawn_local(async move {
+                let r = cache
+                    .try_get_or_insert_async(3, async {
+                        let n = loads.fetch_add(1, Ordering::SeqCst);
+                        Turns(3).await;
+                        // The first load fails; the next succeeds.
+                        if n == 0 { Err("down") } else { Ok(30 + t) }
+                    })
+                    .await;
+                got.lock().unwrap().push(r);
+            })
+            .unwrap();
+    }
+    // Until no task can go on: a lost wake-up leaves tasks unfinished
+    // (counted below) instead of hanging the test.
+    pool.run_until_stalled();
+    let got = got.lock().unwrap();
+    assert_eq!(loads.load(Ordering::SeqCst), 2, "{got:?}");
+    assert_eq!(got.iter().filter(|r| r.is_err()).count(), 1, "{got:?}");
+    let ok: Vec<u64> = got.iter().filter_map(|r| r.ok()).collect();
+    assert_eq!(ok.len(), 7);
+    assert!(ok.iter().all(|&v| v == ok[0]), "{got:?}");
+}
+
+/// A loader's future dropped mid-load wakes the waiters, and one of them
+/// loads; a waiter's future dropped mid-wait takes nothing with it.
+#[test]
+fn dropped_loads_and_waits_hand_over() {
+    let cache = Arc::new(LruCache::<u64, u64>::new(64));
+    let waker = std::task::Waker::noop().clone();
+    let mut cx = Context::from_waker(&waker);
+    // A load that never finishes, polled once (it claims the key).
+    let mut stuck = Box::pin(cache.get_or_insert_async(9, async {
+        Never.await;
+        0
+    }));
+    assert!(stuck.as_mut().poll(&mut cx).is_pending());
+    // A waiter, polled once (waiting), then dropped.
+    let mut gone = Box::pin(cache.get_or_insert_async(9, async { unreachable!() }));
+    assert!(gone.as_mut().poll(&mut cx).is_pending());
+    drop(gone);
+    // Another waiter, on a thread, blocked on the stuck load.
+    let (tx, rx) = std::sync::mpsc::channel();
+    {
+        let cache = cache.clone();
+        std::thread::spawn(move || {
+            let v = futures_executor::block_on(cache.get_or_insert_async(9, async { 90 }));
+            let _ = tx.send(v);
+        });
+    }
+    let wait = std::time::Duration::from_millis(50);
+    assert!(rx.recv_timeout(wait).is_err(), "the waiter did not wait");
+    // The stuck load is dropped: the waiter wakes and loads (bounded: a
+    // lost wake-up fails here instead of hanging).
+    drop(stuck);
+    let v = rx.recv_timeout(std::time::Duration::from_secs(20));
+    assert_eq!(v, Ok(90), "the waiter was not woken within 20 s");
+    assert_eq!(cache.peek(&9), Some(90));
+    assert_eq!(cache.stats().loads, 2);
+}
