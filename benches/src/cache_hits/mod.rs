@@ -490,8 +490,19 @@ mod tests {
         let r = run_sized(&cfg, &mut crate::Quiet, tiny);
         // The P3 second half is one more table.
         let sizes = OLTP_SIZES.len() + P3_SIZES.len() + Shape::ALL.len() + Shape::EXTRA.len() + 1;
-        assert_eq!(r.tables.len(), sizes);
-        assert_eq!(r.rows.len(), sizes * Contender::all().len());
+        // Warm restarts: the ARC traces at every size, the two Zipf shapes.
+        let warm = OLTP_SIZES.len() + P3_SIZES.len() + 2;
+        assert_eq!(r.tables.len(), sizes + warm);
+        assert_eq!(
+            r.rows.len(),
+            sizes * Contender::all().len() + warm * warm::STARTS.len()
+        );
+        assert!(r.row("warm-restart/warmed/OLTP/pages-1000").is_some());
+        assert!(
+            r.notes.iter().any(|n| n.starts_with("Warm restart, P3")),
+            "{:?}",
+            r.notes
+        );
         assert!(r.row("opt/OLTP/pages-1000").is_some());
         assert!(r.row("mmbatch-lru/hot-cold/pages-1000").is_some());
         assert!(
@@ -508,6 +519,7 @@ mod tests {
             .rows
             .iter()
             .filter(|r| r.name.contains("/OLTP/") || r.name.contains("/P3"))
+            .filter(|r| !r.name.starts_with("warm-restart/"))
         {
             let (c, rest) = row.name.split_once('/').unwrap();
             let opt = r.row(&format!("opt/{rest}")).unwrap().counters["hit_ratio_pct"];
