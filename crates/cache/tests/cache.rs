@@ -613,3 +613,62 @@ fn a_saved_cache_warms_a_new_one_in_the_same_order() {
         small.check_invariants().unwrap();
     }
 }
+
+/// A listener may resize the cache (it runs after `set_capacity` lets
+/// go of its resize lock), and a `retain` whose predicate panics still
+/// has every entry it removed heard.
+#[test]
+fn listeners_may_resize_and_a_panicking_retain_is_heard() {
+    use mmbatch_cache::RemovalCause;
+    use std::sync::{OnceLock, Weak};
+    type Cache = LruCache<u32, u32>;
+    let me: Arc<OnceLock<Weak<Cache>>> = Arc::new(OnceLock::new());
+    let heard = Arc::new(Mutex::new(Vec::new()));
+    let (me2, log) = (me.clone(), heard.clone());
+    let cache = Arc::new(
+        LruCache::builder(64)
+            .shards(1)
+            .removal_listener(move |k: u32, _v: u32, cause| {
+                if cause == RemovalCause::Evicted {
+                    let c = me2.get().and_then(Weak::upgrade).unwrap();
+                    // Resizing from the listener of a resize.
+                    c.set_capacity(c.capacity()).unwrap();
+                }
+                log.lock().unwrap().push((k, cause));
+            })
+            .build()
+            .unwrap(),
+    );
+    me.set(Arc::downgrade(&cache)).unwrap();
+    for k in 0..64 {
+        cache.insert(k, k);
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    {
+        let cache = cache.clone();
+        std::thread::spawn(move || {
+            cache.set_capacity(8).unwrap();
+            let _ = tx.send(());
+        });
+    }
+    rx.recv_timeout(std::time::Duration::from_secs(20))
+        .expect("set_capacity with a resizing listener did not finish in 20 s (a deadlock)");
+    assert_eq!(cache.len(), 8);
+    assert_eq!(heard.lock().unwrap().len(), 56);
+
+    heard.lock().unwrap().clear();
+    let mut calls = 0;
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        cache.retain(|_, _| {
+            calls += 1;
+            assert!(calls <= 3, "a predicate that fails on its 4th entry");
+            false
+        })
+    }));
+    assert!(r.is_err());
+    let removed = heard.lock().unwrap().clone();
+    assert_eq!(removed.len(), 3, "{removed:?}");
+    assert!(removed.iter().all(|h| h.1 == RemovalCause::Removed));
+    assert_eq!(cache.len(), 5);
+    cache.check_invariants().unwrap();
+}

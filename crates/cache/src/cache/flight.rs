@@ -67,15 +67,16 @@ impl<K, V> Flight<K, V> {
         self.abandoned.load(Ordering::Relaxed)
     }
 
-    /// Marks it abandoned and completes its room empty, under a read lock
-    /// of its shard: for a loader that failed and cannot take it out.
+    /// Marks it abandoned, under a read lock of its shard, for a loader
+    /// that failed and cannot take it out; the caller completes the room
+    /// empty after unlocking.
     /// (The next write section, which claims the key, sees the mark: the
     /// lock orders the two.)
-    pub(super) fn abandon(&self) {
+    /// Returns the room, to be completed empty once the lock is released
+    /// (completing wakes futures, whose wakers are executor code).
+    pub(super) fn abandon(&self) -> Option<Arc<Room<V>>> {
         self.abandoned.store(true, Ordering::Relaxed);
-        if let Some(room) = &self.room {
-            room.complete(None);
-        }
+        self.room.clone()
     }
 
     /// Whether the calling thread is this flight's loader: it reached the

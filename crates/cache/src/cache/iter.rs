@@ -97,7 +97,8 @@ where
         let mut removed = 0;
         for shard in self.shards.iter() {
             let mut gone = Vec::new();
-            {
+            // `keep` may panic: what it removed before is still heard.
+            let judged = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let mut lv = shard.write();
                 // From the last slot down: a removal moves the last entry,
                 // already judged, into the freed slot.
@@ -108,7 +109,7 @@ where
                         gone.push(lv.remove(i, &mut none));
                     }
                 }
-            }
+            }));
             removed += gone.len();
             // User Drop and the listener, outside the lock.
             if self.hears_every_cause() {
@@ -116,6 +117,11 @@ where
                     gone.into_iter().map(|n| (n.key, n.value)),
                     RemovalCause::Removed,
                 );
+            } else {
+                drop(gone);
+            }
+            if let Err(p) = judged {
+                std::panic::resume_unwind(p);
             }
         }
         removed
@@ -187,8 +193,9 @@ where
     /// with `load` (outside every lock; `None` skips the key) and placed
     /// behind the entries warmed before it, active if it was, so that the
     /// policy values the warmed entries as the saved cache did. Stops
-    /// calling `load` for a shard once it is full (a warm never evicts),
-    /// and returns the entries warmed. Calls made meanwhile go on as
+    /// calling `load` for a shard once it is full (a warm never evicts;
+    /// an entry too heavy for the room left is dropped, and lighter ones
+    /// still tried), and returns the entries warmed. Calls made meanwhile go on as
     /// usual; a key inserted meanwhile is not overwritten.
     pub fn warm(
         &self,
@@ -216,16 +223,20 @@ where
                 } else {
                     lv.insert_warm(hash, key, value, weight, active)
                         .map(|()| true)
+                        .map_err(|entry| (entry, lv.is_full()))
                 }
             };
             match inserted {
                 Ok(true) => warmed += 1,
                 Ok(false) => {}
-                Err(entry) => {
-                    // Dropped outside the lock.
+                Err((entry, is_full)) => {
+                    // Dropped outside the lock. Too heavy for the room
+                    // left, a lighter key may still fit.
                     drop(entry);
-                    full[s] = true;
-                    left -= 1;
+                    if is_full {
+                        full[s] = true;
+                        left -= 1;
+                    }
                 }
             }
         }

@@ -64,9 +64,15 @@ impl<K, V> Drop for Landing<'_, K, V> {
                 // unwinding an abort): wake the waiters through a read
                 // lock instead, and leave the flight to the next claimer.
                 Err(NoBarrier) => {
-                    let lv = self.shard.read();
-                    if let Some(f) = lv.flights.iter().find(|f| f.id == self.id) {
-                        f.abandon();
+                    let room = {
+                        let lv = self.shard.read();
+                        lv.flights
+                            .iter()
+                            .find(|f| f.id == self.id)
+                            .and_then(Flight::abandon)
+                    };
+                    if let Some(room) = room {
+                        room.complete(None);
                     }
                     return;
                 }
@@ -135,7 +141,8 @@ where
 
     /// [`get_or_insert_with`](Self::get_or_insert_with) by a borrowed key
     /// (a `&str` for a `String` key): a hit clones no key; a miss makes
-    /// the owned key with `to_owned` (moka's `get_with_by_ref`).
+    /// the owned key with `to_owned` (moka's `get_with_by_ref`), under the
+    /// shard's write lock, as a key's `Clone` runs.
     ///
     /// # Panics
     /// As [`get_or_insert_with`](Self::get_or_insert_with).
@@ -320,7 +327,11 @@ where
     /// Dropping this future while it loads stops the load: its waiters
     /// wake and one of them loads next; dropping it while it waits leaves
     /// the load alone. A loader that awaits its own key waits forever (no
-    /// thread identifies a task).
+    /// thread identifies a task). A blocking
+    /// [`get_or_insert_with`](Self::get_or_insert_with) of a key an async
+    /// load holds blocks its thread until the load lands: on a
+    /// single-threaded executor, whose thread that is, it never lands —
+    /// do not mix the two on one key there.
     pub async fn get_or_insert_async(&self, key: K, load: impl Future<Output = V>) -> V {
         let infallible = async { Ok::<V, std::convert::Infallible>(load.await) };
         match self.try_get_or_insert_async(key, infallible).await {

@@ -314,12 +314,18 @@ where
                 }
             }
         };
-        self.notify(evicted, RemovalCause::Evicted);
         // The stored key equals the caller's, which is heard with the
-        // replaced value.
-        if let (Some(v), true) = (&old, self.hears_every_cause()) {
-            self.notify(std::iter::once((key, v.clone())), RemovalCause::Replaced);
-        }
+        // replaced value (after the evictions, even if one panics).
+        let replaced = match (&old, self.hears_every_cause()) {
+            (Some(v), true) => Some((key, v.clone(), RemovalCause::Replaced)),
+            _ => None,
+        };
+        self.notify_each(
+            evicted
+                .into_iter()
+                .map(|(k, v)| (k, v, RemovalCause::Evicted))
+                .chain(replaced),
+        );
         old
     }
 
@@ -366,15 +372,22 @@ where
     /// [`removal_listener`](Builder::removal_listener) hears each entry
     /// ([`RemovalCause::Cleared`]), an eviction listener none.
     pub fn clear(&self) {
+        let mut first = None;
         for shard in self.shards.iter() {
             let nodes = shard.write().clear();
-            // User Drop and the listener, outside the lock.
+            // User Drop and the listener, outside the lock; every shard is
+            // cleared before a listener's panic continues.
             if self.hears_every_cause() {
-                self.notify(
-                    nodes.into_iter().map(|n| (n.key, n.value)),
-                    RemovalCause::Cleared,
+                let p = self.hear(
+                    nodes
+                        .into_iter()
+                        .map(|n| (n.key, n.value, RemovalCause::Cleared)),
                 );
+                first = first.or(p);
             }
+        }
+        if let Some(p) = first {
+            panic::resume_unwind(p);
         }
     }
 
@@ -417,7 +430,7 @@ where
         if capacity < shards as u64 {
             return Err(CacheError::CapacityBelowShards { capacity, shards });
         }
-        let _one = self.resizing.lock().unwrap_or_else(|e| e.into_inner());
+        let one = self.resizing.lock().unwrap_or_else(|e| e.into_inner());
         let entries = if self.max_entries_set {
             self.max_entries.load(Ordering::Relaxed)
         } else {
@@ -428,19 +441,24 @@ where
             self.capacity.store(capacity, Ordering::Release);
             self.max_entries.store(entries, Ordering::Release);
         }
+        // Heard once every shard is resized and the resize lock released
+        // (a listener may resize the cache itself).
+        let mut evicted = Vec::new();
         for (i, shard) in self.shards.iter().enumerate() {
-            let mut evicted = Evicted::new();
+            let mut out = Evicted::new();
             shard.write().set_capacity(
                 builder::share(capacity, shards, i),
                 builder::shard_entries(entries, shards, i),
-                &mut evicted,
+                &mut out,
             );
-            self.notify(evicted, RemovalCause::Evicted);
+            evicted.extend(out);
         }
         if !growing {
             self.capacity.store(capacity, Ordering::Release);
             self.max_entries.store(entries, Ordering::Release);
         }
+        drop(one);
+        self.notify(evicted, RemovalCause::Evicted);
         Ok(())
     }
 
@@ -489,6 +507,7 @@ where
     /// to change.
     #[doc(hidden)]
     pub fn check_invariants(&self) -> Result<(), String> {
+        let before = (self.capacity(), self.max_entries.load(Ordering::Acquire));
         let (mut len, mut weight) = (0, 0);
         for (i, s) in self.shards.iter().enumerate() {
             let lv = s.read();
@@ -496,7 +515,12 @@ where
             len += lv.len();
             weight += lv.weight();
         }
-        let (capacity, max_entries) = (self.capacity(), self.max_entries.load(Ordering::Acquire));
+        // The larger of the bounds before and after the sums: a resize
+        // running meanwhile moves them.
+        let (capacity, max_entries) = (
+            before.0.max(self.capacity()),
+            before.1.max(self.max_entries.load(Ordering::Acquire)),
+        );
         if weight > capacity || len > max_entries {
             return Err(format!(
                 "{len} entries of weight {weight} over {max_entries} / {capacity}"
@@ -514,18 +538,32 @@ where
     /// (without a listener they are dropped). A listener that panics still
     /// gets the rest; the first panic then continues in the caller.
     fn notify(&self, entries: impl IntoIterator<Item = (K, V)>, cause: RemovalCause) {
+        self.notify_each(entries.into_iter().map(|(k, v)| (k, v, cause)));
+    }
+
+    /// [`notify`](Self::notify) with a cause per entry.
+    fn notify_each(&self, entries: impl IntoIterator<Item = (K, V, RemovalCause)>) {
+        if let Some(p) = self.hear(entries) {
+            panic::resume_unwind(p);
+        }
+    }
+
+    /// Gives `entries` to the listener, each even if one panics; returns
+    /// the first panic, for the caller to continue once its work is done.
+    fn hear(
+        &self,
+        entries: impl IntoIterator<Item = (K, V, RemovalCause)>,
+    ) -> Option<Box<dyn std::any::Any + Send>> {
         let Some(listener) = &self.listener else {
-            return;
+            return None;
         };
         let mut first = None;
-        for (k, v) in entries {
+        for (k, v, cause) in entries {
             let heard = panic::catch_unwind(AssertUnwindSafe(|| (listener.f)(k, v, cause)));
             if let Err(p) = heard {
                 first.get_or_insert(p);
             }
         }
-        if let Some(p) = first {
-            panic::resume_unwind(p);
-        }
+        first
     }
 }

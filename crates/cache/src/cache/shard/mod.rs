@@ -483,6 +483,11 @@ impl<K, V> Lruvec<K, V> {
         Inserted::Replaced(old)
     }
 
+    /// Whether the shard has no room for one more entry of weight 1.
+    pub(super) fn is_full(&self) -> bool {
+        self.over(1, 1)
+    }
+
     /// Whether entry `i` is on the active list.
     pub(super) fn is_active(&self, i: u32) -> bool {
         self.list_of(i) == ACTIVE
@@ -505,13 +510,14 @@ impl<K, V> Lruvec<K, V> {
             return Err((key, value));
         }
         let hash = short_hash(hash);
-        let (place, list) = if active && self.policy != Policy::Lru {
-            (Place::Active, ACTIVE)
+        // Active as it was: not on trial (`UNHIT`), as a refault is.
+        let (flags, list) = if active && self.policy != Policy::Lru {
+            (ACTIVE_FLAG | WORKINGSET, ACTIVE)
         } else {
-            (Place::Inactive, INACTIVE)
+            (0, INACTIVE)
         };
         self.nodes.push(Node { key, value });
-        self.flags.push(AtomicU8::new(place.flags()));
+        self.flags.push(AtomicU8::new(flags));
         self.links.push(Link {
             prev: NIL,
             next: NIL,
