@@ -53,11 +53,11 @@
 //!   cache on its write fault, as a guest writing its memory makes the
 //!   kernel do — the cost of a restore that copies, by the kernel.
 //!
-//! - `copy-floor` (warm only): no restore at all, a bound on one — the
-//!   working set read from the page cache straight into anonymous memory
-//!   made resident before the clock starts (one copy a byte, no fault, no
-//!   page allocation), by as many threads as touch it: no restore that
-//!   copies can be faster;
+//! - `copy-floor`: no restore at all, a bound on one — the working set
+//!   read from the image straight into anonymous memory made resident
+//!   before the clock starts (one copy a byte, no fault, no page
+//!   allocation), by as many threads as touch it: no restore that copies
+//!   can be faster; cold, the same read from the disk;
 //! - `copy-floor-fresh` (warm only): the same into fresh memory, each run
 //!   allocated in one call (`MADV_POPULATE_WRITE`) inside the clock: the
 //!   floor of a restore into fresh anonymous memory, which every
@@ -664,7 +664,6 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
                             || !matches!(
                                 **s,
                                 "replay-shmem"
-                                    | "copy-floor"
                                     | "copy-floor-fresh"
                                     | "eager"
                                     | "lazy-order-0-no-busy-poll"

@@ -244,6 +244,19 @@ pub(super) fn notes(
             ),
             1.0 / 1.5,
         );
+        if root {
+            judge(
+                format!(
+                    "replay within 1.5x of the copy floor read cold, {t} thread(s) (cold \
+                     copy-floor time / cold replay time ≥ 0.67)"
+                ),
+                speedup(
+                    &format!("cold/copy-floor/threads-{t}"),
+                    &format!("cold/replay/threads-{t}"),
+                ),
+                1.0 / 1.5,
+            );
+        }
         judge(
             format!(
                 "replay within 1.5x of copying the working set into fresh memory, warm, {t} \
