@@ -120,6 +120,16 @@ pub const PAPER_OLTP_ARC: [f64; 5] = [38.93, 46.08, 55.25, 61.87, 65.40];
 /// P3 cache sizes (pages).
 pub const P3_SIZES: [usize; 2] = [32768, 131072];
 
+/// The LIRS paper's traces (`benches/traces/lirs-*.lis.zst`) and the cache
+/// sizes the studies replay them at.
+pub const LIRS_TRACES: [(&str, [usize; 3]); 5] = [
+    ("multi1", [250, 500, 1000]),
+    ("gli", [250, 500, 1000]),
+    ("ps", [200, 500, 1000]),
+    ("sprite", [100, 500, 1000]),
+    ("cs", [100, 300, 500]),
+];
+
 /// Keys of the synthetic shapes.
 pub const SYNTH_KEYS: u64 = 100 << 10;
 
@@ -235,6 +245,28 @@ fn run_sized(cfg: &Config, progress: &mut dyn Progress, sz: Sizes) -> Report {
             }
             Err(e) => notes.push(format!(
                 "{name}: trace not read ({e}); its rows are missing"
+            )),
+        }
+    }
+    // The LIRS traces, whole at every scale (the longest is 134 K keys).
+    for (name, sizes) in LIRS_TRACES {
+        let path = traces_dir().join(format!("lirs-{name}.lis.zst"));
+        match read_trace(&path, usize::MAX) {
+            Ok(trace) => cases.push(Case {
+                what: format!(
+                    "lirs-{name} (LIRS paper), {} requests (whole trace), all counted",
+                    trace.len()
+                ),
+                name: format!("lirs-{name}"),
+                trace,
+                sizes: sizes.to_vec(),
+                count_from: 0,
+                whole: true,
+                paper: None,
+                judged: false,
+            }),
+            Err(e) => notes.push(format!(
+                "lirs-{name}: trace not read ({e}); its rows are missing"
             )),
         }
     }
@@ -489,7 +521,12 @@ mod tests {
         };
         let r = run_sized(&cfg, &mut crate::Quiet, tiny);
         // The P3 second half is one more table.
-        let sizes = OLTP_SIZES.len() + P3_SIZES.len() + Shape::ALL.len() + Shape::EXTRA.len() + 1;
+        let sizes = OLTP_SIZES.len()
+            + P3_SIZES.len()
+            + LIRS_TRACES.len() * 3
+            + Shape::ALL.len()
+            + Shape::EXTRA.len()
+            + 1;
         // Warm restarts: the ARC traces at every size, the two Zipf shapes.
         let warm = OLTP_SIZES.len() + P3_SIZES.len() + 2;
         assert_eq!(r.tables.len(), sizes + warm);
@@ -498,6 +535,14 @@ mod tests {
             sizes * Contender::all().len() + warm * warm::STARTS.len()
         );
         assert!(r.row("warm-restart/warmed/OLTP/pages-1000").is_some());
+        assert!(r.row("opt/lirs-gli/pages-250").is_some());
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.contains("exact LRU - 0.5 points on every trace")),
+            "{:?}",
+            r.notes
+        );
         assert!(
             r.notes.iter().any(|n| n.starts_with("Warm restart, P3")),
             "{:?}",
