@@ -88,6 +88,10 @@ pub const VALUE_BYTES: usize = 64;
 /// The target for LruCache, bytes per `u64 → u64` entry.
 pub const TARGET_U64: f64 = 64.0;
 
+/// The time to live of the `-ttl` columns: an hour, so nothing expires
+/// while a child fills its cache.
+const TTL: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// A cache measured, or the payload alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Which {
@@ -99,17 +103,24 @@ pub enum Which {
     Moka,
     /// `lru::LruCache::new(N)`.
     LruCrate,
+    /// `LruCache` with a time to live on every entry (an hour: nothing
+    /// expires while it is measured).
+    MmbatchTtl,
+    /// moka with the same time to live.
+    MokaTtl,
     /// No cache: the keys and values in a `Vec` of exact capacity.
     Payload,
 }
 
 impl Which {
     /// The caches, in column order.
-    pub const CACHES: [Which; 4] = [
+    pub const CACHES: [Which; 6] = [
         Which::Mmbatch,
         Which::QuickCache,
         Which::Moka,
         Which::LruCrate,
+        Which::MmbatchTtl,
+        Which::MokaTtl,
     ];
 
     /// The row-name part, and the child's spec.
@@ -119,6 +130,8 @@ impl Which {
             Which::QuickCache => "quick_cache",
             Which::Moka => "moka",
             Which::LruCrate => "lru-crate",
+            Which::MmbatchTtl => "mmbatch-ttl",
+            Which::MokaTtl => "moka-ttl",
             Which::Payload => "payload",
         }
     }
@@ -243,6 +256,29 @@ pub fn measure(which: Which, kind: Kind, n: usize) -> Result<(u64, usize), Strin
                 ),
                 Which::Moka => fill!(
                     moka::sync::Cache::new(n as u64),
+                    |c: &mut moka::sync::Cache<_, _>, k, v| c.insert(k, v),
+                    |c: &moka::sync::Cache<_, _>| {
+                        c.run_pending_tasks();
+                        c.entry_count() as usize
+                    },
+                    $entry
+                ),
+                Which::MmbatchTtl => fill!(
+                    LruCache::builder(n.max(1) as u64)
+                        .time_to_live(TTL)
+                        .build()
+                        .expect("a valid capacity"),
+                    |c: &mut LruCache<_, _>, k, v| {
+                        c.insert(k, v);
+                    },
+                    |c: &LruCache<_, _>| c.len(),
+                    $entry
+                ),
+                Which::MokaTtl => fill!(
+                    moka::sync::Cache::builder()
+                        .max_capacity(n as u64)
+                        .time_to_live(TTL)
+                        .build(),
                     |c: &mut moka::sync::Cache<_, _>, k, v| c.insert(k, v),
                     |c: &moka::sync::Cache<_, _>| {
                         c.run_pending_tasks();
@@ -405,7 +441,7 @@ fn table(kind: Kind, n: usize, first: usize, end: usize) -> Table {
 pub fn run_with_exe(exe: &Path, cfg: &Config, progress: &mut dyn Progress) -> Report {
     let samples = cfg.samples.max(1);
     let samples_of = |which: Which| {
-        if which == Which::Moka {
+        if matches!(which, Which::Moka | Which::MokaTtl) {
             samples.min(MOKA_SAMPLES)
         } else {
             samples
@@ -531,6 +567,19 @@ fn judge(r: &Report, cfg: &Config) -> Vec<String> {
             q.map_or(String::new(), |q| format!("; quick_cache {q:.1}")),
         ));
     }
+    for kind in [Kind::U64, Kind::U64Churn] {
+        if let Some(x) = get(Which::MmbatchTtl, kind, "bytes_per_entry") {
+            let off = get(Which::Mmbatch, kind, "bytes_per_entry");
+            let moka = get(Which::MokaTtl, kind, "bytes_per_entry");
+            notes.push(format!(
+                "target: LruCache with a time to live <= {TARGET_U64:.0} bytes per u64 -> u64 entry ({}): {x:.1} ({}){}{}",
+                kind.name(),
+                if x <= TARGET_U64 { "met" } else { "MISSED" },
+                off.map_or(String::new(), |o| format!("; {o:.1} without")),
+                moka.map_or(String::new(), |m| format!("; moka with it {m:.1}")),
+            ));
+        }
+    }
     if let Some(x) = get(Which::Mmbatch, Kind::U64Churn, "bytes_per_entry") {
         let q = get(Which::QuickCache, Kind::U64Churn, "bytes_per_entry");
         notes.push(format!(
@@ -586,7 +635,7 @@ mod tests {
             return;
         }
         let r = run(&cfg, &mut crate::Quiet);
-        assert_eq!(r.rows.len(), 4 + 4 + 5);
+        assert_eq!(r.rows.len(), 6 + 6 + 7);
         assert!(r.rows.iter().all(|row| row.samples_s.is_empty()));
         assert!(r.notes[0].contains("not the repro binary"), "{:?}", r.notes);
         assert!(r.row("mmbatch/u64-u64/entries-16384").is_some());

@@ -105,5 +105,17 @@ pub fn build(which: Impl, capacity: usize) -> Box<dyn Cache> {
         Impl::MmbatchNoBatch => Box::new(mmbatch(Policy::ActiveInactive, false, true)),
         Impl::Mmbatch(_, policy) => Box::new(mmbatch(policy, true, true)),
         Impl::MmbatchPortable => Box::new(mmbatch(Policy::default(), true, false)),
+        Impl::MmbatchTtl => Box::new(
+            LruCache::<u64, u64>::builder(capacity as u64)
+                .time_to_live(super::TTL)
+                .build()
+                .expect("a valid capacity"),
+        ),
+        Impl::MokaTtl => Box::new(
+            moka::sync::Cache::builder()
+                .max_capacity(capacity as u64)
+                .time_to_live(super::TTL)
+                .build(),
+        ),
     }
 }

@@ -290,7 +290,16 @@ pub enum Impl {
     /// lookup takes its barrier, as on the systems without `membarrier`
     /// (macOS, Windows) and on a Linux that refuses it.
     MmbatchPortable,
+    /// `LruCache` (the default policy) with a time to live on every entry
+    /// ([`TTL`]: none expires during a run); read-through only.
+    MmbatchTtl,
+    /// moka with the same time to live; read-through only.
+    MokaTtl,
 }
+
+/// The time to live of the `-ttl` caches: an hour, so that the rows
+/// measure the cost of expiry, not its misses.
+pub const TTL: std::time::Duration = std::time::Duration::from_secs(3600);
 
 impl Impl {
     /// Every implementation, baseline first, then one `Mmbatch` per policy.
@@ -306,6 +315,16 @@ impl Impl {
         v
     }
 
+    /// The implementations measured on `mix`: [`all`](Self::all), and on
+    /// read-through the two with a time to live.
+    pub fn for_mix(mix: Mix) -> Vec<Impl> {
+        let mut v = Self::all();
+        if mix == Mix::ReadThrough {
+            v.extend([Impl::MmbatchTtl, Impl::MokaTtl]);
+        }
+        v
+    }
+
     /// The row-name part.
     pub fn name(self) -> String {
         match self {
@@ -315,6 +334,8 @@ impl Impl {
             Impl::MmbatchNoBatch => "mmbatch-nobatch".to_owned(),
             Impl::Mmbatch(policy, _) => format!("mmbatch-{policy}"),
             Impl::MmbatchPortable => "mmbatch-portable".to_owned(),
+            Impl::MmbatchTtl => "mmbatch-ttl".to_owned(),
+            Impl::MokaTtl => "moka-ttl".to_owned(),
         }
     }
 }
@@ -439,18 +460,18 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     let capacity = (keys / 10) as usize;
     let ops = ((OPS * cfg.scale) as usize).max(1024);
     let threads = thread_counts(cfg.max_threads());
-    let impls = Impl::all();
     let plan = plan();
     let samples_at = |mix: Mix, t: usize| cfg.samples.max(1) * samples_per_sample(mix, t);
     let total: usize = plan
         .iter()
         .flat_map(|&(_, mix)| threads.iter().map(move |&t| (mix, t)))
-        .map(|(mix, t)| samples_at(mix, t) * impls.len())
+        .map(|(mix, t)| samples_at(mix, t) * Impl::for_mix(mix).len())
         .sum();
     let mut done = 0;
     let mut rows = Vec::new();
     let mut tables = Vec::new();
     for &(workload, mix) in &plan {
+        let impls = Impl::for_mix(mix);
         let s = workload.skew();
         let si = SKEWS.iter().position(|&x| x == s).unwrap_or(0) as u64;
         let warm_zipf = zipf_stream(keys, s, capacity * 8, 1 + si);
@@ -505,7 +526,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
                     done += 1;
                     let cache = &instances[sample % INSTANCES];
                     cache.settle();
-                    let stream = if matches!(impls[i], Impl::Moka) {
+                    let stream = if matches!(impls[i], Impl::Moka | Impl::MokaTtl) {
                         &stream[..stream.len() / MOKA_SHARE]
                     } else {
                         &stream[..]

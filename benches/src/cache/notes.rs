@@ -85,6 +85,38 @@ pub(super) fn notes(r: &Report, threads: &[usize], plan: &[(Workload, Mix)]) -> 
                     }
                 }
             }
+            // Expiry's targets (issue 45): with a time to live on every
+            // entry, >= 1.0x quick_cache without one and >= 3x moka with it.
+            if mix == Mix::ReadThrough {
+                if let Some(x) = r.median(&name(Impl::MmbatchTtl)) {
+                    let vs_q = r
+                        .paired_ratio(&name(Impl::MmbatchTtl), &name(Impl::QuickCache))
+                        .unwrap_or(x / q);
+                    let vs_m = r.median(&name(Impl::MokaTtl)).map(|m| {
+                        r.paired_ratio(&name(Impl::MmbatchTtl), &name(Impl::MokaTtl))
+                            .unwrap_or(x / m)
+                    });
+                    judged += 1;
+                    met += usize::from(vs_q >= 1.0);
+                    if vs_q < 1.0 {
+                        missed.push(format!("mmbatch-ttl {tag} vs quick_cache"));
+                    }
+                    line += &format!(
+                        " with a time to live: mmbatch-ttl {x:.2} = {vs_q:.2}x quick_cache's (target >= 1.0x: {})",
+                        verdict(vs_q >= 1.0)
+                    );
+                    if let Some(m) = vs_m {
+                        judged += 1;
+                        met += usize::from(m >= 3.0);
+                        if m < 3.0 {
+                            missed.push(format!("mmbatch-ttl {tag} vs moka-ttl"));
+                        }
+                        line +=
+                            &format!(", {m:.1}x moka-ttl's (target >= 3x: {})", verdict(m >= 3.0));
+                    }
+                    line.push(';');
+                }
+            }
             if let Some(p) = r.median(&name(Impl::MmbatchPortable)) {
                 let ws = name(Impl::Mmbatch("workingset", Policy::Workingset));
                 if let Some(ratio) = r.paired_ratio(&name(Impl::MmbatchPortable), &ws) {

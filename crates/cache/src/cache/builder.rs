@@ -1,7 +1,7 @@
 //! [`Builder`], the replacement [`Policy`], [`Weigher`]s, and what a cache
 //! reports: [`CacheStats`] and [`CacheError`].
 
-use std::{fmt, hash::BuildHasher};
+use std::{fmt, hash::BuildHasher, sync::Arc, time::Duration};
 
 use super::{
     LruCache,
@@ -112,6 +112,119 @@ pub enum RemovalCause {
     Removed,
     /// Dropped by [`clear`](super::LruCache::clear).
     Cleared,
+    /// Its time to live or to idle ended (it was never returned after
+    /// that): heard when the shard's own work reclaims it.
+    Expired,
+}
+
+/// When entries expire: each entry's time left after it is created,
+/// updated (replaced by an insert) and read; `None` never expires. Calls
+/// run under the entry's shard lock (the write lock, the read lock for
+/// `expire_after_read`), as a key's `Eq` does, and must not use the cache.
+/// A panic leaves the entry as before the call.
+pub trait Expiry<K, V>: Send + Sync {
+    /// The time left of an entry just created.
+    fn expire_after_create(&self, key: &K, value: &V) -> Option<Duration>;
+
+    /// The time left of an entry whose value was just replaced; `left`
+    /// is what it had (default: as created).
+    fn expire_after_update(&self, key: &K, value: &V, left: Option<Duration>) -> Option<Duration> {
+        let _ = left;
+        self.expire_after_create(key, value)
+    }
+
+    /// The time left of an entry just read (by `get` and the loads; not
+    /// by `peek`); `left` is what it had (default: unchanged).
+    fn expire_after_read(&self, key: &K, value: &V, left: Option<Duration>) -> Option<Duration> {
+        let _ = (key, value);
+        left
+    }
+}
+
+/// The time expiry is measured in: monotonic, from any origin. Inject one
+/// ([`Builder::clock`]) to control time in tests, or for a finer
+/// resolution than the default's.
+pub trait Clock: Send + Sync {
+    /// Now, since the clock's origin.
+    fn now(&self) -> Duration;
+}
+
+/// The default clock, in nanoseconds, never behind the true time: on
+/// Linux `CLOCK_MONOTONIC_COARSE` (4.4 ns a read on the development host
+/// against 25 ns for `Instant::now`, which read-through with a time to
+/// live paid twice a miss) plus its resolution, so an entry expires up to
+/// one tick (`clock_getres`: 1-4 ms) early and never late; elsewhere
+/// `Instant`.
+fn coarse_now() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::time::{ClockId, clock_getres, clock_gettime};
+        static RES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        let res = *RES.get_or_init(|| {
+            let r = clock_getres(ClockId::MonotonicCoarse);
+            (r.tv_sec as u64)
+                .saturating_mul(1_000_000_000)
+                .saturating_add(r.tv_nsec as u64)
+        });
+        let t = clock_gettime(ClockId::MonotonicCoarse);
+        (t.tv_sec as u64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(t.tv_nsec as u64)
+            .saturating_add(res)
+            .min(u64::MAX - 1)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        let o = *ORIGIN.get_or_init(std::time::Instant::now);
+        u64::try_from(o.elapsed().as_nanos()).map_or(u64::MAX - 1, |n| n.min(u64::MAX - 1))
+    }
+}
+
+/// [`Builder::time_to_live`] and [`Builder::time_to_idle`] as an
+/// [`Expiry`].
+struct Lifetimes {
+    live: Option<Duration>,
+    idle: Option<Duration>,
+}
+
+impl<K, V> Expiry<K, V> for Lifetimes {
+    fn expire_after_create(&self, _: &K, _: &V) -> Option<Duration> {
+        self.live.or(self.idle)
+    }
+    fn expire_after_read(&self, _: &K, _: &V, left: Option<Duration>) -> Option<Duration> {
+        self.idle.or(left)
+    }
+}
+
+/// A cache's expiry: the policy and the clock (`None`: the default,
+/// [`coarse_now`]).
+pub(super) struct Expire<K, V> {
+    pub(super) policy: Arc<dyn Expiry<K, V>>,
+    pub(super) clock: Option<Arc<dyn Clock>>,
+}
+
+impl<K, V> Expire<K, V> {
+    /// Now on the clock, in nanoseconds (below `u64::MAX`, which is never).
+    pub(super) fn now(&self) -> u64 {
+        match &self.clock {
+            Some(c) => {
+                u64::try_from(c.now().as_nanos()).map_or(u64::MAX - 1, |n| n.min(u64::MAX - 1))
+            }
+            None => coarse_now(),
+        }
+    }
+
+    /// The deadline `left` after `now` (`None` or past `u64::MAX`: never).
+    pub(super) fn deadline(now: u64, left: Option<Duration>) -> u64 {
+        left.and_then(|d| u64::try_from(d.as_nanos()).ok())
+            .map_or(u64::MAX, |d| now.saturating_add(d))
+    }
+
+    /// What is left of `deadline` at `now` (`None`: never expires).
+    pub(super) fn left(now: u64, deadline: u64) -> Option<Duration> {
+        (deadline != u64::MAX).then(|| Duration::from_nanos(deadline.saturating_sub(now)))
+    }
 }
 
 /// The listener, and whether it hears every cause or evictions only.
@@ -192,6 +305,14 @@ pub enum CacheError {
         /// The capacity asked for.
         capacity: u64,
     },
+    /// A zero [`time_to_live`](Builder::time_to_live) or
+    /// [`time_to_idle`](Builder::time_to_idle): no entry could be returned.
+    ZeroLifetime {
+        /// `"time_to_live"` or `"time_to_idle"`.
+        setting: &'static str,
+    },
+    /// More than one of `time_to_live`, `time_to_idle` and `expiry`.
+    Lifetimes,
     /// [`set_capacity`](LruCache::set_capacity) below the cache's number
     /// of shards, each of which must hold an entry.
     CapacityBelowShards {
@@ -216,6 +337,15 @@ impl fmt::Display for CacheError {
                 "capacity {capacity} is above the largest supported, LruCache::MAX_CAPACITY = {} \
                  (2^48): pass a smaller capacity (count weight in larger units)",
                 LruCache::<(), ()>::MAX_CAPACITY
+            ),
+            CacheError::ZeroLifetime { setting } => write!(
+                f,
+                "{setting}(Duration::ZERO) would expire every entry as it is made: pass a \
+                 positive duration, or leave it unset for entries that never expire"
+            ),
+            CacheError::Lifetimes => f.write_str(
+                "set one of time_to_live, time_to_idle and expiry: for a time to live and a \
+                 time to idle together (or any other mix), implement both in an Expiry",
             ),
             CacheError::CapacityBelowShards { capacity, shards } => write!(
                 f,
@@ -249,6 +379,10 @@ pub(super) struct Options<K, V> {
     /// Mix the hasher's output once more (a hasher other than foldhash).
     pub(super) spread: bool,
     pub(super) listener: Option<Listener<K, V>>,
+    pub(super) time_to_live: Option<Duration>,
+    pub(super) time_to_idle: Option<Duration>,
+    pub(super) expiry: Option<Arc<dyn Expiry<K, V>>>,
+    pub(super) clock: Option<Arc<dyn Clock>>,
 }
 
 impl<K, V, S, W> fmt::Debug for Builder<K, V, S, W> {
@@ -341,9 +475,10 @@ impl<K, V, S, W> Builder<K, V, S, W> {
         self
     }
 
-    /// Called with each entry evicted for capacity, after every lock is
-    /// released, on the thread whose insertion evicted it. It may use the
-    /// cache. Replaces any [`removal_listener`](Self::removal_listener).
+    /// Called with each entry the cache drops on its own — evicted for
+    /// capacity, or expired — after every lock is released, on the thread
+    /// whose call dropped it. It may use the cache. Replaces any
+    /// [`removal_listener`](Self::removal_listener).
     pub fn eviction_listener(mut self, f: impl Fn(K, V) + Send + Sync + 'static) -> Self {
         self.opts.listener = Some(Listener {
             f: Box::new(move |k, v, _| f(k, v)),
@@ -368,6 +503,40 @@ impl<K, V, S, W> Builder<K, V, S, W> {
             f: Box::new(f),
             every_cause: true,
         });
+        self
+    }
+
+    /// Entries expire this long after they are inserted (or replaced):
+    /// never returned after that, and reclaimed by the shard's own work
+    /// within a bounded number of its writes (docs/cache.md, "Expiry").
+    /// Costs 8 bytes an entry; without expiry, nothing. `Duration::MAX`
+    /// never expires; zero is refused at build.
+    pub fn time_to_live(mut self, live: Duration) -> Self {
+        self.opts.time_to_live = Some(live);
+        self
+    }
+
+    /// Entries expire this long after they were last inserted or read
+    /// (`get` and the loads; `peek` does not count), as
+    /// [`time_to_live`](Self::time_to_live) otherwise.
+    pub fn time_to_idle(mut self, idle: Duration) -> Self {
+        self.opts.time_to_idle = Some(idle);
+        self
+    }
+
+    /// Each entry's own expiry ([`Expiry`]), instead of a time to live or
+    /// to idle.
+    pub fn expiry(mut self, expiry: impl Expiry<K, V> + 'static) -> Self {
+        self.opts.expiry = Some(Arc::new(expiry));
+        self
+    }
+
+    /// The clock expiry reads, for tests that control time (default: the
+    /// system's coarse monotonic clock, read as one tick ahead, so entries
+    /// expire up to a tick — 1 to 4 ms on Linux — early, never late). A
+    /// clock that goes back only delays expiry.
+    pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
+        self.opts.clock = Some(Arc::new(clock));
         self
     }
 
@@ -422,6 +591,20 @@ impl<K, V, S, W> Builder<K, V, S, W> {
         if max_entries == 0 {
             return Err(CacheError::ZeroEntries);
         }
+        for (setting, d) in [
+            ("time_to_live", o.time_to_live),
+            ("time_to_idle", o.time_to_idle),
+        ] {
+            if d == Some(Duration::ZERO) {
+                return Err(CacheError::ZeroLifetime { setting });
+            }
+        }
+        let set = usize::from(o.time_to_live.is_some())
+            + usize::from(o.time_to_idle.is_some())
+            + usize::from(o.expiry.is_some());
+        if set > 1 {
+            return Err(CacheError::Lifetimes);
+        }
         let exact = o.policy == Policy::Lru && !o.batching;
         let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         let wanted = if exact {
@@ -455,6 +638,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
                             self.opts.policy,
                             self.opts.batching,
                             self.opts.weighted,
+                            set > 0,
                             share(o.capacity, i),
                             shard_entries(max_entries, shards, i),
                         ),
@@ -476,6 +660,15 @@ impl<K, V, S, W> Builder<K, V, S, W> {
             resizing: std::sync::Mutex::new(()),
             policy: self.opts.policy,
             batching: self.opts.batching,
+            expire: (set > 0).then(|| Expire {
+                policy: self.opts.expiry.clone().unwrap_or_else(|| {
+                    Arc::new(Lifetimes {
+                        live: self.opts.time_to_live,
+                        idle: self.opts.time_to_idle,
+                    })
+                }),
+                clock: self.opts.clock.clone(),
+            }),
             listener: self.opts.listener,
             loads: AtomicU64::new(0),
             load_waits: AtomicU64::new(0),

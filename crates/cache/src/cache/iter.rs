@@ -53,11 +53,13 @@ where
             }
             let shard = self.cache.shards.get(self.shard)?;
             self.shard += 1;
+            let now = self.cache.now();
             let lv = shard.read();
-            self.batch.extend(lv.in_order().map(|i| {
-                let n = lv.node(i);
-                (n.key.clone(), n.value.clone())
-            }));
+            self.batch
+                .extend(lv.in_order().filter(|&i| lv.deadline(i) > now).map(|i| {
+                    let n = lv.node(i);
+                    (n.key.clone(), n.value.clone())
+                }));
             drop(lv);
             self.batch.reverse();
         }
@@ -95,22 +97,36 @@ where
     /// panic continues.
     pub fn retain(&self, mut keep: impl FnMut(&K, &V) -> bool) -> usize {
         let mut removed = 0;
+        let now = self.now();
         for shard in self.shards.iter() {
             let mut gone = Vec::new();
+            let mut expired = Vec::new();
             // `keep` may panic: what it removed before is still heard.
             let judged = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let mut lv = shard.write();
                 // From the last slot down: a removal moves the last entry,
                 // already judged, into the freed slot.
                 for i in (0..lv.len() as u32).rev() {
+                    let mut none = u32::MAX;
+                    // Expired: out, unjudged (never returned, so never
+                    // one `keep` could see).
+                    if lv.deadline(i) <= now {
+                        expired.push(lv.remove(i, &mut none));
+                        continue;
+                    }
                     let n = lv.node(i);
                     if !keep(&n.key, &n.value) {
-                        let mut none = u32::MAX;
                         gone.push(lv.remove(i, &mut none));
                     }
                 }
             }));
             removed += gone.len();
+            if !expired.is_empty() {
+                self.notify(
+                    expired.into_iter().map(|n| (n.key, n.value)),
+                    RemovalCause::Expired,
+                );
+            }
             // User Drop and the listener, outside the lock.
             if self.hears_every_cause() {
                 self.notify(
@@ -170,8 +186,10 @@ where
             .shards
             .iter()
             .map(|shard| {
+                let now = self.now();
                 let lv = shard.read();
                 lv.in_order()
+                    .filter(|&i| lv.deadline(i) > now)
                     .map(|i| SavedKey {
                         key: lv.node(i).key.clone(),
                         active: lv.is_active(i),
@@ -216,12 +234,14 @@ where
             }
             let Some(value) = load(&key) else { continue };
             let weight = self.weigh(&key, &value);
+            let now = self.now();
+            let created = self.created(now, &key, &value);
             let inserted = {
                 let mut lv = self.shards[s].write();
                 if lv.find(hash, |k| *k == key).is_some() {
                     Ok(false)
                 } else {
-                    lv.insert_warm(hash, key, value, weight, active)
+                    lv.insert_warm(hash, key, value, weight, created, active)
                         .map(|()| true)
                         .map_err(|entry| (entry, lv.is_full()))
                 }

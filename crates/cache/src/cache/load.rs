@@ -219,6 +219,7 @@ where
         if let Some(v) = self.get(key) {
             return Claim::Hit(v);
         }
+        let now = self.now();
         let hash = self.hash(key);
         let shard = self.shard(hash);
         // Flights their loaders abandoned (`Flight::abandon`), taken out
@@ -227,7 +228,11 @@ where
         let mut abandoned = Vec::new();
         let claimed = {
             let mut lv = shard.write();
-            if let Some(i) = lv.find(hash, |k| k.borrow() == key) {
+            // An expired entry is a miss: the load's store replaces it.
+            if let Some(i) = lv
+                .find(hash, |k| k.borrow() == key)
+                .filter(|&i| lv.deadline(i) > now)
+            {
                 return Claim::Hit(lv.node(i).value.clone());
             }
             if lv.flights.iter().any(Flight::is_abandoned) {
@@ -292,20 +297,34 @@ where
         let shard = landing.shard;
         let mut entry = Some(owned());
         let weight = self.weigh(entry.as_ref().expect("made above"), &value);
+        let now = self.now();
+        // Before the lock: an `Expiry` that panics changes nothing.
+        let created = self.created(now, entry.as_ref().expect("made above"), &value);
         let mut evicted = Evicted::new();
         let value = {
             let mut lv = shard.write();
+            lv.now = now;
             // Out with the flight, in the section that stores the
             // value: a caller finds one or the other.
             landing.take(&mut lv);
             // A plain insert of the key meanwhile wins, as it would
-            // have had it come after.
-            match lv.find(hash, |k| k.borrow() == key) {
+            // have had it come after; an expired entry is replaced.
+            let found = match lv.find(hash, |k| k.borrow() == key) {
+                Some(i) if lv.deadline(i) <= now => {
+                    let mut none = u32::MAX;
+                    let n = lv.remove(i, &mut none);
+                    evicted.push((n.key, n.value, RemovalCause::Expired));
+                    None
+                }
+                found => found,
+            };
+            match found {
                 Some(i) => lv.node(i).value.clone(),
                 None => {
                     let k = entry.take().expect("made above");
-                    lv.insert_new(hash, k, value.clone(), weight, &mut evicted);
+                    lv.insert_new(hash, k, value.clone(), weight, created, &mut evicted);
                     Self::look_at_lookups(shard, &mut lv);
+                    lv.sweep_expired(&mut evicted);
                     value
                 }
             }
@@ -316,7 +335,7 @@ where
         // a value's `Clone` panicking above or here must still wake them
         // (they start over, and find the value if it was cached).
         landing.land(value.clone());
-        self.notify(evicted, RemovalCause::Evicted);
+        self.notify_each(evicted);
         value
     }
 

@@ -32,8 +32,8 @@ use std::{
 };
 
 pub use builder::{
-    Builder, CacheError, CacheStats, DefaultHashBuilder, MAX_SHARDS, Policy, RemovalCause,
-    UnitWeigher, Weigher,
+    Builder, CacheError, CacheStats, Clock, DefaultHashBuilder, Expiry, MAX_SHARDS, Policy,
+    RemovalCause, UnitWeigher, Weigher,
 };
 use builder::{Listener, Options};
 use crossbeam_utils::CachePadded;
@@ -150,6 +150,8 @@ pub struct LruCache<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
     policy: Policy,
     batching: bool,
     listener: Option<Listener<K, V>>,
+    /// Expiry, when on: its policy and clock.
+    expire: Option<builder::Expire<K, V>>,
     loads: AtomicU64,
     load_waits: AtomicU64,
 }
@@ -196,6 +198,10 @@ impl<K: Hash + Eq + Clone, V: Clone> LruCache<K, V> {
                 weighted: false,
                 spread: false,
                 listener: None,
+                time_to_live: None,
+                time_to_idle: None,
+                expiry: None,
+                clock: None,
             },
             hasher: DefaultHashBuilder::default(),
             weigher: UnitWeigher,
@@ -237,6 +243,9 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
+        if let Some(e) = &self.expire {
+            return self.get_expiring(key, e);
+        }
         let hash = self.hash(key);
         let shard = self.shard(hash);
         let eq = |k: &K| k.borrow() == key;
@@ -263,15 +272,85 @@ where
         }
     }
 
+    /// [`get`](Self::get) with expiry on: an expired entry is a miss, a
+    /// hit moves its deadline as `expire_after_read` says.
+    fn get_expiring<Q>(&self, key: &Q, e: &builder::Expire<K, V>) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let now = e.now();
+        let hash = self.hash(key);
+        let shard = self.shard(hash);
+        let eq = |k: &K| k.borrow() == key;
+        let read = |lv: &Lruvec<K, V>, i: u32| {
+            let n = lv.node(i);
+            let v = n.value.clone();
+            let was = lv.deadline(i);
+            let left = builder::Expire::<K, V>::left(now, was);
+            let next = builder::Expire::<K, V>::deadline(
+                now,
+                e.policy.expire_after_read(&n.key, &v, left),
+            );
+            // Unchanged (a time to live): no store, no line written.
+            if next != was {
+                lv.set_deadline(i, next);
+            }
+            v
+        };
+        if self.batching {
+            let lv = shard.read();
+            let found = lv
+                .find(hash, eq)
+                .filter(|&i| lv.deadline(i) > now)
+                .map(|i| {
+                    let v = read(&lv, i);
+                    lv.mark_accessed(i);
+                    v
+                });
+            if lv.count(found.is_some()) {
+                shard.look_for_quiet(lv.stripe());
+            }
+            found
+        } else {
+            let mut lv = shard.write();
+            let found = lv
+                .find(hash, eq)
+                .filter(|&i| lv.deadline(i) > now)
+                .map(|i| {
+                    let v = read(&lv, i);
+                    lv.touch(i);
+                    v
+                });
+            lv.count(found.is_some());
+            found
+        }
+    }
+
+    /// Now on the expiry clock, in nanoseconds; 0 without expiry (nothing
+    /// is ever expired at 0: deadlines are then `u64::MAX`).
+    fn now(&self) -> u64 {
+        self.expire.as_ref().map_or(0, builder::Expire::now)
+    }
+
+    /// The deadline of `value` created under `key` at `now`.
+    fn created(&self, now: u64, key: &K, value: &V) -> u64 {
+        self.expire.as_ref().map_or(u64::MAX, |e| {
+            builder::Expire::<K, V>::deadline(now, e.policy.expire_after_create(key, value))
+        })
+    }
+
     /// The value of `key` without recording a hit or counting a lookup.
     pub fn peek<Q>(&self, key: &Q) -> Option<V>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
+        let now = self.now();
         let hash = self.hash(key);
         let lv = self.shard(hash).read();
         lv.find(hash, |k| k.borrow() == key)
+            .filter(|&i| lv.deadline(i) > now)
             .map(|i| lv.node(i).value.clone())
     }
 
@@ -281,11 +360,11 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
+        let now = self.now();
         let hash = self.hash(key);
-        self.shard(hash)
-            .read()
-            .find(hash, |k| k.borrow() == key)
-            .is_some()
+        let lv = self.shard(hash).read();
+        lv.find(hash, |k| k.borrow() == key)
+            .is_some_and(|i| lv.deadline(i) > now)
     }
 
     /// Caches `value` under `key`, returning the value it replaces; a
@@ -297,19 +376,49 @@ where
     pub fn insert(&self, key: K, value: V) -> Option<V> {
         let (hash, weight) = (self.hash(&key), self.weigh(&key, &value));
         let shard = self.shard(hash);
+        let now = self.now();
+        // Before the lock: an `Expiry` that panics changes nothing.
+        let created = self.created(now, &key, &value);
         let mut evicted = Evicted::new();
         let old = {
             let mut lv = shard.write();
-            match lv.find(hash, |k| *k == key) {
-                Some(i) => match lv.replace(i, value, weight, &mut evicted) {
-                    Inserted::Replaced(v) => Some(v),
-                    _ => None,
-                },
+            lv.now = now;
+            let found = match lv.find(hash, |k| *k == key) {
+                // Expired: out (heard so), and the key goes in anew.
+                Some(i) if lv.deadline(i) <= now => {
+                    let mut none = u32::MAX;
+                    let n = lv.remove(i, &mut none);
+                    evicted.push((n.key, n.value, RemovalCause::Expired));
+                    None
+                }
+                found => found,
+            };
+            match found {
+                Some(i) => {
+                    let deadline = match &self.expire {
+                        Some(e) => builder::Expire::<K, V>::deadline(
+                            now,
+                            e.policy.expire_after_update(
+                                &key,
+                                &value,
+                                builder::Expire::<K, V>::left(now, lv.deadline(i)),
+                            ),
+                        ),
+                        None => u64::MAX,
+                    };
+                    let old = match lv.replace(i, value, weight, deadline, &mut evicted) {
+                        Inserted::Replaced(v) => Some(v),
+                        _ => None,
+                    };
+                    lv.sweep_expired(&mut evicted);
+                    old
+                }
                 None => {
-                    lv.insert_new(hash, key, value, weight, &mut evicted);
+                    lv.insert_new(hash, key, value, weight, created, &mut evicted);
                     Self::look_at_lookups(shard, &mut lv);
+                    lv.sweep_expired(&mut evicted);
                     drop(lv);
-                    self.notify(evicted, RemovalCause::Evicted);
+                    self.notify_each(evicted);
                     return None;
                 }
             }
@@ -320,12 +429,7 @@ where
             (Some(v), true) => Some((key, v.clone(), RemovalCause::Replaced)),
             _ => None,
         };
-        self.notify_each(
-            evicted
-                .into_iter()
-                .map(|(k, v)| (k, v, RemovalCause::Evicted))
-                .chain(replaced),
-        );
+        self.notify_each(evicted.into_iter().chain(replaced));
         old
     }
 
@@ -350,13 +454,24 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
+        let now = self.now();
         let hash = self.hash(key);
         let node = {
             let mut lv = self.shard(hash).write();
             let i = lv.find(hash, |k| k.borrow() == key)?;
+            let expired = lv.deadline(i) <= now;
             let mut none = u32::MAX;
-            lv.remove(i, &mut none)
+            (lv.remove(i, &mut none), expired)
         };
+        let (node, expired) = node;
+        if expired {
+            // Gone already as far as a reader could tell: heard so.
+            self.notify(
+                std::iter::once((node.key, node.value)),
+                RemovalCause::Expired,
+            );
+            return None;
+        }
         if self.hears_every_cause() {
             let v = node.value.clone();
             self.notify(
@@ -373,16 +488,27 @@ where
     /// ([`RemovalCause::Cleared`]), an eviction listener none.
     pub fn clear(&self) {
         let mut first = None;
+        let now = self.now();
         for shard in self.shards.iter() {
-            let nodes = shard.write().clear();
+            let (nodes, expired) = {
+                let mut lv = shard.write();
+                let expired: Vec<bool> = (0..lv.len() as u32)
+                    .map(|i| lv.deadline(i) <= now)
+                    .collect();
+                (lv.clear(), expired)
+            };
             // User Drop and the listener, outside the lock; every shard is
-            // cleared before a listener's panic continues.
+            // cleared before a listener's panic continues. An entry that
+            // had expired is heard as expired.
             if self.hears_every_cause() {
-                let p = self.hear(
-                    nodes
-                        .into_iter()
-                        .map(|n| (n.key, n.value, RemovalCause::Cleared)),
-                );
+                let p = self.hear(nodes.into_iter().zip(expired).map(|(n, gone)| {
+                    let cause = if gone {
+                        RemovalCause::Expired
+                    } else {
+                        RemovalCause::Cleared
+                    };
+                    (n.key, n.value, cause)
+                }));
                 first = first.or(p);
             }
         }
@@ -443,14 +569,18 @@ where
         }
         // Heard once every shard is resized and the resize lock released
         // (a listener may resize the cache itself).
+        let now = self.now();
         let mut evicted = Vec::new();
         for (i, shard) in self.shards.iter().enumerate() {
             let mut out = Evicted::new();
-            shard.write().set_capacity(
+            let mut lv = shard.write();
+            lv.now = now;
+            lv.set_capacity(
                 builder::share(capacity, shards, i),
                 builder::shard_entries(entries, shards, i),
                 &mut out,
             );
+            drop(lv);
             evicted.extend(out);
         }
         if !growing {
@@ -458,7 +588,7 @@ where
             self.max_entries.store(entries, Ordering::Release);
         }
         drop(one);
-        self.notify(evicted, RemovalCause::Evicted);
+        self.notify_each(evicted);
         Ok(())
     }
 

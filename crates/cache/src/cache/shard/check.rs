@@ -62,6 +62,14 @@ impl<K, V> Lruvec<K, V> {
                 self.nodes.len()
             ));
         }
+        if self.deadlines.len() != if self.expiring { self.nodes.len() } else { 0 } {
+            return Err(format!(
+                "{} deadlines kept for {} entries (expiring: {})",
+                self.deadlines.len(),
+                self.nodes.len(),
+                self.expiring
+            ));
+        }
         if self.weights.len() != if self.weighted { self.nodes.len() } else { 0 } {
             return Err(format!(
                 "{} weights kept for {} entries (weighted: {})",

@@ -14,14 +14,14 @@ mod refault;
 mod slab;
 mod tunables;
 
-use super::{Policy, flight::Flight, workingset::Shadows};
-use crate::sync::{AtomicU8, Ordering};
+use super::{Policy, RemovalCause, flight::Flight, workingset::Shadows};
+use crate::sync::{AtomicU8, AtomicU64, Ordering};
 use tunables::*;
 
 /// Entries an operation evicted, handed out of the lock to be dropped or
 /// given to the listener there. Inline for the usual one or two: an
 /// insertion allocates nothing for them.
-pub(super) type Evicted<K, V> = smallvec::SmallVec<[(K, V); 2]>;
+pub(super) type Evicted<K, V> = smallvec::SmallVec<[(K, V, RemovalCause); 2]>;
 
 const NIL: u32 = u32::MAX;
 const INACTIVE: usize = 0;
@@ -169,6 +169,17 @@ pub(super) struct Lruvec<K, V> {
     /// (every entry weighs 1).
     weights: Vec<u64>,
     weighted: bool,
+    /// Each node's deadline (nanoseconds on the cache's clock; `u64::MAX`
+    /// never), at its index, when the cache expires entries; empty
+    /// otherwise (docs/cache.md, "Expiry").
+    deadlines: Vec<AtomicU64>,
+    expiring: bool,
+    /// The clock as the write section in progress read it: expired
+    /// victims are heard as expired.
+    pub(super) now: u64,
+    /// The sweep's hand over the slab (expired entries reclaimed by the
+    /// shard's writes).
+    sweep: u32,
     /// From short hashes to slots ([`index`]).
     table: index::Index,
     lists: [List; 2],
@@ -218,6 +229,7 @@ impl<K, V> Lruvec<K, V> {
         policy: Policy,
         batching: bool,
         weighted: bool,
+        expiring: bool,
         capacity: u64,
         max_entries: usize,
     ) -> Self {
@@ -227,6 +239,10 @@ impl<K, V> Lruvec<K, V> {
             links: Vec::new(),
             weights: Vec::new(),
             weighted,
+            deadlines: Vec::new(),
+            expiring,
+            now: 0,
+            sweep: 0,
             table: index::Index::new(max_entries),
             lists: [EMPTY; 2],
             weight: 0,
@@ -376,11 +392,12 @@ impl<K, V> Lruvec<K, V> {
         key: K,
         value: V,
         weight: u64,
+        deadline: u64,
         out: &mut Evicted<K, V>,
     ) -> Inserted<V> {
         if weight > self.capacity {
             self.rejected += 1;
-            out.push((key, value));
+            out.push((key, value, RemovalCause::Evicted));
             return Inserted::Rejected;
         }
         debug_assert!(self.weighted || weight == 1, "unweighted entries weigh 1");
@@ -403,8 +420,9 @@ impl<K, V> Lruvec<K, V> {
                 if self.over(weight, 0) {
                     // Heavier than what it displaced: free the slot and
                     // evict more.
+                    let cause = self.cause(t);
                     let n = self.free_slot(t, &mut none);
-                    out.push((n.key, n.value));
+                    out.push((n.key, n.value, cause));
                     hole = NIL;
                     while self.over(weight, 1) && self.evict_one(&mut none, out) {}
                 }
@@ -427,14 +445,20 @@ impl<K, V> Lruvec<K, V> {
             if self.weighted {
                 self.weights.push(weight);
             }
+            if self.expiring {
+                self.deadlines.push(AtomicU64::new(deadline));
+            }
             self.nodes.len() as u32 - 1
         } else {
+            let cause = self.cause(hole);
             let n = &mut self.nodes[hole as usize];
             let old = (
                 std::mem::replace(&mut n.key, key),
                 std::mem::replace(&mut n.value, value),
+                cause,
             );
             out.push(old);
+            self.set_deadline(hole, deadline);
             self.links[hole as usize].hash = hash;
             self.set_flags(hole, flags);
             if self.weighted {
@@ -459,15 +483,17 @@ impl<K, V> Lruvec<K, V> {
         i: u32,
         value: V,
         weight: u64,
+        deadline: u64,
         out: &mut Evicted<K, V>,
     ) -> Inserted<V> {
         if weight > self.capacity {
             let mut none = NIL;
             let n = self.remove(i, &mut none);
             self.rejected += 1;
-            out.push((n.key, value));
+            out.push((n.key, value, RemovalCause::Evicted));
             return Inserted::Replaced(n.value);
         }
+        self.set_deadline(i, deadline);
         let old = std::mem::replace(&mut self.nodes[i as usize].value, value);
         if self.weighted {
             let was = std::mem::replace(&mut self.weights[i as usize], weight);
@@ -481,6 +507,62 @@ impl<K, V> Lruvec<K, V> {
         let mut protect = i;
         while self.over(0, 0) && self.evict_one(&mut protect, out) {}
         Inserted::Replaced(old)
+    }
+
+    /// Entry `i`'s deadline (`u64::MAX`, never, when nothing expires).
+    pub(super) fn deadline(&self, i: u32) -> u64 {
+        if self.expiring {
+            self.deadlines[i as usize].load(Ordering::Relaxed)
+        } else {
+            u64::MAX
+        }
+    }
+
+    /// Moves entry `i`'s deadline (a read's `expire_after_read`, under
+    /// the read lock).
+    pub(super) fn set_deadline(&self, i: u32, deadline: u64) {
+        if self.expiring {
+            self.deadlines[i as usize].store(deadline, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether entry `i` had expired at the write section's `now`.
+    fn expired(&self, i: u32) -> bool {
+        self.deadline(i) <= self.now
+    }
+
+    /// Why entry `i`, leaving now, leaves: it expired, or the policy
+    /// evicted it.
+    fn cause(&self, i: u32) -> RemovalCause {
+        if self.expired(i) {
+            RemovalCause::Expired
+        } else {
+            RemovalCause::Evicted
+        }
+    }
+
+    /// Looks at two slots at the sweep's hand and removes those expired
+    /// at `now` into `out` (the shard's own work reclaims expired
+    /// entries: each slot is looked at within `len / 2` writes).
+    pub(super) fn sweep_expired(&mut self, out: &mut Evicted<K, V>) {
+        if !self.expiring {
+            return;
+        }
+        for _ in 0..2 {
+            let len = self.nodes.len() as u32;
+            if len == 0 {
+                return;
+            }
+            let i = self.sweep % len;
+            if self.expired(i) {
+                // The last entry moves into `i`: looked at next time.
+                let mut none = NIL;
+                let n = self.remove(i, &mut none);
+                out.push((n.key, n.value, RemovalCause::Expired));
+            } else {
+                self.sweep = (i + 1) % len;
+            }
+        }
     }
 
     /// Whether the shard has no room for one more entry of weight 1.
@@ -504,6 +586,7 @@ impl<K, V> Lruvec<K, V> {
         key: K,
         value: V,
         weight: u64,
+        deadline: u64,
         active: bool,
     ) -> Result<(), (K, V)> {
         if self.over(weight, 1) {
@@ -525,6 +608,9 @@ impl<K, V> Lruvec<K, V> {
         });
         if self.weighted {
             self.weights.push(weight);
+        }
+        if self.expiring {
+            self.deadlines.push(AtomicU64::new(deadline));
         }
         let i = self.nodes.len() as u32 - 1;
         self.link_at(i, list, true);
@@ -577,6 +663,7 @@ impl<K, V> Lruvec<K, V> {
         self.weight = 0;
         self.shadows.clear();
         self.weights = Vec::new();
+        self.deadlines = Vec::new();
         self.links = Vec::new();
         self.flags = Vec::new();
         std::mem::take(&mut self.nodes)

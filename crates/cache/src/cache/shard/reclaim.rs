@@ -244,9 +244,10 @@ impl<K, V> Lruvec<K, V> {
         let Some(t) = self.pick_victim(protect) else {
             return false;
         };
+        let cause = self.cause(t);
         self.evict_detached(t);
         let n = self.free_slot(t, protect);
-        out.push((n.key, n.value));
+        out.push((n.key, n.value, cause));
         true
     }
 }

@@ -54,6 +54,9 @@ impl<K, V> Lruvec<K, V> {
         if self.weighted {
             self.weights.swap_remove(i as usize);
         }
+        if self.expiring {
+            self.deadlines.swap_remove(i as usize);
+        }
         self.links.swap_remove(i as usize);
         self.flags.swap_remove(i as usize);
         if let Some((prev, next)) = moved {
