@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use cache_memory::Which;
 use mmbatch_benches::{Config, Quiet, cache_memory};
 
 #[test]
@@ -13,7 +14,18 @@ fn each_cache_is_measured_in_a_child_of_repro() {
         samples: 1,
     };
     let r = cache_memory::run_with_exe(Path::new(env!("CARGO_BIN_EXE_repro")), &cfg, &mut Quiet);
-    assert_eq!(r.rows.len(), 4 + 4 + 5, "{:?}", r.notes);
+    // Three workloads, a row per cache each, and the payload row of the
+    // strings workload.
+    let caches = Which::CACHES.len();
+    assert_eq!(r.rows.len(), 3 * caches + 1, "{:?}", r.notes);
+    for which in Which::CACHES {
+        assert!(
+            r.rows.iter().any(|row| row.name.contains(which.name())),
+            "no row for {}: {:?}",
+            which.name(),
+            r.notes
+        );
+    }
     for row in &r.rows {
         assert_eq!(row.samples_s.len(), 1, "{}: {:?}", row.name, r.notes);
         let bytes = row.counters["bytes_per_entry"];
