@@ -350,3 +350,197 @@ fn the_default_clock_expires_on_time_never_late() {
     assert_eq!(c.peek(&1), None);
     assert!(!c.contains_key(&1));
 }
+
+/// A cache of one shard with a time to live of 10 ms on `clock`, its
+/// listener logging into `heard`.
+fn logged(clock: &Manual, heard: &Heard, every_cause: bool) -> LruCache<u8, u32> {
+    let log = heard.clone();
+    let b = LruCache::builder(64)
+        .shards(1)
+        .clock(clock.clone())
+        .time_to_live(Duration::from_millis(10));
+    if every_cause {
+        b.removal_listener(move |k, v, c| log.lock().unwrap().push((k, v, c)))
+    } else {
+        b.eviction_listener(move |k, v| log.lock().unwrap().push((k, v, RemovalCause::Evicted)))
+    }
+    .build()
+    .unwrap()
+}
+
+/// `drain` returns live entries only; an expired one is heard as such.
+#[test]
+fn drain_returns_no_expired_entry() {
+    let (clock, heard) = (Manual::default(), Heard::default());
+    let c = logged(&clock, &heard, true);
+    c.insert(1, 1);
+    clock.advance(5);
+    c.insert(2, 2);
+    // Key 1 expires; no write comes to sweep it first.
+    clock.advance(5);
+    let drained: Vec<_> = c.drain().collect();
+    assert_eq!(drained, vec![(2, 2)]);
+    assert_eq!(*heard.lock().unwrap(), vec![(1, 1, RemovalCause::Expired)]);
+    assert!(c.is_empty());
+}
+
+/// `retain` with a listener that panics on the expired entry: the
+/// entry `keep` removed is still heard, and the panic continues.
+#[test]
+fn retain_hears_every_removal_when_the_listener_panics() {
+    let clock = Manual::default();
+    let heard = Heard::default();
+    let log = heard.clone();
+    let c: LruCache<u8, u32> = LruCache::builder(64)
+        .shards(1)
+        .clock(clock.clone())
+        .time_to_live(Duration::from_millis(10))
+        .removal_listener(move |k, v, cause| {
+            log.lock().unwrap().push((k, v, cause));
+            assert!(cause != RemovalCause::Expired, "listener panics");
+        })
+        .build()
+        .unwrap();
+    c.insert(1, 1);
+    clock.advance(5);
+    c.insert(2, 2);
+    c.insert(3, 3);
+    // Key 1 expires; no write comes to sweep it before `retain`.
+    clock.advance(5);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.retain(|k, _| *k != 2)));
+    assert!(r.is_err(), "the listener's panic continues");
+    let mut h = heard.lock().unwrap().clone();
+    h.sort_unstable_by_key(|e| (e.0, e.1));
+    assert_eq!(
+        h,
+        vec![(1, 1, RemovalCause::Expired), (2, 2, RemovalCause::Removed)]
+    );
+    assert_eq!(c.iter().collect::<Vec<_>>(), vec![(3, 3)]);
+    assert_eq!(h.len(), 2);
+}
+
+/// `clear` with an eviction listener: entries that had expired are heard
+/// (the shard's work would have reclaimed them), live ones not.
+#[test]
+fn clear_hears_expired_entries_with_an_eviction_listener() {
+    let (clock, heard) = (Manual::default(), Heard::default());
+    let c = logged(&clock, &heard, false);
+    c.insert(1, 1);
+    clock.advance(5);
+    c.insert(2, 2);
+    // Key 1 expires; no write comes to sweep it first.
+    clock.advance(5);
+    c.clear();
+    assert_eq!(*heard.lock().unwrap(), vec![(1, 1, RemovalCause::Evicted)]);
+    assert!(c.is_empty());
+}
+
+/// `warm` over a key that expired: the loaded value replaces it.
+#[test]
+fn warm_replaces_an_expired_entry() {
+    let (clock, heard) = (Manual::default(), Heard::default());
+    let c = logged(&clock, &heard, true);
+    c.insert(1, 1);
+    let saved = c.save();
+    clock.advance(10);
+    assert_eq!(c.warm(saved, |_| Some(7)), 1);
+    assert_eq!(c.get(&1), Some(7));
+    assert_eq!(*heard.lock().unwrap(), vec![(1, 1, RemovalCause::Expired)]);
+}
+
+/// A full shard with an expired entry: an insert takes the expired
+/// entry's room, not a live entry's.
+#[test]
+fn an_insert_reclaims_expired_room_before_evicting() {
+    struct ByValue;
+    impl Expiry<u8, u32> for ByValue {
+        fn expire_after_create(&self, _: &u8, v: &u32) -> Option<Duration> {
+            Some(Duration::from_millis(u64::from(*v)))
+        }
+    }
+    let clock = Manual::default();
+    let c: LruCache<u8, u32> = LruCache::builder(2)
+        .shards(1)
+        .clock(clock.clone())
+        .expiry(ByValue)
+        .build()
+        .unwrap();
+    c.insert(1, 1000); // the policy's victim: the oldest
+    c.insert(2, 5);
+    clock.advance(5);
+    c.insert(3, 1000);
+    assert_eq!(
+        (c.get(&1), c.get(&2), c.get(&3)),
+        (Some(1000), None, Some(1000))
+    );
+}
+
+/// An insert racing a read across an entry's deadline: once a read has
+/// seen the entry expire, the insert does not return its value. (An
+/// update lives long, so that a read after the insert sees its value.)
+#[test]
+fn an_insert_never_returns_a_value_a_read_saw_expire() {
+    use std::sync::mpsc;
+    struct LongUpdates;
+    impl Expiry<u8, u32> for LongUpdates {
+        fn expire_after_create(&self, _: &u8, _: &u32) -> Option<Duration> {
+            Some(Duration::from_millis(10))
+        }
+        fn expire_after_update(&self, _: &u8, _: &u32, _: Option<Duration>) -> Option<Duration> {
+            Some(Duration::from_secs(1))
+        }
+    }
+    /// The manual clock, but the thread named "writer" parks in its first
+    /// read (with what it read) until released or 300 ms have passed.
+    #[derive(Clone)]
+    struct Parking {
+        t: Manual,
+        parked: Arc<Mutex<Option<mpsc::Sender<()>>>>,
+        release: Arc<Mutex<Option<mpsc::Receiver<()>>>>,
+    }
+    impl Clock for Parking {
+        fn now(&self) -> Duration {
+            let now = self.t.now();
+            if std::thread::current().name() == Some("writer")
+                && let Some(parked) = self.parked.lock().unwrap().take()
+            {
+                parked.send(()).unwrap();
+                let release = self.release.lock().unwrap().take().unwrap();
+                let _ = release.recv_timeout(Duration::from_millis(300));
+            }
+            now
+        }
+    }
+    let (parked_tx, parked_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel();
+    let clock = Parking {
+        t: Manual::default(),
+        parked: Arc::new(Mutex::new(Some(parked_tx))),
+        release: Arc::new(Mutex::new(Some(release_rx))),
+    };
+    let c: Arc<LruCache<u8, u32>> = Arc::new(
+        LruCache::builder(8)
+            .clock(clock.clone())
+            .expiry(LongUpdates)
+            .build()
+            .unwrap(),
+    );
+    c.insert(1, 1);
+    let w = {
+        let c = c.clone();
+        std::thread::Builder::new()
+            .name("writer".into())
+            .spawn(move || c.insert(1, 2))
+            .unwrap()
+    };
+    parked_rx.recv().unwrap();
+    clock.t.advance(10);
+    // Reads after the writer's clock read, in its write section or not.
+    let read = c.get(&1);
+    let _ = release_tx.send(());
+    let replaced = w.join().unwrap();
+    assert!(
+        !(read.is_none() && replaced == Some(1)),
+        "a read saw key 1 expire, then the insert returned its value"
+    );
+}

@@ -119,9 +119,10 @@ pub enum RemovalCause {
 
 /// When entries expire: each entry's time left after it is created,
 /// updated (replaced by an insert) and read; `None` never expires. Calls
-/// run under the entry's shard lock (the write lock, the read lock for
+/// may run under the entry's shard lock (the write lock, the read lock for
 /// `expire_after_read`), as a key's `Eq` does, and must not use the cache.
-/// A panic leaves the entry as before the call.
+/// A panic leaves the cache as before the call. A load whose value loses
+/// to a concurrent insert may have asked `expire_after_create` for it.
 pub trait Expiry<K, V>: Send + Sync {
     /// The time left of an entry just created.
     fn expire_after_create(&self, key: &K, value: &V) -> Option<Duration>;

@@ -53,8 +53,8 @@ where
             }
             let shard = self.cache.shards.get(self.shard)?;
             self.shard += 1;
-            let now = self.cache.now();
             let lv = shard.read();
+            let now = self.cache.now();
             self.batch
                 .extend(lv.in_order().filter(|&i| lv.deadline(i) > now).map(|i| {
                     let n = lv.node(i);
@@ -97,13 +97,13 @@ where
     /// panic continues.
     pub fn retain(&self, mut keep: impl FnMut(&K, &V) -> bool) -> usize {
         let mut removed = 0;
-        let now = self.now();
         for shard in self.shards.iter() {
             let mut gone = Vec::new();
             let mut expired = Vec::new();
             // `keep` may panic: what it removed before is still heard.
             let judged = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let mut lv = shard.write();
+                let now = self.now();
                 // From the last slot down: a removal moves the last entry,
                 // already judged, into the freed slot.
                 for i in (0..lv.len() as u32).rev() {
@@ -121,46 +121,70 @@ where
                 }
             }));
             removed += gone.len();
-            if !expired.is_empty() {
-                self.notify(
-                    expired.into_iter().map(|n| (n.key, n.value)),
-                    RemovalCause::Expired,
-                );
-            }
-            // User Drop and the listener, outside the lock.
-            if self.hears_every_cause() {
-                self.notify(
-                    gone.into_iter().map(|n| (n.key, n.value)),
-                    RemovalCause::Removed,
-                );
+            // User Drop and the listener, outside the lock, in one pass: a
+            // listener that panics on one entry still hears the rest.
+            let every = self.hears_every_cause();
+            let expired = expired
+                .into_iter()
+                .map(|n| (n.key, n.value, RemovalCause::Expired));
+            let heard = if every {
+                let gone = std::mem::take(&mut gone);
+                self.hear(
+                    expired.chain(
+                        gone.into_iter()
+                            .map(|n| (n.key, n.value, RemovalCause::Removed)),
+                    ),
+                )
             } else {
-                drop(gone);
-            }
+                self.hear(expired)
+            };
+            drop(gone);
             if let Err(p) = judged {
+                std::panic::resume_unwind(p);
+            }
+            if let Some(p) = heard {
                 std::panic::resume_unwind(p);
             }
         }
         removed
     }
 
-    /// Removes every entry and returns them, a shard at a time (hottest
-    /// first within each shard, as [`iter`](Self::iter)); as
-    /// [`clear`](Self::clear), the shadows go too; the entries are the
-    /// caller's, and no listener hears them. Entries inserted meanwhile into a shard already drained
-    /// stay cached.
+    /// Removes every live entry and returns them, a shard at a time
+    /// (hottest first within each shard, as [`iter`](Self::iter)); as
+    /// [`clear`](Self::clear), the shadows go too. The entries returned
+    /// are the caller's, and no listener hears them; an entry that had
+    /// expired is not returned (a listener hears it as
+    /// [`RemovalCause::Expired`]). Entries inserted meanwhile into a
+    /// shard already drained stay cached.
     pub fn drain(&self) -> std::vec::IntoIter<(K, V)> {
         let mut all = Vec::with_capacity(self.len());
+        let mut first = None;
         for shard in self.shards.iter() {
             let mut lv = shard.write();
+            let now = self.now();
             let order: Vec<u32> = lv.in_order().collect();
+            let expired: Vec<bool> = (0..lv.len() as u32)
+                .map(|i| lv.deadline(i) <= now)
+                .collect();
             let mut nodes: Vec<Option<super::shard::Node<K, V>>> =
                 lv.clear().into_iter().map(Some).collect();
             drop(lv);
+            // Expired ones out of the order first: heard, not returned.
+            let gone = nodes
+                .iter_mut()
+                .zip(expired)
+                .filter_map(|(n, gone)| if gone { n.take() } else { None })
+                .map(|n| (n.key, n.value, RemovalCause::Expired));
+            let gone: Vec<_> = gone.collect();
+            first = first.or(self.hear(gone));
             all.extend(
                 order
                     .into_iter()
                     .filter_map(|i| nodes[i as usize].take().map(|n| (n.key, n.value))),
             );
+        }
+        if let Some(p) = first {
+            std::panic::resume_unwind(p);
         }
         all.into_iter()
     }
@@ -186,8 +210,8 @@ where
             .shards
             .iter()
             .map(|shard| {
-                let now = self.now();
                 let lv = shard.read();
+                let now = self.now();
                 lv.in_order()
                     .filter(|&i| lv.deadline(i) > now)
                     .map(|i| SavedKey {
@@ -234,18 +258,31 @@ where
             }
             let Some(value) = load(&key) else { continue };
             let weight = self.weigh(&key, &value);
-            let now = self.now();
-            let created = self.created(now, &key, &value);
+            // Before the lock: an `Expiry` that panics changes nothing.
+            let created = self.created(&key, &value);
+            let mut expired = None;
             let inserted = {
                 let mut lv = self.shards[s].write();
-                if lv.find(hash, |k| *k == key).is_some() {
-                    Ok(false)
-                } else {
-                    lv.insert_warm(hash, key, value, weight, created, active)
-                        .map(|()| true)
-                        .map_err(|entry| (entry, lv.is_full()))
+                let now = self.now();
+                match lv.find(hash, |k| *k == key) {
+                    Some(i) if lv.deadline(i) > now => Ok(false),
+                    found => {
+                        // Expired meanwhile: out (heard so), and the
+                        // loaded value goes in.
+                        if let Some(i) = found {
+                            let mut none = u32::MAX;
+                            expired = Some(lv.remove(i, &mut none));
+                        }
+                        let deadline = Self::deadline(now, created);
+                        lv.insert_warm(hash, key, value, weight, deadline, active)
+                            .map(|()| true)
+                            .map_err(|entry| (entry, lv.is_full()))
+                    }
                 }
             };
+            if let Some(n) = expired {
+                self.notify(std::iter::once((n.key, n.value)), RemovalCause::Expired);
+            }
             match inserted {
                 Ok(true) => warmed += 1,
                 Ok(false) => {}

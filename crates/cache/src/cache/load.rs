@@ -219,7 +219,6 @@ where
         if let Some(v) = self.get(key) {
             return Claim::Hit(v);
         }
-        let now = self.now();
         let hash = self.hash(key);
         let shard = self.shard(hash);
         // Flights their loaders abandoned (`Flight::abandon`), taken out
@@ -228,12 +227,17 @@ where
         let mut abandoned = Vec::new();
         let claimed = {
             let mut lv = shard.write();
+            let now = self.now();
             // An expired entry is a miss: the load's store replaces it.
             if let Some(i) = lv
                 .find(hash, |k| k.borrow() == key)
                 .filter(|&i| lv.deadline(i) > now)
             {
-                return Claim::Hit(lv.node(i).value.clone());
+                // A hit as `get`'s: its deadline moves as a read's.
+                return Claim::Hit(match &self.expire {
+                    Some(e) => Self::read_expiring(e, &lv, i, now),
+                    None => lv.node(i).value.clone(),
+                });
             }
             if lv.flights.iter().any(Flight::is_abandoned) {
                 let mut i = 0;
@@ -297,12 +301,13 @@ where
         let shard = landing.shard;
         let mut entry = Some(owned());
         let weight = self.weigh(entry.as_ref().expect("made above"), &value);
-        let now = self.now();
-        // Before the lock: an `Expiry` that panics changes nothing.
-        let created = self.created(now, entry.as_ref().expect("made above"), &value);
+        // Before the lock: an `Expiry` that panics changes nothing (the
+        // landing's drop wakes the waiters).
+        let created = self.created(entry.as_ref().expect("made above"), &value);
         let mut evicted = Evicted::new();
         let value = {
             let mut lv = shard.write();
+            let now = self.now();
             lv.now = now;
             // Out with the flight, in the section that stores the
             // value: a caller finds one or the other.
@@ -322,9 +327,11 @@ where
                 Some(i) => lv.node(i).value.clone(),
                 None => {
                     let k = entry.take().expect("made above");
-                    lv.insert_new(hash, k, value.clone(), weight, created, &mut evicted);
-                    Self::look_at_lookups(shard, &mut lv);
+                    // Expired entries before the policy's victims.
                     lv.sweep_expired(&mut evicted);
+                    let deadline = Self::deadline(now, created);
+                    lv.insert_new(hash, k, value.clone(), weight, deadline, &mut evicted);
+                    Self::look_at_lookups(shard, &mut lv);
                     value
                 }
             }

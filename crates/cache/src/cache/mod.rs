@@ -29,6 +29,7 @@ use std::{
     fmt,
     hash::{BuildHasher, Hash},
     panic::{self, AssertUnwindSafe},
+    time::Duration,
 };
 
 pub use builder::{
@@ -279,32 +280,19 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let now = e.now();
         let hash = self.hash(key);
         let shard = self.shard(hash);
         let eq = |k: &K| k.borrow() == key;
-        let read = |lv: &Lruvec<K, V>, i: u32| {
-            let n = lv.node(i);
-            let v = n.value.clone();
-            let was = lv.deadline(i);
-            let left = builder::Expire::<K, V>::left(now, was);
-            let next = builder::Expire::<K, V>::deadline(
-                now,
-                e.policy.expire_after_read(&n.key, &v, left),
-            );
-            // Unchanged (a time to live): no store, no line written.
-            if next != was {
-                lv.set_deadline(i, next);
-            }
-            v
-        };
         if self.batching {
             let lv = shard.read();
+            // Under the lock: no reader acts on a moment before a
+            // writer's that it follows.
+            let now = e.now();
             let found = lv
                 .find(hash, eq)
                 .filter(|&i| lv.deadline(i) > now)
                 .map(|i| {
-                    let v = read(&lv, i);
+                    let v = Self::read_expiring(e, &lv, i, now);
                     lv.mark_accessed(i);
                     v
                 });
@@ -314,11 +302,12 @@ where
             found
         } else {
             let mut lv = shard.write();
+            let now = e.now();
             let found = lv
                 .find(hash, eq)
                 .filter(|&i| lv.deadline(i) > now)
                 .map(|i| {
-                    let v = read(&lv, i);
+                    let v = Self::read_expiring(e, &lv, i, now);
                     lv.touch(i);
                     v
                 });
@@ -327,17 +316,43 @@ where
         }
     }
 
+    /// The value of live entry `i`, read at `now` under its shard's lock
+    /// (either): its deadline moves as `expire_after_read` says, unless a
+    /// concurrent read moved it first (a compare-exchange, so that no
+    /// read undoes another's). The policy sees the cached value, so a
+    /// panic in it drops nothing under the lock.
+    fn read_expiring(e: &builder::Expire<K, V>, lv: &Lruvec<K, V>, i: u32, now: u64) -> V {
+        let n = lv.node(i);
+        let was = lv.deadline(i);
+        let left = builder::Expire::<K, V>::left(now, was);
+        let next = builder::Expire::<K, V>::deadline(
+            now,
+            e.policy.expire_after_read(&n.key, &n.value, left),
+        );
+        // Unchanged (a time to live): no store, no line written.
+        if next != was {
+            lv.move_deadline(i, was, next);
+        }
+        n.value.clone()
+    }
+
     /// Now on the expiry clock, in nanoseconds; 0 without expiry (nothing
     /// is ever expired at 0: deadlines are then `u64::MAX`).
     fn now(&self) -> u64 {
         self.expire.as_ref().map_or(0, builder::Expire::now)
     }
 
-    /// The deadline of `value` created under `key` at `now`.
-    fn created(&self, now: u64, key: &K, value: &V) -> u64 {
-        self.expire.as_ref().map_or(u64::MAX, |e| {
-            builder::Expire::<K, V>::deadline(now, e.policy.expire_after_create(key, value))
-        })
+    /// The time `value` created under `key` has to live
+    /// (`expire_after_create`; `None`: forever, and without expiry).
+    fn created(&self, key: &K, value: &V) -> Option<Duration> {
+        self.expire
+            .as_ref()
+            .and_then(|e| e.policy.expire_after_create(key, value))
+    }
+
+    /// A deadline `left` after `now`.
+    fn deadline(now: u64, left: Option<Duration>) -> u64 {
+        builder::Expire::<K, V>::deadline(now, left)
     }
 
     /// The value of `key` without recording a hit or counting a lookup.
@@ -346,9 +361,9 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let now = self.now();
         let hash = self.hash(key);
         let lv = self.shard(hash).read();
+        let now = self.now();
         lv.find(hash, |k| k.borrow() == key)
             .filter(|&i| lv.deadline(i) > now)
             .map(|i| lv.node(i).value.clone())
@@ -360,9 +375,9 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let now = self.now();
         let hash = self.hash(key);
         let lv = self.shard(hash).read();
+        let now = self.now();
         lv.find(hash, |k| k.borrow() == key)
             .is_some_and(|i| lv.deadline(i) > now)
     }
@@ -376,36 +391,33 @@ where
     pub fn insert(&self, key: K, value: V) -> Option<V> {
         let (hash, weight) = (self.hash(&key), self.weigh(&key, &value));
         let shard = self.shard(hash);
-        let now = self.now();
-        // Before the lock: an `Expiry` that panics changes nothing.
-        let created = self.created(now, &key, &value);
         let mut evicted = Evicted::new();
         let old = {
             let mut lv = shard.write();
+            // Under the lock: no write acts on a moment before one it
+            // follows (an entry a reader saw expire stays expired).
+            let now = self.now();
             lv.now = now;
-            let found = match lv.find(hash, |k| *k == key) {
-                // Expired: out (heard so), and the key goes in anew.
-                Some(i) if lv.deadline(i) <= now => {
-                    let mut none = u32::MAX;
-                    let n = lv.remove(i, &mut none);
-                    evicted.push((n.key, n.value, RemovalCause::Expired));
-                    None
-                }
-                found => found,
-            };
-            match found {
-                Some(i) => {
-                    let deadline = match &self.expire {
-                        Some(e) => builder::Expire::<K, V>::deadline(
-                            now,
-                            e.policy.expire_after_update(
-                                &key,
-                                &value,
-                                builder::Expire::<K, V>::left(now, lv.deadline(i)),
-                            ),
+            let found = lv.find(hash, |k| *k == key);
+            let live = found.filter(|&i| lv.deadline(i) > now);
+            // The `Expiry` before anything changes: if it panics, the
+            // lock is released and then the key and value dropped.
+            let deadline = match &self.expire {
+                None => u64::MAX,
+                Some(e) => Self::deadline(
+                    now,
+                    match live {
+                        Some(i) => e.policy.expire_after_update(
+                            &key,
+                            &value,
+                            builder::Expire::<K, V>::left(now, lv.deadline(i)),
                         ),
-                        None => u64::MAX,
-                    };
+                        None => e.policy.expire_after_create(&key, &value),
+                    },
+                ),
+            };
+            match (live, found) {
+                (Some(i), _) => {
                     let old = match lv.replace(i, value, weight, deadline, &mut evicted) {
                         Inserted::Replaced(v) => Some(v),
                         _ => None,
@@ -413,10 +425,18 @@ where
                     lv.sweep_expired(&mut evicted);
                     old
                 }
-                None => {
-                    lv.insert_new(hash, key, value, weight, created, &mut evicted);
-                    Self::look_at_lookups(shard, &mut lv);
+                (None, expired) => {
+                    // Expired: out (heard so), and the key goes in anew.
+                    if let Some(i) = expired {
+                        let mut none = u32::MAX;
+                        let n = lv.remove(i, &mut none);
+                        evicted.push((n.key, n.value, RemovalCause::Expired));
+                    }
+                    // Expired entries before the policy's victims: room
+                    // the sweep frees is room no live entry gives up.
                     lv.sweep_expired(&mut evicted);
+                    lv.insert_new(hash, key, value, weight, deadline, &mut evicted);
+                    Self::look_at_lookups(shard, &mut lv);
                     drop(lv);
                     self.notify_each(evicted);
                     return None;
@@ -454,12 +474,11 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let now = self.now();
         let hash = self.hash(key);
         let node = {
             let mut lv = self.shard(hash).write();
             let i = lv.find(hash, |k| k.borrow() == key)?;
-            let expired = lv.deadline(i) <= now;
+            let expired = lv.deadline(i) <= self.now();
             let mut none = u32::MAX;
             (lv.remove(i, &mut none), expired)
         };
@@ -485,32 +504,34 @@ where
 
     /// Removes every entry and shadow; a
     /// [`removal_listener`](Builder::removal_listener) hears each entry
-    /// ([`RemovalCause::Cleared`]), an eviction listener none.
+    /// ([`RemovalCause::Cleared`]), an eviction listener none; either
+    /// hears an entry that had expired as [`RemovalCause::Expired`], as
+    /// the shard's own work would have reclaimed it.
     pub fn clear(&self) {
         let mut first = None;
-        let now = self.now();
         for shard in self.shards.iter() {
-            let (nodes, expired) = {
+            let nodes = {
                 let mut lv = shard.write();
+                let now = self.now();
                 let expired: Vec<bool> = (0..lv.len() as u32)
                     .map(|i| lv.deadline(i) <= now)
                     .collect();
-                (lv.clear(), expired)
+                lv.clear().into_iter().zip(expired)
             };
             // User Drop and the listener, outside the lock; every shard is
-            // cleared before a listener's panic continues. An entry that
-            // had expired is heard as expired.
-            if self.hears_every_cause() {
-                let p = self.hear(nodes.into_iter().zip(expired).map(|(n, gone)| {
-                    let cause = if gone {
-                        RemovalCause::Expired
-                    } else {
-                        RemovalCause::Cleared
-                    };
-                    (n.key, n.value, cause)
-                }));
-                first = first.or(p);
-            }
+            // cleared before a listener's panic continues.
+            let every = self.hears_every_cause();
+            let mut kept = Vec::new();
+            let p = self.hear(nodes.filter_map(|(n, gone)| match (gone, every) {
+                (true, _) => Some((n.key, n.value, RemovalCause::Expired)),
+                (false, true) => Some((n.key, n.value, RemovalCause::Cleared)),
+                (false, false) => {
+                    kept.push(n);
+                    None
+                }
+            }));
+            drop(kept);
+            first = first.or(p);
         }
         if let Some(p) = first {
             panic::resume_unwind(p);
@@ -569,12 +590,11 @@ where
         }
         // Heard once every shard is resized and the resize lock released
         // (a listener may resize the cache itself).
-        let now = self.now();
         let mut evicted = Vec::new();
         for (i, shard) in self.shards.iter().enumerate() {
             let mut out = Evicted::new();
             let mut lv = shard.write();
-            lv.now = now;
+            lv.now = self.now();
             lv.set_capacity(
                 builder::share(capacity, shards, i),
                 builder::shard_entries(entries, shards, i),

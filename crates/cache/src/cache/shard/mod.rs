@@ -518,11 +518,27 @@ impl<K, V> Lruvec<K, V> {
         }
     }
 
-    /// Moves entry `i`'s deadline (a read's `expire_after_read`, under
-    /// the read lock).
-    pub(super) fn set_deadline(&self, i: u32, deadline: u64) {
+    /// Sets entry `i`'s deadline (under the write lock).
+    fn set_deadline(&self, i: u32, deadline: u64) {
         if self.expiring {
             self.deadlines[i as usize].store(deadline, Ordering::Relaxed);
+        }
+    }
+
+    /// Moves entry `i`'s deadline from `was` to `next` unless another
+    /// read moved it first (a read's `expire_after_read`, under the read
+    /// lock: reads racing on one entry keep one of their deadlines, and
+    /// none undoes a later one's).
+    pub(super) fn move_deadline(&self, i: u32, was: u64, next: u64) {
+        if self.expiring {
+            // Lost: a concurrent read's deadline stands, as if it came
+            // after this one.
+            let _ = self.deadlines[i as usize].compare_exchange(
+                was,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
         }
     }
 
