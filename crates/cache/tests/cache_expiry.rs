@@ -59,29 +59,39 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-const TTL: u64 = 10;
+/// The model of an entry: its value, deadline and cap (ms).
+type Model = HashMap<u8, (u32, u64, u64)>;
 
-/// Runs `ops` on a cache with a time to live (`idle`: a time to idle) of
-/// 10 ms, checking each result against the model: key -> (value,
-/// deadline in ms).
-fn run(ops: &[Op], idle: bool) -> Result<(), String> {
+/// Runs `ops` on a cache with a time to live and/or to idle (ms),
+/// checking each result against the model.
+fn run(ops: &[Op], live: Option<u64>, idle: Option<u64>) -> Result<(), String> {
     let clock = Manual::default();
     let heard = Heard::default();
     let log = heard.clone();
-    let b = LruCache::builder(64)
+    let mut b = LruCache::builder(64)
         .shards(2)
         .clock(clock.clone())
         .removal_listener(move |k, v, cause| log.lock().unwrap().push((k, v, cause)));
-    let b = if idle {
-        b.time_to_idle(Duration::from_millis(TTL))
-    } else {
-        b.time_to_live(Duration::from_millis(TTL))
-    };
+    if let Some(ms) = live {
+        b = b.time_to_live(Duration::from_millis(ms));
+    }
+    if let Some(ms) = idle {
+        b = b.time_to_idle(Duration::from_millis(ms));
+    }
     let cache: LruCache<u8, u32> = b.build().unwrap();
-    let mut model: HashMap<u8, (u32, u64)> = HashMap::new();
+    // A new or updated entry: its deadline, and the cap reads keep to.
+    let made = |now: u64, v: u32| {
+        let cap = live.map_or(u64::MAX, |l| now + l);
+        (v, cap.min(idle.map_or(u64::MAX, |i| now + i)), cap)
+    };
+    let read = |m: &mut Model, k: u8, now: u64| {
+        if let (Some(i), Some(e)) = (idle, m.get_mut(&k)) {
+            e.1 = (now + i).min(e.2);
+        }
+    };
+    let mut model: Model = HashMap::new();
     let mut ledger: HashMap<(u8, u32), i64> = HashMap::new();
-    let live =
-        |m: &HashMap<u8, (u32, u64)>, k: u8, now: u64| m.get(&k).filter(|e| e.1 > now).map(|e| e.0);
+    let alive = |m: &Model, k: u8, now: u64| m.get(&k).filter(|e| e.1 > now).map(|e| e.0);
     for (i, op) in ops.iter().cloned().enumerate() {
         let now = clock.ms();
         let at = |w: String| format!("step {i} {op:?} at {now} ms: {w}");
@@ -89,11 +99,11 @@ fn run(ops: &[Op], idle: bool) -> Result<(), String> {
             Op::Insert(k, v) => {
                 *ledger.entry((k, v)).or_default() += 1;
                 let got = cache.insert(k, v);
-                let want = live(&model, k, now);
+                let want = alive(&model, k, now);
                 if got != want {
                     return Err(at(format!("returned {got:?}, model {want:?}")));
                 }
-                model.insert(k, (v, now + TTL));
+                model.insert(k, made(now, v));
             }
             Op::Get(k) | Op::Peek(k) => {
                 let got = if matches!(op, Op::Get(_)) {
@@ -101,37 +111,33 @@ fn run(ops: &[Op], idle: bool) -> Result<(), String> {
                 } else {
                     cache.peek(&k)
                 };
-                let want = live(&model, k, now);
+                let want = alive(&model, k, now);
                 if got != want {
                     return Err(at(format!("returned {got:?}, model {want:?}")));
                 }
-                if idle && want.is_some() && matches!(op, Op::Get(_)) {
-                    model.get_mut(&k).unwrap().1 = now + TTL;
+                if want.is_some() && matches!(op, Op::Get(_)) {
+                    read(&mut model, k, now);
                 }
             }
             Op::Remove(k) => {
                 let got = cache.remove(&k);
-                let want = live(&model, k, now);
+                let want = alive(&model, k, now);
                 if got != want {
                     return Err(at(format!("removed {got:?}, model {want:?}")));
                 }
                 model.remove(&k);
             }
             Op::GetOrInsert(k, v) => {
-                let want = live(&model, k, now);
+                let want = alive(&model, k, now);
                 if want.is_none() {
                     *ledger.entry((k, v)).or_default() += 1;
                 }
                 let got = cache.get_or_insert_with(k, || v);
                 match want {
-                    Some(w) if got == w => {
-                        if idle {
-                            model.get_mut(&k).unwrap().1 = now + TTL;
-                        }
-                    }
+                    Some(w) if got == w => read(&mut model, k, now),
                     Some(w) => return Err(at(format!("returned {got}, model {w}"))),
                     None if got == v => {
-                        model.insert(k, (v, now + TTL));
+                        model.insert(k, made(now, v));
                     }
                     None => return Err(at(format!("returned {got}, loaded {v}"))),
                 }
@@ -140,7 +146,7 @@ fn run(ops: &[Op], idle: bool) -> Result<(), String> {
             Op::Iter => {
                 let got: HashMap<u8, u32> = cache.iter().collect();
                 let want: HashMap<u8, u32> = (0..16)
-                    .filter_map(|k| Some((k, live(&model, k, now)?)))
+                    .filter_map(|k| Some((k, alive(&model, k, now)?)))
                     .collect();
                 if got != want {
                     return Err(at(format!("iter {got:?}, model {want:?}")));
@@ -181,12 +187,20 @@ proptest! {
 
     #[test]
     fn time_to_live_matches_the_model(ops in prop::collection::vec(op(), 1..200)) {
-        run(&ops, false).map_err(TestCaseError::fail)?;
+        run(&ops, Some(10), None).map_err(TestCaseError::fail)?;
     }
 
     #[test]
     fn time_to_idle_matches_the_model(ops in prop::collection::vec(op(), 1..200)) {
-        run(&ops, true).map_err(TestCaseError::fail)?;
+        run(&ops, None, Some(10)).map_err(TestCaseError::fail)?;
+    }
+
+    /// Both: reads extend an entry up to its time to live, never past.
+    #[test]
+    fn time_to_live_and_idle_together_match_the_model(
+        ops in prop::collection::vec(op(), 1..200),
+    ) {
+        run(&ops, Some(25), Some(10)).map_err(TestCaseError::fail)?;
     }
 }
 
@@ -257,12 +271,19 @@ fn bad_lifetimes_and_clocks_have_clear_outcomes() {
         }
     );
     assert!(e.to_string().contains("leave it unset"), "{e}");
+    struct Minute;
+    impl Expiry<u8, u8> for Minute {
+        fn expire_after_create(&self, _: &u8, _: &u8) -> Option<Duration> {
+            Some(Duration::from_secs(60))
+        }
+    }
     let e = LruCache::<u8, u8>::builder(8)
         .time_to_live(Duration::from_secs(1))
-        .time_to_idle(Duration::from_secs(1))
+        .expiry(Minute)
         .build()
         .unwrap_err();
     assert_eq!(e, CacheError::Lifetimes);
+    assert!(e.to_string().contains("have the Expiry apply them"), "{e}");
 
     let clock = Manual::default();
     let forever: LruCache<u8, u8> = LruCache::builder(8)

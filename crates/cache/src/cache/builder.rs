@@ -6,7 +6,7 @@ use std::{fmt, hash::BuildHasher, sync::Arc, time::Duration};
 use super::{
     LruCache,
     lock::{MAX_STRIPES, ShardLock},
-    shard::Lruvec,
+    shard::{Deadline, Lruvec},
 };
 use crate::sync::{AtomicU64, AtomicUsize};
 
@@ -182,30 +182,110 @@ fn coarse_now() -> u64 {
     }
 }
 
-/// [`Builder::time_to_live`] and [`Builder::time_to_idle`] as an
-/// [`Expiry`].
-struct Lifetimes {
-    live: Option<Duration>,
-    idle: Option<Duration>,
+/// A duration in nanoseconds on the expiry clock (`None`, or too long
+/// for a `u64`: `u64::MAX`, never).
+fn nanos(d: Option<Duration>) -> u64 {
+    d.and_then(|d| u64::try_from(d.as_nanos()).ok())
+        .unwrap_or(u64::MAX)
 }
 
-impl<K, V> Expiry<K, V> for Lifetimes {
-    fn expire_after_create(&self, _: &K, _: &V) -> Option<Duration> {
-        self.live.or(self.idle)
-    }
-    fn expire_after_read(&self, _: &K, _: &V, left: Option<Duration>) -> Option<Duration> {
-        self.idle.or(left)
+/// How a cache's entries expire: the lifetimes of the builder, kept as
+/// nanoseconds so that a hit costs no dynamic call, or an [`Expiry`].
+pub(super) enum Kind<K, V> {
+    /// [`Builder::time_to_live`]: reads move no deadline.
+    Live(u64),
+    /// [`Builder::time_to_idle`]: a read moves the deadline to now plus
+    /// this.
+    Idle(u64),
+    /// Both: a read moves the deadline to now plus `idle`, never past
+    /// the entry's cap (its creation or last update plus `live`).
+    Both {
+        /// The time to live.
+        live: u64,
+        /// The time to idle.
+        idle: u64,
+    },
+    /// [`Builder::expiry`].
+    Custom(Arc<dyn Expiry<K, V>>),
+}
+
+/// The time an entry has left when made, in nanoseconds (`u64::MAX`:
+/// never), and the cap no read extends it past.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Life {
+    left: u64,
+    cap: u64,
+}
+
+impl Life {
+    /// The deadline of an entry made at `now` with this life.
+    pub(super) fn at(self, now: u64) -> Deadline {
+        Deadline {
+            at: now.saturating_add(self.left),
+            cap: now.saturating_add(self.cap),
+        }
     }
 }
 
-/// A cache's expiry: the policy and the clock (`None`: the default,
-/// [`coarse_now`]).
+/// A cache's expiry: how entries expire and the clock (`None`: the
+/// default, [`coarse_now`]).
 pub(super) struct Expire<K, V> {
-    pub(super) policy: Arc<dyn Expiry<K, V>>,
+    pub(super) kind: Kind<K, V>,
     pub(super) clock: Option<Arc<dyn Clock>>,
 }
 
 impl<K, V> Expire<K, V> {
+    /// Whether entries keep a cap beside their deadline.
+    pub(super) fn capped(&self) -> bool {
+        matches!(self.kind, Kind::Both { .. })
+    }
+
+    /// The life of an entry just created (`expire_after_create`).
+    pub(super) fn create(&self, key: &K, value: &V) -> Life {
+        match &self.kind {
+            Kind::Live(d) | Kind::Idle(d) => Life {
+                left: *d,
+                cap: u64::MAX,
+            },
+            Kind::Both { live, idle } => Life {
+                left: (*live).min(*idle),
+                cap: *live,
+            },
+            Kind::Custom(e) => Life {
+                left: nanos(e.expire_after_create(key, value)),
+                cap: u64::MAX,
+            },
+        }
+    }
+
+    /// The deadline of an entry whose value was replaced at `now`; it had
+    /// `was` (`expire_after_update`).
+    pub(super) fn update(&self, key: &K, value: &V, now: u64, was: Deadline) -> Deadline {
+        match &self.kind {
+            Kind::Custom(e) => Life {
+                left: nanos(e.expire_after_update(key, value, Self::left(now, was.at))),
+                cap: u64::MAX,
+            },
+            _ => self.create(key, value),
+        }
+        .at(now)
+    }
+
+    /// The deadline of an entry read at `now`; it had `was`
+    /// (`expire_after_read`).
+    pub(super) fn read(&self, key: &K, value: &V, now: u64, was: Deadline) -> u64 {
+        match &self.kind {
+            Kind::Live(_) => was.at,
+            Kind::Idle(idle) => now.saturating_add(*idle),
+            Kind::Both { idle, .. } => now.saturating_add(*idle).min(was.cap),
+            Kind::Custom(e) => now.saturating_add(nanos(e.expire_after_read(
+                key,
+                value,
+                Self::left(now, was.at),
+            ))),
+        }
+    }
+
     /// Now on the clock, in nanoseconds (below `u64::MAX`, which is never).
     pub(super) fn now(&self) -> u64 {
         match &self.clock {
@@ -216,14 +296,8 @@ impl<K, V> Expire<K, V> {
         }
     }
 
-    /// The deadline `left` after `now` (`None` or past `u64::MAX`: never).
-    pub(super) fn deadline(now: u64, left: Option<Duration>) -> u64 {
-        left.and_then(|d| u64::try_from(d.as_nanos()).ok())
-            .map_or(u64::MAX, |d| now.saturating_add(d))
-    }
-
     /// What is left of `deadline` at `now` (`None`: never expires).
-    pub(super) fn left(now: u64, deadline: u64) -> Option<Duration> {
+    fn left(now: u64, deadline: u64) -> Option<Duration> {
         (deadline != u64::MAX).then(|| Duration::from_nanos(deadline.saturating_sub(now)))
     }
 }
@@ -312,7 +386,8 @@ pub enum CacheError {
         /// `"time_to_live"` or `"time_to_idle"`.
         setting: &'static str,
     },
-    /// More than one of `time_to_live`, `time_to_idle` and `expiry`.
+    /// An [`expiry`](Builder::expiry) with a `time_to_live` or
+    /// `time_to_idle`.
     Lifetimes,
     /// [`set_capacity`](LruCache::set_capacity) below the cache's number
     /// of shards, each of which must hold an entry.
@@ -345,8 +420,8 @@ impl fmt::Display for CacheError {
                  positive duration, or leave it unset for entries that never expire"
             ),
             CacheError::Lifetimes => f.write_str(
-                "set one of time_to_live, time_to_idle and expiry: for a time to live and a \
-                 time to idle together (or any other mix), implement both in an Expiry",
+                "an expiry decides every entry's lifetime, so it cannot be set with \
+                 time_to_live or time_to_idle: leave those unset and have the Expiry apply them",
             ),
             CacheError::CapacityBelowShards { capacity, shards } => write!(
                 f,
@@ -519,7 +594,9 @@ impl<K, V, S, W> Builder<K, V, S, W> {
 
     /// Entries expire this long after they were last inserted or read
     /// (`get` and the loads; `peek` does not count), as
-    /// [`time_to_live`](Self::time_to_live) otherwise.
+    /// [`time_to_live`](Self::time_to_live) otherwise. With a time to live
+    /// too, an entry expires at whichever comes first (8 more bytes an
+    /// entry, for the time to live's deadline).
     pub fn time_to_idle(mut self, idle: Duration) -> Self {
         self.opts.time_to_idle = Some(idle);
         self
@@ -600,12 +677,25 @@ impl<K, V, S, W> Builder<K, V, S, W> {
                 return Err(CacheError::ZeroLifetime { setting });
             }
         }
-        let set = usize::from(o.time_to_live.is_some())
-            + usize::from(o.time_to_idle.is_some())
-            + usize::from(o.expiry.is_some());
-        if set > 1 {
-            return Err(CacheError::Lifetimes);
-        }
+        let kind = match (o.time_to_live, o.time_to_idle, o.expiry.clone()) {
+            (None, None, None) => None,
+            (Some(live), None, None) => Some(Kind::Live(nanos(Some(live)))),
+            (None, Some(idle), None) => Some(Kind::Idle(nanos(Some(idle)))),
+            (Some(live), Some(idle), None) => Some(Kind::Both {
+                live: nanos(Some(live)),
+                idle: nanos(Some(idle)),
+            }),
+            (None, None, Some(e)) => Some(Kind::Custom(e)),
+            (_, _, Some(_)) => return Err(CacheError::Lifetimes),
+        };
+        let expire = kind.map(|kind| Expire {
+            kind,
+            clock: o.clock.clone(),
+        });
+        let (expiring, capped) = (
+            expire.is_some(),
+            expire.as_ref().is_some_and(Expire::capped),
+        );
         let exact = o.policy == Policy::Lru && !o.batching;
         let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         let wanted = if exact {
@@ -639,7 +729,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
                             self.opts.policy,
                             self.opts.batching,
                             self.opts.weighted,
-                            set > 0,
+                            (expiring, capped),
                             share(o.capacity, i),
                             shard_entries(max_entries, shards, i),
                         ),
@@ -661,15 +751,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
             resizing: std::sync::Mutex::new(()),
             policy: self.opts.policy,
             batching: self.opts.batching,
-            expire: (set > 0).then(|| Expire {
-                policy: self.opts.expiry.clone().unwrap_or_else(|| {
-                    Arc::new(Lifetimes {
-                        live: self.opts.time_to_live,
-                        idle: self.opts.time_to_idle,
-                    })
-                }),
-                clock: self.opts.clock.clone(),
-            }),
+            expire,
             listener: self.opts.listener,
             loads: AtomicU64::new(0),
             load_waits: AtomicU64::new(0),

@@ -29,7 +29,6 @@ use std::{
     fmt,
     hash::{BuildHasher, Hash},
     panic::{self, AssertUnwindSafe},
-    time::Duration,
 };
 
 pub use builder::{
@@ -40,7 +39,7 @@ use builder::{Listener, Options};
 use crossbeam_utils::CachePadded;
 pub use iter::{Iter, SavedKey};
 use lock::ShardLock;
-use shard::{Evicted, Inserted, Lruvec};
+use shard::{Deadline, Evicted, Inserted, Lruvec};
 
 use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 
@@ -323,15 +322,11 @@ where
     /// panic in it drops nothing under the lock.
     fn read_expiring(e: &builder::Expire<K, V>, lv: &Lruvec<K, V>, i: u32, now: u64) -> V {
         let n = lv.node(i);
-        let was = lv.deadline(i);
-        let left = builder::Expire::<K, V>::left(now, was);
-        let next = builder::Expire::<K, V>::deadline(
-            now,
-            e.policy.expire_after_read(&n.key, &n.value, left),
-        );
+        let was = lv.deadline_of(i);
+        let next = e.read(&n.key, &n.value, now, was);
         // Unchanged (a time to live): no store, no line written.
-        if next != was {
-            lv.move_deadline(i, was, next);
+        if next != was.at {
+            lv.move_deadline(i, was.at, next);
         }
         n.value.clone()
     }
@@ -342,17 +337,15 @@ where
         self.expire.as_ref().map_or(0, builder::Expire::now)
     }
 
-    /// The time `value` created under `key` has to live
-    /// (`expire_after_create`; `None`: forever, and without expiry).
-    fn created(&self, key: &K, value: &V) -> Option<Duration> {
-        self.expire
-            .as_ref()
-            .and_then(|e| e.policy.expire_after_create(key, value))
+    /// The life of `value` created under `key` (`expire_after_create`;
+    /// without expiry, forever).
+    fn created(&self, key: &K, value: &V) -> Option<builder::Life> {
+        self.expire.as_ref().map(|e| e.create(key, value))
     }
 
-    /// A deadline `left` after `now`.
-    fn deadline(now: u64, left: Option<Duration>) -> u64 {
-        builder::Expire::<K, V>::deadline(now, left)
+    /// The deadline of an entry made at `now` with `life`.
+    fn deadline(now: u64, life: Option<builder::Life>) -> Deadline {
+        life.map_or(Deadline::NEVER, |l| l.at(now))
     }
 
     /// The value of `key` without recording a hit or counting a lookup.
@@ -402,19 +395,10 @@ where
             let live = found.filter(|&i| lv.deadline(i) > now);
             // The `Expiry` before anything changes: if it panics, the
             // lock is released and then the key and value dropped.
-            let deadline = match &self.expire {
-                None => u64::MAX,
-                Some(e) => Self::deadline(
-                    now,
-                    match live {
-                        Some(i) => e.policy.expire_after_update(
-                            &key,
-                            &value,
-                            builder::Expire::<K, V>::left(now, lv.deadline(i)),
-                        ),
-                        None => e.policy.expire_after_create(&key, &value),
-                    },
-                ),
+            let deadline = match (&self.expire, live) {
+                (None, _) => Deadline::NEVER,
+                (Some(e), Some(i)) => e.update(&key, &value, now, lv.deadline_of(i)),
+                (Some(e), None) => e.create(&key, &value).at(now),
             };
             match (live, found) {
                 (Some(i), _) => {

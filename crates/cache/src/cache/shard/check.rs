@@ -70,6 +70,14 @@ impl<K, V> Lruvec<K, V> {
                 self.expiring
             ));
         }
+        if self.caps.len() != if self.capped { self.nodes.len() } else { 0 } {
+            return Err(format!(
+                "{} deadline caps kept for {} entries (capped: {})",
+                self.caps.len(),
+                self.nodes.len(),
+                self.capped
+            ));
+        }
         if self.weights.len() != if self.weighted { self.nodes.len() } else { 0 } {
             return Err(format!(
                 "{} weights kept for {} entries (weighted: {})",

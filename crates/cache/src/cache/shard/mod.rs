@@ -55,6 +55,22 @@ const HIT_ONCE: u8 = 1 << 6;
 /// [`Lruvec::reach_outcome`]). Dropped once it has said so.
 const IN_BAND: u8 = 1 << 7;
 
+/// An entry's deadline on the expiry clock (nanoseconds; `u64::MAX`
+/// never), and the cap no read moves it past.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::cache) struct Deadline {
+    pub(in crate::cache) at: u64,
+    pub(in crate::cache) cap: u64,
+}
+
+impl Deadline {
+    /// Never.
+    pub(in crate::cache) const NEVER: Deadline = Deadline {
+        at: u64::MAX,
+        cap: u64::MAX,
+    };
+}
+
 /// One cached entry (`struct folio`, as far as a cache needs one): its key
 /// and value, which a hit reads (with the entry's flags byte, in
 /// [`Lruvec::flags`]). Its list links and hash are in [`Lruvec::links`] and its
@@ -174,6 +190,11 @@ pub(super) struct Lruvec<K, V> {
     /// otherwise (docs/cache.md, "Expiry").
     deadlines: Vec<AtomicU64>,
     expiring: bool,
+    /// Each node's cap on its deadline (a time to live that reads do not
+    /// extend past), when a time to idle is capped by one; empty
+    /// otherwise.
+    caps: Vec<u64>,
+    capped: bool,
     /// The clock as the write section in progress read it: expired
     /// victims are heard as expired.
     pub(super) now: u64,
@@ -229,7 +250,7 @@ impl<K, V> Lruvec<K, V> {
         policy: Policy,
         batching: bool,
         weighted: bool,
-        expiring: bool,
+        (expiring, capped): (bool, bool),
         capacity: u64,
         max_entries: usize,
     ) -> Self {
@@ -241,6 +262,8 @@ impl<K, V> Lruvec<K, V> {
             weighted,
             deadlines: Vec::new(),
             expiring,
+            caps: Vec::new(),
+            capped: expiring && capped,
             now: 0,
             sweep: 0,
             table: index::Index::new(max_entries),
@@ -392,7 +415,7 @@ impl<K, V> Lruvec<K, V> {
         key: K,
         value: V,
         weight: u64,
-        deadline: u64,
+        deadline: Deadline,
         out: &mut Evicted<K, V>,
     ) -> Inserted<V> {
         if weight > self.capacity {
@@ -445,9 +468,7 @@ impl<K, V> Lruvec<K, V> {
             if self.weighted {
                 self.weights.push(weight);
             }
-            if self.expiring {
-                self.deadlines.push(AtomicU64::new(deadline));
-            }
+            self.push_deadline(deadline);
             self.nodes.len() as u32 - 1
         } else {
             let cause = self.cause(hole);
@@ -483,7 +504,7 @@ impl<K, V> Lruvec<K, V> {
         i: u32,
         value: V,
         weight: u64,
-        deadline: u64,
+        deadline: Deadline,
         out: &mut Evicted<K, V>,
     ) -> Inserted<V> {
         if weight > self.capacity {
@@ -518,10 +539,35 @@ impl<K, V> Lruvec<K, V> {
         }
     }
 
+    /// Entry `i`'s deadline and cap.
+    pub(super) fn deadline_of(&self, i: u32) -> Deadline {
+        Deadline {
+            at: self.deadline(i),
+            cap: if self.capped {
+                self.caps[i as usize]
+            } else {
+                u64::MAX
+            },
+        }
+    }
+
     /// Sets entry `i`'s deadline (under the write lock).
-    fn set_deadline(&self, i: u32, deadline: u64) {
+    fn set_deadline(&mut self, i: u32, deadline: Deadline) {
         if self.expiring {
-            self.deadlines[i as usize].store(deadline, Ordering::Relaxed);
+            self.deadlines[i as usize].store(deadline.at, Ordering::Relaxed);
+        }
+        if self.capped {
+            self.caps[i as usize] = deadline.cap;
+        }
+    }
+
+    /// A deadline for the entry pushed last.
+    fn push_deadline(&mut self, deadline: Deadline) {
+        if self.expiring {
+            self.deadlines.push(AtomicU64::new(deadline.at));
+        }
+        if self.capped {
+            self.caps.push(deadline.cap);
         }
     }
 
@@ -602,7 +648,7 @@ impl<K, V> Lruvec<K, V> {
         key: K,
         value: V,
         weight: u64,
-        deadline: u64,
+        deadline: Deadline,
         active: bool,
     ) -> Result<(), (K, V)> {
         if self.over(weight, 1) {
@@ -625,9 +671,7 @@ impl<K, V> Lruvec<K, V> {
         if self.weighted {
             self.weights.push(weight);
         }
-        if self.expiring {
-            self.deadlines.push(AtomicU64::new(deadline));
-        }
+        self.push_deadline(deadline);
         let i = self.nodes.len() as u32 - 1;
         self.link_at(i, list, true);
         let links = &self.links;
@@ -680,6 +724,7 @@ impl<K, V> Lruvec<K, V> {
         self.shadows.clear();
         self.weights = Vec::new();
         self.deadlines = Vec::new();
+        self.caps = Vec::new();
         self.links = Vec::new();
         self.flags = Vec::new();
         std::mem::take(&mut self.nodes)

@@ -57,6 +57,9 @@ impl<K, V> Lruvec<K, V> {
         if self.expiring {
             self.deadlines.swap_remove(i as usize);
         }
+        if self.capped {
+            self.caps.swap_remove(i as usize);
+        }
         self.links.swap_remove(i as usize);
         self.flags.swap_remove(i as usize);
         if let Some((prev, next)) = moved {

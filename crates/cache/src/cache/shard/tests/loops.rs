@@ -12,8 +12,14 @@ use super::*;
 #[test]
 fn a_loop_over_three_times_the_shard_keeps_part_of_it() {
     let n = 512u64;
-    let mut lv: Lruvec<u64, u64> =
-        Lruvec::new(Policy::Workingset, true, false, false, n, n as usize);
+    let mut lv: Lruvec<u64, u64> = Lruvec::new(
+        Policy::Workingset,
+        true,
+        false,
+        (false, false),
+        n,
+        n as usize,
+    );
     let (passes, counted) = (40u64, 10u64);
     let mut hits = 0u64;
     for pass in 0..passes {
@@ -51,8 +57,14 @@ fn a_loop_over_three_times_the_shard_keeps_part_of_it() {
 #[test]
 fn a_loop_after_other_requests_ages_the_stale_active_list_out() {
     let n = 1024u64;
-    let mut lv: Lruvec<u64, u64> =
-        Lruvec::new(Policy::Workingset, true, false, false, n, n as usize);
+    let mut lv: Lruvec<u64, u64> = Lruvec::new(
+        Policy::Workingset,
+        true,
+        false,
+        (false, false),
+        n,
+        n as usize,
+    );
     let (trace, from) = mmbatch_models::traces::loop_after_other(n);
     // Read-through, the lookups counted as the lock's stripes count them
     // and handed to the shard as `LruCache::insert` does.
@@ -135,7 +147,7 @@ fn a_shadowless_miss_goes_to_the_tail_once_misses_mostly_refault() {
 #[test]
 fn both_index_widths_hold_a_full_shard() {
     for n in [65535usize, 65536 + 100] {
-        let mut lv = Lruvec::new(Policy::Workingset, true, false, false, n as u64, n);
+        let mut lv = Lruvec::new(Policy::Workingset, true, false, (false, false), n as u64, n);
         assert_eq!(
             matches!(lv.table, index::Index::Narrow(_)),
             n <= 65535,

@@ -9,12 +9,12 @@ fn hash(k: u64) -> u64 {
 
 fn insert(lv: &mut Lruvec<u64, u64>, k: u64) {
     let mut out = Evicted::new();
-    lv.insert_new(hash(k), k, k, 1, u64::MAX, &mut out);
+    lv.insert_new(hash(k), k, k, 1, Deadline::NEVER, &mut out);
 }
 
 /// A `Workingset` shard of `n` entries holding keys `0..n`, none hit.
 fn full(n: usize) -> Lruvec<u64, u64> {
-    let mut lv = Lruvec::new(Policy::Workingset, true, false, false, n as u64, n);
+    let mut lv = Lruvec::new(Policy::Workingset, true, false, (false, false), n as u64, n);
     for k in 0..n as u64 {
         insert(&mut lv, k);
     }
@@ -34,7 +34,7 @@ fn activate_most(lv: &mut Lruvec<u64, u64>) {
 
 #[test]
 fn refaults_move_the_inactive_target_within_its_bounds() {
-    let mut lv = Lruvec::new(Policy::Workingset, true, false, false, 1000, 1000);
+    let mut lv = Lruvec::new(Policy::Workingset, true, false, (false, false), 1000, 1000);
     let start = lv.inactive_share;
     // Nothing is hit, so everything is evicted from probation: their
     // refaults (distance about 300, within the shard's 1000) say the
@@ -105,7 +105,7 @@ fn the_inactive_list_keeps_to_its_target() {
 /// any other.
 #[test]
 fn a_failed_activation_retries_on_probation_while_thrashing() {
-    let mut lv = Lruvec::new(Policy::Workingset, true, false, false, 10, 10);
+    let mut lv = Lruvec::new(Policy::Workingset, true, false, (false, false), 10, 10);
     assert!(lv.thrashing);
     let h = short_hash(hash(7));
     // An activation that failed: the entry retries on the inactive list,
@@ -390,11 +390,17 @@ fn misses_start_at_the_tail_while_refaults_come_from_beyond_the_reach() {
 /// 32 Mi slots, 128 MiB, for 16 entries), and grows with them.
 #[test]
 fn a_weighted_shards_shadows_follow_its_entries() {
-    let mut lv: Lruvec<u64, u64> =
-        Lruvec::new(Policy::Workingset, true, true, false, 1 << 24, 1 << 24);
+    let mut lv: Lruvec<u64, u64> = Lruvec::new(
+        Policy::Workingset,
+        true,
+        true,
+        (false, false),
+        1 << 24,
+        1 << 24,
+    );
     let mut out = Evicted::new();
     for k in 0..40u64 {
-        lv.insert_new(hash(k), k, k, 1 << 20, u64::MAX, &mut out);
+        lv.insert_new(hash(k), k, k, 1 << 20, Deadline::NEVER, &mut out);
     }
     assert!(lv.evictions > 0);
     assert!(
@@ -404,7 +410,7 @@ fn a_weighted_shards_shadows_follow_its_entries() {
     );
     // Lighter entries: the shard holds more, and the table grows.
     for k in 100..2100u64 {
-        lv.insert_new(hash(k), k, k, 1 << 14, u64::MAX, &mut out);
+        lv.insert_new(hash(k), k, k, 1 << 14, Deadline::NEVER, &mut out);
     }
     let (n, slots) = (lv.len(), lv.shadows.allocated());
     assert!(
