@@ -132,6 +132,8 @@ const EMPTY: List = List {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Place {
     Active,
+    /// The active list, unproven: a new key while the shard fills.
+    Fill,
     Inactive,
     InactiveTail,
     /// The inactive head, marked `UNHIT`: in a thrashing shard, a refault
@@ -144,6 +146,7 @@ impl Place {
     fn flags(self) -> u8 {
         match self {
             Place::Active => ACTIVE_FLAG | WORKINGSET | UNHIT,
+            Place::Fill => ACTIVE_FLAG,
             Place::Retry => UNHIT,
             Place::Inactive | Place::InactiveTail => 0,
         }
@@ -151,7 +154,7 @@ impl Place {
 
     /// The list it goes on.
     fn list(self) -> usize {
-        if self == Place::Active {
+        if matches!(self, Place::Active | Place::Fill) {
             ACTIVE
         } else {
             INACTIVE
@@ -237,6 +240,9 @@ pub(super) struct Lruvec<K, V> {
     seen_lookups: (u64, u64),
     /// Whether its last window of lookups found its active list stale.
     stale: bool,
+    /// Whether new keys may fill the active list before the first
+    /// eviction (`fills`); off only in tests of the steady state.
+    fill: bool,
     /// Whether most misses refault: the shard takes the kernel's strict
     /// refault test instead of ARC's (see [`Lruvec::workingset_refault`]).
     thrashing: bool,
@@ -290,6 +296,7 @@ impl<K, V> Lruvec<K, V> {
             next_look: 0,
             seen_lookups: (0, 0),
             stale: false,
+            fill: true,
             thrashing: true,
             reach: REACH_START,
         }

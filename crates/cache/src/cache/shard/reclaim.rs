@@ -141,7 +141,7 @@ impl<K, V> Lruvec<K, V> {
         // Every pass either returns, clears a flag or activates an entry
         // (which clears its references): it ends within a few passes per
         // entry.
-        if self.stale && self.evictions % AGE_EVERY == 0 {
+        if self.stale && self.evictions % AGE_EVERY == 0 && !self.active_has_room() {
             self.age_active_list(*protect);
         }
         let mut activated = 0;

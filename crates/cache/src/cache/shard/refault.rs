@@ -76,6 +76,9 @@ impl<K, V> Lruvec<K, V> {
         let shadow = self.shadows.refault(hash);
         self.note_miss(shadow.is_some());
         let Some((distance, workingset, failed)) = shadow else {
+            if self.fills() {
+                return (Place::Fill, false);
+            }
             // Mostly refaults by the recent share and by the count since
             // the start: the share starts at 1 (presumed thrashing), which
             // would put a new cache's first new keys behind its old ones.
@@ -126,6 +129,21 @@ impl<K, V> Lruvec<K, V> {
             Place::InactiveTail
         };
         (place, in_band)
+    }
+
+    /// Whether a new key (no shadow) goes on the active list: while the
+    /// shard fills (it has never evicted), up to [`FILL_ACTIVE`] of its
+    /// entries, as LIRS makes every block LIR until its LIR set is full
+    /// and quick_cache admits to its hot set until it is. A working set
+    /// whose reuse comes from further back than the shadows reach (a loop
+    /// over several times the cache) then keeps the entries it started
+    /// with, to be hit each time round, where a shard filling probation
+    /// first cycled them all through it unhit.
+    pub(super) fn fills(&self) -> bool {
+        self.fill
+            && self.evictions == 0
+            && real(self.len()) < FILL_ACTIVE * real(self.max_entries)
+            && (self.weight as f64) < FILL_ACTIVE * self.capacity as f64
     }
 
     /// Counts a refault in the distant share (see [`DISTANT_ABOVE`]).

@@ -99,3 +99,12 @@ pub(super) const AGE_EVERY: u64 = 4;
 /// The fewest evictions in a window of lookups (a window is the shard's
 /// size in evictions).
 pub(super) const MIN_WINDOW: u64 = 64;
+
+/// The share of a filling shard's entries that new keys take on the
+/// active list (see `Lruvec::fills`): all but the inactive target's
+/// starting share ([`INACTIVE_RATIO`]), so that the first eviction
+/// deactivates nothing. Trades loops reused from beyond the shadows
+/// (more is better) against a filling shard's hot entries, which a
+/// refill at its first evictions could deactivate (quick_cache's 0.97
+/// lost some of them to a scan).
+pub(super) const FILL_ACTIVE: f64 = 1.0 - 1.0 / (INACTIVE_RATIO as f64 + 1.0);

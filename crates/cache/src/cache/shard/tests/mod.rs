@@ -12,9 +12,18 @@ fn insert(lv: &mut Lruvec<u64, u64>, k: u64) {
     lv.insert_new(hash(k), k, k, 1, Deadline::NEVER, &mut out);
 }
 
-/// A `Workingset` shard of `n` entries holding keys `0..n`, none hit.
-fn full(n: usize) -> Lruvec<u64, u64> {
+/// A `Workingset` shard of `n` entries in its steady state: past the fill
+/// that puts a new shard's first keys on the active list (`fills`).
+fn steady(n: usize) -> Lruvec<u64, u64> {
     let mut lv = Lruvec::new(Policy::Workingset, true, false, (false, false), n as u64, n);
+    lv.fill = false;
+    lv
+}
+
+/// A steady `Workingset` shard of `n` entries holding keys `0..n` on
+/// probation, none hit.
+fn full(n: usize) -> Lruvec<u64, u64> {
+    let mut lv = steady(n);
     for k in 0..n as u64 {
         insert(&mut lv, k);
     }
@@ -34,7 +43,7 @@ fn activate_most(lv: &mut Lruvec<u64, u64>) {
 
 #[test]
 fn refaults_move_the_inactive_target_within_its_bounds() {
-    let mut lv = Lruvec::new(Policy::Workingset, true, false, (false, false), 1000, 1000);
+    let mut lv = steady(1000);
     let start = lv.inactive_share;
     // Nothing is hit, so everything is evicted from probation: their
     // refaults (distance about 300, within the shard's 1000) say the
@@ -559,3 +568,25 @@ fn the_distant_share_of_activated_refaults_reaches_zero_not_subnormal() {
 }
 
 mod loops;
+
+/// A new shard puts its first keys on the active list, up to
+/// `FILL_ACTIVE` of its entries, and the rest on probation; once it has
+/// evicted, a new key without a shadow starts on probation.
+#[test]
+fn a_filling_shard_puts_its_first_keys_on_the_active_list() {
+    let mut lv = Lruvec::new(Policy::Workingset, true, false, (false, false), 100, 100);
+    for k in 0..100 {
+        insert(&mut lv, k);
+    }
+    let fill = (FILL_ACTIVE * 100.0).ceil() as usize;
+    assert_eq!(lv.lists[ACTIVE].len, fill);
+    assert_eq!(lv.lists[INACTIVE].len, 100 - fill);
+    // The first keys, not the last: the loop over them keeps them.
+    let i = lv.find(hash(0), |&x| x == 0).unwrap();
+    assert_eq!(lv.list_of(i), ACTIVE);
+    insert(&mut lv, 1000);
+    assert_eq!(lv.evictions, 1);
+    let i = lv.find(hash(1000), |&x| x == 1000).unwrap();
+    assert_eq!(lv.list_of(i), INACTIVE);
+    lv.check().unwrap();
+}
