@@ -7,6 +7,7 @@ mod ci;
 mod fuzz;
 mod loom;
 mod miri;
+mod mutants;
 mod repro;
 mod util;
 mod vm;
@@ -56,6 +57,18 @@ enum Command {
         #[arg(value_name = "TARGET")]
         target: Option<String>,
     },
+    /// cargo-mutants over the library crates (all, or those named), with `.cargo/mutants.toml`; installs cargo-mutants if missing; fails when a mutant survives.
+    Mutants {
+        /// Library crates (mmap, pagevec, ktask, lru, mlock, faultaround, cache; with or without `mmbatch-`).
+        #[arg(value_name = "CRATE")]
+        crates: Vec<String>,
+        /// Only shard K of N (`K/N`, as cargo-mutants' `--shard`).
+        #[arg(long, value_name = "K/N")]
+        shard: Option<String>,
+        /// Only the mutants in the lines this diff changes (`git diff > FILE`).
+        #[arg(long, value_name = "FILE")]
+        in_diff: Option<std::path::PathBuf>,
+    },
     /// The host tests and the NUMA rows in a QEMU guest with N NUMA nodes on Debian's 6.1 kernel (KVM if it works, else TCG).
     Vm(vm::Args),
 }
@@ -68,6 +81,14 @@ fn main() -> ExitCode {
         Command::Loom { krate } => ("loom", loom::run(krate.as_deref())),
         Command::Miri => ("miri", miri::run()),
         Command::Fuzz { seconds, target } => ("fuzz", fuzz::run(*seconds, target.as_deref())),
+        Command::Mutants {
+            crates,
+            shard,
+            in_diff,
+        } => (
+            "mutants",
+            mutants::run(crates, shard.as_deref(), in_diff.as_deref()),
+        ),
         Command::Vm(a) => ("vm", vm::run(a)),
     };
     match result {

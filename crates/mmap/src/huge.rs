@@ -128,5 +128,42 @@ mod tests {
             HugePageSize::Size1G.map_flags(),
             MapFlags::HUGETLB | MapFlags::HUGE_1GB
         );
+        assert_eq!(HugePageSize::Size2M.bytes(), 2 << 20);
+        assert_eq!(HugePageSize::Size1G.bytes(), 1 << 30);
+        // A 1 GiB pool's error adds the boot-time hint; a 2 MiB one's not.
+        let g = HugePagesUnavailable::new(HugePageSize::Size1G, 1, 0).to_string();
+        assert!(g.contains("hugepagesz=1G"), "{g}");
+        assert!(!msg.contains("hugepagesz=1G"), "{msg}");
+    }
+
+    /// The pool's counts as sysfs has them: one page added to the 2 MiB
+    /// pool (as root; given back after) shows in `pool_pages` and
+    /// `available_pages`.
+    #[test]
+    fn pool_counts_follow_sysfs() {
+        let size = HugePageSize::Size2M;
+        let file = size.pool_file("nr_hugepages");
+        let Ok(text) = fs::read_to_string(&file) else {
+            return; // no hugetlbfs
+        };
+        let before: usize = text.trim().parse().unwrap();
+        assert_eq!(size.pool_pages(), before);
+        struct Restore(String, usize);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                let _ = fs::write(&self.0, self.1.to_string());
+            }
+        }
+        let (available, restore) = (size.available_pages(), Restore(file.clone(), before));
+        let grew = fs::write(&file, (before + 1).to_string()).is_ok()
+            && fs::read_to_string(&file).is_ok_and(|t| t.trim() == (before + 1).to_string());
+        if !grew {
+            eprintln!("not root, or no free 2 MiB page: the pool could not grow; not exercised");
+            return;
+        }
+        assert_eq!(size.pool_pages(), before + 1);
+        assert_eq!(size.available_pages(), available + 1);
+        drop(restore);
+        assert_eq!(size.pool_pages(), before);
     }
 }

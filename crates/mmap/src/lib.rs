@@ -406,6 +406,48 @@ mod tests {
         assert_eq!(m.as_slice().unwrap().len(), 1 << 16);
     }
 
+    /// What `anonymous` and `populated` promise: read-write, private,
+    /// the length asked for, writes read back.
+    #[test]
+    fn anonymous_and_populated_are_private_read_write_memory() {
+        for m in [
+            Mapping::anonymous(3 << 12).unwrap(),
+            Mapping::populated(3 << 12).unwrap(),
+        ] {
+            let mut m = m;
+            assert_eq!(m.len(), 3 << 12);
+            assert!(!m.is_empty());
+            assert_eq!(m.prot(), ProtFlags::READ | ProtFlags::WRITE);
+            let bytes = m.as_mut_slice().expect("read-write");
+            assert_eq!(bytes.len(), 3 << 12);
+            bytes[5000] = 7;
+            assert_eq!(m.as_slice().unwrap()[5000], 7);
+        }
+    }
+
+    /// The huge page size a mapping's flags name, and the default when
+    /// they name none.
+    #[test]
+    fn hugetlb_page_sizes_follow_the_flags() {
+        let size = |f| hugetlb_page_size(MapFlags::HUGETLB | f).unwrap();
+        assert_eq!(size(MapFlags::HUGE_2MB), 2 << 20);
+        assert_eq!(size(MapFlags::HUGE_1GB), 1 << 30);
+        // Only the six MAP_HUGE_* bits count: every other flag is ignored.
+        assert_eq!(size(MapFlags::HUGE_2MB | MapFlags::POPULATE), 2 << 20);
+        if std::fs::read_to_string("/proc/meminfo").is_ok_and(|m| m.contains("Hugepagesize:")) {
+            assert!(size(MapFlags::empty()).is_power_of_two());
+        }
+    }
+
+    #[test]
+    fn whole_pages_accepts_multiples_and_a_zero_page_size() {
+        assert!(whole_pages(4 << 20, 2 << 20, "t").is_ok());
+        assert!(whole_pages(2 << 20, 2 << 20, "t").is_ok());
+        assert!(whole_pages(4096, 0, "t").is_ok());
+        let e = whole_pages(3 << 20, 2 << 20, "t").unwrap_err();
+        assert!(e.to_string().contains("ask for 4194304"), "{e}");
+    }
+
     #[test]
     fn send_and_sync() {
         fn both<T: Send + Sync>() {}

@@ -1,0 +1,198 @@
+//! `cargo xtask mutants [CRATE...] [--shard K/N] [--in-diff FILE]`:
+//! cargo-mutants over the library crates (installed if missing), with the
+//! configuration and its reasoned exclusions in `.cargo/mutants.toml`,
+//! one output directory per crate under `target/mutants/`, and a table of
+//! each crate's score. Fails when a mutant survives (missed, or a test
+//! that timed out instead of failing).
+
+use std::{fs, path::Path};
+
+use crate::util::{cargo, exec, root, succeeds};
+
+/// The library crates, smallest first.
+pub(crate) const CRATES: [&str; 7] = [
+    "mmap",
+    "pagevec",
+    "ktask",
+    "lru",
+    "mlock",
+    "faultaround",
+    "cache",
+];
+
+/// What cargo-mutants found in one crate.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Score {
+    pub(crate) krate: String,
+    pub(crate) caught: usize,
+    pub(crate) unviable: usize,
+    /// Mutants no test noticed, then those whose tests timed out.
+    pub(crate) survivors: Vec<String>,
+    pub(crate) timeouts: usize,
+}
+
+impl Score {
+    /// Caught over viable, in percent (100 with nothing viable).
+    pub(crate) fn percent(&self) -> f64 {
+        let viable = self.caught + self.survivors.len();
+        if viable == 0 {
+            100.0
+        } else {
+            100.0 * self.caught as f64 / viable as f64
+        }
+    }
+}
+
+/// `mmap` or `mmbatch-mmap` to `mmap`, refusing a crate that is not one
+/// of [`CRATES`].
+fn short(name: &str) -> Result<&'static str, String> {
+    let n = name.strip_prefix("mmbatch-").unwrap_or(name);
+    CRATES.iter().copied().find(|c| *c == n).ok_or_else(|| {
+        format!(
+            "no library crate {name:?}; the crates are {}",
+            CRATES.join(", ")
+        )
+    })
+}
+
+pub(crate) fn run(
+    crates: &[String],
+    shard: Option<&str>,
+    in_diff: Option<&Path>,
+) -> Result<(), String> {
+    let crates: Vec<&str> = if crates.is_empty() {
+        CRATES.to_vec()
+    } else {
+        crates.iter().map(|c| short(c)).collect::<Result<_, _>>()?
+    };
+    ensure_installed()?;
+    let mut scores = Vec::new();
+    for krate in crates {
+        scores.push(run_crate(krate, shard, in_diff)?);
+    }
+    println!("\n==== mutants (cargo-mutants; .cargo/mutants.toml)");
+    println!(
+        "  {:<12} {:>7} {:>7} {:>8} {:>9} {:>8}",
+        "crate", "caught", "missed", "timeout", "unviable", "caught%"
+    );
+    for s in &scores {
+        println!(
+            "  {:<12} {:>7} {:>7} {:>8} {:>9} {:>7.1}%",
+            s.krate,
+            s.caught,
+            s.survivors.len() - s.timeouts,
+            s.timeouts,
+            s.unviable,
+            s.percent()
+        );
+    }
+    let survivors: Vec<&String> = scores.iter().flat_map(|s| &s.survivors).collect();
+    if survivors.is_empty() {
+        return Ok(());
+    }
+    for m in &survivors {
+        println!("  survived: {m}");
+    }
+    Err(format!(
+        "{} mutant(s) survived: kill each with a test of the behaviour it breaks, or, if it \
+         cannot change behaviour, exclude it in .cargo/mutants.toml with the reason",
+        survivors.len()
+    ))
+}
+
+/// Installs cargo-mutants unless `cargo mutants` runs.
+fn ensure_installed() -> Result<(), String> {
+    if !succeeds(cargo().args(["mutants", "--version"])) {
+        eprintln!("installing cargo-mutants");
+        exec(cargo().args(["install", "cargo-mutants", "--locked"]))?;
+    }
+    Ok(())
+}
+
+fn run_crate(krate: &str, shard: Option<&str>, in_diff: Option<&Path>) -> Result<Score, String> {
+    let out = root().join("target/mutants").join(krate);
+    fs::create_dir_all(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
+    let mut cmd = cargo();
+    cmd.current_dir(root())
+        .args(["mutants", "--no-shuffle", "-p"])
+        .arg(format!("mmbatch-{krate}"))
+        .arg("--output")
+        .arg(&out);
+    if let Some(s) = shard {
+        cmd.args(["--shard", s]);
+    }
+    if let Some(d) = in_diff {
+        cmd.arg("--in-diff").arg(d);
+    }
+    // cargo-mutants exits 2 for missed mutants and 3 for timeouts: the
+    // lists say which; only a failing baseline or a usage error stops here.
+    eprintln!(
+        "$ cargo mutants -p mmbatch-{krate} (output in {})",
+        out.display()
+    );
+    let status = cmd
+        .status()
+        .map_err(|e| format!("could not start cargo mutants: {e}"))?;
+    if !matches!(status.code(), Some(0 | 2 | 3)) {
+        return Err(format!(
+            "cargo mutants -p mmbatch-{krate} failed ({status}): see {}/mutants.out/debug.log \
+             (a baseline whose tests fail unmutated stops it)",
+            out.display()
+        ));
+    }
+    read_score(krate, &out.join("mutants.out"))
+}
+
+/// The score from cargo-mutants' lists in `dir` (`caught.txt`, ...); a
+/// list it did not write (no mutant in the diff) is empty.
+pub(crate) fn read_score(krate: &str, dir: &Path) -> Result<Score, String> {
+    let lines = |name: &str| -> Vec<String> {
+        fs::read_to_string(dir.join(name))
+            .map(|t| {
+                t.lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let missed = lines("missed.txt");
+    let timeout = lines("timeout.txt");
+    Ok(Score {
+        krate: krate.to_owned(),
+        caught: lines("caught.txt").len(),
+        unviable: lines("unviable.txt").len(),
+        timeouts: timeout.len(),
+        survivors: missed.into_iter().chain(timeout).collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crate_names_take_the_prefix_or_not_and_refuse_others() {
+        assert_eq!(short("mmap"), Ok("mmap"));
+        assert_eq!(short("mmbatch-cache"), Ok("cache"));
+        let e = short("testkit").unwrap_err();
+        assert!(e.contains("mmap, pagevec"), "{e}");
+    }
+
+    #[test]
+    fn a_score_counts_each_list_and_survivors_are_missed_then_timed_out() {
+        let dir = std::env::temp_dir().join(format!("xtask-mutants-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("caught.txt"), "a\nb\nc\n").unwrap();
+        fs::write(dir.join("missed.txt"), "m\n").unwrap();
+        fs::write(dir.join("timeout.txt"), "t\n").unwrap();
+        let s = read_score("mmap", &dir).unwrap();
+        fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(s.caught, 3);
+        assert_eq!(s.unviable, 0);
+        assert_eq!(s.survivors, ["m", "t"]);
+        assert_eq!(s.timeouts, 1);
+        assert!((s.percent() - 60.0).abs() < 1e-9);
+        assert_eq!(Score::default().percent(), 100.0);
+    }
+}
