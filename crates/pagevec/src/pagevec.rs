@@ -469,6 +469,52 @@ mod tests {
         v
     }
 
+    /// What the accessors and the slice, comparison, iteration and
+    /// formatting traits promise, from empty to full.
+    #[test]
+    fn accessors_and_traits_say_what_the_batch_holds() {
+        let mut v: PageVec<u32, 4> = PageVec::new();
+        assert_eq!((v.len(), v.capacity(), v.space()), (0, 4, 4));
+        assert!(v.is_empty() && !v.is_full());
+        v.push(1);
+        v.push(2);
+        assert_eq!((v.len(), v.space()), (2, 2));
+        assert!(!v.is_empty() && !v.is_full());
+        // Deref, DerefMut and both borrowed iterators see the items.
+        assert_eq!(&*v, &[1, 2]);
+        v[0] = 10;
+        for x in &mut v {
+            *x += 1;
+        }
+        assert_eq!((&v).into_iter().copied().collect::<Vec<_>>(), [11, 3]);
+        assert_eq!(v.as_mut_slice(), &mut [11, 3]);
+        let mut w: PageVec<u32, 4> = PageVec::new();
+        w.push(11);
+        assert_ne!(v, w);
+        w.push(3);
+        assert_eq!(v, w);
+        v.push(5);
+        v.push(6);
+        assert!(v.is_full());
+        assert_eq!(v.space(), 0);
+        let e = v.try_push(7).unwrap_err();
+        assert_eq!(format!("{e:?}"), "CapacityError: batch is full");
+        assert!(e.to_string().contains("drain"), "{e}");
+        assert_eq!(e.element(), 7);
+        assert_eq!(format!("{v:?}"), "[11, 3, 5, 6]");
+        let mut d = v.drain();
+        d.next();
+        assert_eq!(format!("{d:?}"), "Drain { remaining: 3 }");
+        drop(d);
+        w.push(8);
+        let mut it = w.into_iter();
+        assert_eq!(it.size_hint(), (3, Some(3)));
+        it.next();
+        assert_eq!(it.size_hint(), (2, Some(2)));
+        assert_eq!(it.len(), 2);
+        assert_eq!(format!("{it:?}"), "IntoIter { remaining: 2 }");
+    }
+
     #[test]
     fn default_is_256_bytes_for_pointers() {
         assert_eq!(core::mem::size_of::<PageVec<&u8>>(), 256);

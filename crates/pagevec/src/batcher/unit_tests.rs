@@ -2,7 +2,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use super::{Apply, Batcher};
+use super::{Apply, BatchStats, Batcher};
 use crate::sync::Ordering;
 
 struct Count(Mutex<u32>);
@@ -54,4 +54,44 @@ fn a_caller_folds_into_a_whole_pass_that_began_after_it() {
     let st = b.stats();
     assert_eq!((st.drain_all_passes, st.drain_all_folded), (1, 1));
     assert_eq!(*b.target().0.lock().unwrap(), 1);
+}
+
+/// `+` and `+=` add every field, each with values that tell `+` from `-`
+/// and `*` apart.
+#[test]
+fn batch_stats_add_every_field() {
+    let a = BatchStats {
+        ops: 10,
+        immediate: 11,
+        batches: 12,
+        drains: 13,
+        lock_acquisitions: 14,
+        drain_all_passes: 15,
+        drain_all_folded: 16,
+        pending: 17,
+    };
+    let b = BatchStats {
+        ops: 3,
+        immediate: 4,
+        batches: 5,
+        drains: 6,
+        lock_acquisitions: 7,
+        drain_all_passes: 8,
+        drain_all_folded: 9,
+        pending: 2,
+    };
+    let want = BatchStats {
+        ops: 13,
+        immediate: 15,
+        batches: 17,
+        drains: 19,
+        lock_acquisitions: 21,
+        drain_all_passes: 23,
+        drain_all_folded: 25,
+        pending: 19,
+    };
+    assert_eq!(a + b, want);
+    let mut c = a;
+    c += b;
+    assert_eq!(c, want);
 }

@@ -1,0 +1,68 @@
+//! What a `Batcher`'s end does with the ops still waiting: the promises
+//! its docs make to a user who drops it or takes its target back.
+
+use std::{
+    panic::{AssertUnwindSafe, catch_unwind},
+    sync::{Arc, Mutex, MutexGuard},
+};
+
+use mmbatch_pagevec::{Apply, Batcher};
+
+/// Applied ops, in order, shared with the test.
+#[derive(Debug, Default, Clone)]
+struct Log(Arc<Mutex<Vec<u32>>>);
+
+impl Apply for Log {
+    type Op = u32;
+    type Key = ();
+    type Guard<'a> = MutexGuard<'a, Vec<u32>>;
+    fn key(&self, _: &u32) {}
+    fn lock(&self, _: ()) -> Self::Guard<'_> {
+        self.0.lock().unwrap()
+    }
+    fn apply(&self, log: &mut Self::Guard<'_>, op: u32) {
+        log.push(op);
+    }
+}
+
+impl Log {
+    fn ops(&self) -> Vec<u32> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+#[test]
+fn dropping_a_batcher_applies_what_waits() {
+    let log = Log::default();
+    let b: Batcher<Log, 8> = Batcher::new(log.clone());
+    for op in 1..=3 {
+        b.queue(op);
+    }
+    assert_eq!(log.ops(), [] as [u32; 0], "fewer than a batch: waiting");
+    drop(b);
+    assert_eq!(log.ops(), [1, 2, 3]);
+}
+
+#[test]
+fn into_inner_applies_what_waits_and_gives_the_target_back() {
+    let log = Log::default();
+    let b: Batcher<Log, 8> = Batcher::new(log.clone());
+    b.queue(7);
+    let target = b.into_inner();
+    assert_eq!(target.ops(), [7]);
+    assert_eq!(log.ops(), [7], "applied once, not again by drop");
+}
+
+/// Dropped while its thread unwinds, a batcher drops its waiting ops
+/// rather than apply them (a second panic there would abort).
+#[test]
+fn a_batcher_dropped_by_a_panic_applies_nothing() {
+    let log = Log::default();
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let b: Batcher<Log, 8> = Batcher::new(log.clone());
+        b.queue(1);
+        panic!("the caller failed");
+    }));
+    assert!(r.is_err());
+    assert_eq!(log.ops(), [] as [u32; 0]);
+}
