@@ -494,6 +494,25 @@ fn an_insert_reclaims_expired_room_before_evicting() {
         (c.get(&1), c.get(&2), c.get(&3)),
         (Some(1000), None, Some(1000))
     );
+    // Wherever the expired entry sits: a full shard of 8 looks at all 8
+    // slots (one line of deadlines) before it evicts a live entry.
+    for short in 0..8u8 {
+        let c: LruCache<u8, u32> = LruCache::builder(8)
+            .shards(1)
+            .clock(clock.clone())
+            .expiry(ByValue)
+            .build()
+            .unwrap();
+        for k in 0..8 {
+            c.insert(k, if k == short { 5 } else { 1000 });
+        }
+        clock.advance(5);
+        c.insert(8, 1000);
+        let lost: Vec<u8> = (0..8)
+            .filter(|&k| k != short && c.peek(&k).is_none())
+            .collect();
+        assert!(lost.is_empty(), "expired {short}: live {lost:?} evicted");
+    }
 }
 
 /// An insert racing a read across an entry's deadline: once a read has

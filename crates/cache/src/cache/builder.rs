@@ -156,7 +156,9 @@ pub trait Expiry<K, V>: Send + Sync {
 
 /// The time expiry is measured in: monotonic, from any origin. Inject one
 /// ([`Builder::clock`]) to control time in tests, or for a finer
-/// resolution than the default's.
+/// resolution than the default's. It is read under the shard's lock (so
+/// that no call acts on a moment before one it follows), as a key's `Eq`
+/// runs, and must not use the cache.
 pub trait Clock: Send + Sync {
     /// Now, since the clock's origin.
     fn now(&self) -> Duration;
@@ -247,6 +249,12 @@ pub(super) struct Expire<K, V> {
 }
 
 impl<K, V> Expire<K, V> {
+    /// Whether a read only ever moves a deadline later (the builder's
+    /// lifetimes; an `Expiry` may shorten one).
+    pub(super) fn reads_only_extend(&self) -> bool {
+        !matches!(self.kind, Kind::Custom(_))
+    }
+
     /// Whether entries keep a cap beside their deadline.
     pub(super) fn capped(&self) -> bool {
         matches!(self.kind, Kind::Both { .. })

@@ -155,7 +155,9 @@ where
     /// are the caller's, and no listener hears them; an entry that had
     /// expired is not returned (a listener hears it as
     /// [`RemovalCause::Expired`]). Entries inserted meanwhile into a
-    /// shard already drained stay cached.
+    /// shard already drained stay cached. If the listener panics on an
+    /// expired entry, every shard is still drained, and the panic
+    /// continues: the live entries drained are dropped, not returned.
     pub fn drain(&self) -> std::vec::IntoIter<(K, V)> {
         let mut all = Vec::with_capacity(self.len());
         let mut first = None;

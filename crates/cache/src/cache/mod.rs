@@ -316,17 +316,18 @@ where
     }
 
     /// The value of live entry `i`, read at `now` under its shard's lock
-    /// (either): its deadline moves as `expire_after_read` says, unless a
-    /// concurrent read moved it first (a compare-exchange, so that no
-    /// read undoes another's). The policy sees the cached value, so a
-    /// panic in it drops nothing under the lock.
+    /// (either): its deadline moves as `expire_after_read` says. Racing
+    /// reads keep the latest deadline under a time to idle (a read never
+    /// moves one back), and one of theirs under an `Expiry`, which may
+    /// shorten it. The policy sees the cached value, so a panic in it
+    /// drops nothing under the lock.
     fn read_expiring(e: &builder::Expire<K, V>, lv: &Lruvec<K, V>, i: u32, now: u64) -> V {
         let n = lv.node(i);
         let was = lv.deadline_of(i);
         let next = e.read(&n.key, &n.value, now, was);
         // Unchanged (a time to live): no store, no line written.
         if next != was.at {
-            lv.move_deadline(i, was.at, next);
+            lv.move_deadline(i, was.at, next, e.reads_only_extend());
         }
         n.value.clone()
     }

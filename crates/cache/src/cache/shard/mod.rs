@@ -240,9 +240,9 @@ pub(super) struct Lruvec<K, V> {
     seen_lookups: (u64, u64),
     /// Whether its last window of lookups found its active list stale.
     stale: bool,
-    /// Whether new keys may fill the active list before the first
-    /// eviction (`fills`); off only in tests of the steady state.
-    fill: bool,
+    /// Whether new keys may fill the active list (`fills`): from the
+    /// shard's making or clearing to its next eviction.
+    pub(super) fill: bool,
     /// Whether most misses refault: the shard takes the kernel's strict
     /// refault test instead of ARC's (see [`Lruvec::workingset_refault`]).
     thrashing: bool,
@@ -578,20 +578,20 @@ impl<K, V> Lruvec<K, V> {
         }
     }
 
-    /// Moves entry `i`'s deadline from `was` to `next` unless another
-    /// read moved it first (a read's `expire_after_read`, under the read
-    /// lock: reads racing on one entry keep one of their deadlines, and
-    /// none undoes a later one's).
-    pub(super) fn move_deadline(&self, i: u32, was: u64, next: u64) {
+    /// Moves entry `i`'s deadline from `was` to `next` (a read's
+    /// `expire_after_read`, under the read lock). `later`: only ever later
+    /// (`fetch_max`: of racing reads the one that read the clock last
+    /// wins, and no read undoes a later one's); else unless another read
+    /// moved it first (a compare-exchange: an `Expiry` may shorten it).
+    pub(super) fn move_deadline(&self, i: u32, was: u64, next: u64, later: bool) {
         if self.expiring {
-            // Lost: a concurrent read's deadline stands, as if it came
-            // after this one.
-            let _ = self.deadlines[i as usize].compare_exchange(
-                was,
-                next,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            );
+            let d = &self.deadlines[i as usize];
+            if later {
+                d.fetch_max(next, Ordering::Relaxed);
+            } else {
+                // Lost: a concurrent read's deadline stands.
+                let _ = d.compare_exchange(was, next, Ordering::Relaxed, Ordering::Relaxed);
+            }
         }
     }
 
@@ -610,14 +610,18 @@ impl<K, V> Lruvec<K, V> {
         }
     }
 
-    /// Looks at two slots at the sweep's hand and removes those expired
-    /// at `now` into `out` (the shard's own work reclaims expired
-    /// entries: each slot is looked at within `len / 2` writes).
+    /// Looks at two slots at the sweep's hand, and while the shard is full
+    /// up to [`SWEEP_WHEN_FULL`], and removes those expired at `now` into
+    /// `out` (the shard's own work reclaims expired entries: each slot is
+    /// looked at within `len / 2` writes, and an insert into a full shard
+    /// takes an expired entry's room near the hand before the policy
+    /// evicts a live one).
     pub(super) fn sweep_expired(&mut self, out: &mut Evicted<K, V>) {
         if !self.expiring {
             return;
         }
-        for _ in 0..2 {
+        let mut looked = 0;
+        while looked < 2 || (looked < SWEEP_WHEN_FULL && self.is_full()) {
             let len = self.nodes.len() as u32;
             if len == 0 {
                 return;
@@ -631,6 +635,7 @@ impl<K, V> Lruvec<K, V> {
             } else {
                 self.sweep = (i + 1) % len;
             }
+            looked += 1;
         }
     }
 
@@ -726,6 +731,9 @@ impl<K, V> Lruvec<K, V> {
     /// entries are returned to be dropped outside the lock.
     pub(super) fn clear(&mut self) -> Vec<Node<K, V>> {
         self.table.clear();
+        // Empty again: the next keys fill the active list, as a new
+        // shard's do.
+        self.fill = true;
         self.lists = [EMPTY; 2];
         self.weight = 0;
         self.shadows.clear();

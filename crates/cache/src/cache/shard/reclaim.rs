@@ -222,6 +222,7 @@ impl<K, V> Lruvec<K, V> {
         }
         self.detach(t);
         self.evictions += 1;
+        self.fill = false;
         (self.policy == Policy::Workingset).then(|| {
             self.shadows.prefetch(hash);
             (hash, f)

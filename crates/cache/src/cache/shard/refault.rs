@@ -132,17 +132,18 @@ impl<K, V> Lruvec<K, V> {
     }
 
     /// Whether a new key (no shadow) goes on the active list: while the
-    /// shard fills (it has never evicted), up to [`FILL_ACTIVE`] of its
-    /// entries, as LIRS makes every block LIR until its LIR set is full
+    /// shard fills (it has not evicted since it was made or cleared), up
+    /// to [`FILL_ACTIVE`] of its entries, as LIRS makes every block LIR until its LIR set is full
     /// and quick_cache admits to its hot set until it is. A working set
     /// whose reuse comes from further back than the shadows reach (a loop
     /// over several times the cache) then keeps the entries it started
     /// with, to be hit each time round, where a shard filling probation
     /// first cycled them all through it unhit.
     pub(super) fn fills(&self) -> bool {
+        // Whole entries: with the rest on probation at least the inactive
+        // target's starting share, the first eviction refills nothing.
         self.fill
-            && self.evictions == 0
-            && real(self.len()) < FILL_ACTIVE * real(self.max_entries)
+            && real(self.lists[ACTIVE].len + 1) <= (FILL_ACTIVE * real(self.max_entries)).floor()
             && (self.weight as f64) < FILL_ACTIVE * self.capacity as f64
     }
 

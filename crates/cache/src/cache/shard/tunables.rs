@@ -108,3 +108,9 @@ pub(super) const MIN_WINDOW: u64 = 64;
 /// refill at its first evictions could deactivate (quick_cache's 0.97
 /// lost some of them to a scan).
 pub(super) const FILL_ACTIVE: f64 = 1.0 - 1.0 / (INACTIVE_RATIO as f64 + 1.0);
+
+/// Slots the expiry sweep looks at before an insert into a full shard
+/// (`Lruvec::sweep_expired`; two otherwise): one cache line of deadlines,
+/// so that an expired entry near the hand gives its room before a live
+/// one is evicted. More costs every insert at capacity the reads.
+pub(super) const SWEEP_WHEN_FULL: usize = 8;

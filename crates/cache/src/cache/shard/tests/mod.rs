@@ -574,19 +574,33 @@ mod loops;
 /// evicted, a new key without a shadow starts on probation.
 #[test]
 fn a_filling_shard_puts_its_first_keys_on_the_active_list() {
-    let mut lv = Lruvec::new(Policy::Workingset, true, false, (false, false), 100, 100);
-    for k in 0..100 {
-        insert(&mut lv, k);
+    for n in [100usize, 64] {
+        let mut lv = Lruvec::new(Policy::Workingset, true, false, (false, false), n as u64, n);
+        for k in 0..n as u64 {
+            insert(&mut lv, k);
+        }
+        let fill = (FILL_ACTIVE * n as f64).floor() as usize;
+        assert_eq!(lv.lists[ACTIVE].len, fill, "{n}");
+        assert_eq!(lv.lists[INACTIVE].len, n - fill, "{n}");
+        // The first keys, not the last: the loop over them keeps them,
+        // through the first eviction too (it refills nothing: with 64
+        // entries a fill of ceil(0.9 n) left probation under its target,
+        // and the first key was deactivated and evicted at once).
+        insert(&mut lv, 1000);
+        assert_eq!(lv.evictions, 1);
+        assert!(
+            lv.find(hash(0), |&x| x == 0)
+                .is_some_and(|i| lv.list_of(i) == ACTIVE)
+        );
+        let i = lv.find(hash(1000), |&x| x == 1000).unwrap();
+        assert_eq!(lv.list_of(i), INACTIVE);
+        lv.check().unwrap();
+        // Cleared, it fills again.
+        drop(lv.clear());
+        insert(&mut lv, 5);
+        assert!(
+            lv.find(hash(5), |&x| x == 5)
+                .is_some_and(|i| lv.list_of(i) == ACTIVE)
+        );
     }
-    let fill = (FILL_ACTIVE * 100.0).ceil() as usize;
-    assert_eq!(lv.lists[ACTIVE].len, fill);
-    assert_eq!(lv.lists[INACTIVE].len, 100 - fill);
-    // The first keys, not the last: the loop over them keeps them.
-    let i = lv.find(hash(0), |&x| x == 0).unwrap();
-    assert_eq!(lv.list_of(i), ACTIVE);
-    insert(&mut lv, 1000);
-    assert_eq!(lv.evictions, 1);
-    let i = lv.find(hash(1000), |&x| x == 1000).unwrap();
-    assert_eq!(lv.list_of(i), INACTIVE);
-    lv.check().unwrap();
 }
