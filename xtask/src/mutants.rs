@@ -116,6 +116,10 @@ fn run_crate(krate: &str, shard: Option<&str>, in_diff: Option<&Path>) -> Result
     cmd.current_dir(root())
         .args(["mutants", "--no-shuffle", "-p"])
         .arg(format!("mmbatch-{krate}"))
+        // The tests `cargo xtask test` runs: with the fail points (whose
+        // tests are the only ones that reach the error paths of system
+        // calls the kernel rarely refuses) and the optional parts on.
+        .arg("--all-features")
         .arg("--output")
         .arg(&out);
     if let Some(s) = shard {

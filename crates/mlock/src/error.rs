@@ -116,7 +116,7 @@ impl Error {
             Errno::NOMEM | Errno::AGAIN => {
                 let (soft, hard) = accounting::memlock_limits();
                 let locked = accounting::process_locked_bytes().unwrap_or(0);
-                if !accounting::has_cap_ipc_lock() && locked.saturating_add(len as u64) > soft {
+                if over_memlock_limit(accounting::has_cap_ipc_lock(), locked, len, soft) {
                     return Error::MemlockLimit {
                         requested: len,
                         locked,
@@ -152,8 +152,23 @@ impl Error {
     /// `MapCountLimit` if the process is at (or within a few of) the limit.
     fn from_map_count(op: &'static str) -> Option<Error> {
         let (maps, max) = (accounting::map_count(), accounting::max_map_count());
-        (max > 0 && maps + 2 >= max).then_some(Error::MapCountLimit { op, maps, max })
+        near_map_limit(maps, max).then_some(Error::MapCountLimit { op, maps, max })
     }
+}
+
+/// Whether a lock of `len` more bytes, with `locked` locked already, was
+/// refused by RLIMIT_MEMLOCK's soft limit `soft`: only without
+/// CAP_IPC_LOCK (which lifts the limit), and only past it (the kernel
+/// allows locking up to the limit exactly).
+fn over_memlock_limit(cap_ipc_lock: bool, locked: u64, len: usize, soft: u64) -> bool {
+    !cap_ipc_lock && locked.saturating_add(len as u64) > soft
+}
+
+/// Whether `maps` mappings are at `vm.max_map_count` (`max`), or within
+/// the two a split adds (splitting one mapping in three); never when the
+/// limit could not be read (`max` 0).
+pub(crate) fn near_map_limit(maps: usize, max: usize) -> bool {
+    max > 0 && maps.saturating_add(2) >= max
 }
 
 fn bytes(n: u64) -> String {
@@ -272,5 +287,106 @@ impl std::error::Error for Error {
             Error::HugePagesNotReserved(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_memlock_limit_is_blamed_only_past_it_and_without_the_capability() {
+        assert!(over_memlock_limit(false, 60 << 10, 8 << 10, 64 << 10));
+        // Exactly at the limit the kernel locks: a refusal there is not it.
+        assert!(!over_memlock_limit(false, 56 << 10, 8 << 10, 64 << 10));
+        assert!(!over_memlock_limit(false, 0, 4096, u64::MAX));
+        // CAP_IPC_LOCK lifts the limit.
+        assert!(!over_memlock_limit(true, 60 << 10, 8 << 10, 64 << 10));
+        assert!(over_memlock_limit(false, u64::MAX, 1, u64::MAX - 1));
+    }
+
+    #[test]
+    fn the_map_count_is_blamed_at_the_limit_or_within_a_split_of_it() {
+        assert!(near_map_limit(65530, 65530));
+        assert!(near_map_limit(65528, 65530));
+        assert!(!near_map_limit(65527, 65530));
+        assert!(
+            !near_map_limit(32765, 65530),
+            "half the limit is not near it"
+        );
+        assert!(!near_map_limit(10, 0), "an unreadable limit blames nothing");
+        assert!(near_map_limit(usize::MAX, 65530));
+    }
+
+    /// Each error that wraps another hands it to `source()`, so that a
+    /// caller's error report (anyhow's chain, say) shows the cause.
+    #[test]
+    fn wrapped_errors_are_the_source() {
+        use std::error::Error as _;
+        let oom = Error::OutOfMemory {
+            op: "mlock",
+            len: 4096,
+            source: io::Error::from_raw_os_error(12),
+        };
+        let src = oom.source().expect("OutOfMemory has a source");
+        assert_eq!(
+            src.downcast_ref::<io::Error>()
+                .and_then(io::Error::raw_os_error),
+            Some(12)
+        );
+        let sys = Error::Sys {
+            op: "munlockall",
+            source: io::Error::from_raw_os_error(22),
+        };
+        assert!(
+            sys.source()
+                .unwrap()
+                .to_string()
+                .contains("Invalid argument")
+        );
+        let handler = Error::FaultHandler {
+            cause: Box::new(Error::ZeroLength),
+        };
+        assert!(matches!(
+            handler.source().unwrap().downcast_ref::<Error>(),
+            Some(Error::ZeroLength)
+        ));
+        let huge = Error::HugePagesNotReserved(HugePagesUnavailable::new(
+            mmbatch_mmap::HugePageSize::Size2M,
+            3,
+            1,
+        ));
+        let inner = huge.source().unwrap();
+        assert_eq!(
+            inner
+                .downcast_ref::<HugePagesUnavailable>()
+                .map(|e| e.needed),
+            Some(3)
+        );
+        assert!(Error::ZeroLength.source().is_none());
+    }
+
+    #[test]
+    fn sizes_print_in_the_largest_whole_unit() {
+        assert_eq!(bytes(u64::MAX), "unlimited");
+        assert_eq!(bytes(2 << 30), "2 GiB");
+        assert_eq!(bytes(3 << 20), "3 MiB");
+        assert_eq!(bytes((1 << 30) + (1 << 20)), "1025 MiB");
+        assert_eq!(bytes(64 << 10), "64 KiB");
+        assert_eq!(bytes(1024), "1 KiB");
+        assert_eq!(bytes(1000), "1000 bytes");
+        assert_eq!(bytes(1025), "1025 bytes");
+        assert_eq!(bytes(0), "0 bytes");
+        let e = Error::MemlockLimit {
+            requested: 1 << 20,
+            locked: 60 << 10,
+            soft: 64 << 10,
+            hard: u64::MAX,
+        };
+        assert_eq!(
+            e.to_string().split(". ").next().unwrap(),
+            "locking 1 MiB more would pass RLIMIT_MEMLOCK: 60 KiB locked already, soft limit 64 \
+             KiB, hard limit unlimited"
+        );
     }
 }

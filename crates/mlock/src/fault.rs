@@ -444,7 +444,7 @@ impl FaultLockedRegion {
             };
             let maps = SLOTS[self.slot].maps_at_error.load(Ordering::Relaxed);
             let max = accounting::max_map_count();
-            let cause = if errno == Errno::NOMEM && max > 0 && maps + 2 >= max {
+            let cause = if errno == Errno::NOMEM && crate::error::near_map_limit(maps, max) {
                 Error::MapCountLimit { op, maps, max }
             } else if op == "mprotect" {
                 Error::from_sys(op, page, errno)

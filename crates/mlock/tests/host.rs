@@ -253,11 +253,13 @@ fn fault_region_locks_a_batch_per_fault() {
     assert_eq!(r.region().locked_bytes().unwrap(), 17 * p as u64);
 }
 
-/// Runs `scenario` in a child copy of this test binary, killed after 60 s.
+/// Runs `scenario` in a child copy of this test binary, killed after 30 s
+/// (each takes milliseconds; a handler that spins, as a broken seqlock
+/// does, fails here rather than at cargo-mutants' 60 s).
 fn child(scenario: &str) -> child::Run {
     child::run(
         "child_scenarios",
-        std::time::Duration::from_secs(60),
+        std::time::Duration::from_secs(30),
         &[("MMBATCH_MLOCK_CHILD", scenario)],
     )
 }
@@ -296,9 +298,132 @@ fn mlockall_onfault_and_munlockall() {
 }
 
 #[test]
+fn mlockall_future_locks_later_mappings() {
+    assert_child_ok("mlockall-future");
+}
+
+#[test]
+fn mlockall_over_the_limit_names_what_it_asked_for() {
+    assert_child_ok("mlockall-rlimit");
+}
+
+/// `CapEff` of /proc/self/status, the kernel's own word on the
+/// capabilities in effect.
+fn effective_caps() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let hex = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .unwrap();
+    u64::from_str_radix(hex.trim(), 16).unwrap()
+}
+
+#[test]
+fn accounting_reads_the_kernels_figures() {
+    const CAP_IPC_LOCK: u32 = 14;
+    assert_eq!(
+        accounting::has_cap_ipc_lock(),
+        effective_caps() & (1 << CAP_IPC_LOCK) != 0,
+        "CapEff {:x}",
+        effective_caps()
+    );
+    if nix::unistd::geteuid().is_root() {
+        assert!(accounting::has_cap_ipc_lock(), "root has CAP_IPC_LOCK");
+    }
+    // The mapping count is /proc/self/maps' line count (other tests map
+    // and unmap meanwhile: compared when the count held still around it).
+    let lines = || {
+        std::fs::read_to_string("/proc/self/maps")
+            .unwrap()
+            .lines()
+            .count()
+    };
+    let steady = (0..100).find_map(|_| {
+        let (m1, c, m2) = (lines(), accounting::map_count(), lines());
+        (m1 == m2).then_some((c, m1))
+    });
+    let (counted, maps) = steady.expect("the mapping count held still once in 100 reads");
+    assert_eq!(counted, maps);
+    let max: usize = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(accounting::max_map_count(), max);
+}
+
+/// A region's smaps `Locked` is counted only over mappings wholly inside
+/// the range asked about.
+#[test]
+fn smaps_locked_counts_only_mappings_inside_the_range() {
+    let p = page();
+    let r = LockedRegion::builder(4 * p).build().unwrap();
+    let (a, b) = (r.as_ptr() as usize, r.as_ptr() as usize + 4 * p);
+    assert_eq!(accounting::smaps_locked(a, b).unwrap(), 4 * p as u64);
+    assert_eq!(accounting::smaps_locked(a, b - p).unwrap(), 0, "end inside");
+    assert_eq!(
+        accounting::smaps_locked(a + p, b).unwrap(),
+        0,
+        "start inside"
+    );
+    assert_eq!(
+        accounting::smaps_locked(a - p, b + p).unwrap(),
+        4 * p as u64,
+        "the guards lock nothing"
+    );
+}
+
+/// The pool counts follow the pool: as root, one more 2 MiB page
+/// reserved shows in both, and the pool is given back.
+#[test]
+fn huge_page_pool_counts_follow_the_pool() {
+    let size = HugePageSize::Size2M.bytes();
+    let nr = HugePageSize::Size2M.pool_file("nr_hugepages");
+    let read = |f: &str| -> usize {
+        std::fs::read_to_string(HugePageSize::Size2M.pool_file(f))
+            .map_or(0, |s| s.trim().parse().unwrap())
+    };
+    assert_eq!(accounting::huge_pages_total(size), read("nr_hugepages"));
+    assert_eq!(accounting::huge_pages_free(size), read("free_hugepages"));
+    let before = read("nr_hugepages");
+    if std::fs::write(&nr, (before + 1).to_string()).is_err() {
+        eprintln!("cannot grow the 2 MiB pool here (needs root): counts checked as read only");
+        return;
+    }
+    struct Restore(String, usize);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            std::fs::write(&self.0, self.1.to_string()).unwrap();
+        }
+    }
+    let _restore = Restore(nr, before);
+    if read("nr_hugepages") == before {
+        eprintln!("the kernel found no memory for a 2 MiB page: counts checked as read only");
+        return;
+    }
+    assert_eq!(accounting::huge_pages_total(size), before + 1);
+    assert_eq!(accounting::huge_pages_free(size), read("free_hugepages"));
+    assert!(accounting::huge_pages_free(size) >= 1);
+    assert_eq!(accounting::huge_pages_total(12345), 0, "no such pool");
+}
+
+#[test]
 fn stray_segfault_reaches_the_default_action() {
     let run = child("stray-segv");
     assert_eq!(run.signal(), Some(libc::SIGSEGV), "{run:?}");
+}
+
+/// A handler installed before the first region (a crash reporter, say)
+/// is where faults outside every region go while regions live, and it is
+/// the action again once the last region is dropped.
+#[test]
+fn stray_faults_reach_the_handler_installed_before() {
+    let run = child("handler-before-ours");
+    assert_eq!(
+        run.status.and_then(|s| s.code()),
+        Some(42),
+        "the earlier handler exits 42: {run:?}"
+    );
 }
 
 /// Another library installs its SIGSEGV handler over ours (chaining to
@@ -507,6 +632,85 @@ fn child_scenarios() {
             assert!(locked > 0);
             munlockall().unwrap();
             assert_eq!(accounting::process_locked_bytes().unwrap(), 0);
+        }
+        "mlockall-future" => {
+            mlockall(LockAll::FUTURE).unwrap();
+            let before = accounting::process_locked_bytes().unwrap();
+            // A mapping made after the call is locked as it is made.
+            let r = LockedRegion::builder(MIB)
+                .policy(LockPolicy::Unlocked)
+                .build()
+                .unwrap();
+            let after = accounting::process_locked_bytes().unwrap();
+            println!(
+                "child: VmLck {before} -> {after} over a 1 MiB mapping after mlockall(FUTURE)"
+            );
+            assert!(after >= before + MIB as u64, "{before} -> {after}");
+            drop(r);
+            munlockall().unwrap();
+            assert_eq!(accounting::process_locked_bytes().unwrap(), 0);
+        }
+        "mlockall-rlimit" => {
+            limit_memlock(64 << 10);
+            let e = mlockall(LockAll::CURRENT).unwrap_err();
+            println!("child: {e}");
+            let status = std::fs::read_to_string("/proc/self/status").unwrap();
+            let size_kb: u64 = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmSize:"))
+                .unwrap()
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse()
+                .unwrap();
+            // What it asked to lock is the whole address space, VmSize.
+            let Error::MemlockLimit {
+                requested, soft, ..
+            } = e
+            else {
+                panic!("{e:?}");
+            };
+            assert_eq!(soft, 64 << 10);
+            let size = size_kb * 1024;
+            assert!(
+                requested as u64 >= size / 2 && requested as u64 <= size * 2,
+                "asked {requested}, VmSize {size}"
+            );
+        }
+        "handler-before-ours" => {
+            extern "C" fn earlier(_: i32, _: *mut libc::siginfo_t, _: *mut std::ffi::c_void) {
+                // SAFETY: async-signal-safe exit.
+                unsafe { libc::_exit(42) };
+            }
+            let action = |f: usize| {
+                // SAFETY: an all-zero sigaction is a valid empty value.
+                let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+                sa.sa_sigaction = f;
+                sa.sa_flags = libc::SA_SIGINFO;
+                sa
+            };
+            let sa = action(earlier as *const () as usize);
+            // SAFETY: a valid action for SIGSEGV.
+            unsafe { libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut()) };
+            let a = FaultLockedRegion::new(LockedRegion::builder(MIB), 4).unwrap();
+            a.read(0).unwrap();
+            drop(a);
+            let mut now = std::mem::MaybeUninit::<libc::sigaction>::uninit();
+            // SAFETY: queries the current action.
+            unsafe { libc::sigaction(libc::SIGSEGV, std::ptr::null(), now.as_mut_ptr()) };
+            // SAFETY: filled by sigaction.
+            let now = unsafe { now.assume_init() };
+            assert_eq!(
+                now.sa_sigaction, sa.sa_sigaction,
+                "the last region's drop restores the handler from before"
+            );
+            let b = FaultLockedRegion::new(LockedRegion::builder(MIB), 4).unwrap();
+            b.read(MIB - 1).unwrap();
+            println!("child: region B served its fault; now a stray one");
+            // SAFETY: deliberately invalid: the earlier handler exits 42.
+            let _ = unsafe { std::ptr::read_volatile(8 as *const u8) };
+            unreachable!("the stray access must reach the earlier handler");
         }
         "stray-segv" => {
             let r = FaultLockedRegion::new(LockedRegion::builder(MIB), 4).unwrap();
