@@ -3,7 +3,8 @@
 //! the hit ratio of each trace and size, for quick iterations on the
 //! policy: `cargo run --release -p mmbatch-benches --example policy_lab
 //! [NAME]` (about a minute; the peers' figures are in `cache-hits`).
-//! `NAME` keeps the traces whose name contains it; `LAB_STATS=1` adds
+//! `NAME` keeps the traces whose name contains it (or any of several,
+//! comma-separated); `LAB_STATS=1` adds
 //! the refault share, activations per refault and the time spent
 //! thrashing; `LAB_HALF=1` counts hits in each trace's second half only.
 
@@ -18,7 +19,11 @@ use mmbatch_cache::LruCache;
 fn main() {
     let only = std::env::args().nth(1);
     let mut cases: Vec<(String, Vec<u64>, Vec<usize>, usize)> = Vec::new();
-    let want = |name: &str| only.as_deref().is_none_or(|o| name.contains(o));
+    // Comma-separated: a trace is kept if its name contains any of them.
+    let want = |name: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|o| name.contains(o)))
+    };
     for (name, sizes) in [("OLTP", OLTP_SIZES.to_vec()), ("P3", P3_SIZES.to_vec())] {
         if want(name) {
             let t = read_trace(&traces_dir().join(format!("{name}.lis.zst")), usize::MAX).unwrap();

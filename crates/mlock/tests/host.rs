@@ -156,6 +156,9 @@ fn huge_pages_not_reserved() {
 
 #[test]
 fn hugetlb_2m_region_when_root() {
+    if let Some(run) = child::parent("hugetlb_2m_region_when_root", FAULTING) {
+        return run.expect_success();
+    }
     let nr = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
     let before: usize = std::fs::read_to_string(nr).map_or(0, |s| s.trim().parse().unwrap_or(0));
     if std::fs::write(nr, (before + 4).to_string()).is_err() {
@@ -232,8 +235,16 @@ fn drop_and_panic_leave_no_mapping() {
     assert!(!mapped_exactly(addr, len), "a panic leaked the mapping");
 }
 
+/// The time limit of a test whose body faults on a [`FaultLockedRegion`]
+/// and so runs in a child: a handler that leaves the page protected
+/// makes the read fault forever, which fails here rather than hangs.
+const FAULTING: std::time::Duration = std::time::Duration::from_secs(30);
+
 #[test]
 fn fault_region_locks_a_batch_per_fault() {
+    if let Some(run) = child::parent("fault_region_locks_a_batch_per_fault", FAULTING) {
+        return run.expect_success();
+    }
     let p = page();
     let r = FaultLockedRegion::new(LockedRegion::builder(MIB), 8).unwrap();
     assert_eq!(r.region().locked_bytes().unwrap(), 0);
