@@ -73,7 +73,7 @@ fn refused_mlock_unmaps_the_region() {
 fn refused_mmap_for_a_fault_region() {
     // It faults on the region: in a child, so that a handler that never
     // opens the page fails the test at the limit instead of hanging it.
-    let limit = std::time::Duration::from_secs(30);
+    let limit = std::time::Duration::from_secs(10);
     if let Some(run) = mmbatch_testkit::child::parent("refused_mmap_for_a_fault_region", limit) {
         return run.expect_success();
     }

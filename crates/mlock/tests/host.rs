@@ -238,7 +238,7 @@ fn drop_and_panic_leave_no_mapping() {
 /// The time limit of a test whose body faults on a [`FaultLockedRegion`]
 /// and so runs in a child: a handler that leaves the page protected
 /// makes the read fault forever, which fails here rather than hangs.
-const FAULTING: std::time::Duration = std::time::Duration::from_secs(30);
+const FAULTING: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[test]
 fn fault_region_locks_a_batch_per_fault() {
