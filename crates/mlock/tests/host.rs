@@ -437,6 +437,14 @@ fn stray_faults_reach_the_handler_installed_before() {
     );
 }
 
+/// A fault that is not a region's goes to the handler from before, and
+/// whatever that handler does to errno, the interrupted code finds errno
+/// as it left it.
+#[test]
+fn errno_survives_a_chained_handler() {
+    assert_child_ok("errno-chain");
+}
+
 /// Another library installs its SIGSEGV handler over ours (chaining to
 /// ours, as well-behaved handlers do), the last region is dropped, and a
 /// new one made. The old code then saved that handler as "the previous
@@ -722,6 +730,51 @@ fn child_scenarios() {
             // SAFETY: deliberately invalid: the earlier handler exits 42.
             let _ = unsafe { std::ptr::read_volatile(8 as *const u8) };
             unreachable!("the stray access must reach the earlier handler");
+        }
+        "errno-chain" => {
+            /// Opens the faulting page and clobbers errno, as a handler
+            /// that makes a failing call would.
+            extern "C" fn opener(_: i32, info: *mut libc::siginfo_t, _: *mut std::ffi::c_void) {
+                // SAFETY: SIGSEGV's siginfo carries the faulting address.
+                let addr = unsafe { (*info).si_addr() } as usize & !4095;
+                // SAFETY: the page is the test's own PROT_NONE mapping.
+                unsafe { libc::mprotect(addr as *mut _, 4096, libc::PROT_READ) };
+                // SAFETY: this thread's errno slot.
+                unsafe { *errno_slot() = 77 };
+            }
+            // SAFETY: an all-zero sigaction is a valid empty value.
+            let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+            sa.sa_sigaction = opener as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO;
+            // SAFETY: a valid action for SIGSEGV.
+            unsafe { libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut()) };
+            let r = FaultLockedRegion::new(LockedRegion::builder(MIB), 4).unwrap();
+            r.read(0).unwrap();
+            // SAFETY: a fresh PROT_NONE page of our own.
+            let other = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    4096,
+                    libc::PROT_NONE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(other, libc::MAP_FAILED);
+            // SAFETY: this thread's errno, a valid int.
+            unsafe { *errno_slot() = 1234 };
+            // SAFETY: faults once; the earlier handler makes it readable.
+            let v = unsafe { std::ptr::read_volatile(other.cast::<u8>()) };
+            // SAFETY: as above.
+            let errno = unsafe { *errno_slot() };
+            println!("child: read {v} through the earlier handler, errno {errno}");
+            assert_eq!(
+                errno, 1234,
+                "errno after a fault the earlier handler served"
+            );
+            // SAFETY: mapped above.
+            unsafe { libc::munmap(other, 4096) };
         }
         "stray-segv" => {
             let r = FaultLockedRegion::new(LockedRegion::builder(MIB), 4).unwrap();
