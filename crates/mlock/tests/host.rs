@@ -735,8 +735,11 @@ fn child_scenarios() {
             /// Opens the faulting page and clobbers errno, as a handler
             /// that makes a failing call would.
             extern "C" fn opener(_: i32, info: *mut libc::siginfo_t, _: *mut std::ffi::c_void) {
+                // SAFETY: the kernel passes a valid siginfo to SA_SIGINFO
+                // handlers.
+                let info = unsafe { &*info };
                 // SAFETY: SIGSEGV's siginfo carries the faulting address.
-                let addr = unsafe { (*info).si_addr() } as usize & !4095;
+                let addr = unsafe { info.si_addr() } as usize & !4095;
                 // SAFETY: the page is the test's own PROT_NONE mapping.
                 unsafe { libc::mprotect(addr as *mut _, 4096, libc::PROT_READ) };
                 // SAFETY: this thread's errno slot.
