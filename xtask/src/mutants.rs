@@ -29,6 +29,8 @@ pub(crate) struct Score {
     /// Mutants no test noticed, then those whose tests timed out.
     pub(crate) survivors: Vec<String>,
     pub(crate) timeouts: usize,
+    /// The mutants caught.
+    pub(crate) caught_list: Vec<String>,
 }
 
 impl Score {
@@ -144,7 +146,65 @@ fn run_crate(krate: &str, shard: Option<&str>, in_diff: Option<&Path>) -> Result
             out.display()
         ));
     }
-    read_score(krate, &out.join("mutants.out"))
+    let mut score = read_score(krate, &out.join("mutants.out"))?;
+    let has_models = crate::loom::CRATES.contains(&format!("mmbatch-{krate}").as_str());
+    if has_models && !score.survivors.is_empty() {
+        let caught = loom_pass(krate, &score.survivors, &out)?;
+        eprintln!(
+            "mutants: the loom models caught {} of {} survivors of mmbatch-{krate}",
+            caught.len(),
+            score.survivors.len()
+        );
+        score.caught += caught.len();
+        score.timeouts -= score.survivors[score.survivors.len() - score.timeouts..]
+            .iter()
+            .filter(|m| caught.contains(m))
+            .count();
+        score.survivors.retain(|m| !caught.contains(m));
+    }
+    Ok(score)
+}
+
+/// Tests `survivors` again with the crate's loom models as the tests
+/// (`--cfg loom`, release with debug assertions, the library's tests
+/// only, as `cargo xtask loom` runs them): code compiled only under loom
+/// is reachable from no other test. Returns the mutants they caught.
+fn loom_pass(krate: &str, survivors: &[String], out: &Path) -> Result<Vec<String>, String> {
+    let out = out.join("loom");
+    fs::create_dir_all(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
+    let mut cmd = cargo();
+    cmd.current_dir(root())
+        .args(["mutants", "--no-shuffle", "-p"])
+        .arg(format!("mmbatch-{krate}"))
+        .args(["--profile", "release", "--cargo-test-arg=--lib"])
+        .arg("--output")
+        .arg(&out)
+        .env("RUSTFLAGS", "--cfg loom -C debug-assertions=on")
+        .env(
+            "LOOM_MAX_PREEMPTIONS",
+            std::env::var("LOOM_MAX_PREEMPTIONS").unwrap_or_else(|_| "2".to_owned()),
+        );
+    for m in survivors {
+        cmd.arg("--re")
+            .arg(format!("^{}$", regex_syntax::escape(m)));
+    }
+    eprintln!(
+        "$ RUSTFLAGS='--cfg loom' cargo mutants -p mmbatch-{krate} --re <its {} survivors> \
+         (output in {})",
+        survivors.len(),
+        out.display()
+    );
+    let status = cmd
+        .status()
+        .map_err(|e| format!("could not start cargo mutants: {e}"))?;
+    if !matches!(status.code(), Some(0 | 2 | 3)) {
+        return Err(format!(
+            "the loom pass over mmbatch-{krate} failed ({status}): see \
+             {}/mutants.out/debug.log",
+            out.display()
+        ));
+    }
+    Ok(read_score(krate, &out.join("mutants.out"))?.caught_list)
 }
 
 /// The score from cargo-mutants' lists in `dir` (`caught.txt`, ...); a
@@ -162,9 +222,11 @@ pub(crate) fn read_score(krate: &str, dir: &Path) -> Result<Score, String> {
     };
     let missed = lines("missed.txt");
     let timeout = lines("timeout.txt");
+    let caught = lines("caught.txt");
     Ok(Score {
         krate: krate.to_owned(),
-        caught: lines("caught.txt").len(),
+        caught: caught.len(),
+        caught_list: caught,
         unviable: lines("unviable.txt").len(),
         timeouts: timeout.len(),
         survivors: missed.into_iter().chain(timeout).collect(),
@@ -198,5 +260,16 @@ mod tests {
         assert_eq!(s.timeouts, 1);
         assert!((s.percent() - 60.0).abs() < 1e-9);
         assert_eq!(Score::default().percent(), 100.0);
+    }
+
+    #[test]
+    fn escaped_names_match_only_themselves() {
+        let name = "crates/a/src/b.rs:12:5: replace <impl Drop for X<'_>>::drop with () | (a+b)";
+        let re = regex::Regex::new(&format!("^{}$", regex_syntax::escape(name))).unwrap();
+        assert!(re.is_match(name));
+        assert!(!re.is_match(
+            "crates/a/src/bXrs:12:5: replace <impl Drop for X<'_>>::drop with () | (a+b)"
+        ));
+        assert!(!re.is_match(&format!("{name} ")));
     }
 }

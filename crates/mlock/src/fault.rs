@@ -241,7 +241,7 @@ fn handle(slot: &Slot, addr: usize, start: usize) {
     }
     let batch = slot.batch.load(Ordering::Relaxed);
     let n = (batch - 1).min((end - p - page) / page);
-    if n > 0 {
+    if n != 0 {
         let q = p + page;
         // Speculative: a failure here leaves those pages to fault alone.
         // SAFETY: [q, q + n * page) lies inside the region.

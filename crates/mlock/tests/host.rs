@@ -258,19 +258,65 @@ fn fault_region_locks_a_batch_per_fault() {
         (r.faults(), r.region().locked_bytes().unwrap()),
         (2, 16 * p as u64)
     );
-    // The batch is clipped to the region's end.
-    r.read(MIB - 1).unwrap();
+    // The batch is clipped to the region's end: nothing past it is opened
+    // or locked — not the guard page, nor the mapping beyond it (the
+    // kernel places mappings downwards, so there usually is one; else
+    // one is put there).
+    let end = r.region().as_ptr() as usize + MIB;
+    // SAFETY: MAP_FIXED_NOREPLACE maps only where nothing is mapped.
+    let ours = unsafe {
+        libc::mmap(
+            (end + p) as *mut _,
+            8 * p,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+            -1,
+            0,
+        )
+    };
+    // The mappings that overlap the 8 pages past the guard, with their
+    // permissions.
+    let beyond = || -> Vec<String> {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        maps.lines()
+            .filter(|l| {
+                let (a, b) = l.split_once(' ').unwrap().0.split_once('-').unwrap();
+                let (a, b) = (
+                    usize::from_str_radix(a, 16).unwrap(),
+                    usize::from_str_radix(b, 16).unwrap(),
+                );
+                a < end + 9 * p && b > end + p
+            })
+            .map(|l| l.split_whitespace().take(2).collect::<Vec<_>>().join(" "))
+            .collect()
+    };
+    let before = beyond();
+    // Three pages from the end: the batch of 8 takes those three.
+    r.read(MIB - 3 * p).unwrap();
     assert_eq!(r.faults(), 3);
-    assert_eq!(r.region().locked_bytes().unwrap(), 17 * p as u64);
+    assert_eq!(r.region().locked_bytes().unwrap(), 19 * p as u64);
+    assert_eq!(
+        beyond(),
+        before,
+        "a mapping past the region's guard was changed"
+    );
+    // Alone in this child, the process's VmLck is the region's.
+    assert_eq!(accounting::process_locked_bytes().unwrap(), 19 * p as u64);
+    r.read(MIB - 1).unwrap();
+    assert_eq!(r.faults(), 3, "the last page came with the batch");
+    if ours != libc::MAP_FAILED {
+        // SAFETY: mapped above, ours.
+        unsafe { libc::munmap(ours, 8 * p) };
+    }
 }
 
-/// Runs `scenario` in a child copy of this test binary, killed after 30 s
-/// (each takes milliseconds; a handler that spins, as a broken seqlock
-/// does, fails here rather than at cargo-mutants' 60 s).
+/// Runs `scenario` in a child copy of this test binary, killed after 15 s
+/// (the slowest, `fault-maps`, takes 0.3 s here; a handler that faults
+/// forever fails here rather than at cargo-mutants' 60 s).
 fn child(scenario: &str) -> child::Run {
     child::run(
         "child_scenarios",
-        std::time::Duration::from_secs(30),
+        std::time::Duration::from_secs(15),
         &[("MMBATCH_MLOCK_CHILD", scenario)],
     )
 }
@@ -621,7 +667,8 @@ fn child_scenarios() {
             let e = r.read(0).unwrap_err();
             println!("child: {errors} reads reported: {e}");
             assert!(
-                matches!(&e, Error::FaultHandler { cause } if matches!(**cause, Error::MapCountLimit { .. })),
+                matches!(&e, Error::FaultHandler { cause }
+                    if matches!(**cause, Error::MapCountLimit { op: "mprotect", .. })),
                 "{e:?}"
             );
             assert!(e.to_string().contains("sysctl -w vm.max_map_count="));
