@@ -52,6 +52,11 @@ fn onfault_locks_exactly_the_touched_pages() {
 
 #[test]
 fn unlock_chunked_unlocks_everything() {
+    // A loop that stops advancing would spin: in a child, bounded.
+    let limit = std::time::Duration::from_secs(15);
+    if let Some(run) = child::parent("unlock_chunked_unlocks_everything", limit) {
+        return run.expect_success();
+    }
     let r = LockedRegion::builder(8 * MIB).build().unwrap();
     r.unlock_chunked(MIB).unwrap();
     assert_eq!(r.locked_bytes().unwrap(), 0);
@@ -59,6 +64,23 @@ fn unlock_chunked_unlocks_everything() {
     let r = LockedRegion::builder(3 * MIB).build().unwrap();
     r.unlock_chunked(2 * MIB).unwrap();
     assert_eq!(r.locked_bytes().unwrap(), 0);
+}
+
+/// What a region says of itself: its length, never empty, writable
+/// unless read-only (then no mutable slice), and `unlock` unlocks it all.
+#[test]
+fn region_accessors_and_unlock() {
+    let p = page();
+    let mut r = LockedRegion::builder(4 * p).build().unwrap();
+    assert_eq!((r.len(), r.is_empty(), r.writable()), (4 * p, false, true));
+    assert_eq!(r.page_size(), p);
+    assert!(r.as_mut_slice().is_some());
+    assert_eq!(r.locked_bytes().unwrap(), 4 * p as u64);
+    r.unlock().unwrap();
+    assert_eq!(r.locked_bytes().unwrap(), 0);
+    let mut ro = LockedRegion::builder(p).read_only().build().unwrap();
+    assert!(!ro.writable());
+    assert!(ro.as_mut_slice().is_none());
 }
 
 #[test]
@@ -82,6 +104,94 @@ fn transparent_huge_page_region() {
         .unwrap();
     assert_eq!(r.as_ptr() as usize % (2 * MIB), 0, "aligned for THP");
     assert_eq!(r.locked_bytes().unwrap(), 4 * MIB as u64);
+}
+
+/// `VmFlags` of the smaps entry that starts at `addr`.
+fn vm_flags(addr: usize) -> String {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let mut inside = false;
+    for line in smaps.lines() {
+        if let Some((range, _)) = line.split_once(' ') {
+            if let Some((a, _)) = range.split_once('-') {
+                if let Ok(a) = usize::from_str_radix(a, 16) {
+                    inside = a == addr;
+                    continue;
+                }
+            }
+        }
+        if inside {
+            if let Some(f) = line.strip_prefix("VmFlags:") {
+                return f.trim().to_owned();
+            }
+        }
+    }
+    panic!("no mapping starts at {addr:x}")
+}
+
+/// Transparent huge pages are asked for (`MADV_HUGEPAGE`, smaps `hg`),
+/// base pages are kept from them (`MADV_NOHUGEPAGE`, `nh`).
+#[test]
+fn page_kinds_advise_the_kernel() {
+    let thp = LockedRegion::builder(4 * MIB)
+        .pages(Pages::Transparent)
+        .build()
+        .unwrap();
+    let flags = vm_flags(thp.as_ptr() as usize);
+    assert!(flags.split(' ').any(|f| f == "hg"), "THP region: {flags}");
+    let base = LockedRegion::builder(MIB).build().unwrap();
+    let flags = vm_flags(base.as_ptr() as usize);
+    assert!(flags.split(' ').any(|f| f == "nh"), "base region: {flags}");
+}
+
+/// A file mapped from an offset shows the file's bytes from there; a
+/// shared one writes the file; `map_locked` locks only what `Populate`
+/// locks.
+#[test]
+fn file_regions_from_an_offset_shared_and_unlocked() {
+    use std::os::fd::AsFd;
+    let dir = std::env::temp_dir().join(format!("mmbatch-mlock-off-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("data");
+    let p = page();
+    let data: Vec<u8> = (0..4 * p).map(|i| (i / 7 % 253) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    // SAFETY: this test's own file, not truncated while mapped; only the
+    // shared region below writes it.
+    let r = unsafe { LockedRegion::builder(2 * p).file(file.as_fd(), p as u64, false) }
+        .read_only()
+        .build()
+        .unwrap();
+    assert_eq!(r.as_slice(), &data[p..3 * p], "mapped from the offset");
+    drop(r);
+    // SAFETY: as above.
+    let mut r = unsafe { LockedRegion::builder(p).file(file.as_fd(), 0, true) }
+        .build()
+        .unwrap();
+    r.as_mut_slice().unwrap()[5] = 0xAB;
+    drop(r);
+    assert_eq!(
+        std::fs::read(&path).unwrap()[5],
+        0xAB,
+        "a shared region writes the file"
+    );
+    // SAFETY: as above.
+    let r = unsafe { LockedRegion::builder(2 * p).file(file.as_fd(), 0, false) }
+        .policy(LockPolicy::Unlocked)
+        .map_locked(true)
+        .build()
+        .unwrap();
+    assert_eq!(
+        r.locked_bytes().unwrap(),
+        0,
+        "map_locked without Populate locks nothing"
+    );
+    drop(r);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -156,11 +266,18 @@ fn huge_pages_not_reserved() {
 
 #[test]
 fn hugetlb_2m_region_when_root() {
-    if let Some(run) = child::parent("hugetlb_2m_region_when_root", FAULTING) {
-        return run.expect_success();
-    }
+    let _pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
     let nr = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
     let before: usize = std::fs::read_to_string(nr).map_or(0, |s| s.trim().parse().unwrap_or(0));
+    if let Some(run) = child::parent("hugetlb_2m_region_when_root", FAULTING) {
+        // A child killed at the limit never ran its restore: the pool
+        // goes back here too.
+        let after: usize = std::fs::read_to_string(nr).map_or(0, |s| s.trim().parse().unwrap_or(0));
+        if after != before {
+            let _ = std::fs::write(nr, before.to_string());
+        }
+        return run.expect_success();
+    }
     if std::fs::write(nr, (before + 4).to_string()).is_err() {
         eprintln!(
             "cannot reserve 2 MiB huge pages here (needs root): hugetlb region not exercised"
@@ -176,6 +293,21 @@ fn hugetlb_2m_region_when_root() {
     }
     let restore = Restore(nr, before);
     let result = (|| {
+        // Exactly as many pages as are free builds; one more is refused
+        // up front, naming the pool.
+        let avail = HugePageSize::Size2M.available_pages();
+        let huge = |pages: usize| {
+            LockedRegion::builder(pages * 2 * MIB)
+                .pages(Pages::Huge(HugePageSize::Size2M))
+                .policy(LockPolicy::Unlocked)
+                .build()
+        };
+        drop(huge(avail)?);
+        let e = huge(avail + 1).unwrap_err();
+        assert!(
+            matches!(&e, Error::HugePagesNotReserved(u) if u.needed == avail + 1 && u.free == avail),
+            "{e:?}"
+        );
         let mut r = LockedRegion::builder(4 * MIB)
             .pages(Pages::Huge(HugePageSize::Size2M))
             .build()?;
@@ -432,8 +564,13 @@ fn smaps_locked_counts_only_mappings_inside_the_range() {
 
 /// The pool counts follow the pool: as root, one more 2 MiB page
 /// reserved shows in both, and the pool is given back.
+/// Held by the tests that resize the 2 MiB pool, so that one's restore
+/// never undoes the other's pages.
+static POOL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn huge_page_pool_counts_follow_the_pool() {
+    let _pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
     let size = HugePageSize::Size2M.bytes();
     let nr = HugePageSize::Size2M.pool_file("nr_hugepages");
     let read = |f: &str| -> usize {
@@ -489,6 +626,13 @@ fn stray_faults_reach_the_handler_installed_before() {
 #[test]
 fn errno_survives_a_chained_handler() {
     assert_child_ok("errno-chain");
+}
+
+/// A handler from before that serves a stray fault and returns leaves
+/// ours installed: the region's next fault is still ours.
+#[test]
+fn a_chained_handler_that_returns_leaves_ours_in_place() {
+    assert_child_ok("chain-returns");
 }
 
 /// Another library installs its SIGSEGV handler over ours (chaining to
@@ -823,6 +967,53 @@ fn child_scenarios() {
                 errno, 1234,
                 "errno after a fault the earlier handler served"
             );
+            // SAFETY: mapped above.
+            unsafe { libc::munmap(other, 4096) };
+        }
+        "chain-returns" => {
+            static OPENED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            /// Opens whatever page faulted, and counts.
+            extern "C" fn opener(_: i32, info: *mut libc::siginfo_t, _: *mut std::ffi::c_void) {
+                // SAFETY: the kernel passes a valid siginfo to SA_SIGINFO
+                // handlers.
+                let info = unsafe { &*info };
+                // SAFETY: SIGSEGV's siginfo carries the faulting address.
+                let addr = unsafe { info.si_addr() } as usize & !4095;
+                // SAFETY: a page of this test's own mappings.
+                unsafe { libc::mprotect(addr as *mut _, 4096, libc::PROT_READ) };
+                OPENED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            // SAFETY: an all-zero sigaction is a valid empty value.
+            let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+            sa.sa_sigaction = opener as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO;
+            // SAFETY: a valid action for SIGSEGV.
+            unsafe { libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut()) };
+            let r = FaultLockedRegion::new(LockedRegion::builder(MIB), 4).unwrap();
+            r.read(0).unwrap();
+            // SAFETY: a fresh PROT_NONE page of our own.
+            let other = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    4096,
+                    libc::PROT_NONE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(other, libc::MAP_FAILED);
+            // SAFETY: faults once; the earlier handler opens it.
+            unsafe { std::ptr::read_volatile(other.cast::<u8>()) };
+            assert_eq!(OPENED.load(std::sync::atomic::Ordering::SeqCst), 1);
+            r.read(8 * page()).unwrap();
+            println!(
+                "child: region faults {}, earlier handler calls {}",
+                r.faults(),
+                OPENED.load(std::sync::atomic::Ordering::SeqCst)
+            );
+            assert_eq!(r.faults(), 2, "the region's second fault was ours");
+            assert_eq!(OPENED.load(std::sync::atomic::Ordering::SeqCst), 1);
             // SAFETY: mapped above.
             unsafe { libc::munmap(other, 4096) };
         }

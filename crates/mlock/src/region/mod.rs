@@ -158,7 +158,9 @@ impl<'fd> RegionBuilder<'fd> {
                 .map_err(|e| Error::from_sys("madvise", region.len, e))?;
         }
         match self.policy {
-            LockPolicy::Populate if self.map_locked && !self.pages.hugetlb() => {} // locked by mmap
+            // Mapped with MAP_LOCKED | MAP_POPULATE (`flags`, for every
+            // kind of page): locked already.
+            LockPolicy::Populate if self.map_locked => {}
             LockPolicy::Populate => region.lock_range(0, region.len)?,
             LockPolicy::OnFault => region.lock_range(0, region.len)?,
             LockPolicy::Unlocked => {}
