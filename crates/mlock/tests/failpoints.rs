@@ -4,7 +4,7 @@
 //! locked. One `FailScenario` at a time (fail points are process-wide).
 
 use fail::FailScenario;
-use mmbatch_mlock::{Error, FaultLockedRegion, LockPolicy, LockedRegion, accounting};
+use mmbatch_mlock::{Error, FaultLockedRegion, LockPolicy, LockedRegion, Pages, accounting};
 
 const MIB: usize = 1 << 20;
 
@@ -167,6 +167,67 @@ fn a_failed_map_fixed_unmaps_no_one_elses_memory() {
     scenario.teardown();
 }
 
+/// The same on any kernel: the fail point `mlock::map_fixed_late` plays a
+/// kernel before 6.12 (the middle unmapped, then ENOMEM), another thread
+/// maps a page into the hole, and the failed build must leave that page
+/// alone and nothing of its own behind.
+#[test]
+fn a_late_failure_leaves_what_another_thread_mapped_in_the_hole() {
+    let scenario = FailScenario::setup();
+    let page = accounting::page_size();
+    // Base pages (a guard page each side) and THP (up to 2 MiB of
+    // alignment slack besides).
+    for (pages, len) in [
+        (Pages::Base, 3 * MIB + 7 * page),
+        (Pages::Transparent, 3 * MIB + 7 * page),
+    ] {
+        let (squatters, reserved) = (readonly_anon_maps(page), prot_none_bytes());
+        fail::cfg("mlock::map_fixed_late", "return").unwrap();
+        fail::cfg("mlock::squat_after_failed_map", "return").unwrap();
+        let e = LockedRegion::builder(len)
+            .pages(pages)
+            .map_locked(true)
+            .build()
+            .unwrap_err();
+        fail::remove("mlock::map_fixed_late");
+        fail::remove("mlock::squat_after_failed_map");
+        println!("{pages:?}: {e}");
+        assert!(
+            matches!(e, Error::OutOfMemory { .. } | Error::MapCountLimit { .. }),
+            "{e:?}"
+        );
+        assert_eq!(
+            readonly_anon_maps(page),
+            squatters + 1,
+            "{pages:?}: the failed build unmapped another thread's page"
+        );
+        assert_eq!(
+            prot_none_bytes(),
+            reserved,
+            "{pages:?}: the failed build left part of its reservation"
+        );
+    }
+    scenario.teardown();
+}
+
+/// Bytes of anonymous `PROT_NONE` mappings (reservations and guards) in
+/// this process. Fail point tests run one at a time, so no thread starts
+/// (with its stack's guard page) while one of them counts.
+fn prot_none_bytes() -> usize {
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f[1] == "---p" && f[4] == "0"
+        })
+        .map(|l| {
+            let (a, b) = l.split_once(' ').unwrap().0.split_once('-').unwrap();
+            usize::from_str_radix(b, 16).unwrap() - usize::from_str_radix(a, 16).unwrap()
+        })
+        .sum()
+}
+
 /// A file mapping the commit charge refuses (private, writable, larger
 /// than memory and swap) is refused by a first mapping where the kernel
 /// likes, before the reservation is touched: nothing is left reserved.
@@ -276,6 +337,30 @@ fn a_refused_map_locked_leaves_nothing_reserved() {
     scenario.teardown();
 }
 
+/// An anonymous region that `mmap` need not lock is made accessible with
+/// `mprotect`, never by a `MAP_FIXED` over its reservation (which before
+/// Linux 6.12 can fail after unmapping it): with every `MAP_FIXED`
+/// refused, it still builds.
+#[test]
+fn an_anonymous_region_never_maps_over_its_reservation() {
+    let scenario = FailScenario::setup();
+    fail::cfg("mlock::map_fixed", "return(ENOMEM)").unwrap();
+    for policy in [
+        LockPolicy::Populate,
+        LockPolicy::OnFault,
+        LockPolicy::Unlocked,
+    ] {
+        let r = LockedRegion::builder(MIB).policy(policy).build();
+        assert!(r.is_ok(), "{policy:?}: {:?}", r.err());
+        let r = LockedRegion::builder(MIB)
+            .policy(policy)
+            .map_locked(policy != LockPolicy::Populate)
+            .build();
+        assert!(r.is_ok(), "{policy:?} with map_locked: {:?}", r.err());
+    }
+    scenario.teardown();
+}
+
 /// A late refusal (ENOMEM, as the commit charge gives after the kernel may
 /// have unmapped the middle): where the kernel names mappings, the
 /// reservation is recognised by its name and given back whole; elsewhere
@@ -286,7 +371,7 @@ fn a_late_refusal_gives_back_a_named_reservation() {
     let scenario = FailScenario::setup();
     let page = accounting::page_size();
     let len = 7 * MIB + 5 * page;
-    let before = maps_of(len);
+    let (before, before_whole) = (maps_of(len), maps_of(len + 2 * page));
     fail::cfg("mlock::map_fixed", "return(ENOMEM)").unwrap();
     let e = LockedRegion::builder(len)
         .map_locked(true)
@@ -294,6 +379,13 @@ fn a_late_refusal_gives_back_a_named_reservation() {
         .unwrap_err();
     println!("{e}");
     let left = maps_of(len) - before;
+    // The guards go back whatever the kernel names: nothing of the
+    // reservation's full size is left.
+    assert_eq!(
+        maps_of(len + 2 * page),
+        before_whole,
+        "the reservation was left whole"
+    );
     if vma_names() {
         assert_eq!(left, 0, "a named reservation was left behind");
     } else {

@@ -78,6 +78,14 @@ impl RegionBuilder<'_> {
         let name = name_reservation(&region.mapping);
         let flags = self.flags() | MapFlags::FIXED;
         let map_fixed = || {
+            fail_point!("mlock::map_fixed_late", |_| {
+                // Plays a kernel before 6.12, whose MAP_FIXED unmaps the
+                // range it replaces and then fails late.
+                // SAFETY: our reservation's middle, which that kernel
+                // would have unmapped.
+                let _ = unsafe { rustix::mm::munmap(region.sub(0), self.len) };
+                Err(Errno::NOMEM)
+            });
             fail_point!("mlock::map_fixed", |arg| Err(super::injected(arg)));
             // SAFETY: [offset, offset + len) lies inside our reservation
             // (guard and slack on both sides), so MAP_FIXED replaces only
@@ -240,9 +248,12 @@ fn name_reservation(reservation: &Mapping) -> Option<String> {
 /// Whether `/proc/self/maps` shows `[addr, addr + len)` inside one mapping
 /// named `name`.
 fn still_named(addr: usize, len: usize, name: &str) -> bool {
-    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
-        return false;
-    };
+    std::fs::read_to_string("/proc/self/maps").is_ok_and(|maps| named_in(&maps, addr, len, name))
+}
+
+/// Whether `maps` (the text of a `/proc/PID/maps`) has `[addr, addr +
+/// len)` inside one mapping named `name`.
+fn named_in(maps: &str, addr: usize, len: usize, name: &str) -> bool {
     let label = format!("[anon:{name}]");
     maps.lines().any(|l| {
         let mut f = l.split_whitespace();
@@ -291,4 +302,51 @@ fn squat(addr: *mut c_void) {
             MapFlags::PRIVATE | MapFlags::FIXED_NOREPLACE,
         )
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::named_in;
+
+    const MAPS: &str = "\
+7f0000000000-7f0000010000 ---p 00000000 00:00 0                          [anon:mmbatch-reservation-1-0]
+7f0000010000-7f0000020000 rw-p 00000000 00:00 0 
+7f0000020000-7f0000030000 r--p 00000000 08:01 1234                       /tmp/[anon:mmbatch-reservation-1-0]
+";
+
+    #[test]
+    fn a_range_is_named_only_inside_one_mapping_of_that_name() {
+        let n = "mmbatch-reservation-1-0";
+        assert!(
+            named_in(MAPS, 0x7f00_0000_0000, 0x1_0000, n),
+            "the whole mapping"
+        );
+        assert!(
+            named_in(MAPS, 0x7f00_0000_1000, 0x1000, n),
+            "a page inside it"
+        );
+        assert!(
+            !named_in(MAPS, 0x7f00_0000_f000, 0x2000, n),
+            "running past its end"
+        );
+        assert!(
+            !named_in(MAPS, 0x7eff_ffff_f000, 0x2000, n),
+            "starting before it"
+        );
+        assert!(!named_in(
+            MAPS,
+            0x7f00_0000_0000,
+            0x1_0000,
+            "mmbatch-reservation-1-1"
+        ));
+        assert!(
+            !named_in(MAPS, 0x7f00_0001_0000, 0x1000, n),
+            "an unnamed mapping"
+        );
+        assert!(
+            !named_in(MAPS, 0x7f00_0002_0000, 0x1000, n),
+            "a file whose path ends in the name"
+        );
+        assert!(!named_in("", 0x7f00_0000_0000, 0x1000, n));
+    }
 }
