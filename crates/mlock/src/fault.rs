@@ -523,6 +523,14 @@ mod tests {
         let b = action(0, 0);
         old.store(&a);
         let stop = AtomicBool::new(false);
+        /// Stops the writer however the reader leaves (a failed
+        /// assertion too), so the scope can join it.
+        struct Stop<'a>(&'a AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
         std::thread::scope(|s| {
             s.spawn(|| {
                 let mut n = 0u64;
@@ -531,6 +539,7 @@ mod tests {
                     n += 1;
                 }
             });
+            let _stop = Stop(&stop);
             let start = std::time::Instant::now();
             let mut reads = 0u64;
             while start.elapsed() < std::time::Duration::from_millis(300) {
@@ -538,7 +547,6 @@ mod tests {
                 let whole = (r.sa_sigaction, r.sa_flags) == (a.sa_sigaction, a.sa_flags)
                     || (r.sa_sigaction, r.sa_flags) == (b.sa_sigaction, b.sa_flags);
                 if !whole {
-                    stop.store(true, Ordering::Relaxed);
                     panic!(
                         "torn read after {reads}: handler {:x}, flags {:x}",
                         r.sa_sigaction, r.sa_flags
@@ -546,7 +554,6 @@ mod tests {
                 }
                 reads += 1;
             }
-            stop.store(true, Ordering::Relaxed);
         });
     }
 }

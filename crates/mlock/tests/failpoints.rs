@@ -181,7 +181,7 @@ fn a_late_failure_leaves_what_another_thread_mapped_in_the_hole() {
         (Pages::Base, 3 * MIB + 7 * page),
         (Pages::Transparent, 3 * MIB + 7 * page),
     ] {
-        let (squatters, reserved) = (readonly_anon_maps(page), prot_none_bytes());
+        let (squatters, reserved) = (readonly_pages(), prot_none_in(&(0..usize::MAX)));
         fail::cfg("mlock::map_fixed_late", "return").unwrap();
         fail::cfg("mlock::squat_after_failed_map", "return").unwrap();
         let e = LockedRegion::builder(len)
@@ -196,36 +196,67 @@ fn a_late_failure_leaves_what_another_thread_mapped_in_the_hole() {
             matches!(e, Error::OutOfMemory { .. } | Error::MapCountLimit { .. }),
             "{e:?}"
         );
-        assert_eq!(
-            readonly_anon_maps(page),
-            squatters + 1,
-            "{pages:?}: the failed build unmapped another thread's page"
-        );
-        assert_eq!(
-            prot_none_bytes(),
-            reserved,
-            "{pages:?}: the failed build left part of its reservation"
+        let new: Vec<usize> = readonly_pages()
+            .into_iter()
+            .filter(|a| !squatters.contains(a))
+            .collect();
+        // The squatter is where the middle began; the reservation spanned
+        // at most a page and 2 MiB of slack either side of the middle, and
+        // nothing PROT_NONE there is new (threads' stack guards may be
+        // neighbours).
+        let [squatter] = new[..] else {
+            panic!("{pages:?}: the failed build unmapped another thread's page ({new:x?})")
+        };
+        let slack = page + 2 * MIB;
+        let around = squatter - slack..squatter + len + slack;
+        let left: Vec<_> = prot_none_in(&around)
+            .into_iter()
+            .filter(|m| !reserved.contains(m))
+            .collect();
+        assert!(
+            left.is_empty(),
+            "{pages:?}: the failed build left part of its reservation: {left:x?}"
         );
     }
     scenario.teardown();
 }
 
-/// Bytes of anonymous `PROT_NONE` mappings (reservations and guards) in
-/// this process. Fail point tests run one at a time, so no thread starts
-/// (with its stack's guard page) while one of them counts.
-fn prot_none_bytes() -> usize {
-    std::fs::read_to_string("/proc/self/maps")
-        .unwrap()
-        .lines()
-        .filter(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            f[1] == "---p" && f[4] == "0"
+/// Start addresses of this process's one-page read-only anonymous
+/// mappings (what the squat fail point maps).
+fn readonly_pages() -> Vec<usize> {
+    let page = accounting::page_size();
+    maps_rows()
+        .filter(|(a, b, perms, anon)| b - a == page && perms == "r--p" && *anon)
+        .map(|(a, ..)| a)
+        .collect()
+}
+
+/// The anonymous `PROT_NONE` mappings that overlap `range`.
+fn prot_none_in(range: &std::ops::Range<usize>) -> Vec<(usize, usize)> {
+    maps_rows()
+        .filter(|(a, b, perms, anon)| {
+            *anon && perms == "---p" && *a < range.end && *b > range.start
         })
+        .map(|(a, b, ..)| (a, b))
+        .collect()
+}
+
+/// `/proc/self/maps` as (start, end, permissions, anonymous).
+fn maps_rows() -> impl Iterator<Item = (usize, usize, String, bool)> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    maps.lines()
         .map(|l| {
-            let (a, b) = l.split_once(' ').unwrap().0.split_once('-').unwrap();
-            usize::from_str_radix(b, 16).unwrap() - usize::from_str_radix(a, 16).unwrap()
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (a, b) = f[0].split_once('-').unwrap();
+            (
+                usize::from_str_radix(a, 16).unwrap(),
+                usize::from_str_radix(b, 16).unwrap(),
+                f[1].to_owned(),
+                f[4] == "0" && f.len() == 5,
+            )
         })
-        .sum()
+        .collect::<Vec<_>>()
+        .into_iter()
 }
 
 /// A file mapping the commit charge refuses (private, writable, larger
