@@ -69,19 +69,17 @@ pub fn map_count() -> usize {
     ) else {
         return 0;
     };
-    // Small and iterator-free: the fault handler calls this on the
-    // signal stack (a few KiB, shared with the frames of unoptimised
-    // builds).
+    // Small: the fault handler calls this on the signal stack (a few
+    // KiB, shared with the frames of unoptimised builds), so one small
+    // buffer and a plain loop over it, no iterator adapters.
     let mut buf = [0u8; 512];
     let mut lines = 0;
     while let Ok(n) = rustix::io::read(&fd, &mut buf) {
         if n == 0 {
             break;
         }
-        let mut i = 0;
-        while i < n {
-            lines += usize::from(buf[i] == b'\n');
-            i += 1;
+        for &b in &buf[..n] {
+            lines += usize::from(b == b'\n');
         }
     }
     lines
