@@ -130,22 +130,11 @@ fn run_crate(krate: &str, shard: Option<&str>, in_diff: Option<&Path>) -> Result
     if let Some(d) = in_diff {
         cmd.arg("--in-diff").arg(d);
     }
-    // cargo-mutants exits 2 for missed mutants and 3 for timeouts: the
-    // lists say which; only a failing baseline or a usage error stops here.
     eprintln!(
         "$ cargo mutants -p mmbatch-{krate} (output in {})",
         out.display()
     );
-    let status = cmd
-        .status()
-        .map_err(|e| format!("could not start cargo mutants: {e}"))?;
-    if !matches!(status.code(), Some(0 | 2 | 3)) {
-        return Err(format!(
-            "cargo mutants -p mmbatch-{krate} failed ({status}): see {}/mutants.out/debug.log \
-             (a baseline whose tests fail unmutated stops it)",
-            out.display()
-        ));
-    }
+    run_mutants(cmd, &format!("cargo mutants -p mmbatch-{krate}"), &out)?;
     let mut score = read_score(krate, &out.join("mutants.out"))?;
     let has_models = crate::loom::CRATES.contains(&format!("mmbatch-{krate}").as_str());
     if has_models && !score.survivors.is_empty() {
@@ -194,17 +183,25 @@ fn loom_pass(krate: &str, survivors: &[String], out: &Path) -> Result<Vec<String
         survivors.len(),
         out.display()
     );
+    run_mutants(cmd, &format!("the loom pass over mmbatch-{krate}"), &out)?;
+    Ok(read_score(krate, &out.join("mutants.out"))?.caught_list)
+}
+
+/// Runs a cargo-mutants command whose output goes to `out`. It exits 2
+/// for missed mutants and 3 for timeouts (the lists say which): only a
+/// failing baseline or a usage error is an error here.
+fn run_mutants(mut cmd: std::process::Command, what: &str, out: &Path) -> Result<(), String> {
     let status = cmd
         .status()
         .map_err(|e| format!("could not start cargo mutants: {e}"))?;
-    if !matches!(status.code(), Some(0 | 2 | 3)) {
-        return Err(format!(
-            "the loom pass over mmbatch-{krate} failed ({status}): see \
-             {}/mutants.out/debug.log",
-            out.display()
-        ));
+    if matches!(status.code(), Some(0 | 2 | 3)) {
+        return Ok(());
     }
-    Ok(read_score(krate, &out.join("mutants.out"))?.caught_list)
+    Err(format!(
+        "{what} failed ({status}): see {}/mutants.out/debug.log (a baseline whose tests fail \
+         unmutated stops it)",
+        out.display()
+    ))
 }
 
 /// The score from cargo-mutants' lists in `dir` (`caught.txt`, ...); a

@@ -703,6 +703,50 @@ fn install_foreign_handler() {
     unsafe { libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut()) };
 }
 
+/// Calls of [`opener`].
+static OPENED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Another library's handler that serves a fault by opening whatever page
+/// faulted, counts itself, and clobbers errno as a failing call would.
+extern "C" fn opener(_: i32, info: *mut libc::siginfo_t, _: *mut std::ffi::c_void) {
+    // SAFETY: the kernel passes a valid siginfo to SA_SIGINFO handlers.
+    let info = unsafe { &*info };
+    // SAFETY: SIGSEGV's siginfo carries the faulting address.
+    let addr = unsafe { info.si_addr() } as usize & !4095;
+    // SAFETY: a page of this test's own mappings.
+    unsafe { libc::mprotect(addr as *mut _, 4096, libc::PROT_READ) };
+    OPENED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: this thread's errno slot.
+    unsafe { *errno_slot() = 77 };
+}
+
+/// Installs [`opener`] as SIGSEGV's action (before any region).
+fn install_opener() {
+    // SAFETY: an all-zero sigaction is a valid empty value.
+    let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+    sa.sa_sigaction = opener as *const () as usize;
+    sa.sa_flags = libc::SA_SIGINFO;
+    // SAFETY: a valid action for SIGSEGV.
+    unsafe { libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut()) };
+}
+
+/// A fresh PROT_NONE page of the test's own, outside every region.
+fn prot_none_page() -> *mut libc::c_void {
+    // SAFETY: a fresh anonymous mapping the kernel places.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    p
+}
+
 fn errno_slot() -> *mut i32 {
     // SAFETY: no preconditions; this thread's errno.
     unsafe { libc::__errno_location() }
@@ -923,39 +967,10 @@ fn child_scenarios() {
             unreachable!("the stray access must reach the earlier handler");
         }
         "errno-chain" => {
-            /// Opens the faulting page and clobbers errno, as a handler
-            /// that makes a failing call would.
-            extern "C" fn opener(_: i32, info: *mut libc::siginfo_t, _: *mut std::ffi::c_void) {
-                // SAFETY: the kernel passes a valid siginfo to SA_SIGINFO
-                // handlers.
-                let info = unsafe { &*info };
-                // SAFETY: SIGSEGV's siginfo carries the faulting address.
-                let addr = unsafe { info.si_addr() } as usize & !4095;
-                // SAFETY: the page is the test's own PROT_NONE mapping.
-                unsafe { libc::mprotect(addr as *mut _, 4096, libc::PROT_READ) };
-                // SAFETY: this thread's errno slot.
-                unsafe { *errno_slot() = 77 };
-            }
-            // SAFETY: an all-zero sigaction is a valid empty value.
-            let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
-            sa.sa_sigaction = opener as *const () as usize;
-            sa.sa_flags = libc::SA_SIGINFO;
-            // SAFETY: a valid action for SIGSEGV.
-            unsafe { libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut()) };
+            install_opener();
             let r = FaultLockedRegion::new(LockedRegion::builder(MIB), 4).unwrap();
             r.read(0).unwrap();
-            // SAFETY: a fresh PROT_NONE page of our own.
-            let other = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    4096,
-                    libc::PROT_NONE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                )
-            };
-            assert_ne!(other, libc::MAP_FAILED);
+            let other = prot_none_page();
             // SAFETY: this thread's errno, a valid int.
             unsafe { *errno_slot() = 1234 };
             // SAFETY: faults once; the earlier handler makes it readable.
@@ -967,54 +982,27 @@ fn child_scenarios() {
                 errno, 1234,
                 "errno after a fault the earlier handler served"
             );
-            // SAFETY: mapped above.
+            // SAFETY: mapped by prot_none_page.
             unsafe { libc::munmap(other, 4096) };
         }
         "chain-returns" => {
-            static OPENED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-            /// Opens whatever page faulted, and counts.
-            extern "C" fn opener(_: i32, info: *mut libc::siginfo_t, _: *mut std::ffi::c_void) {
-                // SAFETY: the kernel passes a valid siginfo to SA_SIGINFO
-                // handlers.
-                let info = unsafe { &*info };
-                // SAFETY: SIGSEGV's siginfo carries the faulting address.
-                let addr = unsafe { info.si_addr() } as usize & !4095;
-                // SAFETY: a page of this test's own mappings.
-                unsafe { libc::mprotect(addr as *mut _, 4096, libc::PROT_READ) };
-                OPENED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            }
-            // SAFETY: an all-zero sigaction is a valid empty value.
-            let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
-            sa.sa_sigaction = opener as *const () as usize;
-            sa.sa_flags = libc::SA_SIGINFO;
-            // SAFETY: a valid action for SIGSEGV.
-            unsafe { libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut()) };
+            install_opener();
             let r = FaultLockedRegion::new(LockedRegion::builder(MIB), 4).unwrap();
             r.read(0).unwrap();
-            // SAFETY: a fresh PROT_NONE page of our own.
-            let other = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    4096,
-                    libc::PROT_NONE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                )
-            };
-            assert_ne!(other, libc::MAP_FAILED);
+            let other = prot_none_page();
             // SAFETY: faults once; the earlier handler opens it.
             unsafe { std::ptr::read_volatile(other.cast::<u8>()) };
-            assert_eq!(OPENED.load(std::sync::atomic::Ordering::SeqCst), 1);
+            let opened = || OPENED.load(std::sync::atomic::Ordering::SeqCst);
+            assert_eq!(opened(), 1);
             r.read(8 * page()).unwrap();
             println!(
                 "child: region faults {}, earlier handler calls {}",
                 r.faults(),
-                OPENED.load(std::sync::atomic::Ordering::SeqCst)
+                opened()
             );
             assert_eq!(r.faults(), 2, "the region's second fault was ours");
-            assert_eq!(OPENED.load(std::sync::atomic::Ordering::SeqCst), 1);
-            // SAFETY: mapped above.
+            assert_eq!(opened(), 1);
+            // SAFETY: mapped by prot_none_page.
             unsafe { libc::munmap(other, 4096) };
         }
         "stray-segv" => {
