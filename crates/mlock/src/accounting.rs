@@ -62,11 +62,8 @@ pub fn map_count() -> usize {
     use rustix::fs::{Mode, OFlags, open};
     // rustix makes the system calls itself (no errno, no allocation with
     // a &CStr path), and dropping the descriptor closes it.
-    let Ok(fd) = open(
-        c"/proc/self/maps",
-        OFlags::RDONLY | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) else {
+    // Read-only (O_RDONLY is 0), closed on exec.
+    let Ok(fd) = open(c"/proc/self/maps", OFlags::CLOEXEC, Mode::empty()) else {
         return 0;
     };
     // Small: the fault handler calls this on the signal stack (a few

@@ -198,7 +198,10 @@ fn dispatch(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_void, save
     let siginfo = unsafe { &*info };
     // SAFETY: SIGSEGV's siginfo carries the faulting address.
     let addr = unsafe { siginfo.si_addr() } as usize;
-    for slot in &SLOTS {
+    // A SIGSEGV sent by kill or raise (si_code <= 0) carries no address
+    // (those bytes are the sender's pid and uid): never a region's.
+    let from_fault = siginfo.si_code > 0;
+    for slot in SLOTS.iter().filter(|_| from_fault) {
         let start = slot.start.load(Ordering::Acquire);
         if start == 0 || addr < start || addr >= slot.end.load(Ordering::Acquire) {
             continue;
@@ -207,7 +210,7 @@ fn dispatch(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_void, save
         return;
     }
     set_errno(saved);
-    chain(sig, info, ctx);
+    chain(sig, info, ctx, from_fault);
 }
 
 /// Makes the faulting page accessible and locks it, then the next
@@ -265,24 +268,31 @@ fn record(slot: &Slot, op: u64, errno: i32) {
     );
 }
 
-/// Passes a fault that is not ours to the previous action.
-fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+/// Passes a SIGSEGV that is not ours to the previous action. A fault
+/// re-faults into what is installed; one sent by kill or raise is acted
+/// on here, as the previous action would have: ignored (ours stays), or
+/// sent again to take the default action.
+fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_void, from_fault: bool) {
     let ours = on_segv as *const () as usize;
     let old = match OLD.load() {
         // Never back to ourselves: that would loop.
         Some(old) if old.sa_sigaction != ours => old,
         _ => {
-            // SAFETY: resets SIGSEGV to SIG_DFL; the access re-faults and
-            // dies.
+            // SAFETY: resets SIGSEGV to SIG_DFL; no memory is involved.
             unsafe { libc::signal(sig, libc::SIG_DFL) };
+            resend(sig, from_fault);
             return;
         }
     };
     let h = old.sa_sigaction;
+    if h == libc::SIG_IGN && !from_fault {
+        return;
+    }
     if h == libc::SIG_DFL || h == libc::SIG_IGN {
-        // SAFETY: reinstalls the previous (default) action; the access
-        // re-faults and takes it.
+        // SAFETY: reinstalls the previous action; the access re-faults
+        // and takes it (the kernel kills a process that ignores a fault).
         unsafe { libc::sigaction(sig, &old, std::ptr::null_mut()) };
+        resend(sig, from_fault);
     } else if old.sa_flags & libc::SA_SIGINFO != 0 {
         // SAFETY: the previous handler was installed with SA_SIGINFO, so
         // it has this signature.
@@ -293,6 +303,16 @@ fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
         // SAFETY: a plain handler has this signature.
         let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(h) };
         f(sig);
+    }
+}
+
+/// Sends `sig` again if it was sent rather than raised by a fault (which
+/// happens again by itself when the access is retried): blocked while
+/// the handler runs, it arrives once the handler returns.
+fn resend(sig: libc::c_int, from_fault: bool) {
+    if !from_fault {
+        // SAFETY: raise is async-signal-safe.
+        unsafe { libc::raise(sig) };
     }
 }
 
@@ -493,8 +513,16 @@ mod tests {
         a
     }
 
+    /// Both tests run in a child, bounded: a seqlock whose reader waits
+    /// on the wrong sequence spins forever.
+    const LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
     #[test]
     fn old_action_is_none_until_stored_then_the_last_stored() {
+        let name = "fault::tests::old_action_is_none_until_stored_then_the_last_stored";
+        if let Some(run) = mmbatch_testkit::child::parent(name, LIMIT) {
+            return run.expect_success();
+        }
         let old = OldAction {
             seq: AtomicU64::new(0),
             words: [ZERO; WORDS],
@@ -510,10 +538,13 @@ mod tests {
     }
 
     /// The seqlock never hands out a torn copy: readers racing a writer
-    /// that alternates two actions see one or the other, whole. (Without
-    /// the odd-sequence wait a reader copied a write in progress.)
+    /// that alternates two actions see one or the other, whole.
     #[test]
     fn old_action_is_never_read_torn() {
+        let name = "fault::tests::old_action_is_never_read_torn";
+        if let Some(run) = mmbatch_testkit::child::parent(name, LIMIT) {
+            return run.expect_success();
+        }
         let old = OldAction {
             seq: AtomicU64::new(0),
             words: [ZERO; WORDS],

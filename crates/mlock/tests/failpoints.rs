@@ -8,6 +8,10 @@ use mmbatch_mlock::{Error, FaultLockedRegion, LockPolicy, LockedRegion, Pages, a
 
 const MIB: usize = 1 << 20;
 
+/// The time limit of a test run in a child (scaled to the machine by
+/// `mmbatch_testkit::child`): its body takes milliseconds.
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// (mappings of exactly 1 MiB — the regions these tests make; thread
 /// stacks come and go with other tests — and locked bytes) of this process.
 fn footprint() -> (usize, u64) {
@@ -73,8 +77,7 @@ fn refused_mlock_unmaps_the_region() {
 fn refused_mmap_for_a_fault_region() {
     // It faults on the region: in a child, so that a handler that never
     // opens the page fails the test at the limit instead of hanging it.
-    let limit = std::time::Duration::from_secs(10);
-    if let Some(run) = mmbatch_testkit::child::parent("refused_mmap_for_a_fault_region", limit) {
+    if let Some(run) = mmbatch_testkit::child::parent("refused_mmap_for_a_fault_region", LIMIT) {
         return run.expect_success();
     }
     let scenario = FailScenario::setup();
@@ -173,6 +176,12 @@ fn a_failed_map_fixed_unmaps_no_one_elses_memory() {
 /// alone and nothing of its own behind.
 #[test]
 fn a_late_failure_leaves_what_another_thread_mapped_in_the_hole() {
+    // In a child: alone, no test thread's stack lands in the hole the
+    // failed build leaves while it is looked at.
+    let name = "a_late_failure_leaves_what_another_thread_mapped_in_the_hole";
+    if let Some(run) = mmbatch_testkit::child::parent(name, LIMIT) {
+        return run.expect_success();
+    }
     let scenario = FailScenario::setup();
     let page = accounting::page_size();
     // Base pages (a guard page each side) and THP (up to 2 MiB of
@@ -205,7 +214,10 @@ fn a_late_failure_leaves_what_another_thread_mapped_in_the_hole() {
         // nothing PROT_NONE there is new (threads' stack guards may be
         // neighbours).
         let [squatter] = new[..] else {
-            panic!("{pages:?}: the failed build unmapped another thread's page ({new:x?})")
+            panic!(
+                "{pages:?}: one squatter page expected, {} new: {new:x?}",
+                new.len()
+            )
         };
         let slack = page + 2 * MIB;
         let around = squatter - slack..squatter + len + slack;
@@ -217,6 +229,8 @@ fn a_late_failure_leaves_what_another_thread_mapped_in_the_hole() {
             left.is_empty(),
             "{pages:?}: the failed build left part of its reservation: {left:x?}"
         );
+        // SAFETY: the page the fail point mapped, nobody else's.
+        unsafe { libc::munmap(squatter as *mut _, page) };
     }
     scenario.teardown();
 }
@@ -388,6 +402,24 @@ fn an_anonymous_region_never_maps_over_its_reservation() {
             .map_locked(policy != LockPolicy::Populate)
             .build();
         assert!(r.is_ok(), "{policy:?} with map_locked: {:?}", r.err());
+    }
+    scenario.teardown();
+}
+
+/// `map_locked` locks through `mmap(MAP_LOCKED | MAP_POPULATE)` instead
+/// of `mlock`: with every `mlock` refused, such a region still builds,
+/// locked whole.
+#[test]
+fn map_locked_regions_never_call_mlock() {
+    let scenario = FailScenario::setup();
+    fail::cfg("mlock::mlock", "return(ENOMEM)").unwrap();
+    for pages in [Pages::Base, Pages::Transparent] {
+        let r = LockedRegion::builder(2 * MIB)
+            .pages(pages)
+            .map_locked(true)
+            .build();
+        let r = r.unwrap_or_else(|e| panic!("{pages:?}: {e}"));
+        assert_eq!(r.locked_bytes().unwrap(), 2 * MIB as u64, "{pages:?}");
     }
     scenario.teardown();
 }

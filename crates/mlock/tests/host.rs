@@ -12,6 +12,13 @@ use mmbatch_testkit::child;
 
 const MIB: usize = 1 << 20;
 
+/// The time limit of a test run in a child ([`child::scaled`] to the
+/// machine): a fault handler that leaves the page protected faults
+/// forever, a loop that stops advancing spins, and each fails at this
+/// bound instead of hanging the test binary. Every such test takes well
+/// under a second here.
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 fn page() -> usize {
     accounting::page_size()
 }
@@ -52,9 +59,7 @@ fn onfault_locks_exactly_the_touched_pages() {
 
 #[test]
 fn unlock_chunked_unlocks_everything() {
-    // A loop that stops advancing would spin: in a child, bounded.
-    let limit = std::time::Duration::from_secs(15);
-    if let Some(run) = child::parent("unlock_chunked_unlocks_everything", limit) {
+    if let Some(run) = child::parent("unlock_chunked_unlocks_everything", LIMIT) {
         return run.expect_success();
     }
     let r = LockedRegion::builder(8 * MIB).build().unwrap();
@@ -269,7 +274,7 @@ fn hugetlb_2m_region_when_root() {
     let _pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
     let nr = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
     let before: usize = std::fs::read_to_string(nr).map_or(0, |s| s.trim().parse().unwrap_or(0));
-    if let Some(run) = child::parent("hugetlb_2m_region_when_root", FAULTING) {
+    if let Some(run) = child::parent("hugetlb_2m_region_when_root", LIMIT) {
         // A child killed at the limit never ran its restore: the pool
         // goes back here too.
         let after: usize = std::fs::read_to_string(nr).map_or(0, |s| s.trim().parse().unwrap_or(0));
@@ -302,7 +307,9 @@ fn hugetlb_2m_region_when_root() {
                 .policy(LockPolicy::Unlocked)
                 .build()
         };
-        drop(huge(avail)?);
+        if avail > 0 {
+            drop(huge(avail)?);
+        }
         let e = huge(avail + 1).unwrap_err();
         assert!(
             matches!(&e, Error::HugePagesNotReserved(u) if u.needed == avail + 1 && u.free == avail),
@@ -367,14 +374,9 @@ fn drop_and_panic_leave_no_mapping() {
     assert!(!mapped_exactly(addr, len), "a panic leaked the mapping");
 }
 
-/// The time limit of a test whose body faults on a [`FaultLockedRegion`]
-/// and so runs in a child: a handler that leaves the page protected
-/// makes the read fault forever, which fails here rather than hangs.
-const FAULTING: std::time::Duration = std::time::Duration::from_secs(10);
-
 #[test]
 fn fault_region_locks_a_batch_per_fault() {
-    if let Some(run) = child::parent("fault_region_locks_a_batch_per_fault", FAULTING) {
+    if let Some(run) = child::parent("fault_region_locks_a_batch_per_fault", LIMIT) {
         return run.expect_success();
     }
     let p = page();
@@ -406,8 +408,8 @@ fn fault_region_locks_a_batch_per_fault() {
             0,
         )
     };
-    // The mappings that overlap the 8 pages past the guard, with their
-    // permissions.
+    // The mappings that overlap the guard page and the 8 pages past it,
+    // with their permissions.
     let beyond = || -> Vec<String> {
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
         maps.lines()
@@ -417,7 +419,7 @@ fn fault_region_locks_a_batch_per_fault() {
                     usize::from_str_radix(a, 16).unwrap(),
                     usize::from_str_radix(b, 16).unwrap(),
                 );
-                a < end + 9 * p && b > end + p
+                a < end + 9 * p && b > end
             })
             .map(|l| l.split_whitespace().take(2).collect::<Vec<_>>().join(" "))
             .collect()
@@ -442,13 +444,12 @@ fn fault_region_locks_a_batch_per_fault() {
     }
 }
 
-/// Runs `scenario` in a child copy of this test binary, killed after 15 s
-/// (the slowest, `fault-maps`, takes 0.3 s here; a handler that faults
-/// forever fails here rather than at cargo-mutants' 60 s).
+/// Runs `scenario` in a child copy of this test binary, killed at
+/// [`LIMIT`].
 fn child(scenario: &str) -> child::Run {
     child::run(
         "child_scenarios",
-        std::time::Duration::from_secs(15),
+        LIMIT,
         &[("MMBATCH_MLOCK_CHILD", scenario)],
     )
 }
@@ -527,12 +528,14 @@ fn accounting_reads_the_kernels_figures() {
             .lines()
             .count()
     };
-    let steady = (0..100).find_map(|_| {
+    let agreed = (0..100).any(|_| {
         let (m1, c, m2) = (lines(), accounting::map_count(), lines());
-        (m1 == m2).then_some((c, m1))
+        m1 == c && c == m2
     });
-    let (counted, maps) = steady.expect("the mapping count held still once in 100 reads");
-    assert_eq!(counted, maps);
+    assert!(
+        agreed,
+        "map_count never agreed with /proc/self/maps in 100 reads"
+    );
     let max: usize = std::fs::read_to_string("/proc/sys/vm/max_map_count")
         .unwrap()
         .trim()
@@ -562,11 +565,12 @@ fn smaps_locked_counts_only_mappings_inside_the_range() {
     );
 }
 
-/// The pool counts follow the pool: as root, one more 2 MiB page
-/// reserved shows in both, and the pool is given back.
 /// Held by the tests that resize the 2 MiB pool, so that one's restore
 /// never undoes the other's pages.
 static POOL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The pool counts follow the pool: as root, one more 2 MiB page
+/// reserved shows in both, and the pool is given back.
 
 #[test]
 fn huge_page_pool_counts_follow_the_pool() {
@@ -587,7 +591,8 @@ fn huge_page_pool_counts_follow_the_pool() {
     struct Restore(String, usize);
     impl Drop for Restore {
         fn drop(&mut self) {
-            std::fs::write(&self.0, self.1.to_string()).unwrap();
+            // Not unwrap: a failed write while unwinding would abort.
+            let _ = std::fs::write(&self.0, self.1.to_string());
         }
     }
     let _restore = Restore(nr, before);
@@ -626,6 +631,16 @@ fn stray_faults_reach_the_handler_installed_before() {
 #[test]
 fn errno_survives_a_chained_handler() {
     assert_child_ok("errno-chain");
+}
+
+/// A SIGSEGV sent with kill or raise, not a fault, is treated as the
+/// action before ours would: ignored if it was ignored (and our handler
+/// keeps serving the regions), the default action (death) otherwise.
+#[test]
+fn a_sent_sigsegv_takes_the_action_from_before() {
+    assert_child_ok("raise-ignored");
+    let run = child("raise-default");
+    assert_eq!(run.signal(), Some(libc::SIGSEGV), "{run:?}");
 }
 
 /// A handler from before that serves a stray fault and returns leaves
@@ -712,9 +727,9 @@ extern "C" fn opener(_: i32, info: *mut libc::siginfo_t, _: *mut std::ffi::c_voi
     // SAFETY: the kernel passes a valid siginfo to SA_SIGINFO handlers.
     let info = unsafe { &*info };
     // SAFETY: SIGSEGV's siginfo carries the faulting address.
-    let addr = unsafe { info.si_addr() } as usize & !4095;
+    let addr = unsafe { info.si_addr() } as usize & !(page() - 1);
     // SAFETY: a page of this test's own mappings.
-    unsafe { libc::mprotect(addr as *mut _, 4096, libc::PROT_READ) };
+    unsafe { libc::mprotect(addr as *mut _, page(), libc::PROT_READ) };
     OPENED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     // SAFETY: this thread's errno slot.
     unsafe { *errno_slot() = 77 };
@@ -736,7 +751,7 @@ fn prot_none_page() -> *mut libc::c_void {
     let p = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
-            4096,
+            page(),
             libc::PROT_NONE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
             -1,
@@ -933,9 +948,16 @@ fn child_scenarios() {
             );
         }
         "handler-before-ours" => {
-            extern "C" fn earlier(_: i32, _: *mut libc::siginfo_t, _: *mut std::ffi::c_void) {
+            /// Exits 42 for the stray access at address 8, 43 for any
+            /// other fault (one of a region's, which ours should serve).
+            extern "C" fn earlier(_: i32, info: *mut libc::siginfo_t, _: *mut std::ffi::c_void) {
+                // SAFETY: the kernel passes a valid siginfo to SA_SIGINFO
+                // handlers.
+                let info = unsafe { &*info };
+                // SAFETY: SIGSEGV's siginfo carries the faulting address.
+                let stray = unsafe { info.si_addr() } as usize == 8;
                 // SAFETY: async-signal-safe exit.
-                unsafe { libc::_exit(42) };
+                unsafe { libc::_exit(if stray { 42 } else { 43 }) };
             }
             let action = |f: usize| {
                 // SAFETY: an all-zero sigaction is a valid empty value.
@@ -961,6 +983,7 @@ fn child_scenarios() {
             );
             let b = FaultLockedRegion::new(LockedRegion::builder(MIB), 4).unwrap();
             b.read(MIB - 1).unwrap();
+            assert_eq!(b.faults(), 1, "region B's fault was ours");
             println!("child: region B served its fault; now a stray one");
             // SAFETY: deliberately invalid: the earlier handler exits 42.
             let _ = unsafe { std::ptr::read_volatile(8 as *const u8) };
@@ -983,7 +1006,7 @@ fn child_scenarios() {
                 "errno after a fault the earlier handler served"
             );
             // SAFETY: mapped by prot_none_page.
-            unsafe { libc::munmap(other, 4096) };
+            unsafe { libc::munmap(other, page()) };
         }
         "chain-returns" => {
             install_opener();
@@ -1003,7 +1026,36 @@ fn child_scenarios() {
             assert_eq!(r.faults(), 2, "the region's second fault was ours");
             assert_eq!(opened(), 1);
             // SAFETY: mapped by prot_none_page.
-            unsafe { libc::munmap(other, 4096) };
+            unsafe { libc::munmap(other, page()) };
+        }
+        "raise-ignored" | "raise-default" => {
+            // The action before ours (in place of std's stack-overflow
+            // handler, which takes a sent SIGSEGV for a fault).
+            let before = if scenario == "raise-ignored" {
+                libc::SIG_IGN
+            } else {
+                libc::SIG_DFL
+            };
+            // SAFETY: setting SIGSEGV's disposition involves no memory.
+            unsafe { libc::signal(libc::SIGSEGV, before) };
+            let r = FaultLockedRegion::new(LockedRegion::builder(MIB), 4).unwrap();
+            r.read(0).unwrap();
+            // Sent with kill (SI_USER); where ignored, with raise too
+            // (SI_TKILL).
+            let me = std::process::id() as libc::pid_t;
+            // SAFETY: sending a signal involves no memory.
+            unsafe { libc::kill(me, libc::SIGSEGV) };
+            if scenario == "raise-ignored" {
+                // SAFETY: as above.
+                unsafe { libc::raise(libc::SIGSEGV) };
+            }
+            println!("child: a sent SIGSEGV was ignored");
+            assert_eq!(
+                scenario, "raise-ignored",
+                "SIGSEGV's default action is death"
+            );
+            r.read(8 * page()).unwrap();
+            assert_eq!(r.faults(), 2, "ours still serves the region's faults");
         }
         "stray-segv" => {
             let r = FaultLockedRegion::new(LockedRegion::builder(MIB), 4).unwrap();

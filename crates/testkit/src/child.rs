@@ -67,7 +67,8 @@ pub fn is_child() -> bool {
 }
 
 /// In the test runner: runs test `name` (exactly) of this binary in a
-/// child, waits at most `limit` (then kills it), and returns how it ended.
+/// child, waits at most `limit` ([`scaled`] to the machine; then kills
+/// it), and returns how it ended.
 /// In the child: `None`, so the caller runs the test's body.
 pub fn parent(name: &str, limit: Duration) -> Option<Run> {
     if is_child() {
@@ -76,9 +77,28 @@ pub fn parent(name: &str, limit: Duration) -> Option<Run> {
     Some(run(name, limit, &[]))
 }
 
+/// `limit` for this machine: as given, or multiplied by
+/// `MMBATCH_TEST_TIME_SCALE` where that is set, or by 10 in a guest under
+/// software emulation (`MMBATCH_VM=qemu-tcg`, which `cargo xtask vm`
+/// passes), where everything runs tens of times slower.
+pub fn scaled(limit: Duration) -> Duration {
+    let scale = std::env::var("MMBATCH_TEST_TIME_SCALE")
+        .ok()
+        .and_then(|s| s.parse::<u32>().ok())
+        .unwrap_or_else(|| {
+            if std::env::var_os("MMBATCH_VM").is_some_and(|v| v == "qemu-tcg") {
+                10
+            } else {
+                1
+            }
+        });
+    limit.saturating_mul(scale.max(1))
+}
+
 /// Runs test `name` of this binary in a child with extra environment
-/// `env`, killed after `limit`.
+/// `env`, killed after `limit` ([`scaled`] to the machine).
 pub fn run(name: &str, limit: Duration, env: &[(&str, &str)]) -> Run {
+    let limit = scaled(limit);
     let exe = std::env::current_exe().expect("the test binary's path");
     let mut cmd = Command::new(exe);
     cmd.args([

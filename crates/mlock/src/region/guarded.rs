@@ -164,11 +164,9 @@ impl RegionBuilder<'_> {
     /// that thread's memory. So:
     /// - the guards and slack, which the failed call did not touch, are
     ///   unmapped;
-    /// - the middle is taken back with `MAP_FIXED_NOREPLACE`, which only
-    ///   succeeds where nothing is mapped, and unmapped if that succeeds;
-    /// - if something is there, it is unmapped only if `/proc/self/maps`
-    ///   shows it is still the reservation, by the name
-    ///   [`name_reservation`] gave it (no other mapping has it); else (no
+    /// - the middle is unmapped only if `/proc/self/maps` shows it is still
+    ///   the reservation, by the name [`name_reservation`] gave it (no
+    ///   other mapping has it); else (a hole, someone else's mapping, or no
     ///   VMA names: `CONFIG_ANON_VMA_NAME` off) it stays, at worst `len`
     ///   bytes of PROT_NONE address space and no memory, where unmapping
     ///   could have been undefined behaviour.
@@ -188,29 +186,10 @@ impl RegionBuilder<'_> {
         let _ = unsafe { rustix::mm::munmap(base.cast(), offset) };
         // SAFETY: as above, for [tail, total).
         let _ = unsafe { rustix::mm::munmap(base.wrapping_add(tail).cast(), total - tail) };
-        // SAFETY: MAP_FIXED_NOREPLACE maps only if nothing is mapped in
-        // the range (kernels before 4.17 take it as a hint: then the
-        // mapping may land elsewhere, and is unmapped wherever it is).
-        let retaken = unsafe {
-            rustix::mm::mmap_anonymous(
-                middle,
-                len,
-                ProtFlags::empty(),
-                MapFlags::PRIVATE | MapFlags::NORESERVE | MapFlags::FIXED_NOREPLACE,
-            )
-        };
-        let ours = match retaken {
-            // The mapping just made: ours alone (the middle, if it was a
-            // hole).
-            Ok(p) => Some(p),
-            Err(_) => name
-                .filter(|n| still_named(middle as usize, len, n))
-                .map(|_| middle),
-        };
-        if let Some(p) = ours {
-            // SAFETY: `p` is a mapping of `len` bytes this region owns: one
-            // it just made, or its reservation, which nothing else unmaps.
-            let _ = unsafe { rustix::mm::munmap(p, len) };
+        if name.is_some_and(|n| still_named(middle as usize, len, n)) {
+            // SAFETY: the middle is still our reservation (its name is
+            // ours alone), which nothing else unmaps.
+            let _ = unsafe { rustix::mm::munmap(middle, len) };
         }
     }
 }
