@@ -861,6 +861,11 @@ fn child_scenarios() {
                 held.push(m);
             }
             let r = FaultLockedRegion::new(LockedRegion::builder(MIB), 1).unwrap();
+            // Made now, while there is room: locked page by page below.
+            let locked = LockedRegion::builder(MIB)
+                .policy(LockPolicy::Unlocked)
+                .build()
+                .unwrap();
             let mut errors = 0;
             for i in (0..MIB / p).step_by(2) {
                 if r.read(i * p).is_err() {
@@ -875,24 +880,28 @@ fn child_scenarios() {
                 "{e:?}"
             );
             assert!(e.to_string().contains("sysctl -w vm.max_map_count="));
-            drop(r);
             // mlock of single pages splits mappings too: at the limit the
             // error names it (map_count must not need the heap then).
-            let r = LockedRegion::builder(MIB)
-                .policy(LockPolicy::Unlocked)
-                .build()
-                .unwrap();
             let e = (0..MIB / p)
                 .step_by(2)
-                .find_map(|i| r.lock_range(i * p, p).err())
+                .find_map(|i| locked.lock_range(i * p, p).err())
                 .expect("the mapping limit stops mlock");
             println!("child: {e}");
             assert!(matches!(e, Error::MapCountLimit { .. }), "{e:?}");
-            drop(r);
+            drop(locked);
             for m in held {
                 // SAFETY: each was mapped above with length p.
                 unsafe { libc::munmap(m, p) };
             }
+            // Far from the limit now, the handler's failure is still told
+            // as it was: by the mapping count when it failed.
+            let e = r.read(0).unwrap_err();
+            assert!(
+                matches!(&e, Error::FaultHandler { cause }
+                    if matches!(**cause, Error::MapCountLimit { .. })),
+                "{e:?}"
+            );
+            drop(r);
         }
         "mlockall" => {
             mlockall(LockAll::CURRENT | LockAll::ON_FAULT).unwrap();
@@ -1072,6 +1081,16 @@ fn child_scenarios() {
             install_foreign_handler();
             drop(a);
             let b = FaultLockedRegion::new(LockedRegion::builder(MIB), 4).unwrap();
+            // Ours is never installed over a handler that chains to it.
+            let mut now = std::mem::MaybeUninit::<libc::sigaction>::uninit();
+            // SAFETY: queries the current action.
+            unsafe { libc::sigaction(libc::SIGSEGV, std::ptr::null(), now.as_mut_ptr()) };
+            // SAFETY: filled by sigaction.
+            let now = unsafe { now.assume_init() }.sa_sigaction;
+            assert_eq!(
+                now, foreign as *const () as usize,
+                "ours went over the foreign one"
+            );
             b.read(5 * page()).unwrap();
             assert_eq!(b.faults(), 1);
             println!("child: region B served its faults");
