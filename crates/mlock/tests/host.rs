@@ -224,6 +224,18 @@ fn file_backed_region_reads_the_file() {
 fn bad_lengths_and_ranges_are_clear_errors() {
     let e = LockedRegion::builder(0).build().unwrap_err();
     assert!(matches!(e, Error::ZeroLength), "{e}");
+    // A page-aligned file offset past i64::MAX, which mmap cannot take.
+    let f = std::fs::File::open("/proc/self/exe").unwrap();
+    use std::os::fd::AsFd;
+    let past = i64::MAX as u64 + 1;
+    // SAFETY: refused before anything is mapped.
+    let e = unsafe { LockedRegion::builder(page()).file(f.as_fd(), past, false) }
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::Misaligned { what: "offset", .. }),
+        "{e:?}"
+    );
     let e = LockedRegion::builder(page() + 1).build().unwrap_err();
     assert!(e.to_string().contains("round it up to"), "{e}");
     let r = LockedRegion::builder(MIB)
@@ -442,6 +454,14 @@ fn fault_region_locks_a_batch_per_fault() {
         // SAFETY: mapped above, ours.
         unsafe { libc::munmap(ours, 8 * p) };
     }
+}
+
+/// A region costs its length and its guards in address space, no more:
+/// a page each side for base pages, a page and 2 MiB of alignment slack
+/// for THP (`VmSize`, in a child where nothing else maps).
+#[test]
+fn a_region_reserves_its_length_and_guards() {
+    assert_child_ok("address-space");
 }
 
 /// Runs `scenario` in a child copy of this test binary, killed at
@@ -910,6 +930,36 @@ fn child_scenarios() {
             assert!(locked > 0);
             munlockall().unwrap();
             assert_eq!(accounting::process_locked_bytes().unwrap(), 0);
+        }
+        "address-space" => {
+            let vm_size = || {
+                let status = std::fs::read_to_string("/proc/self/status").unwrap();
+                let kb: usize = status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmSize:"))
+                    .unwrap()
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse()
+                    .unwrap();
+                kb * 1024
+            };
+            let p = page();
+            for (pages, slack) in [(Pages::Base, p), (Pages::Transparent, 2 * MIB)] {
+                let before = vm_size();
+                let r = LockedRegion::builder(4 * MIB)
+                    .pages(pages)
+                    .policy(LockPolicy::Unlocked)
+                    .build()
+                    .unwrap();
+                let grew = vm_size() - before;
+                println!("child: {pages:?}: VmSize grew by {grew} for 4 MiB");
+                // A page and the alignment (a page, or THP's 2 MiB) on
+                // top: the guards and the slack around the aligned region.
+                assert_eq!(grew, 4 * MIB + p + slack, "{pages:?}");
+                drop(r);
+            }
         }
         "mlockall-future" => {
             mlockall(LockAll::FUTURE).unwrap();
