@@ -200,6 +200,10 @@ impl Plan {
                 .div_ceil(self.chunk)
                 .checked_mul(self.chunk)
                 .map_or(self.end, |e| e.min(self.end));
+            debug_assert!(
+                end > at,
+                "an empty chunk at {at}: the split would not advance"
+            );
             let r = at..end;
             at = end;
             Some(r)

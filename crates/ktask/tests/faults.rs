@@ -93,6 +93,13 @@ fn huge_min_chunks_and_thread_counts_do_not_overflow() {
         assert!(plan.chunk > 0 && plan.chunk % align == 0, "{plan:?}");
         let covered: usize = plan.chunks().map(|r| r.len()).sum();
         assert_eq!(covered, 1 << 20, "{job:?}");
+        if min_chunk > 1 << 20 {
+            // A chunk larger than the job: the whole job is one chunk,
+            // the largest multiple of `align` standing in for a rounding
+            // that would overflow.
+            assert_eq!(plan.chunks().count(), 1, "{plan:?}");
+            assert_eq!(plan.chunk, usize::MAX / align * align, "{plan:?}");
+        }
     }
 }
 
@@ -122,4 +129,30 @@ fn a_panicking_chunk_undoes_the_completed_ones() {
     let (done, undone) = (done.into_inner(), undone.into_inner());
     assert_eq!(undone, done, "undone {undone} of {done} finished chunks");
     assert!(done > 0, "no chunk finished before the panic");
+}
+
+/// A refused `MADV_POPULATE_WRITE` says why: EINVAL names what the call
+/// needs (Linux 5.14, a writable private or a shared mapping); any other
+/// error says the populated chunks were given back.
+#[test]
+fn populate_errors_name_their_cause() {
+    let einval =
+        mmbatch_ktask::PopulateError::Madvise(std::io::Error::from_raw_os_error(libc::EINVAL))
+            .to_string();
+    assert!(einval.contains("Linux 5.14"), "{einval}");
+    let eio = mmbatch_ktask::PopulateError::Madvise(std::io::Error::from_raw_os_error(libc::EIO))
+        .to_string();
+    assert!(eio.contains("released") && !eio.contains("5.14"), "{eio}");
+}
+
+/// A run's error says what went wrong: the job's own refusal as it is, a
+/// chunk's failure with the note that finished chunks were undone.
+#[test]
+fn run_errors_print_their_cause() {
+    let job: RunError<String> = RunError::Job(JobError::ZeroThreads);
+    assert_eq!(job.to_string(), JobError::ZeroThreads.to_string());
+    assert!(!job.to_string().is_empty());
+    let failed: RunError<String> = RunError::Failed("disk on fire".into());
+    let s = failed.to_string();
+    assert!(s.contains("disk on fire") && s.contains("undone"), "{s}");
 }

@@ -29,8 +29,23 @@ fn misaligned_lengths_are_refused_before_anything_is_reserved() {
 fn a_2m_region_is_reserved_cleared_and_given_back() {
     let _turn = POOL.lock().unwrap_or_else(|e| e.into_inner());
     let before = pool("nr_hugepages");
-    match HugeRegion::new_growing_pool(HugePageSize::Size2M, 8 << 20) {
+    // Two pages more than are free, so the pool must grow (where it holds
+    // few free pages already: a test touches every page it maps).
+    let free = available();
+    let pages = if free <= 64 { free + 2 } else { 4 };
+    let len = pages * (2 << 20);
+    match HugeRegion::new_growing_pool(HugePageSize::Size2M, len) {
         Ok(mut r) => {
+            assert_eq!((r.len(), r.is_empty()), (len, false));
+            assert_eq!(r.page_size(), HugePageSize::Size2M);
+            if free <= 64 {
+                assert_eq!(
+                    pool("nr_hugepages"),
+                    before + 2,
+                    "grown by what was lacking"
+                );
+            }
+            assert_eq!(r.as_mut_slice().len(), len);
             r.as_mut_slice().fill(9);
             r.clear(2);
             assert!(r.as_mut_slice().iter().all(|b| *b == 0));
@@ -138,9 +153,42 @@ fn regions_take_the_pools_free_pages_before_growing_it() {
         drop(regions);
         (grown, pool("nr_hugepages"), available())
     });
+    // One region larger than every free page: the pool grows by the
+    // difference alone, and shrinks by it at the drop.
+    let larger = std::panic::catch_unwind(|| {
+        let free = available();
+        let r = HugeRegion::new_growing_pool(HugePageSize::Size2M, (free + 2) * (2 << 20));
+        let grown = pool("nr_hugepages") - set;
+        drop(r.unwrap());
+        (grown, pool("nr_hugepages"))
+    });
     std::fs::write(path, found.to_string()).unwrap();
     let (grown, after, free_after) = result.unwrap();
     assert_eq!(grown, 3usize.saturating_sub(free), "{free} were free");
     assert_eq!((after, free_after), (set, free), "the pool as it was");
+    assert_eq!(larger.unwrap(), (2, set), "grown by 2, then given back");
     assert_eq!(pool("nr_hugepages"), found, "the host's pool put back");
+}
+
+/// Each error that wraps another hands it to `source()`.
+#[test]
+fn wrapped_errors_are_the_source() {
+    use std::error::Error as _;
+    let map = HugeError::Map(std::io::Error::from_raw_os_error(12));
+    assert_eq!(
+        map.source()
+            .and_then(|e| e.downcast_ref::<std::io::Error>())
+            .and_then(std::io::Error::raw_os_error),
+        Some(12)
+    );
+    let pool = HugeError::NotReservable(mmbatch_ktask::HugePagesUnavailable::new(
+        HugePageSize::Size2M,
+        3,
+        1,
+    ));
+    assert!(
+        pool.source()
+            .is_some_and(|e| e.to_string().contains("nr_hugepages"))
+    );
+    assert!(HugeError::Misaligned { len: 1, page: 2 }.source().is_none());
 }

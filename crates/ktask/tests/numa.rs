@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use hwlocality::Topology;
 use mmbatch_ktask::numa::{
-    NodeCpus, NodeRange, NumaError, bind_memory, node_cpus, place, run_numa,
+    NodeCpus, NodeRange, NumaError, NumaJobError, bind_memory, node_cpus, place, run_numa,
 };
 
 fn synthetic(desc: &str) -> Topology {
@@ -351,4 +351,22 @@ fn binding_memory_to_a_node_the_host_lacks_is_an_error() {
         let e = mmbatch_ktask::numa::bind_memory(&topology, &buf, node).unwrap_err();
         assert!(e.contains("no such NUMA node"), "{e}");
     }
+}
+
+/// A NUMA job's error prints the placement's refusal or the chunk's error
+/// as they are.
+#[test]
+fn numa_job_errors_print_their_cause() {
+    let place: NumaJobError<String> = NumaJobError::Place(NumaError::NoSuchNode {
+        node: 7,
+        nodes: vec![0, 1],
+    });
+    let inner = NumaError::NoSuchNode {
+        node: 7,
+        nodes: vec![0, 1],
+    };
+    assert_eq!(place.to_string(), inner.to_string());
+    assert!(place.to_string().contains('7'), "{place}");
+    let chunk: NumaJobError<String> = NumaJobError::Chunk("disk on fire".into());
+    assert_eq!(chunk.to_string(), "disk on fire");
 }
