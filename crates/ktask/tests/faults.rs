@@ -156,3 +156,10 @@ fn run_errors_print_their_cause() {
     let s = failed.to_string();
     assert!(s.contains("disk on fire") && s.contains("undone"), "{s}");
 }
+
+/// The least work a memory job gives a thread is one 2 MiB huge page, as
+/// the docs promise (a user sizes buffers by it).
+#[test]
+fn memory_jobs_give_a_thread_at_least_a_huge_page() {
+    assert_eq!(mmbatch_ktask::MIN_CHUNK, 2 << 20);
+}
