@@ -24,23 +24,22 @@ pub(crate) const CRATES: [&str; 7] = [
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Score {
     pub(crate) krate: String,
-    pub(crate) caught: usize,
+    /// The mutants some test caught.
+    pub(crate) caught: Vec<String>,
     pub(crate) unviable: usize,
     /// Mutants no test noticed, then those whose tests timed out.
     pub(crate) survivors: Vec<String>,
     pub(crate) timeouts: usize,
-    /// The mutants caught.
-    pub(crate) caught_list: Vec<String>,
 }
 
 impl Score {
     /// Caught over viable, in percent (100 with nothing viable).
     pub(crate) fn percent(&self) -> f64 {
-        let viable = self.caught + self.survivors.len();
+        let viable = self.caught.len() + self.survivors.len();
         if viable == 0 {
             100.0
         } else {
-            100.0 * self.caught as f64 / viable as f64
+            100.0 * self.caught.len() as f64 / viable as f64
         }
     }
 }
@@ -83,7 +82,7 @@ pub(crate) fn run(
         println!(
             "  {:<12} {:>7} {:>7} {:>8} {:>9} {:>7.1}%",
             s.krate,
-            s.caught,
+            s.caught.len(),
             s.survivors.len() - s.timeouts,
             s.timeouts,
             s.unviable,
@@ -167,8 +166,7 @@ impl Score {
         let (now, before): (Vec<String>, Vec<String>) =
             self.survivors.drain(..).partition(|m| caught.contains(m));
         self.survivors = before;
-        self.caught += now.len();
-        self.caught_list.extend(now);
+        self.caught.extend(now);
     }
 }
 
@@ -206,7 +204,7 @@ fn loom_pass(krate: &str, survivors: &[String], out: &Path) -> Result<Vec<String
         out.display()
     );
     run_mutants(cmd, &format!("the loom pass over mmbatch-{krate}"), &out)?;
-    Ok(read_score(krate, &out.join("mutants.out"))?.caught_list)
+    Ok(read_score(krate, &out.join("mutants.out"))?.caught)
 }
 
 /// The flags `cargo xtask loom` builds the models with.
@@ -259,11 +257,9 @@ pub(crate) fn read_score(krate: &str, dir: &Path) -> Result<Score, String> {
     };
     let missed = lines("missed.txt");
     let timeout = lines("timeout.txt");
-    let caught = lines("caught.txt");
     Ok(Score {
         krate: krate.to_owned(),
-        caught: caught.len(),
-        caught_list: caught,
+        caught: lines("caught.txt"),
         unviable: lines("unviable.txt").len(),
         timeouts: timeout.len(),
         survivors: missed.into_iter().chain(timeout).collect(),
@@ -291,7 +287,7 @@ mod tests {
         fs::write(dir.join("timeout.txt"), "t\n").unwrap();
         let s = read_score("mmap", &dir).unwrap();
         fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(s.caught, 3);
+        assert_eq!(s.caught, ["a", "b", "c"]);
         assert_eq!(s.unviable, 0);
         assert_eq!(s.survivors, ["m", "t"]);
         assert_eq!(s.timeouts, 1);
@@ -324,15 +320,14 @@ mod tests {
     fn a_second_pass_moves_what_it_caught_from_missed_or_timed_out() {
         let mut s = Score {
             krate: "pagevec".into(),
-            caught: 10,
-            caught_list: vec![],
+            caught: vec!["c".to_owned()],
             unviable: 0,
             survivors: ["m1", "m2", "t1", "t2"].map(String::from).to_vec(),
             timeouts: 2,
         };
         s.merge(&["m2".to_owned(), "t1".to_owned(), "other".to_owned()]);
         assert_eq!(s.survivors, ["m1", "t2"]);
-        assert_eq!((s.caught, s.timeouts), (12, 1));
-        assert_eq!(s.caught_list, ["m2", "t1"]);
+        assert_eq!(s.caught, ["c", "m2", "t1"]);
+        assert_eq!(s.timeouts, 1);
     }
 }

@@ -38,6 +38,12 @@ pub fn process_locked_bytes() -> io::Result<u64> {
     status_kb("VmLck:")
 }
 
+/// Bytes of address space the process has mapped (`VmSize` in
+/// /proc/self/status): what `mlockall(MCL_CURRENT)` would lock.
+pub fn process_mapped_bytes() -> io::Result<u64> {
+    status_kb("VmSize:")
+}
+
 /// Whether the process has CAP_IPC_LOCK in its effective set (then
 /// RLIMIT_MEMLOCK does not apply).
 pub fn has_cap_ipc_lock() -> bool {

@@ -39,14 +39,10 @@ pub fn mlockall(what: LockAll) -> Result<(), Error> {
         flags |= MlockAllFlags::ONFAULT;
     }
     rustix::mm::mlockall(flags).map_err(|e| {
-        let len = std::fs::read_to_string("/proc/self/status")
+        let len = accounting::process_mapped_bytes()
             .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("VmSize:"))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
-            })
-            .map_or(accounting::page_size(), |kb| kb * 1024);
+            .and_then(|b| usize::try_from(b).ok())
+            .unwrap_or_else(accounting::page_size);
         Error::from_lock("mlockall", len, e)
     })
 }

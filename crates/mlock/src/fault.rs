@@ -108,13 +108,18 @@ struct OldAction {
 #[allow(clippy::declare_interior_mutable_const)]
 const ZERO: AtomicU64 = AtomicU64::new(0);
 
-static OLD: OldAction = OldAction {
-    seq: AtomicU64::new(0),
-    words: [ZERO; WORDS],
-    valid: AtomicBool::new(false),
-};
+static OLD: OldAction = OldAction::new();
 
 impl OldAction {
+    /// Nothing saved yet.
+    const fn new() -> Self {
+        Self {
+            seq: AtomicU64::new(0),
+            words: [ZERO; WORDS],
+            valid: AtomicBool::new(false),
+        }
+    }
+
     /// Writes `action` (callers hold `REGISTRY`: one writer).
     fn store(&self, action: &libc::sigaction) {
         let mut words = [0u64; WORDS];
@@ -523,11 +528,7 @@ mod tests {
         if let Some(run) = mmbatch_testkit::child::parent(name, LIMIT) {
             return run.expect_success();
         }
-        let old = OldAction {
-            seq: AtomicU64::new(0),
-            words: [ZERO; WORDS],
-            valid: AtomicBool::new(false),
-        };
+        let old = OldAction::new();
         assert!(old.load().is_none());
         old.store(&action(0x1234, libc::SA_SIGINFO));
         let a = old.load().expect("stored");
@@ -545,11 +546,7 @@ mod tests {
         if let Some(run) = mmbatch_testkit::child::parent(name, LIMIT) {
             return run.expect_success();
         }
-        let old = OldAction {
-            seq: AtomicU64::new(0),
-            words: [ZERO; WORDS],
-            valid: AtomicBool::new(false),
-        };
+        let old = OldAction::new();
         let a = action(usize::MAX, -1);
         let b = action(0, 0);
         old.store(&a);

@@ -517,6 +517,22 @@ fn mlockall_over_the_limit_names_what_it_asked_for() {
     assert_child_ok("mlockall-rlimit");
 }
 
+/// A size field of /proc/self/status (`VmSize:`, `VmLck:`), in bytes:
+/// the tests' own reading of the kernel's figure.
+fn status_bytes(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .unwrap()
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .unwrap();
+    kb * 1024
+}
+
 /// `CapEff` of /proc/self/status, the kernel's own word on the
 /// capabilities in effect.
 fn effective_caps() -> u64 {
@@ -555,6 +571,20 @@ fn accounting_reads_the_kernels_figures() {
     assert!(
         agreed,
         "map_count never agreed with /proc/self/maps in 100 reads"
+    );
+    // The address space: other tests map meanwhile, so it must agree
+    // with the readings on both sides once.
+    let agreed = (0..100).any(|_| {
+        let (v1, mapped, v2) = (
+            status_bytes("VmSize:"),
+            accounting::process_mapped_bytes().unwrap(),
+            status_bytes("VmSize:"),
+        );
+        v1 == mapped && mapped == v2
+    });
+    assert!(
+        agreed,
+        "process_mapped_bytes never agreed with VmSize in 100 reads"
     );
     let max: usize = std::fs::read_to_string("/proc/sys/vm/max_map_count")
         .unwrap()
@@ -932,19 +962,7 @@ fn child_scenarios() {
             assert_eq!(accounting::process_locked_bytes().unwrap(), 0);
         }
         "address-space" => {
-            let vm_size = || {
-                let status = std::fs::read_to_string("/proc/self/status").unwrap();
-                let kb: usize = status
-                    .lines()
-                    .find_map(|l| l.strip_prefix("VmSize:"))
-                    .unwrap()
-                    .trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse()
-                    .unwrap();
-                kb * 1024
-            };
+            let vm_size = || status_bytes("VmSize:") as usize;
             let p = page();
             for (pages, slack) in [(Pages::Base, p), (Pages::Transparent, 2 * MIB)] {
                 let before = vm_size();
@@ -982,16 +1000,6 @@ fn child_scenarios() {
             limit_memlock(64 << 10);
             let e = mlockall(LockAll::CURRENT).unwrap_err();
             println!("child: {e}");
-            let status = std::fs::read_to_string("/proc/self/status").unwrap();
-            let size_kb: u64 = status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmSize:"))
-                .unwrap()
-                .trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse()
-                .unwrap();
             // What it asked to lock is the whole address space, VmSize.
             let Error::MemlockLimit {
                 requested, soft, ..
@@ -1000,7 +1008,7 @@ fn child_scenarios() {
                 panic!("{e:?}");
             };
             assert_eq!(soft, 64 << 10);
-            let size = size_kb * 1024;
+            let size = status_bytes("VmSize:");
             assert!(
                 requested as u64 >= size / 2 && requested as u64 <= size * 2,
                 "asked {requested}, VmSize {size}"
