@@ -70,8 +70,11 @@ fn grow_pool(size: HugePageSize, n: usize) -> usize {
 }
 
 /// `MemAvailable` from `/proc/meminfo`, in bytes: what the kernel could
-/// give without swapping.
+/// give without swapping. Fail point `ktask::mem_available` reports its
+/// argument instead (`return(4194304)`), or nothing (`return`).
 fn mem_available() -> Option<u64> {
+    fail_point!("ktask::mem_available", |bytes: Option<String>| bytes
+        .and_then(|b| b.parse().ok()));
     let meminfo = fs::read_to_string("/proc/meminfo").ok()?;
     let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

@@ -8,12 +8,12 @@ compile_error!("loom models need debug assertions: run them with `cargo xtask lo
 
 #[cfg(loom)]
 pub(crate) use loom::sync::{
-    Condvar, Mutex, MutexGuard,
+    Mutex, MutexGuard,
     atomic::{AtomicBool, AtomicUsize, Ordering},
 };
 #[cfg(not(loom))]
 pub(crate) use std::sync::{
-    Condvar, Mutex, MutexGuard,
+    Mutex, MutexGuard,
     atomic::{AtomicBool, AtomicUsize, Ordering},
 };
 

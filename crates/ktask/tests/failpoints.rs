@@ -41,8 +41,27 @@ fn panic_of_sum(job: &Job) -> String {
         .unwrap()
 }
 
+/// Runs test `name` in a child with a bounded wait and returns `true` in
+/// the test runner; returns `false` in the child, which runs the body.
+/// Every test here that runs a multi-threaded job does this: a start gate
+/// that never opens (seen with the gate's `open` mutated away) hangs every
+/// such job, and one in-process hang would hang the whole binary instead
+/// of failing the tests that catch it.
+fn in_child(name: &str) -> bool {
+    match mmbatch_testkit::child::parent(name, std::time::Duration::from_secs(10)) {
+        Some(run) => {
+            run.expect_success();
+            true
+        }
+        None => false,
+    }
+}
+
 #[test]
 fn refused_helpers_leave_the_job_to_those_that_started() {
+    if in_child("refused_helpers_leave_the_job_to_those_that_started") {
+        return;
+    }
     let scenario = FailScenario::setup();
     let want = (0..1usize << 12).sum::<usize>();
     for refuse in ["return", "1*off->return", "2*off->return"] {
@@ -60,9 +79,7 @@ fn refused_helpers_leave_the_job_to_those_that_started() {
 /// 30s").
 #[test]
 fn a_panic_while_spawning_helpers_releases_those_started() {
-    let name = "a_panic_while_spawning_helpers_releases_those_started";
-    if let Some(run) = mmbatch_testkit::child::parent(name, std::time::Duration::from_secs(30)) {
-        run.expect_success();
+    if in_child("a_panic_while_spawning_helpers_releases_those_started") {
         return;
     }
     let scenario = FailScenario::setup();
@@ -73,8 +90,43 @@ fn a_panic_while_spawning_helpers_releases_those_started() {
     drop(scenario);
 }
 
+/// No chunk runs before the caller has spawned every helper (ktask's start
+/// gate: helpers running ahead convoyed on the mmap lock while the caller
+/// was still spawning the rest). The fail point counts each spawn and
+/// holds the caller there for 50 ms, time for a helper that did not wait
+/// to run chunks; every chunk must see all three spawns. In a child: a
+/// gate that never opens hangs.
+#[test]
+fn no_chunk_runs_before_every_helper_is_spawned() {
+    static SPAWNS: AtomicUsize = AtomicUsize::new(0);
+    if in_child("no_chunk_runs_before_every_helper_is_spawned") {
+        return;
+    }
+    let scenario = FailScenario::setup();
+    fail::cfg_callback("ktask::spawn", || {
+        SPAWNS.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    })
+    .unwrap();
+    let fewest_seen = AtomicUsize::new(usize::MAX);
+    run::<()>(&job(4), |_| {
+        fewest_seen.fetch_min(SPAWNS.load(Ordering::SeqCst), Ordering::SeqCst);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(
+        fewest_seen.into_inner(),
+        3,
+        "a chunk ran before the last spawn"
+    );
+    drop(scenario);
+}
+
 #[test]
 fn a_panicking_start_hook_reaches_the_caller_not_a_deadlock() {
+    if in_child("a_panicking_start_hook_reaches_the_caller_not_a_deadlock") {
+        return;
+    }
     let scenario = FailScenario::setup();
     fail::cfg("ktask::start", "1*panic(injected start hook panic)->off").unwrap();
     let msg = panic_of_sum(&job(4));
@@ -86,6 +138,9 @@ fn a_panicking_start_hook_reaches_the_caller_not_a_deadlock() {
 
 #[test]
 fn a_node_thread_refused_runs_on_the_caller() {
+    if in_child("a_node_thread_refused_runs_on_the_caller") {
+        return;
+    }
     let scenario = FailScenario::setup();
     let topology = Topology::new().unwrap();
     let node = node_cpus(&topology)[0].node;
@@ -124,6 +179,9 @@ fn a_node_thread_refused_runs_on_the_caller() {
 /// chunk is undone, as a panic on a node's own thread is.
 #[test]
 fn a_panic_on_a_node_run_by_the_caller_undoes_the_finished_nodes() {
+    if in_child("a_panic_on_a_node_run_by_the_caller_undoes_the_finished_nodes") {
+        return;
+    }
     let scenario = FailScenario::setup();
     let topology = Topology::new().unwrap();
     let node = node_cpus(&topology)[0].node;
@@ -177,6 +235,9 @@ fn a_panic_on_a_node_run_by_the_caller_undoes_the_finished_nodes() {
 /// the node's CPUs, and so did every thread it started later).
 #[test]
 fn the_caller_gets_its_own_binding_back() {
+    if in_child("the_caller_gets_its_own_binding_back") {
+        return;
+    }
     let topology = Topology::new().unwrap();
     let cpus = node_cpus(&topology);
     let all: Vec<usize> = cpus.iter().flat_map(|n| n.cpus.iter().copied()).collect();
@@ -257,6 +318,49 @@ fn new_takes_free_pages_and_never_grows_the_pool() {
     };
     assert_eq!((u.needed, u.size), (free + 32, HugePageSize::Size2M));
     assert!(e.to_string().contains("nr_hugepages"), "{e}");
+    drop(scenario);
+}
+
+fn is_root() -> bool {
+    // SAFETY: no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The bounds are inclusive: `new` takes exactly the free pages, and
+/// `new_growing_pool` grows the pool when what it lacks is exactly the
+/// memory available (the fail point reports it), refusing one byte less
+/// and memory it cannot read. Sets the pool as root, and puts it back.
+#[test]
+fn regions_that_fit_exactly_are_not_refused() {
+    let scenario = FailScenario::setup();
+    if !is_root() {
+        eprintln!("not root: the huge page pool cannot be set here; not exercised");
+        return;
+    }
+    let (size, page) = (HugePageSize::Size2M, 2 << 20);
+    let path = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+    let found = pool();
+    std::fs::write(path, (found + 2).to_string()).unwrap();
+    let free = size.available_pages();
+    let result = std::panic::catch_unwind(|| {
+        assert!(free >= 1, "the pool did not grow: {free} free");
+        fail::cfg("ktask::hugepool", "panic(the pool was grown)").unwrap();
+        drop(HugeRegion::new(size, free * page).expect("exactly the free pages"));
+        fail::remove("ktask::hugepool");
+        let lacking = |bytes: usize| {
+            fail::cfg("ktask::mem_available", &format!("return({bytes})")).unwrap();
+            HugeRegion::new_growing_pool(size, (free + 2) * page)
+        };
+        drop(lacking(2 * page).expect("lacking exactly what is available"));
+        let e = lacking(2 * page - 1).unwrap_err();
+        assert!(matches!(e, HugeError::NotReservable(_)), "{e}");
+        fail::cfg("ktask::mem_available", "return").unwrap();
+        let e = HugeRegion::new_growing_pool(size, (free + 2) * page).unwrap_err();
+        assert!(matches!(e, HugeError::NotReservable(_)), "{e}");
+    });
+    std::fs::write(path, found.to_string()).unwrap();
+    result.unwrap();
+    assert_eq!(pool(), found, "the host's pool put back");
     drop(scenario);
 }
 

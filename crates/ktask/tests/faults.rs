@@ -163,3 +163,31 @@ fn run_errors_print_their_cause() {
 fn memory_jobs_give_a_thread_at_least_a_huge_page() {
     assert_eq!(mmbatch_ktask::MIN_CHUNK, 2 << 20);
 }
+
+/// A job of `n` threads has `n` threads working at once: every chunk
+/// waits (20 s at most) until three distinct threads have entered one. A
+/// job whose helpers never started, or never left the start gate, fails
+/// here at that bound or at the child's, instead of running serially or
+/// hanging the test binary.
+#[test]
+fn a_job_runs_on_all_its_threads_at_once() {
+    if let Some(run) = child::parent("a_job_runs_on_all_its_threads_at_once", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let threads = std::sync::Mutex::new(std::collections::HashSet::new());
+    let job = Job::new(0, 1 << 12).align(1).min_chunk(1).max_threads(3);
+    assert_eq!(job.plan().unwrap().threads, 3);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let r = run(&job, |_| {
+        threads.lock().unwrap().insert(std::thread::current().id());
+        while threads.lock().unwrap().len() < 3 {
+            if std::time::Instant::now() > deadline {
+                return Err(threads.lock().unwrap().len());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    });
+    assert!(r.is_ok(), "threads seen working: {r:?}");
+}

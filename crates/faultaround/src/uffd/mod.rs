@@ -43,6 +43,11 @@ pub use source::{PageRead, PageSource, Zeroes};
 use crate::Error;
 
 /// What a region's handlers did.
+///
+/// Each count is updated after the work it counts: a reader woken by a
+/// copy may run before that copy is counted, so a snapshot taken by the
+/// faulting thread right after its access can be short by the copies
+/// still in flight. The counts are exact once the handlers are idle.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct UffdStats {

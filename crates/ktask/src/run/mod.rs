@@ -1,6 +1,7 @@
 //! Running a [`Job`]: helpers claim chunks until none are left
 //! (`padata_mt_helper`), the caller works too, and the caller waits for
-//! every helper (`padata_do_multithreaded`'s completion).
+//! every helper (`padata_do_multithreaded`'s completion, which here is
+//! the join at the end of `std::thread::scope`).
 //!
 //! - Every helper is spawned and waiting at a start gate before any chunk
 //!   runs (ktask did this to avoid a convoy on the mmap lock); helpers the
@@ -21,7 +22,7 @@ use std::{any::Any, fmt, ops::Range, panic::AssertUnwindSafe};
 use crate::Job;
 use crate::{
     JobError,
-    sync::{AtomicBool, AtomicUsize, Condvar, Mutex, Ordering, lock},
+    sync::{AtomicBool, AtomicUsize, Mutex, Ordering, lock},
 };
 
 /// Why a job did not complete.
@@ -63,9 +64,6 @@ pub(crate) struct Shared<E> {
     done: Box<[AtomicBool]>,
     error: Mutex<Option<E>>,
     panic: Mutex<Option<Box<dyn Any + Send>>>,
-    /// Threads finished (`nworks_fini`), and its completion.
-    finished: Mutex<usize>,
-    all_done: Condvar,
 }
 
 impl<E> Shared<E> {
@@ -78,13 +76,11 @@ impl<E> Shared<E> {
             done,
             error: Mutex::new(None),
             panic: Mutex::new(None),
-            finished: Mutex::new(0),
-            all_done: Condvar::new(),
         }
     }
 
-    /// One thread's share: claim chunks until none are left or a failure
-    /// stops the job, then report finished.
+    /// One thread's share (`padata_mt_helper`): claim chunks until none
+    /// are left or a failure stops the job.
     pub(crate) fn work(&self, f: &impl Fn(Range<usize>) -> Result<(), E>) {
         while !self.stop.load(Ordering::Acquire) {
             let i = self.next.fetch_add(1, Ordering::Relaxed);
@@ -103,32 +99,17 @@ impl<E> Shared<E> {
                 }
             }
         }
-        *lock(&self.finished) += 1;
-        self.all_done.notify_all();
     }
 
     /// A thread that could not start (its start hook panicked): stops the
-    /// job as a panicking chunk does, and counts as finished.
+    /// job as a panicking chunk does.
     #[cfg(not(loom))]
     pub(crate) fn abandon(&self, p: Box<dyn Any + Send>) {
         lock(&self.panic).get_or_insert(p);
         self.stop.store(true, Ordering::Release);
-        *lock(&self.finished) += 1;
-        self.all_done.notify_all();
     }
 
-    /// Waits until `threads` threads have finished (`wait_for_completion`).
-    pub(crate) fn wait(&self, threads: usize) {
-        let mut n = lock(&self.finished);
-        while *n < threads {
-            n = self
-                .all_done
-                .wait(n)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-        }
-    }
-
-    /// After `wait`: undoes the completed chunks if a chunk failed, and
+    /// Once every thread that worked has been joined: undoes the completed chunks if a chunk failed, and
     /// returns the outcome; resumes a panic.
     pub(crate) fn finish(self, undo: &impl Fn(Range<usize>)) -> Result<(), RunError<E>> {
         let panic = lock(&self.panic).take();
@@ -220,7 +201,6 @@ pub(crate) fn run_bound<E: Send>(
         // leave the helpers started so far at the gate, and the scope
         // waiting for them.
         let opener = OpenOnDrop(&gate);
-        let mut helpers = 0;
         for i in 1..plan.threads {
             let (gate, shared) = (&gate, &shared);
             let spawned = spawn_helper(i, s, move || {
@@ -238,11 +218,10 @@ pub(crate) fn run_bound<E: Send>(
             if spawned.is_err() {
                 break;
             }
-            helpers += 1;
         }
         drop(opener);
         shared.work(f);
-        shared.wait(helpers + 1);
+        // The scope joins every helper it started before it returns.
     });
     shared.finish(undo)
 }

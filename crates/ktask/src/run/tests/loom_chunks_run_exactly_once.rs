@@ -24,7 +24,7 @@ fn chunks_run_exactly_once() {
             r1.lock().unwrap().push(r.start);
             Ok(())
         });
-        shared.wait(2);
+        // The join is the completion (`std::thread::scope`'s, in `run`).
         helper.join().unwrap();
         let mut ran = ran.lock().unwrap().clone();
         ran.sort_unstable();

@@ -26,7 +26,7 @@ fn error_undoes_exactly_the_finished() {
         let (s2, f2) = (shared.clone(), f.clone());
         let helper = thread::spawn(move || s2.work(&f2));
         shared.work(&f);
-        shared.wait(2);
+        // The join is the completion (`std::thread::scope`'s, in `run`).
         helper.join().unwrap();
         let undone = Mutex::new(Vec::new());
         let shared = Arc::try_unwrap(shared).ok().expect("helper joined");

@@ -1,7 +1,6 @@
 //! Loom models of the chunk protocol (`cargo xtask loom ktask`).
 
 mod loom_chunks_run_exactly_once;
-mod loom_completion_waits_for_all;
 mod loom_error_undoes_exactly_the_finished;
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
