@@ -26,7 +26,8 @@ pub(crate) struct Score {
     pub(crate) krate: String,
     /// The mutants some test caught.
     pub(crate) caught: Vec<String>,
-    pub(crate) unviable: usize,
+    /// Mutants that do not build.
+    pub(crate) unviable: Vec<String>,
     /// Mutants no test noticed, then those whose tests timed out.
     pub(crate) survivors: Vec<String>,
     pub(crate) timeouts: usize,
@@ -85,7 +86,7 @@ pub(crate) fn run(
             s.caught.len(),
             s.survivors.len() - s.timeouts,
             s.timeouts,
-            s.unviable,
+            s.unviable.len(),
             s.percent()
         );
     }
@@ -126,7 +127,9 @@ fn run_crate(krate: &str, shard: Option<&str>, in_diff: Option<&Path>) -> Result
         .arg("--output")
         .arg(&out);
     if let Some(s) = shard {
-        cmd.args(["--shard", s]);
+        // Mutant i to shard i % n: each shard samples every file, so one
+        // shard estimates the whole crate's score.
+        cmd.args(["--shard", s, "--sharding", "round-robin"]);
     }
     if let Some(d) = in_diff {
         cmd.arg("--in-diff").arg(d);
@@ -141,13 +144,15 @@ fn run_crate(krate: &str, shard: Option<&str>, in_diff: Option<&Path>) -> Result
     if has_models && !score.survivors.is_empty() {
         // A failed pass leaves the first pass's score standing.
         match loom_pass(krate, &score.survivors, &out) {
-            Ok(caught) => {
+            Ok(second) => {
                 eprintln!(
-                    "mutants: the loom models caught {} of {} survivors of mmbatch-{krate}",
-                    caught.len(),
-                    score.survivors.len()
+                    "mutants: the loom models caught {} of {} survivors of mmbatch-{krate} \
+                     ({} do not build under loom)",
+                    second.caught.len(),
+                    score.survivors.len(),
+                    second.unviable.len()
                 );
-                score.merge(&caught);
+                score.merge(&second);
             }
             Err(e) => eprintln!("mutants: {e}; the first pass's score stands"),
         }
@@ -156,17 +161,25 @@ fn run_crate(krate: &str, shard: Option<&str>, in_diff: Option<&Path>) -> Result
 }
 
 impl Score {
-    /// Counts as caught the survivors a second pass `caught`.
-    fn merge(&mut self, caught: &[String]) {
+    /// Takes a second pass over the survivors into account: what it
+    /// caught counts as caught, and what does not build there as unviable
+    /// (code compiled only under loom "survived" the first pass unbuilt).
+    fn merge(&mut self, second: &Score) {
+        let settled = |m: &String| second.caught.contains(m) || second.unviable.contains(m);
         let missed = self.survivors.len() - self.timeouts;
         self.timeouts -= self.survivors[missed..]
             .iter()
-            .filter(|m| caught.contains(m))
+            .filter(|m| settled(m))
             .count();
-        let (now, before): (Vec<String>, Vec<String>) =
-            self.survivors.drain(..).partition(|m| caught.contains(m));
-        self.survivors = before;
-        self.caught.extend(now);
+        for m in std::mem::take(&mut self.survivors) {
+            if second.caught.contains(&m) {
+                self.caught.push(m);
+            } else if second.unviable.contains(&m) {
+                self.unviable.push(m);
+            } else {
+                self.survivors.push(m);
+            }
+        }
     }
 }
 
@@ -174,8 +187,8 @@ impl Score {
 /// (`--cfg loom`, release with debug assertions, the library alone, as
 /// `cargo xtask loom` runs them, at 2 preemptions by default where that
 /// runs 3: each mutant runs every model): code compiled only under loom
-/// is reachable from no other test. Returns the mutants they caught.
-fn loom_pass(krate: &str, survivors: &[String], out: &Path) -> Result<Vec<String>, String> {
+/// is reachable from no other test. Returns that pass's score.
+fn loom_pass(krate: &str, survivors: &[String], out: &Path) -> Result<Score, String> {
     let out = out.join("loom");
     fs::create_dir_all(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
     let mut cmd = cargo();
@@ -204,7 +217,7 @@ fn loom_pass(krate: &str, survivors: &[String], out: &Path) -> Result<Vec<String
         out.display()
     );
     run_mutants(cmd, &format!("the loom pass over mmbatch-{krate}"), &out)?;
-    Ok(read_score(krate, &out.join("mutants.out"))?.caught)
+    read_score(krate, &out.join("mutants.out"))
 }
 
 /// The flags `cargo xtask loom` builds the models with.
@@ -260,7 +273,7 @@ pub(crate) fn read_score(krate: &str, dir: &Path) -> Result<Score, String> {
     Ok(Score {
         krate: krate.to_owned(),
         caught: lines("caught.txt"),
-        unviable: lines("unviable.txt").len(),
+        unviable: lines("unviable.txt"),
         timeouts: timeout.len(),
         survivors: missed.into_iter().chain(timeout).collect(),
     })
@@ -288,7 +301,7 @@ mod tests {
         let s = read_score("mmap", &dir).unwrap();
         fs::remove_dir_all(&dir).unwrap();
         assert_eq!(s.caught, ["a", "b", "c"]);
-        assert_eq!(s.unviable, 0);
+        assert!(s.unviable.is_empty());
         assert_eq!(s.survivors, ["m", "t"]);
         assert_eq!(s.timeouts, 1);
         assert!((s.percent() - 60.0).abs() < 1e-9);
@@ -317,17 +330,23 @@ mod tests {
     }
 
     #[test]
-    fn a_second_pass_moves_what_it_caught_from_missed_or_timed_out() {
+    fn a_second_pass_moves_what_it_caught_or_cannot_build() {
+        let names = |n: &[&str]| n.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         let mut s = Score {
             krate: "pagevec".into(),
-            caught: vec!["c".to_owned()],
-            unviable: 0,
-            survivors: ["m1", "m2", "t1", "t2"].map(String::from).to_vec(),
-            timeouts: 2,
+            caught: names(&["c"]),
+            unviable: names(&["u"]),
+            survivors: names(&["m1", "m2", "m3", "t1", "t2", "t3"]),
+            timeouts: 3,
         };
-        s.merge(&["m2".to_owned(), "t1".to_owned(), "other".to_owned()]);
+        s.merge(&Score {
+            caught: names(&["m2", "t1", "other"]),
+            unviable: names(&["m3", "t3"]),
+            ..Score::default()
+        });
         assert_eq!(s.survivors, ["m1", "t2"]);
         assert_eq!(s.caught, ["c", "m2", "t1"]);
+        assert_eq!(s.unviable, ["u", "m3", "t3"]);
         assert_eq!(s.timeouts, 1);
     }
 }

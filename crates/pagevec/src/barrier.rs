@@ -9,7 +9,8 @@
 //! only a compiler fence orders as a `fence(SeqCst)` would against `heavy()`.
 //! Where membarrier is unavailable (old kernel, seccomp, Miri), or fails
 //! after registering (see `heavy`), both sides
-//! fall back to `fence(SeqCst)`. Under loom, see the note on the loom `imp` module below.
+//! fall back to `fence(SeqCst)`. Miri and loom have their own (`barrier/miri.rs`,
+//! `barrier/loom.rs`).
 
 #[cfg(not(any(loom, miri)))]
 mod imp {
@@ -67,9 +68,10 @@ mod imp {
 
     /// A full barrier on every thread of the process that pairs with
     /// [`light`]. membarrier can fail after its registration worked (a
-    /// seccomp filter installed since, as sandboxes do late): it registers
-    /// again once; failing still, `light` turns into a real fence from
-    /// then on and this barrier is had the slow way
+    /// seccomp filter installed since, as sandboxes do late; the
+    /// registration itself lasts until exec, fork included): `light` then
+    /// turns into a real fence from then on and this barrier is had the
+    /// slow way
     /// ([`visit_every_cpu`]), for the `light`s that ran as compiler
     /// fences before. Until one such visit succeeds, every `heavy` owes it
     /// (a concurrent one waits for it).
@@ -85,11 +87,7 @@ mod imp {
                 return;
             }
             EXPEDITED => {
-                if membarrier(MembarrierCommand::PrivateExpedited).is_ok()
-                    || membarrier(MembarrierCommand::RegisterPrivateExpedited)
-                        .and_then(|()| membarrier(MembarrierCommand::PrivateExpedited))
-                        .is_ok()
-                {
+                if membarrier(MembarrierCommand::PrivateExpedited).is_ok() {
                     return;
                 }
                 // Whoever sees it fail first: lights are real fences from
@@ -167,67 +165,12 @@ mod imp {
 }
 
 #[cfg(miri)]
-mod imp {
-    use crate::sync::{Ordering, fence};
+#[path = "barrier/miri.rs"]
+mod imp;
 
-    pub(crate) fn init() {}
-
-    pub(crate) fn expedited() -> bool {
-        false
-    }
-
-    #[inline(always)]
-    pub(crate) fn light() {
-        fence(Ordering::SeqCst);
-    }
-
-    pub(crate) fn heavy() {
-        fence(Ordering::SeqCst);
-    }
-}
-
-/// Under loom, `light()` is nothing — what it compiles to on a membarrier
-/// host, and the weakest case — unless the model pairs it with `heavy()`.
-/// Loom's SeqCst fence is stronger than a C++ one (it orders against every
-/// earlier release), so a fence here would hide ordering bugs in the ring
-/// protocol that production, where `light()` is a compiler fence, has.
 #[cfg(all(loom, not(miri)))]
-mod imp {
-    use std::cell::Cell;
-
-    use crate::sync::{Ordering, fence};
-
-    // Loom runs a model's threads as coroutines on the test's own OS thread,
-    // so a std thread-local is per model.
-    std::thread_local!(static PAIRED: Cell<bool> = const { Cell::new(false) });
-
-    /// Declares that this model calls `heavy()` (`Batcher::disable`), so the
-    /// light barrier must be modelled as the SeqCst fence it acts as then.
-    pub(crate) fn model_with_heavy_barrier() {
-        PAIRED.with(|p| p.set(true));
-    }
-
-    pub(crate) fn init() {}
-
-    pub(crate) fn expedited() -> bool {
-        false
-    }
-
-    pub(crate) fn light() {
-        if PAIRED.with(Cell::get) {
-            fence(Ordering::SeqCst);
-        }
-    }
-
-    pub(crate) fn heavy() {
-        assert!(
-            PAIRED.with(Cell::get),
-            "a loom model that calls Batcher::disable must call \
-             barrier::model_with_heavy_barrier() first"
-        );
-        fence(Ordering::SeqCst);
-    }
-}
+#[path = "barrier/loom.rs"]
+mod imp;
 
 #[cfg(all(loom, not(miri)))]
 pub(crate) use imp::model_with_heavy_barrier;

@@ -66,3 +66,35 @@ fn a_batcher_dropped_by_a_panic_applies_nothing() {
     assert!(r.is_err());
     assert_eq!(log.ops(), [] as [u32; 0]);
 }
+
+/// Ops that own something are dropped, not leaked, when a panic drops the
+/// batcher holding them: each slot frees what it still holds.
+#[test]
+fn ops_a_panic_drops_are_freed() {
+    /// Counts nothing; its ops only own a reference.
+    struct Sink(Mutex<()>);
+    impl Apply for Sink {
+        type Op = Arc<()>;
+        type Key = ();
+        type Guard<'a> = MutexGuard<'a, ()>;
+        fn key(&self, _: &Arc<()>) {}
+        fn lock(&self, _: ()) -> Self::Guard<'_> {
+            self.0.lock().unwrap()
+        }
+        fn apply(&self, _: &mut Self::Guard<'_>, _: Arc<()>) {}
+    }
+    let owned = Arc::new(());
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let b: Batcher<Sink, 8> = Batcher::new(Sink(Mutex::new(())));
+        for _ in 0..3 {
+            b.queue(owned.clone());
+        }
+        std::thread::scope(|s| {
+            s.spawn(|| b.queue(owned.clone()));
+        });
+        assert_eq!(Arc::strong_count(&owned), 5, "four ops wait");
+        panic!("the caller failed");
+    }));
+    assert!(r.is_err());
+    assert_eq!(Arc::strong_count(&owned), 1, "ops leaked");
+}

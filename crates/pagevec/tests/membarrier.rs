@@ -76,7 +76,15 @@ fn disable_after_membarrier_starts_failing_applies_every_op() {
         run.expect_success();
         return;
     }
+    assert!(
+        !mmbatch_pagevec::uses_membarrier(),
+        "known only once a Batcher is built"
+    );
     let b: Batcher<Total, 15> = Batcher::new(Total(Mutex::new(0)));
+    assert!(
+        mmbatch_pagevec::uses_membarrier(),
+        "this kernel has private expedited membarrier (4.14+)"
+    );
     refuse_syscalls(&[libc::SYS_membarrier]);
     let queued = while_queueing(&b, || {
         for _ in 0..3 {
@@ -86,6 +94,10 @@ fn disable_after_membarrier_starts_failing_applies_every_op() {
         }
     });
     assert_eq!(*b.target().0.lock().unwrap(), queued);
+    assert!(
+        !mmbatch_pagevec::uses_membarrier(),
+        "membarrier failed: the queue path's barrier is a real fence for good"
+    );
 }
 
 #[test]

@@ -8,7 +8,7 @@ use super::{Log, TestBatcher, model};
 #[test]
 fn disabled_no_op_waits() {
     model(|| {
-        crate::barrier::model_with_heavy_barrier();
+        crate::loom_model_with_heavy_barrier();
         // N = 2: one op alone would wait in its batch unless drained.
         let b = Arc::new(TestBatcher::new(Log::default()));
         let b1 = b.clone();
