@@ -4,7 +4,7 @@ use std::fmt;
 
 use crate::sync::{AtomicU32, Ordering};
 
-/// A page frame number: an index into the [`FrameTable`].
+/// A page frame number: an index into the engine's frame table (`mem_map`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Pfn(pub u32);
 
@@ -107,7 +107,7 @@ pub struct FrameState {
 
 /// The frames (`mem_map`): a fixed array, each frame on a fixed node.
 #[derive(Debug)]
-pub struct FrameTable {
+pub(crate) struct FrameTable {
     frames: Box<[Frame]>,
 }
 
@@ -128,13 +128,8 @@ impl FrameTable {
     }
 
     /// Number of frames.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.frames.len()
-    }
-
-    /// Whether the table has no frames (never: the engine refuses that).
-    pub fn is_empty(&self) -> bool {
-        self.frames.is_empty()
     }
 
     /// The frame `pfn`; the caller checked the range.
@@ -144,7 +139,7 @@ impl FrameTable {
     }
 
     /// Whether `pfn` names a frame.
-    pub fn contains(&self, pfn: Pfn) -> bool {
+    pub(crate) fn contains(&self, pfn: Pfn) -> bool {
         (pfn.0 as usize) < self.frames.len()
     }
 }

@@ -96,8 +96,8 @@ pub use engine::{
     NodeLayout, SWAP_CLUSTER_MAX, ShrinkStats,
 };
 pub use error::LruError;
-pub use frame::{Flags, FrameState, FrameTable, LruList, Pfn};
-pub use lruvec::{Event, LruvecGuard};
+pub use frame::{Flags, FrameState, LruList, Pfn};
+pub use lruvec::Event;
 pub use pagetable::{MAX_VIRTUAL_PAGES, OutOfRange, PTRS_PER_TABLE, PageTables};
 pub use vmstat::Stat;
 

@@ -113,7 +113,7 @@ impl Lruvec {
 
 /// The held lru_lock of one lruvec, and the list operations it allows.
 #[derive(Debug)]
-pub struct LruvecGuard<'a> {
+pub(crate) struct LruvecGuard<'a> {
     pub(crate) state: MutexGuard<'a, LruvecState>,
     frames: &'a FrameTable,
 }

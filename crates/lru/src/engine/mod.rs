@@ -6,6 +6,8 @@ mod munlock_series;
 mod swap;
 #[cfg(all(test, loom))]
 mod tests;
+#[cfg(all(test, not(loom)))]
+mod unit_tests;
 mod vmscan;
 
 use mlock::MlockMove;

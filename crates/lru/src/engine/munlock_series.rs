@@ -137,7 +137,7 @@ impl Engine {
                 isolate_munlocked(&mut g, f, pfn);
                 drop(g);
                 // putback_lru_page
-                if step.0 < 1 {
+                if step == MunlockStep::BASELINE {
                     std::hint::black_box(f.flags().lru_list()); // page_lru_base_type
                 }
                 self.putback_slow(f, pfn, st);
@@ -187,6 +187,7 @@ impl Engine {
                 // neither, so the walk starts there: one table lock per
                 // batch.)
                 st.pte_locks += 1;
+                let at = vpn;
                 vpn = pt.walk(vpn, vpns.end, |_, e| {
                     let Some(pfn) = e else {
                         return batch.is_empty();
@@ -208,6 +209,10 @@ impl Engine {
                     batch.push(pfn);
                     true
                 });
+                // Its first page is always visited (a hole or a page of
+                // any node joins an empty batch) unless it is bad: a walk
+                // that stopped there would loop here forever.
+                debug_assert!(vpn > at || bad.is_some(), "a PTE walk stayed at {at}");
                 if let Some(node) = node {
                     self.munlock_pagevec(&mut batch, node, step, st);
                 }
@@ -218,7 +223,19 @@ impl Engine {
             return Ok(());
         }
         // Steps 3-6: one follow_page_mask per page; a page on another node
-        // ends the batch and, already pinned, starts the next.
+        // ends the batch and, already pinned, starts the next. Each page of
+        // the range is looked up once (a loop that did not advance, or
+        // went past the end, would look forever).
+        let pages = vpns.end - vpn;
+        let lookup = |vpn: u64, st: &mut MunlockStats| {
+            debug_assert!(
+                vpn < vpns.end && st.pte_locks < pages,
+                "page {vpn} looked up again or past the range's end {}",
+                vpns.end
+            );
+            st.pte_locks += 1;
+            pt.lookup(vpn)
+        };
         let mut carry: Option<Pfn> = None;
         loop {
             let first = match carry.take() {
@@ -226,8 +243,7 @@ impl Engine {
                 None => {
                     let mut found = None;
                     while vpn < vpns.end && found.is_none() {
-                        st.pte_locks += 1;
-                        found = pt.lookup(vpn);
+                        found = lookup(vpn, st);
                         vpn += 1;
                     }
                     let Some(pfn) = found else { return Ok(()) };
@@ -240,8 +256,7 @@ impl Engine {
             let mut batch: PageVec<Pfn, BATCH_LEN> = PageVec::new();
             batch.push(first);
             while vpn < vpns.end && !batch.is_full() {
-                st.pte_locks += 1;
-                let found = pt.lookup(vpn);
+                let found = lookup(vpn, st);
                 vpn += 1;
                 let Some(pfn) = found else { continue };
                 let f = match self.pin(pfn) {

@@ -1,0 +1,182 @@
+//! What the engine's accessors promise a user: the page lock and how
+//! reclaim treats it, the modes it was built with, and what it prints.
+
+use mmbatch_lru::{Config, Engine, Event, LruError, LruList, Mode, Modes, Pfn, Stat};
+
+fn engine_with(frames: u32) -> Engine {
+    let e = Engine::new(Config::new(frames as usize)).unwrap();
+    for i in 0..frames {
+        e.lru_add(Pfn(i)).unwrap();
+    }
+    e.lru_add_drain();
+    e
+}
+
+/// `folio_trylock` is exclusive, reclaim keeps a locked frame, and once
+/// unlocked the frame can be reclaimed.
+#[test]
+fn the_page_lock_is_exclusive_and_reclaim_keeps_a_locked_frame() {
+    let e = engine_with(4);
+    assert_eq!(e.is_locked(Pfn(1)), Ok(false));
+    assert_eq!(e.trylock_frame(Pfn(1)), Ok(true), "a free lock is taken");
+    assert_eq!(e.is_locked(Pfn(1)), Ok(true));
+    assert_eq!(e.trylock_frame(Pfn(1)), Ok(false), "a held lock is refused");
+    let mut evicted = Vec::new();
+    let s = e
+        .shrink(0, 4, |p| {
+            evicted.push(p);
+            true
+        })
+        .unwrap();
+    assert_eq!(evicted, [Pfn(0), Pfn(2), Pfn(3)], "the locked frame kept");
+    assert_eq!((s.evicted, s.kept), (3, 1));
+    e.unlock_frame(Pfn(1)).unwrap();
+    assert_eq!(e.is_locked(Pfn(1)), Ok(false));
+    assert_eq!(e.shrink(0, 4, |_| true).unwrap().evicted, 1);
+    // Free now: there is no lock to take, ask about or release.
+    assert_eq!(e.trylock_frame(Pfn(1)), Err(LruError::Free(Pfn(1))));
+    assert_eq!(e.is_locked(Pfn(1)), Err(LruError::Free(Pfn(1))));
+    assert_eq!(e.unlock_frame(Pfn(1)), Err(LruError::Free(Pfn(1))));
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn an_engine_reports_the_modes_it_was_built_with() {
+    let mixed = Modes {
+        activate: Mode::Immediate,
+        mlock: Mode::Immediate,
+        ..Modes::BATCHED
+    };
+    for modes in [Modes::BATCHED, Modes::IMMEDIATE, mixed] {
+        let e = Engine::new(Config::new(8).modes(modes)).unwrap();
+        assert_eq!(e.modes(), modes);
+    }
+}
+
+#[test]
+fn debug_names_the_engines_size_and_modes() {
+    let e = Engine::new(Config::new(8).nodes(2).modes(Modes::IMMEDIATE)).unwrap();
+    let d = format!("{e:?}");
+    for part in ["Engine", "frames: 8", "nodes: 2", "Immediate"] {
+        assert!(d.contains(part), "{part} not in {d}");
+    }
+}
+
+/// Each event and statistic is named as the kernel names it in
+/// `/proc/vmstat` (`pgscan` and `pgsteal` sum its per-reclaimer
+/// counters), but `Promoted`, which the kernel does not have.
+#[test]
+fn counters_have_the_kernels_names() {
+    let names: Vec<&str> = Event::ALL
+        .iter()
+        .map(|e| e.name())
+        .chain(Stat::ALL.iter().map(|s| s.name()))
+        .collect();
+    let mut distinct = names.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), names.len(), "{names:?}");
+    assert_eq!(Event::Promoted.name(), "promoted");
+    let Ok(vmstat) = std::fs::read_to_string("/proc/vmstat") else {
+        eprintln!("no /proc/vmstat here: the names not checked against the kernel's");
+        return;
+    };
+    let kernel: Vec<&str> = vmstat.lines().filter_map(|l| l.split(' ').next()).collect();
+    for name in names.iter().filter(|n| **n != "promoted") {
+        assert!(
+            kernel
+                .iter()
+                .any(|k| k == name || k.strip_prefix(name).is_some_and(|r| r.starts_with('_'))),
+            "{name} is not a /proc/vmstat counter"
+        );
+    }
+}
+
+/// While the cache is disabled (`lru_cache_disable`, as page migration
+/// does) every operation is applied at once and what waited is applied;
+/// enabled again, operations wait in their batches.
+#[test]
+fn a_disabled_cache_applies_every_operation_at_once() {
+    let e = Engine::new(Config::new(8)).unwrap();
+    e.lru_add(Pfn(0)).unwrap();
+    assert_eq!(e.list_sizes(0).unwrap(), [0, 0, 0], "batched: waiting");
+    e.lru_cache_disable();
+    assert_eq!(e.list_sizes(0).unwrap(), [1, 0, 0], "what waited, applied");
+    e.lru_add(Pfn(1)).unwrap();
+    e.activate(Pfn(1)).unwrap();
+    assert_eq!(e.list_sizes(0).unwrap(), [1, 1, 0]);
+    e.lru_cache_enable();
+    e.lru_add(Pfn(2)).unwrap();
+    assert_eq!(e.list_sizes(0).unwrap(), [1, 1, 0], "batched again");
+    e.lru_add_drain();
+    assert_eq!(e.list_sizes(0).unwrap(), [2, 1, 0]);
+}
+
+/// `promote` moves a frame to the head of its list (exact LRU), batched
+/// as activation is; an mlocked frame or one off the LRU stays put.
+#[test]
+fn promote_moves_a_frame_to_the_head_of_its_list() {
+    for modes in [Modes::BATCHED, Modes::IMMEDIATE] {
+        let e = Engine::new(Config::new(5).modes(modes)).unwrap();
+        for i in 0..5 {
+            e.lru_add(Pfn(i)).unwrap();
+        }
+        e.mlock(Pfn(4)).unwrap();
+        e.lru_add_drain();
+        let inactive = |e: &Engine| e.list(0, LruList::Inactive).unwrap();
+        assert_eq!(inactive(&e), [Pfn(3), Pfn(2), Pfn(1), Pfn(0)]);
+        e.promote(Pfn(0)).unwrap();
+        e.lru_add_drain();
+        assert_eq!(inactive(&e), [Pfn(0), Pfn(3), Pfn(2), Pfn(1)], "{modes:?}");
+        e.promote(Pfn(4)).unwrap();
+        assert!(e.isolate(Pfn(2)).unwrap());
+        e.promote(Pfn(2)).unwrap();
+        e.lru_add_drain();
+        assert_eq!(inactive(&e), [Pfn(0), Pfn(3), Pfn(1)]);
+        assert_eq!(e.list(0, LruList::Unevictable).unwrap(), [Pfn(4)]);
+        assert_eq!(e.stats().event(Event::Promoted), 1);
+        e.putback(Pfn(2)).unwrap();
+        e.lru_add_drain();
+        e.check_invariants().unwrap();
+    }
+}
+
+/// `putback_batch` returns isolated frames at once, under one lock, and
+/// refuses (putting back none) a list with a frame that is not isolated.
+#[test]
+fn putback_batch_returns_isolated_frames_or_none() {
+    let e = engine_with(4);
+    for i in 0..3 {
+        assert!(e.isolate(Pfn(i)).unwrap());
+    }
+    assert_eq!(e.list_sizes(0).unwrap(), [1, 0, 0]);
+    assert_eq!(
+        e.putback_batch(&[Pfn(0), Pfn(3)]),
+        Err(LruError::NotIsolated(Pfn(3)))
+    );
+    assert_eq!(e.list_sizes(0).unwrap(), [1, 0, 0], "none put back");
+    e.putback_batch(&[Pfn(0), Pfn(1), Pfn(2)]).unwrap();
+    assert_eq!(e.list_sizes(0).unwrap(), [4, 0, 0], "back without a drain");
+    e.check_invariants().unwrap();
+}
+
+/// What `shrink` reports: frames the callback refused and mlocked ones
+/// are kept, referenced ones activated (not kept); `shrink_active`
+/// reports how many frames it moved.
+#[test]
+fn reclaim_reports_what_it_kept_and_moved() {
+    let e = engine_with(6);
+    e.mark_accessed(Pfn(0)).unwrap(); // referenced: a second chance
+    let s = e.shrink(0, 6, |p| p == Pfn(5)).unwrap();
+    assert_eq!((s.scanned, s.evicted, s.activated, s.kept), (6, 1, 1, 4));
+    assert_eq!(e.list_sizes(0).unwrap(), [4, 1, 0]);
+    for i in 1..4 {
+        e.activate(Pfn(i)).unwrap();
+    }
+    e.lru_add_drain();
+    assert_eq!(e.list_sizes(0).unwrap(), [1, 4, 0]);
+    assert_eq!(e.shrink_active(0, 3).unwrap(), 3);
+    assert_eq!(e.list_sizes(0).unwrap(), [4, 1, 0]);
+    assert_eq!(e.shrink_active(0, 9).unwrap(), 1);
+    e.check_invariants().unwrap();
+}
