@@ -116,16 +116,11 @@ fn ensure_installed() -> Result<(), String> {
 fn run_crate(krate: &str, shard: Option<&str>, in_diff: Option<&Path>) -> Result<Score, String> {
     let out = root().join("target/mutants").join(krate);
     fs::create_dir_all(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
-    let mut cmd = cargo();
-    cmd.current_dir(root())
-        .args(["mutants", "--no-shuffle", "-p"])
-        .arg(format!("mmbatch-{krate}"))
-        // The tests CI's test step runs: with the fail points (whose tests
-        // are the only ones that reach the error paths of system calls
-        // the kernel rarely refuses) and the optional parts on.
-        .arg("--all-features")
-        .arg("--output")
-        .arg(&out);
+    let mut cmd = cargo_mutants(krate);
+    // The tests CI's test step runs: with the fail points (whose tests
+    // are the only ones that reach the error paths of system calls the
+    // kernel rarely refuses) and the optional parts on.
+    cmd.arg("--all-features").arg("--output").arg(&out);
     if let Some(s) = shard {
         // Mutant i to shard i % n: each shard samples every file, so one
         // shard estimates the whole crate's score.
@@ -191,13 +186,10 @@ impl Score {
 fn loom_pass(krate: &str, survivors: &[String], out: &Path) -> Result<Score, String> {
     let out = out.join("loom");
     fs::create_dir_all(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
-    let mut cmd = cargo();
-    cmd.current_dir(root())
-        .args(["mutants", "--no-shuffle", "-p"])
-        .arg(format!("mmbatch-{krate}"))
-        // `--lib` for the build too: under loom a crate may leave out
-        // what its integration tests and examples use.
-        .args(["--profile", "release", "--cargo-arg=--lib"])
+    let mut cmd = cargo_mutants(krate);
+    // `--lib` for the build too: under loom a crate may leave out
+    // what its integration tests and examples use.
+    cmd.args(["--profile", "release", "--cargo-arg=--lib"])
         .arg("--output")
         .arg(&out)
         // Cargo prefers the encoded form to RUSTFLAGS.
@@ -218,6 +210,19 @@ fn loom_pass(krate: &str, survivors: &[String], out: &Path) -> Result<Score, Str
     );
     run_mutants(cmd, &format!("the loom pass over mmbatch-{krate}"), &out)?;
     read_score(krate, &out.join("mutants.out"))
+}
+
+/// `cargo mutants -p mmbatch-KRATE` from the workspace root.
+fn cargo_mutants(krate: &str) -> std::process::Command {
+    let mut cmd = cargo();
+    cmd.current_dir(root())
+        .args(["mutants", "--no-shuffle", "-p"])
+        .arg(format!("mmbatch-{krate}"))
+        // A mutant needs one failing case, not the smallest: proptest's
+        // shrinking of a failure outlasted the test timeout (3 of lru's
+        // mutants "timed out" so).
+        .env("PROPTEST_MAX_SHRINK_ITERS", "0");
+    cmd
 }
 
 /// The flags `cargo xtask loom` builds the models with.

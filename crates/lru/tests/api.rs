@@ -128,9 +128,13 @@ fn promote_moves_a_frame_to_the_head_of_its_list() {
         e.promote(Pfn(0)).unwrap();
         e.lru_add_drain();
         assert_eq!(inactive(&e), [Pfn(0), Pfn(3), Pfn(2), Pfn(1)], "{modes:?}");
-        e.promote(Pfn(4)).unwrap();
+        // Neither an mlocked frame nor one off the LRU is even queued.
         assert!(e.isolate(Pfn(2)).unwrap());
+        let ops = |e: &Engine| (e.stats().batches.ops, e.stats().batches.immediate);
+        let before = ops(&e);
+        e.promote(Pfn(4)).unwrap();
         e.promote(Pfn(2)).unwrap();
+        assert_eq!(ops(&e), before, "{modes:?}");
         e.lru_add_drain();
         assert_eq!(inactive(&e), [Pfn(0), Pfn(3), Pfn(1)]);
         assert_eq!(e.list(0, LruList::Unevictable).unwrap(), [Pfn(4)]);
@@ -179,4 +183,37 @@ fn reclaim_reports_what_it_kept_and_moved() {
     assert_eq!(e.list_sizes(0).unwrap(), [4, 1, 0]);
     assert_eq!(e.shrink_active(0, 9).unwrap(), 1);
     e.check_invariants().unwrap();
+}
+
+/// `deactivate` moves an active frame to the inactive list and does
+/// nothing to an inactive one (`lru_deactivate`).
+#[test]
+fn deactivate_moves_only_active_frames() {
+    let e = engine_with(3);
+    e.activate(Pfn(0)).unwrap();
+    e.lru_add_drain();
+    assert_eq!(e.list(0, LruList::Inactive).unwrap(), [Pfn(2), Pfn(1)]);
+    e.deactivate(Pfn(1)).unwrap();
+    e.deactivate(Pfn(0)).unwrap();
+    e.lru_add_drain();
+    assert_eq!(
+        e.list(0, LruList::Inactive).unwrap(),
+        [Pfn(0), Pfn(2), Pfn(1)],
+        "the inactive frame kept its place"
+    );
+    assert_eq!(e.stats().event(Event::Deactivate), 1);
+    // Queued while active, applied after reclaim aged the frame to the
+    // inactive list: nothing more happens to it.
+    e.activate(Pfn(1)).unwrap();
+    e.lru_add_drain();
+    e.deactivate(Pfn(1)).unwrap();
+    assert_eq!(e.shrink_active(0, 1).unwrap(), 1);
+    let aged = e.list(0, LruList::Inactive).unwrap();
+    e.lru_add_drain();
+    assert_eq!(e.list(0, LruList::Inactive).unwrap(), aged);
+    assert_eq!(
+        e.stats().event(Event::Deactivate),
+        2,
+        "one by shrink_active"
+    );
 }

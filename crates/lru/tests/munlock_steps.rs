@@ -5,6 +5,8 @@
 use mmbatch_lru::{
     Config, Engine, Event, LruList, MunlockStats, MunlockStep, NodeLayout, PageTables, Pfn,
 };
+use std::sync::mpsc::{self, RecvTimeoutError};
+
 use proptest::prelude::*;
 
 /// How one frame starts.
@@ -275,20 +277,41 @@ fn munlock_waits_for_the_page_lock() {
         pt.map(0, Pfn(0)).unwrap();
         e.lru_add_drain();
         assert_eq!(e.trylock_frame(Pfn(0)), Ok(true));
-        let (tx, rx) = std::sync::mpsc::channel();
+        let (tx, rx) = mpsc::channel();
         std::thread::scope(|s| {
-            s.spawn(|| tx.send(e.munlock_range(&pt, 0..1, step).unwrap().munlocked));
+            // `tx` moves into the thread: if the munlock panics, `recv`
+            // finds it gone instead of waiting forever.
+            let (e, pt) = (&e, &pt);
+            s.spawn(move || tx.send(e.munlock_range(pt, 0..1, step).map(|s| s.munlocked)));
             // Held: the munlock must still be waiting after 100 ms.
             let early = rx.recv_timeout(std::time::Duration::from_millis(100));
             assert!(
-                early.is_err(),
-                "step {}: munlocked under another's lock",
+                matches!(early, Err(RecvTimeoutError::Timeout)),
+                "step {}: {early:?} while another thread held the page lock",
                 step.get()
             );
             assert_eq!(e.is_locked(Pfn(0)), Ok(true));
             e.unlock_frame(Pfn(0)).unwrap();
-            assert_eq!(rx.recv().unwrap(), 1);
+            assert_eq!(rx.recv().unwrap(), Ok(1));
         });
         assert_eq!(e.is_locked(Pfn(0)), Ok(false), "munlock released its lock");
+    }
+}
+
+/// Mapped pages that are not mlocked cost their pin and its release, and
+/// nothing else, at every step.
+#[test]
+fn pages_not_mlocked_cost_a_pin_and_its_release() {
+    for step in MunlockStep::all() {
+        let e = Engine::new(Config::new(3)).unwrap();
+        let pt = PageTables::new(3);
+        for i in 0..3 {
+            e.lru_add(Pfn(i)).unwrap();
+            pt.map(u64::from(i), Pfn(i)).unwrap();
+        }
+        e.lru_add_drain();
+        let s = e.munlock_range(&pt, 0..3, step).unwrap();
+        assert_eq!((s.munlocked, s.refcount_ops), (0, 6), "step {}", step.get());
+        assert_eq!(e.list_sizes(0).unwrap(), [3, 0, 0], "step {}", step.get());
     }
 }
