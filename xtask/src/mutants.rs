@@ -72,7 +72,13 @@ pub(crate) fn run(
     ensure_installed()?;
     let mut scores = Vec::new();
     for krate in crates {
-        scores.push(run_crate(krate, shard, in_diff)?);
+        // Mutated pool code (a region's give-back, the growth arithmetic)
+        // leaves huge pages reserved when it runs as root: the pools are
+        // put back as they were, whatever the run did.
+        let pools = HugePools::read();
+        let score = run_crate(krate, shard, in_diff);
+        pools.restore();
+        scores.push(score?);
     }
     println!("\n==== mutants (cargo-mutants; .cargo/mutants.toml)");
     println!(
@@ -157,15 +163,13 @@ fn run_crate(krate: &str, shard: Option<&str>, in_diff: Option<&Path>) -> Result
 
 impl Score {
     /// Takes a second pass over the survivors into account: what it
-    /// caught counts as caught, and what does not build there as unviable
-    /// (code compiled only under loom "survived" the first pass unbuilt).
+    /// caught counts as caught, and a missed mutant that does not build
+    /// there as unviable (code compiled only under loom "survives" the
+    /// first pass unbuilt; one that timed out was built, and stays).
     fn merge(&mut self, second: &Score) {
-        let settled = |m: &String| second.caught.contains(m) || second.unviable.contains(m);
         let missed = self.survivors.len() - self.timeouts;
-        self.timeouts -= self.survivors[missed..]
-            .iter()
-            .filter(|m| settled(m))
-            .count();
+        let timed_out = self.survivors.split_off(missed);
+        self.timeouts = 0;
         for m in std::mem::take(&mut self.survivors) {
             if second.caught.contains(&m) {
                 self.caught.push(m);
@@ -173,6 +177,14 @@ impl Score {
                 self.unviable.push(m);
             } else {
                 self.survivors.push(m);
+            }
+        }
+        for m in timed_out {
+            if second.caught.contains(&m) {
+                self.caught.push(m);
+            } else {
+                self.survivors.push(m);
+                self.timeouts += 1;
             }
         }
     }
@@ -210,6 +222,43 @@ fn loom_pass(krate: &str, survivors: &[String], out: &Path) -> Result<Score, Str
     );
     run_mutants(cmd, &format!("the loom pass over mmbatch-{krate}"), &out)?;
     read_score(krate, &out.join("mutants.out"))
+}
+
+/// The size of each huge page pool (`nr_hugepages` of every size).
+struct HugePools(Vec<(std::path::PathBuf, String)>);
+
+impl HugePools {
+    fn read() -> Self {
+        let dirs = fs::read_dir("/sys/kernel/mm/hugepages")
+            .into_iter()
+            .flatten();
+        Self(
+            dirs.flatten()
+                .map(|d| d.path().join("nr_hugepages"))
+                .filter_map(|f| Some((f.clone(), fs::read_to_string(&f).ok()?)))
+                .collect(),
+        )
+    }
+
+    /// Writes back every pool that changed, saying so.
+    fn restore(&self) {
+        for (file, was) in &self.0 {
+            let now = fs::read_to_string(file).unwrap_or_default();
+            if now != *was {
+                let put = fs::write(file, was.trim());
+                eprintln!(
+                    "mutants: {} is {} after the run, {} before: {}",
+                    file.display(),
+                    now.trim(),
+                    was.trim(),
+                    match put {
+                        Ok(()) => "put back".to_owned(),
+                        Err(e) => format!("could not put it back ({e}); write it by hand"),
+                    }
+                );
+            }
+        }
+    }
 }
 
 /// `cargo mutants -p mmbatch-KRATE` from the workspace root.
@@ -335,7 +384,7 @@ mod tests {
     }
 
     #[test]
-    fn a_second_pass_moves_what_it_caught_or_cannot_build() {
+    fn a_second_pass_moves_what_it_caught_or_what_it_cannot_build_unbuilt() {
         let names = |n: &[&str]| n.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         let mut s = Score {
             krate: "pagevec".into(),
@@ -349,9 +398,9 @@ mod tests {
             unviable: names(&["m3", "t3"]),
             ..Score::default()
         });
-        assert_eq!(s.survivors, ["m1", "t2"]);
+        assert_eq!(s.survivors, ["m1", "t2", "t3"], "a timeout was built");
         assert_eq!(s.caught, ["c", "m2", "t1"]);
-        assert_eq!(s.unviable, ["u", "m3", "t3"]);
-        assert_eq!(s.timeouts, 1);
+        assert_eq!(s.unviable, ["u", "m3"]);
+        assert_eq!(s.timeouts, 2);
     }
 }

@@ -290,11 +290,26 @@ fn munlock_waits_for_the_page_lock() {
                 "step {}: {early:?} while another thread held the page lock",
                 step.get()
             );
-            assert_eq!(e.is_locked(Pfn(0)), Ok(true));
+            // Unlocked before anything else is asserted: a failure here
+            // with the lock held would leave the munlock waiting forever.
+            let held = e.is_locked(Pfn(0));
             e.unlock_frame(Pfn(0)).unwrap();
+            assert_eq!(held, Ok(true));
             assert_eq!(rx.recv().unwrap(), Ok(1));
         });
         assert_eq!(e.is_locked(Pfn(0)), Ok(false), "munlock released its lock");
+    }
+}
+
+/// A reversed range is empty: nothing is looked up at any step.
+#[test]
+fn a_reversed_range_munlocks_nothing() {
+    let e = Engine::new(Config::new(8)).unwrap();
+    let pt = PageTables::new(8);
+    for step in MunlockStep::all() {
+        let reversed = std::ops::Range { start: 5, end: 3 };
+        let s = e.munlock_range(&pt, reversed, step).unwrap();
+        assert_eq!((s.munlocked, s.refcount_ops), (0, 0), "step {}", step.get());
     }
 }
 

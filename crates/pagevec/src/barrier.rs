@@ -68,10 +68,10 @@ mod imp {
 
     /// A full barrier on every thread of the process that pairs with
     /// [`light`]. membarrier can fail after its registration worked (a
-    /// seccomp filter installed since, as sandboxes do late; the
-    /// registration itself lasts until exec, fork included): `light` then
-    /// turns into a real fence from then on and this barrier is had the
-    /// slow way
+    /// seccomp filter installed since, as sandboxes do late, or a passing
+    /// ENOMEM for the kernel's cpumask): it registers again and tries once
+    /// more; failing still, `light` turns into a real fence from then on
+    /// and this barrier is had the slow way
     /// ([`visit_every_cpu`]), for the `light`s that ran as compiler
     /// fences before. Until one such visit succeeds, every `heavy` owes it
     /// (a concurrent one waits for it).
@@ -87,7 +87,11 @@ mod imp {
                 return;
             }
             EXPEDITED => {
-                if membarrier(MembarrierCommand::PrivateExpedited).is_ok() {
+                if membarrier(MembarrierCommand::PrivateExpedited).is_ok()
+                    || membarrier(MembarrierCommand::RegisterPrivateExpedited)
+                        .and_then(|()| membarrier(MembarrierCommand::PrivateExpedited))
+                        .is_ok()
+                {
                     return;
                 }
                 // Whoever sees it fail first: lights are real fences from

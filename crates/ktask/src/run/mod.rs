@@ -109,8 +109,9 @@ impl<E> Shared<E> {
         self.stop.store(true, Ordering::Release);
     }
 
-    /// Once every thread that worked has been joined: undoes the completed chunks if a chunk failed, and
-    /// returns the outcome; resumes a panic.
+    /// Once every thread that worked has been joined: undoes the
+    /// completed chunks if a chunk failed, and returns the outcome;
+    /// resumes a panic.
     pub(crate) fn finish(self, undo: &impl Fn(Range<usize>)) -> Result<(), RunError<E>> {
         let panic = lock(&self.panic).take();
         let error = lock(&self.error).take();

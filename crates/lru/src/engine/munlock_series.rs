@@ -226,7 +226,7 @@ impl Engine {
         // ends the batch and, already pinned, starts the next. Each page of
         // the range is looked up once (a loop that did not advance, or
         // went past the end, would look forever).
-        let pages = vpns.end - vpn;
+        let pages = vpns.end.saturating_sub(vpn);
         let lookup = |vpn: u64, st: &mut MunlockStats| {
             debug_assert!(
                 vpn < vpns.end && st.pte_locks < pages,
