@@ -191,6 +191,23 @@ fn bad_steps_and_ranges() {
     assert!(err.to_string().contains("PageTables::new(5)"), "{err}");
 }
 
+/// `frames` frames and pages, the first `mapped` mapped one to one (page
+/// i to frame i) and on the LRU, mlocked if `mlocked`: the set-up of the
+/// tests below.
+fn mapped_frames(frames: u32, mapped: u32, mlocked: bool) -> (Engine, PageTables) {
+    let e = Engine::new(Config::new(frames as usize)).unwrap();
+    let pt = PageTables::new(u64::from(frames));
+    for i in 0..mapped {
+        e.lru_add(Pfn(i)).unwrap();
+        if mlocked {
+            e.mlock(Pfn(i)).unwrap();
+        }
+        pt.map(u64::from(i), Pfn(i)).unwrap();
+    }
+    e.lru_add_drain();
+    (e, pt)
+}
+
 /// And each step costs what its patch saves, on 40 mlocked frames mapped
 /// at the first 40 of 64 pages (a batch is 31): per page a drain until
 /// step 2, a batch isolate from step 3, one `NR_MLOCK` update per batch
@@ -213,14 +230,7 @@ fn each_step_costs_what_its_patch_saves() {
     let numbers: Vec<u8> = MunlockStep::all().map(MunlockStep::get).collect();
     assert_eq!(numbers, (0..=7).collect::<Vec<u8>>());
     for (step, want) in MunlockStep::all().zip(want) {
-        let e = Engine::new(Config::new(64)).unwrap();
-        let pt = PageTables::new(64);
-        for i in 0..40 {
-            e.lru_add(Pfn(i)).unwrap();
-            e.mlock(Pfn(i)).unwrap();
-            pt.map(u64::from(i), Pfn(i)).unwrap();
-        }
-        e.lru_add_drain();
+        let (e, pt) = mapped_frames(64, 40, true);
         let before = e.stats().stat_updates;
         let s = e.munlock_range(&pt, 0..64, step).unwrap();
         let updates = e.stats().stat_updates - before;
@@ -244,14 +254,7 @@ fn each_step_costs_what_its_patch_saves() {
 #[test]
 fn a_frame_isolated_during_the_munlock_is_stranded() {
     for step in MunlockStep::all() {
-        let e = Engine::new(Config::new(3)).unwrap();
-        let pt = PageTables::new(3);
-        for i in 0..3 {
-            e.lru_add(Pfn(i)).unwrap();
-            e.mlock(Pfn(i)).unwrap();
-            pt.map(u64::from(i), Pfn(i)).unwrap();
-        }
-        e.lru_add_drain();
+        let (e, pt) = mapped_frames(3, 3, true);
         assert!(e.isolate(Pfn(1)).unwrap());
         let s = e.munlock_range(&pt, 0..3, step).unwrap();
         assert_eq!(s.munlocked, 3, "step {}", step.get());
@@ -270,12 +273,7 @@ fn a_frame_isolated_during_the_munlock_is_stranded() {
 #[test]
 fn munlock_waits_for_the_page_lock() {
     for step in [MunlockStep::BASELINE, MunlockStep::ALL] {
-        let e = Engine::new(Config::new(1)).unwrap();
-        let pt = PageTables::new(1);
-        e.lru_add(Pfn(0)).unwrap();
-        e.mlock(Pfn(0)).unwrap();
-        pt.map(0, Pfn(0)).unwrap();
-        e.lru_add_drain();
+        let (e, pt) = mapped_frames(1, 1, true);
         assert_eq!(e.trylock_frame(Pfn(0)), Ok(true));
         let (tx, rx) = mpsc::channel();
         std::thread::scope(|s| {
@@ -304,8 +302,7 @@ fn munlock_waits_for_the_page_lock() {
 /// A reversed range is empty: nothing is looked up at any step.
 #[test]
 fn a_reversed_range_munlocks_nothing() {
-    let e = Engine::new(Config::new(8)).unwrap();
-    let pt = PageTables::new(8);
+    let (e, pt) = mapped_frames(8, 8, true);
     for step in MunlockStep::all() {
         let reversed = std::ops::Range { start: 5, end: 3 };
         let s = e.munlock_range(&pt, reversed, step).unwrap();
@@ -318,13 +315,7 @@ fn a_reversed_range_munlocks_nothing() {
 #[test]
 fn pages_not_mlocked_cost_a_pin_and_its_release() {
     for step in MunlockStep::all() {
-        let e = Engine::new(Config::new(3)).unwrap();
-        let pt = PageTables::new(3);
-        for i in 0..3 {
-            e.lru_add(Pfn(i)).unwrap();
-            pt.map(u64::from(i), Pfn(i)).unwrap();
-        }
-        e.lru_add_drain();
+        let (e, pt) = mapped_frames(3, 3, false);
         let s = e.munlock_range(&pt, 0..3, step).unwrap();
         assert_eq!((s.munlocked, s.refcount_ops), (0, 6), "step {}", step.get());
         assert_eq!(e.list_sizes(0).unwrap(), [3, 0, 0], "step {}", step.get());
