@@ -146,14 +146,20 @@ fn run_crate(krate: &str, shard: Option<&str>, in_diff: Option<&Path>) -> Result
         // A failed pass leaves the first pass's score standing.
         match loom_pass(krate, &score.survivors, &out) {
             Ok(second) => {
-                eprintln!(
-                    "mutants: the loom models caught {} of {} survivors of mmbatch-{krate} \
-                     ({} do not build under loom)",
-                    second.caught.len(),
+                // Counted from the merge: a pass's `--re` list can match
+                // more mutants than the survivors it names.
+                let (before, caught, unviable) = (
                     score.survivors.len(),
-                    second.unviable.len()
+                    score.caught.len(),
+                    score.unviable.len(),
                 );
                 score.merge(&second);
+                eprintln!(
+                    "mutants: the loom models caught {} of {before} survivors of \
+                     mmbatch-{krate} ({} more do not build under loom)",
+                    score.caught.len() - caught,
+                    score.unviable.len() - unviable,
+                );
             }
             Err(e) => eprintln!("mutants: {e}; the first pass's score stands"),
         }
