@@ -115,7 +115,7 @@ impl Args {
             memory_only_node: false,
             kernel: None,
             accel: AccelChoice::Auto,
-            timeout: 300,
+            timeout: 600,
             no_repro: false,
             tests: Vec::new(),
             test_args: Vec::new(),
@@ -178,9 +178,13 @@ pub(crate) fn run(a: &Args) -> Result<(), String> {
              see its output above"
                 .to_owned(),
         ),
-        Boot::TimedOut => Err(format!(
-            "the guest did not finish in {} s and was killed (raise --timeout)",
-            a.timeout
+        Boot::TimedOut(running) => Err(format!(
+            "the guest did not finish in {} s and was killed{} (raise --timeout if the host was busy)",
+            a.timeout,
+            running.map_or(String::new(), |(name, t)| format!(
+                ", {name} having run {:.0} s of it",
+                t.as_secs_f64()
+            ))
         )),
     }
 }
@@ -452,7 +456,7 @@ fn accel(a: &Args, dir: &Path, kernel: &Path) -> Result<Accel, String> {
         false,
     )? {
         Boot::Done(_) => Ok(Accel::Kvm),
-        Boot::TimedOut => Ok(Accel::Tcg(
+        Boot::TimedOut(_) => Ok(Accel::Tcg(
             "a KVM guest did not boot in 20 s (nested KVM hangs on this host)".to_owned(),
         )),
         Boot::NoReport => Ok(Accel::Tcg(
@@ -465,7 +469,9 @@ enum Boot {
     /// The guest's last line: this many test binaries failed.
     Done(usize),
     NoReport,
-    TimedOut,
+    /// Killed at the deadline, while running this binary (its
+    /// `mmbatch-vm: running` name) for this long.
+    TimedOut(Option<(String, Duration)>),
 }
 
 /// Boots the guest and streams its console (when `echo`); kills it at
@@ -553,6 +559,7 @@ fn boot(
     let deadline = Instant::now() + timeout;
     let mut closed = 0;
     let mut done = None;
+    let mut running = None;
     while closed < 2 {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
@@ -567,13 +574,18 @@ fn boot(
                 if let Some(n) = status(line) {
                     done = done.max(Some(n));
                 }
+                if let Some(at) = line.find(RUNNING) {
+                    running = Some((line[at + RUNNING.len()..].to_owned(), Instant::now()));
+                }
             }
             Ok(None) => closed += 1,
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Ok(Boot::TimedOut);
+                return Ok(Boot::TimedOut(
+                    running.map(|(name, since): (String, Instant)| (name, since.elapsed())),
+                ));
             }
         }
     }
@@ -582,6 +594,9 @@ fn boot(
     let _ = child.wait();
     Ok(done.map_or(Boot::NoReport, Boot::Done))
 }
+
+/// The marker of the line the guest prints as it starts a binary.
+const RUNNING: &str = "mmbatch-vm: running ";
 
 /// The marker of the guest's status line, `mmbatch-vm: done, N failed`.
 const STATUS: &str = "mmbatch-vm: done, ";

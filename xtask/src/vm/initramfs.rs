@@ -8,11 +8,17 @@ use std::{
     process::Command,
 };
 
+/// How long one test binary may run in the guest before it is killed
+/// and counted failed: the slowest (faultaround's `vmm`) takes about 30 s
+/// under TCG on a quiet 2-CPU host, 0.5 s on the host itself.
+pub(super) const BINARY_LIMIT_SECS: u64 = 180;
+
 /// The guest's `/init`.
 pub(super) fn init_script(
     tests: &[(String, PathBuf)],
     repro: bool,
     test_args: &[String],
+    limit_secs: u64,
 ) -> String {
     let mut s = String::from(
         "#!/bin/busybox sh\n\
@@ -30,20 +36,35 @@ pub(super) fn init_script(
          echo \"mmbatch-vm: THP $(cat /sys/kernel/mm/transparent_hugepage/enabled)\"\n\
          failed=0\n",
     );
+    // `run NAME CMD...`: one binary under a limit of its own, so a hang
+    // is named and killed and the binaries after it still run.
+    s += &format!(
+        "run() {{\n\
+           name=$1; shift\n\
+           echo \"mmbatch-vm: running $name\"\n\
+           t0=$(date +%s)\n\
+           timeout -s KILL {limit_secs} \"$@\"; rc=$?\n\
+           t=$(($(date +%s) - t0))\n\
+           if [ $rc -eq 0 ]; then\n\
+             echo \"mmbatch-vm: passed $name in $t s\"\n\
+           elif [ $rc -eq 137 ] && [ $t -ge {limit_secs} ]; then\n\
+             echo \"mmbatch-vm: FAILED $name: killed at its {limit_secs} s limit (a hang, or a guest far slower than usual)\"\n\
+             failed=$((failed+1))\n\
+           else\n\
+             echo \"mmbatch-vm: FAILED $name (exit status $rc after $t s)\"\n\
+             failed=$((failed+1))\n\
+           fi\n\
+         }}\n"
+    );
     let args = test_args.join(" ");
     for (name, _) in tests {
         let file = name.replace(':', "-");
-        s += &format!(
-            "echo \"mmbatch-vm: running {name}\"\n\
-             /tests/{file} {args} || {{ echo \"mmbatch-vm: FAILED {name}\"; failed=$((failed+1)); }}\n"
-        );
+        s += &format!("run {name} /tests/{file} {args}\n");
     }
     if repro {
         // The NUMA rows as a smoke: interleaved munlock and clear with
         // per-node threads, at a size a small guest holds.
-        s += "echo \"mmbatch-vm: running repro (NUMA rows, smoke)\"\n\
-              /repro --only timedmunlock,clear --scale 0.01 --samples 1 --out /tmp/repro \
-              || { echo \"mmbatch-vm: FAILED repro\"; failed=$((failed+1)); }\n";
+        s += "run repro /repro --only timedmunlock,clear --scale 0.01 --samples 1 --out /tmp/repro\n";
     }
     // The status line twice, a second apart, and a second more before the
     // power-off: the console drains each before the next is written, so
@@ -75,7 +96,7 @@ pub(super) fn pack(
     cpio.file("bin/busybox", &read(Path::new("/bin/busybox"))?, 0o755);
     cpio.file(
         "init",
-        init_script(tests, repro.is_some(), test_args).as_bytes(),
+        init_script(tests, repro.is_some(), test_args, BINARY_LIMIT_SECS).as_bytes(),
         0o755,
     );
     let mut binaries: Vec<(String, &Path)> = tests

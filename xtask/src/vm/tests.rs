@@ -77,11 +77,41 @@ fn the_status_line_is_found_whatever_the_kernel_prints_around_it() {
 
 #[test]
 fn the_guest_drains_its_console_before_powering_off() {
-    let script = initramfs::init_script(&[], false, &[]);
+    let script = initramfs::init_script(&[], false, &[], 180);
     let done = script.find("mmbatch-vm: done").expect("a status line");
     let off = script.find("sysrq-trigger").expect("a power-off");
     let line_start = script[..off].rfind('\n').expect("a line before");
     let between = &script[done..line_start];
     assert_eq!(between.matches("mmbatch-vm: done").count(), 2, "{script}");
     assert!(between.trim_end().ends_with("sleep 1"), "{script}");
+}
+
+#[test]
+fn a_binary_that_hangs_is_killed_named_and_the_next_still_runs() {
+    let script = initramfs::init_script(&[], false, &[], 1);
+    let start = script.find("run() {").expect("the run function");
+    let end = start + script[start..].find("\n}\n").expect("its end") + 3;
+    let body = format!(
+        "{}failed=0\nrun hangs sleep 30\nrun fails false\nrun passes true\necho \"failed=$failed\"\n",
+        &script[start..end]
+    );
+    let t = Instant::now();
+    // The host's sh and timeout(1) stand in for busybox's: the script
+    // uses only what both have.
+    let out = Command::new("sh").args(["-c", &body]).output().expect("sh");
+    assert!(
+        t.elapsed() < Duration::from_secs(20),
+        "the limit did not hold"
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("mmbatch-vm: FAILED hangs: killed at its 1 s limit"),
+        "{text}"
+    );
+    assert!(
+        text.contains("mmbatch-vm: FAILED fails (exit status 1"),
+        "{text}"
+    );
+    assert!(text.contains("mmbatch-vm: passed passes in"), "{text}");
+    assert!(text.contains("failed=2"), "{text}");
 }
