@@ -13,15 +13,16 @@ use std::{
     },
 };
 
-use linux_raw_sys::general::{
-    UFFD_API, UFFDIO_REGISTER_MODE_MISSING, uffdio_api, uffdio_range, uffdio_register,
-};
+use linux_raw_sys::general::{UFFD_API, uffdio_api, uffdio_range, uffdio_register};
 use rustix::net::{
     RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
     SendAncillaryMessage, SendFlags,
 };
 
-pub use linux_raw_sys::general::UFFD_FEATURE_EVENT_REMOVE;
+pub use linux_raw_sys::general::{
+    UFFD_FEATURE_EVENT_REMOVE, UFFD_FEATURE_PAGEFAULT_FLAG_WP, UFFD_FEATURE_WP_ASYNC,
+    UFFDIO_REGISTER_MODE_MISSING, UFFDIO_REGISTER_MODE_WP,
+};
 
 /// A private anonymous mapping of `len` bytes (`MAP_NORESERVE`), as a VMM
 /// maps guest RAM; never unmapped (the process is a test's child).
@@ -51,6 +52,12 @@ pub fn map_anonymous(len: usize) -> *mut u8 {
 /// registered for missing-page faults over each `(address, bytes)` range of
 /// this process's memory. Panics, naming the call, on a refusal.
 pub fn userfaultfd(ranges: &[(*mut u8, usize)], features: u32) -> OwnedFd {
+    userfaultfd_registered(ranges, features, UFFDIO_REGISTER_MODE_MISSING)
+}
+
+/// [`userfaultfd`] registered in `mode` (`UFFDIO_REGISTER_MODE_*`), such
+/// as missing-page and write-protect faults for write tracking.
+pub fn userfaultfd_registered(ranges: &[(*mut u8, usize)], features: u32, mode: u32) -> OwnedFd {
     // SAFETY: userfaultfd(2) takes flags and returns a descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK) };
     assert!(fd >= 0, "userfaultfd: {}", std::io::Error::last_os_error());
@@ -71,7 +78,7 @@ pub fn userfaultfd(ranges: &[(*mut u8, usize)], features: u32) -> OwnedFd {
                 start: base as u64,
                 len: len as u64,
             },
-            mode: u64::from(UFFDIO_REGISTER_MODE_MISSING),
+            mode: u64::from(mode),
             ioctls: 0,
         };
         let op = rustix::ioctl::opcode::read_write::<uffdio_register>(0xAA, 0x00);

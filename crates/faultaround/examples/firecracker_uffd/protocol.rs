@@ -43,6 +43,9 @@ pub(crate) struct Handshake {
     /// The regions' page size (4 KiB, or the huge page size of a VM
     /// backed by hugetlbfs).
     pub(crate) page_size: usize,
+    /// The VMM's process id (the socket's `SO_PEERCRED`), for
+    /// [`track_writes_of`](mmbatch_faultaround::UffdHandlerBuilder::track_writes_of).
+    pub(crate) pid: u32,
 }
 
 /// Reads the VMM's message: the regions and the userfaultfd.
@@ -88,10 +91,16 @@ pub(crate) fn receive(stream: &UnixStream) -> Result<Handshake, Box<dyn Error>> 
             offset: r.offset,
         })
         .collect();
+    let pid = rustix::net::sockopt::socket_peercred(stream)?
+        .pid
+        .as_raw_nonzero()
+        .get()
+        .unsigned_abs();
     Ok(Handshake {
         uffd,
         ranges,
         page_size,
+        pid,
     })
 }
 
@@ -110,7 +119,12 @@ pub(crate) fn serve(
         uffd,
         ranges,
         page_size,
+        pid,
     } = receive(&stream)?;
+    eprintln!(
+        "firecracker_uffd: serving process {pid}: {} range(s) in {page_size}-byte pages",
+        ranges.len()
+    );
     let handler = UffdHandler::builder(uffd, ranges)
         .page_size(page_size)
         .order(order)

@@ -226,11 +226,28 @@ pub struct UffdHandlerBuilder {
     pub(super) uffd: std::os::fd::OwnedFd,
     pub(super) ranges: Vec<super::UffdRange>,
     pub(super) page_size: usize,
+    pub(super) track_writes_of: Option<u32>,
     pub(super) settings: Settings,
 }
 
 impl UffdHandlerBuilder {
     settings_setters!();
+
+    /// Tracks which pages process `pid` (the one that registered the
+    /// ranges) writes, as [`UffdRegionBuilder::track_writes`] does for an
+    /// owned region: every page goes in write-protected, and
+    /// [`UffdHandler::written_pages`] reads `/proc/PID/pagemap`
+    /// (`PAGEMAP_SCAN`). That process must have asked for
+    /// `UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_WP_ASYNC` in its
+    /// `UFFDIO_API` and registered each range with `UFFDIO_REGISTER_MODE_MISSING
+    /// | UFFDIO_REGISTER_MODE_WP` (Linux 6.7), and be ours to ptrace (the
+    /// same user, or `CAP_SYS_PTRACE`): `build` checks each and names the
+    /// one missing. A VMM's pid is its end of the socket's
+    /// `SO_PEERCRED`.
+    pub fn track_writes_of(mut self, pid: u32) -> Self {
+        self.track_writes_of = Some(pid);
+        self
+    }
 
     /// The page size of the ranges (default the system's): the huge page
     /// size (such as 2 MiB) for memory the other process mapped with

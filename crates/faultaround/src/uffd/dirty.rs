@@ -4,17 +4,24 @@
 //! the kernel resolves a first write itself, clearing the bit, with no
 //! handler round trip — the soft-dirty bit's cost — and `PAGEMAP_SCAN`
 //! (Linux 6.7) lists the pages whose bit is clear, and can set it again in
-//! the same walk.
+//! the same walk. A [`UffdHandler`] tracks another process's writes the
+//! same way, through that process's `/proc/PID/pagemap`, once it has set
+//! its userfaultfd up for it.
 
-use std::{ffi::c_void, ops::Range};
+use std::{
+    ffi::c_void,
+    fs::File,
+    ops::Range,
+    os::fd::{AsRawFd, BorrowedFd},
+};
 
 use linux_raw_sys::general::{
     PAGE_IS_PRESENT, PAGE_IS_SWAPPED, PAGE_IS_WRITTEN, PM_SCAN_CHECK_WPASYNC, PM_SCAN_WP_MATCHING,
-    page_region, pm_scan_arg,
+    UFFD_FEATURE_WP_ASYNC, page_region, pm_scan_arg,
 };
 use rustix::ioctl::{Ioctl, IoctlOutput, Opcode, opcode};
 
-use super::UffdRegion;
+use super::{Area, UffdHandler, UffdRegion};
 use crate::Error;
 
 /// `_IOWR('f', 16, struct pm_scan_arg)`.
@@ -76,19 +83,188 @@ impl UffdRegion {
                     .into(),
             });
         }
-        let sys = |op| move |source| Error::Sys { op, source };
-        let pagemap =
-            std::fs::File::open("/proc/self/pagemap").map_err(sys("opening /proc/self/pagemap"))?;
-        let (base, end) = (s.areas[0].base as u64, (s.areas[0].base + s.len) as u64);
-        let mut regions = vec![
-            page_region {
-                start: 0,
-                end: 0,
-                categories: 0,
-            };
-            BATCH
-        ];
-        let mut out: Vec<Range<u64>> = Vec::new();
+        let pagemap = File::open("/proc/self/pagemap").map_err(|source| Error::Sys {
+            op: "opening /proc/self/pagemap",
+            source,
+        })?;
+        scan(&pagemap, &s.areas, s.page, reset)
+    }
+}
+
+impl UffdHandler {
+    /// The pages the other process wrote since the handler was built or
+    /// since the last [`take_written_pages`](Self::take_written_pages), as
+    /// sorted, disjoint ranges of source page indices (page `p` holds the
+    /// source's bytes at `p * page_size`), as
+    /// [`UffdRegion::written_pages`] reports its own. Refused unless the
+    /// handler was built with
+    /// [`track_writes_of`](super::UffdHandlerBuilder::track_writes_of).
+    /// Tracking ends at [`shutdown`](Self::shutdown), which unregisters
+    /// the ranges.
+    pub fn written_pages(&self) -> Result<Vec<Range<u64>>, Error> {
+        self.scan(false)
+    }
+
+    /// [`written_pages`](Self::written_pages), write-protecting those pages
+    /// again in the same walk, as
+    /// [`UffdRegion::take_written_pages`] does.
+    pub fn take_written_pages(&self) -> Result<Vec<Range<u64>>, Error> {
+        self.scan(true)
+    }
+
+    fn scan(&self, reset: bool) -> Result<Vec<Range<u64>>, Error> {
+        let Some(pagemap) = &self.pagemap else {
+            return Err(Error::BadSetting {
+                setting: "track_writes_of",
+                value: "none".into(),
+                why: "the handler was built without write tracking: build it with \
+                      UffdHandlerBuilder::track_writes_of(pid) (and the other process's \
+                      userfaultfd set up for it)"
+                    .into(),
+            });
+        };
+        scan(pagemap, &self.shared.areas, self.shared.page, reset)
+    }
+}
+
+/// Checks, for [`UffdHandlerBuilder::track_writes_of`], that process
+/// `pid` set its userfaultfd `uffd` (our copy) and `areas` up for write
+/// tracking, and opens its page map: `UFFD_FEATURE_WP_ASYNC` asked for in
+/// its `UFFDIO_API` (our `/proc/self/fdinfo` of the descriptor shows the
+/// features), every range registered with `UFFDIO_REGISTER_MODE_WP` (its
+/// `/proc/PID/smaps` shows `uw`). Without these the first copy would fail,
+/// or every first write would wait for a handler that does not expect it.
+pub(super) fn pagemap_of(
+    pid: u32,
+    uffd: BorrowedFd<'_>,
+    areas: &[Area],
+    page: usize,
+) -> Result<File, Error> {
+    let bad = |value: String, why: String| Error::BadSetting {
+        setting: "track_writes_of",
+        value,
+        why,
+    };
+    let fdinfo = format!("/proc/self/fdinfo/{}", uffd.as_raw_fd());
+    let info = std::fs::read_to_string(&fdinfo).map_err(|source| Error::Sys {
+        op: "reading the userfaultfd's /proc/self/fdinfo",
+        source,
+    })?;
+    let features = uffd_features(&info).ok_or_else(|| {
+        bad(
+            fdinfo.clone(),
+            format!("no \"API:\" line with the userfaultfd's features in {fdinfo}: {info:?}"),
+        )
+    })?;
+    let wanted = u64::from(UFFD_FEATURE_WP_ASYNC);
+    if features & wanted != wanted {
+        return Err(bad(
+            format!("{pid}"),
+            format!(
+                "the other process's UFFDIO_API asked for features {features:#x}, without \
+                 UFFD_FEATURE_WP_ASYNC ({wanted:#x}, Linux 6.7): its writes cannot be tracked \
+                 unless it asks for that (with UFFD_FEATURE_PAGEFAULT_FLAG_WP) and registers \
+                 its ranges with UFFDIO_REGISTER_MODE_WP"
+            ),
+        ));
+    }
+    let smaps_path = format!("/proc/{pid}/smaps");
+    let smaps = std::fs::read_to_string(&smaps_path).map_err(|source| Error::Sys {
+        op: "reading the other process's /proc/PID/smaps (it must be alive, and ours to \
+             ptrace: the same user, or CAP_SYS_PTRACE)",
+        source,
+    })?;
+    for a in areas {
+        let range = a.base..a.base + a.pages as usize * page;
+        if let Err(why) = registered_for_wp(&smaps, range.clone()) {
+            return Err(bad(format!("{pid}"), format!("range {range:#x?}: {why}")));
+        }
+    }
+    File::open(format!("/proc/{pid}/pagemap")).map_err(|source| Error::Sys {
+        op: "opening the other process's /proc/PID/pagemap (ours to ptrace: the same user, \
+             or CAP_SYS_PTRACE)",
+        source,
+    })
+}
+
+/// The features of a userfaultfd's `/proc/PID/fdinfo` text: its line
+/// `API:\t<api>:<features>:<ioctls>`, in hex (`userfaultfd_show_fdinfo`).
+fn uffd_features(fdinfo: &str) -> Option<u64> {
+    let line = fdinfo.lines().find_map(|l| l.strip_prefix("API:"))?;
+    let features = line.trim().split(':').nth(1)?;
+    u64::from_str_radix(features, 16).ok()
+}
+
+/// Whether every mapping of `smaps` (a `/proc/PID/smaps` text) over
+/// `range` is registered for write-protect faults (`VmFlags: ... uw`), and
+/// the whole range is mapped; else why not.
+fn registered_for_wp(smaps: &str, range: Range<usize>) -> Result<(), String> {
+    let mut covered = range.start;
+    let mut current: Option<Range<usize>> = None;
+    for line in smaps.lines() {
+        if let Some((lo, hi)) = line
+            .split_whitespace()
+            .next()
+            .and_then(|r| r.split_once('-'))
+            .and_then(|(lo, hi)| {
+                Some((
+                    usize::from_str_radix(lo, 16).ok()?,
+                    usize::from_str_radix(hi, 16).ok()?,
+                ))
+            })
+        {
+            current = Some(lo..hi);
+            continue;
+        }
+        let (Some(vma), Some(flags)) = (&current, line.strip_prefix("VmFlags:")) else {
+            continue;
+        };
+        if vma.end <= range.start || vma.start >= range.end {
+            continue;
+        }
+        if vma.start > covered {
+            break;
+        }
+        if !flags.split_whitespace().any(|f| f == "uw") {
+            return Err(format!(
+                "the mapping at {vma:#x?} is not registered with UFFDIO_REGISTER_MODE_WP \
+                 (its VmFlags: {}): register every range with MODE_MISSING | MODE_WP",
+                flags.trim()
+            ));
+        }
+        covered = covered.max(vma.end);
+    }
+    if covered < range.end {
+        return Err(format!(
+            "nothing is mapped at {covered:#x} in the other process"
+        ));
+    }
+    Ok(())
+}
+
+/// `PAGEMAP_SCAN` over `areas` of the process whose page map `pagemap`
+/// is: the pages present and written (their write-protect bit clear), as
+/// sorted, disjoint ranges of source page indices; with `reset`, those
+/// pages are write-protected again in the same walk.
+fn scan(
+    pagemap: &File,
+    areas: &[Area],
+    page: usize,
+    reset: bool,
+) -> Result<Vec<Range<u64>>, Error> {
+    let mut regions = vec![
+        page_region {
+            start: 0,
+            end: 0,
+            categories: 0,
+        };
+        BATCH
+    ];
+    let mut out: Vec<Range<u64>> = Vec::new();
+    let page = page as u64;
+    // Sorted by first page: each area's ranges follow the last's.
+    for a in areas {
+        let (base, end) = (a.base as u64, a.base as u64 + a.pages * page);
         let mut at = base;
         while at < end {
             let mut arg = pm_scan_arg {
@@ -113,17 +289,17 @@ impl UffdRegion {
                 return_mask: u64::from(PAGE_IS_WRITTEN),
             };
             // SAFETY: `arg` is a `struct pm_scan_arg` whose `vec` points at
-            // `regions`, `BATCH` entries long; the walk covers only our own
-            // mapping, which lives as long as `self`.
-            let n = unsafe { rustix::ioctl::ioctl(&pagemap, Scan(&mut arg)) }.map_err(|e| {
+            // `regions`, `BATCH` entries long; the kernel writes only there
+            // and to `arg`, and walks the page map's process, not ours.
+            let n = unsafe { rustix::ioctl::ioctl(pagemap, Scan(&mut arg)) }.map_err(|e| {
                 Error::Sys {
-                    op: "PAGEMAP_SCAN on /proc/self/pagemap (Linux 6.7)",
+                    op: "PAGEMAP_SCAN on /proc/PID/pagemap (Linux 6.7)",
                     source: e.into(),
                 }
             })?;
-            let page = s.page as u64;
             for r in &regions[..n.min(BATCH)] {
-                let pages = (r.start - base) / page..(r.end - base).div_ceil(page);
+                let pages =
+                    a.first + (r.start - base) / page..a.first + (r.end - base).div_ceil(page);
                 match out.last_mut() {
                     Some(last) if last.end == pages.start => last.end = pages.end,
                     _ => out.push(pages),
@@ -135,6 +311,42 @@ impl UffdRegion {
             }
             at = arg.walk_end;
         }
-        Ok(out)
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn features_are_read_from_fdinfo() {
+        let info = "pos:\t0\nflags:\t02004002\nmnt_id:\t16\nino:\t1057\npending:\t0\n\
+                    total:\t0\nAPI:\taa:8000c080:1c000000000003\n";
+        assert_eq!(uffd_features(info), Some(0x8000_c080));
+        assert_eq!(uffd_features("pos:\t0\n"), None);
+        assert_eq!(uffd_features("API:\taa\n"), None);
+    }
+
+    #[test]
+    fn a_range_is_checked_mapping_by_mapping() {
+        let smaps = "\
+7f0000000000-7f0000002000 rw-p 00000000 00:00 0 \n\
+Size:                  8 kB\n\
+VmFlags: rd wr mr mw me ac um uw \n\
+7f0000002000-7f0000004000 rw-p 00000000 00:00 0 \n\
+Size:                  8 kB\n\
+VmFlags: rd wr mr mw me ac um \n\
+7f0000005000-7f0000006000 rw-p 00000000 00:00 0 \n\
+VmFlags: rd wr mr mw me ac um uw \n";
+        let base = 0x7f00_0000_0000;
+        assert_eq!(registered_for_wp(smaps, base..base + 0x2000), Ok(()));
+        let e = registered_for_wp(smaps, base..base + 0x3000).unwrap_err();
+        assert!(e.contains("MODE_WP"), "{e}");
+        // A hole between mappings.
+        let e = registered_for_wp(smaps, base + 0x5000..base + 0x7000).unwrap_err();
+        assert!(e.contains("nothing is mapped at 0x7f0000006000"), "{e}");
+        let e = registered_for_wp(smaps, base + 0x4000..base + 0x6000).unwrap_err();
+        assert!(e.contains("nothing is mapped at 0x7f0000004000"), "{e}");
     }
 }

@@ -6,7 +6,7 @@
 
 use std::{
     fmt,
-    os::fd::{AsRawFd, OwnedFd},
+    os::fd::{AsFd, AsRawFd, OwnedFd},
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -78,8 +78,10 @@ pub struct UffdRange {
 /// until it closes its own copy) rather than read zeros where the guest
 /// had data. [`shutdown`](Self::shutdown) hands the memory over whole.
 pub struct UffdHandler {
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
     shut_down: AtomicBool,
+    /// The other process's `/proc/PID/pagemap`, when tracking its writes.
+    pub(super) pagemap: Option<std::fs::File>,
 }
 
 impl fmt::Debug for UffdHandler {
@@ -204,6 +206,7 @@ impl UffdHandler {
             uffd,
             ranges: ranges.into_iter().collect(),
             page_size: page_size(),
+            track_writes_of: None,
             settings: Settings::default(),
         }
     }
@@ -213,6 +216,7 @@ impl UffdHandler {
             uffd,
             ranges,
             page_size: page,
+            track_writes_of,
             settings,
         } = b;
         if !page.is_power_of_two() || page < page_size() {
@@ -231,6 +235,9 @@ impl UffdHandler {
             .map_or(0, |a| (a.first + a.pages) as usize * page);
         let working_set = settings.check(page, len, &*source)?;
         let uffd = adopt(uffd)?;
+        let pagemap = track_writes_of
+            .map(|pid| super::dirty::pagemap_of(pid, uffd.as_fd(), &areas, page))
+            .transpose()?;
         let shared = Shared::new(Parts {
             mode: Mode::Copy,
             uffd,
@@ -240,13 +247,14 @@ impl UffdHandler {
             poison: !super::plays_old_kernel(),
             mapping: None,
             foreign: true,
-            track: false,
+            track: pagemap.is_some(),
             source,
             settings: &settings,
         })?;
         let handler = UffdHandler {
             shared,
             shut_down: AtomicBool::new(false),
+            pagemap,
         };
         // From here `handler`'s drop stops the threads started.
         handler.shared.launch(settings, working_set)?;
