@@ -6,42 +6,7 @@ use std::time::Duration;
 
 use mmbatch_faultaround::{Error, HugePageSize, UffdRegion};
 
-const HUGE: usize = 2 << 20;
-const NR: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
-const FREE: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages";
-
-fn read(path: &str) -> usize {
-    std::fs::read_to_string(path).map_or(0, |s| s.trim().parse().unwrap_or(0))
-}
-
-/// The pool is the machine's: one test at a time changes and counts it.
-static POOL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// `n` more huge pages in the pool while it lives (root only: `None`
-/// elsewhere, and the test says it did not run), and the pool to itself.
-struct Pool(
-    usize,
-    #[allow(dead_code)] std::sync::MutexGuard<'static, ()>,
-);
-
-impl Pool {
-    fn grow(n: usize) -> Option<Pool> {
-        let guard = POOL.lock().unwrap_or_else(|e| e.into_inner());
-        let before = read(NR);
-        if std::fs::write(NR, (before + n).to_string()).is_err() || read(NR) < before + n {
-            let _ = std::fs::write(NR, before.to_string());
-            eprintln!("cannot reserve {n} 2 MiB huge pages here (needs root): not exercised");
-            return None;
-        }
-        Some(Pool(before, guard))
-    }
-}
-
-impl Drop for Pool {
-    fn drop(&mut self) {
-        let _ = std::fs::write(NR, self.0.to_string());
-    }
-}
+use mmbatch_testkit::huge::{FREE, HUGE, NR, Pool, read};
 
 /// Huge page `i` holds bytes derived from `i` and the offset.
 fn image(pages: usize) -> Vec<u8> {
@@ -123,7 +88,7 @@ fn records_and_replays_count_huge_pages() {
 
 #[test]
 fn a_short_pool_is_refused_with_the_command_that_reserves_it() {
-    let _pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    let _pool = mmbatch_testkit::huge::hold();
     let free = HugePageSize::Size2M.available_pages();
     let e = UffdRegion::builder((free + 1) * HUGE)
         .huge_pages(HugePageSize::Size2M)

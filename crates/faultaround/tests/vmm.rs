@@ -21,7 +21,7 @@ use std::{
     time::Duration,
 };
 
-use mmbatch_faultaround::{PageRead, PageSource, UffdHandler};
+use mmbatch_faultaround::{HugePageSize, PageRead, PageSource, UffdHandler, UffdRegion};
 use mmbatch_testkit::{child, vmm};
 use protocol::GuestRegionUffdMapping;
 
@@ -156,6 +156,17 @@ fn with_vmm<T: Send>(
     tag: &str,
     serve: impl FnOnce(&UnixListener, File) -> T + Send,
 ) -> (child::Run, T) {
+    with_vmm_for(name, tag, LIMIT, &[], serve)
+}
+
+/// [`with_vmm`], the child killed after `limit`, with `env` besides.
+fn with_vmm_for<T: Send>(
+    name: &str,
+    tag: &str,
+    limit: Duration,
+    env: &[(&str, &str)],
+    serve: impl FnOnce(&UnixListener, File) -> T + Send,
+) -> (child::Run, T) {
     let dir = Dir::new(tag);
     let image = write_image(&dir);
     let socket = dir.0.join("uffd.sock");
@@ -169,7 +180,9 @@ fn with_vmm<T: Send>(
             done.store(true, Ordering::Release);
             r
         });
-        let run = child::run(name, LIMIT, &[(SOCKET, &sock), (IMAGE, &img)]);
+        let mut vars = vec![(SOCKET, sock.as_str()), (IMAGE, img.as_str())];
+        vars.extend_from_slice(env);
+        let run = child::run(name, limit, &vars);
         // A child that died before connecting leaves the server in
         // `accept`: connect and hang up to let it go.
         if !done.load(Ordering::Acquire) {
@@ -365,6 +378,265 @@ fn write_tracking_of_a_userfaultfd_not_set_up_for_it_is_refused() {
     let h = UffdHandler::builder(uffd, ranges()).build(image()).unwrap();
     let e = h.written_pages().unwrap_err().to_string();
     assert!(e.contains("track_writes_of(pid)"), "{e}");
+}
+
+/// Maps `pages` pages of `file` from page `first`, shared (a VMM's guest
+/// memory backed by a memfd).
+fn map_shared(file: &File, pages: usize, first: usize) -> *mut u8 {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a fresh shared mapping of our own file at an address the
+    // kernel picks; never unmapped (the process is a test's child).
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            pages * page(),
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            (first * page()) as libc::off_t,
+        )
+    };
+    assert_ne!(
+        p,
+        libc::MAP_FAILED,
+        "mmap: {}",
+        std::io::Error::last_os_error()
+    );
+    p.cast()
+}
+
+/// The VMM for the page-cache tests: its guest memory is a memfd holding
+/// the image (a template restored by sharing its page cache, as e2b and
+/// fcvm do), mapped shared as regions A and B, and its one page past the
+/// image (a hole) as region C, registered for minor faults — or, with
+/// `MMBATCH_VMM_MODE=missing`, for missing pages, when it reads the hole.
+fn vmm_over_page_cache() {
+    let socket = std::env::var(SOCKET).unwrap();
+    let image = std::env::var(IMAGE).unwrap();
+    let missing = std::env::var("MMBATCH_VMM_MODE").is_ok_and(|m| m == "missing");
+    let fd = rustix::fs::memfd_create("vmm-guest", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    let mut memfd = File::from(fd);
+    memfd.write_all(&std::fs::read(image).unwrap()).unwrap();
+    memfd.set_len(((PAGES + 1) * page()) as u64).unwrap();
+    let a = map_shared(&memfd, A_PAGES, B_PAGES);
+    let b = map_shared(&memfd, B_PAGES, 0);
+    // The file's last page, never written: a hole.
+    let hole = map_shared(&memfd, 1, PAGES);
+    let bytes = [(a, A_PAGES * page()), (b, B_PAGES * page()), (hole, page())];
+    let (features, mode) = if missing {
+        (0, vmm::UFFDIO_REGISTER_MODE_MISSING)
+    } else {
+        (
+            vmm::UFFD_FEATURE_MINOR_SHMEM,
+            vmm::UFFDIO_REGISTER_MODE_MINOR,
+        )
+    };
+    let uffd = vmm::userfaultfd_registered(&bytes, features, mode);
+    let regions = [
+        region(a, A_PAGES, B_PAGES),
+        region(b, B_PAGES, 0),
+        region(hole, 1, PAGES),
+    ];
+    let _stream = send(&socket, &regions, &uffd);
+    if missing {
+        // SAFETY: a page of our mapping, inside the file.
+        let x = unsafe { hole.read_volatile() };
+        println!("vmm: read {x} from the hole");
+        return;
+    }
+    let pages: Vec<(usize, usize)> = (0..A_PAGES)
+        .map(|i| (a as usize + i * page(), B_PAGES + i))
+        .chain((0..B_PAGES).map(|i| (b as usize + i * page(), i)))
+        .collect();
+    std::thread::scope(|s| {
+        for half in pages.chunks(PAGES / 2) {
+            s.spawn(move || {
+                for &(addr, p) in half {
+                    // SAFETY: a page of our mapping; the handler maps it.
+                    let got = unsafe { std::slice::from_raw_parts(addr as *const u8, page()) };
+                    assert!(
+                        got == image_page(p),
+                        "guest page at {addr:#x} is not image page {p}"
+                    );
+                }
+            });
+        }
+    });
+    println!("vmm: {PAGES} guest pages of a shared page cache read as the image");
+}
+
+/// A VMM whose guest memory is a shared page cache holding the image,
+/// registered for minor faults, is served by `UFFDIO_CONTINUE`: every
+/// page reads as the image, in windows, with nothing copied.
+#[test]
+fn a_vmms_page_cache_is_mapped_in_place() {
+    if child::is_child() {
+        return vmm_over_page_cache();
+    }
+    let (run, stats) = with_vmm("a_vmms_page_cache_is_mapped_in_place", "minor", |l, _| {
+        let (mut stream, _) = l.accept().unwrap();
+        let hs = protocol::receive(&stream).unwrap();
+        let h = UffdHandler::builder(hs.uffd, hs.ranges)
+            .order(2)
+            .handlers(2)
+            .record(true)
+            .build_over_page_cache()
+            .unwrap();
+        let _ = std::io::Read::read(&mut stream, &mut [0u8; 1]);
+        (
+            h.stats(),
+            h.record().map(|r| r.pages().len()),
+            h.failure().map(|e| e.to_string()),
+        )
+    });
+    println!("{}", run.output);
+    run.expect_success();
+    let (stats, recorded, failure) = stats;
+    println!("handler: {stats:?}");
+    assert_eq!(failure, None);
+    assert_eq!(
+        stats.pages_copied, PAGES as u64,
+        "every page mapped once: {stats:?}"
+    );
+    assert!(stats.faults < PAGES as u64, "windows of 4 pages: {stats:?}");
+    assert_eq!(recorded, Some(stats.faults as usize), "{stats:?}");
+}
+
+/// A VMM that registered its page cache for missing pages (not minor
+/// ones) and faults on a page the file lacks gets that page failed, with
+/// a cause naming the setup — not a handler waking it forever.
+#[test]
+fn a_page_cache_registered_for_missing_pages_is_failed_not_spun_on() {
+    if child::is_child() {
+        return vmm_over_page_cache();
+    }
+    let limit = if poisons() { LIMIT } else { BLOCKED };
+    let (run, failure) = with_vmm_for(
+        "a_page_cache_registered_for_missing_pages_is_failed_not_spun_on",
+        "missing",
+        limit,
+        &[("MMBATCH_VMM_MODE", "missing")],
+        |l, _| {
+            let (stream, _) = l.accept().unwrap();
+            let hs = protocol::receive(&stream).unwrap();
+            let h = UffdHandler::builder(hs.uffd, hs.ranges)
+                .build_over_page_cache()
+                .unwrap();
+            let _ = std::io::Read::read(&mut &stream, &mut [0u8; 1]);
+            (h.failure().map(|e| e.to_string()), h.stats())
+        },
+    );
+    let (failure, stats) = failure;
+    println!("{}\nhandler: {stats:?}", run.output);
+    assert_reader_stopped(&run);
+    let failure = failure.expect("the failure");
+    assert!(
+        failure.contains("MODE_MINOR") && failure.contains("page 64"),
+        "{failure}"
+    );
+    assert!(
+        stats.faults < 10,
+        "the fault came back {} times",
+        stats.faults
+    );
+}
+
+/// The VMM for the hugetlbfs test: its guest memory is a hugetlbfs memfd
+/// of four 2 MiB pages holding the image, mapped shared as two regions
+/// (huge pages 2-3, then 0-1), registered for minor faults.
+fn vmm_over_huge_page_cache() {
+    use mmbatch_testkit::huge::HUGE;
+    let socket = std::env::var(SOCKET).unwrap();
+    let image = huge_image();
+    let memfd = UffdRegion::huge_page_cache_from(&image, 4 * HUGE, HugePageSize::Size2M).unwrap();
+    let map = |first: usize| {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a fresh shared mapping of our own memfd, at an address
+        // the kernel picks; never unmapped (the process is a test's child).
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                2 * HUGE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                memfd.as_raw_fd(),
+                (first * HUGE) as libc::off_t,
+            )
+        };
+        assert_ne!(
+            p,
+            libc::MAP_FAILED,
+            "mmap: {}",
+            std::io::Error::last_os_error()
+        );
+        p.cast::<u8>()
+    };
+    let (hi, lo) = (map(2), map(0));
+    let uffd = vmm::userfaultfd_registered(
+        &[(hi, 2 * HUGE), (lo, 2 * HUGE)],
+        vmm::UFFD_FEATURE_MINOR_HUGETLBFS,
+        vmm::UFFDIO_REGISTER_MODE_MINOR,
+    );
+    let huge_region = |base: *mut u8, first: usize| GuestRegionUffdMapping {
+        base_host_virt_addr: base as u64,
+        size: 2 * HUGE,
+        offset: (first * HUGE) as u64,
+        page_size: Some(HUGE),
+        page_size_kib: Some(HUGE),
+    };
+    let _stream = send(&socket, &[huge_region(hi, 2), huge_region(lo, 0)], &uffd);
+    for (base, first) in [(lo, 0), (hi, 2)] {
+        // SAFETY: our two mappings; the handler maps their pages.
+        let got = unsafe { std::slice::from_raw_parts(base, 2 * HUGE) };
+        assert!(
+            got == &image[first * HUGE..(first + 2) * HUGE],
+            "huge pages {first}-{} are not the image's",
+            first + 1
+        );
+    }
+    println!("vmm: 4 huge pages of a shared hugetlbfs page cache read as the image");
+}
+
+/// Four huge pages whose bytes derive from their place.
+fn huge_image() -> Vec<u8> {
+    let huge = mmbatch_testkit::huge::HUGE;
+    (0..4 * huge)
+        .map(|b| ((b / huge) * 31 + b % 4093) as u8)
+        .collect()
+}
+
+/// A VMM whose guest memory is a hugetlbfs memfd is served a whole huge
+/// page a fault, mapped in place (`UFFDIO_CONTINUE`) by a handler whose
+/// page size is the protocol's.
+#[test]
+fn a_vmms_hugetlbfs_page_cache_is_mapped_in_huge_pages() {
+    if child::is_child() {
+        return vmm_over_huge_page_cache();
+    }
+    let Some(_pool) = mmbatch_testkit::huge::Pool::grow(4) else {
+        return;
+    };
+    let (run, stats) = with_vmm(
+        "a_vmms_hugetlbfs_page_cache_is_mapped_in_huge_pages",
+        "huge",
+        |l, _| {
+            let (mut stream, _) = l.accept().unwrap();
+            let hs = protocol::receive(&stream).unwrap();
+            assert_eq!(hs.page_size, mmbatch_testkit::huge::HUGE);
+            let h = UffdHandler::builder(hs.uffd, hs.ranges)
+                .page_size(hs.page_size)
+                .build_over_page_cache()
+                .unwrap();
+            let _ = std::io::Read::read(&mut stream, &mut [0u8; 1]);
+            (h.stats(), h.failure().map(|e| e.to_string()))
+        },
+    );
+    println!("{}", run.output);
+    run.expect_success();
+    let (stats, failure) = stats;
+    println!("handler: {stats:?}");
+    assert_eq!(failure, None);
+    assert_eq!(stats.pages_copied, 4, "four huge pages mapped: {stats:?}");
 }
 
 /// A source that fails one page.

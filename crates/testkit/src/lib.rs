@@ -8,10 +8,13 @@
 //! Under `cfg(loom)`, `loom_model::check` runs every crate's loom models
 //! the same way. [`threads_named`] counts a process's threads by name;
 //! [`wait_until`] waits, bounded, for a condition. [`vmm`] plays a VMM
-//! handing its userfaultfd to a handler process.
+//! handing its userfaultfd to a handler process. [`huge`] grows the huge
+//! page pool for a test and puts it back.
 
 pub mod bytes;
 pub mod child;
+#[cfg(target_os = "linux")]
+pub mod huge;
 #[cfg(loom)]
 pub mod loom_model;
 #[cfg(target_os = "linux")]

@@ -2,7 +2,7 @@
 
 use std::{fs::File, os::fd::AsRawFd, time::Duration};
 
-use super::{PageSource, Record, UffdHandler, UffdRegion, Zeroes};
+use super::{Mode, PageSource, Record, UffdHandler, UffdRegion, Zeroes};
 use crate::Error;
 
 /// What a region and a [`UffdHandler`] share: how faults are served.
@@ -268,6 +268,40 @@ impl UffdHandlerBuilder {
     /// userfaultfd. The descriptor is made non-blocking (its flags are
     /// shared with every copy of it).
     pub fn build(self, source: impl PageSource) -> Result<UffdHandler, Error> {
-        UffdHandler::build(self, Box::new(source))
+        UffdHandler::build(self, Box::new(source), Mode::Copy)
+    }
+
+    /// Starts serving minor faults on a page cache the other process
+    /// mapped shared: a shmem or hugetlbfs file (a memfd) already holding
+    /// the image, mapped `MAP_SHARED` and registered with
+    /// `UFFDIO_REGISTER_MODE_MINOR` (and `UFFD_FEATURE_MINOR_SHMEM` or
+    /// `UFFD_FEATURE_MINOR_HUGETLBFS` in its `UFFDIO_API`; Linux 5.13).
+    /// Each fault maps the cached pages of its window in place
+    /// (`UFFDIO_CONTINUE`), copying nothing, as
+    /// [`UffdRegion::over_page_cache`](crate::UffdRegion::over_page_cache)
+    /// does for its own mapping; record, replay, several handlers and the
+    /// statistics work as for copies. Nothing is read from a source, so
+    /// there is none to give. A fault on a page the file does not hold
+    /// fails that page (the reader gets SIGBUS where the kernel poisons),
+    /// with a cause naming this setup; refused with
+    /// [`track_writes_of`](Self::track_writes_of), since writes to a
+    /// shared page cache reach its file.
+    pub fn build_over_page_cache(self) -> Result<UffdHandler, Error> {
+        if self.track_writes_of.is_some() {
+            return Err(Error::BadSetting {
+                setting: "track_writes_of",
+                value: "a pid".into(),
+                why: "write tracking is for anonymous and huge-page memory served by copy; a \
+                      page-cache mapping's writes reach its file"
+                    .into(),
+            });
+        }
+        let end = self
+            .ranges
+            .iter()
+            .map(|r| r.offset.saturating_add(r.len as u64))
+            .max()
+            .unwrap_or(0);
+        UffdHandler::build(self, Box::new(Zeroes(end)), Mode::Continue)
     }
 }

@@ -211,7 +211,11 @@ impl UffdHandler {
         }
     }
 
-    pub(super) fn build(b: UffdHandlerBuilder, source: Box<dyn PageSource>) -> Result<Self, Error> {
+    pub(super) fn build(
+        b: UffdHandlerBuilder,
+        source: Box<dyn PageSource>,
+        mode: Mode,
+    ) -> Result<Self, Error> {
         let UffdHandlerBuilder {
             uffd,
             ranges,
@@ -239,7 +243,7 @@ impl UffdHandler {
             .map(|pid| super::dirty::pagemap_of(pid, uffd.as_fd(), &areas, page))
             .transpose()?;
         let shared = Shared::new(Parts {
-            mode: Mode::Copy,
+            mode,
             uffd,
             areas,
             page,

@@ -37,8 +37,17 @@ impl Shared {
     /// that are in the page cache; one already mapped (EEXIST) or not
     /// cached (EFAULT) is skipped; a partial result resumes after it; EAGAIN
     /// (an event pending) is retried after reading the events. Any other
-    /// error stops it and is returned. Returns the pages mapped.
-    pub(in crate::uffd) fn cont(&self, first: u64, n: usize, wake: bool) -> io::Result<usize> {
+    /// error stops it and is returned, as is EFAULT on page `faulting`: a
+    /// minor fault found that page cached, so only a range registered for
+    /// missing pages (not minor ones) lacks it, and waking its reader
+    /// would only bring the fault back. Returns the pages mapped.
+    pub(in crate::uffd) fn cont(
+        &self,
+        first: u64,
+        n: usize,
+        wake: bool,
+        faulting: Option<u64>,
+    ) -> io::Result<usize> {
         let (mut done, mut total) = (0, 0);
         let mut again = Backoff::new(self);
         while done < n {
@@ -75,6 +84,7 @@ impl Shared {
             self.stats
                 .pages_copied
                 .fetch_add(mapped as u64, Ordering::Relaxed);
+            self.mark_installed(first + done as u64, mapped, true);
             done += mapped;
             total += mapped;
             match r {
@@ -86,7 +96,16 @@ impl Shared {
                 }
                 Err(Errno::EXIST) => {
                     self.stats.already_present.fetch_add(1, Ordering::Relaxed);
+                    self.mark_installed(first + done as u64, 1, true);
                     done += 1;
+                }
+                Err(Errno::FAULT) if faulting == Some(first + done as u64) => {
+                    return Err(io::Error::other(
+                        "UFFDIO_CONTINUE found the faulting page missing from the page cache \
+                         (EFAULT): memory served over a page cache must be a MAP_SHARED mapping \
+                         of a shmem or hugetlbfs file holding the image, registered with \
+                         UFFDIO_REGISTER_MODE_MINOR, not MODE_MISSING",
+                    ));
                 }
                 Err(Errno::FAULT) => {
                     self.stats.pages_skipped.fetch_add(1, Ordering::Relaxed);

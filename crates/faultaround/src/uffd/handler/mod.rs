@@ -530,8 +530,8 @@ impl Shared {
         if self.mode == Mode::Continue {
             // The faulting page is cached (a minor fault); its neighbours
             // may not be: those are skipped, never waited for.
-            if self.cont(wstart, wlen, false).is_err() {
-                if let Err(e) = self.cont(page, 1, false) {
+            if self.cont(wstart, wlen, false, Some(page)).is_err() {
+                if let Err(e) = self.cont(page, 1, false, Some(page)) {
                     self.fail_page(page, e);
                     return;
                 }
