@@ -464,3 +464,73 @@ fn without_poison_a_page_filled_before_protection_is_not_failed() {
     drop(scenario);
     std::process::exit(0);
 }
+
+/// Without UFFDIO_POISON, a page whose source call outlives the source
+/// timeout is failed by the watchdog (made inaccessible, the reader
+/// signalled); when the call comes back late with the bytes, they are
+/// dropped: a failed page is never filled afterwards, not even with its
+/// data, since readers were already told it has none.
+#[test]
+fn without_poison_a_late_answer_does_not_fill_the_failed_page() {
+    let name = "without_poison_a_late_answer_does_not_fill_the_failed_page";
+    if let Some(run) = child::parent(name, LIMIT) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    use std::sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    };
+    /// Page 5's call waits for `release`, then answers (and sets
+    /// `returned`); every other page is its index.
+    struct Late {
+        release: Arc<AtomicBool>,
+        returned: Arc<AtomicBool>,
+    }
+    impl mmbatch_faultaround::PageSource for Late {
+        fn len(&self) -> u64 {
+            (16 * PAGE) as u64
+        }
+        fn read_page(&self, p: u64, buf: &mut [u8]) -> mmbatch_faultaround::PageRead {
+            if p == 5 {
+                while !self.release.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                self.returned.store(true, Ordering::Release);
+            }
+            buf.fill(p as u8);
+            mmbatch_faultaround::PageRead::Ready
+        }
+    }
+    let scenario = FailScenario::setup();
+    fail::cfg("uffd::no_poison", "return").unwrap();
+    let (release, returned) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let r = UffdRegion::builder(16 * PAGE)
+        .source_timeout(Duration::from_millis(200))
+        .build(Late {
+            release: release.clone(),
+            returned: returned.clone(),
+        })
+        .unwrap();
+    assert_eq!(touch(&r, 5 * PAGE), libc::SIGSEGV);
+    assert!(r.failure().unwrap().to_string().contains("page 5"));
+    release.store(true, Ordering::Release);
+    while !returned.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Time for the late call's thread to do whatever it would.
+    std::thread::sleep(Duration::from_millis(300));
+    let addr = r.as_ptr() as usize + 5 * PAGE;
+    println!("after the late answer: {:?}", r.stats());
+    assert!(
+        !resident(addr),
+        "the failed page was filled by the late answer"
+    );
+    assert_eq!(r.stats().pages_copied, 0, "{:?}", r.stats());
+    drop(scenario);
+    std::process::exit(0);
+}

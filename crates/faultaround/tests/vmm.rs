@@ -21,11 +21,14 @@ use std::{
     time::Duration,
 };
 
-use mmbatch_faultaround::{HugePageSize, PageRead, PageSource, UffdHandler, UffdRegion};
+use mmbatch_faultaround::{HugePageSize, PageRead, PageSource, Record, UffdHandler, UffdRegion};
 use mmbatch_testkit::{child, vmm};
 use protocol::GuestRegionUffdMapping;
 
-const LIMIT: Duration = Duration::from_secs(60);
+/// A child VMM's bound (scaled under emulation): each takes well under a
+/// second here, and a bound shorter than a mutation run's timeout makes a
+/// hang a failure.
+const LIMIT: Duration = Duration::from_secs(20);
 const SOCKET: &str = "MMBATCH_VMM_SOCKET";
 const IMAGE: &str = "MMBATCH_VMM_IMAGE";
 
@@ -296,6 +299,8 @@ fn a_vmms_writes_are_reported_by_its_handler() {
             let mut said = [0u8; 2];
             std::io::Read::read_exact(&mut stream, &mut said).unwrap();
             assert_eq!(&said, b"w1");
+            // Every page copied is one the handler counts as there.
+            assert_eq!(h.installed_pages() as u64, h.stats().pages_copied);
             let first = h.written_pages().unwrap();
             let taken = h.take_written_pages().unwrap();
             let after = h.written_pages().unwrap();
@@ -637,6 +642,64 @@ fn a_vmms_hugetlbfs_page_cache_is_mapped_in_huge_pages() {
     println!("handler: {stats:?}");
     assert_eq!(failure, None);
     assert_eq!(stats.pages_copied, 4, "four huge pages mapped: {stats:?}");
+}
+
+/// The VMM for the replay test: maps region B, hands it over, waits for
+/// the handler's word that the replay is done, then checks every page
+/// without having faulted on the recorded ones.
+fn vmm_replayed() {
+    let socket = std::env::var(SOCKET).unwrap();
+    let b = map(B_PAGES);
+    let uffd = userfaultfd(&[(b, B_PAGES)]);
+    let mut stream = send(&socket, &[region(b, B_PAGES, 0)], &uffd);
+    let mut done = [0u8; 2];
+    std::io::Read::read_exact(&mut stream, &mut done).unwrap();
+    for p in 0..B_PAGES {
+        let at = b.wrapping_add(p * page());
+        // SAFETY: a page of our mapping, replayed or filled on its fault.
+        let got = unsafe { std::slice::from_raw_parts(at, page()) };
+        assert!(got == image_page(p), "page {p} is not the image's");
+    }
+    println!("vmm: {B_PAGES} pages read after the replay");
+}
+
+/// A handler given a record replays it into the VMM's memory before the
+/// VMM touches it, as an owned region does: `wait_replayed` says when,
+/// and the recorded pages then take no fault.
+#[test]
+fn a_foreign_replay_installs_the_record_before_the_vmm_faults() {
+    if child::is_child() {
+        return vmm_replayed();
+    }
+    let recorded = [3u64, 4, 5, 9, 12];
+    let (run, (waited, stats)) = with_vmm(
+        "a_foreign_replay_installs_the_record_before_the_vmm_faults",
+        "replay",
+        |l, image| {
+            let (mut stream, _) = l.accept().unwrap();
+            let hs = protocol::receive(&stream).unwrap();
+            let record = Record::new(page(), (B_PAGES * page()) as u64, "", recorded).unwrap();
+            let h = UffdHandler::builder(hs.uffd, hs.ranges)
+                .replay(record)
+                .build(image)
+                .unwrap();
+            let waited = h.wait_replayed(Duration::from_secs(10));
+            let after_replay = h.stats();
+            stream.write_all(b"go").unwrap();
+            let _ = std::io::Read::read(&mut stream, &mut [0u8; 1]);
+            (waited, (after_replay, h.stats()))
+        },
+    );
+    println!("{}", run.output);
+    run.expect_success();
+    let (replayed, end) = stats;
+    println!("handler after the replay: {replayed:?}\nat the end: {end:?}");
+    assert!(waited, "wait_replayed gave up");
+    assert_eq!(replayed.pages_prefetched, recorded.len() as u64);
+    assert_eq!(replayed.faults, 0, "the VMM had not touched its memory yet");
+    // The other 11 pages faulted, each alone (order 0); the recorded
+    // ones did not.
+    assert_eq!(end.faults, (B_PAGES - recorded.len()) as u64, "{end:?}");
 }
 
 /// A source that fails one page.

@@ -415,11 +415,14 @@ impl UffdRegion {
                 sys::IOCTL_WAKE,
                 "minor faults and UFFDIO_CONTINUE on shmem (Linux 5.13)",
             ),
+            // Write tracking never calls UFFDIO_WRITEPROTECT (copies carry
+            // MODE_WP, PAGEMAP_SCAN protects again), and the handshake
+            // already asked for WP_ASYNC (Linux 6.7).
             None if track_writes => (
                 Mode::Copy,
                 sys::UFFDIO_REGISTER_MODE_MISSING | sys::UFFDIO_REGISTER_MODE_WP,
-                sys::IOCTL_COPY | sys::IOCTL_WRITEPROTECT,
-                "UFFDIO_COPY and UFFDIO_WRITEPROTECT on anonymous memory",
+                sys::IOCTL_COPY,
+                "UFFDIO_COPY on anonymous memory",
             ),
             None => (
                 Mode::Copy,
