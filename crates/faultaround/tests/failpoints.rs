@@ -465,14 +465,56 @@ fn without_poison_a_page_filled_before_protection_is_not_failed() {
     std::process::exit(0);
 }
 
+/// Page 5's call waits for `release`, then answers (and sets
+/// `returned`); every other page is its index. `in_memory`: the source
+/// offers its pages one at a time in memory (`pages`), as an image
+/// loaded late might, instead of through `read_page`.
+struct Late {
+    image: Vec<u8>,
+    in_memory: bool,
+    release: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    returned: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Late {
+    fn hold(&self, p: u64) {
+        use std::sync::atomic::Ordering;
+        if p == 5 {
+            while !self.release.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            self.returned.store(true, Ordering::Release);
+        }
+    }
+}
+
+impl mmbatch_faultaround::PageSource for Late {
+    fn len(&self) -> u64 {
+        self.image.len() as u64
+    }
+    fn read_page(&self, p: u64, buf: &mut [u8]) -> mmbatch_faultaround::PageRead {
+        self.hold(p);
+        buf.fill(p as u8);
+        mmbatch_faultaround::PageRead::Ready
+    }
+    fn pages(&self, p: u64, count: usize, page_size: usize) -> Option<&[u8]> {
+        if !self.in_memory || count != 1 {
+            return None;
+        }
+        self.hold(p);
+        let at = p as usize * page_size;
+        self.image.get(at..at + page_size)
+    }
+}
+
 /// Without UFFDIO_POISON, a page whose source call outlives the source
 /// timeout is failed by the watchdog (made inaccessible, the reader
 /// signalled); when the call comes back late with the bytes, they are
 /// dropped: a failed page is never filled afterwards, not even with its
-/// data, since readers were already told it has none.
-#[test]
-fn without_poison_a_late_answer_does_not_fill_the_failed_page() {
-    let name = "without_poison_a_late_answer_does_not_fill_the_failed_page";
+/// data, since readers were already told it has none. Run in a child
+/// (`name`, one signal a process), for a source answering by `read_page`
+/// or with pages in memory.
+fn a_late_answer_does_not_fill_the_failed_page(name: &str, in_memory: bool) {
     if let Some(run) = child::parent(name, LIMIT) {
         println!("{}", run.output);
         run.expect_success();
@@ -482,27 +524,6 @@ fn without_poison_a_late_answer_does_not_fill_the_failed_page() {
         Arc,
         atomic::{AtomicBool, Ordering},
     };
-    /// Page 5's call waits for `release`, then answers (and sets
-    /// `returned`); every other page is its index.
-    struct Late {
-        release: Arc<AtomicBool>,
-        returned: Arc<AtomicBool>,
-    }
-    impl mmbatch_faultaround::PageSource for Late {
-        fn len(&self) -> u64 {
-            (16 * PAGE) as u64
-        }
-        fn read_page(&self, p: u64, buf: &mut [u8]) -> mmbatch_faultaround::PageRead {
-            if p == 5 {
-                while !self.release.load(Ordering::Acquire) {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                self.returned.store(true, Ordering::Release);
-            }
-            buf.fill(p as u8);
-            mmbatch_faultaround::PageRead::Ready
-        }
-    }
     let scenario = FailScenario::setup();
     fail::cfg("uffd::no_poison", "return").unwrap();
     let (release, returned) = (
@@ -510,8 +531,11 @@ fn without_poison_a_late_answer_does_not_fill_the_failed_page() {
         Arc::new(AtomicBool::new(false)),
     );
     let r = UffdRegion::builder(16 * PAGE)
+        .order(2)
         .source_timeout(Duration::from_millis(200))
         .build(Late {
+            image: image(16),
+            in_memory,
             release: release.clone(),
             returned: returned.clone(),
         })
@@ -530,7 +554,22 @@ fn without_poison_a_late_answer_does_not_fill_the_failed_page() {
         !resident(addr),
         "the failed page was filled by the late answer"
     );
-    assert_eq!(r.stats().pages_copied, 0, "{:?}", r.stats());
     drop(scenario);
     std::process::exit(0);
+}
+
+#[test]
+fn without_poison_a_late_read_does_not_fill_the_failed_page() {
+    a_late_answer_does_not_fill_the_failed_page(
+        "without_poison_a_late_read_does_not_fill_the_failed_page",
+        false,
+    );
+}
+
+#[test]
+fn without_poison_late_pages_in_memory_do_not_fill_the_failed_page() {
+    a_late_answer_does_not_fill_the_failed_page(
+        "without_poison_late_pages_in_memory_do_not_fill_the_failed_page",
+        true,
+    );
 }

@@ -422,11 +422,12 @@ fn vmm_over_page_cache() {
     let fd = rustix::fs::memfd_create("vmm-guest", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
     let mut memfd = File::from(fd);
     memfd.write_all(&std::fs::read(image).unwrap()).unwrap();
-    memfd.set_len(((PAGES + 1) * page()) as u64).unwrap();
+    memfd.set_len(((HOLE + 1) * page()) as u64).unwrap();
     let a = map_shared(&memfd, A_PAGES, B_PAGES);
     let b = map_shared(&memfd, B_PAGES, 0);
-    // The file's last page, never written: a hole.
-    let hole = map_shared(&memfd, 1, PAGES);
+    // The file's last page, never written: a hole (and the two pages
+    // before it in no range).
+    let hole = map_shared(&memfd, 1, HOLE);
     let bytes = [(a, A_PAGES * page()), (b, B_PAGES * page()), (hole, page())];
     let (features, mode) = if missing {
         (0, vmm::UFFDIO_REGISTER_MODE_MISSING)
@@ -440,9 +441,9 @@ fn vmm_over_page_cache() {
     let regions = [
         region(a, A_PAGES, B_PAGES),
         region(b, B_PAGES, 0),
-        region(hole, 1, PAGES),
+        region(hole, 1, HOLE),
     ];
-    let _stream = send(&socket, &regions, &uffd);
+    let mut stream = send(&socket, &regions, &uffd);
     if missing {
         // SAFETY: a page of our mapping, inside the file.
         let x = unsafe { hole.read_volatile() };
@@ -467,8 +468,18 @@ fn vmm_over_page_cache() {
             });
         }
     });
+    // The handler shuts down; the memory is then ours alone, the hole
+    // read as shmem reads one.
+    stream.write_all(b"rd").unwrap();
+    std::io::Read::read_exact(&mut stream, &mut [0u8; 2]).unwrap();
+    // SAFETY: a page of our mapping, unregistered now.
+    assert_eq!(unsafe { hole.read_volatile() }, 0);
     println!("vmm: {PAGES} guest pages of a shared page cache read as the image");
 }
+
+/// The source page of the VMM's page-cache test's hole: past the image,
+/// with two pages between that no range holds.
+const HOLE: usize = PAGES + 2;
 
 /// A VMM whose guest memory is a shared page cache holding the image,
 /// registered for minor faults, is served by `UFFDIO_CONTINUE`: every
@@ -487,6 +498,21 @@ fn a_vmms_page_cache_is_mapped_in_place() {
             .record(true)
             .build_over_page_cache()
             .unwrap();
+        let mut said = [0u8; 2];
+        std::io::Read::read_exact(&mut stream, &mut said).unwrap();
+        // `shutdown` maps what is cached over every range — pages mapped
+        // already, the hole, the pages between ranges — and returns.
+        let h = std::sync::Arc::new(h);
+        let (done, finished) = std::sync::mpsc::channel();
+        let shut = h.clone();
+        std::thread::spawn(move || {
+            shut.shutdown();
+            let _ = done.send(());
+        });
+        finished
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the handler's shutdown hangs");
+        stream.write_all(b"ok").unwrap();
         let _ = std::io::Read::read(&mut stream, &mut [0u8; 1]);
         (
             h.stats(),
@@ -536,7 +562,7 @@ fn a_page_cache_registered_for_missing_pages_is_failed_not_spun_on() {
     assert_reader_stopped(&run);
     let failure = failure.expect("the failure");
     assert!(
-        failure.contains("MODE_MINOR") && failure.contains("page 64"),
+        failure.contains("MODE_MINOR") && failure.contains("page 66"),
         "{failure}"
     );
     assert!(
