@@ -748,3 +748,27 @@ proptest! {
         prop_assert!(hits * 10 >= counted * 9, "{hits} hits of {counted}");
     }
 }
+
+/// `Debug` shows what a user set: capacity (as changed at run time),
+/// shard count, policy and batching — what a log line of a misbehaving
+/// cache needs.
+#[test]
+fn debug_shows_the_settings() {
+    let c: LruCache<u64, u64> = LruCache::builder(1000)
+        .shards(2)
+        .policy(mmbatch_cache::Policy::ActiveInactive)
+        .batching(false)
+        .build()
+        .unwrap();
+    c.set_capacity(500).unwrap();
+    let s = format!("{c:?}");
+    for part in [
+        "LruCache",
+        "capacity: 500",
+        "shards: 2",
+        "policy: ActiveInactive",
+        "batching: false",
+    ] {
+        assert!(s.contains(part), "{part} missing from {s}");
+    }
+}

@@ -356,6 +356,34 @@ fn each_entry_can_have_its_own_lifetime() {
     assert_eq!((c.get(&1), c.get(&2), c.get(&3)), (None, None, Some(0)));
 }
 
+/// An `Expiry` may shorten an entry's life on a read, not only extend it
+/// (moka's `expire_after_read`): a session that is read once has a
+/// minute left, whatever it had.
+#[test]
+fn a_read_can_shorten_a_life() {
+    struct ReadOnce;
+    impl Expiry<u8, u64> for ReadOnce {
+        fn expire_after_create(&self, _: &u8, _: &u64) -> Option<Duration> {
+            Some(Duration::from_secs(3600))
+        }
+        fn expire_after_read(&self, _: &u8, _: &u64, _: Option<Duration>) -> Option<Duration> {
+            Some(Duration::from_secs(60))
+        }
+    }
+    let clock = Manual::default();
+    let c: LruCache<u8, u64> = LruCache::builder(8)
+        .clock(clock.clone())
+        .expiry(ReadOnce)
+        .build()
+        .unwrap();
+    c.insert(1, 10);
+    c.insert(2, 20);
+    assert_eq!(c.get(&1), Some(10));
+    clock.advance(61_000);
+    // Read a minute ago: gone; never read: an hour to go.
+    assert_eq!((c.get(&1), c.get(&2)), (None, Some(20)));
+}
+
 /// The default clock (coarse, read a tick ahead): an entry is there
 /// well before its time to live ends and gone once it has.
 #[test]

@@ -265,3 +265,29 @@ fn a_key_whose_drop_panics_as_its_load_lands_strands_no_waiter() {
     assert_eq!(cache.peek(&Mined::new(1)), Some(1));
     cache.check_invariants().unwrap();
 }
+
+/// A plain insert of the key while its load runs wins, as it would had it
+/// come after the load: the loader's caller gets the inserted value, the
+/// cache keeps it, and no listener hears it leave.
+#[test]
+fn an_insert_during_the_load_wins() {
+    use std::sync::{Arc, Mutex};
+    let heard = Arc::new(Mutex::new(Vec::new()));
+    let log = heard.clone();
+    let c: mmbatch_cache::LruCache<u32, u32> = mmbatch_cache::LruCache::builder(16)
+        .removal_listener(move |k: u32, v: u32, cause| {
+            log.lock().unwrap().push((k, v, cause));
+        })
+        .build()
+        .unwrap();
+    let got = c.get_or_insert_with(7, || {
+        c.insert(7, 1);
+        2
+    });
+    assert_eq!((got, c.get(&7)), (1, Some(1)));
+    assert!(
+        heard.lock().unwrap().is_empty(),
+        "{:?}",
+        heard.lock().unwrap()
+    );
+}

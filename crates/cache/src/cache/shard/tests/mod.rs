@@ -604,3 +604,60 @@ fn a_filling_shard_puts_its_first_keys_on_the_active_list() {
         );
     }
 }
+
+/// The structure check names an entry that is on no list though indexed
+/// (what a lost link would leave), before the weight it then misses.
+#[test]
+fn check_finds_an_entry_on_no_list() {
+    let mut lv = full(8);
+    assert_eq!(lv.check(), Ok(()));
+    let list = lv.list_of(3);
+    lv.unlink(3, list);
+    let e = lv.check().unwrap_err();
+    assert!(e.contains("8 entries, 8 indexed, 7 on lists"), "{e}");
+}
+
+/// Each way a shard can be broken that the structure check looks for,
+/// made on purpose, is reported as what it is (the check is what every
+/// proptest of the cache trusts).
+#[test]
+fn check_reports_each_broken_structure() {
+    type Break = fn(&mut Lruvec<u64, u64>);
+    let cases: [(&str, Break, &str); 5] = [
+        (
+            "a list's tail lost",
+            |lv| lv.lists[INACTIVE].tail = NIL,
+            "list 0: ends",
+        ),
+        (
+            "a list longer than its entries",
+            |lv| lv.lists[INACTIVE].len += 1,
+            "out of range or seen twice",
+        ),
+        (
+            "the tail not linked back to the head",
+            |lv| {
+                let t = lv.lists[INACTIVE].tail;
+                lv.links[t as usize].next = NIL;
+            },
+            "not a circle",
+        ),
+        (
+            "a flag for no entry",
+            |lv| lv.flags.push(AtomicU8::new(0)),
+            "links and 9 flags for 8 entries",
+        ),
+        (
+            "more entries than the shard may hold",
+            |lv| lv.max_entries = 4,
+            "over the shard's",
+        ),
+    ];
+    for (what, break_it, said) in cases {
+        let mut lv = full(8);
+        assert_eq!(lv.check(), Ok(()), "{what}: before");
+        break_it(&mut lv);
+        let e = lv.check().expect_err(what);
+        assert!(e.contains(said), "{what}: {e}");
+    }
+}
