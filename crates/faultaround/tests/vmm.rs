@@ -152,6 +152,14 @@ fn vmm() {
     println!("vmm: {PAGES} guest pages read as the image from 2 threads; write and discard seen");
 }
 
+/// Accepts the VMM on `l` and reads its message: the connection and the
+/// handshake.
+fn handshake(l: &UnixListener) -> (UnixStream, protocol::Handshake) {
+    let (stream, _) = l.accept().unwrap();
+    let hs = protocol::receive(&stream).unwrap();
+    (stream, hs)
+}
+
 /// Runs the child `name` as the VMM against a handler in this process
 /// fed by `serve`, which returns once the VMM has gone; the child's output.
 fn with_vmm<T: Send>(
@@ -288,8 +296,7 @@ fn a_vmms_writes_are_reported_by_its_handler() {
         "a_vmms_writes_are_reported_by_its_handler",
         "wp",
         |l, image| {
-            let (mut stream, _) = l.accept().unwrap();
-            let hs = protocol::receive(&stream).unwrap();
+            let (mut stream, hs) = handshake(l);
             assert_ne!(hs.pid, std::process::id(), "SO_PEERCRED gave our own pid");
             let h = UffdHandler::builder(hs.uffd, hs.ranges)
                 .order(2)
@@ -490,8 +497,7 @@ fn a_vmms_page_cache_is_mapped_in_place() {
         return vmm_over_page_cache();
     }
     let (run, stats) = with_vmm("a_vmms_page_cache_is_mapped_in_place", "minor", |l, _| {
-        let (mut stream, _) = l.accept().unwrap();
-        let hs = protocol::receive(&stream).unwrap();
+        let (mut stream, hs) = handshake(l);
         let h = UffdHandler::builder(hs.uffd, hs.ranges)
             .order(2)
             .handlers(2)
@@ -548,8 +554,7 @@ fn a_page_cache_registered_for_missing_pages_is_failed_not_spun_on() {
         limit,
         &[("MMBATCH_VMM_MODE", "missing")],
         |l, _| {
-            let (stream, _) = l.accept().unwrap();
-            let hs = protocol::receive(&stream).unwrap();
+            let (stream, hs) = handshake(l);
             let h = UffdHandler::builder(hs.uffd, hs.ranges)
                 .build_over_page_cache()
                 .unwrap();
@@ -651,8 +656,7 @@ fn a_vmms_hugetlbfs_page_cache_is_mapped_in_huge_pages() {
         "a_vmms_hugetlbfs_page_cache_is_mapped_in_huge_pages",
         "huge",
         |l, _| {
-            let (mut stream, _) = l.accept().unwrap();
-            let hs = protocol::receive(&stream).unwrap();
+            let (mut stream, hs) = handshake(l);
             assert_eq!(hs.page_size, mmbatch_testkit::huge::HUGE);
             let h = UffdHandler::builder(hs.uffd, hs.ranges)
                 .page_size(hs.page_size)
@@ -702,8 +706,7 @@ fn a_foreign_replay_installs_the_record_before_the_vmm_faults() {
         "a_foreign_replay_installs_the_record_before_the_vmm_faults",
         "replay",
         |l, image| {
-            let (mut stream, _) = l.accept().unwrap();
-            let hs = protocol::receive(&stream).unwrap();
+            let (mut stream, hs) = handshake(l);
             let record = Record::new(page(), (B_PAGES * page()) as u64, "", recorded).unwrap();
             let h = UffdHandler::builder(hs.uffd, hs.ranges)
                 .replay(record)
