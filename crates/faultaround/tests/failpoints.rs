@@ -573,3 +573,54 @@ fn without_poison_late_pages_in_memory_do_not_fill_the_failed_page() {
         true,
     );
 }
+
+/// A page-cache region whose page leaves the cache between its minor
+/// fault and the handler's CONTINUE (a hole punched, as a balloon or a
+/// truncation does) wakes the reader into the kernel's ordinary fault,
+/// which reads the hole as zeros: the page is not failed. (Taken for a
+/// misregistered range, it was poisoned: SIGBUS for a reader that had
+/// done nothing wrong.)
+#[test]
+fn a_page_punched_out_before_its_continue_reads_as_zeros() {
+    let name = "a_page_punched_out_before_its_continue_reads_as_zeros";
+    if let Some(run) = child::parent(name, LIMIT) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    use std::os::fd::AsRawFd;
+    use std::sync::atomic::{AtomicI32, Ordering};
+    static FD: AtomicI32 = AtomicI32::new(-1);
+    let scenario = FailScenario::setup();
+    let cache = UffdRegion::page_cache_from(&image(16), 16 * PAGE).unwrap();
+    FD.store(cache.as_raw_fd(), Ordering::SeqCst);
+    fail::cfg_callback("uffd::continue", || {
+        // Page 5 leaves the cache (once).
+        let fd = FD.swap(-1, Ordering::SeqCst);
+        if fd >= 0 {
+            // SAFETY: our memfd, open for the test's life; a hole punched
+            // in it is what the test is about.
+            let r = unsafe {
+                libc::fallocate(
+                    fd,
+                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                    (5 * PAGE) as libc::off_t,
+                    PAGE as libc::off_t,
+                )
+            };
+            assert_eq!(r, 0, "fallocate: {}", std::io::Error::last_os_error());
+        }
+    })
+    .unwrap();
+    // SAFETY: our own memfd; the one change to it while mapped is the
+    // hole, read through `touch` (a volatile read), never a reference.
+    let r = unsafe { UffdRegion::over_page_cache(&cache, 16 * PAGE, 0, 1) }.unwrap();
+    assert_eq!(touch(&r, 5 * PAGE + 1), 0, "the reader was signalled");
+    assert!(r.failure().is_none(), "{:?}", r.failure());
+    let at = r.as_ptr().wrapping_add(5 * PAGE + 1);
+    // SAFETY: as above; page 5 is mapped now.
+    let byte = unsafe { std::ptr::read_volatile(at) };
+    assert_eq!(byte, 0, "the punched page did not read as a hole");
+    drop(scenario);
+    std::process::exit(0);
+}

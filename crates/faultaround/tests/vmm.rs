@@ -297,10 +297,11 @@ fn a_vmms_writes_are_reported_by_its_handler() {
         "wp",
         |l, image| {
             let (mut stream, hs) = handshake(l);
-            assert_ne!(hs.pid, std::process::id(), "SO_PEERCRED gave our own pid");
+            let pid = hs.pid.expect("SO_PEERCRED names the VMM");
+            assert_ne!(pid, std::process::id(), "SO_PEERCRED gave our own pid");
             let h = UffdHandler::builder(hs.uffd, hs.ranges)
                 .order(2)
-                .track_writes_of(hs.pid)
+                .track_writes_of(pid)
                 .build(image)
                 .unwrap();
             let mut said = [0u8; 2];

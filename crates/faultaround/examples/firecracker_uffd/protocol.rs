@@ -44,8 +44,10 @@ pub(crate) struct Handshake {
     /// backed by hugetlbfs).
     pub(crate) page_size: usize,
     /// The VMM's process id (the socket's `SO_PEERCRED`), for
-    /// [`track_writes_of`](mmbatch_faultaround::UffdHandlerBuilder::track_writes_of).
-    pub(crate) pid: u32,
+    /// [`track_writes_of`](mmbatch_faultaround::UffdHandlerBuilder::track_writes_of);
+    /// `None` where the kernel cannot say (the VMM in a pid namespace ours
+    /// does not see, as a jailer may make).
+    pub(crate) pid: Option<u32>,
 }
 
 /// Reads the VMM's message: the regions and the userfaultfd.
@@ -91,17 +93,38 @@ pub(crate) fn receive(stream: &UnixStream) -> Result<Handshake, Box<dyn Error>> 
             offset: r.offset,
         })
         .collect();
-    let pid = rustix::net::sockopt::socket_peercred(stream)?
-        .pid
-        .as_raw_nonzero()
-        .get()
-        .unsigned_abs();
+    let pid = peer_pid(stream);
     Ok(Handshake {
         uffd,
         ranges,
         page_size,
         pid,
     })
+}
+
+/// The process id of the socket's peer (`SO_PEERCRED`), if the kernel
+/// can say: it gives 0 for a process outside our pid namespace. (rustix's
+/// `socket_peercred` holds the pid as a `NonZero`, which 0 is not.)
+fn peer_pid(stream: &UnixStream) -> Option<u32> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: SO_PEERCRED writes at most `len` bytes, a `struct ucred`,
+    // to `cred`, and its length to `len`.
+    let r = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&raw mut cred).cast(),
+            &mut len,
+        )
+    };
+    (r == 0 && cred.pid > 0).then_some(cred.pid.unsigned_abs())
 }
 
 /// Accepts one VMM on `listener`, serves its faults from `image` (the
@@ -122,7 +145,8 @@ pub(crate) fn serve(
         pid,
     } = receive(&stream)?;
     eprintln!(
-        "firecracker_uffd: serving process {pid}: {} range(s) in {page_size}-byte pages",
+        "firecracker_uffd: serving process {}: {} range(s) in {page_size}-byte pages",
+        pid.map_or("(outside our pid namespace)".to_owned(), |p| p.to_string()),
         ranges.len()
     );
     let handler = UffdHandler::builder(uffd, ranges)

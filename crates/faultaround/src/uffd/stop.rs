@@ -35,7 +35,7 @@ impl Shared {
         if self.mode == Mode::Continue {
             // Map whatever is cached; a page still faulting after this
             // takes the ordinary shmem fault once the range is unregistered.
-            let _ = self.cont(0, self.len / self.page, true, None);
+            let _ = self.cont(0, self.len / self.page, true);
         } else {
             self.fill_missing();
         }

@@ -16,9 +16,9 @@ use std::{
 };
 
 use linux_raw_sys::general::{
-    UFFD_API, UFFD_EVENT_PAGEFAULT, UFFD_EVENT_REMOVE, UFFDIO_COPY_MODE_DONTWAKE,
-    UFFDIO_COPY_MODE_WP, UFFDIO_ZEROPAGE_MODE_DONTWAKE, uffd_msg, uffdio_api, uffdio_copy,
-    uffdio_range, uffdio_register, uffdio_zeropage,
+    UFFD_API, UFFD_EVENT_PAGEFAULT, UFFD_EVENT_REMOVE, UFFD_PAGEFAULT_FLAG_MINOR,
+    UFFDIO_COPY_MODE_DONTWAKE, UFFDIO_COPY_MODE_WP, UFFDIO_ZEROPAGE_MODE_DONTWAKE, uffd_msg,
+    uffdio_api, uffdio_copy, uffdio_range, uffdio_register, uffdio_zeropage,
 };
 use rustix::{
     io::Errno,
@@ -77,8 +77,10 @@ unsafe impl rustix::ioctl::Ioctl for NewUffd {
 /// An event read from a userfaultfd.
 #[derive(Debug, PartialEq, Eq)]
 pub(in crate::uffd) enum Event {
-    /// A thread faulted at `addr` (`UFFD_EVENT_PAGEFAULT`).
-    Pagefault { addr: usize },
+    /// A thread faulted at `addr` (`UFFD_EVENT_PAGEFAULT`); `minor`: the
+    /// page is in the page cache, only its mapping is missing
+    /// (`UFFD_PAGEFAULT_FLAG_MINOR`).
+    Pagefault { addr: usize, minor: bool },
     /// The application discarded `[start, end)` (`UFFD_EVENT_REMOVE`).
     Remove { start: usize, end: usize },
     /// An event the region did not ask for.
@@ -297,6 +299,7 @@ impl Uffd {
                 let fault = unsafe { msg.arg.pagefault };
                 Event::Pagefault {
                     addr: fault.address as usize,
+                    minor: fault.flags & u64::from(UFFD_PAGEFAULT_FLAG_MINOR) != 0,
                 }
             }
             UFFD_EVENT_REMOVE => {

@@ -37,17 +37,8 @@ impl Shared {
     /// that are in the page cache; one already mapped (EEXIST) or not
     /// cached (EFAULT) is skipped; a partial result resumes after it; EAGAIN
     /// (an event pending) is retried after reading the events. Any other
-    /// error stops it and is returned, as is EFAULT on page `faulting`: a
-    /// minor fault found that page cached, so only a range registered for
-    /// missing pages (not minor ones) lacks it, and waking its reader
-    /// would only bring the fault back. Returns the pages mapped.
-    pub(in crate::uffd) fn cont(
-        &self,
-        first: u64,
-        n: usize,
-        wake: bool,
-        faulting: Option<u64>,
-    ) -> io::Result<usize> {
+    /// error stops it and is returned. Returns the pages mapped.
+    pub(in crate::uffd) fn cont(&self, first: u64, n: usize, wake: bool) -> io::Result<usize> {
         let (mut done, mut total) = (0, 0);
         let mut again = Backoff::new(self);
         while done < n {
@@ -69,6 +60,9 @@ impl Shared {
                 },
                 mapped: 0,
             };
+            // Fail point `uffd::continue`: a test's callback removes the
+            // page from the cache between the fault and the ioctl.
+            fail_point!("uffd::continue");
             // SAFETY: UFFDIO_CONTINUE takes a `struct uffdio_continue`.
             let op = unsafe { rustix::ioctl::Updater::<UFFDIO_CONTINUE, _>::new(&mut arg) };
             // Under `events`, as every copy: `protect_page` checks that the
@@ -76,15 +70,20 @@ impl Shared {
             let copying = self.events.read().unwrap_or_else(|e| e.into_inner());
             // SAFETY: the ioctl maps pages only inside our registered range.
             let r = unsafe { rustix::ioctl::ioctl(&self.uffd, op) };
-            drop(copying);
             // `mapped` is bytes, or a negative errno.
             let mapped = usize::try_from(arg.mapped)
                 .map_or(0, |b| b / self.page)
                 .min(m);
+            // Marked under `events`, as a copy's are: a REMOVE read after
+            // this clears what it set.
+            self.mark_installed(first + done as u64, mapped, true);
+            if r == Err(Errno::EXIST) {
+                self.mark_installed(first + (done + mapped) as u64, 1, true);
+            }
+            drop(copying);
             self.stats
                 .pages_copied
                 .fetch_add(mapped as u64, Ordering::Relaxed);
-            self.mark_installed(first + done as u64, mapped, true);
             done += mapped;
             total += mapped;
             match r {
@@ -96,16 +95,7 @@ impl Shared {
                 }
                 Err(Errno::EXIST) => {
                     self.stats.already_present.fetch_add(1, Ordering::Relaxed);
-                    self.mark_installed(first + done as u64, 1, true);
                     done += 1;
-                }
-                Err(Errno::FAULT) if faulting == Some(first + done as u64) => {
-                    return Err(io::Error::other(
-                        "UFFDIO_CONTINUE found the faulting page missing from the page cache \
-                         (EFAULT): memory served over a page cache must be a MAP_SHARED mapping \
-                         of a shmem or hugetlbfs file holding the image, registered with \
-                         UFFDIO_REGISTER_MODE_MINOR, not MODE_MISSING",
-                    ));
                 }
                 Err(Errno::FAULT) => {
                     self.stats.pages_skipped.fetch_add(1, Ordering::Relaxed);

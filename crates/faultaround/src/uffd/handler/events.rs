@@ -22,17 +22,17 @@ use std::sync::atomic::Ordering;
 
 use crate::uffd::sys::Event;
 
-use super::Shared;
+use super::{Fault, Shared};
 
 impl Shared {
     /// Reads events until a page fault, whose address it returns; marks
     /// the ranges of REMOVE events on the way. `None` when none is
     /// pending.
-    pub(super) fn next_fault(&self) -> Option<usize> {
+    pub(super) fn next_fault(&self) -> Option<Fault> {
         let _reading = self.events.write().unwrap_or_else(|e| e.into_inner());
         loop {
             match self.uffd.read_event() {
-                Ok(Some(Event::Pagefault { addr })) => return Some(addr),
+                Ok(Some(Event::Pagefault { addr, minor })) => return Some(Fault { addr, minor }),
                 Ok(Some(Event::Remove { start, end })) => self.mark_removed(start, end),
                 Ok(Some(_)) => {}
                 // Ok(None): another handler took it (EAGAIN).
@@ -46,11 +46,11 @@ impl Shared {
     /// on. Called without `events` held.
     pub(super) fn pump_events(&self) {
         let mut queued = false;
-        while let Some(addr) = self.next_fault() {
+        while let Some(fault) = self.next_fault() {
             self.deferred
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .push_back(addr);
+                .push_back(fault);
             queued = true;
         }
         if queued {

@@ -101,6 +101,20 @@ pub(super) fn zeroed_bitmap(words: usize) -> std::io::Result<ZeroedBitmap> {
 
 pub(super) use watchdog::Watch;
 
+/// A fault read from the userfaultfd: where, and whether it is a minor
+/// fault (the page cached, its mapping missing).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Fault {
+    pub(super) addr: usize,
+    pub(super) minor: bool,
+}
+
+/// Why a fault on a page-cache region that is not a minor one fails.
+const MISSING_IN_CONTINUE: &str = "a missing-page fault on memory served over a page cache: \
+     the page is not in the cache, so UFFDIO_CONTINUE cannot map it; the memory must be a \
+     MAP_SHARED mapping of a shmem or hugetlbfs file holding the image, registered with \
+     UFFDIO_REGISTER_MODE_MINOR, not MODE_MISSING";
+
 /// How faults are resolved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Mode {
@@ -199,7 +213,7 @@ pub(super) struct Shared {
     pub(super) track: bool,
     /// Faults read by a thread that could not serve them at once (a
     /// copier draining events to get past EAGAIN): served by a handler.
-    pub(super) deferred: Mutex<VecDeque<usize>>,
+    pub(super) deferred: Mutex<VecDeque<Fault>>,
     /// The faults' first touches, when recording.
     pub(super) recorder: Option<Recorder>,
     /// Replay threads still installing, and their exit signal.
@@ -271,16 +285,16 @@ impl Shared {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .pop_front();
-            if let Some(addr) = next {
-                if !self.on_fault(me, addr, &mut buf) && !self.back_from_stuck(me) {
+            if let Some(fault) = next {
+                if !self.on_fault(me, fault, &mut buf) && !self.back_from_stuck(me) {
                     return;
                 }
                 continue;
             }
             if std::mem::take(&mut served) && self.poll_busily() {
-                while let Some(addr) = self.next_fault() {
+                while let Some(fault) = self.next_fault() {
                     served = true;
-                    if !self.on_fault(me, addr, &mut buf) && !self.back_from_stuck(me) {
+                    if !self.on_fault(me, fault, &mut buf) && !self.back_from_stuck(me) {
                         return;
                     }
                 }
@@ -302,9 +316,9 @@ impl Shared {
                 // A deferred fault's nudge (the eventfd is non-blocking).
                 let _ = rustix::io::read(&self.wake, &mut [0u8; 8]);
             }
-            while let Some(addr) = self.next_fault() {
+            while let Some(fault) = self.next_fault() {
                 served = true;
-                if !self.on_fault(me, addr, &mut buf) && !self.back_from_stuck(me) {
+                if !self.on_fault(me, fault, &mut buf) && !self.back_from_stuck(me) {
                     return;
                 }
             }
@@ -347,9 +361,9 @@ impl Shared {
     /// Records (when recording) and resolves the fault at `addr`, under a
     /// ticket the watchdog can claim; false if it did (this handler was
     /// stuck and has been replaced).
-    fn on_fault(&self, me: usize, addr: usize, buf: &mut [u8]) -> bool {
-        let Some(page) = self.page_of(addr) else {
-            self.fail_stray(addr);
+    fn on_fault(&self, me: usize, fault: Fault, buf: &mut [u8]) -> bool {
+        let Some(page) = self.page_of(fault.addr) else {
+            self.fail_stray(fault.addr);
             return true;
         };
         if let Some(r) = &self.recorder {
@@ -358,7 +372,8 @@ impl Shared {
         let ticket = self.begin(me, page);
         // Source calls are guarded one by one; this is for a bug of ours:
         // the reader must not wait forever.
-        if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.resolve(page, buf, ticket))) {
+        let resolve = || self.resolve(page, fault.minor, buf, ticket);
+        if let Err(p) = catch_unwind(AssertUnwindSafe(resolve)) {
             let msg = format!("the fault handler panicked: {}", panic_message(&*p));
             self.fail_page(page, io::Error::other(msg));
         }
@@ -516,7 +531,7 @@ impl Shared {
     /// (without waking), then the window's other missing pages that are
     /// ready, in runs; then the faulting thread is woken — as the kernel
     /// maps the whole window before the fault returns.
-    fn resolve(&self, page: u64, buf: &mut [u8], ticket: Ticket) {
+    fn resolve(&self, page: u64, minor: bool, buf: &mut [u8], ticket: Ticket) {
         self.stats.faults.fetch_add(1, Ordering::Relaxed);
         let window = Window::around(page, self.order, self.bounds(page)).unwrap_or(Window {
             pages: page..page + 1,
@@ -528,10 +543,19 @@ impl Shared {
             return;
         }
         if self.mode == Mode::Continue {
-            // The faulting page is cached (a minor fault); its neighbours
-            // may not be: those are skipped, never waited for.
-            if self.cont(wstart, wlen, false, Some(page)).is_err() {
-                if let Err(e) = self.cont(page, 1, false, Some(page)) {
+            if !minor {
+                // Only a range registered for missing pages faults so: the
+                // page is not in the cache, CONTINUE cannot map it, and a
+                // reader woken would fault again at once.
+                self.fail_page(page, io::Error::other(MISSING_IN_CONTINUE));
+                return;
+            }
+            // The faulting page was cached (a minor fault); its neighbours
+            // may not be: those are skipped, never waited for. If it has
+            // left the cache since (a hole punched, a truncation), the
+            // reader is woken into the kernel's ordinary fault.
+            if self.cont(wstart, wlen, false).is_err() {
+                if let Err(e) = self.cont(page, 1, false) {
                     self.fail_page(page, e);
                     return;
                 }

@@ -193,7 +193,7 @@ impl Shared {
         let copied = if self.mode == super::Mode::Continue {
             // Over a page cache the pages are there: map them in place
             // (`UFFDIO_CONTINUE`), copying nothing.
-            self.cont(start, n, true, None).map_err(|_| 0)
+            self.cont(start, n, true).map_err(|_| 0)
         } else if let Some(src) = self.source_pages(start, n, None) {
             self.copy_run(start, n, src, true)
         } else {

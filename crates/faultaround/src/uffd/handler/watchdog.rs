@@ -37,7 +37,7 @@ use loom::sync::atomic::AtomicU64;
 #[cfg(not(all(test, loom)))]
 use std::sync::atomic::AtomicU64;
 
-use super::{CountOut, Shared};
+use super::{CountOut, Fault, Shared};
 
 /// The fault one handler thread is serving (see the module docs). Its
 /// ticket protocol is loom-modelled (`tests/loom_watchdog.rs`).
@@ -382,7 +382,9 @@ impl Shared {
                 .unwrap_or_else(|e| e.into_inner())
                 .pop_front()
                 .or_else(|| self.next_fault());
-            let Some(addr) = next else { return };
+            let Some(Fault { addr, .. }) = next else {
+                return;
+            };
             let Some(page) = self.page_of(addr) else {
                 self.fail_stray(addr);
                 continue;
