@@ -5,9 +5,11 @@
 //! `cargo run --release -p mmbatch-benches --example policy_sim [NAME]`
 //! (comma-separated filters, as `policy_lab`).
 //!
-//! Each policy is written as the shard would run it: hits only count
-//! references on the entry (the read lock's `mark_accessed`, at most
-//! four), and lists move only when reclaim looks at an entry.
+//! The W-TinyLFU variants are written as a shard would run them: hits
+//! only count references on the entry (the read lock's `mark_accessed`,
+//! at most four), and lists move only when reclaim looks at an entry.
+//! LIRS is exact: its stack moves on every hit, which a shard's read path
+//! cannot do, so its rows bound what a CLOCK-Pro approximation could get.
 
 use std::collections::HashMap;
 
@@ -585,35 +587,25 @@ fn main() {
         }
     }
     type Make = Box<dyn Fn(usize) -> Box<dyn FnMut(u64) -> bool>>;
+    let tlfu = |fold: bool, climb: bool| -> Make {
+        Box::new(move |c| {
+            let mut p = Tlfu::new(c, 0.01, fold, climb);
+            Box::new(move |k| p.access(k))
+        })
+    };
+    let lirs = |hir: f64| -> Make {
+        Box::new(move |c| {
+            let mut p = Lirs::new(c, hir, f64::INFINITY);
+            Box::new(move |k| p.access(k))
+        })
+    };
     let variants: Vec<(&str, Make)> = vec![
-        (
-            "w1",
-            Box::new(|c| {
-                let mut p = Tlfu::new(c, 0.01, false, false);
-                Box::new(move |k| p.access(k))
-            }),
-        ),
-        (
-            "climb-fold",
-            Box::new(|c| {
-                let mut p = Tlfu::new(c, 0.01, true, true);
-                Box::new(move |k| p.access(k))
-            }),
-        ),
-        (
-            "lirs1",
-            Box::new(|c| {
-                let mut p = Lirs::new(c, 0.01, 1e9);
-                Box::new(move |k| p.access(k))
-            }),
-        ),
-        (
-            "lirs10",
-            Box::new(|c| {
-                let mut p = Lirs::new(c, 0.10, 1e9);
-                Box::new(move |k| p.access(k))
-            }),
-        ),
+        ("w1", tlfu(false, false)),
+        ("w1-fold", tlfu(true, false)),
+        ("climb", tlfu(false, true)),
+        ("climb-fold", tlfu(true, true)),
+        ("lirs1", lirs(0.01)),
+        ("lirs10", lirs(0.10)),
     ];
     print!("{:>16} {:>6} {:>6} {:>6}", "trace", "size", "lru", "peer");
     for (n, _) in &variants {

@@ -576,6 +576,9 @@ fn boot(
                 }
                 if let Some(at) = line.find(RUNNING) {
                     running = Some((line[at + RUNNING.len()..].to_owned(), Instant::now()));
+                } else if ENDED.iter().any(|e| line.contains(e)) {
+                    // Done with it: a hang after is not this binary's.
+                    running = None;
                 }
             }
             Ok(None) => closed += 1,
@@ -597,6 +600,9 @@ fn boot(
 
 /// The marker of the line the guest prints as it starts a binary.
 const RUNNING: &str = "mmbatch-vm: running ";
+
+/// The markers of the lines it prints as one ends.
+const ENDED: [&str; 2] = ["mmbatch-vm: passed ", "mmbatch-vm: FAILED "];
 
 /// The marker of the guest's status line, `mmbatch-vm: done, N failed`.
 const STATUS: &str = "mmbatch-vm: done, ";

@@ -546,8 +546,9 @@ fn a_late_answer_does_not_fill_the_failed_page(name: &str, in_memory: bool) {
     while !returned.load(Ordering::Acquire) {
         std::thread::sleep(Duration::from_millis(1));
     }
-    // Time for the late call's thread to do whatever it would.
-    std::thread::sleep(Duration::from_millis(300));
+    // Time for the late call's thread to do whatever it would (longer
+    // under emulation).
+    std::thread::sleep(child::scaled(Duration::from_millis(300)));
     let addr = r.as_ptr() as usize + 5 * PAGE;
     println!("after the late answer: {:?}", r.stats());
     assert!(

@@ -316,6 +316,11 @@ fn a_vmms_writes_are_reported_by_its_handler() {
             std::io::Read::read_exact(&mut stream, &mut said).unwrap();
             assert_eq!(&said, b"w2");
             let second = h.written_pages().unwrap();
+            // Shutdown unregisters, and with it every write-protect bit:
+            // a report after it is refused, not a page map of "written".
+            h.shutdown();
+            let e = h.written_pages().unwrap_err().to_string();
+            assert!(e.contains("before shutdown"), "{e}");
             stream.write_all(b"ok").unwrap();
             (first, taken, after, second, h.stats())
         },
@@ -391,6 +396,10 @@ fn write_tracking_of_a_userfaultfd_not_set_up_for_it_is_refused() {
     let h = UffdHandler::builder(uffd, ranges()).build(image()).unwrap();
     let e = h.written_pages().unwrap_err().to_string();
     assert!(e.contains("track_writes_of(pid)"), "{e}");
+    drop(h);
+    // SAFETY: the 4 pages mapped above, no longer used (this test runs
+    // in the harness's process, not a child).
+    unsafe { libc::munmap(mem.cast(), 4 * page()) };
 }
 
 /// Maps `pages` pages of `file` from page `first`, shared (a VMM's guest

@@ -114,6 +114,23 @@ pub fn run(name: &str, limit: Duration, env: &[(&str, &str)]) -> Run {
     for (k, v) in env {
         cmd.env(k, v);
     }
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        // The child dies with the thread that spawned it (which waits for
+        // it here): a test binary killed at a limit of its own (the VM's)
+        // leaves no child blocked in a fault.
+        let die_with_parent = || {
+            // SAFETY: PR_SET_PDEATHSIG takes a signal number; no memory.
+            if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        };
+        // SAFETY: between fork and exec the closure makes one system call,
+        // prctl, which is async-signal-safe, and allocates nothing.
+        unsafe { cmd.pre_exec(die_with_parent) };
+    }
     let mut child = cmd.spawn().expect("spawning the test binary");
     let start = Instant::now();
     let status = loop {

@@ -48,7 +48,7 @@ pub(super) fn init_script(
            if [ $rc -eq 0 ]; then\n\
              echo \"mmbatch-vm: passed $name in $t s\"\n\
            elif [ $rc -eq 137 ] && [ $t -ge {limit_secs} ]; then\n\
-             echo \"mmbatch-vm: FAILED $name: killed at its {limit_secs} s limit (a hang, or a guest far slower than usual)\"\n\
+             echo \"mmbatch-vm: FAILED $name: killed at its {limit_secs} s limit (a hang, or a guest far slower than usual: the limit is BINARY_LIMIT_SECS in xtask/src/vm/initramfs.rs)\"\n\
              failed=$((failed+1))\n\
            else\n\
              echo \"mmbatch-vm: FAILED $name (exit status $rc after $t s)\"\n\

@@ -810,6 +810,15 @@ fn stripes_for(cpus: usize) -> usize {
 mod tests {
     use std::hash::BuildHasher;
 
+    /// Two stripes a CPU, up to the lock's cap: what lets a pool of a
+    /// thread per CPU and the thread that built the cache each own one.
+    #[test]
+    fn stripes_are_two_a_cpu_up_to_the_cap() {
+        assert_eq!(super::stripes_for(1), 2);
+        assert_eq!(super::stripes_for(3), 6);
+        assert_eq!(super::stripes_for(usize::MAX / 4), super::MAX_STRIPES);
+    }
+
     use super::{DefaultHashBuilder, LruCache};
 
     /// Hot entries (50, each hit twice: active) of a cache of 100 that a

@@ -83,6 +83,9 @@ impl UffdRegion {
                     .into(),
             });
         }
+        if self.shut_down.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(after_shutdown("track_writes"));
+        }
         let pagemap = File::open("/proc/self/pagemap").map_err(|source| Error::Sys {
             op: "opening /proc/self/pagemap",
             source,
@@ -123,7 +126,23 @@ impl UffdHandler {
                     .into(),
             });
         };
+        if self.shut_down.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(after_shutdown("track_writes_of"));
+        }
         scan(pagemap, &self.shared.areas, self.shared.page, reset)
+    }
+}
+
+/// The refusal of a report after `shutdown`, which unregistered the
+/// ranges and with them every write-protect bit: every present page would
+/// read as written.
+fn after_shutdown(setting: &'static str) -> Error {
+    Error::BadSetting {
+        setting,
+        value: "after shutdown".into(),
+        why: "shutdown unregistered the memory and cleared its write-protect bits, so writes \
+              since are not tracked: take the written pages before shutdown"
+            .into(),
     }
 }
 
@@ -157,6 +176,8 @@ pub(super) fn pagemap_of(
         )
     })?;
     let wanted = u64::from(UFFD_FEATURE_WP_ASYNC);
+    // Bit 31 is the kernel's own mark that the handshake happened.
+    let features = features & !(1 << 31);
     if features & wanted != wanted {
         return Err(bad(
             format!("{pid}"),
@@ -169,21 +190,37 @@ pub(super) fn pagemap_of(
         ));
     }
     let smaps_path = format!("/proc/{pid}/smaps");
-    let smaps = std::fs::read_to_string(&smaps_path).map_err(|source| Error::Sys {
-        op: "reading the other process's /proc/PID/smaps (it must be alive, and ours to \
-             ptrace: the same user, or CAP_SYS_PTRACE)",
-        source,
+    let smaps = std::fs::read_to_string(&smaps_path).map_err(|e| {
+        bad(
+            format!("{pid}"),
+            format!(
+                "reading {smaps_path}: {e}: is {pid} the process that registered the ranges \
+                 (its end of the socket's SO_PEERCRED), alive, and ours to ptrace (the same \
+                 user, or CAP_SYS_PTRACE)?"
+            ),
+        )
     })?;
     for a in areas {
         let range = a.base..a.base + a.pages as usize * page;
         if let Err(why) = registered_for_wp(&smaps, range.clone()) {
-            return Err(bad(format!("{pid}"), format!("range {range:#x?}: {why}")));
+            return Err(bad(
+                format!("{pid}"),
+                format!(
+                    "range {range:#x?} of process {pid}: {why} (is {pid} the process that \
+                     registered the ranges?)"
+                ),
+            ));
         }
     }
-    File::open(format!("/proc/{pid}/pagemap")).map_err(|source| Error::Sys {
-        op: "opening the other process's /proc/PID/pagemap (ours to ptrace: the same user, \
-             or CAP_SYS_PTRACE)",
-        source,
+    let path = format!("/proc/{pid}/pagemap");
+    File::open(&path).map_err(|e| {
+        bad(
+            format!("{pid}"),
+            format!(
+                "opening {path}: {e}: process {pid} must be ours to ptrace (the same \
+                     user, or CAP_SYS_PTRACE)"
+            ),
+        )
     })
 }
 

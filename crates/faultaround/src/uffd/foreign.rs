@@ -79,7 +79,7 @@ pub struct UffdRange {
 /// had data. [`shutdown`](Self::shutdown) hands the memory over whole.
 pub struct UffdHandler {
     pub(super) shared: Arc<Shared>,
-    shut_down: AtomicBool,
+    pub(super) shut_down: AtomicBool,
     /// The other process's `/proc/PID/pagemap`, when tracking its writes.
     pub(super) pagemap: Option<std::fs::File>,
 }

@@ -5,7 +5,7 @@ use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 
 /// A stripe's lookups between two looks for quiet
 /// ([`ShardLock::look_for_quiet`](super::ShardLock::look_for_quiet)).
-const CHECK_EVERY: u64 = 1024;
+pub(super) const CHECK_EVERY: u64 = 1024;
 
 /// A reader's stripe: its counts of readers in the lock and its lookup
 /// counters, in one line that only its threads write.

@@ -327,3 +327,19 @@ fn each_thread_has_its_own_stripe_number() {
     let there = std::thread::scope(|s| s.spawn(super::stripe_index).join().unwrap());
     assert_ne!(here, there);
 }
+
+/// A stripe says it is time to look for quiet at every
+/// `CHECK_EVERY`th lookup it counts, and only then, whether its owner
+/// or a sharer counts them.
+#[test]
+fn a_stripe_looks_for_quiet_every_check_every_lookups() {
+    use super::stripe::{CHECK_EVERY, Stripe};
+    for exclusive in [true, false] {
+        let s = Stripe::new();
+        for n in 1..=3 * CHECK_EVERY {
+            // Hits and misses are counted apart: each its own period.
+            assert_eq!(s.count(exclusive, true), n % CHECK_EVERY == 0, "hit {n}");
+        }
+        assert!(!s.count(exclusive, false), "the first miss");
+    }
+}
