@@ -350,14 +350,17 @@ fn write_tracking_of_a_userfaultfd_not_set_up_for_it_is_refused() {
             offset: 0,
         }]
     };
-    let image = || File::open("/proc/self/exe").unwrap();
+    // The refusal of tracking `pid`'s writes through `uffd`.
+    let refusal = |uffd, pid| {
+        UffdHandler::builder(uffd, ranges())
+            .track_writes_of(pid)
+            .build(File::open("/proc/self/exe").unwrap())
+            .unwrap_err()
+            .to_string()
+    };
     // No WP_ASYNC in the UFFDIO_API (the only way on a kernel before 6.7).
     let uffd = vmm::userfaultfd(&range, vmm::UFFD_FEATURE_EVENT_REMOVE);
-    let e = UffdHandler::builder(uffd, ranges())
-        .track_writes_of(pid)
-        .build(image())
-        .unwrap_err()
-        .to_string();
+    let e = refusal(uffd, pid);
     assert!(
         e.contains("UFFD_FEATURE_WP_ASYNC") && e.contains("track_writes_of"),
         "{e}"
@@ -370,11 +373,7 @@ fn write_tracking_of_a_userfaultfd_not_set_up_for_it_is_refused() {
         &range,
         vmm::UFFD_FEATURE_PAGEFAULT_FLAG_WP | vmm::UFFD_FEATURE_WP_ASYNC,
     );
-    let e = UffdHandler::builder(uffd, ranges())
-        .track_writes_of(pid)
-        .build(image())
-        .unwrap_err()
-        .to_string();
+    let e = refusal(uffd, pid);
     assert!(
         e.contains("UFFDIO_REGISTER_MODE_WP") && e.contains("VmFlags"),
         "{e}"
@@ -385,15 +384,13 @@ fn write_tracking_of_a_userfaultfd_not_set_up_for_it_is_refused() {
         vmm::UFFD_FEATURE_PAGEFAULT_FLAG_WP | vmm::UFFD_FEATURE_WP_ASYNC,
         vmm::UFFDIO_REGISTER_MODE_MISSING | vmm::UFFDIO_REGISTER_MODE_WP,
     );
-    let e = UffdHandler::builder(uffd, ranges())
-        .track_writes_of(u32::MAX / 2)
-        .build(image())
-        .unwrap_err()
-        .to_string();
+    let e = refusal(uffd, u32::MAX / 2);
     assert!(e.contains("smaps"), "{e}");
     // A handler built without it says how to ask.
     let uffd = vmm::userfaultfd(&range, vmm::UFFD_FEATURE_EVENT_REMOVE);
-    let h = UffdHandler::builder(uffd, ranges()).build(image()).unwrap();
+    let h = UffdHandler::builder(uffd, ranges())
+        .build(File::open("/proc/self/exe").unwrap())
+        .unwrap();
     let e = h.written_pages().unwrap_err().to_string();
     assert!(e.contains("track_writes_of(pid)"), "{e}");
     drop(h);
