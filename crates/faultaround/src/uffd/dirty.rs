@@ -146,7 +146,7 @@ fn after_shutdown(setting: &'static str) -> Error {
     }
 }
 
-/// Checks, for [`UffdHandlerBuilder::track_writes_of`], that process
+/// Checks, for [`UffdHandlerBuilder::track_writes_of`](super::UffdHandlerBuilder::track_writes_of), that process
 /// `pid` set its userfaultfd `uffd` (our copy) and `areas` up for write
 /// tracking, and opens its page map: `UFFD_FEATURE_WP_ASYNC` asked for in
 /// its `UFFDIO_API` (our `/proc/self/fdinfo` of the descriptor shows the
