@@ -29,3 +29,18 @@ fn engine_page_cache_refuses_out_of_range_pages() {
     assert!(matches!(e, Error::FaultOutsideVma { page: 100, .. }), "{e}");
     assert!(m.read(100).is_err());
 }
+
+/// A fault maps its page and counts it once; a file of pages is not
+/// empty.
+#[test]
+fn a_fault_maps_its_page_and_counts_it_once() {
+    let lru = Arc::new(Engine::new(Config::new(8)).unwrap());
+    let cache = PageCache::new(lru, 4).unwrap();
+    assert_eq!((cache.len(), cache.is_empty()), (4, false));
+    cache.insert(2, Pfn(0), true).unwrap();
+    let m = FileMapping::new(&cache, 0).unwrap();
+    m.fault(2).unwrap();
+    assert_eq!(m.mapped(), 1);
+    m.fault(2).unwrap();
+    assert_eq!(m.mapped(), 1, "a page mapped already is not mapped again");
+}
