@@ -281,9 +281,11 @@ impl UffdHandlerBuilder {
     /// [`UffdRegion::over_page_cache`](crate::UffdRegion::over_page_cache)
     /// does for its own mapping; record, replay, several handlers and the
     /// statistics work as for copies. Nothing is read from a source, so
-    /// there is none to give. A fault on a page the file does not hold
-    /// fails that page (the reader gets SIGBUS where the kernel poisons),
-    /// with a cause naming this setup; refused with
+    /// there is none to give. A missing-page fault (a range registered
+    /// with `UFFDIO_REGISTER_MODE_MISSING` instead) fails its page (the
+    /// reader gets SIGBUS where the kernel poisons), with a cause naming
+    /// the registration; a page that leaves the cache between its fault
+    /// and the handler's CONTINUE is left to the kernel's own fault. Refused with
     /// [`track_writes_of`](Self::track_writes_of), since writes to a
     /// shared page cache reach its file.
     pub fn build_over_page_cache(self) -> Result<UffdHandler, Error> {

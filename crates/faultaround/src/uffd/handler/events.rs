@@ -25,7 +25,7 @@ use crate::uffd::sys::Event;
 use super::{Fault, Shared};
 
 impl Shared {
-    /// Reads events until a page fault, whose address it returns; marks
+    /// Reads events until a page fault, which it returns; marks
     /// the ranges of REMOVE events on the way. `None` when none is
     /// pending.
     pub(super) fn next_fault(&self) -> Option<Fault> {
