@@ -19,7 +19,11 @@ use hwlocality::{
     object::types::ObjectType,
 };
 
-use crate::{Job, JobError, RunError, run::run_bound};
+use crate::{
+    Job, JobError, RunError,
+    run::run_bound,
+    sync::{Mutex, lock},
+};
 
 /// Work for one NUMA node: `range` of a job, to run near node `node` (its
 /// OS index).
@@ -201,18 +205,27 @@ pub fn run_numa<E: Send>(
     .map_err(|e| RunError::Failed(NumaJobError::Place(e)))?;
     // One stop for all nodes: a node's failure makes every other node's
     // next chunk fail with `Stopped`, which stops that node (and undoes
-    // its finished chunks) too.
+    // its finished chunks) too. The first error is kept here, not in the
+    // failing node's result: a sibling thread that sees the stop before
+    // the failing thread records its error would make the node's result
+    // `Stopped`, and the failure was lost (`Ok` returned, finished nodes
+    // left done).
+    let first_error = Mutex::new(None);
     let stop = AtomicBool::new(false);
-    let node_f = |r: Range<usize>| -> Result<(), Halt<E>> {
+    let node_f = |r: Range<usize>| -> Result<(), Stopped> {
         if stop.load(Ordering::Acquire) {
-            return Err(Halt::Stopped);
+            return Err(Stopped);
         }
         // A panic stops every node too: the caller gets it once they stop,
         // not after the other nodes have done all their work.
         let _stop_on_panic = StopOnPanic(&stop);
         f(r).map_err(|e| {
+            lock(&first_error).get_or_insert(e);
             stop.store(true, Ordering::Release);
-            Halt::Failed(e)
+            // Fail point `ktask::node_failed`: holds the failing thread
+            // while its siblings see the stop.
+            fail_point!("ktask::node_failed");
+            Stopped
         })
     };
     let run_node = |p: &Placement| {
@@ -227,8 +240,8 @@ pub fn run_numa<E: Send>(
     // Each node's result, or its panic: a panic is kept until every node
     // has stopped and the nodes that finished have been undone, as for an
     // error.
-    type NodeResult<E> = std::thread::Result<Result<(), RunError<Halt<E>>>>;
-    let results: Vec<NodeResult<E>> = std::thread::scope(|s| {
+    type NodeResult = std::thread::Result<Result<(), RunError<Stopped>>>;
+    let results: Vec<NodeResult> = std::thread::scope(|s| {
         let handles: Vec<_> = placements
             .iter()
             .enumerate()
@@ -255,16 +268,16 @@ pub fn run_numa<E: Send>(
             .collect()
     });
     let panicked = results.iter().any(|r| r.is_err());
-    let mut failed = false;
     for r in &results {
-        match r {
-            // `place` made each node's job and planned it: it is valid.
-            Ok(Err(RunError::Job(e))) => unreachable!("a placed node's job was refused: {e}"),
-            Ok(Err(RunError::Failed(Halt::Failed(_)))) => failed = true,
-            _ => {}
+        // `place` made each node's job and planned it: it is valid.
+        if let Ok(Err(RunError::Job(e))) = r {
+            unreachable!("a placed node's job was refused: {e}");
         }
     }
-    if !failed && !panicked {
+    let first_error = first_error
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if first_error.is_none() && !panicked {
         return Ok(());
     }
     // Nodes that finished before the failure: undo all their chunks (a
@@ -277,16 +290,11 @@ pub fn run_numa<E: Send>(
             }
         }
     }
-    let mut first = None;
-    for r in results {
-        match r {
-            Err(panic) => std::panic::resume_unwind(panic),
-            Ok(Err(RunError::Failed(Halt::Failed(e)))) => first = first.or(Some(e)),
-            _ => {}
-        }
+    if let Some(panic) = results.into_iter().find_map(Result::err) {
+        std::panic::resume_unwind(panic);
     }
     Err(RunError::Failed(NumaJobError::Chunk(
-        first.expect("a node failed"),
+        first_error.expect("no node panicked, so one failed"),
     )))
 }
 
@@ -301,11 +309,9 @@ impl Drop for StopOnPanic<'_> {
     }
 }
 
-/// A node's chunk outcome: its own error, or stopped by another node's.
-enum Halt<E> {
-    Failed(E),
-    Stopped,
-}
+/// A node's chunks stopped: its own chunk failed (the error is kept by
+/// `run_numa`) or another node's did.
+struct Stopped;
 
 /// Spawns node `i`'s thread in `s`; fail point `ktask::spawn_node` refuses
 /// it as the OS would.
