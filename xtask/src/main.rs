@@ -68,6 +68,9 @@ enum Command {
         /// Only the mutants in the lines this diff changes (`git diff > FILE`).
         #[arg(long, value_name = "FILE")]
         in_diff: Option<std::path::PathBuf>,
+        /// CI's step: the mutants in the lines the last commit changed (`git diff HEAD~1 HEAD`), a shard of them past about 10, in every library crate but mmap (which CI runs whole).
+        #[arg(long, conflicts_with_all = ["crates", "shard", "in_diff"])]
+        last_commit: bool,
     },
     /// The host tests and the NUMA rows in a QEMU guest with N NUMA nodes on Debian's 6.1 kernel (KVM if it works, else TCG).
     Vm(vm::Args),
@@ -82,9 +85,13 @@ fn main() -> ExitCode {
         Command::Miri => ("miri", miri::run()),
         Command::Fuzz { seconds, target } => ("fuzz", fuzz::run(*seconds, target.as_deref())),
         Command::Mutants {
+            last_commit: true, ..
+        } => ("mutants", mutants::last_commit(&["mmap"])),
+        Command::Mutants {
             crates,
             shard,
             in_diff,
+            ..
         } => (
             "mutants",
             mutants::run(crates, shard.as_deref(), in_diff.as_deref()),

@@ -70,13 +70,23 @@ pub(crate) fn run(
     // `--all-features` builds ktask's `numa`, which links libhwloc.
     crate::util::ensure_packages(crate::util::BUILD)?;
     ensure_installed()?;
+    let jobs: Vec<(&str, Option<String>)> = crates
+        .into_iter()
+        .map(|c| (c, shard.map(str::to_owned)))
+        .collect();
+    run_jobs(&jobs, in_diff)
+}
+
+/// Runs each crate with its shard (`K/N`, or all of it), then prints the
+/// table of scores; fails when a mutant survives.
+fn run_jobs(jobs: &[(&str, Option<String>)], in_diff: Option<&Path>) -> Result<(), String> {
     let mut scores = Vec::new();
-    for krate in crates {
+    for (krate, shard) in jobs {
         // Mutated pool code (a region's give-back, the growth arithmetic)
         // leaves huge pages reserved when it runs as root: the pools are
         // put back as they were, whatever the run did.
         let pools = HugePools::read();
-        let score = run_crate(krate, shard, in_diff);
+        let score = run_crate(krate, shard.as_deref(), in_diff);
         pools.restore();
         scores.push(score?);
     }
@@ -108,6 +118,133 @@ pub(crate) fn run(
          cannot change behaviour, exclude it in .cargo/mutants.toml with the reason",
         survivors.len()
     ))
+}
+
+/// The most mutants [`last_commit`] tests: about 5 minutes at
+/// faultaround's 25-30 s a mutant (cache's take about 12 s).
+const LAST_COMMIT_BUDGET: usize = 10;
+
+/// CI's step over the last commit (`git diff HEAD~1 HEAD`): the mutants
+/// in the lines it changed, in every library crate it touched but those
+/// in `skip` (which CI runs in full). Where they are more than
+/// [`LAST_COMMIT_BUDGET`], each crate runs one round-robin shard of
+/// them, picked by the commit's hash, so that successive commits sample
+/// different ones. Fails when a mutant survives.
+pub(crate) fn last_commit(skip: &[&str]) -> Result<(), String> {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .current_dir(root())
+            .args(args)
+            .output()
+            .map_err(|e| format!("could not run git: {e}"))
+    };
+    let parent = git(&["rev-parse", "--verify", "-q", "HEAD~1"])?;
+    if !parent.status.success() {
+        println!("mutants: HEAD has no parent commit; nothing to compare");
+        return Ok(());
+    }
+    let diff = git(&["diff", "HEAD~1", "HEAD"])?;
+    if !diff.status.success() {
+        return Err(format!(
+            "git diff HEAD~1 HEAD failed: {}",
+            String::from_utf8_lossy(&diff.stderr).trim()
+        ));
+    }
+    let text = String::from_utf8_lossy(&diff.stdout);
+    let touched: Vec<&str> = touched_crates(&text)
+        .into_iter()
+        .filter(|c| !skip.contains(c))
+        .collect();
+    if touched.is_empty() {
+        println!("mutants: the last commit changes no library crate's source (beyond {skip:?})");
+        return Ok(());
+    }
+    let out = root().join("target/mutants");
+    fs::create_dir_all(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
+    let file = out.join("last-commit.diff");
+    fs::write(&file, &diff.stdout).map_err(|e| format!("writing {}: {e}", file.display()))?;
+    crate::util::ensure_packages(crate::util::BUILD)?;
+    ensure_installed()?;
+    let head = git(&["rev-parse", "HEAD"])?;
+    let seed = u64::from_str_radix(
+        String::from_utf8_lossy(&head.stdout)
+            .get(..12)
+            .unwrap_or("0"),
+        16,
+    )
+    .unwrap_or(0);
+    let mut counts = Vec::new();
+    for krate in touched {
+        let mut cmd = cargo_mutants(krate);
+        cmd.args(["--list", "--all-features", "--in-diff"])
+            .arg(&file);
+        let listed = cmd
+            .output()
+            .map_err(|e| format!("could not start cargo mutants: {e}"))?;
+        if !listed.status.success() {
+            return Err(format!(
+                "cargo mutants --list -p mmbatch-{krate} failed: {}",
+                String::from_utf8_lossy(&listed.stderr).trim()
+            ));
+        }
+        let n = String::from_utf8_lossy(&listed.stdout)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .count();
+        counts.push((krate, n));
+    }
+    let jobs = shards_within(&counts, LAST_COMMIT_BUDGET, seed);
+    for ((krate, n), (_, shard)) in counts.iter().zip(&jobs) {
+        println!(
+            "mutants: {n} in mmbatch-{krate}'s changed lines{}",
+            shard
+                .as_ref()
+                .map_or(String::new(), |s| format!(", testing shard {s}"))
+        );
+    }
+    let jobs: Vec<_> = jobs
+        .into_iter()
+        .filter(|(k, _)| counts.iter().any(|(c, n)| c == k && *n > 0))
+        .collect();
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    run_jobs(&jobs, Some(&file))
+}
+
+/// The library crates whose `src/` a unified diff changes, in
+/// [`CRATES`]' order.
+fn touched_crates(diff: &str) -> Vec<&'static str> {
+    CRATES
+        .iter()
+        .copied()
+        .filter(|c| {
+            let src = format!("crates/{c}/src/");
+            diff.lines().any(|l| {
+                (l.starts_with("+++ b/") || l.starts_with("--- a/")) && l[6..].starts_with(&src)
+            })
+        })
+        .collect()
+}
+
+/// Each crate with its shard (`K/N`) so that about `budget` mutants run
+/// in all, shared evenly among the crates that have any (at least one
+/// each); `None` runs a crate's mutants whole. `seed` picks `K`.
+fn shards_within<'a>(
+    counts: &[(&'a str, usize)],
+    budget: usize,
+    seed: u64,
+) -> Vec<(&'a str, Option<String>)> {
+    let with = counts.iter().filter(|(_, n)| *n > 0).count().max(1);
+    let share = (budget / with).max(1);
+    counts
+        .iter()
+        .map(|&(krate, n)| {
+            let shards = n.div_ceil(share);
+            let shard = (shards > 1).then(|| format!("{}/{shards}", seed % shards as u64));
+            (krate, shard)
+        })
+        .collect()
 }
 
 /// Installs cargo-mutants unless `cargo mutants` runs.
@@ -342,6 +479,46 @@ pub(crate) fn read_score(krate: &str, dir: &Path) -> Result<Score, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_diff_touches_the_crates_whose_sources_it_changes() {
+        let diff = "diff --git a/crates/ktask/src/numa.rs b/crates/ktask/src/numa.rs\n\
+                    --- a/crates/ktask/src/numa.rs\n+++ b/crates/ktask/src/numa.rs\n\
+                    @@ -1 +1 @@\n-x\n+y\n\
+                    --- a/crates/cache/tests/t.rs\n+++ b/crates/cache/tests/t.rs\n\
+                    --- /dev/null\n+++ b/crates/mmap/src/new.rs\n\
+                    --- a/crates/lru/src/gone.rs\n+++ /dev/null\n\
+                    +++ b/crates/faultaround/src/x.rs mentioned in a line\n";
+        assert_eq!(
+            touched_crates(diff),
+            ["mmap", "ktask", "lru", "faultaround"],
+            "tests/ is not a crate's source"
+        );
+        assert!(touched_crates("--- a/README.md\n+++ b/README.md\n").is_empty());
+    }
+
+    #[test]
+    fn the_budget_is_shared_and_a_crate_over_its_share_runs_one_shard() {
+        let jobs = shards_within(&[("ktask", 3), ("faultaround", 23), ("cache", 0)], 10, 7);
+        // 10 among the two crates with mutants: 5 each.
+        assert_eq!(
+            jobs,
+            [
+                ("ktask", None),
+                ("faultaround", Some("2/5".to_owned())),
+                ("cache", None),
+            ]
+        );
+        assert_eq!(
+            shards_within(&[("lru", 40)], 10, 12)[0].1.as_deref(),
+            Some("0/4")
+        );
+        assert_eq!(shards_within(&[("lru", 10)], 10, 12)[0].1, None);
+        assert_eq!(
+            shards_within(&[("lru", 3)], 0, 1)[0].1.as_deref(),
+            Some("1/3")
+        );
+    }
 
     #[test]
     fn crate_names_take_the_prefix_or_not_and_refuse_others() {
