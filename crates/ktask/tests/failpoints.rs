@@ -445,7 +445,8 @@ fn a_failure_is_returned_when_a_sibling_sees_the_stop_first() {
     let (mut done, mut undone) = (done.into_inner().unwrap(), undone.into_inner().unwrap());
     done.sort_unstable();
     undone.sort_unstable();
-    assert!(done.contains(&0), "node 0 ran: {done:?}");
+    // Node 0 may not have started before the stop (it then runs nothing):
+    // whatever it finished is undone.
     assert_eq!(done, undone, "every finished chunk undone, nothing else");
     drop(scenario);
 }
