@@ -612,6 +612,48 @@ fn a_saved_cache_warms_a_new_one_in_the_same_order() {
     }
 }
 
+/// A warm calls its loader only for what it can place: not for a key the
+/// cache holds already (its value stays), and not for the keys of a shard
+/// once that shard is full, while it goes on loading the other shards'.
+#[test]
+fn a_warm_loads_no_cached_key_and_stops_loading_a_full_shard() {
+    use mmbatch_cache::SavedKey;
+    let c: LruCache<u32, u32> = LruCache::builder(16).shards(2).build().unwrap();
+    c.insert(5, 500);
+    c.insert(6, 600);
+    let saved: Vec<SavedKey<u32>> = (0..400)
+        .map(|key| SavedKey { key, active: false })
+        .collect();
+    let mut loaded = Vec::new();
+    let n = c.warm(saved, |&k| {
+        loaded.push(k);
+        Some(k)
+    });
+    assert!(
+        !loaded.contains(&5) && !loaded.contains(&6),
+        "loaded a cached key: {loaded:?}"
+    );
+    assert_eq!((c.get(&5), c.get(&6)), (Some(500), Some(600)));
+    assert_eq!(n + 2, c.len());
+    // Each shard is loaded until full, then once more at most (the load
+    // that finds it full); 400 keys would fill both many times over.
+    assert!(
+        loaded.len() <= 16 + 2,
+        "{} loads for 16 entries in 2 shards: {loaded:?}",
+        loaded.len()
+    );
+    assert_eq!(c.stats().evictions, 0);
+}
+
+/// Each policy a cache is built with is the one it reports.
+#[test]
+fn a_cache_reports_the_policy_it_was_built_with() {
+    for policy in [Policy::Workingset, Policy::ActiveInactive, Policy::Lru] {
+        let c: LruCache<u32, u32> = LruCache::builder(8).policy(policy).build().unwrap();
+        assert_eq!(c.policy(), policy);
+    }
+}
+
 /// A listener may resize the cache (it runs after `set_capacity` lets
 /// go of its resize lock), and a `retain` whose predicate panics still
 /// has every entry it removed heard.

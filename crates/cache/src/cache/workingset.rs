@@ -308,4 +308,31 @@ mod tests {
             s.check().unwrap();
         }
     }
+
+    /// The structure check notices each count gone wrong alone: slots in
+    /// use, those marked `PG_workingset`, a table over its size.
+    #[test]
+    fn check_reports_each_miscount() {
+        let shadows = || {
+            let mut s = Shadows::new(64);
+            s.fit(64);
+            s.eviction(0xdead_beef, true, false);
+            s.eviction(0x1234_5678, false, false);
+            s.check().unwrap();
+            s
+        };
+        let mut s = shadows();
+        s.len += 1;
+        assert!(s.check().unwrap_err().contains("3 counted"));
+        let mut s = shadows();
+        s.workingset = 0;
+        assert!(
+            s.check()
+                .unwrap_err()
+                .contains("PG_workingset), 2 counted (0)")
+        );
+        let mut s = shadows();
+        s.size = s.slots.len() - 1;
+        assert!(s.check().unwrap_err().contains("slots of"));
+    }
 }

@@ -397,4 +397,29 @@ mod tests {
         let e = adopt(OwnedFd::from(f)).unwrap_err().to_string();
         assert!(e.contains("not a userfaultfd"), "{e}");
     }
+
+    /// Write tracking over a page cache is refused before the descriptor
+    /// is looked at: the VMM's writes to a shared mapping reach the file,
+    /// and every page would read as written.
+    #[test]
+    fn a_page_cache_handler_refuses_write_tracking() {
+        let f = std::fs::File::open("/proc/self/stat").unwrap();
+        let Err(e) = UffdHandler::builder(OwnedFd::from(f), [r(0x10_0000, P, 0)])
+            .track_writes_of(std::process::id())
+            .build_over_page_cache()
+        else {
+            panic!("write tracking over a page cache was accepted");
+        };
+        assert!(
+            matches!(
+                e,
+                Error::BadSetting {
+                    setting: "track_writes_of",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("writes reach its file"), "{e}");
+    }
 }

@@ -620,8 +620,12 @@ impl<K, V> Lruvec<K, V> {
         if !self.expiring {
             return;
         }
-        let mut looked = 0;
-        while looked < 2 || (looked < SWEEP_WHEN_FULL && self.is_full()) {
+        // Bounded by construction: at most SWEEP_WHEN_FULL slots under the
+        // write lock, whatever the shard holds.
+        for looked in 0..SWEEP_WHEN_FULL {
+            if looked >= 2 && !self.is_full() {
+                return;
+            }
             let len = self.nodes.len() as u32;
             if len == 0 {
                 return;
@@ -633,9 +637,9 @@ impl<K, V> Lruvec<K, V> {
                 let n = self.remove(i, &mut none);
                 out.push((n.key, n.value, RemovalCause::Expired));
             } else {
-                self.sweep = (i + 1) % len;
+                // Taken modulo the length where it is used.
+                self.sweep = i + 1;
             }
-            looked += 1;
         }
     }
 

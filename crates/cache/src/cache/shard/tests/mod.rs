@@ -623,7 +623,7 @@ fn check_finds_an_entry_on_no_list() {
 #[test]
 fn check_reports_each_broken_structure() {
     type Break = fn(&mut Lruvec<u64, u64>);
-    let cases: [(&str, Break, &str); 5] = [
+    let cases: [(&str, Break, &str); 6] = [
         (
             "a list's tail lost",
             |lv| lv.lists[INACTIVE].tail = NIL,
@@ -651,6 +651,14 @@ fn check_reports_each_broken_structure() {
             "more entries than the shard may hold",
             |lv| lv.max_entries = 4,
             "over the shard's",
+        ),
+        (
+            "an entry the index lost",
+            |lv| {
+                let hash = index_hash(lv.links[3].hash);
+                lv.table.remove(hash, 3);
+            },
+            "entry 3 missing from the index",
         ),
     ];
     for (what, break_it, said) in cases {
