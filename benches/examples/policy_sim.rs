@@ -10,6 +10,11 @@
 //! at most four), and lists move only when reclaim looks at an entry.
 //! LIRS is exact: its stack moves on every hit, which a shard's read path
 //! cannot do, so its rows bound what a CLOCK-Pro approximation could get.
+//! `ClockLirs` is LIRS as a shard could run it (hits only stamp the entry;
+//! see its doc); `clirs-exact` gives it the exact oldest LIR entry (a scan
+//! per demotion: slow on the 10240-entry shapes, so filter to `lirs-`).
+//! `SIM_VARIANTS=a,b` keeps those variants; `SIM_EVICT_TIME=1` makes the
+//! `ClockLirs` ghosts keep the eviction time instead of the last access.
 
 use std::collections::HashMap;
 
@@ -533,6 +538,189 @@ impl Lirs {
     }
 }
 
+/// LIRS as a shard could run it: hits only stamp the entry with the miss
+/// clock (`t`, one tick per miss; a shard would keep a coarse epoch in
+/// the entry's flags) and mark it referenced; lists move only at reclaim.
+/// The LIR set is the active list (list 0), the resident HIR entries the
+/// inactive list (list 1, `hir` of the cache), the non-resident HIR
+/// entries shadows holding `t` at eviction (at most `ghosts` x the cache,
+/// oldest dropped). LIRS's test ("its recency is below the oldest LIR
+/// entry's") becomes: a refault's distance below `r`, the age of the LIR
+/// entry last demoted. Demotion takes, of `scan` entries at the active
+/// tail, the one with the oldest stamp (CLOCK second chance when `scan`
+/// is 0: a referenced tail goes round once).
+struct ClockLirs {
+    l: Lists,
+    stamps: Vec<u64>,
+    prev: Vec<u64>,
+    irr: bool,
+    last_access: bool,
+    /// 0: `r` is the demoted entry's age; 1: the oldest stamp of the
+    /// hand's last whole lap; 2: the larger of the two.
+    lap: u8,
+    lap_seen: usize,
+    lap_min: u64,
+    lap_w: Option<u64>,
+    ghosts: HashMap<u64, u64>,
+    ghost_q: std::collections::VecDeque<(u64, u64)>,
+    t: u64,
+    r: u64,
+    cap: usize,
+    lir_max: usize,
+    ghost_max: usize,
+    scan: usize,
+}
+
+impl ClockLirs {
+    fn new(cap: usize, hir: f64, ghosts: f64, scan: usize, irr: bool) -> Self {
+        let hirs = ((cap as f64 * hir) as usize).max(1);
+        ClockLirs {
+            l: Lists::new(),
+            stamps: Vec::new(),
+            prev: Vec::new(),
+            irr,
+            last_access: std::env::var_os("SIM_EVICT_TIME").is_none(),
+            lap: 0,
+            lap_seen: 0,
+            lap_min: u64::MAX,
+            lap_w: None,
+            ghosts: HashMap::new(),
+            ghost_q: std::collections::VecDeque::new(),
+            t: 0,
+            r: u64::MAX,
+            cap,
+            lir_max: cap.saturating_sub(hirs).max(1),
+            ghost_max: ((cap as f64 * ghosts) as usize).max(1),
+            scan,
+        }
+    }
+
+    fn stamp(&mut self, i: usize) {
+        if self.stamps.len() <= i {
+            self.stamps.resize(i + 1, 0);
+            self.prev.resize(i + 1, 0);
+        }
+        self.prev[i] = self.stamps[i];
+        self.stamps[i] = self.t;
+    }
+
+    /// The oldest LIR entry (by the rule in the struct's doc) to the
+    /// inactive head; `r` becomes its age.
+    fn demote(&mut self) {
+        let victim = if self.scan == usize::MAX {
+            // Exact: the LIR entry with the oldest stamp.
+            let mut best = self.l.tail[0];
+            let mut at = best;
+            while at != NIL {
+                if self.stamps[at] < self.stamps[best] {
+                    best = at;
+                }
+                at = self.l.nodes[at].prev;
+            }
+            best
+        } else if self.scan == 0 {
+            loop {
+                let t = self.l.tail[0];
+                self.lap_min = self.lap_min.min(self.stamps[t]);
+                self.lap_seen += 1;
+                if self.lap_seen >= self.l.len[0] {
+                    self.lap_w = Some(self.lap_min);
+                    self.lap_seen = 0;
+                    self.lap_min = u64::MAX;
+                }
+                if self.l.nodes[t].refs > 0 {
+                    self.l.nodes[t].refs = 0;
+                    self.l.move_head(t, 0);
+                } else {
+                    break t;
+                }
+            }
+        } else {
+            let mut best = self.l.tail[0];
+            let mut at = best;
+            for _ in 0..self.scan {
+                if at == NIL {
+                    break;
+                }
+                if self.stamps[at] < self.stamps[best] {
+                    best = at;
+                }
+                at = self.l.nodes[at].prev;
+            }
+            best
+        };
+        let age = self.t - self.stamps[victim];
+        let lap = self.lap_w.map_or(age, |w| self.t - w);
+        self.r = match self.lap {
+            0 => age,
+            1 => lap,
+            _ => age.max(lap),
+        };
+        self.l.nodes[victim].refs = 0;
+        self.l.unlink(victim);
+        self.l.push_head(victim, 1);
+    }
+
+    fn access(&mut self, k: u64) -> bool {
+        if let Some(&i) = self.l.index.get(&k) {
+            self.l.nodes[i].refs = 1;
+            self.stamp(i);
+            return true;
+        }
+        self.t += 1;
+        let ghost = self.ghosts.remove(&k);
+        // Reclaim: the inactive tail, promoted if it was hit.
+        while self.l.total() >= self.cap {
+            let x = self.l.tail[1];
+            if x == NIL {
+                self.demote();
+                continue;
+            }
+            if self.l.nodes[x].refs > 0 {
+                self.l.nodes[x].refs = 0;
+                self.l.unlink(x);
+                // LIRS: a hit resident HIR entry whose reuse distance is
+                // above the oldest LIR's age stays HIR.
+                if self.irr && self.stamps[x] - self.prev[x] >= self.r {
+                    self.l.push_head(x, 1);
+                    continue;
+                }
+                self.l.push_head(x, 0);
+                if self.l.len[0] > self.lir_max {
+                    self.demote();
+                }
+                continue;
+            }
+            let key = self.l.nodes[x].key;
+            // LIRS's stack keeps the entry's last access, not its
+            // eviction: a loop's blocks would otherwise pass for recent.
+            let last = if self.last_access {
+                self.stamps[x]
+            } else {
+                self.t
+            };
+            self.l.remove(x);
+            self.ghosts.insert(key, last);
+            self.ghost_q.push_back((key, last));
+            while self.ghosts.len() > self.ghost_max {
+                let (gk, gt) = self.ghost_q.pop_front().unwrap();
+                if self.ghosts.get(&gk) == Some(&gt) {
+                    self.ghosts.remove(&gk);
+                }
+            }
+        }
+        let lir = self.l.len[0] < self.lir_max || ghost.is_some_and(|g| self.t - g < self.r);
+        let i = self.l.add(k, if lir { 0 } else { 1 });
+        self.stamp(i);
+        // A new entry's previous access: its eviction, if remembered.
+        self.prev[i] = ghost.unwrap_or(0);
+        if self.l.len[0] > self.lir_max {
+            self.demote();
+        }
+        false
+    }
+}
+
 /// Exact LRU.
 struct Lru {
     l: Lists,
@@ -599,14 +787,55 @@ fn main() {
             Box::new(move |k| p.access(k))
         })
     };
-    let variants: Vec<(&str, Make)> = vec![
+    let clock_lirs_irr = |hir: f64, ghosts: f64, scan: usize, irr: bool| -> Make {
+        Box::new(move |c| {
+            let mut p = ClockLirs::new(c, hir, ghosts, scan, irr);
+            Box::new(move |k| p.access(k))
+        })
+    };
+    let clock_lirs =
+        |hir: f64, ghosts: f64, scan: usize| -> Make { clock_lirs_irr(hir, ghosts, scan, false) };
+    let all: Vec<(&str, Make)> = vec![
         ("w1", tlfu(false, false)),
         ("w1-fold", tlfu(true, false)),
         ("climb", tlfu(false, true)),
         ("climb-fold", tlfu(true, true)),
         ("lirs1", lirs(0.01)),
         ("lirs10", lirs(0.10)),
+        ("clirs", clock_lirs(0.01, 2.0, 0)),
+        ("clirs-s8", clock_lirs(0.01, 2.0, 8)),
+        ("clirs-g1", clock_lirs(0.01, 1.0, 0)),
+        ("clirs-h3", clock_lirs(0.03, 2.0, 0)),
+        ("clirs-g4", clock_lirs(0.01, 4.0, 0)),
+        ("clirs-irr", clock_lirs_irr(0.01, 2.0, 0, true)),
+        ("clirs-exact", clock_lirs_irr(0.01, 2.0, usize::MAX, true)),
+        ("clirs-lap", {
+            Box::new(move |c| {
+                let mut p = ClockLirs::new(c, 0.01, 2.0, 0, true);
+                p.lap = 1;
+                Box::new(move |k| p.access(k))
+            })
+        }),
+        ("clirs-lapmax", {
+            Box::new(move |c| {
+                let mut p = ClockLirs::new(c, 0.01, 2.0, 0, true);
+                p.lap = 2;
+                Box::new(move |k| p.access(k))
+            })
+        }),
+        ("clirs-exact-g", clock_lirs_irr(0.01, 1e9, usize::MAX, true)),
+        ("clirs-irr3", clock_lirs_irr(0.03, 2.0, 0, true)),
+        ("clirs-ginf", clock_lirs(0.01, 1e9, 0)),
     ];
+    // SIM_VARIANTS=a,b keeps those variants.
+    let keep = std::env::var("SIM_VARIANTS").ok();
+    let variants: Vec<(&str, Make)> = all
+        .into_iter()
+        .filter(|(n, _)| {
+            keep.as_deref()
+                .is_none_or(|k| k.split(',').any(|x| x == *n))
+        })
+        .collect();
     print!("{:>16} {:>6} {:>6} {:>6}", "trace", "size", "lru", "peer");
     for (n, _) in &variants {
         print!(" {n:>10}");
