@@ -37,6 +37,8 @@ fn a_fault_maps_its_page_and_counts_it_once() {
     let lru = Arc::new(Engine::new(Config::new(8)).unwrap());
     let cache = PageCache::new(lru, 4).unwrap();
     assert_eq!((cache.len(), cache.is_empty()), (4, false));
+    let none = PageCache::new(Arc::new(Engine::new(Config::new(8)).unwrap()), 0).unwrap();
+    assert_eq!((none.len(), none.is_empty()), (0, true));
     cache.insert(2, Pfn(0), true).unwrap();
     let m = FileMapping::new(&cache, 0).unwrap();
     m.fault(2).unwrap();

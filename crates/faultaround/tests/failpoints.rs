@@ -625,3 +625,75 @@ fn a_page_punched_out_before_its_continue_reads_as_zeros() {
     drop(scenario);
     std::process::exit(0);
 }
+
+/// A kernel that registers the range but offers none of the ioctls the
+/// region needs (fail point `uffd::ioctls`): an error naming the one it
+/// lacks, for copies and for minor faults, and nothing left behind. The
+/// minor-fault check used to test `UFFDIO_WAKE` where it needs
+/// `UFFDIO_CONTINUE`.
+#[test]
+fn a_registration_without_the_needed_ioctl_is_refused_by_name() {
+    if let Some(run) = child::parent(
+        "a_registration_without_the_needed_ioctl_is_refused_by_name",
+        LIMIT,
+    ) {
+        run.expect_success();
+        return;
+    }
+    let scenario = FailScenario::setup();
+    let cache = UffdRegion::page_cache_from(&image(16), 16 * PAGE).unwrap();
+    let (fds, maps) = (region_fds(), mappings(16 * PAGE));
+    fail::cfg("uffd::ioctls", "return").unwrap();
+    let e = UffdRegion::new(16 * PAGE, 0, image(16), 1).unwrap_err();
+    assert!(
+        matches!(&e, Error::Unsupported { what } if what.contains("UFFDIO_COPY")),
+        "{e}"
+    );
+    // SAFETY: our own memfd, unchanged while mapped (the region is refused).
+    let e = unsafe { UffdRegion::over_page_cache(&cache, 16 * PAGE, 0, 1) }.unwrap_err();
+    assert!(
+        matches!(&e, Error::Unsupported { what } if what.contains("UFFDIO_CONTINUE")),
+        "{e}"
+    );
+    fail::remove("uffd::ioctls");
+    assert_eq!(
+        (region_fds(), mappings(16 * PAGE)),
+        (fds, maps),
+        "left behind"
+    );
+    assert_eq!(handler_threads(), 0);
+    drop(scenario);
+    std::process::exit(0);
+}
+
+/// A copy that succeeds without copying anything, every time: the run
+/// backs off as for EAGAIN and, at the source timeout, fails the page
+/// (the reader gets the region's signal) instead of spinning on the
+/// ioctl with the reader held for good.
+#[test]
+fn a_copy_that_never_progresses_fails_the_page_at_the_timeout() {
+    if let Some(run) = child::parent(
+        "a_copy_that_never_progresses_fails_the_page_at_the_timeout",
+        LIMIT,
+    ) {
+        run.expect_success();
+        return;
+    }
+    let scenario = FailScenario::setup();
+    let r = UffdRegion::builder(16 * PAGE)
+        .source_timeout(Duration::from_millis(300))
+        .build(image(16))
+        .unwrap();
+    fail::cfg("uffd::copy", "return(NOTHING)").unwrap();
+    let signal = match r.fail_signal() {
+        FailSignal::Sigbus => libc::SIGBUS,
+        _ => libc::SIGSEGV,
+    };
+    let got = touch(&r, 3 * PAGE);
+    fail::remove("uffd::copy");
+    assert_eq!(got, signal, "the reader was not failed");
+    let cause = r.failure().expect("a failure recorded").to_string();
+    assert!(cause.contains("page 3"), "{cause}");
+    drop(scenario);
+    std::process::exit(0);
+}

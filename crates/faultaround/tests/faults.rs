@@ -551,3 +551,58 @@ fn an_endless_source_timeout_is_accepted() {
     assert_eq!(r.stats().pages_failed, 0);
     std::process::exit(0);
 }
+
+/// `page_cache_from` over a source that fails a page: an error naming
+/// that page, not a cache with zeroes where the page failed.
+#[test]
+fn a_page_cache_from_a_failing_source_is_an_error() {
+    struct FailsThree;
+    impl PageSource for FailsThree {
+        fn len(&self) -> u64 {
+            8 * PAGE as u64
+        }
+        fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+            if index == 3 {
+                return PageRead::Failed(std::io::Error::other("injected"));
+            }
+            buf.fill(index as u8);
+            PageRead::Ready
+        }
+    }
+    let e = UffdRegion::page_cache_from(&FailsThree, 8 * PAGE).unwrap_err();
+    assert!(matches!(e, Error::PageFailed { page: 3, .. }), "{e}");
+}
+
+/// A file's window read that fails part way (the file was truncated)
+/// reads page by page: the pages before the failure hold their own bytes,
+/// and the failure names the first page past the end.
+#[test]
+fn a_short_file_window_keeps_the_pages_before_the_end() {
+    let image: Vec<u8> = (0..3 * PAGE).map(|b| (b % 251) as u8).collect();
+    let mut f = tempfile_with(&image);
+    f.flush().unwrap();
+    let mut buf = vec![0xEE; 4 * PAGE];
+    match PageSource::read_pages(&f, 1, 4, &mut buf) {
+        PageRead::Failed(e) => assert!(e.to_string().contains("page 3 is past the end"), "{e}"),
+        other => panic!("pages 1..5 of a 3-page file: {other:?}"),
+    }
+    assert!(buf[..2 * PAGE] == image[PAGE..], "pages 1 and 2 misread");
+}
+
+/// A file holding `bytes`, open for reading and writing, already unlinked.
+fn tempfile_with(bytes: &[u8]) -> File {
+    let path = std::env::temp_dir().join(format!(
+        "mmbatch-faults-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    f.write_all(bytes).unwrap();
+    f
+}

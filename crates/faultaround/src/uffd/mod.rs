@@ -412,7 +412,7 @@ impl UffdRegion {
             Some(_) => (
                 Mode::Continue,
                 sys::UFFDIO_REGISTER_MODE_MINOR,
-                sys::IOCTL_WAKE,
+                sys::IOCTL_CONTINUE,
                 "minor faults and UFFDIO_CONTINUE on shmem (Linux 5.13)",
             ),
             // Write tracking never calls UFFDIO_WRITEPROTECT (copies carry
@@ -443,7 +443,7 @@ impl UffdRegion {
                 },
                 e => uffd_error(e),
             })?;
-        if ioctls & needed != needed {
+        if registered_ioctls(ioctls) & needed != needed {
             return Err(Error::Unsupported { what: what.into() });
         }
         // UFFDIO_POISON arrived in Linux 6.6; fail point `uffd::no_poison`
@@ -580,6 +580,13 @@ impl UffdRegion {
     pub fn resident_pages(&self) -> usize {
         self.shared.resident_pages()
     }
+}
+
+/// The ioctls a registration reports; fail point `uffd::ioctls` plays a
+/// kernel that registers the range but offers none of them.
+fn registered_ioctls(ioctls: u64) -> u64 {
+    fail_point!("uffd::ioctls", |_| 0);
+    ioctls
 }
 
 /// Fail point `uffd::no_poison`: behave as a kernel without

@@ -47,8 +47,8 @@ const UFFDIO_ZEROPAGE: Opcode = opcode::read_write::<uffdio_zeropage>(0xAA, 0x04
 const USERFAULTFD_IOC_NEW: Opcode = opcode::none(0xAA, 0x00);
 
 /// Bits of the ioctls a registration reports (`1 << _UFFDIO_*`).
-pub(in crate::uffd) const IOCTL_WAKE: u64 = 1 << 0x02;
 pub(in crate::uffd) const IOCTL_COPY: u64 = 1 << 0x03;
+pub(in crate::uffd) const IOCTL_CONTINUE: u64 = 1 << 0x07;
 
 /// `USERFAULTFD_IOC_NEW` with its flags: returns the new descriptor,
 /// which rustix's ready-made ioctl types do not.

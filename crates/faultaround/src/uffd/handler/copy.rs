@@ -150,6 +150,8 @@ impl Shared {
             Some("EAGAIN") => Copied::Again((-(libc::EAGAIN as isize)) as usize),
             Some("EEXIST") => Copied::Exists,
             Some("EFAULT") => Copied::Failed(libc::EFAULT),
+            // Success with nothing copied: no progress, no error.
+            Some("NOTHING") => Copied::Bytes(0),
             _ => Copied::Failed(libc::ENOMEM),
         });
         // SAFETY: the caller gives `src` with `len` readable bytes and
