@@ -6,7 +6,8 @@
 //! `NAME` keeps the traces whose name contains it (or any of several,
 //! comma-separated); `LAB_STATS=1` adds
 //! the refault share, activations per refault and the time spent
-//! thrashing; `LAB_HALF=1` counts hits in each trace's second half only.
+//! thrashing; `LAB_HALF=1` counts hits in each trace's second half only;
+//! `LAB_POLICY=NAME` replays another policy (`lirs`, `lru`, ...).
 
 use std::{collections::hash_map::DefaultHasher, hash::BuildHasherDefault};
 
@@ -14,7 +15,7 @@ use mmbatch_benches::cache_hits::{
     LIRS_TRACES, OLTP_SIZES, P3_SIZES, SYNTH_CAPACITY, SYNTH_KEYS, SYNTH_OPS, Shape, read_trace,
     traces_dir,
 };
-use mmbatch_cache::LruCache;
+use mmbatch_cache::{LruCache, Policy};
 
 fn main() {
     let only = std::env::args().nth(1);
@@ -45,12 +46,22 @@ fn main() {
         }
     }
     let half = std::env::var_os("LAB_HALF").is_some();
+    // LAB_POLICY=lirs (or active-inactive, lru): another policy than the
+    // default.
+    let policy = std::env::var("LAB_POLICY").map_or(Policy::default(), |p| {
+        mmbatch_benches::cache::policies()
+            .into_iter()
+            .find(|(n, _)| *n == p)
+            .unwrap_or_else(|| panic!("LAB_POLICY={p}: not a policy"))
+            .1
+    });
     for (name, trace, sizes, from) in cases {
         let from = if half { trace.len() / 2 } else { from };
         for pages in sizes {
             // A fixed hasher: runs differ only by the policy.
             let c: LruCache<u64, u64, BuildHasherDefault<DefaultHasher>> =
                 LruCache::builder(pages as u64)
+                    .policy(policy)
                     .hasher(BuildHasherDefault::default())
                     .build()
                     .unwrap();

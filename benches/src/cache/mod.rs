@@ -151,6 +151,7 @@ pub fn policies() -> Vec<(&'static str, Policy)> {
         ("workingset", Policy::Workingset),
         ("active-inactive", Policy::ActiveInactive),
         ("lru", Policy::Lru),
+        ("lirs", Policy::Lirs),
     ]
 }
 

@@ -43,7 +43,7 @@ proptest! {
     #[test]
     fn values_and_accounting(
         capacity in 1usize..12,
-        policy in prop_oneof![Just(Policy::Workingset), Just(Policy::ActiveInactive), Just(Policy::Lru)],
+        policy in prop_oneof![Just(Policy::Workingset), Just(Policy::ActiveInactive), Just(Policy::Lru), Just(Policy::Lirs)],
         batching in any::<bool>(),
         ops in prop::collection::vec(op(24), 1..300),
     ) {
@@ -62,6 +62,8 @@ fn threads_account_for_every_value() {
         (Policy::ActiveInactive, true),
         (Policy::ActiveInactive, false),
         (Policy::Lru, true),
+        (Policy::Lirs, true),
+        (Policy::Lirs, false),
     ] {
         let evicted = Arc::new(Mutex::new(Vec::new()));
         let log = evicted.clone();
@@ -554,7 +556,12 @@ fn capacity_changes_under_writers() {
 /// loads only what fits, the hottest, and evicts nothing.
 #[test]
 fn a_saved_cache_warms_a_new_one_in_the_same_order() {
-    for policy in [Policy::Workingset, Policy::ActiveInactive, Policy::Lru] {
+    for policy in [
+        Policy::Workingset,
+        Policy::ActiveInactive,
+        Policy::Lru,
+        Policy::Lirs,
+    ] {
         let build = |cap| {
             LruCache::builder(cap)
                 .shards(1)
@@ -648,7 +655,12 @@ fn a_warm_loads_no_cached_key_and_stops_loading_a_full_shard() {
 /// Each policy a cache is built with is the one it reports.
 #[test]
 fn a_cache_reports_the_policy_it_was_built_with() {
-    for policy in [Policy::Workingset, Policy::ActiveInactive, Policy::Lru] {
+    for policy in [
+        Policy::Workingset,
+        Policy::ActiveInactive,
+        Policy::Lru,
+        Policy::Lirs,
+    ] {
         let c: LruCache<u32, u32> = LruCache::builder(8).policy(policy).build().unwrap();
         assert_eq!(c.policy(), policy);
     }
@@ -713,9 +725,10 @@ fn listeners_may_resize_and_a_panicking_retain_is_heard() {
     cache.check_invariants().unwrap();
 }
 
-/// Hits of `trace` on a default cache of `capacity`, from request `from`.
-fn hits_from(capacity: u64, trace: &[u32], from: usize) -> usize {
-    let c: LruCache<u32, u32> = LruCache::new(capacity as usize);
+/// Hits of `trace` on a cache of `capacity` under `policy`, from request
+/// `from`.
+fn hits_from(policy: Policy, capacity: u64, trace: &[u32], from: usize) -> usize {
+    let c: LruCache<u32, u32> = LruCache::builder(capacity).policy(policy).build().unwrap();
     let mut hits = 0;
     for (i, &k) in trace.iter().enumerate() {
         if c.get(&k).is_some() {
@@ -730,13 +743,14 @@ fn hits_from(capacity: u64, trace: &[u32], from: usize) -> usize {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
-    /// `Policy::Workingset`'s promise on a loop (its docs): over up to 1.5
-    /// times the cache, at least half OPT's hits once it has gone round
-    /// four times (LRU gets none).
+    /// The promise of `Policy::Workingset` and `Policy::Lirs` on a loop
+    /// (their docs): over up to 1.5 times the cache, at least half OPT's
+    /// hits once it has gone round four times (LRU gets none).
     #[test]
     fn a_loop_just_over_the_cache_keeps_half_of_opt(
         capacity in 64u64..512,
         over in 1.05f64..1.5,
+        policy in prop_oneof![Just(Policy::Workingset), Just(Policy::Lirs)],
     ) {
         let len = (capacity as f64 * over) as u32;
         let trace: Vec<u32> = (0..12).flat_map(|_| 0..len).collect();
@@ -744,15 +758,19 @@ proptest! {
         let counted = trace.len() - from;
         // OPT keeps capacity - 1 of the loop's keys and turns one over.
         let opt = counted as f64 * (capacity - 1) as f64 / (len - 1) as f64;
-        let hits = hits_from(capacity, &trace, from);
+        let hits = hits_from(policy, capacity, &trace, from);
         prop_assert!(hits as f64 >= opt / 2.0, "{hits} hits of {counted}, OPT {opt:.0}");
     }
 
     /// A hot half of the cache, each key hit twice, then a one-off scan of
     /// new keys up to ten times the cache: nine in ten hot keys stay.
     #[test]
-    fn a_scan_keeps_the_hot_entries(capacity in 64u64..512, scan in 1u64..10) {
-        let c: LruCache<u32, u32> = LruCache::new(capacity as usize);
+    fn a_scan_keeps_the_hot_entries(
+        capacity in 64u64..512,
+        scan in 1u64..10,
+        policy in prop_oneof![Just(Policy::Workingset), Just(Policy::Lirs)],
+    ) {
+        let c: LruCache<u32, u32> = LruCache::builder(capacity).policy(policy).build().unwrap();
         let hot = (capacity / 2) as u32;
         for k in 0..hot {
             c.insert(k, k);
@@ -770,7 +788,11 @@ proptest! {
     /// new keys: once the new set has been requested four times the cache's
     /// size, nine requests in ten hit.
     #[test]
-    fn a_shifting_working_set_is_taken_up(capacity in 64u64..512, seed in any::<u64>()) {
+    fn a_shifting_working_set_is_taken_up(
+        capacity in 64u64..512,
+        seed in any::<u64>(),
+        policy in prop_oneof![Just(Policy::Workingset), Just(Policy::Lirs)],
+    ) {
         let set = (capacity / 2) as u32;
         let mut x = seed | 1;
         let mut next = move |n: u32| {
@@ -786,7 +808,7 @@ proptest! {
         }
         let from = 2 * per + 4 * capacity as usize;
         let counted = trace.len() - from;
-        let hits = hits_from(capacity, &trace, from);
+        let hits = hits_from(policy, capacity, &trace, from);
         prop_assert!(hits * 10 >= counted * 9, "{hits} hits of {counted}");
     }
 }

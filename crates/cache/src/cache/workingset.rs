@@ -183,11 +183,25 @@ impl Shadows {
     /// whether it was a refault activation that never paid (`failed`).
     #[inline(always)]
     pub(super) fn eviction(&mut self, hash: u32, workingset: bool, failed: bool) {
+        self.eviction_at(hash, workingset, failed, self.age);
+    }
+
+    /// The clock (`nonresident_age`), whole.
+    #[inline(always)]
+    pub(super) fn now(&self) -> u32 {
+        self.age
+    }
+
+    /// [`eviction`](Self::eviction), remembering clock `at` (a past one:
+    /// `Policy::Lirs` keeps the entry's last access) instead of now.
+    #[inline(always)]
+    pub(super) fn eviction_at(&mut self, hash: u32, workingset: bool, failed: bool, at: u32) {
         if self.slots.is_empty() {
             self.slots = vec![0; self.size];
         }
         let (first, tag) = self.place(hash);
         let now = self.stamp();
+        let at = (at >> self.order) & AGE_MASK;
         let bucket = &mut self.slots[first..first + WAYS];
         // An empty way, else the oldest shadow's (the one nearest to being
         // useless: its distance is the largest).
@@ -206,7 +220,7 @@ impl Shadows {
         bucket[way] = tag
             | if workingset { WORKINGSET_BIT } else { 0 }
             | if failed { FAILED_BIT } else { 0 }
-            | now;
+            | at;
         self.age_nonresident();
     }
 

@@ -70,6 +70,14 @@ impl<K, V> Lruvec<K, V> {
                 self.expiring
             ));
         }
+        if self.stamps.len() != if self.lirs { self.nodes.len() } else { 0 } {
+            return Err(format!(
+                "{} stamps kept for {} entries (LIRS: {})",
+                self.stamps.len(),
+                self.nodes.len(),
+                self.lirs
+            ));
+        }
         if self.caps.len() != if self.capped { self.nodes.len() } else { 0 } {
             return Err(format!(
                 "{} deadline caps kept for {} entries (capped: {})",

@@ -15,7 +15,7 @@ mod slab;
 mod tunables;
 
 use super::{Policy, RemovalCause, flight::Flight, workingset::Shadows};
-use crate::sync::{AtomicU8, AtomicU64, Ordering};
+use crate::sync::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 use tunables::*;
 
 /// Entries an operation evicted, handed out of the lock to be dropped or
@@ -198,6 +198,14 @@ pub(super) struct Lruvec<K, V> {
     /// otherwise.
     caps: Vec<u64>,
     capped: bool,
+    /// Each node's last access on the shadows' clock, at its index, under
+    /// [`Policy::Lirs`]; empty otherwise.
+    stamps: Vec<AtomicU32>,
+    lirs: bool,
+    /// [`Policy::Lirs`]: the age (on the shadows' clock) of the LIR entry
+    /// last demoted, standing for LIRS's oldest LIR entry; a refault used
+    /// more recently is LIR.
+    lir_age: u32,
     /// The clock as the write section in progress read it: expired
     /// victims are heard as expired.
     pub(super) now: u64,
@@ -270,6 +278,9 @@ impl<K, V> Lruvec<K, V> {
             expiring,
             caps: Vec::new(),
             capped: expiring && capped,
+            stamps: Vec::new(),
+            lirs: policy == Policy::Lirs,
+            lir_age: u32::MAX,
             now: 0,
             sweep: 0,
             table: index::Index::new(max_entries),
@@ -353,6 +364,9 @@ impl<K, V> Lruvec<K, V> {
     /// compare-and-swap: the swap's `lock` prefix drained the store buffer
     /// on every counted hit.
     pub(super) fn mark_accessed(&self, i: u32) {
+        if self.lirs {
+            self.stamp(i);
+        }
         let flags = &self.flags[i as usize];
         let f = flags.load(Ordering::Relaxed);
         if f & REFS < self.max_refs {
@@ -366,6 +380,9 @@ impl<K, V> Lruvec<K, V> {
     /// activate an inactive entry hit before (`folio_activate` unbatched)
     /// and count the hit otherwise.
     pub(super) fn touch(&mut self, i: u32) {
+        if self.lirs {
+            self.stamp(i);
+        }
         if self.policy == Policy::Lru {
             let list = self.list_of(i);
             self.unlink(i, list);
@@ -381,6 +398,22 @@ impl<K, V> Lruvec<K, V> {
         } else if f & REFS < self.max_refs {
             self.set_flags(i, Self::hit_flags(f));
         }
+    }
+
+    /// [`Policy::Lirs`]: entry `i` is used now. Stored only when the clock
+    /// has moved since (it moves on evictions), so that a hot entry's hits
+    /// write no line.
+    fn stamp(&self, i: u32) {
+        let now = self.shadows.now();
+        let s = &self.stamps[i as usize];
+        if s.load(Ordering::Relaxed) != now {
+            s.store(now, Ordering::Relaxed);
+        }
+    }
+
+    /// Entry `i`'s last access ([`Policy::Lirs`]).
+    pub(super) fn stamp_of(&self, i: u32) -> u32 {
+        self.stamps[i as usize].load(Ordering::Relaxed)
     }
 
     /// Flags `f` after one more hit: a reference more, and an activation
@@ -432,7 +465,7 @@ impl<K, V> Lruvec<K, V> {
         }
         debug_assert!(self.weighted || weight == 1, "unweighted entries weigh 1");
         let hash = short_hash(hash);
-        if self.policy == Policy::Workingset {
+        if matches!(self.policy, Policy::Workingset | Policy::Lirs) {
             self.shadows.prefetch(hash);
         }
         // The usual insertion displaces one entry: the new one takes its
@@ -458,10 +491,10 @@ impl<K, V> Lruvec<K, V> {
                 }
             }
         }
-        let (place, in_band) = if self.policy == Policy::Workingset {
-            self.workingset_refault(hash)
-        } else {
-            (Place::Inactive, false)
+        let (place, in_band) = match self.policy {
+            Policy::Workingset => self.workingset_refault(hash),
+            Policy::Lirs => (self.lirs_refault(hash), false),
+            _ => (Place::Inactive, false),
         };
         let flags = place.flags() | if in_band { IN_BAND } else { 0 };
         let i = if hole == NIL {
@@ -476,6 +509,9 @@ impl<K, V> Lruvec<K, V> {
                 self.weights.push(weight);
             }
             self.push_deadline(deadline);
+            if self.lirs {
+                self.stamps.push(AtomicU32::new(self.shadows.now()));
+            }
             self.nodes.len() as u32 - 1
         } else {
             let cause = self.cause(hole);
@@ -487,6 +523,9 @@ impl<K, V> Lruvec<K, V> {
             );
             out.push(old);
             self.set_deadline(hole, deadline);
+            if self.lirs {
+                self.stamps[hole as usize].store(self.shadows.now(), Ordering::Relaxed);
+            }
             self.links[hole as usize].hash = hash;
             self.set_flags(hole, flags);
             if self.weighted {
@@ -688,6 +727,9 @@ impl<K, V> Lruvec<K, V> {
             self.weights.push(weight);
         }
         self.push_deadline(deadline);
+        if self.lirs {
+            self.stamps.push(AtomicU32::new(self.shadows.now()));
+        }
         let i = self.nodes.len() as u32 - 1;
         self.link_at(i, list, true);
         let links = &self.links;
@@ -744,6 +786,8 @@ impl<K, V> Lruvec<K, V> {
         self.weights = Vec::new();
         self.deadlines = Vec::new();
         self.caps = Vec::new();
+        self.stamps = Vec::new();
+        self.lir_age = u32::MAX;
         self.links = Vec::new();
         self.flags = Vec::new();
         std::mem::take(&mut self.nodes)

@@ -26,10 +26,15 @@ impl<K, V> Lruvec<K, V> {
     /// shard, or under [`Policy::Workingset`] below its adaptive target.
     fn inactive_is_low(&self) -> bool {
         let [inactive, active] = [self.lists[INACTIVE].len, self.lists[ACTIVE].len];
-        if self.policy == Policy::Workingset {
-            active > 0 && real(inactive) < self.inactive_share * real(inactive + active)
-        } else {
-            inactive * INACTIVE_RATIO < active
+        match self.policy {
+            Policy::Workingset => {
+                active > 0 && real(inactive) < self.inactive_share * real(inactive + active)
+            }
+            // LIRS's HIR share, at least one entry.
+            Policy::Lirs => {
+                active > 0 && real(inactive) < (LIRS_HIR * real(inactive + active)).max(1.0)
+            }
+            _ => inactive * INACTIVE_RATIO < active,
         }
     }
 
@@ -61,6 +66,10 @@ impl<K, V> Lruvec<K, V> {
         self.unlink(t, ACTIVE);
         if f & IN_BAND != 0 {
             self.reach_outcome(Self::hit_since_refault(f));
+        }
+        if self.lirs {
+            // LIRS's bottom LIR entry, as the clock finds it.
+            self.lir_age = self.shadows.now().wrapping_sub(self.stamp_of(t));
         }
         self.set_flags(t, WORKINGSET | (f & (UNHIT | HIT_ONCE)));
         // Under `Workingset`, to the inactive tail: reclaimed next unless
@@ -214,7 +223,7 @@ impl<K, V> Lruvec<K, V> {
     /// has done other work: storing a shadow loads its bucket first (which
     /// way is empty or older), a cache miss the store waits for; started
     /// here as a prefetch, it overlaps that work.
-    pub(super) fn evict_detached_later(&mut self, t: u32) -> Option<(u32, u8)> {
+    pub(super) fn evict_detached_later(&mut self, t: u32) -> Option<(u32, u8, u32)> {
         let (hash, f) = (self.links[t as usize].hash, self.flags(t));
         if f & (IN_BAND | ACTIVE_FLAG) == IN_BAND | ACTIVE_FLAG {
             // Evicted from the active list (the inactive one was empty).
@@ -223,19 +232,28 @@ impl<K, V> Lruvec<K, V> {
         self.detach(t);
         self.evictions += 1;
         self.fill = false;
-        (self.policy == Policy::Workingset).then(|| {
+        // LIRS's stack keeps an entry's last access: counted from its
+        // eviction, a loop's keys, which wait on the inactive list before
+        // they go, passed for more recent than the oldest LIR entry and
+        // churned the loop as under LRU (docs/cache.md).
+        let at = if self.lirs { self.stamp_of(t) } else { 0 };
+        matches!(self.policy, Policy::Workingset | Policy::Lirs).then(|| {
             self.shadows.prefetch(hash);
-            (hash, f)
+            (hash, f, at)
         })
     }
 
     /// Leaves the shadow of a victim that
     /// [`evict_detached_later`](Self::evict_detached_later) detached.
-    pub(super) fn leave_shadow(&mut self, shadow: Option<(u32, u8)>) {
-        if let Some((hash, f)) = shadow {
+    pub(super) fn leave_shadow(&mut self, shadow: Option<(u32, u8, u32)>) {
+        if let Some((hash, f, at)) = shadow {
             self.shadows.fit(self.len());
-            self.shadows
-                .eviction(hash, f & WORKINGSET != 0, f & UNHIT != 0);
+            let (ws, failed) = (f & WORKINGSET != 0, f & UNHIT != 0);
+            if self.lirs {
+                self.shadows.eviction_at(hash, ws, failed, at);
+            } else {
+                self.shadows.eviction(hash, ws, failed);
+            }
         }
     }
 

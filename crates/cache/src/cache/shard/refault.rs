@@ -131,6 +131,31 @@ impl<K, V> Lruvec<K, V> {
         (place, in_band)
     }
 
+    /// [`Policy::Lirs`]'s `workingset_refault`: where a new entry of
+    /// `hash` starts. LIR (active) while the LIR set has room, as LIRS
+    /// makes blocks LIR until its LIR set is full; then LIR if its shadow
+    /// says it was used more recently than the LIR entry last demoted was
+    /// (its reuse distance is below the oldest LIR entry's recency), else
+    /// HIR (the inactive head). Evictions tick the clock; activations do
+    /// not, so distances count misses, as LIRS's recency counts blocks.
+    pub(super) fn lirs_refault(&mut self, hash: u32) -> Place {
+        let shadow = self.shadows.refault(hash);
+        self.refaults += u64::from(shadow.is_some());
+        let room = real(self.lists[ACTIVE].len + 1)
+            <= ((1.0 - LIRS_HIR) * real(self.max_entries)).floor()
+            && (self.weight as f64) < (1.0 - LIRS_HIR) * self.capacity as f64;
+        if room {
+            return Place::Fill;
+        }
+        match shadow {
+            Some((distance, ..)) if distance < self.lir_age as usize => {
+                self.activations += 1;
+                Place::Fill
+            }
+            _ => Place::Inactive,
+        }
+    }
+
     /// Whether a new key (no shadow) goes on the active list: while the
     /// shard fills (it has not evicted since it was made or cleared), up
     /// to [`FILL_ACTIVE`] of its entries, as LIRS makes every block LIR until its LIR set is full

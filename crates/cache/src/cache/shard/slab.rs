@@ -60,6 +60,9 @@ impl<K, V> Lruvec<K, V> {
         if self.capped {
             self.caps.swap_remove(i as usize);
         }
+        if self.lirs {
+            self.stamps.swap_remove(i as usize);
+        }
         self.links.swap_remove(i as usize);
         self.flags.swap_remove(i as usize);
         if let Some((prev, next)) = moved {

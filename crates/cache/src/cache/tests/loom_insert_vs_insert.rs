@@ -14,7 +14,12 @@ use crate::Policy;
 
 #[test]
 fn insert_vs_insert() {
-    for policy in [Policy::Workingset, Policy::ActiveInactive, Policy::Lru] {
+    for policy in [
+        Policy::Workingset,
+        Policy::ActiveInactive,
+        Policy::Lru,
+        Policy::Lirs,
+    ] {
         super::model(move || {
             let (cache, log) = cache(1, policy, true);
             cache.insert(0, 100);
@@ -41,7 +46,7 @@ fn insert_vs_insert() {
             assert_eq!(seen(&cache, &log, 0..=2), [100, 101, 102], "{policy:?}");
             let st = cache.stats();
             assert_eq!(st.evictions, 2);
-            if policy == Policy::Workingset {
+            if matches!(policy, Policy::Workingset | Policy::Lirs) {
                 // One shadow per eviction, in a table of two slots for a
                 // shard of one entry (two evictions may share a slot).
                 assert!((1..=2).contains(&st.shadows), "{st:?}");
