@@ -539,11 +539,11 @@ impl Lirs {
 }
 
 /// LIRS as a shard could run it: hits only stamp the entry with the miss
-/// clock (`t`, one tick per miss; a shard would keep a coarse epoch in
-/// the entry's flags) and mark it referenced; lists move only at reclaim.
-/// The LIR set is the active list (list 0), the resident HIR entries the
-/// inactive list (list 1, `hir` of the cache), the non-resident HIR
-/// entries shadows holding `t` at eviction (at most `ghosts` x the cache,
+/// clock (`t`, one tick per miss) and mark it referenced; lists move only
+/// at reclaim. The LIR set is the active list (list 0), the resident HIR
+/// entries the inactive list (list 1, `hir` of the cache), the
+/// non-resident HIR entries shadows holding the entry's last access (`t`
+/// at its eviction with `SIM_EVICT_TIME`; at most `ghosts` x the cache,
 /// oldest dropped). LIRS's test ("its recency is below the oldest LIR
 /// entry's") becomes: a refault's distance below `r`, the age of the LIR
 /// entry last demoted. Demotion takes, of `scan` entries at the active

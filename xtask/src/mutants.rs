@@ -138,10 +138,32 @@ pub(crate) fn last_commit(skip: &[&str]) -> Result<(), String> {
             .output()
             .map_err(|e| format!("could not run git: {e}"))
     };
+    let shallow = git(&["rev-parse", "--is-shallow-repository"])?;
+    if String::from_utf8_lossy(&shallow.stdout).trim() == "true" {
+        return Err(
+            "the clone is shallow, so the last commit's parent may be missing: \
+                    `git fetch --deepen=1` (or clone without --depth)"
+                .to_owned(),
+        );
+    }
     let parent = git(&["rev-parse", "--verify", "-q", "HEAD~1"])?;
     if !parent.status.success() {
         println!("mutants: HEAD has no parent commit; nothing to compare");
         return Ok(());
+    }
+    let dirty = git(&[
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+        "--",
+        "crates",
+    ])?;
+    if !dirty.stdout.is_empty() {
+        return Err(format!(
+            "crates/ has uncommitted changes, which the last commit's diff does not \
+             describe: commit or stash them first\n{}",
+            String::from_utf8_lossy(&dirty.stdout).trim_end()
+        ));
     }
     let diff = git(&["diff", "HEAD~1", "HEAD"])?;
     if !diff.status.success() {

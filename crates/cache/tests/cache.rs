@@ -813,6 +813,41 @@ proptest! {
     }
 }
 
+/// `Policy::Lirs` after a phase change: a loop just over the cache, then
+/// a longer loop over new keys. The new loop's keys must displace the old
+/// LIR set (half OPT's hits once it has gone round four times). With the
+/// LIR test frozen at the last demotion, no refault of the new loop
+/// qualified, nothing was demoted again, and the old set stayed.
+#[test]
+fn a_lirs_shard_takes_up_a_new_loop() {
+    for capacity in [100u32, 400] {
+        let old = capacity * 105 / 100;
+        let new = capacity * 140 / 100;
+        let mut trace: Vec<u32> = (0..20).flat_map(|_| 0..old).collect();
+        let from = trace.len() + 4 * new as usize;
+        trace.extend((0..12).flat_map(|_| 1_000_000..1_000_000 + new));
+        let counted = trace.len() - from;
+        let opt = counted as f64 * f64::from(capacity - 1) / f64::from(new - 1);
+        let c: LruCache<u32, u32> = LruCache::builder(u64::from(capacity))
+            .policy(Policy::Lirs)
+            .shards(1)
+            .build()
+            .unwrap();
+        let mut hits = 0;
+        for (i, &k) in trace.iter().enumerate() {
+            if c.get(&k).is_some() {
+                hits += usize::from(i >= from);
+            } else {
+                c.insert(k, k);
+            }
+        }
+        assert!(
+            hits as f64 >= opt / 2.0,
+            "capacity {capacity}: {hits} hits of {counted}, OPT {opt:.0}"
+        );
+    }
+}
+
 /// `Debug` shows what a user set: capacity (as changed at run time),
 /// shard count, policy and batching — what a log line of a misbehaving
 /// cache needs.

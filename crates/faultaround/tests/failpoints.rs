@@ -697,7 +697,10 @@ fn a_copy_that_never_progresses_fails_the_page_at_the_timeout() {
     let cause = r.failure().expect("a failure recorded").to_string();
     // Failed by the backoff's bound (EAGAIN, after the source timeout),
     // not by an error of the copy itself.
-    assert!(cause.contains("page 3") && cause.contains("os error 11"), "{cause}");
+    assert!(
+        cause.contains("page 3") && cause.contains("os error 11"),
+        "{cause}"
+    );
     assert!(took >= Duration::from_millis(300), "failed after {took:?}");
     drop(scenario);
     std::process::exit(0);

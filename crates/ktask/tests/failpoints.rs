@@ -407,6 +407,10 @@ fn a_failure_is_returned_when_a_sibling_sees_the_stop_first() {
     fail::cfg("ktask::node_failed", "sleep(300)").unwrap();
     let topology = Topology::new().unwrap();
     let node = node_cpus(&topology)[0].node;
+    if node_cpus(&topology)[0].cpus.len() < 2 {
+        // One thread a node: no sibling to race (the `xtask vm` guest).
+        eprintln!("node {node} has one CPU: the sibling race is not exercised here");
+    }
     let ranges = [
         NodeRange { node, range: 0..64 },
         NodeRange {

@@ -90,10 +90,10 @@ pub enum Policy {
     /// the LIR set has room; after that a refault is LIR when its key was
     /// used more recently than the LIR entry last demoted, else HIR, as
     /// LIRS ranks blocks by their reuse distance. It keeps a stable working
-    /// set through loops and interleaved patterns several times the cache,
+    /// set through loops larger than the cache and interleaved patterns,
     /// where recency loses (the LIRS paper's traces); the default leads
-    /// where frequency and recency matter (Zipf, scans, the ARC paper's
-    /// traces). Hit ratios: [docs/cache.md][lirs-measurements].
+    /// where recency pays (the ARC paper's OLTP trace, the sprite trace).
+    /// Hit ratios: [docs/cache.md][lirs-measurements].
     ///
     /// What it promises on the shapes that defeat LRU, as
     /// [`Workingset`](Self::Workingset) does (property tests hold both): a
@@ -104,7 +104,7 @@ pub enum Policy {
     /// keys hits at least nine requests in ten once it has been requested
     /// four times the cache's size.
     ///
-    /// [lirs-measurements]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#lirs-as-a-shard-could-run-it-policy_sims-clocklirs-2026-11-29
+    /// [lirs-measurements]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#policylirs-cacheshardrefaultrs-issue-46-2026-11-29
     Lirs,
 }
 

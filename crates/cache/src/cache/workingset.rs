@@ -193,7 +193,9 @@ impl Shadows {
     }
 
     /// [`eviction`](Self::eviction), remembering clock `at` (a past one:
-    /// `Policy::Lirs` keeps the entry's last access) instead of now.
+    /// `Policy::Lirs` keeps the entry's last access) instead of now; one
+    /// older than a shadow can tell is kept as the oldest it can (wrapped,
+    /// it read as recent).
     #[inline(always)]
     pub(super) fn eviction_at(&mut self, hash: u32, workingset: bool, failed: bool, at: u32) {
         if self.slots.is_empty() {
@@ -201,6 +203,8 @@ impl Shadows {
         }
         let (first, tag) = self.place(hash);
         let now = self.stamp();
+        let oldest = AGE_MASK << self.order;
+        let at = self.age.wrapping_sub(self.age.wrapping_sub(at).min(oldest));
         let at = (at >> self.order) & AGE_MASK;
         let bucket = &mut self.slots[first..first + WAYS];
         // An empty way, else the oldest shadow's (the one nearest to being

@@ -202,10 +202,10 @@ pub(super) struct Lruvec<K, V> {
     /// [`Policy::Lirs`]; empty otherwise.
     stamps: Vec<AtomicU32>,
     lirs: bool,
-    /// [`Policy::Lirs`]: the age (on the shadows' clock) of the LIR entry
-    /// last demoted, standing for LIRS's oldest LIR entry; a refault used
-    /// more recently is LIR.
-    lir_age: u32,
+    /// [`Policy::Lirs`]: the last access (on the shadows' clock) of the
+    /// LIR entry last demoted, standing for LIRS's oldest LIR entry; a
+    /// refault used more recently is LIR.
+    lir_stamp: u32,
     /// The clock as the write section in progress read it: expired
     /// victims are heard as expired.
     pub(super) now: u64,
@@ -280,7 +280,7 @@ impl<K, V> Lruvec<K, V> {
             capped: expiring && capped,
             stamps: Vec::new(),
             lirs: policy == Policy::Lirs,
-            lir_age: u32::MAX,
+            lir_stamp: 0,
             now: 0,
             sweep: 0,
             table: index::Index::new(max_entries),
@@ -787,7 +787,7 @@ impl<K, V> Lruvec<K, V> {
         self.deadlines = Vec::new();
         self.caps = Vec::new();
         self.stamps = Vec::new();
-        self.lir_age = u32::MAX;
+        self.lir_stamp = 0;
         self.links = Vec::new();
         self.flags = Vec::new();
         std::mem::take(&mut self.nodes)

@@ -69,7 +69,7 @@ impl<K, V> Lruvec<K, V> {
         }
         if self.lirs {
             // LIRS's bottom LIR entry, as the clock finds it.
-            self.lir_age = self.shadows.now().wrapping_sub(self.stamp_of(t));
+            self.lir_stamp = self.stamp_of(t);
         }
         self.set_flags(t, WORKINGSET | (f & (UNHIT | HIT_ONCE)));
         // Under `Workingset`, to the inactive tail: reclaimed next unless

@@ -145,15 +145,25 @@ impl<K, V> Lruvec<K, V> {
             <= ((1.0 - LIRS_HIR) * real(self.max_entries)).floor()
             && (self.weight as f64) < (1.0 - LIRS_HIR) * self.capacity as f64;
         if room {
+            self.activations += u64::from(shadow.is_some());
             return Place::Fill;
         }
         match shadow {
-            Some((distance, ..)) if distance < self.lir_age as usize => {
+            Some((distance, ..)) if distance < self.lir_reach() as usize => {
                 self.activations += 1;
                 Place::Fill
             }
             _ => Place::Inactive,
         }
+    }
+
+    /// How recently a refault's key must have been used to be LIR: more
+    /// recently than the LIR entry last demoted was (its age now, not at
+    /// its demotion: frozen at the demotion, a shard whose refaults
+    /// stopped qualifying never demoted again, and kept its old LIR set
+    /// through a loop over new keys, `a_lirs_shard_takes_up_a_new_loop`).
+    fn lir_reach(&self) -> u32 {
+        self.shadows.now().wrapping_sub(self.lir_stamp)
     }
 
     /// Whether a new key (no shadow) goes on the active list: while the

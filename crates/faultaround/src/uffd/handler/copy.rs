@@ -137,8 +137,8 @@ impl Shared {
         ))
     }
 
-    /// One `UFFDIO_COPY`; fail point `uffd::copy` injects `EAGAIN`,
-    /// `EEXIST`, `ENOMEM` or `EFAULT`.
+    /// One `UFFDIO_COPY`; fail point `uffd::copy` injects `NOTHING` (no
+    /// bytes and no error), `EAGAIN`, `EEXIST`, `ENOMEM` or `EFAULT`.
     pub(in crate::uffd) fn copy_ioctl(
         &self,
         src: *const u8,
