@@ -828,19 +828,7 @@ fn a_lirs_shard_takes_up_a_new_loop() {
         trace.extend((0..12).flat_map(|_| 1_000_000..1_000_000 + new));
         let counted = trace.len() - from;
         let opt = counted as f64 * f64::from(capacity - 1) / f64::from(new - 1);
-        let c: LruCache<u32, u32> = LruCache::builder(u64::from(capacity))
-            .policy(Policy::Lirs)
-            .shards(1)
-            .build()
-            .unwrap();
-        let mut hits = 0;
-        for (i, &k) in trace.iter().enumerate() {
-            if c.get(&k).is_some() {
-                hits += usize::from(i >= from);
-            } else {
-                c.insert(k, k);
-            }
-        }
+        let hits = hits_from(Policy::Lirs, u64::from(capacity), &trace, from);
         assert!(
             hits as f64 >= opt / 2.0,
             "capacity {capacity}: {hits} hits of {counted}, OPT {opt:.0}"

@@ -579,30 +579,11 @@ fn a_page_cache_from_a_failing_source_is_an_error() {
 #[test]
 fn a_short_file_window_keeps_the_pages_before_the_end() {
     let image: Vec<u8> = (0..3 * PAGE).map(|b| (b % 251) as u8).collect();
-    let mut f = tempfile_with(&image);
-    f.flush().unwrap();
+    let f = temp_file(&image);
     let mut buf = vec![0xEE; 4 * PAGE];
     match PageSource::read_pages(&f, 1, 4, &mut buf) {
         PageRead::Failed(e) => assert!(e.to_string().contains("page 3 is past the end"), "{e}"),
         other => panic!("pages 1..5 of a 3-page file: {other:?}"),
     }
     assert!(buf[..2 * PAGE] == image[PAGE..], "pages 1 and 2 misread");
-}
-
-/// A file holding `bytes`, open for reading and writing, already unlinked.
-fn tempfile_with(bytes: &[u8]) -> File {
-    let path = std::env::temp_dir().join(format!(
-        "mmbatch-faults-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .unwrap();
-    std::fs::remove_file(&path).unwrap();
-    f.write_all(bytes).unwrap();
-    f
 }
