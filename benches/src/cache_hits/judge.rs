@@ -106,47 +106,60 @@ pub(super) fn judge(r: &Report, cases: &[Case], contenders: &[Contender]) -> Vec
     }
     // Issue 46's targets for the default policy, on every trace and size
     // (the judged ones and the LIRS traces): at most 0.5 points under the
-    // better of quick_cache and moka, and under exact LRU.
-    let ours = Contender::Mmbatch("workingset", mmbatch_cache::Policy::Workingset);
-    let (mut peers, mut lru) = (Tally::default(), Tally::default());
-    for case in cases
-        .iter()
-        .filter(|c| c.judged || c.name.starts_with("lirs-"))
-    {
-        for &pages in &case.sizes {
-            let Some(h) = hit(ours, &case.name, pages) else {
-                continue;
-            };
-            let at = format!("{} {pages}", case.name);
-            let best = [Contender::QuickCache, Contender::Moka]
-                .into_iter()
-                .filter_map(|c| hit(c, &case.name, pages))
-                .fold(f64::NAN, f64::max);
-            if !best.is_nan() {
-                peers.add(&at, h, best, h >= best - 0.5);
-            }
-            if let Some(l) = hit(Contender::ExactLru, &case.name, pages) {
-                lru.add(&at, h, l, h >= l - 0.5);
+    // better of quick_cache and moka, and under exact LRU. The other
+    // policies' standing against the same bars is reported, not judged.
+    for (pname, policy) in policies() {
+        let ours = Contender::Mmbatch(pname, policy);
+        let judged = policy == mmbatch_cache::Policy::default();
+        let (mut peers, mut lru) = (Tally::default(), Tally::default());
+        for case in cases
+            .iter()
+            .filter(|c| c.judged || c.name.starts_with("lirs-"))
+        {
+            for &pages in &case.sizes {
+                let Some(h) = hit(ours, &case.name, pages) else {
+                    continue;
+                };
+                let at = format!("{} {pages}", case.name);
+                let best = [Contender::QuickCache, Contender::Moka]
+                    .into_iter()
+                    .filter_map(|c| hit(c, &case.name, pages))
+                    .fold(f64::NAN, f64::max);
+                if !best.is_nan() {
+                    peers.add(&at, h, best, h >= best - 0.5);
+                }
+                if let Some(l) = hit(Contender::ExactLru, &case.name, pages) {
+                    lru.add(&at, h, l, h >= l - 0.5);
+                }
             }
         }
-    }
-    for (what, t) in [
-        ("the better of quick_cache and moka", &peers),
-        ("exact LRU", &lru),
-    ] {
-        if t.n > 0 {
-            notes.push(format!(
-                "target: {} hit ratio >= {what} - 0.5 points on every trace and size (LIRS traces \
+        for (what, t) in [
+            ("the better of quick_cache and moka", &peers),
+            ("exact LRU", &lru),
+        ] {
+            if t.n > 0 {
+                notes.push(format!(
+                    "{}: {} hit ratio >= {what} - 0.5 points on every trace and size (LIRS traces \
                  included): {} of {}: {}",
-                ours.name(),
-                t.met,
-                t.n,
-                if t.missed.is_empty() {
-                    "met".to_owned()
-                } else {
-                    format!("MISSED on {}", t.missed.join(", "))
-                }
-            ));
+                    if judged {
+                        "target"
+                    } else {
+                        "reported (issue 46's bar)"
+                    },
+                    ours.name(),
+                    t.met,
+                    t.n,
+                    if t.missed.is_empty() {
+                        "met".to_owned()
+                    } else {
+                        format!(
+                            "{} on {}",
+                            if judged { "MISSED" } else { "under" },
+                            t.missed.join(", ")
+                        )
+                    }
+                ));
+            }
         }
     }
     // The targets, per policy.
