@@ -83,7 +83,7 @@ pub enum Policy {
     Lru,
     /// LIRS (Jiang and Zhang, SIGMETRICS 2002) on the same two lists, as
     /// CLOCK-Pro runs it without moving entries on a hit: the active list
-    /// is the LIR set (99% of the shard), the inactive list the resident
+    /// is the LIR set (98% of the shard), the inactive list the resident
     /// HIR entries. A hit marks the entry and stamps it with the shard's
     /// eviction clock (4 bytes an entry, only under this policy); an
     /// evicted entry's shadow keeps its last access. A new key is LIR while

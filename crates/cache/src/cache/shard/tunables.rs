@@ -116,7 +116,7 @@ pub(super) const FILL_ACTIVE: f64 = 1.0 - 1.0 / (INACTIVE_RATIO as f64 + 1.0);
 pub(super) const SWEEP_WHEN_FULL: usize = 8;
 
 /// [`Policy::Lirs`](crate::Policy::Lirs)'s share of resident HIR entries
-/// (the inactive list), the LIRS paper's 1%: a larger share keeps fewer
-/// of a loop's keys resident (3% cost the loop 1.25x the cache 1.6
-/// points in `policy_sim`).
-pub(super) const LIRS_HIR: f64 = 0.01;
+/// (the inactive list): more gives recency-friendly traces a longer
+/// probation, less keeps more of a loop resident (docs/cache.md: 2% won
+/// OLTP its 0.5-1 points back for 0.8 of the loop 1.25x the cache).
+pub(super) const LIRS_HIR: f64 = 0.02;

@@ -679,23 +679,28 @@ fn check_reports_each_broken_structure() {
 fn a_lirs_shadow_keeps_the_last_access() {
     let n = 1000;
     let mut lv = Lruvec::new(Policy::Lirs, true, false, (false, false), n as u64, n);
-    // 990 LIR, then 10 HIR (990..1000), all used at clock 0.
+    // The LIR set, then `hir` HIR entries, all used at clock 0.
+    let lir = ((1.0 - LIRS_HIR) * n as f64).floor() as usize;
+    let hir = n - lir;
     for k in 0..n as u64 {
         insert(&mut lv, k);
     }
-    assert_eq!(lv.lists[ACTIVE].len, 990);
-    // Ten new keys evict the ten HIR entries, 999 last (at clock 9).
-    for k in 1000..1010 {
-        insert(&mut lv, k);
+    assert_eq!(lv.lists[ACTIVE].len, lir);
+    // As many new keys evict the HIR entries, the last at clock hir - 1.
+    for k in 0..hir as u64 {
+        insert(&mut lv, 1000 + k);
     }
-    assert!(lv.find(hash(999), |&k| k == 999).is_none());
+    let last = n as u64 - 1;
+    assert!(lv.find(hash(last), |&k| k == last).is_none());
     let (d, ..) = lv
         .shadows
-        .refault(short_hash(hash(999)))
+        .refault(short_hash(hash(last)))
         .expect("its shadow");
     assert_eq!(
-        d, 10,
-        "counted from its last access (clock 0), not its eviction (9)"
+        d,
+        hir,
+        "counted from its last access (clock 0), not its eviction ({})",
+        hir - 1
     );
     lv.check().unwrap();
 }
