@@ -194,10 +194,15 @@ fn memory_binds_to_this_hosts_node() {
 /// that finished, on any node, is undone.
 #[test]
 fn a_failing_node_stops_and_undoes_every_node() {
-    use std::{collections::BTreeSet, sync::Mutex};
+    use std::{
+        collections::BTreeSet,
+        sync::{Mutex, atomic::AtomicBool},
+        time::{Duration, Instant},
+    };
     let (topology, ranges) = two_ranges_on_one_node();
     let done = Mutex::new(BTreeSet::new());
     let undone = Mutex::new(BTreeSet::new());
+    let first_ran = AtomicBool::new(false);
     let r = run_numa(
         &topology,
         &ranges,
@@ -206,13 +211,22 @@ fn a_failing_node_stops_and_undoes_every_node() {
         2,
         |r| {
             if r.start >= 64 {
-                // The second node fails once the first has finished.
-                std::thread::sleep(std::time::Duration::from_millis(50));
+                // The second node fails once the first has finished a
+                // chunk (waited for, not slept on: a loaded host started
+                // node 0's thread after a 50 ms sleep had run out), for
+                // 10 s at most.
+                let until = Instant::now() + Duration::from_secs(10);
+                while !first_ran.load(Ordering::Acquire) && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
                 if r.start == 64 {
                     return Err("injected");
                 }
             }
             done.lock().unwrap().insert(r.start);
+            if r.start < 64 {
+                first_ran.store(true, Ordering::Release);
+            }
             Ok(())
         },
         |r| {
