@@ -215,6 +215,12 @@ pub(crate) fn last_commit(skip: &[&str]) -> Result<(), String> {
             .count();
         counts.push((krate, n));
     }
+    counts.retain(|&(krate, n)| {
+        if n == 0 {
+            println!("mutants: none in mmbatch-{krate}'s changed lines");
+        }
+        n > 0
+    });
     let jobs = shards_within(&counts, LAST_COMMIT_BUDGET, seed);
     for ((krate, n), (_, shard)) in counts.iter().zip(&jobs) {
         println!(
@@ -224,10 +230,6 @@ pub(crate) fn last_commit(skip: &[&str]) -> Result<(), String> {
                 .map_or(String::new(), |s| format!(", testing shard {s}"))
         );
     }
-    let jobs: Vec<_> = jobs
-        .into_iter()
-        .filter(|(k, _)| counts.iter().any(|(c, n)| c == k && *n > 0))
-        .collect();
     if jobs.is_empty() {
         return Ok(());
     }

@@ -183,7 +183,7 @@ impl Shadows {
     /// whether it was a refault activation that never paid (`failed`).
     #[inline(always)]
     pub(super) fn eviction(&mut self, hash: u32, workingset: bool, failed: bool) {
-        self.eviction_at(hash, workingset, failed, self.age);
+        self.remember(hash, workingset, failed, self.stamp());
     }
 
     /// The clock (`nonresident_age`), whole.
@@ -198,14 +198,20 @@ impl Shadows {
     /// it read as recent).
     #[inline(always)]
     pub(super) fn eviction_at(&mut self, hash: u32, workingset: bool, failed: bool, at: u32) {
+        let oldest = AGE_MASK << self.order;
+        let at = self.age.wrapping_sub(self.age.wrapping_sub(at).min(oldest));
+        self.remember(hash, workingset, failed, (at >> self.order) & AGE_MASK);
+    }
+
+    /// Leaves `hash`'s shadow holding `at`, a clock as a shadow keeps it
+    /// ([`stamp`](Self::stamp)), and ticks the clock.
+    #[inline(always)]
+    fn remember(&mut self, hash: u32, workingset: bool, failed: bool, at: u32) {
         if self.slots.is_empty() {
             self.slots = vec![0; self.size];
         }
         let (first, tag) = self.place(hash);
         let now = self.stamp();
-        let oldest = AGE_MASK << self.order;
-        let at = self.age.wrapping_sub(self.age.wrapping_sub(at).min(oldest));
-        let at = (at >> self.order) & AGE_MASK;
         let bucket = &mut self.slots[first..first + WAYS];
         // An empty way, else the oldest shadow's (the one nearest to being
         // useless: its distance is the largest).

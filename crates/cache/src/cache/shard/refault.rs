@@ -141,10 +141,7 @@ impl<K, V> Lruvec<K, V> {
     pub(super) fn lirs_refault(&mut self, hash: u32) -> Place {
         let shadow = self.shadows.refault(hash);
         self.refaults += u64::from(shadow.is_some());
-        let room = real(self.lists[ACTIVE].len + 1)
-            <= ((1.0 - LIRS_HIR) * real(self.max_entries)).floor()
-            && (self.weight as f64) < (1.0 - LIRS_HIR) * self.capacity as f64;
-        if room {
+        if self.active_below(1.0 - LIRS_HIR) {
             self.activations += u64::from(shadow.is_some());
             return Place::Fill;
         }
@@ -177,9 +174,14 @@ impl<K, V> Lruvec<K, V> {
     pub(super) fn fills(&self) -> bool {
         // Whole entries: with the rest on probation at least the inactive
         // target's starting share, the first eviction refills nothing.
-        self.fill
-            && real(self.lists[ACTIVE].len + 1) <= (FILL_ACTIVE * real(self.max_entries)).floor()
-            && (self.weight as f64) < FILL_ACTIVE * self.capacity as f64
+        self.fill && self.active_below(FILL_ACTIVE)
+    }
+
+    /// Whether one more active entry keeps the active list within `share`
+    /// of the shard, by entries and by weight.
+    fn active_below(&self, share: f64) -> bool {
+        real(self.lists[ACTIVE].len + 1) <= (share * real(self.max_entries)).floor()
+            && (self.weight as f64) < share * self.capacity as f64
     }
 
     /// Counts a refault in the distant share (see [`DISTANT_ABOVE`]).
