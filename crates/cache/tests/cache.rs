@@ -652,6 +652,28 @@ fn a_warm_loads_no_cached_key_and_stops_loading_a_full_shard() {
     assert_eq!(c.stats().evictions, 0);
 }
 
+/// `Policy::Lirs` counts its LIR set's room by weight as well as by
+/// entries: in a cache of weight 100, keys weighing 97 and 1 fill the
+/// LIR set's 98%, and the next key starts HIR (inactive), though far
+/// fewer entries than 98 are cached.
+#[test]
+fn a_weighted_lirs_cache_fills_its_lir_set_by_weight() {
+    let c = LruCache::builder(100)
+        .policy(Policy::Lirs)
+        .weigher(|_: &u32, v: &u32| u64::from(*v))
+        .build()
+        .unwrap();
+    for (k, weight) in [(1u32, 97u32), (2, 1), (3, 1)] {
+        c.insert(k, weight);
+    }
+    let active: Vec<(u32, bool)> = {
+        let mut a: Vec<_> = c.save().into_iter().map(|s| (s.key, s.active)).collect();
+        a.sort_unstable();
+        a
+    };
+    assert_eq!(active, [(1, true), (2, true), (3, false)]);
+}
+
 /// Each policy a cache is built with is the one it reports.
 #[test]
 fn a_cache_reports_the_policy_it_was_built_with() {
