@@ -674,6 +674,31 @@ fn a_weighted_lirs_cache_fills_its_lir_set_by_weight() {
     assert_eq!(active, [(1, true), (2, true), (3, false)]);
 }
 
+/// `Policy::Lirs` counts refaults and their activations as the default
+/// does (a key evicted and requested again while its shadow lasts), and
+/// new keys placed in the LIR set's room are not activations.
+#[test]
+fn a_lirs_cache_counts_its_refaults() {
+    let c: LruCache<u32, u32> = LruCache::builder(10).policy(Policy::Lirs).build().unwrap();
+    for k in (0..20).chain(0..20) {
+        if c.get(&k).is_none() {
+            c.insert(k, k);
+        }
+    }
+    let st = c.stats();
+    assert!(st.refaults > 0 && st.refaults <= st.misses, "{st:?}");
+    assert!(st.refault_activations > 0, "{st:?}");
+    // Room in the LIR set, then new keys (no shadow): the count stands.
+    let cached: Vec<u32> = (0..20).filter(|k| c.contains_key(k)).take(5).collect();
+    for k in cached {
+        c.remove(&k);
+    }
+    for k in 100..103 {
+        c.insert(k, k);
+    }
+    assert!(c.stats().refault_activations >= st.refault_activations);
+}
+
 /// Each policy a cache is built with is the one it reports.
 #[test]
 fn a_cache_reports_the_policy_it_was_built_with() {

@@ -333,6 +333,31 @@ mod tests {
         }
     }
 
+    /// `eviction_at` in a shard large enough that shadows drop low clock
+    /// bits: a past clock is kept (to the clock's coarseness), and one
+    /// older than a shadow can tell is kept as the oldest it can.
+    #[test]
+    fn a_past_clock_is_kept_and_clamped_in_a_large_shard() {
+        let mut s = Shadows::new(1 << 20);
+        assert_eq!(s.order, 3);
+        s.fit(1 << 20);
+        for _ in 0..100_000 {
+            s.age_nonresident();
+        }
+        s.eviction_at(0xdead_beef, false, false, 0);
+        let (d, ..) = s.refault(0xdead_beef).expect("the shadow");
+        let exact = 100_000 + 1;
+        assert!(d <= exact && exact - d < 1 << 3, "{d} vs {exact}");
+        // Older than the 2^19 << 3 a shadow can tell: the oldest it can.
+        for _ in 0..(AGE_MASK << 3) {
+            s.age_nonresident();
+        }
+        s.eviction_at(0x1234_5678, false, false, 0);
+        let (d, ..) = s.refault(0x1234_5678).expect("the shadow");
+        let oldest = (AGE_MASK as usize) << 3;
+        assert!(d <= oldest && oldest - d < 1 << 4, "{d} vs {oldest}");
+    }
+
     /// The structure check notices each count gone wrong alone: slots in
     /// use, those marked `PG_workingset`, a table over its size.
     #[test]
