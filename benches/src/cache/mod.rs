@@ -152,6 +152,7 @@ pub fn policies() -> Vec<(&'static str, Policy)> {
         ("active-inactive", Policy::ActiveInactive),
         ("lru", Policy::Lru),
         ("lirs", Policy::Lirs),
+        ("adaptive", Policy::Adaptive),
     ]
 }
 

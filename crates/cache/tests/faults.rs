@@ -155,7 +155,7 @@ proptest! {
     #[test]
     fn user_code_panics_lose_nothing(
         capacity in 1u64..10,
-        policy in prop_oneof![Just(Policy::Workingset), Just(Policy::ActiveInactive), Just(Policy::Lru), Just(Policy::Lirs)],
+        policy in prop_oneof![Just(Policy::Workingset), Just(Policy::ActiveInactive), Just(Policy::Lru), Just(Policy::Lirs), Just(Policy::Adaptive)],
         batching in any::<bool>(),
         ops in prop::collection::vec((op(), 0u32..12), 1..150),
     ) {
@@ -248,6 +248,7 @@ fn max_entries_is_the_most_entries_held() {
         (Policy::Lru, false),
         (Policy::Lru, true),
         (Policy::Lirs, true),
+        (Policy::Adaptive, true),
     ] {
         for max in [1usize, 2, 10, 100] {
             let c: LruCache<u32, u32> = LruCache::builder(1000)

@@ -148,6 +148,8 @@ pub struct LruCache<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
     /// Held by `set_capacity`: one resize at a time.
     resizing: std::sync::Mutex<()>,
     policy: Policy,
+    /// [`Policy::Adaptive`]'s duel, which the shards share.
+    duel: Option<std::sync::Arc<shard::Duel>>,
     batching: bool,
     listener: Option<Listener<K, V>>,
     /// Expiry, when on: its policy and clock.
@@ -254,6 +256,7 @@ where
             let found = lv.find(hash, eq).map(|i| {
                 let v = lv.node(i).value.clone();
                 lv.mark_accessed(i);
+                lv.sample_hit(hash);
                 v
             });
             if lv.count(found.is_some()) {
@@ -265,6 +268,7 @@ where
             let found = lv.find(hash, eq).map(|i| {
                 let v = lv.node(i).value.clone();
                 lv.touch(i);
+                lv.sample_hit(hash);
                 v
             });
             lv.count(found.is_some());
@@ -293,6 +297,7 @@ where
                 .map(|i| {
                     let v = Self::read_expiring(e, &lv, i, now);
                     lv.mark_accessed(i);
+                    lv.sample_hit(hash);
                     v
                 });
             if lv.count(found.is_some()) {
@@ -308,6 +313,7 @@ where
                 .map(|i| {
                     let v = Self::read_expiring(e, &lv, i, now);
                     lv.touch(i);
+                    lv.sample_hit(hash);
                     v
                 });
             lv.count(found.is_some());
@@ -592,6 +598,9 @@ where
             self.capacity.store(capacity, Ordering::Release);
             self.max_entries.store(entries, Ordering::Release);
         }
+        if let Some(duel) = &self.duel {
+            duel.resize(entries);
+        }
         drop(one);
         self.notify_each(evicted);
         Ok(())
@@ -632,6 +641,7 @@ where
             st.refault_activations += lv.activations;
             st.shadows += lv.shadows.len() as u64;
             st.thrashing_shards += u64::from(lv.thrashing());
+            st.lirs_shards += u64::from(lv.runs_lirs());
         }
         st
     }

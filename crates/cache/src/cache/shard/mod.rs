@@ -7,12 +7,16 @@
 //! except `Eq` in lookups, so a panic there leaves the shard as it was.
 
 mod check;
+mod duel;
 mod index;
 mod list;
 mod reclaim;
 mod refault;
 mod slab;
 mod tunables;
+
+pub(super) use duel::Duel;
+use duel::Sampled;
 
 use super::{Policy, RemovalCause, flight::Flight, workingset::Shadows};
 use crate::sync::{AtomicU8, AtomicU32, AtomicU64, Ordering};
@@ -206,6 +210,15 @@ pub(super) struct Lruvec<K, V> {
     /// LIR entry last demoted, standing for LIRS's oldest LIR entry; a
     /// refault used more recently is LIR.
     lir_stamp: u32,
+    /// [`Policy::Adaptive`]: the cache's duel, and the hits of its
+    /// sampled keys since the shard's last write section.
+    /// Lookups write the buffer (on its own lines) and read the sampling
+    /// rate (copied here from the duel, whose lock other shards write).
+    duel: Option<(
+        crate::sync::Arc<Duel>,
+        Box<crossbeam_utils::CachePadded<Sampled>>,
+    )>,
+    duel_shift: u32,
     /// The clock bits a stamp keeps ([`lirs_now`](Self::lirs_now)).
     stamp_mask: u32,
     /// The clock as the write section in progress read it: expired
@@ -270,6 +283,12 @@ impl<K, V> Lruvec<K, V> {
         capacity: u64,
         max_entries: usize,
     ) -> Self {
+        // `Adaptive` starts as `Workingset` (see `with_duel`).
+        let policy = if policy == Policy::Adaptive {
+            Policy::Workingset
+        } else {
+            policy
+        };
         Self {
             nodes: Vec::new(),
             flags: Vec::new(),
@@ -283,6 +302,8 @@ impl<K, V> Lruvec<K, V> {
             stamps: Vec::new(),
             lirs: policy == Policy::Lirs,
             lir_stamp: 0,
+            duel: None,
+            duel_shift: 0,
             stamp_mask: !((1u32
                 << (usize::BITS - (max_entries / 64).max(1).leading_zeros() - 1).min(20))
                 - 1),
@@ -318,8 +339,80 @@ impl<K, V> Lruvec<K, V> {
         }
     }
 
+    /// Under [`Policy::Adaptive`]: takes part in `duel`, running the
+    /// policy it chooses from each write section.
+    pub(super) fn with_duel(mut self, duel: crate::sync::Arc<Duel>) -> Self {
+        self.duel_shift = duel.shift();
+        self.duel = Some((
+            duel,
+            Box::new(crossbeam_utils::CachePadded::new(Sampled::new())),
+        ));
+        self
+    }
+
     pub(super) fn len(&self) -> usize {
         self.nodes.len()
+    }
+
+    /// Under [`Policy::Adaptive`], after a hit of the key of `hash`
+    /// (either lock): keeps it for the duel if the key is sampled.
+    #[inline]
+    pub(super) fn sample_hit(&self, hash: u64) {
+        if let Some((_, sampled)) = &self.duel {
+            let h = short_hash(hash);
+            if duel::sampled(h, self.duel_shift) {
+                sampled.push(h);
+            }
+        }
+    }
+
+    /// Under [`Policy::Adaptive`], at a miss of the key of short hash
+    /// `h`: feeds the duel and runs the policy it chooses.
+    fn duel(&mut self, h: u32) {
+        let Some((duel, sampled)) = &self.duel else {
+            return;
+        };
+        duel.feed(sampled, duel::sampled(h, self.duel_shift).then_some(h));
+        let lirs = duel.lirs();
+        if lirs != self.lirs {
+            self.adopt(lirs);
+        }
+    }
+
+    /// Runs [`Policy::Lirs`] if `lirs`, else [`Policy::Workingset`], from
+    /// now: the lists stay as they are and reclaim moves them to the
+    /// other policy's targets. A shard taking up LIRS stamps every entry
+    /// with the clock (their last access is at most now), and counts a
+    /// shard's worth of evictions as the LIR set's reach until its first
+    /// demotion.
+    fn adopt(&mut self, lirs: bool) {
+        self.lirs = lirs;
+        if lirs {
+            self.policy = Policy::Lirs;
+            let now = self.lirs_now();
+            self.stamps = (0..self.nodes.len()).map(|_| AtomicU32::new(now)).collect();
+            self.lir_stamp = self.shadows.now().wrapping_sub(self.max_entries as u32);
+        } else {
+            self.policy = Policy::Workingset;
+            self.stamps = Vec::new();
+            // LIRS keeps none of the refault statistics `Workingset`
+            // places new entries by: they start from no evidence. Left at
+            // a new shard's "presumed thrashing", new keys went to the
+            // inactive tail, were gone before their second request, whose
+            // refault kept the share up: a shard whose keys are reused once
+            // soon after their first request hit 49% for twenty shards'
+            // worth of requests after the change, against 74% (test
+            // `a_shard_giving_up_lirs_places_new_keys_by_fresh_evidence`).
+            self.refault_share = 0.0;
+            self.distant_share = 0.0;
+            self.thrashing = false;
+        }
+    }
+
+    /// Whether the shard runs LIRS ([`Policy::Lirs`], or
+    /// [`Policy::Adaptive`]'s verdict).
+    pub(super) fn runs_lirs(&self) -> bool {
+        self.lirs
     }
 
     /// Whether the shard is thrashing by its misses (see
@@ -479,6 +572,7 @@ impl<K, V> Lruvec<K, V> {
         }
         debug_assert!(self.weighted || weight == 1, "unweighted entries weigh 1");
         let hash = short_hash(hash);
+        self.duel(hash);
         if matches!(self.policy, Policy::Workingset | Policy::Lirs) {
             self.shadows.prefetch(hash);
         }

@@ -159,7 +159,7 @@ impl<K, V> Lruvec<K, V> {
     /// its demotion: frozen at the demotion, a shard whose refaults
     /// stopped qualifying never demoted again, and kept its old LIR set
     /// through a loop over new keys, `a_lirs_shard_takes_up_a_new_loop`).
-    fn lir_reach(&self) -> u32 {
+    pub(super) fn lir_reach(&self) -> u32 {
         self.shadows.now().wrapping_sub(self.lir_stamp)
     }
 

@@ -120,3 +120,33 @@ pub(super) const SWEEP_WHEN_FULL: usize = 8;
 /// probation, less keeps more of a loop resident (docs/cache.md: 2% won
 /// OLTP its 0.5-1 points back for 0.8 of the loop 1.25x the cache).
 pub(super) const LIRS_HIR: f64 = 0.02;
+
+/// Entries of each of [`Policy::Adaptive`](crate::Policy::Adaptive)'s two
+/// simulations, at least (`duel.rs`; up to twice as many, the sample
+/// being 1 in a power of two of the keys): more judges the policies
+/// closer to the cache's own behaviour, for more memory (about 40 bytes
+/// an entry, twice) and a larger share of accesses sampled.
+pub(super) const DUEL_ENTRIES: usize = 256;
+
+/// The sampled accesses over which [`Policy::Adaptive`](crate::Policy::Adaptive)
+/// compares its simulations' hits (a decaying count): longer is steadier
+/// on workloads where the two policies hit alike (loops), shorter follows
+/// a workload that changes character sooner.
+pub(super) const DUEL_WINDOW: u32 = 4096;
+
+/// How many more hits (of about [`DUEL_WINDOW`]) one simulation must have
+/// before the shards change policy, with [`DUEL_MARGIN_SHARE`]: a change
+/// costs both lists a transition and a LIRS shard its stamps, so a near
+/// tie keeps the policy (docs/cache.md: margins of 2% flipped late, none
+/// flipped on every loop's pass).
+pub(super) const DUEL_MARGIN: f64 = 4.0;
+
+/// The share of the leading simulation's hits added to [`DUEL_MARGIN`].
+pub(super) const DUEL_MARGIN_SHARE: f64 = 0.005;
+
+/// Sampled accesses before the duel's first verdict: four times the
+/// smallest simulation, which first fills (as the cache does) and then
+/// turns over. Sooner, the noise of the fill decided; later (a whole
+/// window), a cache of 8192 entries waited 16 times its size to change
+/// policy.
+pub(super) const DUEL_WARMUP: u64 = 4 * DUEL_ENTRIES as u64;

@@ -567,6 +567,7 @@ fn the_distant_share_of_activated_refaults_reaches_zero_not_subnormal() {
     assert_eq!(lv.distant_share, 0.0);
 }
 
+mod duel;
 mod loops;
 
 /// A new shard puts its first keys on the active list, up to

@@ -1,0 +1,219 @@
+//! [`Policy::Adaptive`]: which of [`Policy::Workingset`] and
+//! [`Policy::Lirs`] a cache's shards run, chosen by miniature simulations
+//! of both over a sample of its keys (Waldspurger et al., "Cache Modeling
+//! and Optimization using Miniature Simulations", USENIX ATC 2017), as set
+//! dueling chooses a CPU cache's insertion policy (Qureshi et al., ISCA
+//! 2007).
+//!
+//! A key is sampled when its short hash, mixed, falls in the lowest
+//! `2^-shift` of the range; the two simulations are shards of their own,
+//! `2^shift` times smaller than the cache, fed every access of a sampled
+//! key: its misses from the shard's insertion, under the write lock, and
+//! its hits from [`Sampled`], which lookups fill under the read lock and
+//! the shard's next write section drains. Whichever simulation has hit
+//! more, over about the last [`DUEL_WINDOW`] sampled accesses, is what
+//! every shard runs from its next write section.
+
+use super::{Deadline, Evicted, Lruvec, Policy, tunables::*};
+use crate::sync::{AtomicBool, AtomicU32, Mutex, Ordering};
+
+/// The hits of sampled keys a shard holds for the duel between two of its
+/// write sections; past that, hits are not sampled until the next.
+pub(in crate::cache) const SAMPLED: usize = 16;
+
+/// Hits of sampled keys, pushed by lookups under the shard's read lock
+/// (readers race only with each other), taken under its write lock.
+pub(in crate::cache) struct Sampled {
+    slots: [AtomicU32; SAMPLED],
+    len: AtomicU32,
+}
+
+impl Sampled {
+    pub(in crate::cache) fn new() -> Self {
+        Self {
+            slots: std::array::from_fn(|_| AtomicU32::new(0)),
+            len: AtomicU32::new(0),
+        }
+    }
+
+    /// Under the read lock: keeps the hit of short hash `h` if there is
+    /// room. A full buffer costs a lookup one load and no store.
+    pub(in crate::cache) fn push(&self, h: u32) {
+        if self.len.load(Ordering::Relaxed) as usize >= SAMPLED {
+            return;
+        }
+        // Each racing reader claims a slot of its own.
+        let i = self.len.fetch_add(1, Ordering::Relaxed) as usize;
+        if let Some(slot) = self.slots.get(i) {
+            // 0 marks an empty slot: hash 0 stands in as 1 (a simulation's
+            // key, not the cache's).
+            slot.store(h.max(1), Ordering::Relaxed);
+        }
+    }
+
+    /// Whether no hit is kept.
+    fn is_empty(&self) -> bool {
+        self.len.load(Ordering::Relaxed) == 0
+    }
+
+    /// Under the write lock: hands each kept hit to `f` and empties the
+    /// buffer.
+    pub(in crate::cache) fn drain(&self, mut f: impl FnMut(u32)) {
+        let n = (self.len.swap(0, Ordering::Relaxed) as usize).min(SAMPLED);
+        for slot in &self.slots[..n] {
+            let h = slot.swap(0, Ordering::Relaxed);
+            if h != 0 {
+                f(h);
+            }
+        }
+    }
+}
+
+/// Whether the key of short hash `h` is in a sample of 1 in `2^shift`
+/// keys: its hash, mixed (the index and the shadows place keys by these
+/// bits too), has its top `shift` bits clear.
+#[inline]
+pub(in crate::cache) fn sampled(h: u32, shift: u32) -> bool {
+    u64::from(h.wrapping_mul(0x9e37_79b9)) >> (32 - shift) == 0
+}
+
+/// The cache's duel: the sample's two simulations and their verdict.
+pub(in crate::cache) struct Duel {
+    /// Keys whose mixed short hash has its top `shift` bits clear are
+    /// sampled.
+    shift: u32,
+    sims: Mutex<Sims>,
+    /// The verdict: whether the shards run LIRS. Apart from the mutex's
+    /// line, which every sampled access writes; every insertion reads it.
+    lirs: crossbeam_utils::CachePadded<AtomicBool>,
+}
+
+/// The two simulations (keys are short hashes, values nothing), the
+/// decaying counts of their hits, and a buffer for their evictions.
+struct Sims {
+    workingset: Lruvec<u32, ()>,
+    lirs: Lruvec<u32, ()>,
+    /// Hits of each over about the last [`DUEL_WINDOW`] sampled accesses.
+    score: [f64; 2],
+    /// Sampled accesses so far.
+    seen: u64,
+    out: Evicted<u32, ()>,
+}
+
+impl Duel {
+    /// A duel for a cache of `entries` entries: simulations of at least
+    /// [`DUEL_ENTRIES`] each (the whole cache when it is smaller than
+    /// twice that).
+    pub(in crate::cache) fn new(entries: usize) -> Self {
+        let shift = (entries / DUEL_ENTRIES).max(1).ilog2();
+        let n = Self::entries(shift, entries);
+        let sim = |policy| Lruvec::new(policy, true, false, (false, false), n as u64, n);
+        let sims = Sims {
+            workingset: sim(Policy::Workingset),
+            lirs: sim(Policy::Lirs),
+            score: [0.0; 2],
+            seen: 0,
+            out: Evicted::new(),
+        };
+        Self {
+            shift,
+            sims: Mutex::new(sims),
+            lirs: crossbeam_utils::CachePadded::new(AtomicBool::new(true)),
+        }
+    }
+
+    /// A simulation's entries for a cache of `entries` sampled 1 in
+    /// `2^shift`.
+    fn entries(shift: u32, entries: usize) -> usize {
+        entries.div_ceil(1 << shift).max(1)
+    }
+
+    /// The cache now holds `entries` entries (`set_capacity`): the
+    /// simulations follow, at the same sampling rate.
+    pub(in crate::cache) fn resize(&self, entries: usize) {
+        let n = Self::entries(self.shift, entries);
+        let sims = &mut *crate::sync::lock(&self.sims);
+        for sim in [&mut sims.workingset, &mut sims.lirs] {
+            sim.set_capacity(n as u64, n, &mut sims.out);
+        }
+        sims.out.clear();
+    }
+
+    /// Keys are sampled 1 in `2^shift` (see [`sampled`]).
+    pub(in crate::cache) fn shift(&self) -> u32 {
+        self.shift
+    }
+
+    /// Whether the shards should run LIRS.
+    pub(in crate::cache) fn lirs(&self) -> bool {
+        self.lirs.load(Ordering::Relaxed)
+    }
+
+    /// Under a shard's write lock: replays `sampled`'s hits and then the
+    /// miss of short hash `miss` (if sampled) into both simulations, and
+    /// moves the verdict. Skipped when another shard is at it: the sample
+    /// loses those accesses, and no shard waits for another's.
+    pub(in crate::cache) fn feed(&self, sampled: &Sampled, miss: Option<u32>) {
+        if miss.is_none() && sampled.is_empty() {
+            return;
+        }
+        let Ok(mut sims) = self.sims.try_lock() else {
+            sampled.drain(|_| {});
+            return;
+        };
+        let sims = &mut *sims;
+        sampled.drain(|h| sims.access(h));
+        if let Some(h) = miss {
+            sims.access(h);
+        }
+        let verdict = sims.verdict(self.lirs());
+        self.lirs.store(verdict, Ordering::Relaxed);
+    }
+}
+
+impl Sims {
+    /// Whether the shards should run LIRS, running it now if `lirs`: the
+    /// simulation that hit more, by at least [`DUEL_MARGIN`] hits and
+    /// [`DUEL_MARGIN_SHARE`] of its own, else the policy they run; no
+    /// change in the first [`DUEL_WARMUP`] sampled accesses, while the
+    /// simulations fill. A sample that has hit nothing in a window runs
+    /// `Workingset`: neither policy keeps anything there, and LIRS's
+    /// stamps would cost memory for nothing.
+    fn verdict(&self, lirs: bool) -> bool {
+        let [ws, l] = self.score;
+        let margin = DUEL_MARGIN + DUEL_MARGIN_SHARE * ws.max(l);
+        if self.seen < DUEL_WARMUP {
+            lirs
+        } else if ws.max(l) < 1.0 {
+            false
+        } else if lirs {
+            ws <= l + margin
+        } else {
+            l > ws + margin
+        }
+    }
+
+    /// One access of the key of short hash `h` in both simulations.
+    fn access(&mut self, h: u32) {
+        let hash = u64::from(h) << 8;
+        let decay = 1.0 - 1.0 / f64::from(DUEL_WINDOW);
+        self.seen += 1;
+        for (k, sim) in [&mut self.workingset, &mut self.lirs]
+            .into_iter()
+            .enumerate()
+        {
+            let hit = match sim.find(hash, |&key| key == h) {
+                Some(i) => {
+                    sim.mark_accessed(i);
+                    1.0
+                }
+                None => {
+                    sim.insert_new(hash, h, (), 1, Deadline::NEVER, &mut self.out);
+                    self.out.clear();
+                    0.0
+                }
+            };
+            self.score[k] = self.score[k] * decay + hit;
+        }
+    }
+}
