@@ -149,7 +149,7 @@ pub struct LruCache<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
     resizing: std::sync::Mutex<()>,
     policy: Policy,
     /// [`Policy::Adaptive`]'s duel, which the shards share.
-    duel: Option<std::sync::Arc<shard::Duel>>,
+    duel: Option<crate::sync::Arc<shard::Duel>>,
     batching: bool,
     listener: Option<Listener<K, V>>,
     /// Expiry, when on: its policy and clock.

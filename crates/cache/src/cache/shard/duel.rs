@@ -144,6 +144,12 @@ impl Duel {
         self.shift
     }
 
+    /// Sampled accesses the simulations have seen.
+    #[cfg(test)]
+    pub(in crate::cache) fn seen(&self) -> u64 {
+        crate::sync::lock(&self.sims).seen
+    }
+
     /// Whether the shards should run LIRS.
     pub(in crate::cache) fn lirs(&self) -> bool {
         self.lirs.load(Ordering::Relaxed)

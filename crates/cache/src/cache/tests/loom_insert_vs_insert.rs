@@ -19,6 +19,7 @@ fn insert_vs_insert() {
         Policy::ActiveInactive,
         Policy::Lru,
         Policy::Lirs,
+        Policy::Adaptive,
     ] {
         super::model(move || {
             let (cache, log) = cache(1, policy, true);
@@ -46,7 +47,7 @@ fn insert_vs_insert() {
             assert_eq!(seen(&cache, &log, 0..=2), [100, 101, 102], "{policy:?}");
             let st = cache.stats();
             assert_eq!(st.evictions, 2);
-            if matches!(policy, Policy::Workingset | Policy::Lirs) {
+            if matches!(policy, Policy::Workingset | Policy::Lirs | Policy::Adaptive) {
                 // One shadow per eviction, in a table of two slots for a
                 // shard of one entry (two evictions may share a slot).
                 assert!((1..=2).contains(&st.shadows), "{st:?}");

@@ -4,6 +4,7 @@ mod loom_async_room;
 mod loom_fast_read;
 mod loom_idle_reads;
 mod loom_insert_vs_insert;
+mod loom_sampled_hits;
 mod loom_shard_lock;
 mod loom_single_flight;
 
