@@ -460,16 +460,21 @@ impl<K, V> Lruvec<K, V> {
     /// it while the lock is read (writers exclude them), and two racing
     /// lookups may lose a count or set it back by one. A plain store, not a
     /// compare-and-swap: the swap's `lock` prefix drained the store buffer
-    /// on every counted hit.
+    /// on every counted hit. Under [`Policy::Lirs`] a counted hit also
+    /// stamps the entry; a hit of an entry whose count is saturated does
+    /// not (reclaim spends its references before it can be demoted or
+    /// evicted, and the next hit stamps it), so that a hot entry's hits
+    /// read no line beside its flags; hit ratios moved by 0.1 at most
+    /// (docs/cache.md).
     pub(super) fn mark_accessed(&self, i: u32) {
-        if self.lirs {
-            self.stamp(i);
-        }
         let flags = &self.flags[i as usize];
         let f = flags.load(Ordering::Relaxed);
         if f & REFS < self.max_refs {
             // A lost race loses a count: a hint, as the kernel's are.
             flags.store(Self::hit_flags(f), Ordering::Relaxed);
+            if self.lirs {
+                self.stamp(i);
+            }
         }
     }
 
@@ -508,8 +513,7 @@ impl<K, V> Lruvec<K, V> {
     }
 
     /// [`Policy::Lirs`]: entry `i` is used now. Stored only when the
-    /// (rounded) clock has moved since, so that a hot entry's hits write
-    /// no line.
+    /// (rounded) clock has moved since.
     fn stamp(&self, i: u32) {
         let now = self.lirs_now();
         let s = &self.stamps[i as usize];
