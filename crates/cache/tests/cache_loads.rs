@@ -149,25 +149,31 @@ fn refaults_are_detected_and_activated() {
 /// stays resident and hits (OPT keeps capacity / keys of it: 80% here).
 /// Fixed hash seeds, among them one (20, one shard) whose shadow
 /// collisions made a direct-mapped shadow table fall back to 0% hits.
+/// `Workingset`'s shards see they thrash; the default keeps the loop too.
 #[test]
 fn a_loop_larger_than_the_cache_still_hits() {
-    for shards in [1, 4] {
-        for seed in 0..32 {
-            let capacity = 1000;
-            let c: LruCache<u32, u32, _> = LruCache::builder(capacity)
-                .shards(shards)
-                .hasher(foldhash::fast::FixedState::with_seed(seed))
-                .build()
-                .unwrap();
-            let pct = loop_hit_percent(&c, capacity as u32 * 5 / 4, 20, 10);
-            assert!(
-                pct > 70.0,
-                "{shards} shard(s), seed {seed}: {pct:.1}% hits, {:?}",
-                c.stats()
-            );
-            // Every miss of the loop refaults: every shard thrashes.
-            assert_eq!(c.stats().thrashing_shards, shards as u64);
-            c.check_invariants().unwrap();
+    for policy in [Policy::Workingset, Policy::Adaptive] {
+        for shards in [1, 4] {
+            for seed in 0..32 {
+                let capacity = 1000;
+                let c: LruCache<u32, u32, _> = LruCache::builder(capacity)
+                    .shards(shards)
+                    .policy(policy)
+                    .hasher(foldhash::fast::FixedState::with_seed(seed))
+                    .build()
+                    .unwrap();
+                let pct = loop_hit_percent(&c, capacity as u32 * 5 / 4, 20, 10);
+                assert!(
+                    pct > 70.0,
+                    "{policy:?}, {shards} shard(s), seed {seed}: {pct:.1}% hits, {:?}",
+                    c.stats()
+                );
+                if policy == Policy::Workingset {
+                    // Every miss of the loop refaults: every shard thrashes.
+                    assert_eq!(c.stats().thrashing_shards, shards as u64);
+                }
+                c.check_invariants().unwrap();
+            }
         }
     }
 }
@@ -186,34 +192,40 @@ fn a_loop_larger_than_the_cache_still_hits() {
 /// figures are deterministic: 70% tells the last two apart.
 #[test]
 fn a_noisy_loop_larger_than_the_cache_still_hits() {
-    let (mut hits, mut counted) = (0u64, 0u64);
-    for seed in 0..8 {
-        let capacity = 1000;
-        let c: LruCache<u32, u32, _> = LruCache::builder(capacity)
-            .shards(4)
-            .hasher(foldhash::fast::FixedState::with_seed(seed))
-            .build()
-            .unwrap();
-        let keys = capacity as u32 * 5 / 4;
-        let mut x = 0x9e37_79b9_u32 ^ seed as u32;
-        for pass in 0..40 {
-            for k in 0..keys {
-                // xorshift32: 1% of requests to keys outside the loop.
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                let key = if x % 100 == 0 { keys + x % 100_000 } else { k };
-                let hit = request(&c, key);
-                if pass >= 20 && key < keys {
-                    counted += 1;
-                    hits += u64::from(hit);
+    for policy in [Policy::Workingset, Policy::Adaptive] {
+        let (mut hits, mut counted) = (0u64, 0u64);
+        for seed in 0..8 {
+            let capacity = 1000;
+            let c: LruCache<u32, u32, _> = LruCache::builder(capacity)
+                .shards(4)
+                .policy(policy)
+                .hasher(foldhash::fast::FixedState::with_seed(seed))
+                .build()
+                .unwrap();
+            let keys = capacity as u32 * 5 / 4;
+            let mut x = 0x9e37_79b9_u32 ^ seed as u32;
+            for pass in 0..40 {
+                for k in 0..keys {
+                    // xorshift32: 1% of requests to keys outside the loop.
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    let key = if x % 100 == 0 { keys + x % 100_000 } else { k };
+                    let hit = request(&c, key);
+                    if pass >= 20 && key < keys {
+                        counted += 1;
+                        hits += u64::from(hit);
+                    }
                 }
             }
+            c.check_invariants().unwrap();
         }
-        c.check_invariants().unwrap();
+        let pct = hits as f64 * 100.0 / counted as f64;
+        assert!(
+            pct > 70.0,
+            "{policy:?}: {pct:.1}% of the loop's requests hit"
+        );
     }
-    let pct = hits as f64 * 100.0 / counted as f64;
-    assert!(pct > 70.0, "{pct:.1}% of the loop's requests hit");
 }
 
 /// A loop over twice the cache, read through from the start: half of it
@@ -229,24 +241,29 @@ fn a_noisy_loop_larger_than_the_cache_still_hits() {
 /// (quick_cache 47.7-48.7%, moka 49-50%; see `THRASHING_ABOVE`).
 #[test]
 fn a_loop_over_twice_the_cache_thrashes_and_keeps_half() {
-    for (capacity, shards) in [(1000u64, 1usize), (4096, 8)] {
-        for seed in 0..4 {
-            let c: LruCache<u64, u64, _> = LruCache::builder(capacity)
-                .shards(shards)
-                .hasher(foldhash::fast::FixedState::with_seed(seed))
-                .build()
-                .unwrap();
-            let pct = loop_hit_percent(&c, capacity as u32 * 2, 40, 20);
-            let st = c.stats();
-            assert_eq!(
-                st.thrashing_shards, shards as u64,
-                "{capacity}/{shards}, seed {seed}: {st:?}"
-            );
-            assert!(
-                pct > 40.0,
-                "{capacity}/{shards}, seed {seed}: {pct:.1}% hits"
-            );
-            c.check_invariants().unwrap();
+    for policy in [Policy::Workingset, Policy::Adaptive] {
+        for (capacity, shards) in [(1000u64, 1usize), (4096, 8)] {
+            for seed in 0..4 {
+                let c: LruCache<u64, u64, _> = LruCache::builder(capacity)
+                    .shards(shards)
+                    .policy(policy)
+                    .hasher(foldhash::fast::FixedState::with_seed(seed))
+                    .build()
+                    .unwrap();
+                let pct = loop_hit_percent(&c, capacity as u32 * 2, 40, 20);
+                let st = c.stats();
+                if policy == Policy::Workingset {
+                    assert_eq!(
+                        st.thrashing_shards, shards as u64,
+                        "{capacity}/{shards}, seed {seed}: {st:?}"
+                    );
+                }
+                assert!(
+                    pct > 40.0,
+                    "{policy:?} {capacity}/{shards}, seed {seed}: {pct:.1}% hits"
+                );
+                c.check_invariants().unwrap();
+            }
         }
     }
 }
@@ -259,6 +276,7 @@ fn a_loop_over_twice_the_cache_thrashes_and_keeps_half() {
 fn a_cache_of_new_keys_does_not_thrash() {
     let c: LruCache<u64, u64, _> = LruCache::builder(1000)
         .shards(4)
+        .policy(Policy::Workingset)
         .hasher(foldhash::fast::FixedState::with_seed(1))
         .build()
         .unwrap();
@@ -295,14 +313,21 @@ fn a_cache_of_new_keys_does_not_thrash() {
 fn a_loop_after_other_requests_thrashes_again() {
     // (loop keys, 1% of other requests mixed in, least hit %, every
     // shard back to thrashing)
-    for (keys, noisy, least, thrashes) in [
-        (1250u64, false, 55.0, true),
-        (1250, true, 60.0, true),
-        (1100, true, 60.0, true),
-        (2000, true, 30.0, false),
-    ] {
+    for (policy, (keys, noisy, least, thrashes)) in [Policy::Workingset, Policy::Adaptive]
+        .into_iter()
+        .flat_map(|p| {
+            [
+                (1250u64, false, 55.0, true),
+                (1250, true, 60.0, true),
+                (1100, true, 60.0, true),
+                (2000, true, 30.0, false),
+            ]
+            .map(|case| (p, case))
+        })
+    {
         let c: LruCache<u64, u64, _> = LruCache::builder(1000)
             .shards(4)
+            .policy(policy)
             .hasher(foldhash::fast::FixedState::with_seed(3))
             .build()
             .unwrap();
@@ -314,7 +339,9 @@ fn a_loop_after_other_requests_thrashes_again() {
                 1_000_000 + if r % 2 == 0 { r % 500 } else { r % 1_000_000 },
             );
         }
-        assert_eq!(c.stats().thrashing_shards, 0, "before the loop");
+        if policy == Policy::Workingset {
+            assert_eq!(c.stats().thrashing_shards, 0, "before the loop");
+        }
         let (mut hits, mut counted) = (0u64, 0u64);
         for pass in 0..60 {
             for k in 0..keys {
@@ -333,12 +360,12 @@ fn a_loop_after_other_requests_thrashes_again() {
         }
         let pct = hits as f64 * 100.0 / counted as f64;
         let st = c.stats();
-        if thrashes {
+        if thrashes && policy == Policy::Workingset {
             assert_eq!(st.thrashing_shards, 4, "loop of {keys}: {st:?}");
         }
         assert!(
             pct > least,
-            "loop of {keys} (noise: {noisy}): {pct:.1}% hits"
+            "{policy:?}, loop of {keys} (noise: {noisy}): {pct:.1}% hits"
         );
         c.check_invariants().unwrap();
     }

@@ -68,7 +68,6 @@ pub enum Policy {
     /// cache's size.
     ///
     /// [policy-measurements]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#policy-measurements
-    #[default]
     #[doc(alias = "workingset_refault")]
     #[doc(alias = "workingset_eviction")]
     Workingset,
@@ -91,7 +90,7 @@ pub enum Policy {
     /// used more recently than the LIR entry last demoted, else HIR, as
     /// LIRS ranks blocks by their reuse distance. It keeps a stable working
     /// set through loops larger than the cache and interleaved patterns,
-    /// where recency loses (the LIRS paper's traces); the default leads
+    /// where recency loses (the LIRS paper's traces); `Workingset` leads
     /// where recency pays (the ARC paper's OLTP trace, the sprite trace).
     /// Hit ratios: [docs/cache.md][lirs-measurements].
     ///
@@ -106,8 +105,9 @@ pub enum Policy {
     ///
     /// [lirs-measurements]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#policylirs-cacheshardrefaultrs-issue-46-2026-11-29
     Lirs,
-    /// [`Workingset`](Self::Workingset) or [`Lirs`](Self::Lirs), whichever
-    /// hits more on the cache's own requests: the cache runs both policies
+    /// The default: [`Workingset`](Self::Workingset) or
+    /// [`Lirs`](Self::Lirs), whichever hits more on the cache's own
+    /// requests: the cache runs both policies
     /// over a sample of its keys, in two simulations of a cache as many
     /// times smaller (miniature simulation, Waldspurger et al., USENIX ATC
     /// 2017; 256 to 512 entries each, or the whole cache when it is
@@ -133,7 +133,8 @@ pub enum Policy {
     /// half the cache that moves to new keys hits at least nine requests in
     /// ten once it has been requested four times the cache's size.
     ///
-    /// [adaptive-measurements]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#policyadaptive-cacheshardduelrs-issue-46
+    /// [adaptive-measurements]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#policyadaptive-cacheshardduelrs-issue-46-2026-11-29
+    #[default]
     Adaptive,
 }
 
@@ -564,7 +565,7 @@ const MIN_SHARD_ENTRIES: u64 = 512;
 pub const MAX_SHARDS: usize = 1 << 16;
 
 impl<K, V, S, W> Builder<K, V, S, W> {
-    /// The replacement policy (default [`Policy::Workingset`]).
+    /// The replacement policy (default [`Policy::Adaptive`]).
     pub fn policy(mut self, policy: Policy) -> Self {
         self.opts.policy = policy;
         self

@@ -176,7 +176,7 @@ impl<K, V> LruCache<K, V> {
 
 impl<K: Hash + Eq + Clone, V: Clone> LruCache<K, V> {
     /// A cache of at most `capacity` entries with the default policy
-    /// ([`Policy::Workingset`]).
+    /// ([`Policy::Adaptive`]).
     ///
     /// # Panics
     /// If `capacity` is 0 (use [`builder`](Self::builder) to get the error
