@@ -97,6 +97,10 @@ const TTL: std::time::Duration = std::time::Duration::from_secs(3600);
 pub enum Which {
     /// `LruCache::new(N)`: the default policy.
     Mmbatch,
+    /// `LruCache` under `Policy::Lirs`, which stamps every entry: what
+    /// the default costs while it runs LIRS on a workload that hits (on
+    /// these fills, which hit nothing, it keeps no stamps).
+    MmbatchLirs,
     /// `quick_cache::sync::Cache::new(N)`.
     QuickCache,
     /// `moka::sync::Cache::new(N)`.
@@ -114,8 +118,9 @@ pub enum Which {
 
 impl Which {
     /// The caches, in column order.
-    pub const CACHES: [Which; 6] = [
+    pub const CACHES: [Which; 7] = [
         Which::Mmbatch,
+        Which::MmbatchLirs,
         Which::QuickCache,
         Which::Moka,
         Which::LruCrate,
@@ -127,6 +132,7 @@ impl Which {
     pub fn name(self) -> &'static str {
         match self {
             Which::Mmbatch => "mmbatch",
+            Which::MmbatchLirs => "mmbatch-lirs",
             Which::QuickCache => "quick_cache",
             Which::Moka => "moka",
             Which::LruCrate => "lru-crate",
@@ -261,6 +267,17 @@ pub fn measure(which: Which, kind: Kind, n: usize) -> Result<(u64, usize), Strin
                         c.run_pending_tasks();
                         c.entry_count() as usize
                     },
+                    $entry
+                ),
+                Which::MmbatchLirs => fill!(
+                    LruCache::builder(n.max(1) as u64)
+                        .policy(mmbatch_cache::Policy::Lirs)
+                        .build()
+                        .expect("a valid capacity"),
+                    |c: &mut LruCache<_, _>, k, v| {
+                        c.insert(k, v);
+                    },
+                    |c: &LruCache<_, _>| c.len(),
                     $entry
                 ),
                 Which::MmbatchTtl => fill!(
@@ -582,9 +599,13 @@ fn judge(r: &Report, cfg: &Config) -> Vec<String> {
     }
     if let Some(x) = get(Which::Mmbatch, Kind::U64Churn, "bytes_per_entry") {
         let q = get(Which::QuickCache, Kind::U64Churn, "bytes_per_entry");
+        let lirs = get(Which::MmbatchLirs, Kind::U64Churn, "bytes_per_entry");
         notes.push(format!(
-            "at steady state (after {} distinct inserts into {n}): LruCache {x:.1} bytes per u64 -> u64 entry, its shadows included{} ({} the {TARGET_U64:.0}-byte target)",
+            "at steady state (after {} distinct inserts into {n}): LruCache {x:.1} bytes per u64 -> u64 entry, its shadows included{}{} ({} the {TARGET_U64:.0}-byte target)",
             2 * n,
+            lirs.map_or(String::new(), |l| format!(
+                "; {l:.1} running LIRS with stamps (the default on a workload that hits, while it runs LIRS)"
+            )),
             q.map_or(String::new(), |q| format!("; quick_cache {q:.1}")),
             if x <= TARGET_U64 { "within" } else { "over" },
         ));
@@ -635,7 +656,9 @@ mod tests {
             return;
         }
         let r = run(&cfg, &mut crate::Quiet);
-        assert_eq!(r.rows.len(), 6 + 6 + 7);
+        // Every cache for each kind, and the payload for the strings.
+        let caches = Which::CACHES.len();
+        assert_eq!(r.rows.len(), caches + caches + caches + 1);
         assert!(r.rows.iter().all(|row| row.samples_s.is_empty()));
         assert!(r.notes[0].contains("not the repro binary"), "{:?}", r.notes);
         assert!(r.row("mmbatch/u64-u64/entries-16384").is_some());

@@ -6,7 +6,7 @@ use std::{fmt, hash::BuildHasher, sync::Arc, time::Duration};
 use super::{
     LruCache,
     lock::{MAX_STRIPES, ShardLock},
-    shard::{Deadline, Duel, Lruvec},
+    shard::{Deadline, Duel, Lruvec, index::NARROW_MAX},
 };
 use crate::sync::{AtomicU64, AtomicUsize};
 
@@ -602,7 +602,9 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     }
 
     /// Number of shards, rounded down to a power of two (default: 4 per
-    /// CPU, with at least 512 entries' worth of capacity each). Each shard
+    /// CPU, with at least 512 entries' worth of capacity each, and without
+    /// a weigher enough that none holds more than 65536 entries, the most
+    /// a shard indexes in `u16`s). Each shard
     /// is an lruvec of its own — lists, reclaim, shadows — behind one
     /// read-write lock, whose readers count themselves in their thread's
     /// stripe (two per CPU, rounded down to a power of two, up to 8);
@@ -785,7 +787,18 @@ impl<K, V, S, W> Builder<K, V, S, W> {
                 // Weighted: fewer, larger shares, so that heavy entries
                 // fit their shard's.
                 let per_cpu = if o.weighted { 1 } else { 4 };
-                (per_cpu * cpus).min(usize::try_from(by_size).unwrap_or(usize::MAX))
+                let by_cpu = (per_cpu * cpus).min(usize::try_from(by_size).unwrap_or(usize::MAX));
+                // Unweighted, enough shards that each indexes its entries
+                // in `u16`s: a wide index costs 4 bytes an entry more
+                // (a cache of 1 Mi entries on 2 CPUs, 8 shards: 10 bytes
+                // an entry of index against 6). Weighted, the entries a
+                // capacity holds are not known.
+                let narrow = if o.weighted {
+                    1
+                } else {
+                    max_entries.div_ceil(NARROW_MAX).next_power_of_two()
+                };
+                by_cpu.max(narrow)
             })
         };
         // Every shard must be able to hold an entry: no more shards than

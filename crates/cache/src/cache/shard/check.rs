@@ -70,7 +70,7 @@ impl<K, V> Lruvec<K, V> {
                 self.expiring
             ));
         }
-        if self.stamps.len() != if self.lirs { self.nodes.len() } else { 0 } {
+        if self.stamps.len() != if self.stamped { self.nodes.len() } else { 0 } {
             return Err(format!(
                 "{} stamps kept for {} entries (LIRS: {})",
                 self.stamps.len(),

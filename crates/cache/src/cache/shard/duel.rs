@@ -86,6 +86,8 @@ pub(in crate::cache) struct Duel {
     /// The verdict: whether the shards run LIRS. Apart from the mutex's
     /// line, which every sampled access writes; every insertion reads it.
     lirs: crossbeam_utils::CachePadded<AtomicBool>,
+    /// Whether either simulation has hit (on the verdict's line).
+    hit: AtomicBool,
 }
 
 /// The two simulations (keys are short hashes, values nothing), the
@@ -119,6 +121,7 @@ impl Duel {
             shift,
             sims: Mutex::new(sims),
             lirs: crossbeam_utils::CachePadded::new(AtomicBool::new(true)),
+            hit: AtomicBool::new(false),
         }
     }
 
@@ -150,6 +153,12 @@ impl Duel {
         crate::sync::lock(&self.sims).seen
     }
 
+    /// Whether the sample has hit yet (until then LIRS shards keep no
+    /// stamps).
+    pub(in crate::cache) fn has_hit(&self) -> bool {
+        self.hit.load(Ordering::Relaxed)
+    }
+
     /// Whether the shards should run LIRS.
     pub(in crate::cache) fn lirs(&self) -> bool {
         self.lirs.load(Ordering::Relaxed)
@@ -174,6 +183,9 @@ impl Duel {
         }
         let verdict = sims.verdict(self.lirs());
         self.lirs.store(verdict, Ordering::Relaxed);
+        if sims.score.iter().any(|&s| s > 0.0) && !self.has_hit() {
+            self.hit.store(true, Ordering::Relaxed);
+        }
     }
 }
 

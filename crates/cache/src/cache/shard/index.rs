@@ -1,6 +1,6 @@
 //! The shard's index (`mapping->i_pages`, as far as a cache needs one):
 //! from a key's hash to its entry's slot, in a hashbrown table of slot
-//! numbers — `u16`s in a shard that holds at most 65535 entries, `u32`s
+//! numbers — `u16`s in a shard that holds at most [`NARROW_MAX`] entries, `u32`s
 //! otherwise.
 //!
 //! A hit loads the table's control bytes, then the slot number, then the
@@ -11,6 +11,10 @@
 //! the CPU's caches.
 
 use hashbrown::HashTable;
+
+/// The most entries a shard with a narrow index holds: its slots are
+/// `0..NARROW_MAX`, each a `u16`.
+pub(in crate::cache) const NARROW_MAX: usize = 1 << 16;
 
 /// Slot numbers in `u16`s or `u32`s (see the module docs).
 pub(super) enum Index {
@@ -29,7 +33,7 @@ impl Slot for u16 {
         u32::from(self)
     }
     fn of(i: u32) -> Self {
-        u16::try_from(i).expect("a narrow index holds slots below 65535")
+        u16::try_from(i).expect("a narrow index holds slots below 65536")
     }
 }
 
@@ -56,7 +60,7 @@ impl Index {
     /// An index for a shard of at most `max_entries` entries (slots
     /// `0..max_entries`).
     pub(super) fn new(max_entries: usize) -> Self {
-        if max_entries <= usize::from(u16::MAX) {
+        if max_entries <= NARROW_MAX {
             Self::Narrow(HashTable::new())
         } else {
             Self::Wide(HashTable::new())
@@ -106,7 +110,7 @@ impl Index {
     }
 
     /// Makes a narrow index wide, for a shard that may now hold more than
-    /// 65535 entries; `rehash` gives each slot's hash.
+    /// [`NARROW_MAX`] entries; `rehash` gives each slot's hash.
     pub(super) fn widen(&mut self, rehash: impl Fn(u32) -> u64) {
         if let Index::Narrow(t) = self {
             let mut wide = HashTable::with_capacity(t.len());

@@ -8,7 +8,7 @@
 
 mod check;
 mod duel;
-mod index;
+pub(super) mod index;
 mod list;
 mod reclaim;
 mod refault;
@@ -206,6 +206,11 @@ pub(super) struct Lruvec<K, V> {
     /// [`Policy::Lirs`]; empty otherwise.
     stamps: Vec<AtomicU32>,
     lirs: bool,
+    /// Whether `stamps` are kept: under [`Policy::Lirs`], and under
+    /// [`Policy::Adaptive`] while its shards run LIRS once its sample has
+    /// hit (until then an entry's last access is taken as now: a cache
+    /// that hits nothing keeps nothing by it).
+    stamped: bool,
     /// [`Policy::Lirs`]: the last access (on the shadows' clock) of the
     /// LIR entry last demoted, standing for LIRS's oldest LIR entry; a
     /// refault used more recently is LIR.
@@ -301,6 +306,7 @@ impl<K, V> Lruvec<K, V> {
             capped: expiring && capped,
             stamps: Vec::new(),
             lirs: policy == Policy::Lirs,
+            stamped: policy == Policy::Lirs,
             lir_stamp: 0,
             duel: None,
             duel_shift: 0,
@@ -373,10 +379,20 @@ impl<K, V> Lruvec<K, V> {
             return;
         };
         duel.feed(sampled, duel::sampled(h, self.duel_shift).then_some(h));
-        let lirs = duel.lirs();
+        let (lirs, hit) = (duel.lirs(), duel.has_hit());
         if lirs != self.lirs {
             self.adopt(lirs);
         }
+        if self.lirs && hit && !self.stamped {
+            self.keep_stamps();
+        }
+    }
+
+    /// Starts keeping stamps, every entry's last access taken as now.
+    fn keep_stamps(&mut self) {
+        let now = self.lirs_now();
+        self.stamps = (0..self.nodes.len()).map(|_| AtomicU32::new(now)).collect();
+        self.stamped = true;
     }
 
     /// Runs [`Policy::Lirs`] if `lirs`, else [`Policy::Workingset`], from
@@ -389,12 +405,11 @@ impl<K, V> Lruvec<K, V> {
         self.lirs = lirs;
         if lirs {
             self.policy = Policy::Lirs;
-            let now = self.lirs_now();
-            self.stamps = (0..self.nodes.len()).map(|_| AtomicU32::new(now)).collect();
             self.lir_stamp = self.shadows.now().wrapping_sub(self.max_entries as u32);
         } else {
             self.policy = Policy::Workingset;
             self.stamps = Vec::new();
+            self.stamped = false;
             // LIRS keeps none of the refault statistics `Workingset`
             // places new entries by: they start from no evidence. Left at
             // a new shard's "presumed thrashing", new keys went to the
@@ -472,7 +487,7 @@ impl<K, V> Lruvec<K, V> {
         if f & REFS < self.max_refs {
             // A lost race loses a count: a hint, as the kernel's are.
             flags.store(Self::hit_flags(f), Ordering::Relaxed);
-            if self.lirs {
+            if self.stamped {
                 self.stamp(i);
             }
         }
@@ -483,7 +498,7 @@ impl<K, V> Lruvec<K, V> {
     /// activate an inactive entry hit before (`folio_activate` unbatched)
     /// and count the hit otherwise.
     pub(super) fn touch(&mut self, i: u32) {
-        if self.lirs {
+        if self.stamped {
             self.stamp(i);
         }
         if self.policy == Policy::Lru {
@@ -523,8 +538,13 @@ impl<K, V> Lruvec<K, V> {
     }
 
     /// Entry `i`'s last access ([`Policy::Lirs`]).
+    /// Now while no stamps are kept (see [`stamped`](Self::stamped)).
     pub(super) fn stamp_of(&self, i: u32) -> u32 {
-        self.stamps[i as usize].load(Ordering::Relaxed)
+        if self.stamped {
+            self.stamps[i as usize].load(Ordering::Relaxed)
+        } else {
+            self.lirs_now()
+        }
     }
 
     /// Flags `f` after one more hit: a reference more, and an activation
@@ -621,7 +641,7 @@ impl<K, V> Lruvec<K, V> {
                 self.weights.push(weight);
             }
             self.push_deadline(deadline);
-            if self.lirs {
+            if self.stamped {
                 self.stamps.push(AtomicU32::new(self.lirs_now()));
             }
             self.nodes.len() as u32 - 1
@@ -635,7 +655,7 @@ impl<K, V> Lruvec<K, V> {
             );
             out.push(old);
             self.set_deadline(hole, deadline);
-            if self.lirs {
+            if self.stamped {
                 self.stamps[hole as usize].store(self.lirs_now(), Ordering::Relaxed);
             }
             self.links[hole as usize].hash = hash;
@@ -839,7 +859,7 @@ impl<K, V> Lruvec<K, V> {
             self.weights.push(weight);
         }
         self.push_deadline(deadline);
-        if self.lirs {
+        if self.stamped {
             self.stamps.push(AtomicU32::new(self.lirs_now()));
         }
         let i = self.nodes.len() as u32 - 1;
@@ -860,7 +880,7 @@ impl<K, V> Lruvec<K, V> {
         max_entries: usize,
         out: &mut Evicted<K, V>,
     ) {
-        if max_entries > usize::from(u16::MAX) {
+        if max_entries > index::NARROW_MAX {
             let links = &self.links;
             self.table.widen(|i| index_hash(links[i as usize].hash));
         }

@@ -60,7 +60,7 @@ impl<K, V> Lruvec<K, V> {
         if self.capped {
             self.caps.swap_remove(i as usize);
         }
-        if self.lirs {
+        if self.stamped {
             self.stamps.swap_remove(i as usize);
         }
         self.links.swap_remove(i as usize);

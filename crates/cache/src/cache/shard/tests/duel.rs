@@ -88,29 +88,41 @@ fn a_shard_changing_policy_keeps_its_structure() {
     assert_eq!(lv.len() as u64, n);
 }
 
-/// A shard taking up LIRS counts its entries' last access as now: a
+/// A LIRS shard of an adaptive cache keeps no stamps until the duel's
+/// sample has hit (a cache that hits nothing pays nothing for them); from
+/// then on it stamps every entry, their last access taken as now, and a
 /// refault from within a shard's worth of evictions is LIR until the
 /// first demotion says how far the LIR set reaches.
 #[test]
-fn a_shard_taking_up_lirs_stamps_its_entries_now() {
+fn a_lirs_shard_keeps_stamps_once_the_sample_hits() {
     let n = 100u64;
-    let mut lv: Lruvec<u64, u64> = Lruvec::new(
-        Policy::Workingset,
-        true,
-        false,
-        (false, false),
-        n,
-        n as usize,
-    );
+    let d = Arc::new(sim::Duel::new(n as usize));
+    let mut lv =
+        Lruvec::<u64, u64>::new(Policy::Adaptive, true, false, (false, false), n, n as usize)
+            .with_duel(d.clone());
     for k in 0..3 * n {
         access(&mut lv, k);
     }
-    lv.adopt(true);
-    let now = lv.lirs_now();
-    assert!((0..lv.len() as u32).all(|i| lv.stamp_of(i) == now));
-    assert_eq!(lv.lir_reach(), n as u32);
+    assert!(lv.runs_lirs() && !d.has_hit());
+    assert!(lv.stamps.is_empty(), "no hit yet: no stamps");
+    lv.check().unwrap();
+    // A hit, sampled (the cache is simulated whole), and the next write.
+    assert!(access(&mut lv, 3 * n - 1));
+    access(&mut lv, 10 * n);
+    assert!(d.has_hit());
+    // Stamped at that write, before it evicted (the clock may have moved
+    // on by one step of the stamps' rounding since).
+    let (now, step) = (lv.lirs_now(), (!lv.stamp_mask).wrapping_add(1));
+    assert_eq!(lv.stamps.len(), lv.len());
+    assert!((0..lv.len() as u32).all(|i| now.wrapping_sub(lv.stamp_of(i)) <= step));
+    lv.check().unwrap();
+    // Giving LIRS up drops them.
     lv.adopt(false);
     assert!(lv.stamps.is_empty(), "a Workingset shard keeps no stamps");
+    lv.check().unwrap();
+    // Taking it up again: the reach starts at a shard's worth.
+    lv.adopt(true);
+    assert_eq!(lv.lir_reach(), n as u32);
 }
 
 /// The duel's verdict follows the simulation that hits more: LIRS on a
