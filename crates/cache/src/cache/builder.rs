@@ -119,8 +119,9 @@ pub enum Policy {
     /// its shard (16 kept between two writes of a shard; a hit of a key
     /// outside the sample costs one comparison), and a shard's next write
     /// replays them into the simulations, unless another shard is doing so
-    /// (never waiting for it). It costs about 20 KiB a cache for the
-    /// simulations, and 4 bytes an entry while the shards run LIRS. A
+    /// (never waiting for it). It costs 20 to 40 KiB a cache for the
+    /// simulations, and 4 bytes an entry while the shards run LIRS once
+    /// the sample has hit (a cache that hits nothing keeps no stamps). A
     /// weighted cache runs `Workingset` (its number of entries, which the
     /// simulations are sized by, is not known). Hit ratios:
     /// [docs/cache.md][adaptive-measurements].
