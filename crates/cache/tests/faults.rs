@@ -294,4 +294,13 @@ fn extreme_capacities_and_weights() {
     c.insert(100, 0); // weight 0 counts as 1
     c.check_invariants().unwrap();
     assert_eq!(c.get(&100), Some(0));
+    // Unweighted, the largest capacity: a bounded number of shards, and
+    // an adaptive duel that samples 1 key in 2^32 at most.
+    let c: LruCache<u32, u64> = LruCache::builder(max).build().unwrap();
+    assert!(c.shards() <= 256, "{} shards", c.shards());
+    for k in 0..1000 {
+        c.insert(k, 0);
+        assert_eq!(c.get(&k), Some(0));
+    }
+    c.check_invariants().unwrap();
 }

@@ -560,6 +560,13 @@ impl<K, V, S, W> fmt::Debug for Builder<K, V, S, W> {
 /// `docs/cache.md#tunables-and-their-measurements`).
 const MIN_SHARD_ENTRIES: u64 = 512;
 
+/// The most shards the default takes so that each indexes its entries in
+/// `u16`s (see [`Builder::shards`]): 256, enough for 16 Mi entries. Past
+/// that a shard indexes in `u32`s rather than the cache taking more shard
+/// headers for a capacity it may never fill (`LruCache::new(1 << 40)`
+/// would otherwise take 65536).
+const MAX_NARROW_SHARDS: usize = 256;
+
 /// The most shards a cache has: 65536 (8 MiB of shard headers; far more
 /// locks than any machine has CPUs to contend for them). Unbounded,
 /// `shards(1 << 40)` on a large capacity tried to allocate 128 TiB.
@@ -605,7 +612,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// Number of shards, rounded down to a power of two (default: 4 per
     /// CPU, with at least 512 entries' worth of capacity each, and without
     /// a weigher enough that none holds more than 65536 entries, the most
-    /// a shard indexes in `u16`s). Each shard
+    /// a shard indexes in `u16`s, up to 256 shards). Each shard
     /// is an lruvec of its own — lists, reclaim, shadows — behind one
     /// read-write lock, whose readers count themselves in their thread's
     /// stripe (two per CPU, rounded down to a power of two, up to 8);
@@ -797,7 +804,10 @@ impl<K, V, S, W> Builder<K, V, S, W> {
                 let narrow = if o.weighted {
                     1
                 } else {
-                    max_entries.div_ceil(NARROW_MAX).next_power_of_two()
+                    max_entries
+                        .div_ceil(NARROW_MAX)
+                        .next_power_of_two()
+                        .min(MAX_NARROW_SHARDS)
                 };
                 by_cpu.max(narrow)
             })

@@ -107,7 +107,8 @@ impl Duel {
     /// [`DUEL_ENTRIES`] each (the whole cache when it is smaller than
     /// twice that).
     pub(in crate::cache) fn new(entries: usize) -> Self {
-        let shift = (entries / DUEL_ENTRIES).max(1).ilog2();
+        // At most 1 in 2^32 keys: a short hash has 32 bits.
+        let shift = (entries / DUEL_ENTRIES).max(1).ilog2().min(32);
         let n = Self::entries(shift, entries);
         let sim = |policy| Lruvec::new(policy, true, false, (false, false), n as u64, n);
         let sims = Sims {
@@ -148,7 +149,7 @@ impl Duel {
     }
 
     /// Sampled accesses the simulations have seen.
-    #[cfg(test)]
+    #[cfg(all(test, loom))]
     pub(in crate::cache) fn seen(&self) -> u64 {
         crate::sync::lock(&self.sims).seen
     }
