@@ -61,7 +61,7 @@ fuzz_target!(|data: &[u8]| {
     // The cache: any capacity and weights, a bounded number of frames.
     let capacity = b.size();
     // Any entry bound and shard count: the index switches from u16 to
-    // u32 slots past 65535 entries a shard, shards stop at MAX_SHARDS
+    // u32 slots past 65536 entries a shard, shards stop at MAX_SHARDS
     // (both bounded by the capacity and max_entries, so most builds stay
     // small).
     let max_entries = b.size() as usize;

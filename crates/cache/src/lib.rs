@@ -6,10 +6,14 @@
 //! and reclaim evicts from the inactive tail. A hit takes only its shard's
 //! read lock: it marks the entry, and the shard's next reclaim applies the
 //! mark, as the kernel batches `mark_page_accessed`. Under
-//! [`Policy::Workingset`] (the default), an evicted entry leaves a shadow,
-//! and a miss that finds its shadow within the shard's reach is a refault
-//! that goes straight to the active list (`mm/workingset.c`), so a working
-//! set larger than probation is kept and one-off scans are not.
+//! [`Policy::Workingset`], an evicted entry leaves a shadow, and a miss
+//! that finds its shadow within the shard's reach is a refault that goes
+//! straight to the active list (`mm/workingset.c`), so a working set
+//! larger than probation is kept and one-off scans are not;
+//! [`Policy::Lirs`] ranks entries by reuse distance on the same lists,
+//! which keeps loops and interleaved patterns. The default,
+//! [`Policy::Adaptive`], runs whichever of the two hits more on a sample
+//! of the cache's own keys.
 //!
 //! Besides: a weigher and a capacity in weight, `max_entries`, an eviction
 //! listener, single-flight loading ([`LruCache::get_or_insert_with`]: one
@@ -21,7 +25,7 @@
 //! ```
 //! use mmbatch_cache::{LruCache, Policy};
 //!
-//! // The kernel's two lists with refault detection (the default).
+//! // The kernel's two lists, run as Workingset or LIRS (the default).
 //! let cache: LruCache<String, u64> = LruCache::new(10_000);
 //! cache.insert("answer".to_owned(), 42);
 //! assert_eq!(cache.get("answer"), Some(42));

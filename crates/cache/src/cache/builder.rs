@@ -83,8 +83,9 @@ pub enum Policy {
     /// LIRS (Jiang and Zhang, SIGMETRICS 2002) on the same two lists, as
     /// CLOCK-Pro runs it without moving entries on a hit: the active list
     /// is the LIR set (98% of the shard), the inactive list the resident
-    /// HIR entries. A hit marks the entry and stamps it with the shard's
-    /// eviction clock (4 bytes an entry, only under this policy); an
+    /// HIR entries. A hit marks the entry and, when it counts a reference,
+    /// stamps it with the shard's eviction clock (4 bytes an entry, under
+    /// this policy and while [`Adaptive`](Self::Adaptive) runs it); an
     /// evicted entry's shadow keeps its last access. A new key is LIR while
     /// the LIR set has room; after that a refault is LIR when its key was
     /// used more recently than the LIR entry last demoted, else HIR, as
@@ -107,23 +108,31 @@ pub enum Policy {
     Lirs,
     /// The default: [`Workingset`](Self::Workingset) or
     /// [`Lirs`](Self::Lirs), whichever hits more on the cache's own
-    /// requests: the cache runs both policies
-    /// over a sample of its keys, in two simulations of a cache as many
-    /// times smaller (miniature simulation, Waldspurger et al., USENIX ATC
-    /// 2017; 256 to 512 entries each, or the whole cache when it is
-    /// smaller), and its shards run the one that hit more over about the
-    /// last thousand sampled requests, starting with `Workingset`. Each
-    /// policy leads on workloads the other loses (recency and frequency
-    /// against loops and interleaved patterns); this one follows the
-    /// workload it is given. A lookup of a sampled key stores its hash in
-    /// its shard (16 kept between two writes of a shard; a hit of a key
-    /// outside the sample costs one comparison), and a shard's next write
-    /// replays them into the simulations, unless another shard is doing so
-    /// (never waiting for it). It costs 20 to 40 KiB a cache for the
-    /// simulations, and 4 bytes an entry while the shards run LIRS once
-    /// the sample has hit (a cache that hits nothing keeps no stamps). A
-    /// weighted cache runs `Workingset` (its number of entries, which the
-    /// simulations are sized by, is not known). Hit ratios:
+    /// requests. The cache runs both policies over a sample of its keys,
+    /// in two simulations of a cache as many times smaller (miniature
+    /// simulation, Waldspurger et al., USENIX ATC 2017; 256 to 511 entries
+    /// each, or the whole cache below 512), and its shards run the one that
+    /// hit more over about the last 4096 sampled requests, each from its
+    /// next write; they start with `Lirs` (its LIR set forms as the cache
+    /// fills, and `Workingset` adapts from whatever it finds). Each policy
+    /// leads on workloads the other loses (recency and frequency against
+    /// loops and interleaved patterns); this one follows the workload it
+    /// is given, and a resized cache samples at the rate its new size
+    /// calls for.
+    ///
+    /// Costs: a hit checks whether its key is sampled (one multiplication
+    /// and comparison); a sampled hit stores the key's hash in its shard's
+    /// buffer (16 between two writes of the shard; more are not sampled),
+    /// and the shard's next write replays them into the simulations under
+    /// its lock, unless another shard is doing so (it never waits). Below
+    /// 512 entries every key is sampled: every hit claims a slot of the
+    /// buffer while it has room, and a write replays up to 17 requests
+    /// into each simulation. The simulations take 20 to 40 KiB a cache;
+    /// LIRS's stamps 4 bytes an entry while the shards run it, once the
+    /// sample has hit (a cache that hits nothing keeps none). A weighted
+    /// cache runs `Workingset` (its number of entries, which the
+    /// simulations are sized by, is not known), and reports `Adaptive`.
+    /// Hit ratios and what else was tried:
     /// [docs/cache.md][adaptive-measurements].
     ///
     /// It keeps the promises both policies make on the shapes that defeat
@@ -414,8 +423,8 @@ pub struct CacheStats {
     /// thrash, and is not counted).
     pub thrashing_shards: u64,
     /// Shards running LIRS: every shard under [`Policy::Lirs`], none under
-    /// [`Policy::Workingset`], and all or none under [`Policy::Adaptive`],
-    /// as its duel last chose.
+    /// [`Policy::Workingset`]; under [`Policy::Adaptive`] those that have
+    /// taken up its duel's verdict (each does at its next write).
     pub lirs_shards: u64,
     /// Shards whose lookups now skip their memory barrier: no insertion or
     /// removal has reached them for a while (2 ms, longer for a shard
@@ -786,6 +795,13 @@ impl<K, V, S, W> Builder<K, V, S, W> {
             expire.as_ref().is_some_and(Expire::capped),
         );
         let exact = o.policy == Policy::Lru && !o.batching;
+        // The most entries the cache holds: unweighted, each counts 1
+        // against the capacity too.
+        let entries = if o.weighted {
+            max_entries
+        } else {
+            max_entries.min(usize::try_from(o.capacity).unwrap_or(usize::MAX))
+        };
         let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         let wanted = if exact {
             1
@@ -804,7 +820,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
                 let narrow = if o.weighted {
                     1
                 } else {
-                    max_entries
+                    entries
                         .div_ceil(NARROW_MAX)
                         .next_power_of_two()
                         .min(MAX_NARROW_SHARDS)
@@ -827,7 +843,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
         // Weighted, the cache's entries are not known: its shards run the
         // default's fallback.
         let duel = (o.policy == Policy::Adaptive && !o.weighted)
-            .then(|| crate::sync::Arc::new(Duel::new(max_entries)));
+            .then(|| crate::sync::Arc::new(Duel::new(entries)));
         let lruvecs = (0..shards)
             .map(|i| {
                 let lv = Lruvec::new(

@@ -126,7 +126,7 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 ///   beside the slab's spare capacity (16 in the node, 12 in its list
 ///   links and short hash, 1 of flags; 8 more with a weigher, in a side
 ///   array) and 5 to 10 in the index (3 to 6 in a shard of at most
-///   65535 entries, whose index holds `u16`s); once a shard first evicts, its
+///   65536 entries, whose index holds `u16`s); once a shard first evicts, its
 ///   shadow table (4 bytes a slot, twice its entries) is allocated. Each
 ///   shard's lock adds a cache line (128 bytes as padded) per stripe: two
 ///   per CPU, rounded down to a power of two, up to 8. (What
@@ -548,7 +548,7 @@ where
     /// Changes the capacity at run time. Shrinking evicts each shard down
     /// to its new share through the policy, as an insertion would (the
     /// listener hears each eviction); growing evicts nothing and rebuilds
-    /// nothing (a shard past 65535 entries widens its index, and shadow
+    /// nothing (a shard past 65536 entries widens its index, and shadow
     /// tables are sized again at their next eviction). `max_entries`
     /// follows the capacity unless it was set. Safe alongside every other
     /// call: the shards' total never exceeds [`capacity`](Self::capacity).
@@ -581,10 +581,19 @@ where
         }
         // Heard once every shard is resized and the resize lock released
         // (a listener may resize the cache itself).
+        // The duel's simulations follow, sampled at a rate for the new
+        // size, which every shard takes up below.
+        let shift = self
+            .duel
+            .as_ref()
+            .map(|d| d.resize(entries.min(usize::try_from(capacity).unwrap_or(usize::MAX))));
         let mut evicted = Vec::new();
         for (i, shard) in self.shards.iter().enumerate() {
             let mut out = Evicted::new();
             let mut lv = shard.write();
+            if let Some(shift) = shift {
+                lv.set_duel_shift(shift);
+            }
             lv.now = self.now();
             lv.set_capacity(
                 builder::share(capacity, shards, i),
@@ -597,9 +606,6 @@ where
         if !growing {
             self.capacity.store(capacity, Ordering::Release);
             self.max_entries.store(entries, Ordering::Release);
-        }
-        if let Some(duel) = &self.duel {
-            duel.resize(entries);
         }
         drop(one);
         self.notify_each(evicted);

@@ -72,10 +72,16 @@ impl<K, V> Lruvec<K, V> {
         }
         if self.stamps.len() != if self.stamped { self.nodes.len() } else { 0 } {
             return Err(format!(
-                "{} stamps kept for {} entries (LIRS: {})",
+                "{} stamps kept for {} entries (stamped: {})",
                 self.stamps.len(),
                 self.nodes.len(),
-                self.lirs
+                self.stamped
+            ));
+        }
+        if self.lirs != (self.policy == Policy::Lirs) || (self.stamped && !self.lirs) {
+            return Err(format!(
+                "policy {:?}, LIRS {}, stamped {}",
+                self.policy, self.lirs, self.stamped
             ));
         }
         if self.caps.len() != if self.capped { self.nodes.len() } else { 0 } {

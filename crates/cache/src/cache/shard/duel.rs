@@ -79,24 +79,34 @@ pub(in crate::cache) fn sampled(h: u32, shift: u32) -> bool {
 
 /// The cache's duel: the sample's two simulations and their verdict.
 pub(in crate::cache) struct Duel {
-    /// Keys whose mixed short hash has its top `shift` bits clear are
-    /// sampled.
-    shift: u32,
     sims: Mutex<Sims>,
-    /// The verdict: whether the shards run LIRS. Apart from the mutex's
-    /// line, which every sampled access writes; every insertion reads it.
-    lirs: crossbeam_utils::CachePadded<AtomicBool>,
-    /// Whether either simulation has hit (on the verdict's line).
+    /// What every shard's write reads, apart from the mutex's line, which
+    /// every sampled access writes; stored only when it changes.
+    verdict: crossbeam_utils::CachePadded<Verdict>,
+}
+
+/// The duel's verdict.
+struct Verdict {
+    /// Whether the shards run LIRS.
+    lirs: AtomicBool,
+    /// Whether either simulation has hit (until then LIRS shards keep no
+    /// stamps).
     hit: AtomicBool,
 }
 
 /// The two simulations (keys are short hashes, values nothing), the
 /// decaying counts of their hits, and a buffer for their evictions.
 struct Sims {
+    /// Keys whose mixed short hash has its top `shift` bits clear are
+    /// sampled.
+    shift: u32,
     workingset: Lruvec<u32, ()>,
     lirs: Lruvec<u32, ()>,
     /// Hits of each over about the last [`DUEL_WINDOW`] sampled accesses.
     score: [f64; 2],
+    /// Each simulation's hits and misses so far, which it reads as a
+    /// shard reads its stripes' counts (`Lruvec::lookups`).
+    lookups: [(u64, u64); 2],
     /// Sampled accesses so far.
     seen: u64,
     out: Evicted<u32, ()>,
@@ -107,45 +117,36 @@ impl Duel {
     /// [`DUEL_ENTRIES`] each (the whole cache when it is smaller than
     /// twice that).
     pub(in crate::cache) fn new(entries: usize) -> Self {
-        // At most 1 in 2^32 keys: a short hash has 32 bits.
-        let shift = (entries / DUEL_ENTRIES).max(1).ilog2().min(32);
-        let n = Self::entries(shift, entries);
-        let sim = |policy| Lruvec::new(policy, true, false, (false, false), n as u64, n);
-        let sims = Sims {
-            workingset: sim(Policy::Workingset),
-            lirs: sim(Policy::Lirs),
-            score: [0.0; 2],
-            seen: 0,
-            out: Evicted::new(),
-        };
         Self {
-            shift,
-            sims: Mutex::new(sims),
-            lirs: crossbeam_utils::CachePadded::new(AtomicBool::new(true)),
-            hit: AtomicBool::new(false),
+            sims: Mutex::new(Sims::new(entries)),
+            verdict: crossbeam_utils::CachePadded::new(Verdict {
+                lirs: AtomicBool::new(true),
+                hit: AtomicBool::new(false),
+            }),
         }
-    }
-
-    /// A simulation's entries for a cache of `entries` sampled 1 in
-    /// `2^shift`.
-    fn entries(shift: u32, entries: usize) -> usize {
-        entries.div_ceil(1 << shift).max(1)
     }
 
     /// The cache now holds `entries` entries (`set_capacity`): the
-    /// simulations follow, at the same sampling rate.
-    pub(in crate::cache) fn resize(&self, entries: usize) {
-        let n = Self::entries(self.shift, entries);
+    /// simulations follow, sampled at the rate that suits the new size
+    /// (new simulations, warming up again, if it changed; the verdict
+    /// stands meanwhile). Returns the sample's `shift` (see [`sampled`]).
+    pub(in crate::cache) fn resize(&self, entries: usize) -> u32 {
         let sims = &mut *crate::sync::lock(&self.sims);
-        for sim in [&mut sims.workingset, &mut sims.lirs] {
-            sim.set_capacity(n as u64, n, &mut sims.out);
+        if Sims::shift_for(entries) == sims.shift {
+            let n = Sims::entries(sims.shift, entries);
+            for sim in [&mut sims.workingset, &mut sims.lirs] {
+                sim.set_capacity(n as u64, n, &mut sims.out);
+            }
+            sims.out.clear();
+        } else {
+            *sims = Sims::new(entries);
         }
-        sims.out.clear();
+        sims.shift
     }
 
     /// Keys are sampled 1 in `2^shift` (see [`sampled`]).
     pub(in crate::cache) fn shift(&self) -> u32 {
-        self.shift
+        crate::sync::lock(&self.sims).shift
     }
 
     /// Sampled accesses the simulations have seen.
@@ -157,12 +158,12 @@ impl Duel {
     /// Whether the sample has hit yet (until then LIRS shards keep no
     /// stamps).
     pub(in crate::cache) fn has_hit(&self) -> bool {
-        self.hit.load(Ordering::Relaxed)
+        self.verdict.hit.load(Ordering::Relaxed)
     }
 
     /// Whether the shards should run LIRS.
     pub(in crate::cache) fn lirs(&self) -> bool {
-        self.lirs.load(Ordering::Relaxed)
+        self.verdict.lirs.load(Ordering::Relaxed)
     }
 
     /// Under a shard's write lock: replays `sampled`'s hits and then the
@@ -173,24 +174,61 @@ impl Duel {
         if miss.is_none() && sampled.is_empty() {
             return;
         }
-        let Ok(mut sims) = self.sims.try_lock() else {
-            sampled.drain(|_| {});
-            return;
+        let mut sims = match self.sims.try_lock() {
+            Ok(sims) => sims,
+            // Nothing in the simulations calls user code; kept working
+            // whatever poisoned it.
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                sampled.drain(|_| {});
+                return;
+            }
         };
         let sims = &mut *sims;
         sampled.drain(|h| sims.access(h));
         if let Some(h) = miss {
             sims.access(h);
         }
-        let verdict = sims.verdict(self.lirs());
-        self.lirs.store(verdict, Ordering::Relaxed);
-        if sims.score.iter().any(|&s| s > 0.0) && !self.has_hit() {
-            self.hit.store(true, Ordering::Relaxed);
+        let (lirs, verdict) = (self.lirs(), sims.verdict(self.lirs()));
+        if verdict != lirs {
+            self.verdict.lirs.store(verdict, Ordering::Relaxed);
+        }
+        if !self.has_hit() && sims.score.iter().any(|&s| s > 0.0) {
+            self.verdict.hit.store(true, Ordering::Relaxed);
         }
     }
 }
 
 impl Sims {
+    /// Simulations for a cache of `entries` entries (see [`Duel::new`]).
+    fn new(entries: usize) -> Self {
+        let shift = Self::shift_for(entries);
+        let n = Self::entries(shift, entries);
+        let sim = |policy| Lruvec::new(policy, true, false, (false, false), n as u64, n);
+        Self {
+            shift,
+            workingset: sim(Policy::Workingset),
+            lirs: sim(Policy::Lirs),
+            score: [0.0; 2],
+            lookups: [(0, 0); 2],
+            seen: 0,
+            out: Evicted::new(),
+        }
+    }
+
+    /// The sample's `shift` for a cache of `entries` entries: simulations
+    /// of [`DUEL_ENTRIES`] to twice that; at most 1 in 2^32 keys (a short
+    /// hash has 32 bits).
+    fn shift_for(entries: usize) -> u32 {
+        (entries / DUEL_ENTRIES).max(1).ilog2().min(32)
+    }
+
+    /// A simulation's entries for a cache of `entries` sampled 1 in
+    /// `2^shift`.
+    fn entries(shift: u32, entries: usize) -> usize {
+        entries.div_ceil(1 << shift).max(1)
+    }
+
     /// Whether the shards should run LIRS, running it now if `lirs`: the
     /// simulation that hit more, by at least [`DUEL_MARGIN`] hits and
     /// [`DUEL_MARGIN_SHARE`] of its own, else the policy they run; no
@@ -224,9 +262,16 @@ impl Sims {
             let hit = match sim.find(hash, |&key| key == h) {
                 Some(i) => {
                     sim.mark_accessed(i);
+                    self.lookups[k].0 += 1;
                     1.0
                 }
                 None => {
+                    self.lookups[k].1 += 1;
+                    // As the cache's insertion gives a shard its lookups.
+                    if sim.looks_at_lookups() {
+                        let (hits, misses) = self.lookups[k];
+                        sim.lookups(hits, misses);
+                    }
                     sim.insert_new(hash, h, (), 1, Deadline::NEVER, &mut self.out);
                     self.out.clear();
                     0.0

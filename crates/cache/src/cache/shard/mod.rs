@@ -405,6 +405,9 @@ impl<K, V> Lruvec<K, V> {
         self.lirs = lirs;
         if lirs {
             self.policy = Policy::Lirs;
+            // `Workingset`'s aging of a stale active list (`lookups`) is
+            // not LIRS's: a LIR set is demoted only to refill the HIR set.
+            self.stale = false;
             self.lir_stamp = self.shadows.now().wrapping_sub(self.max_entries as u32);
         } else {
             self.policy = Policy::Workingset;
@@ -422,6 +425,12 @@ impl<K, V> Lruvec<K, V> {
             self.distant_share = 0.0;
             self.thrashing = false;
         }
+    }
+
+    /// The duel samples 1 key in `2^shift` from now (the cache was
+    /// resized: see [`Duel::resize`]).
+    pub(super) fn set_duel_shift(&mut self, shift: u32) {
+        self.duel_shift = shift;
     }
 
     /// Whether the shard runs LIRS ([`Policy::Lirs`], or

@@ -60,6 +60,10 @@ fn a_shard_changing_policy_keeps_its_structure() {
         if step % 997 == 0 {
             let lirs = !lv.runs_lirs();
             lv.adopt(lirs);
+            if lirs {
+                lv.keep_stamps();
+                assert_eq!(lv.stamps.len(), lv.len());
+            }
             assert_eq!(
                 lv.policy,
                 if lirs {
@@ -234,10 +238,13 @@ fn a_shard_giving_up_lirs_places_new_keys_by_fresh_evidence() {
             n,
             n as usize,
         );
-        lv.adopt(lirs_first);
+        if lirs_first {
+            lv.adopt(true);
+            lv.keep_stamps();
+        }
         let mut hits = 0;
         for (i, &k) in trace.iter().enumerate() {
-            if i == change {
+            if i == change && lirs_first {
                 lv.adopt(false);
             }
             hits += usize::from(access(&mut lv, k) && i >= from);
@@ -249,5 +256,60 @@ fn a_shard_giving_up_lirs_places_new_keys_by_fresh_evidence() {
     assert!(
         changed >= throughout - 1.0,
         "{changed:.1}% after the change, {throughout:.1}% throughout"
+    );
+}
+
+/// A resized cache's duel samples at the rate its new size calls for:
+/// simulations of 256 to 511 entries, not a thousandth of one entry after
+/// shrinking from 1 Mi entries to 1000 (nor 2^12 times too many after
+/// growing back).
+#[test]
+fn a_resized_duel_samples_for_the_new_size() {
+    let d = sim::Duel::new(1 << 20);
+    assert_eq!(d.shift(), 12);
+    assert_eq!(d.resize(1000), 1);
+    assert_eq!(d.shift(), 1);
+    assert_eq!(d.resize(1 << 20), 12);
+    assert_eq!(
+        d.resize((1 << 20) + 5),
+        12,
+        "the same rate: the simulations only resize"
+    );
+}
+
+/// A `Workingset` shard that found its active list stale (few hits, see
+/// `Lruvec::lookups`) and then takes up LIRS runs LIRS: it does not go on
+/// aging its LIR set as `Workingset` ages a stale active list. On a loop
+/// 1.25 times the shard it keeps as much of the loop as a LIRS shard that
+/// was never stale.
+#[test]
+fn a_stale_shard_taking_up_lirs_stops_aging_its_lir_set() {
+    let n = 1000u64;
+    let run = |stale: bool| {
+        let mut lv: Lruvec<u64, u64> = Lruvec::new(
+            Policy::Workingset,
+            true,
+            false,
+            (false, false),
+            n,
+            n as usize,
+        );
+        lv.stale = stale;
+        lv.adopt(true);
+        lv.keep_stamps();
+        let (passes, keys) = (20u64, n * 5 / 4);
+        let mut hits = 0;
+        for pass in 0..passes {
+            for k in 0..keys {
+                hits += u64::from(access(&mut lv, k) && pass >= passes / 2);
+            }
+        }
+        lv.check().unwrap();
+        hits
+    };
+    let (fresh, was_stale) = (run(false), run(true));
+    assert_eq!(
+        was_stale, fresh,
+        "a shard that had been stale hit {was_stale}, a fresh one {fresh}"
     );
 }

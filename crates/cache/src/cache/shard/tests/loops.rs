@@ -140,20 +140,20 @@ fn a_shadowless_miss_goes_to_the_tail_once_misses_mostly_refault() {
     }
 }
 
-/// A shard of up to 65535 entries indexes them in `u16`s, a larger one in
+/// A shard of up to 65536 entries indexes them in `u16`s, a larger one in
 /// `u32`s; both find every entry they hold, and removals (which move the
 /// slab's last entry into the freed slot) re-point the right one, up to
 /// the highest slot either can hold.
 #[test]
 fn both_index_widths_hold_a_full_shard() {
-    for n in [65535usize, 65536 + 100] {
+    for n in [65536usize, 65537] {
         let mut lv = Lruvec::new(Policy::Workingset, true, false, (false, false), n as u64, n);
         // Past its fill (a new shard keeps its first keys): the index, not
         // the fill, is under test.
         lv.fill = false;
         assert_eq!(
             matches!(lv.table, index::Index::Narrow(_)),
-            n <= 65535,
+            n <= 65536,
             "{n} entries"
         );
         // Past the capacity: the oldest keys are evicted.
