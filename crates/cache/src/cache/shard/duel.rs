@@ -77,6 +77,28 @@ pub(in crate::cache) fn sampled(h: u32, shift: u32) -> bool {
     u64::from(h.wrapping_mul(0x9e37_79b9)) >> (32 - shift) == 0
 }
 
+/// Whether the shards should run LIRS, running it now if `lirs`, after
+/// `seen` sampled accesses that left the simulations' decaying hits at
+/// `score` (`Workingset`'s, `Lirs`'s): the simulation that hit more, by
+/// more than [`DUEL_MARGIN`] hits plus [`DUEL_MARGIN_SHARE`] of the
+/// leader's, else the policy they run; no change before [`DUEL_WARMUP`]
+/// sampled accesses, while the simulations fill. A sample that has hit
+/// nothing in a window runs `Workingset`: neither policy keeps anything
+/// there, and LIRS's stamps would cost memory for nothing.
+pub(in crate::cache) fn verdict(score: [f64; 2], seen: u64, lirs: bool) -> bool {
+    let [ws, l] = score;
+    let margin = DUEL_MARGIN + DUEL_MARGIN_SHARE * ws.max(l);
+    if seen < DUEL_WARMUP {
+        lirs
+    } else if ws.max(l) < 1.0 {
+        false
+    } else if lirs {
+        ws <= l + margin
+    } else {
+        l > ws + margin
+    }
+}
+
 /// The cache's duel: the sample's two simulations and their verdict.
 pub(in crate::cache) struct Duel {
     sims: Mutex<Sims>,
@@ -150,7 +172,7 @@ impl Duel {
     }
 
     /// Sampled accesses the simulations have seen.
-    #[cfg(all(test, loom))]
+    #[cfg(test)]
     pub(in crate::cache) fn seen(&self) -> u64 {
         crate::sync::lock(&self.sims).seen
     }
@@ -229,25 +251,10 @@ impl Sims {
         entries.div_ceil(1 << shift).max(1)
     }
 
-    /// Whether the shards should run LIRS, running it now if `lirs`: the
-    /// simulation that hit more, by at least [`DUEL_MARGIN`] hits and
-    /// [`DUEL_MARGIN_SHARE`] of its own, else the policy they run; no
-    /// change in the first [`DUEL_WARMUP`] sampled accesses, while the
-    /// simulations fill. A sample that has hit nothing in a window runs
-    /// `Workingset`: neither policy keeps anything there, and LIRS's
-    /// stamps would cost memory for nothing.
+    /// Whether the shards should run LIRS, running it now if `lirs` (see
+    /// [`verdict`]).
     fn verdict(&self, lirs: bool) -> bool {
-        let [ws, l] = self.score;
-        let margin = DUEL_MARGIN + DUEL_MARGIN_SHARE * ws.max(l);
-        if self.seen < DUEL_WARMUP {
-            lirs
-        } else if ws.max(l) < 1.0 {
-            false
-        } else if lirs {
-            ws <= l + margin
-        } else {
-            l > ws + margin
-        }
+        verdict(self.score, self.seen, lirs)
     }
 
     /// One access of the key of short hash `h` in both simulations.

@@ -313,3 +313,85 @@ fn a_stale_shard_taking_up_lirs_stops_aging_its_lir_set() {
         "a shard that had been stale hit {was_stale}, a fresh one {fresh}"
     );
 }
+
+/// The verdict's rule, at its edges: nothing changes in the first
+/// `DUEL_WARMUP` sampled accesses; after them the other simulation must
+/// lead by more than `DUEL_MARGIN` hits plus `DUEL_MARGIN_SHARE` of the
+/// leader's (9 hits at 1000), either way; a tie keeps the policy; a sample
+/// without hits runs `Workingset`.
+#[test]
+fn the_verdict_needs_a_lead_past_the_margin_after_the_warm_up() {
+    let w = DUEL_WARMUP;
+    // Warming up: no change, however far one leads.
+    assert!(sim::verdict([1000.0, 0.0], w - 1, true));
+    assert!(!sim::verdict([0.0, 1000.0], w - 1, false));
+    assert!(
+        !sim::verdict([1000.0, 0.0], w, true),
+        "the warm-up ends at DUEL_WARMUP"
+    );
+    // No hits at all: Workingset; one is a hit.
+    assert!(!sim::verdict([0.0, 0.0], w, true));
+    assert!(
+        sim::verdict([1.0, 0.0], w, true),
+        "one hit's worth is a hit"
+    );
+    // A lead of exactly the margin (9 at 1000) keeps the policy either way.
+    assert!(!sim::verdict([991.0, 1000.0], w, false));
+    assert!(sim::verdict([1000.0, 991.0], w, true));
+    // Running LIRS: Workingset must lead by more than 4 + 0.5% (9 at 1000).
+    assert!(
+        sim::verdict([1000.0, 991.5], w, true),
+        "a lead of 8.5 keeps LIRS"
+    );
+    assert!(
+        !sim::verdict([1000.0, 990.5], w, true),
+        "a lead of 9.5 turns to Workingset"
+    );
+    assert!(sim::verdict([500.0, 500.0], w, true), "a tie keeps LIRS");
+    // Running Workingset: LIRS must lead as far.
+    assert!(
+        !sim::verdict([991.5, 1000.0], w, false),
+        "a lead of 8.5 keeps Workingset"
+    );
+    assert!(
+        sim::verdict([990.5, 1000.0], w, false),
+        "a lead of 9.5 turns to LIRS"
+    );
+    assert!(
+        !sim::verdict([500.0, 500.0], w, false),
+        "a tie keeps Workingset"
+    );
+    // At small scores the 4 hits dominate.
+    assert!(
+        !sim::verdict([10.0, 14.0], w, false),
+        "a lead of 4 keeps Workingset"
+    );
+    assert!(
+        sim::verdict([10.0, 14.2], w, false),
+        "a lead of 4.2 turns to LIRS"
+    );
+    assert!(
+        sim::verdict([14.0, 10.0], w, true),
+        "a lead of 4 keeps LIRS"
+    );
+    assert!(
+        !sim::verdict([14.2, 10.0], w, true),
+        "a lead of 4.2 turns to Workingset"
+    );
+}
+
+/// A write of a key outside the sample still hands the shard's sampled
+/// hits to the simulations (a cache whose sample is 1 key in 4096 rarely
+/// writes a sampled key).
+#[test]
+fn an_unsampled_write_hands_over_the_sampled_hits() {
+    let d = sim::Duel::new(1 << 20);
+    let s = sim::Sampled::new();
+    for h in 1..=3 {
+        s.push(h);
+    }
+    d.feed(&s, None);
+    assert_eq!(d.seen(), 3);
+    d.feed(&s, None);
+    assert_eq!(d.seen(), 3, "each hit once");
+}
