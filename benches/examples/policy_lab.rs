@@ -5,9 +5,11 @@
 //! [NAME]` (about a minute; the peers' figures are in `cache-hits`).
 //! `NAME` keeps the traces whose name contains it (or any of several,
 //! comma-separated); `LAB_STATS=1` adds
-//! the refault share, activations per refault and the time spent
-//! thrashing; `LAB_HALF=1` counts hits in each trace's second half only;
-//! `LAB_POLICY=NAME` replays another policy (`lirs`, `lru`, ...).
+//! the refault share, activations per refault, the time spent
+//! thrashing, the share of requests served while shards ran LIRS and the
+//! shards' policy changes (`Policy::Adaptive`'s); `LAB_HALF=1` counts
+//! hits in each trace's second half only; `LAB_POLICY=NAME` replays
+//! another policy (`workingset`, `lirs`, `lru`, ...).
 
 use std::{collections::hash_map::DefaultHasher, hash::BuildHasherDefault};
 
