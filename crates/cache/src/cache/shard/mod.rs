@@ -397,10 +397,11 @@ impl<K, V> Lruvec<K, V> {
 
     /// Runs [`Policy::Lirs`] if `lirs`, else [`Policy::Workingset`], from
     /// now: the lists stay as they are and reclaim moves them to the
-    /// other policy's targets. A shard taking up LIRS stamps every entry
-    /// with the clock (their last access is at most now), and counts a
-    /// shard's worth of evictions as the LIR set's reach until its first
-    /// demotion.
+    /// other policy's targets. A shard taking up LIRS counts a shard's
+    /// worth of evictions as the LIR set's reach until its first demotion
+    /// (it keeps stamps once the duel's sample has hit: see
+    /// [`keep_stamps`](Self::keep_stamps)); one giving it up drops its
+    /// stamps.
     fn adopt(&mut self, lirs: bool) {
         self.lirs = lirs;
         if lirs {

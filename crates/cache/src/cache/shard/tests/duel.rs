@@ -4,6 +4,11 @@
 use super::*;
 use crate::{cache::shard::duel as sim, sync::Arc};
 
+/// A new shard of `n` entries under `policy`, filling as a new cache's.
+fn shard(policy: Policy, n: u64) -> Lruvec<u64, u64> {
+    Lruvec::new(policy, true, false, (false, false), n, n as usize)
+}
+
 /// A read-through access of `k`: a hit is counted and sampled, a miss
 /// inserted. Returns whether it hit.
 fn access(lv: &mut Lruvec<u64, u64>, k: u64) -> bool {
@@ -47,14 +52,7 @@ fn sampled_hits_are_kept_until_full_and_drained_once() {
 #[test]
 fn a_shard_changing_policy_keeps_its_structure() {
     let n = 200u64;
-    let mut lv: Lruvec<u64, u64> = Lruvec::new(
-        Policy::Workingset,
-        true,
-        false,
-        (false, false),
-        n,
-        n as usize,
-    );
+    let mut lv: Lruvec<u64, u64> = shard(Policy::Workingset, n);
     let mut x = 0x2545_f491_4f6c_dd1du64;
     for step in 0..20_000u64 {
         if step % 997 == 0 {
@@ -101,9 +99,7 @@ fn a_shard_changing_policy_keeps_its_structure() {
 fn a_lirs_shard_keeps_stamps_once_the_sample_hits() {
     let n = 100u64;
     let d = Arc::new(sim::Duel::new(n as usize));
-    let mut lv =
-        Lruvec::<u64, u64>::new(Policy::Adaptive, true, false, (false, false), n, n as usize)
-            .with_duel(d.clone());
+    let mut lv = shard(Policy::Adaptive, n).with_duel(d.clone());
     for k in 0..3 * n {
         access(&mut lv, k);
     }
@@ -183,10 +179,7 @@ fn the_duel_follows_the_simulation_that_hits_more() {
 #[test]
 fn shards_share_the_duel() {
     let d = Arc::new(sim::Duel::new(300));
-    let mk = || {
-        Lruvec::<u64, u64>::new(Policy::Adaptive, true, false, (false, false), 150, 150)
-            .with_duel(d.clone())
-    };
+    let mk = || shard(Policy::Adaptive, 150).with_duel(d.clone());
     let (mut a, mut b) = (mk(), mk());
     assert!(
         !a.runs_lirs(),
@@ -230,14 +223,7 @@ fn a_shard_giving_up_lirs_places_new_keys_by_fresh_evidence() {
         .collect();
     let (change, from) = (trace.len() / 3, trace.len() / 2);
     let run = |lirs_first: bool| {
-        let mut lv: Lruvec<u64, u64> = Lruvec::new(
-            Policy::Workingset,
-            true,
-            false,
-            (false, false),
-            n,
-            n as usize,
-        );
+        let mut lv: Lruvec<u64, u64> = shard(Policy::Workingset, n);
         if lirs_first {
             lv.adopt(true);
             lv.keep_stamps();
@@ -286,14 +272,7 @@ fn a_resized_duel_samples_for_the_new_size() {
 fn a_stale_shard_taking_up_lirs_stops_aging_its_lir_set() {
     let n = 1000u64;
     let run = |stale: bool| {
-        let mut lv: Lruvec<u64, u64> = Lruvec::new(
-            Policy::Workingset,
-            true,
-            false,
-            (false, false),
-            n,
-            n as usize,
-        );
+        let mut lv: Lruvec<u64, u64> = shard(Policy::Workingset, n);
         lv.stale = stale;
         lv.adopt(true);
         lv.keep_stamps();
@@ -322,62 +301,83 @@ fn a_stale_shard_taking_up_lirs_stops_aging_its_lir_set() {
 #[test]
 fn the_verdict_needs_a_lead_past_the_margin_after_the_warm_up() {
     let w = DUEL_WARMUP;
-    // Warming up: no change, however far one leads.
-    assert!(sim::verdict([1000.0, 0.0], w - 1, true));
-    assert!(!sim::verdict([0.0, 1000.0], w - 1, false));
-    assert!(
-        !sim::verdict([1000.0, 0.0], w, true),
-        "the warm-up ends at DUEL_WARMUP"
-    );
-    // No hits at all: Workingset; one is a hit.
-    assert!(!sim::verdict([0.0, 0.0], w, true));
-    assert!(
-        sim::verdict([1.0, 0.0], w, true),
-        "one hit's worth is a hit"
-    );
-    // A lead of exactly the margin (9 at 1000) keeps the policy either way.
-    assert!(!sim::verdict([991.0, 1000.0], w, false));
-    assert!(sim::verdict([1000.0, 991.0], w, true));
-    // Running LIRS: Workingset must lead by more than 4 + 0.5% (9 at 1000).
-    assert!(
-        sim::verdict([1000.0, 991.5], w, true),
-        "a lead of 8.5 keeps LIRS"
-    );
-    assert!(
-        !sim::verdict([1000.0, 990.5], w, true),
-        "a lead of 9.5 turns to Workingset"
-    );
-    assert!(sim::verdict([500.0, 500.0], w, true), "a tie keeps LIRS");
-    // Running Workingset: LIRS must lead as far.
-    assert!(
-        !sim::verdict([991.5, 1000.0], w, false),
-        "a lead of 8.5 keeps Workingset"
-    );
-    assert!(
-        sim::verdict([990.5, 1000.0], w, false),
-        "a lead of 9.5 turns to LIRS"
-    );
-    assert!(
-        !sim::verdict([500.0, 500.0], w, false),
-        "a tie keeps Workingset"
-    );
-    // At small scores the 4 hits dominate.
-    assert!(
-        !sim::verdict([10.0, 14.0], w, false),
-        "a lead of 4 keeps Workingset"
-    );
-    assert!(
-        sim::verdict([10.0, 14.2], w, false),
-        "a lead of 4.2 turns to LIRS"
-    );
-    assert!(
-        sim::verdict([14.0, 10.0], w, true),
-        "a lead of 4 keeps LIRS"
-    );
-    assert!(
-        !sim::verdict([14.2, 10.0], w, true),
-        "a lead of 4.2 turns to Workingset"
-    );
+    // (Workingset's and Lirs's hits, sampled accesses, running LIRS, the
+    // verdict, why.)
+    let cases: [([f64; 2], u64, bool, bool, &str); 18] = [
+        ([1000.0, 0.0], w - 1, true, true, "warming up: no change"),
+        ([0.0, 1000.0], w - 1, false, false, "warming up: no change"),
+        (
+            [1000.0, 0.0],
+            w,
+            true,
+            false,
+            "the warm-up ends at DUEL_WARMUP",
+        ),
+        ([0.0, 0.0], w, true, false, "no hits: Workingset"),
+        ([1.0, 0.0], w, true, true, "one hit's worth is a hit"),
+        ([1000.0, 991.5], w, true, true, "a lead of 8.5 keeps LIRS"),
+        (
+            [1000.0, 990.5],
+            w,
+            true,
+            false,
+            "a lead of 9.5 turns to Workingset",
+        ),
+        (
+            [1000.0, 991.0],
+            w,
+            true,
+            true,
+            "a lead of exactly 9 keeps LIRS",
+        ),
+        ([500.0, 500.0], w, true, true, "a tie keeps LIRS"),
+        (
+            [991.5, 1000.0],
+            w,
+            false,
+            false,
+            "a lead of 8.5 keeps Workingset",
+        ),
+        (
+            [990.5, 1000.0],
+            w,
+            false,
+            true,
+            "a lead of 9.5 turns to LIRS",
+        ),
+        (
+            [991.0, 1000.0],
+            w,
+            false,
+            false,
+            "a lead of exactly 9 keeps Workingset",
+        ),
+        ([500.0, 500.0], w, false, false, "a tie keeps Workingset"),
+        (
+            [10.0, 14.0],
+            w,
+            false,
+            false,
+            "a lead of 4 keeps Workingset",
+        ),
+        ([10.0, 14.2], w, false, true, "a lead of 4.2 turns to LIRS"),
+        ([14.0, 10.0], w, true, true, "a lead of 4 keeps LIRS"),
+        (
+            [14.2, 10.0],
+            w,
+            true,
+            false,
+            "a lead of 4.2 turns to Workingset",
+        ),
+        ([0.0, 1000.0], w, false, true, "far behind: LIRS"),
+    ];
+    for (score, seen, lirs, want, why) in cases {
+        assert_eq!(
+            sim::verdict(score, seen, lirs),
+            want,
+            "{score:?}, seen {seen}, LIRS {lirs}: {why}"
+        );
+    }
 }
 
 /// A write of a key outside the sample still hands the shard's sampled
