@@ -111,7 +111,7 @@ pub enum Policy {
     /// requests. The cache runs both policies over a sample of its keys,
     /// in two simulations of a cache as many times smaller (miniature
     /// simulation, Waldspurger et al., USENIX ATC 2017; 256 to 511 entries
-    /// each, or the whole cache below 512), and its shards run the one that
+    /// each, or an eighth of the cache below 2048), and its shards run the one that
     /// hit more over about the last 4096 sampled requests, each from its
     /// next write; they start with `Lirs` (its LIR set forms as the cache
     /// fills, and `Workingset` adapts from whatever it finds). Each policy
@@ -124,10 +124,10 @@ pub enum Policy {
     /// and comparison); a sampled hit stores the key's hash in its shard's
     /// buffer (16 between two writes of the shard; more are not sampled),
     /// and the shard's next write replays them into the simulations under
-    /// its lock, unless another shard is doing so (it never waits). Below
-    /// 512 entries every key is sampled: every hit claims a slot of the
-    /// buffer while it has room, and a write replays up to 17 requests
-    /// into each simulation. The simulations take 20 to 40 KiB a cache;
+    /// its lock, unless another shard is doing so (it never waits). At
+    /// most 1 key in 8 is sampled (below 4096 entries exactly 1 in 8): a
+    /// small cache's accesses cost about a quarter more than
+    /// `Workingset`'s. The simulations take 20 to 40 KiB a cache;
     /// LIRS's stamps 4 bytes an entry while the shards run it, once the
     /// sample has hit (a cache that hits nothing keeps none). A weighted
     /// cache runs `Workingset` (its number of entries, which the

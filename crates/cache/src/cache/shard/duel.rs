@@ -171,6 +171,13 @@ impl Duel {
         crate::sync::lock(&self.sims).shift
     }
 
+    /// Whether the key of `hash` (the cache's hash of it) is in the
+    /// sample.
+    #[cfg(test)]
+    pub(in crate::cache) fn samples(&self, hash: u64) -> bool {
+        sampled(super::short_hash(hash), self.shift())
+    }
+
     /// Sampled accesses the simulations have seen.
     #[cfg(test)]
     pub(in crate::cache) fn seen(&self) -> u64 {
@@ -239,10 +246,14 @@ impl Sims {
     }
 
     /// The sample's `shift` for a cache of `entries` entries: simulations
-    /// of [`DUEL_ENTRIES`] to twice that; at most 1 in 2^32 keys (a short
-    /// hash has 32 bits).
+    /// of [`DUEL_ENTRIES`] to twice that, sampling at most 1 key in
+    /// `2^`[`DUEL_MIN_SHIFT`] (smaller simulations below); at most 1 in
+    /// 2^32 keys (a short hash has 32 bits).
     fn shift_for(entries: usize) -> u32 {
-        (entries / DUEL_ENTRIES).max(1).ilog2().min(32)
+        (entries / DUEL_ENTRIES)
+            .max(1)
+            .ilog2()
+            .clamp(DUEL_MIN_SHIFT, 32)
     }
 
     /// A simulation's entries for a cache of `entries` sampled 1 in

@@ -123,10 +123,19 @@ pub(super) const LIRS_HIR: f64 = 0.02;
 
 /// Entries of each of [`Policy::Adaptive`](crate::Policy::Adaptive)'s two
 /// simulations, at least (`duel.rs`; up to twice as many, the sample
-/// being 1 in a power of two of the keys): more judges the policies
+/// being 1 in a power of two of the keys; fewer in a cache smaller than
+/// `DUEL_ENTRIES << DUEL_MIN_SHIFT`, an eighth of it): more judges the policies
 /// closer to the cache's own behaviour, for more memory (about 40 bytes
 /// an entry, twice) and a larger share of accesses sampled.
 pub(super) const DUEL_ENTRIES: usize = 256;
+
+/// [`Policy::Adaptive`](crate::Policy::Adaptive) samples at most 1 key
+/// in `2^DUEL_MIN_SHIFT`, so that its simulations replay at most an
+/// eighth of the cache's accesses: a small cache sampled whole did three
+/// shards' work per access (docs/cache.md: a 400-entry cache read through
+/// at 0.40x `Workingset`'s speed, 0.80x at 1 in 8); 1 in 16 cost the
+/// sprite trace at 100 entries 0.5 points.
+pub(super) const DUEL_MIN_SHIFT: u32 = 3;
 
 /// The sampled accesses over which [`Policy::Adaptive`](crate::Policy::Adaptive)
 /// compares its simulations' hits (a decaying count): longer is steadier

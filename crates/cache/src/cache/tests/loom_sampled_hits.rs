@@ -13,23 +13,27 @@ use crate::Policy;
 #[test]
 fn racing_hits_each_reach_the_duel_once() {
     super::model(|| {
-        // Four entries: the cache is simulated whole (every key sampled).
         let (cache, _) = cache(4, Policy::Adaptive, true);
-        cache.insert(0, 100);
-        cache.insert(1, 101);
+        let duel = cache.duel.clone().expect("an adaptive cache has a duel");
+        // Three keys in the sample (1 in 8 is).
+        let k: Vec<u32> = (0..)
+            .filter(|k| duel.samples(cache.hash(k)))
+            .take(3)
+            .collect();
+        cache.insert(k[0], 100);
+        cache.insert(k[1], 101);
         let cache = Arc::new(cache);
         let threads: Vec<_> = (0..2)
-            .map(|k| {
-                let c = cache.clone();
-                thread::spawn(move || assert_eq!(c.get(&k), Some(100 + k)))
+            .map(|i| {
+                let (c, k) = (cache.clone(), k[i]);
+                thread::spawn(move || assert_eq!(c.get(&k), Some(100 + i as u32)))
             })
             .collect();
         for t in threads {
             t.join().unwrap();
         }
-        let duel = cache.duel.as_ref().expect("an adaptive cache has a duel");
         assert_eq!(duel.seen(), 2, "the hits wait for the shard's next write");
-        cache.insert(2, 102);
+        cache.insert(k[2], 102);
         // Two misses, two hits, one miss.
         assert_eq!(
             duel.seen(),
