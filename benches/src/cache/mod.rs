@@ -15,7 +15,10 @@
 //!   one-off scans (`s0.9-scan`): every fourth run of [`SCAN_RUN`]
 //!   requests is a sequential run of keys never requested before, outside
 //!   the Zipf key space (25% of requests); each sample gets fresh scan
-//!   keys, so no scan key is ever requested twice. Each read-through
+//!   keys, so no scan key is ever requested twice; and a small cache
+//!   (`s0.9-small`: Zipf 0.9 over 1/[`SMALL_SHARE`] of the keys into a
+//!   cache of a tenth of them, 409 entries at scale 1, where a cache runs
+//!   few shards), reported, not judged. Each read-through
 //!   sample draws its own requests (a replayed stream would be resident
 //!   after the first sample, since read-through inserts what it misses);
 //!   read and mixed replay one stream, as before.
@@ -111,7 +114,7 @@ pub const SAMPLES_PER_SAMPLE: usize = 3;
 
 /// Samples per configured sample of `mix` at `threads`: [`SAMPLES_PER_SAMPLE`]
 /// for the rows the notes judge (every mix but `load`, at 1 and 2
-/// threads), one for the rows they only report.
+/// threads; the small cache's too), one for the rows they only report.
 pub fn samples_per_sample(mix: Mix, threads: usize) -> usize {
     if mix != Mix::Load && threads <= 2 {
         SAMPLES_PER_SAMPLE
@@ -210,7 +213,14 @@ pub enum Workload {
     Zipf(f64),
     /// Zipf with this exponent, 25% of requests in one-off scans.
     ZipfScans(f64),
+    /// Zipf with this exponent over [`SMALL_SHARE`] of the keys, into a
+    /// cache as many times smaller (409 entries at scale 1): what a small
+    /// cache costs, where a cache runs few shards. Reported, not judged.
+    Small(f64),
 }
+
+/// The share of the keys (and of the capacity) of [`Workload::Small`].
+pub const SMALL_SHARE: u64 = 256;
 
 impl Workload {
     /// The row-name part.
@@ -218,14 +228,28 @@ impl Workload {
         match self {
             Workload::Zipf(s) => format!("s{s}"),
             Workload::ZipfScans(s) => format!("s{s}-scan"),
+            Workload::Small(s) => format!("s{s}-small"),
         }
     }
 
     /// The Zipf exponent.
     pub fn skew(self) -> f64 {
         match self {
-            Workload::Zipf(s) | Workload::ZipfScans(s) => s,
+            Workload::Zipf(s) | Workload::ZipfScans(s) | Workload::Small(s) => s,
         }
+    }
+
+    /// The keys requested, of `keys` at this scale.
+    pub fn keys(self, keys: u64) -> u64 {
+        match self {
+            Workload::Small(_) => (keys / SMALL_SHARE).max(64),
+            _ => keys,
+        }
+    }
+
+    /// Whether the notes judge its rows against a target.
+    pub fn judged(self) -> bool {
+        !matches!(self, Workload::Small(_))
     }
 
     /// For table titles.
@@ -235,6 +259,7 @@ impl Workload {
             Workload::ZipfScans(s) => {
                 format!("Zipf s={s} + one-off scans (25%, runs of {SCAN_RUN})")
             }
+            Workload::Small(s) => format!("a small cache, Zipf s={s}"),
         }
     }
 
@@ -242,14 +267,15 @@ impl Workload {
     /// scans whose keys are `SCAN_TAG | scan_base..`, in order.
     pub fn apply(self, zipf: &[u64], scan_base: u64) -> Vec<u64> {
         match self {
-            Workload::Zipf(_) => zipf.to_vec(),
+            Workload::Zipf(_) | Workload::Small(_) => zipf.to_vec(),
             Workload::ZipfScans(_) => with_scans(zipf, scan_base),
         }
     }
 }
 
 /// Every (workload, mix) measured, in table order: read and mixed on each
-/// skew as before, then read-through on the three workloads.
+/// skew as before, then read-through on the three workloads and a small
+/// cache's, then loader read-through on the three.
 pub fn plan() -> Vec<(Workload, Mix)> {
     let mut plan = Vec::new();
     for s in SKEWS {
@@ -260,6 +286,7 @@ pub fn plan() -> Vec<(Workload, Mix)> {
         Workload::Zipf(0.9),
         Workload::Zipf(1.1),
         Workload::ZipfScans(0.9),
+        Workload::Small(0.9),
     ] {
         plan.push((w, Mix::ReadThrough));
     }
@@ -458,8 +485,7 @@ pub fn row_name(which: Impl, mix: Mix, workload: Workload, t: usize) -> String {
 }
 
 fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
-    let keys = ((KEYS * cfg.scale) as u64).max(64);
-    let capacity = (keys / 10) as usize;
+    let all_keys = ((KEYS * cfg.scale) as u64).max(64);
     let ops = ((OPS * cfg.scale) as usize).max(1024);
     let threads = thread_counts(cfg.max_threads());
     let plan = plan();
@@ -474,6 +500,8 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     let mut tables = Vec::new();
     for &(workload, mix) in &plan {
         let impls = Impl::for_mix(mix);
+        let keys = workload.keys(all_keys);
+        let capacity = (keys / 10) as usize;
         let s = workload.skew();
         let si = SKEWS.iter().position(|&x| x == s).unwrap_or(0) as u64;
         let warm_zipf = zipf_stream(keys, s, capacity * 8, 1 + si);

@@ -25,8 +25,9 @@ pub(super) fn notes(r: &Report, threads: &[usize], plan: &[(Workload, Mix)]) -> 
                 continue;
             };
             let want = if mix == Mix::Read { 1.2 } else { 1.0 };
-            // Loader read-through is reported, not judged: no target names it.
-            let judge = mix != Mix::Load;
+            // Loader read-through and the small cache are reported, not
+            // judged: no target names them.
+            let judge = mix != Mix::Load && workload.judged();
             let tag = format!("{}-{}, {t} thread(s)", mix.name(), workload.name());
             let target = if judge {
                 format!("target >= {want:.1}x")
@@ -87,7 +88,7 @@ pub(super) fn notes(r: &Report, threads: &[usize], plan: &[(Workload, Mix)]) -> 
             }
             // Expiry's targets (issue 45): with a time to live on every
             // entry, >= 1.0x quick_cache without one and >= 3x moka with it.
-            if mix == Mix::ReadThrough {
+            if mix == Mix::ReadThrough && judge {
                 if let Some(x) = r.median(&name(Impl::MmbatchTtl)) {
                     let vs_q = r
                         .paired_ratio(&name(Impl::MmbatchTtl), &name(Impl::QuickCache))
