@@ -173,14 +173,11 @@ fn assert_nothing_left(before: (usize, usize, usize)) {
     let (fds, maps, threads) = before;
     assert_eq!(region_fds(), fds, "descriptors left open");
     assert_eq!(mappings(64 * PAGE), maps, "mappings left");
-    // Joined threads are gone, but the kernel removes a task's
-    // /proc/self/task entry a moment after the join returns (seen under
-    // TCG): wait for it, boundedly.
-    let deadline = std::time::Instant::now() + Duration::from_secs(2);
-    while handler_threads() != threads && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert_eq!(handler_threads(), threads, "threads left running");
+    assert_eq!(
+        mmbatch_testkit::threads_named_settled("uffd-", threads, Duration::from_secs(2)),
+        threads,
+        "threads left running"
+    );
 }
 
 /// A handler thread the OS refuses: a clear error, and the handlers
@@ -661,7 +658,10 @@ fn a_registration_without_the_needed_ioctl_is_refused_by_name() {
         (fds, maps),
         "left behind"
     );
-    assert_eq!(handler_threads(), 0);
+    assert_eq!(
+        mmbatch_testkit::threads_named_settled("uffd-", 0, Duration::from_secs(2)),
+        0
+    );
     drop(scenario);
     std::process::exit(0);
 }

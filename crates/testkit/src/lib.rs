@@ -36,6 +36,21 @@ pub fn threads_named(prefix: &str) -> usize {
         .count()
 }
 
+/// [`threads_named`] once it equals `want`, or after `limit`: a joined
+/// thread's `/proc/self/task` entry goes a moment after the join returns
+/// (the kernel reaps the task after waking the joiner; seen under TCG),
+/// so a count taken at once can include threads already joined.
+pub fn threads_named_settled(prefix: &str, want: usize, limit: std::time::Duration) -> usize {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let n = threads_named(prefix);
+        if n == want || std::time::Instant::now() >= deadline {
+            return n;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 /// Waits up to `limit` for `done` to hold, checking every 5 ms; panics
 /// with "`what` hangs" past it.
 pub fn wait_until(what: &str, limit: std::time::Duration, mut done: impl FnMut() -> bool) {
