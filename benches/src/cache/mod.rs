@@ -114,9 +114,9 @@ pub const SAMPLES_PER_SAMPLE: usize = 3;
 
 /// Samples per configured sample of `mix` at `threads`: [`SAMPLES_PER_SAMPLE`]
 /// for the rows the notes judge (every mix but `load`, at 1 and 2
-/// threads; the small cache's too), one for the rows they only report.
-pub fn samples_per_sample(mix: Mix, threads: usize) -> usize {
-    if mix != Mix::Load && threads <= 2 {
+/// threads, but the small cache's), one for the rows they only report.
+pub fn samples_per_sample(mix: Mix, workload: Workload, threads: usize) -> usize {
+    if mix != Mix::Load && workload.judged() && threads <= 2 {
         SAMPLES_PER_SAMPLE
     } else {
         1
@@ -213,13 +213,14 @@ pub enum Workload {
     Zipf(f64),
     /// Zipf with this exponent, 25% of requests in one-off scans.
     ZipfScans(f64),
-    /// Zipf with this exponent over [`SMALL_SHARE`] of the keys, into a
+    /// Zipf with this exponent over 1/[`SMALL_SHARE`] of the keys, into a
     /// cache as many times smaller (409 entries at scale 1): what a small
     /// cache costs, where a cache runs few shards. Reported, not judged.
     Small(f64),
 }
 
-/// The share of the keys (and of the capacity) of [`Workload::Small`].
+/// [`Workload::Small`] requests 1 in this many of the keys, into a cache
+/// as many times smaller.
 pub const SMALL_SHARE: u64 = 256;
 
 impl Workload {
@@ -489,11 +490,12 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     let ops = ((OPS * cfg.scale) as usize).max(1024);
     let threads = thread_counts(cfg.max_threads());
     let plan = plan();
-    let samples_at = |mix: Mix, t: usize| cfg.samples.max(1) * samples_per_sample(mix, t);
+    let samples_at =
+        |w: Workload, mix: Mix, t: usize| cfg.samples.max(1) * samples_per_sample(mix, w, t);
     let total: usize = plan
         .iter()
-        .flat_map(|&(_, mix)| threads.iter().map(move |&t| (mix, t)))
-        .map(|(mix, t)| samples_at(mix, t) * Impl::for_mix(mix).len())
+        .flat_map(|&(w, mix)| threads.iter().map(move |&t| (w, mix, t)))
+        .map(|(w, mix, t)| samples_at(w, mix, t) * Impl::for_mix(mix).len())
         .sum();
     let mut done = 0;
     let mut rows = Vec::new();
@@ -511,7 +513,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
         // read-through sample, at each thread count, draws its own
         // requests. Read and mixed replay one stream, as they always have.
         let fresh = mix.fills();
-        let drawn: usize = threads.iter().map(|&t| samples_at(mix, t)).sum();
+        let drawn: usize = threads.iter().map(|&t| samples_at(workload, mix, t)).sum();
         let zipf = zipf_stream(keys, s, if fresh { ops * drawn } else { ops }, 100 + si);
         let fresh_caches = || -> Vec<Vec<Box<dyn Cache>>> {
             impls
@@ -530,11 +532,11 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
         let mut caches = Vec::new();
         let mut drawn_before = 0;
         for &t in &threads {
-            let samples = samples_at(mix, t);
+            let samples = samples_at(workload, mix, t);
             // Judged rows start from caches built and warmed for them; the
             // rows only reported go on with the caches the previous thread
             // count left (more warming, alike for every cache).
-            if caches.is_empty() || samples_per_sample(mix, t) == SAMPLES_PER_SAMPLE {
+            if caches.is_empty() || samples_per_sample(mix, workload, t) == SAMPLES_PER_SAMPLE {
                 caches = fresh_caches();
             }
             let names: Vec<String> = impls

@@ -86,6 +86,17 @@ fn smallest_run_produces_every_row_and_table() {
         r.notes
     );
     assert_eq!(r.tables.len(), plan().len() * 2);
+    // The small cache is reported, never judged.
+    let small: Vec<_> = r
+        .notes
+        .iter()
+        .filter(|n| n.starts_with("readthrough-s0.9-small, "))
+        .collect();
+    assert_eq!(small.len(), 2, "{:?}", r.notes);
+    for n in small {
+        assert!(n.contains("(reported, no target)"), "{n}");
+        assert!(!n.contains("target >=") && !n.contains("MISSED"), "{n}");
+    }
     assert!(
         r.row("mmbatch-active-inactive/read-s0.9/threads-2")
             .is_some()

@@ -127,7 +127,7 @@ pub enum Policy {
     /// its lock, unless another shard is doing so (it never waits). At
     /// most 1 key in 8 is sampled (below 4096 entries exactly 1 in 8): a
     /// small cache's accesses cost about a quarter more than
-    /// `Workingset`'s. The simulations take 20 to 40 KiB a cache;
+    /// `Workingset`'s. The simulations take up to 40 KiB a cache;
     /// LIRS's stamps 4 bytes an entry while the shards run it, once the
     /// sample has hit (a cache that hits nothing keeps none). A weighted
     /// cache runs `Workingset` (its number of entries, which the
