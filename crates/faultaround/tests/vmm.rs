@@ -21,7 +21,9 @@ use std::{
     time::Duration,
 };
 
-use mmbatch_faultaround::{HugePageSize, PageRead, PageSource, Record, UffdHandler, UffdRegion};
+use mmbatch_faultaround::{
+    FailSignal, HugePageSize, PageRead, PageSource, Record, UffdHandler, UffdRegion,
+};
 use mmbatch_testkit::{child, vmm};
 use protocol::GuestRegionUffdMapping;
 
@@ -809,6 +811,11 @@ fn failing(name: &str, read: &str) -> (child::Run, Option<String>) {
         (run, h.join().unwrap())
     });
     let (run, h) = handler;
+    assert_eq!(
+        h.fail_signal(),
+        poisons().then_some(FailSignal::Sigbus),
+        "the handler says how a failed page's readers are stopped"
+    );
     (run, h.failure().map(|e| e.to_string()))
 }
 

@@ -28,12 +28,17 @@ impl Area {
     }
 }
 
+/// The area of `areas` (sorted by `first`, not overlapping) holding source
+/// page `p`: the first whose end is past `p`, if it starts at or before it.
+fn area_holding(areas: &[Area], p: u64) -> Option<&Area> {
+    let i = areas.partition_point(|a| a.first + a.pages <= p);
+    areas.get(i).filter(|a| a.first <= p)
+}
+
 impl Shared {
     /// The area holding source page `p`.
     fn area_of(&self, p: u64) -> Option<&Area> {
-        // Sorted by `first`, not overlapping: the first whose end is past p.
-        let i = self.areas.partition_point(|a| a.first + a.pages <= p);
-        self.areas.get(i).filter(|a| a.first <= p)
+        area_holding(&self.areas, p)
     }
 
     /// The address of source page `p` (which lies in an area: every page a
@@ -79,5 +84,52 @@ impl Shared {
                 bits[w].fetch_and(!b, Ordering::Relaxed);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Area, area_holding};
+
+    /// Each source page is found in its own area, whichever of three it
+    /// lies in (a gap between the second and third); a page in the gap or
+    /// past the end is in none. (A wrong search sent a foreign handler's
+    /// copies to another range, and its VMM's reader waited forever.)
+    #[test]
+    fn each_page_is_in_its_own_area() {
+        let areas = [
+            Area {
+                base: 0x10_000,
+                first: 0,
+                pages: 4,
+            },
+            Area {
+                base: 0x90_000,
+                first: 4,
+                pages: 2,
+            },
+            Area {
+                base: 0x50_000,
+                first: 10,
+                pages: 3,
+            },
+        ];
+        let holder = |p| area_holding(&areas, p).map(|a| a.first);
+        let want = [
+            (0, Some(0)),
+            (3, Some(0)),
+            (4, Some(4)),
+            (5, Some(4)),
+            (6, None),
+            (9, None),
+            (10, Some(10)),
+            (12, Some(10)),
+            (13, None),
+            (u64::MAX / 2, None),
+        ];
+        for (p, area) in want {
+            assert_eq!(holder(p), area, "page {p}");
+        }
+        assert_eq!(area_holding(&[], 0), None);
     }
 }
