@@ -86,3 +86,45 @@ pub fn kernel_at_least(major: u32, minor: u32) -> bool {
     let (got_major, got_minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
     (got_major, got_minor) >= (major, minor)
 }
+
+/// Aborts the process, naming `what`, unless dropped within `limit`
+/// ([`hang_guard`]).
+#[derive(Debug)]
+#[must_use = "the guard aborts unless it lives until the test's end"]
+pub struct HangGuard {
+    done: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+}
+
+/// A guard for an in-process test whose code could hang (a fault its
+/// handler never serves): unless it is dropped within `limit`
+/// ([`child::scaled`] by the caller), a thread of its own prints "`what`
+/// did not finish" and aborts the process, so that the test binary fails
+/// in bounded time instead of running until killed. Tests that must
+/// survive a hang run in a child ([`child::parent`]) instead.
+pub fn hang_guard(what: &str, limit: std::time::Duration) -> HangGuard {
+    let done = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+    let (d, what) = (done.clone(), what.to_owned());
+    std::thread::Builder::new()
+        .name("hang-guard".into())
+        .spawn(move || {
+            let (lock, cv) = &*d;
+            let g = lock.lock().unwrap_or_else(|e| e.into_inner());
+            let (g, _) = cv
+                .wait_timeout_while(g, limit, |done| !*done)
+                .unwrap_or_else(|e| e.into_inner());
+            if !*g {
+                eprintln!("{what} did not finish in {limit:?} (hang): aborting");
+                std::process::abort();
+            }
+        })
+        .expect("the hang guard's thread starts");
+    HangGuard { done }
+}
+
+impl Drop for HangGuard {
+    fn drop(&mut self) {
+        let (lock, cv) = &*self.done;
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        cv.notify_one();
+    }
+}
