@@ -45,7 +45,7 @@ fn ranges(pages: &[u64]) -> Vec<Range<u64>> {
 fn the_pages_written_since_a_take_are_reported_exactly() {
     let _hang = mmbatch_testkit::hang_guard(
         "the_pages_written_since_a_take_are_reported_exactly",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     let Some(mut r) = region() else { return };
     // Half the region read (filled by the handlers), nothing written.
@@ -77,7 +77,7 @@ fn the_pages_written_since_a_take_are_reported_exactly() {
 fn writes_from_several_threads_are_all_reported() {
     let _hang = mmbatch_testkit::hang_guard(
         "writes_from_several_threads_are_all_reported",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     let Some(mut r) = region() else { return };
     let base = r.as_mut_ptr() as usize;
@@ -104,7 +104,7 @@ fn writes_from_several_threads_are_all_reported() {
 fn discarded_pages_read_back_as_zeros_unwritten() {
     let _hang = mmbatch_testkit::hang_guard(
         "discarded_pages_read_back_as_zeros_unwritten",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     let Some(mut r) = region() else { return };
     r.as_mut_slice()[5 * PAGE] = 7;
@@ -123,7 +123,7 @@ fn discarded_pages_read_back_as_zeros_unwritten() {
 fn a_system_call_writing_the_region_is_a_write() {
     let _hang = mmbatch_testkit::hang_guard(
         "a_system_call_writing_the_region_is_a_write",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     let Some(mut r) = region() else { return };
     let (mut rx, mut tx) = std::os::unix::net::UnixStream::pair().unwrap();
@@ -137,7 +137,7 @@ fn a_system_call_writing_the_region_is_a_write() {
 fn an_untracked_region_refuses_to_report() {
     let _hang = mmbatch_testkit::hang_guard(
         "an_untracked_region_refuses_to_report",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     let r = UffdRegion::new(PAGES * PAGE, 0, vec![0u8; PAGES * PAGE], 1).unwrap();
     let e = r.written_pages().unwrap_err();

@@ -17,11 +17,11 @@ fn image(pages: usize) -> Vec<u8> {
 
 #[test]
 fn a_huge_page_region_is_served_a_whole_huge_page_a_fault() {
+    let Some(_pool) = Pool::grow(8) else { return };
     let _hang = mmbatch_testkit::hang_guard(
         "a_huge_page_region_is_served_a_whole_huge_page_a_fault",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
-    let Some(_pool) = Pool::grow(8) else { return };
     let free_before = read(FREE);
     let src = image(8);
     {
@@ -65,11 +65,11 @@ fn a_huge_page_region_is_served_a_whole_huge_page_a_fault() {
 
 #[test]
 fn records_and_replays_count_huge_pages() {
+    let Some(_pool) = Pool::grow(16) else { return };
     let _hang = mmbatch_testkit::hang_guard(
         "records_and_replays_count_huge_pages",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
-    let Some(_pool) = Pool::grow(16) else { return };
     let src = image(8);
     let rec = {
         let r = UffdRegion::builder(8 * HUGE)
@@ -96,11 +96,11 @@ fn records_and_replays_count_huge_pages() {
 
 #[test]
 fn a_short_pool_is_refused_with_the_command_that_reserves_it() {
+    let _pool = mmbatch_testkit::huge::hold();
     let _hang = mmbatch_testkit::hang_guard(
         "a_short_pool_is_refused_with_the_command_that_reserves_it",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
-    let _pool = mmbatch_testkit::huge::hold();
     let free = HugePageSize::Size2M.available_pages();
     let e = UffdRegion::builder((free + 1) * HUGE)
         .huge_pages(HugePageSize::Size2M)
@@ -114,7 +114,7 @@ fn a_short_pool_is_refused_with_the_command_that_reserves_it() {
 fn lengths_and_orders_that_do_not_fit_huge_pages_are_refused() {
     let _hang = mmbatch_testkit::hang_guard(
         "lengths_and_orders_that_do_not_fit_huge_pages_are_refused",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     let b = || UffdRegion::builder(HUGE + 4096).huge_pages(HugePageSize::Size2M);
     let e = b().build(vec![0u8; 2 * HUGE]).unwrap_err();
@@ -138,11 +138,11 @@ fn lengths_and_orders_that_do_not_fit_huge_pages_are_refused() {
 
 #[test]
 fn writes_to_huge_pages_are_tracked() {
+    let Some(_pool) = Pool::grow(4) else { return };
     let _hang = mmbatch_testkit::hang_guard(
         "writes_to_huge_pages_are_tracked",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
-    let Some(_pool) = Pool::grow(4) else { return };
     let r = UffdRegion::builder(4 * HUGE)
         .huge_pages(HugePageSize::Size2M)
         .track_writes(true)
@@ -173,7 +173,7 @@ fn writes_to_huge_pages_are_tracked() {
 fn a_hugetlbfs_page_cache_is_continued_in_huge_pages() {
     let _hang = mmbatch_testkit::hang_guard(
         "a_hugetlbfs_page_cache_is_continued_in_huge_pages",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     // The memfd's 4 and the recording region's 4.
     let Some(_pool) = Pool::grow(8) else { return };

@@ -68,7 +68,7 @@ fn bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static
 fn record_lists_first_touches_in_order() {
     let _hang = mmbatch_testkit::hang_guard(
         "record_lists_first_touches_in_order",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     let src = image(256);
     let r = UffdRegion::builder(256 * PAGE)
@@ -94,7 +94,7 @@ fn record_lists_first_touches_in_order() {
 fn replay_installs_the_record_and_faults_serve_the_rest() {
     let _hang = mmbatch_testkit::hang_guard(
         "replay_installs_the_record_and_faults_serve_the_rest",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     let src = image(1024);
     let pages: Vec<u64> = (100..200).chain(500..520).chain([7, 9]).collect();
@@ -160,7 +160,7 @@ fn tempfile(bytes: &[u8]) -> std::fs::File {
 fn a_record_saved_and_loaded_replays_the_same_pages() {
     let _hang = mmbatch_testkit::hang_guard(
         "a_record_saved_and_loaded_replays_the_same_pages",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     let src = image(512);
     let r = UffdRegion::builder(512 * PAGE)
@@ -198,7 +198,7 @@ fn a_record_saved_and_loaded_replays_the_same_pages() {
 fn a_record_of_another_image_or_a_corrupt_one_is_refused() {
     let _hang = mmbatch_testkit::hang_guard(
         "a_record_of_another_image_or_a_corrupt_one_is_refused",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     let src = image(64);
     let rec = Record::new(PAGE, (64 * PAGE) as u64, "a", [1, 2, 3]).unwrap();
@@ -309,7 +309,7 @@ fn wait_for(what: &str, cond: impl Fn() -> bool) {
 fn a_fault_never_waits_behind_the_replay() {
     let _hang = mmbatch_testkit::hang_guard(
         "a_fault_never_waits_behind_the_replay",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     let (r, open) = stuck_replay(256);
     let src = image(256);
@@ -332,7 +332,7 @@ fn a_fault_never_waits_behind_the_replay() {
 fn discarded_pages_read_back_as_zeros() {
     let _hang = mmbatch_testkit::hang_guard(
         "discarded_pages_read_back_as_zeros",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     let src = image(64);
     let r = Arc::new(UffdRegion::new(64 * PAGE, 0, src.clone(), 1).unwrap());
@@ -363,7 +363,7 @@ fn discarded_pages_read_back_as_zeros() {
 fn a_discard_during_replay_is_not_undone_by_it() {
     let _hang = mmbatch_testkit::hang_guard(
         "a_discard_during_replay_is_not_undone_by_it",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     // The replay reads its first run (pages 0..64), blocked; meanwhile
     // the application discards pages 0..32 and its madvise returns. The
@@ -391,7 +391,7 @@ fn a_discard_during_replay_is_not_undone_by_it() {
 fn a_copy_refused_while_a_remove_is_pending_goes_on_after_it() {
     let _hang = mmbatch_testkit::hang_guard(
         "a_copy_refused_while_a_remove_is_pending_goes_on_after_it",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     // One handler and one replay thread; discards keep coming while the
     // replay copies, so copies meet EAGAIN (a REMOVE not yet read). With a
@@ -435,7 +435,7 @@ fn a_copy_refused_while_a_remove_is_pending_goes_on_after_it() {
 fn a_handler_refused_while_a_remove_is_pending_reads_it_and_goes_on() {
     let _hang = mmbatch_testkit::hang_guard(
         "a_handler_refused_while_a_remove_is_pending_reads_it_and_goes_on",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     // One handler copying 16-page windows for a reader while another
     // thread discards: the handler's copies meet EAGAIN with a REMOVE
@@ -491,7 +491,7 @@ fn ws_file(rec: &Record, src: &[u8]) -> std::fs::File {
 fn replay_reads_a_working_set_file_not_the_image() {
     let _hang = mmbatch_testkit::hang_guard(
         "replay_reads_a_working_set_file_not_the_image",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     let src = image(1024);
     let rec = Record::new(
@@ -524,7 +524,7 @@ fn replay_reads_a_working_set_file_not_the_image() {
 fn a_working_set_file_of_another_record_or_corrupt_is_refused() {
     let _hang = mmbatch_testkit::hang_guard(
         "a_working_set_file_of_another_record_or_corrupt_is_refused",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     let src = image(256);
     let rec = Record::new(PAGE, src.len() as u64, "", 0..64).unwrap();
@@ -606,7 +606,7 @@ fn a_working_set_file_of_another_record_or_corrupt_is_refused() {
 fn over_a_page_cache_replay_maps_the_cached_pages_in_place() {
     let _hang = mmbatch_testkit::hang_guard(
         "over_a_page_cache_replay_maps_the_cached_pages_in_place",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     let src = image(512);
     let cache = UffdRegion::page_cache_from(&src, src.len()).unwrap();
@@ -670,7 +670,7 @@ fn a_working_set_file_of_huge_pages_allocates_by_its_runs() {
 fn a_page_cache_longer_than_its_source_is_refused() {
     let _hang = mmbatch_testkit::hang_guard(
         "a_page_cache_longer_than_its_source_is_refused",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     let e = UffdRegion::page_cache_from(&Untouched(PAGE as u64), 1 << 45).unwrap_err();
     assert!(

@@ -21,7 +21,7 @@ fn image(pages: usize) -> Vec<u8> {
 fn one_fault_maps_exactly_the_window() {
     let _hang = mmbatch_testkit::hang_guard(
         "one_fault_maps_exactly_the_window",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     let src = image(256);
     let r = UffdRegion::new(256 * PAGE, 4, src.clone(), 1).unwrap();
@@ -42,7 +42,7 @@ fn one_fault_maps_exactly_the_window() {
 fn sequential_faults_are_pages_over_window() {
     let _hang = mmbatch_testkit::hang_guard(
         "sequential_faults_are_pages_over_window",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     for order in [0u32, 1, 3, 5, 9] {
         let r = UffdRegion::new(1024 * PAGE, order, Zeroes(1 << 30), 1).unwrap();
@@ -58,7 +58,7 @@ fn sequential_faults_are_pages_over_window() {
 fn concurrent_faults_fill_every_page_once_with_its_contents() {
     let _hang = mmbatch_testkit::hang_guard(
         "concurrent_faults_fill_every_page_once_with_its_contents",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     let pages = 2048;
     let src = image(pages);
@@ -116,7 +116,7 @@ impl PageSource for Flaky {
 fn not_ready_neighbours_are_skipped_never_waited_for() {
     let _hang = mmbatch_testkit::hang_guard(
         "not_ready_neighbours_are_skipped_never_waited_for",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     let data = image(64);
     let ready = Arc::new(AtomicBool::new(false));
@@ -148,7 +148,7 @@ fn not_ready_neighbours_are_skipped_never_waited_for() {
 fn shutdown_with_faults_in_flight_fails_no_thread() {
     let _hang = mmbatch_testkit::hang_guard(
         "shutdown_with_faults_in_flight_fails_no_thread",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     let pages = 4096;
     let src = image(pages);
@@ -178,7 +178,7 @@ fn shutdown_with_faults_in_flight_fails_no_thread() {
 fn bad_input_is_a_clear_error() {
     let _hang = mmbatch_testkit::hang_guard(
         "bad_input_is_a_clear_error",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     let e = UffdRegion::new(0, 0, Zeroes(1 << 20), 1).unwrap_err();
     assert!(matches!(e, Error::BadLength { .. }), "{e}");
@@ -194,7 +194,7 @@ fn bad_input_is_a_clear_error() {
 fn page_cache_region_maps_the_cached_window_without_copying() {
     let _hang = mmbatch_testkit::hang_guard(
         "page_cache_region_maps_the_cached_window_without_copying",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     let src = image(256);
     let cache = UffdRegion::page_cache_from(&src, 256 * PAGE).unwrap();
@@ -301,7 +301,7 @@ fn a_user_other_than_root_gets_a_region() {
 fn bad_settings_are_refused_naming_the_setting() {
     let _hang = mmbatch_testkit::hang_guard(
         "bad_settings_are_refused_naming_the_setting",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     use std::time::Duration;
     let src = image(16);
@@ -432,7 +432,7 @@ fn a_write_only_file_source_is_refused_at_build() {
 fn a_page_cache_region_over_a_file_not_in_shmem_names_the_cause() {
     let _hang = mmbatch_testkit::hang_guard(
         "a_page_cache_region_over_a_file_not_in_shmem_names_the_cause",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(30)),
+        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     // The build directory, else the temporary one (the test binary may run
     // where neither exists as built: the VM guest), whichever is not tmpfs.

@@ -7,7 +7,9 @@
 //! signal. [`seccomp`] makes system calls fail. [`bytes`] reads sizes off fuzzer input for the fuzz targets.
 //! Under `cfg(loom)`, `loom_model::check` runs every crate's loom models
 //! the same way. [`threads_named`] counts a process's threads by name;
-//! [`wait_until`] waits, bounded, for a condition. [`vmm`] plays a VMM
+//! [`threads_named_settled`] waits for the count to settle;
+//! [`wait_until`] waits, bounded, for a condition; [`hang_guard`] aborts
+//! an in-process test that outlives its bound. [`vmm`] plays a VMM
 //! handing its userfaultfd to a handler process. [`huge`] grows the huge
 //! page pool for a test and puts it back.
 
@@ -90,7 +92,7 @@ pub fn kernel_at_least(major: u32, minor: u32) -> bool {
 /// Aborts the process, naming `what`, unless dropped within `limit`
 /// ([`hang_guard`]).
 #[derive(Debug)]
-#[must_use = "the guard aborts unless it lives until the test's end"]
+#[must_use = "dropped at once it guards nothing: bind it (`let _hang = ...`) for the test's length"]
 pub struct HangGuard {
     done: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
 }
@@ -113,7 +115,14 @@ pub fn hang_guard(what: &str, limit: std::time::Duration) -> HangGuard {
                 .wait_timeout_while(g, limit, |done| !*done)
                 .unwrap_or_else(|e| e.into_inner());
             if !*g {
-                eprintln!("{what} did not finish in {limit:?} (hang): aborting");
+                // To the process's stderr: a test's captured output (where
+                // `eprintln!` from a thread the test started goes) is lost
+                // with the abort.
+                use std::io::Write;
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "{what} did not finish in {limit:?} (hang): aborting"
+                );
                 std::process::abort();
             }
         })
