@@ -243,17 +243,23 @@ pub fn measure(which: Which, kind: Kind, n: usize) -> Result<(u64, usize), Strin
             (after, resident)
         }};
     }
+    /// [`fill!`] for an `LruCache` built by `$cache`.
+    macro_rules! mmbatch {
+        ($cache:expr, $entry:expr) => {
+            fill!(
+                $cache,
+                |c: &mut LruCache<_, _>, k, v| {
+                    c.insert(k, v);
+                },
+                |c: &LruCache<_, _>| c.len(),
+                $entry
+            )
+        };
+    }
     macro_rules! each_cache {
         ($entry:expr) => {
             match which {
-                Which::Mmbatch => fill!(
-                    LruCache::new(n.max(1)),
-                    |c: &mut LruCache<_, _>, k, v| {
-                        c.insert(k, v);
-                    },
-                    |c: &LruCache<_, _>| c.len(),
-                    $entry
-                ),
+                Which::Mmbatch => mmbatch!(LruCache::new(n.max(1)), $entry),
                 Which::QuickCache => fill!(
                     quick_cache::sync::Cache::new(n.max(1)),
                     |c: &mut quick_cache::sync::Cache<_, _>, k, v| c.insert(k, v),
@@ -269,26 +275,18 @@ pub fn measure(which: Which, kind: Kind, n: usize) -> Result<(u64, usize), Strin
                     },
                     $entry
                 ),
-                Which::MmbatchLirs => fill!(
+                Which::MmbatchLirs => mmbatch!(
                     LruCache::builder(n.max(1) as u64)
                         .policy(mmbatch_cache::Policy::Lirs)
                         .build()
                         .expect("a valid capacity"),
-                    |c: &mut LruCache<_, _>, k, v| {
-                        c.insert(k, v);
-                    },
-                    |c: &LruCache<_, _>| c.len(),
                     $entry
                 ),
-                Which::MmbatchTtl => fill!(
+                Which::MmbatchTtl => mmbatch!(
                     LruCache::builder(n.max(1) as u64)
                         .time_to_live(TTL)
                         .build()
                         .expect("a valid capacity"),
-                    |c: &mut LruCache<_, _>, k, v| {
-                        c.insert(k, v);
-                    },
-                    |c: &LruCache<_, _>| c.len(),
                     $entry
                 ),
                 Which::MokaTtl => fill!(

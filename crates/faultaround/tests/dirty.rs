@@ -43,10 +43,7 @@ fn ranges(pages: &[u64]) -> Vec<Range<u64>> {
 
 #[test]
 fn the_pages_written_since_a_take_are_reported_exactly() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "the_pages_written_since_a_take_are_reported_exactly",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("the_pages_written_since_a_take_are_reported_exactly");
     let Some(mut r) = region() else { return };
     // Half the region read (filled by the handlers), nothing written.
     let sum: u64 = (0..PAGES / 2)
@@ -75,10 +72,7 @@ fn the_pages_written_since_a_take_are_reported_exactly() {
 
 #[test]
 fn writes_from_several_threads_are_all_reported() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "writes_from_several_threads_are_all_reported",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("writes_from_several_threads_are_all_reported");
     let Some(mut r) = region() else { return };
     let base = r.as_mut_ptr() as usize;
     let mine = |t: usize| (0..PAGES).filter(move |p| p % 3 == t % 3 || p % 7 == 0);
@@ -102,10 +96,7 @@ fn writes_from_several_threads_are_all_reported() {
 
 #[test]
 fn discarded_pages_read_back_as_zeros_unwritten() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "discarded_pages_read_back_as_zeros_unwritten",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("discarded_pages_read_back_as_zeros_unwritten");
     let Some(mut r) = region() else { return };
     r.as_mut_slice()[5 * PAGE] = 7;
     assert_eq!(r.take_written_pages().unwrap(), ranges(&[5]));
@@ -121,10 +112,7 @@ fn discarded_pages_read_back_as_zeros_unwritten() {
 
 #[test]
 fn a_system_call_writing_the_region_is_a_write() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "a_system_call_writing_the_region_is_a_write",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("a_system_call_writing_the_region_is_a_write");
     let Some(mut r) = region() else { return };
     let (mut rx, mut tx) = std::os::unix::net::UnixStream::pair().unwrap();
     tx.write_all(&[0xAB; 3 * PAGE]).unwrap();
@@ -135,10 +123,7 @@ fn a_system_call_writing_the_region_is_a_write() {
 
 #[test]
 fn an_untracked_region_refuses_to_report() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "an_untracked_region_refuses_to_report",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("an_untracked_region_refuses_to_report");
     let r = UffdRegion::new(PAGES * PAGE, 0, vec![0u8; PAGES * PAGE], 1).unwrap();
     let e = r.written_pages().unwrap_err();
     assert!(matches!(e, Error::BadSetting { .. }), "{e}");

@@ -137,10 +137,8 @@ fn refused_poison_falls_back_to_protection() {
 fn eagain_is_retried_and_a_negative_count_is_no_progress() {
     let scenario = FailScenario::setup();
     // After the scenario's lock: waiting for another test is not a hang.
-    let _hang = mmbatch_testkit::hang_guard(
-        "eagain_is_retried_and_a_negative_count_is_no_progress",
-        child::scaled(Duration::from_secs(45)),
-    );
+    let _hang =
+        mmbatch_testkit::hang_guard("eagain_is_retried_and_a_negative_count_is_no_progress");
     let src = image(64);
     let r = UffdRegion::new(64 * PAGE, 2, src.clone(), 1).unwrap();
     fail::cfg("uffd::copy", "5*return(EAGAIN)").unwrap();
@@ -159,10 +157,7 @@ fn eagain_is_retried_and_a_negative_count_is_no_progress() {
 fn eexist_wakes_the_reader() {
     let scenario = FailScenario::setup();
     // After the scenario's lock: waiting for another test is not a hang.
-    let _hang = mmbatch_testkit::hang_guard(
-        "eexist_wakes_the_reader",
-        child::scaled(Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("eexist_wakes_the_reader");
     let src = image(16);
     let r = UffdRegion::new(16 * PAGE, 0, src.clone(), 1).unwrap();
     fail::cfg("uffd::copy", "1*return(EEXIST)").unwrap();
@@ -196,10 +191,7 @@ fn assert_nothing_left(before: (usize, usize, usize)) {
 fn refused_handler_thread_undoes_everything() {
     let scenario = FailScenario::setup();
     // After the scenario's lock: waiting for another test is not a hang.
-    let _hang = mmbatch_testkit::hang_guard(
-        "refused_handler_thread_undoes_everything",
-        child::scaled(Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("refused_handler_thread_undoes_everything");
     let before = what_regions_hold();
     fail::cfg("uffd::spawn", "2*off->return").unwrap();
     let e = UffdRegion::new(64 * PAGE, 0, image(64), 4).unwrap_err();
@@ -225,10 +217,7 @@ fn refused_handler_thread_undoes_everything() {
 fn refused_replay_thread_undoes_everything() {
     let scenario = FailScenario::setup();
     // After the scenario's lock: waiting for another test is not a hang.
-    let _hang = mmbatch_testkit::hang_guard(
-        "refused_replay_thread_undoes_everything",
-        child::scaled(Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("refused_replay_thread_undoes_everything");
     let before = what_regions_hold();
     fail::cfg("uffd::spawn", "2*off->return").unwrap();
     let record = mmbatch_faultaround::Record::new(PAGE, (64 * PAGE) as u64, "", 0..64).unwrap();
@@ -260,10 +249,7 @@ fn refused_replay_thread_undoes_everything() {
 fn refused_all_faults_falls_back_to_user_mode_only() {
     let scenario = FailScenario::setup();
     // After the scenario's lock: waiting for another test is not a hang.
-    let _hang = mmbatch_testkit::hang_guard(
-        "refused_all_faults_falls_back_to_user_mode_only",
-        child::scaled(Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("refused_all_faults_falls_back_to_user_mode_only");
     for errno in ["EPERM", "EACCES"] {
         fail::cfg("uffd::open_all_faults", &format!("return({errno})")).unwrap();
         let r = UffdRegion::new(16 * PAGE, 0, image(16), 1).unwrap();
@@ -287,10 +273,8 @@ fn refused_all_faults_falls_back_to_user_mode_only() {
 fn a_device_without_a_driver_falls_back_to_the_system_call() {
     let scenario = FailScenario::setup();
     // After the scenario's lock: waiting for another test is not a hang.
-    let _hang = mmbatch_testkit::hang_guard(
-        "a_device_without_a_driver_falls_back_to_the_system_call",
-        child::scaled(Duration::from_secs(45)),
-    );
+    let _hang =
+        mmbatch_testkit::hang_guard("a_device_without_a_driver_falls_back_to_the_system_call");
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     for errno in [libc::ENOENT, libc::ENODEV, libc::ENXIO] {
@@ -313,10 +297,7 @@ fn a_device_without_a_driver_falls_back_to_the_system_call() {
 fn other_userfaultfd_errors_are_not_taken_for_refusal() {
     let scenario = FailScenario::setup();
     // After the scenario's lock: waiting for another test is not a hang.
-    let _hang = mmbatch_testkit::hang_guard(
-        "other_userfaultfd_errors_are_not_taken_for_refusal",
-        child::scaled(Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("other_userfaultfd_errors_are_not_taken_for_refusal");
     let before = what_regions_hold();
     fail::cfg("uffd::open_all_faults", "return(EMFILE)").unwrap();
     let e = UffdRegion::new(64 * PAGE, 0, image(64), 1).unwrap_err();
@@ -333,10 +314,7 @@ fn other_userfaultfd_errors_are_not_taken_for_refusal() {
 fn refused_mmap_is_a_clear_error() {
     let scenario = FailScenario::setup();
     // After the scenario's lock: waiting for another test is not a hang.
-    let _hang = mmbatch_testkit::hang_guard(
-        "refused_mmap_is_a_clear_error",
-        child::scaled(Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("refused_mmap_is_a_clear_error");
     let fds = region_fds();
     fail::cfg("uffd::mmap", "return").unwrap();
     let e = UffdRegion::new(64 * PAGE, 0, image(64), 1).unwrap_err();

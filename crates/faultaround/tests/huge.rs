@@ -18,10 +18,8 @@ fn image(pages: usize) -> Vec<u8> {
 #[test]
 fn a_huge_page_region_is_served_a_whole_huge_page_a_fault() {
     let Some(_pool) = Pool::grow(8) else { return };
-    let _hang = mmbatch_testkit::hang_guard(
-        "a_huge_page_region_is_served_a_whole_huge_page_a_fault",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang =
+        mmbatch_testkit::hang_guard("a_huge_page_region_is_served_a_whole_huge_page_a_fault");
     let free_before = read(FREE);
     let src = image(8);
     {
@@ -66,10 +64,7 @@ fn a_huge_page_region_is_served_a_whole_huge_page_a_fault() {
 #[test]
 fn records_and_replays_count_huge_pages() {
     let Some(_pool) = Pool::grow(16) else { return };
-    let _hang = mmbatch_testkit::hang_guard(
-        "records_and_replays_count_huge_pages",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("records_and_replays_count_huge_pages");
     let src = image(8);
     let rec = {
         let r = UffdRegion::builder(8 * HUGE)
@@ -97,10 +92,8 @@ fn records_and_replays_count_huge_pages() {
 #[test]
 fn a_short_pool_is_refused_with_the_command_that_reserves_it() {
     let _pool = mmbatch_testkit::huge::hold();
-    let _hang = mmbatch_testkit::hang_guard(
-        "a_short_pool_is_refused_with_the_command_that_reserves_it",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang =
+        mmbatch_testkit::hang_guard("a_short_pool_is_refused_with_the_command_that_reserves_it");
     let free = HugePageSize::Size2M.available_pages();
     let e = UffdRegion::builder((free + 1) * HUGE)
         .huge_pages(HugePageSize::Size2M)
@@ -112,10 +105,8 @@ fn a_short_pool_is_refused_with_the_command_that_reserves_it() {
 
 #[test]
 fn lengths_and_orders_that_do_not_fit_huge_pages_are_refused() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "lengths_and_orders_that_do_not_fit_huge_pages_are_refused",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang =
+        mmbatch_testkit::hang_guard("lengths_and_orders_that_do_not_fit_huge_pages_are_refused");
     let b = || UffdRegion::builder(HUGE + 4096).huge_pages(HugePageSize::Size2M);
     let e = b().build(vec![0u8; 2 * HUGE]).unwrap_err();
     assert!(
@@ -139,10 +130,7 @@ fn lengths_and_orders_that_do_not_fit_huge_pages_are_refused() {
 #[test]
 fn writes_to_huge_pages_are_tracked() {
     let Some(_pool) = Pool::grow(4) else { return };
-    let _hang = mmbatch_testkit::hang_guard(
-        "writes_to_huge_pages_are_tracked",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("writes_to_huge_pages_are_tracked");
     let r = UffdRegion::builder(4 * HUGE)
         .huge_pages(HugePageSize::Size2M)
         .track_writes(true)
@@ -171,10 +159,7 @@ fn writes_to_huge_pages_are_tracked() {
 /// page at a time (`UFFDIO_CONTINUE`, no copy), and replayed in place.
 #[test]
 fn a_hugetlbfs_page_cache_is_continued_in_huge_pages() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "a_hugetlbfs_page_cache_is_continued_in_huge_pages",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("a_hugetlbfs_page_cache_is_continued_in_huge_pages");
     // The memfd's 4 and the recording region's 4.
     let Some(_pool) = Pool::grow(8) else { return };
     let src = image(4);

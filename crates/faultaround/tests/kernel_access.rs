@@ -65,10 +65,7 @@ fn all_faults(r: &UffdRegion, test: &str) -> bool {
 /// 14)".
 #[test]
 fn write_2_reads_pages_not_yet_faulted_in() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "write_2_reads_pages_not_yet_faulted_in",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("write_2_reads_pages_not_yet_faulted_in");
     let src = image(64);
     let r = UffdRegion::new(64 * PAGE, 2, src.clone(), 1).unwrap();
     if !all_faults(&r, "write_2_reads_pages_not_yet_faulted_in") {
@@ -86,10 +83,7 @@ fn write_2_reads_pages_not_yet_faulted_in() {
 /// `send(2)` on a socket, read on another thread, from missing pages.
 #[test]
 fn send_reads_pages_not_yet_faulted_in() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "send_reads_pages_not_yet_faulted_in",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("send_reads_pages_not_yet_faulted_in");
     let src = image(32);
     let r = UffdRegion::new(32 * PAGE, 0, src.clone(), 1).unwrap();
     if !all_faults(&r, "send_reads_pages_not_yet_faulted_in") {
@@ -111,10 +105,7 @@ fn send_reads_pages_not_yet_faulted_in() {
 /// O_DIRECT.
 #[test]
 fn o_direct_write_reads_pages_not_yet_faulted_in() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "o_direct_write_reads_pages_not_yet_faulted_in",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("o_direct_write_reads_pages_not_yet_faulted_in");
     let src = image(16);
     let r = UffdRegion::new(16 * PAGE, 0, src.clone(), 1).unwrap();
     if !all_faults(&r, "o_direct_write_reads_pages_not_yet_faulted_in") {

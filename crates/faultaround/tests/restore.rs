@@ -66,10 +66,7 @@ fn bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static
 
 #[test]
 fn record_lists_first_touches_in_order() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "record_lists_first_touches_in_order",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("record_lists_first_touches_in_order");
     let src = image(256);
     let r = UffdRegion::builder(256 * PAGE)
         .record(true)
@@ -92,10 +89,7 @@ fn record_lists_first_touches_in_order() {
 
 #[test]
 fn replay_installs_the_record_and_faults_serve_the_rest() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "replay_installs_the_record_and_faults_serve_the_rest",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("replay_installs_the_record_and_faults_serve_the_rest");
     let src = image(1024);
     let pages: Vec<u64> = (100..200).chain(500..520).chain([7, 9]).collect();
     let rec = Record::new(PAGE, src.len() as u64, "img", pages.clone()).unwrap();
@@ -158,10 +152,7 @@ fn tempfile(bytes: &[u8]) -> std::fs::File {
 
 #[test]
 fn a_record_saved_and_loaded_replays_the_same_pages() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "a_record_saved_and_loaded_replays_the_same_pages",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("a_record_saved_and_loaded_replays_the_same_pages");
     let src = image(512);
     let r = UffdRegion::builder(512 * PAGE)
         .record(true)
@@ -196,10 +187,8 @@ fn a_record_saved_and_loaded_replays_the_same_pages() {
 
 #[test]
 fn a_record_of_another_image_or_a_corrupt_one_is_refused() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "a_record_of_another_image_or_a_corrupt_one_is_refused",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang =
+        mmbatch_testkit::hang_guard("a_record_of_another_image_or_a_corrupt_one_is_refused");
     let src = image(64);
     let rec = Record::new(PAGE, (64 * PAGE) as u64, "a", [1, 2, 3]).unwrap();
     let build = |len: usize, id: &str, rec: Record| {
@@ -307,10 +296,7 @@ fn wait_for(what: &str, cond: impl Fn() -> bool) {
 
 #[test]
 fn a_fault_never_waits_behind_the_replay() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "a_fault_never_waits_behind_the_replay",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("a_fault_never_waits_behind_the_replay");
     let (r, open) = stuck_replay(256);
     let src = image(256);
     // The replay is stuck reading its first run; a fault on a recorded
@@ -330,10 +316,7 @@ fn a_fault_never_waits_behind_the_replay() {
 
 #[test]
 fn discarded_pages_read_back_as_zeros() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "discarded_pages_read_back_as_zeros",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("discarded_pages_read_back_as_zeros");
     let src = image(64);
     let r = Arc::new(UffdRegion::new(64 * PAGE, 0, src.clone(), 1).unwrap());
     assert!(page_is(&r, &src, 5));
@@ -361,10 +344,7 @@ fn discarded_pages_read_back_as_zeros() {
 
 #[test]
 fn a_discard_during_replay_is_not_undone_by_it() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "a_discard_during_replay_is_not_undone_by_it",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("a_discard_during_replay_is_not_undone_by_it");
     // The replay reads its first run (pages 0..64), blocked; meanwhile
     // the application discards pages 0..32 and its madvise returns. The
     // replay then copies its run: the discarded pages must stay zeros.
@@ -389,10 +369,8 @@ fn a_discard_during_replay_is_not_undone_by_it() {
 
 #[test]
 fn a_copy_refused_while_a_remove_is_pending_goes_on_after_it() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "a_copy_refused_while_a_remove_is_pending_goes_on_after_it",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang =
+        mmbatch_testkit::hang_guard("a_copy_refused_while_a_remove_is_pending_goes_on_after_it");
     // One handler and one replay thread; discards keep coming while the
     // replay copies, so copies meet EAGAIN (a REMOVE not yet read). With a
     // handler that only retried, the replay or the madvise would hang.
@@ -435,7 +413,6 @@ fn a_copy_refused_while_a_remove_is_pending_goes_on_after_it() {
 fn a_handler_refused_while_a_remove_is_pending_reads_it_and_goes_on() {
     let _hang = mmbatch_testkit::hang_guard(
         "a_handler_refused_while_a_remove_is_pending_reads_it_and_goes_on",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
     );
     // One handler copying 16-page windows for a reader while another
     // thread discards: the handler's copies meet EAGAIN with a REMOVE
@@ -489,10 +466,7 @@ fn ws_file(rec: &Record, src: &[u8]) -> std::fs::File {
 
 #[test]
 fn replay_reads_a_working_set_file_not_the_image() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "replay_reads_a_working_set_file_not_the_image",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("replay_reads_a_working_set_file_not_the_image");
     let src = image(1024);
     let rec = Record::new(
         PAGE,
@@ -522,10 +496,8 @@ fn replay_reads_a_working_set_file_not_the_image() {
 
 #[test]
 fn a_working_set_file_of_another_record_or_corrupt_is_refused() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "a_working_set_file_of_another_record_or_corrupt_is_refused",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang =
+        mmbatch_testkit::hang_guard("a_working_set_file_of_another_record_or_corrupt_is_refused");
     let src = image(256);
     let rec = Record::new(PAGE, src.len() as u64, "", 0..64).unwrap();
     let other = Record::new(PAGE, src.len() as u64, "", 64..128).unwrap();
@@ -604,10 +576,8 @@ fn a_working_set_file_of_another_record_or_corrupt_is_refused() {
 
 #[test]
 fn over_a_page_cache_replay_maps_the_cached_pages_in_place() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "over_a_page_cache_replay_maps_the_cached_pages_in_place",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang =
+        mmbatch_testkit::hang_guard("over_a_page_cache_replay_maps_the_cached_pages_in_place");
     let src = image(512);
     let cache = UffdRegion::page_cache_from(&src, src.len()).unwrap();
     let rec = Record::new(PAGE, src.len() as u64, "shm", (100..200).chain(300..310)).unwrap();
@@ -668,10 +638,7 @@ fn a_working_set_file_of_huge_pages_allocates_by_its_runs() {
 /// 2^45 bytes. Now refused, as `build` refuses it.
 #[test]
 fn a_page_cache_longer_than_its_source_is_refused() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "a_page_cache_longer_than_its_source_is_refused",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("a_page_cache_longer_than_its_source_is_refused");
     let e = UffdRegion::page_cache_from(&Untouched(PAGE as u64), 1 << 45).unwrap_err();
     assert!(
         matches!(

@@ -19,10 +19,7 @@ fn image(pages: usize) -> Vec<u8> {
 
 #[test]
 fn one_fault_maps_exactly_the_window() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "one_fault_maps_exactly_the_window",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("one_fault_maps_exactly_the_window");
     let src = image(256);
     let r = UffdRegion::new(256 * PAGE, 4, src.clone(), 1).unwrap();
     assert_eq!(r.resident_pages(), 0);
@@ -40,10 +37,7 @@ fn one_fault_maps_exactly_the_window() {
 
 #[test]
 fn sequential_faults_are_pages_over_window() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "sequential_faults_are_pages_over_window",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("sequential_faults_are_pages_over_window");
     for order in [0u32, 1, 3, 5, 9] {
         let r = UffdRegion::new(1024 * PAGE, order, Zeroes(1 << 30), 1).unwrap();
         let mem = r.as_slice();
@@ -56,10 +50,8 @@ fn sequential_faults_are_pages_over_window() {
 
 #[test]
 fn concurrent_faults_fill_every_page_once_with_its_contents() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "concurrent_faults_fill_every_page_once_with_its_contents",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang =
+        mmbatch_testkit::hang_guard("concurrent_faults_fill_every_page_once_with_its_contents");
     let pages = 2048;
     let src = image(pages);
     let r = UffdRegion::new(pages * PAGE, 3, src.clone(), 2).unwrap();
@@ -114,10 +106,7 @@ impl PageSource for Flaky {
 
 #[test]
 fn not_ready_neighbours_are_skipped_never_waited_for() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "not_ready_neighbours_are_skipped_never_waited_for",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("not_ready_neighbours_are_skipped_never_waited_for");
     let data = image(64);
     let ready = Arc::new(AtomicBool::new(false));
     let r = UffdRegion::new(
@@ -146,10 +135,7 @@ fn not_ready_neighbours_are_skipped_never_waited_for() {
 
 #[test]
 fn shutdown_with_faults_in_flight_fails_no_thread() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "shutdown_with_faults_in_flight_fails_no_thread",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("shutdown_with_faults_in_flight_fails_no_thread");
     let pages = 4096;
     let src = image(pages);
     let r = UffdRegion::new(pages * PAGE, 0, src.clone(), 1).unwrap();
@@ -176,10 +162,7 @@ fn shutdown_with_faults_in_flight_fails_no_thread() {
 
 #[test]
 fn bad_input_is_a_clear_error() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "bad_input_is_a_clear_error",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("bad_input_is_a_clear_error");
     let e = UffdRegion::new(0, 0, Zeroes(1 << 20), 1).unwrap_err();
     assert!(matches!(e, Error::BadLength { .. }), "{e}");
     let e = UffdRegion::new(PAGE + 1, 0, Zeroes(1 << 20), 1).unwrap_err();
@@ -192,10 +175,8 @@ fn bad_input_is_a_clear_error() {
 
 #[test]
 fn page_cache_region_maps_the_cached_window_without_copying() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "page_cache_region_maps_the_cached_window_without_copying",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang =
+        mmbatch_testkit::hang_guard("page_cache_region_maps_the_cached_window_without_copying");
     let src = image(256);
     let cache = UffdRegion::page_cache_from(&src, 256 * PAGE).unwrap();
     // SAFETY: our own memfd, not written or truncated while mapped.
@@ -299,10 +280,7 @@ fn a_user_other_than_root_gets_a_region() {
 /// were zeroes.
 #[test]
 fn bad_settings_are_refused_naming_the_setting() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "bad_settings_are_refused_naming_the_setting",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang = mmbatch_testkit::hang_guard("bad_settings_are_refused_naming_the_setting");
     use std::time::Duration;
     let src = image(16);
     let e = UffdRegion::builder(16 * PAGE)
@@ -430,10 +408,8 @@ fn a_write_only_file_source_is_refused_at_build() {
 /// hand is off tmpfs.
 #[test]
 fn a_page_cache_region_over_a_file_not_in_shmem_names_the_cause() {
-    let _hang = mmbatch_testkit::hang_guard(
-        "a_page_cache_region_over_a_file_not_in_shmem_names_the_cause",
-        mmbatch_testkit::child::scaled(std::time::Duration::from_secs(45)),
-    );
+    let _hang =
+        mmbatch_testkit::hang_guard("a_page_cache_region_over_a_file_not_in_shmem_names_the_cause");
     // The build directory, else the temporary one (the test binary may run
     // where neither exists as built: the VM guest), whichever is not tmpfs.
     let not_tmpfs = |dir: &std::path::Path| {

@@ -97,13 +97,24 @@ pub struct HangGuard {
     done: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
 }
 
+/// How long a [`hang_guard`] waits, before [`child::scaled`]: above the
+/// bounds the guarded tests wait on themselves (the restore tests' 10 +
+/// 20 + 10 s), under cargo-mutants' 66 s timeout, so that a mutant that
+/// hangs them fails.
+pub const HANG_LIMIT: std::time::Duration = std::time::Duration::from_secs(45);
+
 /// A guard for an in-process test whose code could hang (a fault its
-/// handler never serves): unless it is dropped within `limit`
-/// ([`child::scaled`] by the caller), a thread of its own prints "`what`
-/// did not finish" and aborts the process, so that the test binary fails
-/// in bounded time instead of running until killed. Tests that must
-/// survive a hang run in a child ([`child::parent`]) instead.
-pub fn hang_guard(what: &str, limit: std::time::Duration) -> HangGuard {
+/// handler never serves): unless it is dropped within [`HANG_LIMIT`]
+/// ([`child::scaled`]), a thread of its own prints "`what` did not
+/// finish" and aborts the process, so that the test binary fails in
+/// bounded time instead of running until killed. Tests that must survive
+/// a hang run in a child ([`child::parent`]) instead.
+pub fn hang_guard(what: &str) -> HangGuard {
+    hang_guard_within(what, child::scaled(HANG_LIMIT))
+}
+
+/// [`hang_guard`] with a limit of the caller's, taken as given.
+pub fn hang_guard_within(what: &str, limit: std::time::Duration) -> HangGuard {
     let done = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
     let (d, what) = (done.clone(), what.to_owned());
     std::thread::Builder::new()

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use mmbatch_testkit::{child, hang_guard};
+use mmbatch_testkit::{child, hang_guard_within};
 
 #[test]
 fn a_test_that_outlives_its_guard_aborts_naming_it() {
@@ -17,7 +17,7 @@ fn a_test_that_outlives_its_guard_aborts_naming_it() {
         );
         return;
     }
-    let _hang = hang_guard("stuck", Duration::from_millis(100));
+    let _hang = hang_guard_within("stuck", Duration::from_millis(100));
     std::thread::sleep(Duration::from_secs(60));
 }
 
@@ -28,6 +28,6 @@ fn a_guard_dropped_in_time_never_aborts() {
         run.expect_success();
         return;
     }
-    drop(hang_guard("quick", Duration::from_millis(200)));
+    drop(hang_guard_within("quick", Duration::from_millis(200)));
     std::thread::sleep(Duration::from_millis(600));
 }

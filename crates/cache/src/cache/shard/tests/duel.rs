@@ -9,6 +9,13 @@ fn shard(policy: Policy, n: u64) -> Lruvec<u64, u64> {
     Lruvec::new(policy, true, false, (false, false), n, n as usize)
 }
 
+/// Steps the xorshift64 sequence at `x`.
+fn xorshift(x: &mut u64) {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+}
+
 /// A read-through access of `k`: a hit is counted and sampled, a miss
 /// inserted. Returns whether it hit.
 fn access(lv: &mut Lruvec<u64, u64>, k: u64) -> bool {
@@ -72,9 +79,7 @@ fn a_shard_changing_policy_keeps_its_structure() {
             );
             lv.check().unwrap();
         }
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        xorshift(&mut x);
         // A hot set of half the shard and a loop over twice it.
         let k = if x % 2 == 0 {
             x % (n / 2)
@@ -156,9 +161,7 @@ fn the_duel_follows_the_simulation_that_hits_more() {
     );
     let mut x = 88_172_645_463_325_252u64;
     let pairs = (0..40 * n32).map(move |i| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        xorshift(&mut x);
         match i % 4 {
             // A hot set of half the cache, and new keys requested twice,
             // a twentieth of the cache apart.
@@ -216,9 +219,7 @@ fn a_shard_giving_up_lirs_places_new_keys_by_fresh_evidence() {
     let mut x = 88_172_645_463_325_252u64;
     let trace: Vec<u64> = (0..24 * n)
         .map(|i| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            xorshift(&mut x);
             match i % 4 {
                 0 | 1 => x % (n / 2),
                 2 => 2_000_000 + i / 4,
@@ -416,10 +417,9 @@ fn a_small_cache_replays_an_eighth_of_its_accesses() {
     let mut lv = shard(Policy::Adaptive, n).with_duel(d.clone());
     let mut x = 88_172_645_463_325_252u64;
     for _ in 0..16_000 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        // Hits and misses alike: a hot half of the cache, and a cold range.
+        xorshift(&mut x);
+        // Hits and misses alike: 100 hot keys (a quarter of the cache),
+        // and a cold range.
         access(&mut lv, if x % 2 == 0 { x % (n / 2) } else { x % 100_000 });
     }
     let seen = d.seen();
