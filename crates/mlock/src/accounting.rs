@@ -1,5 +1,5 @@
 //! The kernel's own accounting, read from /proc and /sys: locked bytes per
-//! mapping (`/proc/self/smaps` Locked) and per process (`VmLck`), the
+//! mapping (`/proc/self/smaps`) and per process (`VmLck`), the
 //! memlock limits, the mapping count and `vm.max_map_count`, and the huge
 //! page pools.
 
@@ -116,26 +116,38 @@ pub fn huge_pages_total(size: usize) -> usize {
     hugepage_file(size, "nr_hugepages")
 }
 
-/// Bytes counted as Locked in /proc/self/smaps over the mappings inside
-/// `[start, end)`.
+/// Bytes resident in the locked mappings (`lo` in /proc/self/smaps'
+/// VmFlags) inside `[start, end)`.
+///
+/// Counts each mapping's `Rss`, not smaps' `Locked`: that one is
+/// proportional, so a page shared copy-on-write with a child forked a
+/// moment ago counts half, though it is as locked as before.
 pub fn smaps_locked(start: usize, end: usize) -> io::Result<u64> {
     let smaps = fs::read_to_string("/proc/self/smaps")?;
     let mut total: u64 = 0;
     let mut inside = false;
+    let mut rss: u64 = 0;
     for line in smaps.lines() {
         if let Some((range, _)) = line.split_once(' ') {
             if let Some((a, b)) = range.split_once('-') {
                 if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
                 {
                     inside = a >= start && b <= end;
+                    rss = 0;
                     continue;
                 }
             }
         }
-        if inside {
-            if let Some(v) = line.strip_prefix("Locked:") {
-                let kb: u64 = v.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
-                total = total.saturating_add(kb.saturating_mul(1024));
+        if !inside {
+            continue;
+        }
+        if let Some(v) = line.strip_prefix("Rss:") {
+            let kb: u64 = v.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
+            rss = kb.saturating_mul(1024);
+        } else if let Some(flags) = line.strip_prefix("VmFlags:") {
+            // VmFlags is each mapping's last line.
+            if flags.split_whitespace().any(|f| f == "lo") {
+                total = total.saturating_add(rss);
             }
         }
     }

@@ -1224,3 +1224,29 @@ fn out_of_range_errors_print_at_the_ends_of_usize() {
         "{msg}"
     );
 }
+
+/// A region stays locked, all of it, while a child forked by another
+/// thread shares its pages copy-on-write: smaps' `Locked` is
+/// proportional (halved by a second mapper), what the region locked is
+/// not. Before the fix this read 2 MiB of 4 MiB.
+#[test]
+fn locked_bytes_while_a_forked_child_shares_the_pages() {
+    use nix::sys::{signal, wait};
+    use nix::unistd::{ForkResult, fork};
+    for pages in [Pages::Base, Pages::Transparent] {
+        let r = LockedRegion::builder(4 * MIB).pages(pages).build().unwrap();
+        // SAFETY: the child calls only async-signal-safe functions
+        // (pause, _exit) before it is killed.
+        let child = match unsafe { fork() }.unwrap() {
+            ForkResult::Child => loop {
+                // SAFETY: pause and _exit are async-signal-safe.
+                unsafe { libc::pause() };
+            },
+            ForkResult::Parent { child } => child,
+        };
+        let locked = r.locked_bytes();
+        signal::kill(child, signal::Signal::SIGKILL).unwrap();
+        wait::waitpid(child, None).unwrap();
+        assert_eq!(locked.unwrap(), 4 * MIB as u64, "{pages:?}");
+    }
+}

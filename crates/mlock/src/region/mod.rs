@@ -422,7 +422,8 @@ impl LockedRegion {
         Ok(())
     }
 
-    /// Bytes of the region the kernel counts as Locked (/proc/self/smaps).
+    /// Bytes of the region resident and locked, by the kernel's account
+    /// ([`accounting::smaps_locked`](crate::accounting::smaps_locked)).
     pub fn locked_bytes(&self) -> Result<u64, Error> {
         let start = self.as_ptr() as usize;
         accounting::smaps_locked(start, start + self.len).map_err(|source| Error::Sys {
