@@ -11,14 +11,17 @@
 //!   `get_or_insert_with`).
 
 mod builder;
+mod expire;
 mod flight;
 mod iter;
 mod load;
 #[allow(unsafe_code)] // the lock's protocol: see its docs
 mod lock;
+mod policy;
 #[allow(unsafe_code)] // a prefetch instruction, at the MSRV
 mod prefetch;
 mod shard;
+mod stats;
 mod workingset;
 
 #[cfg(all(test, loom))]
@@ -32,14 +35,16 @@ use std::{
 };
 
 pub use builder::{
-    Builder, CacheError, CacheStats, Clock, DefaultHashBuilder, Expiry, MAX_SHARDS, Policy,
-    RemovalCause, UnitWeigher, Weigher,
+    Builder, CacheError, DefaultHashBuilder, MAX_SHARDS, RemovalCause, UnitWeigher, Weigher,
 };
 use builder::{Listener, Options};
 use crossbeam_utils::CachePadded;
+pub use expire::{Clock, Expiry};
 pub use iter::{Iter, SavedKey};
 use lock::ShardLock;
+pub use policy::Policy;
 use shard::{Deadline, Evicted, Inserted, Lruvec};
+pub use stats::CacheStats;
 
 use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 
@@ -153,7 +158,7 @@ pub struct LruCache<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
     batching: bool,
     listener: Option<Listener<K, V>>,
     /// Expiry, when on: its policy and clock.
-    expire: Option<builder::Expire<K, V>>,
+    expire: Option<expire::Expire<K, V>>,
     loads: AtomicU64,
     load_waits: AtomicU64,
 }
@@ -278,7 +283,7 @@ where
 
     /// [`get`](Self::get) with expiry on: an expired entry is a miss, a
     /// hit moves its deadline as `expire_after_read` says.
-    fn get_expiring<Q>(&self, key: &Q, e: &builder::Expire<K, V>) -> Option<V>
+    fn get_expiring<Q>(&self, key: &Q, e: &expire::Expire<K, V>) -> Option<V>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
@@ -327,7 +332,7 @@ where
     /// moves one back), and one of theirs under an `Expiry`, which may
     /// shorten it. The policy sees the cached value, so a panic in it
     /// drops nothing under the lock.
-    fn read_expiring(e: &builder::Expire<K, V>, lv: &Lruvec<K, V>, i: u32, now: u64) -> V {
+    fn read_expiring(e: &expire::Expire<K, V>, lv: &Lruvec<K, V>, i: u32, now: u64) -> V {
         let n = lv.node(i);
         let was = lv.deadline_of(i);
         let next = e.read(&n.key, &n.value, now, was);
@@ -341,17 +346,17 @@ where
     /// Now on the expiry clock, in nanoseconds; 0 without expiry (nothing
     /// is ever expired at 0: deadlines are then `u64::MAX`).
     fn now(&self) -> u64 {
-        self.expire.as_ref().map_or(0, builder::Expire::now)
+        self.expire.as_ref().map_or(0, expire::Expire::now)
     }
 
     /// The life of `value` created under `key` (`expire_after_create`;
     /// without expiry, forever).
-    fn created(&self, key: &K, value: &V) -> Option<builder::Life> {
+    fn created(&self, key: &K, value: &V) -> Option<expire::Life> {
         self.expire.as_ref().map(|e| e.create(key, value))
     }
 
     /// The deadline of an entry made at `now` with `life`.
-    fn deadline(now: u64, life: Option<builder::Life>) -> Deadline {
+    fn deadline(now: u64, life: Option<expire::Life>) -> Deadline {
         life.map_or(Deadline::NEVER, |l| l.at(now))
     }
 

@@ -1,0 +1,66 @@
+//! What a cache reports: [`CacheStats`].
+
+#[cfg(doc)]
+use super::Policy;
+
+/// Counters of a cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CacheStats {
+    /// `get`s that found their key (exact while every thread looking up
+    /// owns a stripe of the shards' locks — the first live threads, up to
+    /// one per stripe: two per CPU, at most 8 — and with batching off;
+    /// otherwise lookups racing in one stripe may lose a count: it is kept
+    /// without a locked instruction).
+    pub hits: u64,
+    /// `get`s that did not (as approximate as `hits`).
+    pub misses: u64,
+    /// Entries evicted for capacity (each offered to the listener).
+    pub evictions: u64,
+    /// Insertions that found their key's shadow (`WORKINGSET_REFAULT`).
+    pub refaults: u64,
+    /// Refaults close enough to have stayed resident, inserted active
+    /// (`WORKINGSET_ACTIVATE`).
+    pub refault_activations: u64,
+    /// Shadow entries held now (4 bytes each: a tag of the key's hash and
+    /// the eviction clock), at most twice the entries the cache holds.
+    pub shadows: u64,
+    /// Shards thrashing now (under [`Policy::Workingset`]): more than 60%
+    /// of their recent misses were refaults, as when a loop larger than
+    /// the cache runs, and until fewer than 45% are they take the kernel's
+    /// strict refault test instead of ARC's. Counted from a shard's misses
+    /// once it has evicted half its size (before that it is presumed to
+    /// thrash, and is not counted).
+    pub thrashing_shards: u64,
+    /// Shards running LIRS: every shard under [`Policy::Lirs`], none under
+    /// [`Policy::Workingset`]; under [`Policy::Adaptive`] those that have
+    /// taken up its duel's verdict (each does at its next write).
+    pub lirs_shards: u64,
+    /// Shards whose lookups now skip their memory barrier: no insertion or
+    /// removal has reached them for a while (2 ms, longer for a shard
+    /// whose earlier spells ended too soon to pay for their barrier), as
+    /// their lookups see it, and membarrier(2) is available (Linux 4.14
+    /// and later). The next change of such a shard pays one `membarrier`
+    /// call to end it.
+    pub fast_read_shards: u64,
+    /// Entries not cached because they weigh more than their shard's
+    /// share of the capacity.
+    pub rejected: u64,
+    /// Loaders run by `get_or_insert_with` (one per key at a time).
+    pub loads: u64,
+    /// Callers of `get_or_insert_with` that waited for another caller's
+    /// loader instead of running their own.
+    pub load_waits: u64,
+}
+
+impl CacheStats {
+    /// hits / (hits + misses), 0 before any `get`.
+    pub fn hit_ratio(&self) -> f64 {
+        let gets = self.hits + self.misses;
+        if gets == 0 {
+            0.0
+        } else {
+            self.hits as f64 / gets as f64
+        }
+    }
+}
