@@ -624,7 +624,8 @@ fn a_saved_cache_warms_a_new_one_in_the_same_order() {
 
 /// A warm calls its loader only for what it can place: not for a key the
 /// cache holds already (its value stays), and not for the keys of a shard
-/// once that shard is full, while it goes on loading the other shards'.
+/// once that shard is full, while it goes on loading the other shards';
+/// every shard full, it reads no more of the record.
 #[test]
 fn a_warm_loads_no_cached_key_and_stops_loading_a_full_shard() {
     use mmbatch_cache::SavedKey;
@@ -635,6 +636,8 @@ fn a_warm_loads_no_cached_key_and_stops_loading_a_full_shard() {
         .map(|key| SavedKey { key, active: false })
         .collect();
     let mut loaded = Vec::new();
+    let mut pulled = 0;
+    let saved = saved.into_iter().inspect(|_| pulled += 1);
     let n = c.warm(saved, |&k| {
         loaded.push(k);
         Some(k)
@@ -644,7 +647,9 @@ fn a_warm_loads_no_cached_key_and_stops_loading_a_full_shard() {
         "loaded a cached key: {loaded:?}"
     );
     assert_eq!((c.get(&5), c.get(&6)), (Some(500), Some(600)));
-    assert_eq!(n + 2, c.len());
+    assert_eq!((n + 2, c.len()), (16, 16), "both shards filled");
+    // Both full, the warm stops reading the record.
+    assert!(pulled < 400, "read all {pulled} saved keys");
     // Each shard is loaded until full, then once more at most (the load
     // that finds it full); 400 keys would fill both many times over.
     assert!(
@@ -653,6 +658,30 @@ fn a_warm_loads_no_cached_key_and_stops_loading_a_full_shard() {
         loaded.len()
     );
     assert_eq!(c.stats().evictions, 0);
+}
+
+/// A key inserted while a warm loads it (here by the loader itself) is
+/// the newer value: the warm keeps it, overwrites nothing and removes
+/// nothing.
+#[test]
+fn a_warm_keeps_a_key_inserted_while_it_loads() {
+    use mmbatch_cache::SavedKey;
+    let heard = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = heard.clone();
+    let c: LruCache<u32, u32> = LruCache::builder(16)
+        .removal_listener(move |k, v, cause| log.lock().unwrap().push((k, v, cause)))
+        .build()
+        .unwrap();
+    let saved = vec![SavedKey {
+        key: 1,
+        active: true,
+    }];
+    let n = c.warm(saved, |&k| {
+        c.insert(k, 100);
+        Some(7)
+    });
+    assert_eq!((n, c.get(&1)), (0, Some(100)));
+    assert_eq!(*heard.lock().unwrap(), []);
 }
 
 /// `Policy::Lirs` counts its LIR set's room by weight as well as by

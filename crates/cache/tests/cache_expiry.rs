@@ -356,6 +356,42 @@ fn each_entry_can_have_its_own_lifetime() {
     assert_eq!((c.get(&1), c.get(&2), c.get(&3)), (None, None, Some(0)));
 }
 
+/// One entry with a second to live among entries with an hour expires
+/// on time however it got its short life: created into a full shard (in
+/// the slot of the entry it evicted) or shortened by an update. (A
+/// shard skips deadlines while none is due: the short one must count.)
+#[test]
+fn a_short_life_among_long_ones_expires_on_time() {
+    struct ByValue;
+    impl Expiry<u8, u64> for ByValue {
+        fn expire_after_create(&self, _: &u8, v: &u64) -> Option<Duration> {
+            Some(Duration::from_millis(*v))
+        }
+        fn expire_after_update(&self, _: &u8, v: &u64, _: Option<Duration>) -> Option<Duration> {
+            Some(Duration::from_millis(*v))
+        }
+    }
+    const HOUR: u64 = 3_600_000;
+    let clock = Manual::default();
+    let c: LruCache<u8, u64> = LruCache::builder(4)
+        .clock(clock.clone())
+        .expiry(ByValue)
+        .build()
+        .unwrap();
+    assert_eq!(c.shards(), 1);
+    for k in 0..4 {
+        c.insert(k, HOUR);
+    }
+    c.insert(10, 1000);
+    assert_eq!(c.len(), 4, "the new entry took an evicted one's place");
+    let updated = (0..4).find(|k| c.contains_key(k)).unwrap();
+    c.insert(updated, 1000);
+    clock.advance(2000);
+    assert_eq!((c.get(&10), c.get(&updated)), (None, None));
+    let long = (0..4).filter(|&k| k != updated && c.get(&k) == Some(HOUR));
+    assert_eq!(long.count(), 2);
+}
+
 /// An `Expiry` may shorten an entry's life on a read, not only extend it
 /// (moka's `expire_after_read`): a session that is read once has a
 /// minute left, whatever it had.

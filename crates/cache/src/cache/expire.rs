@@ -133,6 +133,11 @@ impl<K, V> Expire<K, V> {
         !matches!(self.kind, Kind::Custom(_))
     }
 
+    /// Whether a read may move a deadline (all but a time to live alone).
+    pub(super) fn reads_move_deadlines(&self) -> bool {
+        !matches!(self.kind, Kind::Live(_))
+    }
+
     /// Whether entries keep a cap beside their deadline.
     pub(super) fn capped(&self) -> bool {
         matches!(self.kind, Kind::Both { .. })

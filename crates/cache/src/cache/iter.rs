@@ -56,7 +56,7 @@ where
             let lv = shard.read();
             let now = self.cache.now();
             self.batch
-                .extend(lv.in_order().filter(|&i| lv.deadline(i) > now).map(|i| {
+                .extend(lv.in_order().filter(|&i| lv.live_at(i, now)).map(|i| {
                     let n = lv.node(i);
                     (n.key.clone(), n.value.clone())
                 }));
@@ -110,7 +110,7 @@ where
                     let mut none = u32::MAX;
                     // Expired: out, unjudged (never returned, so never
                     // one `keep` could see).
-                    if lv.deadline(i) <= now {
+                    if !lv.live_at(i, now) {
                         expired.push(lv.remove(i, &mut none));
                         continue;
                     }
@@ -165,9 +165,7 @@ where
             let mut lv = shard.write();
             let now = self.now();
             let order: Vec<u32> = lv.in_order().collect();
-            let expired: Vec<bool> = (0..lv.len() as u32)
-                .map(|i| lv.deadline(i) <= now)
-                .collect();
+            let expired: Vec<bool> = (0..lv.len() as u32).map(|i| !lv.live_at(i, now)).collect();
             let mut nodes: Vec<Option<super::shard::Node<K, V>>> =
                 lv.clear().into_iter().map(Some).collect();
             drop(lv);
@@ -215,7 +213,7 @@ where
                 let lv = shard.read();
                 let now = self.now();
                 lv.in_order()
-                    .filter(|&i| lv.deadline(i) > now)
+                    .filter(|&i| lv.live_at(i, now))
                     .map(|i| SavedKey {
                         key: lv.node(i).key.clone(),
                         active: lv.is_active(i),
@@ -267,7 +265,7 @@ where
                 let mut lv = self.shards[s].write();
                 let now = self.now();
                 match lv.find(hash, |k| *k == key) {
-                    Some(i) if lv.deadline(i) > now => Ok(false),
+                    Some(i) if lv.live_at(i, now) => Ok(false),
                     found => {
                         // Expired meanwhile: out (heard so), and the
                         // loaded value goes in.

@@ -231,7 +231,7 @@ where
             // An expired entry is a miss: the load's store replaces it.
             if let Some(i) = lv
                 .find(hash, |k| k.borrow() == key)
-                .filter(|&i| lv.deadline(i) > now)
+                .filter(|&i| lv.live_at(i, now))
             {
                 // A hit as `get`'s: its deadline moves as a read's.
                 return Claim::Hit(match &self.expire {
@@ -315,7 +315,7 @@ where
             // A plain insert of the key meanwhile wins, as it would
             // have had it come after; an expired entry is replaced.
             let found = match lv.find(hash, |k| k.borrow() == key) {
-                Some(i) if lv.deadline(i) <= now => {
+                Some(i) if !lv.live_at(i, now) => {
                     let mut none = u32::MAX;
                     let n = lv.remove(i, &mut none);
                     evicted.push((n.key, n.value, RemovalCause::Expired));

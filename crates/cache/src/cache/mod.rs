@@ -293,34 +293,32 @@ where
         let eq = |k: &K| k.borrow() == key;
         if self.batching {
             let lv = shard.read();
-            // Under the lock: no reader acts on a moment before a
-            // writer's that it follows.
-            let now = e.now();
-            let found = lv
-                .find(hash, eq)
-                .filter(|&i| lv.deadline(i) > now)
-                .map(|i| {
+            // The clock is read under the lock (no reader acts on a moment
+            // before a writer's that it follows), and only for a key found.
+            let found = lv.find(hash, eq).and_then(|i| {
+                let now = e.now();
+                lv.live_at(i, now).then(|| {
                     let v = Self::read_expiring(e, &lv, i, now);
                     lv.mark_accessed(i);
                     lv.sample_hit(hash);
                     v
-                });
+                })
+            });
             if lv.count(found.is_some()) {
                 shard.look_for_quiet(lv.stripe());
             }
             found
         } else {
             let mut lv = shard.write();
-            let now = e.now();
-            let found = lv
-                .find(hash, eq)
-                .filter(|&i| lv.deadline(i) > now)
-                .map(|i| {
+            let found = lv.find(hash, eq).and_then(|i| {
+                let now = e.now();
+                lv.live_at(i, now).then(|| {
                     let v = Self::read_expiring(e, &lv, i, now);
                     lv.touch(i);
                     lv.sample_hit(hash);
                     v
-                });
+                })
+            });
             lv.count(found.is_some());
             found
         }
@@ -334,6 +332,10 @@ where
     /// drops nothing under the lock.
     fn read_expiring(e: &expire::Expire<K, V>, lv: &Lruvec<K, V>, i: u32, now: u64) -> V {
         let n = lv.node(i);
+        if !e.reads_move_deadlines() {
+            // A time to live: the deadline stays, and is not even read.
+            return n.value.clone();
+        }
         let was = lv.deadline_of(i);
         let next = e.read(&n.key, &n.value, now, was);
         // Unchanged (a time to live): no store, no line written.
@@ -370,7 +372,7 @@ where
         let lv = self.shard(hash).read();
         let now = self.now();
         lv.find(hash, |k| k.borrow() == key)
-            .filter(|&i| lv.deadline(i) > now)
+            .filter(|&i| lv.live_at(i, now))
             .map(|i| lv.node(i).value.clone())
     }
 
@@ -384,7 +386,7 @@ where
         let lv = self.shard(hash).read();
         let now = self.now();
         lv.find(hash, |k| k.borrow() == key)
-            .is_some_and(|i| lv.deadline(i) > now)
+            .is_some_and(|i| lv.live_at(i, now))
     }
 
     /// Caches `value` under `key`, returning the value it replaces; a
@@ -404,7 +406,7 @@ where
             let now = self.now();
             lv.now = now;
             let found = lv.find(hash, |k| *k == key);
-            let live = found.filter(|&i| lv.deadline(i) > now);
+            let live = found.filter(|&i| lv.live_at(i, now));
             // The `Expiry` before anything changes: if it panics, the
             // lock is released and then the key and value dropped.
             let deadline = match (&self.expire, live) {
@@ -474,7 +476,7 @@ where
         let node = {
             let mut lv = self.shard(hash).write();
             let i = lv.find(hash, |k| k.borrow() == key)?;
-            let expired = lv.deadline(i) <= self.now();
+            let expired = !lv.live_at(i, self.now());
             let mut none = u32::MAX;
             (lv.remove(i, &mut none), expired)
         };
@@ -509,9 +511,8 @@ where
             let nodes = {
                 let mut lv = shard.write();
                 let now = self.now();
-                let expired: Vec<bool> = (0..lv.len() as u32)
-                    .map(|i| lv.deadline(i) <= now)
-                    .collect();
+                let expired: Vec<bool> =
+                    (0..lv.len() as u32).map(|i| !lv.live_at(i, now)).collect();
                 lv.clear().into_iter().zip(expired)
             };
             // User Drop and the listener, outside the lock; every shard is

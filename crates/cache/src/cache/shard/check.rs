@@ -70,6 +70,17 @@ impl<K, V> Lruvec<K, V> {
                 self.expiring
             ));
         }
+        let next = self.next_expiry.load(Ordering::Relaxed);
+        if let Some(early) = self
+            .deadlines
+            .iter()
+            .map(|d| d.load(Ordering::Relaxed))
+            .find(|&d| d < next)
+        {
+            return Err(format!(
+                "a deadline at {early} before the shard's next expiry, {next}"
+            ));
+        }
         if self.stamps.len() != if self.stamped { self.nodes.len() } else { 0 } {
             return Err(format!(
                 "{} stamps kept for {} entries (stamped: {})",

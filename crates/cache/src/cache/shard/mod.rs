@@ -232,6 +232,15 @@ pub(super) struct Lruvec<K, V> {
     /// The sweep's hand over the slab (expired entries reclaimed by the
     /// shard's writes).
     sweep: u32,
+    /// No entry of the shard expires before this (a lower bound, `u64::MAX`
+    /// with none due), as the kernel's timer base keeps `next_expiry`: while
+    /// the clock is before it, lookups read no deadline and the sweep looks
+    /// at nothing. Lowered as deadlines are set (a read may shorten one
+    /// under the read lock, hence atomic), recomputed by
+    /// [`recalc_next_expiry`](Self::recalc_next_expiry).
+    next_expiry: AtomicU64,
+    /// Slots the sweep has looked at since `next_expiry` was recomputed.
+    swept: u32,
     /// From short hashes to slots ([`index`]).
     table: index::Index,
     lists: [List; 2],
@@ -315,6 +324,8 @@ impl<K, V> Lruvec<K, V> {
                 - 1),
             now: 0,
             sweep: 0,
+            next_expiry: AtomicU64::new(u64::MAX),
+            swept: 0,
             table: index::Index::new(max_entries),
             lists: [EMPTY; 2],
             weight: 0,
@@ -739,10 +750,37 @@ impl<K, V> Lruvec<K, V> {
         }
     }
 
+    /// Whether entry `i` is live at `now` (its deadline after it); no
+    /// deadline is read while none of the shard's is due.
+    #[inline]
+    pub(super) fn live_at(&self, i: u32, now: u64) -> bool {
+        now < self.next_expiry.load(Ordering::Relaxed) || self.deadline(i) > now
+    }
+
+    /// Keeps `next_expiry` at or below `deadline`, one just set.
+    #[inline]
+    fn note_deadline(&self, deadline: u64) {
+        if deadline < self.next_expiry.load(Ordering::Relaxed) {
+            self.next_expiry.fetch_min(deadline, Ordering::Relaxed);
+        }
+    }
+
+    /// Recomputes `next_expiry` as the earliest deadline the shard holds
+    /// (`timer_recalc_next_expiry`), under the write lock.
+    fn recalc_next_expiry(&mut self) {
+        let next = self.deadlines[..self.nodes.len()]
+            .iter()
+            .map(|d| d.load(Ordering::Relaxed))
+            .min()
+            .unwrap_or(u64::MAX);
+        self.next_expiry.store(next, Ordering::Relaxed);
+    }
+
     /// Sets entry `i`'s deadline (under the write lock).
     fn set_deadline(&mut self, i: u32, deadline: Deadline) {
         if self.expiring {
             self.deadlines[i as usize].store(deadline.at, Ordering::Relaxed);
+            self.note_deadline(deadline.at);
         }
         if self.capped {
             self.caps[i as usize] = deadline.cap;
@@ -753,6 +791,7 @@ impl<K, V> Lruvec<K, V> {
     fn push_deadline(&mut self, deadline: Deadline) {
         if self.expiring {
             self.deadlines.push(AtomicU64::new(deadline.at));
+            self.note_deadline(deadline.at);
         }
         if self.capped {
             self.caps.push(deadline.cap);
@@ -769,16 +808,19 @@ impl<K, V> Lruvec<K, V> {
             let d = &self.deadlines[i as usize];
             if later {
                 d.fetch_max(next, Ordering::Relaxed);
-            } else {
-                // Lost: a concurrent read's deadline stands.
-                let _ = d.compare_exchange(was, next, Ordering::Relaxed, Ordering::Relaxed);
+            } else if d
+                .compare_exchange(was, next, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                self.note_deadline(next);
             }
+            // Else lost: a concurrent read's deadline stands.
         }
     }
 
     /// Whether entry `i` had expired at the write section's `now`.
     fn expired(&self, i: u32) -> bool {
-        self.deadline(i) <= self.now
+        !self.live_at(i, self.now)
     }
 
     /// Why entry `i`, leaving now, leaves: it expired, or the policy
@@ -798,18 +840,16 @@ impl<K, V> Lruvec<K, V> {
     /// takes an expired entry's room near the hand before the policy
     /// evicts a live one).
     pub(super) fn sweep_expired(&mut self, out: &mut Evicted<K, V>) {
-        if !self.expiring {
+        if !self.expiring || self.now < self.next_expiry.load(Ordering::Relaxed) {
             return;
         }
         // Bounded by construction: at most SWEEP_WHEN_FULL slots under the
         // write lock, whatever the shard holds.
-        for looked in 0..SWEEP_WHEN_FULL {
-            if looked >= 2 && !self.is_full() {
-                return;
-            }
+        let mut looked = 0;
+        while looked < SWEEP_WHEN_FULL && (looked < 2 || self.is_full()) {
             let len = self.nodes.len() as u32;
             if len == 0 {
-                return;
+                break;
             }
             let i = self.sweep % len;
             if self.expired(i) {
@@ -821,6 +861,15 @@ impl<K, V> Lruvec<K, V> {
                 // Taken modulo the length where it is used.
                 self.sweep = i + 1;
             }
+            looked += 1;
+        }
+        // Once the hand has looked at as many slots as the shard holds,
+        // one pass over its deadlines (as many reads again) finds when one
+        // is next due.
+        self.swept = self.swept.saturating_add(looked as u32);
+        if self.swept as usize >= self.nodes.len() {
+            self.swept = 0;
+            self.recalc_next_expiry();
         }
     }
 
@@ -927,6 +976,8 @@ impl<K, V> Lruvec<K, V> {
         self.shadows.clear();
         self.weights = Vec::new();
         self.deadlines = Vec::new();
+        self.next_expiry.store(u64::MAX, Ordering::Relaxed);
+        self.swept = 0;
         self.caps = Vec::new();
         self.stamps = Vec::new();
         self.lir_stamp = 0;

@@ -705,3 +705,71 @@ fn a_lirs_shadow_keeps_the_last_access() {
     );
     lv.check().unwrap();
 }
+
+/// A shard's next expiry: the earliest deadline set; passed, the sweep
+/// runs, and once it has looked at every slot it finds the next one due
+/// (here none, the due entries reclaimed), after which lookups and
+/// inserts read no deadline until then.
+#[test]
+fn the_next_expiry_follows_the_deadlines() {
+    let n = 64;
+    let mut lv: Lruvec<u64, u64> =
+        Lruvec::new(Policy::Workingset, true, false, (true, false), n as u64, n);
+    let at = |at| Deadline { at, cap: u64::MAX };
+    let mut out = Evicted::new();
+    for k in 0..n as u64 {
+        // Every eighth entry is due at 100, the others at 1000.
+        let d = if k % 8 == 0 { 100 } else { 1000 };
+        lv.insert_new(hash(k), k, k, 1, at(d), &mut out);
+    }
+    assert_eq!(lv.next_expiry.load(Ordering::Relaxed), 100);
+    lv.now = 50;
+    assert!((0..n as u32).all(|i| lv.live_at(i, 50)));
+    lv.sweep_expired(&mut out);
+    assert!(out.is_empty(), "nothing due: nothing looked at");
+    assert_eq!(lv.swept, 0);
+    lv.now = 100;
+    for _ in 0..n {
+        lv.sweep_expired(&mut out);
+    }
+    assert_eq!(out.len(), n / 8, "the due entries reclaimed");
+    assert!(
+        out.iter()
+            .all(|(k, _, c)| k % 8 == 0 && *c == RemovalCause::Expired)
+    );
+    assert_eq!(lv.next_expiry.load(Ordering::Relaxed), 1000, "the next due");
+    lv.check().unwrap();
+}
+
+/// With an entry due, a write's sweep looks at two slots, or at
+/// [`SWEEP_WHEN_FULL`] when the shard is full, however many it finds
+/// live: bounded work under the write lock.
+#[test]
+fn a_sweep_looks_at_a_bounded_number_of_slots() {
+    let n = 64;
+    for (fill, looked) in [(n - 1, 2), (n, SWEEP_WHEN_FULL as u32)] {
+        let mut lv: Lruvec<u64, u64> =
+            Lruvec::new(Policy::Workingset, true, false, (true, false), n as u64, n);
+        let mut out = Evicted::new();
+        for k in 0..fill as u64 {
+            lv.insert_new(
+                hash(k),
+                k,
+                k,
+                1,
+                Deadline {
+                    at: 1000,
+                    cap: u64::MAX,
+                },
+                &mut out,
+            );
+        }
+        // Due by the shard's bound, though no entry has expired.
+        lv.next_expiry.store(100, Ordering::Relaxed);
+        lv.now = 200;
+        let _guard = mmbatch_testkit::hang_guard("a sweep of a full shard");
+        lv.sweep_expired(&mut out);
+        assert!(out.is_empty());
+        assert_eq!((lv.sweep, lv.swept), (looked, looked), "{fill} entries");
+    }
+}
