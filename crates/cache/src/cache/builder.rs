@@ -239,7 +239,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
         self
     }
 
-    /// Number of shards, rounded down to a power of two (default: 4 per
+    /// Number of shards, rounded down to a power of two (default: 8 per
     /// CPU, with at least 512 entries' worth of capacity each, and without
     /// a weigher enough that none holds more than 65536 entries, the most
     /// a shard indexes in `u16`s, up to 256 shards). Each shard
@@ -431,7 +431,10 @@ impl<K, V, S, W> Builder<K, V, S, W> {
                 let by_size = o.capacity.min(max_entries as u64) / MIN_SHARD_ENTRIES;
                 // Weighted: fewer, larger shares, so that heavy entries
                 // fit their shard's.
-                let per_cpu = if o.weighted { 1 } else { 4 };
+                // Unweighted, 8 a CPU: with 4, two threads reading
+                // through a miss-heavy stream waited on each other's
+                // writes (docs/cache.md, `Builder::shards`).
+                let per_cpu = if o.weighted { 1 } else { 8 };
                 let by_cpu = (per_cpu * cpus).min(usize::try_from(by_size).unwrap_or(usize::MAX));
                 // Unweighted, enough shards that each indexes its entries
                 // in `u16`s: a wide index costs 4 bytes an entry more
