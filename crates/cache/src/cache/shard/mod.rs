@@ -843,12 +843,12 @@ impl<K, V> Lruvec<K, V> {
         if !self.expiring || self.now < self.next_expiry.load(Ordering::Relaxed) {
             return;
         }
-        // Bounded by construction: at most SWEEP_WHEN_FULL slots under the
-        // write lock, whatever the shard holds.
+        // Bounded by construction (a `for`): at most SWEEP_WHEN_FULL slots
+        // under the write lock, whatever the shard holds.
         let mut looked = 0;
-        while looked < SWEEP_WHEN_FULL && (looked < 2 || self.is_full()) {
+        for _ in 0..SWEEP_WHEN_FULL {
             let len = self.nodes.len() as u32;
-            if len == 0 {
+            if (looked >= 2 && !self.is_full()) || len == 0 {
                 break;
             }
             let i = self.sweep % len;
