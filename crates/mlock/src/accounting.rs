@@ -121,7 +121,11 @@ pub fn huge_pages_total(size: usize) -> usize {
 ///
 /// Counts each mapping's `Rss`, not smaps' `Locked`: that one is
 /// proportional, so a page shared copy-on-write with a child forked a
-/// moment ago counts half, though it is as locked as before.
+/// moment ago counts half, though it is as locked as before. A mapping
+/// that reaches outside the range is left out whole; hugetlb mappings
+/// count 0 (their pages are never swapped, and the kernel marks no
+/// hugetlb mapping locked); so do pages not yet touched, and the shared
+/// zero page that a locked read-only private mapping maps.
 pub fn smaps_locked(start: usize, end: usize) -> io::Result<u64> {
     let smaps = fs::read_to_string("/proc/self/smaps")?;
     let mut total: u64 = 0;

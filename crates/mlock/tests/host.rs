@@ -1,5 +1,5 @@
 //! Host tests, small sizes, checked against the kernel's own accounting
-//! (smaps Locked, mincore, VmLck, /proc/self/maps) rather than return
+//! (smaps, mincore, VmLck, /proc/self/maps) rather than return
 //! codes. Scenarios that change process-wide state (limits, credentials,
 //! mlockall, the mapping count, a stray segfault) run in a child process:
 //! the test binary re-executes itself with `MMBATCH_MLOCK_CHILD` set.
@@ -594,7 +594,7 @@ fn accounting_reads_the_kernels_figures() {
     assert_eq!(accounting::max_map_count(), max);
 }
 
-/// A region's smaps `Locked` is counted only over mappings wholly inside
+/// A region's locked bytes are counted only over mappings wholly inside
 /// the range asked about.
 #[test]
 fn smaps_locked_counts_only_mappings_inside_the_range() {
@@ -1225,23 +1225,35 @@ fn out_of_range_errors_print_at_the_ends_of_usize() {
     );
 }
 
-/// A region stays locked, all of it, while a child forked by another
-/// thread shares its pages copy-on-write: smaps' `Locked` is
-/// proportional (halved by a second mapper), what the region locked is
-/// not. Before the fix this read 2 MiB of 4 MiB.
+/// A region stays locked, all of it, while a forked child shares its
+/// pages copy-on-write (as children other tests of this binary fork do):
+/// smaps' `Locked` is proportional (halved by a second mapper), what the
+/// region locked is not. Before the fix this read 2 MiB of 4 MiB.
 #[test]
 fn locked_bytes_while_a_forked_child_shares_the_pages() {
     use nix::sys::{signal, wait};
     use nix::unistd::{ForkResult, fork};
     for pages in [Pages::Base, Pages::Transparent] {
         let r = LockedRegion::builder(4 * MIB).pages(pages).build().unwrap();
+        let parent = std::process::id();
         // SAFETY: the child calls only async-signal-safe functions
-        // (pause, _exit) before it is killed.
+        // (prctl, getppid, pause, _exit) until it is killed.
         let child = match unsafe { fork() }.unwrap() {
-            ForkResult::Child => loop {
-                // SAFETY: pause and _exit are async-signal-safe.
-                unsafe { libc::pause() };
-            },
+            ForkResult::Child => {
+                // The child dies with the test binary, even one killed
+                // before its kill below.
+                // SAFETY: prctl is async-signal-safe.
+                unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+                // SAFETY: getppid is async-signal-safe.
+                if unsafe { libc::getppid() } as u32 != parent {
+                    // SAFETY: _exit is async-signal-safe.
+                    unsafe { libc::_exit(0) };
+                }
+                loop {
+                    // SAFETY: pause is async-signal-safe.
+                    unsafe { libc::pause() };
+                }
+            }
             ForkResult::Parent { child } => child,
         };
         let locked = r.locked_bytes();

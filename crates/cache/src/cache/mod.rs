@@ -338,7 +338,7 @@ where
         }
         let was = lv.deadline_of(i);
         let next = e.read(&n.key, &n.value, now, was);
-        // Unchanged (a time to live): no store, no line written.
+        // Unchanged: no store, no line written.
         if next != was.at {
             lv.move_deadline(i, was.at, next, e.reads_only_extend());
         }

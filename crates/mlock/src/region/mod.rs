@@ -423,7 +423,8 @@ impl LockedRegion {
     }
 
     /// Bytes of the region resident and locked, by the kernel's account
-    /// ([`accounting::smaps_locked`](crate::accounting::smaps_locked)).
+    /// ([`accounting::smaps_locked`]);
+    /// 0 for a [`Pages::Huge`] region, whose pages are never swapped.
     pub fn locked_bytes(&self) -> Result<u64, Error> {
         let start = self.as_ptr() as usize;
         accounting::smaps_locked(start, start + self.len).map_err(|source| Error::Sys {

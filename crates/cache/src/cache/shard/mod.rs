@@ -239,8 +239,13 @@ pub(super) struct Lruvec<K, V> {
     /// under the read lock, hence atomic), recomputed by
     /// [`recalc_next_expiry`](Self::recalc_next_expiry).
     next_expiry: AtomicU64,
-    /// Slots the sweep has looked at since `next_expiry` was recomputed.
-    swept: u32,
+    /// The recomputation's progress: slots below this have been read,
+    /// their earliest deadline is `recalc_min`, and `recalc_floor` is at
+    /// or below every deadline set since it began (and each moved below
+    /// `recalc_pos` unread).
+    recalc_pos: u32,
+    recalc_min: u64,
+    recalc_floor: AtomicU64,
     /// From short hashes to slots ([`index`]).
     table: index::Index,
     lists: [List; 2],
@@ -325,7 +330,9 @@ impl<K, V> Lruvec<K, V> {
             now: 0,
             sweep: 0,
             next_expiry: AtomicU64::new(u64::MAX),
-            swept: 0,
+            recalc_pos: 0,
+            recalc_min: u64::MAX,
+            recalc_floor: AtomicU64::new(u64::MAX),
             table: index::Index::new(max_entries),
             lists: [EMPTY; 2],
             weight: 0,
@@ -757,23 +764,44 @@ impl<K, V> Lruvec<K, V> {
         now < self.next_expiry.load(Ordering::Relaxed) || self.deadline(i) > now
     }
 
-    /// Keeps `next_expiry` at or below `deadline`, one just set.
+    /// Keeps `next_expiry` at or below `deadline`, one about to be set,
+    /// and the recomputation's floor with it.
     #[inline]
     fn note_deadline(&self, deadline: u64) {
         if deadline < self.next_expiry.load(Ordering::Relaxed) {
             self.next_expiry.fetch_min(deadline, Ordering::Relaxed);
         }
+        self.note_recalc(deadline);
     }
 
-    /// Recomputes `next_expiry` as the earliest deadline the shard holds
-    /// (`timer_recalc_next_expiry`), under the write lock.
+    /// Keeps the recomputation's floor at or below `deadline`.
+    #[inline]
+    fn note_recalc(&self, deadline: u64) {
+        if deadline < self.recalc_floor.load(Ordering::Relaxed) {
+            self.recalc_floor.fetch_min(deadline, Ordering::Relaxed);
+        }
+    }
+
+    /// Reads up to [`RECALC_CHUNK`] more deadlines toward the earliest
+    /// the shard holds, and once it has read them all makes that the
+    /// next expiry and starts over (`timer_recalc_next_expiry`, a piece
+    /// at a time so that no write reads the whole shard), under the
+    /// write lock.
     fn recalc_next_expiry(&mut self) {
-        let next = self.deadlines[..self.nodes.len()]
-            .iter()
-            .map(|d| d.load(Ordering::Relaxed))
-            .min()
-            .unwrap_or(u64::MAX);
-        self.next_expiry.store(next, Ordering::Relaxed);
+        let len = self.nodes.len();
+        let from = (self.recalc_pos as usize).min(len);
+        let to = (from + RECALC_CHUNK).min(len);
+        for d in &self.deadlines[from..to] {
+            self.recalc_min = self.recalc_min.min(d.load(Ordering::Relaxed));
+        }
+        self.recalc_pos = to as u32;
+        if to == len {
+            let floor = self.recalc_floor.swap(u64::MAX, Ordering::Relaxed);
+            self.next_expiry
+                .store(self.recalc_min.min(floor), Ordering::Relaxed);
+            self.recalc_pos = 0;
+            self.recalc_min = u64::MAX;
+        }
     }
 
     /// Sets entry `i`'s deadline (under the write lock).
@@ -808,13 +836,13 @@ impl<K, V> Lruvec<K, V> {
             let d = &self.deadlines[i as usize];
             if later {
                 d.fetch_max(next, Ordering::Relaxed);
-            } else if d
-                .compare_exchange(was, next, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-            {
+            } else {
+                // The bound first: no reader sees the deadline before it
+                // (lowered in vain if the exchange loses to a concurrent
+                // read, whose deadline then stands).
                 self.note_deadline(next);
+                let _ = d.compare_exchange(was, next, Ordering::Relaxed, Ordering::Relaxed);
             }
-            // Else lost: a concurrent read's deadline stands.
         }
     }
 
@@ -844,9 +872,9 @@ impl<K, V> Lruvec<K, V> {
             return;
         }
         // Bounded by construction (a `for`): at most SWEEP_WHEN_FULL slots
-        // under the write lock, whatever the shard holds.
-        let mut looked = 0;
-        for _ in 0..SWEEP_WHEN_FULL {
+        // under the write lock, and RECALC_CHUNK deadlines below, whatever
+        // the shard holds.
+        for looked in 0..SWEEP_WHEN_FULL {
             let len = self.nodes.len() as u32;
             if (looked >= 2 && !self.is_full()) || len == 0 {
                 break;
@@ -861,16 +889,8 @@ impl<K, V> Lruvec<K, V> {
                 // Taken modulo the length where it is used.
                 self.sweep = i + 1;
             }
-            looked += 1;
         }
-        // Once the hand has looked at as many slots as the shard holds,
-        // one pass over its deadlines (as many reads again) finds when one
-        // is next due.
-        self.swept = self.swept.saturating_add(looked as u32);
-        if self.swept as usize >= self.nodes.len() {
-            self.swept = 0;
-            self.recalc_next_expiry();
-        }
+        self.recalc_next_expiry();
     }
 
     /// Whether the shard has no room for one more entry of weight 1.
@@ -977,7 +997,9 @@ impl<K, V> Lruvec<K, V> {
         self.weights = Vec::new();
         self.deadlines = Vec::new();
         self.next_expiry.store(u64::MAX, Ordering::Relaxed);
-        self.swept = 0;
+        self.recalc_pos = 0;
+        self.recalc_min = u64::MAX;
+        self.recalc_floor.store(u64::MAX, Ordering::Relaxed);
         self.caps = Vec::new();
         self.stamps = Vec::new();
         self.lir_stamp = 0;

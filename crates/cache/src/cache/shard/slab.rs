@@ -56,6 +56,12 @@ impl<K, V> Lruvec<K, V> {
         }
         if self.expiring {
             self.deadlines.swap_remove(i as usize);
+            if i < self.recalc_pos && i != last {
+                // `last`'s deadline, not yet read by the recomputation of
+                // the next expiry, moved where it has read.
+                let d = self.deadlines[i as usize].load(Ordering::Relaxed);
+                self.note_recalc(d);
+            }
         }
         if self.capped {
             self.caps.swap_remove(i as usize);

@@ -115,6 +115,11 @@ pub(super) const FILL_ACTIVE: f64 = 1.0 - 1.0 / (INACTIVE_RATIO as f64 + 1.0);
 /// one is evicted. More costs every insert at capacity the reads.
 pub(super) const SWEEP_WHEN_FULL: usize = 8;
 
+/// Deadlines a due sweep reads toward the shard's next expiry
+/// (`Lruvec::recalc_next_expiry`): eight cache lines; more finds the
+/// next expiry in fewer writes, each longer.
+pub(super) const RECALC_CHUNK: usize = 64;
+
 /// [`Policy::Lirs`](crate::Policy::Lirs)'s share of resident HIR entries
 /// (the inactive list): more gives recency-friendly traces a longer
 /// probation, less keeps more of a loop resident (docs/cache.md: 2% won

@@ -727,7 +727,7 @@ fn the_next_expiry_follows_the_deadlines() {
     assert!((0..n as u32).all(|i| lv.live_at(i, 50)));
     lv.sweep_expired(&mut out);
     assert!(out.is_empty(), "nothing due: nothing looked at");
-    assert_eq!(lv.swept, 0);
+    assert_eq!((lv.sweep, lv.recalc_pos), (0, 0));
     lv.now = 100;
     for _ in 0..n {
         lv.sweep_expired(&mut out);
@@ -743,10 +743,11 @@ fn the_next_expiry_follows_the_deadlines() {
 
 /// With an entry due, a write's sweep looks at two slots, or at
 /// [`SWEEP_WHEN_FULL`] when the shard is full, however many it finds
-/// live: bounded work under the write lock.
+/// live, and reads [`RECALC_CHUNK`] deadlines toward the next expiry:
+/// bounded work under the write lock, whatever the shard holds.
 #[test]
 fn a_sweep_looks_at_a_bounded_number_of_slots() {
-    let n = 64;
+    let n = 4 * RECALC_CHUNK;
     for (fill, looked) in [(n - 1, 2), (n, SWEEP_WHEN_FULL as u32)] {
         let mut lv: Lruvec<u64, u64> =
             Lruvec::new(Policy::Workingset, true, false, (true, false), n as u64, n);
@@ -770,6 +771,45 @@ fn a_sweep_looks_at_a_bounded_number_of_slots() {
         let _guard = mmbatch_testkit::hang_guard("a sweep of a full shard");
         lv.sweep_expired(&mut out);
         assert!(out.is_empty());
-        assert_eq!((lv.sweep, lv.swept), (looked, looked), "{fill} entries");
+        assert_eq!(
+            (lv.sweep, lv.recalc_pos),
+            (looked, RECALC_CHUNK as u32),
+            "{fill} entries"
+        );
+        // The rest of the deadlines, a chunk a write: the next expiry.
+        for _ in 1..4 {
+            lv.sweep_expired(&mut out);
+        }
+        assert_eq!(lv.next_expiry.load(Ordering::Relaxed), 1000);
     }
+}
+
+/// An entry moved (by a removal) into a slot the recomputation of the
+/// next expiry has read, its own deadline unread, still counts: the
+/// next expiry ends at or before it.
+#[test]
+fn an_entry_moved_behind_the_recomputation_counts() {
+    let n = 4 * RECALC_CHUNK;
+    let mut lv: Lruvec<u64, u64> =
+        Lruvec::new(Policy::Workingset, true, false, (true, false), n as u64, n);
+    let mut out = Evicted::new();
+    for k in 0..n as u64 {
+        // The last slot's entry is due at 500, the others at 1000.
+        let at = if k == n as u64 - 1 { 500 } else { 1000 };
+        lv.insert_new(hash(k), k, k, 1, Deadline { at, cap: u64::MAX }, &mut out);
+    }
+    lv.next_expiry.store(100, Ordering::Relaxed);
+    lv.recalc_floor.store(u64::MAX, Ordering::Relaxed);
+    lv.now = 200;
+    lv.sweep_expired(&mut out);
+    assert_eq!(lv.recalc_pos, RECALC_CHUNK as u32);
+    // Slot 10 leaves; the last entry (due at 500) takes its place.
+    let mut none = NIL;
+    lv.remove(10, &mut none);
+    assert_eq!(lv.deadline(10), 500);
+    for _ in 1..4 {
+        lv.sweep_expired(&mut out);
+    }
+    assert_eq!(lv.next_expiry.load(Ordering::Relaxed), 500);
+    lv.check().unwrap();
 }
