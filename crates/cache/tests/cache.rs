@@ -1039,3 +1039,33 @@ fn debug_shows_the_settings() {
         assert!(s.contains(part), "{part} missing from {s}");
     }
 }
+
+/// With batching off, a hit on an inactive entry hit before activates it
+/// at once (`folio_activate` unbatched): `save` reports it active.
+#[test]
+fn batching_off_activates_an_entry_at_its_second_hit() {
+    for policy in [Policy::Workingset, Policy::ActiveInactive] {
+        let c: LruCache<u32, u32> = LruCache::builder(64)
+            .policy(policy)
+            .batching(false)
+            .shards(1)
+            .build()
+            .unwrap();
+        // Past the fill that makes a new shard's first keys active.
+        for k in 0..200 {
+            c.insert(k, k);
+        }
+        c.insert(1000, 1);
+        let active =
+            |c: &LruCache<u32, u32>| c.save().iter().find(|s| s.key == 1000).map(|s| s.active);
+        assert_eq!(
+            active(&c),
+            Some(false),
+            "{policy:?}: new entries start inactive"
+        );
+        assert_eq!(c.get(&1000), Some(1));
+        assert_eq!(active(&c), Some(false), "{policy:?}: one hit");
+        assert_eq!(c.get(&1000), Some(1));
+        assert_eq!(active(&c), Some(true), "{policy:?}: the second hit");
+    }
+}
