@@ -812,4 +812,15 @@ fn an_entry_moved_behind_the_recomputation_counts() {
     }
     assert_eq!(lv.next_expiry.load(Ordering::Relaxed), 500);
     lv.check().unwrap();
+    // A pass under way when the shard shrinks below its place: the last
+    // entries leave, moving nothing, and the pass ends at the new length.
+    lv.next_expiry.store(100, Ordering::Relaxed);
+    lv.sweep_expired(&mut out);
+    assert_eq!(lv.recalc_pos, RECALC_CHUNK as u32);
+    while lv.len() > RECALC_CHUNK / 2 {
+        lv.remove(lv.len() as u32 - 1, &mut none);
+    }
+    lv.sweep_expired(&mut out);
+    assert_eq!(lv.next_expiry.load(Ordering::Relaxed), 500);
+    lv.check().unwrap();
 }
