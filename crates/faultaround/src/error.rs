@@ -265,3 +265,32 @@ impl From<mmbatch_lru::LruError> for Error {
         Error::Engine(e)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+    use crate::FailSignal;
+    use std::io;
+
+    /// A failed page's message says what its readers got, the cause, and
+    /// the fix: it is what a log shows of a page that never arrived.
+    #[test]
+    fn a_failed_page_says_what_its_readers_got() {
+        let failed = |signal| Error::PageFailed {
+            page: 7,
+            signal,
+            source: io::Error::new(io::ErrorKind::TimedOut, "source timed out"),
+        };
+        for (signal, got) in [
+            (Some(FailSignal::Sigbus), "its readers got SIGBUS"),
+            (Some(FailSignal::Sigsegv), "its readers got SIGSEGV"),
+            (None, "no reader was signalled"),
+        ] {
+            let m = failed(signal).to_string();
+            assert!(m.starts_with("page 7 could not be filled ("), "{m}");
+            assert!(m.contains(got), "{signal:?}: {m}");
+            assert!(m.contains("source timed out"), "{m}");
+            assert!(m.contains("UffdRegionBuilder::source_timeout"), "{m}");
+        }
+    }
+}

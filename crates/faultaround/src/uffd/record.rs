@@ -262,14 +262,14 @@ impl Record {
             if covered[i] {
                 continue;
             }
-            // Index `j` holds page `q` and is free.
+            // Index `j` holds page `q` and is free (false past the end).
             let free = |j: usize, q: u64| sorted.get(j) == Some(&q) && !covered[j];
             let mut start = i;
             while start > 0 && free(start - 1, sorted[start] - 1) && i - start < max / 2 {
                 start -= 1;
             }
             let mut end = i + 1;
-            while end < sorted.len() && free(end, sorted[end - 1] + 1) && end - start < max {
+            while free(end, sorted[end - 1] + 1) && end - start < max {
                 end += 1;
             }
             covered[start..end].fill(true);

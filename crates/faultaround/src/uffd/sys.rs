@@ -12,7 +12,7 @@
 
 use std::{
     ffi::c_void,
-    os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd},
+    os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd},
 };
 
 use linux_raw_sys::general::{
@@ -94,12 +94,6 @@ pub(in crate::uffd) struct Uffd(OwnedFd);
 impl AsFd for Uffd {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.0.as_fd()
-    }
-}
-
-impl AsRawFd for Uffd {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0.as_raw_fd()
     }
 }
 
