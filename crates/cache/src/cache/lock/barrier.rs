@@ -108,14 +108,15 @@ mod imp {
     /// (a migration per CPU, tens of microseconds each), but it runs once
     /// per shard lock that was fast when membarrier failed. False if the
     /// kernel refused a move other than to a CPU that is offline or
-    /// outside the process's cpuset (where none of its threads run).
-    /// A process whose threads sit in different cpusets (cgroup v2's
-    /// threaded mode) may have threads on a CPU this thread cannot move
-    /// to: this barrier does not reach them, and such a process should
-    /// allow membarrier or turn the fast path off.
+    /// outside this thread's cpuset, or if a CPU that some thread of the
+    /// process may run on was not visited ([`reaches_every_thread`]): a
+    /// thread in another cpuset (cgroup v2's threaded mode) or on a CPU
+    /// past `CpuSet::MAX_CPU`. The caller then fails closed (the change
+    /// panics, naming `Builder::fast_reads(false)`) rather than trust
+    /// counts a barrier did not reach.
     #[cfg(all(target_os = "linux", not(miri)))]
     #[cold]
-    fn visit_every_cpu() -> bool {
+    pub(super) fn visit_every_cpu() -> bool {
         use rustix::{
             io::Errno,
             thread::{CpuSet, sched_getaffinity, sched_setaffinity},
@@ -123,13 +124,13 @@ mod imp {
         let Ok(before) = sched_getaffinity(None) else {
             return false;
         };
-        let mut visited = 0;
+        let mut visited = vec![false; CpuSet::MAX_CPU];
         let mut refused = false;
-        for cpu in 0..CpuSet::MAX_CPU {
+        for (cpu, seen) in visited.iter_mut().enumerate() {
             let mut one = CpuSet::new();
             one.set(cpu);
             match sched_setaffinity(None, &one) {
-                Ok(()) => visited += 1,
+                Ok(()) => *seen = true,
                 Err(Errno::INVAL) => {}
                 Err(_) => {
                     refused = true;
@@ -138,7 +139,72 @@ mod imp {
             }
         }
         let restored = sched_setaffinity(None, &before).is_ok();
-        visited > 0 && !refused && restored
+        !refused && restored && reaches_every_thread(&visited)
+    }
+
+    /// Whether every online CPU that some thread of the process may run
+    /// on (each thread's `Cpus_allowed_list` in `/proc/self/task/*/status`,
+    /// against `/sys/devices/system/cpu/online`) is in `visited`; false if
+    /// that cannot be read. A thread that exits meanwhile is skipped; one
+    /// that starts meanwhile inherits its creator's cpuset.
+    #[cfg(all(target_os = "linux", not(miri)))]
+    fn reaches_every_thread(visited: &[bool]) -> bool {
+        // Unreadable, every CPU counts as online.
+        let online = std::fs::read_to_string("/sys/devices/system/cpu/online")
+            .ok()
+            .and_then(|l| cpu_list(l.trim()));
+        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+            return false;
+        };
+        let mut threads = 0;
+        for task in tasks {
+            let Ok(task) = task else { return false };
+            let status = match std::fs::read_to_string(task.path().join("status")) {
+                Ok(s) => s,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(_) => return false,
+            };
+            let allowed = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .and_then(|l| cpu_list(l.trim()));
+            match allowed {
+                Some(allowed) if reached(&allowed, online.as_deref(), visited) => threads += 1,
+                _ => return false,
+            }
+        }
+        threads > 0
+    }
+
+    /// The CPUs of the kernel's CPU list `list` ("0-3,8,10-11"), as
+    /// inclusive ranges; `None` if `list` is not one.
+    #[cfg(any(test, all(target_os = "linux", not(miri))))]
+    pub(super) fn cpu_list(list: &str) -> Option<Vec<(usize, usize)>> {
+        list.split(',')
+            .map(|part| {
+                let (first, last) = match part.split_once('-') {
+                    Some((a, b)) => (a.parse().ok()?, b.parse().ok()?),
+                    None => (part.parse().ok()?, part.parse().ok()?),
+                };
+                (first <= last).then_some((first, last))
+            })
+            .collect()
+    }
+
+    /// Whether each CPU in `allowed` is in `visited` or not in `online`
+    /// (a thread cannot run on an offline CPU); with `online` unknown,
+    /// every CPU must be visited.
+    #[cfg(any(test, all(target_os = "linux", not(miri))))]
+    pub(super) fn reached(
+        allowed: &[(usize, usize)],
+        online: Option<&[(usize, usize)]>,
+        visited: &[bool],
+    ) -> bool {
+        let is_online =
+            |cpu: usize| online.is_none_or(|o| o.iter().any(|&(a, b)| (a..=b).contains(&cpu)));
+        allowed.iter().all(|&(first, last)| {
+            (first..=last).all(|cpu| visited.get(cpu).copied().unwrap_or(false) || !is_online(cpu))
+        })
     }
 }
 
@@ -222,3 +288,44 @@ pub(super) use imp::available;
 #[cfg(loom)]
 pub(super) use imp::leave;
 pub(super) use imp::{enter, heavy, light};
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::imp::{cpu_list, reached};
+
+    /// A thread may run where the barrier did not visit only on a CPU
+    /// that is offline: any other CPU of any thread's allowed list left
+    /// unvisited fails the barrier closed.
+    #[test]
+    fn a_barrier_reaches_a_thread_only_through_every_online_cpu_it_may_use() {
+        assert_eq!(
+            cpu_list("0-3,8,10-11"),
+            Some(vec![(0, 3), (8, 8), (10, 11)])
+        );
+        assert_eq!(cpu_list("5"), Some(vec![(5, 5)]));
+        for bad in ["", "1-", "a", "3-1", "0,,1"] {
+            assert_eq!(cpu_list(bad), None, "{bad:?}");
+        }
+        let visited = [true, true, false, false];
+        let all = |l| cpu_list(l).unwrap();
+        assert!(reached(&all("0-1"), None, &visited));
+        assert!(reached(&all("1"), Some(&all("0-3")), &visited));
+        // An online CPU not visited: another cpuset's thread runs there.
+        assert!(!reached(&all("0-2"), Some(&all("0-3")), &visited));
+        assert!(!reached(&all("0-2"), None, &visited));
+        // Past the CPUs visited at all (CpuSet::MAX_CPU).
+        assert!(!reached(&all("0,2000"), None, &visited));
+        // Offline CPUs in an allowed list need no visit.
+        assert!(reached(&all("0-3"), Some(&all("0-1")), &visited));
+    }
+
+    /// On this host every thread of the test process is reached by
+    /// visiting the CPUs this thread may move to.
+    #[cfg(all(target_os = "linux", not(miri)))]
+    #[test]
+    fn visiting_every_cpu_reaches_this_process() {
+        let _other =
+            std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_millis(200)));
+        assert!(super::imp::visit_every_cpu());
+    }
+}
