@@ -24,7 +24,7 @@ impl<K, V> Lruvec<K, V> {
 
     /// `inactive_is_low`: the inactive list is below 1/(1 + ratio) of the
     /// shard, or under [`Policy::Workingset`] below its adaptive target.
-    fn inactive_is_low(&self) -> bool {
+    pub(super) fn inactive_is_low(&self) -> bool {
         let [inactive, active] = [self.lists[INACTIVE].len, self.lists[ACTIVE].len];
         match self.policy {
             Policy::Workingset => {

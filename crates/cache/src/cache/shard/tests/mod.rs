@@ -516,9 +516,17 @@ fn the_reach_follows_whether_refaults_in_its_band_are_hit() {
 
     // Within the reach's floor: activated at any reach, outside the band.
     lv.reach = REACH_MIN;
-    let i = refault_from_probation(&mut lv, 5004, (REACH_MIN * 1000.0) as usize - 50);
+    let floor = (REACH_MIN * 1000.0) as usize;
+    let i = refault_from_probation(&mut lv, 5004, floor - 50);
     assert_eq!(lv.list_of(i), ACTIVE);
     assert_eq!(lv.flags(i) & IN_BAND, 0);
+    // The band starts past the floor: a refault distance of exactly the
+    // floor (its own eviction is one of the evictions counted) is outside,
+    // one further is in.
+    let i = refault_from_probation(&mut lv, 5005, floor - 1);
+    assert_eq!(lv.flags(i) & IN_BAND, 0, "at the floor");
+    let i = refault_from_probation(&mut lv, 5006, floor);
+    assert_ne!(lv.flags(i) & IN_BAND, 0, "past the floor");
     lv.check().unwrap();
 }
 
@@ -583,6 +591,14 @@ fn a_filling_shard_puts_its_first_keys_on_the_active_list() {
         let fill = (FILL_ACTIVE * n as f64).floor() as usize;
         assert_eq!(lv.lists[ACTIVE].len, fill, "{n}");
         assert_eq!(lv.lists[INACTIVE].len, n - fill, "{n}");
+        // Probation holds the inactive target's starting share of the
+        // shard, 1 in INACTIVE_RATIO + 1 (rounded up), and is not low.
+        assert_eq!(
+            lv.lists[INACTIVE].len,
+            n - n * INACTIVE_RATIO / (INACTIVE_RATIO + 1),
+            "{n}"
+        );
+        assert!(!lv.inactive_is_low(), "{n}");
         // The first keys, not the last: the loop over them keeps them,
         // through the first eviction too (it refills nothing: with 64
         // entries a fill of ceil(0.9 n) left probation under its target,
