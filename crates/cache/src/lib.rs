@@ -35,6 +35,7 @@
 //! // Exact LRU with a weigher and an eviction listener.
 //! let exact = LruCache::builder(10)
 //!     .policy(Policy::Lru)
+//!     .batching(false) // every hit reorders at once: one shard, exact order
 //!     .weigher(|_: &u32, v: &String| v.len() as u64)
 //!     .eviction_listener(|k, _| println!("evicted {k}"))
 //!     .build()

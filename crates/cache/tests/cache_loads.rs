@@ -432,6 +432,43 @@ fn bad_sizes_have_clear_outcomes() {
     c.check_invariants().unwrap();
 }
 
+/// `max_entry_weight` is the weight a user can count on: an entry of
+/// exactly it is cached in any shard, one heavier is rejected, and it
+/// follows the shard count and the capacity.
+#[test]
+fn the_heaviest_entry_kept_is_the_smallest_shards_share() {
+    let c: LruCache<u64, u64, _, _> = LruCache::builder(1003)
+        .weigher(|_: &u64, w: &u64| *w)
+        .shards(4)
+        .build()
+        .unwrap();
+    // 1003 over 4 shards: 251, 251, 251, 250.
+    assert_eq!(c.max_entry_weight(), 250);
+    for k in 0..64 {
+        c.insert(k, 250);
+        assert_eq!(c.peek(&k), Some(250), "key {k}");
+        c.remove(&k);
+    }
+    assert_eq!(c.stats().rejected, 0);
+    // Some shard's share is 250: one of these keys lands there.
+    for k in 100..164 {
+        c.insert(k, 251);
+    }
+    assert!(c.stats().rejected > 0);
+    c.insert(1000, 252);
+    assert_eq!(c.peek(&1000), None);
+    c.set_capacity(400);
+    assert_eq!(c.max_entry_weight(), 100);
+    let one: LruCache<u64, u64, _, _> = LruCache::builder(1003)
+        .weigher(|_: &u64, w: &u64| *w)
+        .shards(1)
+        .build()
+        .unwrap();
+    assert_eq!(one.max_entry_weight(), 1003);
+    one.insert(1, 1003);
+    assert_eq!(one.peek(&1), Some(1003));
+}
+
 /// A shard count far past any machine's: at most `MAX_SHARDS` (unbounded,
 /// this asked for 2^40 shards, 128 TiB, and the process aborted).
 #[test]

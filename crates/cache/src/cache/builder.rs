@@ -76,7 +76,8 @@ pub(super) struct Listener<K, V> {
     pub(super) every_cause: bool,
 }
 
-/// Why a cache could not be built.
+/// Why a cache could not be built (or resized:
+/// [`LruCache::set_capacity`](super::LruCache::set_capacity)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CacheError {
@@ -231,18 +232,22 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// return an error, even one installed after the cache went fast, is
     /// fine: the change has its barrier by moving its thread across the
     /// CPUs (`sched_setaffinity(2)`), and no shard skips the barrier again.
-    /// Where both calls are refused to a thread, a change it makes to a
-    /// shard that was skipping the barrier panics, naming the cause.
+    /// Where both are refused to a thread, or some thread of the process
+    /// may run on a CPU this one cannot move to (another cpuset, as cgroup
+    /// v2's threaded mode allows), a change it makes to a shard that was
+    /// skipping the barrier panics, naming the cause, rather than trust
+    /// readers the barrier did not reach.
     /// `CacheStats::fast_read_shards` counts the shards skipping it.
     pub fn fast_reads(mut self, on: bool) -> Self {
         self.opts.fast_reads = on;
         self
     }
 
-    /// Number of shards, rounded down to a power of two (default: 8 per
-    /// CPU, with at least 512 entries' worth of capacity each, and without
-    /// a weigher enough that none holds more than 65536 entries, the most
-    /// a shard indexes in `u16`s, up to 256 shards). Each shard
+    /// Number of shards, rounded down to a power of two. The default:
+    /// without a weigher, 8 per CPU, with at least 512 entries' worth of
+    /// capacity each, but enough that none holds more than 65536 entries
+    /// (the most a shard indexes in `u16`s); with a weigher, 1 per CPU
+    /// with at least 512 units of capacity each. Each shard
     /// is an lruvec of its own — lists, reclaim, shadows — behind one
     /// read-write lock, whose readers count themselves in their thread's
     /// stripe (two per CPU, rounded down to a power of two, up to 8);
@@ -283,7 +288,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     }
 
     /// Called with each entry that leaves the cache and why — evicted,
-    /// replaced, removed or cleared — exactly once, after every lock is
+    /// expired, replaced, removed or cleared — exactly once, after every lock is
     /// released, on the thread whose call removed it (it may use the
     /// cache). Entries [`drain`](super::LruCache::drain) returns are the
     /// caller's and not heard. Hearing removals and replacements costs a
@@ -359,7 +364,9 @@ impl<K, V, S, W> Builder<K, V, S, W> {
 
     /// Weighs entries with `weigher`: the capacity becomes a total weight,
     /// split evenly between shards; an entry heavier than its shard's share
-    /// is not cached ([`CacheStats::rejected`]).
+    /// ([`LruCache::max_entry_weight`], smaller on a host with more CPUs
+    /// unless [`shards`](Self::shards) is set) is not cached
+    /// ([`CacheStats::rejected`]).
     pub fn weigher<W2: Weigher<K, V>>(self, weigher: W2) -> Builder<K, V, S, W2> {
         Builder {
             opts: Options {

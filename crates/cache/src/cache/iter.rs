@@ -95,6 +95,9 @@ where
     /// by a removal listener, [`RemovalCause::Removed`]) outside the lock.
     /// If `keep` panics, the entries it already judged stay judged and the
     /// panic continues.
+    ///
+    /// # Panics
+    /// As [`insert`](Self::insert).
     pub fn retain(&self, mut keep: impl FnMut(&K, &V) -> bool) -> usize {
         let mut removed = 0;
         for shard in self.shards.iter() {
@@ -158,6 +161,9 @@ where
     /// shard already drained stay cached. If the listener panics on an
     /// expired entry, every shard is still drained, and the panic
     /// continues: the live entries drained are dropped, not returned.
+    ///
+    /// # Panics
+    /// As [`insert`](Self::insert).
     pub fn drain(&self) -> std::vec::IntoIter<(K, V)> {
         let mut all = Vec::with_capacity(self.len());
         let mut first = None;

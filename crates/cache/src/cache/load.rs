@@ -126,7 +126,10 @@ where
 
     /// [`get_or_insert_with`](Self::get_or_insert_with) for a fallible
     /// `f`: its error is returned and nothing is cached; callers that were
-    /// waiting on it start over (one of them loads next).
+    /// waiting on it start over (one of them loads next). The error is
+    /// not shared with them, as quick_cache's guards do it and unlike
+    /// moka's `try_get_with`: against a backend that keeps failing, n
+    /// callers waiting on one key make n calls to it, one after another.
     ///
     /// # Panics
     /// As [`get_or_insert_with`](Self::get_or_insert_with), if `f` asks

@@ -184,8 +184,8 @@ impl<K: Hash + Eq + Clone, V: Clone> LruCache<K, V> {
     /// ([`Policy::Adaptive`]).
     ///
     /// # Panics
-    /// If `capacity` is 0 (use [`builder`](Self::builder) to get the error
-    /// instead).
+    /// If `capacity` is 0 or above [`MAX_CAPACITY`](Self::MAX_CAPACITY)
+    /// (use [`builder`](Self::builder) to get the error instead).
     pub fn new(capacity: usize) -> Self {
         Self::builder(capacity as u64)
             .build()
@@ -395,6 +395,13 @@ where
     /// the listener. An entry heavier than its shard's share of the
     /// capacity is not cached: it goes straight to the listener
     /// ([`CacheStats::rejected`]), and any old value of `key` is removed.
+    ///
+    /// # Panics
+    /// If called from user code that the cache runs under this shard's
+    /// lock (a key's `Eq`, a value's `Clone`): the change would wait for
+    /// the caller's own lookup. If the shard was skipping its readers'
+    /// barrier and no barrier can be had ([`Builder::fast_reads`] says
+    /// when). With the listener's panic, after the insertion is done.
     pub fn insert(&self, key: K, value: V) -> Option<V> {
         let (hash, weight) = (self.hash(&key), self.weigh(&key, &value));
         let shard = self.shard(hash);
@@ -467,6 +474,9 @@ where
 
     /// Removes `key`, returning its value (no shadow is left: a removal is
     /// not an eviction).
+    ///
+    /// # Panics
+    /// As [`insert`](Self::insert).
     pub fn remove<Q>(&self, key: &Q) -> Option<V>
     where
         K: Borrow<Q>,
@@ -505,6 +515,9 @@ where
     /// ([`RemovalCause::Cleared`]), an eviction listener none; either
     /// hears an entry that had expired as [`RemovalCause::Expired`], as
     /// the shard's own work would have reclaimed it.
+    ///
+    /// # Panics
+    /// As [`insert`](Self::insert).
     pub fn clear(&self) {
         let mut first = None;
         for shard in self.shards.iter() {
@@ -535,7 +548,8 @@ where
         }
     }
 
-    /// Entries cached now.
+    /// Entries cached now, counting expired entries that their shards
+    /// have not reclaimed yet (no lookup returns them; `iter` skips them).
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| s.read().len()).sum()
     }
@@ -563,6 +577,9 @@ where
     /// A capacity of 0, above [`LruCache::MAX_CAPACITY`], or below the
     /// number of [`shards`](Self::shards) (each must hold an entry); the
     /// cache is left as it was.
+    ///
+    /// # Panics
+    /// As [`insert`](Self::insert).
     pub fn set_capacity(&self, capacity: u64) -> Result<(), CacheError> {
         if capacity == 0 {
             return Err(CacheError::ZeroCapacity);
@@ -616,6 +633,16 @@ where
         drop(one);
         self.notify_each(evicted);
         Ok(())
+    }
+
+    /// The heaviest entry the cache keeps: the smallest shard's share of
+    /// the capacity. A heavier entry is not cached ([`insert`](Self::insert)
+    /// hands it to the listener, [`CacheStats::rejected`] counts it). The
+    /// default shard count grows with the CPUs, and so this shrinks with
+    /// them: set [`Builder::shards`] where entries can be large.
+    pub fn max_entry_weight(&self) -> u64 {
+        let n = self.shards.len();
+        builder::share(self.capacity(), n, n - 1)
     }
 
     /// The total weight cached now (the number of entries without a

@@ -7,15 +7,17 @@ use super::Policy;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CacheStats {
-    /// `get`s that found their key (exact while every thread looking up
+    /// Lookups that found their key: `get`, and the lookup each load
+    /// (`get_or_insert_with` and the like) starts with (exact while every thread looking up
     /// owns a stripe of the shards' locks — the first live threads, up to
     /// one per stripe: two per CPU, at most 8 — and with batching off;
     /// otherwise lookups racing in one stripe may lose a count: it is kept
     /// without a locked instruction).
     pub hits: u64,
-    /// `get`s that did not (as approximate as `hits`).
+    /// Lookups that did not (as approximate as `hits`).
     pub misses: u64,
-    /// Entries evicted for capacity (each offered to the listener).
+    /// Entries evicted for capacity, and those [`rejected`](Self::rejected)
+    /// (each offered to the listener).
     pub evictions: u64,
     /// Insertions that found their key's shadow (`WORKINGSET_REFAULT`).
     pub refaults: u64,
