@@ -43,7 +43,8 @@
 //! - `UffdRegion`: pages already present are left alone (`EEXIST`),
 //!   `EAGAIN` and partial copies are retried (a bounded number of times),
 //!   and dropping the region stops and joins its handler threads before
-//!   unmapping.
+//!   unmapping (all but one stuck inside the source past the source
+//!   timeout, which installs nothing from then on: see below).
 //!
 //! # Guarantees under faults
 //! Each line is checked by `tests/faults.rs` and `tests/failpoints.rs`
@@ -71,9 +72,10 @@
 //! - **Drop** takes at most the source timeout waiting for the source;
 //!   **shutdown** fills every page a source that answers can give, and
 //!   against one stuck in its calls takes about six source timeouts at
-//!   most. A thread stuck inside the source is left to finish on its own:
-//!   its later copies fail against the unregistered range or find their
-//!   pages present or failed.
+//!   most. A thread stuck inside the source is left to finish on its own,
+//!   and once the region is dropped it makes no copy, zero page or poison
+//!   (`UFFDIO_COPY` would fill whatever is registered at the old address
+//!   by then, with any userfaultfd).
 //! - **Refusals at construction** (a handler thread, `mmap`, the
 //!   userfaultfd) are errors that name the limit; nothing is left mapped,
 //!   open or running.

@@ -250,6 +250,89 @@ fn drop_is_bounded_when_the_source_blocks() {
     std::process::exit(0);
 }
 
+/// A handler thread left in the source by drop (past the deadline) must
+/// install nothing once the region is gone: `UFFDIO_COPY` checks only that
+/// its range is registered with some userfaultfd, so before, its late
+/// copies of a window's neighbours landed in whatever was mapped and
+/// registered at the old address next (here another userfaultfd's range,
+/// mapped there with `MAP_FIXED_NOREPLACE`): the old image's bytes in
+/// another mapping's pages.
+#[test]
+fn a_handler_left_in_the_source_installs_nothing_after_drop() {
+    let name = "a_handler_left_in_the_source_installs_nothing_after_drop";
+    if let Some(run) = child::parent(name, LIMIT) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    static RELEASE: AtomicBool = AtomicBool::new(false);
+    static RETURNED: AtomicBool = AtomicBool::new(false);
+    /// Page 4 at once; every other page waits for `RELEASE`.
+    struct HeldNeighbours;
+    impl PageSource for HeldNeighbours {
+        fn len(&self) -> u64 {
+            (16 * PAGE) as u64
+        }
+        fn read_page(&self, p: u64, buf: &mut [u8]) -> PageRead {
+            if p != 4 {
+                while !RELEASE.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                RETURNED.store(true, Ordering::Release);
+            }
+            buf.fill(0xAA);
+            PageRead::Ready
+        }
+    }
+    let len = 16 * PAGE;
+    let r = UffdRegion::builder(len)
+        .order(2)
+        .source_timeout(Duration::from_millis(300))
+        .build(HeldNeighbours)
+        .unwrap();
+    let base = r.as_ptr() as usize;
+    // Page 4 comes at once; its window's neighbours hold the handler.
+    assert_eq!(r.as_slice()[4 * PAGE], 0xAA);
+    drop(r);
+    // Another mapping at the same address, registered with another
+    // userfaultfd (as the next region, or a VMM's, would be).
+    // SAFETY: the range the region just unmapped; NOREPLACE fails rather
+    // than map over anything else.
+    let again = unsafe {
+        libc::mmap(
+            base as *mut libc::c_void,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+            -1,
+            0,
+        )
+    };
+    assert_eq!(again as usize, base, "mmap at the old address");
+    let _other = mmbatch_testkit::vmm::userfaultfd(&[(again.cast(), len)], 0);
+    RELEASE.store(true, Ordering::Release);
+    mmbatch_testkit::wait_until(
+        "the held source call returns",
+        Duration::from_secs(10),
+        || RETURNED.load(Ordering::Acquire),
+    );
+    // Time for the old thread's copies, had they been made.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut present = vec![0u8; 16];
+    // SAFETY: our mapping of `len` bytes, one byte per page out.
+    assert_eq!(
+        unsafe { libc::mincore(again, len, present.as_mut_ptr()) },
+        0
+    );
+    let filled: Vec<usize> = (0..16).filter(|&p| present[p] & 1 != 0).collect();
+    println!("pages present in the new mapping: {filled:?}");
+    assert!(
+        filled.is_empty(),
+        "the dropped region's thread filled {filled:?}"
+    );
+    std::process::exit(0);
+}
+
 /// Dropping a region that served its faults and has none pending stops
 /// every thread it started — handlers and watchdog — at once: none is
 /// waited for up to the source timeout (30 s by default), as a thread

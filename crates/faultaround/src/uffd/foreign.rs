@@ -336,6 +336,9 @@ impl UffdHandler {
 impl Drop for UffdHandler {
     fn drop(&mut self) {
         self.shared.stop_handlers();
+        // A thread left in the source installs nothing into the VMM's
+        // memory after this (which may hold another mapping by then).
+        self.shared.retire();
     }
 }
 

@@ -206,6 +206,7 @@ impl Shared {
             alive: Mutex::new(0),
             exited: Condvar::new(),
             events: RwLock::new(()),
+            retired: AtomicBool::new(false),
             removed,
             any_removed: AtomicBool::new(false),
             installed,

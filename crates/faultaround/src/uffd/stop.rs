@@ -45,9 +45,9 @@ impl Shared {
     /// Stops the handlers and joins them, waiting up to the source timeout
     /// for the ones inside a source call (not for those the watchdog
     /// already found stuck). A thread still in the source is left to
-    /// finish on its own: its later copies fail against the unregistered
-    /// range or find their pages present or failed, and its one other
-    /// call on the range, `mprotect`, checks `mapping` first.
+    /// finish on its own: once its region is dropped its installs are
+    /// refused ([`retire`](Self::retire)), and its one other call on the
+    /// range, `mprotect`, checks `mapping` first.
     pub(super) fn stop_handlers(&self) {
         let s = self;
         s.stop.store(true, Ordering::Release);
@@ -91,6 +91,24 @@ impl Shared {
                 let _ = h.join();
             }
         }
+    }
+
+    /// Ends every install into the range: waits for the copies in flight
+    /// (each holds `events` for reading) and marks the region retired, so
+    /// a handler thread that outlived [`stop_handlers`](Self::stop_handlers)
+    /// (stuck in a source call past the deadline) makes no later one.
+    /// Why: `UFFDIO_COPY` checks only that its range is registered with
+    /// some userfaultfd, not with its own; once this range is unmapped, a
+    /// new region mapped at the same address and registered with another
+    /// userfaultfd would take the old thread's copy.
+    pub(super) fn retire(&self) {
+        let _no_copy = self.events.write().unwrap_or_else(|e| e.into_inner());
+        self.retired.store(true, Ordering::Release);
+    }
+
+    /// Whether [`retire`](Self::retire) has run; read under `events`.
+    pub(in crate::uffd) fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Acquire)
     }
 
     /// Unregisters every area (a failure is left: the range is gone, or
@@ -145,6 +163,7 @@ impl Drop for UffdRegion {
         self.shared.stop_handlers();
         let s = &self.shared;
         let mut mapping = s.mapping.write().unwrap_or_else(|e| e.into_inner());
+        s.retire();
         s.unregister();
         // Unmapped under the lock: a handler left running checks `mapping`
         // before touching the range.

@@ -68,6 +68,9 @@ impl Shared {
             // Under `events`, as every copy: `protect_page` checks that the
             // page is not mapped and protects it with no mapping between.
             let copying = self.events.read().unwrap_or_else(|e| e.into_inner());
+            if self.is_retired() {
+                return Err(Errno::NOENT.into());
+            }
             // SAFETY: the ioctl maps pages only inside our registered range.
             let r = unsafe { rustix::ioctl::ioctl(&self.uffd, op) };
             // `mapped` is bytes, or a negative errno.
@@ -137,8 +140,10 @@ impl Shared {
         ))
     }
 
-    /// One `UFFDIO_COPY`; fail point `uffd::copy` injects `NOTHING` (no
-    /// bytes and no error), `EAGAIN`, `EEXIST`, `ENOMEM` or `EFAULT`.
+    /// One `UFFDIO_COPY`, made with `events` held for reading; ENOENT, as
+    /// for an unregistered range, once the region is retired. Fail point
+    /// `uffd::copy` injects `NOTHING` (no bytes and no error), `EAGAIN`,
+    /// `EEXIST`, `ENOMEM` or `EFAULT`.
     pub(in crate::uffd) fn copy_ioctl(
         &self,
         src: *const u8,
@@ -146,6 +151,9 @@ impl Shared {
         len: usize,
         wake: bool,
     ) -> Copied {
+        if self.is_retired() {
+            return Copied::Failed(libc::ENOENT);
+        }
         fail_point!("uffd::copy", |arg| match arg.as_deref() {
             Some("EAGAIN") => Copied::Again((-(libc::EAGAIN as isize)) as usize),
             Some("EEXIST") => Copied::Exists,

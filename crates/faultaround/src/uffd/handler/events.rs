@@ -106,6 +106,8 @@ impl Shared {
                             Err(rustix::io::Errno::from_raw_os_error(e))
                         }
                     }
+                } else if self.is_retired() {
+                    Err(rustix::io::Errno::NOENT)
                 } else {
                     // SAFETY: one page of our registered range.
                     unsafe { self.uffd.zeropage(self.addr(p), self.page, false) }

@@ -172,8 +172,15 @@ impl Shared {
             // SAFETY: UFFDIO_POISON takes a `struct uffdio_poison`, which
             // `UffdioPoison` lays out.
             let op = unsafe { rustix::ioctl::Updater::<UFFDIO_POISON, _>::new(&mut arg) };
-            // SAFETY: the ioctl acts only on our registered range.
-            let r = unsafe { rustix::ioctl::ioctl(&self.uffd, op) };
+            let r = {
+                // Under `events`, as a copy: none once the region is retired.
+                let _installing = self.events.read().unwrap_or_else(|e| e.into_inner());
+                if self.is_retired() {
+                    return Poisoned::No;
+                }
+                // SAFETY: the ioctl acts only on our registered range.
+                unsafe { rustix::ioctl::ioctl(&self.uffd, op) }
+            };
             match r {
                 Ok(()) => return Poisoned::Yes,
                 Err(rustix::io::Errno::AGAIN) => self.pump_events(),

@@ -200,6 +200,10 @@ pub(super) struct Shared {
     /// for reading around every copy: a copy that starts after a
     /// `UFFD_EVENT_REMOVE` was read sees its pages marked (see `events`).
     pub(super) events: RwLock<()>,
+    /// Set under `events` held for writing when the region or handler is
+    /// dropped ([`retire`](Self::retire)): from then on no copy, continue,
+    /// zero page or poison reaches the kernel.
+    pub(super) retired: AtomicBool,
     /// One bit per page discarded by the application: zeros from now on
     /// ([`zeroed_bitmap`]).
     pub(super) removed: ZeroedBitmap,
