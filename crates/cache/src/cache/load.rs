@@ -243,14 +243,10 @@ where
                 });
             }
             if lv.flights.iter().any(Flight::is_abandoned) {
-                let mut i = 0;
-                while i < lv.flights.len() {
-                    if lv.flights[i].is_abandoned() {
-                        abandoned.push(lv.flights.swap_remove(i));
-                    } else {
-                        i += 1;
-                    }
-                }
+                let (gone, kept) = std::mem::take(&mut lv.flights)
+                    .into_iter()
+                    .partition(Flight::is_abandoned);
+                (abandoned, lv.flights) = (gone, kept);
             }
             match lv
                 .flights
