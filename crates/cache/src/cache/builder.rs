@@ -14,12 +14,10 @@ use super::{
 };
 use crate::sync::{AtomicU64, AtomicUsize};
 
-/// The default hasher: foldhash's quality variant. Its `fast` variant
-/// (hashbrown's and quick_cache's) left some seeds' hashes of sequential
-/// keys alike in the bits a shadow keeps, so that a one-off scan passed for
-/// refaults and flushed the hot entries (see
-/// `the_default_hash_keeps_hot_entries_through_a_scan_whatever_the_seed`).
-/// How often: [docs/cache.md][policy-measurements].
+/// The default hasher: foldhash's quality variant, randomly seeded. Why
+/// not its `fast` variant: with some seeds, sequential keys hashed alike in
+/// the bits a shadow keeps, and a one-off scan passed for refaults
+/// ([docs/cache.md][policy-measurements]).
 ///
 /// [policy-measurements]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#policy-measurements
 pub type DefaultHashBuilder = foldhash::quality::RandomState;
@@ -199,8 +197,8 @@ const MIN_SHARD_ENTRIES: u64 = 512;
 const MAX_NARROW_SHARDS: usize = 256;
 
 /// The most shards a cache has: 65536 (8 MiB of shard headers; far more
-/// locks than any machine has CPUs to contend for them). Unbounded,
-/// `shards(1 << 40)` on a large capacity tried to allocate 128 TiB.
+/// locks than any machine has CPUs to contend for them). A larger
+/// [`Builder::shards`] is cut to it.
 pub const MAX_SHARDS: usize = 1 << 16;
 
 impl<K, V, S, W> Builder<K, V, S, W> {
@@ -343,14 +341,12 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     }
 
     /// Hashes keys with `hasher` instead of foldhash. Its hashes are mixed
-    /// once more (two xor-shift folds and a multiply), since the cache
-    /// takes its shard, its index position and its shadow tag from
-    /// different bits of one hash: unmixed, the identity hash of integer
-    /// keys (what `nohash-hasher` gives) put every key below 2^40 in one
-    /// shard, and a cache of 1000 held 125 of them
-    /// (`an_identity_hasher_still_fills_the_cache`). The default hasher
-    /// (foldhash's quality variant) needs no more mixing: leave the hasher
-    /// unset for it (passing one here, that one too, pays for the mix).
+    /// once more (two xor-shift folds and a multiply). Why: the cache takes
+    /// its shard, its index position and its shadow tag from different
+    /// bits of one hash, and a weak hash (the identity hash of integers,
+    /// as `nohash-hasher` gives) would put most keys in one shard. The
+    /// default hasher needs no mixing: leave the hasher unset for it
+    /// (passing one here, even that one, pays for the mix).
     pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> Builder<K, V, S2, W> {
         Builder {
             opts: Options {
