@@ -320,10 +320,8 @@ fn a_handler_left_in_the_source_installs_nothing_after_drop() {
     std::thread::sleep(Duration::from_millis(300));
     let mut present = vec![0u8; 16];
     // SAFETY: our mapping of `len` bytes, one byte per page out.
-    assert_eq!(
-        unsafe { libc::mincore(again, len, present.as_mut_ptr()) },
-        0
-    );
+    let r = unsafe { libc::mincore(again, len, present.as_mut_ptr()) };
+    assert_eq!(r, 0, "mincore: {}", std::io::Error::last_os_error());
     let filled: Vec<usize> = (0..16).filter(|&p| present[p] & 1 != 0).collect();
     println!("pages present in the new mapping: {filled:?}");
     assert!(

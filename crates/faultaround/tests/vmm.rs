@@ -114,7 +114,9 @@ fn vmm() {
     let b = map(B_PAGES);
     let uffd = userfaultfd(&[(a, A_PAGES), (b, B_PAGES)]);
     let regions = [region(a, A_PAGES, B_PAGES), region(b, B_PAGES, 0)];
-    let _stream = send(&socket, &regions, &uffd);
+    // Closed at once, as Firecracker's `guest_memory_from_uffd` drops its
+    // socket: the handler serves until this process exits.
+    drop(send(&socket, &regions, &uffd));
     // Image page of each guest page.
     let pages: Vec<(usize, usize)> = (0..A_PAGES)
         .map(|i| (a as usize + i * page(), B_PAGES + i))

@@ -4,13 +4,16 @@
 //! sends one message whose body is a JSON array of its guest memory
 //! regions (`GuestRegionUffdMapping`: `base_host_virt_addr`, `size`,
 //! `offset` into the snapshot memory file, `page_size`) and whose
-//! ancillary data carries the userfaultfd (SCM_RIGHTS). The handler
-//! serves faults until Firecracker exits and the socket closes.
+//! ancillary data carries the userfaultfd (SCM_RIGHTS). Firecracker then
+//! closes the socket (it is a local of its `guest_memory_from_uffd`) and
+//! keeps its own copy of the userfaultfd: the handler serves faults until
+//! the Firecracker process exits, which it learns from a pidfd of the
+//! socket's peer, never from the socket.
 
 use std::{
     error::Error,
     fs::File,
-    io::{IoSliceMut, Read},
+    io::IoSliceMut,
     mem::MaybeUninit,
     os::{
         fd::OwnedFd,
@@ -48,6 +51,9 @@ pub(crate) struct Handshake {
     /// `None` where the kernel cannot say (the VMM in a pid namespace ours
     /// does not see, as a jailer may make).
     pub(crate) pid: Option<u32>,
+    /// Readable once the VMM has exited ([`peer_exit`]); `None` where no
+    /// pidfd of it can be had.
+    pub(crate) exit: Option<OwnedFd>,
 }
 
 /// Reads the VMM's message: the regions and the userfaultfd.
@@ -94,12 +100,69 @@ pub(crate) fn receive(stream: &UnixStream) -> Result<Handshake, Box<dyn Error>> 
         })
         .collect();
     let pid = peer_pid(stream);
+    let exit = peer_exit(stream, pid);
     Ok(Handshake {
         uffd,
         ranges,
         page_size,
         pid,
+        exit,
     })
+}
+
+/// `SO_PEERPIDFD` (`include/uapi/asm-generic/socket.h`; x86-64 and
+/// arm64 use the generic numbers).
+const SO_PEERPIDFD: libc::c_int = 77;
+
+/// A pidfd of the socket's peer, readable once it exits: the socket's
+/// `SO_PEERPIDFD` (Linux 6.5), else `pidfd_open(2)` of its `SO_PEERCRED`
+/// pid (Linux 5.3; taken at once, while the VMM waits on the handshake,
+/// so that its pid cannot have been reused). `None` if neither works.
+fn peer_exit(stream: &UnixStream, pid: Option<u32>) -> Option<OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let mut fd: libc::c_int = -1;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: SO_PEERPIDFD writes one int, a new descriptor, to `fd`.
+    let r = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_PEERPIDFD,
+            (&raw mut fd).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 || fd < 0 {
+        let pid = libc::pid_t::try_from(pid?).ok()?;
+        // SAFETY: pidfd_open(2) takes a pid and flags, and returns a new
+        // descriptor or -1.
+        fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as libc::c_int;
+        if fd < 0 {
+            return None;
+        }
+    }
+    // SAFETY: a descriptor the kernel just gave us, owned by nothing else.
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Blocks until the process of pidfd `exit` has exited.
+pub(crate) fn wait_exit(exit: &OwnedFd) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut p = libc::pollfd {
+        fd: exit.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: one `pollfd`, ours.
+        if unsafe { libc::poll(&mut p, 1, -1) } >= 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
 }
 
 /// The process id of the socket's peer (`SO_PEERCRED`), if the kernel
@@ -129,21 +192,25 @@ fn peer_pid(stream: &UnixStream) -> Option<u32> {
 
 /// Accepts one VMM on `listener`, serves its faults from `image` (the
 /// snapshot memory file) with `2^order`-page windows and `handlers`
-/// threads until it closes the connection (it exited), and returns what
-/// the handler did.
+/// threads until it exits, and returns what the handler did. Where its
+/// exit cannot be watched (no pidfd of it), serves until this process is
+/// stopped.
 pub(crate) fn serve(
     listener: &UnixListener,
     image: File,
     order: u32,
     handlers: usize,
 ) -> Result<UffdStats, Box<dyn Error>> {
-    let (mut stream, _) = listener.accept()?;
+    let (stream, _) = listener.accept()?;
     let Handshake {
         uffd,
         ranges,
         page_size,
         pid,
+        exit,
     } = receive(&stream)?;
+    // Firecracker closes its end now; its exit is what ends the service.
+    drop(stream);
     eprintln!(
         "firecracker_uffd: serving process {}: {} range(s) in {page_size}-byte pages",
         pid.map_or("(outside our pid namespace)".to_owned(), |p| p.to_string()),
@@ -154,8 +221,18 @@ pub(crate) fn serve(
         .order(order)
         .handlers(handlers)
         .build(image)?;
-    // The VMM sends nothing more: the read returns when it exits.
-    let _ = stream.read(&mut [0u8; 1]);
+    match &exit {
+        Some(exit) => wait_exit(exit)?,
+        None => {
+            eprintln!(
+                "firecracker_uffd: no pidfd of the VMM (a pid namespace ours does not see, \
+                 before Linux 6.5): serving until this process is stopped"
+            );
+            loop {
+                std::thread::park();
+            }
+        }
+    }
     if let Some(e) = handler.failure() {
         eprintln!("firecracker_uffd: {e}");
     }

@@ -74,9 +74,12 @@ pub struct UffdRange {
 ///
 /// Dropping the handler stops its threads and closes its copy of the
 /// descriptor; the ranges stay registered, so the other process's later
-/// faults wait for whoever else holds the descriptor (none: they wait
-/// until it closes its own copy) rather than read zeros where the guest
-/// had data. [`shutdown`](Self::shutdown) hands the memory over whole.
+/// faults wait for whoever else holds the descriptor. If no one does
+/// (the other process closes its copy too), the kernel unregisters the
+/// ranges and wakes them: they, and every later fault, read zeros where
+/// the guest had data. So stop the other process, or call
+/// [`shutdown`](Self::shutdown), which hands the memory over whole,
+/// before the handler goes.
 pub struct UffdHandler {
     pub(super) shared: Arc<Shared>,
     pub(super) shut_down: AtomicBool,
