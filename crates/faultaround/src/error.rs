@@ -164,10 +164,7 @@ impl fmt::Display for Error {
                 setting,
                 value,
                 why,
-            } => write!(
-                f,
-                "UffdRegionBuilder::{setting} of {value} is refused: {why}"
-            ),
+            } => write!(f, "the builder's {setting}({value}) is refused: {why}"),
             Error::SourceUnreadable { what, source } => {
                 write!(f, "the {what} cannot be read: {source}")
             }
@@ -205,7 +202,7 @@ impl fmt::Display for Error {
                 write!(
                     f,
                     "page {page} could not be filled ({got}): {source}; fix the page source, \
-                     or give it longer with UffdRegionBuilder::source_timeout"
+                     or, if it timed out, give it longer with the builder's source_timeout"
                 )
             }
             Error::IndexOutOfRange { index, len } => write!(
@@ -290,7 +287,7 @@ mod tests {
             assert!(m.starts_with("page 7 could not be filled ("), "{m}");
             assert!(m.contains(got), "{signal:?}: {m}");
             assert!(m.contains("source timed out"), "{m}");
-            assert!(m.contains("UffdRegionBuilder::source_timeout"), "{m}");
+            assert!(m.contains("builder's source_timeout"), "{m}");
         }
     }
 }

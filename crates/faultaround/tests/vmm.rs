@@ -403,6 +403,33 @@ fn write_tracking_of_a_userfaultfd_not_set_up_for_it_is_refused() {
     unsafe { libc::munmap(mem.cast(), 4 * page()) };
 }
 
+/// A userfaultfd set up for events the handler does not serve (a fork's
+/// new descriptor, a remap it would not follow) is refused at build,
+/// naming the feature, instead of leaving the other process's faults to
+/// hang.
+#[test]
+fn a_userfaultfd_asking_for_unserved_events_is_refused() {
+    let mem = map(4);
+    let ranges = [mmbatch_faultaround::UffdRange {
+        base: mem as usize,
+        len: 4 * page(),
+        offset: 0,
+    }];
+    let uffd = vmm::userfaultfd(
+        &[(mem, 4 * page())],
+        linux_raw_sys::general::UFFD_FEATURE_EVENT_FORK | vmm::UFFD_FEATURE_EVENT_REMOVE,
+    );
+    let e = UffdHandler::builder(uffd, ranges)
+        .build(File::open("/proc/self/exe").unwrap())
+        .unwrap_err()
+        .to_string();
+    println!("{e}");
+    assert!(
+        e.contains("UFFD_FEATURE_EVENT_FORK") && e.contains("uffd"),
+        "{e}"
+    );
+}
+
 /// Maps `pages` pages of `file` from page `first`, shared (a VMM's guest
 /// memory backed by a memfd).
 fn map_shared(file: &File, pages: usize, first: usize) -> *mut u8 {

@@ -226,7 +226,7 @@ pub(super) fn pagemap_of(
 
 /// The features of a userfaultfd's `/proc/PID/fdinfo` text: its line
 /// `API:\t<api>:<features>:<ioctls>`, in hex (`userfaultfd_show_fdinfo`).
-fn uffd_features(fdinfo: &str) -> Option<u64> {
+pub(super) fn uffd_features(fdinfo: &str) -> Option<u64> {
     let line = fdinfo.lines().find_map(|l| l.strip_prefix("API:"))?;
     let features = line.trim().split(':').nth(1)?;
     u64::from_str_radix(features, 16).ok()

@@ -197,10 +197,76 @@ fn adopt(fd: OwnedFd) -> Result<Uffd, Error> {
     Ok(Uffd::from_fd(fd))
 }
 
+/// The `UFFDIO_API` features a handler cannot serve, each with what it
+/// would do: the kernel's feature bit, its name, and why.
+const UNSERVED: [(u64, &str, &str); 4] = [
+    (
+        linux_raw_sys::general::UFFD_FEATURE_EVENT_FORK as u64,
+        "UFFD_FEATURE_EVENT_FORK",
+        "a fork of the other process hands this handler a new userfaultfd for the child, \
+         which it does not serve: the child's faults would wait forever",
+    ),
+    (
+        linux_raw_sys::general::UFFD_FEATURE_EVENT_REMAP as u64,
+        "UFFD_FEATURE_EVENT_REMAP",
+        "the handler does not follow ranges that mremap(2) moves: faults at their new address \
+         would be failed as outside every range",
+    ),
+    (
+        linux_raw_sys::general::UFFD_FEATURE_SIGBUS as u64,
+        "UFFD_FEATURE_SIGBUS",
+        "missing-page faults then raise SIGBUS instead of reaching a handler",
+    ),
+    (
+        linux_raw_sys::general::UFFD_FEATURE_PAGEFAULT_FLAG_WP as u64,
+        "UFFD_FEATURE_PAGEFAULT_FLAG_WP without UFFD_FEATURE_WP_ASYNC",
+        "write-protect faults would wait for a handler that serves only missing pages; ask for \
+         WP_ASYNC too (the handler then reports writes, with track_writes_of) or not for WP",
+    ),
+];
+
+/// The first feature of `features` (a userfaultfd's, as `/proc/self/fdinfo`
+/// shows them) that a handler cannot serve: its name and why.
+fn unserved(features: u64) -> Option<(&'static str, &'static str)> {
+    let wp_async = u64::from(linux_raw_sys::general::UFFD_FEATURE_WP_ASYNC);
+    UNSERVED.iter().find_map(|&(bit, name, why)| {
+        let flag_wp = bit == u64::from(linux_raw_sys::general::UFFD_FEATURE_PAGEFAULT_FLAG_WP);
+        (features & bit != 0 && !(flag_wp && features & wp_async != 0)).then_some((name, why))
+    })
+}
+
+/// Refuses a userfaultfd set up for events a handler does not serve
+/// ([`UNSERVED`]), read from `/proc/self/fdinfo`; one whose features
+/// cannot be read there is taken as it is.
+fn refuse_unserved(uffd: &OwnedFd) -> Result<(), Error> {
+    let fdinfo = format!("/proc/self/fdinfo/{}", uffd.as_raw_fd());
+    let Some(features) = std::fs::read_to_string(&fdinfo)
+        .ok()
+        .and_then(|info| super::dirty::uffd_features(&info))
+    else {
+        return Ok(());
+    };
+    match unserved(features) {
+        Some((name, why)) => Err(Error::BadSetting {
+            setting: "uffd",
+            value: format!("a userfaultfd with features {features:#x}"),
+            why: format!(
+                "its UFFDIO_API asked for {name}, which this handler does not serve: {why}"
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
 impl UffdHandler {
     /// A handler for `uffd` (created, `UFFDIO_API`'d and registered for
     /// missing-page faults by another process) over `ranges`, with default
-    /// settings, to adjust.
+    /// settings, to adjust. The build refuses a descriptor set up for
+    /// events a handler does not serve (`UFFD_FEATURE_EVENT_FORK`,
+    /// `EVENT_REMAP`, `SIGBUS`, synchronous write-protect faults), and a
+    /// failed build closes the handler's copy of `uffd` (and may have set
+    /// its `O_NONBLOCK`): pass a duplicate (`OwnedFd::try_clone`) to keep
+    /// one for a retry.
     pub fn builder(
         uffd: OwnedFd,
         ranges: impl IntoIterator<Item = UffdRange>,
@@ -241,6 +307,7 @@ impl UffdHandler {
             .last()
             .map_or(0, |a| (a.first + a.pages) as usize * page);
         let working_set = settings.check(page, len, &*source)?;
+        refuse_unserved(&uffd)?;
         let uffd = adopt(uffd)?;
         let pagemap = track_writes_of
             .map(|pid| super::dirty::pagemap_of(pid, uffd.as_fd(), &areas, page))
@@ -353,6 +420,33 @@ mod tests {
 
     fn r(base: usize, len: usize, offset: u64) -> UffdRange {
         UffdRange { base, len, offset }
+    }
+
+    /// Each event a handler cannot serve is named; write-protect faults
+    /// are served when asynchronous (write tracking), and the features a
+    /// VMM asks for in Firecracker's protocol pass.
+    #[test]
+    fn unserved_features_are_named() {
+        use linux_raw_sys::general as k;
+        let f = |x: u32| u64::from(x);
+        assert_eq!(unserved(0), None);
+        assert_eq!(unserved(f(k::UFFD_FEATURE_EVENT_REMOVE)), None);
+        for (bit, name) in [
+            (k::UFFD_FEATURE_EVENT_FORK, "UFFD_FEATURE_EVENT_FORK"),
+            (k::UFFD_FEATURE_EVENT_REMAP, "UFFD_FEATURE_EVENT_REMAP"),
+            (k::UFFD_FEATURE_SIGBUS, "UFFD_FEATURE_SIGBUS"),
+        ] {
+            let got = unserved(f(bit | k::UFFD_FEATURE_EVENT_REMOVE));
+            assert_eq!(got.map(|(n, _)| n), Some(name));
+        }
+        let wp = f(k::UFFD_FEATURE_PAGEFAULT_FLAG_WP);
+        assert!(unserved(wp).is_some_and(|(n, _)| n.contains("WP_ASYNC")));
+        assert_eq!(unserved(wp | f(k::UFFD_FEATURE_WP_ASYNC)), None);
+        // Unmap events and the minor-fault features are served (or harmless).
+        assert_eq!(
+            unserved(f(k::UFFD_FEATURE_EVENT_UNMAP | k::UFFD_FEATURE_MINOR_SHMEM)),
+            None
+        );
     }
 
     #[test]
