@@ -317,8 +317,9 @@ impl UffdHandler {
             uffd,
             areas,
             page,
-            // Tried, and dropped when the kernel refuses it.
-            poison: !super::plays_old_kernel(),
+            // Tried, and dropped when the kernel refuses it; not tried on a
+            // kernel too old to have it (so `fail_signal` says so at once).
+            poison: !super::plays_old_kernel() && super::kernel_poisons(),
             mapping: None,
             foreign: true,
             track: pagemap.is_some(),
