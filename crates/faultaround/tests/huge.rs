@@ -193,3 +193,34 @@ fn a_hugetlbfs_page_cache_is_continued_in_huge_pages() {
     assert_eq!(r.stats().pages_prefetched, 2);
     assert!(r.as_slice() == src.as_slice());
 }
+
+/// 1 GiB pages are refused before anything is mapped or reserved, naming
+/// the size to use: one would need a gigabyte of buffer per handler (the
+/// message said an order of 0 would do, which it did not).
+#[test]
+fn one_gib_pages_are_refused_naming_the_size_to_use() {
+    const GIB: usize = 1 << 30;
+    let e = UffdRegion::builder(GIB)
+        .huge_pages(HugePageSize::Size1G)
+        .order(0)
+        .build(mmbatch_faultaround::Zeroes(GIB as u64))
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::BadSetting {
+                setting: "huge_pages",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("use 2 MiB pages"), "{e}");
+    let e = UffdRegion::huge_page_cache_from(
+        &mmbatch_faultaround::Zeroes(GIB as u64),
+        GIB,
+        HugePageSize::Size1G,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("use 2 MiB pages"), "{e}");
+}

@@ -160,7 +160,9 @@ impl UffdRegionBuilder {
     /// many free (reserved at build: a short pool is
     /// [`Error::HugePagesUnavailable`], naming the command that reserves
     /// them). The source, the window order, the statistics and records
-    /// all count huge pages.
+    /// all count huge pages. 2 MiB pages only: a build with
+    /// `HugePageSize::Size1G` is refused (a handler's buffer would need
+    /// the whole gigabyte).
     pub fn huge_pages(mut self, size: mmbatch_mmap::HugePageSize) -> Self {
         self.huge = Some(size);
         self

@@ -26,7 +26,7 @@ use crate::{Error, Window};
 /// The largest window a handler buffers (each handler holds one): 16
 /// pages of 2 MiB, 2^[`MAX_ORDER`](crate::MAX_ORDER) pages of 4 KiB with room
 /// to spare.
-const MAX_WINDOW_BYTES: usize = 32 << 20;
+pub(super) const MAX_WINDOW_BYTES: usize = 32 << 20;
 
 impl Settings {
     /// Checks the settings for `len` bytes of `page`-byte pages served from
@@ -90,6 +90,17 @@ impl Settings {
             });
         }
         Window::around(0, *order, 0..1)?;
+        if page > MAX_WINDOW_BYTES {
+            return Err(Error::BadSetting {
+                setting: "huge_pages",
+                value: format!("{} MiB pages", page >> 20),
+                why: format!(
+                    "a handler's buffer holds at most {} MiB, and one page of this size would \
+                     need it whole: 1 GiB pages are not served; use 2 MiB pages",
+                    MAX_WINDOW_BYTES >> 20
+                ),
+            });
+        }
         if page << order > MAX_WINDOW_BYTES {
             return Err(Error::BadSetting {
                 setting: "order",

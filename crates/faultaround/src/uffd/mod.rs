@@ -175,17 +175,19 @@ fn map(len: usize, file: Option<i32>, huge: Option<HugePageSize>) -> Result<Mapp
             unsafe { Mapping::file(fd, 0, len, prot, MapFlags::SHARED) }
         }
         // Reserved at mmap (no MAP_NORESERVE): a short pool is refused
-        // here, not found at a fault the copy cannot serve.
-        (None, Some(size)) => {
-            let needed = len / size.bytes();
-            let free = size.available_pages();
-            if free < needed {
+        // here (ENOMEM), not found at a fault the copy cannot serve. The
+        // kernel's answer, not sysfs's count, decides: a container may not
+        // see /sys/kernel/mm/hugepages (the count then reads 0).
+        (None, Some(size)) => match Mapping::new(len, prot, MapFlags::PRIVATE | size.map_flags()) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOMEM) => {
                 return Err(Error::HugePagesUnavailable(HugePagesUnavailable::new(
-                    size, needed, free,
+                    size,
+                    len / size.bytes(),
+                    size.available_pages(),
                 )));
             }
-            Mapping::new(len, prot, MapFlags::PRIVATE | size.map_flags())
-        }
+            r => r,
+        },
         (None, None) => Mapping::new(len, prot, MapFlags::PRIVATE | MapFlags::NORESERVE),
     }
     .map_err(|source| Error::Sys { op: "mmap", source })
@@ -317,8 +319,20 @@ impl UffdRegion {
                 region_len: len,
             });
         }
+        if page > launch::MAX_WINDOW_BYTES {
+            return Err(Error::BadSetting {
+                setting: "huge_page_cache_from",
+                value: format!("{} MiB pages", page >> 20),
+                why: "1 GiB pages are not served (a handler's buffer would need the whole \
+                      gigabyte): use 2 MiB pages"
+                    .into(),
+            });
+        }
+        // Checked ahead where the pool's count can be read (a container
+        // may not see it: then a short pool fails the image's writes).
         let needed = len / page;
-        if size.available_pages() < needed {
+        let counted = std::path::Path::new(&size.pool_file("free_hugepages")).exists();
+        if counted && size.available_pages() < needed {
             return Err(Error::HugePagesUnavailable(HugePagesUnavailable::new(
                 size,
                 needed,
