@@ -1,4 +1,4 @@
-//! The kernel's fault-around (seed 002, Kirill Shutemov 2014): on a read
+//! The kernel's fault-around (Kirill Shutemov, 2014): on a read
 //! fault, map the ready pages of an aligned window of `2^order` pages
 //! around it (`do_fault_around`, `->map_pages`), never blocking for a
 //! neighbour; only the faulting page takes the slow path.

@@ -36,8 +36,8 @@ impl Default for Settings {
 }
 
 /// [`busy_poll`](UffdRegionBuilder::busy_poll)'s default: about two
-/// fault round trips of a guest whose idle vCPUs halt (measured in
-/// ARCHITECTURE 3.7), as KVM's `halt_poll_ns` covers a wake-up.
+/// fault round trips of a guest whose idle vCPUs halt, as KVM's
+/// `halt_poll_ns` covers a wake-up.
 pub const DEFAULT_BUSY_POLL: Duration = Duration::from_micros(100);
 
 /// The longest [`busy_poll`](UffdRegionBuilder::busy_poll) accepted:
