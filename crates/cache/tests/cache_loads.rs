@@ -457,7 +457,7 @@ fn the_heaviest_entry_kept_is_the_smallest_shards_share() {
     assert!(c.stats().rejected > 0);
     c.insert(1000, 252);
     assert_eq!(c.peek(&1000), None);
-    c.set_capacity(400);
+    c.set_capacity(400).unwrap();
     assert_eq!(c.max_entry_weight(), 100);
     let one: LruCache<u64, u64, _, _> = LruCache::builder(1003)
         .weigher(|_: &u64, w: &u64| *w)

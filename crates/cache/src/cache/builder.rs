@@ -119,9 +119,8 @@ impl fmt::Display for CacheError {
             ),
             CacheError::CapacityTooLarge { capacity } => write!(
                 f,
-                "capacity {capacity} is above the largest supported, LruCache::MAX_CAPACITY = {} \
-                 (2^48): pass a smaller capacity (count weight in larger units)",
-                LruCache::<(), ()>::MAX_CAPACITY
+                "capacity {capacity} is above the largest supported, mmbatch_cache::MAX_CAPACITY \
+                 = {MAX_CAPACITY} (2^48): pass a smaller capacity (count weight in larger units)"
             ),
             CacheError::ZeroLifetime { setting } => write!(
                 f,
@@ -195,6 +194,9 @@ const MIN_SHARD_ENTRIES: u64 = 512;
 /// headers for a capacity it may never fill (`LruCache::new(1 << 40)`
 /// would otherwise take 65536).
 const MAX_NARROW_SHARDS: usize = 256;
+
+/// The largest capacity: 2^48 weight units (256 TiB counted in bytes).
+pub const MAX_CAPACITY: u64 = 1 << 48;
 
 /// The most shards a cache has: 65536 (8 MiB of shard headers; far more
 /// locks than any machine has CPUs to contend for them). A larger
@@ -380,7 +382,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
         if o.capacity == 0 {
             return Err(CacheError::ZeroCapacity);
         }
-        if o.capacity > LruCache::<K, V>::MAX_CAPACITY {
+        if o.capacity > MAX_CAPACITY {
             return Err(CacheError::CapacityTooLarge {
                 capacity: o.capacity,
             });

@@ -35,7 +35,8 @@ use std::{
 };
 
 pub use builder::{
-    Builder, CacheError, DefaultHashBuilder, MAX_SHARDS, RemovalCause, UnitWeigher, Weigher,
+    Builder, CacheError, DefaultHashBuilder, MAX_CAPACITY, MAX_SHARDS, RemovalCause, UnitWeigher,
+    Weigher,
 };
 use builder::{Listener, Options};
 use crossbeam_utils::CachePadded;
@@ -175,8 +176,9 @@ impl<K, V, S, W> fmt::Debug for LruCache<K, V, S, W> {
 }
 
 impl<K, V> LruCache<K, V> {
-    /// The largest capacity (2^48 weight units, 256 TiB counted in bytes).
-    pub const MAX_CAPACITY: u64 = 1 << 48;
+    /// The largest capacity: [`MAX_CAPACITY`](crate::MAX_CAPACITY), here
+    /// for `LruCache::<K, V>::MAX_CAPACITY`.
+    pub const MAX_CAPACITY: u64 = MAX_CAPACITY;
 }
 
 impl<K: Hash + Eq + Clone, V: Clone> LruCache<K, V> {
@@ -584,7 +586,7 @@ where
         if capacity == 0 {
             return Err(CacheError::ZeroCapacity);
         }
-        if capacity > LruCache::<(), ()>::MAX_CAPACITY {
+        if capacity > MAX_CAPACITY {
             return Err(CacheError::CapacityTooLarge { capacity });
         }
         let shards = self.shards.len();
