@@ -117,6 +117,9 @@ impl HugeRegion {
     /// grown by what it lacks (writing
     /// `/sys/kernel/mm/hugepages/hugepages-*/nr_hugepages`, which needs
     /// root), and those pages leave the pool again when the region drops.
+    /// A process that dies without dropping it (abort, SIGKILL, the OOM
+    /// killer, `mem::forget`) leaves the pool grown: the kernel keeps
+    /// `nr_hugepages` as written, so write it back by hand.
     /// Regions may drop in any order: this process's changes to the pool
     /// are serialised (another process changing it at the same moment can
     /// still race: the kernel offers no atomic adjustment). A region
@@ -137,10 +140,10 @@ impl HugeRegion {
         let pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
         let free = size.available_pages();
         let mut grown = 0;
-        if free < needed {
-            if !grow {
-                return Err(unavailable(free));
-            }
+        // Without growing, the mapping's own reservation decides (below):
+        // sysfs's count reads 0 where a container hides it, and surplus
+        // pages (`nr_overcommit_hugepages`) are not in it.
+        if free < needed && grow {
             // Growing the pool turns free memory into huge pages as far as
             // it can (compacting on the way) before it falls short: as
             // root, a region larger than the memory there is took nearly
@@ -172,7 +175,15 @@ impl HugeRegion {
             Ok(m) => m,
             Err(e) => {
                 shrink_pool(size, grown);
-                return Err(HugeError::Map(e));
+                // A private hugetlb mapping reserves its pages at mmap:
+                // ENOMEM is a short pool.
+                return Err(
+                    if e.raw_os_error() == Some(rustix::io::Errno::NOMEM.raw_os_error()) {
+                        unavailable(size.available_pages())
+                    } else {
+                        HugeError::Map(e)
+                    },
+                );
             }
         };
         // The mapping holds its reservation now; the lock can go.

@@ -20,8 +20,9 @@
 //! # Guarantees
 //! - Every worker is started before any chunk runs, and none outlives
 //!   [`run()`].
-//! - The first error stops the job: no chunk starts after it, and the
-//!   chunks that finished are undone before the error is returned.
+//! - The first error stops the job: no chunk is claimed once it is
+//!   recorded (one another worker claimed just before may still run), and
+//!   every chunk that finished is undone before the error is returned.
 //! - A panic in a chunk is propagated to the caller after the workers stop.
 //!
 //! Each protocol step (claiming, error and undo, completion) is a loom

@@ -1,5 +1,5 @@
-//! Parallel clearing and populating of large memory (seed 001: ktask
-//! clearing gigantic pages).
+//! Parallel clearing and populating of large memory, as ktask clears
+//! gigantic pages.
 
 use std::{convert::Infallible, ffi::c_void, fmt, io};
 
@@ -54,8 +54,8 @@ pub(crate) fn clear_aligned(buf: &mut [u8], align: usize, min_chunk: usize, max_
 pub enum PopulateError {
     /// The job was invalid (zero threads, a length not page-aligned).
     Job(crate::JobError),
-    /// `madvise(MADV_POPULATE_WRITE)` failed; populated chunks were given
-    /// back (`MADV_DONTNEED`).
+    /// `madvise(MADV_POPULATE_WRITE)` failed; the failing chunk and the
+    /// populated ones were given back (`MADV_DONTNEED`).
     Madvise(io::Error),
 }
 
@@ -83,9 +83,11 @@ impl fmt::Display for PopulateError {
 impl std::error::Error for PopulateError {}
 
 /// Faults in (and so zeroes) `[ptr, ptr + len)` on up to `max_threads`
-/// threads, one `madvise(MADV_POPULATE_WRITE)` per chunk: the kernel's
-/// zeroing, in parallel (`MAP_POPULATE` is the one-thread baseline). If a
-/// chunk fails, the chunks done are released with `MADV_DONTNEED`.
+/// threads (0 is taken as 1), one `madvise(MADV_POPULATE_WRITE)` per
+/// chunk: the kernel's zeroing, in parallel, where `MAP_POPULATE` faults
+/// in on one thread. If a chunk fails, it and every chunk done are
+/// released with `MADV_DONTNEED` (a shared mapping's pages stay in its
+/// file or shmem; only this mapping's page tables go).
 ///
 /// # Safety
 /// - `[ptr, ptr + len)` is a mapping the caller owns, page-aligned, whose
@@ -107,8 +109,14 @@ pub unsafe fn populate(ptr: *mut u8, len: usize, max_threads: usize) -> Result<(
         .map_err(io::Error::from)
     };
     run_with_undo(
-        &job(len, page, max_threads),
-        |range| advise(range, Advice::LinuxPopulateWrite),
+        &job(len, page, max_threads.max(1)),
+        // A chunk that fails part way is released as well: the pages it
+        // faulted in before the failure stay resident otherwise.
+        |range| {
+            advise(range.clone(), Advice::LinuxPopulateWrite).inspect_err(|_| {
+                let _ = advise(range, Advice::LinuxDontNeed);
+            })
+        },
         |range| {
             let _ = advise(range, Advice::LinuxDontNeed);
         },

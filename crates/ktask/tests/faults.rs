@@ -145,6 +145,32 @@ fn populate_errors_name_their_cause() {
     assert!(eio.contains("released") && !eio.contains("5.14"), "{eio}");
 }
 
+/// A chunk whose `MADV_POPULATE_WRITE` fails part way (here at a
+/// read-only page, EFAULT: a write there would fault) is released too:
+/// the error promises that nothing populated stays, and the old code
+/// undid only the chunks that had finished, leaving the failing chunk's
+/// first pages resident (511 of 512 here).
+#[test]
+fn a_populate_failing_part_way_leaves_nothing_resident() {
+    let page = rustix::param::page_size();
+    let len = 2 * mmbatch_ktask::MIN_CHUNK;
+    let mut m = mmbatch_ktask::Mapping::anonymous(len).unwrap();
+    let ptr = m.as_mut_slice().unwrap().as_mut_ptr();
+    let last = mmbatch_ktask::MIN_CHUNK - page;
+    // SAFETY: the last page of the first chunk of our own mapping.
+    let r = unsafe { libc::mprotect(ptr.wrapping_add(last).cast(), page, libc::PROT_READ) };
+    assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+    // SAFETY: our mapping, whose contents may be discarded.
+    let e = unsafe { mmbatch_ktask::populate(ptr, len, 1) }.unwrap_err();
+    println!("{e}");
+    let mut present = vec![0u8; len / page];
+    // SAFETY: our mapping, one byte per page out.
+    let r = unsafe { libc::mincore(ptr.cast(), len, present.as_mut_ptr()) };
+    assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+    let resident = present.iter().filter(|&&b| b & 1 != 0).count();
+    assert_eq!(resident, 0, "{resident} pages left resident");
+}
+
 /// A run's error says what went wrong: the job's own refusal as it is, a
 /// chunk's failure with the note that finished chunks were undone.
 #[test]
