@@ -90,6 +90,16 @@ pub enum Error {
         /// The length asked for.
         len: usize,
     },
+    /// The file ends before the region's last page: an access to a page
+    /// past its end would be SIGBUS.
+    FileTooShort {
+        /// The file's length.
+        file_len: u64,
+        /// The offset the region maps from.
+        offset: u64,
+        /// The region's length.
+        len: usize,
+    },
     /// Another system error.
     Sys {
         /// The call that failed.
@@ -189,6 +199,17 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::ZeroLength => f.write_str("length is 0: a region needs at least one page"),
+            Error::FileTooShort {
+                file_len,
+                offset,
+                len,
+            } => write!(
+                f,
+                "the file holds {file_len} bytes, and a region of {len} bytes from offset {offset} \
+                 needs {}: an access past its end would be SIGBUS; map less, or extend the file \
+                 first",
+                u128::from(*offset) + *len as u128
+            ),
             Error::TooLarge { len } => write!(
                 f,
                 "a region of {len} bytes cannot be mapped: with its guard pages it is larger \

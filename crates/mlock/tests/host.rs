@@ -224,7 +224,8 @@ fn file_backed_region_reads_the_file() {
 fn bad_lengths_and_ranges_are_clear_errors() {
     let e = LockedRegion::builder(0).build().unwrap_err();
     assert!(matches!(e, Error::ZeroLength), "{e}");
-    // A page-aligned file offset past i64::MAX, which mmap cannot take.
+    // A page-aligned file offset past i64::MAX, which mmap cannot take:
+    // past the end of any file (it was called misaligned).
     let f = std::fs::File::open("/proc/self/exe").unwrap();
     use std::os::fd::AsFd;
     let past = i64::MAX as u64 + 1;
@@ -233,9 +234,26 @@ fn bad_lengths_and_ranges_are_clear_errors() {
         .build()
         .unwrap_err();
     assert!(
-        matches!(e, Error::Misaligned { what: "offset", .. }),
+        matches!(e, Error::FileTooShort { offset, .. } if offset == past),
         "{e:?}"
     );
+    // A region past the file's end: each access there would be SIGBUS,
+    // through the safe slice (the old build mapped it).
+    let exe = f.metadata().unwrap().len();
+    let whole = (exe as usize).div_ceil(page()) * page();
+    for policy in [LockPolicy::Unlocked, LockPolicy::OnFault] {
+        // SAFETY: refused before anything is mapped.
+        let e = unsafe { LockedRegion::builder(whole + page()).file(f.as_fd(), 0, false) }
+            .read_only()
+            .policy(policy)
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::FileTooShort { file_len, .. } if file_len == exe),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("SIGBUS"), "{e}");
+    }
     let e = LockedRegion::builder(page() + 1).build().unwrap_err();
     assert!(e.to_string().contains("round it up to"), "{e}");
     let r = LockedRegion::builder(MIB)
@@ -995,6 +1013,17 @@ fn child_scenarios() {
             drop(r);
             munlockall().unwrap();
             assert_eq!(accounting::process_locked_bytes().unwrap(), 0);
+            // Past RLIMIT_MEMLOCK under mlockall(FUTURE), the region's
+            // reservation is refused (EAGAIN): the limit, named. It was
+            // "mmap failed: Resource temporarily unavailable".
+            mlockall(LockAll::FUTURE).unwrap();
+            limit_memlock(256 << 10);
+            let e = LockedRegion::builder(MIB)
+                .policy(LockPolicy::Unlocked)
+                .build()
+                .unwrap_err();
+            println!("child: {e}");
+            assert!(matches!(e, Error::MemlockLimit { .. }), "{e:?}");
         }
         "mlockall-rlimit" => {
             limit_memlock(64 << 10);

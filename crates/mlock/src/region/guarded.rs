@@ -44,8 +44,16 @@ impl RegionBuilder<'_> {
         // Not MAP_NORESERVE: a PROT_NONE private mapping is never charged,
         // and the middle made writable by `mprotect` is then charged as a
         // writable `mmap` would be.
-        let reservation = Mapping::new(total, ProtFlags::empty(), MapFlags::PRIVATE)
-            .map_err(|e| Error::from_sys("mmap", total, errno(&e)))?;
+        // Under mlockall(MCL_FUTURE) the reservation is locked, and
+        // counts against RLIMIT_MEMLOCK: EAGAIN is that limit.
+        let reservation = Mapping::new(total, ProtFlags::empty(), MapFlags::PRIVATE).map_err(
+            |e| match errno(&e) {
+                rustix::io::Errno::AGAIN => {
+                    Error::from_lock("mmap", total, rustix::io::Errno::AGAIN)
+                }
+                e => Error::from_sys("mmap", total, e),
+            },
+        )?;
         let base = reservation.as_ptr() as usize;
         let offset = (base + page).next_multiple_of(align) - base;
         let region = LockedRegion {

@@ -26,6 +26,8 @@ pub enum LockPolicy {
     #[default]
     Populate,
     /// Lock each page when it is first touched (`mlock2(MLOCK_ONFAULT)`).
+    /// The whole range counts against RLIMIT_MEMLOCK from the build on,
+    /// touched or not.
     OnFault,
     /// Map only; lock sub-ranges later with
     /// [`lock_range`](LockedRegion::lock_range).
@@ -88,12 +90,18 @@ impl<'fd> RegionBuilder<'fd> {
     /// Maps `fd` from `offset` (page-aligned) instead of anonymous memory;
     /// `shared` selects `MAP_SHARED` over `MAP_PRIVATE`.
     ///
+    /// The file must reach into the region's last page (a regular file
+    /// that ends before it is refused at build: an access to a page past
+    /// its end would be SIGBUS; the tail of the page holding the end reads
+    /// zeros).
+    ///
     /// # Safety
     /// The region hands out `&[u8]` (and `&mut [u8]`) over the file's
     /// pages. While it lives, nothing may truncate the file (an access past
-    /// the new end is SIGBUS), and — for a shared mapping — nothing else
-    /// may write the mapped range (another descriptor, mapping or
-    /// process): the obligation of `memmap2::Mmap::map`.
+    /// the new end is SIGBUS), and nothing else may write the mapped range
+    /// (another descriptor, mapping or process), shared mapping or private:
+    /// a private mapping shows other writers' changes to a page until the
+    /// region writes it. The obligation of `memmap2::Mmap::map`.
     pub unsafe fn file(mut self, fd: BorrowedFd<'fd>, offset: u64, shared: bool) -> Self {
         self.file = Some((fd, offset, shared));
         self
@@ -106,14 +114,20 @@ impl<'fd> RegionBuilder<'fd> {
     }
 
     /// With [`LockPolicy::Populate`], locks through
-    /// `mmap(MAP_LOCKED | MAP_POPULATE)` instead of `mlock` after mapping
-    /// (mmtests' timedmunlock does this).
+    /// `mmap(MAP_LOCKED | MAP_POPULATE)` instead of `mlock` after mapping,
+    /// as programs that lock at map time do. The pages are then faulted in
+    /// before the page-size advice applies: with [`Pages::Transparent`]
+    /// they are base pages, and with [`Pages::Base`] under THP "always"
+    /// they may be huge.
     pub fn map_locked(mut self, yes: bool) -> Self {
         self.map_locked = yes;
         self
     }
 
-    /// Maps and locks the region.
+    /// Maps and locks the region. Under `mlockall(MCL_FUTURE)` the whole
+    /// reservation is locked as it is mapped: its guard page (and, with
+    /// [`Pages::Transparent`], up to 2 MiB of alignment) counts against
+    /// RLIMIT_MEMLOCK too.
     pub fn build(self) -> Result<LockedRegion, Error> {
         let page = self.pages.size();
         if self.len == 0 {
@@ -126,13 +140,31 @@ impl<'fd> RegionBuilder<'fd> {
                 page_size: page,
             });
         }
-        if let Some((_, offset, _)) = self.file {
-            if offset % page as u64 != 0 || i64::try_from(offset).is_err() {
+        if let Some((fd, offset, _)) = self.file {
+            if offset % page as u64 != 0 {
                 return Err(Error::Misaligned {
                     what: "offset",
                     value: offset as usize,
                     page_size: page,
                 });
+            }
+            let end = i64::try_from(offset)
+                .ok()
+                .and_then(|o| o.checked_add(i64::try_from(self.len).ok()?));
+            let stat = rustix::fs::fstat(fd).map_err(|e| Error::from_sys("fstat", 0, e))?;
+            let regular = rustix::fs::FileType::from_raw_mode(stat.st_mode)
+                == rustix::fs::FileType::RegularFile;
+            // The last page may hold the file's end: its tail reads zeros.
+            let mapped = stat.st_size.saturating_add(page as i64 - 1) / page as i64 * page as i64;
+            match end {
+                Some(end) if !regular || end <= mapped => {}
+                _ => {
+                    return Err(Error::FileTooShort {
+                        file_len: u64::try_from(stat.st_size).unwrap_or(0),
+                        offset,
+                        len: self.len,
+                    });
+                }
             }
         }
         let prot = if self.read_only {
@@ -154,8 +186,13 @@ impl<'fd> RegionBuilder<'fd> {
             };
             // SAFETY: the range is our own mapping; the advice changes no
             // contents.
-            unsafe { madvise(region.sub(0), region.len, advice) }
-                .map_err(|e| Error::from_sys("madvise", region.len, e))?;
+            match unsafe { madvise(region.sub(0), region.len, advice) } {
+                Ok(()) => {}
+                // A kernel without transparent huge pages refuses the
+                // advice, and has no huge page to refuse.
+                Err(rustix::io::Errno::INVAL) if self.pages == Pages::Base => {}
+                Err(e) => return Err(Error::from_sys("madvise", region.len, e)),
+            }
         }
         match self.policy {
             // Mapped with MAP_LOCKED | MAP_POPULATE (`flags`, for every
@@ -272,12 +309,12 @@ fn errno(e: &std::io::Error) -> Errno {
 /// use mmbatch_mlock::{LockPolicy, LockedRegion};
 ///
 /// # fn main() -> Result<(), mmbatch_mlock::Error> {
-/// // 8 MiB that page faults cannot evict, locked as each page is touched.
-/// let mut buf = LockedRegion::builder(8 << 20).policy(LockPolicy::OnFault).build()?;
+/// // 1 MiB that reclaim cannot evict, locked as each page is touched.
+/// let mut buf = LockedRegion::builder(1 << 20).policy(LockPolicy::OnFault).build()?;
 /// buf.as_mut_slice().unwrap()[0] = 1;
 /// assert_eq!(buf.locked_bytes()?, 4096);
-/// // Unlock in 1 MiB steps, so no single munlock holds the mmap lock long.
-/// buf.unlock_chunked(1 << 20)?;
+/// // Unlock in 256 KiB steps, so no single munlock holds the mmap lock long.
+/// buf.unlock_chunked(256 << 10)?;
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]
@@ -433,7 +470,8 @@ impl LockedRegion {
         })
     }
 
-    /// Pages of the region resident in memory now (`mincore`).
+    /// Base pages (the system's page size) of the region resident in
+    /// memory now (`mincore`): a resident huge page counts all of its own.
     pub fn resident_pages(&self) -> Result<usize, Error> {
         let base = accounting::page_size();
         let mut vec = vec![0u8; self.len.div_ceil(base)];
