@@ -232,6 +232,41 @@ fn page_cache_region_skips_uncached_neighbours() {
     assert_eq!(r.as_slice()[9 * PAGE], 0);
 }
 
+/// A window continued past a hole maps the rest of the window and no
+/// further: the pages after the hole run on past the window's end in the
+/// cache, and a count that grew with the pages done mapped them too.
+#[test]
+fn page_cache_window_past_a_hole_stops_at_the_windows_end() {
+    let name = "page_cache_window_past_a_hole_stops_at_the_windows_end";
+    if let Some(run) = mmbatch_testkit::child::parent(name, std::time::Duration::from_secs(20)) {
+        run.expect_success();
+        return;
+    }
+    // Every page cached but page 9.
+    struct HoleAtNine(Vec<u8>);
+    impl PageSource for HoleAtNine {
+        fn len(&self) -> u64 {
+            self.0.len() as u64
+        }
+        fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+            if index == 9 {
+                return PageRead::NotReady;
+            }
+            let at = index as usize * PAGE;
+            buf.copy_from_slice(&self.0[at..at + PAGE]);
+            PageRead::Ready
+        }
+    }
+    let data = image(64);
+    let cache = UffdRegion::page_cache_from(&HoleAtNine(data.clone()), 64 * PAGE).unwrap();
+    // SAFETY: our own memfd, not written or truncated while mapped.
+    let r = unsafe { UffdRegion::over_page_cache(&cache, 64 * PAGE, 3, 1) }.unwrap();
+    // The window of page 8 is pages 8..16: all but the hole.
+    assert_eq!(r.as_slice()[8 * PAGE], data[8 * PAGE]);
+    let st = r.stats();
+    assert_eq!((st.pages_copied, st.pages_skipped), (7, 1), "{st:?}");
+}
+
 /// A user other than root builds a region and reads it. `/dev/userfaultfd`
 /// is root's alone by default (this host: `crw------- root`), and the
 /// `userfaultfd` crate, finding the device, never tried the system call,

@@ -622,21 +622,11 @@ impl Shared {
         {
             // In memory and ready: copy each run of missing pages straight
             // from the source.
-            let mut p = w.pages.start;
-            while p < w.pages.end {
-                if !wanted(p) {
-                    p += 1;
-                    continue;
+            for run in runs(w.pages.clone(), wanted) {
+                let n = (run.end - run.start) as usize;
+                if let Some(src) = self.source_pages(run.start, n, Some(k)) {
+                    let _ = self.copy_run(run.start, n, src, true);
                 }
-                let mut end = p + 1;
-                while end < w.pages.end && wanted(end) {
-                    end += 1;
-                }
-                let n = (end - p) as usize;
-                if let Some(src) = self.source_pages(p, n, Some(k)) {
-                    let _ = self.copy_run(p, n, src, true);
-                }
-                p = end;
             }
             return;
         }
@@ -666,6 +656,44 @@ impl Shared {
         if let Some(start) = run_start {
             let _ = self.copy_run(start, run_len, &buf[..run_len * self.page], true);
         }
+    }
+}
+
+/// The maximal runs of consecutive pages of `pages` for which `wanted`
+/// holds, in order.
+fn runs(
+    pages: std::ops::Range<u64>,
+    mut wanted: impl FnMut(u64) -> bool,
+) -> Vec<std::ops::Range<u64>> {
+    let mut out = Vec::new();
+    let mut run: Option<std::ops::Range<u64>> = None;
+    for p in pages {
+        if wanted(p) {
+            match &mut run {
+                Some(r) => r.end = p + 1,
+                None => run = Some(p..p + 1),
+            }
+        } else if let Some(r) = run.take() {
+            out.push(r);
+        }
+    }
+    out.extend(run);
+    out
+}
+
+#[cfg(all(test, not(loom)))]
+mod runs_tests {
+    #[test]
+    fn runs_are_the_maximal_stretches_of_wanted_pages() {
+        let set = |w: &'static [u64]| move |p: u64| w.contains(&p);
+        assert_eq!(super::runs(8..16, set(&[])), []);
+        let all = super::runs(8..16, set(&[8, 9, 10, 11, 12, 13, 14, 15]));
+        assert_eq!((all.len(), all.first().cloned()), (1, Some(8..16)));
+        assert_eq!(
+            super::runs(8..16, set(&[9, 10, 12, 15])),
+            [9..11, 12..13, 15..16]
+        );
+        assert_eq!(super::runs(8..16, set(&[8, 14, 15, 16])), [8..9, 14..16]);
     }
 }
 
