@@ -648,3 +648,34 @@ fn an_insert_never_returns_a_value_a_read_saw_expire() {
         "a read saw key 1 expire, then the insert returned its value"
     );
 }
+
+/// A lookup of a key that is not cached reads no clock (the clock may be
+/// a system call, or a user's code; a miss needs no time): `get`, `peek`
+/// and `contains_key` alike. A key that is there reads it.
+#[test]
+fn lookups_of_absent_keys_read_no_clock() {
+    #[derive(Clone, Default)]
+    struct Counting(Arc<AtomicU64>);
+    impl Clock for Counting {
+        fn now(&self) -> Duration {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Duration::ZERO
+        }
+    }
+    let clock = Counting::default();
+    let c = LruCache::<u32, u32>::builder(100)
+        .time_to_live(Duration::from_secs(60))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    c.insert(1, 1);
+    let reads = || clock.0.load(Ordering::SeqCst);
+    let before = reads();
+    assert_eq!(c.get(&2), None);
+    assert_eq!(c.peek(&2), None);
+    assert!(!c.contains_key(&2));
+    assert_eq!(reads(), before, "a miss read the clock");
+    assert_eq!(c.peek(&1), Some(1));
+    assert!(c.contains_key(&1));
+    assert!(reads() >= before + 2);
+}

@@ -372,9 +372,9 @@ where
     {
         let hash = self.hash(key);
         let lv = self.shard(hash).read();
-        let now = self.now();
+        // The clock is read only for a key that is there, as `get` does.
         lv.find(hash, |k| k.borrow() == key)
-            .filter(|&i| lv.live_at(i, now))
+            .filter(|&i| lv.live_at(i, self.now()))
             .map(|i| lv.node(i).value.clone())
     }
 
@@ -386,9 +386,8 @@ where
     {
         let hash = self.hash(key);
         let lv = self.shard(hash).read();
-        let now = self.now();
         lv.find(hash, |k| k.borrow() == key)
-            .is_some_and(|i| lv.live_at(i, now))
+            .is_some_and(|i| lv.live_at(i, self.now()))
     }
 
     /// Caches `value` under `key`, returning the value it replaces; a
