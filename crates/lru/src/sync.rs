@@ -10,7 +10,7 @@ compile_error!("loom models need debug assertions: run them with `cargo xtask lo
 #[cfg(loom)]
 pub(crate) use loom::sync::{
     Arc, Mutex, MutexGuard,
-    atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering},
+    atomic::{AtomicI64, AtomicU32, Ordering},
 };
 
 #[cfg(not(loom))]
