@@ -590,6 +590,72 @@ fn without_poison_late_pages_in_memory_do_not_fill_the_failed_page() {
     );
 }
 
+/// Without UFFDIO_POISON, a failed page is left out of a neighbour's
+/// window too, when the source holds the whole window in memory: the
+/// window's fast path is skipped for a window with a failed page, and
+/// the copy of its other missing pages (4 and 7 here, around the fault
+/// on 6) must not take in page 5, which its readers were told has no
+/// data.
+#[test]
+fn without_poison_a_neighbours_window_in_memory_skips_the_failed_page() {
+    let name = "without_poison_a_neighbours_window_in_memory_skips_the_failed_page";
+    if let Some(run) = child::parent(name, LIMIT) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static RELEASE: AtomicBool = AtomicBool::new(false);
+    /// Every page in memory, in any count; a call that covers page 5
+    /// waits for `RELEASE`.
+    struct InMemoryLate(Vec<u8>);
+    impl mmbatch_faultaround::PageSource for InMemoryLate {
+        fn len(&self) -> u64 {
+            self.0.len() as u64
+        }
+        fn read_page(&self, p: u64, buf: &mut [u8]) -> mmbatch_faultaround::PageRead {
+            let at = p as usize * PAGE;
+            buf.copy_from_slice(&self.0[at..at + PAGE]);
+            mmbatch_faultaround::PageRead::Ready
+        }
+        fn pages(&self, p: u64, count: usize, page_size: usize) -> Option<&[u8]> {
+            if (p..p + count as u64).contains(&5) {
+                while !RELEASE.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            self.0
+                .get(p as usize * page_size..(p as usize + count) * page_size)
+        }
+    }
+    let scenario = FailScenario::setup();
+    fail::cfg("uffd::no_poison", "return").unwrap();
+    let data = image(16);
+    let r = UffdRegion::builder(16 * PAGE)
+        .order(2)
+        .source_timeout(Duration::from_millis(200))
+        .build(InMemoryLate(data.clone()))
+        .unwrap();
+    // Page 5's window waits past the timeout: the page is failed.
+    assert_eq!(touch(&r, 5 * PAGE), libc::SIGSEGV);
+    RELEASE.store(true, Ordering::Release);
+    std::thread::sleep(child::scaled(Duration::from_millis(100)));
+    // A fault on 6: its window 4..8 holds the failed page.
+    assert_eq!(r.as_slice()[6 * PAGE + 1], data[6 * PAGE + 1]);
+    let base = r.as_ptr() as usize;
+    println!("after the neighbour's fault: {:?}", r.stats());
+    assert!(
+        resident(base + 4 * PAGE) && resident(base + 7 * PAGE),
+        "the window's neighbours"
+    );
+    assert!(
+        !resident(base + 5 * PAGE),
+        "the failed page was filled by a neighbour's window"
+    );
+    drop(scenario);
+    std::process::exit(0);
+}
+
 /// A page-cache region whose page leaves the cache between its minor
 /// fault and the handler's CONTINUE (a hole punched, as a balloon or a
 /// truncation does) wakes the reader into the kernel's ordinary fault,
