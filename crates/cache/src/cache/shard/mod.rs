@@ -271,6 +271,12 @@ pub(super) struct Lruvec<K, V> {
     /// [`Policy::Workingset`]'s target for the inactive list's share of
     /// the entries (ARC's `p`, as a share), moved by refaults.
     inactive_share: f64,
+    /// [`Policy::Lirs`]'s target share of resident HIR entries (the
+    /// inactive list), moved by `adapt_hir` between [`LIRS_HIR_MIN`] and
+    /// [`LIRS_HIR`].
+    pub(super) hir_share: f64,
+    /// Whether `hir_share` moves: not in the duel's simulations (`duel.rs`).
+    pub(super) hir_adapts: bool,
     /// The share of recent misses that were refaults (see
     /// [`Lruvec::note_miss`]).
     refault_share: f32,
@@ -350,6 +356,8 @@ impl<K, V> Lruvec<K, V> {
             activations: 0,
             rejected: 0,
             inactive_share: 1.0 / (1 + INACTIVE_RATIO) as f64,
+            hir_share: LIRS_HIR,
+            hir_adapts: true,
             // Presumed thrashing until misses say otherwise: a loop's
             // first refaults, activated under ARC's rule, cost a loop 1.25x
             // the cache 20 of its 80 points of hits.

@@ -32,7 +32,7 @@ impl<K, V> Lruvec<K, V> {
             }
             // LIRS's HIR share, at least one entry.
             Policy::Lirs => {
-                active > 0 && real(inactive) < (LIRS_HIR * real(inactive + active)).max(1.0)
+                active > 0 && real(inactive) < (self.hir_share * real(inactive + active)).max(1.0)
             }
             _ => inactive * INACTIVE_RATIO < active,
         }
@@ -179,6 +179,7 @@ impl<K, V> Lruvec<K, V> {
                     return Some(t);
                 }
                 activated += 1;
+                self.adapt_hir(true);
                 self.activate(t);
                 continue;
             }
@@ -187,8 +188,32 @@ impl<K, V> Lruvec<K, V> {
                 self.rotate(list);
                 continue;
             }
+            if list == INACTIVE {
+                self.adapt_hir(false);
+            }
             return Some(t);
         }
+    }
+
+    /// Under [`Policy::Lirs`], moves the HIR share by what became of a
+    /// resident HIR entry at reclaim: `hit` there (it turns LIR), one entry
+    /// more; evicted unhit, 1/[`LIRS_HIR_EVICTIONS_PER_HIT`] of one less.
+    /// CLOCK-Pro's adaptation of its cold target (Jiang, Chen and Zhang,
+    /// USENIX ATC 2005: a cold page reused in its test period grows it),
+    /// counted on resident entries only. Why: a workload that never reuses
+    /// its HIR blocks while they are resident (a loop over the cache and a
+    /// little more) loses a hit for every entry the HIR set takes from the
+    /// LIR set, and one that does (cscope's) needs them.
+    fn adapt_hir(&mut self, hit: bool) {
+        if self.policy != Policy::Lirs || !self.hir_adapts {
+            return;
+        }
+        let entry = 1.0 / real(self.len().max(1));
+        self.hir_share = if hit {
+            (self.hir_share + entry).min(LIRS_HIR)
+        } else {
+            (self.hir_share - entry / LIRS_HIR_EVICTIONS_PER_HIT).max(LIRS_HIR_MIN)
+        };
     }
 
     /// Whether an entry activated by a refault (`UNHIT` then) has been

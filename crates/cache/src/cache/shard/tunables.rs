@@ -121,10 +121,21 @@ pub(super) const SWEEP_WHEN_FULL: usize = 8;
 pub(super) const RECALC_CHUNK: usize = 64;
 
 /// [`Policy::Lirs`](crate::Policy::Lirs)'s share of resident HIR entries
-/// (the inactive list): more gives recency-friendly traces a longer
-/// probation, less keeps more of a loop resident (docs/cache.md: 2% won
-/// OLTP its 0.5-1 points back for 0.8 of the loop 1.25x the cache).
+/// (the inactive list) at the start, and at most: more gives
+/// recency-friendly traces a longer probation, less keeps more of a loop
+/// resident (docs/cache.md).
 pub(super) const LIRS_HIR: f64 = 0.02;
+
+/// The least HIR share the adaptation ([`LIRS_HIR_EVICTIONS_PER_HIT`])
+/// shrinks to: a loop just over the cache keeps 99.5% of the shard as
+/// its LIR set.
+pub(super) const LIRS_HIR_MIN: f64 = 0.005;
+
+/// A HIR hit grows the HIR share by one entry, and this many HIR entries
+/// evicted unhit shrink it by one: more keeps a larger HIR set for
+/// workloads that reuse HIR blocks rarely, fewer gives a loop its room
+/// sooner.
+pub(super) const LIRS_HIR_EVICTIONS_PER_HIT: f64 = 64.0;
 
 /// Entries of each of [`Policy::Adaptive`](crate::Policy::Adaptive)'s two
 /// simulations, at least (`duel.rs`; up to twice as many, the sample

@@ -177,3 +177,67 @@ fn both_index_widths_hold_a_full_shard() {
         }
     }
 }
+
+/// Read-through of `keys` over `lv` for `passes` passes; hits of the
+/// last `counted` passes.
+fn loop_hits(
+    lv: &mut Lruvec<u64, u64>,
+    keys: std::ops::Range<u64>,
+    passes: u64,
+    counted: u64,
+) -> u64 {
+    let mut hits = 0u64;
+    for pass in 0..passes {
+        for k in keys.clone() {
+            match lv.find(hash(k), |&x| x == k) {
+                Some(i) => {
+                    lv.mark_accessed(i);
+                    hits += u64::from(pass >= passes - counted);
+                }
+                None => insert(lv, k),
+            }
+        }
+    }
+    hits
+}
+
+/// Under LIRS, a loop just over the shard never hits a resident HIR
+/// entry, so the HIR share falls to its floor and the loop keeps 99.5% of
+/// the shard as its LIR set (98% at the fixed share); a workload whose
+/// HIR entries are hit while resident grows it back, to at most
+/// `LIRS_HIR`. The duel's simulations keep theirs fixed.
+#[test]
+fn lirs_hir_share_follows_whether_hir_entries_are_hit() {
+    let n = 1000u64;
+    let lirs = |adapts: bool| {
+        let mut lv: Lruvec<u64, u64> =
+            Lruvec::new(Policy::Lirs, true, false, (false, false), n, n as usize);
+        lv.hir_adapts = adapts;
+        lv
+    };
+    let mut lv = lirs(true);
+    let hits = loop_hits(&mut lv, 0..n * 5 / 4, 20, 10);
+    lv.check().unwrap();
+    assert_eq!(lv.hir_share, LIRS_HIR_MIN);
+    let ratio = hits as f64 / (10 * n * 5 / 4) as f64;
+    assert!(ratio > 0.79, "{ratio}");
+    let mut fixed = lirs(false);
+    let fixed_hits = loop_hits(&mut fixed, 0..n * 5 / 4, 20, 10);
+    assert_eq!(fixed.hir_share, LIRS_HIR);
+    assert!(
+        hits > fixed_hits,
+        "{hits} vs {fixed_hits} at the fixed share"
+    );
+    // Now a working set of the LIR set and, cycling through the HIR set,
+    // keys each requested twice in a row a few requests apart: hit while
+    // resident on the HIR list.
+    for round in 0..2000u64 {
+        let k = 10_000 + round;
+        loop_hits(&mut lv, k..k + 1, 1, 0);
+        loop_hits(&mut lv, 0..3, 1, 0);
+        loop_hits(&mut lv, k..k + 1, 1, 0);
+    }
+    lv.check().unwrap();
+    assert!(lv.hir_share > LIRS_HIR_MIN, "{}", lv.hir_share);
+    assert!(lv.hir_share <= LIRS_HIR, "{}", lv.hir_share);
+}
