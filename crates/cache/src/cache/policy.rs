@@ -49,8 +49,9 @@ pub enum Policy {
     Lru,
     /// LIRS (Jiang and Zhang, SIGMETRICS 2002) on the same two lists, as
     /// CLOCK-Pro runs it without moving entries on a hit: the active list
-    /// is the LIR set (98% of the shard), the inactive list the resident
-    /// HIR entries. A hit marks the entry and, when it counts a reference,
+    /// is the LIR set (98% to 99.5% of the shard: the HIR set shrinks while
+    /// its entries go unhit, as CLOCK-Pro's cold target does), the
+    /// inactive list the resident HIR entries. A hit marks the entry and, when it counts a reference,
     /// stamps it with the shard's eviction clock (4 bytes an entry, under
     /// this policy and while [`Adaptive`](Self::Adaptive) runs it); an
     /// evicted entry's shadow keeps its last access. A new key is LIR while
