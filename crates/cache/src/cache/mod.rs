@@ -176,7 +176,7 @@ impl<K, V, S, W> fmt::Debug for LruCache<K, V, S, W> {
 }
 
 impl<K, V> LruCache<K, V> {
-    /// The largest capacity: [`MAX_CAPACITY`](crate::MAX_CAPACITY), here
+    /// The largest capacity: [`crate::MAX_CAPACITY`], here
     /// for `LruCache::<K, V>::MAX_CAPACITY`.
     pub const MAX_CAPACITY: u64 = MAX_CAPACITY;
 }
