@@ -234,7 +234,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// CPUs (`sched_setaffinity(2)`), and no shard skips the barrier again.
     /// Where both are refused to a thread, or some thread of the process
     /// may run on a CPU this one cannot move to (another cpuset, as cgroup
-    /// v2's threaded mode allows), a change it makes to a shard that was
+    /// v2's threaded mode and per-thread v1 cpusets allow), a change it makes to a shard that was
     /// skipping the barrier panics, naming the cause, rather than trust
     /// readers the barrier did not reach.
     /// `CacheStats::fast_read_shards` counts the shards skipping it.

@@ -110,8 +110,8 @@ mod imp {
     /// kernel refused a move other than to a CPU that is offline or
     /// outside this thread's cpuset, or if a CPU that some thread of the
     /// process may run on was not visited ([`reaches_every_thread`]): a
-    /// thread in another cpuset (cgroup v2's threaded mode) or on a CPU
-    /// past `CpuSet::MAX_CPU`. The caller then fails closed (the change
+    /// thread in another cpuset (cgroup v2's threaded mode, or a v1
+    /// cpuset per thread) or on a CPU past `CpuSet::MAX_CPU`. The caller then fails closed (the change
     /// panics, naming `Builder::fast_reads(false)`) rather than trust
     /// counts a barrier did not reach.
     #[cfg(all(target_os = "linux", not(miri)))]
@@ -143,22 +143,33 @@ mod imp {
     }
 
     /// Whether every online CPU that some thread of the process may run
-    /// on (each thread's `Cpus_allowed_list` in `/proc/self/task/*/status`,
-    /// against `/sys/devices/system/cpu/online`) is in `visited`; false if
-    /// that cannot be read. A thread that exits meanwhile is skipped; one
-    /// that starts meanwhile inherits its creator's cpuset.
+    /// on is in `visited`: a thread in this one's cgroups shares its
+    /// cpuset, which the visit covered; another's `Cpus_allowed_list`
+    /// (`/proc/self/task/*/status`, against
+    /// `/sys/devices/system/cpu/online`) must be covered. False if that
+    /// cannot be read. A thread that exits meanwhile is skipped; one that
+    /// starts meanwhile inherits its creator's cgroups.
     #[cfg(all(target_os = "linux", not(miri)))]
     fn reaches_every_thread(visited: &[bool]) -> bool {
         // Unreadable, every CPU counts as online.
         let online = std::fs::read_to_string("/sys/devices/system/cpu/online")
             .ok()
             .and_then(|l| cpu_list(l.trim()));
+        // A thread in this thread's cgroups shares its cpuset, every CPU
+        // of which the visit reached: its mask is not read (an io_uring
+        // worker's may list every CPU, and it runs no fast read).
+        let ours = std::fs::read_to_string("/proc/thread-self/cgroup").ok();
         let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
             return false;
         };
         let mut threads = 0;
         for task in tasks {
             let Ok(task) = task else { return false };
+            let cgroup = std::fs::read_to_string(task.path().join("cgroup")).ok();
+            if ours.is_some() && cgroup == ours {
+                threads += 1;
+                continue;
+            }
             let status = match std::fs::read_to_string(task.path().join("status")) {
                 Ok(s) => s,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
