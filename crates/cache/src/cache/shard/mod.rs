@@ -437,6 +437,8 @@ impl<K, V> Lruvec<K, V> {
             // not LIRS's: a LIR set is demoted only to refill the HIR set.
             self.stale = false;
             self.lir_stamp = self.shadows.now().wrapping_sub(self.max_entries as u32);
+            // From no evidence, as `Workingset`'s statistics below.
+            self.hir_share = LIRS_HIR;
         } else {
             self.policy = Policy::Workingset;
             self.stamps = Vec::new();
@@ -549,6 +551,8 @@ impl<K, V> Lruvec<K, V> {
             // The hit counts towards a trial before the activation keeps
             // what is left of it.
             self.set_flags(i, Self::hit_flags(f));
+            // A HIR entry hit while resident, as reclaim counts one.
+            self.adapt_hir(true);
             self.activate(i);
         } else if f & REFS < self.max_refs {
             self.set_flags(i, Self::hit_flags(f));
@@ -819,7 +823,10 @@ impl<K, V> Lruvec<K, V> {
         self.max_entries = max_entries;
         self.shadows.set_limit(max_entries);
         let mut none = NIL;
+        // A resize's evictions say nothing of how the HIR set is reused.
+        let hir_share = self.hir_share;
         while self.over(0, 0) && self.evict_one(&mut none, out) {}
+        self.hir_share = hir_share;
     }
 
     /// The entries' indices hottest first: the active list from its head
@@ -844,6 +851,7 @@ impl<K, V> Lruvec<K, V> {
         // shard's do.
         self.fill = true;
         self.lists = [EMPTY; 2];
+        self.hir_share = LIRS_HIR;
         self.weight = 0;
         self.shadows.clear();
         self.weights = Vec::new();

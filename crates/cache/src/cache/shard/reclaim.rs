@@ -204,7 +204,7 @@ impl<K, V> Lruvec<K, V> {
     /// its HIR blocks while they are resident (a loop over the cache and a
     /// little more) loses a hit for every entry the HIR set takes from the
     /// LIR set, and one that does (cscope's) needs them.
-    fn adapt_hir(&mut self, hit: bool) {
+    pub(super) fn adapt_hir(&mut self, hit: bool) {
         if self.policy != Policy::Lirs || !self.hir_adapts {
             return;
         }

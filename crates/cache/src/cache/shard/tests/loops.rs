@@ -240,4 +240,15 @@ fn lirs_hir_share_follows_whether_hir_entries_are_hit() {
     lv.check().unwrap();
     assert!(lv.hir_share > LIRS_HIR_MIN, "{}", lv.hir_share);
     assert!(lv.hir_share <= LIRS_HIR, "{}", lv.hir_share);
+    // A resize's evictions say nothing of reuse: the share stays; a
+    // cleared shard starts afresh.
+    let mut shrunk = lirs(true);
+    loop_hits(&mut shrunk, 0..n, 1, 0);
+    let mut out = Evicted::new();
+    shrunk.set_capacity(n / 4, (n / 4) as usize, &mut out);
+    assert_eq!(shrunk.hir_share, LIRS_HIR, "after a resize");
+    loop_hits(&mut lv, 0..n * 5 / 4, 20, 0);
+    assert_eq!(lv.hir_share, LIRS_HIR_MIN);
+    drop(lv.clear());
+    assert_eq!(lv.hir_share, LIRS_HIR, "after clear");
 }
