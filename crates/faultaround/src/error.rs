@@ -164,7 +164,7 @@ impl fmt::Display for Error {
                 setting,
                 value,
                 why,
-            } => write!(f, "the builder's {setting}({value}) is refused: {why}"),
+            } => write!(f, "setting {setting} ({value}) is refused: {why}"),
             Error::SourceUnreadable { what, source } => {
                 write!(f, "the {what} cannot be read: {source}")
             }

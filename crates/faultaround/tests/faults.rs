@@ -316,8 +316,13 @@ fn a_handler_left_in_the_source_installs_nothing_after_drop() {
         Duration::from_secs(10),
         || RETURNED.load(Ordering::Acquire),
     );
-    // Time for the old thread's copies, had they been made.
-    std::thread::sleep(Duration::from_millis(300));
+    // The old thread has made its copies, had it made them, once it has
+    // left (it exits when it finds the region stopped).
+    assert_eq!(
+        mmbatch_testkit::threads_named_settled("uffd-", 0, child::scaled(Duration::from_secs(10))),
+        0,
+        "the dropped region's threads are gone"
+    );
     let mut present = vec![0u8; 16];
     // SAFETY: our mapping of `len` bytes, one byte per page out.
     let r = unsafe { libc::mincore(again, len, present.as_mut_ptr()) };

@@ -52,7 +52,7 @@ pub(crate) fn clear_aligned(buf: &mut [u8], align: usize, min_chunk: usize, max_
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum PopulateError {
-    /// The job was invalid (zero threads, a length not page-aligned).
+    /// The job was invalid (a length not page-aligned).
     Job(crate::JobError),
     /// `madvise(MADV_POPULATE_WRITE)` failed; the failing chunk and the
     /// populated ones were given back (`MADV_DONTNEED`).

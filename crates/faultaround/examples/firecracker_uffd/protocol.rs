@@ -51,9 +51,8 @@ pub(crate) struct Handshake {
     /// `None` where the kernel cannot say (the VMM in a pid namespace ours
     /// does not see, as a jailer may make).
     pub(crate) pid: Option<u32>,
-    /// Readable once the VMM has exited ([`peer_exit`]); `None` where no
-    /// pidfd of it can be had.
-    pub(crate) exit: Option<OwnedFd>,
+    /// How the VMM's exit is learned ([`peer_exit`]).
+    pub(crate) exit: PeerExit,
 }
 
 /// Reads the VMM's message: the regions and the userfaultfd.
@@ -110,19 +109,33 @@ pub(crate) fn receive(stream: &UnixStream) -> Result<Handshake, Box<dyn Error>> 
     })
 }
 
-/// `SO_PEERPIDFD` (`include/uapi/asm-generic/socket.h`; x86-64 and
-/// arm64 use the generic numbers).
+/// `SO_PEERPIDFD` (`include/uapi/asm-generic/socket.h`, and sparc's own).
+#[cfg(not(any(target_arch = "sparc", target_arch = "sparc64")))]
 const SO_PEERPIDFD: libc::c_int = 77;
+#[cfg(any(target_arch = "sparc", target_arch = "sparc64"))]
+const SO_PEERPIDFD: libc::c_int = 0x56;
 
-/// A pidfd of the socket's peer, readable once it exits: the socket's
-/// `SO_PEERPIDFD` (Linux 6.5), else `pidfd_open(2)` of its `SO_PEERCRED`
-/// pid (Linux 5.3; taken at once, while the VMM waits on the handshake,
-/// so that its pid cannot have been reused). `None` if neither works.
-fn peer_exit(stream: &UnixStream, pid: Option<u32>) -> Option<OwnedFd> {
+/// How the handler learns that the VMM has exited.
+pub(crate) enum PeerExit {
+    /// A pidfd of it, readable once it exits.
+    Watch(OwnedFd),
+    /// It had exited already.
+    Gone,
+    /// No pidfd of it can be had (its pid is outside our namespace and
+    /// the kernel predates `SO_PEERPIDFD`).
+    Unknown,
+}
+
+/// A pidfd of the socket's peer: the socket's `SO_PEERPIDFD` (Linux 6.5),
+/// else, on an older kernel (ENOPROTOOPT), `pidfd_open(2)` of its
+/// `SO_PEERCRED` pid (Linux 5.3), taken right after the handshake to
+/// narrow the window in which an exited VMM's pid could be reused.
+fn peer_exit(stream: &UnixStream, pid: Option<u32>) -> PeerExit {
     use std::os::fd::{AsRawFd, FromRawFd};
     let mut fd: libc::c_int = -1;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: SO_PEERPIDFD writes one int, a new descriptor, to `fd`.
+    // SAFETY: SO_PEERPIDFD writes one int, a new descriptor, to `fd`, and
+    // its length to `len`.
     let r = unsafe {
         libc::getsockopt(
             stream.as_raw_fd(),
@@ -132,17 +145,27 @@ fn peer_exit(stream: &UnixStream, pid: Option<u32>) -> Option<OwnedFd> {
             &mut len,
         )
     };
-    if r != 0 || fd < 0 {
-        let pid = libc::pid_t::try_from(pid?).ok()?;
-        // SAFETY: pidfd_open(2) takes a pid and flags, and returns a new
-        // descriptor or -1.
-        fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as libc::c_int;
-        if fd < 0 {
-            return None;
-        }
+    if r == 0 && fd >= 0 && len as usize == std::mem::size_of::<libc::c_int>() {
+        // SAFETY: a descriptor the kernel just gave us, owned by nothing
+        // else.
+        return PeerExit::Watch(unsafe { OwnedFd::from_raw_fd(fd) });
+    }
+    if r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOPROTOOPT) {
+        // The kernel has the option and could not take the peer's pid:
+        // the peer is gone.
+        return PeerExit::Gone;
+    }
+    let Some(pid) = pid.and_then(|p| libc::pid_t::try_from(p).ok()) else {
+        return PeerExit::Unknown;
+    };
+    // SAFETY: pidfd_open(2) takes a pid and flags, and returns a new
+    // descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as libc::c_int;
+    if fd < 0 {
+        return PeerExit::Gone;
     }
     // SAFETY: a descriptor the kernel just gave us, owned by nothing else.
-    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+    PeerExit::Watch(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Blocks until the process of pidfd `exit` has exited.
@@ -222,8 +245,9 @@ pub(crate) fn serve(
         .handlers(handlers)
         .build(image)?;
     match &exit {
-        Some(exit) => wait_exit(exit)?,
-        None => {
+        PeerExit::Watch(exit) => wait_exit(exit)?,
+        PeerExit::Gone => eprintln!("firecracker_uffd: the VMM exited before it was served"),
+        PeerExit::Unknown => {
             eprintln!(
                 "firecracker_uffd: no pidfd of the VMM (a pid namespace ours does not see, \
                  before Linux 6.5): serving until this process is stopped"

@@ -224,8 +224,17 @@ pub(super) fn pagemap_of(
     })
 }
 
-/// The features of a userfaultfd's `/proc/PID/fdinfo` text: its line
-/// `API:\t<api>:<features>:<ioctls>`, in hex (`userfaultfd_show_fdinfo`).
+/// The ioctls a userfaultfd's kernel offers, from its `/proc/PID/fdinfo`
+/// text: the line `API:\t<api>:<features>:<ioctls>`, in hex
+/// (`userfaultfd_show_fdinfo`: `UFFD_API_IOCTLS | UFFD_API_RANGE_IOCTLS`).
+pub(super) fn uffd_ioctls(fdinfo: &str) -> Option<u64> {
+    let line = fdinfo.lines().find_map(|l| l.strip_prefix("API:"))?;
+    let ioctls = line.trim().split(':').nth(2)?;
+    u64::from_str_radix(ioctls, 16).ok()
+}
+
+/// The features of a userfaultfd's `/proc/self/fdinfo` text (its `API:`
+/// line's second field).
 pub(super) fn uffd_features(fdinfo: &str) -> Option<u64> {
     let line = fdinfo.lines().find_map(|l| l.strip_prefix("API:"))?;
     let features = line.trim().split(':').nth(1)?;

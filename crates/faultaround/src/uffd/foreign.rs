@@ -1,8 +1,9 @@
 //! [`UffdHandler`]: serving a userfaultfd that another process made — a
-//! VMM's page-fault handler (Firecracker, Cloud Hypervisor, CRIU's
-//! lazy-pages, QEMU postcopy), where the VMM maps guest memory, registers
-//! it, and hands the descriptor and a description of the ranges to a
-//! separate process over a Unix socket.
+//! VMM's page-fault handler (Firecracker, Cloud Hypervisor), where the VMM
+//! maps guest memory, registers it, and hands the descriptor and a
+//! description of the ranges to a separate process over a Unix socket.
+//! Not CRIU's lazy-pages, whose descriptors ask for fork and remap events
+//! (refused: see [`UffdHandler::builder`]).
 
 use std::{
     fmt,
@@ -199,7 +200,7 @@ fn adopt(fd: OwnedFd) -> Result<Uffd, Error> {
 
 /// The `UFFDIO_API` features a handler cannot serve, each with what it
 /// would do: the kernel's feature bit, its name, and why.
-const UNSERVED: [(u64, &str, &str); 4] = [
+const UNSERVED: [(u64, &str, &str); 3] = [
     (
         linux_raw_sys::general::UFFD_FEATURE_EVENT_FORK as u64,
         "UFFD_FEATURE_EVENT_FORK",
@@ -217,34 +218,27 @@ const UNSERVED: [(u64, &str, &str); 4] = [
         "UFFD_FEATURE_SIGBUS",
         "missing-page faults then raise SIGBUS instead of reaching a handler",
     ),
-    (
-        linux_raw_sys::general::UFFD_FEATURE_PAGEFAULT_FLAG_WP as u64,
-        "UFFD_FEATURE_PAGEFAULT_FLAG_WP without UFFD_FEATURE_WP_ASYNC",
-        "write-protect faults would wait for a handler that serves only missing pages; ask for \
-         WP_ASYNC too (the handler then reports writes, with track_writes_of) or not for WP",
-    ),
 ];
 
 /// The first feature of `features` (a userfaultfd's, as `/proc/self/fdinfo`
 /// shows them) that a handler cannot serve: its name and why.
 fn unserved(features: u64) -> Option<(&'static str, &'static str)> {
-    let wp_async = u64::from(linux_raw_sys::general::UFFD_FEATURE_WP_ASYNC);
-    UNSERVED.iter().find_map(|&(bit, name, why)| {
-        let flag_wp = bit == u64::from(linux_raw_sys::general::UFFD_FEATURE_PAGEFAULT_FLAG_WP);
-        (features & bit != 0 && !(flag_wp && features & wp_async != 0)).then_some((name, why))
-    })
+    UNSERVED
+        .iter()
+        .find_map(|&(bit, name, why)| (features & bit != 0).then_some((name, why)))
 }
 
 /// Refuses a userfaultfd set up for events a handler does not serve
-/// ([`UNSERVED`]), read from `/proc/self/fdinfo`; one whose features
-/// cannot be read there is taken as it is.
-fn refuse_unserved(uffd: &OwnedFd) -> Result<(), Error> {
+/// ([`UNSERVED`]), read from `/proc/self/fdinfo`'s `API:` line; one whose
+/// line cannot be read is taken as it is. Returns whether the kernel
+/// offers `UFFDIO_POISON` (that line's ioctl mask, Linux 6.6).
+fn refuse_unserved(uffd: &OwnedFd) -> Result<bool, Error> {
     let fdinfo = format!("/proc/self/fdinfo/{}", uffd.as_raw_fd());
-    let Some(features) = std::fs::read_to_string(&fdinfo)
-        .ok()
-        .and_then(|info| super::dirty::uffd_features(&info))
-    else {
-        return Ok(());
+    let info = std::fs::read_to_string(&fdinfo).unwrap_or_default();
+    let poisons = super::dirty::uffd_ioctls(&info)
+        .is_some_and(|ioctls| ioctls & super::handler::UFFDIO_POISON_BIT != 0);
+    let Some(features) = super::dirty::uffd_features(&info) else {
+        return Ok(poisons);
     };
     match unserved(features) {
         Some((name, why)) => Err(Error::BadSetting {
@@ -254,7 +248,7 @@ fn refuse_unserved(uffd: &OwnedFd) -> Result<(), Error> {
                 "its UFFDIO_API asked for {name}, which this handler does not serve: {why}"
             ),
         }),
-        None => Ok(()),
+        None => Ok(poisons),
     }
 }
 
@@ -263,8 +257,7 @@ impl UffdHandler {
     /// missing-page faults by another process) over `ranges`, with default
     /// settings, to adjust. The build refuses a descriptor set up for
     /// events a handler does not serve (`UFFD_FEATURE_EVENT_FORK`,
-    /// `EVENT_REMAP`, `SIGBUS`, synchronous write-protect faults), and a
-    /// failed build closes the handler's copy of `uffd` (and may have set
+    /// `EVENT_REMAP`, `SIGBUS`), and a failed build closes the handler's copy of `uffd` (and may have set
     /// its `O_NONBLOCK`): pass a duplicate (`OwnedFd::try_clone`) to keep
     /// one for a retry.
     pub fn builder(
@@ -307,7 +300,7 @@ impl UffdHandler {
             .last()
             .map_or(0, |a| (a.first + a.pages) as usize * page);
         let working_set = settings.check(page, len, &*source)?;
-        refuse_unserved(&uffd)?;
+        let poisons = refuse_unserved(&uffd)?;
         let uffd = adopt(uffd)?;
         let pagemap = track_writes_of
             .map(|pid| super::dirty::pagemap_of(pid, uffd.as_fd(), &areas, page))
@@ -319,7 +312,7 @@ impl UffdHandler {
             page,
             // Tried, and dropped when the kernel refuses it; not tried on a
             // kernel too old to have it (so `fail_signal` says so at once).
-            poison: !super::plays_old_kernel() && super::kernel_poisons(),
+            poison: !super::plays_old_kernel() && poisons,
             mapping: None,
             foreign: true,
             track: pagemap.is_some(),
@@ -423,9 +416,8 @@ mod tests {
         UffdRange { base, len, offset }
     }
 
-    /// Each event a handler cannot serve is named; write-protect faults
-    /// are served when asynchronous (write tracking), and the features a
-    /// VMM asks for in Firecracker's protocol pass.
+    /// Each event a handler cannot serve is named, and the features a VMM
+    /// asks for in Firecracker's protocol pass.
     #[test]
     fn unserved_features_are_named() {
         use linux_raw_sys::general as k;
@@ -440,8 +432,10 @@ mod tests {
             let got = unserved(f(bit | k::UFFD_FEATURE_EVENT_REMOVE));
             assert_eq!(got.map(|(n, _)| n), Some(name));
         }
+        // Write-protect faults come from a range registered MODE_WP, not
+        // from the feature bit, which a VMM may ask for and never use.
         let wp = f(k::UFFD_FEATURE_PAGEFAULT_FLAG_WP);
-        assert!(unserved(wp).is_some_and(|(n, _)| n.contains("WP_ASYNC")));
+        assert_eq!(unserved(wp), None);
         assert_eq!(unserved(wp | f(k::UFFD_FEATURE_WP_ASYNC)), None);
         // Unmap events and the minor-fault features are served (or harmless).
         assert_eq!(

@@ -329,7 +329,8 @@ impl UffdRegion {
             });
         }
         // Checked ahead where the pool's count can be read (a container
-        // may not see it: then a short pool fails the image's writes).
+        // may not see it: the shared mapping below reserves the pages,
+        // and its ENOMEM says the same).
         let needed = len / page;
         let counted = std::path::Path::new(&size.pool_file("free_hugepages")).exists();
         if counted && size.available_pages() < needed {
@@ -362,7 +363,20 @@ impl UffdRegion {
                 MapFlags::SHARED,
             )
         }
-        .map_err(sys("mmap (the hugetlbfs memfd)"))?;
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ENOMEM) {
+                Error::HugePagesUnavailable(HugePagesUnavailable::new(
+                    size,
+                    needed,
+                    size.available_pages(),
+                ))
+            } else {
+                Error::Sys {
+                    op: "mmap (the hugetlbfs memfd)",
+                    source: e,
+                }
+            }
+        })?;
         let mem = m.as_mut_slice().expect("mapped read-write");
         for (p, chunk) in mem.chunks_mut(page).enumerate() {
             // Not ready: left a hole, as `page_cache_from` leaves it.
@@ -608,46 +622,4 @@ fn registered_ioctls(ioctls: u64) -> u64 {
 fn plays_old_kernel() -> bool {
     fail_point!("uffd::no_poison", |_| true);
     false
-}
-
-/// Whether the running kernel has `UFFDIO_POISON` (Linux 6.6), by its
-/// release (`uname(2)`): for another process's ranges, whose registration
-/// (which lists the ioctls a range takes) this process never sees. An
-/// unreadable release counts as too old.
-fn kernel_poisons() -> bool {
-    // SAFETY: an all-zero `utsname` is valid; uname(2) fills it.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: one `utsname`, ours.
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return false;
-    }
-    // SAFETY: uname(2) NUL-terminates `release`.
-    let release = unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) };
-    release_at_least(&release.to_string_lossy(), (6, 6))
-}
-
-/// Whether kernel release `release` ("6.1.0-27-amd64") is at least
-/// `major.minor`.
-fn release_at_least(release: &str, (major, minor): (u32, u32)) -> bool {
-    let mut parts = release
-        .split(|c: char| !c.is_ascii_digit())
-        .map(|n| n.parse::<u32>().ok());
-    match (parts.next().flatten(), parts.next().flatten()) {
-        (Some(a), Some(b)) => (a, b) >= (major, minor),
-        _ => false,
-    }
-}
-
-#[cfg(test)]
-mod release_tests {
-    #[test]
-    fn releases_compare_by_major_then_minor() {
-        let at = |r| super::release_at_least(r, (6, 6));
-        assert!(at("6.6.0"));
-        assert!(at("6.18.44-fc-v657"));
-        assert!(at("7.0"));
-        assert!(!at("6.1.0-27-amd64"));
-        assert!(!at("5.15.0"));
-        assert!(!at("garbage"));
-    }
 }

@@ -39,6 +39,9 @@ impl Shared {
         } else {
             self.fill_missing();
         }
+        // A thread still in the source installs nothing once the ranges
+        // are handed over (the process may map and register anew there).
+        self.retire();
         self.unregister();
     }
 

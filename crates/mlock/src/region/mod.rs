@@ -152,8 +152,17 @@ impl<'fd> RegionBuilder<'fd> {
                 .ok()
                 .and_then(|o| o.checked_add(i64::try_from(self.len).ok()?));
             let stat = rustix::fs::fstat(fd).map_err(|e| Error::from_sys("fstat", 0, e))?;
+            // A writable mapping of a hugetlbfs file extends the file to
+            // its end (`hugetlbfs_file_mmap`), as a memfd made for it and
+            // never truncated relies on: not checked.
+            const HUGETLBFS_MAGIC: u64 = 0x9584_58f6;
+            // `f_type`'s width differs by target; the magic fits in 32 bits.
+            #[allow(clippy::unnecessary_cast)]
+            let grows = !self.read_only
+                && rustix::fs::fstatfs(fd).is_ok_and(|fs| fs.f_type as u64 == HUGETLBFS_MAGIC);
             let regular = rustix::fs::FileType::from_raw_mode(stat.st_mode)
-                == rustix::fs::FileType::RegularFile;
+                == rustix::fs::FileType::RegularFile
+                && !grows;
             // The last page may hold the file's end: its tail reads zeros.
             let mapped = stat.st_size.saturating_add(page as i64 - 1) / page as i64 * page as i64;
             match end {
