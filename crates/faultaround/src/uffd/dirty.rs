@@ -224,21 +224,23 @@ pub(super) fn pagemap_of(
     })
 }
 
-/// The ioctls a userfaultfd's kernel offers, from its `/proc/PID/fdinfo`
-/// text: the line `API:\t<api>:<features>:<ioctls>`, in hex
-/// (`userfaultfd_show_fdinfo`: `UFFD_API_IOCTLS | UFFD_API_RANGE_IOCTLS`).
-pub(super) fn uffd_ioctls(fdinfo: &str) -> Option<u64> {
+/// Field `n` of a userfaultfd's `/proc/PID/fdinfo` text, from its line
+/// `API:\t<api>:<features>:<ioctls>` in hex (`userfaultfd_show_fdinfo`).
+fn api_field(fdinfo: &str, n: usize) -> Option<u64> {
     let line = fdinfo.lines().find_map(|l| l.strip_prefix("API:"))?;
-    let ioctls = line.trim().split(':').nth(2)?;
-    u64::from_str_radix(ioctls, 16).ok()
+    u64::from_str_radix(line.trim().split(':').nth(n)?, 16).ok()
 }
 
-/// The features of a userfaultfd's `/proc/self/fdinfo` text (its `API:`
-/// line's second field).
+/// The ioctls a userfaultfd's kernel offers (`UFFD_API_IOCTLS |
+/// UFFD_API_RANGE_IOCTLS`), from its fdinfo text.
+pub(super) fn uffd_ioctls(fdinfo: &str) -> Option<u64> {
+    api_field(fdinfo, 2)
+}
+
+/// The features a userfaultfd's `UFFDIO_API` asked for, from its fdinfo
+/// text.
 pub(super) fn uffd_features(fdinfo: &str) -> Option<u64> {
-    let line = fdinfo.lines().find_map(|l| l.strip_prefix("API:"))?;
-    let features = line.trim().split(':').nth(1)?;
-    u64::from_str_radix(features, 16).ok()
+    api_field(fdinfo, 1)
 }
 
 /// Whether every mapping of `smaps` (a `/proc/PID/smaps` text) over
@@ -372,6 +374,10 @@ mod tests {
         assert_eq!(uffd_features(info), Some(0x8000_c080));
         assert_eq!(uffd_features("pos:\t0\n"), None);
         assert_eq!(uffd_features("API:\taa\n"), None);
+        // This host's kernel (6.18): every range ioctl, POISON (bit 8) too.
+        let here = "API:\taa:80000000:80000000000001ff\n";
+        assert_eq!(uffd_ioctls(here), Some(0x8000_0000_0000_01ff));
+        assert_eq!(uffd_ioctls("API:\taa:0\n"), None);
     }
 
     #[test]
