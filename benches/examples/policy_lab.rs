@@ -67,8 +67,8 @@ fn main() {
                     .hasher(BuildHasherDefault::default())
                     .build()
                     .unwrap();
-            let (mut h, mut thrash, mut lirs, mut switches, mut lirs_ops) =
-                (0u64, 0u64, 0u64, 0u64, 0u64);
+            let (mut h, mut thrash, mut lirs, mut lru, mut switches, mut lirs_ops, mut lru_ops) =
+                (0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
             for (i, &k) in trace.iter().enumerate() {
                 if c.get(&k).is_some() {
                     h += u64::from(i >= from);
@@ -77,19 +77,21 @@ fn main() {
                 }
                 let st = c.stats();
                 thrash += st.thrashing_shards;
-                switches += u64::from(st.lirs_shards != lirs);
-                lirs = st.lirs_shards;
+                switches += u64::from(st.lirs_shards != lirs || st.lru_shards != lru);
+                (lirs, lru) = (st.lirs_shards, st.lru_shards);
                 lirs_ops += u64::from(lirs > 0);
+                lru_ops += u64::from(lru > 0);
             }
             let pct = h as f64 * 100.0 / (trace.len() - from) as f64;
             if std::env::var_os("LAB_STATS").is_some() {
                 let st = c.stats();
                 println!(
-                    "{name:>20} {pages:>7} {pct:6.2}  refault/miss {:.2} act/refault {:.2} thrashing {:.2} lirs {:.2} switches {switches}",
+                    "{name:>20} {pages:>7} {pct:6.2}  refault/miss {:.2} act/refault {:.2} thrashing {:.2} lirs {:.2} lru {:.2} switches {switches}",
                     st.refaults as f64 / st.misses as f64,
                     st.refault_activations as f64 / st.refaults.max(1) as f64,
                     thrash as f64 / trace.len() as f64,
-                    lirs_ops as f64 / trace.len() as f64
+                    lirs_ops as f64 / trace.len() as f64,
+                    lru_ops as f64 / trace.len() as f64
                 );
                 continue;
             }

@@ -681,7 +681,8 @@ where
             st.refault_activations += lv.activations;
             st.shadows += lv.shadows.len() as u64;
             st.thrashing_shards += u64::from(lv.thrashing());
-            st.lirs_shards += u64::from(lv.runs_lirs());
+            st.lirs_shards += u64::from(lv.runs() == Policy::Lirs);
+            st.lru_shards += u64::from(lv.runs() == Policy::Lru);
         }
         st
     }

@@ -38,6 +38,10 @@ pub struct CacheStats {
     /// [`Policy::Workingset`]; under [`Policy::Adaptive`] those that have
     /// taken up its duel's verdict (each does at its next write).
     pub lirs_shards: u64,
+    /// Shards running batched LRU: every shard under [`Policy::Lru`];
+    /// under [`Policy::Adaptive`] those that have taken up its duel's
+    /// verdict.
+    pub lru_shards: u64,
     /// Shards whose lookups now skip their memory barrier: no insertion or
     /// removal has reached them for a while (2 ms, longer for a shard
     /// whose earlier spells ended too soon to pay for their barrier), as

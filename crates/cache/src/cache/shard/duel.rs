@@ -1,21 +1,21 @@
-//! [`Policy::Adaptive`]: which of [`Policy::Workingset`] and
-//! [`Policy::Lirs`] a cache's shards run, chosen by miniature simulations
-//! of both over a sample of its keys (Waldspurger et al., "Cache Modeling
-//! and Optimization using Miniature Simulations", USENIX ATC 2017), as set
-//! dueling chooses a CPU cache's insertion policy (Qureshi et al., ISCA
-//! 2007).
+//! [`Policy::Adaptive`]: which of [`Policy::Workingset`],
+//! [`Policy::Lirs`] and [`Policy::Lru`] a cache's shards run, chosen by
+//! miniature simulations of the three over a sample of its keys
+//! (Waldspurger et al., "Cache Modeling and Optimization using Miniature
+//! Simulations", USENIX ATC 2017), as set dueling chooses a CPU cache's
+//! insertion policy (Qureshi et al., ISCA 2007).
 //!
 //! A key is sampled when its short hash, mixed, falls in the lowest
-//! `2^-shift` of the range; the two simulations are shards of their own,
+//! `2^-shift` of the range; the simulations are shards of their own,
 //! `2^shift` times smaller than the cache, fed every access of a sampled
 //! key: its misses from the shard's insertion, under the write lock, and
 //! its hits from [`Sampled`], which lookups fill under the read lock and
 //! the shard's next write section drains. Whichever simulation has hit
-//! more, over about the last [`DUEL_WINDOW`] sampled accesses, is what
+//! most, over about the last [`DUEL_WINDOW`] sampled accesses, is what
 //! every shard runs from its next write section.
 
 use super::{Deadline, Evicted, Lruvec, Policy, tunables::*};
-use crate::sync::{AtomicBool, AtomicU32, Mutex, Ordering};
+use crate::sync::{AtomicBool, AtomicU8, AtomicU32, Mutex, Ordering};
 
 /// The hits of sampled keys a shard holds for the duel between two of its
 /// write sections; past that, hits are not sampled until the next.
@@ -77,29 +77,45 @@ pub(in crate::cache) fn sampled(h: u32, shift: u32) -> bool {
     u64::from(h.wrapping_mul(0x9e37_79b9)) >> (32 - shift) == 0
 }
 
-/// Whether the shards should run LIRS, running it now if `lirs`, after
-/// `seen` sampled accesses that left the simulations' decaying hits at
-/// `score` (`Workingset`'s, `Lirs`'s): the simulation that hit more, by
-/// more than [`DUEL_MARGIN`] hits plus [`DUEL_MARGIN_SHARE`] of the
-/// leader's, else the policy they run; no change before [`DUEL_WARMUP`]
-/// sampled accesses, while the simulations fill. A sample that has hit
-/// nothing in a window runs `Workingset`: neither policy keeps anything
-/// there, and LIRS's stamps would cost memory for nothing.
-pub(in crate::cache) fn verdict(score: [f64; 2], seen: u64, lirs: bool) -> bool {
-    let [ws, l] = score;
-    let margin = DUEL_MARGIN + DUEL_MARGIN_SHARE * ws.max(l);
+/// The policies the duel chooses between, in the order of its scores.
+pub(in crate::cache) const CONTENDERS: [Policy; 3] =
+    [Policy::Workingset, Policy::Lirs, Policy::Lru];
+
+/// [`Policy::Lru`]'s index in [`CONTENDERS`].
+const LRU: usize = 2;
+
+/// Which of [`CONTENDERS`] the shards should run, running `now` (an index
+/// into it), after `seen` sampled accesses that left the simulations'
+/// decaying hits at `score`: no change before [`DUEL_WARMUP`] sampled
+/// accesses, while the simulations fill; `Workingset` while none hits (no
+/// policy keeps anything there, and LIRS's stamps would cost memory for
+/// nothing); LRU once it leads the better of the others by
+/// [`DUEL_MARGIN`] plus [`DUEL_LRU_MARGIN_SHARE`] of its hits, from
+/// [`DUEL_LRU_WARMUP`] on (taking it up spends what they learned:
+/// Workingset's active list and refault history, LIRS's LIR set, which
+/// no simulation prices); else the better of `Workingset` and `Lirs` if
+/// it leads what runs by [`DUEL_MARGIN`] plus [`DUEL_MARGIN_SHARE`] of
+/// its hits, else `now`.
+pub(in crate::cache) fn verdict(score: [f64; 3], seen: u64, now: usize) -> usize {
+    let margin = |lead: f64, share: f64| DUEL_MARGIN + share * lead;
+    // The better of Workingset and LIRS, Workingset on a tie.
+    let other = usize::from(score[1] > score[0]);
     if seen < DUEL_WARMUP {
-        lirs
-    } else if ws.max(l) < 1.0 {
-        false
-    } else if lirs {
-        ws <= l + margin
+        now
+    } else if score.iter().all(|&s| s < 1.0) {
+        0
+    } else if seen >= DUEL_LRU_WARMUP
+        && score[LRU] > score[other] + margin(score[LRU], DUEL_LRU_MARGIN_SHARE)
+    {
+        LRU
+    } else if score[other] > score[now] + margin(score[other], DUEL_MARGIN_SHARE) {
+        other
     } else {
-        l > ws + margin
+        now
     }
 }
 
-/// The cache's duel: the sample's two simulations and their verdict.
+/// The cache's duel: the sample's simulations and their verdict.
 pub(in crate::cache) struct Duel {
     sims: Mutex<Sims>,
     /// What every shard's write reads, apart from the mutex's line, which
@@ -109,26 +125,26 @@ pub(in crate::cache) struct Duel {
 
 /// The duel's verdict.
 struct Verdict {
-    /// Whether the shards run LIRS.
-    lirs: AtomicBool,
+    /// What the shards run: an index into [`CONTENDERS`].
+    policy: AtomicU8,
     /// Whether either simulation has hit (until then LIRS shards keep no
     /// stamps).
     hit: AtomicBool,
 }
 
-/// The two simulations (keys are short hashes, values nothing), the
-/// decaying counts of their hits, and a buffer for their evictions.
+/// The simulations, one for each of [`CONTENDERS`] (keys are short
+/// hashes, values nothing), the decaying counts of their hits, and a
+/// buffer for their evictions.
 struct Sims {
     /// Keys whose mixed short hash has its top `shift` bits clear are
     /// sampled.
     shift: u32,
-    workingset: Lruvec<u32, ()>,
-    lirs: Lruvec<u32, ()>,
+    sims: [Lruvec<u32, ()>; 3],
     /// Hits of each over about the last [`DUEL_WINDOW`] sampled accesses.
-    score: [f64; 2],
+    score: [f64; 3],
     /// Each simulation's hits and misses so far, which it reads as a
     /// shard reads its stripes' counts (`Lruvec::lookups`).
-    lookups: [(u64, u64); 2],
+    lookups: [(u64, u64); 3],
     /// Sampled accesses so far.
     seen: u64,
     out: Evicted<u32, ()>,
@@ -142,7 +158,8 @@ impl Duel {
         Self {
             sims: Mutex::new(Sims::new(entries)),
             verdict: crossbeam_utils::CachePadded::new(Verdict {
-                lirs: AtomicBool::new(true),
+                // LIRS first.
+                policy: AtomicU8::new(1),
                 hit: AtomicBool::new(false),
             }),
         }
@@ -156,7 +173,7 @@ impl Duel {
         let sims = &mut *crate::sync::lock(&self.sims);
         if Sims::shift_for(entries) == sims.shift {
             let n = Sims::entries(sims.shift, entries);
-            for sim in [&mut sims.workingset, &mut sims.lirs] {
+            for sim in &mut sims.sims {
                 sim.set_capacity(n as u64, n, &mut sims.out);
             }
             sims.out.clear();
@@ -190,9 +207,14 @@ impl Duel {
         self.verdict.hit.load(Ordering::Relaxed)
     }
 
-    /// Whether the shards should run LIRS.
-    pub(in crate::cache) fn lirs(&self) -> bool {
-        self.verdict.lirs.load(Ordering::Relaxed)
+    /// The policy the shards should run (one of [`CONTENDERS`]).
+    pub(in crate::cache) fn policy(&self) -> Policy {
+        CONTENDERS[self.chosen()]
+    }
+
+    /// [`policy`](Self::policy)'s index in [`CONTENDERS`].
+    fn chosen(&self) -> usize {
+        usize::from(self.verdict.policy.load(Ordering::Relaxed))
     }
 
     /// Under a shard's write lock: replays `sampled`'s hits and then the
@@ -218,9 +240,10 @@ impl Duel {
         if let Some(h) = miss {
             sims.access(h);
         }
-        let (lirs, verdict) = (self.lirs(), sims.verdict(self.lirs()));
-        if verdict != lirs {
-            self.verdict.lirs.store(verdict, Ordering::Relaxed);
+        let (now, verdict) = (self.chosen(), sims.verdict(self.chosen()));
+        if verdict != now {
+            // An index of CONTENDERS: fits a u8.
+            self.verdict.policy.store(verdict as u8, Ordering::Relaxed);
         }
         if !self.has_hit() && sims.score.iter().any(|&s| s > 0.0) {
             self.verdict.hit.store(true, Ordering::Relaxed);
@@ -244,10 +267,9 @@ impl Sims {
         };
         Self {
             shift,
-            workingset: sim(Policy::Workingset),
-            lirs: sim(Policy::Lirs),
-            score: [0.0; 2],
-            lookups: [(0, 0); 2],
+            sims: CONTENDERS.map(sim),
+            score: [0.0; 3],
+            lookups: [(0, 0); 3],
             seen: 0,
             out: Evicted::new(),
         }
@@ -270,21 +292,18 @@ impl Sims {
         entries.div_ceil(1 << shift).max(1)
     }
 
-    /// Whether the shards should run LIRS, running it now if `lirs` (see
+    /// Which of [`CONTENDERS`] the shards should run, running `now` (see
     /// [`verdict`]).
-    fn verdict(&self, lirs: bool) -> bool {
-        verdict(self.score, self.seen, lirs)
+    fn verdict(&self, now: usize) -> usize {
+        verdict(self.score, self.seen, now)
     }
 
-    /// One access of the key of short hash `h` in both simulations.
+    /// One access of the key of short hash `h` in every simulation.
     fn access(&mut self, h: u32) {
         let hash = u64::from(h) << 8;
         let decay = 1.0 - 1.0 / f64::from(DUEL_WINDOW);
         self.seen += 1;
-        for (k, sim) in [&mut self.workingset, &mut self.lirs]
-            .into_iter()
-            .enumerate()
-        {
+        for (k, sim) in self.sims.iter_mut().enumerate() {
             let hit = match sim.find(hash, |&key| key == h) {
                 Some(i) => {
                     sim.mark_accessed(i);

@@ -406,9 +406,9 @@ impl<K, V> Lruvec<K, V> {
             return;
         };
         duel.feed(sampled, duel::sampled(h, self.duel_shift).then_some(h));
-        let (lirs, hit) = (duel.lirs(), duel.has_hit());
-        if lirs != self.lirs {
-            self.adopt(lirs);
+        let (policy, hit) = (duel.policy(), duel.has_hit());
+        if policy != self.policy {
+            self.adopt(policy);
         }
         if self.lirs && hit && !self.stamped {
             self.keep_stamps();
@@ -422,28 +422,32 @@ impl<K, V> Lruvec<K, V> {
         self.stamped = true;
     }
 
-    /// Runs [`Policy::Lirs`] if `lirs`, else [`Policy::Workingset`], from
-    /// now: the lists stay as they are and reclaim moves them to the
-    /// other policy's targets. A shard taking up LIRS counts a shard's
-    /// worth of evictions as the LIR set's reach until its first demotion
-    /// (it keeps stamps once the duel's sample has hit: see
-    /// [`keep_stamps`](Self::keep_stamps)); one giving it up drops its
+    /// Runs `policy` (one of [`duel::CONTENDERS`]) from now: the lists
+    /// stay as they are and reclaim moves them to its targets
+    /// ([`Policy::Lru`] drains the active list). A shard taking up LIRS
+    /// counts a shard's worth of evictions as the LIR set's reach until
+    /// its first demotion (it keeps stamps once the duel's sample has hit:
+    /// see [`keep_stamps`](Self::keep_stamps)); one giving it up drops its
     /// stamps.
-    fn adopt(&mut self, lirs: bool) {
-        self.lirs = lirs;
-        if lirs {
-            self.policy = Policy::Lirs;
-            // `Workingset`'s aging of a stale active list (`lookups`) is
-            // not LIRS's: a LIR set is demoted only to refill the HIR set.
-            self.stale = false;
+    fn adopt(&mut self, policy: Policy) {
+        debug_assert!(duel::CONTENDERS.contains(&policy), "{policy:?}");
+        self.policy = policy;
+        self.lirs = policy == Policy::Lirs;
+        self.max_refs = if policy == Policy::Lru { 1 } else { MAX_REFS };
+        // `Workingset`'s aging of a stale active list (`lookups`) is no
+        // other policy's: LIRS demotes its LIR set only to refill the HIR
+        // set, LRU drains it.
+        self.stale = false;
+        if self.lirs {
             self.lir_stamp = self.shadows.now().wrapping_sub(self.max_entries as u32);
             // From no evidence, as `Workingset`'s statistics below.
             self.hir_share = LIRS_HIR;
         } else {
-            self.policy = Policy::Workingset;
             self.stamps = Vec::new();
             self.stamped = false;
-            // LIRS keeps none of the refault statistics `Workingset`
+        }
+        if policy == Policy::Workingset {
+            // No other policy keeps the refault statistics `Workingset`
             // places new entries by: they start from no evidence. Left at
             // a new shard's "presumed thrashing", new keys went to the
             // inactive tail, were gone before their second request, whose
@@ -463,10 +467,10 @@ impl<K, V> Lruvec<K, V> {
         self.duel_shift = shift;
     }
 
-    /// Whether the shard runs LIRS ([`Policy::Lirs`], or
-    /// [`Policy::Adaptive`]'s verdict).
-    pub(super) fn runs_lirs(&self) -> bool {
-        self.lirs
+    /// The policy the shard runs: its cache's, or under
+    /// [`Policy::Adaptive`] the duel's verdict it last took up.
+    pub(super) fn runs(&self) -> Policy {
+        self.policy
     }
 
     /// Whether the shard is thrashing by its misses (see

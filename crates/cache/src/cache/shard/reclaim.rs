@@ -34,6 +34,9 @@ impl<K, V> Lruvec<K, V> {
             Policy::Lirs => {
                 active > 0 && real(inactive) < (self.hir_share * real(inactive + active)).max(1.0)
             }
+            // Only a shard that ran another policy has an active list:
+            // drained, as LRU keeps one.
+            Policy::Lru => active > 0,
             _ => inactive * INACTIVE_RATIO < active,
         }
     }
@@ -78,7 +81,10 @@ impl<K, V> Lruvec<K, V> {
         // head (the kernel's place, kept by `ActiveInactive`) it sat out a
         // second probation that new entries needed, and the OLTP trace
         // lost 0.1-0.3 points.
-        if self.policy == Policy::Workingset {
+        // Under `Lru` (a shard that ran another policy draining its
+        // active list), at the tail too: unreferenced since the last pass,
+        // the least recent of what it holds.
+        if matches!(self.policy, Policy::Workingset | Policy::Lru) {
             self.link_tail(t, INACTIVE);
         } else {
             self.link_head(t, INACTIVE);
@@ -155,7 +161,7 @@ impl<K, V> Lruvec<K, V> {
         }
         let mut activated = 0;
         loop {
-            if self.policy != Policy::Lru && self.inactive_is_low() {
+            if self.inactive_is_low() {
                 self.shrink_active_list();
             }
             // The inactive tail, else the active one; `protect` is passed

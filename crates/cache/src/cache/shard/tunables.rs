@@ -169,6 +169,19 @@ pub(super) const DUEL_MARGIN: f64 = 4.0;
 /// The share of the leading simulation's hits added to [`DUEL_MARGIN`].
 pub(super) const DUEL_MARGIN_SHARE: f64 = 0.005;
 
+/// [`DUEL_MARGIN_SHARE`] when LRU leads, over the best of the others:
+/// taking LRU up drains the active list Workingset built and LIRS's LIR
+/// set, which the simulations (each running its policy throughout) do
+/// not price; more keeps what they learned through near ties, less
+/// gives LRU the traces it leads by little (docs/cache.md).
+pub(super) const DUEL_LRU_MARGIN_SHARE: f64 = 0.04;
+
+/// Sampled accesses before the duel may take up LRU: eight simulations'
+/// worth of [`DUEL_ENTRIES`], while Workingset and LIRS still learn
+/// which keys to protect and LRU, which learns nothing, leads; longer
+/// leaves a recency-friendly trace to the others longer (docs/cache.md).
+pub(super) const DUEL_LRU_WARMUP: u64 = 8 * DUEL_ENTRIES as u64;
+
 /// Sampled accesses before the duel's first verdict: four times a
 /// simulation of [`DUEL_ENTRIES`], which first fills (as the cache does)
 /// and then turns over; the same count for the smaller simulations of a

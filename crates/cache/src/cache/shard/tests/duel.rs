@@ -54,7 +54,7 @@ fn sampled_hits_are_kept_until_full_and_drained_once() {
 
 /// A shard that changes policy in the middle of a workload, again and
 /// again, keeps its structures consistent (LIRS's stamps appear and go),
-/// and each policy's reclaim takes the lists from where the other left
+/// and each policy's reclaim takes the lists from where another left
 /// them.
 #[test]
 fn a_shard_changing_policy_keeps_its_structure() {
@@ -63,20 +63,14 @@ fn a_shard_changing_policy_keeps_its_structure() {
     let mut x = 0x2545_f491_4f6c_dd1du64;
     for step in 0..20_000u64 {
         if step % 997 == 0 {
-            let lirs = !lv.runs_lirs();
-            lv.adopt(lirs);
-            if lirs {
+            // Workingset, LIRS, LRU, Workingset, ...: each from each.
+            let next = sim::CONTENDERS[(step / 997 + 1) as usize % sim::CONTENDERS.len()];
+            lv.adopt(next);
+            if next == Policy::Lirs {
                 lv.keep_stamps();
                 assert_eq!(lv.stamps.len(), lv.len());
             }
-            assert_eq!(
-                lv.policy,
-                if lirs {
-                    Policy::Lirs
-                } else {
-                    Policy::Workingset
-                }
-            );
+            assert_eq!(lv.runs(), next);
             lv.check().unwrap();
         }
         xorshift(&mut x);
@@ -108,7 +102,7 @@ fn a_lirs_shard_keeps_stamps_once_the_sample_hits() {
     for k in 0..3 * n {
         access(&mut lv, k);
     }
-    assert!(lv.runs_lirs() && !d.has_hit());
+    assert!(lv.runs() == Policy::Lirs && !d.has_hit());
     assert!(lv.stamps.is_empty(), "no hit yet: no stamps");
     lv.check().unwrap();
     // A sampled key requested twice (a miss, then a hit), and the next
@@ -125,11 +119,11 @@ fn a_lirs_shard_keeps_stamps_once_the_sample_hits() {
     assert!((0..lv.len() as u32).all(|i| now.wrapping_sub(lv.stamp_of(i)) <= step));
     lv.check().unwrap();
     // Giving LIRS up drops them.
-    lv.adopt(false);
+    lv.adopt(Policy::Workingset);
     assert!(lv.stamps.is_empty(), "a Workingset shard keeps no stamps");
     lv.check().unwrap();
     // Taking it up again: the reach starts at a shard's worth.
-    lv.adopt(true);
+    lv.adopt(Policy::Lirs);
     assert_eq!(lv.lir_reach(), n as u32);
 }
 
@@ -150,7 +144,7 @@ fn the_duel_follows_the_simulation_that_hits_more() {
         for h in trace {
             d.feed(&s, Some(h.max(1)));
         }
-        d.lirs()
+        d.policy() == Policy::Lirs
     };
     let n32 = n as u32;
     let others = (0..4 * n32).map(|k| 1_000_000 + k % (n32 / 2));
@@ -188,21 +182,25 @@ fn shards_share_the_duel() {
     let d = Arc::new(sim::Duel::new(300));
     let mk = || shard(Policy::Adaptive, 150).with_duel(d.clone());
     let (mut a, mut b) = (mk(), mk());
-    assert!(
-        !a.runs_lirs(),
+    assert_eq!(
+        a.runs(),
+        Policy::Workingset,
         "a shard starts as Workingset until its first write"
     );
     access(&mut a, 1);
     access(&mut b, 2);
-    assert!(a.runs_lirs() && b.runs_lirs(), "the duel starts at LIRS");
+    assert!(
+        a.runs() == Policy::Lirs && b.runs() == Policy::Lirs,
+        "the duel starts at LIRS"
+    );
     // About 2500 sampled (1 in 8), past the warm-up.
     for k in 0..20_000 {
         access(&mut a, 100_000 + k);
     }
-    assert!(!d.lirs(), "nothing hit: Workingset");
-    assert!(b.runs_lirs(), "b has not written since");
+    assert_eq!(d.policy(), Policy::Workingset, "nothing hit: Workingset");
+    assert_eq!(b.runs(), Policy::Lirs, "b has not written since");
     access(&mut b, 3);
-    assert!(!b.runs_lirs());
+    assert_eq!(b.runs(), Policy::Workingset);
     b.check().unwrap();
 }
 
@@ -231,13 +229,13 @@ fn a_shard_giving_up_lirs_places_new_keys_by_fresh_evidence() {
     let run = |lirs_first: bool| {
         let mut lv: Lruvec<u64, u64> = shard(Policy::Workingset, n);
         if lirs_first {
-            lv.adopt(true);
+            lv.adopt(Policy::Lirs);
             lv.keep_stamps();
         }
         let mut hits = 0;
         for (i, &k) in trace.iter().enumerate() {
             if i == change && lirs_first {
-                lv.adopt(false);
+                lv.adopt(Policy::Workingset);
             }
             hits += usize::from(access(&mut lv, k) && i >= from);
         }
@@ -284,7 +282,7 @@ fn a_stale_shard_taking_up_lirs_stops_aging_its_lir_set() {
     let run = |stale: bool| {
         let mut lv: Lruvec<u64, u64> = shard(Policy::Workingset, n);
         lv.stale = stale;
-        lv.adopt(true);
+        lv.adopt(Policy::Lirs);
         lv.keep_stamps();
         let (passes, keys) = (20u64, n * 5 / 4);
         let mut hits = 0;
@@ -383,9 +381,75 @@ fn the_verdict_needs_a_lead_past_the_margin_after_the_warm_up() {
     ];
     for (score, seen, lirs, want, why) in cases {
         assert_eq!(
-            sim::verdict(score, seen, lirs),
-            want,
+            sim::verdict([score[0], score[1], 0.0], seen, usize::from(lirs)),
+            usize::from(want),
             "{score:?}, seen {seen}, LIRS {lirs}: {why}"
+        );
+    }
+}
+
+/// LRU's edges in the verdict: taken up only from `DUEL_LRU_WARMUP`
+/// sampled accesses on, and only past `DUEL_MARGIN` plus
+/// `DUEL_LRU_MARGIN_SHARE` of its hits over the better of the others (44
+/// hits at 1000), however far the running policy trails; left for the
+/// better of the others once that one leads LRU by the usual margin.
+#[test]
+fn the_verdict_takes_up_lru_only_past_its_larger_margin() {
+    let (w, lw) = (DUEL_WARMUP, DUEL_LRU_WARMUP);
+    let (ws, lirs, lru) = (0, 1, 2);
+    // (Workingset's, LIRS's and LRU's hits, sampled accesses, running,
+    // the verdict, why.)
+    let cases: [([f64; 3], u64, usize, usize, &str); 8] = [
+        (
+            [900.0, 800.0, 1000.0],
+            lw - 1,
+            lirs,
+            ws,
+            "LRU not yet: Workingset",
+        ),
+        (
+            [900.0, 800.0, 1000.0],
+            lw,
+            lirs,
+            lru,
+            "a lead of 100 over Workingset",
+        ),
+        (
+            [956.5, 800.0, 1000.0],
+            lw,
+            lirs,
+            ws,
+            "a lead of 43.5 over Workingset",
+        ),
+        ([955.5, 800.0, 1000.0], lw, lirs, lru, "a lead of 44.5"),
+        (
+            [956.5, 0.0, 1000.0],
+            lw,
+            lirs,
+            ws,
+            "LIRS trailing by 1000 changes nothing",
+        ),
+        (
+            [1000.0, 990.0, 995.0],
+            w.max(lw),
+            lru,
+            lru,
+            "Workingset by 5: LRU stays",
+        ),
+        (
+            [1000.0, 990.0, 990.0],
+            w.max(lw),
+            lru,
+            ws,
+            "Workingset by 10: leaves LRU",
+        ),
+        ([0.0, 0.0, 0.5], w.max(lw), lru, ws, "no hits: Workingset"),
+    ];
+    for (score, seen, now, want, why) in cases {
+        assert_eq!(
+            sim::verdict(score, seen, now),
+            want,
+            "{score:?}, seen {seen}, running {now}: {why}"
         );
     }
 }
