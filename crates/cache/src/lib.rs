@@ -12,8 +12,8 @@
 //! larger than probation is kept and one-off scans are not;
 //! [`Policy::Lirs`] ranks entries by reuse distance on the same lists,
 //! which keeps loops and interleaved patterns. The default,
-//! [`Policy::Adaptive`], runs whichever of the two hits more on a sample
-//! of the cache's own keys.
+//! [`Policy::Adaptive`], runs whichever of the two, or of them and LRU,
+//! hits most on a sample of the cache's own keys.
 //!
 //! Besides: a weigher and a capacity in weight, `max_entries`, an eviction
 //! listener, single-flight loading ([`LruCache::get_or_insert_with`]: one
@@ -25,7 +25,7 @@
 //! ```
 //! use mmbatch_cache::{LruCache, Policy};
 //!
-//! // The kernel's two lists, run as Workingset or LIRS (the default).
+//! // The kernel's two lists, run as Workingset, LIRS or LRU (the default).
 //! let cache: LruCache<String, u64> = LruCache::new(10_000);
 //! cache.insert("answer".to_owned(), 42);
 //! assert_eq!(cache.get("answer"), Some(42));

@@ -38,7 +38,7 @@ pub struct CacheStats {
     /// [`Policy::Workingset`]; under [`Policy::Adaptive`] those that have
     /// taken up its duel's verdict (each does at its next write).
     pub lirs_shards: u64,
-    /// Shards running batched LRU: every shard under [`Policy::Lru`];
+    /// Shards running LRU: every shard under [`Policy::Lru`];
     /// under [`Policy::Adaptive`] those that have taken up its duel's
     /// verdict.
     pub lru_shards: u64,

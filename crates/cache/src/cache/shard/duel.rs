@@ -127,7 +127,7 @@ pub(in crate::cache) struct Duel {
 struct Verdict {
     /// What the shards run: an index into [`CONTENDERS`].
     policy: AtomicU8,
-    /// Whether either simulation has hit (until then LIRS shards keep no
+    /// Whether any simulation has hit (until then LIRS shards keep no
     /// stamps).
     hit: AtomicBool,
 }
@@ -218,7 +218,7 @@ impl Duel {
     }
 
     /// Under a shard's write lock: replays `sampled`'s hits and then the
-    /// miss of short hash `miss` (if sampled) into both simulations, and
+    /// miss of short hash `miss` (if sampled) into every simulation, and
     /// moves the verdict. Skipped when another shard is at it: the sample
     /// loses those accesses, and no shard waits for another's.
     pub(in crate::cache) fn feed(&self, sampled: &Sampled, miss: Option<u32>) {

@@ -446,6 +446,12 @@ impl<K, V> Lruvec<K, V> {
             self.stamps = Vec::new();
             self.stamped = false;
         }
+        if policy == Policy::Lru {
+            // LRU leaves none, and its evictions do not move the clock
+            // the shadows are read by: kept, they would read as evicted
+            // just before a return to the others however long LRU ran.
+            self.shadows.clear();
+        }
         if policy == Policy::Workingset {
             // No other policy keeps the refault statistics `Workingset`
             // places new entries by: they start from no evidence. Left at
@@ -547,7 +553,13 @@ impl<K, V> Lruvec<K, V> {
         if self.policy == Policy::Lru {
             let list = self.list_of(i);
             self.unlink(i, list);
-            self.link_head(i, list);
+            if list == ACTIVE {
+                // Left on the active list by another policy (`adopt`),
+                // which LRU drains from its tail: to the head of the one
+                // LRU keeps.
+                self.set_flags(i, self.flags(i) & !ACTIVE_FLAG);
+            }
+            self.link_head(i, INACTIVE);
             return;
         }
         let f = self.flags(i);

@@ -82,9 +82,10 @@ impl<K, V> Lruvec<K, V> {
         // second probation that new entries needed, and the OLTP trace
         // lost 0.1-0.3 points.
         // Under `Lru` (a shard that ran another policy draining its
-        // active list), at the tail too: unreferenced since the last pass,
-        // the least recent of what it holds.
-        if matches!(self.policy, Policy::Workingset | Policy::Lru) {
+        // active list), to the head, as the kernel deactivates: the
+        // active tail's entries, oldest first, end up in their order in
+        // front of the inactive ones.
+        if self.policy == Policy::Workingset {
             self.link_tail(t, INACTIVE);
         } else {
             self.link_head(t, INACTIVE);

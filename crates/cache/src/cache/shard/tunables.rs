@@ -137,12 +137,12 @@ pub(super) const LIRS_HIR_MIN: f64 = 0.005;
 /// sooner.
 pub(super) const LIRS_HIR_EVICTIONS_PER_HIT: f64 = 64.0;
 
-/// Entries of each of [`Policy::Adaptive`](crate::Policy::Adaptive)'s two
+/// Entries of each of [`Policy::Adaptive`](crate::Policy::Adaptive)'s three
 /// simulations, at least (`duel.rs`; up to twice as many, the sample
 /// being 1 in a power of two of the keys; fewer in a cache smaller than
 /// `DUEL_ENTRIES << DUEL_MIN_SHIFT`, an eighth of it): more judges the policies
 /// closer to the cache's own behaviour, for more memory (about 40 bytes
-/// an entry, twice) and a larger share of accesses sampled.
+/// an entry, three times) and a larger share of accesses sampled.
 pub(super) const DUEL_ENTRIES: usize = 256;
 
 /// [`Policy::Adaptive`](crate::Policy::Adaptive) samples at most 1 key
@@ -155,13 +155,13 @@ pub(super) const DUEL_MIN_SHIFT: u32 = 3;
 
 /// The sampled accesses over which [`Policy::Adaptive`](crate::Policy::Adaptive)
 /// compares its simulations' hits (a decaying count): longer is steadier
-/// on workloads where the two policies hit alike (loops), shorter follows
+/// on workloads where the policies hit alike (loops), shorter follows
 /// a workload that changes character sooner.
 pub(super) const DUEL_WINDOW: u32 = 4096;
 
 /// How many more hits (of about [`DUEL_WINDOW`]) one simulation must have
 /// before the shards change policy, with [`DUEL_MARGIN_SHARE`]: a change
-/// costs both lists a transition and a LIRS shard its stamps, so a near
+/// costs the lists a transition and a LIRS shard its stamps, so a near
 /// tie keeps the policy (docs/cache.md: margins of 2% flipped late, none
 /// flipped on every loop's pass).
 pub(super) const DUEL_MARGIN: f64 = 4.0;

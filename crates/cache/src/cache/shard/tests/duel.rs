@@ -63,7 +63,7 @@ fn a_shard_changing_policy_keeps_its_structure() {
     let mut x = 0x2545_f491_4f6c_dd1du64;
     for step in 0..20_000u64 {
         if step % 997 == 0 {
-            // Workingset, LIRS, LRU, Workingset, ...: each from each.
+            // Workingset, LIRS, LRU, Workingset, ... in turn.
             let next = sim::CONTENDERS[(step / 997 + 1) as usize % sim::CONTENDERS.len()];
             lv.adopt(next);
             if next == Policy::Lirs {
@@ -87,6 +87,52 @@ fn a_shard_changing_policy_keeps_its_structure() {
     }
     lv.check().unwrap();
     assert_eq!(lv.len() as u64, n);
+}
+
+/// A shard taking up LRU forgets its shadows (LRU's evictions move no
+/// clock, so kept ones would read as just evicted on a return to the
+/// others), and the others keep theirs; with batching off, a hit on an
+/// entry another policy left active moves it to the head of the list LRU
+/// keeps, its active flag cleared.
+#[test]
+fn a_shard_taking_up_lru_forgets_shadows_and_moves_active_hits() {
+    let n = 64u64;
+    let mut lv: Lruvec<u64, u64> = Lruvec::new(
+        Policy::Workingset,
+        false,
+        false,
+        (false, false),
+        n,
+        n as usize,
+    );
+    for k in 0..4 * n {
+        insert(&mut lv, k);
+    }
+    assert!(lv.shadows.len() > 0, "evictions left shadows");
+    lv.adopt(Policy::Lirs);
+    lv.adopt(Policy::Workingset);
+    assert!(lv.shadows.len() > 0, "Workingset and LIRS keep them");
+    // Entries on the active list: resident ones hit twice with batching
+    // off.
+    let resident: Vec<u32> = (0..4 * n)
+        .filter_map(|k| lv.find(hash(k), |&x| x == k))
+        .take(8)
+        .collect();
+    for &i in &resident {
+        lv.touch(i);
+        lv.touch(i);
+    }
+    let i = resident[3];
+    assert!(lv.is_active(i), "the setup activates");
+    lv.adopt(Policy::Lru);
+    assert_eq!(lv.shadows.len(), 0, "LRU forgets them");
+    lv.touch(i);
+    assert!(!lv.is_active(i), "a hit under LRU leaves the active list");
+    assert_eq!(
+        lv.lists[INACTIVE].head, i,
+        "at the head of the inactive one"
+    );
+    lv.check().unwrap();
 }
 
 /// A LIRS shard of an adaptive cache keeps no stamps until the duel's
