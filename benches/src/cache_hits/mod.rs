@@ -40,8 +40,14 @@
 //! [`Shape::EXTRA`]): `loop2x-noise`, a loop over 2 × capacity with 1% of
 //! requests to random other keys; `loop3x`, a loop over 3 × capacity; `loop2x-after-other`,
 //! a quarter of other requests (half to capacity / 2 hot keys), then a loop
-//! over 2 × capacity with 1% noise; and `P3-second-half`, P3's second half
-//! replayed on its own at 32768 pages (a cache started mid-workload).
+//! over 2 × capacity with 1% noise; `sliding`, a power law whose keys
+//! slide (popular keys cool for good as new ones warm) and `lru-stack`,
+//! the LRU stack model, where recency pays; `loop1.5x-zipf`, bursts of a
+//! loop over 1.5 × capacity and of Zipf 0.9 in turn, two programs
+//! interleaved; and `P3-second-half`, P3's second half replayed on its
+//! own at 32768 pages (a cache started mid-workload). The last three
+//! shapes were added after the policy's tuning, as families it had not
+//! seen.
 //!
 //! Columns: `opt` (Belady's MIN, allowed not to admit: on a miss it evicts
 //! the key of the resident set plus the incoming one whose next use is

@@ -42,6 +42,18 @@ pub enum Shape {
     /// to the rest), then a loop over 2 × capacity keys with 1% of
     /// requests to random other keys (not judged).
     LoopAfter,
+    /// A power law over 4 × capacity ranks whose keys slide by one every
+    /// 20 requests: popular keys cool for good as new ones warm (not
+    /// judged; recency pays).
+    Sliding,
+    /// The LRU stack model: 85% of requests re-reference a key at a
+    /// stack depth drawn from an exponential of mean capacity / 2, the
+    /// rest a new key (not judged; recency pays).
+    LruStack,
+    /// Bursts of 1000 requests taking turns: a loop over 1.5 × capacity
+    /// keys, and Zipf 0.9 over the keys (not judged; two programs
+    /// interleaved, as in the LIRS paper's multi traces).
+    LoopZipf,
 }
 
 impl Shape {
@@ -61,7 +73,14 @@ impl Shape {
     /// from 0.8 to 0.6, a loop too large for the shadows to see it come
     /// round, and a loop that begins after other requests filled the
     /// active list).
-    pub const EXTRA: [Shape; 3] = [Shape::Loop2xNoise, Shape::Loop3x, Shape::LoopAfter];
+    pub const EXTRA: [Shape; 6] = [
+        Shape::Loop2xNoise,
+        Shape::Loop3x,
+        Shape::LoopAfter,
+        Shape::Sliding,
+        Shape::LruStack,
+        Shape::LoopZipf,
+    ];
 
     /// The row-name part.
     pub fn name(self) -> &'static str {
@@ -75,6 +94,9 @@ impl Shape {
             Shape::Loop3x => "loop3x",
             Shape::Loop2xNoise => "loop2x-noise",
             Shape::LoopAfter => "loop2x-after-other",
+            Shape::Sliding => "sliding",
+            Shape::LruStack => "lru-stack",
+            Shape::LoopZipf => "loop1.5x-zipf",
         }
     }
 
@@ -92,6 +114,17 @@ impl Shape {
             Shape::LoopAfter => {
                 "a quarter of other requests (half to a hot set of capacity/2), then a loop over \
                  2x capacity with 1% of requests to random other keys"
+            }
+            Shape::Sliding => {
+                "a power law over 4x capacity ranks, each rank's key moving on by one every 20 \
+                 requests"
+            }
+            Shape::LruStack => {
+                "LRU stack model: 85% re-references at an exponential depth of mean capacity/2, \
+                 15% new keys"
+            }
+            Shape::LoopZipf => {
+                "bursts of 1000 requests in turn: a loop over 1.5x capacity, Zipf s=0.9"
             }
         }
     }
@@ -159,6 +192,57 @@ impl Shape {
                     .enumerate()
                     .map(|(i, k)| {
                         k.wrapping_add(((i / quarter) as u64 * keys).wrapping_mul(SPREAD))
+                    })
+                    .collect()
+            }
+            Shape::Sliding => {
+                let mut rng = SmallRng::seed_from_u64(seed);
+                let ranks = 4.0 * capacity as f64;
+                (0..n)
+                    .map(|i| {
+                        let u: f64 = rng.random();
+                        ((ranks * u * u * u) as u64 + i as u64 / 20).wrapping_mul(SPREAD)
+                    })
+                    .collect()
+            }
+            Shape::LruStack => {
+                let mut rng = SmallRng::seed_from_u64(seed);
+                // The stack, most recent last; trimmed to 8x the cache
+                // (deeper re-references are rare: e^-16).
+                let mut stack: Vec<u64> = Vec::new();
+                let mut new = 0u64;
+                (0..n)
+                    .map(|_| {
+                        let k = if !stack.is_empty() && rng.random_bool(0.85) {
+                            let u: f64 = rng.random();
+                            let depth = (-(1.0 - u).ln() * capacity as f64 / 2.0) as usize;
+                            stack.remove(stack.len() - 1 - depth.min(stack.len() - 1))
+                        } else {
+                            new += 1;
+                            new
+                        };
+                        stack.push(k);
+                        if stack.len() > 8 * capacity.max(1) {
+                            stack.drain(..capacity.max(1));
+                        }
+                        k.wrapping_mul(SPREAD)
+                    })
+                    .collect()
+            }
+            Shape::LoopZipf => {
+                let len = (capacity as u64 * 3 / 2).max(1);
+                let mut next = 0u64;
+                zipf_stream(keys, 0.9, n, seed)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, k)| {
+                        if (i / 1000) % 2 == 0 {
+                            next += 1;
+                            // Past Zipf's ranks (1..=keys, spread alike).
+                            (keys + 1 + next % len).wrapping_mul(SPREAD)
+                        } else {
+                            k
+                        }
                     })
                     .collect()
             }
