@@ -129,6 +129,21 @@ fn threads_account_for_every_value() {
     }
 }
 
+/// `hit_ratio` is hits over lookups, as its docs say, and 0 before any.
+#[test]
+fn hit_ratio_is_hits_over_lookups() {
+    let cache: LruCache<u32, u32> = LruCache::builder(16).shards(1).build().unwrap();
+    assert_eq!(cache.stats().hit_ratio(), 0.0, "no lookup yet");
+    cache.insert(1, 1);
+    for _ in 0..3 {
+        assert_eq!(cache.get(&1), Some(1));
+    }
+    assert_eq!(cache.get(&2), None);
+    let st = cache.stats();
+    assert_eq!((st.hits, st.misses), (3, 1));
+    assert_eq!(st.hit_ratio(), 0.75);
+}
+
 #[test]
 fn weigher_bounds_total_weight() {
     let evicted = Arc::new(Mutex::new(Vec::new()));
@@ -154,6 +169,7 @@ fn weigher_bounds_total_weight() {
     assert_eq!(cache.insert(19, vec![0; 101]), Some(vec![0; 10]));
     assert!(!cache.contains_key(&19));
     assert_eq!(evicted.lock().unwrap().last(), Some(&19));
+    assert_eq!(cache.stats().rejected, 1, "the rejected value is counted");
     // An entry as heavy as the whole capacity is cached alone (above the
     // low watermark, which reclaim cannot reach without evicting it).
     assert_eq!(cache.insert(50, vec![0; 100]), None);

@@ -95,6 +95,19 @@ impl<K, V> Lruvec<K, V> {
                 self.policy, self.lirs, self.stamped
             ));
         }
+        // A shard's reference bound follows the policy it runs (`adopt`).
+        if self.max_refs
+            != if self.policy == Policy::Lru {
+                1
+            } else {
+                MAX_REFS
+            }
+        {
+            return Err(format!(
+                "policy {:?} with a reference bound of {}",
+                self.policy, self.max_refs
+            ));
+        }
         if self.caps.len() != if self.capped { self.nodes.len() } else { 0 } {
             return Err(format!(
                 "{} deadline caps kept for {} entries (capped: {})",

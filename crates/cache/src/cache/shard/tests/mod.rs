@@ -527,6 +527,34 @@ fn the_reach_follows_whether_refaults_in_its_band_are_hit() {
     assert_eq!(lv.flags(i) & IN_BAND, 0, "at the floor");
     let i = refault_from_probation(&mut lv, 5006, floor);
     assert_ne!(lv.flags(i) & IN_BAND, 0, "past the floor");
+    // An entry that had been active reaches twice as far: its band starts
+    // past twice the floor.
+    let from_active = |lv: &mut Lruvec<u64, u64>, k: u64, distance: usize| {
+        lv.shadows.eviction(short_hash(hash(k)), true, false);
+        for _ in 0..distance {
+            lv.shadows.age_nonresident();
+        }
+        (lv.thrashing, lv.refault_share) = (false, 0.0);
+        insert(lv, k);
+        lv.flags(lv.find(hash(k), |&x| x == k).unwrap())
+    };
+    let floor = (2.0 * REACH_MIN * 1000.0) as usize;
+    assert_eq!(
+        from_active(&mut lv, 5007, floor - 1) & IN_BAND,
+        0,
+        "at twice the floor"
+    );
+    assert_ne!(
+        from_active(&mut lv, 5008, floor) & IN_BAND,
+        0,
+        "past twice the floor"
+    );
+    // And is activated as far back as twice the reach, not further (at a
+    // reach of REACH_MIN: 700 evictions of 1000).
+    let within = from_active(&mut lv, 5009, floor - 50);
+    assert_ne!(within & ACTIVE_FLAG, 0, "within twice the reach");
+    let beyond = from_active(&mut lv, 5010, 999);
+    assert_eq!(beyond & ACTIVE_FLAG, 0, "beyond twice the reach");
     lv.check().unwrap();
 }
 
@@ -577,6 +605,23 @@ fn the_distant_share_of_activated_refaults_reaches_zero_not_subnormal() {
 
 mod duel;
 mod loops;
+
+/// LIRS's HIR list is low below its share of the shard, not at it: 10
+/// inactive entries of 100 at a share of 10% are enough, at 11% not.
+#[test]
+fn a_lirs_hir_list_at_its_share_is_not_low() {
+    let n = 100usize;
+    let mut lv = Lruvec::new(Policy::Workingset, true, false, (false, false), n as u64, n);
+    for k in 0..n as u64 {
+        insert(&mut lv, k);
+    }
+    lv.adopt(Policy::Lirs);
+    assert_eq!((lv.lists[INACTIVE].len, lv.len()), (10, 100));
+    lv.hir_share = 0.10;
+    assert!(!lv.inactive_is_low(), "at the share");
+    lv.hir_share = 0.11;
+    assert!(lv.inactive_is_low(), "below it");
+}
 
 /// A new shard puts its first keys on the active list, up to
 /// `FILL_ACTIVE` of its entries, and the rest on probation; once it has
