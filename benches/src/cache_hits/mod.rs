@@ -1,8 +1,9 @@
 //! Experiment `cache-hits`: the hit ratio of [`LruCache`](mmbatch_cache::LruCache) under each policy
 //! of [`policies`](crate::cache::policies) against quick_cache, moka and the `lru` crate, with
 //! Belady's OPT as the ceiling and an exact-LRU simulation as the floor a
-//! policy should beat, on the two ARC paper traces and six synthetic
-//! shapes, and three cases reported but not judged. Single thread, read-through: each request is `get(k)` and, on a
+//! policy should beat, on the two ARC paper traces, the five LIRS paper
+//! traces and six synthetic shapes, and seven cases reported but not
+//! judged. Single thread, read-through: each request is `get(k)` and, on a
 //! miss, `insert(k, v)`.
 //!
 //! Traces (`benches/traces/`, see its README for the citation and format):
@@ -41,13 +42,14 @@
 //! requests to random other keys; `loop3x`, a loop over 3 × capacity; `loop2x-after-other`,
 //! a quarter of other requests (half to capacity / 2 hot keys), then a loop
 //! over 2 × capacity with 1% noise; `sliding`, a power law whose keys
-//! slide (popular keys cool for good as new ones warm) and `lru-stack`,
-//! the LRU stack model, where recency pays; `loop1.5x-zipf`, bursts of a
-//! loop over 1.5 × capacity and of Zipf 0.9 in turn, two programs
-//! interleaved; and `P3-second-half`, P3's second half replayed on its
-//! own at 32768 pages (a cache started mid-workload). The last three
-//! shapes were added after the policy's tuning, as families it had not
-//! seen.
+//! slide (each grows hotter, then is never requested again) and
+//! `lru-stack`, the LRU stack model, where recency pays;
+//! `loop1.5x-zipf`, bursts of a loop over 1.5 × capacity and of Zipf 0.9
+//! in turn, two programs interleaved; and `P3-second-half`, P3's second
+//! half replayed on its own at 32768 pages (a cache started
+//! mid-workload). `sliding`, `lru-stack` and `loop1.5x-zipf` came after
+//! the policy's first tuning, as families it had not seen (the first
+//! two then chose `Policy::Adaptive`'s margin for LRU: docs/cache.md).
 //!
 //! Columns: `opt` (Belady's MIN, allowed not to admit: on a miss it evicts
 //! the key of the resident set plus the incoming one whose next use is

@@ -43,12 +43,14 @@ pub enum Shape {
     /// requests to random other keys (not judged).
     LoopAfter,
     /// A power law over 4 × capacity ranks whose keys slide by one every
-    /// 20 requests: popular keys cool for good as new ones warm (not
-    /// judged; recency pays).
+    /// 20 requests: a key grows hotter as the ranks slide towards it, and
+    /// once past the hottest is never requested again (not judged;
+    /// recency pays).
     Sliding,
     /// The LRU stack model: 85% of requests re-reference a key at a
-    /// stack depth drawn from an exponential of mean capacity / 2, the
-    /// rest a new key (not judged; recency pays).
+    /// stack depth drawn from an exponential of mean capacity / 2 (a new
+    /// key if the stack is not that deep), the rest a new key (not
+    /// judged; recency pays).
     LruStack,
     /// Bursts of 1000 requests taking turns: a loop over 1.5 × capacity
     /// keys, and Zipf 0.9 over the keys (not judged; two programs
@@ -207,19 +209,24 @@ impl Shape {
             }
             Shape::LruStack => {
                 let mut rng = SmallRng::seed_from_u64(seed);
-                // The stack, most recent last; trimmed to 8x the cache
-                // (deeper re-references are rare: e^-16).
+                // The stack, most recent last; trimmed from 8x to 7x the
+                // cache (deeper re-references are rare: e^-14).
                 let mut stack: Vec<u64> = Vec::new();
                 let mut new = 0u64;
                 (0..n)
                     .map(|_| {
-                        let k = if !stack.is_empty() && rng.random_bool(0.85) {
+                        let depth = rng.random_bool(0.85).then(|| {
                             let u: f64 = rng.random();
-                            let depth = (-(1.0 - u).ln() * capacity as f64 / 2.0) as usize;
-                            stack.remove(stack.len() - 1 - depth.min(stack.len() - 1))
-                        } else {
-                            new += 1;
-                            new
+                            (-(1.0 - u).ln() * capacity as f64 / 2.0) as usize
+                        });
+                        // A depth past the stack (early on, or past the
+                        // trim) is a key never seen, not the oldest one.
+                        let k = match depth.filter(|&d| d < stack.len()) {
+                            Some(d) => stack.remove(stack.len() - 1 - d),
+                            None => {
+                                new += 1;
+                                new
+                            }
                         };
                         stack.push(k);
                         if stack.len() > 8 * capacity.max(1) {

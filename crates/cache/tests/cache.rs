@@ -1058,8 +1058,9 @@ fn adaptive_runs_the_policy_that_hits_more() {
 
 /// `n` requests of keys whose popularity slides: a power law over `4 *
 /// capacity` ranks (rank `4 * capacity * u^3`, `u` uniform), each rank's
-/// key moving on by one every 20 requests, so that what was hot cools
-/// and new keys warm up. Recency pays (the keys just requested are the
+/// key moving on by one every 20 requests, so that a key grows hotter as
+/// the ranks slide towards it and, once past the hottest, is never
+/// requested again. Recency pays (the keys just requested are the
 /// likeliest next), and a policy protecting what was hot loses to LRU.
 fn sliding_popularity(capacity: u32, n: usize, seed: u64) -> Vec<u32> {
     let mut x = seed | 1;

@@ -135,6 +135,36 @@ fn a_shard_taking_up_lru_forgets_shadows_and_moves_active_hits() {
     lv.check().unwrap();
 }
 
+/// A shard taking up LRU drains the active list another policy left to
+/// the inactive head, as the kernel deactivates: the next victim is the
+/// least recent of what was already inactive, not an entry just drained.
+#[test]
+fn a_shard_taking_up_lru_drains_the_active_list_to_the_inactive_head() {
+    let n = 100u64;
+    let mut lv = shard(Policy::Workingset, n);
+    for k in 0..n {
+        insert(&mut lv, k);
+    }
+    let inactive: Vec<u64> = (0..n)
+        .filter(|&k| {
+            lv.find(hash(k), |&x| x == k)
+                .is_some_and(|i| !lv.is_active(i))
+        })
+        .collect();
+    assert!(!inactive.is_empty() && inactive.len() < n as usize);
+    lv.adopt(Policy::Lru);
+    insert(&mut lv, 1000);
+    let gone: Vec<u64> = (0..n)
+        .filter(|&k| lv.find(hash(k), |&x| x == k).is_none())
+        .collect();
+    assert_eq!(gone.len(), 1);
+    assert!(
+        inactive.contains(&gone[0]),
+        "evicted {gone:?}, inactive were {inactive:?}"
+    );
+    lv.check().unwrap();
+}
+
 /// A LIRS shard of an adaptive cache keeps no stamps until the duel's
 /// sample has hit (a cache that hits nothing pays nothing for them); from
 /// then on it stamps every entry, their last access taken as now, and a
