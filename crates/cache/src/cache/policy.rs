@@ -106,8 +106,9 @@ pub enum Policy {
     /// up to ten times the cache; a working set of half the cache that
     /// moves to new keys hits at least nine requests in ten once it has
     /// been requested four times the cache's size; keys whose popularity
-    /// slides (the hot ones cooling as new ones warm) hit within 2 points
-    /// of `Lru` in a cache of a few thousand entries.
+    /// slides (each growing hotter, then never requested again) hit within
+    /// 2 points of `Lru` in a cache of a few thousand entries, once 24
+    /// times its size has been requested.
     ///
     /// [adaptive-measurements]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#policyadaptive-cacheshardduelrs-issue-46-2026-11-29
     #[default]

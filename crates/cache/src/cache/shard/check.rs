@@ -96,13 +96,7 @@ impl<K, V> Lruvec<K, V> {
             ));
         }
         // A shard's reference bound follows the policy it runs (`adopt`).
-        if self.max_refs
-            != if self.policy == Policy::Lru {
-                1
-            } else {
-                MAX_REFS
-            }
-        {
+        if self.max_refs != max_refs_of(self.policy) {
             return Err(format!(
                 "policy {:?} with a reference bound of {}",
                 self.policy, self.max_refs

@@ -42,6 +42,13 @@ const REFS: u8 = 0b111;
 /// `PG_referenced`, `PG_workingset` and two `LRU_REFS` bits); 3 and 5 lost
 /// hits (`docs/cache.md#tunables-and-their-measurements`).
 const MAX_REFS: u8 = 4;
+
+/// The most references a batched hit counts under `policy`: one under
+/// [`Policy::Lru`] (a second chance, as CLOCK gives), else [`MAX_REFS`].
+fn max_refs_of(policy: Policy) -> u8 {
+    if policy == Policy::Lru { 1 } else { MAX_REFS }
+}
+
 /// `PG_active`: on the active list.
 const ACTIVE_FLAG: u8 = 1 << 3;
 /// `PG_workingset`: has been on the active list (set on deactivation, as
@@ -346,7 +353,7 @@ impl<K, V> Lruvec<K, V> {
             capacity,
             max_entries,
             policy,
-            max_refs: if policy == Policy::Lru { 1 } else { MAX_REFS },
+            max_refs: max_refs_of(policy),
             batching,
             shadows: Shadows::new(max_entries),
             flights: Vec::new(),
@@ -433,7 +440,7 @@ impl<K, V> Lruvec<K, V> {
         debug_assert!(duel::CONTENDERS.contains(&policy), "{policy:?}");
         self.policy = policy;
         self.lirs = policy == Policy::Lirs;
-        self.max_refs = if policy == Policy::Lru { 1 } else { MAX_REFS };
+        self.max_refs = max_refs_of(policy);
         // `Workingset`'s aging of a stale active list (`lookups`) is no
         // other policy's: LIRS demotes its LIR set only to refill the HIR
         // set, LRU drains it.
