@@ -1059,6 +1059,71 @@ fn adaptive_runs_the_policy_that_hits_more() {
     }
 }
 
+/// A shard of `Policy::Adaptive` taking up `Workingset` starts from what
+/// the duel's simulation of it learned, not from nothing: on two programs
+/// interleaved, bursts of a loop over 1.5x the cache and of Zipf over
+/// 50x, whose simulations run close enough that the shards change policy
+/// now and then, `Adaptive` hits within a point of the better of the two
+/// run alone (55.2% against LIRS's 53.9% and Workingset's 50.0%).
+/// Learning afresh at each change, it hit 50.8%.
+#[test]
+fn adaptive_changing_policy_keeps_what_either_gets() {
+    type Fixed = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+    let n = 5000u32;
+    let trace = loop_and_power_law(n, 600_000, 7);
+    let run = |policy| {
+        let c: LruCache<u32, u32, Fixed> = LruCache::builder(u64::from(n))
+            .policy(policy)
+            .shards(8)
+            .hasher(Fixed::default())
+            .build()
+            .unwrap();
+        let from = trace.len() / 5;
+        let mut hits = 0;
+        for (i, &k) in trace.iter().enumerate() {
+            if c.get(&k).is_some() {
+                hits += usize::from(i >= from);
+            } else {
+                c.insert(k, k);
+            }
+        }
+        hits as f64 * 100.0 / (trace.len() - from) as f64
+    };
+    let (ws, lirs, adaptive) = (
+        run(Policy::Workingset),
+        run(Policy::Lirs),
+        run(Policy::Adaptive),
+    );
+    assert!(
+        adaptive >= ws.max(lirs) - 1.0,
+        "adaptive {adaptive:.1}, Workingset {ws:.1}, LIRS {lirs:.1}"
+    );
+}
+
+/// `n` requests in bursts of 1000, in turn from a loop over `1.5 *
+/// capacity` keys and from a power law over `50 * capacity` (rank `50 *
+/// capacity * u^10`, `u` uniform: Zipf's with exponent 0.9): two programs
+/// interleaved.
+fn loop_and_power_law(capacity: u32, n: usize, seed: u64) -> Vec<u32> {
+    let mut x = seed | 1;
+    let len = capacity + capacity / 2;
+    let mut looped = 0u32;
+    (0..n)
+        .map(|i| {
+            if (i / 1000) % 2 == 0 {
+                looped += 1;
+                (1 << 30) | (looped % len)
+            } else {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let u = (x >> 11) as f64 / (1u64 << 53) as f64;
+                (f64::from(50 * capacity) * u.powi(10)) as u32
+            }
+        })
+        .collect()
+}
+
 /// `n` requests of keys whose popularity slides: a power law over `4 *
 /// capacity` ranks (rank `4 * capacity * u^3`, `u` uniform), each rank's
 /// key moving on by one every 20 requests, so that a key grows hotter as

@@ -81,6 +81,9 @@ pub(in crate::cache) fn sampled(h: u32, shift: u32) -> bool {
 pub(in crate::cache) const CONTENDERS: [Policy; 3] =
     [Policy::Workingset, Policy::Lirs, Policy::Lru];
 
+/// [`Policy::Workingset`]'s index in [`CONTENDERS`].
+const WORKINGSET: usize = 0;
+
 /// [`Policy::Lru`]'s index in [`CONTENDERS`].
 const LRU: usize = 2;
 
@@ -181,6 +184,13 @@ impl Duel {
             *sims = Sims::new(entries);
         }
         sims.shift
+    }
+
+    /// What the simulation of [`Policy::Workingset`] has learned (see
+    /// [`Lruvec::learned`]), for a shard taking it up. Waits for a shard
+    /// feeding the simulations: taken only at a change of policy.
+    pub(in crate::cache) fn learned(&self) -> Option<super::Learned> {
+        crate::sync::lock(&self.sims).sims[WORKINGSET].learned()
     }
 
     /// Keys are sampled 1 in `2^shift` (see [`sampled`]).

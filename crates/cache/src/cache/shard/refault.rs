@@ -297,6 +297,50 @@ impl<K, V> Lruvec<K, V> {
     }
 }
 
+/// What [`Policy::Workingset`] has learned of a workload, in shares and
+/// multiples of a shard's size, so that it carries from the duel's
+/// simulation of it to a shard taking it up ([`Lruvec::learned`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(in crate::cache) struct Learned {
+    inactive_share: f64,
+    reach: f64,
+    refault_share: f32,
+    distant_share: f32,
+    thrashing: bool,
+}
+
+impl<K, V> Lruvec<K, V> {
+    /// What the shard has learned running [`Policy::Workingset`]: its
+    /// inactive target, its reach, its refault and distant shares and
+    /// whether it thrashes; `None` until it has evidence (misses count
+    /// once it has evicted half its size, [`note_miss`](Self::note_miss)).
+    pub(in crate::cache) fn learned(&self) -> Option<Learned> {
+        self.misses_count().then_some(Learned {
+            inactive_share: self.inactive_share,
+            reach: self.reach,
+            refault_share: self.refault_share,
+            distant_share: self.distant_share,
+            thrashing: self.thrashing,
+        })
+    }
+
+    /// Starts from what another shard, or a simulation, learned.
+    pub(super) fn take_learned(&mut self, learned: Learned) {
+        let Learned {
+            inactive_share,
+            reach,
+            refault_share,
+            distant_share,
+            thrashing,
+        } = learned;
+        self.inactive_share = inactive_share;
+        self.reach = reach;
+        self.refault_share = refault_share;
+        self.distant_share = distant_share;
+        self.thrashing = thrashing;
+    }
+}
+
 /// `share` moved one step of an exponential moving average over `window`
 /// events towards 1 if `yes`, else towards 0. Decaying towards 0, a share
 /// would turn subnormal, whose arithmetic costs a hundred cycles or more
