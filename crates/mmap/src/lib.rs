@@ -121,9 +121,11 @@ impl Mapping {
     }
 
     /// Gives the mapping up without unmapping it: the caller owns
-    /// `[ptr, ptr + len)` from now on.
-    pub fn into_raw_parts(self) -> (NonNull<u8>, usize) {
-        let parts = (self.ptr, self.len);
+    /// `[ptr, ptr + len)` from now on. Returns what
+    /// [`from_raw_parts`](Self::from_raw_parts) takes back: the start,
+    /// the length and the protection.
+    pub fn into_raw_parts(self) -> (NonNull<u8>, usize, ProtFlags) {
+        let parts = (self.ptr, self.len, self.prot);
         std::mem::forget(self);
         parts
     }
@@ -172,7 +174,7 @@ impl Mapping {
     /// [`from_raw_parts`](Self::from_raw_parts) that broke its contract
     /// gives) leaves the memory mapped, and leaked.
     pub fn unmap(self) -> io::Result<()> {
-        let (ptr, len) = self.into_raw_parts();
+        let (ptr, len, _) = self.into_raw_parts();
         // SAFETY: we owned the range, and nothing borrows it any more.
         unsafe { rustix::mm::munmap(ptr.as_ptr().cast(), len) }?;
         Ok(())
@@ -380,7 +382,7 @@ mod tests {
     #[test]
     fn a_mapping_munmap_refuses_panics_on_drop_and_errs_on_unmap() {
         let m = Mapping::anonymous(2 << 12).unwrap();
-        let (p, _) = m.into_raw_parts();
+        let (p, ..) = m.into_raw_parts();
         // A misaligned start: munmap's EINVAL, as a broken contract gives.
         let misaligned = NonNull::new(p.as_ptr().wrapping_add(1)).unwrap();
         // SAFETY: breaks from_raw_parts' contract on purpose, but only so
@@ -397,13 +399,17 @@ mod tests {
         m.unmap().unwrap();
     }
 
+    /// The parts given up are the ones taken back: start, length and
+    /// protection (a read-only mapping stays read-only).
     #[test]
     fn raw_parts_round_trip() {
         let m = Mapping::anonymous(1 << 16).unwrap();
-        let (p, len) = m.into_raw_parts();
+        let (p, len, prot) = m.into_raw_parts();
+        assert_eq!(prot, ProtFlags::READ | ProtFlags::WRITE);
         // SAFETY: the parts just given up, whole.
-        let m = unsafe { Mapping::from_raw_parts(p, len, ProtFlags::READ | ProtFlags::WRITE) };
+        let mut m = unsafe { Mapping::from_raw_parts(p, len, prot) };
         assert_eq!(m.as_slice().unwrap().len(), 1 << 16);
+        assert!(m.as_mut_slice().is_some());
     }
 
     /// What `anonymous` and `populated` promise: read-write, private,

@@ -185,7 +185,7 @@ impl RegionBuilder<'_> {
             len,
             ..
         } = region;
-        let (base, total) = mapping.into_raw_parts();
+        let (base, total, _) = mapping.into_raw_parts();
         let base = base.as_ptr();
         let middle = base.wrapping_add(offset).cast::<c_void>();
         let tail = offset + len;
