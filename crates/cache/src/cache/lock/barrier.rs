@@ -151,15 +151,31 @@ mod imp {
     /// starts meanwhile inherits its creator's cgroups.
     #[cfg(all(target_os = "linux", not(miri)))]
     fn reaches_every_thread(visited: &[bool]) -> bool {
+        use std::path::Path;
+        reaches_every_thread_in(
+            Path::new("/proc"),
+            Path::new("/sys/devices/system/cpu/online"),
+            visited,
+        )
+    }
+
+    /// [`reaches_every_thread`] over the `proc` file system mounted at
+    /// `proc` and the online CPU list at `online`.
+    #[cfg(any(test, all(target_os = "linux", not(miri))))]
+    pub(super) fn reaches_every_thread_in(
+        proc: &std::path::Path,
+        online: &std::path::Path,
+        visited: &[bool],
+    ) -> bool {
         // Unreadable, every CPU counts as online.
-        let online = std::fs::read_to_string("/sys/devices/system/cpu/online")
+        let online = std::fs::read_to_string(online)
             .ok()
             .and_then(|l| cpu_list(l.trim()));
         // A thread in this thread's cgroups shares its cpuset, every CPU
         // of which the visit reached: its mask is not read (an io_uring
         // worker's may list every CPU, and it runs no fast read).
-        let ours = std::fs::read_to_string("/proc/thread-self/cgroup").ok();
-        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        let ours = std::fs::read_to_string(proc.join("thread-self/cgroup")).ok();
+        let Ok(tasks) = std::fs::read_dir(proc.join("self/task")) else {
             return false;
         };
         let mut threads = 0;
@@ -328,6 +344,61 @@ mod tests {
         assert!(!reached(&all("0,2000"), None, &visited));
         // Offline CPUs in an allowed list need no visit.
         assert!(reached(&all("0-3"), Some(&all("0-1")), &visited));
+    }
+
+    /// The threads' masks as `/proc` gives them: a thread in this one's
+    /// cgroups needs no mask; another's must lie within the CPUs visited
+    /// (or offline); a task list, or a status other than a thread's that
+    /// exited, that cannot be read fails closed, as does a process with
+    /// no thread readable at all.
+    #[test]
+    #[cfg_attr(miri, ignore = "Miri isolates the file system")]
+    fn a_barrier_reaches_the_threads_proc_lists() {
+        use super::imp::reaches_every_thread_in;
+        use std::fs;
+        let root = std::env::temp_dir().join(format!("mmbatch-proc-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let task = |tid: &str, cgroup: &str, status: Option<&str>| {
+            let dir = root.join("proc/self/task").join(tid);
+            fs::create_dir_all(&dir).unwrap();
+            fs::write(dir.join("cgroup"), cgroup).unwrap();
+            if let Some(status) = status {
+                fs::write(dir.join("status"), status).unwrap();
+            }
+        };
+        let (proc, online) = (root.join("proc"), root.join("online"));
+        fs::create_dir_all(proc.join("thread-self")).unwrap();
+        fs::write(proc.join("thread-self/cgroup"), "0::/ours\n").unwrap();
+        fs::write(&online, "0-3\n").unwrap();
+        let visited = [true, true, false, false];
+        let check = || reaches_every_thread_in(&proc, &online, &visited);
+        assert!(!check(), "no task list: fails closed");
+        task("1", "0::/ours\n", None);
+        assert!(check(), "a thread in our cgroups, no mask read");
+        task(
+            "2",
+            "0::/other\n",
+            Some("Name:\tw\nCpus_allowed_list:\t0-1\n"),
+        );
+        assert!(check(), "another cgroup's thread within the CPUs visited");
+        task("3", "0::/other\n", Some("Cpus_allowed_list:\t1-2\n"));
+        assert!(!check(), "CPU 2 is online and was not visited");
+        fs::write(&online, "0-1\n").unwrap();
+        assert!(check(), "CPU 2 offline: nothing runs there");
+        task("4", "0::/other\n", Some("Name:\tno mask\n"));
+        assert!(!check(), "a mask that cannot be read");
+        fs::remove_dir_all(proc.join("self/task/4")).unwrap();
+        task("5", "0::/other\n", None);
+        assert!(check(), "a thread that exited (no status) is skipped");
+        task("6", "0::/other\n", None);
+        fs::create_dir(proc.join("self/task/6/status")).unwrap();
+        assert!(!check(), "a status that exists but cannot be read");
+        fs::remove_dir_all(proc.join("self/task")).unwrap();
+        task("5", "0::/other\n", None);
+        assert!(!check(), "no thread readable at all");
+        task("2", "0::/other\n", Some("Cpus_allowed_list:\t0-1\n"));
+        assert!(check(), "only another cgroup's threads, each reached");
+        fs::remove_dir_all(&root).unwrap();
     }
 
     /// On this host every thread of the test process is reached by
