@@ -269,6 +269,45 @@ mod tests {
     use crate::FailSignal;
     use std::io;
 
+    /// An error caused by a refused system call or a failed read hands
+    /// that error on as its source, so that an error-chain report
+    /// (anyhow's, eyre's) ends with the errno; one about a setting has
+    /// none.
+    #[test]
+    fn an_error_with_a_cause_gives_it_as_its_source() {
+        use std::error::Error as _;
+        let errno = |e: &Error| {
+            e.source()
+                .and_then(|s| s.downcast_ref::<io::Error>())
+                .and_then(io::Error::raw_os_error)
+        };
+        let sys = Error::Sys {
+            op: "mmap",
+            source: io::Error::from_raw_os_error(libc::ENOMEM),
+        };
+        assert_eq!(errno(&sys), Some(libc::ENOMEM));
+        let denied = Error::NoPermission {
+            source: io::Error::from_raw_os_error(libc::EPERM),
+        };
+        assert_eq!(errno(&denied), Some(libc::EPERM));
+        let bad = Error::BadLength {
+            len: 3,
+            page_size: 4096,
+        };
+        assert!(bad.source().is_none());
+        #[cfg(feature = "engine")]
+        {
+            let engine = Error::from(mmbatch_lru::LruError::ZeroFrames);
+            assert!(
+                engine
+                    .source()
+                    .and_then(|s| s.downcast_ref::<mmbatch_lru::LruError>())
+                    .is_some_and(|e| matches!(e, mmbatch_lru::LruError::ZeroFrames)),
+                "{engine}"
+            );
+        }
+    }
+
     /// A failed page's message says what its readers got, the cause, and
     /// the fix: it is what a log shows of a page that never arrived.
     #[test]

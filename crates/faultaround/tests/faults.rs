@@ -129,6 +129,10 @@ fn panicking_source_fails_its_page_and_the_handler_lives_on() {
     assert_eq!(sig, expected_signal(&r));
     let e = r.failure().unwrap().to_string();
     assert!(e.contains("panicked reading page 5"), "{e}");
+    assert!(
+        e.contains("injected: page 5 cannot be read"),
+        "the panic's message: {e}"
+    );
     // The handler still serves other pages.
     assert_eq!(r.as_slice()[9 * PAGE], 1);
     std::process::exit(0);

@@ -224,3 +224,18 @@ fn one_gib_pages_are_refused_naming_the_size_to_use() {
     .unwrap_err();
     assert!(e.to_string().contains("use 2 MiB pages"), "{e}");
 }
+
+/// A huge-page image must be whole huge pages: an empty length or one
+/// that is not a multiple of the huge page is refused before the pool is
+/// touched (this runs with no huge pages reserved).
+#[test]
+fn a_huge_page_image_of_partial_pages_is_refused() {
+    let src = mmbatch_faultaround::Zeroes(4 * HUGE as u64);
+    for len in [0, 4096, HUGE + 4096] {
+        let e = UffdRegion::huge_page_cache_from(&src, len, HugePageSize::Size2M).unwrap_err();
+        assert!(
+            matches!(e, Error::BadLength { page_size, .. } if page_size == HUGE),
+            "{len}: {e}"
+        );
+    }
+}

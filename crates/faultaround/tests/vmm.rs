@@ -18,7 +18,7 @@ use std::{
     },
     path::PathBuf,
     sync::atomic::{AtomicBool, Ordering},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use mmbatch_faultaround::{
@@ -31,6 +31,9 @@ use protocol::GuestRegionUffdMapping;
 /// second here, and a bound shorter than a mutation run's timeout makes a
 /// hang a failure.
 const LIMIT: Duration = Duration::from_secs(20);
+/// How long a child VMM may run on once its handler has returned: a VMM
+/// that has finished exits within milliseconds of its handler.
+const HANDLER_GONE: Duration = Duration::from_secs(2);
 const SOCKET: &str = "MMBATCH_VMM_SOCKET";
 const IMAGE: &str = "MMBATCH_VMM_IMAGE";
 
@@ -156,6 +159,16 @@ fn vmm() {
     println!("vmm: {PAGES} guest pages read as the image from 2 threads; write and discard seen");
 }
 
+/// A [`child::run_until`] condition: true once `finished` (the handler's
+/// thread has returned, or panicked) has held for [`HANDLER_GONE`]. A
+/// handler gone while its VMM runs (one that failed to build) leaves the
+/// VMM's faults unserved: the test fails then, not at the child's limit.
+fn gone(finished: impl Fn() -> bool) -> impl Fn() -> bool {
+    let since = std::sync::OnceLock::new();
+    let grace = child::scaled(HANDLER_GONE);
+    move || finished() && since.get_or_init(Instant::now).elapsed() > grace
+}
+
 /// Accepts the VMM on `l` and reads its message: the connection and the
 /// handshake.
 fn handshake(l: &UnixListener) -> (UnixStream, protocol::Handshake) {
@@ -197,7 +210,7 @@ fn with_vmm_for<T: Send>(
         });
         let mut vars = vec![(SOCKET, sock.as_str()), (IMAGE, img.as_str())];
         vars.extend_from_slice(env);
-        let run = child::run(name, limit, &vars);
+        let run = child::run_until(name, limit, &vars, gone(|| server.is_finished()));
         // A child that died before connecting leaves the server in
         // `accept`: connect and hang up to let it go.
         if !done.load(Ordering::Acquire) {
@@ -429,6 +442,47 @@ fn a_userfaultfd_asking_for_unserved_events_is_refused() {
         e.contains("UFFD_FEATURE_EVENT_REMAP") && e.contains("uffd"),
         "{e}"
     );
+}
+
+/// A page size that is not a power of two, or below the system's, is
+/// refused at build, naming the setting; the system's page is taken.
+#[test]
+fn a_handler_of_an_impossible_page_size_is_refused() {
+    let mem = map(4);
+    let ranges = || {
+        [mmbatch_faultaround::UffdRange {
+            base: mem as usize,
+            len: 4 * page(),
+            offset: 0,
+        }]
+    };
+    for bad in [3 * page(), page() / 2, 0] {
+        let uffd = vmm::userfaultfd(&[(mem, 4 * page())], vmm::UFFD_FEATURE_EVENT_REMOVE);
+        let e = UffdHandler::builder(uffd, ranges())
+            .page_size(bad)
+            .build(File::open("/proc/self/exe").unwrap())
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                mmbatch_faultaround::Error::BadSetting {
+                    setting: "page_size",
+                    ..
+                }
+            ),
+            "{bad}: {e}"
+        );
+    }
+    let uffd = vmm::userfaultfd(&[(mem, 4 * page())], vmm::UFFD_FEATURE_EVENT_REMOVE);
+    let h = UffdHandler::builder(uffd, ranges())
+        .page_size(page())
+        .build(File::open("/proc/self/exe").unwrap())
+        .unwrap();
+    assert_eq!(h.page_size(), page());
+    drop(h);
+    // SAFETY: the 4 pages mapped above, no longer used (this test runs
+    // in the harness's process, not a child).
+    unsafe { libc::munmap(mem.cast(), 4 * page()) };
 }
 
 /// Maps `pages` pages of `file` from page `first`, shared (a VMM's guest
@@ -832,13 +886,14 @@ fn failing(name: &str, read: &str) -> (child::Run, Option<String>) {
             h
         });
         let limit = if poisons() { LIMIT } else { BLOCKED };
-        let run = child::run(
+        let run = child::run_until(
             name,
             limit,
             &[
                 (SOCKET, socket.to_str().unwrap()),
                 ("MMBATCH_VMM_READ", read),
             ],
+            gone(|| h.is_finished()),
         );
         (run, h.join().unwrap())
     });
@@ -1000,7 +1055,12 @@ fn shutdown_with_the_vmms_faults_pending_gives_every_page_its_data() {
             let _ = std::io::Read::read(&mut &stream, &mut [0u8; 1]);
             stats
         });
-        let run = child::run(name, LIMIT, &[(SOCKET, socket.to_str().unwrap())]);
+        let run = child::run_until(
+            name,
+            LIMIT,
+            &[(SOCKET, socket.to_str().unwrap())],
+            gone(|| h.is_finished()),
+        );
         (run, h.join().unwrap())
     });
     println!("{}", run.output);

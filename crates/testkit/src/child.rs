@@ -98,6 +98,18 @@ pub fn scaled(limit: Duration) -> Duration {
 /// Runs test `name` of this binary in a child with extra environment
 /// `env`, killed after `limit` ([`scaled`] to the machine).
 pub fn run(name: &str, limit: Duration, env: &[(&str, &str)]) -> Run {
+    run_until(name, limit, env, || false)
+}
+
+/// [`run`], the child also killed (as at its limit) once `give_up`
+/// returns true: when what it waits on is known to be gone (a handler
+/// that failed), a test fails then rather than at its limit.
+pub fn run_until(
+    name: &str,
+    limit: Duration,
+    env: &[(&str, &str)],
+    give_up: impl Fn() -> bool,
+) -> Run {
     let limit = scaled(limit);
     let exe = std::env::current_exe().expect("the test binary's path");
     let mut cmd = Command::new(exe);
@@ -137,7 +149,7 @@ pub fn run(name: &str, limit: Duration, env: &[(&str, &str)]) -> Run {
         if let Some(status) = child.try_wait().expect("waiting for the child") {
             break Some(status);
         }
-        if start.elapsed() > limit {
+        if start.elapsed() > limit || give_up() {
             let _ = child.kill();
             break None;
         }

@@ -164,3 +164,38 @@ fn handshake(uffd: Uffd, features: u64) -> Result<Uffd, Error> {
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::errno_error;
+    use crate::Error;
+
+    /// What a refused `userfaultfd` says: permission (and its fixes), a
+    /// kernel without it (and the version and option it needs), or the
+    /// errno as it came.
+    #[test]
+    fn a_refused_userfaultfd_names_its_cause() {
+        for errno in [libc::EPERM, libc::EACCES] {
+            assert!(
+                matches!(errno_error(errno), Error::NoPermission { .. }),
+                "{errno}"
+            );
+        }
+        for errno in [libc::ENOSYS, libc::EINVAL] {
+            let e = errno_error(errno);
+            assert!(matches!(e, Error::Unsupported { .. }), "{errno}: {e}");
+            assert!(e.to_string().contains("CONFIG_USERFAULTFD"), "{e}");
+        }
+        let e = errno_error(libc::EMFILE);
+        assert!(
+            matches!(
+                e,
+                Error::Sys {
+                    op: "userfaultfd",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+}

@@ -189,3 +189,22 @@ impl PageSource for File {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::PageSource;
+
+    /// An image in memory lends its pages whole, so that `UFFDIO_COPY`
+    /// copies straight from it: exactly the bytes of the pages asked
+    /// for, and nothing for a range past its end.
+    #[test]
+    fn an_image_in_memory_lends_the_pages_asked_for() {
+        let image: Vec<u8> = (0..4 * 4096).map(|i| (i / 4096) as u8).collect();
+        let two = image.pages(1, 2, 4096).unwrap();
+        assert_eq!(two.len(), 2 * 4096);
+        assert!(two[..4096].iter().all(|&b| b == 1));
+        assert!(two[4096..].iter().all(|&b| b == 2));
+        assert!(image.pages(3, 2, 4096).is_none(), "past the end");
+        assert!(image.pages(u64::MAX, 1, 4096).is_none(), "overflow");
+    }
+}
