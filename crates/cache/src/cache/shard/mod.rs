@@ -466,9 +466,9 @@ impl<K, V> Lruvec<K, V> {
             // along, as shares of its size that hold for a shard's: taken
             // from there, the shard starts where `Workingset` would be
             // had it run throughout. Learned afresh, a loop interleaved
-            // with Zipf requests (`loop1.5x-zipf`) lost 5 points for the
-            // rest of the trace after one change, below both policies
-            // run alone (`adopting_workingset_takes_what_its_simulation_learned`).
+            // with Zipf requests lost 5 points for the rest of the trace
+            // after one change, below both policies run alone (test
+            // `adaptive_changing_policy_keeps_what_either_gets`).
             match self.duel.as_ref().and_then(|(duel, _)| duel.learned()) {
                 Some(learned) => self.take_learned(learned),
                 None => {
