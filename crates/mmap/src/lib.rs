@@ -123,7 +123,9 @@ impl Mapping {
     /// Gives the mapping up without unmapping it: the caller owns
     /// `[ptr, ptr + len)` from now on. Returns what
     /// [`from_raw_parts`](Self::from_raw_parts) takes back: the start,
-    /// the length and the protection.
+    /// the length and the protection the mapping was made with (after an
+    /// `mprotect` that narrowed it, give `from_raw_parts` the narrower
+    /// one).
     pub fn into_raw_parts(self) -> (NonNull<u8>, usize, ProtFlags) {
         let parts = (self.ptr, self.len, self.prot);
         std::mem::forget(self);

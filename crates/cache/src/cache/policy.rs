@@ -81,10 +81,10 @@ pub enum Policy {
     /// Waldspurger et al., USENIX ATC 2017), and the shards run the one
     /// that has hit most lately, starting with `Lirs`; `Lru` must lead the
     /// better of the others by more (4%), since taking it up spends what
-    /// they learned. A shard taking up `Workingset` starts from what its
-    /// simulation learned of the workload (its inactive target, reach and
-    /// refault shares), so a change of policy does not cost the time
-    /// `Workingset` takes to learn it. Why: each policy leads where the
+    /// they learned. A shard taking up `Workingset` starts from what the
+    /// duel's simulation of it learned of the workload (its inactive
+    /// target, reach and refault shares), so a change of policy does not
+    /// cost the time `Workingset` takes to learn it. Why: each policy leads where the
     /// others lose (frequency against recency-friendly workloads, whose
     /// popular keys drift; loops and interleaved patterns against both),
     /// and no shard can tell from inside which kind of workload it serves.

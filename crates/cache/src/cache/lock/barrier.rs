@@ -356,8 +356,16 @@ mod tests {
     fn a_barrier_reaches_the_threads_proc_lists() {
         use super::imp::reaches_every_thread_in;
         use std::fs;
-        let root = std::env::temp_dir().join(format!("mmbatch-proc-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&root);
+        /// Removes the fake tree however the test ends.
+        struct Tree(std::path::PathBuf);
+        impl Drop for Tree {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+        let tree = Tree(std::env::temp_dir().join(format!("mmbatch-proc-{}", std::process::id())));
+        let root = &tree.0;
+        let _ = fs::remove_dir_all(root);
         let task = |tid: &str, cgroup: &str, status: Option<&str>| {
             let dir = root.join("proc/self/task").join(tid);
             fs::create_dir_all(&dir).unwrap();
@@ -398,7 +406,6 @@ mod tests {
         assert!(!check(), "no thread readable at all");
         task("2", "0::/other\n", Some("Cpus_allowed_list:\t0-1\n"));
         assert!(check(), "only another cgroup's threads, each reached");
-        fs::remove_dir_all(&root).unwrap();
     }
 
     /// On this host every thread of the test process is reached by

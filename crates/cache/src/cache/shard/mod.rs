@@ -463,17 +463,19 @@ impl<K, V> Lruvec<K, V> {
         if policy == Policy::Workingset {
             // No other policy keeps the statistics `Workingset` places new
             // entries by. The duel's simulation of it has kept them all
-            // along, as shares of its size that hold for a shard's: taken
-            // from there, the shard starts where `Workingset` would be
-            // had it run throughout. Learned afresh, a loop interleaved
+            // along, as shares of its size that hold for a shard's: the
+            // shard takes them from there (its lists, shadows and flags
+            // stay the other policy's). Learned afresh, a loop interleaved
             // with Zipf requests lost 5 points for the rest of the trace
             // after one change, below both policies run alone (test
             // `adaptive_changing_policy_keeps_what_either_gets`).
             match self.duel.as_ref().and_then(|(duel, _)| duel.learned()) {
                 Some(learned) => self.take_learned(learned),
                 None => {
-                    // With no simulation that has evicted yet, from no
-                    // evidence. Left at a new shard's "presumed
+                    // While the simulation's statistics still hold more of
+                    // their starting values than of its misses (see
+                    // `Lruvec::learned`), from no evidence. Left at a new
+                    // shard's "presumed
                     // thrashing", new keys went to the inactive tail,
                     // were gone before their second request, whose
                     // refault kept the share up: a shard whose keys are

@@ -312,10 +312,14 @@ pub(in crate::cache) struct Learned {
 impl<K, V> Lruvec<K, V> {
     /// What the shard has learned running [`Policy::Workingset`]: its
     /// inactive target, its reach, its refault and distant shares and
-    /// whether it thrashes; `None` until it has evidence (misses count
-    /// once it has evicted half its size, [`note_miss`](Self::note_miss)).
+    /// whether it thrashes; `None` until that is mostly evidence: misses
+    /// count once it has evicted half its size
+    /// ([`note_miss`](Self::note_miss)), and the shares start at
+    /// "presumed thrashing", so a [`REFAULT_WINDOW`] of counted misses
+    /// more (the start's weight then below 37%).
     pub(in crate::cache) fn learned(&self) -> Option<Learned> {
-        self.misses_count().then_some(Learned {
+        let counted = self.evictions.saturating_sub(self.len() as u64 / 2);
+        (counted >= REFAULT_WINDOW as u64).then_some(Learned {
             inactive_share: self.inactive_share,
             reach: self.reach,
             refault_share: self.refault_share,
