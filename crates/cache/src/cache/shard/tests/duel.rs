@@ -325,6 +325,26 @@ fn a_shard_giving_up_lirs_places_new_keys_by_fresh_evidence() {
     );
 }
 
+/// What a `Workingset` simulation has learned is handed to a shard only
+/// once it is mostly evidence: from a `REFAULT_WINDOW` of misses counted
+/// past the first half-size of evictions (before them the shares are
+/// still mostly their "presumed thrashing" start), not before.
+#[test]
+fn learned_state_is_handed_on_once_it_is_mostly_evidence() {
+    let n = 64u64;
+    let mut lv = shard(Policy::Workingset, n);
+    let gate = n / 2 + REFAULT_WINDOW as u64;
+    let mut k = 0;
+    while lv.evictions + 1 < gate {
+        insert(&mut lv, k);
+        k += 1;
+    }
+    assert!(lv.learned().is_none(), "{} evictions", lv.evictions);
+    insert(&mut lv, k);
+    assert_eq!(lv.evictions, gate);
+    assert!(lv.learned().is_some(), "{} evictions", lv.evictions);
+}
+
 /// A resized cache's duel samples at the rate its new size calls for:
 /// simulations of 256 to 511 entries (an eighth of a smaller cache), not
 /// a thousandth of one entry after shrinking from 1 Mi entries to 1000
