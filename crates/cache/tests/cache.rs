@@ -825,6 +825,16 @@ fn listeners_may_resize_and_a_panicking_retain_is_heard() {
 /// `from`.
 fn hits_from(policy: Policy, capacity: u64, trace: &[u32], from: usize) -> usize {
     let c: LruCache<u32, u32> = LruCache::builder(capacity).policy(policy).build().unwrap();
+    replay(&c, trace, from)
+}
+
+/// Replays `trace` read-through into `c` (a miss inserts); its hits from
+/// request `from` on.
+fn replay<S: std::hash::BuildHasher>(
+    c: &LruCache<u32, u32, S>,
+    trace: &[u32],
+    from: usize,
+) -> usize {
     let mut hits = 0;
     for (i, &k) in trace.iter().enumerate() {
         if c.get(&k).is_some() {
@@ -992,29 +1002,8 @@ fn a_lirs_shard_takes_up_a_new_loop() {
 /// set lets them go before their second request).
 #[test]
 fn adaptive_runs_the_policy_that_hits_more() {
-    type Fixed = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
     let n = 8192u32;
-    let run = |policy, trace: &[u32]| {
-        // A fixed hasher: the three caches sample and shard alike (the
-        // seed alone moves a policy's hit ratio by a point or two here).
-        let c: LruCache<u32, u32, Fixed> = LruCache::builder(u64::from(n))
-            .shards(4)
-            .policy(policy)
-            .hasher(Fixed::default())
-            .build()
-            .unwrap();
-        let from = trace.len() / 2;
-        let mut hits = 0;
-        for (i, &k) in trace.iter().enumerate() {
-            if c.get(&k).is_some() {
-                hits += usize::from(i >= from);
-            } else {
-                c.insert(k, k);
-            }
-        }
-        let pct = hits as f64 * 100.0 / (trace.len() - from) as f64;
-        (pct, c.stats())
-    };
+    let run = |policy, trace: &[u32]| replay_fixed(policy, n, 4, trace, trace.len() / 2);
     let mut looped: Vec<u32> = (0..4 * n).map(|k| 1_000_000 + k % (n / 2)).collect();
     looped.extend((0..12 * n).map(|k| k % (2 * n)));
     let mut x = 88_172_645_463_325_252u64;
@@ -1068,27 +1057,9 @@ fn adaptive_runs_the_policy_that_hits_more() {
 /// Learning afresh at each change, it hit 50.8%.
 #[test]
 fn adaptive_changing_policy_keeps_what_either_gets() {
-    type Fixed = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
     let n = 5000u32;
     let trace = loop_and_power_law(n, 600_000, 7);
-    let run = |policy| {
-        let c: LruCache<u32, u32, Fixed> = LruCache::builder(u64::from(n))
-            .policy(policy)
-            .shards(8)
-            .hasher(Fixed::default())
-            .build()
-            .unwrap();
-        let from = trace.len() / 5;
-        let mut hits = 0;
-        for (i, &k) in trace.iter().enumerate() {
-            if c.get(&k).is_some() {
-                hits += usize::from(i >= from);
-            } else {
-                c.insert(k, k);
-            }
-        }
-        hits as f64 * 100.0 / (trace.len() - from) as f64
-    };
+    let run = |policy| replay_fixed(policy, n, 8, &trace, trace.len() / 5).0;
     let (ws, lirs, adaptive) = (
         run(Policy::Workingset),
         run(Policy::Lirs),
@@ -1098,6 +1069,31 @@ fn adaptive_changing_policy_keeps_what_either_gets() {
         adaptive >= ws.max(lirs) - 1.0,
         "adaptive {adaptive:.1}, Workingset {ws:.1}, LIRS {lirs:.1}"
     );
+}
+
+/// Replays `trace` read-through (a miss inserts) into a cache of
+/// `capacity` entries and `shards` shards under `policy`, with a fixed
+/// hasher, so that caches of different policies sample and shard alike
+/// (the seed alone moves a policy's hit ratio by a point or two on these
+/// traces). Returns the hit ratio in % from request `from` on, and the
+/// cache's statistics.
+fn replay_fixed(
+    policy: Policy,
+    capacity: u32,
+    shards: usize,
+    trace: &[u32],
+    from: usize,
+) -> (f64, mmbatch_cache::CacheStats) {
+    type Fixed = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+    let c: LruCache<u32, u32, Fixed> = LruCache::builder(u64::from(capacity))
+        .shards(shards)
+        .policy(policy)
+        .hasher(Fixed::default())
+        .build()
+        .unwrap();
+    let hits = replay(&c, trace, from);
+    let pct = hits as f64 * 100.0 / (trace.len() - from) as f64;
+    (pct, c.stats())
 }
 
 /// `n` requests in bursts of 1000, in turn from a loop over `1.5 *
