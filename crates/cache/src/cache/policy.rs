@@ -84,10 +84,11 @@ pub enum Policy {
     /// they learned. A shard taking up `Workingset` starts from what the
     /// duel's simulation of it learned of the workload (its inactive
     /// target, reach and refault shares), so a change of policy does not
-    /// cost the time `Workingset` takes to learn it. Why: each policy leads where the
-    /// others lose (frequency against recency-friendly workloads, whose
-    /// popular keys drift; loops and interleaved patterns against both),
-    /// and no shard can tell from inside which kind of workload it serves.
+    /// cost the time `Workingset` takes to learn it. Why: each policy
+    /// leads where the others lose (frequency against recency-friendly
+    /// workloads, whose popular keys drift; loops and interleaved patterns
+    /// against both), and no shard can tell from inside which kind of
+    /// workload it serves.
     ///
     /// Costs: every hit checks whether its key is sampled; sampled
     /// accesses (at most 1 key in 8, fewer in larger caches) are replayed

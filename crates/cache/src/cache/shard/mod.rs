@@ -472,16 +472,15 @@ impl<K, V> Lruvec<K, V> {
             match self.duel.as_ref().and_then(|(duel, _)| duel.learned()) {
                 Some(learned) => self.take_learned(learned),
                 None => {
-                    // While the simulation's statistics still hold more of
-                    // their starting values than of its misses (see
-                    // `Lruvec::learned`), from no evidence. Left at a new
-                    // shard's "presumed
-                    // thrashing", new keys went to the inactive tail,
-                    // were gone before their second request, whose
-                    // refault kept the share up: a shard whose keys are
-                    // reused once soon after their first request hit 49%
-                    // for twenty shards' worth of requests after the
-                    // change, against 74% (test
+                    // While the simulation's statistics are still mostly
+                    // their start (see `Lruvec::learned`), from no
+                    // evidence. Left at a new shard's "presumed
+                    // thrashing", new keys went to the inactive tail, were
+                    // gone before their second request, whose refault kept
+                    // the share up: a shard whose keys are reused once soon
+                    // after their first request hit 49% for twenty shards'
+                    // worth of requests after the change, against 74%
+                    // (test
                     // `a_shard_giving_up_lirs_places_new_keys_by_fresh_evidence`).
                     self.refault_share = 0.0;
                     self.distant_share = 0.0;

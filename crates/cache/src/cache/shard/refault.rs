@@ -300,7 +300,7 @@ impl<K, V> Lruvec<K, V> {
 /// What [`Policy::Workingset`] has learned of a workload, in shares and
 /// multiples of a shard's size, so that it carries from the duel's
 /// simulation of it to a shard taking it up ([`Lruvec::learned`]).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug)]
 pub(in crate::cache) struct Learned {
     inactive_share: f64,
     reach: f64,
@@ -328,7 +328,7 @@ impl<K, V> Lruvec<K, V> {
         })
     }
 
-    /// Starts from what another shard, or a simulation, learned.
+    /// Starts from what the duel's simulation of `Workingset` learned.
     pub(super) fn take_learned(&mut self, learned: Learned) {
         let Learned {
             inactive_share,
