@@ -144,6 +144,26 @@ fn hit_ratio_is_hits_over_lookups() {
     assert_eq!(st.hit_ratio(), 0.75);
 }
 
+/// With batching off a lookup takes the write lock, and is counted there:
+/// the counts are exact, with expiry off and on.
+#[test]
+fn lookups_are_counted_with_batching_off() {
+    for ttl in [None, Some(std::time::Duration::from_secs(3600))] {
+        let mut b = LruCache::<u32, u32>::builder(16).shards(1).batching(false);
+        if let Some(ttl) = ttl {
+            b = b.time_to_live(ttl);
+        }
+        let cache = b.build().unwrap();
+        cache.insert(1, 1);
+        for _ in 0..3 {
+            assert_eq!(cache.get(&1), Some(1));
+        }
+        assert_eq!(cache.get(&2), None);
+        let st = cache.stats();
+        assert_eq!((st.hits, st.misses), (3, 1), "time to live {ttl:?}");
+    }
+}
+
 #[test]
 fn weigher_bounds_total_weight() {
     let evicted = Arc::new(Mutex::new(Vec::new()));

@@ -373,8 +373,10 @@ fn a_loop_after_other_requests_thrashes_again() {
 
 /// The identity hash of integer keys (`nohash-hasher`'s): the cache mixes
 /// a user's hasher's output, so small keys still spread over every shard
-/// and the cache holds its whole capacity. Unmixed, keys below 2^40 all
-/// fell in shard 0 and it held 125 of 1000.
+/// and the cache holds its whole capacity, and so do keys that differ only
+/// in their high bits (a tag packed above bit 48). Unmixed, keys below
+/// 2^40 all fell in shard 0 and it held 125 of 1000; with the high bits
+/// never folded down, so did keys of the form `k << 48`.
 #[test]
 fn an_identity_hasher_still_fills_the_cache() {
     #[derive(Default)]
@@ -392,18 +394,24 @@ fn an_identity_hasher_still_fills_the_cache() {
             self.0 = x;
         }
     }
-    let c: LruCache<u64, u64, _> = LruCache::builder(1000)
-        .shards(8)
-        .hasher(std::hash::BuildHasherDefault::<Identity>::default())
-        .build()
-        .unwrap();
-    for k in 0..1000 {
-        c.insert(k, k);
+    for shift in [0, 32, 48] {
+        let c: LruCache<u64, u64, _> = LruCache::builder(1000)
+            .shards(8)
+            .hasher(std::hash::BuildHasherDefault::<Identity>::default())
+            .build()
+            .unwrap();
+        for k in 0..1000 {
+            c.insert(k << shift, k);
+        }
+        // Shards get 125 entries each; hashing spreads keys unevenly, so a
+        // few overflow theirs.
+        assert!(
+            c.len() > 900,
+            "keys k << {shift}: {} of 1000 cached",
+            c.len()
+        );
+        c.check_invariants().unwrap();
     }
-    // Shards get 125 entries each; hashing spreads keys unevenly, so a few
-    // overflow theirs.
-    assert!(c.len() > 900, "{} of 1000 cached", c.len());
-    c.check_invariants().unwrap();
 }
 
 /// Capacity 0 is an error; weights of 0 count as 1; an entry heavier than

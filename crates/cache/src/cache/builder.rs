@@ -597,4 +597,51 @@ mod tests {
             assert_eq!(kept, 50, "seeds {seed}, {per:#x}: {kept} of 50 kept");
         }
     }
+
+    /// The identity hash of an integer, as `nohash-hasher` gives it.
+    #[derive(Default)]
+    struct Identity(u64);
+
+    impl std::hash::Hasher for Identity {
+        fn finish(&self) -> u64 {
+            self.0
+        }
+        fn write(&mut self, _: &[u8]) {
+            unreachable!("only u64 keys")
+        }
+        fn write_u64(&mut self, x: u64) {
+            self.0 = x;
+        }
+    }
+
+    /// A user's hasher's hashes, mixed, keep apart in the bits the index
+    /// and the shadows take (8 to 40) the keys that differ only where the
+    /// mix must fold them in: in the high half, in both halves alike, or
+    /// above bit 40 where the product's low bits see nothing. The mix is
+    /// a bijection: it adds no collision to the user's hash.
+    #[test]
+    fn a_mixed_weak_hash_keeps_structured_keys_apart() {
+        let cache = LruCache::<u64, u64>::builder(16)
+            .hasher(std::hash::BuildHasherDefault::<Identity>::default())
+            .build()
+            .unwrap();
+        let families: [fn(u64) -> u64; 5] = [
+            |k| k,
+            |k| k << 32,
+            |k| k << 32 | k,
+            |k| k << 41 | k << 9,
+            |k| k << 48,
+        ];
+        let keys: std::collections::HashSet<u64> =
+            families.iter().flat_map(|f| (1..4096).map(f)).collect();
+        let short: std::collections::HashSet<u32> =
+            keys.iter().map(|k| (cache.hash(k) >> 8) as u32).collect();
+        // About 2^15 keys in 2^32 values: a handful of chance collisions.
+        assert!(
+            short.len() + 8 > keys.len(),
+            "{} distinct of {} keys",
+            short.len(),
+            keys.len()
+        );
+    }
 }

@@ -367,6 +367,29 @@ fn a_resized_duel_samples_for_the_new_size() {
     assert_eq!(d.resize(4000), 3);
 }
 
+/// A resized cache's shards sample keys at its duel's new rate: after a
+/// shrink from 65536 entries to 1000, about 1 access in 8 reaches the
+/// simulations, not 1 in 256 (simulations of 4 entries' worth of keys,
+/// judging a cache 32 times larger than the one they stand for).
+#[test]
+fn a_resized_cache_feeds_its_duel_at_the_new_rate() {
+    let cache: crate::LruCache<u64, u64> =
+        crate::LruCache::builder(1 << 16).shards(1).build().unwrap();
+    let duel = cache.duel.as_ref().expect("Adaptive keeps a duel");
+    assert_eq!(duel.shift(), 8);
+    cache.set_capacity(1000).unwrap();
+    assert_eq!(duel.shift(), 3);
+    let before = duel.seen();
+    for k in 0..8000 {
+        cache.insert(k, k);
+    }
+    let fed = duel.seen() - before;
+    assert!(
+        (700..1300).contains(&fed),
+        "{fed} of 8000 new keys sampled (1 in 8: about 1000)"
+    );
+}
+
 /// A `Workingset` shard that found its active list stale (few hits, see
 /// `Lruvec::lookups`) and then takes up LIRS runs LIRS: it does not go on
 /// aging its LIR set as `Workingset` ages a stale active list. On a loop
