@@ -129,3 +129,43 @@ fn an_untracked_region_refuses_to_report() {
     assert!(matches!(e, Error::BadSetting { .. }), "{e}");
     assert!(e.to_string().contains("track_writes(true)"), "{e}");
 }
+
+/// The `VmFlags` of the mapping that starts at `addr` (`/proc/self/smaps`).
+fn vm_flags(addr: usize) -> Vec<String> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let mut lines = smaps.lines();
+    while let Some(l) = lines.next() {
+        let Some((start, _)) = l.split_whitespace().next().and_then(|r| r.split_once('-')) else {
+            continue;
+        };
+        if usize::from_str_radix(start, 16) != Ok(addr) {
+            continue;
+        }
+        let flags = lines
+            .find_map(|l| l.strip_prefix("VmFlags:"))
+            .expect("a VmFlags line");
+        return flags.split_whitespace().map(str::to_owned).collect();
+    }
+    panic!("no mapping at {addr:#x}");
+}
+
+/// A region registers for what it serves: missing pages always (`um`),
+/// write-protect faults (`uw`) only when it tracks writes. Registered for
+/// write-protection it does not use, a region would be refused by a
+/// kernel or an architecture without userfaultfd write-protection, and
+/// its memory would carry the kernel's write-protect markers for nothing.
+#[test]
+fn only_a_tracking_region_registers_for_write_protection() {
+    let _hang =
+        mmbatch_testkit::hang_guard("only_a_tracking_region_registers_for_write_protection");
+    let plain = UffdRegion::new(PAGES * PAGE, 2, vec![0u8; PAGES * PAGE], 1).unwrap();
+    let flags = vm_flags(plain.as_ptr() as usize);
+    assert!(flags.iter().any(|f| f == "um"), "{flags:?}");
+    assert!(!flags.iter().any(|f| f == "uw"), "{flags:?}");
+    let Some(tracked) = region() else { return };
+    let flags = vm_flags(tracked.as_ptr() as usize);
+    assert!(
+        flags.iter().any(|f| f == "um") && flags.iter().any(|f| f == "uw"),
+        "{flags:?}"
+    );
+}

@@ -151,6 +151,30 @@ fn eagain_is_retried_and_a_negative_count_is_no_progress() {
     drop(scenario);
 }
 
+/// A window the kernel refuses to copy whole (ENOMEM once, as a memory
+/// cgroup at its limit gives) is still installed: the faulting page
+/// alone, then the rest of the window in runs from the source's memory,
+/// so the reads that follow inside the window take no fault.
+#[test]
+fn a_refused_window_copy_still_installs_the_window() {
+    let scenario = FailScenario::setup();
+    // After the scenario's lock: waiting for another test is not a hang.
+    let _hang = mmbatch_testkit::hang_guard("a_refused_window_copy_still_installs_the_window");
+    let src = image(64);
+    let r = UffdRegion::new(64 * PAGE, 3, src.clone(), 1).unwrap();
+    fail::cfg("uffd::copy", "1*return(ENOMEM)").unwrap();
+    // Order 3 around page 13: pages 8..16, in runs 8..13 and 14..16.
+    assert_eq!(r.as_slice()[13 * PAGE + 3], src[13 * PAGE + 3]);
+    fail::remove("uffd::copy");
+    assert_eq!(
+        &r.as_slice()[8 * PAGE..16 * PAGE],
+        &src[8 * PAGE..16 * PAGE]
+    );
+    let st = r.stats();
+    assert_eq!((st.faults, st.pages_copied), (1, 8), "{st:?}");
+    drop(scenario);
+}
+
 /// EEXIST: the page is someone else's already; the reader is woken and
 /// finds it (here it refaults once, as nothing was copied).
 #[test]

@@ -594,6 +594,47 @@ fn a_stall_that_returns_leaves_the_watchdog_whole() {
     std::process::exit(0);
 }
 
+/// With one handler: page 5's call is stuck past the timeout (failed, a
+/// replacement serves in its place), then returns. The region already has
+/// its one handler serving, so the returning thread leaves: threads stay
+/// bounded by the handlers asked for, not one more for every stall that
+/// ends.
+#[test]
+fn a_stall_that_returns_to_a_served_region_leaves() {
+    let name = "a_stall_that_returns_to_a_served_region_leaves";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let source = Script {
+        held: Some(5),
+        ..Script::default()
+    };
+    let (release, returned) = (source.release.clone(), source.returned.clone());
+    let r = UffdRegion::builder(16 * PAGE)
+        .source_timeout(Duration::from_millis(300))
+        .build(source)
+        .unwrap();
+    read_in_background(&r, 5);
+    wait_failed(&r, 1, "page 5, stuck past the timeout,");
+    // The replacement serves.
+    assert_eq!(r.as_slice()[9 * PAGE], 9);
+    // The handler inside the source, its replacement and the watchdog.
+    assert_eq!(mmbatch_testkit::threads_named("uffd-"), 3);
+    release.store(true, Ordering::SeqCst);
+    while !returned.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    mmbatch_testkit::wait_until(
+        "the returned handler thread to leave",
+        Duration::from_secs(5),
+        || mmbatch_testkit::threads_named("uffd-") == 2,
+    );
+    // Still served by the one that stayed.
+    assert_eq!(r.as_slice()[11 * PAGE], 11);
+    std::process::exit(0);
+}
+
 /// A slow source that answers fills every page at shutdown, however long
 /// that takes in all (a total limit failed pages a working source was
 /// still filling); a call that lasts longer than the timeout fails its

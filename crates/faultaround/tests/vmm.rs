@@ -824,6 +824,72 @@ fn a_foreign_replay_installs_the_record_before_the_vmm_faults() {
     assert_eq!(end.faults, (B_PAGES - recorded.len()) as u64, "{end:?}");
 }
 
+/// Guest memory of the gap test: image pages 0..4 and 8..16, in two
+/// mappings; image pages 4..8 are in neither.
+const GAP: [(usize, usize); 2] = [(0, 4), (8, 8)];
+
+/// The VMM for the gap test: maps [`GAP`]'s two regions, hands them over,
+/// waits for the handler's word that the replay is done, then checks
+/// every page.
+fn vmm_replayed_with_a_gap() {
+    let socket = std::env::var(SOCKET).unwrap();
+    let maps: Vec<(*mut u8, usize, usize)> =
+        GAP.iter().map(|&(first, n)| (map(n), n, first)).collect();
+    let ranges: Vec<(*mut u8, usize)> = maps.iter().map(|&(b, n, _)| (b, n)).collect();
+    let regions: Vec<_> = maps.iter().map(|&(b, n, f)| region(b, n, f)).collect();
+    let uffd = userfaultfd(&ranges);
+    let mut stream = send(&socket, &regions, &uffd);
+    let mut done = [0u8; 2];
+    std::io::Read::read_exact(&mut stream, &mut done).unwrap();
+    for &(base, n, first) in &maps {
+        for i in 0..n {
+            // SAFETY: a page of our mapping, replayed or filled on its fault.
+            let got = unsafe { std::slice::from_raw_parts(base.wrapping_add(i * page()), page()) };
+            assert!(
+                got == image_page(first + i),
+                "image page {} misplaced",
+                first + i
+            );
+        }
+    }
+    println!("vmm: both regions read after the replay");
+}
+
+/// A record made against another layout of guest memory (here, one run
+/// over image pages 2..10) replayed into ranges with a gap (4..8 in no
+/// range): the pages on either side are installed, the gap skipped, and
+/// the replay ends.
+#[test]
+fn a_foreign_replay_skips_the_gap_between_ranges() {
+    if child::is_child() {
+        return vmm_replayed_with_a_gap();
+    }
+    let _hang = mmbatch_testkit::hang_guard("a_foreign_replay_skips_the_gap_between_ranges");
+    let (run, (waited, stats)) = with_vmm(
+        "a_foreign_replay_skips_the_gap_between_ranges",
+        "gap",
+        |l, image| {
+            let (mut stream, hs) = handshake(l);
+            let record = Record::new(page(), (16 * page()) as u64, "", 2..10).unwrap();
+            let h = UffdHandler::builder(hs.uffd, hs.ranges)
+                .replay(record)
+                .build(image)
+                .unwrap();
+            let waited = h.wait_replayed(Duration::from_secs(10));
+            let stats = h.stats();
+            stream.write_all(b"go").unwrap();
+            let _ = std::io::Read::read(&mut stream, &mut [0u8; 1]);
+            (waited, stats)
+        },
+    );
+    println!("{}", run.output);
+    run.expect_success();
+    println!("handler after the replay: {stats:?}");
+    assert!(waited, "wait_replayed gave up");
+    assert_eq!(stats.pages_prefetched, 4, "pages 2, 3, 8 and 9: {stats:?}");
+    assert_eq!(stats.faults, 0, "{stats:?}");
+}
+
 /// A source that fails one page.
 struct FailsPage(File, u64);
 
