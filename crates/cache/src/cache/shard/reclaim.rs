@@ -161,7 +161,17 @@ impl<K, V> Lruvec<K, V> {
             self.age_active_list(*protect);
         }
         let mut activated = 0;
+        // At most one activation and `MAX_REFS` rotations an entry: past
+        // that the loop makes no progress, and debug assertions panic
+        // rather than spin.
+        let most = (1 + usize::from(MAX_REFS)) * self.len() + 8;
+        let mut passes = 0;
         loop {
+            passes += 1;
+            debug_assert!(
+                passes <= most,
+                "pick_victim made no progress in {most} passes"
+            );
             if self.inactive_is_low() {
                 self.shrink_active_list();
             }

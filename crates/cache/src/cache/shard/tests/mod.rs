@@ -188,22 +188,26 @@ fn reclaim_activating_an_entry_on_trial_keeps_the_trial() {
     lv.check().unwrap();
 }
 
+/// One reclaim activates as many hit entries as the inactive target
+/// holds (a tenth of a new shard), and at least `SCAN_BATCH`.
 #[test]
 fn one_reclaim_activates_no_more_than_its_budget() {
-    // The frozen loop: every entry on the inactive list, every one hit.
-    let mut lv = full(200);
-    for k in 0..200 {
-        let i = lv.find(hash(k), |&x| x == k).unwrap();
-        lv.mark_accessed(i);
+    for (n, budget) in [(200, SCAN_BATCH), (1000, 100)] {
+        // The frozen loop: every entry on the inactive list, every one hit.
+        let mut lv = full(n);
+        for k in 0..n as u64 {
+            let i = lv.find(hash(k), |&x| x == k).unwrap();
+            lv.mark_accessed(i);
+        }
+        assert_eq!(lv.lists[ACTIVE].len, 0);
+        assert_eq!(lv.activation_budget(), budget, "{n} entries");
+        // One insertion: reclaim activates up to the budget, then takes the
+        // (referenced) tail. Without the budget it activated all of them.
+        insert(&mut lv, 1_000_000);
+        assert_eq!(lv.lists[ACTIVE].len, budget, "{n} entries");
+        assert_eq!(lv.len(), n);
+        lv.check().unwrap();
     }
-    assert_eq!(lv.lists[ACTIVE].len, 0);
-    // One insertion: reclaim activates up to the budget, then takes the
-    // (referenced) tail. Without the budget it activated all 200.
-    let budget = lv.activation_budget();
-    insert(&mut lv, 1000);
-    assert_eq!(lv.lists[ACTIVE].len, budget, "budget {budget}");
-    assert_eq!(lv.len(), 200);
-    lv.check().unwrap();
 }
 
 /// Not thrashing, a refault within the shard's size is activated however
