@@ -165,9 +165,7 @@ impl<K, V> Lruvec<K, V> {
         // that the loop makes no progress, and debug assertions panic
         // rather than spin.
         let most = (1 + usize::from(MAX_REFS)) * self.len() + 8;
-        let mut passes = 0;
-        loop {
-            passes += 1;
+        for passes in 1usize.. {
             debug_assert!(
                 passes <= most,
                 "pick_victim made no progress in {most} passes"
@@ -210,6 +208,7 @@ impl<K, V> Lruvec<K, V> {
             }
             return Some(t);
         }
+        unreachable!("`1..` does not end")
     }
 
     /// Under [`Policy::Lirs`], moves the HIR share by what became of a
