@@ -374,9 +374,9 @@ fn a_loop_after_other_requests_thrashes_again() {
 /// The identity hash of integer keys (`nohash-hasher`'s): the cache mixes
 /// a user's hasher's output, so small keys still spread over every shard
 /// and the cache holds its whole capacity, and so do keys that differ only
-/// in their high bits (a tag packed above bit 48). Unmixed, keys below
-/// 2^40 all fell in shard 0 and it held 125 of 1000; with the high bits
-/// never folded down, so did keys of the form `k << 48`.
+/// in their high bits (a tag packed above bit 48). Why: the shard comes
+/// from the hash's high bits and the index from its middle ones, and an
+/// unmixed identity hash leaves one or the other the same for such keys.
 #[test]
 fn an_identity_hasher_still_fills_the_cache() {
     #[derive(Default)]

@@ -154,16 +154,15 @@ impl<K, V> Lruvec<K, V> {
     /// `protect`. Returns it still linked, or `None` when there is nothing
     /// to evict.
     pub(super) fn pick_victim(&mut self, protect: &mut u32) -> Option<u32> {
-        // Every pass either returns, clears a flag or activates an entry
-        // (which clears its references): it ends within a few passes per
-        // entry.
+        // Every pass either returns, spends a reference or activates an
+        // entry (which clears its references), and nothing adds one here:
+        // at most one activation and `MAX_REFS` rotations an entry. Past
+        // that the loop makes no progress, and debug assertions panic
+        // rather than spin.
         if self.stale && self.evictions % AGE_EVERY == 0 && !self.active_has_room() {
             self.age_active_list(*protect);
         }
         let mut activated = 0;
-        // At most one activation and `MAX_REFS` rotations an entry: past
-        // that the loop makes no progress, and debug assertions panic
-        // rather than spin.
         let most = (1 + usize::from(MAX_REFS)) * self.len() + 8;
         for passes in 1usize.. {
             debug_assert!(

@@ -188,6 +188,29 @@ fn reclaim_activating_an_entry_on_trial_keeps_the_trial() {
     lv.check().unwrap();
 }
 
+/// A shard taking up `Lru` keeps the references its entries counted
+/// under `Workingset` (up to `MAX_REFS`) and spends them a rotation at a
+/// time: its first pick rotates every entry four times before it evicts
+/// the oldest, within `pick_victim`'s progress bound (checked under debug
+/// assertions).
+#[test]
+fn a_shard_taking_up_lru_spends_the_references_it_had() {
+    let mut lv = full(200);
+    for k in 0..200 {
+        let i = lv.find(hash(k), |&x| x == k).unwrap();
+        for _ in 0..MAX_REFS {
+            lv.mark_accessed(i);
+        }
+        assert_eq!(lv.flags(i) & REFS, MAX_REFS);
+    }
+    lv.adopt(Policy::Lru);
+    insert(&mut lv, 1_000_000);
+    assert_eq!(lv.len(), 200);
+    assert!(lv.find(hash(0), |&x| x == 0).is_none(), "the oldest goes");
+    assert!((1..200).all(|k| lv.find(hash(k), |&x| x == k).is_some()));
+    lv.check().unwrap();
+}
+
 /// One reclaim activates as many hit entries as the inactive target
 /// holds (a tenth of a new shard), and at least `SCAN_BATCH`.
 #[test]
