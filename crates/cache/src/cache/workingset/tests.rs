@@ -1,0 +1,82 @@
+//! Shadow entries: the packing of eviction distances, and the
+//! structure check's counts.
+
+use super::*;
+
+#[test]
+fn distances_survive_the_packing() {
+    // A small shard keeps the clock whole; a large one drops
+    // `order` low bits (bucket_order) and its distances round down.
+    for (entries, order) in [(1000, 0), (1 << 20, 3)] {
+        let mut s = Shadows::new(entries);
+        assert_eq!(s.order, order, "{entries} entries");
+        s.eviction(0xdead_beef, true, false);
+        for _ in 0..12_345 {
+            s.age_nonresident();
+        }
+        let (d, ws, _) = s.refault(0xdead_beef).expect("the shadow");
+        let exact = 12_345 + 1; // the eviction ticks the clock too
+        assert!(ws);
+        assert!(d <= exact && exact - d < 1 << order, "{d} vs {exact}");
+        assert_eq!(s.refault(0xdead_beef), None, "taken");
+        // Another hash in the same bucket with another tag misses.
+        s.eviction(0x1234_5678, false, true);
+        assert_eq!(s.refault(0x1234_5679), None);
+        // The failed bit comes back, and is not part of the tag.
+        let (_, ws, failed) = s.refault(0x1234_5678).expect("the shadow");
+        assert!(!ws && failed);
+        s.check().unwrap();
+    }
+}
+
+/// `eviction_at` in a shard large enough that shadows drop low clock
+/// bits: a past clock is kept (to the clock's coarseness), and one
+/// older than a shadow can tell is kept as the oldest it can.
+#[test]
+fn a_past_clock_is_kept_and_clamped_in_a_large_shard() {
+    let mut s = Shadows::new(1 << 20);
+    assert_eq!(s.order, 3);
+    s.fit(1 << 20);
+    for _ in 0..100_000 {
+        s.age_nonresident();
+    }
+    s.eviction_at(0xdead_beef, false, false, 0);
+    let (d, ..) = s.refault(0xdead_beef).expect("the shadow");
+    let exact = 100_000 + 1;
+    assert!(d <= exact && exact - d < 1 << 3, "{d} vs {exact}");
+    // Older than the 2^19 << 3 a shadow can tell: the oldest it can.
+    for _ in 0..(AGE_MASK << 3) {
+        s.age_nonresident();
+    }
+    s.eviction_at(0x1234_5678, false, false, 0);
+    let (d, ..) = s.refault(0x1234_5678).expect("the shadow");
+    let oldest = (AGE_MASK as usize) << 3;
+    assert!(d <= oldest && oldest - d < 1 << 4, "{d} vs {oldest}");
+}
+
+/// The structure check notices each count gone wrong alone: slots in
+/// use, those marked `PG_workingset`, a table over its size.
+#[test]
+fn check_reports_each_miscount() {
+    let shadows = || {
+        let mut s = Shadows::new(64);
+        s.fit(64);
+        s.eviction(0xdead_beef, true, false);
+        s.eviction(0x1234_5678, false, false);
+        s.check().unwrap();
+        s
+    };
+    let mut s = shadows();
+    s.len += 1;
+    assert!(s.check().unwrap_err().contains("3 counted"));
+    let mut s = shadows();
+    s.workingset = 0;
+    assert!(
+        s.check()
+            .unwrap_err()
+            .contains("PG_workingset), 2 counted (0)")
+    );
+    let mut s = shadows();
+    s.size = s.slots.len() - 1;
+    assert!(s.check().unwrap_err().contains("slots of"));
+}

@@ -1,0 +1,31 @@
+//! The window's runs of wanted pages, and the zeroed bitmaps.
+
+use std::sync::atomic::Ordering;
+
+use super::{runs, zeroed_bitmap};
+
+#[test]
+fn runs_are_the_maximal_stretches_of_wanted_pages() {
+    let set = |w: &'static [u64]| move |p: u64| w.contains(&p);
+    assert_eq!(runs(8..16, set(&[])), []);
+    let all = runs(8..16, set(&[8, 9, 10, 11, 12, 13, 14, 15]));
+    assert_eq!((all.len(), all.first().cloned()), (1, Some(8..16)));
+    assert_eq!(runs(8..16, set(&[9, 10, 12, 15])), [9..11, 12..13, 15..16]);
+    assert_eq!(runs(8..16, set(&[8, 14, 15, 16])), [8..9, 14..16]);
+}
+
+/// Zeroed and writable, small (on the heap; the case Miri runs) and
+/// large (mapped).
+#[test]
+fn zeroed_bitmaps_read_zero_and_take_writes() {
+    assert!(zeroed_bitmap(0).unwrap().is_empty());
+    let large = if cfg!(miri) { 3 } else { 1 << 20 };
+    for words in [1, 3, 1000, large] {
+        let b = zeroed_bitmap(words).unwrap();
+        assert_eq!(b.len(), words);
+        assert!(b.iter().all(|w| w.load(Ordering::Relaxed) == 0));
+        b[words - 1].fetch_or(1 << 63, Ordering::Relaxed);
+        assert_eq!(b[words - 1].load(Ordering::Relaxed), 1 << 63);
+    }
+    assert!(zeroed_bitmap(usize::MAX / 4).is_err());
+}
