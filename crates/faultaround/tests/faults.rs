@@ -543,6 +543,15 @@ fn not_ready_pages_leave_the_handlers_serving() {
     std::process::exit(0);
 }
 
+/// Lets a [`Script`]'s held call return, and waits (up to 5 s) until it
+/// has.
+fn let_go(release: &AtomicBool, returned: &AtomicBool) {
+    release.store(true, Ordering::SeqCst);
+    mmbatch_testkit::wait_until("the held call to return", Duration::from_secs(5), || {
+        returned.load(Ordering::SeqCst)
+    });
+}
+
 /// Reads page `page` of `r` on a thread of its own, which a failed page's
 /// signal parks; in a child process only.
 fn read_in_background(r: &UffdRegion, page: usize) {
@@ -583,10 +592,7 @@ fn a_stall_that_returns_leaves_the_watchdog_whole() {
     wait_failed(&r, 1, "page 5, stuck past the timeout,");
     read_in_background(&r, 7);
     wait_failed(&r, 2, "page 7, stuck for good,");
-    release.store(true, Ordering::SeqCst);
-    while !returned.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    let_go(&release, &returned);
     // A few microseconds of work for page 5's thread to serve again.
     std::thread::sleep(Duration::from_millis(200));
     // Served, not failed (a failure parks this thread: the child's limit).
@@ -621,10 +627,7 @@ fn a_stall_that_returns_to_a_served_region_leaves() {
     assert_eq!(r.as_slice()[9 * PAGE], 9);
     // The handler inside the source, its replacement and the watchdog.
     assert_eq!(mmbatch_testkit::threads_named("uffd-"), 3);
-    release.store(true, Ordering::SeqCst);
-    while !returned.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    let_go(&release, &returned);
     mmbatch_testkit::wait_until(
         "the returned handler thread to leave",
         Duration::from_secs(5),
