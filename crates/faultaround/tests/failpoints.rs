@@ -91,6 +91,33 @@ fn persistent_copy_failure_fails_the_page() {
     std::process::exit(0);
 }
 
+/// A window holding a failed page is installed around it: a later fault
+/// in the window copies the other pages and leaves the failed one alone
+/// (not copied over, not counted as present), whether the kernel
+/// poisoned it or the fallback protected it.
+#[test]
+fn a_window_is_installed_around_a_failed_page() {
+    if let Some(run) = child::parent("a_window_is_installed_around_a_failed_page", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let scenario = FailScenario::setup();
+    let src = image(16);
+    let r = UffdRegion::new(16 * PAGE, 3, src.clone(), 1).unwrap();
+    fail::cfg("uffd::copy", "return(ENOMEM)").unwrap();
+    assert_ne!(touch(&r, 5 * PAGE), 0, "page 5 failed");
+    fail::remove("uffd::copy");
+    let before = r.stats();
+    assert_eq!(before.pages_copied, 0, "{before:?}");
+    // Order 3 around page 6: pages 0..8, page 5 failed.
+    assert_eq!(r.as_slice()[6 * PAGE + 1], src[6 * PAGE + 1]);
+    let st = r.stats();
+    assert_eq!((st.pages_copied, st.already_present), (7, 0), "{st:?}");
+    assert_eq!(&r.as_slice()[..5 * PAGE], &src[..5 * PAGE]);
+    drop(scenario);
+    std::process::exit(0);
+}
+
 /// Without UFFDIO_POISON (Linux before 6.6, played by a fail point) a
 /// failed page is made inaccessible instead: SIGSEGV, never zeroes.
 #[test]
