@@ -173,3 +173,6 @@ impl Drop for UffdRegion {
         drop(mapping.take());
     }
 }
+
+#[cfg(all(test, not(loom), not(miri)))]
+mod tests;
