@@ -890,6 +890,76 @@ fn a_foreign_replay_skips_the_gap_between_ranges() {
     assert_eq!(stats.faults, 0, "{stats:?}");
 }
 
+/// The page the VMM of [`vmm_wrote_first`] writes before it registers.
+const WRITTEN_FIRST: usize = 5;
+
+/// The VMM for the pre-written page test: maps region B and writes one
+/// page ([`WRITTEN_FIRST`]) before registering it (a device model or the
+/// loader placing data before the restore begins), hands it over, waits
+/// for the replay, then checks that page kept its own bytes and every
+/// other page is the image's.
+fn vmm_wrote_first() {
+    let socket = std::env::var(SOCKET).unwrap();
+    let b = map(B_PAGES);
+    let mine = vec![0xC3u8; page()];
+    // SAFETY: one page inside our mapping; nothing else touches it yet.
+    unsafe { std::ptr::copy_nonoverlapping(mine.as_ptr(), b.add(WRITTEN_FIRST * page()), page()) };
+    let uffd = userfaultfd(&[(b, B_PAGES)]);
+    let mut stream = send(&socket, &[region(b, B_PAGES, 0)], &uffd);
+    let mut done = [0u8; 2];
+    std::io::Read::read_exact(&mut stream, &mut done).unwrap();
+    for p in 0..B_PAGES {
+        // SAFETY: a page of our mapping, present or filled on its fault.
+        let got = unsafe { std::slice::from_raw_parts(b.wrapping_add(p * page()), page()) };
+        if p == WRITTEN_FIRST {
+            assert!(
+                got == mine,
+                "the handler overwrote page {p}, written before"
+            );
+        } else {
+            assert!(got == image_page(p), "page {p} is not the image's");
+        }
+    }
+    println!("vmm: page {WRITTEN_FIRST} kept what it wrote; the others read the image");
+}
+
+/// A page the other process wrote before it registered the range is
+/// present: the replay's copy onto it is refused (EEXIST), its bytes
+/// stay the process's own, and it counts among the pages the handler
+/// knows are resident, so `installed_pages` ends at every page of the
+/// range.
+#[test]
+fn a_page_written_before_registration_is_kept_and_counted() {
+    if child::is_child() {
+        return vmm_wrote_first();
+    }
+    let _hang =
+        mmbatch_testkit::hang_guard("a_page_written_before_registration_is_kept_and_counted");
+    let recorded = [3u64, 4, WRITTEN_FIRST as u64, 9];
+    let (run, (waited, stats, installed)) = with_vmm(
+        "a_page_written_before_registration_is_kept_and_counted",
+        "written-first",
+        |l, image| {
+            let (mut stream, hs) = handshake(l);
+            let record = Record::new(page(), (B_PAGES * page()) as u64, "", recorded).unwrap();
+            let h = UffdHandler::builder(hs.uffd, hs.ranges)
+                .replay(record)
+                .build(image)
+                .unwrap();
+            let waited = h.wait_replayed(Duration::from_secs(10));
+            stream.write_all(b"go").unwrap();
+            let _ = std::io::Read::read(&mut stream, &mut [0u8; 1]);
+            (waited, h.stats(), h.installed_pages())
+        },
+    );
+    println!("{}", run.output);
+    run.expect_success();
+    println!("handler at the end: {stats:?}, {installed} pages installed");
+    assert!(waited, "wait_replayed gave up");
+    assert_eq!(stats.already_present, 1, "{stats:?}");
+    assert_eq!(installed, B_PAGES, "{stats:?}");
+}
+
 /// A source that fails one page.
 struct FailsPage(File, u64);
 

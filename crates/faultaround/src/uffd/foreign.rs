@@ -379,8 +379,9 @@ impl UffdHandler {
             .then_some(FailSignal::Sigbus)
     }
 
-    /// Pages installed so far (copied or zeroed, less those the other
-    /// process discarded since).
+    /// Pages installed so far (copied or zeroed, or found present: ones
+    /// the other process wrote before it registered them), less those it
+    /// discarded since.
     pub fn installed_pages(&self) -> usize {
         self.shared.resident_pages()
     }
