@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use fail::FailScenario;
-use mmbatch_faultaround::{Error, FailSignal, UffdMode, UffdRegion};
+use mmbatch_faultaround::{Error, FailSignal, UffdHandler, UffdMode, UffdRange, UffdRegion};
 use mmbatch_testkit::{child, signal};
 
 const PAGE: usize = 4096;
@@ -176,6 +176,48 @@ fn eagain_is_retried_and_a_negative_count_is_no_progress() {
     assert_eq!(r.as_slice(), &src[..]);
     assert_eq!(r.stats().pages_copied, 64);
     drop(scenario);
+}
+
+/// The same for a handler of another's userfaultfd, which also counts
+/// the pages it installed: a negative count is no page installed (taken
+/// as pages, `-EAGAIN` bytes would mark some 2^52 of them, past the end of
+/// the handler's page bitmap). Here the handler serves memory of this
+/// process, registered as a VMM registers its own; in a child, since a
+/// handler that dies leaves the read to wait for its page's failure.
+#[test]
+fn a_foreign_handler_counts_no_page_for_an_eagain() {
+    let name = "a_foreign_handler_counts_no_page_for_an_eagain";
+    if let Some(run) = child::parent(name, LIMIT) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    let scenario = FailScenario::setup();
+    let src = image(64);
+    let base = mmbatch_testkit::vmm::map_anonymous(64 * PAGE);
+    let uffd = mmbatch_testkit::vmm::userfaultfd(&[(base, 64 * PAGE)], 0);
+    let range = UffdRange {
+        base: base as usize,
+        len: 64 * PAGE,
+        offset: 0,
+    };
+    let h = UffdHandler::builder(uffd, [range])
+        .order(2)
+        .handlers(1)
+        .build(src.clone())
+        .unwrap();
+    fail::cfg("uffd::copy", "5*return(EAGAIN)").unwrap();
+    // SAFETY: the mapping made above, never unmapped; the handler fills
+    // each page before a read of it returns.
+    let memory = unsafe { std::slice::from_raw_parts(base, 64 * PAGE) };
+    assert_eq!(memory[9 * PAGE + 3], src[9 * PAGE + 3]);
+    let st = h.stats();
+    assert!(st.retries >= 5, "{st:?}");
+    assert_eq!((st.pages_copied, h.installed_pages()), (4, 4), "{st:?}");
+    assert!(memory == &src[..]);
+    assert_eq!(h.installed_pages(), 64);
+    drop(scenario);
+    std::process::exit(0);
 }
 
 /// A window the kernel refuses to copy whole (ENOMEM once, as a memory
