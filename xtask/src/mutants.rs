@@ -307,8 +307,10 @@ fn run_crate(krate: &str, shard: Option<&str>, in_diff: Option<&Path>) -> Result
         // A failed pass leaves the first pass's score standing.
         match loom_pass(krate, &score.survivors, &out) {
             Ok(second) => {
-                // Counted from the merge: a pass's `--re` list can match
-                // more mutants than the survivors it names.
+                // Counted from the merge: the pass also tests mutants
+                // its `--re` list does not name (cargo-mutants 27.1 filters
+                // no struct-field deletion by name: its issue #632), and
+                // those count for nothing here.
                 let (before, caught, unviable) = (
                     score.survivors.len(),
                     score.caught.len(),
