@@ -43,3 +43,56 @@ fn drop_of_an_idle_region_is_prompt() {
     );
     std::process::exit(0);
 }
+
+/// The process's open userfaultfd and eventfd descriptors.
+fn uffd_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|l| {
+            let l = l.to_string_lossy();
+            l.contains("userfaultfd") || l.contains("eventfd")
+        })
+        .count()
+}
+
+/// Dropping a handler of a userfaultfd made elsewhere (here by this
+/// process, as a VMM makes one) stops its threads and closes its copy of
+/// the descriptor and its eventfd: a VMM's handler process that drops one
+/// handler to serve the next VM keeps nothing of the first.
+#[test]
+fn a_dropped_foreign_handler_leaves_no_thread_or_descriptor() {
+    const NAME: &str =
+        "uffd::stop::tests::a_dropped_foreign_handler_leaves_no_thread_or_descriptor";
+    if let Some(run) = child::parent(NAME, Duration::from_secs(20)) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    let image: Vec<u8> = (0..16 * PAGE)
+        .map(|b| (b / PAGE * 7 + b % 251) as u8)
+        .collect();
+    let base = mmbatch_testkit::vmm::map_anonymous(16 * PAGE);
+    let before = uffd_fds();
+    let uffd = mmbatch_testkit::vmm::userfaultfd(&[(base, 16 * PAGE)], 0);
+    let range = crate::UffdRange {
+        base: base as usize,
+        len: 16 * PAGE,
+        offset: 0,
+    };
+    let h = crate::UffdHandler::builder(uffd, [range])
+        .handlers(2)
+        .build(image.clone())
+        .unwrap();
+    // SAFETY: the mapping made above, never unmapped; the handler fills
+    // the page before the read returns.
+    let got = unsafe { base.add(3 * PAGE).read_volatile() };
+    assert_eq!(got, image[3 * PAGE]);
+    assert!(uffd_fds() > before);
+    drop(h);
+    let left =
+        mmbatch_testkit::threads_named_settled("uffd-", 0, child::scaled(Duration::from_secs(2)));
+    assert_eq!(left, 0, "handler threads left running");
+    assert_eq!(uffd_fds(), before, "descriptors left open");
+    std::process::exit(0);
+}
