@@ -318,6 +318,53 @@ fn owned_stripe_numbers_are_distinct_and_given_back() {
     assert_eq!(*lock.write(), 0);
 }
 
+/// A thread that exits gives back its own stripe number and no other:
+/// a live thread keeps its number while others come and go. (Given back
+/// as `OWNERS & 1 << i`, every number but the exiting thread's was freed,
+/// and the next threads took a live thread's.)
+#[test]
+fn an_exiting_thread_gives_back_only_its_own_stripe_number() {
+    let lock = ShardLock::new(0u32, super::MAX_STRIPES);
+    let (owned_tx, owned_rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        let lock = &lock;
+        s.spawn(move || {
+            let _r = lock.read();
+            owned_tx.send(super::held::owned()).unwrap();
+            // Holds its number until the test is done.
+            let _ = done_rx.recv();
+        });
+        let kept = owned_rx.recv().unwrap();
+        if kept == super::held::NONE {
+            return; // Other tests' threads held every number.
+        }
+        // A thread that comes and goes.
+        s.spawn(|| drop(lock.read())).join().unwrap();
+        // Then as many live at once as there are numbers: together they
+        // take every free one.
+        let start = Barrier::new(super::MAX_STRIPES);
+        let taken: Vec<usize> = std::thread::scope(|t| {
+            let all: Vec<_> = (0..super::MAX_STRIPES)
+                .map(|_| {
+                    t.spawn(|| {
+                        let _r = lock.read();
+                        let mine = super::held::owned();
+                        start.wait();
+                        mine
+                    })
+                })
+                .collect();
+            all.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        done_tx.send(()).unwrap();
+        assert!(
+            !taken.contains(&kept),
+            "number {kept}, still owned, was taken again: {taken:?}"
+        );
+    });
+}
+
 /// Each thread keeps one stripe number, and no two threads share one
 /// (the lock reduces it modulo its stripes).
 #[test]
