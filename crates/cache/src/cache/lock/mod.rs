@@ -481,6 +481,8 @@ impl<T> ShardLock<T> {
                 if writing { "change" } else { "lookup" }
             );
         }
+        #[cfg(all(test, not(loom)))]
+        let mut gave_way_since = None;
         loop {
             let was_fast = self.block.take();
             // Cleared however this ends, even by a panic before the guard.
@@ -525,6 +527,15 @@ impl<T> ShardLock<T> {
             drop(unblock);
             #[cfg(not(loom))]
             std::thread::sleep(GIVE_WAY_FOR);
+            // In the crate's own tests no reader holds on for seconds.
+            #[cfg(all(test, not(loom)))]
+            if gave_way_since
+                .get_or_insert_with(std::time::Instant::now)
+                .elapsed()
+                >= crate::sync::TEST_WAIT_LIMIT
+            {
+                crate::sync::waited_too_long("a writer gave way to its readers for 10 s");
+            }
         }
     }
 }

@@ -141,6 +141,10 @@ fn fast_readers_exclude_writers_that_end_the_fast_mode() {
             }
             (fast, super::held::owned())
         });
+        // Stops the reader however the writes end: a writer's panic
+        // fails the test instead of leaving it joined on a reader that
+        // reads on.
+        let _stop = StopOnDrop(&stop);
         for _ in 0..writes {
             let _ = lock.block.go_fast();
             // Let the reader read fast a few times (bounded: it may
@@ -157,12 +161,21 @@ fn fast_readers_exclude_writers_that_end_the_fast_mode() {
             }
             w.1 += 1;
         }
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        drop(_stop);
         reader.join().unwrap()
     });
     assert!(owned < super::MAX_STRIPES, "the reader owned no stripe");
     assert!(fast > 0, "no read went fast");
     assert_eq!(*lock.read(), (writes, writes));
+}
+
+/// Sets its flag when dropped, by a return or an unwind.
+struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// A panic under the write lock releases it; the lock goes on (a
