@@ -112,6 +112,32 @@ fn a_lock_written_every_few_milliseconds_stops_going_fast() {
     );
 }
 
+/// A lock written between every two looks for quiet never goes fast,
+/// however long it is read: its wait for quiet counts from the last
+/// write its readers saw, not from their first look. (With writes not
+/// counted, it went fast 2 ms after the first look and each next write
+/// paid a heavy barrier to end the spell.)
+#[test]
+fn a_lock_written_between_every_look_never_goes_fast() {
+    if cfg!(miri) || !super::barrier::available() {
+        return;
+    }
+    let lock = ShardLock::new(0u64, super::MAX_STRIPES);
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(100);
+    let mut writes = 0;
+    while std::time::Instant::now() < until {
+        {
+            let r = lock.read();
+            lock.look_for_quiet(r.stripe());
+        }
+        assert!(!lock.is_fast(), "fast after {writes} writes");
+        *lock.write() += 1;
+        writes += 1;
+    }
+    let ended = lock.spell.ended.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(ended, 0, "{ended} fast spells in {writes} writes");
+}
+
 /// A reader that owns its stripe, reading fast, and a writer that
 /// makes the lock fast again before every write, so each write ends
 /// the fast mode with a heavy barrier: the reader never sees a write

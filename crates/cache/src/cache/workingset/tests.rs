@@ -80,3 +80,26 @@ fn check_reports_each_miscount() {
     s.size = s.slots.len() - 1;
     assert!(s.check().unwrap_err().contains("slots of"));
 }
+
+/// The shadows are counted by kind, of entries once active (ARC's B2)
+/// and of the others (B1), as `Lruvec::adapt`'s step takes their ratio;
+/// a refault takes one from its own kind.
+#[test]
+fn shadows_are_counted_by_kind() {
+    let mut s = Shadows::new(1000);
+    let hash = |i: u32| i.wrapping_mul(0x9E37_79B9);
+    for i in 0..30 {
+        s.eviction(hash(i), i < 10, false);
+    }
+    // (Shadows that collide lose the older one: few, at 30 of 1000.)
+    let (demoted, probation) = s.counts();
+    assert_eq!(demoted + probation, s.len(), "{demoted} {probation}");
+    assert!(
+        s.len() >= 25 && demoted <= 10 && probation <= 20,
+        "{demoted} {probation}"
+    );
+    // The first of the active entries' shadows still held, taken.
+    assert!((0..10).any(|i| s.refault(hash(i)).is_some()));
+    assert_eq!(s.counts(), (demoted - 1, probation));
+    s.check().unwrap();
+}
