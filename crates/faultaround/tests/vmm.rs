@@ -902,8 +902,9 @@ fn vmm_wrote_first() {
     let socket = std::env::var(SOCKET).unwrap();
     let b = map(B_PAGES);
     let mine = vec![0xC3u8; page()];
+    let at = b.wrapping_add(WRITTEN_FIRST * page());
     // SAFETY: one page inside our mapping; nothing else touches it yet.
-    unsafe { std::ptr::copy_nonoverlapping(mine.as_ptr(), b.add(WRITTEN_FIRST * page()), page()) };
+    unsafe { std::ptr::copy_nonoverlapping(mine.as_ptr(), at, page()) };
     let uffd = userfaultfd(&[(b, B_PAGES)]);
     let mut stream = send(&socket, &[region(b, B_PAGES, 0)], &uffd);
     let mut done = [0u8; 2];

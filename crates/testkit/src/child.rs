@@ -37,7 +37,9 @@ pub struct Run {
 }
 
 impl Run {
-    /// Panics unless the child exited successfully in time.
+    /// Panics unless the child exited successfully in time, having run
+    /// the test (a name that is not a test's full path runs none, and
+    /// succeeds).
     pub fn expect_success(&self) {
         match self.status {
             None => panic!(
@@ -45,6 +47,11 @@ impl Run {
                 self.name, self.limit, self.output
             ),
             Some(s) if !s.success() => panic!("{} failed ({s}):\n{}", self.name, self.output),
+            Some(_) if !self.output.contains("running 1 test") => panic!(
+                "{} ran no test in the child: name the test by its full path (a unit test's \
+                 with its modules):\n{}",
+                self.name, self.output
+            ),
             Some(_) => {}
         }
     }
