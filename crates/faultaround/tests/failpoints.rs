@@ -23,14 +23,7 @@ fn image(pages: usize) -> Vec<u8> {
 /// Open userfaultfd and eventfd descriptors (the region's own kinds:
 /// other tests' pipes do not count).
 fn region_fds() -> usize {
-    std::fs::read_dir("/proc/self/fd")
-        .unwrap()
-        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-        .filter(|l| {
-            let l = l.to_string_lossy();
-            l.contains("userfaultfd") || l.contains("eventfd")
-        })
-        .count()
+    mmbatch_testkit::open_fds_of(&["userfaultfd", "eventfd"])
 }
 
 /// The process's `uffd-*` threads (handlers, replay, watchdog).

@@ -25,6 +25,20 @@ pub mod signal;
 #[cfg(target_os = "linux")]
 pub mod vmm;
 
+/// The calling process's open descriptors whose `/proc/self/fd` link
+/// names one of `kinds` (`anon_inode:[userfaultfd]` names `userfaultfd`):
+/// a library's own kinds, which other tests' files and pipes are not.
+pub fn open_fds_of(kinds: &[&str]) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .expect("reading /proc/self/fd")
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|l| {
+            let l = l.to_string_lossy();
+            kinds.iter().any(|k| l.contains(k))
+        })
+        .count()
+}
+
 /// The calling process's threads whose name (`/proc/self/task/*/comm`)
 /// starts with `prefix`: the threads a library started and left.
 pub fn threads_named(prefix: &str) -> usize {

@@ -46,14 +46,7 @@ fn drop_of_an_idle_region_is_prompt() {
 
 /// The process's open userfaultfd and eventfd descriptors.
 fn uffd_fds() -> usize {
-    std::fs::read_dir("/proc/self/fd")
-        .unwrap()
-        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-        .filter(|l| {
-            let l = l.to_string_lossy();
-            l.contains("userfaultfd") || l.contains("eventfd")
-        })
-        .count()
+    mmbatch_testkit::open_fds_of(&["userfaultfd", "eventfd"])
 }
 
 /// Dropping a handler of a userfaultfd made elsewhere (here by this
