@@ -697,3 +697,59 @@ fn a_short_file_window_keeps_the_pages_before_the_end() {
     }
     assert!(buf[..2 * PAGE] == image[PAGE..], "pages 1 and 2 misread");
 }
+
+/// A window from a file (a source with no slice in memory, read page by
+/// page) comes in whole with its one fault, the run of pages that ends
+/// the window too.
+#[test]
+fn a_file_window_comes_in_with_one_fault() {
+    let _hang = mmbatch_testkit::hang_guard("a_file_window_comes_in_with_one_fault");
+    let data = image(64);
+    let r = UffdRegion::new(64 * PAGE, 4, temp_file(&data), 1).unwrap();
+    assert_eq!(r.as_slice(), &data[..]);
+    let st = r.stats();
+    assert_eq!((st.faults, st.pages_copied), (4, 64), "{st:?}");
+}
+
+/// Building a region over a file leaves the file's offset where it was:
+/// its clones share that offset, and a user reading the snapshot through
+/// one must not find it moved to the end (only a block device's length is
+/// found by seeking).
+#[test]
+fn a_region_over_a_file_leaves_its_offset_alone() {
+    use std::io::{Read, Seek};
+    let data = image(8);
+    let f = temp_file(&data);
+    let mut clone = f.try_clone().unwrap();
+    // Writing the image left the shared offset at its end.
+    clone.rewind().unwrap();
+    let r = UffdRegion::new(8 * PAGE, 0, f, 1).unwrap();
+    assert_eq!(clone.stream_position().unwrap(), 0);
+    let mut first = vec![0u8; PAGE];
+    clone.read_exact(&mut first).unwrap();
+    assert_eq!(first, data[..PAGE]);
+    drop(r);
+}
+
+/// After `shutdown` the region is the process's ordinary memory: a page
+/// the application discards reads back as zeroes, as anonymous memory
+/// does, rather than faulting to handlers that are gone (a range left
+/// registered held the discard, or the read after it, for good).
+#[test]
+fn a_shut_down_region_discards_as_anonymous_memory() {
+    let name = "a_shut_down_region_discards_as_anonymous_memory";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let data = image(16);
+    let mut r = UffdRegion::new(16 * PAGE, 0, data.clone(), 1).unwrap();
+    r.shutdown();
+    assert_eq!(r.as_slice(), &data[..], "shutdown installed every page");
+    let at = r.as_mut_ptr().wrapping_add(5 * PAGE);
+    // SAFETY: one whole page inside the region, which we borrow mutably.
+    let rc = unsafe { libc::madvise(at.cast(), PAGE, libc::MADV_DONTNEED) };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    assert!(r.as_slice()[5 * PAGE..6 * PAGE].iter().all(|&b| b == 0));
+    assert_eq!(r.as_slice()[6 * PAGE..], data[6 * PAGE..]);
+}
