@@ -115,3 +115,22 @@ pub(crate) fn smp_mb() {
     #[cfg(loom)]
     loom::sync::atomic::fence(Ordering::SeqCst);
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    /// A waiter past its first 1024 rounds naps (50 us a round) instead of
+    /// spinning on, so a lock holder descheduled on a small host gets a
+    /// CPU back. A lower bound on sleeping, which no clock cuts short.
+    #[test]
+    fn a_long_wait_naps() {
+        let mut round = 1024;
+        let start = Instant::now();
+        for _ in 0..100 {
+            super::spin(&mut round);
+        }
+        let took = start.elapsed();
+        assert!(took >= Duration::from_millis(5), "100 rounds took {took:?}");
+    }
+}

@@ -397,6 +397,7 @@ fn iteration_is_hottest_first() {
     }
     let want: Vec<(u32, u32)> = oracle.iter().map(|(&k, &v)| (k, v)).collect();
     assert_eq!(cache.iter().collect::<Vec<_>>(), want);
+    assert!(!cache.is_empty());
     assert_eq!(cache.drain().collect::<Vec<_>>(), want);
     assert!(cache.is_empty());
 }

@@ -14,6 +14,19 @@ fn stripes_are_two_a_cpu_up_to_the_cap() {
     assert_eq!(super::stripes_for(usize::MAX / 4), super::MAX_STRIPES);
 }
 
+/// A cache left to choose runs 8 shards a CPU (the power of two at or
+/// below), where its size gives each 512 entries or more: with 4 a CPU,
+/// two threads reading through a miss-heavy stream waited on each
+/// other's writes.
+#[test]
+fn a_default_cache_runs_eight_shards_a_cpu() {
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    // 131072 entries: room for 256 shards of 512, indexed narrow in 2.
+    let c: LruCache<u64, u64> = LruCache::builder(1 << 17).build().unwrap();
+    let want = (8 * cpus).clamp(2, 256);
+    assert_eq!(c.shards(), 1 << want.ilog2(), "{cpus} CPUs");
+}
+
 /// Hot entries (50, each hit twice: active) of a cache of 100 that a
 /// one-off scan of 1000 new keys leaves, with keys hashed by `hasher`
 /// unmixed, as the default hasher's are.

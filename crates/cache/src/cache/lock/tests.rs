@@ -391,10 +391,15 @@ fn an_exiting_thread_gives_back_only_its_own_stripe_number() {
             let all: Vec<_> = (0..super::MAX_STRIPES)
                 .map(|_| {
                     t.spawn(|| {
-                        let _r = lock.read();
-                        let mine = super::held::owned();
+                        // A lock that panics still lets this thread meet
+                        // the others at the barrier (missing, it held
+                        // them there for good), then fails the test.
+                        let mine = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            drop(lock.read());
+                            super::held::owned()
+                        }));
                         start.wait();
-                        mine
+                        mine.unwrap_or_else(|p| std::panic::resume_unwind(p))
                     })
                 })
                 .collect();

@@ -66,9 +66,11 @@ fn refaults_move_the_inactive_target_within_its_bounds() {
         lv.adapt(10, true);
     }
     assert_eq!(lv.inactive_share, INACTIVE_MIN);
-    // One too distant says nothing.
+    // One too distant says nothing; one at the shard's size is within it.
     lv.adapt(lv.len() + 1, false);
     assert_eq!(lv.inactive_share, INACTIVE_MIN);
+    lv.adapt(lv.len(), false);
+    assert!(lv.inactive_share > INACTIVE_MIN);
     for _ in 0..100_000 {
         lv.adapt(10, false);
     }
@@ -185,6 +187,40 @@ fn reclaim_activating_an_entry_on_trial_keeps_the_trial() {
         .find(hash(7_000), |&k| k == 7_000)
         .expect("activated, kept");
     assert_eq!(lv.flags(i) & (ACTIVE_FLAG | UNHIT), ACTIVE_FLAG | UNHIT);
+    lv.check().unwrap();
+}
+
+/// The inactive list at its target is not low, as the kernel's
+/// `inactive_is_low` (`inactive * ratio < active`): reclaim deactivates
+/// only below it, so a balanced shard does not demote one entry more at
+/// every reclaim.
+#[test]
+fn an_inactive_list_at_its_target_is_not_low() {
+    let mut lv = full(200);
+    // 1/8 of 200: exact in binary.
+    lv.inactive_share = 0.125;
+    for i in 0..175 {
+        lv.activate(i);
+    }
+    assert_eq!((lv.lists[INACTIVE].len, lv.lists[ACTIVE].len), (25, 175));
+    assert!(!lv.inactive_is_low(), "25 of 200 is the target");
+    lv.activate(175);
+    assert!(lv.inactive_is_low(), "24 of 200 is below it");
+}
+
+/// With batching off a hit is a `touch`, whose count of references stops
+/// at `MAX_REFS` as a batched hit's does: one more and the entry would
+/// outlive one more rotation of reclaim than the policy gives it.
+#[test]
+fn an_unbatched_hit_counts_up_to_max_refs() {
+    let mut lv = Lruvec::new(Policy::Workingset, false, false, (false, false), 8, 8);
+    insert(&mut lv, 1);
+    let i = lv.find(hash(1), |&k| k == 1).unwrap();
+    for _ in 0..3 * MAX_REFS {
+        lv.touch(i);
+    }
+    assert_ne!(lv.flags(i) & ACTIVE_FLAG, 0, "activated by its hits");
+    assert_eq!(lv.flags(i) & REFS, MAX_REFS);
     lv.check().unwrap();
 }
 
