@@ -961,6 +961,72 @@ fn a_page_written_before_registration_is_kept_and_counted() {
     assert_eq!(installed, B_PAGES, "{stats:?}");
 }
 
+/// The VMM for the test of pages mapped before registration: its guest
+/// memory (one range, B) a memfd holding the image's first `B_PAGES`,
+/// every page read (so mapped) before it registers the range for minor
+/// faults.
+fn vmm_mapped_first() {
+    let socket = std::env::var(SOCKET).unwrap();
+    let image = std::fs::read(std::env::var(IMAGE).unwrap()).unwrap();
+    let fd = rustix::fs::memfd_create("vmm-guest", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    let mut memfd = File::from(fd);
+    memfd.write_all(&image[..B_PAGES * page()]).unwrap();
+    let b = map_shared(&memfd, B_PAGES, 0);
+    for p in 0..B_PAGES {
+        // SAFETY: a page of our mapping, inside the file.
+        let _ = unsafe { b.wrapping_add(p * page()).read_volatile() };
+    }
+    let uffd = vmm::userfaultfd_registered(
+        &[(b, B_PAGES * page())],
+        vmm::UFFD_FEATURE_MINOR_SHMEM,
+        vmm::UFFDIO_REGISTER_MODE_MINOR,
+    );
+    let mut stream = send(&socket, &[region(b, B_PAGES, 0)], &uffd);
+    let mut done = [0u8; 2];
+    std::io::Read::read_exact(&mut stream, &mut done).unwrap();
+    for p in 0..B_PAGES {
+        // SAFETY: a page of our mapping, mapped since before registration.
+        let got = unsafe { std::slice::from_raw_parts(b.wrapping_add(p * page()), page()) };
+        assert!(got == image_page(p), "page {p} is not the image's");
+    }
+    println!("vmm: {B_PAGES} pages mapped before registration read the image");
+}
+
+/// A page the other process mapped before it registered its page cache
+/// for minor faults is present: the replay's `UFFDIO_CONTINUE` onto it is
+/// refused (EEXIST), and it counts among the pages the handler knows are
+/// installed, as a copied page found present does.
+#[test]
+fn a_page_mapped_before_registration_is_counted_in_place() {
+    if child::is_child() {
+        return vmm_mapped_first();
+    }
+    let _hang =
+        mmbatch_testkit::hang_guard("a_page_mapped_before_registration_is_counted_in_place");
+    let recorded = [3u64, 4, 5, 9];
+    let (run, (waited, stats, installed)) = with_vmm(
+        "a_page_mapped_before_registration_is_counted_in_place",
+        "mapped-first",
+        |l, _| {
+            let (mut stream, hs) = handshake(l);
+            let record = Record::new(page(), (B_PAGES * page()) as u64, "", recorded).unwrap();
+            let h = UffdHandler::builder(hs.uffd, hs.ranges)
+                .replay(record)
+                .build_over_page_cache()
+                .unwrap();
+            let waited = h.wait_replayed(Duration::from_secs(10));
+            stream.write_all(b"go").unwrap();
+            let _ = std::io::Read::read(&mut stream, &mut [0u8; 1]);
+            (waited, h.stats(), h.installed_pages())
+        },
+    );
+    println!("{}", run.output);
+    run.expect_success();
+    assert!(waited, "wait_replayed gave up");
+    assert_eq!(stats.already_present, recorded.len() as u64, "{stats:?}");
+    assert_eq!(installed, recorded.len(), "{stats:?}");
+}
+
 /// A source that fails one page.
 struct FailsPage(File, u64);
 
