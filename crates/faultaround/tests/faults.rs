@@ -711,10 +711,10 @@ fn a_file_window_comes_in_with_one_fault() {
     assert_eq!((st.faults, st.pages_copied), (4, 64), "{st:?}");
 }
 
-/// Building a region over a file leaves the file's offset where it was:
-/// its clones share that offset, and a user reading the snapshot through
-/// one must not find it moved to the end (only a block device's length is
-/// found by seeking).
+/// Building a region over a regular file leaves the file's offset where
+/// it was: its clones share that offset, and a user reading the snapshot
+/// through one must not find it moved to the end (a block device's length
+/// is still found by seeking, which moves it).
 #[test]
 fn a_region_over_a_file_leaves_its_offset_alone() {
     use std::io::{Read, Seek};

@@ -214,8 +214,11 @@ fn an_inactive_list_at_its_target_is_not_low() {
 #[test]
 fn an_unbatched_hit_counts_up_to_max_refs() {
     let mut lv = Lruvec::new(Policy::Workingset, false, false, (false, false), 8, 8);
+    // Past the fill, which puts a new shard's first keys on the active list.
+    lv.fill = false;
     insert(&mut lv, 1);
     let i = lv.find(hash(1), |&k| k == 1).unwrap();
+    assert_eq!(lv.flags(i) & ACTIVE_FLAG, 0, "a new key starts inactive");
     for _ in 0..3 * MAX_REFS {
         lv.touch(i);
     }
