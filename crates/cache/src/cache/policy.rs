@@ -92,8 +92,9 @@ pub enum Policy {
     ///
     /// Costs: every hit checks whether its key is sampled; sampled
     /// accesses (at most 1 key in 8, fewer in larger caches) are replayed
-    /// into the simulations by the shard's next write, which never waits
-    /// for another shard's replay. In a cache of a few thousand entries or
+    /// into the simulations as they happen, a hit by its lookup (while
+    /// another thread replays, by its shard's next write: no access waits
+    /// for another's replay). In a cache of a few thousand entries or
     /// fewer that makes an access cost a quarter to a third more than under
     /// `Workingset`; in large ones it is lost in the noise. The
     /// simulations take up to 60 KiB; LIRS's stamps 4 bytes an entry while

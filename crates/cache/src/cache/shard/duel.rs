@@ -8,17 +8,19 @@
 //! A key is sampled when its short hash, mixed, falls in the lowest
 //! `2^-shift` of the range; the simulations are shards of their own,
 //! `2^shift` times smaller than the cache, fed every access of a sampled
-//! key: its misses from the shard's insertion, under the write lock, and
-//! its hits from [`Sampled`], which lookups fill under the read lock and
-//! the shard's next write section drains. Whichever simulation has hit
-//! most, over about the last [`DUEL_WINDOW`] sampled accesses, is what
-//! every shard runs from its next write section.
+//! key as it happens: its misses from the shard's insertion, under the
+//! write lock, and its hits from the lookup, under the read lock (into
+//! [`Sampled`] for the shard's next write section while another shard
+//! feeds them). Whichever simulation has hit most, over about the last
+//! [`DUEL_WINDOW`] sampled accesses, is what every shard runs from its
+//! next write section.
 
 use super::{Deadline, Evicted, Lruvec, Policy, tunables::*};
 use crate::sync::{AtomicBool, AtomicU8, AtomicU32, Mutex, Ordering};
 
 /// The hits of sampled keys a shard holds for the duel between two of its
-/// write sections; past that, hits are not sampled until the next.
+/// write sections, while another shard feeds the simulations; past that,
+/// such hits are lost to the sample.
 pub(in crate::cache) const SAMPLED: usize = 16;
 
 /// Hits of sampled keys, pushed by lookups under the shard's read lock
@@ -205,6 +207,12 @@ impl Duel {
         sampled(super::short_hash(hash), self.shift())
     }
 
+    /// Holds the simulations, as a shard feeding them does.
+    #[cfg(all(test, not(loom)))]
+    pub(in crate::cache) fn feeding(&self) -> crate::sync::MutexGuard<'_, impl Sized> {
+        crate::sync::lock(&self.sims)
+    }
+
     /// Sampled accesses the simulations have seen.
     #[cfg(test)]
     pub(in crate::cache) fn seen(&self) -> u64 {
@@ -250,6 +258,35 @@ impl Duel {
         if let Some(h) = miss {
             sims.access(h);
         }
+        self.judge(sims);
+    }
+
+    /// Under a shard's read lock: replays the hit of short hash `h` (a
+    /// sampled key) into the simulations now, in the order of the cache's
+    /// accesses; while another shard feeds them, keeps it in `sampled`
+    /// for the shard's next write section, so that no lookup waits.
+    /// Replayed only at writes, each shard's hits reached the simulations
+    /// held back to its next miss and cut at [`SAMPLED`]: on a zigzag over
+    /// 1.5 times the cache, where LRU is OPT, the simulations then saw a
+    /// workload other than the cache's, and on some hasher seeds the
+    /// shards ran LIRS at 37% against Workingset's 66% (docs/cache.md).
+    pub(in crate::cache) fn hit(&self, sampled: &Sampled, h: u32) {
+        let mut sims = match self.sims.try_lock() {
+            Ok(sims) => sims,
+            // As in `feed`.
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                sampled.push(h);
+                return;
+            }
+        };
+        let sims = &mut *sims;
+        sims.access(h);
+        self.judge(sims);
+    }
+
+    /// Moves the verdict after the simulations' latest accesses.
+    fn judge(&self, sims: &Sims) {
         let (now, verdict) = (self.chosen(), sims.verdict(self.chosen()));
         if verdict != now {
             // An index of CONTENDERS: fits a u8.

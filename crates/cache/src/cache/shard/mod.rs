@@ -16,8 +16,7 @@ mod refault;
 mod slab;
 mod tunables;
 
-pub(super) use duel::Duel;
-use duel::Sampled;
+pub(super) use duel::{Duel, Sampled};
 use refault::Learned;
 
 use super::{Policy, RemovalCause, flight::Flight, workingset::Shadows};
@@ -396,13 +395,13 @@ impl<K, V> Lruvec<K, V> {
     }
 
     /// Under [`Policy::Adaptive`], after a hit of the key of `hash`
-    /// (either lock): keeps it for the duel if the key is sampled.
+    /// (either lock): hands it to the duel if the key is sampled.
     #[inline]
     pub(super) fn sample_hit(&self, hash: u64) {
-        if let Some((_, sampled)) = &self.duel {
+        if let Some((duel, sampled)) = &self.duel {
             let h = short_hash(hash);
             if duel::sampled(h, self.duel_shift) {
-                sampled.push(h);
+                duel.hit(sampled, h);
             }
         }
     }

@@ -288,7 +288,14 @@ impl<K, V> Lruvec<K, V> {
     pub(super) fn leave_shadow(&mut self, shadow: Option<(u32, u8, u32)>) {
         if let Some((hash, f, at)) = shadow {
             self.shadows.fit(self.len());
-            let (ws, failed) = (f & WORKINGSET != 0, f & UNHIT != 0);
+            // Under LIRS a resident HIR entry evicted unhit failed as a
+            // `Workingset` retry does (LIRS places none on trial): a shard
+            // taking `Workingset` up from LIRS on a loop otherwise read
+            // each refault as a first one, activated it, and churned the
+            // LIR set it inherited (81% of requests hit for a while
+            // against 90%, docs/cache.md).
+            let unhit_hir = self.lirs && f & (ACTIVE_FLAG | REFS) == 0;
+            let (ws, failed) = (f & WORKINGSET != 0, f & UNHIT != 0 || unhit_hir);
             if self.lirs {
                 self.shadows.eviction_at(hash, ws, failed, at);
             } else {

@@ -325,6 +325,44 @@ fn a_shard_giving_up_lirs_places_new_keys_by_fresh_evidence() {
     );
 }
 
+/// A shard that gives up LIRS for `Workingset` on a loop just over its
+/// size, with what the duel's simulation of `Workingset` learned there
+/// (thrashing, probation of 2%), keeps the loop: the passes after the
+/// change hit about as often as under LIRS. LIRS's evictions of HIR
+/// entries never hit had left shadows that did not say so; `Workingset`
+/// read each refault as a first one, activated it over the LIR set it
+/// inherited, and churned the loop (the second pass after the change hit
+/// 8%, against LIRS's 90%).
+#[test]
+fn a_shard_giving_up_lirs_keeps_a_loop() {
+    let n = 1000u64;
+    let len = n * 11 / 10;
+    let mut lv: Lruvec<u64, u64> = shard(Policy::Workingset, n);
+    lv.adopt(Policy::Lirs);
+    lv.keep_stamps();
+    let pass = |lv: &mut Lruvec<u64, u64>| {
+        let hits = (0..len).filter(|&k| access(lv, k)).count();
+        hits as f64 * 100.0 / len as f64
+    };
+    for _ in 0..10 {
+        pass(&mut lv);
+    }
+    let lirs = pass(&mut lv);
+    lv.adopt(Policy::Workingset);
+    // What the simulation learned on the loop (see `take_learned`).
+    lv.thrashing = true;
+    lv.refault_share = 1.0;
+    lv.inactive_share = 0.02;
+    for after in 1..=3 {
+        let hit = pass(&mut lv);
+        assert!(
+            hit >= lirs - 5.0,
+            "pass {after} after the change: {hit:.1}%, {lirs:.1}% before"
+        );
+    }
+    lv.check().unwrap();
+}
+
 /// What a `Workingset` simulation has learned is handed to a shard only
 /// once it is mostly evidence: from a `REFAULT_WINDOW` of misses counted
 /// past the first half-size of evictions (before them the shares are
@@ -587,6 +625,29 @@ fn an_unsampled_write_hands_over_the_sampled_hits() {
     assert_eq!(d.seen(), 3);
     d.feed(&s, None);
     assert_eq!(d.seen(), 3, "each hit once");
+}
+
+/// A sampled hit reaches the simulations at once, in the order of the
+/// cache's accesses, not at its shard's next write (held back to each
+/// shard's next miss, the hits reached them out of order, and a zigzag's
+/// simulations ranked the policies wrong); while another shard feeds
+/// them, it waits in the shard's buffer for its next write.
+#[test]
+fn a_sampled_hit_reaches_the_simulations_at_once() {
+    let d = sim::Duel::new(1 << 20);
+    let s = sim::Sampled::new();
+    d.hit(&s, 5);
+    assert_eq!(d.seen(), 1, "the hit went to the simulations");
+    let mut kept = Vec::new();
+    s.drain(|h| kept.push(h));
+    assert_eq!(kept, [], "and not to the buffer");
+    {
+        let _other_shard = d.feeding();
+        d.hit(&s, 6);
+    }
+    assert_eq!(d.seen(), 1, "the simulations were busy");
+    d.feed(&s, None);
+    assert_eq!(d.seen(), 2, "the next write handed the hit over");
 }
 
 /// A small cache's duel replays about an eighth of its accesses, not every
