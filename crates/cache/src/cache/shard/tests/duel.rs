@@ -363,6 +363,25 @@ fn a_shard_giving_up_lirs_keeps_a_loop() {
     lv.check().unwrap();
 }
 
+/// Under LIRS only a resident HIR entry evicted never hit leaves a shadow
+/// that failed: an LIR entry (evicted from the active list when the HIR
+/// set is empty) or an entry hit since its placement did not, and a shard
+/// that takes up `Workingset` may activate its refault.
+#[test]
+fn lirs_marks_only_unhit_hir_evictions_failed() {
+    let mut lv: Lruvec<u64, u64> = shard(Policy::Lirs, 64);
+    for (h, flags, failed) in [
+        (11u32, 0u8, true),
+        (12, ACTIVE_FLAG, false),
+        (13, 1, false),
+        (14, ACTIVE_FLAG | MAX_REFS, false),
+    ] {
+        lv.leave_shadow(Some((h, flags, 0)));
+        let (_, _, was) = lv.shadows.refault(h).expect("a shadow");
+        assert_eq!(was, failed, "flags {flags:#b}");
+    }
+}
+
 /// What a `Workingset` simulation has learned is handed to a shard only
 /// once it is mostly evidence: from a `REFAULT_WINDOW` of misses counted
 /// past the first half-size of evictions (before them the shares are
