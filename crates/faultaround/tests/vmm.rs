@@ -22,7 +22,8 @@ use std::{
 };
 
 use mmbatch_faultaround::{
-    FailSignal, HugePageSize, PageRead, PageSource, Record, UffdHandler, UffdRegion,
+    FailSignal, HugePageSize, PageRead, PageSource, Record, UffdHandler, UffdHandlerBuilder,
+    UffdRegion, UffdStats,
 };
 use mmbatch_testkit::{child, vmm};
 use protocol::GuestRegionUffdMapping;
@@ -940,18 +941,7 @@ fn a_page_written_before_registration_is_kept_and_counted() {
     let (run, (waited, stats, installed)) = with_vmm(
         "a_page_written_before_registration_is_kept_and_counted",
         "written-first",
-        |l, image| {
-            let (mut stream, hs) = handshake(l);
-            let record = Record::new(page(), (B_PAGES * page()) as u64, "", recorded).unwrap();
-            let h = UffdHandler::builder(hs.uffd, hs.ranges)
-                .replay(record)
-                .build(image)
-                .unwrap();
-            let waited = h.wait_replayed(Duration::from_secs(10));
-            stream.write_all(b"go").unwrap();
-            let _ = std::io::Read::read(&mut stream, &mut [0u8; 1]);
-            (waited, h.stats(), h.installed_pages())
-        },
+        |l, image| replay_then_release(l, recorded, |b| b.build(image)),
     );
     println!("{}", run.output);
     run.expect_success();
@@ -1007,24 +997,32 @@ fn a_page_mapped_before_registration_is_counted_in_place() {
     let (run, (waited, stats, installed)) = with_vmm(
         "a_page_mapped_before_registration_is_counted_in_place",
         "mapped-first",
-        |l, _| {
-            let (mut stream, hs) = handshake(l);
-            let record = Record::new(page(), (B_PAGES * page()) as u64, "", recorded).unwrap();
-            let h = UffdHandler::builder(hs.uffd, hs.ranges)
-                .replay(record)
-                .build_over_page_cache()
-                .unwrap();
-            let waited = h.wait_replayed(Duration::from_secs(10));
-            stream.write_all(b"go").unwrap();
-            let _ = std::io::Read::read(&mut stream, &mut [0u8; 1]);
-            (waited, h.stats(), h.installed_pages())
-        },
+        |l, _| replay_then_release(l, recorded, UffdHandlerBuilder::build_over_page_cache),
     );
     println!("{}", run.output);
     run.expect_success();
     assert!(waited, "wait_replayed gave up");
     assert_eq!(stats.already_present, recorded.len() as u64, "{stats:?}");
     assert_eq!(installed, recorded.len(), "{stats:?}");
+}
+
+/// The handler side of the tests of pages present before registration:
+/// takes the VMM's userfaultfd and ranges, replays `recorded` (pages of
+/// range B) with the handler `build` makes, lets the VMM read once the
+/// replay is done, and returns whether it was, the handler's stats and
+/// its installed pages.
+fn replay_then_release(
+    l: &UnixListener,
+    recorded: [u64; 4],
+    build: impl FnOnce(UffdHandlerBuilder) -> Result<UffdHandler, mmbatch_faultaround::Error>,
+) -> (bool, UffdStats, usize) {
+    let (mut stream, hs) = handshake(l);
+    let record = Record::new(page(), (B_PAGES * page()) as u64, "", recorded).unwrap();
+    let h = build(UffdHandler::builder(hs.uffd, hs.ranges).replay(record)).unwrap();
+    let waited = h.wait_replayed(Duration::from_secs(10));
+    stream.write_all(b"go").unwrap();
+    let _ = std::io::Read::read(&mut stream, &mut [0u8; 1]);
+    (waited, h.stats(), h.installed_pages())
 }
 
 /// A source that fails one page.
