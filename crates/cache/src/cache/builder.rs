@@ -433,28 +433,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
             1
         } else {
             o.shards.unwrap_or_else(|| {
-                let by_size = o.capacity.min(max_entries as u64) / MIN_SHARD_ENTRIES;
-                // Weighted: fewer, larger shares, so that heavy entries
-                // fit their shard's.
-                // Unweighted, 8 a CPU: with 4, two threads reading
-                // through a miss-heavy stream waited on each other's
-                // writes (docs/cache.md, `Builder::shards`).
-                let per_cpu = if o.weighted { 1 } else { 8 };
-                let by_cpu = (per_cpu * cpus).min(usize::try_from(by_size).unwrap_or(usize::MAX));
-                // Unweighted, enough shards that each indexes its entries
-                // in `u16`s: a wide index costs 4 bytes an entry more
-                // (a cache of 1 Mi entries on 2 CPUs, 8 shards: 10 bytes
-                // an entry of index against 6). Weighted, the entries a
-                // capacity holds are not known.
-                let narrow = if o.weighted {
-                    1
-                } else {
-                    entries
-                        .div_ceil(NARROW_MAX)
-                        .next_power_of_two()
-                        .min(MAX_NARROW_SHARDS)
-                };
-                by_cpu.max(narrow)
+                default_shards(cpus, o.capacity, max_entries, entries, o.weighted)
             })
         };
         // Every shard must be able to hold an entry: no more shards than
@@ -527,6 +506,42 @@ pub(super) fn share(total: u64, shards: usize, i: usize) -> u64 {
 /// `u32`s).
 pub(super) fn shard_entries(max_entries: usize, shards: usize, i: usize) -> usize {
     share(max_entries as u64, shards, i).min(u64::from(u32::MAX - 1)) as usize
+}
+
+/// The shards a cache of `capacity` (at most `max_entries` entries, of
+/// which an unweighted cache holds `entries`) asks for on a host of
+/// `cpus` CPUs when [`Builder::shards`] is not set, before the limits and
+/// the rounding down to a power of two that every count takes: 8 a CPU
+/// (1 weighted), no more than the capacity holds at [`MIN_SHARD_ENTRIES`]
+/// each, and, unweighted, at least enough that each indexes its entries
+/// in `u16`s.
+fn default_shards(
+    cpus: usize,
+    capacity: u64,
+    max_entries: usize,
+    entries: usize,
+    weighted: bool,
+) -> usize {
+    let by_size = capacity.min(max_entries as u64) / MIN_SHARD_ENTRIES;
+    // Weighted: fewer, larger shares, so that heavy entries fit their
+    // shard's. Unweighted, 8 a CPU: with 4, two threads reading through a
+    // miss-heavy stream waited on each other's writes (docs/cache.md,
+    // `Builder::shards`).
+    let per_cpu = if weighted { 1 } else { 8 };
+    let by_cpu = (per_cpu * cpus).min(usize::try_from(by_size).unwrap_or(usize::MAX));
+    // Unweighted, enough shards that each indexes its entries in `u16`s: a
+    // wide index costs 4 bytes an entry more (a cache of 1 Mi entries on 2
+    // CPUs, 8 shards: 10 bytes an entry of index against 6). Weighted, the
+    // entries a capacity holds are not known.
+    let narrow = if weighted {
+        1
+    } else {
+        entries
+            .div_ceil(NARROW_MAX)
+            .next_power_of_two()
+            .min(MAX_NARROW_SHARDS)
+    };
+    by_cpu.max(narrow)
 }
 
 /// Stripes per shard lock on a host of `cpus` CPUs: two per CPU, up to

@@ -27,6 +27,28 @@ fn a_default_cache_runs_eight_shards_a_cpu() {
     assert_eq!(c.shards(), 1 << want.ilog2(), "{cpus} CPUs");
 }
 
+/// The default shard count at fixed CPU counts, whatever this host has:
+/// 8 a CPU, 1 a CPU weighted, no more than the capacity holds at 512
+/// entries each, and enough that a large unweighted cache indexes its
+/// entries narrow (65 536 a shard).
+#[test]
+fn the_default_shard_count_follows_the_cpus() {
+    let shards = |cpus, capacity: u64, weighted| {
+        let entries = capacity as usize;
+        super::default_shards(cpus, capacity, entries, entries, weighted)
+    };
+    for (cpus, want) in [(1, 8), (2, 16), (3, 24), (8, 64)] {
+        assert_eq!(shards(cpus, 1 << 17, false), want, "{cpus} CPUs");
+        assert_eq!(shards(cpus, 1 << 17, true), cpus, "{cpus} CPUs, weighted");
+    }
+    assert_eq!(shards(8, 4096, false), 8, "4096 entries hold 8 of 512");
+    assert_eq!(
+        shards(1, 1 << 20, false),
+        16,
+        "1 Mi entries: 16 narrow shards"
+    );
+}
+
 /// Hot entries (50, each hit twice: active) of a cache of 100 that a
 /// one-off scan of 1000 new keys leaves, with keys hashed by `hasher`
 /// unmixed, as the default hasher's are.
