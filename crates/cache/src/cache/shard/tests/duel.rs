@@ -480,7 +480,7 @@ fn a_stale_shard_taking_up_lirs_stops_aging_its_lir_set() {
 /// The verdict's rule, at its edges: nothing changes in the first
 /// `DUEL_WARMUP` sampled accesses; after them the other simulation must
 /// lead by more than `DUEL_MARGIN` hits plus `DUEL_MARGIN_SHARE` of the
-/// leader's (9 hits at 1000), either way; a tie keeps the policy; a sample
+/// leader's (14 hits at 1000), either way; a tie keeps the policy; a sample
 /// without hits runs `Workingset`.
 #[test]
 fn the_verdict_needs_a_lead_past_the_margin_after_the_warm_up() {
@@ -499,42 +499,42 @@ fn the_verdict_needs_a_lead_past_the_margin_after_the_warm_up() {
         ),
         ([0.0, 0.0], w, true, false, "no hits: Workingset"),
         ([1.0, 0.0], w, true, true, "one hit's worth is a hit"),
-        ([1000.0, 991.5], w, true, true, "a lead of 8.5 keeps LIRS"),
+        ([1000.0, 986.5], w, true, true, "a lead of 13.5 keeps LIRS"),
         (
-            [1000.0, 990.5],
+            [1000.0, 985.5],
             w,
             true,
             false,
-            "a lead of 9.5 turns to Workingset",
+            "a lead of 14.5 turns to Workingset",
         ),
         (
-            [1000.0, 991.0],
+            [1000.0, 986.0],
             w,
             true,
             true,
-            "a lead of exactly 9 keeps LIRS",
+            "a lead of exactly 14 keeps LIRS",
         ),
         ([500.0, 500.0], w, true, true, "a tie keeps LIRS"),
         (
-            [991.5, 1000.0],
+            [986.5, 1000.0],
             w,
             false,
             false,
-            "a lead of 8.5 keeps Workingset",
+            "a lead of 13.5 keeps Workingset",
         ),
         (
-            [990.5, 1000.0],
+            [985.5, 1000.0],
             w,
             false,
             true,
-            "a lead of 9.5 turns to LIRS",
+            "a lead of 14.5 turns to LIRS",
         ),
         (
-            [991.0, 1000.0],
+            [986.0, 1000.0],
             w,
             false,
             false,
-            "a lead of exactly 9 keeps Workingset",
+            "a lead of exactly 14 keeps Workingset",
         ),
         ([500.0, 500.0], w, false, false, "a tie keeps Workingset"),
         (
@@ -568,7 +568,7 @@ fn the_verdict_needs_a_lead_past_the_margin_after_the_warm_up() {
 /// sampled accesses on, and only past `DUEL_MARGIN` plus
 /// `DUEL_LRU_MARGIN_SHARE` of its hits over the better of the others (44
 /// hits at 1000), however far the running policy trails; left for the
-/// better of the others once that one leads LRU by the usual margin.
+/// better of the others once that one leads LRU by the usual margin (14).
 #[test]
 fn the_verdict_takes_up_lru_only_past_its_larger_margin() {
     let (w, lw) = (DUEL_WARMUP, DUEL_LRU_WARMUP);
@@ -613,11 +613,11 @@ fn the_verdict_takes_up_lru_only_past_its_larger_margin() {
             "Workingset by 5: LRU stays",
         ),
         (
-            [1000.0, 990.0, 990.0],
+            [1000.0, 990.0, 985.0],
             w.max(lw),
             lru,
             ws,
-            "Workingset by 10: leaves LRU",
+            "Workingset by 15: leaves LRU",
         ),
         ([0.0, 0.0, 0.5], w.max(lw), lru, ws, "no hits: Workingset"),
     ];
