@@ -93,10 +93,11 @@ pub enum Policy {
     /// Costs: every hit checks whether its key is sampled; sampled
     /// accesses (at most 1 key in 8, fewer in larger caches) are replayed
     /// into the simulations as they happen, a hit by its lookup (while
-    /// another thread replays, by its shard's next write: no access waits
-    /// for another's replay). In a cache of a few thousand entries or
-    /// fewer that makes an access cost a quarter to a third more than under
-    /// `Workingset`; in large ones it is lost in the noise. The
+    /// another thread replays, by its shard's next write: no lookup waits
+    /// for another's replay; between two of a shard's writes, twice its
+    /// share of the sampled keys' hits at most). In a cache of a few
+    /// thousand entries or fewer that makes a read-through access cost
+    /// about a third more than under `Workingset`; in large ones it is lost in the noise. The
     /// simulations take up to 60 KiB; LIRS's stamps 4 bytes an entry while
     /// the shards run it. A weighted cache runs `Workingset` (the
     /// simulations are sized in entries, which a weight does not give)

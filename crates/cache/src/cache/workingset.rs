@@ -180,7 +180,8 @@ impl Shadows {
 
     /// `workingset_eviction`: remembers that `hash`'s entry was evicted
     /// now, whether it had been in the working set (`PG_workingset`), and
-    /// whether it was a refault activation that never paid (`failed`).
+    /// whether it was a refault activation that never paid, or under
+    /// LIRS a resident HIR entry never hit (`failed`).
     #[inline(always)]
     pub(super) fn eviction(&mut self, hash: u32, workingset: bool, failed: bool) {
         self.remember(hash, workingset, failed, self.stamp());

@@ -28,6 +28,9 @@ pub(in crate::cache) const SAMPLED: usize = 16;
 pub(in crate::cache) struct Sampled {
     slots: [AtomicU32; SAMPLED],
     len: AtomicU32,
+    /// Sampled hits since the shard's last write section, replayed or
+    /// kept (see [`Duel::hit`]).
+    hits: AtomicU32,
 }
 
 impl Sampled {
@@ -35,6 +38,7 @@ impl Sampled {
         Self {
             slots: std::array::from_fn(|_| AtomicU32::new(0)),
             len: AtomicU32::new(0),
+            hits: AtomicU32::new(0),
         }
     }
 
@@ -56,6 +60,17 @@ impl Sampled {
     /// Whether no hit is kept.
     fn is_empty(&self) -> bool {
         self.len.load(Ordering::Relaxed) == 0
+    }
+
+    /// Under a read lock: counts a sampled hit since the shard's last
+    /// write section, unless `cap` have been; past them a lookup costs one
+    /// load and no store.
+    fn admit(&self, cap: u32) -> bool {
+        if self.hits.load(Ordering::Relaxed) >= cap {
+            return false;
+        }
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        true
     }
 
     /// Under the write lock: hands each kept hit to `f` and empties the
@@ -189,8 +204,9 @@ impl Duel {
     }
 
     /// What the simulation of [`Policy::Workingset`] has learned (see
-    /// [`Lruvec::learned`]), for a shard taking it up. Waits for a shard
-    /// feeding the simulations: taken only at a change of policy.
+    /// [`Lruvec::learned`]), for a shard taking it up. Waits while a
+    /// shard or a lookup feeds the simulations: taken only at a change of
+    /// policy.
     pub(in crate::cache) fn learned(&self) -> Option<super::Learned> {
         crate::sync::lock(&self.sims).sims[WORKINGSET].learned()
     }
@@ -240,6 +256,7 @@ impl Duel {
     /// moves the verdict. Skipped when another shard is at it: the sample
     /// loses those accesses, and no shard waits for another's.
     pub(in crate::cache) fn feed(&self, sampled: &Sampled, miss: Option<u32>) {
+        sampled.hits.store(0, Ordering::Relaxed);
         if miss.is_none() && sampled.is_empty() {
             return;
         }
@@ -263,14 +280,23 @@ impl Duel {
 
     /// Under a shard's read lock: replays the hit of short hash `h` (a
     /// sampled key) into the simulations now, in the order of the cache's
-    /// accesses; while another shard feeds them, keeps it in `sampled`
-    /// for the shard's next write section, so that no lookup waits.
+    /// accesses (but for hits an earlier busy moment left in the buffer);
+    /// while another thread feeds them, keeps it in `sampled` for the
+    /// shard's next write section, so that no lookup waits.
     /// Replayed only at writes, each shard's hits reached the simulations
     /// held back to its next miss and cut at [`SAMPLED`]: on a zigzag over
     /// 1.5 times the cache, where LRU is OPT, the simulations then saw a
     /// workload other than the cache's, and on some hasher seeds the
     /// shards ran LIRS at 37% against Workingset's 66% (docs/cache.md).
-    pub(in crate::cache) fn hit(&self, sampled: &Sampled, h: u32) {
+    ///
+    /// At most `cap` sampled hits between two of the shard's write
+    /// sections reach them: while a shard only reads, its hits change
+    /// nothing the simulations rank (past the cap a lookup costs one
+    /// load, as before when the buffer was full).
+    pub(in crate::cache) fn hit(&self, sampled: &Sampled, h: u32, cap: u32) {
+        if !sampled.admit(cap) {
+            return;
+        }
         let mut sims = match self.sims.try_lock() {
             Ok(sims) => sims,
             // As in `feed`.
@@ -347,6 +373,9 @@ impl Sims {
 
     /// One access of the key of short hash `h` in every simulation.
     fn access(&mut self, h: u32) {
+        // As the buffer keeps it (0 marks an empty slot there): a key's
+        // hits and misses are one key here, whichever way they came.
+        let h = h.max(1);
         let hash = u64::from(h) << 8;
         let decay = 1.0 - 1.0 / f64::from(DUEL_WINDOW);
         self.seen += 1;

@@ -223,10 +223,11 @@ pub(super) struct Lruvec<K, V> {
     /// LIR entry last demoted, standing for LIRS's oldest LIR entry; a
     /// refault used more recently is LIR.
     lir_stamp: u32,
-    /// [`Policy::Adaptive`]: the cache's duel, and the hits of its
-    /// sampled keys since the shard's last write section.
-    /// Lookups write the buffer (on its own lines) and read the sampling
-    /// rate (copied here from the duel, whose lock other shards write).
+    /// [`Policy::Adaptive`]: the cache's duel, and the shard's buffer of
+    /// sampled hits that found the duel busy (with its count of sampled
+    /// hits since the last write section). Lookups replay sampled hits
+    /// into the duel (its lock, `try_lock`), write the buffer (on its own
+    /// lines) and read the sampling rate (copied here from the duel).
     duel: Option<(
         crate::sync::Arc<Duel>,
         Box<crossbeam_utils::CachePadded<Sampled>>,
@@ -401,7 +402,14 @@ impl<K, V> Lruvec<K, V> {
         if let Some((duel, sampled)) = &self.duel {
             let h = short_hash(hash);
             if duel::sampled(h, self.duel_shift) {
-                duel.hit(sampled, h);
+                // Twice the sampled keys the shard holds: a run of hits
+                // over all of them (a loop's, a zigzag's) reaches the
+                // duel whole; a read-only phase costs it that many.
+                let cap = u32::try_from(self.max_entries >> self.duel_shift)
+                    .unwrap_or(u32::MAX)
+                    .saturating_mul(2)
+                    .max(duel::SAMPLED as u32);
+                duel.hit(sampled, h, cap);
             }
         }
     }

@@ -32,8 +32,9 @@ fn access(lv: &mut Lruvec<u64, u64>, k: u64) -> bool {
     }
 }
 
-/// Lookups keep sampled hits until the buffer is full (the rest are not
-/// sampled), and a drain hands each kept one over once, in order.
+/// A shard's buffer (sampled hits that found the duel busy) keeps them
+/// until it is full (the rest are lost to the sample), and a drain hands
+/// each kept one over once, in order.
 #[test]
 fn sampled_hits_are_kept_until_full_and_drained_once() {
     let s = sim::Sampled::new();
@@ -251,8 +252,8 @@ fn the_duel_follows_the_simulation_that_hits_more() {
     );
 }
 
-/// Shards share their duel; the sampled hits of each reach it at its next
-/// write, and every shard runs the verdict from its next write.
+/// Shards share their duel; the sampled hits of each reach it from their
+/// lookups, and every shard runs the verdict from its next write.
 #[test]
 fn shards_share_the_duel() {
     let d = Arc::new(sim::Duel::new(300));
@@ -650,23 +651,33 @@ fn an_unsampled_write_hands_over_the_sampled_hits() {
 /// cache's accesses, not at its shard's next write (held back to each
 /// shard's next miss, the hits reached them out of order, and a zigzag's
 /// simulations ranked the policies wrong); while another shard feeds
-/// them, it waits in the shard's buffer for its next write.
+/// them, it waits in the shard's buffer for its next write. Between two
+/// writes at most a cap of them do.
 #[test]
 fn a_sampled_hit_reaches_the_simulations_at_once() {
     let d = sim::Duel::new(1 << 20);
     let s = sim::Sampled::new();
-    d.hit(&s, 5);
+    d.hit(&s, 5, 16);
     assert_eq!(d.seen(), 1, "the hit went to the simulations");
     let mut kept = Vec::new();
     s.drain(|h| kept.push(h));
     assert_eq!(kept, [], "and not to the buffer");
     {
         let _other_shard = d.feeding();
-        d.hit(&s, 6);
+        d.hit(&s, 6, 16);
     }
     assert_eq!(d.seen(), 1, "the simulations were busy");
     d.feed(&s, None);
     assert_eq!(d.seen(), 2, "the next write handed the hit over");
+    // A shard that only reads replays `cap` hits (here 16) until its
+    // next write section, then no more.
+    for h in 10..40 {
+        d.hit(&s, h, 16);
+    }
+    assert_eq!(d.seen(), 18, "16 more hits, then none");
+    d.feed(&s, None);
+    d.hit(&s, 41, 16);
+    assert_eq!(d.seen(), 19, "a write section lets hits through again");
 }
 
 /// A small cache's duel replays about an eighth of its accesses, not every
