@@ -73,6 +73,22 @@ fn truncated_file_source_neither_hangs_nor_zero_fills() {
     std::process::exit(0);
 }
 
+/// On a kernel with `UFFDIO_POISON` (Linux 6.6) a region fails a page by
+/// poisoning it, so its readers get SIGBUS: the path the docs promise
+/// there, not the `PROT_NONE` fallback (SIGSEGV) that older kernels get.
+#[test]
+fn a_region_poisons_failed_pages_where_the_kernel_can() {
+    let r = UffdRegion::builder(16 * PAGE)
+        .build(mmbatch_faultaround::Zeroes(16 * PAGE as u64))
+        .unwrap();
+    let want = if mmbatch_testkit::kernel_at_least(6, 6) {
+        FailSignal::Sigbus
+    } else {
+        FailSignal::Sigsegv
+    };
+    assert_eq!(r.fail_signal(), want);
+}
+
 fn expected_signal(r: &UffdRegion) -> i32 {
     match r.fail_signal() {
         FailSignal::Sigbus => {

@@ -383,6 +383,10 @@ fn write_tracking_of_a_userfaultfd_not_set_up_for_it_is_refused() {
         e.contains("UFFD_FEATURE_WP_ASYNC") && e.contains("track_writes_of"),
         "{e}"
     );
+    // It names the features the process asked for, as it asked for them
+    // (not with the kernel's own bit 31, which marks the handshake done).
+    let asked = format!("features {:#x},", vmm::UFFD_FEATURE_EVENT_REMOVE);
+    assert!(e.contains(&asked), "{e}");
     if !mmbatch_testkit::kernel_at_least(6, 7) {
         return;
     }
