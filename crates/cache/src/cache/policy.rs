@@ -97,7 +97,8 @@ pub enum Policy {
     /// for another's replay; between two of a shard's writes, twice its
     /// share of the sampled keys' hits at most). In a cache of a few
     /// thousand entries or fewer that makes a read-through access cost
-    /// about a third more than under `Workingset`; in large ones it is lost in the noise. The
+    /// about a third more than under `Workingset`; in large ones it is
+    /// lost in the noise. The
     /// simulations take up to 60 KiB; LIRS's stamps 4 bytes an entry while
     /// the shards run it. A weighted cache runs `Workingset` (the
     /// simulations are sized in entries, which a weight does not give)

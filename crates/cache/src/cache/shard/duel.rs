@@ -256,19 +256,17 @@ impl Duel {
     /// moves the verdict. Skipped when another shard is at it: the sample
     /// loses those accesses, and no shard waits for another's.
     pub(in crate::cache) fn feed(&self, sampled: &Sampled, miss: Option<u32>) {
-        sampled.hits.store(0, Ordering::Relaxed);
+        // A new section: lookups may replay again (stored only if they
+        // did, so that a write leaves the buffer's line alone otherwise).
+        if sampled.hits.load(Ordering::Relaxed) != 0 {
+            sampled.hits.store(0, Ordering::Relaxed);
+        }
         if miss.is_none() && sampled.is_empty() {
             return;
         }
-        let mut sims = match self.sims.try_lock() {
-            Ok(sims) => sims,
-            // Nothing in the simulations calls user code; kept working
-            // whatever poisoned it.
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => {
-                sampled.drain(|_| {});
-                return;
-            }
+        let Some(mut sims) = self.try_sims() else {
+            sampled.drain(|_| {});
+            return;
         };
         let sims = &mut *sims;
         sampled.drain(|h| sims.access(h));
@@ -282,33 +280,37 @@ impl Duel {
     /// sampled key) into the simulations now, in the order of the cache's
     /// accesses (but for hits an earlier busy moment left in the buffer);
     /// while another thread feeds them, keeps it in `sampled` for the
-    /// shard's next write section, so that no lookup waits.
-    /// Replayed only at writes, each shard's hits reached the simulations
-    /// held back to its next miss and cut at [`SAMPLED`]: on a zigzag over
-    /// 1.5 times the cache, where LRU is OPT, the simulations then saw a
-    /// workload other than the cache's, and on some hasher seeds the
-    /// shards ran LIRS at 37% against Workingset's 66% (docs/cache.md).
+    /// shard's next write section, so that no lookup waits. Why at once:
+    /// held back to each shard's next write, the hits reached the
+    /// simulations out of order and thinned, and they ranked the policies
+    /// on another workload than the cache's (docs/cache.md).
     ///
     /// At most `cap` sampled hits between two of the shard's write
     /// sections reach them: while a shard only reads, its hits change
     /// nothing the simulations rank (past the cap a lookup costs one
-    /// load, as before when the buffer was full).
+    /// load).
     pub(in crate::cache) fn hit(&self, sampled: &Sampled, h: u32, cap: u32) {
         if !sampled.admit(cap) {
             return;
         }
-        let mut sims = match self.sims.try_lock() {
-            Ok(sims) => sims,
-            // As in `feed`.
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => {
-                sampled.push(h);
-                return;
-            }
+        let Some(mut sims) = self.try_sims() else {
+            sampled.push(h);
+            return;
         };
         let sims = &mut *sims;
         sims.access(h);
         self.judge(sims);
+    }
+
+    /// The simulations, unless another thread holds them (no shard or
+    /// lookup waits for another's replay). Nothing in them calls user
+    /// code: kept working whatever poisoned the lock.
+    fn try_sims(&self) -> Option<crate::sync::MutexGuard<'_, Sims>> {
+        match self.sims.try_lock() {
+            Ok(sims) => Some(sims),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
     }
 
     /// Moves the verdict after the simulations' latest accesses.

@@ -291,9 +291,8 @@ impl<K, V> Lruvec<K, V> {
             // Under LIRS a resident HIR entry evicted unhit failed as a
             // `Workingset` retry does (LIRS places none on trial): a shard
             // taking `Workingset` up from LIRS on a loop otherwise read
-            // each refault as a first one, activated it, and churned the
-            // LIR set it inherited (81% of requests hit for a while
-            // against 90%, docs/cache.md).
+            // each refault as a first one and churned the LIR set it
+            // inherited (docs/cache.md).
             let unhit_hir = self.lirs && f & (ACTIVE_FLAG | REFS) == 0;
             let (ws, failed) = (f & WORKINGSET != 0, f & UNHIT != 0 || unhit_hir);
             if self.lirs {
