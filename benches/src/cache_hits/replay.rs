@@ -42,6 +42,16 @@ impl Contender {
         v
     }
 
+    /// Whether its hit ratio depends on a seed drawn at random per
+    /// process or per cache: `LruCache`'s and quick_cache's default
+    /// hashers, moka's sketch. The simulations are deterministic.
+    pub fn seeded(self) -> bool {
+        matches!(
+            self,
+            Contender::Mmbatch(..) | Contender::QuickCache | Contender::Moka
+        )
+    }
+
     /// The column and row-name part.
     pub fn name(self) -> String {
         match self {
