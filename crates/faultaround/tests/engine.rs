@@ -46,3 +46,22 @@ fn a_fault_maps_its_page_and_counts_it_once() {
     m.fault(2).unwrap();
     assert_eq!(m.mapped(), 1, "a page mapped already is not mapped again");
 }
+
+/// Fault-around maps only pages whose read has completed, as
+/// `filemap_map_pages` skips a page not `PageUptodate`: a page cached but
+/// still being read is left to its own fault, which reads it (and counts
+/// the read) before mapping it.
+#[test]
+fn fault_around_skips_a_page_not_up_to_date() {
+    let lru = Arc::new(Engine::new(Config::new(8)).unwrap());
+    let cache = PageCache::new(lru, 4).unwrap();
+    for i in 0..4 {
+        cache.insert(i, Pfn(i as u32), i != 1).unwrap();
+    }
+    let m = FileMapping::new(&cache, 2).unwrap();
+    assert_eq!(m.read(0).unwrap(), Pfn(0));
+    assert_eq!((m.faults(), m.mapped()), (1, 3), "pages 0, 2 and 3, not 1");
+    assert_eq!(cache.reads(), 0);
+    assert_eq!(m.read(1).unwrap(), Pfn(1));
+    assert_eq!((m.faults(), m.mapped(), cache.reads()), (2, 4, 1));
+}

@@ -951,3 +951,50 @@ fn an_entry_moved_behind_the_recomputation_counts() {
     assert_eq!(lv.next_expiry.load(Ordering::Relaxed), 500);
     lv.check().unwrap();
 }
+
+/// Only a time to idle capped by a time to live keeps a cap beside each
+/// entry's deadline (8 bytes an entry, docs/cache.md "Expiry"): a time to
+/// live alone, a time to idle alone and an `Expiry` keep none.
+#[test]
+fn only_a_time_to_idle_under_a_time_to_live_keeps_caps() {
+    struct Minute;
+    impl crate::Expiry<u64, u64> for Minute {
+        fn expire_after_create(&self, _: &u64, _: &u64) -> Option<std::time::Duration> {
+            Some(std::time::Duration::from_secs(60))
+        }
+    }
+    let d = std::time::Duration::from_secs(60);
+    let b = || crate::LruCache::<u64, u64>::builder(64).shards(1);
+    for (what, cache, capped) in [
+        ("time to live", b().time_to_live(d), false),
+        ("time to idle", b().time_to_idle(d), false),
+        ("both", b().time_to_live(d).time_to_idle(d), true),
+        ("an Expiry", b().expiry(Minute), false),
+    ] {
+        let cache = cache.build().unwrap();
+        for k in 0..64 {
+            cache.insert(k, k);
+        }
+        let lv = cache.shards[0].read();
+        assert_eq!(lv.deadlines.len(), 64, "{what}");
+        assert_eq!(lv.caps.len(), if capped { 64 } else { 0 }, "{what}");
+    }
+}
+
+/// The active list "has room" (a refault is activated whatever its
+/// distance) only while it holds less than [`ACTIVE_ROOM`] of the shard:
+/// at three of four entries it has none.
+#[test]
+fn the_active_list_has_room_below_three_quarters_of_the_shard() {
+    let mut lv = full(4);
+    assert!(lv.active_has_room(), "no entry active");
+    lv.activate(0);
+    lv.activate(1);
+    assert!(lv.active_has_room(), "2 of 4 active");
+    lv.activate(2);
+    assert!(
+        !lv.active_has_room(),
+        "3 of 4 active: ACTIVE_ROOM is {ACTIVE_ROOM}"
+    );
+    lv.check().unwrap();
+}
