@@ -213,6 +213,38 @@ fn a_foreign_handler_counts_no_page_for_an_eagain() {
     std::process::exit(0);
 }
 
+/// On a kernel without `UFFDIO_POISON` (before 6.6; fail point
+/// `uffd::no_poison` plays one, as the 6.1 guest is) a handler of
+/// another's userfaultfd says from its build that a failed page's readers
+/// stay blocked (`fail_signal` is `None`): it cannot poison another
+/// process's page, and must not claim to. In a child: the mapping a VMM
+/// would own is never unmapped.
+#[test]
+fn a_foreign_handler_without_poison_says_readers_stay_blocked() {
+    let name = "a_foreign_handler_without_poison_says_readers_stay_blocked";
+    if let Some(run) = child::parent(name, LIMIT) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    let scenario = FailScenario::setup();
+    let base = mmbatch_testkit::vmm::map_anonymous(16 * PAGE);
+    let uffd = mmbatch_testkit::vmm::userfaultfd(&[(base, 16 * PAGE)], 0);
+    let range = UffdRange {
+        base: base as usize,
+        len: 16 * PAGE,
+        offset: 0,
+    };
+    fail::cfg("uffd::no_poison", "return").unwrap();
+    let h = UffdHandler::builder(uffd, [range])
+        .build(image(16))
+        .unwrap();
+    assert_eq!(h.fail_signal(), None);
+    drop(h);
+    drop(scenario);
+    std::process::exit(0);
+}
+
 /// A window the kernel refuses to copy whole (ENOMEM once, as a memory
 /// cgroup at its limit gives) is still installed: the faulting page
 /// alone, then the rest of the window in runs from the source's memory,
@@ -277,7 +309,13 @@ fn assert_nothing_left(before: (usize, usize, usize)) {
 fn refused_handler_thread_undoes_everything() {
     let scenario = FailScenario::setup();
     // After the scenario's lock: waiting for another test is not a hang.
-    let _hang = mmbatch_testkit::hang_guard("refused_handler_thread_undoes_everything");
+    // 10 s, not the default 45: a thread count left wrong hangs the
+    // region's drop, and cargo-mutants bounds the whole `cargo test` run
+    // (60 s), which reaches this binary some 20 s in.
+    let _hang = mmbatch_testkit::hang_guard_within(
+        "refused_handler_thread_undoes_everything",
+        mmbatch_testkit::child::scaled(Duration::from_secs(10)),
+    );
     let before = what_regions_hold();
     fail::cfg("uffd::spawn", "2*off->return").unwrap();
     let e = UffdRegion::new(64 * PAGE, 0, image(64), 4).unwrap_err();
@@ -303,7 +341,13 @@ fn refused_handler_thread_undoes_everything() {
 fn refused_replay_thread_undoes_everything() {
     let scenario = FailScenario::setup();
     // After the scenario's lock: waiting for another test is not a hang.
-    let _hang = mmbatch_testkit::hang_guard("refused_replay_thread_undoes_everything");
+    // 10 s, not the default 45: a thread count left wrong hangs the
+    // region's drop, and cargo-mutants bounds the whole `cargo test` run
+    // (60 s), which reaches this binary some 20 s in.
+    let _hang = mmbatch_testkit::hang_guard_within(
+        "refused_replay_thread_undoes_everything",
+        mmbatch_testkit::child::scaled(Duration::from_secs(10)),
+    );
     let before = what_regions_hold();
     fail::cfg("uffd::spawn", "2*off->return").unwrap();
     let record = mmbatch_faultaround::Record::new(PAGE, (64 * PAGE) as u64, "", 0..64).unwrap();

@@ -239,3 +239,16 @@ fn a_huge_page_image_of_partial_pages_is_refused() {
         );
     }
 }
+
+/// A source shorter than the image asked for is refused, naming both
+/// lengths, before the pool is touched (no huge page is reserved here).
+#[test]
+fn a_huge_page_image_longer_than_its_source_is_refused() {
+    let src = mmbatch_faultaround::Zeroes(HUGE as u64);
+    let e = UffdRegion::huge_page_cache_from(&src, 2 * HUGE, HugePageSize::Size2M).unwrap_err();
+    assert!(
+        matches!(e, Error::SourceTooShort { source_len, region_len }
+            if source_len == HUGE as u64 && region_len == 2 * HUGE),
+        "{e}"
+    );
+}

@@ -235,8 +235,9 @@ fn unserved(features: u64) -> Option<(&'static str, &'static str)> {
 fn refuse_unserved(uffd: &OwnedFd) -> Result<bool, Error> {
     let fdinfo = format!("/proc/self/fdinfo/{}", uffd.as_raw_fd());
     let info = std::fs::read_to_string(&fdinfo).unwrap_or_default();
-    let poisons = super::dirty::uffd_ioctls(&info)
-        .is_some_and(|ioctls| ioctls & super::handler::UFFDIO_POISON_BIT != 0);
+    let poisons = super::dirty::uffd_ioctls(&info).is_some_and(|ioctls| {
+        super::offered_ioctls(ioctls) & super::handler::UFFDIO_POISON_BIT != 0
+    });
     let Some(features) = super::dirty::uffd_features(&info) else {
         return Ok(poisons);
     };
@@ -312,7 +313,7 @@ impl UffdHandler {
             page,
             // Tried, and dropped when the kernel refuses it; not tried on a
             // kernel too old to have it (so `fail_signal` says so at once).
-            poison: !super::plays_old_kernel() && poisons,
+            poison: poisons,
             mapping: None,
             foreign: true,
             track: pagemap.is_some(),

@@ -474,9 +474,8 @@ impl UffdRegion {
         if registered_ioctls(ioctls) & needed != needed {
             return Err(Error::Unsupported { what: what.into() });
         }
-        // UFFDIO_POISON arrived in Linux 6.6; fail point `uffd::no_poison`
-        // plays an older kernel.
-        let poison = ioctls & handler::UFFDIO_POISON_BIT != 0 && !plays_old_kernel();
+        // UFFDIO_POISON arrived in Linux 6.6.
+        let poison = offered_ioctls(ioctls) & handler::UFFDIO_POISON_BIT != 0;
         let area = Area {
             base: mapping.as_ptr() as usize,
             first: 0,
@@ -617,9 +616,11 @@ fn registered_ioctls(ioctls: u64) -> u64 {
     ioctls
 }
 
-/// Fail point `uffd::no_poison`: behave as a kernel without
-/// `UFFDIO_POISON` (before 6.6).
-fn plays_old_kernel() -> bool {
-    fail_point!("uffd::no_poison", |_| true);
-    false
+/// The ioctls the kernel offers over a registered range (a
+/// registration's, or a userfaultfd's `API:` line in fdinfo); fail point
+/// `uffd::no_poison` plays a kernel before 6.6, whose mask has no
+/// `UFFDIO_POISON`.
+fn offered_ioctls(ioctls: u64) -> u64 {
+    fail_point!("uffd::no_poison", |_| ioctls & !handler::UFFDIO_POISON_BIT);
+    ioctls
 }

@@ -547,6 +547,18 @@ mod tests {
             "{}",
             reason(&body)
         );
+        // More pages listed than the image has (page 1 twice), with a
+        // valid checksum: no record made by `to_bytes` lists a page twice.
+        let mut body = Record::new(4096, 8192, "x", [0, 1]).unwrap().to_bytes();
+        body.truncate(body.len() - 4 - 3); // the checksum, the count, 2 deltas
+        body.extend_from_slice(&[3, 0, 2, 0]); // 3 pages: 0, +1, +0
+        let crc = crc32fast::hash(&body);
+        body.extend_from_slice(&crc.to_le_bytes());
+        assert!(
+            reason(&body).contains("more pages than the image has"),
+            "{}",
+            reason(&body)
+        );
     }
 
     #[test]

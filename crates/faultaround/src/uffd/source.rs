@@ -207,4 +207,14 @@ mod tests {
         assert!(image.pages(3, 2, 4096).is_none(), "past the end");
         assert!(image.pages(u64::MAX, 1, 4096).is_none(), "overflow");
     }
+
+    /// A source is empty when it has no bytes (the trait's default,
+    /// which the built-in sources keep).
+    #[test]
+    fn a_source_of_no_bytes_is_empty() {
+        assert!(PageSource::is_empty(&Vec::<u8>::new()));
+        assert!(!PageSource::is_empty(&vec![0u8; 4096]));
+        assert!(super::Zeroes(0).is_empty());
+        assert!(!super::Zeroes(1).is_empty());
+    }
 }
