@@ -415,9 +415,9 @@ fn run_sized(cfg: &Config, progress: &mut dyn Progress, sz: Sizes) -> Report {
 
 /// The most replays of a seeded contender (see [`Contender::seeded`]),
 /// as `--samples` asks: the median of three is what the targets judge.
-/// One replay moved `Adaptive` by up to 0.3 points and moka by up to 0.6
-/// between runs on the judged rows, as much as some rows' margin over
-/// their bar (docs/cache.md, "The duel fed in order").
+/// One replay moved moka by up to 0.6 points between runs and `Adaptive`
+/// by up to 0.3 on judged rows (docs/cache.md, "The duel fed in order",
+/// gives Adaptive's), as much as some rows' margin over their bar.
 const SEEDED_REPLAYS: usize = 3;
 
 /// The median of `xs` (of the middle two when even), its least and its

@@ -84,7 +84,7 @@ pub(super) const MAX_STRIPES: usize = 8;
 
 /// How long a writer waits for the readers to leave before it steps back
 /// and lets readers waiting for it in, in rounds of `sync::spin`: its
-/// spins and yields, then 20 naps of 50 us. Readers hold a shard for one
+/// spins and yields, then 21 naps of 50 us. Readers hold a shard for one
 /// lookup, microseconds; one that holds it this long is running slow user
 /// code, or waiting for another lock from it. Nested reads across shards,
 /// crossed on two threads (`Clone` under A reads B, under B reads A),
@@ -103,7 +103,7 @@ const GIVE_WAY_FOR: std::time::Duration = std::time::Duration::from_micros(200);
 
 /// A writer's give-ways in the crate's unit tests before they abort
 /// ([`crate::sync::bound_in_tests`]): 8 500, each at least
-/// [`GIVE_WAY_FOR`] and the 20 naps of 50 us that end its wait, 10 s.
+/// [`GIVE_WAY_FOR`] and the 21 naps of 50 us that end its wait, 10 s.
 #[cfg(test)]
 #[cfg_attr(loom, allow(dead_code))]
 const TEST_GIVE_WAYS: u32 = 8_500;
