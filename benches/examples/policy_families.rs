@@ -18,7 +18,7 @@
 
 use mmbatch_benches::{
     cache::zipf_stream,
-    cache_hits::{Contender, hits, next_uses},
+    cache_hits::{lab_policies, lab_row, next_uses},
 };
 
 /// xorshift64: the families' own randomness, seeded per family.
@@ -274,16 +274,7 @@ fn main() {
     let only = std::env::args().nth(1);
     let n = 600_000;
     let env = |name: &str| std::env::var(name).ok();
-    let wanted = env("LAB_POLICY");
-    let ours: Vec<Contender> = mmbatch_benches::cache::policies()
-        .into_iter()
-        .filter(|(p, _)| {
-            wanted
-                .as_deref()
-                .map_or(*p == "adaptive", |w| w.split(',').any(|w| w == *p))
-        })
-        .map(|(p, pp)| Contender::Mmbatch(p, pp))
-        .collect();
+    let ours = lab_policies();
     let sizes: Vec<usize> = env("SIZES").map_or(vec![500, 5000], |v| {
         v.split(',')
             .map(|x| x.parse().expect("SIZES: numbers"))
@@ -300,31 +291,11 @@ fn main() {
         for &c in &sizes {
             let t = fam(name, c, n, 7);
             let next = next_uses(&t);
-            let from = t.len() / 5;
-            let pct =
-                |w: Contender| 100.0 * hits(w, c, &t, &next, from) as f64 / (t.len() - from) as f64;
-            let (opt, lru, qc, mk) = (
-                pct(Contender::Opt),
-                pct(Contender::ExactLru),
-                pct(Contender::QuickCache),
-                pct(Contender::Moka),
+            let label = format!("{name:13} {c:5}");
+            println!(
+                "{}",
+                lab_row(&label, &t, &next, c, t.len() / 5, &ours, reps)
             );
-            let bar = qc.max(mk).max(lru) - 0.5;
-            let mut line =
-                format!("{name:13} {c:5}  opt {opt:5.1} lru {lru:5.1} qc {qc:5.1} moka {mk:5.1} |");
-            for w in &ours {
-                let mut xs: Vec<f64> = (0..reps.max(1)).map(|_| pct(*w)).collect();
-                xs.sort_by(f64::total_cmp);
-                let x = xs[xs.len() / 2];
-                line += &format!(" {} {x:5.1}", w.name().trim_start_matches("mmbatch-"));
-                if xs.len() > 1 {
-                    line += &format!(" [{:.1}-{:.1}]", xs[0], xs[xs.len() - 1]);
-                }
-                if x < bar {
-                    line += &format!(" BELOW({:+.1})", x - bar - 0.5);
-                }
-            }
-            println!("{line}");
         }
     }
 }

@@ -17,7 +17,7 @@
 //! The figures in docs/cache.md ("Unseen shapes: traces interleaved")
 //! come from here.
 
-use mmbatch_benches::cache_hits::{Contender, hits, next_uses, read_trace, traces_dir};
+use mmbatch_benches::cache_hits::{lab_policies, lab_row, next_uses, read_trace, traces_dir};
 
 /// The mixes, each the shared traces' names joined by `+`.
 const MIXES: [&str; 10] = [
@@ -81,16 +81,7 @@ fn interleave(mix: &str, chunk: u64) -> Vec<u64> {
 fn main() {
     let only = std::env::args().nth(1);
     let env = |name: &str| std::env::var(name).ok();
-    let wanted = env("LAB_POLICY");
-    let ours: Vec<Contender> = mmbatch_benches::cache::policies()
-        .into_iter()
-        .filter(|(p, _)| {
-            wanted
-                .as_deref()
-                .map_or(*p == "adaptive", |w| w.split(',').any(|w| w == *p))
-        })
-        .map(|(p, pp)| Contender::Mmbatch(p, pp))
-        .collect();
+    let ours = lab_policies();
     let sizes: Vec<usize> = env("SIZES").map_or(vec![250, 1000, 3000], |v| {
         v.split(',')
             .map(|x| x.parse().expect("SIZES: numbers"))
@@ -105,29 +96,8 @@ fn main() {
         let t = interleave(mix, chunk.max(1));
         let next = next_uses(&t);
         for &c in &sizes {
-            let pct = |w: Contender| 100.0 * hits(w, c, &t, &next, 0) as f64 / t.len() as f64;
-            let (opt, lru, qc, mk) = (
-                pct(Contender::Opt),
-                pct(Contender::ExactLru),
-                pct(Contender::QuickCache),
-                pct(Contender::Moka),
-            );
-            let bar = qc.max(mk).max(lru) - 0.5;
-            let mut line =
-                format!("{mix:37} {c:5}  opt {opt:5.1} lru {lru:5.1} qc {qc:5.1} moka {mk:5.1} |");
-            for w in &ours {
-                let mut xs: Vec<f64> = (0..reps.max(1)).map(|_| pct(*w)).collect();
-                xs.sort_by(f64::total_cmp);
-                let x = xs[xs.len() / 2];
-                line += &format!(" {} {x:5.1}", w.name().trim_start_matches("mmbatch-"));
-                if xs.len() > 1 {
-                    line += &format!(" [{:.1}-{:.1}]", xs[0], xs[xs.len() - 1]);
-                }
-                if x < bar {
-                    line += &format!(" BELOW({:+.1})", x - bar - 0.5);
-                }
-            }
-            println!("{line}");
+            let label = format!("{mix:37} {c:5}");
+            println!("{}", lab_row(&label, &t, &next, c, 0, &ours, reps));
         }
     }
 }

@@ -81,6 +81,7 @@
 //! does against the simulated ARC on every trace and shape.
 
 mod judge;
+mod lab;
 mod replay;
 mod shapes;
 mod traces;
@@ -92,6 +93,7 @@ use crate::{Config, Experiment, Metric, Progress, Report, Row, Table};
 
 use judge::judge;
 
+pub use lab::{lab_policies, lab_row};
 pub use replay::{Contender, arc_hits, exact_lru_hits, hits, next_uses, opt_hits};
 pub use shapes::Shape;
 pub use traces::{read_trace, traces_dir};

@@ -101,12 +101,12 @@ pub(crate) fn spin(round: &mut u32) {
 /// of 50 us naps (past its first 1024 rounds).
 #[cfg(test)]
 #[cfg_attr(loom, allow(dead_code))]
-const TEST_SPIN_ROUNDS: u32 = 210_000;
+pub(crate) const TEST_SPIN_ROUNDS: u32 = 210_000;
 
 /// In the crate's unit tests, ends the binary once a wait on a shard lock
-/// has taken `limit` rounds, naming the wait: no passing test waits
-/// seconds, and one that does waits on a guard never released (a broken
-/// protocol). An abort, not a panic: a test whose other threads spin on
+/// has taken `limit` rounds (or retries), naming the wait: no passing test
+/// waits seconds or retries that often, and one that does waits on a
+/// guard never released (a broken protocol). An abort, not a panic: a test whose other threads spin on
 /// would hang in its scope's join, and the binary with it. Rounds, not
 /// time: Miri's clock runs at its own pace.
 #[cfg(test)]
@@ -116,8 +116,8 @@ pub(crate) fn bound_in_tests(round: u32, limit: u32, what: &str) {
         use std::io::Write;
         let _ = writeln!(
             std::io::stderr().lock(),
-            "{what} {round} rounds, 10 s or more: a guard was never released (a broken lock \
-             protocol); aborting the tests"
+            "{what} {round} times, far past any passing test: a guard was never released or a \
+             wait never ends (a broken lock protocol); aborting the tests"
         );
         std::process::abort();
     }

@@ -998,3 +998,22 @@ fn the_active_list_has_room_below_three_quarters_of_the_shard() {
     );
     lv.check().unwrap();
 }
+
+/// A `Workingset` shard takes its lookups' counts once a window of
+/// evictions (its size, at least [`MIN_WINDOW`]), not at every insertion:
+/// a window's hit ratio is what marks an active list stale.
+#[test]
+fn a_shard_looks_at_its_lookups_once_a_window() {
+    let n = 64;
+    let mut lv = full(n);
+    assert!(lv.looks_at_lookups(), "a new shard looks at once");
+    lv.lookups(0, 0);
+    let window = MIN_WINDOW.max(n as u64);
+    let mut k = n as u64;
+    while lv.evictions < window {
+        assert!(!lv.looks_at_lookups(), "after {} evictions", lv.evictions);
+        insert(&mut lv, k);
+        k += 1;
+    }
+    assert!(lv.looks_at_lookups(), "after a window of {window}");
+}

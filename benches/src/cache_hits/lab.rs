@@ -1,0 +1,61 @@
+//! What the examples that replay shapes never used for tuning
+//! (`policy_families`, `trace_mixes`) share: the policies they run and
+//! the row each prints.
+
+use super::{Contender, hits};
+
+/// The policies `LAB_POLICY` names (comma-separated names of
+/// [`policies`](crate::cache::policies)); `adaptive`, the default, alone
+/// when unset.
+pub fn lab_policies() -> Vec<Contender> {
+    let wanted = std::env::var("LAB_POLICY").ok();
+    crate::cache::policies()
+        .into_iter()
+        .filter(|(p, _)| {
+            wanted
+                .as_deref()
+                .map_or(*p == "adaptive", |w| w.split(',').any(|w| w == *p))
+        })
+        .map(|(p, policy)| Contender::Mmbatch(p, policy))
+        .collect()
+}
+
+/// One printed row for `trace` (its [`next_uses`](super::next_uses) in
+/// `next`) at `capacity`, hits counted from `count_from`: `label`, OPT,
+/// exact LRU, quick_cache and moka, then each of `ours` as the median of
+/// `reps` replays (each cache with its own hasher seed; the least and
+/// greatest beside it when more than one), marked `BELOW(by)` where that
+/// median is more than half a point under the best of the last three.
+pub fn lab_row(
+    label: &str,
+    trace: &[u64],
+    next: &[usize],
+    capacity: usize,
+    count_from: usize,
+    ours: &[Contender],
+    reps: usize,
+) -> String {
+    let counted = (trace.len() - count_from).max(1) as f64;
+    let pct = |w: Contender| 100.0 * hits(w, capacity, trace, next, count_from) as f64 / counted;
+    let (opt, lru, qc, mk) = (
+        pct(Contender::Opt),
+        pct(Contender::ExactLru),
+        pct(Contender::QuickCache),
+        pct(Contender::Moka),
+    );
+    let bar = qc.max(mk).max(lru) - 0.5;
+    let mut line = format!("{label}  opt {opt:5.1} lru {lru:5.1} qc {qc:5.1} moka {mk:5.1} |");
+    for &w in ours {
+        let mut xs: Vec<f64> = (0..reps.max(1)).map(|_| pct(w)).collect();
+        xs.sort_by(f64::total_cmp);
+        let x = xs[xs.len() / 2];
+        line += &format!(" {} {x:5.1}", w.name().trim_start_matches("mmbatch-"));
+        if xs.len() > 1 {
+            line += &format!(" [{:.1}-{:.1}]", xs[0], xs[xs.len() - 1]);
+        }
+        if x < bar {
+            line += &format!(" BELOW({:+.1})", x - bar - 0.5);
+        }
+    }
+    line
+}
