@@ -7,14 +7,17 @@
 //! [NAME]` (about 5 s). No mix was used to tune the policy.
 //!
 //! Each mix takes the traces' requests in bursts (1 to `2 * CHUNK`
-//! requests, 200 by default, from a trace drawn at random), each trace's
-//! keys kept apart, the ARC traces cut to their first 400 000 requests;
-//! every request counts. `NAME` keeps the mixes whose name contains it;
+//! requests, from a trace drawn at random in proportion to the requests
+//! it has left, so that all of them run out together), each trace's keys
+//! kept apart, the ARC traces cut to their first 400 000 requests; every
+//! request counts. `CHUNK=200` (the default) sets the bursts; `NAME`
+//! keeps the mixes whose name contains it;
 //! `SIZES=250,1000,3000` sets the cache sizes; `REPS=3` runs each policy
 //! three times (each with its own random hasher seed) and prints the
 //! median with the least and greatest; `LAB_POLICY=adaptive,lirs` picks
 //! the policies (`cache::policies`' names; `adaptive` alone by default).
-//! The figures in docs/cache.md ("Unseen shapes: traces interleaved")
+//! The figures in docs/cache.md ("Unseen shapes: the shared traces
+//! interleaved")
 //! come from here.
 
 use mmbatch_benches::cache_hits::{lab_policies, lab_row, next_uses, read_trace, traces_dir};
@@ -68,9 +71,23 @@ fn interleave(mix: &str, chunk: u64) -> Vec<u64> {
         .collect();
     let mut at = vec![0usize; parts.len()];
     let mut r = R(12345);
-    let mut out = Vec::with_capacity(parts.iter().map(Vec::len).sum());
-    while at.iter().zip(&parts).any(|(&a, p)| a < p.len()) {
-        let i = r.below(parts.len() as u64) as usize;
+    let total: usize = parts.iter().map(Vec::len).sum();
+    let mut out = Vec::with_capacity(total);
+    while out.len() < total {
+        // The next burst's trace in proportion to the requests it has
+        // left, so that the traces run out together and the whole mix is
+        // interleaved (drawn uniformly, a short trace ended early and the
+        // rest of the mix was the long one alone).
+        let mut pick = r.below((total - out.len()) as u64) as usize;
+        let i = (0..parts.len())
+            .find(|&i| {
+                let left = parts[i].len() - at[i];
+                pick < left || {
+                    pick -= left;
+                    false
+                }
+            })
+            .expect("a trace with requests left");
         let end = (at[i] + 1 + r.below(2 * chunk) as usize).min(parts[i].len());
         out.extend_from_slice(&parts[i][at[i]..end]);
         at[i] = end;

@@ -98,7 +98,8 @@ pub(crate) fn spin(round: &mut u32) {
 }
 
 /// [`spin`]'s rounds in the crate's unit tests: 210 000, at least 10 s
-/// of 50 us naps (past its first 1024 rounds).
+/// of 50 us naps (past its first 1024 rounds); also the most times a
+/// reader is turned back by writers there (`wait_for_writer`).
 #[cfg(test)]
 #[cfg_attr(loom, allow(dead_code))]
 pub(crate) const TEST_SPIN_ROUNDS: u32 = 210_000;
@@ -106,9 +107,10 @@ pub(crate) const TEST_SPIN_ROUNDS: u32 = 210_000;
 /// In the crate's unit tests, ends the binary once a wait on a shard lock
 /// has taken `limit` rounds (or retries), naming the wait: no passing test
 /// waits seconds or retries that often, and one that does waits on a
-/// guard never released (a broken protocol). An abort, not a panic: a test whose other threads spin on
-/// would hang in its scope's join, and the binary with it. Rounds, not
-/// time: Miri's clock runs at its own pace.
+/// guard never released (a broken protocol). An abort, not a panic: a
+/// test whose other threads spin on would hang in its scope's join, and
+/// the binary with it. Rounds, not time: Miri's clock runs at its own
+/// pace.
 #[cfg(test)]
 #[cfg_attr(loom, allow(dead_code))]
 pub(crate) fn bound_in_tests(round: u32, limit: u32, what: &str) {

@@ -539,7 +539,7 @@ mod tests {
         // A page past the image, with a valid checksum.
         let mut body = Record::new(4096, 8192, "x", [0, 1]).unwrap().to_bytes();
         body.truncate(body.len() - 4);
-        *body.last_mut().unwrap() = 4; // delta +2: page 3 of 2
+        *body.last_mut().unwrap() = 4; // delta +2: page 2, past pages 0 and 1
         let crc = crc32fast::hash(&body);
         body.extend_from_slice(&crc.to_le_bytes());
         assert!(
