@@ -155,7 +155,7 @@ fn refused_poison_falls_back_to_protection() {
 /// that to its progress and counters. Now it is retried as no progress.
 #[test]
 fn eagain_is_retried_and_a_negative_count_is_no_progress() {
-    let scenario = FailScenario::setup();
+    let _scenario = FailScenario::setup();
     // After the scenario's lock: waiting for another test is not a hang.
     let _hang =
         mmbatch_testkit::hang_guard("eagain_is_retried_and_a_negative_count_is_no_progress");
@@ -168,7 +168,6 @@ fn eagain_is_retried_and_a_negative_count_is_no_progress() {
     assert_eq!(st.pages_copied, 4, "{st:?}");
     assert_eq!(r.as_slice(), &src[..]);
     assert_eq!(r.stats().pages_copied, 64);
-    drop(scenario);
 }
 
 /// The same for a handler of another's userfaultfd, which also counts
@@ -251,7 +250,7 @@ fn a_foreign_handler_without_poison_says_readers_stay_blocked() {
 /// so the reads that follow inside the window take no fault.
 #[test]
 fn a_refused_window_copy_still_installs_the_window() {
-    let scenario = FailScenario::setup();
+    let _scenario = FailScenario::setup();
     // After the scenario's lock: waiting for another test is not a hang.
     let _hang = mmbatch_testkit::hang_guard("a_refused_window_copy_still_installs_the_window");
     let src = image(64);
@@ -266,14 +265,13 @@ fn a_refused_window_copy_still_installs_the_window() {
     );
     let st = r.stats();
     assert_eq!((st.faults, st.pages_copied), (1, 8), "{st:?}");
-    drop(scenario);
 }
 
 /// EEXIST: the page is someone else's already; the reader is woken and
 /// finds it (here it refaults once, as nothing was copied).
 #[test]
 fn eexist_wakes_the_reader() {
-    let scenario = FailScenario::setup();
+    let _scenario = FailScenario::setup();
     // After the scenario's lock: waiting for another test is not a hang.
     let _hang = mmbatch_testkit::hang_guard("eexist_wakes_the_reader");
     let src = image(16);
@@ -281,7 +279,6 @@ fn eexist_wakes_the_reader() {
     fail::cfg("uffd::copy", "1*return(EEXIST)").unwrap();
     assert_eq!(r.as_slice()[PAGE], src[PAGE]);
     assert!(r.stats().already_present >= 1, "{:?}", r.stats());
-    drop(scenario);
 }
 
 /// What a 64-page region holds in the process: its descriptors, its
@@ -307,7 +304,7 @@ fn assert_nothing_left(before: (usize, usize, usize)) {
 /// already started are stopped, the range unmapped, the uffd closed.
 #[test]
 fn refused_handler_thread_undoes_everything() {
-    let scenario = FailScenario::setup();
+    let _scenario = FailScenario::setup();
     // After the scenario's lock: waiting for another test is not a hang.
     // 10 s, not the default 45: a thread count left wrong hangs the
     // region's drop, and cargo-mutants bounds the whole `cargo test` run
@@ -332,14 +329,13 @@ fn refused_handler_thread_undoes_everything() {
     );
     assert!(e.to_string().contains("RLIMIT_NPROC"), "{e}");
     assert_nothing_left(before);
-    drop(scenario);
 }
 
 /// A replay thread the OS refuses: the same clear error, counting the
 /// handler and the watchdog before it, and nothing left behind.
 #[test]
 fn refused_replay_thread_undoes_everything() {
-    let scenario = FailScenario::setup();
+    let _scenario = FailScenario::setup();
     // After the scenario's lock: waiting for another test is not a hang.
     // 10 s, not the default 45: a thread count left wrong hangs the
     // region's drop, and cargo-mutants bounds the whole `cargo test` run
@@ -368,7 +364,6 @@ fn refused_replay_thread_undoes_everything() {
         "{e}"
     );
     assert_nothing_left(before);
-    drop(scenario);
 }
 
 /// Where the kernel refuses a userfaultfd that serves kernel faults
@@ -377,7 +372,7 @@ fn refused_replay_thread_undoes_everything() {
 /// and serves the process's own reads.
 #[test]
 fn refused_all_faults_falls_back_to_user_mode_only() {
-    let scenario = FailScenario::setup();
+    let _scenario = FailScenario::setup();
     // After the scenario's lock: waiting for another test is not a hang.
     let _hang = mmbatch_testkit::hang_guard("refused_all_faults_falls_back_to_user_mode_only");
     for errno in ["EPERM", "EACCES"] {
@@ -392,7 +387,6 @@ fn refused_all_faults_falls_back_to_user_mode_only() {
     if unsafe { libc::geteuid() } == 0 {
         assert_eq!(r.mode(), UffdMode::AllFaults);
     }
-    drop(scenario);
 }
 
 /// `/dev/userfaultfd` failing as a container makes it fail (no node, a
@@ -401,7 +395,7 @@ fn refused_all_faults_falls_back_to_user_mode_only() {
 /// errors that ended the region's construction.
 #[test]
 fn a_device_without_a_driver_falls_back_to_the_system_call() {
-    let scenario = FailScenario::setup();
+    let _scenario = FailScenario::setup();
     // After the scenario's lock: waiting for another test is not a hang.
     let _hang =
         mmbatch_testkit::hang_guard("a_device_without_a_driver_falls_back_to_the_system_call");
@@ -417,7 +411,6 @@ fn a_device_without_a_driver_falls_back_to_the_system_call() {
         assert_eq!(r.as_slice()[3 * PAGE + 1], image(16)[3 * PAGE + 1]);
     }
     fail::remove("uffd::open_device");
-    drop(scenario);
 }
 
 /// Any other error opening the full-mode userfaultfd (here EMFILE) is an
@@ -425,7 +418,7 @@ fn a_device_without_a_driver_falls_back_to_the_system_call() {
 /// meet it too, or hide it), and leaves nothing behind.
 #[test]
 fn other_userfaultfd_errors_are_not_taken_for_refusal() {
-    let scenario = FailScenario::setup();
+    let _scenario = FailScenario::setup();
     // After the scenario's lock: waiting for another test is not a hang.
     let _hang = mmbatch_testkit::hang_guard("other_userfaultfd_errors_are_not_taken_for_refusal");
     let before = what_regions_hold();
@@ -436,13 +429,12 @@ fn other_userfaultfd_errors_are_not_taken_for_refusal() {
         "{e}"
     );
     assert_nothing_left(before);
-    drop(scenario);
 }
 
 /// mmap refused: the error says so, and the uffd is closed.
 #[test]
 fn refused_mmap_is_a_clear_error() {
-    let scenario = FailScenario::setup();
+    let _scenario = FailScenario::setup();
     // After the scenario's lock: waiting for another test is not a hang.
     let _hang = mmbatch_testkit::hang_guard("refused_mmap_is_a_clear_error");
     let fds = region_fds();
@@ -450,7 +442,6 @@ fn refused_mmap_is_a_clear_error() {
     let e = UffdRegion::new(64 * PAGE, 0, image(64), 1).unwrap_err();
     assert!(matches!(e, Error::Sys { op: "mmap", .. }), "{e}");
     assert_eq!(region_fds(), fds);
-    drop(scenario);
 }
 
 /// Page 3's read never returns; the others are zeroes.
