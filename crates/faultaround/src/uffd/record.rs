@@ -536,29 +536,24 @@ mod tests {
         v2[7] = 2;
         assert!(reason(&v2).contains("version 2"));
         assert!(reason(&[]).contains("magic"));
-        // A page past the image, with a valid checksum.
-        let mut body = Record::new(4096, 8192, "x", [0, 1]).unwrap().to_bytes();
-        body.truncate(body.len() - 4);
-        *body.last_mut().unwrap() = 4; // delta +2: page 2, past pages 0 and 1
-        let crc = crc32fast::hash(&body);
-        body.extend_from_slice(&crc.to_le_bytes());
-        assert!(
-            reason(&body).contains("past the image"),
-            "{}",
+        // Records of pages 0 and 1 of a 2-page image whose page list ends
+        // with `tail` in place of its last `cut` bytes, checksummed anew.
+        let edited = |cut: usize, tail: &[u8]| {
+            let mut body = Record::new(4096, 8192, "x", [0, 1]).unwrap().to_bytes();
+            body.truncate(body.len() - 4 - cut); // the checksum, then `cut`
+            body.extend_from_slice(tail);
+            let crc = crc32fast::hash(&body);
+            body.extend_from_slice(&crc.to_le_bytes());
             reason(&body)
-        );
-        // More pages listed than the image has (page 1 twice), with a
-        // valid checksum: no record made by `to_bytes` lists a page twice.
-        let mut body = Record::new(4096, 8192, "x", [0, 1]).unwrap().to_bytes();
-        body.truncate(body.len() - 4 - 3); // the checksum, the count, 2 deltas
-        body.extend_from_slice(&[3, 0, 2, 0]); // 3 pages: 0, +1, +0
-        let crc = crc32fast::hash(&body);
-        body.extend_from_slice(&crc.to_le_bytes());
-        assert!(
-            reason(&body).contains("more pages than the image has"),
-            "{}",
-            reason(&body)
-        );
+        };
+        // A page past the image: the last delta +2, page 2.
+        let r = edited(1, &[4]);
+        assert!(r.contains("past the image"), "{r}");
+        // More pages listed than the image has (page 1 twice; no record
+        // made by `to_bytes` lists a page twice): the count and both
+        // deltas replaced by 3 pages, 0, +1, +0.
+        let r = edited(3, &[3, 0, 2, 0]);
+        assert!(r.contains("more pages than the image has"), "{r}");
     }
 
     #[test]
