@@ -170,6 +170,52 @@ fn eagain_is_retried_and_a_negative_count_is_no_progress() {
     assert_eq!(r.stats().pages_copied, 64);
 }
 
+/// A fault that arrives while a copy is refused with EAGAIN is read from
+/// the userfaultfd by the copying handler (to clear the pending event)
+/// and queued; the handler serves it next and stays: it was never stuck
+/// in the source, so it must not count itself back from a stall and
+/// leave. Before the check, a handler that took that path left, and the
+/// next fault waited for good (here: a bounded touch in a child).
+#[test]
+fn a_queued_fault_is_served_and_its_handler_stays() {
+    let name = "a_queued_fault_is_served_and_its_handler_stays";
+    if let Some(run) = child::parent(name, LIMIT) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    let scenario = FailScenario::setup();
+    let src = image(16);
+    let r = UffdRegion::new(16 * PAGE, 0, src.clone(), 1).unwrap();
+    assert_eq!(handler_threads_serving(1), 1);
+    // Some 60 ms of EAGAIN: 16 retries at once, then one every 200 us.
+    fail::cfg("uffd::copy", "300*return(EAGAIN)").unwrap();
+    let base = r.as_ptr() as usize;
+    // SAFETY: inside the region, which outlives the thread (joined below).
+    let first = std::thread::spawn(move || unsafe { std::ptr::read_volatile(base as *const u8) });
+    std::thread::sleep(Duration::from_millis(10));
+    // Page 5's fault comes while page 0's copy is refused: the one
+    // handler reads it to get past EAGAIN, and queues it.
+    assert_eq!(touch(&r, 5 * PAGE), 0);
+    assert_eq!(first.join().unwrap(), src[0]);
+    let st = r.stats();
+    println!("{st:?}");
+    assert!(st.retries >= 300, "{st:?}");
+    // The handler serves on: a fault after the queued one is served.
+    assert_eq!(touch(&r, 9 * PAGE), 0);
+    assert_eq!(handler_threads_serving(1), 1);
+    assert_eq!(r.as_slice()[9 * PAGE + 1], src[9 * PAGE + 1]);
+    drop(scenario);
+    std::process::exit(0);
+}
+
+/// The process's `uffd-handler-` threads, once they are `want` (or
+/// after a few seconds: a thread's entry comes and goes a moment after it
+/// starts and leaves).
+fn handler_threads_serving(want: usize) -> usize {
+    mmbatch_testkit::threads_named_settled("uffd-handler-", want, Duration::from_secs(2))
+}
+
 /// The same for a handler of another's userfaultfd, which also counts
 /// the pages it installed: a negative count is no page installed (taken
 /// as pages, `-EAGAIN` bytes would mark some 2^52 of them, past the end of
