@@ -170,6 +170,34 @@ fn eagain_is_retried_and_a_negative_count_is_no_progress() {
     assert_eq!(r.stats().pages_copied, 64);
 }
 
+/// A kernel that refuses the userfaultfd handshake (`UFFDIO_API`) is
+/// named with the feature it lacks and the Linux that has it — write
+/// tracking's when it was asked for, REMOVE events' otherwise — and the
+/// refused region leaves no descriptor open.
+#[test]
+fn a_refused_handshake_names_the_missing_feature() {
+    let _scenario = FailScenario::setup();
+    let fds = region_fds();
+    fail::cfg("uffd::api", "return").unwrap();
+    let plain = UffdRegion::builder(16 * PAGE).build(image(16)).unwrap_err();
+    let tracked = UffdRegion::builder(16 * PAGE)
+        .track_writes(true)
+        .build(image(16))
+        .unwrap_err();
+    fail::remove("uffd::api");
+    let (plain, tracked) = (plain.to_string(), tracked.to_string());
+    println!("{plain}\n{tracked}");
+    assert!(
+        plain.contains("UFFD_FEATURE_EVENT_REMOVE needs Linux 4.11"),
+        "{plain}"
+    );
+    assert!(
+        tracked.contains("UFFD_FEATURE_WP_ASYNC needs Linux 6.7"),
+        "{tracked}"
+    );
+    assert_eq!(region_fds(), fds, "a descriptor was left open");
+}
+
 /// A fault that arrives while a copy is refused with EAGAIN is read from
 /// the userfaultfd by the copying handler (to clear the pending event)
 /// and queued; the handler serves it next and stays: it was never stuck

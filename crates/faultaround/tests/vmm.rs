@@ -596,12 +596,17 @@ fn a_vmms_page_cache_is_mapped_in_place() {
     }
     let (run, stats) = with_vmm("a_vmms_page_cache_is_mapped_in_place", "minor", |l, _| {
         let (mut stream, hs) = handshake(l);
+        let mut given = hs.ranges.clone();
         let h = UffdHandler::builder(hs.uffd, hs.ranges)
             .order(2)
             .handlers(2)
             .record(true)
             .build_over_page_cache()
             .unwrap();
+        // The ranges read back as given (three, two at source offsets
+        // past 0), sorted by offset.
+        given.sort_by_key(|r| r.offset);
+        assert_eq!(h.ranges(), given);
         let mut said = [0u8; 2];
         std::io::Read::read_exact(&mut stream, &mut said).unwrap();
         // `shutdown` maps what is cached over every range — pages mapped

@@ -264,14 +264,17 @@ impl Record {
             }
             // Index `j` holds page `q` and is free (false past the end).
             let free = |j: usize, q: u64| sorted.get(j) == Some(&q) && !covered[j];
-            let mut start = i;
-            while start > 0 && free(start - 1, sorted[start] - 1) && i - start < max / 2 {
-                start -= 1;
-            }
-            let mut end = i + 1;
-            while free(end, sorted[end - 1] + 1) && end - start < max {
-                end += 1;
-            }
+            // Back up to `max / 2` free neighbours below, then forward to
+            // `max` pages in all (bounded counts: no loop variable to
+            // stall).
+            let below = (1..=(max / 2).min(i))
+                .take_while(|&k| free(i - k, p - k as u64))
+                .count();
+            let start = i - below;
+            let above = (1..max - below)
+                .take_while(|&k| free(i + k, p + k as u64))
+                .count();
+            let end = i + 1 + above;
             covered[start..end].fill(true);
             runs.push((sorted[start], end - start));
         }

@@ -152,6 +152,9 @@ impl Uffd {
     /// The `UFFDIO_API` handshake, asking for `features`; the features the
     /// kernel has, or its refusal (a feature it lacks).
     pub(in crate::uffd) fn api(&self, features: u64) -> Result<u64, Errno> {
+        // Fail point `uffd::api`: the handshake refused, as a kernel
+        // without a feature asked for refuses it.
+        fail_point!("uffd::api", |_| Err(Errno::INVAL));
         let mut api = uffdio_api {
             api: u64::from(UFFD_API),
             features,

@@ -234,30 +234,37 @@ impl Shared {
     }
 
     /// Whether a page table entry of this process maps `page` (present, or
-    /// swapped out): `/proc/self/pagemap`'s bits 63 and 62. `mincore` does
-    /// not say that over a page cache, where it reports the cached page
-    /// whether it is mapped here or not; it is asked only for anonymous
-    /// memory, where it does, should the pagemap be unreadable.
+    /// swapped out), read from `/proc/self/pagemap` ([`pte_maps`]).
+    /// `mincore` does not say that over a page cache, where it reports the
+    /// cached page whether it is mapped here or not; it is asked only for
+    /// anonymous memory, where it does, should the pagemap be unreadable.
     fn mapped(&self, page: u64) -> bool {
-        const PRESENT: u64 = 1 << 63;
-        const SWAPPED: u64 = 1 << 62;
-        // One entry per base page, a huge page's first among them.
-        let at = (self.addr(page) as u64 / rustix::param::page_size() as u64) * 8;
-        let mut entry = [0u8; 8];
         // Opened once: shutdown may fail every page of a huge region.
         let pagemap = self
             .pagemap
             .get_or_init(|| std::fs::File::open("/proc/self/pagemap").ok());
-        let read = match pagemap {
-            Some(f) => std::os::unix::fs::FileExt::read_exact_at(f, &mut entry, at),
-            None => Err(io::ErrorKind::NotFound.into()),
-        };
-        match read {
-            Ok(()) => u64::from_ne_bytes(entry) & (PRESENT | SWAPPED) != 0,
-            Err(_) if self.mode == Mode::Copy => self.resident(page as usize, 1)[0],
-            Err(_) => false,
+        match pagemap
+            .as_ref()
+            .map(|f| pte_maps(f, self.addr(page) as usize))
+        {
+            Some(Ok(mapped)) => mapped,
+            _ if self.mode == Mode::Copy => self.resident(page as usize, 1)[0],
+            _ => false,
         }
     }
+}
+
+/// Whether a page table entry of this process maps the page at `addr`:
+/// present or swapped out, bits 63 and 62 of its entry in `pagemap`
+/// (`/proc/self/pagemap`: one 8-byte entry per base page, a huge page's
+/// first among them).
+fn pte_maps(pagemap: &std::fs::File, addr: usize) -> io::Result<bool> {
+    const PRESENT: u64 = 1 << 63;
+    const SWAPPED: u64 = 1 << 62;
+    let at = (addr / rustix::param::page_size()) as u64 * 8;
+    let mut entry = [0u8; 8];
+    std::os::unix::fs::FileExt::read_exact_at(pagemap, &mut entry, at)?;
+    Ok(u64::from_ne_bytes(entry) & (PRESENT | SWAPPED) != 0)
 }
 
 #[cfg(test)]
@@ -266,5 +273,23 @@ mod tests {
     fn poison_opcode_is_the_kernels() {
         // include/uapi/linux/userfaultfd.h: _IOWR(0xAA, 0x08, 32 bytes).
         assert_eq!(super::UFFDIO_POISON, 0xC020_AA08);
+    }
+
+    /// The pagemap entry read is the page's own: of four fresh anonymous
+    /// pages, the one written is mapped and the others not, and an
+    /// address past the pagemap's end is an error, not an answer.
+    #[test]
+    fn pte_maps_reads_the_entry_of_the_page_at_the_address() {
+        let page = rustix::param::page_size();
+        let m = mmbatch_mmap::Mapping::anonymous(4 * page).unwrap();
+        let base = m.as_ptr() as usize;
+        // SAFETY: inside the mapping, which is readable and writable.
+        unsafe { std::ptr::write_volatile((base + 2 * page) as *mut u8, 1) };
+        let pagemap = std::fs::File::open("/proc/self/pagemap").unwrap();
+        let mapped: Vec<bool> = (0..4)
+            .map(|p| super::pte_maps(&pagemap, base + p * page + 5).unwrap())
+            .collect();
+        assert_eq!(mapped, [false, false, true, false]);
+        assert!(super::pte_maps(&pagemap, usize::MAX).is_err());
     }
 }

@@ -290,7 +290,7 @@ impl Shared {
                 .unwrap_or_else(|e| e.into_inner())
                 .pop_front();
             if let Some(fault) = next {
-                if !self.on_fault(me, fault, &mut buf) && !self.back_from_stuck(me) {
+                if !self.serve_one(me, fault, &mut buf) {
                     return;
                 }
                 continue;
@@ -298,7 +298,7 @@ impl Shared {
             if std::mem::take(&mut served) && self.poll_busily() {
                 while let Some(fault) = self.next_fault() {
                     served = true;
-                    if !self.on_fault(me, fault, &mut buf) && !self.back_from_stuck(me) {
+                    if !self.serve_one(me, fault, &mut buf) {
                         return;
                     }
                 }
@@ -322,11 +322,18 @@ impl Shared {
             }
             while let Some(fault) = self.next_fault() {
                 served = true;
-                if !self.on_fault(me, fault, &mut buf) && !self.back_from_stuck(me) {
+                if !self.serve_one(me, fault, &mut buf) {
                     return;
                 }
             }
         }
+    }
+
+    /// Serves `fault`; whether handler `me` serves on: false only when the
+    /// watchdog found it stuck in the source and another has taken its
+    /// place ([`back_from_stuck`](Self::back_from_stuck)).
+    fn serve_one(&self, me: usize, fault: Fault, buf: &mut [u8]) -> bool {
+        self.on_fault(me, fault, buf) || self.back_from_stuck(me)
     }
 
     /// Polls the userfaultfd without sleeping for up to `busy_poll`,
