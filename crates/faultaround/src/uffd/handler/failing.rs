@@ -234,37 +234,48 @@ impl Shared {
     }
 
     /// Whether a page table entry of this process maps `page` (present, or
-    /// swapped out), read from `/proc/self/pagemap` ([`pte_maps`]).
-    /// `mincore` does not say that over a page cache, where it reports the
-    /// cached page whether it is mapped here or not; it is asked only for
-    /// anonymous memory, where it does, should the pagemap be unreadable.
+    /// swapped out), read from `/proc/self/pagemap` ([`pte_maps`], then
+    /// [`mapped_by`]).
     fn mapped(&self, page: u64) -> bool {
         // Opened once: shutdown may fail every page of a huge region.
         let pagemap = self
             .pagemap
             .get_or_init(|| std::fs::File::open("/proc/self/pagemap").ok());
-        match pagemap
+        let read = pagemap
             .as_ref()
-            .map(|f| pte_maps(f, self.addr(page) as usize))
-        {
-            Some(Ok(mapped)) => mapped,
-            _ if self.mode == Mode::Copy => self.resident(page as usize, 1)[0],
-            _ => false,
-        }
+            .map(|f| pte_maps(f, self.addr(page) as usize));
+        mapped_by(read, self.mode, || self.resident(page as usize, 1)[0])
     }
 }
+
+/// Whether a page is mapped: its pagemap entry's answer when one was read;
+/// else, in anonymous memory ([`Mode::Copy`]), whether it is `resident`
+/// (`mincore`), which there is the same; else not. Over a page cache
+/// `mincore` reports the cached page whether it is mapped here or not, so
+/// a page whose entry cannot be read counts as not mapped.
+fn mapped_by(read: Option<io::Result<bool>>, mode: Mode, resident: impl FnOnce() -> bool) -> bool {
+    match read {
+        Some(Ok(mapped)) => mapped,
+        _ if mode == Mode::Copy => resident(),
+        _ => false,
+    }
+}
+
+/// A pagemap entry's bit: the page is present (`PM_PRESENT`,
+/// `fs/proc/task_mmu.c`).
+const PM_PRESENT: u64 = 1 << 63;
+/// A pagemap entry's bit: the page is swapped out (`PM_SWAP`).
+const PM_SWAP: u64 = 1 << 62;
 
 /// Whether a page table entry of this process maps the page at `addr`:
 /// present or swapped out, bits 63 and 62 of its entry in `pagemap`
 /// (`/proc/self/pagemap`: one 8-byte entry per base page, a huge page's
 /// first among them).
 fn pte_maps(pagemap: &std::fs::File, addr: usize) -> io::Result<bool> {
-    const PRESENT: u64 = 1 << 63;
-    const SWAPPED: u64 = 1 << 62;
     let at = (addr / rustix::param::page_size()) as u64 * 8;
     let mut entry = [0u8; 8];
     std::os::unix::fs::FileExt::read_exact_at(pagemap, &mut entry, at)?;
-    Ok(u64::from_ne_bytes(entry) & (PRESENT | SWAPPED) != 0)
+    Ok(u64::from_ne_bytes(entry) & (PM_PRESENT | PM_SWAP) != 0)
 }
 
 #[cfg(test)]
@@ -273,6 +284,24 @@ mod tests {
     fn poison_opcode_is_the_kernels() {
         // include/uapi/linux/userfaultfd.h: _IOWR(0xAA, 0x08, 32 bytes).
         assert_eq!(super::UFFDIO_POISON, 0xC020_AA08);
+    }
+
+    /// The pagemap's answer wins; without one, `mincore`'s counts in
+    /// anonymous memory only.
+    #[test]
+    fn mapped_by_prefers_the_pagemap_and_trusts_mincore_only_when_anonymous() {
+        use super::{Mode, mapped_by};
+        let unread = || Some(Err(std::io::ErrorKind::UnexpectedEof.into()));
+        for resident in [false, true] {
+            for mode in [Mode::Copy, Mode::Continue] {
+                assert!(mapped_by(Some(Ok(true)), mode, || resident));
+                assert!(!mapped_by(Some(Ok(false)), mode, || resident));
+            }
+            assert_eq!(mapped_by(unread(), Mode::Copy, || resident), resident);
+            assert_eq!(mapped_by(None, Mode::Copy, || resident), resident);
+            assert!(!mapped_by(unread(), Mode::Continue, || resident));
+            assert!(!mapped_by(None, Mode::Continue, || resident));
+        }
     }
 
     /// The pagemap entry read is the page's own: of four fresh anonymous
