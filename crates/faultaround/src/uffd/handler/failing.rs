@@ -261,11 +261,11 @@ fn mapped_by(read: Option<io::Result<bool>>, mode: Mode, resident: impl FnOnce()
     }
 }
 
-/// A pagemap entry's bit: the page is present (`PM_PRESENT`,
+/// A pagemap entry's bit 63: the page is present (`PM_PRESENT`,
 /// `fs/proc/task_mmu.c`).
-const PM_PRESENT: u64 = 1 << 63;
-/// A pagemap entry's bit: the page is swapped out (`PM_SWAP`).
-const PM_SWAP: u64 = 1 << 62;
+const PM_PRESENT: u64 = 0x8000_0000_0000_0000;
+/// A pagemap entry's bit 62: the page is swapped out (`PM_SWAP`).
+const PM_SWAP: u64 = 0x4000_0000_0000_0000;
 
 /// Whether a page table entry of this process maps the page at `addr`:
 /// present or swapped out, bits 63 and 62 of its entry in `pagemap`
@@ -284,6 +284,11 @@ mod tests {
     fn poison_opcode_is_the_kernels() {
         // include/uapi/linux/userfaultfd.h: _IOWR(0xAA, 0x08, 32 bytes).
         assert_eq!(super::UFFDIO_POISON, 0xC020_AA08);
+    }
+
+    #[test]
+    fn pagemap_bits_are_the_kernels() {
+        assert_eq!((super::PM_PRESENT, super::PM_SWAP), (1 << 63, 1 << 62));
     }
 
     /// The pagemap's answer wins; without one, `mincore`'s counts in
