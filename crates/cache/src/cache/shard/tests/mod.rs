@@ -110,6 +110,14 @@ fn the_inactive_list_keeps_to_its_target() {
     lv.check().unwrap();
 }
 
+/// A shard keeps bits 8 to 40 of a key's hash (the bits above chose the
+/// shard; the index, the shadows and the duel's sample all key on these).
+#[test]
+fn short_hash_keeps_bits_8_to_40() {
+    assert_eq!(short_hash(0x0000_00AB_CDEF_0123), 0xABCD_EF01);
+    assert_eq!(short_hash(0xFFFF_FF00_0000_00FF), 0);
+}
+
 /// In a thrashing shard (as a new shard is), a failed activation retries
 /// on probation, marked, and so does a failed retry, without moving the
 /// inactive target; a shard that is not thrashing takes the refault as
