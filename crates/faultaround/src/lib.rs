@@ -13,9 +13,9 @@
 //! - [`UffdHandler`]: the same for a userfaultfd another process made and
 //!   registered — a VMM's page-fault handler (`examples/firecracker_uffd`
 //!   speaks Firecracker's protocol).
-//! - `engine` (feature `engine`, for the experiments): `MapPages` and
-//!   per-process page tables over a shared page cache of `mmbatch-lru`
-//!   frames, seed 002 in the LRU engine.
+//! - `engine` (feature `engine`): `MapPages` and per-process page tables
+//!   over a shared page cache of `mmbatch-lru` frames, the fault-around
+//!   experiment's model of the kernel's.
 //!
 //! ```
 //! use mmbatch_faultaround::{UffdRegion, Zeroes};

@@ -1,7 +1,7 @@
 //! Chunked parallel jobs after the kernel's ktask (2017) and padata's
 //! multithreaded jobs (`padata_do_multithreaded`, 5.7+), and parallel
-//! clearing and populating of large memory (seed 001: clearing gigantic
-//! pages with ktask).
+//! clearing and populating of large memory (as the ktask series cleared
+//! gigantic pages).
 //!
 //! A [`Job`] over `[start, start + size)` is split the kernel's way
 //! ([`Job::plan`]): threads = `min(size / max(min_chunk, align),

@@ -398,8 +398,8 @@ fn uninstall(reg: &mut Registry) {
 }
 
 /// A region mapped `PROT_NONE` whose pages a SIGSEGV handler makes
-/// accessible and locks, `batch` pages per fault (seed 003's alternative to
-/// `MLOCK_ONFAULT`).
+/// accessible and locks, `batch` pages per fault: a userspace alternative
+/// to `MLOCK_ONFAULT`.
 #[derive(Debug)]
 pub struct FaultLockedRegion {
     region: LockedRegion,

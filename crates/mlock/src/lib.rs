@@ -5,13 +5,14 @@
 //! kernel's accounting (`/proc/self/smaps` Locked, `VmLck`) to check them.
 //!
 //! - [`LockedRegion`]: a region locked now ([`LockPolicy::Populate`]) or as
-//!   it is touched ([`LockPolicy::OnFault`], seed 003's lock-on-fault), of
+//!   it is touched ([`LockPolicy::OnFault`], `mlock2(MLOCK_ONFAULT)`), of
 //!   base, transparent huge or hugetlb pages, anonymous or file-backed;
 //!   dropping it unmaps (and so unlocks) it, even while unwinding.
 //!   [`LockedRegion::unlock_chunked`] munlocks in pieces so no single call
-//!   holds the mmap lock for long (seed 000's motivation).
-//! - [`FaultLockedRegion`]: seed 003's userspace alternative, `PROT_NONE`
-//!   plus a SIGSEGV handler that unprotects and locks N pages per fault.
+//!   holds the mmap lock for long.
+//! - [`FaultLockedRegion`]: a userspace alternative to `MLOCK_ONFAULT`,
+//!   `PROT_NONE` plus a SIGSEGV handler that unprotects and locks N pages
+//!   per fault.
 //! - [`mlockall`] / [`munlockall`].
 //!
 //! ```

@@ -4,8 +4,8 @@
 //!
 //! The kernel takes `lruvec->lru_lock` once per batch of up to 31 folios
 //! instead of once per folio; on a contended lock that is most of the cost
-//! of an LRU operation (seed 004 batches `activate_page` for this; its
-//! figure is in the workspace's ARCHITECTURE.md). This crate gives
+//! of an LRU operation (the kernel batches `activate_page` for this;
+//! measured: the workspace's ARCHITECTURE.md, section 1). This crate gives
 //! userspace the same shape: queue operations on a per-thread batch, apply a
 //! full batch to shared state in one lock acquisition.
 //!
@@ -56,7 +56,8 @@
 //!   one pass; while [disabled](Batcher::disable) no op waits in a batch;
 //!   one thread's ops apply in queue order; remote drains are safe against
 //!   the owner queueing. Each is a loom model (`cargo xtask loom pagevec`).
-//!   The protocol and why it holds are in the [`batcher`](Batcher) docs.
+//!   The protocol and why it holds: the workspace's ARCHITECTURE.md,
+//!   section 3.1.
 //!
 //! # Features
 //! - `std` (default): [`Batcher`]. Without it the crate is

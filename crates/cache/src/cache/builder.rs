@@ -14,12 +14,12 @@ use super::{
 };
 use crate::sync::{AtomicU64, AtomicUsize};
 
-/// The default hasher: foldhash's quality variant, randomly seeded. Why
-/// not its `fast` variant: with some seeds, sequential keys hashed alike in
-/// the bits a shadow keeps, and a one-off scan passed for refaults
-/// ([docs/cache.md][policy-measurements]).
+/// The default hasher: foldhash's quality variant, randomly seeded. Why:
+/// the cache takes a key's shard, index position and shadow tag from
+/// different bits of one hash, so every bit must be well mixed (what a
+/// faster variant gave up: [docs/cache.md][hasher-measurements]).
 ///
-/// [policy-measurements]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#policy-measurements
+/// [hasher-measurements]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#defaulthashbuilder-cachebuilderrs
 pub type DefaultHashBuilder = foldhash::quality::RandomState;
 
 /// How much an entry counts against the capacity.
@@ -247,12 +247,8 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// without a weigher, 8 per CPU, with at least 512 entries' worth of
     /// capacity each, but enough that none holds more than 65536 entries
     /// (the most a shard indexes in `u16`s); with a weigher, 1 per CPU
-    /// with at least 512 units of capacity each. Each shard
-    /// is an lruvec of its own — lists, reclaim, shadows — behind one
-    /// read-write lock, whose readers count themselves in their thread's
-    /// stripe (two per CPU, rounded down to a power of two, up to 8);
-    /// capacity and `max_entries` are split
-    /// evenly.
+    /// with at least 512 units of capacity each. Capacity and
+    /// `max_entries` are split evenly.
     /// [`Policy::Lru`] with batching off always uses one shard (exact
     /// order). At most [`MAX_SHARDS`].
     ///
@@ -343,7 +339,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     }
 
     /// Hashes keys with `hasher` instead of foldhash. Its hashes are mixed
-    /// once more (two xor-shift folds and a multiply). Why: the cache takes
+    /// once more. Why: the cache takes
     /// its shard, its index position and its shadow tag from different
     /// bits of one hash, and a weak hash (the identity hash of integers,
     /// as `nohash-hasher` gives) would put most keys in one shard. The

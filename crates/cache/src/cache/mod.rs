@@ -83,24 +83,13 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 /// ```
 ///
 /// # How it works
-/// Keys hash to shards; each shard is an lruvec of its own (the kernel
-/// keeps one per node and memory cgroup): its entries in a dense slab, a
-/// hash index of `u32` slots, the inactive and active lists threaded
-/// through the slab, and its share of the capacity. A hit clones the value
-/// under the shard's read lock, which a reader takes by counting itself in
-/// its thread's stripe of the lock (no line another thread's lookups
-/// write), and counts a reference on the entry
-/// (`folio_inc_refs`, counted to 4) with at most one atomic store, none once
-/// saturated; an insertion takes the write lock, evicts from the shard's
-/// own lists until the new entry fits (`shrink_lruvec`: activate inactive
-/// entries that were hit, evict the others, refill the inactive list from
-/// the active tail where references buy turns), and links it. Under
-/// [`Policy::Workingset`] an evicted key leaves a shadow and a refault
-/// within the shard's learned reach (it starts at twice the shard's size,
-/// the most its shadows cover, and learns down) is inserted active, and
-/// any refault while the active list holds under three quarters of the
-/// shard; within the active list's size only, when the shard is
-/// thrashing.
+/// Keys hash to shards, each an lruvec of its own (the kernel keeps one
+/// per node and memory cgroup) with the active and inactive lists and its
+/// share of the capacity. A hit takes only its shard's read lock and marks
+/// the entry referenced; an insertion takes the write lock and evicts from
+/// the shard's own lists until the new entry fits. [`Policy`] says how
+/// entries are ordered; ARCHITECTURE.md ("LruCache") gives the layout and
+/// the lock protocol.
 ///
 /// # Guarantees
 /// - An insertion never evicts the entry it makes or replaces.
@@ -128,15 +117,11 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 ///   still hang: the cache cannot see another thread's wait.
 /// - `get_or_insert_with` runs one loader per key at a time; a loader that
 ///   returns an error or panics wakes its waiters, one of which loads next.
-/// - Memory grows with the entries held: 29 bytes per `u64 → u64` entry
-///   beside the slab's spare capacity (16 in the node, 12 in its list
-///   links and short hash, 1 of flags; 8 more with a weigher, in a side
-///   array) and 5 to 10 in the index (3 to 6 in a shard of at most
-///   65536 entries, whose index holds `u16`s); once a shard first evicts, its
-///   shadow table (4 bytes a slot, twice its entries) is allocated. Each
-///   shard's lock adds a cache line (128 bytes as padded) per stripe: two
-///   per CPU, rounded down to a power of two, up to 8. (What
-///   `cache-memory` measures: [docs/cache.md][layout-measurements].)
+/// - Memory grows linearly with the entries held (no allocation per
+///   entry: each shard keeps them in one slab), plus, once a shard first
+///   evicts, a table of shadows (4 bytes a slot, twice its entries), and
+///   a cache line per stripe of each shard's lock. Per-entry figures:
+///   [docs/cache.md][layout-measurements].
 ///
 /// [layout-measurements]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#layout-measurements
 pub struct LruCache<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
@@ -569,8 +554,7 @@ where
     /// Changes the capacity at run time. Shrinking evicts each shard down
     /// to its new share through the policy, as an insertion would (the
     /// listener hears each eviction); growing evicts nothing and rebuilds
-    /// nothing (a shard past 65536 entries widens its index, and shadow
-    /// tables are sized again at their next eviction). `max_entries`
+    /// nothing. `max_entries`
     /// follows the capacity unless it was set. Safe alongside every other
     /// call: the shards' total never exceeds [`capacity`](Self::capacity).
     ///

@@ -8,11 +8,11 @@ use super::Policy;
 #[non_exhaustive]
 pub struct CacheStats {
     /// Lookups that found their key: `get`, and the lookup each load
-    /// (`get_or_insert_with` and the like) starts with (exact while every thread looking up
-    /// owns a stripe of the shards' locks — the first live threads, up to
-    /// one per stripe: two per CPU, at most 8 — and with batching off;
-    /// otherwise lookups racing in one stripe may lose a count: it is kept
-    /// without a locked instruction).
+    /// (`get_or_insert_with` and the like) starts with. Exact with
+    /// batching off, or while no more threads look up than a shard's lock
+    /// has stripes (two per CPU, at most 8); beyond that, lookups racing
+    /// in one stripe may lose a count, never add one (it is kept without a
+    /// locked instruction).
     pub hits: u64,
     /// Lookups that did not (as approximate as `hits`).
     pub misses: u64,
@@ -27,12 +27,12 @@ pub struct CacheStats {
     /// Shadow entries held now (4 bytes each: a tag of the key's hash and
     /// the eviction clock), at most twice the entries the cache holds.
     pub shadows: u64,
-    /// Shards thrashing now (under [`Policy::Workingset`]): more than 60%
-    /// of their recent misses were refaults, as when a loop larger than
-    /// the cache runs, and until fewer than 45% are they take the kernel's
-    /// strict refault test instead of ARC's. Counted from a shard's misses
-    /// once it has evicted half its size (before that it is presumed to
-    /// thrash, and is not counted).
+    /// Shards thrashing now (under [`Policy::Workingset`]): most of their
+    /// recent misses were refaults, as when a loop larger than the cache
+    /// runs, and they take the kernel's strict refault test instead of
+    /// ARC's. A new shard is not counted until it has evicted half its
+    /// size. Thresholds: docs/cache.md, "`THRASHING_ABOVE`,
+    /// `THRASHING_BELOW`".
     pub thrashing_shards: u64,
     /// Shards running LIRS: every shard under [`Policy::Lirs`], none under
     /// [`Policy::Workingset`]; under [`Policy::Adaptive`] those that have
@@ -43,10 +43,9 @@ pub struct CacheStats {
     /// verdict.
     pub lru_shards: u64,
     /// Shards whose lookups now skip their memory barrier: no insertion or
-    /// removal has reached them for a while (2 ms, longer for a shard
-    /// whose earlier spells ended too soon to pay for their barrier), as
-    /// their lookups see it, and membarrier(2) is available (Linux 4.14
-    /// and later). The next change of such a shard pays one `membarrier`
+    /// removal has reached them for a while, as their lookups see it, and
+    /// membarrier(2) is available (Linux 4.14 and later); docs/cache.md,
+    /// "The heavy barrier", says how long. The next change of such a shard pays one `membarrier`
     /// call to end it.
     pub fast_read_shards: u64,
     /// Entries not cached because they weigh more than their shard's

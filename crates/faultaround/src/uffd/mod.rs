@@ -251,8 +251,9 @@ impl UffdRegion {
     /// the source fails is an error. A page it says is
     /// [`NotReady`](PageRead::NotReady) is left out of the cache (a file
     /// partly cached): a region over it reads that page as zeroes, as
-    /// shmem does a hole. `len` must be a multiple of the page size (the
-    /// tail of a partial page was silently left zeroes).
+    /// shmem does a hole. `len` must be a multiple of the page size
+    /// ([`Error::BadLength`]) and the source at least `len` bytes long
+    /// ([`Error::SourceTooShort`]).
     pub fn page_cache_from(source: &dyn PageSource, len: usize) -> Result<File, Error> {
         let page = page_size();
         if len % page != 0 {

@@ -103,7 +103,9 @@ impl Record {
         self.page_size as usize
     }
 
-    /// The record as bytes (see the module docs for the layout).
+    /// The record as bytes: a header (magic and version, page size, image
+    /// length, the image's id), the page list as varint deltas (a run of
+    /// consecutive pages costs a byte a page), and a CRC-32 of all of it.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(32 + self.image_id.len() + self.pages.len() * 2);
         out.extend_from_slice(&MAGIC);

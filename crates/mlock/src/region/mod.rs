@@ -455,8 +455,9 @@ impl LockedRegion {
     }
 
     /// Unlocks the whole region `chunk` bytes per `munlock`, so that no
-    /// single call holds the mmap lock for long (seed 000's motivation:
-    /// munlock of tens of GB stalled crash recovery for seconds).
+    /// single call holds the mmap lock for long: one `munlock` of tens of
+    /// GiB holds it for seconds, stalling every other mapping change of
+    /// the process.
     pub fn unlock_chunked(&self, chunk: usize) -> Result<(), Error> {
         self.check_range(0, chunk.min(self.len))?;
         let mut offset = 0;
