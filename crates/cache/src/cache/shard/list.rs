@@ -48,6 +48,10 @@ impl<K, V> Lruvec<K, V> {
         super::super::prefetch::prefetch_read(&self.links[t as usize]);
         super::super::prefetch::prefetch_read(&self.flags[t as usize]);
         super::super::prefetch::prefetch_read(&self.nodes[t as usize]);
+        // Evicted, its deadline is overwritten by the last entry's.
+        if let Some(d) = self.deadlines.get(t as usize) {
+            super::super::prefetch::prefetch_read(d);
+        }
     }
 
     /// Puts entry `i` between `list`'s tail and head (the same place in a

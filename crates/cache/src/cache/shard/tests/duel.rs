@@ -400,6 +400,7 @@ fn learned_state_is_handed_on_once_it_is_mostly_evidence() {
     while lv.evictions + 1 < gate {
         insert(&mut lv, k);
         k += 1;
+        assert!(k < 4 * (n + gate), "insertions evict nothing");
     }
     assert!(lv.learned().is_none(), "{} evictions", lv.evictions);
     insert(&mut lv, k);

@@ -110,6 +110,37 @@ fn the_inactive_list_keeps_to_its_target() {
     lv.check().unwrap();
 }
 
+/// Under `ActiveInactive` the inactive list is low, and the active list
+/// gives it entries, while it holds under a tenth of the shard: the
+/// kernel's `inactive_is_low` with `inactive_ratio` 9.
+#[test]
+fn active_inactive_keeps_a_tenth_of_the_shard_inactive() {
+    let mut lv = Lruvec::new(
+        Policy::ActiveInactive,
+        true,
+        false,
+        (false, false),
+        100,
+        100,
+    );
+    lv.fill = false;
+    for k in 0..100 {
+        insert(&mut lv, k);
+    }
+    let activate_up_to = |lv: &mut Lruvec<u64, u64>, n| {
+        for i in 0..100 {
+            if lv.lists[ACTIVE].len < n && lv.list_of(i) == INACTIVE {
+                lv.activate(i);
+            }
+        }
+    };
+    activate_up_to(&mut lv, 90);
+    assert_eq!((lv.lists[INACTIVE].len, lv.lists[ACTIVE].len), (10, 90));
+    assert!(!lv.inactive_is_low());
+    activate_up_to(&mut lv, 91);
+    assert!(lv.inactive_is_low());
+}
+
 /// A shard keeps bits 8 to 40 of a key's hash (the bits above chose the
 /// shard; the index, the shadows and the duel's sample all key on these).
 #[test]
@@ -334,6 +365,7 @@ fn misses_that_mostly_refault_make_a_shard_thrash() {
     while lv.thrashing {
         lv.note_miss(false);
         n += 1;
+        assert!(n < 1_000_000, "the shard never stopped thrashing");
     }
     assert!(lv.refault_share < THRASHING_BELOW);
     let expected = -THRASHING_BELOW.ln() * REFAULT_WINDOW;
@@ -952,9 +984,13 @@ fn an_entry_moved_behind_the_recomputation_counts() {
     lv.next_expiry.store(100, Ordering::Relaxed);
     lv.sweep_expired(&mut out);
     assert_eq!(lv.recalc_pos, RECALC_CHUNK as u32);
-    while lv.len() > RECALC_CHUNK / 2 {
+    for _ in 0..lv.len() {
+        if lv.len() <= RECALC_CHUNK / 2 {
+            break;
+        }
         lv.remove(lv.len() as u32 - 1, &mut none);
     }
+    assert_eq!(lv.len(), RECALC_CHUNK / 2);
     lv.sweep_expired(&mut out);
     assert_eq!(lv.next_expiry.load(Ordering::Relaxed), 500);
     lv.check().unwrap();
@@ -1022,6 +1058,7 @@ fn a_shard_looks_at_its_lookups_once_a_window() {
         assert!(!lv.looks_at_lookups(), "after {} evictions", lv.evictions);
         insert(&mut lv, k);
         k += 1;
+        assert!(k < n as u64 + 4 * window, "insertions evict nothing");
     }
     assert!(lv.looks_at_lookups(), "after a window of {window}");
 }
