@@ -283,6 +283,9 @@ fn ensure_installed() -> Result<(), String> {
 fn run_crate(krate: &str, shard: Option<&str>, in_diff: Option<&Path>) -> Result<Score, String> {
     let out = root().join("target/mutants").join(krate);
     fs::create_dir_all(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
+    // A run that finds no mutant (all excluded, or none in the diff)
+    // writes no lists: an earlier run's must not be read as its score.
+    let _ = fs::remove_dir_all(out.join("mutants.out"));
     let mut cmd = cargo_mutants(krate);
     // The tests CI's test step runs: with the fail points (whose tests
     // are the only ones that reach the error paths of system calls the
