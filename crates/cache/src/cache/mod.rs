@@ -85,8 +85,8 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 /// # How it works
 /// Keys hash to shards, each an lruvec of its own (the kernel keeps one
 /// per node and memory cgroup) with the active and inactive lists and its
-/// share of the capacity. A hit takes only its shard's read lock and marks
-/// the entry referenced; an insertion takes the write lock and evicts from
+/// share of the capacity. A hit takes only its shard's read lock (with
+/// batching on, the default) and marks the entry referenced; an insertion takes the write lock and evicts from
 /// the shard's own lists until the new entry fits. [`Policy`] says how
 /// entries are ordered; ARCHITECTURE.md ("LruCache") gives the layout and
 /// the lock protocol.

@@ -5,8 +5,9 @@
 #[non_exhaustive]
 pub enum Policy {
     /// The kernel's two lists with its refault detection
-    /// (`workingset_refault`, `mm/workingset.c`): a new entry starts on
-    /// the inactive list, the shard's probation, and a hit there earns it
+    /// (`workingset_refault`, `mm/workingset.c`): once the shard has
+    /// filled, a new entry starts on the inactive list, the shard's
+    /// probation, and a hit there earns it
     /// the active list at reclaim; an evicted entry leaves a shadow, and a
     /// miss that finds a recent one (a refault) starts active, as ARC
     /// moves its ghost hits to its frequency list. A shard whose misses
@@ -43,9 +44,10 @@ pub enum Policy {
     /// LIRS (Jiang and Zhang, SIGMETRICS 2002) on the same two lists, as
     /// CLOCK-Pro runs it without moving entries on a hit: the active list
     /// is the LIR set, nearly all of the shard; the inactive list the
-    /// resident HIR entries. A miss is LIR when its key was used more
-    /// recently than the LIR entry last demoted (its shadow keeps its last
-    /// access), else HIR: entries rank by reuse distance, not recency.
+    /// resident HIR entries. Once the LIR set is full, a miss is LIR when
+    /// its key was used more recently than the LIR entry last demoted (its
+    /// shadow keeps its last access), else HIR: entries rank by reuse
+    /// distance, not recency.
     /// Why: it keeps a stable working set through loops larger than the
     /// cache and interleaved patterns, where recency loses; `Workingset`
     /// does better where recency pays. Costs 4 bytes an entry (each

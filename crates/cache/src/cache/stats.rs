@@ -8,11 +8,9 @@ use super::Policy;
 #[non_exhaustive]
 pub struct CacheStats {
     /// Lookups that found their key: `get`, and the lookup each load
-    /// (`get_or_insert_with` and the like) starts with. Exact with
-    /// batching off, or while no more threads look up than a shard's lock
-    /// has stripes (two per CPU, at most 8); beyond that, lookups racing
-    /// in one stripe may lose a count, never add one (it is kept without a
-    /// locked instruction).
+    /// (`get_or_insert_with` and the like) starts with. Exact: a thread
+    /// that owns its stripe of a shard's lock counts with plain stores,
+    /// threads that share one with locked adds.
     pub hits: u64,
     /// Lookups that did not (as approximate as `hits`).
     pub misses: u64,
@@ -45,7 +43,7 @@ pub struct CacheStats {
     /// Shards whose lookups now skip their memory barrier: no insertion or
     /// removal has reached them for a while, as their lookups see it, and
     /// membarrier(2) is available (Linux 4.14 and later); docs/cache.md,
-    /// "The heavy barrier", says how long. The next change of such a shard pays one `membarrier`
+    /// "Lookups and the shard lock", says how long. The next change of such a shard pays one `membarrier`
     /// call to end it.
     pub fast_read_shards: u64,
     /// Entries not cached because they weigh more than their shard's

@@ -41,7 +41,8 @@ impl<K, V> Lruvec<K, V> {
     /// The new tail is the next entry reclaim looks at (its flags, and its
     /// link for its hash or its next turn) and, evicted, the slot the next
     /// new entry's key and value overwrite: none is loaded yet, and each
-    /// would be a cache miss then. Prefetches all three, so that those
+    /// would be a cache miss then. Prefetches each (and, with expiry on,
+    /// its deadline, which the new entry's overwrites), so that those
     /// misses overlap the work in between (the flags and the node as well
     /// as the link: `docs/cache.md#layout-measurements`).
     fn prefetch_tail(&self, t: u32) {
