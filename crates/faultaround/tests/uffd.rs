@@ -569,3 +569,75 @@ fn busy_polling_serves_the_same_and_stops_when_faults_do() {
         );
     }
 }
+
+/// Dropping a region whose handlers are idle returns as soon as its
+/// threads have left, and not before: the source timeout bounds only the
+/// wait for a thread stuck inside the source, and an idle region has
+/// none (a drop that waited for the deadline regardless would take 120 s
+/// here); a drop that did not wait for its threads would return with
+/// their userfaultfd and eventfd still open.
+#[test]
+fn an_idle_regions_drop_does_not_wait_for_the_source_timeout() {
+    // In a child: the other tests' regions open descriptors of these kinds.
+    let name = "an_idle_regions_drop_does_not_wait_for_the_source_timeout";
+    if let Some(run) = mmbatch_testkit::child::parent(name, std::time::Duration::from_secs(20)) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    let fds = || mmbatch_testkit::open_fds_of(&["userfaultfd", "eventfd"]);
+    let before = fds();
+    let src = image(16);
+    let r = UffdRegion::builder(16 * PAGE)
+        .source_timeout(std::time::Duration::from_secs(120))
+        .build(src.clone())
+        .unwrap();
+    assert_eq!(r.as_slice()[5 * PAGE + 1], src[5 * PAGE + 1]);
+    let done = Arc::new(AtomicBool::new(false));
+    let dropped = done.clone();
+    let start = std::time::Instant::now();
+    let after = std::thread::spawn(move || {
+        drop(r);
+        dropped.store(true, Ordering::Release);
+        fds()
+    });
+    mmbatch_testkit::wait_until(
+        "an idle region's drop",
+        std::time::Duration::from_secs(10),
+        || done.load(Ordering::Acquire),
+    );
+    println!("drop took {:?}", start.elapsed());
+    assert_eq!(after.join().unwrap(), before, "descriptors open after drop");
+    std::process::exit(0);
+}
+
+/// A page the application discards before its first touch (a REMOVE
+/// event) reads as zeros even when a neighbour's window would copy over
+/// it, and only that page does: the window is copied around it, and the
+/// pages before it in the region keep the image's bytes.
+#[test]
+fn a_page_discarded_before_its_first_touch_reads_zeros_inside_a_window() {
+    let src = image(16);
+    let r = UffdRegion::builder(16 * PAGE)
+        .order(2)
+        .build(src.clone())
+        .unwrap();
+    // SAFETY: one page of the region's own mapping; MADV_DONTNEED on
+    // missing anonymous memory only discards, and the kernel hands the
+    // handler a REMOVE event for it before madvise returns.
+    let rc = unsafe {
+        libc::madvise(
+            r.as_ptr().wrapping_add(6 * PAGE).cast_mut().cast(),
+            PAGE,
+            libc::MADV_DONTNEED,
+        )
+    };
+    assert_eq!(rc, 0, "madvise: {}", std::io::Error::last_os_error());
+    // Page 4's fault: its window, pages 4..8, is copied around page 6.
+    assert_eq!(r.as_slice()[4 * PAGE + 1], src[4 * PAGE + 1]);
+    let mem = r.as_slice();
+    assert!(mem[6 * PAGE..7 * PAGE].iter().all(|&b| b == 0), "page 6");
+    assert_eq!(&mem[..6 * PAGE], &src[..6 * PAGE]);
+    assert_eq!(&mem[7 * PAGE..], &src[7 * PAGE..]);
+    assert_eq!(r.stats().remove_events, 1);
+}

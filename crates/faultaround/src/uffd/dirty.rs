@@ -201,7 +201,7 @@ pub(super) fn pagemap_of(
         )
     })?;
     for a in areas {
-        let range = a.base..a.base + a.pages as usize * page;
+        let range = a.addresses(page);
         if let Err(why) = registered_for_wp(&smaps, range.clone()) {
             return Err(bad(
                 format!("{pid}"),

@@ -26,6 +26,11 @@ impl Area {
     pub(in crate::uffd) fn source_pages(&self) -> Range<u64> {
         self.first..self.first + self.pages
     }
+
+    /// The area's addresses, in pages of `page` bytes.
+    pub(in crate::uffd) fn addresses(&self, page: usize) -> Range<usize> {
+        self.base..self.base + self.pages as usize * page
+    }
 }
 
 /// The area of `areas` (sorted by `first`, not overlapping) holding source
@@ -90,6 +95,20 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::{Area, area_holding};
+
+    /// An area's addresses and source pages run from its base and its
+    /// first page for its length.
+    #[test]
+    fn an_area_spans_its_pages() {
+        let a = Area {
+            base: 0x10_000,
+            first: 6,
+            pages: 3,
+        };
+        assert_eq!(a.addresses(0x1000), 0x10_000..0x13_000);
+        assert_eq!(a.addresses(0x20_0000), 0x10_000..0x61_0000);
+        assert_eq!(a.source_pages(), 6..9);
+    }
 
     /// Each source page is found in its own area, whichever of three it
     /// lies in (a gap between the second and third); a page in the gap or

@@ -61,7 +61,7 @@ impl Shared {
     fn mark_removed(&self, start: usize, end: usize) {
         self.stats.remove_events.fetch_add(1, Ordering::Relaxed);
         for a in self.areas.iter() {
-            let top = a.base + a.pages as usize * self.page;
+            let top = a.addresses(self.page).end;
             let (s, e) = (start.max(a.base), end.min(top));
             if s >= e {
                 continue;
