@@ -551,6 +551,29 @@ fn capacity_changes_at_run_time() {
     assert!(kept.contains(&123_456), "{kept:?}");
 }
 
+/// Shrinking remembers what it evicts, as evictions for room do: a key
+/// the shrink evicted and soon asked for again is known as a refault. (The
+/// shadow table, sized down with the capacity, was sized again, and so
+/// emptied, at every eviction of the shrink if the check that it had room
+/// to grow were loosened.)
+#[test]
+fn shrinking_keeps_the_shadows_of_what_it_evicts() {
+    let cache = LruCache::builder(1000)
+        .shards(1)
+        .policy(Policy::Workingset)
+        .build()
+        .unwrap();
+    for k in 0..1000u32 {
+        cache.insert(k, k);
+    }
+    assert_eq!(cache.stats().shadows, 0);
+    cache.set_capacity(500).unwrap();
+    let s = cache.stats();
+    assert_eq!(s.evictions, 500);
+    // Two-way buckets lose some to collisions (about a tenth here).
+    assert!(s.shadows >= 250, "{s:?}");
+}
+
 /// Capacity changing under inserting threads: whenever it is read, the
 /// cache holds no more than the larger of the capacities around the read,
 /// and the structures agree at the end.

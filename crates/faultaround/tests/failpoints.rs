@@ -984,3 +984,82 @@ fn a_copy_that_never_progresses_fails_the_page_at_the_timeout() {
     drop(scenario);
     std::process::exit(0);
 }
+
+/// The watchdog claims a handler stuck inside the source on a page that
+/// another handler has installed meanwhile (a neighbour's window read it
+/// at its second call): the page's reader is woken, nothing is failed.
+/// Here on a foreign handler where the kernel has no `UFFDIO_POISON`
+/// (fail point `uffd::no_poison`), which can neither poison nor protect
+/// another process's page: a page failed there would be a failure on
+/// record for a page that holds its data. In a child: the mapping a VMM
+/// would own is never unmapped.
+#[test]
+fn a_stuck_handlers_page_installed_by_another_is_not_failed() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let name = "a_stuck_handlers_page_installed_by_another_is_not_failed";
+    if let Some(run) = child::parent(name, LIMIT) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    static CALLS_FOR_FIVE: AtomicUsize = AtomicUsize::new(0);
+    static RELEASE: AtomicBool = AtomicBool::new(false);
+    /// The image's bytes; the first read of page 5 waits for `RELEASE`
+    /// (up to 10 s), the later ones answer at once.
+    struct FirstFiveStalls(Vec<u8>);
+    impl mmbatch_faultaround::PageSource for FirstFiveStalls {
+        fn len(&self) -> u64 {
+            self.0.len() as u64
+        }
+        fn read_page(&self, index: u64, buf: &mut [u8]) -> mmbatch_faultaround::PageRead {
+            if index == 5 && CALLS_FOR_FIVE.fetch_add(1, Ordering::SeqCst) == 0 {
+                let until = std::time::Instant::now() + Duration::from_secs(10);
+                while !RELEASE.load(Ordering::Acquire) && std::time::Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            let at = index as usize * PAGE;
+            buf.copy_from_slice(&self.0[at..at + PAGE]);
+            mmbatch_faultaround::PageRead::Ready
+        }
+    }
+    let scenario = FailScenario::setup();
+    fail::cfg("uffd::no_poison", "return").unwrap();
+    let src = image(16);
+    let base = mmbatch_testkit::vmm::map_anonymous(16 * PAGE);
+    let uffd = mmbatch_testkit::vmm::userfaultfd(&[(base, 16 * PAGE)], 0);
+    let range = UffdRange {
+        base: base as usize,
+        len: 16 * PAGE,
+        offset: 0,
+    };
+    let h = UffdHandler::builder(uffd, [range])
+        .order(1)
+        .handlers(2)
+        .source_timeout(Duration::from_millis(200))
+        .build(FirstFiveStalls(src.clone()))
+        .unwrap();
+    assert_eq!(h.fail_signal(), None);
+    let five = base as usize + 5 * PAGE;
+    // SAFETY: the mapping made above, never unmapped; the handler fills
+    // each page before a read of it returns.
+    let reader = std::thread::spawn(move || unsafe { std::ptr::read_volatile(five as *const u8) });
+    // The first handler is now inside page 5's first read.
+    mmbatch_testkit::wait_until("page 5's first read", Duration::from_secs(5), || {
+        CALLS_FOR_FIVE.load(Ordering::SeqCst) == 1
+    });
+    // SAFETY: as above. Page 4's window (pages 4 and 5) is served by the
+    // other handler, whose read of page 5 answers at once.
+    let four = unsafe { std::ptr::read_volatile((base as usize + 4 * PAGE) as *const u8) };
+    assert_eq!(four, src[4 * PAGE]);
+    assert_eq!(reader.join().unwrap(), src[5 * PAGE]);
+    // Past the source timeout the watchdog claims the stuck handler.
+    std::thread::sleep(Duration::from_millis(600));
+    println!("{:?}, failure {:?}", h.stats(), h.failure());
+    assert!(h.failure().is_none(), "{:?}", h.failure());
+    assert_eq!(h.stats().pages_failed, 0);
+    RELEASE.store(true, Ordering::Release);
+    drop(h);
+    drop(scenario);
+    std::process::exit(0);
+}

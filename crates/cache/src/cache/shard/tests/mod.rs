@@ -149,6 +149,20 @@ fn short_hash_keeps_bits_8_to_40() {
     assert_eq!(short_hash(0xFFFF_FF00_0000_00FF), 0);
 }
 
+/// The index's hash spreads short hashes over all 64 bits: hashbrown takes
+/// buckets from the low bits and tags from the top seven, and neighbouring
+/// short hashes differ in both.
+#[test]
+fn index_hash_spreads_short_hashes() {
+    let hashes: Vec<u64> = (1..=3).map(index_hash).collect();
+    for (i, a) in hashes.iter().enumerate() {
+        for b in &hashes[i + 1..] {
+            assert_ne!(a & 0xffff, b & 0xffff, "buckets");
+            assert_ne!(a >> 57, b >> 57, "tags");
+        }
+    }
+}
+
 /// In a thrashing shard (as a new shard is), a failed activation retries
 /// on probation, marked, and so does a failed retry, without moving the
 /// inactive target; a shard that is not thrashing takes the refault as
