@@ -47,6 +47,20 @@ fn mappings(len: usize) -> usize {
         .count()
 }
 
+/// Memory a VMM would own: `pages` anonymous pages, never unmapped,
+/// registered with a userfaultfd of its own, and the range a handler of
+/// it serves (source offset 0).
+fn vmm_memory(pages: usize) -> (*mut u8, std::os::fd::OwnedFd, UffdRange) {
+    let base = mmbatch_testkit::vmm::map_anonymous(pages * PAGE);
+    let uffd = mmbatch_testkit::vmm::userfaultfd(&[(base, pages * PAGE)], 0);
+    let range = UffdRange {
+        base: base as usize,
+        len: pages * PAGE,
+        offset: 0,
+    };
+    (base, uffd, range)
+}
+
 /// The signal a read of byte `offset` of `r` got (0: none); in a child
 /// process only.
 fn touch(r: &UffdRegion, offset: usize) -> i32 {
@@ -260,13 +274,7 @@ fn a_foreign_handler_counts_no_page_for_an_eagain() {
     }
     let scenario = FailScenario::setup();
     let src = image(64);
-    let base = mmbatch_testkit::vmm::map_anonymous(64 * PAGE);
-    let uffd = mmbatch_testkit::vmm::userfaultfd(&[(base, 64 * PAGE)], 0);
-    let range = UffdRange {
-        base: base as usize,
-        len: 64 * PAGE,
-        offset: 0,
-    };
+    let (base, uffd, range) = vmm_memory(64);
     let h = UffdHandler::builder(uffd, [range])
         .order(2)
         .handlers(1)
@@ -301,13 +309,7 @@ fn a_foreign_handler_without_poison_says_readers_stay_blocked() {
         return;
     }
     let scenario = FailScenario::setup();
-    let base = mmbatch_testkit::vmm::map_anonymous(16 * PAGE);
-    let uffd = mmbatch_testkit::vmm::userfaultfd(&[(base, 16 * PAGE)], 0);
-    let range = UffdRange {
-        base: base as usize,
-        len: 16 * PAGE,
-        offset: 0,
-    };
+    let (_, uffd, range) = vmm_memory(16);
     fail::cfg("uffd::no_poison", "return").unwrap();
     let h = UffdHandler::builder(uffd, [range])
         .build(image(16))
@@ -1026,13 +1028,7 @@ fn a_stuck_handlers_page_installed_by_another_is_not_failed() {
     let scenario = FailScenario::setup();
     fail::cfg("uffd::no_poison", "return").unwrap();
     let src = image(16);
-    let base = mmbatch_testkit::vmm::map_anonymous(16 * PAGE);
-    let uffd = mmbatch_testkit::vmm::userfaultfd(&[(base, 16 * PAGE)], 0);
-    let range = UffdRange {
-        base: base as usize,
-        len: 16 * PAGE,
-        offset: 0,
-    };
+    let (base, uffd, range) = vmm_memory(16);
     let h = UffdHandler::builder(uffd, [range])
         .order(1)
         .handlers(2)

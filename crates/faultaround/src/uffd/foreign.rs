@@ -338,7 +338,7 @@ impl UffdHandler {
             .iter()
             .map(|a| UffdRange {
                 base: a.base,
-                len: a.pages as usize * page,
+                len: a.addresses(page).len(),
                 offset: a.first * page as u64,
             })
             .collect()

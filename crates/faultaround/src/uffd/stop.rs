@@ -120,7 +120,7 @@ impl Shared {
         for a in self.areas.iter() {
             let _ = self
                 .uffd
-                .unregister(a.base as *mut c_void, a.pages as usize * self.page);
+                .unregister(a.base as *mut c_void, a.addresses(self.page).len());
         }
     }
 
