@@ -146,15 +146,27 @@ fn page_size() -> usize {
 /// The page size a mapping of file `fd` has: its huge page size on
 /// hugetlbfs, else the system's.
 fn file_page_size(fd: i32) -> usize {
-    /// `HUGETLBFS_MAGIC` (`<linux/magic.h>`).
-    const HUGETLBFS_MAGIC: u64 = 0x9584_58f6;
     // SAFETY: the caller holds the file open for this call.
     let fd = unsafe { BorrowedFd::borrow_raw(fd) };
     match rustix::fs::fstatfs(fd) {
-        // `f_type`'s width differs by target; the magic fits in 32 bits.
+        // `f_type`'s and `f_bsize`'s widths differ by target.
         #[allow(clippy::unnecessary_cast)]
-        Ok(fs) if fs.f_type as u64 == HUGETLBFS_MAGIC => fs.f_bsize as usize,
-        _ => page_size(),
+        Ok(fs) => mapping_page_size(fs.f_type as u64, fs.f_bsize as u64),
+        Err(_) => page_size(),
+    }
+}
+
+/// The page size a mapping of a file on a filesystem of type `f_type`
+/// and block size `f_bsize` (`statfs`) has: hugetlbfs's block is its huge
+/// page; any other filesystem's block (64 KiB on some XFS, 1 MiB on NFS)
+/// says nothing of its pages.
+fn mapping_page_size(f_type: u64, f_bsize: u64) -> usize {
+    /// `HUGETLBFS_MAGIC` (`<linux/magic.h>`).
+    const HUGETLBFS_MAGIC: u64 = 0x9584_58f6;
+    if f_type == HUGETLBFS_MAGIC {
+        f_bsize as usize
+    } else {
+        page_size()
     }
 }
 
@@ -624,4 +636,19 @@ fn registered_ioctls(ioctls: u64) -> u64 {
 fn offered_ioctls(ioctls: u64) -> u64 {
     fail_point!("uffd::no_poison", |_| ioctls & !handler::UFFDIO_POISON_BIT);
     ioctls
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_hugetlbfs_blocks_are_pages() {
+        /// `EXT4_SUPER_MAGIC` and `NFS_SUPER_MAGIC` (`<linux/magic.h>`).
+        const EXT4: u64 = 0xef53;
+        const NFS: u64 = 0x6969;
+        assert_eq!(mapping_page_size(0x9584_58f6, 2 << 20), 2 << 20);
+        assert_eq!(mapping_page_size(EXT4, 64 << 10), page_size());
+        assert_eq!(mapping_page_size(NFS, 1 << 20), page_size());
+    }
 }
