@@ -19,8 +19,8 @@
 use std::collections::HashMap;
 
 use mmbatch_benches::cache_hits::{
-    LIRS_TRACES, OLTP_SIZES, P3_SIZES, SYNTH_CAPACITY, SYNTH_KEYS, SYNTH_OPS, Shape, read_trace,
-    traces_dir,
+    LIRS_TRACES, MIXES, OLTP_SIZES, P3_SIZES, SYNTH_CAPACITY, SYNTH_KEYS, SYNTH_OPS, Shape,
+    interleave, read_trace, traces_dir,
 };
 
 /// `(trace, size) -> (exact LRU, quick_cache, moka)` from the README's
@@ -721,6 +721,90 @@ impl ClockLirs {
     }
 }
 
+/// quick_cache 0.7's policy (its `shard.rs`), for reference: new keys
+/// go cold (hot while the hot ring has room), a ghost hit goes hot; the
+/// cold tail goes hot if referenced, else becomes a ghost (FIFO, `ghosts`
+/// x the cache); the hot ring is CLOCK with a count of up to `max_f`
+/// references, evicting (no ghost) past `hot` of the cache.
+struct HotCold {
+    l: Lists,
+    ghosts: HashMap<u64, u64>,
+    ghost_q: std::collections::VecDeque<(u64, u64)>,
+    t: u64,
+    cap: usize,
+    hot_max: usize,
+    ghost_max: usize,
+    max_f: u8,
+}
+
+impl HotCold {
+    fn new(cap: usize, hot: f64, ghosts: f64, max_f: u8) -> Self {
+        HotCold {
+            l: Lists::new(),
+            ghosts: HashMap::new(),
+            ghost_q: std::collections::VecDeque::new(),
+            t: 0,
+            cap,
+            hot_max: ((cap as f64 * hot) as usize).clamp(1, cap),
+            ghost_max: (cap as f64 * ghosts) as usize,
+            max_f,
+        }
+    }
+
+    fn advance_hot(&mut self) {
+        loop {
+            let x = self.l.tail[0];
+            if self.l.nodes[x].refs > 0 {
+                self.l.nodes[x].refs -= 1;
+                self.l.move_head(x, 0);
+                continue;
+            }
+            self.l.remove(x);
+            return;
+        }
+    }
+
+    fn advance_cold(&mut self) {
+        let x = self.l.tail[1];
+        if x == NIL {
+            return self.advance_hot();
+        }
+        if self.l.nodes[x].refs > 0 {
+            self.l.nodes[x].refs -= 1;
+            self.l.move_head(x, 0);
+            while self.l.len[0] > self.hot_max {
+                self.advance_hot();
+            }
+            return;
+        }
+        let key = self.l.nodes[x].key;
+        self.l.remove(x);
+        self.t += 1;
+        self.ghosts.insert(key, self.t);
+        self.ghost_q.push_back((key, self.t));
+        while self.ghosts.len() > self.ghost_max {
+            let (gk, gt) = self.ghost_q.pop_front().unwrap();
+            if self.ghosts.get(&gk) == Some(&gt) {
+                self.ghosts.remove(&gk);
+            }
+        }
+    }
+
+    fn access(&mut self, k: u64) -> bool {
+        if let Some(&i) = self.l.index.get(&k) {
+            let r = &mut self.l.nodes[i].refs;
+            *r = (*r + 1).min(self.max_f);
+            return true;
+        }
+        let hot = self.ghosts.remove(&k).is_some() || self.l.len[0] < self.hot_max;
+        self.l.add(k, if hot { 0 } else { 1 });
+        while self.l.total() > self.cap {
+            self.advance_cold();
+        }
+        false
+    }
+}
+
 /// Exact LRU.
 struct Lru {
     l: Lists,
@@ -774,6 +858,14 @@ fn main() {
             cases.push((shape.name().into(), t, vec![SYNTH_CAPACITY]));
         }
     }
+    for m in MIXES {
+        let name = format!("mix:{m}");
+        if want(&name) {
+            let chunk =
+                std::env::var("SIM_CHUNK").map_or(200, |c| c.parse().expect("SIM_CHUNK: a number"));
+            cases.push((name, interleave(m, chunk).unwrap(), vec![250, 1000, 3000]));
+        }
+    }
     type Make = Box<dyn Fn(usize) -> Box<dyn FnMut(u64) -> bool>>;
     let tlfu = |fold: bool, climb: bool| -> Make {
         Box::new(move |c| {
@@ -795,7 +887,21 @@ fn main() {
     };
     let clock_lirs =
         |hir: f64, ghosts: f64, scan: usize| -> Make { clock_lirs_irr(hir, ghosts, scan, false) };
+    let hot_cold = |hot: f64, ghosts: f64, max_f: u8| -> Make {
+        Box::new(move |c| {
+            let mut p = HotCold::new(c, hot, ghosts, max_f);
+            Box::new(move |k| p.access(k))
+        })
+    };
     let all: Vec<(&str, Make)> = vec![
+        ("qc", hot_cold(0.97, 0.5, 2)),
+        ("qc-f1", hot_cold(0.97, 0.5, 1)),
+        ("qc-f3", hot_cold(0.97, 0.5, 3)),
+        ("qc-h99", hot_cold(0.99, 0.5, 2)),
+        ("qc-h90", hot_cold(0.90, 0.5, 2)),
+        ("qc-g1", hot_cold(0.97, 1.0, 2)),
+        ("qc-g2", hot_cold(0.97, 2.0, 2)),
+        ("qc-g025", hot_cold(0.97, 0.25, 2)),
         ("w1", tlfu(false, false)),
         ("w1-fold", tlfu(true, false)),
         ("climb", tlfu(false, true)),

@@ -96,7 +96,7 @@ use judge::judge;
 pub use lab::{lab_policies, lab_row};
 pub use replay::{Contender, arc_hits, exact_lru_hits, hits, next_uses, opt_hits};
 pub use shapes::Shape;
-pub use traces::{read_trace, traces_dir};
+pub use traces::{MIXES, interleave, read_trace, traces_dir};
 
 /// The registry entry.
 pub const EXPERIMENT: Experiment = Experiment {

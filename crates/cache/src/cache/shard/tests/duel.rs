@@ -563,7 +563,7 @@ fn the_verdict_needs_a_lead_past_the_margin_after_the_warm_up() {
     ];
     for (score, seen, lirs, want, why) in cases {
         assert_eq!(
-            sim::verdict([score[0], score[1], 0.0], seen, usize::from(lirs)),
+            sim::verdict([score[0], score[1], 0.0], 4096.0, seen, usize::from(lirs)),
             usize::from(want),
             "{score:?}, seen {seen}, LIRS {lirs}: {why}"
         );
@@ -572,16 +572,17 @@ fn the_verdict_needs_a_lead_past_the_margin_after_the_warm_up() {
 
 /// LRU's edges in the verdict: taken up only from `DUEL_LRU_WARMUP`
 /// sampled accesses on, and only past `DUEL_MARGIN` plus
-/// `DUEL_LRU_MARGIN_SHARE` of its hits over the better of the others (44
-/// hits at 1000), however far the running policy trails; left for the
-/// better of the others once that one leads LRU by the usual margin (14).
+/// `DUEL_LRU_MARGIN_SHARE` of the lesser of its hits and misses over the
+/// better of the others (44 at 1000 hits of 4096 accesses, 8 at 1000 of
+/// 1100), however far the running policy trails; left for the better of
+/// the others once that one leads LRU by the usual margin (14).
 #[test]
 fn the_verdict_takes_up_lru_only_past_its_larger_margin() {
     let (w, lw) = (DUEL_WARMUP, DUEL_LRU_WARMUP);
     let (ws, lirs, lru) = (0, 1, 2);
     // (Workingset's, LIRS's and LRU's hits, sampled accesses, running,
     // the verdict, why.)
-    let cases: [([f64; 3], u64, usize, usize, &str); 8] = [
+    let cases: [([f64; 3], u64, usize, usize, &str); 10] = [
         (
             [900.0, 800.0, 1000.0],
             lw - 1,
@@ -626,10 +627,20 @@ fn the_verdict_takes_up_lru_only_past_its_larger_margin() {
             "Workingset by 15: leaves LRU",
         ),
         ([0.0, 0.0, 0.5], w.max(lw), lru, ws, "no hits: Workingset"),
+        // 1000 hits of 1100 accesses (below): a margin of 4 + 4% of 100.
+        (
+            [992.5, 800.0, 1000.0],
+            lw,
+            lirs,
+            ws,
+            "a lead of 7.5 with 100 misses",
+        ),
+        ([991.5, 800.0, 1000.0], lw, lirs, lru, "a lead of 8.5"),
     ];
-    for (score, seen, now, want, why) in cases {
+    for (i, (score, seen, now, want, why)) in cases.into_iter().enumerate() {
+        let window = if i < 8 { 4096.0 } else { 1100.0 };
         assert_eq!(
-            sim::verdict(score, seen, now),
+            sim::verdict(score, window, seen, now),
             want,
             "{score:?}, seen {seen}, running {now}: {why}"
         );
