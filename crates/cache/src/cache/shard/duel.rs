@@ -239,6 +239,14 @@ impl Duel {
         crate::sync::lock(&self.sims).seen
     }
 
+    /// Each simulation's decaying count of misses: the window less its
+    /// score.
+    #[cfg(test)]
+    pub(in crate::cache) fn misses(&self) -> [f64; 3] {
+        let sims = crate::sync::lock(&self.sims);
+        sims.score.map(|s| sims.window - s)
+    }
+
     /// Whether the sample has hit yet (until then LIRS shards keep no
     /// stamps).
     pub(in crate::cache) fn has_hit(&self) -> bool {

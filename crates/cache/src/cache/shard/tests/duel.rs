@@ -629,11 +629,11 @@ fn the_verdict_takes_up_lru_only_past_its_larger_margin() {
         ([0.0, 0.0, 0.5], w.max(lw), lru, ws, "no hits: Workingset"),
         // 1000 hits of 1100 accesses (below): a margin of 4 + 4% of 100.
         (
-            [992.5, 800.0, 1000.0],
+            [992.0, 800.0, 1000.0],
             lw,
             lirs,
             ws,
-            "a lead of 7.5 with 100 misses",
+            "a lead of exactly 8 with 100 misses",
         ),
         ([991.5, 800.0, 1000.0], lw, lirs, lru, "a lead of 8.5"),
     ];
@@ -643,6 +643,29 @@ fn the_verdict_takes_up_lru_only_past_its_larger_margin() {
             sim::verdict(score, window, seen, now),
             want,
             "{score:?}, seen {seen}, running {now}: {why}"
+        );
+    }
+}
+
+/// The duel counts its sampled accesses as it counts each simulation's
+/// hits (a decaying count over about `DUEL_WINDOW`), so that the window
+/// less a score is that simulation's misses: one key requested again and
+/// again missed once, the first time.
+#[test]
+fn the_window_less_a_score_is_the_misses() {
+    let d = sim::Duel::new(1 << 20);
+    let s = sim::Sampled::new();
+    let n = 1000;
+    for _ in 0..n {
+        d.hit(&s, 5, u32::MAX);
+    }
+    assert_eq!(d.seen(), n);
+    let decay = 1.0 - 1.0 / f64::from(DUEL_WINDOW);
+    let first = decay.powi(n as i32 - 1);
+    for (k, misses) in d.misses().into_iter().enumerate() {
+        assert!(
+            (misses - first).abs() < 1e-6,
+            "simulation {k}: {misses} misses, not {first}"
         );
     }
 }
