@@ -1205,6 +1205,12 @@ fn debug_shows_the_settings() {
     ] {
         assert!(s.contains(part), "{part} missing from {s}");
     }
+    // A builder too, before `build` (as a log of a refused build shows).
+    let b = LruCache::<u64, u64>::builder(1000).policy(mmbatch_cache::Policy::Lru);
+    let s = format!("{b:?}");
+    for part in ["Builder", "capacity: 1000", "policy: Lru"] {
+        assert!(s.contains(part), "{part} missing from {s}");
+    }
 }
 
 /// With batching off, a hit on an inactive entry hit before activates it

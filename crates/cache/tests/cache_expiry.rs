@@ -637,7 +637,9 @@ fn an_insert_never_returns_a_value_a_read_saw_expire() {
             .spawn(move || c.insert(1, 2))
             .unwrap()
     };
-    parked_rx.recv().unwrap();
+    parked_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the writer's insert read no clock within 10 s");
     clock.t.advance(10);
     // Reads after the writer's clock read, in its write section or not.
     let read = c.get(&1);

@@ -325,9 +325,15 @@ fn owned_stripe_numbers_are_distinct_and_given_back() {
         let spawned: Vec<_> = (0..threads)
             .map(|_| {
                 s.spawn(|| {
-                    let r = lock.read();
-                    let mine = super::held::owned();
+                    // Every thread holds its read at once; one whose lock
+                    // panics still meets the others at the barrier (missing,
+                    // it held them there for good), then fails the test.
+                    let held = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        let r = lock.read();
+                        (r, super::held::owned())
+                    }));
                     start.wait();
+                    let (r, mine) = held.unwrap_or_else(|p| std::panic::resume_unwind(p));
                     drop(r);
                     mine
                 })
