@@ -65,3 +65,25 @@ fn fault_around_skips_a_page_not_up_to_date() {
     assert_eq!(m.read(1).unwrap(), Pfn(1));
     assert_eq!((m.faults(), m.mapped(), cache.reads()), (2, 4, 1));
 }
+
+/// A fault on a page whose lock another holds (a read in flight, as
+/// `filemap_fault` finds a locked folio) waits for the lock, then maps
+/// it; it never takes over or drops the other's lock.
+#[test]
+fn a_fault_waits_for_the_page_lock() {
+    let lru = Arc::new(Engine::new(Config::new(8)).unwrap());
+    let cache = PageCache::new(lru.clone(), 4).unwrap();
+    cache.insert(1, Pfn(1), true).unwrap();
+    let m = FileMapping::new(&cache, 0).unwrap();
+    assert!(lru.trylock_frame(Pfn(1)).unwrap());
+    std::thread::scope(|s| {
+        let fault = s.spawn(|| m.fault(1));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(!fault.is_finished(), "the fault did not wait for the lock");
+        assert!(lru.is_locked(Pfn(1)).unwrap(), "the fault dropped our lock");
+        lru.unlock_frame(Pfn(1)).unwrap();
+        fault.join().unwrap().unwrap();
+    });
+    assert_eq!(m.mapped(), 1);
+    assert!(!lru.is_locked(Pfn(1)).unwrap(), "the fault kept the lock");
+}

@@ -333,6 +333,11 @@ fn bad_settings_are_refused_naming_the_setting() {
         "{e}"
     );
     assert!(e.to_string().contains("Duration::MAX"), "{e}");
+    // The least it documents is taken.
+    UffdRegion::builder(16 * PAGE)
+        .source_timeout(mmbatch_faultaround::MIN_SOURCE_TIMEOUT)
+        .build(src.clone())
+        .unwrap();
     // Prefetchers are read only with a replay.
     UffdRegion::builder(16 * PAGE)
         .prefetchers(0)

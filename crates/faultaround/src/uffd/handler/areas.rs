@@ -31,6 +31,13 @@ impl Area {
     pub(in crate::uffd) fn addresses(&self, page: usize) -> Range<usize> {
         self.base..self.base + self.pages as usize * page
     }
+
+    /// The source page at address `addr`, if the area holds it (pages of
+    /// `page` bytes).
+    fn page_at(&self, addr: usize, page: usize) -> Option<u64> {
+        let i = (addr.checked_sub(self.base)? / page) as u64;
+        (i < self.pages).then_some(self.first + i)
+    }
 }
 
 /// The area of `areas` (sorted by `first`, not overlapping) holding source
@@ -57,11 +64,7 @@ impl Shared {
 
     /// The source page at address `addr`, if it lies in an area.
     pub(in crate::uffd) fn page_of(&self, addr: usize) -> Option<u64> {
-        self.areas.iter().find_map(|a| {
-            let off = addr.checked_sub(a.base)?;
-            let i = (off / self.page) as u64;
-            (i < a.pages).then_some(a.first + i)
-        })
+        self.areas.iter().find_map(|a| a.page_at(addr, self.page))
     }
 
     /// The source pages of the area holding `p`: a fault's window stays
@@ -108,6 +111,12 @@ mod tests {
         assert_eq!(a.addresses(0x1000), 0x10_000..0x13_000);
         assert_eq!(a.addresses(0x20_0000), 0x10_000..0x61_0000);
         assert_eq!(a.source_pages(), 6..9);
+        // Its addresses hold its pages, and no address outside them does
+        // (a fault just past the end is another range's).
+        assert_eq!(a.page_at(0x10_000, 0x1000), Some(6));
+        assert_eq!(a.page_at(0x12_fff, 0x1000), Some(8));
+        assert_eq!(a.page_at(0x13_000, 0x1000), None);
+        assert_eq!(a.page_at(0xf_fff, 0x1000), None);
     }
 
     /// Each source page is found in its own area, whichever of three it
