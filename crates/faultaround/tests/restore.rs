@@ -654,3 +654,60 @@ fn a_page_cache_longer_than_its_source_is_refused() {
         "{e}"
     );
 }
+
+/// A page whose handler installed it and stalled in a neighbour's read,
+/// discarded by a balloon meanwhile, reads as discarded (zeros) at once,
+/// and when the watchdog claims the stalled handler nothing is failed.
+/// In a child: a failure would be a fatal signal.
+#[test]
+fn a_discarded_page_of_a_stalled_handler_is_not_failed() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let name = "a_discarded_page_of_a_stalled_handler_is_not_failed";
+    if let Some(run) = mmbatch_testkit::child::parent(name, Duration::from_secs(20)) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    static CALLS_FOR_FIVE: AtomicUsize = AtomicUsize::new(0);
+    /// The image's bytes; the first read of page 5 takes 2 s.
+    struct FirstFiveStalls(Vec<u8>);
+    impl PageSource for FirstFiveStalls {
+        fn len(&self) -> u64 {
+            self.0.len() as u64
+        }
+        fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+            if index == 5 && CALLS_FOR_FIVE.fetch_add(1, Ordering::SeqCst) == 0 {
+                std::thread::sleep(Duration::from_secs(2));
+            }
+            let at = index as usize * PAGE;
+            buf.copy_from_slice(&self.0[at..at + PAGE]);
+            PageRead::Ready
+        }
+    }
+    let src = image(16);
+    let r = Arc::new(
+        UffdRegion::builder(16 * PAGE)
+            .order(1)
+            .handlers(2)
+            .source_timeout(Duration::from_millis(200))
+            .build(FirstFiveStalls(src.clone()))
+            .unwrap(),
+    );
+    // Page 4's window is pages 4 and 5: its handler copies page 4, then
+    // stalls in page 5's first read, its reader still waiting.
+    let r2 = r.clone();
+    let reader = std::thread::spawn(move || byte(&r2, 4 * PAGE));
+    mmbatch_testkit::wait_until("page 5's first read", Duration::from_secs(5), || {
+        CALLS_FOR_FIVE.load(Ordering::SeqCst) == 1
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    discard(&r, 4..5);
+    // The discard lets the reader go: it finds page 4 discarded. Past the
+    // source timeout the watchdog claims the stalled handler, and fails
+    // nothing.
+    assert_eq!(reader.join().unwrap(), 0);
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(r.failure().is_none(), "{:?}", r.failure());
+    assert_eq!(r.stats().pages_failed, 0);
+    assert!(page_is(&r, &src, 5));
+}

@@ -103,3 +103,20 @@ fn shadows_are_counted_by_kind() {
     assert_eq!(s.counts(), (demoted - 1, probation));
     s.check().unwrap();
 }
+
+/// `set_capacity`'s new limit: a table over it is dropped (its memory
+/// goes with the shrink; shadows are hints), one within it keeps its
+/// shadows.
+#[test]
+fn a_lower_limit_drops_a_larger_table_and_keeps_one_within_it() {
+    let mut s = Shadows::new(1000);
+    s.fit(1000);
+    s.eviction(0xdead_beef, false, false);
+    assert_eq!(s.size, 2000);
+    s.set_limit(1000);
+    assert_eq!((s.size, s.len()), (2000, 1), "the same limit keeps it");
+    s.set_limit(100);
+    assert!(s.size <= 200, "a table of {} slots past its limit", s.size);
+    assert_eq!((s.len(), s.slots.len()), (0, 0), "dropped");
+    s.check().unwrap();
+}

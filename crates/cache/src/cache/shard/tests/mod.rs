@@ -280,6 +280,24 @@ fn an_unbatched_hit_counts_up_to_max_refs() {
     lv.check().unwrap();
 }
 
+/// A batched hit (`mark_accessed`, under the read lock) counts references
+/// up to `MAX_REFS`, and up to one under `Lru` (CLOCK's bit): more and a
+/// hot entry would outlive more rotations of reclaim than the policy
+/// gives it.
+#[test]
+fn a_batched_hit_counts_up_to_max_refs() {
+    for (policy, most) in [(Policy::Workingset, MAX_REFS), (Policy::Lru, 1)] {
+        let mut lv = Lruvec::new(policy, true, false, (false, false), 8, 8);
+        insert(&mut lv, 1);
+        let i = lv.find(hash(1), |&k| k == 1).unwrap();
+        for _ in 0..3 * MAX_REFS {
+            lv.mark_accessed(i);
+        }
+        assert_eq!(lv.flags(i) & REFS, most, "{policy:?}");
+        lv.check().unwrap();
+    }
+}
+
 /// A shard taking up `Lru` keeps the references its entries counted
 /// under `Workingset` (up to `MAX_REFS`) and spends them a rotation at a
 /// time: its first pick rotates every entry four times before it evicts
