@@ -490,6 +490,38 @@ fn a_handler_of_an_impossible_page_size_is_refused() {
     unsafe { libc::munmap(mem.cast(), 4 * page()) };
 }
 
+/// A userfaultfd the other process made blocking is made non-blocking
+/// (the handler's threads share it: a read that finds the fault taken by
+/// another must return), its other flags kept.
+#[test]
+fn a_blocking_userfaultfd_is_made_non_blocking() {
+    use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
+    let mem = map(4);
+    let ranges = [mmbatch_faultaround::UffdRange {
+        base: mem as usize,
+        len: 4 * page(),
+        offset: 0,
+    }];
+    let uffd = vmm::userfaultfd(&[(mem, 4 * page())], vmm::UFFD_FEATURE_EVENT_REMOVE);
+    let blocking = fcntl_getfl(&uffd).unwrap() - OFlags::NONBLOCK;
+    fcntl_setfl(&uffd, blocking).unwrap();
+    // A second descriptor of the same open file shares its flags.
+    let seen = uffd.try_clone().unwrap();
+    let h = UffdHandler::builder(uffd, ranges)
+        .build(File::open("/proc/self/exe").unwrap())
+        .unwrap();
+    let flags = fcntl_getfl(&seen).unwrap();
+    if flags != blocking | OFlags::NONBLOCK {
+        // Left blocking, the handler's threads could not be stopped.
+        std::mem::forget(h);
+        panic!("flags {flags:?}, not {:?}", blocking | OFlags::NONBLOCK);
+    }
+    drop(h);
+    // SAFETY: the 4 pages mapped above, no longer used (this test runs
+    // in the harness's process, not a child).
+    unsafe { libc::munmap(mem.cast(), 4 * page()) };
+}
+
 /// Maps `pages` pages of `file` from page `first`, shared (a VMM's guest
 /// memory backed by a memfd).
 fn map_shared(file: &File, pages: usize, first: usize) -> *mut u8 {
