@@ -13,8 +13,12 @@
 //! `ClockLirs` is LIRS as a shard could run it (hits only stamp the entry;
 //! see its doc); `clirs-exact` gives it the exact oldest LIR entry (a scan
 //! per demotion: slow on the 10240-entry shapes, so filter to `lirs-`).
-//! `SIM_VARIANTS=a,b` keeps those variants; `SIM_EVICT_TIME=1` makes the
-//! `ClockLirs` ghosts keep the eviction time instead of the last access.
+//! `qc` is quick_cache 0.7's policy (`HotCold`), the `qc-` variants its
+//! knobs. The `mix:` cases replay `cache_hits::MIXES` at 250, 1000 and
+//! 3000 entries, in bursts of up to `2 * SIM_CHUNK` requests (200 by
+//! default). `SIM_VARIANTS=a,b` keeps those variants; `SIM_EVICT_TIME=1`
+//! makes the `ClockLirs` ghosts keep the eviction time instead of the last
+//! access.
 
 use std::collections::HashMap;
 

@@ -126,7 +126,8 @@ mod tests {
     use super::*;
 
     /// Every request of each trace is in the mix once, in its trace's
-    /// order, each trace's keys apart, interleaved.
+    /// order, each trace's keys apart, interleaved, and the traces run out
+    /// together.
     #[test]
     fn a_mix_keeps_each_traces_requests_in_order() {
         let names = ["lirs-cs", "lirs-ps"];
@@ -147,20 +148,29 @@ mod tests {
         }
         assert_eq!(mix.len(), from[0].len() + from[1].len());
         let mut at = [0usize; 2];
-        let (mut last, mut switches) = (usize::MAX, 0);
-        for k in mix {
+        let (mut last, mut switches, mut ends) = (usize::MAX, 0, [0; 2]);
+        for (n, k) in mix.iter().enumerate() {
             let i = (0..2)
-                .find(|&i| from[i].get(at[i]) == Some(&k))
+                .find(|&i| from[i].get(at[i]) == Some(k))
                 .expect("each request is its trace's next");
             at[i] += 1;
             switches += usize::from(i != last);
             last = i;
+            ends[i] = n;
         }
-        // Bursts average about `chunk`: both traces run out together.
-        let expect = (from[0].len() + from[1].len()) / 50;
+        let expect = mix.len() / 50;
         assert!(
             switches > expect / 4,
             "{switches} runs, about {expect} bursts"
         );
+        // Both run out in the mix's last tenth (drawn in proportion to
+        // what each has left).
+        for (i, end) in ends.into_iter().enumerate() {
+            assert!(
+                end > mix.len() * 9 / 10,
+                "trace {i} ended at {end} of {}",
+                mix.len()
+            );
+        }
     }
 }

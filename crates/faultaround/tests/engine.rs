@@ -77,7 +77,11 @@ fn a_fault_waits_for_the_page_lock() {
     let m = FileMapping::new(&cache, 0).unwrap();
     assert!(lru.trylock_frame(Pfn(1)).unwrap());
     std::thread::scope(|s| {
-        let fault = s.spawn(|| m.fault(1));
+        let fault = s.spawn(|| m.read(1));
+        // `read` counts the fault before it takes it.
+        mmbatch_testkit::wait_until("the fault", std::time::Duration::from_secs(10), || {
+            m.faults() == 1
+        });
         std::thread::sleep(std::time::Duration::from_millis(100));
         assert!(!fault.is_finished(), "the fault did not wait for the lock");
         assert!(lru.is_locked(Pfn(1)).unwrap(), "the fault dropped our lock");

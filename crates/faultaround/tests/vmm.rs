@@ -87,6 +87,16 @@ fn map(pages: usize) -> *mut u8 {
     vmm::map_anonymous(pages * page())
 }
 
+/// The one range of `pages` pages at `mem`, holding the source's first
+/// pages.
+fn one_range(mem: *mut u8, pages: usize) -> mmbatch_faultaround::UffdRange {
+    mmbatch_faultaround::UffdRange {
+        base: mem as usize,
+        len: pages * page(),
+        offset: 0,
+    }
+}
+
 /// A userfaultfd with REMOVE events, as Firecracker makes it (a balloon
 /// needs them), registered over each range of `pages` pages.
 fn userfaultfd(ranges: &[(*mut u8, usize)]) -> OwnedFd {
@@ -361,13 +371,7 @@ fn a_vmms_writes_are_reported_by_its_handler() {
 fn write_tracking_of_a_userfaultfd_not_set_up_for_it_is_refused() {
     let mem = map(4);
     let (pid, range) = (std::process::id(), [(mem, 4 * page())]);
-    let ranges = || {
-        [mmbatch_faultaround::UffdRange {
-            base: mem as usize,
-            len: 4 * page(),
-            offset: 0,
-        }]
-    };
+    let ranges = || [one_range(mem, 4)];
     // The refusal of tracking `pid`'s writes through `uffd`.
     let refusal = |uffd, pid| {
         UffdHandler::builder(uffd, ranges())
@@ -428,11 +432,7 @@ fn write_tracking_of_a_userfaultfd_not_set_up_for_it_is_refused() {
 #[test]
 fn a_userfaultfd_asking_for_unserved_events_is_refused() {
     let mem = map(4);
-    let ranges = [mmbatch_faultaround::UffdRange {
-        base: mem as usize,
-        len: 4 * page(),
-        offset: 0,
-    }];
+    let ranges = [one_range(mem, 4)];
     let uffd = vmm::userfaultfd(
         &[(mem, 4 * page())],
         // REMAP, not FORK: FORK needs CAP_SYS_PTRACE since Linux 5.11.
@@ -454,13 +454,7 @@ fn a_userfaultfd_asking_for_unserved_events_is_refused() {
 #[test]
 fn a_handler_of_an_impossible_page_size_is_refused() {
     let mem = map(4);
-    let ranges = || {
-        [mmbatch_faultaround::UffdRange {
-            base: mem as usize,
-            len: 4 * page(),
-            offset: 0,
-        }]
-    };
+    let ranges = || [one_range(mem, 4)];
     for bad in [3 * page(), page() / 2, 0] {
         let uffd = vmm::userfaultfd(&[(mem, 4 * page())], vmm::UFFD_FEATURE_EVENT_REMOVE);
         let e = UffdHandler::builder(uffd, ranges())
@@ -497,11 +491,7 @@ fn a_handler_of_an_impossible_page_size_is_refused() {
 fn a_blocking_userfaultfd_is_made_non_blocking() {
     use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
     let mem = map(4);
-    let ranges = [mmbatch_faultaround::UffdRange {
-        base: mem as usize,
-        len: 4 * page(),
-        offset: 0,
-    }];
+    let ranges = [one_range(mem, 4)];
     let uffd = vmm::userfaultfd(&[(mem, 4 * page())], vmm::UFFD_FEATURE_EVENT_REMOVE);
     let blocking = fcntl_getfl(&uffd).unwrap() - OFlags::NONBLOCK;
     fcntl_setfl(&uffd, blocking).unwrap();

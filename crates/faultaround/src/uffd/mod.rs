@@ -642,6 +642,7 @@ fn offered_ioctls(ioctls: u64) -> u64 {
 mod tests {
     use super::*;
 
+    /// A mapping's page is hugetlbfs's block, and no other filesystem's.
     #[test]
     fn only_hugetlbfs_blocks_are_pages() {
         /// `EXT4_SUPER_MAGIC` and `NFS_SUPER_MAGIC` (`<linux/magic.h>`).

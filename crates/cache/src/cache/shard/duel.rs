@@ -107,21 +107,21 @@ const LRU: usize = 2;
 /// Which of [`CONTENDERS`] the shards should run, running `now` (an index
 /// into it), after `seen` sampled accesses that left the simulations'
 /// decaying hits at `score` of `window` accesses (decaying alike): no
-/// change before [`DUEL_WARMUP`] sampled
-/// accesses, while the simulations fill; `Workingset` while none hits (no
-/// policy keeps anything there, and LIRS's stamps would cost memory for
-/// nothing); LRU once it leads the better of the others by
-/// [`DUEL_MARGIN`] plus [`DUEL_LRU_MARGIN_SHARE`] of the lesser of its
-/// hits and misses (a share of hits asked a trace hit nine times in ten
-/// to lose a third of its misses), from
-/// [`DUEL_LRU_WARMUP`] on (taking it up spends what they learned:
-/// Workingset's active list and refault history, LIRS's LIR set, which
-/// no simulation prices); else the better of `Workingset` and `Lirs` if
-/// it leads what runs by [`DUEL_MARGIN`] plus [`DUEL_MARGIN_SHARE`] of
-/// its hits, else `now`.
+/// change before [`DUEL_WARMUP`] sampled accesses, while the simulations
+/// fill; `Workingset` while none hits (no policy keeps anything there,
+/// and LIRS's stamps would cost memory for nothing); LRU once it leads the
+/// better of the others by [`DUEL_MARGIN`] plus [`DUEL_LRU_MARGIN_SHARE`]
+/// of the lesser of its hits and misses, and by no less than the others'
+/// margin, from [`DUEL_LRU_WARMUP`] on (taking it up spends what they
+/// learned: Workingset's active list and refault history, LIRS's LIR set,
+/// which no simulation prices; a share of hits alone would ask a trace
+/// hit nine times in ten to lose a third of its misses); else the better
+/// of `Workingset` and `Lirs` if it leads what runs by [`DUEL_MARGIN`]
+/// plus [`DUEL_MARGIN_SHARE`] of its hits, else `now`.
 pub(in crate::cache) fn verdict(score: [f64; 3], window: f64, seen: u64, now: usize) -> usize {
     let margin = |lead: f64, share: f64| DUEL_MARGIN + share * lead;
-    let lru_margin = margin(score[LRU].min(window - score[LRU]), DUEL_LRU_MARGIN_SHARE);
+    let lru_margin = margin(score[LRU].min(window - score[LRU]), DUEL_LRU_MARGIN_SHARE)
+        .max(margin(score[LRU], DUEL_MARGIN_SHARE));
     // The better of Workingset and LIRS, Workingset on a tie.
     let other = usize::from(score[1] > score[0]);
     if seen < DUEL_WARMUP {

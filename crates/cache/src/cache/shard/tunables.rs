@@ -173,11 +173,12 @@ pub(super) const DUEL_MARGIN: f64 = 4.0;
 /// loops once the simulations saw hits in order; docs/cache.md).
 pub(super) const DUEL_MARGIN_SHARE: f64 = 0.01;
 
-/// [`DUEL_MARGIN_SHARE`] when LRU leads, over the best of the others, and
-/// a share of the lesser of LRU's hits and misses: taking LRU up drains the active list Workingset built and LIRS's LIR
-/// set, which the simulations (each running its policy throughout) do
-/// not price; more keeps what they learned through near ties, less
-/// gives LRU the traces it leads by little (docs/cache.md).
+/// [`DUEL_MARGIN_SHARE`] when LRU leads the best of the others, a share
+/// of the lesser of LRU's hits and misses: taking LRU up drains the
+/// active list Workingset built and LIRS's LIR set, which the simulations
+/// (each running its policy throughout) do not price; more keeps what
+/// they learned through near ties, less gives LRU the traces it leads by
+/// little (docs/cache.md).
 pub(super) const DUEL_LRU_MARGIN_SHARE: f64 = 0.04;
 
 /// Sampled accesses before the duel may take up LRU: eight simulations'
