@@ -259,10 +259,12 @@ fn a_vmm_is_served_over_firecrackers_protocol() {
 
 /// The VMM for the write-tracking test: registers its regions for
 /// missing-page and write-protect faults with `UFFD_FEATURE_WP_ASYNC`,
-/// reads region A, writes two pages of A it read and two of B it never
-/// touched (a write fault on a missing page), says "w1" on the socket and
-/// waits for the handler's answer; then writes one more page and says
-/// "w2". Source pages written: 2, 3, 21, 46, then 22.
+/// reads region A, writes three pages of A it read and three of B it
+/// never touched (a write fault on a missing page), says "w1" on the
+/// socket and waits for the handler's answer; then writes one more page
+/// and says "w2". Source pages written: 2, 3, 15, 16, 21, 46, then 22 (B's
+/// last page, 15, and A's first, 16, are neighbours in the source though
+/// not in memory).
 fn vmm_writing() {
     let socket = std::env::var(SOCKET).unwrap();
     let a = map(A_PAGES);
@@ -291,10 +293,12 @@ fn vmm_writing() {
         // SAFETY: in page `p` of one of our two mappings.
         unsafe { at.write_volatile(0xEE) };
     };
+    write(a, 0);
     write(a, 5);
     write(a, 30);
     write(b, 2);
     write(b, 3);
+    write(b, B_PAGES - 1);
     let written = b.wrapping_add(2 * page() + 1);
     // SAFETY: written just above, present.
     assert_eq!(unsafe { written.read_volatile() }, 0xEE);
@@ -304,13 +308,14 @@ fn vmm_writing() {
     write(a, 6);
     stream.write_all(b"w2").unwrap();
     std::io::Read::read_exact(&mut stream, &mut ack).unwrap();
-    println!("vmm: wrote pages A5, A30, B2, B3, then A6");
+    println!("vmm: wrote pages A0, A5, A30, B2, B3, B15, then A6");
 }
 
 /// A VMM that set its userfaultfd up for write tracking has its writes
 /// reported by the handler, by source page, exactly: pages it wrote after
 /// reading them, pages whose first touch was a write, and after
-/// `take_written_pages` only the writes that came later.
+/// `take_written_pages` only the writes that came later; neighbouring
+/// source pages in one range even where two regions meet.
 #[test]
 fn a_vmms_writes_are_reported_by_its_handler() {
     if child::is_child() {
@@ -357,7 +362,7 @@ fn a_vmms_writes_are_reported_by_its_handler() {
     run.expect_success();
     let (first, taken, after, second, stats) = reports;
     println!("handler: {stats:?}");
-    assert_eq!(first, vec![2..4, 21..22, 46..47]);
+    assert_eq!(first, vec![2..4, 15..17, 21..22, 46..47]);
     assert_eq!(taken, first);
     assert_eq!(after, vec![]);
     assert_eq!(second, vec![22..23]);

@@ -53,8 +53,8 @@ unsafe impl Ioctl for Scan<'_> {
 
 impl UffdRegion {
     /// The pages written since the region was built or since the last
-    /// [`take_written_pages`](Self::take_written_pages), as sorted,
-    /// disjoint ranges of page indices: a page the process (or a system
+    /// [`take_written_pages`](Self::take_written_pages), as sorted
+    /// ranges of page indices, neither overlapping nor touching: a page the process (or a system
     /// call on its behalf) wrote, not one the handlers filled. A page
     /// discarded since (`MADV_DONTNEED`) is not reported: it reads as
     /// zeros until written again. Refused
@@ -97,8 +97,9 @@ impl UffdRegion {
 impl UffdHandler {
     /// The pages the other process wrote since the handler was built or
     /// since the last [`take_written_pages`](Self::take_written_pages), as
-    /// sorted, disjoint ranges of source page indices (page `p` holds the
-    /// source's bytes at `p * page_size`), as
+    /// sorted ranges of source page indices, neither overlapping nor
+    /// touching (page `p` holds the source's bytes at `p * page_size`:
+    /// two regions' neighbouring source pages share a range), as
     /// [`UffdRegion::written_pages`] reports its own. Refused unless the
     /// handler was built with
     /// [`track_writes_of`](super::UffdHandlerBuilder::track_writes_of).
@@ -292,7 +293,8 @@ fn registered_for_wp(smaps: &str, range: Range<usize>) -> Result<(), String> {
 
 /// `PAGEMAP_SCAN` over `areas` of the process whose page map `pagemap`
 /// is: the pages present and written (their write-protect bit clear), as
-/// sorted, disjoint ranges of source page indices; with `reset`, those
+/// sorted ranges of source page indices, neither overlapping nor
+/// touching (runs of neighbouring areas joined); with `reset`, those
 /// pages are write-protected again in the same walk.
 fn scan(
     pagemap: &File,

@@ -541,6 +541,9 @@ mod tests {
         v2[7] = 2;
         assert!(reason(&v2).contains("version 2"));
         assert!(reason(&[]).contains("magic"));
+        // The magic and no more: a record cut short, not something else.
+        let r = reason(&MAGIC);
+        assert!(r.contains("cut short"), "{r}");
         // Records of pages 0 and 1 of a 2-page image whose page list ends
         // with `tail` in place of its last `cut` bytes, checksummed anew.
         let edited = |cut: usize, tail: &[u8]| {
