@@ -56,6 +56,8 @@ proptest! {
 /// or evicted — exactly once — and the structures agree.
 #[test]
 fn threads_account_for_every_value() {
+    // A load whose waiters are never handed a room waits for good.
+    let _hang = mmbatch_testkit::hang_guard("threads_account_for_every_value");
     for (policy, batching) in [
         (Policy::Workingset, true),
         (Policy::Workingset, false),
@@ -524,6 +526,10 @@ fn capacity_changes_at_run_time() {
     let e = two.set_capacity(1).unwrap_err();
     assert!(e.to_string().contains("fewer shards"), "{e}");
     assert_eq!(two.capacity(), 100);
+    // The largest capacity a builder takes, `set_capacity` takes too.
+    let max = LruCache::<u32, u32>::MAX_CAPACITY;
+    two.set_capacity(max).unwrap();
+    assert_eq!(two.capacity(), max);
     for (c, says) in [
         (0, "of at least 1"),
         (LruCache::<u32, u32>::MAX_CAPACITY + 1, "smaller capacity"),

@@ -44,6 +44,9 @@ impl Future for Never {
 /// gets its value.
 #[test]
 fn one_load_for_many_tasks_on_tokio() {
+    // A waiter that never parks spins its worker, and the timeout below
+    // then never runs: the guard aborts the binary instead of a hang.
+    let _hang = mmbatch_testkit::hang_guard("one_load_for_many_tasks_on_tokio");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
         .enable_time()
@@ -86,6 +89,9 @@ fn one_load_for_many_tasks_on_tokio() {
 /// a waiter, which loads it.
 #[test]
 fn waiters_on_the_loaders_thread_wait_and_take_over_a_failed_load() {
+    let _hang = mmbatch_testkit::hang_guard(
+        "waiters_on_the_loaders_thread_wait_and_take_over_a_failed_load",
+    );
     use futures_executor::LocalPool;
     use futures_executor::LocalSpawner;
     let mut pool = LocalPool::new();
@@ -125,6 +131,9 @@ fn waiters_on_the_loaders_thread_wait_and_take_over_a_failed_load() {
 /// loads; a waiter's future dropped mid-wait takes nothing with it.
 #[test]
 fn dropped_loads_and_waits_hand_over() {
+    // The polls below run on this thread: a wait that never parks spins
+    // here, where no `recv_timeout` reaches it.
+    let _hang = mmbatch_testkit::hang_guard("dropped_loads_and_waits_hand_over");
     let cache = Arc::new(LruCache::<u64, u64>::new(64));
     let waker = std::task::Waker::noop().clone();
     let mut cx = Context::from_waker(&waker);
