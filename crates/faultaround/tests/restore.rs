@@ -518,9 +518,18 @@ fn a_working_set_file_of_another_record_or_corrupt_is_refused() {
     }
     let mut good = Vec::new();
     rec.write_pages(&src, &mut good).unwrap();
+    // The header's page size (bytes 12..16) or run count (16..24) alone
+    // changed: either is the record's no more.
+    let changed = |at: usize| {
+        let mut b = good.clone();
+        b[at] ^= 1;
+        b
+    };
     for (bytes, says) in [
         (b"junk".repeat(100), "magic"),
         (good[..good.len() - PAGE].to_vec(), "bytes"),
+        (changed(13), "page size or run count"),
+        (changed(16), "page size or run count"),
     ] {
         match build(tempfile(&bytes)) {
             Err(e @ Error::RecordCorrupt { .. }) => assert!(e.to_string().contains(says), "{e}"),

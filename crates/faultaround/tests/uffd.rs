@@ -40,6 +40,7 @@ fn sequential_faults_are_pages_over_window() {
     let _hang = mmbatch_testkit::hang_guard("sequential_faults_are_pages_over_window");
     for order in [0u32, 1, 3, 5, 9] {
         let r = UffdRegion::new(1024 * PAGE, order, Zeroes(1 << 30), 1).unwrap();
+        assert_eq!((r.len(), r.is_empty()), (1024 * PAGE, false));
         let mem = r.as_slice();
         let sum: u64 = (0..1024).map(|p| u64::from(mem[p * PAGE])).sum();
         assert_eq!(sum, 0);

@@ -52,6 +52,16 @@ proptest! {
     }
 }
 
+/// `len` and `is_empty` read the (public) range as it is, even one a
+/// caller emptied.
+#[test]
+fn len_and_is_empty_follow_the_range() {
+    let mut w = Window::around(37, 4, 0..1000).unwrap();
+    assert_eq!((w.len(), w.is_empty()), (16, false));
+    w.pages = 40..40;
+    assert_eq!((w.len(), w.is_empty()), (0, true));
+}
+
 #[test]
 fn bad_orders_and_pages() {
     let e = Window::around(0, 10, 0..10).unwrap_err();
