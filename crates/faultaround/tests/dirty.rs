@@ -70,6 +70,29 @@ fn the_pages_written_since_a_take_are_reported_exactly() {
     assert!(r.failure().is_none());
 }
 
+/// More written runs than one `PAGEMAP_SCAN` holds (its buffer takes 256)
+/// are all reported: the scan goes on from where a full buffer stopped.
+#[test]
+fn more_runs_than_a_scan_holds_are_all_reported() {
+    let _hang = mmbatch_testkit::hang_guard("more_runs_than_a_scan_holds_are_all_reported");
+    let pages = 1024;
+    let r = UffdRegion::builder(pages * PAGE)
+        .track_writes(true)
+        .build(mmbatch_faultaround::Zeroes((pages * PAGE) as u64));
+    let Ok(mut r) = r else {
+        assert!(!mmbatch_testkit::kernel_at_least(6, 7), "{r:?}");
+        return;
+    };
+    // Every other page: 512 runs of one page.
+    let every_other: Vec<u64> = (0..pages as u64).step_by(2).collect();
+    for &p in &every_other {
+        r.as_mut_slice()[p as usize * PAGE] = 1;
+    }
+    assert_eq!(r.written_pages().unwrap(), ranges(&every_other));
+    assert_eq!(r.take_written_pages().unwrap(), ranges(&every_other));
+    assert_eq!(r.written_pages().unwrap(), []);
+}
+
 #[test]
 fn writes_from_several_threads_are_all_reported() {
     let _hang = mmbatch_testkit::hang_guard("writes_from_several_threads_are_all_reported");

@@ -520,6 +520,31 @@ fn refused_mmap_is_a_clear_error() {
     assert_eq!(region_fds(), fds);
 }
 
+/// A huge page mapping the kernel refuses for another reason than a short
+/// pool is that error, not `HugePagesUnavailable` (whose fix, growing the
+/// pool, would not help); a short pool (`ENOMEM`) is.
+#[test]
+fn a_huge_mapping_refused_otherwise_is_not_a_short_pool() {
+    let _scenario = FailScenario::setup();
+    let _hang = mmbatch_testkit::hang_guard("a_huge_mapping_refused_otherwise_is_not_a_short_pool");
+    let huge = 2 << 20;
+    let build = || {
+        UffdRegion::builder(huge)
+            .huge_pages(mmbatch_faultaround::HugePageSize::Size2M)
+            .build(mmbatch_faultaround::Zeroes(huge as u64))
+            .unwrap_err()
+    };
+    fail::cfg("uffd::mmap_huge", &format!("return({})", libc::EINVAL)).unwrap();
+    let e = build();
+    assert!(
+        matches!(&e, Error::Sys { op: "mmap", source } if source.raw_os_error() == Some(libc::EINVAL)),
+        "{e}"
+    );
+    fail::cfg("uffd::mmap_huge", &format!("return({})", libc::ENOMEM)).unwrap();
+    let e = build();
+    assert!(matches!(e, Error::HugePagesUnavailable(_)), "{e}");
+}
+
 /// Page 3's read never returns; the others are zeroes.
 struct StuckOnThree;
 

@@ -489,6 +489,37 @@ fn a_handler_of_an_impossible_page_size_is_refused() {
     unsafe { libc::munmap(mem.cast(), 4 * page()) };
 }
 
+/// A page as large as a handler's buffer, 32 MiB (arm64's contiguous huge
+/// pages over 4 KiB base pages), is taken; one twice that is refused at
+/// build, naming the bound.
+#[test]
+fn a_handler_takes_pages_up_to_its_buffer() {
+    const BIG: usize = 32 << 20;
+    // Twice the larger page, so that an aligned one fits whatever the
+    // mapping's start; never touched.
+    let raw = map(4 * BIG / page());
+    let mem = raw.wrapping_add(raw.align_offset(2 * BIG));
+    for size in [BIG, 2 * BIG] {
+        let range = mmbatch_faultaround::UffdRange {
+            base: mem as usize,
+            len: size,
+            offset: 0,
+        };
+        let uffd = vmm::userfaultfd(&[(mem, size)], vmm::UFFD_FEATURE_EVENT_REMOVE);
+        let built = UffdHandler::builder(uffd, [range])
+            .page_size(size)
+            .build(mmbatch_faultaround::Zeroes(size as u64));
+        match built {
+            Ok(h) if size == BIG => assert_eq!(h.page_size(), BIG),
+            Err(e) if size > BIG => assert!(e.to_string().contains("at most 32 MiB"), "{e}"),
+            other => panic!("{size} bytes a page: {:?}", other.map(|h| h.page_size())),
+        }
+    }
+    // SAFETY: the mapping made above, no longer used (this test runs in
+    // the harness's process, not a child).
+    unsafe { libc::munmap(raw.cast(), 4 * BIG) };
+}
+
 /// A userfaultfd the other process made blocking is made non-blocking
 /// (the handler's threads share it: a read that finds the fault taken by
 /// another must return), its other flags kept.

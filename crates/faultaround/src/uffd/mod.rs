@@ -190,7 +190,19 @@ fn map(len: usize, file: Option<i32>, huge: Option<HugePageSize>) -> Result<Mapp
         // here (ENOMEM), not found at a fault the copy cannot serve. The
         // kernel's answer, not sysfs's count, decides: a container may not
         // see /sys/kernel/mm/hugepages (the count then reads 0).
-        (None, Some(size)) => match Mapping::new(len, prot, MapFlags::PRIVATE | size.map_flags()) {
+        (None, Some(size)) => match {
+            let mapped = Mapping::new(len, prot, MapFlags::PRIVATE | size.map_flags());
+            // Tests stand in for the kernel's answer: `return(ERRNO)`.
+            #[cfg(feature = "failpoints")]
+            let mapped = if let Some(errno) = fail::eval("uffd::mmap_huge", |e| {
+                e.and_then(|e| e.parse().ok()).unwrap_or(libc::ENOMEM)
+            }) {
+                Err(io::Error::from_raw_os_error(errno))
+            } else {
+                mapped
+            };
+            mapped
+        } {
             Err(e) if e.raw_os_error() == Some(libc::ENOMEM) => {
                 return Err(Error::HugePagesUnavailable(HugePagesUnavailable::new(
                     size,
