@@ -190,7 +190,7 @@ fn map(len: usize, file: Option<i32>, huge: Option<HugePageSize>) -> Result<Mapp
         // here (ENOMEM), not found at a fault the copy cannot serve. The
         // kernel's answer, not sysfs's count, decides: a container may not
         // see /sys/kernel/mm/hugepages (the count then reads 0).
-        (None, Some(size)) => match {
+        (None, Some(size)) => {
             let mapped = Mapping::new(len, prot, MapFlags::PRIVATE | size.map_flags());
             // Tests stand in for the kernel's answer: `return(ERRNO)`.
             #[cfg(feature = "failpoints")]
@@ -201,17 +201,17 @@ fn map(len: usize, file: Option<i32>, huge: Option<HugePageSize>) -> Result<Mapp
             } else {
                 mapped
             };
-            mapped
-        } {
-            Err(e) if e.raw_os_error() == Some(libc::ENOMEM) => {
-                return Err(Error::HugePagesUnavailable(HugePagesUnavailable::new(
-                    size,
-                    len / size.bytes(),
-                    size.available_pages(),
-                )));
+            match mapped {
+                Err(e) if e.raw_os_error() == Some(libc::ENOMEM) => {
+                    return Err(Error::HugePagesUnavailable(HugePagesUnavailable::new(
+                        size,
+                        len / size.bytes(),
+                        size.available_pages(),
+                    )));
+                }
+                r => r,
             }
-            r => r,
-        },
+        }
         (None, None) => Mapping::new(len, prot, MapFlags::PRIVATE | MapFlags::NORESERVE),
     }
     .map_err(|source| Error::Sys { op: "mmap", source })
