@@ -13,7 +13,8 @@
 //! hasher seed) and prints the minimum, median and maximum;
 //! `LAB_POLICY=adaptive,lirs` picks the policies (`cache::policies`'
 //! names; `adaptive` alone by default). Hits count from a fifth of the
-//! trace on. `TIMELINE=1` prints instead, for each policy, the hit % of
+//! trace on. `TIMELINE` set (to anything) prints instead, ignoring
+//! `REPS`, for each policy, the hit % of
 //! each thirtieth of the trace and, after `Adaptive`'s, what its shards
 //! ran at its end (`L`: some ran `Lirs`, `R`: some `Lru`, else
 //! `Workingset`): how the duel follows a workload that changes. The

@@ -62,7 +62,8 @@ impl Window {
         self.pages.end - self.pages.start
     }
 
-    /// Never: a window holds at least the faulting page.
+    /// Whether `pages` is empty: never for a window [`around`](Self::around)
+    /// made (it holds the faulting page), but `pages` is public.
     pub fn is_empty(&self) -> bool {
         self.pages.is_empty()
     }

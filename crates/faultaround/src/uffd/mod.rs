@@ -191,16 +191,19 @@ fn map(len: usize, file: Option<i32>, huge: Option<HugePageSize>) -> Result<Mapp
         // kernel's answer, not sysfs's count, decides: a container may not
         // see /sys/kernel/mm/hugepages (the count then reads 0).
         (None, Some(size)) => {
-            let mapped = Mapping::new(len, prot, MapFlags::PRIVATE | size.map_flags());
-            // Tests stand in for the kernel's answer: `return(ERRNO)`.
+            // Fail point `uffd::mmap_huge` stands in for the kernel's
+            // answer, before any page is reserved: `return(N)`, N the
+            // errno's number (ENOMEM without one).
             #[cfg(feature = "failpoints")]
-            let mapped = if let Some(errno) = fail::eval("uffd::mmap_huge", |e| {
-                e.and_then(|e| e.parse().ok()).unwrap_or(libc::ENOMEM)
-            }) {
-                Err(io::Error::from_raw_os_error(errno))
-            } else {
-                mapped
-            };
+            let injected = fail::eval("uffd::mmap_huge", |e| {
+                io::Error::from_raw_os_error(e.and_then(|e| e.parse().ok()).unwrap_or(libc::ENOMEM))
+            });
+            #[cfg(not(feature = "failpoints"))]
+            let injected = None;
+            let mapped = injected.map_or_else(
+                || Mapping::new(len, prot, MapFlags::PRIVATE | size.map_flags()),
+                Err,
+            );
             match mapped {
                 Err(e) if e.raw_os_error() == Some(libc::ENOMEM) => {
                     return Err(Error::HugePagesUnavailable(HugePagesUnavailable::new(
