@@ -262,9 +262,9 @@ fn a_vmm_is_served_over_firecrackers_protocol() {
 /// reads region A, writes three pages of A it read and three of B it
 /// never touched (a write fault on a missing page), says "w1" on the
 /// socket and waits for the handler's answer; then writes one more page
-/// and says "w2". Source pages written: 2, 3, 15, 16, 21, 46, then 22 (B's
-/// last page, 15, and A's first, 16, are neighbours in the source though
-/// not in memory).
+/// and discards A2 and says "w2". Source pages written: 2, 3, 15, 16, 21,
+/// 46, then 22 (B's last page, 15, and A's first, 16, are neighbours in
+/// the source though not in memory); discarded: 18.
 fn vmm_writing() {
     let socket = std::env::var(SOCKET).unwrap();
     let a = map(A_PAGES);
@@ -306,16 +306,21 @@ fn vmm_writing() {
     stream.write_all(b"w1").unwrap();
     std::io::Read::read_exact(&mut stream, &mut ack).unwrap();
     write(a, 6);
+    // A balloon takes A2 back (source page 18, read above).
+    // SAFETY: one page of our own mapping.
+    let r = unsafe { libc::madvise(a.add(2 * page()).cast(), page(), libc::MADV_DONTNEED) };
+    assert_eq!(r, 0);
     stream.write_all(b"w2").unwrap();
     std::io::Read::read_exact(&mut stream, &mut ack).unwrap();
-    println!("vmm: wrote pages A0, A5, A30, B2, B3, B15, then A6");
+    println!("vmm: wrote pages A0, A5, A30, B2, B3, B15, then A6; discarded A2");
 }
 
 /// A VMM that set its userfaultfd up for write tracking has its writes
 /// reported by the handler, by source page, exactly: pages it wrote after
 /// reading them, pages whose first touch was a write, and after
 /// `take_written_pages` only the writes that came later; neighbouring
-/// source pages in one range even where two regions meet.
+/// source pages in one range even where two regions meet. A page it
+/// discards is no longer counted installed, and no other with it.
 #[test]
 fn a_vmms_writes_are_reported_by_its_handler() {
     if child::is_child() {
@@ -349,18 +354,27 @@ fn a_vmms_writes_are_reported_by_its_handler() {
             std::io::Read::read_exact(&mut stream, &mut said).unwrap();
             assert_eq!(&said, b"w2");
             let second = h.written_pages().unwrap();
+            // A2 discarded: one page fewer installed once the handler
+            // has taken the REMOVE event (within a bound).
+            let want = h.stats().pages_copied as usize - 1;
+            let until = Instant::now() + Duration::from_secs(5);
+            while h.installed_pages() != want && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let installed = (h.installed_pages(), want);
             // Shutdown unregisters, and with it every write-protect bit:
             // a report after it is refused, not a page map of "written".
             h.shutdown();
             let e = h.written_pages().unwrap_err().to_string();
             assert!(e.contains("before shutdown"), "{e}");
             stream.write_all(b"ok").unwrap();
-            (first, taken, after, second, h.stats())
+            (first, taken, after, second, installed, h.stats())
         },
     );
     println!("{}", run.output);
     run.expect_success();
-    let (first, taken, after, second, stats) = reports;
+    let (first, taken, after, second, installed, stats) = reports;
+    assert_eq!(installed.0, installed.1, "installed pages after a discard");
     println!("handler: {stats:?}");
     assert_eq!(first, vec![2..4, 15..17, 21..22, 46..47]);
     assert_eq!(taken, first);
