@@ -280,6 +280,37 @@ fn an_unbatched_hit_counts_up_to_max_refs() {
     lv.check().unwrap();
 }
 
+/// With batching off, an entry hit more often at the active tail is given
+/// another turn (a reference spent), as `shrink_active_list` gives it,
+/// when reclaim finds the inactive list holding only the entry it makes
+/// room for: the entry hit less goes, whatever their order on the list.
+#[test]
+fn an_unbatched_reclaim_gives_a_referenced_active_tail_another_turn() {
+    for policy in [Policy::Workingset, Policy::ActiveInactive, Policy::Lirs] {
+        let mut lv = Lruvec::new(policy, false, false, (false, false), 2, 2);
+        lv.fill = false;
+        for k in [1, 2] {
+            insert(&mut lv, k);
+        }
+        // Both activated by their hits; 1 then hit up to `MAX_REFS`, 2
+        // left with one reference.
+        for (k, hits) in [(1, 2 + u32::from(MAX_REFS)), (2, 3)] {
+            let i = lv.find(hash(k), |&x| x == k).unwrap();
+            for _ in 0..hits {
+                lv.touch(i);
+            }
+            assert_ne!(lv.flags(i) & ACTIVE_FLAG, 0, "{policy:?}: {k} active");
+        }
+        insert(&mut lv, 3);
+        let kept: Vec<u64> = [1, 2, 3]
+            .into_iter()
+            .filter(|&k| lv.find(hash(k), |&x| x == k).is_some())
+            .collect();
+        assert_eq!(kept, [1, 3], "{policy:?}");
+        lv.check().unwrap();
+    }
+}
+
 /// A batched hit (`mark_accessed`, under the read lock) counts references
 /// up to `MAX_REFS`, and up to one under `Lru` (CLOCK's bit): more and a
 /// hot entry would outlive more rotations of reclaim than the policy
