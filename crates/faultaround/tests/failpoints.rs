@@ -522,12 +522,13 @@ fn refused_mmap_is_a_clear_error() {
 
 /// A huge page mapping the kernel refuses for another reason than a short
 /// pool is that error, not `HugePagesUnavailable` (whose fix, growing the
-/// pool, would not help); a short pool (`ENOMEM`) is.
+/// pool, would not help); a short pool (`ENOMEM`) is, naming the pages
+/// the region needs.
 #[test]
 fn a_huge_mapping_refused_otherwise_is_not_a_short_pool() {
     let _scenario = FailScenario::setup();
     let _hang = mmbatch_testkit::hang_guard("a_huge_mapping_refused_otherwise_is_not_a_short_pool");
-    let huge = 2 << 20;
+    let huge = 3 * (2 << 20);
     let build = || {
         UffdRegion::builder(huge)
             .huge_pages(mmbatch_faultaround::HugePageSize::Size2M)
@@ -542,7 +543,10 @@ fn a_huge_mapping_refused_otherwise_is_not_a_short_pool() {
     );
     fail::cfg("uffd::mmap_huge", &format!("return({})", libc::ENOMEM)).unwrap();
     let e = build();
-    assert!(matches!(e, Error::HugePagesUnavailable(_)), "{e}");
+    assert!(
+        matches!(e, Error::HugePagesUnavailable(ref u) if u.needed == 3),
+        "{e}"
+    );
 }
 
 /// Page 3's read never returns; the others are zeroes.

@@ -87,6 +87,33 @@ fn record_lists_first_touches_in_order() {
     assert!(plain.record().is_none());
 }
 
+/// A fault on a region read from a file installs its whole window, each
+/// neighbour with its own bytes (read page by page into the handler's
+/// buffer), in memory or from a file alike; pages already there are
+/// left as they are.
+#[test]
+fn a_window_from_a_file_installs_each_neighbour_with_its_bytes() {
+    let _hang =
+        mmbatch_testkit::hang_guard("a_window_from_a_file_installs_each_neighbour_with_its_bytes");
+    let src = image(64);
+    for name in ["vec", "file"] {
+        let r = UffdRegion::builder(64 * PAGE)
+            .order(3)
+            .build(BoxedSource(source_for(name, &src)))
+            .unwrap();
+        // Page 13 first, then page 10 of the same window: its neighbours
+        // around the one already there.
+        for p in [13, 10] {
+            assert!(page_is(&r, &src, p), "{name}: page {p}");
+        }
+        assert_eq!(r.stats().faults, 1, "{name}: one fault for the window");
+        for p in 8..16 {
+            assert!(page_is(&r, &src, p), "{name}: page {p} of the window");
+        }
+        assert_eq!(r.stats().faults, 1, "{name}");
+    }
+}
+
 #[test]
 fn replay_installs_the_record_and_faults_serve_the_rest() {
     let _hang = mmbatch_testkit::hang_guard("replay_installs_the_record_and_faults_serve_the_rest");

@@ -360,8 +360,17 @@ fn bad_settings_are_refused_naming_the_setting() {
         ),
         "{e}"
     );
+    // An id of `MAX_ID_LEN` bytes is taken; one byte more is refused.
+    let longest = "x".repeat(mmbatch_faultaround::MAX_ID_LEN);
+    let r = UffdRegion::builder(16 * PAGE)
+        .image_id(longest.as_str())
+        .record(true)
+        .build(src.clone())
+        .unwrap();
+    assert_eq!(r.record().unwrap().image_id(), longest);
+    drop(r);
     let e = UffdRegion::builder(16 * PAGE)
-        .image_id("x".repeat(300))
+        .image_id(longest + "x")
         .build(src.clone())
         .unwrap_err();
     assert!(
