@@ -208,6 +208,20 @@ mod tests {
         assert!(image.pages(u64::MAX, 1, 4096).is_none(), "overflow");
     }
 
+    /// `Zeroes` lends zero pages in memory, so that a window of them is one
+    /// `UFFDIO_COPY`: exactly the bytes asked for, up to a whole window
+    /// of 512 pages of 4 KiB; more is read page by page.
+    #[test]
+    fn zeroes_lend_a_windows_worth_of_zero_pages() {
+        let z = super::Zeroes(1 << 30);
+        let three = z.pages(7, 3, 4096).unwrap();
+        assert_eq!(three.len(), 3 * 4096);
+        assert!(three.iter().all(|&b| b == 0));
+        assert_eq!(z.pages(0, 512, 4096).map(<[u8]>::len), Some(512 * 4096));
+        assert!(z.pages(0, 513, 4096).is_none(), "more than a window");
+        assert!(z.pages(0, usize::MAX, 4096).is_none(), "overflow");
+    }
+
     /// A source is empty when it has no bytes (the trait's default,
     /// which the built-in sources keep).
     #[test]
