@@ -47,6 +47,26 @@ fn a_fault_maps_its_page_and_counts_it_once() {
     assert_eq!(m.mapped(), 1, "a page mapped already is not mapped again");
 }
 
+/// At order 0 a read fault takes the slow path alone, one page-table
+/// lock, as `do_read_fault` calls `do_fault_around` only for a window of
+/// more than one page: no fault-around pass over the faulting page first.
+#[test]
+fn order_zero_takes_no_fault_around_pass() {
+    let lru = Arc::new(Engine::new(Config::new(8)).unwrap());
+    let cache = PageCache::new(lru, 4).unwrap();
+    // Page 1 cached but not read yet: fault-around could not map it.
+    cache.insert(1, Pfn(1), false).unwrap();
+    let m = FileMapping::new(&cache, 0).unwrap();
+    let locks = m.pte_locks();
+    assert_eq!(m.read(1).unwrap(), Pfn(1));
+    assert_eq!((m.faults(), m.mapped()), (1, 1));
+    assert_eq!(
+        m.pte_locks() - locks,
+        1,
+        "one page-table lock for the fault"
+    );
+}
+
 /// Fault-around maps only pages whose read has completed, as
 /// `filemap_map_pages` skips a page not `PageUptodate`: a page cached but
 /// still being read is left to its own fault, which reads it (and counts

@@ -422,8 +422,14 @@ impl WorkingSet {
     }
 }
 
+/// LEB128: 7 bits a byte, low first, the top bit set on all but the last;
+/// at most ten bytes for 64 bits (the loop is bounded by that, so that no
+/// slip in its condition can write without end).
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
+    for _ in 0..9 {
+        if v < 0x80 {
+            break;
+        }
         out.push(v as u8 | 0x80);
         v >>= 7;
     }
@@ -459,6 +465,27 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Varints round-trip at every length's edges, each in as many bytes
+    /// as its bits need, seven a byte.
+    #[test]
+    fn varints_take_the_bytes_their_bits_need() {
+        for (v, len) in [
+            (0u64, 1),
+            (0x7f, 1),
+            (0x80, 2),
+            (0x3fff, 2),
+            (0x4000, 3),
+            (u64::from(u32::MAX), 5),
+            (1 << 62, 9),
+            (u64::MAX, 10),
+        ] {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            assert_eq!(out.len(), len, "{v:#x}");
+            assert_eq!(Reader(&out).varint(), Some(v), "{v:#x}");
+        }
+    }
 
     /// `Record::runs` as it was first written, with hash sets: the model
     /// the sorted version must match run for run (working-set files
