@@ -308,7 +308,13 @@ fn vmm_writing() {
     write(a, 6);
     // A balloon takes A2 back (source page 18, read above).
     // SAFETY: one page of our own mapping.
-    let r = unsafe { libc::madvise(a.add(2 * page()).cast(), page(), libc::MADV_DONTNEED) };
+    let r = unsafe {
+        libc::madvise(
+            a.wrapping_add(2 * page()).cast(),
+            page(),
+            libc::MADV_DONTNEED,
+        )
+    };
     assert_eq!(r, 0);
     stream.write_all(b"w2").unwrap();
     std::io::Read::read_exact(&mut stream, &mut ack).unwrap();
