@@ -98,10 +98,18 @@ fn a_fault_waits_for_the_page_lock() {
     assert!(lru.trylock_frame(Pfn(1)).unwrap());
     std::thread::scope(|s| {
         let fault = s.spawn(|| m.read(1));
-        // `read` counts the fault before it takes it.
-        mmbatch_testkit::wait_until("the fault", std::time::Duration::from_secs(10), || {
-            m.faults() == 1
-        });
+        // `read` counts the fault before it takes it. Should it never be
+        // counted, the lock is let go before the panic: the scope joins
+        // the fault's thread, which would wait for it for good.
+        let counted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            mmbatch_testkit::wait_until("the fault", std::time::Duration::from_secs(10), || {
+                m.faults() == 1
+            })
+        }));
+        if let Err(e) = counted {
+            lru.unlock_frame(Pfn(1)).unwrap();
+            std::panic::resume_unwind(e);
+        }
         std::thread::sleep(std::time::Duration::from_millis(100));
         assert!(!fault.is_finished(), "the fault did not wait for the lock");
         assert!(lru.is_locked(Pfn(1)).unwrap(), "the fault dropped our lock");
