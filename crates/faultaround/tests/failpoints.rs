@@ -102,6 +102,28 @@ fn persistent_copy_failure_fails_the_page() {
     std::process::exit(0);
 }
 
+/// A copy refused with EFAULT is named as what it is (the source's bytes
+/// could not be read), not as a lack of memory.
+#[test]
+fn a_copy_refused_with_efault_is_named_so() {
+    if let Some(run) = child::parent("a_copy_refused_with_efault_is_named_so", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let scenario = FailScenario::setup();
+    let r = UffdRegion::new(16 * PAGE, 0, image(16), 1).unwrap();
+    fail::cfg("uffd::copy", "return(EFAULT)").unwrap();
+    assert_ne!(touch(&r, 3 * PAGE), 0, "page 3 failed");
+    let e = r.failure().unwrap().to_string();
+    println!("{e}");
+    assert!(
+        e.contains("EFAULT: the source's bytes could not be read") && !e.contains("ENOMEM"),
+        "{e}"
+    );
+    drop(scenario);
+    std::process::exit(0);
+}
+
 /// A window holding a failed page is installed around it: a later fault
 /// in the window copies the other pages and leaves the failed one alone
 /// (not copied over, not counted as present), whether the kernel
