@@ -134,6 +134,38 @@ fn not_ready_neighbours_are_skipped_never_waited_for() {
     });
 }
 
+/// A page-cache region's shutdown maps every cached page in place, so
+/// that reading the region afterwards takes no fault (through the shmem
+/// fault path it would take one per fault-around window).
+#[test]
+fn a_page_cache_regions_shutdown_maps_every_cached_page() {
+    let _hang = mmbatch_testkit::hang_guard("a_page_cache_regions_shutdown_maps_every_cached_page");
+    let pages = 256;
+    let src = image(pages);
+    let cache = UffdRegion::page_cache_from(&src, pages * PAGE).unwrap();
+    // SAFETY: our own memfd, not written or truncated while mapped.
+    let r = unsafe { UffdRegion::over_page_cache(&cache, pages * PAGE, 0, 1) }.unwrap();
+    r.shutdown();
+    // Minor faults of this thread.
+    let faults = || {
+        // SAFETY: a plain out-parameter for getrusage.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `ru` is a valid rusage to fill.
+        assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) }, 0);
+        ru.ru_minflt
+    };
+    let before = faults();
+    let sum: u64 = (0..pages)
+        .map(|p| u64::from(r.as_slice()[p * PAGE + 3]))
+        .sum();
+    let taken = faults() - before;
+    assert_eq!(sum, (0..pages).map(|p| u64::from(src[p * PAGE + 3])).sum());
+    assert!(
+        taken <= 2,
+        "{taken} faults reading a region its shutdown mapped"
+    );
+}
+
 #[test]
 fn shutdown_with_faults_in_flight_fails_no_thread() {
     let _hang = mmbatch_testkit::hang_guard("shutdown_with_faults_in_flight_fails_no_thread");
