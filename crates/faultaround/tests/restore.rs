@@ -623,24 +623,33 @@ fn over_a_page_cache_replay_maps_the_cached_pages_in_place() {
     let src = image(512);
     let cache = UffdRegion::page_cache_from(&src, src.len()).unwrap();
     let rec = Record::new(PAGE, src.len() as u64, "shm", (100..200).chain(300..310)).unwrap();
-    // SAFETY: the memfd is this test's own; nothing writes or truncates it.
-    let r = unsafe {
-        UffdRegion::builder(512 * PAGE)
+    // A working-set file beside the record changes nothing: the cached
+    // pages are mapped in place, not copied from it.
+    for with_file in [false, true] {
+        let mut b = UffdRegion::builder(512 * PAGE)
             .image_id("shm")
-            .replay(rec)
-            .build_over_page_cache(&cache)
+            .replay(rec.clone());
+        if with_file {
+            b = b.replay_pages(ws_file(&rec, &src));
+        }
+        // SAFETY: the memfd is this test's own; nothing writes or
+        // truncates it.
+        let r = unsafe { b.build_over_page_cache(&cache) }.unwrap();
+        assert!(r.wait_replayed(Duration::from_secs(10)));
+        let st = r.stats();
+        assert_eq!(
+            (st.pages_prefetched, st.replay_runs_refused),
+            (110, 0),
+            "{with_file}: {st:?}"
+        );
+        assert_eq!(st.faults, 0);
+        for p in (100..200).chain(300..310) {
+            assert!(page_is(&r, &src, p), "page {p}");
+        }
+        assert_eq!(r.stats().faults, 0, "the replayed pages are mapped");
+        assert!(page_is(&r, &src, 5));
+        assert_eq!(r.stats().faults, 1);
     }
-    .unwrap();
-    assert!(r.wait_replayed(Duration::from_secs(10)));
-    let st = r.stats();
-    assert_eq!(st.pages_prefetched, 110, "{st:?}");
-    assert_eq!(st.faults, 0);
-    for p in (100..200).chain(300..310) {
-        assert!(page_is(&r, &src, p), "page {p}");
-    }
-    assert_eq!(r.stats().faults, 0, "the replayed pages are mapped");
-    assert!(page_is(&r, &src, 5));
-    assert_eq!(r.stats().faults, 1);
 }
 
 /// A source that claims its pages are ready without writing them: what a

@@ -44,6 +44,29 @@ fn drop_of_an_idle_region_is_prompt() {
     std::process::exit(0);
 }
 
+/// A region shut down and then dropped drops at once: the drop finds its
+/// threads already joined and waits for none of them, not the source
+/// timeout for threads that are gone.
+#[test]
+fn drop_after_shutdown_is_prompt() {
+    const NAME: &str = "uffd::stop::tests::drop_after_shutdown_is_prompt";
+    if let Some(run) = child::parent(NAME, Duration::from_secs(20)) {
+        run.expect_success();
+        return;
+    }
+    let r = UffdRegion::builder(16 * PAGE)
+        .handlers(2)
+        .build(vec![7u8; 16 * PAGE])
+        .unwrap();
+    r.shutdown();
+    let start = std::time::Instant::now();
+    drop(r);
+    let took = start.elapsed();
+    println!("drop took {took:?}");
+    assert!(took < child::scaled(Duration::from_secs(5)), "{took:?}");
+    std::process::exit(0);
+}
+
 /// The process's open userfaultfd and eventfd descriptors.
 fn uffd_fds() -> usize {
     mmbatch_testkit::open_fds_of(&["userfaultfd", "eventfd"])
