@@ -57,9 +57,10 @@ impl Window {
         Ok(Window { pages: start..end })
     }
 
-    /// Number of pages.
+    /// Number of pages: 0 for a range a caller made run backwards (`pages`
+    /// is public), as `Range::is_empty` says of it.
     pub fn len(&self) -> u64 {
-        self.pages.end - self.pages.start
+        self.pages.end.saturating_sub(self.pages.start)
     }
 
     /// Whether `pages` is empty: never for a window [`around`](Self::around)

@@ -60,6 +60,9 @@ fn len_and_is_empty_follow_the_range() {
     assert_eq!((w.len(), w.is_empty()), (16, false));
     w.pages = 40..40;
     assert_eq!((w.len(), w.is_empty()), (0, true));
+    // Backwards: empty, not an overflow.
+    w.pages = std::ops::Range { start: 40, end: 30 };
+    assert_eq!((w.len(), w.is_empty()), (0, true));
 }
 
 #[test]
