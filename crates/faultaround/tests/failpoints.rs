@@ -626,6 +626,64 @@ fn a_refused_replacement_is_retried() {
     std::process::exit(0);
 }
 
+/// A source that takes 300 ms over each page, counting its reads in
+/// [`SLOW_READS`].
+struct SlowReads;
+
+static SLOW_READS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl mmbatch_faultaround::PageSource for SlowReads {
+    fn len(&self) -> u64 {
+        (16 * PAGE) as u64
+    }
+
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> mmbatch_faultaround::PageRead {
+        SLOW_READS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(300));
+        buf.fill(index as u8 + 1);
+        mmbatch_faultaround::PageRead::Ready
+    }
+}
+
+/// The watchdog times calls into the source, not the work after them: a
+/// source that answers within its timeout, followed by a copy the kernel
+/// is slow to make (1.5 s here, past the 1 s timeout), leaves the fault
+/// with its handler. Were the handler still taken for stuck in the
+/// source, the watchdog would claim the fault and start a replacement
+/// (`uffd-handler-1`, the first spare slot), and the slow handler would
+/// leave as it came back: a kernel slow to copy (reclaim under a memory
+/// cgroup) would churn handler threads.
+#[test]
+fn a_slow_copy_after_a_prompt_source_is_not_a_stuck_source() {
+    let name = "a_slow_copy_after_a_prompt_source_is_not_a_stuck_source";
+    if let Some(run) = child::parent(name, LIMIT) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    let scenario = FailScenario::setup();
+    let r = UffdRegion::builder(16 * PAGE)
+        .order(0)
+        .source_timeout(Duration::from_secs(1))
+        .build(SlowReads)
+        .unwrap();
+    fail::cfg("uffd::copy", "1*sleep(1500)").unwrap();
+    assert_eq!(r.as_slice()[5 * PAGE], 6);
+    let st = r.stats();
+    println!("{st:?}");
+    assert_eq!(
+        SLOW_READS.load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "{st:?}"
+    );
+    assert_eq!((st.faults, st.pages_failed), (1, 0), "{st:?}");
+    assert_eq!(handler_threads_serving(1), 1);
+    // Still the first handler, never replaced.
+    assert_eq!(mmbatch_testkit::threads_named("uffd-handler-0"), 1);
+    drop(scenario);
+    std::process::exit(0);
+}
+
 /// A shutdown that can have no thread for its fill fills every missing
 /// page on the caller's own thread (unguarded), rather than failing them.
 #[test]
