@@ -97,6 +97,13 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// A working-set file ([`Record::write_pages`](crate::Record::write_pages))
+    /// that is not its record's: `reason` says what is wrong (not such a
+    /// file, written for another record, cut short).
+    WorkingSetFile {
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A working-set record made from another image than the region's.
     RecordMismatch {
         /// What differs: `"image length"`, `"page size"` or `"image id"`.
@@ -223,6 +230,12 @@ impl fmt::Display for Error {
                 f,
                 "the working-set record is corrupt ({reason}): record it again with \
                  UffdRegionBuilder::record and save it with Record::save"
+            ),
+            Error::WorkingSetFile { reason } => write!(
+                f,
+                "the working-set file does not go with the record replayed ({reason}): write it \
+                 again from this record with Record::write_pages, or give the record it was \
+                 written from"
             ),
             Error::RecordMismatch {
                 what,

@@ -494,6 +494,66 @@ fn ws_file(rec: &Record, src: &[u8]) -> std::fs::File {
     tempfile(&bytes)
 }
 
+/// `write_pages` streams: each run's pages are written before the next
+/// run is read, so a working set of many gigabytes needs one run's
+/// buffer, not the whole set in memory.
+#[test]
+fn a_working_set_file_is_written_a_run_at_a_time() {
+    struct Counted(Vec<u8>, Arc<AtomicUsize>);
+    impl PageSource for Counted {
+        fn len(&self) -> u64 {
+            self.0.len() as u64
+        }
+        fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+            self.1.fetch_add(1, Ordering::SeqCst);
+            let at = index as usize * PAGE;
+            buf.copy_from_slice(&self.0[at..at + PAGE]);
+            PageRead::Ready
+        }
+    }
+    /// The source's page reads at each write, and the bytes written.
+    struct Writes(Arc<AtomicUsize>, Vec<(usize, usize)>);
+    impl std::io::Write for Writes {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.1.push((self.0.load(Ordering::SeqCst), b.len()));
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let src = image(256);
+    let reads = Arc::new(AtomicUsize::new(0));
+    // Three runs: 10, 64 and 6 pages.
+    let rec = Record::new(PAGE, src.len() as u64, "", (0..10).chain(100..170)).unwrap();
+    let mut w = Writes(reads.clone(), Vec::new());
+    rec.write_pages(&Counted(src.clone(), reads.clone()), &mut w)
+        .unwrap();
+    // The header before any read, each run's pages as soon as they are
+    // read, the three CRCs last.
+    assert_eq!(
+        w.1,
+        [
+            (0, 24),
+            (10, 10 * PAGE),
+            (74, 64 * PAGE),
+            (80, 6 * PAGE),
+            (80, 12)
+        ]
+    );
+    // And the file it wrote replays.
+    let r = UffdRegion::builder(256 * PAGE)
+        .replay(rec.clone())
+        .replay_pages(ws_file(&rec, &src))
+        .build(src.clone())
+        .unwrap();
+    assert!(r.wait_replayed(Duration::from_secs(10)));
+    assert_eq!(r.stats().pages_prefetched, 80);
+    for &p in rec.pages() {
+        assert!(page_is(&r, &src, p as usize), "page {p}");
+    }
+}
+
 #[test]
 fn replay_reads_a_working_set_file_not_the_image() {
     let _hang = mmbatch_testkit::hang_guard("replay_reads_a_working_set_file_not_the_image");
@@ -541,8 +601,11 @@ fn a_working_set_file_of_another_record_or_corrupt_is_refused() {
             .build(src.clone())
     };
     match build(ws_file(&other, &src)) {
-        Err(e @ Error::RecordMismatch { .. }) => {
-            assert!(e.to_string().contains("working-set file"), "{e}")
+        // Named as a file written for another record, with the fix.
+        Err(e @ Error::WorkingSetFile { .. }) => {
+            let e = e.to_string();
+            assert!(e.contains("written for a record of CRC-32"), "{e}");
+            assert!(e.contains("Record::write_pages"), "{e}");
         }
         other => panic!("{other:?}"),
     }
@@ -562,7 +625,7 @@ fn a_working_set_file_of_another_record_or_corrupt_is_refused() {
         (changed(16), "page size or run count"),
     ] {
         match build(tempfile(&bytes)) {
-            Err(e @ Error::RecordCorrupt { .. }) => assert!(e.to_string().contains(says), "{e}"),
+            Err(e @ Error::WorkingSetFile { .. }) => assert!(e.to_string().contains(says), "{e}"),
             other => panic!("{other:?}"),
         }
     }
@@ -583,7 +646,8 @@ fn a_working_set_file_of_another_record_or_corrupt_is_refused() {
     // A run whose bytes changed: not installed; its pages fault in from
     // the image instead.
     let mut bad = good.clone();
-    let n = bad.len();
+    // A byte of the last page, before the one run's 4-byte CRC.
+    let n = bad.len() - 4;
     bad[n - 10] ^= 0xff;
     let r = build(tempfile(&bad)).unwrap();
     assert!(r.wait_replayed(Duration::from_secs(10)));
@@ -597,7 +661,8 @@ fn a_working_set_file_of_another_record_or_corrupt_is_refused() {
     let rec = Record::new(PAGE, src.len() as u64, "", three.clone()).unwrap();
     let mut ws = Vec::new();
     rec.write_pages(&src, &mut ws).unwrap();
-    let head = 24 + 4 * 3;
+    // The pages follow a 24-byte header (their CRCs come after them).
+    let head = 24;
     ws[head + 15 * PAGE] ^= 0xff;
     let r = UffdRegion::builder(256 * PAGE)
         .replay(rec)

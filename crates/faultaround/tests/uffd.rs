@@ -439,6 +439,17 @@ fn bad_settings_are_refused_naming_the_setting() {
     assert!(matches!(e, Error::BadLength { len: 6000, .. }), "{e}");
     for size in [0, 1000, 4097, 1 << 31] {
         let e = mmbatch_faultaround::Record::new(size, 1 << 20, "", [0]).unwrap_err();
+        // The caller's argument, named: not a corrupt record.
+        assert!(
+            matches!(
+                e,
+                Error::BadSetting {
+                    setting: "page_size",
+                    ..
+                }
+            ),
+            "{size}: {e}"
+        );
         assert!(e.to_string().contains("page size"), "{size}: {e}");
     }
 }

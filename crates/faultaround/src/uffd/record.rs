@@ -20,8 +20,12 @@ use crate::Error;
 const MAGIC: [u8; 8] = *b"MMBREC\0\x01";
 /// The longest image id.
 pub const MAX_ID_LEN: usize = 255;
-/// The working-set file's first bytes; the last is the format version.
-const PAGES_MAGIC: [u8; 8] = *b"MMBWSP\0\x01";
+/// The working-set file's first bytes; the last is the format version
+/// (2: the runs' CRCs after the pages, so that a writer streams them).
+const PAGES_MAGIC: [u8; 8] = *b"MMBWSP\0\x02";
+/// The working-set file's header: magic, the record's identity, page
+/// size, run count.
+const PAGES_HEAD: usize = 24;
 /// The most pages a replay installs with one `UFFDIO_COPY` (256 KiB of
 /// 4 KiB pages): large enough that the ioctl's cost is spread thin, small
 /// enough that a handler reading an event waits at most one such copy.
@@ -39,26 +43,48 @@ pub struct Record {
 impl Record {
     /// A record of `pages` (indices, in the order they are to be
     /// installed) of an image of `image_len` bytes named `image_id`.
-    /// Duplicates after the first are dropped.
+    /// Duplicates after the first are dropped. An id over
+    /// [`MAX_ID_LEN`] bytes, a page size that is not a power of two from
+    /// 4096 to 1 GiB, or a page past the image is [`Error::BadSetting`].
     pub fn new(
         page_size: usize,
         image_len: u64,
         image_id: &str,
         pages: impl IntoIterator<Item = u64>,
     ) -> Result<Self, Error> {
-        let corrupt = |reason: String| Error::RecordCorrupt { reason };
+        Self::checked(page_size, image_len, image_id, pages).map_err(|(setting, value, why)| {
+            Error::BadSetting {
+                setting,
+                value,
+                why,
+            }
+        })
+    }
+
+    /// [`new`](Self::new)'s checks: what is wrong, as the argument's name,
+    /// its value and what it must be ([`from_bytes`](Self::from_bytes)
+    /// calls a record that fails them corrupt).
+    fn checked(
+        page_size: usize,
+        image_len: u64,
+        image_id: &str,
+        pages: impl IntoIterator<Item = u64>,
+    ) -> Result<Self, (&'static str, String, String)> {
         if image_id.len() > MAX_ID_LEN {
-            return Err(corrupt(format!(
-                "an image id of {} bytes (at most {MAX_ID_LEN})",
-                image_id.len()
-            )));
+            return Err((
+                "image_id",
+                format!("{} bytes", image_id.len()),
+                format!("an image id is at most {MAX_ID_LEN} bytes (a hash or a name)"),
+            ));
         }
         // Base pages to 1 GiB huge pages: 0 made `write_pages` panic in
         // `chunks_exact`, and larger ones allocate a run's bounce buffer.
         if !page_size.is_power_of_two() || !(4096..=1 << 30).contains(&page_size) {
-            return Err(corrupt(format!(
-                "page size {page_size}: a page size is a power of two from 4096 to 1 GiB"
-            )));
+            return Err((
+                "page_size",
+                page_size.to_string(),
+                "a page size is a power of two from 4096 to 1 GiB".into(),
+            ));
         }
         let page_size = page_size as u32;
         let npages = image_len / u64::from(page_size);
@@ -66,9 +92,11 @@ impl Record {
         let mut list = Vec::new();
         for p in pages {
             if p >= npages {
-                return Err(corrupt(format!(
-                    "page {p} is past the image's {npages} pages"
-                )));
+                return Err((
+                    "pages",
+                    format!("page {p}"),
+                    format!("past the image's {npages} pages"),
+                ));
             }
             if seen.insert(p) {
                 list.push(p);
@@ -185,7 +213,11 @@ impl Record {
         if !r.0.is_empty() {
             return Err(corrupt("bytes after the page list"));
         }
-        Record::new(page_size as usize, image_len, id, pages)
+        Record::checked(page_size as usize, image_len, id, pages).map_err(|(what, value, why)| {
+            Error::RecordCorrupt {
+                reason: format!("its {what} is out of range ({value}: {why})"),
+            }
+        })
     }
 
     /// Writes the record (a few bytes per page).
@@ -299,6 +331,8 @@ impl Record {
     /// ([`UffdRegionBuilder::replay_pages`](super::UffdRegionBuilder::replay_pages))
     /// instead of seeking through the image. A header ties it to this
     /// record; each run has a CRC-32, checked before it is installed.
+    /// Streams: it holds one run of pages (at most [`REPLAY_RUN`]) and 4
+    /// bytes a run, whatever the working set's size; `w` is best buffered.
     pub fn write_pages(&self, source: &dyn PageSource, mut w: impl Write) -> Result<(), Error> {
         let runs = self.runs(REPLAY_RUN);
         let page = self.page_size as usize;
@@ -307,8 +341,17 @@ impl Record {
         // 1 GiB pages, and a 40-byte record file aborted the process.
         let longest = runs.iter().map(|&(_, n)| n).max().unwrap_or(0);
         let mut data = vec![0u8; longest * page];
-        let mut crcs = Vec::with_capacity(runs.len());
-        let mut body = Vec::new();
+        let sys = |source| Error::Sys {
+            op: "writing the working-set file",
+            source,
+        };
+        let mut head = Vec::with_capacity(PAGES_HEAD);
+        head.extend_from_slice(&PAGES_MAGIC);
+        head.extend_from_slice(&self.identity().to_le_bytes());
+        head.extend_from_slice(&self.page_size.to_le_bytes());
+        head.extend_from_slice(&(runs.len() as u64).to_le_bytes());
+        w.write_all(&head).map_err(sys)?;
+        let mut crcs = Vec::with_capacity(4 * runs.len());
         for &(start, n) in &runs {
             let buf = &mut data[..n * page];
             match source.read_pages(start, n, buf) {
@@ -328,23 +371,11 @@ impl Record {
                     });
                 }
             }
-            crcs.push(crc32fast::hash(buf));
-            body.extend_from_slice(buf);
+            crcs.extend_from_slice(&crc32fast::hash(buf).to_le_bytes());
+            w.write_all(buf).map_err(sys)?;
         }
-        let sys = |source| Error::Sys {
-            op: "writing the working-set file",
-            source,
-        };
-        let mut head = Vec::with_capacity(24 + 4 * runs.len());
-        head.extend_from_slice(&PAGES_MAGIC);
-        head.extend_from_slice(&self.identity().to_le_bytes());
-        head.extend_from_slice(&self.page_size.to_le_bytes());
-        head.extend_from_slice(&(runs.len() as u64).to_le_bytes());
-        for c in crcs {
-            head.extend_from_slice(&c.to_le_bytes());
-        }
-        w.write_all(&head).map_err(sys)?;
-        w.write_all(&body).map_err(sys)
+        w.write_all(&crcs).map_err(sys)?;
+        w.flush().map_err(sys)
     }
 }
 
@@ -361,59 +392,67 @@ impl WorkingSet {
     /// Checks `file` against `record`: its header (what it is, the record
     /// it was written for, the page size, the runs) and its length.
     pub(super) fn open(file: std::sync::Arc<File>, record: &Record) -> Result<Self, Error> {
-        let corrupt = |reason: String| Error::RecordCorrupt { reason };
+        let unfit = |reason: String| Error::WorkingSetFile { reason };
+        let read = |source| Error::Sys {
+            op: "reading the working-set file",
+            source,
+        };
         let runs = record.runs(REPLAY_RUN);
-        let head_len = 24 + 4 * runs.len();
-        let mut head = vec![0u8; head_len];
+        let mut head = [0u8; PAGES_HEAD];
         super::PageSource::check(&*file).map_err(|source| Error::SourceUnreadable {
             what: "working-set file",
             source,
         })?;
-        file.read_exact_at(&mut head[..24], 0)
-            .map_err(|e| corrupt(format!("the working-set file cannot be read: {e}")))?;
+        let len = file.metadata().map_err(read)?.len();
+        if len < PAGES_HEAD as u64 {
+            return Err(unfit(format!(
+                "{len} bytes: not a working-set file, or one cut short"
+            )));
+        }
+        file.read_exact_at(&mut head, 0).map_err(read)?;
         if head[..7] != PAGES_MAGIC[..7] {
-            return Err(corrupt("not a working-set file: no MMBWSP magic".into()));
+            return Err(unfit("not a working-set file: no MMBWSP magic".into()));
         }
         if head[7] != PAGES_MAGIC[7] {
-            return Err(corrupt(format!(
+            return Err(unfit(format!(
                 "working-set file version {} (this crate reads version {})",
                 head[7], PAGES_MAGIC[7]
             )));
         }
-        let word = |head: &[u8], at: usize| {
-            u32::from_le_bytes(head[at..at + 4].try_into().expect("4 bytes"))
+        let word = |bytes: &[u8], at: usize| {
+            u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
         };
-        let theirs = word(&head, 8);
-        let ours = record.identity();
-        if theirs != ours {
-            return Err(Error::RecordMismatch {
-                what: "working-set file's record (CRC-32)",
-                record: format!("{ours:08x}"),
-                region: format!("{theirs:08x}"),
-            });
+        let (written_for, replayed) = (word(&head, 8), record.identity());
+        if written_for != replayed {
+            return Err(unfit(format!(
+                "it was written for a record of CRC-32 {written_for:08x}; the record replayed \
+                 is {replayed:08x}"
+            )));
         }
         let nruns = u64::from_le_bytes(head[16..24].try_into().expect("8 bytes"));
         if word(&head, 12) != record.page_size || nruns != runs.len() as u64 {
-            return Err(corrupt(
-                "the working-set file's page size or run count is not its record's".into(),
+            return Err(unfit(
+                "its page size or run count is not its record's".into(),
             ));
         }
-        file.read_exact_at(&mut head[24..], 24)
-            .map_err(|_| corrupt("the working-set file is cut short".into()))?;
         let page = u64::from(record.page_size);
-        let want = head_len as u64 + record.pages.len() as u64 * page;
-        let have = file.metadata().map_or(0, |m| m.len());
-        if have != want {
-            return Err(corrupt(format!(
-                "the working-set file has {have} bytes; its record needs {want}"
+        let body = record.pages.len() as u64 * page;
+        let want = PAGES_HEAD as u64 + body + 4 * runs.len() as u64;
+        if len != want {
+            return Err(unfit(format!(
+                "it has {len} bytes; its record needs {want}"
             )));
         }
-        let mut at = head_len as u64;
+        // The runs' CRCs, after their pages.
+        let mut crcs = vec![0u8; 4 * runs.len()];
+        file.read_exact_at(&mut crcs, PAGES_HEAD as u64 + body)
+            .map_err(read)?;
+        let mut at = PAGES_HEAD as u64;
         let table = runs
             .iter()
             .enumerate()
             .map(|(i, &(_, n))| {
-                let entry = (at, word(&head, 24 + 4 * i));
+                let entry = (at, word(&crcs, 4 * i));
                 at += n as u64 * page;
                 entry
             })
@@ -589,6 +628,21 @@ mod tests {
         // deltas replaced by 3 pages, 0, +1, +0.
         let r = edited(3, &[3, 0, 2, 0]);
         assert!(r.contains("more pages than the image has"), "{r}");
+    }
+
+    /// A caller's out-of-range argument is named as such, not taken for
+    /// a corrupt record.
+    #[test]
+    fn bad_arguments_are_named() {
+        let setting = |r: Result<Record, Error>| match r {
+            Err(Error::BadSetting { setting, .. }) => setting,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(setting(Record::new(4096, 8192, "x", [2])), "pages");
+        assert_eq!(setting(Record::new(5000, 8192, "x", [0])), "page_size");
+        let long = "x".repeat(MAX_ID_LEN + 1);
+        assert_eq!(setting(Record::new(4096, 8192, &long, [0])), "image_id");
+        assert!(Record::new(4096, 8192, &long[1..], [0, 1]).is_ok());
     }
 
     #[test]
