@@ -45,6 +45,7 @@ enum Op {
     GetOrInsert(u8, u32),
     Advance(u8),
     Iter,
+    Purge,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -56,6 +57,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0..16u8, any::<u32>()).prop_map(|(k, v)| Op::GetOrInsert(k, v)),
         4 => (0..8u8).prop_map(Op::Advance),
         1 => Just(Op::Iter),
+        1 => Just(Op::Purge),
     ]
 }
 
@@ -150,6 +152,26 @@ fn run(ops: &[Op], live: Option<u64>, idle: Option<u64>) -> Result<(), String> {
                     .collect();
                 if got != want {
                     return Err(at(format!("iter {got:?}, model {want:?}")));
+                }
+            }
+            Op::Purge => {
+                // Exactly the expired entries still cached go, each heard
+                // as expired; every live one stays.
+                let before = heard.lock().unwrap().len();
+                let purged = cache.purge_expired();
+                let now_heard = heard.lock().unwrap()[before..].to_vec();
+                if now_heard.len() != purged {
+                    return Err(at(format!("purged {purged}, heard {now_heard:?}")));
+                }
+                for &(k, v, cause) in &now_heard {
+                    let expired = model.get(&k).is_some_and(|e| e.0 == v && e.1 <= now);
+                    if !expired || cause != RemovalCause::Expired {
+                        return Err(at(format!("purge heard {k} -> {v} as {cause:?}")));
+                    }
+                }
+                let live = (0..16).filter(|&k| alive(&model, k, now).is_some()).count();
+                if cache.len() != live {
+                    return Err(at(format!("{} left, model {live}", cache.len())));
                 }
             }
         }
@@ -451,6 +473,46 @@ fn logged(clock: &Manual, heard: &Heard, every_cause: bool) -> LruCache<u8, u32>
     }
     .build()
     .unwrap()
+}
+
+/// `purge_expired` reclaims what a cache that is only read would keep:
+/// each expired entry heard once as expired, live ones untouched, and
+/// what expires later purged by a later call (the shard's next expiry
+/// set to the earliest deadline left, not past it).
+#[test]
+fn purge_expired_reclaims_what_reads_leave() {
+    let (clock, heard) = (Manual::default(), Heard::default());
+    let c = logged(&clock, &heard, true);
+    // Two keys at each of 0, 4 and 8 ms (a time to live of 10), each
+    // insert before any deadline: no write has swept anything.
+    for k in 0..6 {
+        c.insert(k, u32::from(k));
+        if k % 2 == 1 {
+            clock.advance(4);
+        }
+    }
+    // At 12 ms: keys 0 and 1 have expired; reads find them gone, and
+    // leave them there.
+    assert_eq!((c.get(&0), c.get(&1), c.len()), (None, None, 6));
+    assert_eq!(c.purge_expired(), 2);
+    assert_eq!(c.len(), 4);
+    let mut got = heard.lock().unwrap().clone();
+    got.sort_unstable_by_key(|&(k, ..)| k);
+    assert_eq!(
+        got,
+        [(0, 0, RemovalCause::Expired), (1, 1, RemovalCause::Expired)]
+    );
+    // Nothing more due: nothing goes.
+    assert_eq!(c.purge_expired(), 0);
+    // At 15 ms: keys 2 and 3 (made at 4 ms).
+    clock.advance(3);
+    assert_eq!(c.purge_expired(), 2);
+    assert_eq!(c.iter().count(), 2);
+    assert_eq!(c.len(), 2);
+    // Without expiry: nothing to do.
+    let plain: LruCache<u8, u32> = LruCache::new(8);
+    plain.insert(1, 1);
+    assert_eq!((plain.purge_expired(), plain.len()), (0, 1));
 }
 
 /// `drain` returns live entries only; an expired one is heard as such.

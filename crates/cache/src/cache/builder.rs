@@ -64,7 +64,8 @@ pub enum RemovalCause {
     /// Dropped by [`clear`](super::LruCache::clear).
     Cleared,
     /// Its time to live or to idle ended (it was never returned after
-    /// that): heard when the shard's own work reclaims it.
+    /// that): heard when the shard's own work reclaims it, or
+    /// [`purge_expired`](super::LruCache::purge_expired).
     Expired,
 }
 

@@ -152,6 +152,51 @@ where
         removed
     }
 
+    /// Removes every entry whose time to live or to idle has ended and
+    /// returns how many, a shard at a time (a shard with none due is only
+    /// read-locked; one with some is write-locked while its entries are
+    /// read); a removal listener hears each as [`RemovalCause::Expired`].
+    /// Expired entries are never returned, and each shard's own writes
+    /// reclaim them; a cache that is only read keeps them, in [`len`](Self::len)
+    /// and in memory, until this is called (moka's `run_pending_tasks`,
+    /// Caffeine's `cleanUp`). Without expiry, 0 at once. If the listener
+    /// panics, every shard is still purged, and the first panic
+    /// continues.
+    ///
+    /// # Panics
+    /// As [`insert`](Self::insert).
+    pub fn purge_expired(&self) -> usize {
+        if self.expire.is_none() {
+            return 0;
+        }
+        let (mut purged, mut first) = (0, None);
+        for shard in self.shards.iter() {
+            // The clock under the lock, as every call reads it.
+            if !shard.read().due(self.now()) {
+                continue;
+            }
+            let mut expired = Vec::new();
+            {
+                let mut lv = shard.write();
+                let now = self.now();
+                lv.purge_expired(now, &mut expired);
+            }
+            purged += expired.len();
+            let heard = self.hear(
+                expired
+                    .into_iter()
+                    .map(|n| (n.key, n.value, RemovalCause::Expired)),
+            );
+            if let Some(p) = heard {
+                first.get_or_insert(p);
+            }
+        }
+        if let Some(p) = first {
+            std::panic::resume_unwind(p);
+        }
+        purged
+    }
+
     /// Removes every live entry and returns them, a shard at a time
     /// (hottest first within each shard, as [`iter`](Self::iter)); as
     /// [`clear`](Self::clear), the shadows go too. The entries returned

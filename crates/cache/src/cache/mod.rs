@@ -92,7 +92,10 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 /// the lock protocol.
 ///
 /// # Guarantees
-/// - An insertion never evicts the entry it makes or replaces.
+/// - An insertion never evicts the entry it makes or replaces; an entry
+///   heavier than its shard's share of the capacity
+///   ([`max_entry_weight`](Self::max_entry_weight)) is never cached
+///   ([`CacheStats::rejected`]).
 /// - Each shard holds at most its share of the capacity and of
 ///   `max_entries` at every moment; the cache's total never exceeds
 ///   either.
@@ -535,7 +538,8 @@ where
     }
 
     /// Entries cached now, counting expired entries that their shards
-    /// have not reclaimed yet (no lookup returns them; `iter` skips them).
+    /// have not reclaimed yet (no lookup returns them; `iter` skips them;
+    /// [`purge_expired`](Self::purge_expired) reclaims them).
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| s.read().len()).sum()
     }

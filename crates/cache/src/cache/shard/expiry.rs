@@ -52,6 +52,40 @@ impl<K, V> Lruvec<K, V> {
         }
     }
 
+    /// Whether an entry may have expired at `now` (the next expiry has
+    /// come): read under either lock.
+    pub(in crate::cache) fn due(&self, now: u64) -> bool {
+        self.expiring && now >= self.next_expiry.load(Ordering::Relaxed)
+    }
+
+    /// Removes every entry expired at `now` into `out` and makes the
+    /// earliest deadline left the next expiry, reading the whole shard
+    /// under the write lock (the kernel's `__run_timers` for every
+    /// bucket at once, for [`LruCache::purge_expired`](crate::LruCache::purge_expired)).
+    pub(in crate::cache) fn purge_expired(&mut self, now: u64, out: &mut Vec<Node<K, V>>) {
+        if !self.expiring {
+            return;
+        }
+        self.now = now;
+        let mut earliest = u64::MAX;
+        // From the last slot down: a removal moves the last entry, already
+        // looked at, into the freed slot.
+        for i in (0..self.nodes.len() as u32).rev() {
+            let d = self.deadline(i);
+            if d > now {
+                earliest = earliest.min(d);
+            } else {
+                let mut none = NIL;
+                out.push(self.remove(i, &mut none));
+            }
+        }
+        // Every deadline was read just now, with no reader to move one.
+        self.recalc_floor.store(u64::MAX, Ordering::Relaxed);
+        self.next_expiry.store(earliest, Ordering::Relaxed);
+        self.recalc_pos = 0;
+        self.recalc_min = u64::MAX;
+    }
+
     /// Reads up to [`RECALC_CHUNK`] more deadlines toward the earliest
     /// the shard holds, and once it has read them all makes that the
     /// next expiry and starts over (`timer_recalc_next_expiry`, a piece
