@@ -143,7 +143,8 @@ pub fn measure_numa_clear(
             &topology,
             &m.as_mut_slice().expect("read-write")[r.range.clone()],
             r.node,
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
     }
     clear(m.as_mut_slice().expect("read-write"), threads); // first touch: each page on its node
     let base = m.as_ptr() as usize;

@@ -210,6 +210,27 @@ impl HugeRegion {
         self.size
     }
 
+    /// The memory, to read.
+    pub fn as_slice(&self) -> &[u8] {
+        self.map
+            .as_ref()
+            .and_then(Mapping::as_slice)
+            .expect("mapped read-write until drop")
+    }
+
+    /// The memory's first byte (for [`populate`](crate::populate) and
+    /// system calls); valid for [`len`](Self::len) bytes while the region
+    /// lives, written only through `&mut self` or a pointer from
+    /// [`as_mut_ptr`](Self::as_mut_ptr).
+    pub fn as_ptr(&self) -> *const u8 {
+        self.as_slice().as_ptr()
+    }
+
+    /// The memory's first byte, for writing.
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.as_mut_slice().as_mut_ptr()
+    }
+
     /// The memory.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         self.map

@@ -19,6 +19,10 @@ use hwlocality::{
     object::types::ObjectType,
 };
 
+/// The hwlocality this module's API takes ([`Topology`] and the rest): use
+/// it rather than a dependency of your own, so that the versions match.
+pub use hwlocality;
+
 use crate::{
     Job, JobError, RunError,
     run::run_bound,
@@ -71,6 +75,14 @@ pub enum NumaError {
     },
     /// A node's range is not a valid job.
     Job(JobError),
+    /// hwloc refused to bind memory to a node that exists
+    /// ([`bind_memory`]).
+    Bind {
+        /// The node.
+        node: usize,
+        /// hwloc's error.
+        why: String,
+    },
 }
 
 impl fmt::Display for NumaError {
@@ -83,6 +95,11 @@ impl fmt::Display for NumaError {
                 )
             }
             NumaError::Job(e) => write!(f, "{e}"),
+            NumaError::Bind { node, why } => write!(
+                f,
+                "binding memory to NUMA node {node}: {why} (a cgroup's cpuset.mems or a \
+                 seccomp filter may forbid it)"
+            ),
         }
     }
 }
@@ -351,19 +368,15 @@ impl<E: fmt::Display> fmt::Display for NumaJobError<E> {
 /// come from that node, so bind a range before populating or clearing it.
 #[doc(alias = "mbind")]
 #[doc(alias = "hwloc_set_area_membind")]
-pub fn bind_memory(topology: &Topology, memory: &[u8], node: usize) -> Result<(), String> {
+pub fn bind_memory(topology: &Topology, memory: &[u8], node: usize) -> Result<(), NumaError> {
     // A node the host does not have is refused here: hwloc's bitmaps
     // panic past their largest index, and grow to any index below it.
     let nodes = node_cpus(topology);
     if !nodes.iter().any(|n| n.node == node) {
-        return Err(format!(
-            "binding memory to node {node}: this host has no such NUMA node (its nodes: {})",
-            nodes
-                .iter()
-                .map(|n| n.node.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+        return Err(NumaError::NoSuchNode {
+            node,
+            nodes: nodes.iter().map(|n| n.node).collect(),
+        });
     }
     let mut set = NodeSet::new();
     set.set(node);
@@ -374,5 +387,8 @@ pub fn bind_memory(topology: &Topology, memory: &[u8], node: usize) -> Result<()
             MemoryBindingPolicy::Bind,
             MemoryBindingFlags::empty(),
         )
-        .map_err(|e| format!("binding memory to node {node}: {e}"))
+        .map_err(|e| NumaError::Bind {
+            node,
+            why: e.to_string(),
+        })
 }

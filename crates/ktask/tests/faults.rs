@@ -172,7 +172,7 @@ fn a_populate_failing_part_way_leaves_nothing_resident() {
 }
 
 /// A run's error says what went wrong: the job's own refusal as it is, a
-/// chunk's failure with the note that finished chunks were undone.
+/// chunk's failure with the note that finished chunks went to the undo.
 #[test]
 fn run_errors_print_their_cause() {
     let job: RunError<String> = RunError::Job(JobError::ZeroThreads);
@@ -180,7 +180,7 @@ fn run_errors_print_their_cause() {
     assert!(!job.to_string().is_empty());
     let failed: RunError<String> = RunError::Failed("disk on fire".into());
     let s = failed.to_string();
-    assert!(s.contains("disk on fire") && s.contains("undone"), "{s}");
+    assert!(s.contains("disk on fire") && s.contains("undo"), "{s}");
 }
 
 /// The least work a memory job gives a thread is one 2 MiB huge page, as

@@ -49,6 +49,16 @@ fn a_2m_region_is_reserved_cleared_and_given_back() {
             r.as_mut_slice().fill(9);
             r.clear(2);
             assert!(r.as_mut_slice().iter().all(|b| *b == 0));
+            // Read through `&self`, and the same memory by pointer.
+            let shared = &r;
+            assert!(shared.as_slice().iter().all(|b| *b == 0));
+            assert_eq!(shared.as_slice().len(), len);
+            assert_eq!(shared.as_ptr(), r.as_mut_slice().as_ptr());
+            let p = r.as_mut_ptr();
+            // SAFETY: inside the region, which `r` keeps mapped; no
+            // reference into it is alive.
+            unsafe { p.wrapping_add(len - 1).write(5) };
+            assert_eq!(r.as_slice()[len - 1], 5);
             drop(r);
             assert_eq!(
                 pool("nr_hugepages"),

@@ -26,8 +26,17 @@ bitflags::bitflags! {
     }
 }
 
-/// Locks the process's memory (`mlockall`).
+/// Locks the process's memory (`mlockall`). `what` needs `CURRENT`,
+/// `FUTURE` or both ([`Error::BadFlags`] otherwise, checked before the
+/// call: the kernel's EINVAL names nothing).
 pub fn mlockall(what: LockAll) -> Result<(), Error> {
+    if !what.intersects(LockAll::CURRENT | LockAll::FUTURE) {
+        return Err(Error::BadFlags {
+            op: "mlockall",
+            why: "give LockAll::CURRENT, LockAll::FUTURE or both (ON_FAULT alone says how \
+                  to lock, not what)",
+        });
+    }
     let mut flags = MlockAllFlags::empty();
     if what.contains(LockAll::CURRENT) {
         flags |= MlockAllFlags::CURRENT;
@@ -54,4 +63,23 @@ pub fn munlockall() -> Result<(), Error> {
         op: "munlockall",
         source: e.into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Flags that lock nothing are refused before the call, naming the
+    /// fix, rather than as the kernel's bare EINVAL.
+    #[test]
+    fn flags_without_current_or_future_are_named() {
+        for what in [LockAll::empty(), LockAll::ON_FAULT] {
+            let e = mlockall(what).unwrap_err();
+            assert!(
+                matches!(e, Error::BadFlags { op: "mlockall", .. }),
+                "{what:?}: {e}"
+            );
+            assert!(e.to_string().contains("LockAll::CURRENT"), "{e}");
+        }
+    }
 }

@@ -30,6 +30,13 @@ pub enum Error {
     },
     /// A fault-locking batch of 0 pages.
     ZeroBatch,
+    /// Flags the call cannot take: `why` says what it needs.
+    BadFlags {
+        /// The call.
+        op: &'static str,
+        /// What it needs.
+        why: &'static str,
+    },
     /// Every fault-handler slot is taken.
     TooManyFaultRegions {
         /// Slots there are.
@@ -215,6 +222,7 @@ impl fmt::Display for Error {
                 "a region of {len} bytes cannot be mapped: with its guard pages it is larger \
                  than the address space; ask for less"
             ),
+            Error::BadFlags { op, why } => write!(f, "{op}: {why}"),
             Error::ZeroBatch => {
                 f.write_str("a fault batch of 0 pages: lock at least the faulting page (batch 1)")
             }

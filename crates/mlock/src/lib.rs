@@ -19,9 +19,10 @@
 //! use mmbatch_mlock::{LockPolicy, LockedRegion};
 //!
 //! # fn main() -> Result<(), mmbatch_mlock::Error> {
-//! // 1 MiB fits the default RLIMIT_MEMLOCK (8 MiB), so no privilege needed.
-//! let region = LockedRegion::builder(1 << 20).policy(LockPolicy::Populate).build()?;
-//! assert_eq!(region.locked_bytes()?, 1 << 20); // the kernel's smaps says so
+//! // 64 KiB fits every default RLIMIT_MEMLOCK (64 KiB before Linux 5.16,
+//! // 8 MiB since; containers may keep the old one): no privilege needed.
+//! let region = LockedRegion::builder(64 << 10).policy(LockPolicy::Populate).build()?;
+//! assert_eq!(region.locked_bytes()?, 64 << 10); // the kernel's smaps says so
 //! # Ok(()) }
 //! ```
 //!

@@ -12,7 +12,7 @@ pub struct CacheStats {
     /// that owns its stripe of a shard's lock counts with plain stores,
     /// threads that share one with locked adds.
     pub hits: u64,
-    /// Lookups that did not (as approximate as `hits`).
+    /// Lookups that did not (exact, as `hits`).
     pub misses: u64,
     /// Entries evicted for capacity, and those [`rejected`](Self::rejected)
     /// (each offered to the listener).

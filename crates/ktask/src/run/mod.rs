@@ -31,8 +31,9 @@ use crate::{
 pub enum RunError<E> {
     /// The job itself is invalid.
     Job(JobError),
-    /// A chunk failed with this error (the first one); the chunks that had
-    /// completed were undone.
+    /// A chunk failed with this error (the first one); no chunk started
+    /// after it, and the chunks that had completed went to
+    /// [`run_with_undo`]'s `undo` ([`run`] has none).
     Failed(E),
 }
 
@@ -40,7 +41,11 @@ impl<E: fmt::Display> fmt::Display for RunError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RunError::Job(e) => write!(f, "{e}"),
-            RunError::Failed(e) => write!(f, "a chunk failed (finished chunks were undone): {e}"),
+            RunError::Failed(e) => write!(
+                f,
+                "a chunk failed (no chunk started after it; those finished went to the undo of \
+                 run_with_undo): {e}"
+            ),
         }
     }
 }
@@ -151,17 +156,26 @@ pub fn run<E: Send>(
 /// resumed on the caller.
 ///
 /// ```
-/// use std::sync::atomic::{AtomicUsize, Ordering};
-/// use mmbatch_ktask::{Job, run};
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use mmbatch_ktask::{Job, RunError, run_with_undo};
 ///
-/// let sum = AtomicUsize::new(0);
-/// let job = Job::new(0, 1000).align(10).min_chunk(100).max_threads(4);
-/// run::<()>(&job, |range| {
-///     sum.fetch_add(range.sum(), Ordering::Relaxed);
-///     Ok(())
-/// })
-/// .unwrap();
-/// assert_eq!(sum.into_inner(), (0..1000usize).sum::<usize>());
+/// // Marks items 0..1000 done; the chunk holding item 700 fails, and
+/// // every chunk that had finished is unmarked: all or nothing.
+/// let done: Vec<AtomicBool> = (0..1000).map(|_| AtomicBool::new(false)).collect();
+/// let job = Job::new(0, 1000).min_chunk(100).max_threads(4);
+/// let r = run_with_undo(
+///     &job,
+///     |range| {
+///         if range.contains(&700) {
+///             return Err("item 700 is bad");
+///         }
+///         range.for_each(|i| done[i].store(true, Ordering::Relaxed));
+///         Ok(())
+///     },
+///     |range| range.for_each(|i| done[i].store(false, Ordering::Relaxed)),
+/// );
+/// assert!(matches!(r, Err(RunError::Failed("item 700 is bad"))));
+/// assert!(done.iter().all(|d| !d.load(Ordering::Relaxed)));
 /// ```
 #[cfg(not(loom))]
 #[doc(alias = "ktask_undo")]
