@@ -71,6 +71,7 @@ pub enum Error {
         source: io::Error,
     },
     /// A page index past the end of a file in the engine's page cache.
+    #[cfg(feature = "engine")]
     IndexOutOfRange {
         /// The index.
         index: u64,
@@ -78,11 +79,13 @@ pub enum Error {
         len: u64,
     },
     /// A page the engine's page cache has no frame for (never inserted).
+    #[cfg(feature = "engine")]
     NotCached {
         /// The page.
         page: u64,
     },
     /// A file too large for the engine's page cache (frames are 32-bit).
+    #[cfg(feature = "engine")]
     FileTooLarge {
         /// Pages asked for.
         pages: u64,
@@ -212,14 +215,17 @@ impl fmt::Display for Error {
                      or, if it timed out, give it longer with the builder's source_timeout"
                 )
             }
+            #[cfg(feature = "engine")]
             Error::IndexOutOfRange { index, len } => write!(
                 f,
                 "page index {index} is past the end of the file ({len} pages)"
             ),
+            #[cfg(feature = "engine")]
             Error::NotCached { page } => write!(
                 f,
                 "page {page} is not in the page cache: insert it (PageCache::insert) before mapping it"
             ),
+            #[cfg(feature = "engine")]
             Error::FileTooLarge { pages } => write!(
                 f,
                 "a file of {pages} pages is larger than the engine's page cache can index \
