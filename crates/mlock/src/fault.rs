@@ -444,8 +444,10 @@ impl FaultLockedRegion {
     }
 
     /// Reads byte `offset`, faulting its page in (and locking it with its
-    /// batch) on first touch. An error recorded by the handler for this
-    /// region is returned here; the read itself still happened.
+    /// batch) on first touch. An error the handler met for this region
+    /// since the last `read` or [`take_error`](Self::take_error) is
+    /// returned here, once; the read itself still happened (the access
+    /// went ahead unlocked rather than fault forever).
     pub fn read(&self, offset: usize) -> Result<u8, Error> {
         if offset >= self.region.len() {
             return Err(Error::OutOfRange {
@@ -458,29 +460,53 @@ impl FaultLockedRegion {
         // SAFETY: offset < len, so `byte` is inside our mapping; if its page
         // is still PROT_NONE the handler makes it readable.
         let v = unsafe { std::ptr::read_volatile(byte) };
-        let e = SLOTS[self.slot].error.load(Ordering::Acquire);
-        if e != 0 {
-            let errno = Errno::from_raw_os_error(e as u32 as i32);
-            let page = self.region.page_size();
-            let op = if e >> 32 == OP_MPROTECT {
-                "mprotect"
-            } else {
-                "mlock"
-            };
-            let maps = SLOTS[self.slot].maps_at_error.load(Ordering::Relaxed);
-            let max = accounting::max_map_count();
-            let cause = if errno == Errno::NOMEM && crate::error::near_map_limit(maps, max) {
-                Error::MapCountLimit { op, maps, max }
-            } else if op == "mprotect" {
-                Error::from_sys(op, page, errno)
-            } else {
-                Error::from_lock(op, page, errno)
-            };
-            return Err(Error::FaultHandler {
-                cause: Box::new(cause),
-            });
+        match self.take_error() {
+            Some(e) => Err(e),
+            None => Ok(v),
         }
-        Ok(v)
+    }
+
+    /// The memory: any access, through this slice or a pointer into it,
+    /// faults its page in (and locks it with its batch) on first touch.
+    pub fn as_slice(&self) -> &[u8] {
+        self.region.as_slice()
+    }
+
+    /// The memory, writable (`None` for a read-only region); a write
+    /// faults its page in as a read does.
+    pub fn as_mut_slice(&mut self) -> Option<&mut [u8]> {
+        self.region.as_mut_slice()
+    }
+
+    /// The error the handler met making a page of this region accessible
+    /// or locking it (the access went ahead, unlocked), if any since the
+    /// last call or [`read`](Self::read): taken, so that the next error
+    /// is heard too. The first error after a call is kept; later ones
+    /// until the next call are counted in none.
+    pub fn take_error(&self) -> Option<Error> {
+        let e = SLOTS[self.slot].error.swap(0, Ordering::AcqRel);
+        if e == 0 {
+            return None;
+        }
+        let errno = Errno::from_raw_os_error(e as u32 as i32);
+        let page = self.region.page_size();
+        let op = if e >> 32 == OP_MPROTECT {
+            "mprotect"
+        } else {
+            "mlock"
+        };
+        let maps = SLOTS[self.slot].maps_at_error.load(Ordering::Relaxed);
+        let max = accounting::max_map_count();
+        let cause = if errno == Errno::NOMEM && crate::error::near_map_limit(maps, max) {
+            Error::MapCountLimit { op, maps, max }
+        } else if op == "mprotect" {
+            Error::from_sys(op, page, errno)
+        } else {
+            Error::from_lock(op, page, errno)
+        };
+        Some(Error::FaultHandler {
+            cause: Box::new(cause),
+        })
     }
 
     /// Faults the handler resolved for this region.
