@@ -118,7 +118,7 @@ pub enum Error {
     },
     /// A builder setting out of range: `why` says what it must be.
     BadSetting {
-        /// The builder method.
+        /// The builder method, or the argument.
         setting: &'static str,
         /// What it was given.
         value: String,

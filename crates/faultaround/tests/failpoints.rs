@@ -291,7 +291,7 @@ fn a_queued_fault_is_served_and_its_handler_stays() {
 fn process_cpu() -> Duration {
     // SAFETY: all-zero is a valid `rusage`, a plain out-parameter.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
+    // SAFETY: `&mut ru` is a valid, writable `rusage`.
     assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) }, 0);
     let t = |tv: libc::timeval| Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000);
     t(ru.ru_utime) + t(ru.ru_stime)

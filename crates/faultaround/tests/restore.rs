@@ -618,7 +618,11 @@ fn a_working_set_file_of_another_record_or_corrupt_is_refused() {
         b[at] ^= 1;
         b
     };
+    // A working-set file of the first format (version 1).
+    let mut v1 = good.clone();
+    v1[7] = 1;
     for (bytes, says) in [
+        (v1, "version 1"),
         (b"junk".repeat(100), "magic"),
         (good[..good.len() - PAGE].to_vec(), "bytes"),
         (changed(13), "page size or run count"),

@@ -444,8 +444,8 @@ fn a_failure_is_returned_when_a_sibling_sees_the_stop_first() {
     let e = r.expect_err("chunk 64's error reaches the caller");
     assert_eq!(
         e.to_string(),
-        "a chunk failed (no chunk started after it; those finished went to the undo of \
-         run_with_undo): injected"
+        "a chunk failed (the job stopped, and the chunks that had finished went to the undo, \
+         if one was given): injected"
     );
     let (mut done, mut undone) = (done.into_inner().unwrap(), undone.into_inner().unwrap());
     done.sort_unstable();

@@ -57,10 +57,13 @@ struct Slot {
     /// The mapping's page size.
     page: AtomicUsize,
     prot: AtomicUsize,
-    /// `op << 32 | errno` of the first failure, or 0.
+    /// The first failure since it was last taken, or 0: `op << 56 |
+    /// errno << 32 | the process's mapping count then` (one word, so that
+    /// the count is that failure's).
     error: AtomicU64,
-    /// The process's mapping count when it failed.
-    maps_at_error: AtomicUsize,
+    /// Set once an mprotect refusal made the handler open the whole
+    /// region: no access faults, nor locks, after that.
+    opened: AtomicBool,
     faults: AtomicU64,
 }
 
@@ -72,7 +75,7 @@ const EMPTY: Slot = Slot {
     page: AtomicUsize::new(4096),
     prot: AtomicUsize::new(0),
     error: AtomicU64::new(0),
-    maps_at_error: AtomicUsize::new(0),
+    opened: AtomicBool::new(false),
     faults: AtomicU64::new(0),
 };
 
@@ -232,6 +235,7 @@ fn handle(slot: &Slot, addr: usize, start: usize) {
     // SAFETY: [p, p + page) lies inside a region we mapped.
     if let Err(e) = unsafe { mprotect(p as *mut c_void, page, prot) } {
         record(slot, OP_MPROTECT, e.raw_os_error());
+        slot.opened.store(true, Ordering::Release);
         // Never fault forever: open the whole region in one call.
         // SAFETY: [start, end) is the region we mapped.
         if unsafe { mprotect(start as *mut c_void, end - start, prot) }.is_err() {
@@ -263,14 +267,11 @@ fn handle(slot: &Slot, addr: usize, start: usize) {
 
 fn record(slot: &Slot, op: u64, errno: i32) {
     // Counted now: the fallback below merges mappings back.
-    slot.maps_at_error
-        .store(accounting::map_count(), Ordering::Relaxed);
-    let _ = slot.error.compare_exchange(
-        0,
-        op << 32 | errno as u32 as u64,
-        Ordering::AcqRel,
-        Ordering::Relaxed,
-    );
+    let maps = u32::try_from(accounting::map_count()).unwrap_or(u32::MAX);
+    let word = op << 56 | (errno as u64 & 0xffff) << 32 | u64::from(maps);
+    let _ = slot
+        .error
+        .compare_exchange(0, word, Ordering::AcqRel, Ordering::Relaxed);
 }
 
 /// Passes a SIGSEGV that is not ours to the previous action. A fault
@@ -438,6 +439,7 @@ impl FaultLockedRegion {
         s.batch.store(batch, Ordering::Relaxed);
         s.prot.store(prot as usize, Ordering::Relaxed);
         s.error.store(0, Ordering::Relaxed);
+        s.opened.store(false, Ordering::Relaxed);
         s.faults.store(0, Ordering::Relaxed);
         s.start.store(start, Ordering::Release);
         Ok(Self { region, slot })
@@ -482,20 +484,22 @@ impl FaultLockedRegion {
     /// or locking it (the access went ahead, unlocked), if any since the
     /// last call or [`read`](Self::read): taken, so that the next error
     /// is heard too. The first error after a call is kept; later ones
-    /// until the next call are counted in none.
+    /// until the next call are counted in none. After an `mprotect`
+    /// refusal the handler opens the whole region (never to fault
+    /// forever): [`locks_on_touch`](Self::locks_on_touch) is then false.
     pub fn take_error(&self) -> Option<Error> {
         let e = SLOTS[self.slot].error.swap(0, Ordering::AcqRel);
         if e == 0 {
             return None;
         }
-        let errno = Errno::from_raw_os_error(e as u32 as i32);
+        let errno = Errno::from_raw_os_error((e >> 32 & 0xffff) as i32);
         let page = self.region.page_size();
-        let op = if e >> 32 == OP_MPROTECT {
+        let op = if e >> 56 == OP_MPROTECT {
             "mprotect"
         } else {
             "mlock"
         };
-        let maps = SLOTS[self.slot].maps_at_error.load(Ordering::Relaxed);
+        let maps = (e & 0xffff_ffff) as usize;
         let max = accounting::max_map_count();
         let cause = if errno == Errno::NOMEM && crate::error::near_map_limit(maps, max) {
             Error::MapCountLimit { op, maps, max }
@@ -507,6 +511,14 @@ impl FaultLockedRegion {
         Some(Error::FaultHandler {
             cause: Box::new(cause),
         })
+    }
+
+    /// Whether a first touch still faults its page in and locks it:
+    /// false for good once the handler, refused an `mprotect`, opened the
+    /// whole region (the error said so once, through
+    /// [`take_error`](Self::take_error) or [`read`](Self::read)).
+    pub fn locks_on_touch(&self) -> bool {
+        !SLOTS[self.slot].opened.load(Ordering::Acquire)
     }
 
     /// Faults the handler resolved for this region.

@@ -918,6 +918,8 @@ fn child_scenarios() {
             println!("child: page {at}: {e}");
             assert!(at <= 16, "64 KiB is 16 pages, error at {at}");
             assert!(e.contains("RLIMIT_MEMLOCK"), "{e}");
+            // An mlock refusal leaves the pages after it to fault alone.
+            assert!(r.locks_on_touch());
         }
         "fault-maps" => {
             let max = accounting::max_map_count();
@@ -980,10 +982,18 @@ fn child_scenarios() {
                 // SAFETY: each was mapped above with length p.
                 unsafe { libc::munmap(m, p) };
             }
-            // Each error is told once: far from the limit now, a page not
-            // yet touched faults in, locked, with no error.
+            // Each error is told once. Refused an mprotect, the handler
+            // opened the whole region (rather than fault forever), and
+            // says so: a page not yet touched reads with no fault, and
+            // so no lock.
             assert!(r.take_error().is_none());
+            assert!(!r.locks_on_touch());
+            let (faults, locked) = (r.faults(), r.region().locked_bytes().unwrap());
             assert_eq!(r.read(p).unwrap(), 0);
+            assert_eq!(
+                (r.faults(), r.region().locked_bytes().unwrap()),
+                (faults, locked)
+            );
             drop(r);
         }
         "mlockall" => {

@@ -331,8 +331,9 @@ impl Record {
     /// ([`UffdRegionBuilder::replay_pages`](super::UffdRegionBuilder::replay_pages))
     /// instead of seeking through the image. A header ties it to this
     /// record; each run has a CRC-32, checked before it is installed.
-    /// Streams: it holds one run of pages (at most [`REPLAY_RUN`]) and 4
-    /// bytes a run, whatever the working set's size; `w` is best buffered.
+    /// Streams: besides the record's own page list (and its runs), it
+    /// holds one run of pages (at most [`REPLAY_RUN`]) and 4 bytes a run,
+    /// whatever the working set's size; `w` is best buffered.
     pub fn write_pages(&self, source: &dyn PageSource, mut w: impl Write) -> Result<(), Error> {
         let runs = self.runs(REPLAY_RUN);
         let page = self.page_size as usize;

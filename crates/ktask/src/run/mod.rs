@@ -31,9 +31,10 @@ use crate::{
 pub enum RunError<E> {
     /// The job itself is invalid.
     Job(JobError),
-    /// A chunk failed with this error (the first one); no chunk started
-    /// after it, and the chunks that had completed went to
-    /// [`run_with_undo`]'s `undo` ([`run`] has none).
+    /// A chunk failed with this error (the first one); the job stopped
+    /// (no chunk is claimed once a thread has seen the failure), and the
+    /// chunks that had completed went to [`run_with_undo`]'s `undo`
+    /// ([`run`] has none).
     Failed(E),
 }
 
@@ -43,8 +44,8 @@ impl<E: fmt::Display> fmt::Display for RunError<E> {
             RunError::Job(e) => write!(f, "{e}"),
             RunError::Failed(e) => write!(
                 f,
-                "a chunk failed (no chunk started after it; those finished went to the undo of \
-                 run_with_undo): {e}"
+                "a chunk failed (the job stopped, and the chunks that had finished went to the \
+                 undo, if one was given): {e}"
             ),
         }
     }
