@@ -35,7 +35,7 @@ fuzz_target!(|data: &[u8]| {
                 _ if arg == 0xfd => Op::Drain,
                 _ if arg >= 0xf0 => Op::Retain(arg & 3),
                 _ if arg >= 0xe0 => Op::SetCapacity(arg & 15),
-                _ => Op::Get(k),
+                _ => Op::Compute(k, v),
             }
         })
         .collect();

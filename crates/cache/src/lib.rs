@@ -97,8 +97,8 @@ mod cache;
 mod sync;
 
 pub use cache::{
-    Builder, CacheError, CacheStats, Clock, DefaultHashBuilder, Expiry, Iter, LruCache,
-    MAX_CAPACITY, MAX_SHARDS, Policy, RemovalCause, SavedKey, UnitWeigher, Weigher,
+    Builder, CacheError, CacheStats, Clock, Compute, Computed, DefaultHashBuilder, Expiry, Iter,
+    LruCache, MAX_CAPACITY, MAX_SHARDS, Policy, RemovalCause, SavedKey, UnitWeigher, Weigher,
 };
 
 /// This crate's README examples, compiled and run as doctests.

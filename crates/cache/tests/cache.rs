@@ -24,6 +24,7 @@ fn op(keys: u8) -> impl Strategy<Value = Op> {
         1 => (1..4u8).prop_map(Op::Retain),
         1 => Just(Op::Drain),
         1 => (0..14u8).prop_map(Op::SetCapacity),
+        4 => (0..keys, any::<u32>()).prop_map(|(k, v)| Op::Compute(k, v)),
     ]
 }
 
@@ -1247,4 +1248,68 @@ fn batching_off_activates_an_entry_at_its_second_hit() {
         assert_eq!(c.get(&1000), Some(1));
         assert_eq!(active(&c), Some(true), "{policy:?}: the second hit");
     }
+}
+
+/// `compute` is one atomic read-modify-write: four threads adding 1 to
+/// eight counters 2000 times each lose no increment (with `get` then
+/// `insert` they would).
+#[test]
+fn compute_is_atomic_across_threads() {
+    use mmbatch_cache::Compute;
+    let _hang = mmbatch_testkit::hang_guard("compute_is_atomic_across_threads");
+    let cache: Arc<LruCache<u8, u64>> = Arc::new(LruCache::new(1024));
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let cache = cache.clone();
+            std::thread::spawn(move || {
+                for i in 0..2000u32 {
+                    let k = ((i + t) % 8) as u8;
+                    cache.compute(k, |cur| Compute::Put(cur.copied().unwrap_or(0) + 1));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let total: u64 = (0..8u8).map(|k| cache.get(&k).unwrap()).sum();
+    assert_eq!(total, 4 * 2000);
+}
+
+/// A `compute` whose function panics, or uses the cache from under the
+/// key's shard, leaves the cache as it was and working; the use is named.
+#[test]
+fn a_compute_that_panics_or_reenters_changes_nothing() {
+    use mmbatch_cache::{Compute, Computed};
+    let _hang = mmbatch_testkit::hang_guard("a_compute_that_panics_or_reenters_changes_nothing");
+    let cache: LruCache<u8, u32> = LruCache::new(64);
+    cache.insert(1, 10);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        cache.compute(1, |_| panic!("the caller's bug"))
+    }));
+    assert!(r.is_err());
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        cache.compute(1, |_| Compute::Put(cache.get(&1).unwrap_or(0) + 1))
+    }));
+    let p = r.expect_err("the use of the cache from compute's function");
+    let msg = p
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    assert!(
+        msg.contains("would deadlock") && msg.contains("compute"),
+        "{msg}"
+    );
+    assert_eq!(cache.get(&1), Some(10));
+    assert_eq!(
+        cache.compute(1, |cur| Compute::Put(cur.unwrap() + 1)),
+        Computed::Replaced(10)
+    );
+    assert_eq!(cache.get(&1), Some(11));
+    assert_eq!(
+        cache.compute(2, |_| Compute::Remove),
+        Computed::Unchanged(None)
+    );
+    cache.check_invariants().unwrap();
 }

@@ -515,6 +515,28 @@ fn purge_expired_reclaims_what_reads_leave() {
     assert_eq!((plain.purge_expired(), plain.len()), (0, 1));
 }
 
+/// `compute` sees an expired entry as absent: a `Put` inserts anew (the
+/// expired value heard as expired, not replaced), with a new deadline.
+#[test]
+fn compute_sees_an_expired_entry_as_absent() {
+    use mmbatch_cache::{Compute, Computed};
+    let (clock, heard) = (Manual::default(), Heard::default());
+    let c = logged(&clock, &heard, true);
+    c.insert(1, 5);
+    clock.advance(10);
+    let mut saw = Some(None);
+    let done = c.compute(1, |cur| {
+        saw = Some(cur.copied());
+        Compute::Put(7)
+    });
+    assert_eq!((saw, done), (Some(None), Computed::Inserted));
+    assert_eq!(*heard.lock().unwrap(), [(1, 5, RemovalCause::Expired)]);
+    clock.advance(9);
+    assert_eq!(c.get(&1), Some(7), "made at 10 ms, lives to 20");
+    clock.advance(1);
+    assert_eq!(c.compute(1, |_| Compute::Remove), Computed::Unchanged(None));
+}
+
 /// `drain` returns live entries only; an expired one is heard as such.
 #[test]
 fn drain_returns_no_expired_entry() {

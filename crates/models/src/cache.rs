@@ -12,7 +12,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use mmbatch_cache::{LruCache, Policy, RemovalCause};
+use mmbatch_cache::{Compute, Computed, LruCache, Policy, RemovalCause};
 
 /// One operation on key `.0`.
 #[derive(Clone, Debug)]
@@ -37,6 +37,20 @@ pub enum Op {
     Drain,
     /// `set_capacity(c)`.
     SetCapacity(u8),
+    /// `compute(key, f)`, `f` as [`compute_op`] decides from the value.
+    Compute(u8, u32),
+}
+
+/// What `Op::Compute(_, v)`'s function does with the entry's value `cur`:
+/// removes a multiple of 3, adds `v` to any other, puts `v` where there
+/// is none if `v` is even, else nothing.
+pub fn compute_op(cur: Option<u32>, v: u32) -> Compute<u32> {
+    match cur {
+        Some(c) if c % 3 == 0 => Compute::Remove,
+        Some(c) => Compute::Put(c.wrapping_add(v)),
+        None if v % 2 == 0 => Compute::Put(v),
+        None => Compute::Nop,
+    }
 }
 
 /// The cache's entries by `peek` of every key.
@@ -179,6 +193,56 @@ pub fn run(capacity: usize, policy: Policy, batching: bool, ops: &[Op]) -> Resul
                     let want = *oracle.get_or_insert(k, || v);
                     check(got == want, || at(format!("{got}, lru {want}")))?;
                 }
+            }
+            Op::Compute(k, v) => {
+                let mut saw = None;
+                let done = cache.compute(k, |cur| {
+                    saw = Some(cur.copied());
+                    compute_op(cur.copied(), v)
+                });
+                let cur = saw.ok_or_else(|| at("f not called".into()))?;
+                if let Some(c) = cur {
+                    check(Some(c) == latest.get(&k).copied(), || {
+                        at(format!("f saw {c}"))
+                    })?;
+                }
+                if exact {
+                    let want = oracle.peek(&k).copied();
+                    check(cur == want, || at(format!("f saw {cur:?}, lru {want:?}")))?;
+                }
+                let want = match compute_op(cur, v) {
+                    Compute::Put(n) => {
+                        *ledger.entry((k, n)).or_default() += 1;
+                        latest.insert(k, n);
+                        if exact {
+                            if let Some((ek, ev)) = oracle.push(k, n) {
+                                if ek != k {
+                                    oracle_evicted.push((ek, ev));
+                                }
+                            }
+                        }
+                        check(cache.peek(&k) == Some(n), || at("not visible".into()))?;
+                        match cur {
+                            Some(c) => {
+                                expect.push((k, c, RemovalCause::Replaced));
+                                Computed::Replaced(c)
+                            }
+                            None => Computed::Inserted,
+                        }
+                    }
+                    Compute::Remove => {
+                        let c = cur.expect("only a value is removed");
+                        expect.push((k, c, RemovalCause::Removed));
+                        latest.remove(&k);
+                        if exact {
+                            oracle.pop(&k);
+                        }
+                        check(cache.peek(&k).is_none(), || at("still there".into()))?;
+                        Computed::Removed(c)
+                    }
+                    Compute::Nop => Computed::Unchanged(cur),
+                };
+                check(done == want, || at(format!("{done:?}, want {want:?}")))?;
             }
             Op::Clear => {
                 let mut held: Vec<_> = resident(&cache).into_iter().collect();

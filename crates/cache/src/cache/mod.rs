@@ -11,6 +11,7 @@
 //!   `get_or_insert_with`).
 
 mod builder;
+mod compute;
 mod expire;
 mod flight;
 mod iter;
@@ -39,6 +40,7 @@ pub use builder::{
     Weigher,
 };
 use builder::{Listener, Options};
+pub use compute::{Compute, Computed};
 use crossbeam_utils::CachePadded;
 pub use expire::{Clock, Expiry};
 pub use iter::{Iter, SavedKey};
@@ -395,7 +397,7 @@ where
         let (hash, weight) = (self.hash(&key), self.weigh(&key, &value));
         let shard = self.shard(hash);
         let mut evicted = Evicted::new();
-        let old = {
+        let (old, key) = {
             let mut lv = shard.write();
             // Under the lock: no write acts on a moment before one it
             // follows (an entry a reader saw expire stays expired).
@@ -403,44 +405,18 @@ where
             lv.now = now;
             let found = lv.find(hash, |k| *k == key);
             let live = found.filter(|&i| lv.live_at(i, now));
-            // The `Expiry` before anything changes: if it panics, the
-            // lock is released and then the key and value dropped.
-            let deadline = match (&self.expire, live) {
-                (None, _) => Deadline::NEVER,
-                (Some(e), Some(i)) => e.update(&key, &value, now, lv.deadline_of(i)),
-                (Some(e), None) => e.create(&key, &value).at(now),
-            };
-            match (live, found) {
-                (Some(i), _) => {
-                    let old = match lv.replace(i, value, weight, deadline, &mut evicted) {
-                        Inserted::Replaced(v) => Some(v),
-                        _ => None,
-                    };
-                    lv.sweep_expired(&mut evicted);
-                    old
-                }
-                (None, expired) => {
-                    // Expired: out (heard so), and the key goes in anew.
-                    if let Some(i) = expired {
-                        let mut none = u32::MAX;
-                        let n = lv.remove(i, &mut none);
-                        evicted.push((n.key, n.value, RemovalCause::Expired));
-                    }
-                    // Expired entries before the policy's victims: room
-                    // the sweep frees is room no live entry gives up.
-                    lv.sweep_expired(&mut evicted);
-                    lv.insert_new(hash, key, value, weight, deadline, &mut evicted);
-                    Self::look_at_lookups(shard, &mut lv);
-                    drop(lv);
-                    self.notify_each(evicted);
-                    return None;
-                }
-            }
+            self.put_locked(
+                shard,
+                &mut lv,
+                (hash, key, value, weight),
+                (found, live),
+                &mut evicted,
+            )
         };
         // The stored key equals the caller's, which is heard with the
         // replaced value (after the evictions, even if one panics).
-        let replaced = match (&old, self.hears_every_cause()) {
-            (Some(v), true) => Some((key, v.clone(), RemovalCause::Replaced)),
+        let replaced = match (&old, key, self.hears_every_cause()) {
+            (Some(v), Some(k), true) => Some((k, v.clone(), RemovalCause::Replaced)),
             _ => None,
         };
         self.notify_each(evicted.into_iter().chain(replaced));
