@@ -566,6 +566,63 @@ fn refused_mmap_is_a_clear_error() {
     assert_eq!(region_fds(), fds);
 }
 
+/// A registration the kernel refuses with EINVAL is named by what was
+/// registered: for anonymous memory, a kernel without the userfaultfd it
+/// needs; for a page cache, a file that is not shmem (or a kernel before
+/// minor faults). The region's descriptors are closed either way.
+#[test]
+fn a_refused_registration_names_what_was_registered() {
+    let _scenario = FailScenario::setup();
+    let _hang = mmbatch_testkit::hang_guard("a_refused_registration_names_what_was_registered");
+    let fds = region_fds();
+    let cache = UffdRegion::page_cache_from(&image(16), 16 * PAGE).unwrap();
+    fail::cfg("uffd::register", "return").unwrap();
+    let e = UffdRegion::new(16 * PAGE, 0, image(16), 1).unwrap_err();
+    assert!(
+        matches!(&e, Error::Unsupported { what } if what.contains("userfaultfd")),
+        "{e}"
+    );
+    // SAFETY: the memfd is this test's own; nothing writes or truncates it.
+    let e = unsafe { UffdRegion::builder(16 * PAGE).build_over_page_cache(&cache) }.unwrap_err();
+    assert!(
+        matches!(&e, Error::Sys { op, .. } if op.contains("must be shmem")),
+        "{e}"
+    );
+    fail::remove("uffd::register");
+    assert_eq!(region_fds(), fds);
+}
+
+/// A process whose standard input is closed (a daemon's) gets descriptor
+/// 0 for its userfaultfd: a valid descriptor, not a failure. In a child,
+/// which closes its stdin, with the device refused so that the system
+/// call hands the descriptor out.
+#[test]
+fn a_userfaultfd_can_be_descriptor_0() {
+    let name = "a_userfaultfd_can_be_descriptor_0";
+    if let Some(run) = child::parent(name, LIMIT) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    let scenario = FailScenario::setup();
+    fail::cfg("uffd::open_device", "return").unwrap();
+    // SAFETY: closes this child's stdin, which nothing here reads.
+    assert_eq!(unsafe { libc::close(0) }, 0);
+    let src = image(16);
+    let r = UffdRegion::new(16 * PAGE, 0, src.clone(), 1).unwrap();
+    assert_eq!(r.as_slice()[5 * PAGE + 1], src[5 * PAGE + 1]);
+    // The region's descriptor took the lowest free number.
+    assert!(
+        std::fs::read_link("/proc/self/fd/0")
+            .unwrap()
+            .to_string_lossy()
+            .contains("userfaultfd")
+    );
+    drop(r);
+    drop(scenario);
+    std::process::exit(0);
+}
+
 /// A huge page mapping the kernel refuses for another reason than a short
 /// pool is that error, not `HugePagesUnavailable` (whose fix, growing the
 /// pool, would not help); a short pool (`ENOMEM`) is, naming the pages

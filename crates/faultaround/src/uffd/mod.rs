@@ -487,9 +487,8 @@ impl UffdRegion {
                 "UFFDIO_COPY on anonymous memory",
             ),
         };
-        let ioctls = uffd
-            .register(mapping.as_ptr().cast(), len, register)
-            .map_err(|e| match e {
+        let ioctls =
+            register_range(&uffd, mapping.as_ptr().cast(), len, register).map_err(|e| match e {
                 // A file that is not shmem is refused so on any kernel;
                 // "this kernel lacks userfaultfd" named the wrong cause.
                 rustix::io::Errno::INVAL if shared_fd.is_some() => Error::Sys {
@@ -635,6 +634,23 @@ impl UffdRegion {
     pub fn resident_pages(&self) -> usize {
         self.shared.resident_pages()
     }
+}
+
+/// `UFFDIO_REGISTER` of `[start, start + len)` in `mode`: the ioctls the
+/// kernel offers for it. Fail point `uffd::register` (an errno number,
+/// EINVAL by default): refused so.
+fn register_range(
+    uffd: &sys::Uffd,
+    start: *mut std::ffi::c_void,
+    len: usize,
+    mode: u32,
+) -> Result<u64, rustix::io::Errno> {
+    fail_point!("uffd::register", |arg| Err(
+        rustix::io::Errno::from_raw_os_error(
+            arg.and_then(|a| a.parse().ok()).unwrap_or(libc::EINVAL)
+        )
+    ));
+    uffd.register(start, len, mode)
 }
 
 /// The ioctls a registration reports; fail point `uffd::ioctls` plays a
