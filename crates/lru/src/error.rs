@@ -110,10 +110,15 @@ impl fmt::Display for LruError {
                 "putback of {pfn}, which is not isolated: each successful isolate allows one putback \
                  (is this a double putback?)"
             ),
-            LruError::NotMlocked(pfn) => write!(f, "munlock of {pfn}, which is not mlocked"),
+            LruError::NotMlocked(pfn) => write!(
+                f,
+                "munlock of {pfn}, which is not mlocked: each mlock allows one munlock (is this a \
+                 second munlock?)"
+            ),
             LruError::NoSuchStep(n) => write!(
                 f,
-                "munlock step {n} does not exist: seed 000 has steps 0 (baseline) to 7 (all patches)"
+                "munlock step {n} does not exist: the 2013 munlock series has steps 0 (before it) \
+                 to 7 (all seven patches)"
             ),
             LruError::RangeOutsidePageTables { end, len } => write!(
                 f,

@@ -77,7 +77,7 @@
 //!   be anything up to `usize::MAX`: a pass scans at most the list.
 //! - **[`Engine::munlock_range`] meets a frame number outside the table**:
 //!   it returns [`LruError::OutOfRange`] after munlocking and releasing
-//!   every frame it had pinned, at every step of seed 000's series.
+//!   every frame it had pinned, at every step of the 2013 munlock series.
 //! - **Sizes that cannot exist** are errors, not aborts:
 //!   [`PageTables::try_new`] ([`LruError::PageTablesTooLarge`]),
 //!   [`Config::nodes`] above [`MAX_NUMNODES`] ([`LruError::TooManyNodes`]).

@@ -79,6 +79,22 @@ fn double_putback_is_an_error_and_changes_nothing() {
     );
     e.putback_batch(&[Pfn(1)]).unwrap();
     e.check_invariants().unwrap();
+    // A frame named twice is not isolated the second time: an error, and
+    // still nothing put back (it was, under the first claim).
+    e.lru_add_drain();
+    assert!(e.isolate(Pfn(1)).unwrap());
+    let before = e.frame_state(Pfn(1)).unwrap();
+    assert_eq!(
+        e.putback_batch(&[Pfn(1), Pfn(1)]),
+        Err(LruError::NotIsolated(Pfn(1)))
+    );
+    e.lru_add_drain();
+    assert_eq!(e.frame_state(Pfn(1)).unwrap(), before);
+    assert_eq!(e.list(0, LruList::Inactive).unwrap(), []);
+    e.putback_batch(&[Pfn(1)]).unwrap();
+    e.lru_add_drain();
+    assert_eq!(e.list(0, LruList::Inactive).unwrap(), [Pfn(1)]);
+    e.check_invariants().unwrap();
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! `munlock_range`: the kernel's `munlock_vma_pages_range` as it was before
-//! Vlastimil Babka's 2013 series (seed 000), with each of the series' seven
+//! Vlastimil Babka's 2013 series (merged in Linux 3.12), with each of the series' seven
 //! patches as a cumulative, switchable step — so that every step's gain in
 //! the engine comes from the same cause as in the kernel.
 
@@ -79,8 +79,8 @@ pub struct MunlockStats {
 
 impl Engine {
     /// Munlocks every frame mapped in `vpns` of `pt`
-    /// (`munlock_vma_pages_range`), the way `step` of seed 000's series
-    /// does it. Every frame is treated as mapped once, as in the seed's
+    /// (`munlock_vma_pages_range`), the way `step` of the 2013 series
+    /// does it. Every frame is treated as mapped once, as in the series'
     /// benchmark: clearing MLOCKED makes it evictable, and it goes back to
     /// the inactive list (mlock_count reset). Putbacks may wait in the
     /// calling thread's lru_add batch afterwards, as in the kernel; call

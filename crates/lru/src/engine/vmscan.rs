@@ -77,8 +77,9 @@ impl Engine {
 
     /// Returns isolated frames to the LRU directly, one lock per run of
     /// frames on the same node (`move_folios_to_lru`), bypassing the
-    /// per-thread batches. Checks every frame first: on an error nothing
-    /// was put back.
+    /// per-thread batches. Claims every frame first: on an error nothing
+    /// was put back (a frame named twice is not isolated the second
+    /// time).
     #[doc(alias = "move_folios_to_lru")]
     pub fn putback_batch(&self, frames: &[Pfn]) -> Result<(), LruError> {
         for &pfn in frames {
@@ -88,9 +89,11 @@ impl Engine {
         }
         for (i, &pfn) in frames.iter().enumerate() {
             if !self.shared.frames.get(pfn).test_and_clear(Flags::ISOLATED) {
-                // Another thread put it back between the check and here:
-                // put back what we claimed, then report.
-                self.putback_claimed(&frames[..i]);
+                // Named twice, or put back by another thread since the
+                // check: the frames claimed so far are isolated again.
+                for &p in &frames[..i] {
+                    self.shared.frames.get(p).set(Flags::ISOLATED);
+                }
                 return Err(LruError::NotIsolated(pfn));
             }
         }
