@@ -183,7 +183,7 @@ fn bad_steps_and_ranges() {
         MunlockStep::new(8)
             .unwrap_err()
             .to_string()
-            .contains("steps 0 (baseline) to 7")
+            .contains("steps 0 (before it) to 7")
     );
     let e = Engine::new(Config::new(4)).unwrap();
     let pt = PageTables::new(4);
