@@ -7,12 +7,12 @@
 //! of this process that is running executes a full barrier, and one that is
 //! not running passed one when it was switched out. So a `light()` that is
 //! only a compiler fence orders as a `fence(SeqCst)` would against `heavy()`.
-//! Where membarrier is unavailable (old kernel, seccomp, Miri), or fails
+//! Where membarrier is unavailable (old kernel, seccomp, Miri, not Linux), or fails
 //! after registering (see `heavy`), both sides
 //! fall back to `fence(SeqCst)`. Miri and loom have their own (`barrier/miri.rs`,
 //! `barrier/loom.rs`).
 
-#[cfg(not(any(loom, miri)))]
+#[cfg(all(target_os = "linux", not(any(loom, miri))))]
 mod imp {
     use std::sync::{
         Mutex, OnceLock, PoisonError,
@@ -168,7 +168,8 @@ mod imp {
     }
 }
 
-#[cfg(miri)]
+// Off Linux (no membarrier) as under Miri: SeqCst fences on both sides.
+#[cfg(any(miri, all(not(target_os = "linux"), not(loom))))]
 #[path = "barrier/miri.rs"]
 mod imp;
 

@@ -51,7 +51,9 @@
 //! - [`PageVec`] is a sound inline container (Miri-tested): no allocation,
 //!   every item dropped exactly once, even when a drain or `retain` is
 //!   abandoned or panics (items are leaked then, never double-dropped).
-//! - [`Batcher`]: no op lost or applied twice; [`Batcher::drain_all`]
+//! - [`Batcher`]: no op lost or applied twice (dropping it applies what
+//!   waits, except while its thread unwinds from a panic, when applying
+//!   could panic again and abort: the ops are dropped then); [`Batcher::drain_all`]
 //!   applies every op queued before it began, and concurrent calls fold into
 //!   one pass; while [disabled](Batcher::disable) no op waits in a batch;
 //!   one thread's ops apply in queue order; remote drains are safe against

@@ -13,7 +13,7 @@ pub(crate) use loom::sync::{
     Mutex, MutexGuard,
     atomic::{AtomicUsize, Ordering, fence},
 };
-#[cfg(not(any(loom, miri)))]
+#[cfg(all(target_os = "linux", not(any(loom, miri))))]
 pub(crate) use std::sync::atomic::compiler_fence;
 #[cfg(not(loom))]
 pub(crate) use std::sync::{

@@ -1,4 +1,5 @@
-//! Under Miri, which has no membarrier: both sides are SeqCst fences.
+//! Under Miri, and off Linux, where there is no membarrier: both sides are
+//! SeqCst fences.
 
 use crate::sync::{Ordering, fence};
 

@@ -165,6 +165,20 @@ impl std::ops::AddAssign for BatchStats {
 /// Per-thread batches of operations applied to a shared [`Apply`] target
 /// under one lock per batch.
 ///
+/// Limits a user meets:
+/// - Batches are per thread: memory and [`drain_all`](Self::drain_all)'s
+///   work grow with the threads that ever queued. A thread's slot
+///   outlives it: ops it left wait for the next `drain_all` (or the next
+///   thread given its slot).
+/// - Dropping the batcher applies every op still waiting, except while
+///   its thread unwinds from a panic (applying could panic again and
+///   abort the process): the ops are dropped then.
+/// - [`Apply`] code runs under the thread's slot lock and the target's
+///   lock. If it calls back into a batcher it is applying (`queue` past a
+///   full batch or while disabled, `drain_*`, `disable`, `stats`,
+///   `any_local`, `Debug`), that call panics naming itself, where it
+///   would wait forever for a lock its own thread holds.
+///
 /// ```
 /// use std::sync::{Mutex, MutexGuard};
 /// use mmbatch_pagevec::{Apply, Batcher};
