@@ -16,9 +16,13 @@
 //! hits most on a sample of the cache's own keys.
 //!
 //! Besides: a weigher and a capacity in weight, `max_entries`, an eviction
-//! listener, single-flight loading ([`LruCache::get_or_insert_with`]: one
-//! loader per key at a time), counters ([`CacheStats`]), and exact LRU
-//! ([`Policy::Lru`]) where a workload needs it.
+//! or removal listener, single-flight loading
+//! ([`LruCache::get_or_insert_with`]: one loader per key at a time, and
+//! its async form), expiry ([`Builder::time_to_live`], an [`Expiry`]),
+//! atomic updates of one key ([`LruCache::compute`]), iteration, resizing,
+//! warm restarts ([`LruCache::save`], [`LruCache::warm`]), counters
+//! ([`CacheStats`]), and exact LRU ([`Policy::Lru`]) where a workload
+//! needs it.
 //!
 //! # Example
 //!

@@ -554,6 +554,27 @@ fn a_working_set_file_is_written_a_run_at_a_time() {
     }
 }
 
+/// A record of no pages (a run that touched nothing) writes a working-set
+/// file of its header alone, 24 bytes, which replays: nothing installed,
+/// every page faulted in.
+#[test]
+fn an_empty_record_and_its_working_set_file_replay() {
+    let _hang = mmbatch_testkit::hang_guard("an_empty_record_and_its_working_set_file_replay");
+    let src = image(16);
+    let rec = Record::new(PAGE, src.len() as u64, "", []).unwrap();
+    let mut ws = Vec::new();
+    rec.write_pages(&src, &mut ws).unwrap();
+    assert_eq!(ws.len(), 24);
+    let r = UffdRegion::builder(16 * PAGE)
+        .replay(rec)
+        .replay_pages(tempfile(&ws))
+        .build(src.clone())
+        .unwrap();
+    assert!(r.wait_replayed(Duration::from_secs(10)));
+    assert_eq!(r.stats().pages_prefetched, 0);
+    assert!(page_is(&r, &src, 3));
+}
+
 #[test]
 fn replay_reads_a_working_set_file_not_the_image() {
     let _hang = mmbatch_testkit::hang_guard("replay_reads_a_working_set_file_not_the_image");
