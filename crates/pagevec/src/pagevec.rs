@@ -163,13 +163,41 @@ impl<T, const N: usize> PageVec<T, N> {
 
     /// Drops every item (`folio_batch_reinit`).
     pub fn clear(&mut self) {
-        let len = self.len;
+        self.truncate(0);
+    }
+
+    /// Keeps the first `len` items and drops the rest (nothing if it
+    /// holds `len` or fewer).
+    pub fn truncate(&mut self, len: usize) {
+        let old = self.len;
+        if len >= old {
+            return;
+        }
         // Leak rather than double-drop if an item's Drop panics.
-        self.len = 0;
-        let init = ptr::slice_from_raw_parts_mut(self.items.as_mut_ptr().cast::<T>(), len);
-        // SAFETY: [0, len) was initialised, and len is already 0 so nothing
-        // reads these items again.
-        unsafe { ptr::drop_in_place(init) };
+        self.len = len;
+        let tail = ptr::slice_from_raw_parts_mut(
+            self.items.as_mut_ptr().cast::<T>().wrapping_add(len),
+            old - len,
+        );
+        // SAFETY: [len, old) was initialised, and `self.len` is already
+        // `len`, so nothing reads these items again.
+        unsafe { ptr::drop_in_place(tail) };
+    }
+
+    /// Removes the item at `index` and returns it, the last item taking
+    /// its place (no shifting; order is not kept).
+    ///
+    /// # Panics
+    /// If `index` is out of bounds.
+    #[track_caller]
+    pub fn swap_remove(&mut self, index: usize) -> T {
+        let len = self.len;
+        assert!(
+            index < len,
+            "PageVec::swap_remove: index {index} is out of bounds (len {len})"
+        );
+        self.as_mut_slice().swap(index, len - 1);
+        self.pop().expect("not empty: index < len")
     }
 
     /// The items, in insertion order.
@@ -278,6 +306,49 @@ impl<T: PartialEq, const N: usize> PartialEq for PageVec<T, N> {
 }
 
 impl<T: Eq, const N: usize> Eq for PageVec<T, N> {}
+
+impl<T: core::hash::Hash, const N: usize> core::hash::Hash for PageVec<T, N> {
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        self.as_slice().hash(state);
+    }
+}
+
+impl<T, const N: usize> AsRef<[T]> for PageVec<T, N> {
+    fn as_ref(&self) -> &[T] {
+        self.as_slice()
+    }
+}
+
+impl<T, const N: usize> AsMut<[T]> for PageVec<T, N> {
+    fn as_mut(&mut self) -> &mut [T] {
+        self.as_mut_slice()
+    }
+}
+
+/// Appends every item, as `push` does.
+///
+/// # Panics
+/// When the batch fills before the items end (as `arrayvec`'s); take
+/// [`space`](PageVec::space) items, or [`try_push`](PageVec::try_push),
+/// to stop at the capacity.
+impl<T, const N: usize> Extend<T> for PageVec<T, N> {
+    #[track_caller]
+    fn extend<I: IntoIterator<Item = T>>(&mut self, items: I) {
+        for item in items {
+            self.push(item);
+        }
+    }
+}
+
+/// A batch of the items, as [`Extend`] fills one (panics past `N`).
+impl<T, const N: usize> FromIterator<T> for PageVec<T, N> {
+    #[track_caller]
+    fn from_iter<I: IntoIterator<Item = T>>(items: I) -> Self {
+        let mut v = Self::new();
+        v.extend(items);
+        v
+    }
+}
 
 impl<T, const N: usize> Deref for PageVec<T, N> {
     type Target = [T];
@@ -568,6 +639,83 @@ mod tests {
         assert!(v.is_empty());
         drop(v);
         assert_eq!(drops.get(), 0);
+    }
+
+    /// `truncate` drops exactly the items past the new length, once;
+    /// `swap_remove` hands one out and moves the last into its place.
+    #[test]
+    fn truncate_and_swap_remove_drop_each_item_once() {
+        let drops = Cell::new(0);
+        let mut v = tracked(8, &drops);
+        v.truncate(9);
+        assert_eq!((v.len(), drops.get()), (8, 0));
+        v.truncate(5);
+        assert_eq!((v.len(), drops.get()), (5, 3));
+        let t = v.swap_remove(1);
+        assert_eq!(t.0, 1);
+        drop(t);
+        assert_eq!(v.iter().map(|t| t.0).collect::<Vec<_>>(), [0, 4, 2, 3]);
+        assert_eq!(v.swap_remove(3).0, 3);
+        assert_eq!(drops.get(), 5);
+        v.truncate(0);
+        assert_eq!((v.len(), drops.get()), (0, 8));
+    }
+
+    /// A truncation whose item's Drop panics leaks the rest, never drops
+    /// one twice, and leaves the batch at the new length.
+    #[test]
+    fn truncate_panic_leaks_but_stays_sound() {
+        struct Bomb<'a>(u32, &'a Cell<usize>);
+        impl Drop for Bomb<'_> {
+            fn drop(&mut self) {
+                self.1.set(self.1.get() + 1);
+                assert_ne!(self.0, 2, "boom");
+            }
+        }
+        let drops = Cell::new(0);
+        let mut v: PageVec<Bomb<'_>, 8> = (0..5).map(|i| Bomb(i, &drops)).collect();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| v.truncate(1)));
+        assert!(r.is_err());
+        assert_eq!(v.len(), 1);
+        // drop_in_place goes on dropping after a panicking element: 1..5.
+        assert_eq!(drops.get(), 4);
+        drop(v);
+        assert_eq!(drops.get(), 5);
+    }
+
+    #[test]
+    #[should_panic(expected = "index 2 is out of bounds (len 2)")]
+    fn swap_remove_out_of_bounds_names_the_index() {
+        let mut v: PageVec<u32, 4> = [1, 2].into_iter().collect();
+        v.swap_remove(2);
+    }
+
+    /// `Extend` and `FromIterator` fill as `push` does, and panic naming
+    /// the capacity past it; `AsRef`, `AsMut` and `Hash` are the slice's.
+    #[test]
+    fn extend_collect_and_slice_traits() {
+        use core::hash::{BuildHasher, Hash, Hasher};
+        let mut v: PageVec<u32, 4> = [1, 2].into_iter().collect();
+        v.extend([3, 4]);
+        assert!(v.is_full());
+        assert_eq!(v.as_ref(), &[1, 2, 3, 4]);
+        v.as_mut()[0] = 9;
+        let s = std::collections::hash_map::RandomState::new();
+        let hash = |x: &dyn Fn(&mut std::collections::hash_map::DefaultHasher)| {
+            let mut h = s.build_hasher();
+            x(&mut h);
+            h.finish()
+        };
+        assert_eq!(hash(&|h| v.hash(h)), hash(&|h| [9u32, 2, 3, 4][..].hash(h)));
+        let r = std::panic::catch_unwind(|| {
+            let _: PageVec<u32, 2> = (0..3).collect();
+        });
+        let msg = r
+            .unwrap_err()
+            .downcast::<String>()
+            .map(|s| *s)
+            .unwrap_or_default();
+        assert!(msg.contains("batch of 2 is full"), "{msg}");
     }
 
     #[test]
