@@ -75,24 +75,38 @@ pub struct HugePagesUnavailable {
     pub needed: usize,
     /// Pages free (and not promised to another mapping) when it was asked.
     pub free: usize,
+    /// Pages in the pool (`nr_hugepages`) when it was asked: the count the
+    /// message's command raises, whenever it is printed.
+    pub pool: usize,
 }
 
 impl HugePagesUnavailable {
-    /// `needed` pages of `size` asked for, `free` free.
+    /// `needed` pages of `size` asked for, `free` free; the pool's size is
+    /// read now.
     pub fn new(size: HugePageSize, needed: usize, free: usize) -> Self {
-        Self { size, needed, free }
+        Self {
+            size,
+            needed,
+            free,
+            pool: size.pool_pages(),
+        }
     }
 }
 
 impl fmt::Display for HugePagesUnavailable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Self { size, needed, free } = *self;
+        let Self {
+            size,
+            needed,
+            free,
+            pool,
+        } = *self;
         let kib = size.bytes() / 1024;
         write!(
             f,
             "{needed} huge pages of {kib} KiB are needed but only {free} are free: reserve them, as \
              root, with `echo {} > {}`",
-            size.pool_pages() + needed.saturating_sub(free),
+            pool + needed.saturating_sub(free),
             size.pool_file("nr_hugepages"),
         )?;
         if size == HugePageSize::Size1G {
@@ -117,8 +131,11 @@ mod tests {
             size: HugePageSize::Size2M,
             needed: 3,
             free: 1,
+            pool: 5,
         };
         let msg = e.to_string();
+        // The pool as it was when asked, whatever it is when printed.
+        assert!(msg.contains("`echo 7 > "), "{msg}");
         assert!(msg.contains("3 huge pages of 2048 KiB"), "{msg}");
         assert!(
             msg.contains("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"),

@@ -98,8 +98,22 @@ impl Mapping {
         let fs = rustix::fs::fstatfs(fd)?;
         // `f_type`'s width differs by target; the magic fits in 32 bits.
         #[allow(clippy::unnecessary_cast)]
-        if fs.f_type as u64 == HUGETLBFS_MAGIC {
+        let page = if fs.f_type as u64 == HUGETLBFS_MAGIC {
             whole_pages(len, fs.f_bsize as usize, "a hugetlbfs file")?;
+            fs.f_bsize as u64
+        } else {
+            rustix::param::page_size() as u64
+        };
+        if page != 0 && offset % page != 0 {
+            let down = offset - offset % page;
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "offset {offset} is not a multiple of the {page}-byte page: a file is mapped \
+                     from a page boundary; map from {down} and index {} bytes in",
+                    offset - down
+                ),
+            ));
         }
         // SAFETY: no MAP_FIXED (checked); the file's other users are the
         // caller's obligation.
@@ -445,6 +459,33 @@ mod tests {
         if std::fs::read_to_string("/proc/meminfo").is_ok_and(|m| m.contains("Hugepagesize:")) {
             assert!(size(MapFlags::empty()).is_power_of_two());
         }
+    }
+
+    #[test]
+    fn a_file_offset_off_a_page_boundary_names_the_boundary() {
+        let fd = rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        rustix::fs::ftruncate(&fd, 4 << 20).unwrap();
+        let page = rustix::param::page_size() as u64;
+        let map = |offset| {
+            // SAFETY: the memfd is this test's own; nothing else writes it.
+            unsafe {
+                Mapping::file(
+                    std::os::fd::AsFd::as_fd(&fd),
+                    offset,
+                    4096,
+                    ProtFlags::READ,
+                    MapFlags::SHARED,
+                )
+            }
+        };
+        let e = map(page + 100).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(
+            e.to_string()
+                .contains(&format!("map from {page} and index 100")),
+            "{e}"
+        );
+        assert_eq!(map(page).unwrap().len(), 4096);
     }
 
     #[test]

@@ -85,6 +85,12 @@ impl Engine {
     /// the inactive list (mlock_count reset). Putbacks may wait in the
     /// calling thread's lru_add batch afterwards, as in the kernel; call
     /// [`lru_add_drain`](Self::lru_add_drain) to apply them.
+    ///
+    /// # Blocking
+    /// It takes each frame's page lock (`lock_page`), waiting while
+    /// another holds it: a frame whose lock the calling thread holds
+    /// (from [`trylock_frame`](Self::trylock_frame)) makes it wait for
+    /// good, as the kernel's `lock_page` would.
     pub fn munlock_range(
         &self,
         pt: &PageTables,
