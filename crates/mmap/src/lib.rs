@@ -18,8 +18,9 @@ pub use rustix::mm::{MapFlags, ProtFlags};
 /// One mapping, unmapped on drop.
 ///
 /// Safe views of its bytes ([`as_slice`](Self::as_slice),
-/// [`as_mut_slice`](Self::as_mut_slice)) follow the protection it was made
-/// with; whoever changes the protection later (`mprotect` through
+/// [`as_mut_slice`](Self::as_mut_slice)) follow its protection: the one it
+/// was made with, or the last [`protect`](Self::protect) set. Whoever
+/// changes the protection otherwise (`mprotect` through
 /// [`as_ptr`](Self::as_ptr)) takes on keeping those views valid.
 #[derive(Debug)]
 pub struct Mapping {
@@ -182,6 +183,33 @@ impl Mapping {
                 // SAFETY: our writable mapping, borrowed exclusively.
                 unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
             })
+    }
+
+    /// Changes the whole mapping's protection (`mprotect`), and what
+    /// [`as_slice`](Self::as_slice) and [`as_mut_slice`](Self::as_mut_slice)
+    /// hand out with it: `&mut self`, so no slice outlives the change.
+    pub fn protect(&mut self, prot: ProtFlags) -> io::Result<()> {
+        let flags = rustix::mm::MprotectFlags::from_bits_retain(prot.bits());
+        // SAFETY: our own mapping, whole; no slice of it is borrowed
+        // (`&mut self`), and `self.prot` follows the change.
+        unsafe { rustix::mm::mprotect(self.ptr.as_ptr().cast(), self.len, flags) }?;
+        self.prot = prot;
+        Ok(())
+    }
+
+    /// Writes a file mapping's changed pages back to the file and waits
+    /// for it (`msync(MS_SYNC)`), as `memmap2`'s `flush`; for anonymous
+    /// memory it does nothing.
+    pub fn flush(&self) -> io::Result<()> {
+        // SAFETY: our own mapping, whole; msync reads page state only.
+        unsafe {
+            rustix::mm::msync(
+                self.ptr.as_ptr().cast(),
+                self.len,
+                rustix::mm::MsyncFlags::SYNC,
+            )
+        }?;
+        Ok(())
     }
 
     /// Unmaps now, returning the kernel's refusal, which drop cannot.
@@ -459,6 +487,41 @@ mod tests {
         if std::fs::read_to_string("/proc/meminfo").is_ok_and(|m| m.contains("Hugepagesize:")) {
             assert!(size(MapFlags::empty()).is_power_of_two());
         }
+    }
+
+    /// `protect` changes what the slices hand out with the protection;
+    /// `flush` writes a shared file mapping's bytes to the file.
+    #[test]
+    fn protect_and_flush() {
+        let fd = rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        rustix::fs::ftruncate(&fd, 8192).unwrap();
+        // SAFETY: the memfd is this test's own; nothing else writes it.
+        let mut m = unsafe {
+            Mapping::file(
+                std::os::fd::AsFd::as_fd(&fd),
+                0,
+                8192,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+            )
+        }
+        .unwrap();
+        m.as_mut_slice().unwrap()[4097] = 7;
+        m.flush().unwrap();
+        let mut b = [0u8; 2];
+        rustix::io::pread(&fd, &mut b, 4096).unwrap();
+        assert_eq!(b, [0, 7]);
+        m.protect(ProtFlags::READ).unwrap();
+        assert_eq!(m.prot(), ProtFlags::READ);
+        assert!(m.as_mut_slice().is_none());
+        assert_eq!(m.as_slice().unwrap()[4097], 7);
+        m.protect(ProtFlags::empty()).unwrap();
+        assert!(m.as_slice().is_none());
+        m.protect(ProtFlags::READ | ProtFlags::WRITE).unwrap();
+        m.as_mut_slice().unwrap()[0] = 1;
+        assert_eq!(m.as_slice().unwrap()[..2], [1, 0]);
+        // Anonymous memory: nothing to write back.
+        Mapping::anonymous(4096).unwrap().flush().unwrap();
     }
 
     #[test]
