@@ -138,9 +138,9 @@ impl Mapping {
     /// Gives the mapping up without unmapping it: the caller owns
     /// `[ptr, ptr + len)` from now on. Returns what
     /// [`from_raw_parts`](Self::from_raw_parts) takes back: the start,
-    /// the length and the protection the mapping was made with (after an
-    /// `mprotect` that narrowed it, give `from_raw_parts` the narrower
-    /// one).
+    /// the length and [`prot`](Self::prot) (after an `mprotect` through
+    /// [`as_ptr`](Self::as_ptr) that narrowed it, give `from_raw_parts`
+    /// the narrower one).
     pub fn into_raw_parts(self) -> (NonNull<u8>, usize, ProtFlags) {
         let parts = (self.ptr, self.len, self.prot);
         std::mem::forget(self);
@@ -162,12 +162,13 @@ impl Mapping {
         self.len == 0
     }
 
-    /// The protection the mapping was made with.
+    /// The mapping's protection: the one it was made with, or the last
+    /// [`protect`](Self::protect) set.
     pub fn prot(&self) -> ProtFlags {
         self.prot
     }
 
-    /// The bytes, if the mapping was made readable.
+    /// The bytes, if the mapping is readable ([`prot`](Self::prot)).
     pub fn as_slice(&self) -> Option<&[u8]> {
         self.prot.contains(ProtFlags::READ).then(|| {
             // SAFETY: our readable mapping; shared access only reads.
@@ -175,7 +176,7 @@ impl Mapping {
         })
     }
 
-    /// The bytes, if the mapping was made readable and writable.
+    /// The bytes, if the mapping is readable and writable.
     pub fn as_mut_slice(&mut self) -> Option<&mut [u8]> {
         self.prot
             .contains(ProtFlags::READ | ProtFlags::WRITE)
@@ -187,19 +188,26 @@ impl Mapping {
 
     /// Changes the whole mapping's protection (`mprotect`), and what
     /// [`as_slice`](Self::as_slice) and [`as_mut_slice`](Self::as_mut_slice)
-    /// hand out with it: `&mut self`, so no slice outlives the change.
+    /// hand out with it: `&mut self`, so no slice outlives the change. A
+    /// refusal may leave part of the range changed (the kernel changes it
+    /// area by area): the slices then follow the narrower of the two
+    /// protections.
     pub fn protect(&mut self, prot: ProtFlags) -> io::Result<()> {
         let flags = rustix::mm::MprotectFlags::from_bits_retain(prot.bits());
         // SAFETY: our own mapping, whole; no slice of it is borrowed
         // (`&mut self`), and `self.prot` follows the change.
-        unsafe { rustix::mm::mprotect(self.ptr.as_ptr().cast(), self.len, flags) }?;
-        self.prot = prot;
-        Ok(())
+        let r = unsafe { rustix::mm::mprotect(self.ptr.as_ptr().cast(), self.len, flags) };
+        self.prot = match r {
+            Ok(()) => prot,
+            Err(_) => self.prot & prot,
+        };
+        Ok(r?)
     }
 
-    /// Writes a file mapping's changed pages back to the file and waits
-    /// for it (`msync(MS_SYNC)`), as `memmap2`'s `flush`; for anonymous
-    /// memory it does nothing.
+    /// Writes a shared file mapping's changed pages back to the file and
+    /// waits for it (`msync(MS_SYNC)`), as `memmap2`'s `flush`; for
+    /// anonymous or private memory, which no file receives, it does
+    /// nothing.
     pub fn flush(&self) -> io::Result<()> {
         // SAFETY: our own mapping, whole; msync reads page state only.
         unsafe {
@@ -513,6 +521,14 @@ mod tests {
         assert_eq!(b, [0, 7]);
         m.protect(ProtFlags::READ).unwrap();
         assert_eq!(m.prot(), ProtFlags::READ);
+        // The kernel's view too: the mapping's line in /proc/self/maps.
+        let start = format!("{:x}-", m.as_ptr() as usize);
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let line = maps.lines().find(|l| l.starts_with(&start)).unwrap();
+        assert!(
+            line.split_whitespace().nth(1).unwrap().starts_with("r--"),
+            "{line}"
+        );
         assert!(m.as_mut_slice().is_none());
         assert_eq!(m.as_slice().unwrap()[4097], 7);
         m.protect(ProtFlags::empty()).unwrap();
@@ -522,6 +538,38 @@ mod tests {
         assert_eq!(m.as_slice().unwrap()[..2], [1, 0]);
         // Anonymous memory: nothing to write back.
         Mapping::anonymous(4096).unwrap().flush().unwrap();
+    }
+
+    /// A protection the kernel refuses (write access to a shared mapping
+    /// of a file opened read-only: EACCES) is an error, and the slices
+    /// keep to the narrower of the two protections.
+    #[test]
+    fn a_refused_protect_keeps_the_narrower_protection() {
+        let fd = rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        rustix::fs::ftruncate(&fd, 4096).unwrap();
+        let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
+        let ro = std::fs::File::open(path).unwrap();
+        // SAFETY: the memfd is this test's own; nothing else writes it.
+        let mut m = unsafe {
+            Mapping::file(
+                std::os::fd::AsFd::as_fd(&ro),
+                0,
+                4096,
+                ProtFlags::READ,
+                MapFlags::SHARED,
+            )
+        }
+        .unwrap();
+        let e = m.protect(ProtFlags::READ | ProtFlags::WRITE).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc_eacces()), "{e}");
+        assert_eq!(m.prot(), ProtFlags::READ);
+        assert!(m.as_mut_slice().is_none());
+        assert_eq!(m.as_slice().unwrap()[0], 0);
+    }
+
+    /// EACCES, without a libc dependency.
+    fn libc_eacces() -> i32 {
+        rustix::io::Errno::ACCESS.raw_os_error()
     }
 
     #[test]

@@ -661,8 +661,9 @@ mod tests {
         assert_eq!((v.len(), drops.get()), (0, 8));
     }
 
-    /// A truncation whose item's Drop panics leaks the rest, never drops
-    /// one twice, and leaves the batch at the new length.
+    /// A truncation whose item's Drop panics still drops the rest (as a
+    /// slice's drop goes on past a panic), drops none twice, and leaves
+    /// the batch at the new length.
     #[test]
     fn truncate_panic_leaks_but_stays_sound() {
         struct Bomb<'a>(u32, &'a Cell<usize>);

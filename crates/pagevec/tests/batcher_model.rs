@@ -133,6 +133,7 @@ fn enable_without_disable_panics() {
 }
 
 #[test]
+#[cfg(target_os = "linux")]
 #[cfg_attr(miri, ignore = "membarrier is a system call")]
 fn membarrier_is_used_where_the_kernel_offers_it() {
     use rustix::thread::{MembarrierCommand, membarrier_query};

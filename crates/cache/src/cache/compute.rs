@@ -23,7 +23,9 @@ pub enum Computed<V> {
     /// The key had no live entry; the value was cached (or, heavier than
     /// its shard's share, went straight to the listener).
     Inserted,
-    /// The entry's value was replaced: the old value.
+    /// The entry's value was replaced: the old value. (A new value
+    /// heavier than the shard's share is not cached, and the entry is
+    /// gone: as [`LruCache::insert`] returns the old value then.)
     Replaced(V),
     /// The entry was removed: its value.
     Removed(V),
@@ -42,7 +44,9 @@ where
     /// absent or expired) and does it, atomically: no other change of the
     /// key comes between (moka's `and_compute_with`). `f` runs under the
     /// write lock of the key's shard, where a key's `Eq` runs, and must
-    /// not use the cache (a use of that shard panics, naming the cause).
+    /// not use the cache: a use of that shard panics, naming the cause,
+    /// and one of another shard can deadlock with a `compute` there that
+    /// uses this one.
     /// A `Put` is an [`insert`](Self::insert) (the listener hears a
     /// replaced value as [`RemovalCause::Replaced`]), a `Remove` a
     /// [`remove`](Self::remove); `Nop` records no hit. If `f` (or the
@@ -66,49 +70,65 @@ where
         let hash = self.hash(&key);
         let shard = self.shard(hash);
         let mut evicted = Evicted::new();
-        let done = {
+        // What `f` decided, and the entry it took out (a removed or a
+        // replaced value, with its key): handed over outside the lock.
+        let (done, out) = {
             let mut lv = shard.write();
             let now = self.now();
             lv.now = now;
             let found = lv.find(hash, |k| *k == key);
             let live = found.filter(|&i| lv.live_at(i, now));
             match f(live.map(|i| &lv.node(i).value)) {
-                Compute::Nop => Computed::Unchanged(live.map(|i| lv.node(i).value.clone())),
+                Compute::Nop => (
+                    Computed::Unchanged(live.map(|i| lv.node(i).value.clone())),
+                    None,
+                ),
                 Compute::Remove => match live {
                     Some(i) => {
                         let mut none = u32::MAX;
                         let n = lv.remove(i, &mut none);
-                        let v = n.value.clone();
-                        evicted.push((n.key, n.value, RemovalCause::Removed));
-                        Computed::Removed(v)
+                        (
+                            Computed::Inserted,
+                            Some((n.key, n.value, RemovalCause::Removed)),
+                        )
                     }
-                    None => Computed::Unchanged(None),
+                    None => (Computed::Unchanged(None), None),
                 },
                 Compute::Put(value) => {
                     let weight = self.weigh(&key, &value);
-                    let (old, key) = self.put_locked(
+                    match self.put_locked(
                         shard,
                         &mut lv,
                         (hash, key, value, weight),
                         (found, live),
                         &mut evicted,
-                    );
-                    match (old, key) {
+                    ) {
                         (Some(v), Some(k)) => {
-                            evicted.push((k, v.clone(), RemovalCause::Replaced));
-                            Computed::Replaced(v)
+                            (Computed::Inserted, Some((k, v, RemovalCause::Replaced)))
                         }
-                        _ => Computed::Inserted,
+                        _ => (Computed::Inserted, None),
                     }
                 }
             }
         };
-        // A removal listener hears every cause; an eviction listener only
-        // what the policy and expiry removed.
+        // A removal listener hears every cause, with a copy of the value
+        // (made outside the lock, and only for it); an eviction listener
+        // only what the policy and expiry removed.
         let every = self.hears_every_cause();
-        self.notify_each(evicted.into_iter().filter(|(_, _, cause)| {
-            every || !matches!(cause, RemovalCause::Removed | RemovalCause::Replaced)
-        }));
+        let done = match out {
+            Some((k, v, cause)) => {
+                if every {
+                    evicted.push((k, v.clone(), cause));
+                }
+                if cause == RemovalCause::Removed {
+                    Computed::Removed(v)
+                } else {
+                    Computed::Replaced(v)
+                }
+            }
+            None => done,
+        };
+        self.notify_each(evicted);
         done
     }
 
