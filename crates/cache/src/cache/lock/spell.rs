@@ -126,3 +126,45 @@ impl Spell {
             .store(self.ended.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// The wait for quiet doubles after each spell too short to pay for
+    /// its barrier, up to its cap, and halves (to its floor) after one
+    /// four times long enough. A start far from the clock's makes the
+    /// barrier's measured cost its floor, 1 ns, so the test reads no time.
+    #[test]
+    fn the_wait_for_quiet_doubles_and_halves() {
+        let s = Spell::new(true);
+        let quiet = || s.quiet_ns.load(Ordering::Relaxed);
+        let far = u64::MAX / 2;
+        // Lasted 0: too short.
+        for _ in 0..3 {
+            s.began(far);
+            s.ended(far);
+        }
+        assert_eq!(quiet(), 8 * QUIET_NS);
+        // Lasted `far` ns against a cost of 1: long enough, four times over.
+        s.began(0);
+        s.ended(far);
+        assert_eq!(quiet(), 4 * QUIET_NS);
+        for _ in 0..4 {
+            s.began(0);
+            s.ended(far);
+        }
+        assert_eq!(quiet(), QUIET_NS, "never under the floor");
+        for _ in 0..20 {
+            s.began(far);
+            s.ended(far);
+        }
+        assert_eq!(quiet(), QUIET_MAX_NS, "never over the cap");
+        assert_eq!(s.ended.load(Ordering::Relaxed), 28);
+        // Fast reads off: the wait stays never.
+        let off = Spell::new(false);
+        off.began(0);
+        off.ended(far);
+        assert_eq!(off.quiet_ns.load(Ordering::Relaxed), NEVER);
+    }
+}
