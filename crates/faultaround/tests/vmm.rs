@@ -128,8 +128,9 @@ fn vmm() {
     let b = map(B_PAGES);
     let uffd = userfaultfd(&[(a, A_PAGES), (b, B_PAGES)]);
     let regions = [region(a, A_PAGES, B_PAGES), region(b, B_PAGES, 0)];
-    // Closed at once, as Firecracker's `guest_memory_from_uffd` drops its
-    // socket: the handler serves until this process exits.
+    // Closed at once, as Firecracker's `guest_memory_from_uffd` dropped
+    // its socket before its PR #5122: the handler serves until this
+    // process exits.
     drop(send(&socket, &regions, &uffd));
     // Image page of each guest page.
     let pages: Vec<(usize, usize)> = (0..A_PAGES)
@@ -515,11 +516,15 @@ fn a_handler_of_an_impossible_page_size_is_refused() {
 #[test]
 fn a_handler_takes_pages_up_to_its_buffer() {
     const BIG: usize = 32 << 20;
-    // Twice the larger page, so that an aligned one fits whatever the
-    // mapping's start; never touched.
-    let raw = map(4 * BIG / page());
-    let mem = raw.wrapping_add(raw.align_offset(2 * BIG));
     for size in [BIG, 2 * BIG] {
+        // Twice the larger page, so that an aligned one fits whatever the
+        // mapping's start; never touched. A mapping of its own for each
+        // size: a child another test spawns meanwhile may hold the last
+        // userfaultfd open for a moment (a forked child has every
+        // descriptor until it execs), and registering its range again
+        // would then be EBUSY.
+        let raw = map(4 * BIG / page());
+        let mem = raw.wrapping_add(raw.align_offset(2 * BIG));
         let range = mmbatch_faultaround::UffdRange {
             base: mem as usize,
             len: size,
@@ -547,10 +552,10 @@ fn a_handler_takes_pages_up_to_its_buffer() {
             }
             other => panic!("{size} bytes a page: {:?}", other.map(|h| h.page_size())),
         }
+        // SAFETY: the mapping made above, no longer used (this test runs
+        // in the harness's process, not a child).
+        unsafe { libc::munmap(raw.cast(), 4 * BIG) };
     }
-    // SAFETY: the mapping made above, no longer used (this test runs in
-    // the harness's process, not a child).
-    unsafe { libc::munmap(raw.cast(), 4 * BIG) };
 }
 
 /// A userfaultfd the other process made blocking is made non-blocking
@@ -1369,4 +1374,91 @@ fn shutdown_with_the_vmms_faults_pending_gives_every_page_its_data() {
     println!("handler: {stats:?}");
     assert_eq!(stats.pages_copied, B_PAGES as u64, "{stats:?}");
     assert_eq!(stats.pages_failed, 0, "{stats:?}");
+}
+
+/// Sends `body` in `parts` writes, `fds` with the first, over a fresh
+/// connection to `socket`; the connection.
+fn send_parts(socket: &std::path::Path, body: &[u8], parts: usize, fds: &[&OwnedFd]) -> UnixStream {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    let stream = UnixStream::connect(socket).unwrap();
+    let borrowed: Vec<_> = fds.iter().map(|f| std::os::fd::AsFd::as_fd(*f)).collect();
+    let chunk = body.len().div_ceil(parts.max(1)).max(1);
+    for (i, part) in body.chunks(chunk).enumerate() {
+        let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        if i == 0 && !borrowed.is_empty() {
+            assert!(control.push(SendAncillaryMessage::ScmRights(&borrowed)));
+        }
+        rustix::net::sendmsg(
+            &stream,
+            &[std::io::IoSlice::new(part)],
+            &mut control,
+            SendFlags::empty(),
+        )
+        .unwrap();
+        // Apart, so that the handler reads them apart.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stream
+}
+
+/// The handshake as Firecracker's versions send it, and as they do not:
+/// a region list longer than one read is read whole; several descriptors
+/// (the guest_memfd "secret hiding" handshake, which expects replies) are
+/// refused naming it; a VMM that sends nothing, or closes first, is an
+/// error within the handshake's time, never a hang.
+#[test]
+fn the_handshake_takes_a_long_message_and_names_what_it_refuses() {
+    let _hang =
+        mmbatch_testkit::hang_guard("the_handshake_takes_a_long_message_and_names_what_it_refuses");
+    let dir = Dir::new("handshake");
+    let socket = dir.0.join("uffd.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    // No memory is registered (nor mapped): the handshake reads only the
+    // list and the descriptor, and this test must not register memory
+    // beside the others' in this process.
+    let uffd = vmm::userfaultfd(&[], 0);
+    let regions = [region(
+        std::ptr::null_mut::<u8>().wrapping_add(1 << 30),
+        4,
+        0,
+    )];
+    let body = serde_json::to_vec(&regions).unwrap();
+    let short = Duration::from_millis(300);
+    let accept = || listener.accept().unwrap().0;
+    // In three writes: read whole.
+    let vmm = send_parts(&socket, &body, 3, &[&uffd]);
+    let hs = protocol::receive_within(&accept(), short).unwrap();
+    assert_eq!(hs.ranges.len(), 1);
+    assert_eq!(hs.page_size, page());
+    drop(vmm);
+    // Two descriptors: named, not taken.
+    let extra = vmm::userfaultfd(&[], 0);
+    let vmm = send_parts(&socket, &body, 1, &[&uffd, &extra]);
+    let e = protocol::receive_within(&accept(), short)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("2 descriptors") && e.contains("secret hiding"),
+        "{e}"
+    );
+    drop(vmm);
+    // Connected, and nothing sent: an error at the timeout.
+    let vmm = UnixStream::connect(&socket).unwrap();
+    let at = Instant::now();
+    let e = protocol::receive_within(&accept(), short)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("no complete region list within"), "{e}");
+    assert!(at.elapsed() < 10 * short, "{:?}", at.elapsed());
+    drop(vmm);
+    // Closed before sending.
+    drop(UnixStream::connect(&socket).unwrap());
+    let e = protocol::receive_within(&accept(), short)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("closed the socket without sending"), "{e}");
 }

@@ -92,7 +92,8 @@ pub fn userfaultfd_registered(ranges: &[(*mut u8, usize)], features: u32, mode: 
 }
 
 /// Connects to `socket` and sends `body` with `fd` in SCM_RIGHTS; the
-/// connection (Firecracker closes it at once; a test may talk over it).
+/// connection (older Firecrackers close it at once, newer keep it; a test
+/// may talk over it).
 pub fn send(socket: &str, body: &[u8], fd: &OwnedFd) -> UnixStream {
     let stream = UnixStream::connect(socket)
         .unwrap_or_else(|e| panic!("connecting to the handler at {socket}: {e}"));

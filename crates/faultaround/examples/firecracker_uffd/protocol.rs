@@ -3,12 +3,16 @@
 //! handler listens on a Unix socket; on restore Firecracker connects and
 //! sends one message whose body is a JSON array of its guest memory
 //! regions (`GuestRegionUffdMapping`: `base_host_virt_addr`, `size`,
-//! `offset` into the snapshot memory file, `page_size`) and whose
-//! ancillary data carries the userfaultfd (SCM_RIGHTS). Firecracker then
-//! closes the socket (it is a local of its `guest_memory_from_uffd`) and
-//! keeps its own copy of the userfaultfd: the handler serves faults until
-//! the Firecracker process exits, which it learns from a pidfd of the
-//! socket's peer, never from the socket.
+//! `offset` into the snapshot memory file, and the page size in bytes as
+//! `page_size_kib` from Firecracker 1.7, as `page_size` too from about
+//! 1.11) and whose ancillary data carries the userfaultfd (SCM_RIGHTS).
+//! It expects no reply, and keeps its own copy of the userfaultfd. Older
+//! versions close the socket then; newer ones (since its PR #5122) keep it
+//! open for their life: either way the handler serves faults until the
+//! Firecracker process exits, which it learns from a pidfd of the
+//! socket's peer, never from the socket. A handshake of several
+//! descriptors (the guest_memfd "secret hiding" protocol, which also
+//! exchanges fault requests and replies over the socket) is refused.
 
 use std::{
     error::Error,
@@ -31,10 +35,11 @@ pub(crate) struct GuestRegionUffdMapping {
     pub(crate) base_host_virt_addr: u64,
     pub(crate) size: usize,
     pub(crate) offset: u64,
-    /// Bytes (absent before Firecracker 1.7).
+    /// Bytes (sent since about Firecracker 1.11).
     #[serde(default)]
     pub(crate) page_size: Option<usize>,
-    /// The same, in bytes despite its name (deprecated by Firecracker).
+    /// The same, in bytes despite its name (sent since Firecracker 1.7,
+    /// deprecated since `page_size` came).
     #[serde(default)]
     pub(crate) page_size_kib: Option<usize>,
 }
@@ -55,29 +60,92 @@ pub(crate) struct Handshake {
     pub(crate) exit: PeerExit,
 }
 
+/// How long the VMM has to send its message once connected.
+pub(crate) const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The largest region list taken (a few hundred bytes a region).
+const MAX_MESSAGE: usize = 1 << 20;
+
 /// Reads the VMM's message: the regions and the userfaultfd.
 pub(crate) fn receive(stream: &UnixStream) -> Result<Handshake, Box<dyn Error>> {
-    let mut body = vec![0u8; 1 << 16];
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-    let mut control = RecvAncillaryBuffer::new(&mut space);
-    let got = rustix::net::recvmsg(
-        stream,
-        &mut [IoSliceMut::new(&mut body)],
-        &mut control,
-        RecvFlags::CMSG_CLOEXEC,
-    )?;
-    let mut uffd = None;
-    for msg in control.drain() {
-        if let RecvAncillaryMessage::ScmRights(fds) = msg {
-            for fd in fds {
-                uffd.get_or_insert(fd);
+    receive_within(stream, HANDSHAKE_TIMEOUT)
+}
+
+/// [`receive`], the VMM given `timeout` to send it all. The body may come
+/// in several reads (the descriptor with the first); it is read until it
+/// parses as the region list, the VMM stops sending, or the timeout.
+pub(crate) fn receive_within(
+    stream: &UnixStream,
+    timeout: std::time::Duration,
+) -> Result<Handshake, Box<dyn Error>> {
+    stream.set_read_timeout(Some(timeout))?;
+    let mut body = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut uffd: Option<OwnedFd> = None;
+    let regions: Vec<GuestRegionUffdMapping> = loop {
+        // Room for a few descriptors, so that a handshake of several is
+        // received whole and named, not cut short by the kernel.
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
+        let mut control = RecvAncillaryBuffer::new(&mut space);
+        let got = rustix::net::recvmsg(
+            stream,
+            &mut [IoSliceMut::new(&mut buf)],
+            &mut control,
+            RecvFlags::CMSG_CLOEXEC,
+        )
+        .map_err(|e| match e {
+            rustix::io::Errno::AGAIN => {
+                format!("the VMM sent no complete region list within {timeout:?} of connecting")
+            }
+            e => format!("reading the VMM's message: {e}"),
+        })?;
+        let mut fds: Vec<OwnedFd> = Vec::new();
+        for msg in control.drain() {
+            if let RecvAncillaryMessage::ScmRights(more) = msg {
+                fds.extend(more);
             }
         }
-    }
+        if fds.len() > 1 || got.flags.contains(rustix::net::ReturnFlags::CTRUNC) {
+            return Err(format!(
+                "the VMM sent {} descriptors: a handshake of several (Firecracker's \
+                 guest_memfd \"secret hiding\" protocol, which also expects replies) is not \
+                 served here, only the userfaultfd alone",
+                fds.len().max(2)
+            )
+            .into());
+        }
+        if let Some(fd) = fds.pop() {
+            if uffd.is_some() {
+                return Err("the VMM sent a second descriptor after its userfaultfd".into());
+            }
+            uffd = Some(fd);
+        }
+        if got.bytes == 0 {
+            return Err(if body.is_empty() {
+                "the VMM closed the socket without sending its region list".into()
+            } else {
+                format!(
+                    "the VMM's region list is not the JSON expected: {}",
+                    serde_json::from_slice::<Vec<GuestRegionUffdMapping>>(&body)
+                        .err()
+                        .map_or_else(|| "cut short".to_owned(), |e| e.to_string())
+                )
+                .into()
+            });
+        }
+        body.extend_from_slice(&buf[..got.bytes]);
+        match serde_json::from_slice(&body) {
+            Ok(regions) => break regions,
+            // More to come: a message longer than one read.
+            Err(e) if e.is_eof() && body.len() < MAX_MESSAGE => {}
+            Err(e) => {
+                return Err(format!("the VMM's region list is not the JSON expected: {e}").into());
+            }
+        }
+    };
+    stream.set_read_timeout(None)?;
     let uffd =
         uffd.ok_or("the VMM's message carried no descriptor (SCM_RIGHTS): no userfaultfd")?;
-    let regions: Vec<GuestRegionUffdMapping> = serde_json::from_slice(&body[..got.bytes])
-        .map_err(|e| format!("the VMM's region list is not the JSON expected: {e}"))?;
     let system = rustix::param::page_size();
     let sizes: Vec<usize> = regions
         .iter()
@@ -232,7 +300,8 @@ pub(crate) fn serve(
         pid,
         exit,
     } = receive(&stream)?;
-    // Firecracker closes its end now; its exit is what ends the service.
+    // Nothing more comes over the socket (Firecracker expects no reply,
+    // and older versions close it now): its exit is what ends the service.
     drop(stream);
     eprintln!(
         "firecracker_uffd: serving process {}: {} range(s) in {page_size}-byte pages",
