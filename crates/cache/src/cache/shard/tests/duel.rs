@@ -775,3 +775,37 @@ fn a_small_cache_replays_an_eighth_of_its_accesses() {
         "{seen} of 16000 accesses replayed"
     );
 }
+
+/// Under LIRS a hit stamps its entry with the clock now: the last access
+/// that its shadow keeps when it is evicted, and from which a refault's
+/// distance, and so whether it is LIR, is counted. An entry hit after the
+/// clock has moved on carries the new stamp, not its insertion's.
+#[test]
+fn a_lirs_hit_stamps_its_entry_now() {
+    let n = 64u64;
+    let mut lv = shard(Policy::Lirs, n);
+    for k in 0..n {
+        access(&mut lv, k);
+    }
+    let step = (!lv.stamp_mask).wrapping_add(1);
+    let start = lv.lirs_now();
+    // New keys turn the clock over several of the stamps' steps.
+    let mut k = 1000;
+    while lv.lirs_now().wrapping_sub(start) < 4 * step {
+        access(&mut lv, k);
+        k += 1;
+        assert!(k < 1000 + 1000 * n, "the clock does not move");
+    }
+    // A first key still cached, stamped long ago, hit now.
+    let (key, i) = (0..n)
+        .find_map(|key| lv.find(hash(key), |&x| x == key).map(|i| (key, i)))
+        .expect("some first key stays (the fill made it LIR)");
+    assert!(lv.lirs_now().wrapping_sub(lv.stamp_of(i)) >= 2 * step);
+    assert!(access(&mut lv, key));
+    assert!(
+        lv.lirs_now().wrapping_sub(lv.stamp_of(i)) <= step,
+        "stamp {} against now {}",
+        lv.stamp_of(i),
+        lv.lirs_now()
+    );
+}
