@@ -298,8 +298,11 @@ fn stuck_replay(pages: usize) -> (Arc<UffdRegion>, Gate) {
         runs_read: runs.clone(),
     };
     let rec = Record::new(PAGE, (pages * PAGE) as u64, "", 0..pages as u64).unwrap();
+    // A short source timeout: a replay thread that never returns (a
+    // broken copy loop) holds the region's drop for that long, not 30 s.
     let r = UffdRegion::builder(pages * PAGE)
         .replay(rec)
+        .source_timeout(Duration::from_secs(2))
         .build(g)
         .unwrap();
     wait_for("the replay starts", || runs.load(Ordering::SeqCst) > 0);
