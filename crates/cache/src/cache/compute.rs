@@ -70,29 +70,23 @@ where
         let hash = self.hash(&key);
         let shard = self.shard(hash);
         let mut evicted = Evicted::new();
-        // What `f` decided, and the entry it took out (a removed or a
-        // replaced value, with its key): handed over outside the lock.
-        let (done, out) = {
+        // What `f` decided; an entry it took out (a removed or a replaced
+        // value, with its key) is handed over outside the lock.
+        let done = {
             let mut lv = shard.write();
             let now = self.now();
             lv.now = now;
             let found = lv.find(hash, |k| *k == key);
             let live = found.filter(|&i| lv.live_at(i, now));
             match f(live.map(|i| &lv.node(i).value)) {
-                Compute::Nop => (
-                    Computed::Unchanged(live.map(|i| lv.node(i).value.clone())),
-                    None,
-                ),
+                Compute::Nop => Ok(Computed::Unchanged(live.map(|i| lv.node(i).value.clone()))),
                 Compute::Remove => match live {
                     Some(i) => {
                         let mut none = u32::MAX;
                         let n = lv.remove(i, &mut none);
-                        (
-                            Computed::Inserted,
-                            Some((n.key, n.value, RemovalCause::Removed)),
-                        )
+                        Err((n.key, n.value, RemovalCause::Removed))
                     }
-                    None => (Computed::Unchanged(None), None),
+                    None => Ok(Computed::Unchanged(None)),
                 },
                 Compute::Put(value) => {
                     let weight = self.weigh(&key, &value);
@@ -103,31 +97,25 @@ where
                         (found, live),
                         &mut evicted,
                     ) {
-                        (Some(v), Some(k)) => {
-                            (Computed::Inserted, Some((k, v, RemovalCause::Replaced)))
-                        }
-                        _ => (Computed::Inserted, None),
+                        Some((k, old)) => Err((k, old, RemovalCause::Replaced)),
+                        None => Ok(Computed::Inserted),
                     }
                 }
             }
         };
-        // A removal listener hears every cause, with a copy of the value
-        // (made outside the lock, and only for it); an eviction listener
-        // only what the policy and expiry removed.
-        let every = self.hears_every_cause();
-        let done = match out {
-            Some((k, v, cause)) => {
-                if every {
-                    evicted.push((k, v.clone(), cause));
-                }
-                if cause == RemovalCause::Removed {
-                    Computed::Removed(v)
-                } else {
-                    Computed::Replaced(v)
-                }
+        let done = done.unwrap_or_else(|(k, v, cause)| {
+            // A removal listener hears it, with a copy made outside the
+            // lock and only for it; an eviction listener hears only what
+            // the policy and expiry removed.
+            if self.hears_every_cause() {
+                evicted.push((k, v.clone(), cause));
             }
-            None => done,
-        };
+            if cause == RemovalCause::Removed {
+                Computed::Removed(v)
+            } else {
+                Computed::Replaced(v)
+            }
+        });
         self.notify_each(evicted);
         done
     }
@@ -136,7 +124,8 @@ where
     /// `hash`, whose clock was read into `lv.now`: `found` is the key's
     /// slot, `live` the same if it has not expired. Evictions (and an
     /// expired entry of the key) go to `evicted`. Returns the value
-    /// replaced, with the caller's key to hear it with.
+    /// replaced, with the caller's key to hear it with (`None`: the key
+    /// went in anew).
     #[inline]
     pub(super) fn put_locked(
         &self,
@@ -145,7 +134,7 @@ where
         (hash, key, value, weight): (u64, K, V, u64),
         (found, live): (Option<u32>, Option<u32>),
         evicted: &mut Evicted<K, V>,
-    ) -> (Option<V>, Option<K>) {
+    ) -> Option<(K, V)> {
         let now = lv.now;
         // The `Expiry` before anything changes: if it panics, the lock is
         // released and then the key and value dropped.
@@ -156,12 +145,15 @@ where
         };
         match (live, found) {
             (Some(i), _) => {
+                // A live entry's replacement always gives its old value
+                // back (heavier than the shard's share, the new one went
+                // to `evicted`).
                 let old = match lv.replace(i, value, weight, deadline, evicted) {
-                    Inserted::Replaced(v) => Some(v),
-                    _ => None,
+                    Inserted::Replaced(v) => Some((key, v)),
+                    Inserted::New | Inserted::Rejected => None,
                 };
                 lv.sweep_expired(evicted);
-                (old, Some(key))
+                old
             }
             (None, expired) => {
                 // Expired: out (heard so), and the key goes in anew.
@@ -175,7 +167,7 @@ where
                 lv.sweep_expired(evicted);
                 lv.insert_new(hash, key, value, weight, deadline, evicted);
                 Self::look_at_lookups(shard, lv);
-                (None, None)
+                None
             }
         }
     }

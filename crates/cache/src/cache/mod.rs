@@ -397,7 +397,7 @@ where
         let (hash, weight) = (self.hash(&key), self.weigh(&key, &value));
         let shard = self.shard(hash);
         let mut evicted = Evicted::new();
-        let (old, key) = {
+        let old = {
             let mut lv = shard.write();
             // Under the lock: no write acts on a moment before one it
             // follows (an entry a reader saw expire stays expired).
@@ -415,9 +415,14 @@ where
         };
         // The stored key equals the caller's, which is heard with the
         // replaced value (after the evictions, even if one panics).
-        let replaced = match (&old, key, self.hears_every_cause()) {
-            (Some(v), Some(k), true) => Some((k, v.clone(), RemovalCause::Replaced)),
-            _ => None,
+        let (old, replaced) = match old {
+            Some((k, v)) => {
+                let heard = self
+                    .hears_every_cause()
+                    .then(|| (k, v.clone(), RemovalCause::Replaced));
+                (Some(v), heard)
+            }
+            None => (None, None),
         };
         self.notify_each(evicted.into_iter().chain(replaced));
         old

@@ -296,22 +296,11 @@ impl UffdHandler {
                 ),
             });
         }
-        if page > super::launch::MAX_WINDOW_BYTES {
-            return Err(Error::BadSetting {
-                setting: "page_size",
-                value: format!("{} MiB pages", page >> 20),
-                why: format!(
-                    "a handler's buffer holds at most {} MiB, and one page of this size would \
-                     need it whole: serve the region in pages of 2 MiB (or up to 32 MiB)",
-                    super::launch::MAX_WINDOW_BYTES >> 20
-                ),
-            });
-        }
         let areas = areas(&ranges, page)?;
         let len = areas
             .last()
             .map_or(0, |a| (a.first + a.pages) as usize * page);
-        let working_set = settings.check(page, len, &*source)?;
+        let working_set = settings.check((page, "page_size"), len, &*source)?;
         let poisons = refuse_unserved(&uffd)?;
         let uffd = adopt(uffd)?;
         let pagemap = track_writes_of

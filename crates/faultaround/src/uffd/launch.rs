@@ -30,10 +30,12 @@ pub(super) const MAX_WINDOW_BYTES: usize = 32 << 20;
 
 impl Settings {
     /// Checks the settings for `len` bytes of `page`-byte pages served from
-    /// `source`; the replay's working-set file, opened, if one was given.
+    /// `source` (the page size given by the setting `page_setting`, which a
+    /// refusal of it names); the replay's working-set file, opened, if one
+    /// was given.
     pub(super) fn check(
         &self,
-        page: usize,
+        (page, page_setting): (usize, &'static str),
         len: usize,
         source: &dyn PageSource,
     ) -> Result<Option<WorkingSet>, Error> {
@@ -92,7 +94,7 @@ impl Settings {
         Window::around(0, *order, 0..1)?;
         if page > MAX_WINDOW_BYTES {
             return Err(Error::BadSetting {
-                setting: "huge_pages",
+                setting: page_setting,
                 value: format!("{} MiB pages", page >> 20),
                 why: format!(
                     "a handler's buffer holds at most {} MiB, and one page of this size would \

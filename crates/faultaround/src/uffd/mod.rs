@@ -441,7 +441,7 @@ impl UffdRegion {
                 page_size: page,
             });
         }
-        let working_set = settings.check(page, len, &*source)?;
+        let working_set = settings.check((page, "huge_pages"), len, &*source)?;
         if track_writes && shared_fd.is_some() {
             return Err(Error::BadSetting {
                 setting: "track_writes",
