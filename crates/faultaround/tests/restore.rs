@@ -347,6 +347,34 @@ fn a_fault_never_waits_behind_the_replay() {
     }
 }
 
+/// A thread that runs ahead of the replay reads on through the run it
+/// faulted in: the fault installs that recorded run whole (one fault, not
+/// one a page), and the replay does not install it again.
+#[test]
+fn a_fault_ahead_of_the_replay_installs_its_run() {
+    let _hang = mmbatch_testkit::hang_guard("a_fault_ahead_of_the_replay_installs_its_run");
+    // Runs of 64 (`REPLAY_RUN`): both replay threads are stuck in the
+    // first two; page 200 lies in the last, 192..256.
+    let (r, open) = stuck_replay(256);
+    let src = image(256);
+    let (r2, src2) = (r.clone(), src.clone());
+    assert!(bounded("a fault ahead of the replay", move || (192..256)
+        .all(|p| page_is(&r2, &src2, p))));
+    assert_eq!(r.stats().faults, 1, "one fault for the run");
+    assert_eq!(r.resident_pages(), 64);
+    release(&open);
+    let r2 = r.clone();
+    assert!(bounded("the replay's end", move || r2
+        .wait_replayed(Duration::from_secs(3600))));
+    let st = r.stats();
+    assert_eq!(st.pages_prefetched, 192, "{st:?}");
+    assert_eq!(st.pages_copied, 256, "{st:?}");
+    assert_eq!(st.already_present, 0, "{st:?}");
+    for p in 0..256 {
+        assert!(page_is(&r, &src, p), "page {p}");
+    }
+}
+
 #[test]
 fn discarded_pages_read_back_as_zeros() {
     let _hang = mmbatch_testkit::hang_guard("discarded_pages_read_back_as_zeros");

@@ -228,6 +228,7 @@ impl Shared {
             recorder: settings
                 .record
                 .then(|| Recorder::new(Watch::slots(handlers), settings.image_id.clone())),
+            replay: std::sync::OnceLock::new(),
             prefetching: Mutex::new(0),
             replayed: Condvar::new(),
             threads: Mutex::new(Vec::new()),
@@ -262,6 +263,16 @@ impl Shared {
                 source,
             }
         };
+        // The plan first: a handler sizes its buffer by it.
+        let plan = replay.map(|r| {
+            let plan = Arc::new(handler::Replay::new(
+                r.runs(REPLAY_RUN),
+                working_set,
+                self.page,
+            ));
+            let _ = self.replay.set(plan.clone());
+            plan
+        });
         for i in 0..handlers {
             self.start_handler(i).map_err(refused(i))?;
         }
@@ -270,12 +281,7 @@ impl Shared {
             self.start("uffd-watchdog".into(), move || s.watch())
                 .map_err(refused(handlers))?;
         }
-        if let Some(r) = replay {
-            let plan = Arc::new(handler::Replay::new(
-                r.runs(REPLAY_RUN),
-                working_set,
-                self.page,
-            ));
+        if let Some(plan) = plan {
             for i in 0..prefetchers {
                 let (s, plan) = (self.clone(), plan.clone());
                 // Counted before it runs, so `wait_replayed` cannot return

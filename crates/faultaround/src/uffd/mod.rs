@@ -10,6 +10,7 @@ mod foreign;
 mod handler;
 mod launch;
 mod open;
+mod pageset;
 mod record;
 mod source;
 mod stop;
@@ -65,8 +66,9 @@ pub struct UffdStats {
     /// Pages that could not be filled (source failure, timeout, a copy
     /// the kernel kept refusing): their readers get a signal.
     pub pages_failed: u64,
-    /// Pages a [replay](UffdRegionBuilder::replay) installed (also
-    /// counted in `pages_copied`).
+    /// Pages a [replay](UffdRegionBuilder::replay)'s threads installed
+    /// (also counted in `pages_copied`; a recorded run a fault reached
+    /// first is counted there only).
     pub pages_prefetched: u64,
     /// Ranges the application discarded (`UFFD_EVENT_REMOVE`, from
     /// `MADV_DONTNEED` or `MADV_REMOVE`).

@@ -19,7 +19,7 @@ use super::sys::Uffd;
 use mmbatch_mmap::Mapping;
 use rustix::event::{PollFd, PollFlags, poll};
 
-use super::{PageRead, PageSource};
+use super::{PageRead, PageSource, REPLAY_RUN};
 use crate::Window;
 
 mod areas;
@@ -33,6 +33,7 @@ mod watchdog;
 
 pub(super) use areas::Area;
 pub(super) use failing::UFFDIO_POISON_BIT;
+use replay::REPLAY_READ;
 pub(super) use replay::{Recorder, Replay};
 use watchdog::Ticket;
 
@@ -220,6 +221,9 @@ pub(super) struct Shared {
     pub(super) deferred: Mutex<VecDeque<Fault>>,
     /// The faults' first touches, when recording.
     pub(super) recorder: Option<Recorder>,
+    /// The replay's plan, set before any handler starts: a fault on a
+    /// recorded page no replay thread has taken installs its whole run.
+    pub(super) replay: std::sync::OnceLock<Arc<Replay>>,
     /// Replay threads still installing, and their exit signal.
     pub(super) prefetching: Mutex<usize>,
     pub(super) replayed: Condvar,
@@ -273,7 +277,7 @@ impl Shared {
     /// source lets it go (a replacement serves in its place).
     pub(super) fn serve(&self, me: usize) {
         let _alive = CountOut(&self.alive, &self.exited);
-        let mut buf = vec![0u8; self.page << self.order];
+        let mut buf = vec![0u8; self.page * self.fault_pages()];
         // Whether this handler has served a fault since it last slept.
         let mut served = false;
         loop {
@@ -544,15 +548,18 @@ impl Shared {
     /// maps the whole window before the fault returns.
     fn resolve(&self, page: u64, minor: bool, buf: &mut [u8], ticket: Ticket) {
         self.stats.faults.fetch_add(1, Ordering::Relaxed);
-        let window = Window::around(page, self.order, self.bounds(page)).unwrap_or(Window {
-            pages: page..page + 1,
-        });
-        let (wstart, wlen) = (window.pages.start, window.len() as usize);
         if self.mode == Mode::Copy && self.is_removed(page) {
             // Discarded by the application: zeros, as anonymous memory.
             self.zero_page(page);
             return;
         }
+        let window = self
+            .run_window(page)
+            .or_else(|| Window::around(page, self.order, self.bounds(page)).ok())
+            .unwrap_or(Window {
+                pages: page..page + 1,
+            });
+        let (wstart, wlen) = (window.pages.start, window.len() as usize);
         if self.mode == Mode::Continue {
             if !minor {
                 // Only a range registered for missing pages faults so: the
@@ -613,6 +620,33 @@ impl Shared {
             self.copy_window(&window, page, buf, ticket);
         }
         let _ = self.uffd.wake(self.addr(page), self.page);
+    }
+
+    /// The most pages one fault installs (the size of a handler's
+    /// buffer): its window, or in a replay the faulting page's run where
+    /// it fits in [`REPLAY_READ`] bytes (runs of huge pages are left to
+    /// the replay threads).
+    pub(super) fn fault_pages(&self) -> usize {
+        let run = match self.replay.get() {
+            Some(_) => (REPLAY_READ / self.page).min(REPLAY_RUN),
+            None => 0,
+        };
+        (1usize << self.order).max(run)
+    }
+
+    /// In a replay, the faulting page's whole run, if no replay thread has
+    /// taken it (see [`Replay::take_run_of`]); in its area.
+    fn run_window(&self, page: u64) -> Option<Window> {
+        let most = match self.mode {
+            // Mapped in place: no buffer to fit.
+            Mode::Continue => REPLAY_RUN,
+            Mode::Copy => self.fault_pages(),
+        };
+        let (start, n) = self.replay.get()?.take_run_of(page, most)?;
+        let area = self.bounds(page);
+        Some(Window {
+            pages: start.max(area.start)..(start + n as u64).min(area.end),
+        })
     }
 
     fn copy_window(&self, w: &Window, page: u64, buf: &mut [u8], k: Ticket) {

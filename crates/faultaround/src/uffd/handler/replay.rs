@@ -6,7 +6,7 @@ use std::{
     panic::{AssertUnwindSafe, catch_unwind},
     sync::{
         Mutex,
-        atomic::{AtomicU64, AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     },
 };
 
@@ -16,7 +16,7 @@ use crate::uffd::record::WorkingSet;
 /// Bytes of a working-set file read at once: its runs lie back to back,
 /// so one `pread` brings several (2 MiB gained 6% over a read a run, an
 /// average of 31 pages, in the probe of ARCHITECTURE 3.7).
-const REPLAY_READ: usize = 2 << 20;
+pub(super) const REPLAY_READ: usize = 2 << 20;
 
 /// What a region's replay threads share.
 pub(in crate::uffd) struct Replay {
@@ -30,6 +30,11 @@ pub(in crate::uffd) struct Replay {
     batches: Vec<std::ops::Range<usize>>,
     /// The next batch to install.
     next: AtomicUsize,
+    /// The runs' indices in page order, for a fault to find its run.
+    by_page: Vec<usize>,
+    /// Whether each run has been taken, by a replay thread or by a fault
+    /// that came before it: a run is installed whole, once.
+    taken: Box<[AtomicBool]>,
 }
 
 impl Replay {
@@ -58,12 +63,35 @@ impl Replay {
                 }
             }
         }
+        let mut by_page: Vec<usize> = (0..runs.len()).collect();
+        by_page.sort_unstable_by_key(|&i| runs[i].0);
         Self {
+            taken: runs.iter().map(|_| AtomicBool::new(false)).collect(),
+            by_page,
             runs,
             working_set,
             batches,
             next: AtomicUsize::new(0),
         }
+    }
+
+    /// Takes run `i`; false if a fault or another thread took it first.
+    fn take(&self, i: usize) -> bool {
+        !self.taken[i].swap(true, Ordering::Relaxed)
+    }
+
+    /// The run holding `page`, taken for a fault, if the record has one of
+    /// at most `most` pages that nobody has taken: the faulting thread
+    /// will read its neighbours next, so the run goes in whole now rather
+    /// than a page a fault ahead of the replay (REAP installs whole runs).
+    pub(super) fn take_run_of(&self, page: u64, most: usize) -> Option<(u64, usize)> {
+        let at = self
+            .by_page
+            .partition_point(|&i| self.runs[i].0 <= page)
+            .checked_sub(1)?;
+        let i = self.by_page[at];
+        let (start, n) = self.runs[i];
+        (page < start + n as u64 && n <= most && self.take(i)).then_some((start, n))
     }
 }
 
@@ -141,6 +169,7 @@ impl Shared {
                 }
                 _ => batch
                     .clone()
+                    .filter(|&i| plan.take(i))
                     .map(|i| self.install_run(plan.runs[i], &mut buf))
                     .sum(),
             };
@@ -177,6 +206,9 @@ impl Shared {
             let (start, n) = plan.runs[i];
             let run = &buf[off..off + n * self.page];
             off += run.len();
+            if !plan.take(i) {
+                continue;
+            }
             if crc32fast::hash(run) != ws.runs[i].1 {
                 refused(1);
                 continue;
