@@ -10,8 +10,10 @@
 
 use std::{io, os::fd::BorrowedFd, ptr::NonNull};
 
+mod advise;
 mod huge;
 
+pub use advise::Advice;
 pub use huge::{HugePageSize, HugePagesUnavailable};
 pub use rustix::mm::{MapFlags, ProtFlags};
 
