@@ -20,7 +20,7 @@ use std::time::Instant;
 use hwlocality::Topology;
 use mmbatch_ktask::{
     HugePageSize, HugeRegion, Mapping, clear,
-    numa::{NodeRange, bind_memory, node_cpus, run_numa},
+    numa::{NodeRange, NumaJob, bind_memory, node_cpus, run_numa},
     populate,
 };
 
@@ -149,23 +149,19 @@ pub fn measure_numa_clear(
     clear(m.as_mut_slice().expect("read-write"), threads); // first touch: each page on its node
     let base = m.as_ptr() as usize;
     let per_node = (threads / nodes.len()).max(1);
+    let job = NumaJob::new(ranges)
+        .align(page)
+        .min_chunk(mmbatch_ktask::MIN_CHUNK)
+        .max_threads_per_node(per_node);
     let (mut local, mut unbound) = (Vec::new(), Vec::new());
     for _ in 0..samples {
         local.push(secs(|| {
-            run_numa::<()>(
-                &topology,
-                &ranges,
-                page,
-                mmbatch_ktask::MIN_CHUNK,
-                per_node,
-                |r| {
-                    // SAFETY: `r` lies inside the mapping; chunks are
-                    // disjoint.
-                    unsafe { std::ptr::write_bytes((base + r.start) as *mut u8, 0, r.len()) };
-                    Ok(())
-                },
-                |_| {},
-            )
+            run_numa::<()>(&topology, &job, |r| {
+                // SAFETY: `r` lies inside the mapping; chunks are
+                // disjoint.
+                unsafe { std::ptr::write_bytes((base + r.start) as *mut u8, 0, r.len()) };
+                Ok(())
+            })
             .expect("clearing cannot fail")
         }));
         unbound.push(secs(|| {

@@ -29,7 +29,7 @@
 //! model (`cargo xtask loom ktask`).
 //!
 //! # Features
-//! - `numa` (off by default): NUMA placement, `numa::run_numa` and
+//! - `numa` (off by default): NUMA placement, `numa::NumaJob`, `numa::run_numa` and
 //!   `numa::bind_memory`, through hwlocality; needs libhwloc 2.8 or later,
 //!   pkg-config and libudev installed. Without it the crate needs no
 //!   system library.
@@ -47,7 +47,7 @@
 //!   the caller.
 //! - **A helper's start hook panics** (NUMA binding): the job stops as for
 //!   a panicking chunk and the panic reaches the caller.
-//! - **`numa::run_numa`** (feature `numa`): the first error on any node stops every node,
+//! - **`numa::run_numa_with_undo`** (feature `numa`): the first error on any node stops every node,
 //!   and every chunk that finished, on every node, is undone. A panic on
 //!   one node (one the caller runs itself included) stops every node and
 //!   undoes them too before it reaches the caller.

@@ -1,6 +1,6 @@
 //! NUMA placement (hwlocality): each node's range runs on threads bound to
 //! that node's CPUs. Placement is a pure function of the topology
-//! ([`place`] over [`node_cpus`]), so it is tested with hwloc's synthetic
+//! ([`NumaJob::place`] over [`node_cpus`]), so it is tested with hwloc's synthetic
 //! topologies on any machine.
 
 use std::{
@@ -120,55 +120,119 @@ pub fn node_cpus(topology: &Topology) -> Vec<NodeCpus> {
         .collect()
 }
 
-/// Places each range on its node: the node's CPUs, and as many threads
-/// as the job's split gives its range, at most one per CPU and at most
-/// `max_threads_per_node`. A node without CPUs (memory only) runs on every
-/// CPU of the machine.
-pub fn place(
-    nodes: &[NodeCpus],
-    ranges: &[NodeRange],
+/// A job split by NUMA node, as a [`Job`] is split by thread: each node's
+/// range in chunks on multiples of `align` of at least `min_chunk` units,
+/// on up to `max_threads_per_node` threads bound to that node's CPUs
+/// (the `ktask_node` array and `ktask_ctl` that `ktask_run_numa` takes).
+///
+/// ```
+/// use mmbatch_ktask::numa::{NodeCpus, NodeRange, NumaJob};
+///
+/// // 8 MiB for each of two 4-CPU nodes, in 2 MiB chunks on 4 KiB pages.
+/// let job = NumaJob::new([
+///     NodeRange { node: 0, range: 0..8 << 20 },
+///     NodeRange { node: 1, range: 8 << 20..16 << 20 },
+/// ])
+/// .align(4096)
+/// .min_chunk(2 << 20);
+/// let nodes = [
+///     NodeCpus { node: 0, cpus: vec![0, 1, 2, 3] },
+///     NodeCpus { node: 1, cpus: vec![4, 5, 6, 7] },
+/// ];
+/// let p = job.place(&nodes).unwrap();
+/// assert_eq!((p[1].cpus.as_slice(), p[1].threads), (&[4, 5, 6, 7][..], 4));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct NumaJob {
+    ranges: Vec<NodeRange>,
     align: usize,
     min_chunk: usize,
     max_threads_per_node: usize,
-) -> Result<Vec<Placement>, NumaError> {
-    let all: Vec<usize> = {
-        let mut v: Vec<usize> = nodes.iter().flat_map(|n| n.cpus.iter().copied()).collect();
-        v.sort_unstable();
-        v.dedup();
-        v
-    };
-    ranges
-        .iter()
-        .map(|r| {
-            let n =
-                nodes
-                    .iter()
-                    .find(|n| n.node == r.node)
-                    .ok_or_else(|| NumaError::NoSuchNode {
+}
+
+impl NumaJob {
+    /// `ranges`, each to run near its node: no alignment, chunks of at
+    /// least one unit, a thread per CPU of each node (at most
+    /// [`MAX_THREADS`](crate::MAX_THREADS)).
+    pub fn new(ranges: impl Into<Vec<NodeRange>>) -> Self {
+        Self {
+            ranges: ranges.into(),
+            align: 1,
+            min_chunk: 1,
+            max_threads_per_node: crate::MAX_THREADS,
+        }
+    }
+
+    /// With chunk boundaries on multiples of `align` (every range's start
+    /// and length must be multiples of it; [`place`](Self::place) checks).
+    #[must_use]
+    pub fn align(mut self, align: usize) -> Self {
+        self.align = align;
+        self
+    }
+
+    /// With `min_chunk` the least work worth a thread.
+    #[must_use]
+    pub fn min_chunk(mut self, min_chunk: usize) -> Self {
+        self.min_chunk = min_chunk;
+        self
+    }
+
+    /// With at most `max_threads` threads on each node (0 is refused, as
+    /// [`Job::max_threads`] refuses it).
+    #[must_use]
+    pub fn max_threads_per_node(mut self, max_threads: usize) -> Self {
+        self.max_threads_per_node = max_threads;
+        self
+    }
+
+    /// The nodes' ranges.
+    pub fn ranges(&self) -> &[NodeRange] {
+        &self.ranges
+    }
+
+    /// Node `r`'s job, on `threads` threads.
+    fn node_job(&self, r: &Range<usize>, threads: usize) -> Job {
+        Job::with_all(r.start, r.len(), self.align, self.min_chunk, threads)
+    }
+
+    /// Places each range on its node: the node's CPUs, and as many threads
+    /// as the job's split gives its range, at most one per CPU and at most
+    /// `max_threads_per_node`. A node without CPUs (memory only) runs on
+    /// every CPU of the machine. A pure function of `nodes` ([`node_cpus`]
+    /// of a topology), so it can be tried on any machine.
+    pub fn place(&self, nodes: &[NodeCpus]) -> Result<Vec<Placement>, NumaError> {
+        let all: Vec<usize> = {
+            let mut v: Vec<usize> = nodes.iter().flat_map(|n| n.cpus.iter().copied()).collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        self.ranges
+            .iter()
+            .map(|r| {
+                let n = nodes.iter().find(|n| n.node == r.node).ok_or_else(|| {
+                    NumaError::NoSuchNode {
                         node: r.node,
                         nodes: nodes.iter().map(|n| n.node).collect(),
-                    })?;
-            let cpus = if n.cpus.is_empty() {
-                all.clone()
-            } else {
-                n.cpus.clone()
-            };
-            let job = Job::with_all(
-                r.range.start,
-                r.range.len(),
-                align,
-                min_chunk,
-                cpus.len().min(max_threads_per_node).max(1),
-            );
-            let threads = job.plan().map_err(NumaError::Job)?.threads;
-            Ok(Placement {
-                node: r.node,
-                range: r.range.clone(),
-                cpus,
-                threads,
+                    }
+                })?;
+                let cpus = if n.cpus.is_empty() {
+                    all.clone()
+                } else {
+                    n.cpus.clone()
+                };
+                let job = self.node_job(&r.range, cpus.len().min(self.max_threads_per_node));
+                let threads = job.plan().map_err(NumaError::Job)?.threads;
+                Ok(Placement {
+                    node: r.node,
+                    range: r.range.clone(),
+                    cpus,
+                    threads,
+                })
             })
-        })
-        .collect()
+            .collect()
+    }
 }
 
 /// Puts the calling thread's CPU binding back as it was when saved, on
@@ -193,8 +257,19 @@ impl Drop for RestoreBinding<'_> {
     }
 }
 
-/// Runs `f` over every node's range, each on threads bound to its node's
-/// CPUs (`run_numa`): within a node as [`run_with_undo`](crate::run_with_undo);
+/// Runs `f` over every node's range of `job`, each on threads bound to its
+/// node's CPUs: [`run_numa_with_undo`] with nothing to undo.
+#[doc(alias = "ktask_run_numa")]
+pub fn run_numa<E: Send>(
+    topology: &Topology,
+    job: &NumaJob,
+    f: impl Fn(Range<usize>) -> Result<(), E> + Sync,
+) -> Result<(), RunError<NumaJobError<E>>> {
+    run_numa_with_undo(topology, job, f, |_| {})
+}
+
+/// Runs `f` over every node's range of `job`, each on threads bound to its
+/// node's CPUs (`ktask_run_numa`): within a node as [`run_with_undo`](crate::run_with_undo);
 /// nodes run at once. The first error anywhere stops every node (no chunk
 /// starts after it), and `undo` then runs over every chunk that finished,
 /// on every node, before the error is returned. A panic on one node stops
@@ -202,24 +277,15 @@ impl Drop for RestoreBinding<'_> {
 /// panicking node's too), as for an error, before it reaches the caller. Binding is best effort: a
 /// host that refuses it (or has one node) still runs the job, unbound; a
 /// node whose thread the OS refuses runs on the caller.
-#[doc(alias = "ktask_run_numa")]
-pub fn run_numa<E: Send>(
+pub fn run_numa_with_undo<E: Send>(
     topology: &Topology,
-    ranges: &[NodeRange],
-    align: usize,
-    min_chunk: usize,
-    max_threads_per_node: usize,
+    job: &NumaJob,
     f: impl Fn(Range<usize>) -> Result<(), E> + Sync,
     undo: impl Fn(Range<usize>) + Sync,
 ) -> Result<(), RunError<NumaJobError<E>>> {
-    let placements = place(
-        &node_cpus(topology),
-        ranges,
-        align,
-        min_chunk,
-        max_threads_per_node,
-    )
-    .map_err(|e| RunError::Failed(NumaJobError::Place(e)))?;
+    let placements = job
+        .place(&node_cpus(topology))
+        .map_err(|e| RunError::Failed(NumaJobError::Place(e)))?;
     // One stop for all nodes: a node's failure makes every other node's
     // next chunk fail with `Stopped`, which stops that node (and undoes
     // its finished chunks) too. The first error is kept here, not in the
@@ -251,8 +317,7 @@ pub fn run_numa<E: Send>(
         let bind = || {
             let _ = topology.bind_cpu(&set, CpuBindingFlags::THREAD);
         };
-        let job = Job::with_all(p.range.start, p.range.len(), align, min_chunk, p.threads);
-        run_bound(&job, &bind, &node_f, &undo)
+        run_bound(&job.node_job(&p.range, p.threads), &bind, &node_f, &undo)
     };
     // Each node's result, or its panic: a panic is kept until every node
     // has stopped and the nodes that finished have been undone, as for an
@@ -301,8 +366,7 @@ pub fn run_numa<E: Send>(
     // node that failed or panicked has undone its own).
     for (p, r) in placements.iter().zip(&results) {
         if matches!(r, Ok(Ok(()))) {
-            let job = Job::with_all(p.range.start, p.range.len(), align, min_chunk, p.threads);
-            if let Ok(plan) = job.plan() {
+            if let Ok(plan) = job.node_job(&p.range, p.threads).plan() {
                 plan.chunks().for_each(&undo);
             }
         }
@@ -327,7 +391,7 @@ impl Drop for StopOnPanic<'_> {
 }
 
 /// A node's chunks stopped: its own chunk failed (the error is kept by
-/// `run_numa`) or another node's did.
+/// `run_numa_with_undo`) or another node's did.
 struct Stopped;
 
 /// Spawns node `i`'s thread in `s`; fail point `ktask::spawn_node` refuses

@@ -11,7 +11,7 @@ use hwlocality::{
 };
 use mmbatch_ktask::{
     HugeError, HugePageSize, HugePagesUnavailable, HugeRegion, Job,
-    numa::{NodeRange, node_cpus, run_numa},
+    numa::{NodeRange, NumaJob, node_cpus, run_numa, run_numa_with_undo},
     run,
 };
 
@@ -158,15 +158,11 @@ fn a_node_thread_refused_runs_on_the_caller() {
     ];
     run_numa::<()>(
         &topology,
-        &ranges,
-        1,
-        64,
-        2,
+        &NumaJob::new(&ranges).min_chunk(64).max_threads_per_node(2),
         |r| {
             sum.fetch_add(r.sum(), Ordering::Relaxed);
             Ok(())
         },
-        |_| {},
     )
     .unwrap();
     assert_eq!(sum.into_inner(), (0..8192usize).sum::<usize>());
@@ -201,12 +197,9 @@ fn a_panic_on_a_node_run_by_the_caller_undoes_the_finished_nodes() {
     let done = AtomicUsize::new(0);
     let undone = AtomicUsize::new(0);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run_numa::<()>(
+        run_numa_with_undo::<()>(
             &topology,
-            &ranges,
-            1,
-            64,
-            2,
+            &NumaJob::new(&ranges).min_chunk(64).max_threads_per_node(2),
             |r| {
                 assert!(r.start < 4096, "injected panic on node 1");
                 done.fetch_add(r.sum(), Ordering::Relaxed);
@@ -259,7 +252,12 @@ fn the_caller_gets_its_own_binding_back() {
             node: cpus[0].node,
             range: 0..4096,
         }];
-        run_numa::<()>(&topology, &ranges, 1, 64, 1, |_| Ok(()), |_| {}).unwrap();
+        run_numa::<()>(
+            &topology,
+            &NumaJob::new(&ranges).min_chunk(64).max_threads_per_node(1),
+            |_| Ok(()),
+        )
+        .unwrap();
         fail::remove("ktask::spawn_node");
         let now = topology.cpu_binding(CpuBindingFlags::THREAD).unwrap();
         assert_eq!(now, one, "the caller's binding is its own again");
@@ -420,12 +418,9 @@ fn a_failure_is_returned_when_a_sibling_sees_the_stop_first() {
     ];
     let done = Mutex::new(Vec::new());
     let undone = Mutex::new(Vec::new());
-    let r = run_numa(
+    let r = run_numa_with_undo(
         &topology,
-        &ranges,
-        1,
-        8,
-        2,
+        &NumaJob::new(&ranges).min_chunk(8).max_threads_per_node(2),
         |r| {
             if r.start == 64 {
                 return Err("injected");

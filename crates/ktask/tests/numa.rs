@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use hwlocality::Topology;
 use mmbatch_ktask::numa::{
-    NodeCpus, NodeRange, NumaError, NumaJobError, bind_memory, node_cpus, place, run_numa,
+    NodeCpus, NodeRange, NumaError, NumaJob, NumaJobError, bind_memory, node_cpus, run_numa,
+    run_numa_with_undo,
 };
 
 fn synthetic(desc: &str) -> Topology {
@@ -32,22 +33,25 @@ fn two_packages_get_their_own_cpus() {
             range: 64 * MIB..128 * MIB,
         },
     ];
-    let p = place(&nodes, &ranges, 4096, 2 * MIB, 64).unwrap();
+    let p = NumaJob::new(&ranges)
+        .align(4096)
+        .min_chunk(2 * MIB)
+        .max_threads_per_node(64)
+        .place(&nodes)
+        .unwrap();
     assert_eq!(p[0].cpus, [0, 1, 2, 3]);
     assert_eq!(p[1].cpus, [4, 5, 6, 7]);
     // 32 chunks of work per node, 4 CPUs each: one thread per CPU.
     assert_eq!((p[0].threads, p[1].threads), (4, 4));
     // A small range gets fewer threads, as the split says.
-    let p = place(
-        &nodes,
-        &[NodeRange {
-            node: 1,
-            range: 0..4 * MIB,
-        }],
-        4096,
-        2 * MIB,
-        64,
-    )
+    let p = NumaJob::new(&[NodeRange {
+        node: 1,
+        range: 0..4 * MIB,
+    }])
+    .align(4096)
+    .min_chunk(2 * MIB)
+    .max_threads_per_node(64)
+    .place(&nodes)
     .unwrap();
     assert_eq!(p[0].threads, 2);
 }
@@ -65,7 +69,12 @@ fn four_packages_and_a_thread_cap() {
             range: n * 64 * MIB..(n + 1) * 64 * MIB,
         })
         .collect();
-    let p = place(&nodes, &ranges, 4096, 2 * MIB, 1).unwrap();
+    let p = NumaJob::new(ranges.as_slice())
+        .align(4096)
+        .min_chunk(2 * MIB)
+        .max_threads_per_node(1)
+        .place(&nodes)
+        .unwrap();
     assert!(p.iter().all(|p| p.threads == 1));
     let disjoint: std::collections::BTreeSet<usize> =
         p.iter().flat_map(|p| p.cpus.iter().copied()).collect();
@@ -88,7 +97,12 @@ fn uneven_nodes_get_threads_by_their_cpus() {
             range: 0..64 * MIB,
         })
         .collect();
-    let p = place(&nodes, &ranges, 4096, 2 * MIB, 64).unwrap();
+    let p = NumaJob::new(ranges.as_slice())
+        .align(4096)
+        .min_chunk(2 * MIB)
+        .max_threads_per_node(64)
+        .place(&nodes)
+        .unwrap();
     assert_eq!(p.iter().map(|p| p.threads).collect::<Vec<_>>(), [1, 1, 2]);
 }
 
@@ -108,29 +122,23 @@ fn a_node_without_cpus_runs_on_all_of_them() {
             cpus: vec![],
         }, // memory only (CXL, HBM)
     ];
-    let p = place(
-        &nodes,
-        &[NodeRange {
-            node: 7,
-            range: 0..64 * MIB,
-        }],
-        4096,
-        2 * MIB,
-        64,
-    )
+    let p = NumaJob::new(&[NodeRange {
+        node: 7,
+        range: 0..64 * MIB,
+    }])
+    .align(4096)
+    .min_chunk(2 * MIB)
+    .max_threads_per_node(64)
+    .place(&nodes)
     .unwrap();
     assert_eq!(p[0].cpus, [0, 1, 2, 3]);
     assert_eq!(p[0].threads, 4);
-    let e = place(
-        &nodes,
-        &[NodeRange {
-            node: 3,
-            range: 0..MIB,
-        }],
-        1,
-        1,
-        1,
-    )
+    let e = NumaJob::new(&[NodeRange {
+        node: 3,
+        range: 0..MIB,
+    }])
+    .max_threads_per_node(1)
+    .place(&nodes)
     .unwrap_err();
     assert_eq!(
         e,
@@ -159,15 +167,13 @@ fn run_numa_on_this_host_does_all_the_work_without_binding_errors() {
     ];
     run_numa::<()>(
         &topology,
-        &ranges,
-        1,
-        1 << 14,
-        8,
+        &NumaJob::new(&ranges)
+            .min_chunk(1 << 14)
+            .max_threads_per_node(8),
         |r| {
             sum.fetch_add(r.sum::<usize>(), Ordering::Relaxed);
             Ok(())
         },
-        |_| {},
     )
     .unwrap();
     assert_eq!(sum.into_inner(), (0..2usize << 20).sum::<usize>());
@@ -203,12 +209,9 @@ fn a_failing_node_stops_and_undoes_every_node() {
     let done = Mutex::new(BTreeSet::new());
     let undone = Mutex::new(BTreeSet::new());
     let first_ran = AtomicBool::new(false);
-    let r = run_numa(
+    let r = run_numa_with_undo(
         &topology,
-        &ranges,
-        1,
-        8,
-        2,
+        &NumaJob::new(&ranges).min_chunk(8).max_threads_per_node(2),
         |r| {
             if r.start >= 64 {
                 // The second node fails once the first has finished a
@@ -255,10 +258,7 @@ fn a_panicking_node_stops_every_node() {
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         run_numa::<()>(
             &topology,
-            &ranges,
-            1,
-            8,
-            2,
+            &NumaJob::new(&ranges).min_chunk(8).max_threads_per_node(2),
             |r| {
                 if r.start < 64 {
                     panicking.store(true, Ordering::Release);
@@ -271,7 +271,6 @@ fn a_panicking_node_stops_every_node() {
                 other.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             },
-            |_| {},
         )
     }));
     assert!(r.is_err(), "the panic reaches the caller");
@@ -308,12 +307,9 @@ fn a_panic_undoes_every_finished_chunk_on_every_node() {
     let done = Mutex::new(Vec::new());
     let undone = Mutex::new(Vec::new());
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run_numa::<()>(
+        run_numa_with_undo::<()>(
             &topology,
-            &ranges,
-            1,
-            8,
-            2,
+            &NumaJob::new(&ranges).min_chunk(8).max_threads_per_node(2),
             |r| {
                 if r.start == 64 {
                     // Node B's first chunk panics once node A has done
@@ -387,4 +383,22 @@ fn numa_job_errors_print_their_cause() {
     assert!(place.to_string().contains('7'), "{place}");
     let chunk: NumaJobError<String> = NumaJobError::Chunk("disk on fire".into());
     assert_eq!(chunk.to_string(), "disk on fire");
+}
+
+#[test]
+fn a_numa_job_runs_a_thread_per_cpu_and_refuses_none() {
+    let nodes = [NodeCpus {
+        node: 0,
+        cpus: vec![0, 1],
+    }];
+    let job = NumaJob::new([NodeRange {
+        node: 0,
+        range: 0..1 << 20,
+    }]);
+    assert_eq!(job.ranges().len(), 1);
+    // By default a thread per CPU of the node.
+    assert_eq!(job.place(&nodes).unwrap()[0].threads, 2);
+    // No thread at all is refused, as a `Job` refuses it (it ran on one).
+    let e = job.max_threads_per_node(0).place(&nodes).unwrap_err();
+    assert_eq!(e, NumaError::Job(mmbatch_ktask::JobError::ZeroThreads));
 }

@@ -13,7 +13,7 @@ use std::{collections::BTreeMap, fs, ops::Range, sync::Mutex};
 use hwlocality::Topology;
 use mmbatch_ktask::{
     Mapping,
-    numa::{NodeRange, bind_memory, node_cpus, run_numa},
+    numa::{NodeRange, NumaJob, bind_memory, node_cpus, run_numa},
 };
 
 const PAGE: usize = 4096;
@@ -194,10 +194,10 @@ fn touch_per_node(nodes: &BTreeMap<usize, Vec<usize>>, bind: bool) -> Touched {
         .collect();
     run_numa::<()>(
         &topology,
-        &jobs,
-        PAGE,
-        16 * PAGE,
-        4,
+        &NumaJob::new(jobs)
+            .align(PAGE)
+            .min_chunk(16 * PAGE)
+            .max_threads_per_node(4),
         |r| {
             let cpu = current_cpu();
             for off in r.clone().step_by(PAGE) {
@@ -212,7 +212,6 @@ fn touch_per_node(nodes: &BTreeMap<usize, Vec<usize>>, bind: bool) -> Touched {
                 .push(cpu);
             Ok(())
         },
-        |_| {},
     )
     .unwrap();
     (m, ranges, ran_on.into_inner().unwrap())
