@@ -124,6 +124,14 @@ mod tests {
             assert!(!set.contains(pages[1]));
             assert!(set.contains(pages[0]));
         }
+        // Bits while they take no more than a word a page (1024 words at
+        // least); past that, a hash set.
+        let bits = |pages: &[u64]| matches!(PageSet::for_pages(pages), PageSet::Bits { .. });
+        assert!(bits(&[0, 1024 * 64 - 1]));
+        assert!(!bits(&[0, 1024 * 64]));
+        let many: Vec<u64> = (0..2000).map(|i| i * 64).collect();
+        assert!(bits(&[&many[..], &[2000 * 64]].concat()));
+        assert!(!bits(&[&many[..], &[2001 * 64]].concat()));
         // One page, and none.
         assert!(PageSet::of(&[u64::MAX]).contains(u64::MAX));
         assert!(!PageSet::of(&[]).contains(0));

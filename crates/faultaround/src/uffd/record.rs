@@ -296,8 +296,8 @@ impl Record {
                 .take_while(|&k| p.checked_add(k).is_some_and(|q| free.contains(q)))
                 .count();
             let n = below + 1 + above;
-            for q in start..start + n as u64 {
-                free.remove(q);
+            for k in 0..n as u64 {
+                free.remove(start + k);
             }
             runs.push((start, n));
         }
