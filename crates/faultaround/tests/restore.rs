@@ -290,6 +290,15 @@ type Gate = Arc<(Mutex<bool>, Condvar)>;
 /// A region of `pages` pages replaying all of them, its replay blocked
 /// reading its first run until the gate opens.
 fn stuck_replay(pages: usize) -> (Arc<UffdRegion>, Gate) {
+    stuck_replay_of(pages, 0..pages as u64)
+}
+
+/// A region of `pages` pages replaying `recorded`, its replay threads
+/// blocked in their first runs until the gate opens.
+fn stuck_replay_of(
+    pages: usize,
+    recorded: impl IntoIterator<Item = u64>,
+) -> (Arc<UffdRegion>, Gate) {
     let open = Arc::new((Mutex::new(false), Condvar::new()));
     let runs = Arc::new(AtomicUsize::new(0));
     let g = GatedRuns {
@@ -297,7 +306,7 @@ fn stuck_replay(pages: usize) -> (Arc<UffdRegion>, Gate) {
         open: open.clone(),
         runs_read: runs.clone(),
     };
-    let rec = Record::new(PAGE, (pages * PAGE) as u64, "", 0..pages as u64).unwrap();
+    let rec = Record::new(PAGE, (pages * PAGE) as u64, "", recorded).unwrap();
     // A short source timeout: a replay thread that never returns (a
     // broken copy loop) holds the region's drop for that long, not 30 s.
     let r = UffdRegion::builder(pages * PAGE)
@@ -354,12 +363,15 @@ fn a_fault_never_waits_behind_the_replay() {
 fn a_fault_ahead_of_the_replay_installs_its_run() {
     let _hang = mmbatch_testkit::hang_guard("a_fault_ahead_of_the_replay_installs_its_run");
     // Runs of 64 (`REPLAY_RUN`): both replay threads are stuck in the
-    // first two; page 200 lies in the last, 192..256.
+    // first two; page 140 lies in the third, 128..192.
     let (r, open) = stuck_replay(256);
     let src = image(256);
     let (r2, src2) = (r.clone(), src.clone());
-    assert!(bounded("a fault ahead of the replay", move || (192..256)
-        .all(|p| page_is(&r2, &src2, p))));
+    assert!(bounded("a fault ahead of the replay", move || {
+        std::iter::once(140)
+            .chain(128..192)
+            .all(|p| page_is(&r2, &src2, p))
+    }));
     assert_eq!(r.stats().faults, 1, "one fault for the run");
     assert_eq!(r.resident_pages(), 64);
     release(&open);
@@ -373,6 +385,27 @@ fn a_fault_ahead_of_the_replay_installs_its_run() {
     for p in 0..256 {
         assert!(page_is(&r, &src, p), "page {p}");
     }
+}
+
+/// A fault on a page the record lacks takes no run, not even the one
+/// that ends just before it: its window is its own (order 0: the page).
+#[test]
+fn a_fault_outside_the_record_takes_no_run() {
+    let _hang = mmbatch_testkit::hang_guard("a_fault_outside_the_record_takes_no_run");
+    // Runs 0..64, 64..128 (the replay threads stuck in them), 128..192;
+    // pages 192.. are not recorded.
+    let (r, open) = stuck_replay_of(256, 0..192);
+    let src = image(256);
+    for (p, resident) in [(192, 1), (250, 2), (191, 66)] {
+        let (r2, src2) = (r.clone(), src.clone());
+        assert!(bounded("a fault", move || page_is(&r2, &src2, p)));
+        assert_eq!(r.resident_pages(), resident, "after page {p}");
+    }
+    release(&open);
+    let r2 = r.clone();
+    assert!(bounded("the replay's end", move || r2
+        .wait_replayed(Duration::from_secs(3600))));
+    assert_eq!(r.stats().pages_prefetched, 128);
 }
 
 #[test]
@@ -401,6 +434,29 @@ fn discarded_pages_read_back_as_zeros() {
     let r2 = r.clone();
     bounded("a second discard", move || discard(&r2, 5..6));
     assert!(page_is_zero(&r, 5));
+}
+
+/// A window that ends at the region's last page, copied after a discard
+/// elsewhere (so every copy checks its pages against the discards): the
+/// whole window arrives, and nothing fails.
+#[test]
+fn a_window_at_the_region_end_is_copied_after_a_discard() {
+    let _hang = mmbatch_testkit::hang_guard("a_window_at_the_region_end_is_copied_after_a_discard");
+    let src = image(64);
+    let r = Arc::new(UffdRegion::new(64 * PAGE, 4, src.clone(), 1).unwrap());
+    let r2 = r.clone();
+    bounded("madvise(MADV_DONTNEED)", move || discard(&r2, 0..1));
+    assert!(r.stats().remove_events >= 1);
+    // Page 60's window is 48..64, the region's last 16 pages.
+    let (r2, src2) = (r.clone(), src.clone());
+    assert!(bounded("a fault at the region's end", move || page_is(
+        &r2, &src2, 60
+    )));
+    assert!(r.failure().is_none(), "{:?}", r.failure());
+    for p in 48..64 {
+        assert!(page_is(&r, &src, p), "page {p}");
+    }
+    assert_eq!(r.stats().faults, 1);
 }
 
 #[test]
