@@ -5,10 +5,18 @@
 //! Fail points are process-wide, so each test holds a `FailScenario`
 //! (one at a time) and the signal tests run in a child process.
 
-use std::time::Duration;
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
 
 use fail::FailScenario;
-use mmbatch_faultaround::{Error, FailSignal, UffdHandler, UffdMode, UffdRange, UffdRegion};
+use mmbatch_faultaround::{
+    Error, FailSignal, PageRead, PageSource, Record, UffdHandler, UffdMode, UffdRange, UffdRegion,
+};
 use mmbatch_testkit::{child, signal};
 
 const PAGE: usize = 4096;
@@ -1272,4 +1280,64 @@ fn a_stuck_handlers_page_installed_by_another_is_not_failed() {
     drop(h);
     drop(scenario);
     std::process::exit(0);
+}
+
+/// A source that counts the pages asked of it.
+struct Counting {
+    src: Vec<u8>,
+    reads: Arc<AtomicUsize>,
+}
+
+impl PageSource for Counting {
+    fn len(&self) -> u64 {
+        self.src.len() as u64
+    }
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.src.read_page(index, buf)
+    }
+}
+
+/// A fault ahead of a replay from a working-set file takes its run from
+/// that file, as the replay would have installed it: not from the source,
+/// which may be remote, slow, or not have the pages yet.
+#[test]
+fn a_fault_ahead_of_a_working_set_replay_reads_the_file_not_the_source() {
+    let scenario = FailScenario::setup();
+    let _hang = mmbatch_testkit::hang_guard(
+        "a_fault_ahead_of_a_working_set_replay_reads_the_file_not_the_source",
+    );
+    let src = image(256);
+    let rec = Record::new(PAGE, (256 * PAGE) as u64, "", 0..192).unwrap();
+    let path = std::env::temp_dir().join(format!("mmbatch-fp-ws-{}", std::process::id()));
+    let mut bytes = Vec::new();
+    rec.write_pages(&src, &mut bytes).unwrap();
+    std::fs::write(&path, &bytes).unwrap();
+    let ws = std::fs::File::open(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let reads = Arc::new(AtomicUsize::new(0));
+    // The replay threads wait before their first batch.
+    fail::cfg("uffd::replay_batch", "pause").unwrap();
+    let r = UffdRegion::builder(256 * PAGE)
+        .replay(rec)
+        .replay_pages(ws)
+        .build(Counting {
+            src: src.clone(),
+            reads: reads.clone(),
+        })
+        .unwrap();
+    // Page 140 lies in the run 128..192 (runs of 64 pages).
+    // SAFETY: inside the region.
+    let byte = unsafe { std::ptr::read_volatile(r.as_ptr().wrapping_add(140 * PAGE + 3)) };
+    let (read_then, resident_then) = (reads.load(Ordering::SeqCst), r.resident_pages());
+    fail::remove("uffd::replay_batch");
+    assert_eq!(byte, src[140 * PAGE + 3]);
+    assert_eq!((read_then, resident_then), (0, 64), "{:?}", r.stats());
+    assert!(r.wait_replayed(Duration::from_secs(20)));
+    let st = r.stats();
+    assert_eq!((st.faults, st.pages_prefetched), (1, 128), "{st:?}");
+    assert!(r.as_slice()[..192 * PAGE] == src[..192 * PAGE]);
+    assert_eq!(reads.load(Ordering::SeqCst), 0);
+    drop(r);
+    scenario.teardown();
 }

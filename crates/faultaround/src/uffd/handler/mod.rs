@@ -553,8 +553,10 @@ impl Shared {
             self.zero_page(page);
             return;
         }
-        let window = self
-            .run_window(page)
+        let taken = self.run_window(page);
+        let window = taken
+            .as_ref()
+            .map(|(w, _)| w.clone())
             .or_else(|| Window::around(page, self.order, self.bounds(page)).ok())
             .unwrap_or(Window {
                 pages: page..page + 1,
@@ -580,6 +582,14 @@ impl Shared {
             }
             let _ = self.uffd.wake(self.addr(wstart), wlen * self.page);
             return;
+        }
+        // A run taken from the replay comes from the working-set file, as
+        // the replay would have installed it.
+        if let (Some((_, i)), Some(plan)) = (taken, self.replay.get()) {
+            if self.install_taken(plan, i, buf) {
+                let _ = self.uffd.wake(self.addr(wstart), wlen * self.page);
+                return;
+            }
         }
         let deadline = self.deadline();
         // Fast path: a source holding the whole window in memory gets it
@@ -635,18 +645,20 @@ impl Shared {
     }
 
     /// In a replay, the faulting page's whole run, if no replay thread has
-    /// taken it (see [`Replay::take_run_of`]); in its area.
-    fn run_window(&self, page: u64) -> Option<Window> {
+    /// taken it (see [`Replay::take_run_of`]), in its area; and the run's
+    /// index in the plan.
+    fn run_window(&self, page: u64) -> Option<(Window, usize)> {
         let most = match self.mode {
             // Mapped in place: no buffer to fit.
             Mode::Continue => REPLAY_RUN,
             Mode::Copy => self.fault_pages(),
         };
-        let (start, n) = self.replay.get()?.take_run_of(page, most)?;
+        let plan = self.replay.get()?;
+        let i = plan.take_run_of(page, most)?;
+        let (start, n) = plan.run(i);
         let area = self.bounds(page);
-        Some(Window {
-            pages: start.max(area.start)..(start + n as u64).min(area.end),
-        })
+        let pages = start.max(area.start)..(start + n as u64).min(area.end);
+        Some((Window { pages }, i))
     }
 
     fn copy_window(&self, w: &Window, page: u64, buf: &mut [u8], k: Ticket) {

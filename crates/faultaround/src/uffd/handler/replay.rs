@@ -81,17 +81,23 @@ impl Replay {
     }
 
     /// The run holding `page`, taken for a fault, if the record has one of
-    /// at most `most` pages that nobody has taken: the faulting thread
-    /// will read its neighbours next, so the run goes in whole now rather
-    /// than a page a fault ahead of the replay (REAP installs whole runs).
-    pub(super) fn take_run_of(&self, page: u64, most: usize) -> Option<(u64, usize)> {
+    /// at most `most` pages that nobody has taken (its index): the
+    /// faulting thread will read its neighbours next, so the run goes in
+    /// whole now rather than a page a fault ahead of the replay (REAP
+    /// installs whole runs).
+    pub(super) fn take_run_of(&self, page: u64, most: usize) -> Option<usize> {
         let at = self
             .by_page
             .partition_point(|&i| self.runs[i].0 <= page)
             .checked_sub(1)?;
         let i = self.by_page[at];
         let (start, n) = self.runs[i];
-        (page < start + n as u64 && n <= most && self.take(i)).then_some((start, n))
+        (page < start + n as u64 && n <= most && self.take(i)).then_some(i)
+    }
+
+    /// Run `i`: (first page, pages).
+    pub(super) fn run(&self, i: usize) -> (u64, usize) {
+        self.runs[i]
     }
 }
 
@@ -156,6 +162,9 @@ impl Shared {
         let longest = plan.batches.iter().map(bytes).max().unwrap_or(0);
         let mut buf = vec![0u8; longest];
         loop {
+            // Fail point `uffd::replay_batch`: a test holds the replay
+            // here (`pause`) while faults come ahead of it.
+            fail_point!("uffd::replay_batch");
             if self.stop.load(Ordering::Acquire) {
                 return;
             }
@@ -165,7 +174,7 @@ impl Shared {
             };
             let installed = match &plan.working_set {
                 Some(ws) if self.mode == super::Mode::Copy => {
-                    self.install_from(ws, plan, batch.clone(), &mut buf[..bytes(batch)])
+                    self.install_from(ws, plan, batch.clone(), &mut buf[..bytes(batch)], true)
                 }
                 _ => batch
                     .clone()
@@ -180,15 +189,17 @@ impl Shared {
     }
 
     /// Installs `batch`'s runs from the working-set file, read with one
-    /// `pread` into `buf` (exactly their bytes); a run whose bytes fail
-    /// their CRC, or all of them if the read fails, are refused. Returns
-    /// the pages installed.
+    /// `pread` into `buf` (exactly their bytes), each run only if `take`
+    /// takes it (a replay thread) or already taken (`take` false: a
+    /// fault's); a run whose bytes fail their CRC, or all of them if the
+    /// read fails, are refused. Returns the pages installed.
     fn install_from(
         &self,
         ws: &WorkingSet,
         plan: &Replay,
         batch: std::ops::Range<usize>,
         buf: &mut [u8],
+        take: bool,
     ) -> usize {
         let refused = |n: usize| {
             self.stats
@@ -206,7 +217,7 @@ impl Shared {
             let (start, n) = plan.runs[i];
             let run = &buf[off..off + n * self.page];
             off += run.len();
-            if !plan.take(i) {
+            if take && !plan.take(i) {
                 continue;
             }
             if crc32fast::hash(run) != ws.runs[i].1 {
@@ -216,6 +227,23 @@ impl Shared {
             installed += self.copy_run(start, n, run, true).unwrap_or(0);
         }
         installed
+    }
+
+    /// Installs run `i`, which a fault took, from the working-set file as
+    /// the replay would have (not from the source, which may be slower or
+    /// not have it ready); `buf` holds at least the run. Whether all its
+    /// pages went in: false where there is no working-set file, or it
+    /// could not give them (the fault then reads the source).
+    pub(super) fn install_taken(&self, plan: &Replay, i: usize, buf: &mut [u8]) -> bool {
+        let Some(ws) = plan
+            .working_set
+            .as_ref()
+            .filter(|_| self.mode == super::Mode::Copy)
+        else {
+            return false;
+        };
+        let n = plan.runs[i].1;
+        self.install_from(ws, plan, i..i + 1, &mut buf[..n * self.page], false) == n
     }
 
     /// Installs one run, `(first page, pages)`, from the page cache or
