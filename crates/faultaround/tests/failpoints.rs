@@ -16,6 +16,7 @@ use std::{
 use fail::FailScenario;
 use mmbatch_faultaround::{
     Error, FailSignal, PageRead, PageSource, Record, UffdHandler, UffdMode, UffdRange, UffdRegion,
+    UffdStats,
 };
 use mmbatch_testkit::{child, signal};
 
@@ -1298,25 +1299,27 @@ impl PageSource for Counting {
     }
 }
 
-/// A fault ahead of a replay from a working-set file takes its run from
-/// that file, as the replay would have installed it: not from the source,
-/// which may be remote, slow, or not have the pages yet.
-#[test]
-fn a_fault_ahead_of_a_working_set_replay_reads_the_file_not_the_source() {
-    let scenario = FailScenario::setup();
-    let _hang = mmbatch_testkit::hang_guard(
-        "a_fault_ahead_of_a_working_set_replay_reads_the_file_not_the_source",
-    );
+/// A region replaying pages 0..192 of a 256-page image (runs of 64) from
+/// a working-set file, `corrupt` flipping a byte of page 140 in the file,
+/// its replay threads held before their first batch; a fault on page 140
+/// (the run 128..192, which the replay has not reached), then the replay
+/// let go. Returns the source's page reads and the resident pages at the
+/// fault, the stats once replayed, and whether the region then holds the
+/// image's pages 0..192.
+fn fault_ahead_of_a_working_set_replay(corrupt: bool) -> ((usize, usize), UffdStats, bool) {
     let src = image(256);
     let rec = Record::new(PAGE, (256 * PAGE) as u64, "", 0..192).unwrap();
     let path = std::env::temp_dir().join(format!("mmbatch-fp-ws-{}", std::process::id()));
     let mut bytes = Vec::new();
     rec.write_pages(&src, &mut bytes).unwrap();
+    if corrupt {
+        // The file's runs follow its 24-byte header, in record order.
+        bytes[24 + 140 * PAGE] ^= 1;
+    }
     std::fs::write(&path, &bytes).unwrap();
     let ws = std::fs::File::open(&path).unwrap();
     std::fs::remove_file(&path).unwrap();
     let reads = Arc::new(AtomicUsize::new(0));
-    // The replay threads wait before their first batch.
     fail::cfg("uffd::replay_batch", "pause").unwrap();
     let r = UffdRegion::builder(256 * PAGE)
         .replay(rec)
@@ -1326,18 +1329,45 @@ fn a_fault_ahead_of_a_working_set_replay_reads_the_file_not_the_source() {
             reads: reads.clone(),
         })
         .unwrap();
-    // Page 140 lies in the run 128..192 (runs of 64 pages).
     // SAFETY: inside the region.
     let byte = unsafe { std::ptr::read_volatile(r.as_ptr().wrapping_add(140 * PAGE + 3)) };
-    let (read_then, resident_then) = (reads.load(Ordering::SeqCst), r.resident_pages());
+    let at_fault = (reads.load(Ordering::SeqCst), r.resident_pages());
     fail::remove("uffd::replay_batch");
     assert_eq!(byte, src[140 * PAGE + 3]);
-    assert_eq!((read_then, resident_then), (0, 64), "{:?}", r.stats());
     assert!(r.wait_replayed(Duration::from_secs(20)));
-    let st = r.stats();
+    let same = r.as_slice()[..192 * PAGE] == src[..192 * PAGE];
+    (at_fault, r.stats(), same)
+}
+
+/// A fault ahead of a replay from a working-set file takes its run from
+/// that file, as the replay would have installed it: not from the source,
+/// which may be remote, slow, or not have the pages yet.
+#[test]
+fn a_fault_ahead_of_a_working_set_replay_reads_the_file_not_the_source() {
+    let scenario = FailScenario::setup();
+    let _hang = mmbatch_testkit::hang_guard(
+        "a_fault_ahead_of_a_working_set_replay_reads_the_file_not_the_source",
+    );
+    let (at_fault, st, same) = fault_ahead_of_a_working_set_replay(false);
+    assert_eq!(at_fault, (0, 64), "{st:?}");
     assert_eq!((st.faults, st.pages_prefetched), (1, 128), "{st:?}");
-    assert!(r.as_slice()[..192 * PAGE] == src[..192 * PAGE]);
-    assert_eq!(reads.load(Ordering::SeqCst), 0);
-    drop(r);
+    assert_eq!(st.replay_runs_refused, 0);
+    assert!(same);
+    scenario.teardown();
+}
+
+/// A run whose working-set bytes fail their CRC on a fault's path comes
+/// from the source instead, whole, and is refused as the replay refuses
+/// one (the replay does not take it again).
+#[test]
+fn a_faults_run_that_fails_its_crc_comes_from_the_source() {
+    let scenario = FailScenario::setup();
+    let _hang =
+        mmbatch_testkit::hang_guard("a_faults_run_that_fails_its_crc_comes_from_the_source");
+    let (at_fault, st, same) = fault_ahead_of_a_working_set_replay(true);
+    assert_eq!(at_fault, (64, 64), "{st:?}");
+    assert_eq!((st.faults, st.pages_prefetched), (1, 128), "{st:?}");
+    assert_eq!(st.replay_runs_refused, 1);
+    assert!(same, "the corrupt byte reached the region");
     scenario.teardown();
 }

@@ -222,7 +222,7 @@ impl NumaJob {
                 } else {
                     n.cpus.clone()
                 };
-                let job = self.node_job(&r.range, cpus.len().min(self.max_threads_per_node));
+                let job = self.node_job(&r.range, cpus.len().max(1).min(self.max_threads_per_node));
                 let threads = job.plan().map_err(NumaError::Job)?.threads;
                 Ok(Placement {
                     node: r.node,

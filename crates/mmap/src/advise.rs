@@ -57,11 +57,14 @@ impl Advice {
 
 impl Mapping {
     /// Gives `advice` for bytes `range` of the mapping (`madvise(2)`): the
-    /// start a multiple of the page size, the end rounded up to a page by
-    /// the kernel. A range past the mapping or a start off a page
-    /// boundary is refused as `InvalidInput`, naming which; the kernel's
-    /// refusals (advice it lacks: `EINVAL`; a populate that cannot fault
-    /// a page in: `EFAULT`, `ENOMEM`) are returned as they are.
+    /// start a multiple of the base page size, the end rounded up to a
+    /// page by the kernel (in a hugetlb mapping, give whole huge pages:
+    /// kernels refuse or round other ranges differently). A range past
+    /// the mapping or a start off a page boundary is refused as
+    /// `InvalidInput`, naming which; the kernel's refusals (advice it
+    /// lacks, such as `HugePage` without transparent huge pages:
+    /// `EINVAL`; a populate that cannot fault a page in: `EFAULT`,
+    /// `ENOMEM`) are returned as they are.
     pub fn advise(&self, range: Range<usize>, advice: Advice) -> io::Result<()> {
         let (addr, len) = self.pages_of(&range, "advise")?;
         // SAFETY: inside our own mapping; the advice leaves its bytes as
@@ -74,8 +77,10 @@ impl Mapping {
     /// memory reads as zeros after it, a file mapping reads the file again
     /// (a private one loses its written copies). `&mut self`: no slice
     /// sees its bytes change. Refused as [`advise`](Self::advise) refuses;
-    /// the kernel refuses locked pages (`EINVAL`) and, in a hugetlb
-    /// mapping, a range off the huge page size.
+    /// the kernel refuses locked pages (`EINVAL`). In a hugetlb mapping,
+    /// give whole huge pages: since Linux 6.2 the kernel frees only the
+    /// whole huge pages in the range (5.18 to 6.1 rounded the end up;
+    /// older kernels refuse).
     pub fn discard(&mut self, range: Range<usize>) -> io::Result<()> {
         let (addr, len) = self.pages_of(&range, "discard")?;
         // SAFETY: inside our own mapping, and nothing borrows it
@@ -118,19 +123,23 @@ impl Mapping {
 mod tests {
     use crate::{Advice, Mapping, ProtFlags};
 
-    const PAGE: usize = 4096;
-
     /// Pages of `m` present now (`mincore`).
     fn resident(m: &Mapping) -> usize {
-        let mut v = vec![0u8; m.len() / PAGE];
+        let mut v = vec![0u8; m.len() / page()];
         // SAFETY: our own mapping, a byte per page.
         let r = unsafe { libc::mincore(m.as_ptr().cast(), m.len(), v.as_mut_ptr()) };
         assert_eq!(r, 0);
         v.iter().filter(|&&b| b & 1 != 0).count()
     }
 
+    fn page() -> usize {
+        rustix::param::page_size()
+    }
+
     #[test]
     fn advice_leaves_the_bytes_and_populate_faults_pages_in() {
+        #[allow(non_snake_case)]
+        let PAGE = page();
         let mut m = Mapping::anonymous(16 * PAGE).unwrap();
         m.as_mut_slice().unwrap()[5 * PAGE] = 7;
         for a in [
@@ -138,11 +147,14 @@ mod tests {
             Advice::Random,
             Advice::Sequential,
             Advice::WillNeed,
-            Advice::HugePage,
-            Advice::NoHugePage,
             Advice::Cold,
         ] {
             m.advise(0..16 * PAGE, a).unwrap();
+        }
+        // Refused by a kernel without transparent huge pages.
+        let thp = std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists();
+        for a in [Advice::HugePage, Advice::NoHugePage] {
+            assert_eq!(m.advise(0..16 * PAGE, a).is_ok(), thp, "{a:?}");
         }
         assert_eq!(resident(&m), 1);
         m.advise(0..8 * PAGE, Advice::PopulateWrite).unwrap();
@@ -161,6 +173,8 @@ mod tests {
 
     #[test]
     fn discard_frees_the_range_only() {
+        #[allow(non_snake_case)]
+        let PAGE = page();
         let mut m = Mapping::anonymous(4 * PAGE).unwrap();
         m.as_mut_slice().unwrap().fill(9);
         m.discard(PAGE..3 * PAGE).unwrap();
@@ -173,6 +187,8 @@ mod tests {
 
     #[test]
     fn a_range_outside_or_off_a_page_is_refused_by_name() {
+        #[allow(non_snake_case)]
+        let PAGE = page();
         let mut m = Mapping::anonymous(4 * PAGE).unwrap();
         let err = |r: std::io::Result<()>| {
             let e = r.unwrap_err();
@@ -180,7 +196,7 @@ mod tests {
             e.to_string()
         };
         let e = err(m.advise(0..5 * PAGE, Advice::WillNeed));
-        assert!(e.contains("16384 bytes"), "{e}");
+        assert!(e.contains(&format!("{} bytes", 4 * PAGE)), "{e}");
         #[allow(clippy::reversed_empty_ranges)]
         let e = err(m.discard(2 * PAGE..PAGE));
         assert!(e.starts_with("discard("), "{e}");

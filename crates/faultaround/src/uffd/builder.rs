@@ -96,9 +96,10 @@ macro_rules! settings_setters {
         /// copying), in record order, while
         /// the handlers serve faults as they come — a fault never queues
         /// behind the replay, and a fault on a recorded page whose run the
-        /// replay has not reached installs that run whole (runs of at most
-        /// 2 MiB; larger runs of huge pages are left to the replay). Pages
-        /// outside the record fault in as usual. A
+        /// replay has not reached installs that run whole with its window
+        /// (copied, a run of at most 2 MiB, so not one of several huge
+        /// pages; mapped in place, any run). Pages outside the record
+        /// fault in as usual. A
         /// record of another image (length, page size or id) is refused at
         /// build.
         pub fn replay(mut self, record: Record) -> Self {

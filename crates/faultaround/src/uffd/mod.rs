@@ -542,8 +542,9 @@ impl UffdRegion {
         self.shared.record()
     }
 
-    /// Waits up to `timeout` for the replay's threads to install every
-    /// recorded page (true) — at once if there is no replay.
+    /// Waits up to `timeout` for every recorded run to be installed (true),
+    /// by the replay's threads or by a fault that took it ahead of them —
+    /// at once if there is no replay.
     pub fn wait_replayed(&self, timeout: Duration) -> bool {
         self.shared.wait_replayed(timeout)
     }

@@ -88,13 +88,18 @@ impl Record {
         }
         let page_size = page_size as u32;
         let npages = image_len / u64::from(page_size);
-        let mut list: Vec<u64> = pages.into_iter().collect();
-        if let Some(&p) = list.iter().find(|&&p| p >= npages) {
-            return Err((
-                "pages",
-                format!("page {p}"),
-                format!("past the image's {npages} pages"),
-            ));
+        let mut list = Vec::new();
+        for p in pages {
+            // Checked as it comes: an endless iterator stops at the first
+            // page past the image.
+            if p >= npages {
+                return Err((
+                    "pages",
+                    format!("page {p}"),
+                    format!("past the image's {npages} pages"),
+                ));
+            }
+            list.push(p);
         }
         let mut seen = PageSet::for_pages(&list);
         list.retain(|&p| seen.insert(p));

@@ -237,6 +237,15 @@ pub(super) struct Shared {
     pub(super) watch_wake: Condvar,
 }
 
+/// A recorded run a fault took from the replay.
+struct TakenRun<'a> {
+    pages: std::ops::Range<u64>,
+    /// Its index in the plan.
+    i: usize,
+    /// Among the replay's work until the fault has installed it.
+    _counted: CountOut<'a>,
+}
+
 /// Why the faulting page's data could not be had.
 enum Unready {
     Failed(io::Error),
@@ -553,23 +562,27 @@ impl Shared {
             self.zero_page(page);
             return;
         }
-        let taken = self.run_window(page);
-        let window = taken
-            .as_ref()
-            .map(|(w, _)| w.clone())
-            .or_else(|| Window::around(page, self.order, self.bounds(page)).ok())
-            .unwrap_or(Window {
-                pages: page..page + 1,
-            });
+        if self.mode == Mode::Continue && !minor {
+            // Only a range registered for missing pages faults so: the
+            // page is not in the cache, CONTINUE cannot map it, and a
+            // reader woken would fault again at once.
+            self.fail_page(page, io::Error::other(MISSING_IN_CONTINUE));
+            return;
+        }
+        let around = Window::around(page, self.order, self.bounds(page)).unwrap_or(Window {
+            pages: page..page + 1,
+        });
+        // In a replay, the recorded run the page lies in, if the replay's
+        // threads have not taken it: the window takes it in too.
+        let taken = self.take_run(page);
+        let window = match &taken {
+            Some(run) => Window {
+                pages: run.pages.start.min(around.pages.start)..run.pages.end.max(around.pages.end),
+            },
+            None => around,
+        };
         let (wstart, wlen) = (window.pages.start, window.len() as usize);
         if self.mode == Mode::Continue {
-            if !minor {
-                // Only a range registered for missing pages faults so: the
-                // page is not in the cache, CONTINUE cannot map it, and a
-                // reader woken would fault again at once.
-                self.fail_page(page, io::Error::other(MISSING_IN_CONTINUE));
-                return;
-            }
             // The faulting page was cached (a minor fault); its neighbours
             // may not be: those are skipped, never waited for. If it has
             // left the cache since (a hole punched, a truncation), the
@@ -583,12 +596,21 @@ impl Shared {
             let _ = self.uffd.wake(self.addr(wstart), wlen * self.page);
             return;
         }
-        // A run taken from the replay comes from the working-set file, as
-        // the replay would have installed it.
-        if let (Some((_, i)), Some(plan)) = (taken, self.replay.get()) {
-            if self.install_taken(plan, i, buf) {
-                let _ = self.uffd.wake(self.addr(wstart), wlen * self.page);
-                return;
+        // A run taken from the replay comes from its working-set file, as
+        // the replay would have installed it; the window's other pages
+        // (an order's neighbours) from the source.
+        if let Some(run) = &taken {
+            match self.install_taken(run, page, buf, ticket) {
+                Some(true) => {
+                    if window.pages != run.pages {
+                        self.copy_window(&window, page, buf, ticket);
+                    }
+                    let _ = self.uffd.wake(self.addr(wstart), wlen * self.page);
+                    return;
+                }
+                // The watchdog took the fault while the file held it.
+                Some(false) => return,
+                None => {}
             }
         }
         let deadline = self.deadline();
@@ -632,33 +654,47 @@ impl Shared {
         let _ = self.uffd.wake(self.addr(page), self.page);
     }
 
-    /// The most pages one fault installs (the size of a handler's
-    /// buffer): its window, or in a replay the faulting page's run where
-    /// it fits in [`REPLAY_READ`] bytes (runs of huge pages are left to
-    /// the replay threads).
-    pub(super) fn fault_pages(&self) -> usize {
-        let run = match self.replay.get() {
-            Some(_) => (REPLAY_READ / self.page).min(REPLAY_RUN),
-            None => 0,
-        };
-        (1usize << self.order).max(run)
+    /// The longest run a fault takes from the replay in copy mode: what
+    /// fits in [`REPLAY_READ`] bytes (2 MiB: one huge page, so runs of
+    /// huge pages are left to the replay threads).
+    fn fault_run(&self) -> usize {
+        (REPLAY_READ / self.page).min(REPLAY_RUN)
     }
 
-    /// In a replay, the faulting page's whole run, if no replay thread has
-    /// taken it (see [`Replay::take_run_of`]), in its area; and the run's
-    /// index in the plan.
-    fn run_window(&self, page: u64) -> Option<(Window, usize)> {
+    /// The most pages one fault installs (the size of a handler's
+    /// buffer): its order's window, and in a replay the run it may take
+    /// beside it.
+    pub(super) fn fault_pages(&self) -> usize {
+        let run = match self.replay.get() {
+            Some(_) => self.fault_run(),
+            None => 0,
+        };
+        (1usize << self.order) + run
+    }
+
+    /// In a replay, the faulting page's whole run, taken from the replay
+    /// if its threads have not taken it (see [`Replay::take_run_of`]):
+    /// one in the page's area, of at most [`fault_run`](Self::fault_run)
+    /// pages where it is copied. Counted as the replay's work while the
+    /// fault installs it, so that `wait_replayed` waits for it.
+    fn take_run(&self, page: u64) -> Option<TakenRun<'_>> {
+        let plan = self.replay.get()?;
         let most = match self.mode {
             // Mapped in place: no buffer to fit.
             Mode::Continue => REPLAY_RUN,
-            Mode::Copy => self.fault_pages(),
+            Mode::Copy => self.fault_run(),
         };
-        let plan = self.replay.get()?;
-        let i = plan.take_run_of(page, most)?;
+        // Counted before it is taken: the replay's threads cannot all end,
+        // and `wait_replayed` return, between the two.
+        *self.prefetching.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        let counted = CountOut(&self.prefetching, &self.replayed);
+        let i = plan.take_run_of(page, most, self.bounds(page))?;
         let (start, n) = plan.run(i);
-        let area = self.bounds(page);
-        let pages = start.max(area.start)..(start + n as u64).min(area.end);
-        Some((Window { pages }, i))
+        Some(TakenRun {
+            pages: start..start + n as u64,
+            i,
+            _counted: counted,
+        })
     }
 
     fn copy_window(&self, w: &Window, page: u64, buf: &mut [u8], k: Ticket) {

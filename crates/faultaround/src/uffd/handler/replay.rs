@@ -14,8 +14,9 @@ use super::{PageRead, Shared};
 use crate::uffd::record::WorkingSet;
 
 /// Bytes of a working-set file read at once: its runs lie back to back,
-/// so one `pread` brings several (2 MiB gained 6% over a read a run, an
-/// average of 31 pages, in the probe of ARCHITECTURE 3.7).
+/// so one `pread` brings several (2 MiB took 28.0 ms where a read a run,
+/// an average of 31 pages, took 31.1: the `replay_paths` probe of
+/// ARCHITECTURE 4, `restore`).
 pub(super) const REPLAY_READ: usize = 2 << 20;
 
 /// What a region's replay threads share.
@@ -81,18 +82,26 @@ impl Replay {
     }
 
     /// The run holding `page`, taken for a fault, if the record has one of
-    /// at most `most` pages that nobody has taken (its index): the
-    /// faulting thread will read its neighbours next, so the run goes in
-    /// whole now rather than a page a fault ahead of the replay (REAP
-    /// installs whole runs).
-    pub(super) fn take_run_of(&self, page: u64, most: usize) -> Option<usize> {
+    /// at most `most` pages inside `area` (source pages: a run across two
+    /// of a handler's ranges stays the replay's) that nobody has taken
+    /// (its index): the faulting thread will read its neighbours next,
+    /// so the run goes in whole now rather than a page a fault ahead of
+    /// the replay (REAP installs whole runs).
+    pub(super) fn take_run_of(
+        &self,
+        page: u64,
+        most: usize,
+        area: std::ops::Range<u64>,
+    ) -> Option<usize> {
         let at = self
             .by_page
             .partition_point(|&i| self.runs[i].0 <= page)
             .checked_sub(1)?;
         let i = self.by_page[at];
         let (start, n) = self.runs[i];
-        (page < start + n as u64 && n <= most && self.take(i)).then_some(i)
+        let end = start + n as u64;
+        (page < end && n <= most && area.start <= start && end <= area.end && self.take(i))
+            .then_some(i)
     }
 
     /// Run `i`: (first page, pages).
@@ -174,7 +183,7 @@ impl Shared {
             };
             let installed = match &plan.working_set {
                 Some(ws) if self.mode == super::Mode::Copy => {
-                    self.install_from(ws, plan, batch.clone(), &mut buf[..bytes(batch)], true)
+                    self.install_from(ws, plan, batch.clone(), &mut buf[..bytes(batch)])
                 }
                 _ => batch
                     .clone()
@@ -189,9 +198,8 @@ impl Shared {
     }
 
     /// Installs `batch`'s runs from the working-set file, read with one
-    /// `pread` into `buf` (exactly their bytes), each run only if `take`
-    /// takes it (a replay thread) or already taken (`take` false: a
-    /// fault's); a run whose bytes fail their CRC, or all of them if the
+    /// `pread` into `buf` (exactly their bytes), each run that no fault
+    /// has taken; a run whose bytes fail their CRC, or all of them if the
     /// read fails, are refused. Returns the pages installed.
     fn install_from(
         &self,
@@ -199,7 +207,6 @@ impl Shared {
         plan: &Replay,
         batch: std::ops::Range<usize>,
         buf: &mut [u8],
-        take: bool,
     ) -> usize {
         let refused = |n: usize| {
             self.stats
@@ -217,7 +224,7 @@ impl Shared {
             let (start, n) = plan.runs[i];
             let run = &buf[off..off + n * self.page];
             off += run.len();
-            if take && !plan.take(i) {
+            if !plan.take(i) {
                 continue;
             }
             if crc32fast::hash(run) != ws.runs[i].1 {
@@ -229,21 +236,42 @@ impl Shared {
         installed
     }
 
-    /// Installs run `i`, which a fault took, from the working-set file as
-    /// the replay would have (not from the source, which may be slower or
-    /// not have it ready); `buf` holds at least the run. Whether all its
-    /// pages went in: false where there is no working-set file, or it
-    /// could not give them (the fault then reads the source).
-    pub(super) fn install_taken(&self, plan: &Replay, i: usize, buf: &mut [u8]) -> bool {
-        let Some(ws) = plan
-            .working_set
-            .as_ref()
-            .filter(|_| self.mode == super::Mode::Copy)
-        else {
-            return false;
+    /// Installs `run`, which fault `ticket` on `page` took, from the
+    /// working-set file as the replay would have (not from the source,
+    /// which may be remote or not have it ready); `buf` holds at least
+    /// the run. The read is timed by the watchdog as a source call is.
+    /// `Some(true)` once the faulting page is in; `Some(false)` if the
+    /// watchdog took the fault meanwhile; `None` where there is no
+    /// working-set file, or it could not give the run (the fault then
+    /// reads the source).
+    pub(super) fn install_taken(
+        &self,
+        run: &super::TakenRun<'_>,
+        page: u64,
+        buf: &mut [u8],
+        ticket: super::Ticket,
+    ) -> Option<bool> {
+        let plan = self.replay.get()?;
+        let ws = plan.working_set.as_ref()?;
+        let (start, n) = plan.runs[run.i];
+        let (at, crc) = ws.runs[run.i];
+        let buf = &mut buf[..n * self.page];
+        let read = {
+            let _in = self.in_source(Some(ticket));
+            std::os::unix::fs::FileExt::read_exact_at(&*ws.file, buf, at)
         };
-        let n = plan.runs[i].1;
-        self.install_from(ws, plan, i..i + 1, &mut buf[..n * self.page], false) == n
+        if read.is_err() || crc32fast::hash(buf) != crc {
+            self.stats
+                .replay_runs_refused
+                .fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        if !self.have_data(ticket) {
+            return Some(false);
+        }
+        let _ = self.copy_run(start, n, buf, true);
+        // In, or the source path tries it again.
+        self.resident(page as usize, 1)[0].then_some(true)
     }
 
     /// Installs one run, `(first page, pages)`, from the page cache or
