@@ -2,15 +2,17 @@
 //! page, records counting huge pages, a short pool refused with the fix,
 //! and every huge page back in the pool after drop.
 
+mod gated;
+
 use std::{
     sync::{
-        Arc, Condvar, Mutex,
+        Arc,
         atomic::{AtomicUsize, Ordering},
     },
     time::Duration,
 };
 
-use mmbatch_faultaround::{Error, HugePageSize, PageRead, PageSource, Record, UffdRegion};
+use mmbatch_faultaround::{Error, HugePageSize, Record, UffdRegion};
 
 use mmbatch_testkit::huge::{FREE, HUGE, NR, Pool, read};
 
@@ -95,29 +97,6 @@ fn records_and_replays_count_huge_pages() {
     assert!(r.as_slice() == src.as_slice());
 }
 
-/// Huge pages whose runs (the replay's reads) wait until `open`; single
-/// pages (the faults') are served at once.
-struct GatedRuns {
-    src: Vec<u8>,
-    open: Arc<(Mutex<bool>, Condvar)>,
-    runs_read: Arc<AtomicUsize>,
-}
-
-impl PageSource for GatedRuns {
-    fn len(&self) -> u64 {
-        self.src.len() as u64
-    }
-    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
-        self.src.read_page(index, buf)
-    }
-    fn read_pages(&self, index: u64, count: usize, buf: &mut [u8]) -> PageRead {
-        self.runs_read.fetch_add(1, Ordering::SeqCst);
-        let (lock, cv) = &*self.open;
-        let _open = cv.wait_while(lock.lock().unwrap(), |open| !*open).unwrap();
-        self.src.read_pages(index, count, buf)
-    }
-}
-
 /// A fault ahead of the replay takes the recorded run it lands in only
 /// where the run fits a fault's 2 MiB buffer: in a region of 2 MiB pages,
 /// its own page (a run of 64 huge pages would be 128 MiB a handler).
@@ -128,14 +107,14 @@ fn a_fault_ahead_of_a_huge_page_replay_takes_its_page_not_its_run() {
         "a_fault_ahead_of_a_huge_page_replay_takes_its_page_not_its_run",
     );
     let src = image(8);
-    let open = Arc::new((Mutex::new(false), Condvar::new()));
+    let open = gated::gate();
     let runs_read = Arc::new(AtomicUsize::new(0));
     let rec = Record::new(HUGE, (8 * HUGE) as u64, "", [0, 1, 3, 4, 6, 7]).unwrap();
     let r = UffdRegion::builder(8 * HUGE)
         .huge_pages(HugePageSize::Size2M)
         .replay(rec)
         .source_timeout(Duration::from_secs(2))
-        .build(GatedRuns {
+        .build(gated::GatedRuns {
             src: src.clone(),
             open: open.clone(),
             runs_read: runs_read.clone(),
@@ -151,8 +130,7 @@ fn a_fault_ahead_of_a_huge_page_replay_takes_its_page_not_its_run() {
     assert_eq!(runs_read.load(Ordering::SeqCst), 2);
     assert_eq!(r.as_slice()[6 * HUGE + 5], src[6 * HUGE + 5]);
     assert_eq!(r.resident_pages(), 1, "{:?}", r.stats());
-    *open.0.lock().unwrap() = true;
-    open.1.notify_all();
+    gated::release(&open);
     assert!(r.wait_replayed(Duration::from_secs(30)));
     assert_eq!(r.resident_pages(), 6);
     assert!(r.failure().is_none());

@@ -1,15 +1,18 @@
 //! Record and replay (REAP's working-set prefetch) and UFFD_EVENT_REMOVE
 //! on the host kernel, small sizes, every page checked against the image.
 
+mod gated;
+
 use std::{
     sync::{
-        Arc, Condvar, Mutex,
+        Arc,
         atomic::{AtomicUsize, Ordering},
         mpsc,
     },
     time::Duration,
 };
 
+use gated::{Gate, GatedRuns, gate, release};
 use mmbatch_faultaround::{Error, PageRead, PageSource, Record, UffdRegion};
 
 const PAGE: usize = 4096;
@@ -261,32 +264,6 @@ fn a_record_of_another_image_or_a_corrupt_one_is_refused() {
     }
 }
 
-/// A source whose runs (what the replay reads) block until released;
-/// single pages (what faults read) are served at once.
-struct GatedRuns {
-    src: Vec<u8>,
-    open: Gate,
-    runs_read: Arc<AtomicUsize>,
-}
-
-impl PageSource for GatedRuns {
-    fn len(&self) -> u64 {
-        self.src.len() as u64
-    }
-    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
-        self.src.read_page(index, buf)
-    }
-    fn read_pages(&self, index: u64, count: usize, buf: &mut [u8]) -> PageRead {
-        self.runs_read.fetch_add(1, Ordering::SeqCst);
-        let (lock, cv) = &*self.open;
-        let _open = cv.wait_while(lock.lock().unwrap(), |open| !*open).unwrap();
-        self.src.read_pages(index, count, buf)
-    }
-}
-
-/// Opened by `release`.
-type Gate = Arc<(Mutex<bool>, Condvar)>;
-
 /// A region of `pages` pages replaying all of them, its replay blocked
 /// reading its first run until the gate opens.
 fn stuck_replay(pages: usize) -> (Arc<UffdRegion>, Gate) {
@@ -299,7 +276,7 @@ fn stuck_replay_of(
     pages: usize,
     recorded: impl IntoIterator<Item = u64>,
 ) -> (Arc<UffdRegion>, Gate) {
-    let open = Arc::new((Mutex::new(false), Condvar::new()));
+    let open = gate();
     let runs = Arc::new(AtomicUsize::new(0));
     let g = GatedRuns {
         src: image(pages),
@@ -316,11 +293,6 @@ fn stuck_replay_of(
         .unwrap();
     wait_for("the replay starts", || runs.load(Ordering::SeqCst) > 0);
     (Arc::new(r), open)
-}
-
-fn release(open: &(Mutex<bool>, Condvar)) {
-    *open.0.lock().unwrap() = true;
-    open.1.notify_all();
 }
 
 fn wait_for(what: &str, cond: impl Fn() -> bool) {
