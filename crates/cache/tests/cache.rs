@@ -512,6 +512,8 @@ fn listeners_hear_their_causes_outside_the_locks() {
 /// shrinks through the policy, each eviction heard.
 #[test]
 fn capacity_changes_at_run_time() {
+    // A shrink that stopped evicting would spin: the guard ends it.
+    let _hang = mmbatch_testkit::hang_guard("capacity_changes_at_run_time");
     let evicted = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let count = evicted.clone();
     // One shard: keys spread unevenly over several, and a shard evicts
@@ -565,6 +567,7 @@ fn capacity_changes_at_run_time() {
 /// to grow were loosened.)
 #[test]
 fn shrinking_keeps_the_shadows_of_what_it_evicts() {
+    let _hang = mmbatch_testkit::hang_guard("shrinking_keeps_the_shadows_of_what_it_evicts");
     let cache = LruCache::builder(1000)
         .shards(1)
         .policy(Policy::Workingset)
@@ -617,6 +620,49 @@ fn capacity_changes_under_writers() {
     }
     cache.check_invariants().unwrap();
     assert!(cache.len() <= 1024);
+}
+
+/// "The shards' total never exceeds `capacity`", read by another thread
+/// while the cache is resized: a shrink publishes its capacity once every
+/// shard has evicted down to it, a growth before any shard grows. A
+/// reader that sees one capacity before and after reading the length,
+/// with no resize finished in between, never sees more entries.
+#[test]
+fn a_resize_never_shows_more_entries_than_capacity() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+    let _hang = mmbatch_testkit::hang_guard("a_resize_never_shows_more_entries_than_capacity");
+    let cache = Arc::new(LruCache::builder(4096).shards(4).build().unwrap());
+    let (stop, resizes) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let reader = {
+        let (cache, stop, resizes) = (cache.clone(), stop.clone(), resizes.clone());
+        std::thread::spawn(move || {
+            let mut seen = 0u64;
+            while !stop.load(SeqCst) {
+                let (r1, c1) = (resizes.load(SeqCst), cache.capacity());
+                let len = cache.len() as u64;
+                let (c2, r2) = (cache.capacity(), resizes.load(SeqCst));
+                if r1 == r2 && c1 == c2 {
+                    assert!(len <= c1, "{len} entries under a capacity of {c1}");
+                    seen += 1;
+                }
+            }
+            seen
+        })
+    };
+    for _ in 0..100 {
+        for k in 0..4096u64 {
+            cache.insert(k, k);
+        }
+        for c in [64, 4096] {
+            cache.set_capacity(c).unwrap();
+            resizes.fetch_add(1, SeqCst);
+        }
+    }
+    stop.store(true, SeqCst);
+    assert!(reader.join().unwrap() > 0);
 }
 
 /// A warm restart: `save` lists the keys as the policy values them, and
