@@ -122,12 +122,12 @@ fn a_fault_ahead_of_a_huge_page_replay_takes_its_page_not_its_run() {
         .unwrap();
     // Both replay threads wait in the runs 0..2 and 3..5.
     for _ in 0..2000 {
-        if runs_read.load(Ordering::SeqCst) == 2 {
+        if runs_read.load(Ordering::SeqCst) == gated::HELD {
             break;
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    assert_eq!(runs_read.load(Ordering::SeqCst), 2);
+    assert_eq!(runs_read.load(Ordering::SeqCst), gated::HELD);
     assert_eq!(r.as_slice()[6 * HUGE + 5], src[6 * HUGE + 5]);
     assert_eq!(r.resident_pages(), 1, "{:?}", r.stats());
     gated::release(&open);

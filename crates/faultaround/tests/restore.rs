@@ -291,7 +291,10 @@ fn stuck_replay_of(
         .source_timeout(Duration::from_secs(2))
         .build(g)
         .unwrap();
-    wait_for("the replay starts", || runs.load(Ordering::SeqCst) > 0);
+    // Both replay threads held in their first runs.
+    wait_for("the replay starts", || {
+        runs.load(Ordering::SeqCst) >= gated::HELD
+    });
     (Arc::new(r), open)
 }
 

@@ -1,6 +1,7 @@
-//! `GatedRuns`: a source whose runs (what a replay reads) block until a
-//! gate opens, while single pages (what faults read) are served at once:
-//! the tests' way to hold a replay back while faults come ahead of it.
+//! `GatedRuns`: a source whose first runs (what a replay's threads read
+//! first) block until a gate opens, while later runs and single pages
+//! (what faults read) are served at once: the tests' way to hold a replay
+//! back while faults come ahead of it.
 
 use std::sync::{
     Arc, Condvar, Mutex,
@@ -12,8 +13,12 @@ use mmbatch_faultaround::{PageRead, PageSource};
 /// Opened by [`release`].
 pub(crate) type Gate = Arc<(Mutex<bool>, Condvar)>;
 
-/// Serves `src`; its `read_pages` counts the runs asked for, then waits
-/// for `open`.
+/// The runs held: the first of each of a replay's two threads (the
+/// default `prefetchers`).
+pub(crate) const HELD: usize = 2;
+
+/// Serves `src`; its `read_pages` counts the runs asked for, and the
+/// first [`HELD`] wait for `open`.
 pub(crate) struct GatedRuns {
     pub(crate) src: Vec<u8>,
     pub(crate) open: Gate,
@@ -28,9 +33,10 @@ impl PageSource for GatedRuns {
         self.src.read_page(index, buf)
     }
     fn read_pages(&self, index: u64, count: usize, buf: &mut [u8]) -> PageRead {
-        self.runs_read.fetch_add(1, Ordering::SeqCst);
-        let (lock, cv) = &*self.open;
-        let _open = cv.wait_while(lock.lock().unwrap(), |open| !*open).unwrap();
+        if self.runs_read.fetch_add(1, Ordering::SeqCst) < HELD {
+            let (lock, cv) = &*self.open;
+            let _open = cv.wait_while(lock.lock().unwrap(), |open| !*open).unwrap();
+        }
         self.src.read_pages(index, count, buf)
     }
 }

@@ -236,14 +236,15 @@ impl Shared {
         installed
     }
 
-    /// Installs `run`, which fault `ticket` on `page` took, from the
-    /// working-set file as the replay would have (not from the source,
-    /// which may be remote or not have it ready); `buf` holds at least
-    /// the run. The read is timed by the watchdog as a source call is.
-    /// `Some(true)` once the faulting page is in; `Some(false)` if the
-    /// watchdog took the fault meanwhile; `None` where there is no
-    /// working-set file, or it could not give the run (the fault then
-    /// reads the source).
+    /// Installs `run`, which fault `ticket` on `page` took, as the replay
+    /// would have: from the working-set file where there is one (not from
+    /// the source, which may be remote or not have it ready), else with
+    /// one `read_pages` of the source (not a read a page); `buf` holds at
+    /// least the run. The read is timed by the watchdog as a source call
+    /// is. `Some(true)` once the faulting page is in; `Some(false)` if the
+    /// watchdog took the fault meanwhile; `None` if the run could not be
+    /// had so (the fault then goes on as any other: a source holding the
+    /// pages in memory, or a page not ready).
     pub(super) fn install_taken(
         &self,
         run: &super::TakenRun<'_>,
@@ -252,19 +253,31 @@ impl Shared {
         ticket: super::Ticket,
     ) -> Option<bool> {
         let plan = self.replay.get()?;
-        let ws = plan.working_set.as_ref()?;
         let (start, n) = plan.runs[run.i];
-        let (at, crc) = ws.runs[run.i];
         let buf = &mut buf[..n * self.page];
-        let read = {
-            let _in = self.in_source(Some(ticket));
-            std::os::unix::fs::FileExt::read_exact_at(&*ws.file, buf, at)
-        };
-        if read.is_err() || crc32fast::hash(buf) != crc {
-            self.stats
-                .replay_runs_refused
-                .fetch_add(1, Ordering::Relaxed);
-            return None;
+        if let Some(ws) = &plan.working_set {
+            let (at, crc) = ws.runs[run.i];
+            let read = {
+                let _in = self.in_source(Some(ticket));
+                std::os::unix::fs::FileExt::read_exact_at(&*ws.file, buf, at)
+            };
+            if read.is_err() || crc32fast::hash(buf) != crc {
+                self.stats
+                    .replay_runs_refused
+                    .fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+        } else {
+            if self.source_pages(start, n, None).is_some() {
+                return None;
+            }
+            let read = {
+                let _in = self.in_source(Some(ticket));
+                catch_unwind(AssertUnwindSafe(|| self.source.read_pages(start, n, buf)))
+            };
+            if !matches!(read, Ok(PageRead::Ready)) {
+                return None;
+            }
         }
         if !self.have_data(ticket) {
             return Some(false);
