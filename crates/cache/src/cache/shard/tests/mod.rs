@@ -1125,3 +1125,20 @@ fn a_shard_looks_at_its_lookups_once_a_window() {
     }
     assert!(lv.looks_at_lookups(), "after a window of {window}");
 }
+
+/// A shard whose active list has no room is stale when fewer than one
+/// lookup in `STALE_BELOW` hit since the last look (`Lruvec::lookups`):
+/// exactly one in `STALE_BELOW` is not, none is.
+#[test]
+fn a_shard_is_stale_below_one_hit_in_stale_below() {
+    let mut lv = full(100);
+    activate_most(&mut lv);
+    lv.lookups(1, STALE_BELOW - 1);
+    assert!(!lv.stale, "1 hit in {STALE_BELOW} lookups");
+    lv.lookups(1, 2 * STALE_BELOW - 1);
+    assert!(lv.stale, "no hit in {STALE_BELOW} lookups");
+    // With room on the active list, a shard is never stale.
+    let mut roomy = full(100);
+    roomy.lookups(0, STALE_BELOW);
+    assert!(!roomy.stale);
+}
