@@ -799,6 +799,9 @@ fn a_shutdown_with_no_thread_to_be_had_fills_on_the_callers() {
 struct ReplayOnlyHasThree;
 
 static GATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Set once the replay is in `read_pages`: it has taken page 3's run, so
+/// a fault on page 3 does not take it first.
+static REPLAY_READING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 impl mmbatch_faultaround::PageSource for ReplayOnlyHasThree {
     fn len(&self) -> u64 {
@@ -812,6 +815,7 @@ impl mmbatch_faultaround::PageSource for ReplayOnlyHasThree {
         mmbatch_faultaround::PageRead::Ready
     }
     fn read_pages(&self, index: u64, _: usize, buf: &mut [u8]) -> mmbatch_faultaround::PageRead {
+        REPLAY_READING.store(true, std::sync::atomic::Ordering::Release);
         let deadline = std::time::Instant::now() + LIMIT;
         while !GATE.load(std::sync::atomic::Ordering::Acquire) {
             assert!(
@@ -875,6 +879,9 @@ fn without_poison_a_page_filled_before_protection_is_not_failed() {
         .unwrap();
     assert_eq!(r.fail_signal(), FailSignal::Sigsegv);
     PAGE3.store(r.as_ptr() as usize + 3 * PAGE, Ordering::Release);
+    mmbatch_testkit::wait_until("the replay reading page 3", Duration::from_secs(10), || {
+        REPLAY_READING.load(Ordering::Acquire)
+    });
     // SAFETY: the region's memory, kept until this child exits.
     unsafe { signal::read_in_background(r.as_ptr() as usize + 3 * PAGE) };
     // The handler gives up on page 3 after the source timeout, then the
