@@ -640,7 +640,7 @@ fn a_resize_never_shows_more_entries_than_capacity() {
         let (cache, stop, resizes) = (cache.clone(), stop.clone(), resizes.clone());
         std::thread::spawn(move || {
             let mut seen = 0u64;
-            while !stop.load(SeqCst) {
+            while !stop.load(SeqCst) || seen == 0 {
                 let (r1, c1) = (resizes.load(SeqCst), cache.capacity());
                 let len = cache.len() as u64;
                 let (c2, r2) = (cache.capacity(), resizes.load(SeqCst));

@@ -57,6 +57,13 @@ impl Window {
         Ok(Window { pages: start..end })
     }
 
+    /// The faulting page alone: where no window can be had (order 0's).
+    pub(crate) fn single(page: u64) -> Window {
+        Window {
+            pages: page..page + 1,
+        }
+    }
+
     /// Number of pages: 0 for a range a caller made run backwards (`pages`
     /// is public), as `Range::is_empty` says of it.
     pub fn len(&self) -> u64 {
@@ -67,5 +74,16 @@ impl Window {
     /// made (it holds the faulting page), but `pages` is public.
     pub fn is_empty(&self) -> bool {
         self.pages.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Window;
+
+    #[test]
+    fn a_single_window_is_its_page() {
+        let w = Window::single(41);
+        assert_eq!((w.pages.clone(), w.len()), (41..42, 1));
     }
 }

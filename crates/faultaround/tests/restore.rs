@@ -362,6 +362,47 @@ fn a_fault_ahead_of_the_replay_installs_its_run() {
     }
 }
 
+/// With fault-around (order 4), a fault ahead of the replay takes its
+/// recorded run and its order's window both: the run 130..132 and the
+/// aligned 16 pages 128..144 around page 130, in one fault.
+#[test]
+fn a_faults_run_comes_with_its_windows_neighbours() {
+    let _hang = mmbatch_testkit::hang_guard("a_faults_run_comes_with_its_windows_neighbours");
+    let open = gate();
+    let runs = Arc::new(AtomicUsize::new(0));
+    // Runs 0..64 and 64..128 (the replay threads held in them), 130..132.
+    let rec = Record::new(PAGE, (256 * PAGE) as u64, "", (0..128).chain([130, 131])).unwrap();
+    let r = Arc::new(
+        UffdRegion::builder(256 * PAGE)
+            .order(4)
+            .replay(rec)
+            .source_timeout(Duration::from_secs(2))
+            .build(GatedRuns {
+                src: image(256),
+                open: open.clone(),
+                runs_read: runs.clone(),
+            })
+            .unwrap(),
+    );
+    wait_for("the replay starts", || {
+        runs.load(Ordering::SeqCst) >= gated::HELD
+    });
+    let src = image(256);
+    let (r2, src2) = (r.clone(), src.clone());
+    assert!(bounded("a fault ahead of the replay", move || {
+        std::iter::once(130)
+            .chain(128..144)
+            .all(|p| page_is(&r2, &src2, p))
+    }));
+    assert_eq!(r.stats().faults, 1, "{:?}", r.stats());
+    assert_eq!(r.resident_pages(), 16);
+    release(&open);
+    let r2 = r.clone();
+    assert!(bounded("the replay's end", move || r2
+        .wait_replayed(Duration::from_secs(3600))));
+    assert_eq!(r.stats().pages_prefetched, 128);
+}
+
 /// A fault on a page the record lacks takes no run, not even the one
 /// that ends just before it: its window is its own (order 0: the page).
 #[test]

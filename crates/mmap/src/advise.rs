@@ -78,9 +78,9 @@ impl Mapping {
     /// (a private one loses its written copies). `&mut self`: no slice
     /// sees its bytes change. Refused as [`advise`](Self::advise) refuses;
     /// the kernel refuses locked pages (`EINVAL`). In a hugetlb mapping,
-    /// give whole huge pages: since Linux 6.2 the kernel frees only the
-    /// whole huge pages in the range (5.18 to 6.1 rounded the end up;
-    /// older kernels refuse).
+    /// give whole huge pages: kernels with the 6.2 fix (and its stable
+    /// backports) free only the whole huge pages in the range, some
+    /// earlier ones rounded the end up, and before 5.18 they refuse.
     pub fn discard(&mut self, range: Range<usize>) -> io::Result<()> {
         let (addr, len) = self.pages_of(&range, "discard")?;
         // SAFETY: inside our own mapping, and nothing borrows it
@@ -151,10 +151,12 @@ mod tests {
         ] {
             m.advise(0..16 * PAGE, a).unwrap();
         }
-        // Refused by a kernel without transparent huge pages.
+        // Refused by a kernel without transparent huge pages (where sysfs
+        // shows them, taken).
         let thp = std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists();
         for a in [Advice::HugePage, Advice::NoHugePage] {
-            assert_eq!(m.advise(0..16 * PAGE, a).is_ok(), thp, "{a:?}");
+            let r = m.advise(0..16 * PAGE, a);
+            assert!(r.is_ok() || !thp, "{a:?}: {r:?}");
         }
         assert_eq!(resident(&m), 1);
         m.advise(0..8 * PAGE, Advice::PopulateWrite).unwrap();

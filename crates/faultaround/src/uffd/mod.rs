@@ -75,8 +75,9 @@ pub struct UffdStats {
     pub remove_events: u64,
     /// Faults on discarded pages, served with zeros (`UFFDIO_ZEROPAGE`).
     pub pages_zeroed: u64,
-    /// Runs of a working-set file whose CRC-32 did not match: not
-    /// installed (their pages fault in from the image).
+    /// Runs of a working-set file that could not be read or whose CRC-32
+    /// did not match, by the replay or by a fault that took the run: not
+    /// installed from it (their pages come from the source).
     pub replay_runs_refused: u64,
 }
 
@@ -542,9 +543,10 @@ impl UffdRegion {
         self.shared.record()
     }
 
-    /// Waits up to `timeout` for every recorded run to be installed (true),
-    /// by the replay's threads or by a fault that took it ahead of them —
-    /// at once if there is no replay.
+    /// Waits up to `timeout` for the replay to be done (true): its threads
+    /// ended, and every run a fault took from them installed (or failed;
+    /// a run refused, or pages the source did not have ready, are left to
+    /// faults) — at once if there is no replay.
     pub fn wait_replayed(&self, timeout: Duration) -> bool {
         self.shared.wait_replayed(timeout)
     }

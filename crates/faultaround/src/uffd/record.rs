@@ -88,7 +88,8 @@ impl Record {
         }
         let page_size = page_size as u32;
         let npages = image_len / u64::from(page_size);
-        let mut list = Vec::new();
+        let pages = pages.into_iter();
+        let mut list = Vec::with_capacity(pages.size_hint().0);
         for p in pages {
             // Checked as it comes: an endless iterator stops at the first
             // page past the image.

@@ -224,7 +224,8 @@ pub(super) struct Shared {
     /// The replay's plan, set before any handler starts: a fault on a
     /// recorded page no replay thread has taken installs its whole run.
     pub(super) replay: std::sync::OnceLock<Arc<Replay>>,
-    /// Replay threads still installing, and their exit signal.
+    /// Replay threads still installing, and faults installing a run they
+    /// took from the replay (`take_run`); their end's signal.
     pub(super) prefetching: Mutex<usize>,
     pub(super) replayed: Condvar,
     /// The region's threads (handlers, replay, watchdog), joined when it
@@ -260,9 +261,10 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a non-string panic".into())
 }
 
-/// Counts a thread out of `count` when it exits, even by panicking, and
-/// wakes whoever waits on `done` (`alive`/`exited` for every thread of a
-/// region, `prefetching`/`replayed` for the replay's).
+/// Counts a thread (or a fault's run) out of `count` when it ends, even
+/// by panicking, and wakes whoever waits on `done` (`alive`/`exited` for
+/// every thread of a region, `prefetching`/`replayed` for the replay's
+/// threads and the runs faults took from it).
 struct CountOut<'a>(&'a Mutex<usize>, &'a Condvar);
 
 impl Drop for CountOut<'_> {
@@ -569,9 +571,8 @@ impl Shared {
             self.fail_page(page, io::Error::other(MISSING_IN_CONTINUE));
             return;
         }
-        let around = Window::around(page, self.order, self.bounds(page)).unwrap_or(Window {
-            pages: page..page + 1,
-        });
+        let around = Window::around(page, self.order, self.bounds(page))
+            .unwrap_or_else(|_| Window::single(page));
         // In a replay, the recorded run the page lies in, if the replay's
         // threads have not taken it: the window takes it in too.
         let taken = self.take_run(page);
@@ -599,16 +600,20 @@ impl Shared {
         // A run taken from the replay comes from its working-set file, as
         // the replay would have installed it; the window's other pages
         // (an order's neighbours) from the source.
-        if let Some(run) = &taken {
-            match self.install_taken(run, page, buf, ticket) {
+        if let Some(run) = taken {
+            match self.install_taken(&run, page, buf, ticket) {
                 Some(true) => {
-                    if window.pages != run.pages {
+                    let whole = window.pages == run.pages;
+                    // The replay's part is done: `wait_replayed` need
+                    // not wait for the neighbours' source.
+                    drop(run);
+                    if !whole {
                         self.copy_window(&window, page, buf, ticket);
                     }
                     let _ = self.uffd.wake(self.addr(wstart), wlen * self.page);
                     return;
                 }
-                // The watchdog took the fault while the file held it.
+                // The watchdog took the fault while the read held it.
                 Some(false) => return,
                 None => {}
             }
@@ -673,7 +678,7 @@ impl Shared {
     }
 
     /// In a replay, the faulting page's whole run, taken from the replay
-    /// if its threads have not taken it (see [`Replay::take_run_of`]):
+    /// if its threads have not taken it (see [`Replay::untaken_run_of`]):
     /// one in the page's area, of at most [`fault_run`](Self::fault_run)
     /// pages where it is copied. Counted as the replay's work while the
     /// fault installs it, so that `wait_replayed` waits for it.
@@ -684,11 +689,16 @@ impl Shared {
             Mode::Continue => REPLAY_RUN,
             Mode::Copy => self.fault_run(),
         };
-        // Counted before it is taken: the replay's threads cannot all end,
-        // and `wait_replayed` return, between the two.
+        // A look first, so that a fault whose run is gone (every fault
+        // once the replay is done) takes no lock; then counted before it
+        // is taken: the replay's threads cannot all end, and
+        // `wait_replayed` return, between the two.
+        let i = plan.untaken_run_of(page, most, self.bounds(page))?;
         *self.prefetching.lock().unwrap_or_else(|e| e.into_inner()) += 1;
         let counted = CountOut(&self.prefetching, &self.replayed);
-        let i = plan.take_run_of(page, most, self.bounds(page))?;
+        if !plan.take(i) {
+            return None;
+        }
         let (start, n) = plan.run(i);
         Some(TakenRun {
             pages: start..start + n as u64,

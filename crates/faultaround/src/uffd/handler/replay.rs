@@ -77,17 +77,17 @@ impl Replay {
     }
 
     /// Takes run `i`; false if a fault or another thread took it first.
-    fn take(&self, i: usize) -> bool {
+    pub(super) fn take(&self, i: usize) -> bool {
         !self.taken[i].swap(true, Ordering::Relaxed)
     }
 
-    /// The run holding `page`, taken for a fault, if the record has one of
-    /// at most `most` pages inside `area` (source pages: a run across two
-    /// of a handler's ranges stays the replay's) that nobody has taken
-    /// (its index): the faulting thread will read its neighbours next,
-    /// so the run goes in whole now rather than a page a fault ahead of
-    /// the replay (REAP installs whole runs).
-    pub(super) fn take_run_of(
+    /// The run holding `page`, for a fault to take (its index), if the
+    /// record has one of at most `most` pages inside `area` (source
+    /// pages: a run across two of a handler's ranges stays the replay's)
+    /// that nobody has taken yet: the faulting thread will read its
+    /// neighbours next, so the run goes in whole now rather than a page a
+    /// fault ahead of the replay (REAP installs whole runs).
+    pub(super) fn untaken_run_of(
         &self,
         page: u64,
         most: usize,
@@ -100,8 +100,12 @@ impl Replay {
         let i = self.by_page[at];
         let (start, n) = self.runs[i];
         let end = start + n as u64;
-        (page < end && n <= most && area.start <= start && end <= area.end && self.take(i))
-            .then_some(i)
+        (page < end
+            && n <= most
+            && area.start <= start
+            && end <= area.end
+            && !self.taken[i].load(Ordering::Relaxed))
+        .then_some(i)
     }
 
     /// Run `i`: (first page, pages).
@@ -241,10 +245,12 @@ impl Shared {
     /// the source, which may be remote or not have it ready), else with
     /// one `read_pages` of the source (not a read a page); `buf` holds at
     /// least the run. The read is timed by the watchdog as a source call
-    /// is. `Some(true)` once the faulting page is in; `Some(false)` if the
-    /// watchdog took the fault meanwhile; `None` if the run could not be
-    /// had so (the fault then goes on as any other: a source holding the
-    /// pages in memory, or a page not ready).
+    /// is. `Some(true)` once the faulting page is copied or failed (not
+    /// woken: the caller wakes the window); `Some(false)` if the watchdog
+    /// took the fault meanwhile; `None` if the run could not be had so (a
+    /// failed page in it, a source holding the pages in memory or without
+    /// them ready, a read or CRC that failed): the fault then goes on as
+    /// any other.
     pub(super) fn install_taken(
         &self,
         run: &super::TakenRun<'_>,
@@ -255,6 +261,13 @@ impl Shared {
         let plan = self.replay.get()?;
         let (start, n) = plan.runs[run.i];
         let buf = &mut buf[..n * self.page];
+        // A failed page stays failed: the fault's usual path, which
+        // skips those, copies the rest.
+        if self.stats.pages_failed.load(Ordering::Relaxed) != 0
+            && (start..start + n as u64).any(|p| self.is_failed(p))
+        {
+            return None;
+        }
         if let Some(ws) = &plan.working_set {
             let (at, crc) = ws.runs[run.i];
             let read = {
@@ -268,7 +281,7 @@ impl Shared {
                 return None;
             }
         } else {
-            if self.source_pages(start, n, None).is_some() {
+            if self.source_pages(start, n, Some(ticket)).is_some() {
                 return None;
             }
             let read = {
@@ -282,9 +295,17 @@ impl Shared {
         if !self.have_data(ticket) {
             return Some(false);
         }
-        let _ = self.copy_run(start, n, buf, true);
-        // In, or the source path tries it again.
-        self.resident(page as usize, 1)[0].then_some(true)
+        // This handler copies or fails the page from here (the watchdog
+        // no longer can): the run without waking, the page alone if the
+        // run's copy stopped short of it.
+        let _ = self.copy_run(start, n, buf, false);
+        if !self.resident(page as usize, 1)[0] {
+            let at = (page - start) as usize * self.page;
+            if let Err(e) = self.copy_page(page, &buf[at..at + self.page], false) {
+                self.fail_page(page, e);
+            }
+        }
+        Some(true)
     }
 
     /// Installs one run, `(first page, pages)`, from the page cache or
