@@ -1378,3 +1378,73 @@ fn a_faults_run_that_fails_its_crc_comes_from_the_source() {
     assert!(same, "the corrupt byte reached the region");
     scenario.teardown();
 }
+
+/// A source whose runs are never ready (`read_pages`), its pages one by
+/// one always (`read_page`): a remote store that answers page requests
+/// at once but has no bulk read ready.
+struct NoRunsReady(Vec<u8>);
+
+impl PageSource for NoRunsReady {
+    fn len(&self) -> u64 {
+        self.0.len() as u64
+    }
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+        self.0.read_page(index, buf)
+    }
+    fn read_pages(&self, _: u64, _: usize, _: &mut [u8]) -> PageRead {
+        PageRead::NotReady
+    }
+}
+
+/// A fault ahead of the replay (held at `uffd::replay_batch`) on page 140
+/// of a region replaying pages 0..192 of `src`, with `copy` set on the
+/// `uffd::copy` fail point meanwhile (if any): whether page 140 then
+/// holds its bytes, the pages resident, and the faults.
+fn fault_ahead_of_a_held_replay(src: impl PageSource, copy: Option<&str>) -> (bool, usize, u64) {
+    let want = image(256)[140 * PAGE..141 * PAGE].to_vec();
+    let rec = Record::new(PAGE, (256 * PAGE) as u64, "", 0..192).unwrap();
+    fail::cfg("uffd::replay_batch", "pause").unwrap();
+    let r = UffdRegion::builder(256 * PAGE)
+        .replay(rec)
+        .build(src)
+        .unwrap();
+    if let Some(c) = copy {
+        fail::cfg("uffd::copy", c).unwrap();
+    }
+    let same = r.as_slice()[140 * PAGE..141 * PAGE] == want[..];
+    let resident = r.resident_pages();
+    fail::remove("uffd::copy");
+    fail::remove("uffd::replay_batch");
+    assert!(r.wait_replayed(Duration::from_secs(20)));
+    (same, resident, r.stats().faults)
+}
+
+/// A run a fault took whose bulk read is not ready comes in page by page,
+/// as the fault's window would: the right bytes, all 64 pages, one fault.
+#[test]
+fn a_faults_run_not_ready_in_bulk_comes_page_by_page() {
+    let scenario = FailScenario::setup();
+    let _hang = mmbatch_testkit::hang_guard("a_faults_run_not_ready_in_bulk_comes_page_by_page");
+    assert_eq!(
+        fault_ahead_of_a_held_replay(NoRunsReady(image(256)), None),
+        (true, 64, 1)
+    );
+    scenario.teardown();
+}
+
+/// A fault's run whose copy the kernel refuses once still gets the
+/// faulting page in, copied alone from the run's bytes read (its own
+/// slice of them).
+#[test]
+fn a_faults_run_copy_refused_once_still_copies_its_page() {
+    let scenario = FailScenario::setup();
+    let _hang = mmbatch_testkit::hang_guard("a_faults_run_copy_refused_once_still_copies_its_page");
+    let src = Counting {
+        src: image(256),
+        reads: Arc::new(AtomicUsize::new(0)),
+    };
+    let (same, resident, faults) = fault_ahead_of_a_held_replay(src, Some("1*return(ENOMEM)"));
+    assert!(same, "page 140 holds another page's bytes");
+    assert!(resident >= 1 && faults == 1, "{resident} {faults}");
+    scenario.teardown();
+}

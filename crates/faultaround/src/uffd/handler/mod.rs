@@ -548,7 +548,7 @@ impl Shared {
                 .contains(&page)
     }
 
-    fn any_failed(&self, w: &Window) -> bool {
+    pub(super) fn any_failed(&self, w: &Window) -> bool {
         self.stats.pages_failed.load(Ordering::Relaxed) != 0
             && w.pages.clone().any(|p| self.is_failed(p))
     }

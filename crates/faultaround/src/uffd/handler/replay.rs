@@ -263,9 +263,9 @@ impl Shared {
         let buf = &mut buf[..n * self.page];
         // A failed page stays failed: the fault's usual path, which
         // skips those, copies the rest.
-        if self.stats.pages_failed.load(Ordering::Relaxed) != 0
-            && (start..start + n as u64).any(|p| self.is_failed(p))
-        {
+        if self.any_failed(&crate::Window {
+            pages: run.pages.clone(),
+        }) {
             return None;
         }
         if let Some(ws) = &plan.working_set {
