@@ -136,3 +136,16 @@ fn a_mixed_weak_hash_keeps_structured_keys_apart() {
         keys.len()
     );
 }
+
+/// A shard's entries are indexed by `u32` below its list's end marker
+/// (`NIL`, `u32::MAX`): however many entries a cache may hold, no shard
+/// is given room for an index that would be the marker.
+#[test]
+fn no_shard_may_hold_an_index_equal_to_the_end_marker() {
+    assert_eq!(
+        super::shard_entries(usize::MAX, 1, 0),
+        u32::MAX as usize - 1
+    );
+    assert_eq!(super::shard_entries(10, 3, 0), 4);
+    assert_eq!(super::shard_entries(10, 3, 2), 3);
+}
