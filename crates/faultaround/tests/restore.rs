@@ -6,7 +6,7 @@ mod gated;
 use std::{
     sync::{
         Arc,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
         mpsc,
     },
     time::Duration,
@@ -401,6 +401,95 @@ fn a_faults_run_comes_with_its_windows_neighbours() {
     assert!(bounded("the replay's end", move || r2
         .wait_replayed(Duration::from_secs(3600))));
     assert_eq!(r.stats().pages_prefetched, 128);
+}
+
+/// [`GatedRuns`], and besides its held runs, the run read from `held`
+/// waits for a second gate: a fault's run, installing while the
+/// replay's threads go on.
+struct HoldsRun {
+    runs: GatedRuns,
+    held: u64,
+    open: Gate,
+    /// Set when the held run is asked for.
+    reached: Arc<AtomicBool>,
+}
+
+impl PageSource for HoldsRun {
+    fn len(&self) -> u64 {
+        self.runs.len()
+    }
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+        self.runs.read_page(index, buf)
+    }
+    fn read_pages(&self, index: u64, count: usize, buf: &mut [u8]) -> PageRead {
+        if index == self.held {
+            self.reached.store(true, Ordering::SeqCst);
+            let (lock, cv) = &*self.open;
+            let _open = cv.wait_while(lock.lock().unwrap(), |open| !*open).unwrap();
+        }
+        self.runs.read_pages(index, count, buf)
+    }
+}
+
+/// `wait_replayed` promises the replay done, runs that faults took from
+/// it included: it must not return while a fault still installs one,
+/// though every replay thread has ended.
+#[test]
+fn wait_replayed_waits_for_a_run_a_fault_took() {
+    let _hang = mmbatch_testkit::hang_guard("wait_replayed_waits_for_a_run_a_fault_took");
+    let (open, hold) = (gate(), gate());
+    let runs = Arc::new(AtomicUsize::new(0));
+    let reached = Arc::new(AtomicBool::new(false));
+    // Runs 0..64 and 64..128, where the replay threads are held, and
+    // 128..192, which a fault on page 140 takes and installs, held.
+    let rec = Record::new(PAGE, (192 * PAGE) as u64, "", 0..192).unwrap();
+    let src = image(192);
+    let r = Arc::new(
+        UffdRegion::builder(192 * PAGE)
+            .replay(rec)
+            // Longer than the run is held: the watchdog must not claim it.
+            .source_timeout(Duration::from_secs(30))
+            .build(HoldsRun {
+                runs: GatedRuns {
+                    src: src.clone(),
+                    open: open.clone(),
+                    runs_read: runs.clone(),
+                },
+                held: 128,
+                open: hold.clone(),
+                reached: reached.clone(),
+            })
+            .unwrap(),
+    );
+    wait_for("the replay starts", || {
+        runs.load(Ordering::SeqCst) >= gated::HELD
+    });
+    let (r2, src2) = (r.clone(), src.clone());
+    let reader = std::thread::spawn(move || page_is(&r2, &src2, 140));
+    wait_for("the fault reads its run", || reached.load(Ordering::SeqCst));
+    // The replay's threads install their runs, find the third taken, and
+    // end; the fault's run is still held.
+    release(&open);
+    wait_for("the replay threads' runs", || {
+        r.stats().pages_prefetched == 128
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        !r.wait_replayed(Duration::from_millis(300)),
+        "wait_replayed returned while a fault still installed its run: {} pages resident",
+        r.resident_pages()
+    );
+    release(&hold);
+    let r2 = r.clone();
+    assert!(bounded("the replay's end", move || r2
+        .wait_replayed(Duration::from_secs(3600))));
+    // Done means in: every recorded page, without another fault.
+    assert_eq!(r.resident_pages(), 192);
+    assert!(reader.join().unwrap());
+    for p in 0..192 {
+        assert!(page_is(&r, &src, p), "page {p}");
+    }
+    assert_eq!(r.stats().faults, 1);
 }
 
 /// A fault on a page the record lacks takes no run, not even the one
