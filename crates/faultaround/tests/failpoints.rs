@@ -1306,6 +1306,22 @@ impl PageSource for Counting {
     }
 }
 
+/// `rec`'s working-set file of `src`, already unlinked; `corrupt` flips
+/// a byte of page 140 in it.
+fn ws_file(rec: &Record, src: &[u8], corrupt: bool) -> std::fs::File {
+    let path = std::env::temp_dir().join(format!("mmbatch-fp-ws-{}", std::process::id()));
+    let mut bytes = Vec::new();
+    rec.write_pages(&src.to_vec(), &mut bytes).unwrap();
+    if corrupt {
+        // The file's runs follow its 24-byte header, in record order.
+        bytes[24 + 140 * PAGE] ^= 1;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let ws = std::fs::File::open(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    ws
+}
+
 /// A region replaying pages 0..192 of a 256-page image (runs of 64) from
 /// a working-set file, `corrupt` flipping a byte of page 140 in the file,
 /// its replay threads held before their first batch; a fault on page 140
@@ -1316,16 +1332,7 @@ impl PageSource for Counting {
 fn fault_ahead_of_a_working_set_replay(corrupt: bool) -> ((usize, usize), UffdStats, bool) {
     let src = image(256);
     let rec = Record::new(PAGE, (256 * PAGE) as u64, "", 0..192).unwrap();
-    let path = std::env::temp_dir().join(format!("mmbatch-fp-ws-{}", std::process::id()));
-    let mut bytes = Vec::new();
-    rec.write_pages(&src, &mut bytes).unwrap();
-    if corrupt {
-        // The file's runs follow its 24-byte header, in record order.
-        bytes[24 + 140 * PAGE] ^= 1;
-    }
-    std::fs::write(&path, &bytes).unwrap();
-    let ws = std::fs::File::open(&path).unwrap();
-    std::fs::remove_file(&path).unwrap();
+    let ws = ws_file(&rec, &src, corrupt);
     let reads = Arc::new(AtomicUsize::new(0));
     fail::cfg("uffd::replay_batch", "pause").unwrap();
     let r = UffdRegion::builder(256 * PAGE)
@@ -1377,6 +1384,59 @@ fn a_faults_run_that_fails_its_crc_comes_from_the_source() {
     assert_eq!(st.replay_runs_refused, 1);
     assert!(same, "the corrupt byte reached the region");
     scenario.teardown();
+}
+
+/// A fault ahead of the replay reads its run from the working-set file
+/// under the watchdog, as any source call: a file that stops answering
+/// (a network disk) fails the faulting page at the source timeout, not
+/// when the read returns; the read's late bytes do not undo that, and
+/// the replay, let go, installs the rest.
+#[test]
+fn a_stalled_working_set_read_on_a_faults_path_fails_its_page() {
+    let name = "a_stalled_working_set_read_on_a_faults_path_fails_its_page";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let scenario = FailScenario::setup();
+    let src = image(256);
+    let rec = Record::new(PAGE, (256 * PAGE) as u64, "", 0..192).unwrap();
+    let ws = ws_file(&rec, &src, false);
+    fail::cfg("uffd::replay_batch", "pause").unwrap();
+    fail::cfg("uffd::taken_run_read", "sleep(2000)").unwrap();
+    let r = UffdRegion::builder(256 * PAGE)
+        .replay(rec)
+        .replay_pages(ws)
+        .source_timeout(Duration::from_millis(300))
+        .build(src.clone())
+        .unwrap();
+    let expected = match r.fail_signal() {
+        FailSignal::Sigbus => libc::SIGBUS,
+        _ => libc::SIGSEGV,
+    };
+    let start = std::time::Instant::now();
+    assert_eq!(touch(&r, 140 * PAGE), expected);
+    let took = start.elapsed();
+    println!("the stalled read's page failed after {took:?}");
+    assert!(took < Duration::from_millis(1900), "{took:?}");
+    let e = r.failure().unwrap();
+    assert!(matches!(e, Error::PageFailed { page: 140, .. }), "{e}");
+    fail::remove("uffd::taken_run_read");
+    fail::remove("uffd::replay_batch");
+    assert!(r.wait_replayed(Duration::from_secs(8)));
+    // Read on this thread (a signal now would end the child): every
+    // other page holds its bytes, and the stalled read's late bytes did
+    // not bring page 140 back.
+    for p in (0..256).filter(|&p| p != 140) {
+        assert!(
+            r.as_slice()[p * PAGE..(p + 1) * PAGE] == src[p * PAGE..(p + 1) * PAGE],
+            "page {p}"
+        );
+    }
+    assert_eq!(r.resident_pages(), 255, "{:?}", r.stats());
+    assert_eq!(r.stats().pages_failed, 1);
+    drop(scenario);
+    std::process::exit(0);
 }
 
 /// A source whose runs are never ready (`read_pages`), its pages one by

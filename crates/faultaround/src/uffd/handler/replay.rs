@@ -272,6 +272,9 @@ impl Shared {
             let (at, crc) = ws.runs[run.i];
             let read = {
                 let _in = self.in_source(Some(ticket));
+                // Fail point `uffd::taken_run_read`: a test stalls the
+                // read (a file on a network disk that stopped answering).
+                fail_point!("uffd::taken_run_read");
                 std::os::unix::fs::FileExt::read_exact_at(&*ws.file, buf, at)
             };
             if read.is_err() || crc32fast::hash(buf) != crc {
