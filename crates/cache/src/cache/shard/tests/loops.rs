@@ -84,8 +84,9 @@ fn a_loop_after_other_requests_ages_the_stale_active_list_out() {
     }
     lv.check().unwrap();
     let ratio = loop_hits as f64 / (trace.len() - from) as f64;
+    // Aged, 25.6% of the loop's requests hit (OPT: 50%); unaged, 7.1%.
     assert!(
-        ratio > 0.05,
+        ratio > 0.15,
         "{:.2}% of the loop's requests hit",
         ratio * 100.0
     );

@@ -936,6 +936,33 @@ fn a_lirs_shadow_keeps_the_last_access() {
     lv.check().unwrap();
 }
 
+/// `Policy::Lirs`'s test is strict, as LIRS's is: a refault is LIR only
+/// if its key was used more recently than the LIR entry last demoted; one
+/// used as long ago is HIR (the inactive head), one a tick more recently
+/// LIR.
+#[test]
+fn a_lirs_refault_as_old_as_the_last_demoted_lir_entry_is_hir() {
+    let n = 1000;
+    for (newer, place) in [(0, Place::Inactive), (1, Place::Fill)] {
+        let mut lv = Lruvec::new(Policy::Lirs, true, false, (false, false), n as u64, n);
+        let hir = n - ((1.0 - LIRS_HIR) * n as f64).floor() as usize;
+        for k in 0..(n + hir) as u64 {
+            insert(&mut lv, k);
+        }
+        // Key n - 1, HIR and evicted, was last used at clock 0; the LIR
+        // entry last demoted `newer` ticks before it.
+        let last = n as u64 - 1;
+        assert!(lv.find(hash(last), |&k| k == last).is_none());
+        lv.lir_stamp = 0u32.wrapping_sub(newer);
+        assert_eq!(lv.lir_reach() as usize, hir + newer as usize);
+        assert_eq!(
+            lv.lirs_refault(short_hash(hash(last))),
+            place,
+            "demoted {newer} tick(s) before the key's last use"
+        );
+    }
+}
+
 /// A shard's next expiry: the earliest deadline set; passed, the sweep
 /// runs, and once it has looked at every slot it finds the next one due
 /// (here none, the due entries reclaimed), after which lookups and
