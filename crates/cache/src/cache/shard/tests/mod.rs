@@ -442,9 +442,13 @@ fn misses_that_mostly_refault_make_a_shard_thrash() {
         lv.note_miss(lv.refault_share < middle);
     }
     assert!(!lv.thrashing);
-    // Refaults only: past the upper bound it thrashes again.
+    // Refaults only: past the upper bound it thrashes again (within a
+    // bounded number of misses: a shard that never did hung the test).
+    let mut n = 0;
     while !lv.thrashing {
         lv.note_miss(true);
+        n += 1;
+        assert!(n < 1_000_000, "refaults only, and the shard never thrashed");
     }
     assert!(lv.refault_share > THRASHING_ABOVE);
     for _ in 0..10_000 {
