@@ -115,6 +115,39 @@ fn membarrier_failing_after_the_cache_went_fast_falls_back_to_counted_reads() {
     c.check_invariants().unwrap();
 }
 
+/// A sandbox that refuses membarrier from the start (its filter in place
+/// before the cache is made): registration fails, and no shard ever
+/// skips its readers' barrier, however quiet its writers.
+#[test]
+fn membarrier_refused_from_the_start_keeps_every_read_counted() {
+    let name = "membarrier_refused_from_the_start_keeps_every_read_counted";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    refuse_syscalls(&[libc::SYS_membarrier]);
+    let c = LruCache::builder(1024).shards(1).build().unwrap();
+    for k in 0..100 {
+        c.insert(k, k);
+    }
+    // Quiet lookups, long past the wait for a spell (`fast_cache` goes
+    // fast in a few rounds of these where membarrier works).
+    for _ in 0..200 {
+        for k in 0..100 {
+            assert_eq!(c.get(&k), Some(k));
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    assert_eq!(
+        c.stats().fast_read_shards,
+        0,
+        "went fast with no membarrier"
+    );
+    c.insert(1000, 1000);
+    assert_eq!(c.get(&1000), Some(1000));
+    c.check_invariants().unwrap();
+}
+
 #[test]
 fn with_no_barrier_to_be_had_a_change_panics_and_the_shard_stays_fast() {
     let name = "with_no_barrier_to_be_had_a_change_panics_and_the_shard_stays_fast";

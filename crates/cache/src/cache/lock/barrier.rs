@@ -233,6 +233,30 @@ mod imp {
             (first..=last).all(|cpu| visited.get(cpu).copied().unwrap_or(false) || !is_online(cpu))
         })
     }
+
+    #[cfg(all(test, target_os = "linux", not(miri)))]
+    mod tests {
+        use super::*;
+
+        /// A registration that loses its race to a refusal (another
+        /// thread's heavy barrier failed and said `REFUSED` first) answers
+        /// no, whatever its own call gave: the refusal stands, and no lock
+        /// goes fast on it. In a child process: the state is the process's.
+        #[test]
+        fn a_registration_that_loses_to_a_refusal_answers_no() {
+            let name = "cache::lock::barrier::imp::tests::a_registration_that_loses_to_a_refusal_answers_no";
+            if let Some(run) =
+                mmbatch_testkit::child::parent(name, std::time::Duration::from_secs(20))
+            {
+                run.expect_success();
+                return;
+            }
+            STATE.store(REFUSED, Ordering::Release);
+            assert!(!register(), "registered over a refusal");
+            assert!(!available());
+            std::process::exit(0);
+        }
+    }
 }
 
 #[cfg(loom)]
