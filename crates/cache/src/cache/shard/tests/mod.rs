@@ -940,6 +940,33 @@ fn a_lirs_shadow_keeps_the_last_access() {
     lv.check().unwrap();
 }
 
+/// Aging a stale shard's active list passes over the entry being written
+/// (`protect`) when it is the active tail, as reclaim does: a value
+/// replaced, heavier, makes room without its own entry leaving the
+/// active list.
+#[test]
+fn aging_passes_over_the_entry_being_written() {
+    let n = 64;
+    let mut lv = Lruvec::new(Policy::Workingset, true, false, (false, false), n as u64, n);
+    // The fill puts the first keys on the active list, key 0 at its tail,
+    // unhit; the rest wait on probation.
+    for k in 0..n as u64 {
+        insert(&mut lv, k);
+    }
+    let x = lv.find(hash(0), |&k| k == 0).unwrap();
+    assert_eq!(lv.lists[ACTIVE].tail, x);
+    assert!(lv.lists[ACTIVE].len >= 2 && !lv.active_has_room());
+    lv.stale = true;
+    assert_eq!(lv.evictions % AGE_EVERY, 0, "an aging step is due");
+    let mut protect = x;
+    let victim = lv.pick_victim(&mut protect).expect("a victim");
+    assert_ne!(victim, x);
+    assert!(
+        lv.flags(x) & ACTIVE_FLAG != 0,
+        "the entry being written left the active list"
+    );
+}
+
 /// `Policy::Lirs`'s test is strict, as LIRS's is: a refault is LIR only
 /// if its key was used more recently than the LIR entry last demoted; one
 /// used as long ago is HIR (the inactive head), one a tick more recently
