@@ -149,3 +149,23 @@ fn no_shard_may_hold_an_index_equal_to_the_end_marker() {
     assert_eq!(super::shard_entries(10, 3, 0), 4);
     assert_eq!(super::shard_entries(10, 3, 2), 3);
 }
+
+/// `check_invariants`, the tests' and fuzz targets' oracle, flags a cache
+/// holding more entries, or more weight, than its bounds: no API call can
+/// put one there, so the bounds are lowered under it by hand.
+#[test]
+fn the_invariant_check_flags_a_cache_over_its_bounds() {
+    use std::sync::atomic::Ordering;
+    let c: LruCache<u64, u64> = LruCache::builder(64).shards(2).build().unwrap();
+    for k in 0..40 {
+        c.insert(k, k);
+    }
+    c.check_invariants().unwrap();
+    c.max_entries.store(39, Ordering::Release);
+    let e = c.check_invariants().unwrap_err();
+    assert!(e.starts_with("40 entries of weight 40"), "{e}");
+    c.max_entries.store(64, Ordering::Release);
+    c.capacity.store(39, Ordering::Release);
+    let e = c.check_invariants().unwrap_err();
+    assert!(e.starts_with("40 entries of weight 40"), "{e}");
+}
