@@ -309,10 +309,16 @@ mod imp {
         }
     }
 
-    /// The fast read ends (its guard drops).
+    /// The fast read ends (its guard drops). A read that leaves without
+    /// having entered is the emulation's own fault (writers never waited
+    /// for it): the model fails rather than pass with no barrier modelled.
     pub(crate) fn leave(slot: usize) {
         light(slot);
-        EMULATION.inside[slot].store(false, Ordering::SeqCst);
+        let entered = EMULATION.inside[slot].swap(false, Ordering::SeqCst);
+        assert!(
+            entered,
+            "a fast read on stripe {slot} left without entering"
+        );
     }
 
     /// Asks every thread inside a fast read for a fence and waits for
