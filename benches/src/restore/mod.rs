@@ -102,12 +102,14 @@ pub const EXPERIMENT: Experiment = Experiment {
     contention: "the rows at 2 threads",
 };
 
-/// Samples at most, whatever `--samples` asks (the default's five): a
-/// row's samples can differ fourfold on a 2-CPU host (the file mapping's
-/// 6.5 to 19.9 ms in one run of 2026-12-02), and several judged ratios
-/// sit near their bars, so a median of three was one noisy sample from
-/// either verdict.
+/// Samples of a warm row at most, whatever `--samples` asks (the
+/// default's five): several judged warm ratios sit near their bars, and a
+/// row's samples can differ threefold here (ARCHITECTURE section 4).
 pub const MAX_SAMPLES: usize = 5;
+
+/// Samples of a cold row at most: its judged ratios are far from their
+/// bars, and a cold sample re-reads the image from disk.
+pub const MAX_COLD_SAMPLES: usize = 3;
 
 /// REAP's headline: cold start with record-and-prefetch vs lazy paging.
 const SEED_REFS: &[SeedRef] = &[
@@ -299,24 +301,48 @@ impl Image {
         })
     }
 
-    /// Reads the working set's pages (`runs`) of the image, and of its
-    /// shmem and hugetlbfs copies where made, into a scratch buffer, and a
-    /// working-set file (no shmem copy) whole: untimed, before a warm
-    /// sample, so that every row finds its source's pages as recently
-    /// touched as the others'. This host makes memory idle for seconds
-    /// slow to touch again (the first of seven `replay-shmem` samples
-    /// after 10 s idle took 180 ms, the next six 7-13 ms; the image's page
-    /// cache, which nearly every row reads, stayed warm), and the rows
-    /// take their samples in turn, a round apart.
-    pub fn read_working_set(&self, runs: &[(u64, u64)]) {
-        let copies = [Some(&self.file), self.shm.get(), self.huge_shm.get()];
+    /// The image in a hugetlbfs memfd of 2 MiB pages, made on first use
+    /// (from the pool the run grew).
+    fn huge_shm(&self) -> &File {
+        self.huge_shm.get_or_init(|| {
+            UffdRegion::huge_page_cache_from(&self.file, self.len(), HugePageSize::Size2M)
+                .expect("the image in a hugetlbfs memfd")
+        })
+    }
+
+    /// Reads, into a scratch buffer, the working set's pages (`runs`) of
+    /// each copy of the image (the file, and its shmem and hugetlbfs
+    /// copies where made) and the working-set file `ws` whole, `first` (the
+    /// source the next row reads) before the others: untimed, before a
+    /// warm sample, so that every judged row finds its source's working
+    /// set as recently touched as the others' do, and no nearer the CPU.
+    /// Why: a host may make memory left idle for seconds slow to touch
+    /// again (this one does: ARCHITECTURE section 4, `restore`), and the
+    /// rows take their samples a round apart.
+    pub fn read_sources(&self, runs: &[(u64, u64)], ws: Option<&Image>, first: Source) {
+        let copies = [
+            (Source::File, Some(&self.file)),
+            (Source::Shm, self.shm.get()),
+            (Source::HugeShm, self.huge_shm.get()),
+        ];
         let mut buf = vec![0u8; MAX_RUN as usize * PAGE];
-        for f in copies.into_iter().flatten() {
+        let mut read_copy = |f: &File| {
             for &(start, n) in runs {
                 let bytes = &mut buf[..n as usize * PAGE];
                 f.read_exact_at(bytes, start * PAGE as u64)
                     .expect("reading the image's working set");
             }
+        };
+        let read_ws = || ws.into_iter().for_each(Image::read_all);
+        if first == Source::WorkingSet {
+            read_ws();
+        }
+        let (own, others): (Vec<_>, Vec<_>) = copies.iter().partition(|(s, _)| *s == first);
+        for (_, f) in own.into_iter().chain(others) {
+            f.into_iter().for_each(&mut read_copy);
+        }
+        if first != Source::WorkingSet {
+            read_ws();
         }
     }
 
@@ -476,6 +502,31 @@ fn quantile(v: &[u64], q: f64) -> u64 {
         .unwrap_or(0)
 }
 
+/// Which copy of the image a strategy's restore reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The image file (its page cache).
+    File,
+    /// The image in shmem.
+    Shm,
+    /// The image in a hugetlbfs memfd.
+    HugeShm,
+    /// The working-set file.
+    WorkingSet,
+}
+
+impl Source {
+    /// What `strategy` reads.
+    pub fn of(strategy: &str) -> Self {
+        match strategy {
+            "replay" | "replay-order-4" | "huge-replay" => Source::WorkingSet,
+            "replay-shmem" => Source::Shm,
+            "huge-replay-shmem" => Source::HugeShm,
+            _ => Source::File,
+        }
+    }
+}
+
 /// A first run's record and its working-set file.
 #[derive(Debug)]
 pub struct Recorded {
@@ -524,10 +575,7 @@ pub fn measure(
     let len = image.len();
     let shm = match strategy {
         "replay-shmem" => Some(image.shm()),
-        "huge-replay-shmem" => Some(image.huge_shm.get_or_init(|| {
-            UffdRegion::huge_page_cache_from(&image.file, len, HugePageSize::Size2M)
-                .expect("the image in a hugetlbfs memfd")
-        })),
+        "huge-replay-shmem" => Some(image.huge_shm()),
         _ => None,
     };
     let start = Instant::now();
@@ -711,7 +759,17 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     // Samples taken in turn (sample 1 of every row, then sample 2, ...,
     // warm rows, then cold), so rows compared pair by pair saw the same
     // moments of a noisy host.
-    let rounds = cfg.samples.clamp(1, MAX_SAMPLES);
+    let rounds = |cache: &str| match cache {
+        "warm" => cfg.samples.clamp(1, MAX_SAMPLES),
+        _ => cfg.samples.clamp(1, MAX_COLD_SAMPLES),
+    };
+    let total: usize = plan.iter().map(|row| rounds(row.0)).sum();
+    // The warm rows' copies of the image made now, so that each warm
+    // sample, the first included, reads the same sources first.
+    image.shm();
+    if huge.is_some() {
+        image.huge_shm();
+    }
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); plan.len()];
     let mut failed = vec![false; plan.len()];
     let mut failures = Vec::new();
@@ -723,14 +781,14 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     let mut done = 0;
     for &c in caches {
         let group: Vec<usize> = (0..plan.len()).filter(|&i| plan[i].0 == c).collect();
-        for _ in 0..rounds {
+        for _ in 0..rounds(c) {
             for &i in &group {
                 let row = &plan[i];
                 let &(cache, strategy, t, rec) = row;
                 if failed[i] {
                     continue;
                 }
-                progress.row(done, rounds * plan.len(), &name(row));
+                progress.row(done, total, &name(row));
                 done += 1;
                 let ws = match strategy {
                     s if s.starts_with("huge") => rec.huge.as_ref().map(|h| &h.pages),
@@ -744,8 +802,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
                     }
                 }
                 if cache == "warm" {
-                    image.read_working_set(&runs);
-                    ws.into_iter().for_each(Image::read_all);
+                    image.read_sources(&runs, ws, Source::of(strategy));
                 }
                 match measure(&image, strategy, &runs, rec, t) {
                     Ok(s) => samples[i].push(s),

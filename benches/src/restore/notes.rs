@@ -37,13 +37,14 @@ pub(super) fn notes(
                 .into(),
         );
     }
-    notes.push(
-        "Warm rows: before each sample the working set's pages of the image, and of its shmem \
-         and hugetlbfs copies, and the working-set file were read, untimed, so that every row \
-         found its source as recently touched as the others' (a host may make memory left idle \
-         for seconds slow to touch again, and the rows take their samples in turn)."
-            .into(),
-    );
+    notes.push(format!(
+        "Warm rows: before each sample the working set's pages of the image and of its shmem \
+         and hugetlbfs copies, and the working-set file, were read, untimed, the row's own \
+         source first, so that each judged row found its source's working set as recently \
+         touched as the others' (a host may make memory left idle for seconds slow to touch \
+         again, and the rows take their samples in turn). Cold rows take at most {} samples.",
+        super::MAX_COLD_SAMPLES
+    ));
     let med = |n: &str| r.median(n);
     let mut judge = |what: String, ratio: Option<f64>, target: f64| {
         if let Some(x) = ratio {

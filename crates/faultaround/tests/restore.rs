@@ -431,6 +431,15 @@ impl PageSource for HoldsRun {
     }
 }
 
+/// Opens its gates when dropped.
+struct ReleaseOnDrop(Vec<Gate>);
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        self.0.iter().for_each(|g| release(g));
+    }
+}
+
 /// `wait_replayed` promises the replay done, runs that faults took from
 /// it included: it must not return while a fault still installs one,
 /// though every replay thread has ended.
@@ -438,6 +447,9 @@ impl PageSource for HoldsRun {
 fn wait_replayed_waits_for_a_run_a_fault_took() {
     let _hang = mmbatch_testkit::hang_guard("wait_replayed_waits_for_a_run_a_fault_took");
     let (open, hold) = (gate(), gate());
+    // Both gates let go however the test ends, so that a failed assertion
+    // leaves no handler or reader blocked in the shared test process.
+    let _release = ReleaseOnDrop(vec![open.clone(), hold.clone()]);
     let runs = Arc::new(AtomicUsize::new(0));
     let reached = Arc::new(AtomicBool::new(false));
     // Runs 0..64 and 64..128, where the replay threads are held, and
@@ -473,6 +485,8 @@ fn wait_replayed_waits_for_a_run_a_fault_took() {
     wait_for("the replay threads' runs", || {
         r.stats().pages_prefetched == 128
     });
+    // The threads end right after; a `wait_replayed` blind to the fault's
+    // run would return once they had, inside its 300 ms.
     std::thread::sleep(Duration::from_millis(50));
     assert!(
         !r.wait_replayed(Duration::from_millis(300)),

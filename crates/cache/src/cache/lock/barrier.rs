@@ -312,6 +312,8 @@ mod imp {
     /// The fast read ends (its guard drops). A read that leaves without
     /// having entered is the emulation's own fault (writers never waited
     /// for it): the model fails rather than pass with no barrier modelled.
+    /// One fast read a stripe at a time, as every model makes (a nested
+    /// one would need a count, not a flag).
     pub(crate) fn leave(slot: usize) {
         light(slot);
         let entered = EMULATION.inside[slot].swap(false, Ordering::SeqCst);

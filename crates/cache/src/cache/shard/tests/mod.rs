@@ -941,9 +941,10 @@ fn a_lirs_shadow_keeps_the_last_access() {
 }
 
 /// Aging a stale shard's active list passes over the entry being written
-/// (`protect`) when it is the active tail, as reclaim does: a value
-/// replaced, heavier, makes room without its own entry leaving the
-/// active list.
+/// (`protect`) when it is the active tail, as reclaim does: when a value
+/// replaced by a heavier one makes room, its own entry does not leave
+/// the active list (here `pick_victim` is called with it protected, as
+/// that insertion calls it).
 #[test]
 fn aging_passes_over_the_entry_being_written() {
     let n = 64;
