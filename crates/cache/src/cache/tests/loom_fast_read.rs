@@ -106,3 +106,37 @@ fn a_fast_reader_and_two_writers_exclude_each_other() {
 fn a_fast_reader_that_checks_only_block_is_caught() {
     fast_reader_and_two_writers(true);
 }
+
+/// A lock whose first fast spell a writer ended with no reader about,
+/// made fast again, a fast reader and a writer: the second spell's end
+/// must wait for the reader as the first's would have (each heavy
+/// barrier is a new request that every fast reader answers).
+#[test]
+fn a_second_fast_spell_ends_as_the_first() {
+    super::model(|| {
+        let lock = Arc::new(ShardLock::new((0u32, 0u32), 2));
+        lock.go_fast();
+        set_stripe(0);
+        {
+            let mut w = lock.write();
+            w.0 += 1;
+            w.1 += 1;
+        }
+        lock.go_fast();
+        assert!(lock.is_fast(), "free and slow: fast again");
+        let l = lock.clone();
+        let reader = thread::spawn(move || {
+            set_stripe(1);
+            set_owned(1);
+            let r = l.read();
+            assert_eq!(r.0, r.1, "a fast reader saw a write half done");
+        });
+        {
+            let mut w = lock.write();
+            w.0 += 1;
+            w.1 += 1;
+        }
+        reader.join().unwrap();
+        assert_eq!(*lock.read(), (2, 2));
+    });
+}
