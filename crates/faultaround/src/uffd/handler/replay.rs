@@ -247,7 +247,9 @@ impl Shared {
     /// least the run. The read is timed by the watchdog as a source call
     /// is. `Some(true)` once the faulting page is copied or failed (not
     /// woken: the caller wakes the window); `Some(false)` if the watchdog
-    /// took the fault meanwhile; `None` if the run could not be had so (a
+    /// took the fault meanwhile (its page failed: the run's others are
+    /// installed all the same once the read returns); `None` if the run
+    /// could not be had so (a
     /// failed page in it, a source holding the pages in memory or without
     /// them ready, a read or CRC that failed): the fault then goes on as
     /// any other.
@@ -296,6 +298,15 @@ impl Shared {
             }
         }
         if !self.have_data(ticket) {
+            // The watchdog failed the faulting page while the read held
+            // this thread; the run's other pages are as good as the
+            // replay's (and nobody else will replay them): in they go,
+            // around every failed page.
+            for part in super::runs(run.pages.clone(), |p| !self.is_failed(p)) {
+                let at = (part.start - start) as usize * self.page;
+                let len = (part.end - part.start) as usize;
+                let _ = self.copy_run(part.start, len, &buf[at..], true);
+            }
             return Some(false);
         }
         // This handler copies or fails the page from here (the watchdog
