@@ -611,8 +611,8 @@ where
     /// default shard count grows with the CPUs, and so this shrinks with
     /// them: set [`Builder::shards`] where entries can be large.
     pub fn max_entry_weight(&self) -> u64 {
-        let n = self.shards.len();
-        builder::share(self.capacity(), n, n - 1)
+        // The last shard's share: the remainder goes to the first ones.
+        self.capacity() / self.shards.len() as u64
     }
 
     /// The total weight cached now (the number of entries without a
