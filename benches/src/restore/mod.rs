@@ -320,29 +320,32 @@ impl Image {
     /// again (this one does: ARCHITECTURE section 4, `restore`), and the
     /// rows take their samples a round apart.
     pub fn read_sources(&self, runs: &[(u64, u64)], ws: Option<&Image>, first: Source) {
-        let copies = [
-            (Source::File, Some(&self.file)),
-            (Source::Shm, self.shm.get()),
-            (Source::HugeShm, self.huge_shm.get()),
-        ];
         let mut buf = vec![0u8; MAX_RUN as usize * PAGE];
-        let mut read_copy = |f: &File| {
-            for &(start, n) in runs {
-                let bytes = &mut buf[..n as usize * PAGE];
-                f.read_exact_at(bytes, start * PAGE as u64)
-                    .expect("reading the image's working set");
+        let mut read = |source: Source| {
+            let copy = match source {
+                Source::WorkingSet => return ws.into_iter().for_each(Image::read_all),
+                Source::File => Some(&self.file),
+                Source::Shm => self.shm.get(),
+                Source::HugeShm => self.huge_shm.get(),
+            };
+            if let Some(f) = copy {
+                for &(start, n) in runs {
+                    let bytes = &mut buf[..n as usize * PAGE];
+                    f.read_exact_at(bytes, start * PAGE as u64)
+                        .expect("reading the image's working set");
+                }
             }
         };
-        let read_ws = || ws.into_iter().for_each(Image::read_all);
-        if first == Source::WorkingSet {
-            read_ws();
-        }
-        let (own, others): (Vec<_>, Vec<_>) = copies.iter().partition(|(s, _)| *s == first);
-        for (_, f) in own.into_iter().chain(others) {
-            f.into_iter().for_each(&mut read_copy);
-        }
-        if first != Source::WorkingSet {
-            read_ws();
+        read(first);
+        for s in [
+            Source::File,
+            Source::Shm,
+            Source::HugeShm,
+            Source::WorkingSet,
+        ] {
+            if s != first {
+                read(s);
+            }
         }
     }
 

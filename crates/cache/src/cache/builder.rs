@@ -499,6 +499,12 @@ pub(super) fn share(total: u64, shards: usize, i: usize) -> u64 {
     total / n + u64::from((i as u64) < total % n)
 }
 
+/// The smallest of `shards` shares of `total`: the last shard's, since
+/// [`share`] gives the remainder to the first ones.
+pub(super) fn smallest_share(total: u64, shards: usize) -> u64 {
+    total / shards as u64
+}
+
 /// Shard `i`'s part of `max_entries` (a shard indexes its entries with
 /// `u32`s).
 pub(super) fn shard_entries(max_entries: usize, shards: usize, i: usize) -> usize {

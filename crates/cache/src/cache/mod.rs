@@ -611,8 +611,7 @@ where
     /// default shard count grows with the CPUs, and so this shrinks with
     /// them: set [`Builder::shards`] where entries can be large.
     pub fn max_entry_weight(&self) -> u64 {
-        // The last shard's share: the remainder goes to the first ones.
-        self.capacity() / self.shards.len() as u64
+        builder::smallest_share(self.capacity(), self.shards.len())
     }
 
     /// The total weight cached now (the number of entries without a

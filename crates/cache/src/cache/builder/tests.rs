@@ -170,3 +170,20 @@ fn the_invariant_check_flags_a_cache_over_its_bounds() {
     let e = c.check_invariants().unwrap_err();
     assert_eq!(e, "40 entries of weight 40 over 64 / 39");
 }
+
+/// `smallest_share` is the least of the shares `share` deals, whatever
+/// the remainder: the heaviest entry every shard keeps.
+#[test]
+fn the_smallest_share_is_the_least_dealt() {
+    for (total, shards) in [(1003, 4), (1000, 4), (7, 8), (u64::MAX, 3), (1, 1)] {
+        let least = (0..shards)
+            .map(|i| super::share(total, shards, i))
+            .min()
+            .unwrap();
+        assert_eq!(
+            super::smallest_share(total, shards),
+            least,
+            "{total} / {shards}"
+        );
+    }
+}
