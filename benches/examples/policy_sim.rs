@@ -14,7 +14,12 @@
 //! see its doc); `clirs-exact` gives it the exact oldest LIR entry (a scan
 //! per demotion: slow on the 10240-entry shapes, so filter to `lirs-`).
 //! `qc` is quick_cache 0.7's policy (`HotCold`), the `qc-` variants its
-//! knobs. The `mix:` cases replay `cache_hits::MIXES` at 250, 1000 and
+//! knobs. `clirs-tlfu` is `ClockLirs` with TinyLFU's admission in front
+//! of its HIR set (a sketch counting every access); `clirs-tlfu-r` the
+//! same with the sketch counting only misses and the references reclaim
+//! finds, as a shard could keep it. The `fam:` cases are
+//! `policy_families`' at 500 and 5000 entries, hits counted from a fifth
+//! of the trace on (no peer figures: `policy_families` has them). The `mix:` cases replay `cache_hits::MIXES` at 250, 1000 and
 //! 3000 entries, in bursts of up to `2 * SIM_CHUNK` requests (200 by
 //! default). `SIM_VARIANTS=a,b` keeps those variants; `SIM_EVICT_TIME=1`
 //! makes the `ClockLirs` ghosts keep the eviction time instead of the last
@@ -24,6 +29,7 @@ use std::collections::HashMap;
 
 use mmbatch_benches::cache_hits::{
     LIRS_TRACES, MIXES, OLTP_SIZES, P3_SIZES, SYNTH_CAPACITY, SYNTH_KEYS, SYNTH_OPS, Shape,
+    families::{FAMILIES, family},
     interleave, read_trace, traces_dir,
 };
 
@@ -77,8 +83,12 @@ struct Sketch {
 }
 
 impl Sketch {
+    /// A sketch for a cache of `capacity` entries: 4 rows of `4 ×
+    /// capacity` counters (`SIM_SKETCH_WIDTH` sets the multiple).
     fn new(capacity: usize) -> Self {
-        let width = (capacity.max(16) * 4).next_power_of_two();
+        let per: f64 = std::env::var("SIM_SKETCH_WIDTH")
+            .map_or(4.0, |w| w.parse().expect("SIM_SKETCH_WIDTH: a number"));
+        let width = ((capacity.max(16) as f64 * per) as usize).next_power_of_two();
         Sketch {
             rows: std::array::from_fn(|_| vec![0; width]),
             mask: width - 1,
@@ -573,6 +583,16 @@ struct ClockLirs {
     lir_max: usize,
     ghost_max: usize,
     scan: usize,
+    /// TinyLFU's admission (Einziger et al., 2017): a miss that LIRS
+    /// would make HIR is not cached unless the sketch counts its key more
+    /// often than the victim's.
+    admission: Option<Sketch>,
+    /// The sketch counts misses and the references reclaim finds (the
+    /// shards' read path writes no sketch), not every access.
+    admission_at_reclaim: bool,
+    /// Admission as W-TinyLFU's: every miss is cached, and the HIR
+    /// victim contests the oldest LIR entry's place instead.
+    window: bool,
 }
 
 impl ClockLirs {
@@ -596,6 +616,9 @@ impl ClockLirs {
             lir_max: cap.saturating_sub(hirs).max(1),
             ghost_max: ((cap as f64 * ghosts) as usize).max(1),
             scan,
+            admission: None,
+            admission_at_reclaim: false,
+            window: false,
         }
     }
 
@@ -634,6 +657,7 @@ impl ClockLirs {
                 }
                 if self.l.nodes[t].refs > 0 {
                     self.l.nodes[t].refs = 0;
+                    self.count_at_reclaim(t);
                     self.l.move_head(t, 0);
                 } else {
                     break t;
@@ -665,14 +689,30 @@ impl ClockLirs {
         self.l.push_head(victim, 1);
     }
 
+    /// Counts a reference reclaim found on entry `i` (with
+    /// `admission_at_reclaim`).
+    fn count_at_reclaim(&mut self, i: usize) {
+        if let (Some(s), true) = (&mut self.admission, self.admission_at_reclaim) {
+            s.add(self.l.nodes[i].key, 1);
+        }
+    }
+
     fn access(&mut self, k: u64) -> bool {
-        if let Some(&i) = self.l.index.get(&k) {
+        let hit = self.l.index.get(&k).copied();
+        if let Some(s) = &mut self.admission {
+            if hit.is_none() || !self.admission_at_reclaim {
+                s.add(k, 1);
+            }
+        }
+        if let Some(i) = hit {
             self.l.nodes[i].refs = 1;
             self.stamp(i);
             return true;
         }
         self.t += 1;
-        let ghost = self.ghosts.remove(&k);
+        let ghost = self.ghosts.get(&k).copied();
+        let lir = self.l.len[0] < self.lir_max || ghost.is_some_and(|g| self.t - g < self.r);
+        let mut contested = false;
         // Reclaim: the inactive tail, promoted if it was hit.
         while self.l.total() >= self.cap {
             let x = self.l.tail[1];
@@ -682,6 +722,7 @@ impl ClockLirs {
             }
             if self.l.nodes[x].refs > 0 {
                 self.l.nodes[x].refs = 0;
+                self.count_at_reclaim(x);
                 self.l.unlink(x);
                 // LIRS: a hit resident HIR entry whose reuse distance is
                 // above the oldest LIR's age stays HIR.
@@ -696,6 +737,32 @@ impl ClockLirs {
                 continue;
             }
             let key = self.l.nodes[x].key;
+            let lir_tail = self.l.tail[0];
+            if let (true, Some(s)) = (
+                self.window && !contested && lir_tail != NIL,
+                &self.admission,
+            ) {
+                // W-TinyLFU's contest, the HIR set as its window: the HIR
+                // victim takes the oldest LIR entry's place if counted
+                // more often (once a miss).
+                contested = true;
+                if s.estimate(key) > s.estimate(self.l.nodes[lir_tail].key) {
+                    self.l.unlink(x);
+                    self.l.push_head(x, 0);
+                    if self.l.len[0] > self.lir_max {
+                        self.demote();
+                    }
+                    continue;
+                }
+            }
+            if let (false, false, Some(s)) = (lir, self.window, &self.admission) {
+                if s.estimate(k) <= s.estimate(key) {
+                    // Not admitted: the victim stays, for another turn.
+                    self.l.move_head(x, 1);
+                    return false;
+                }
+            }
+            self.ghosts.remove(&k);
             // LIRS's stack keeps the entry's last access, not its
             // eviction: a loop's blocks would otherwise pass for recent.
             let last = if self.last_access {
@@ -713,7 +780,6 @@ impl ClockLirs {
                 }
             }
         }
-        let lir = self.l.len[0] < self.lir_max || ghost.is_some_and(|g| self.t - g < self.r);
         let i = self.l.add(k, if lir { 0 } else { 1 });
         self.stamp(i);
         // A new entry's previous access: its eviction, if remembered.
@@ -830,9 +896,15 @@ impl Lru {
     }
 }
 
-fn run(trace: &[u64], mut access: impl FnMut(u64) -> bool) -> f64 {
-    let h = trace.iter().filter(|&&k| access(k)).count();
-    h as f64 * 100.0 / trace.len() as f64
+/// The hit % of `trace` through `access`, counting requests from `skip`
+/// on (all are replayed).
+fn run(trace: &[u64], skip: usize, mut access: impl FnMut(u64) -> bool) -> f64 {
+    let h = trace
+        .iter()
+        .enumerate()
+        .filter(|&(i, &k)| access(k) && i >= skip)
+        .count();
+    h as f64 * 100.0 / trace.len().saturating_sub(skip).max(1) as f64
 }
 
 fn main() {
@@ -860,6 +932,20 @@ fn main() {
             let n = SYNTH_OPS as usize;
             let t = shape.trace(SYNTH_KEYS, SYNTH_CAPACITY, n, 11 + i as u64);
             cases.push((shape.name().into(), t, vec![SYNTH_CAPACITY]));
+        }
+    }
+    // The families of `policy_families`, at its sizes and length, hits
+    // counted from a fifth on as it counts them (one case a size: a
+    // family's trace depends on the cache's size).
+    let mut skips: HashMap<String, usize> = HashMap::new();
+    for name in FAMILIES {
+        let name_c = format!("fam:{name}");
+        if want(&name_c) {
+            for c in [500, 5000] {
+                let t = family(name, c, 600_000, 7);
+                skips.insert(format!("{name_c}@{c}"), t.len() / 5);
+                cases.push((name_c.clone(), t, vec![c]));
+            }
         }
     }
     for m in MIXES {
@@ -891,6 +977,15 @@ fn main() {
     };
     let clock_lirs =
         |hir: f64, ghosts: f64, scan: usize| -> Make { clock_lirs_irr(hir, ghosts, scan, false) };
+    let clock_lirs_admission = |at_reclaim: bool, window: bool| -> Make {
+        Box::new(move |c| {
+            let mut p = ClockLirs::new(c, 0.01, 2.0, 0, false);
+            p.admission = Some(Sketch::new(c));
+            p.admission_at_reclaim = at_reclaim;
+            p.window = window;
+            Box::new(move |k| p.access(k))
+        })
+    };
     let hot_cold = |hot: f64, ghosts: f64, max_f: u8| -> Make {
         Box::new(move |c| {
             let mut p = HotCold::new(c, hot, ghosts, max_f);
@@ -936,6 +1031,9 @@ fn main() {
         ("clirs-exact-g", clock_lirs_irr(0.01, 1e9, usize::MAX, true)),
         ("clirs-irr3", clock_lirs_irr(0.03, 2.0, 0, true)),
         ("clirs-ginf", clock_lirs(0.01, 1e9, 0)),
+        ("clirs-tlfu", clock_lirs_admission(false, false)),
+        ("clirs-tlfu-r", clock_lirs_admission(true, false)),
+        ("clirs-wtlfu-r", clock_lirs_admission(true, true)),
     ];
     // SIM_VARIANTS=a,b keeps those variants.
     let keep = std::env::var("SIM_VARIANTS").ok();
@@ -960,7 +1058,8 @@ fn main() {
                 l: Lists::new(),
                 cap: c,
             };
-            let lru_pct = run(trace, |k| lru.access(k));
+            let skip = skips.get(&format!("{name}@{c}")).copied().unwrap_or(0);
+            let lru_pct = run(trace, skip, |k| lru.access(k));
             let peer = PEERS
                 .iter()
                 .find(|p| p.0 == name && p.1 == c)
@@ -972,7 +1071,7 @@ fn main() {
             rows += 1;
             for (v, (_, make)) in variants.iter().enumerate() {
                 let mut p = make(c);
-                let pct = run(trace, &mut *p);
+                let pct = run(trace, skip, &mut *p);
                 let bar = peer.unwrap_or(0.0).max(lru_pct) - 0.5;
                 let d = pct - bar;
                 worst[v] = worst[v].min(d);

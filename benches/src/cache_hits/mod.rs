@@ -80,6 +80,7 @@
 //! the paper's ARC figures. Beside them, not a target: how each policy
 //! does against the simulated ARC on every trace and shape.
 
+pub mod families;
 mod judge;
 mod lab;
 mod replay;
