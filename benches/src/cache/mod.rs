@@ -155,6 +155,7 @@ pub fn policies() -> Vec<(&'static str, Policy)> {
         ("active-inactive", Policy::ActiveInactive),
         ("lru", Policy::Lru),
         ("lirs", Policy::Lirs),
+        ("lirs-tinylfu", Policy::LirsTinyLfu),
         ("adaptive", Policy::Adaptive),
     ]
 }

@@ -11,9 +11,11 @@
 //! straight to the active list (`mm/workingset.c`), so a working set
 //! larger than probation is kept and one-off scans are not;
 //! [`Policy::Lirs`] ranks entries by reuse distance on the same lists,
-//! which keeps loops and interleaved patterns. The default,
-//! [`Policy::Adaptive`], runs whichever of the two, or of them and LRU,
-//! hits most on a sample of the cache's own keys.
+//! which keeps loops and interleaved patterns, and [`Policy::LirsTinyLfu`]
+//! adds TinyLFU's frequency sketch in front of it, which keeps keys reused
+//! at a steady rate among many others. The default, [`Policy::Adaptive`],
+//! runs whichever of them, or LRU, hits most on a sample of the cache's
+//! own keys.
 //!
 //! Besides: a weigher and a capacity in weight, `max_entries`, an eviction
 //! or removal listener, single-flight loading

@@ -44,7 +44,7 @@ proptest! {
     #[test]
     fn values_and_accounting(
         capacity in 1usize..12,
-        policy in prop_oneof![Just(Policy::Workingset), Just(Policy::ActiveInactive), Just(Policy::Lru), Just(Policy::Lirs), Just(Policy::Adaptive)],
+        policy in prop_oneof![Just(Policy::Workingset), Just(Policy::ActiveInactive), Just(Policy::Lru), Just(Policy::Lirs), Just(Policy::LirsTinyLfu), Just(Policy::Adaptive)],
         batching in any::<bool>(),
         ops in prop::collection::vec(op(24), 1..300),
     ) {
@@ -67,6 +67,8 @@ fn threads_account_for_every_value() {
         (Policy::Lru, true),
         (Policy::Lirs, true),
         (Policy::Lirs, false),
+        (Policy::LirsTinyLfu, true),
+        (Policy::LirsTinyLfu, false),
         (Policy::Adaptive, true),
         (Policy::Adaptive, false),
     ] {
@@ -676,6 +678,7 @@ fn a_saved_cache_warms_a_new_one_in_the_same_order() {
         Policy::ActiveInactive,
         Policy::Lru,
         Policy::Lirs,
+        Policy::LirsTinyLfu,
         Policy::Adaptive,
     ] {
         let build = |cap| {
@@ -852,6 +855,7 @@ fn a_cache_reports_the_policy_it_was_built_with() {
         Policy::ActiveInactive,
         Policy::Lru,
         Policy::Lirs,
+        Policy::LirsTinyLfu,
         Policy::Adaptive,
     ] {
         let c: LruCache<u32, u32> = LruCache::builder(8).policy(policy).build().unwrap();
@@ -946,14 +950,14 @@ fn replay<S: std::hash::BuildHasher>(
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
-    /// The promise of `Policy::Workingset` and `Policy::Lirs` on a loop
-    /// (their docs): over up to 1.5 times the cache, at least half OPT's
+    /// The promise of `Policy::Workingset`, `Policy::Lirs` and
+    /// `Policy::LirsTinyLfu` on a loop (their docs): over up to 1.5 times the cache, at least half OPT's
     /// hits once it has gone round four times (LRU gets none).
     #[test]
     fn a_loop_just_over_the_cache_keeps_half_of_opt(
         capacity in 64u64..512,
         over in 1.05f64..1.5,
-        policy in prop_oneof![Just(Policy::Workingset), Just(Policy::Lirs), Just(Policy::Adaptive)],
+        policy in prop_oneof![Just(Policy::Workingset), Just(Policy::Lirs), Just(Policy::LirsTinyLfu), Just(Policy::Adaptive)],
     ) {
         let (hits, opt) = loop_just_over(policy, capacity, over);
         prop_assert!(hits as f64 >= opt / 2.0, "{hits} hits, OPT {opt:.0}");
@@ -965,7 +969,7 @@ proptest! {
     fn a_scan_keeps_the_hot_entries(
         capacity in 64u64..512,
         scan in 1u64..10,
-        policy in prop_oneof![Just(Policy::Workingset), Just(Policy::Lirs), Just(Policy::Adaptive)],
+        policy in prop_oneof![Just(Policy::Workingset), Just(Policy::Lirs), Just(Policy::LirsTinyLfu), Just(Policy::Adaptive)],
     ) {
         let c: LruCache<u32, u32> = LruCache::builder(capacity).policy(policy).build().unwrap();
         let hot = (capacity / 2) as u32;

@@ -21,7 +21,8 @@ pub enum Compute<V> {
 #[non_exhaustive]
 pub enum Computed<V> {
     /// The key had no live entry; the value was cached (or, heavier than
-    /// its shard's share, went straight to the listener).
+    /// its shard's share or refused admission, went straight to the
+    /// listener).
     Inserted,
     /// The entry's value was replaced: the old value. (A new value
     /// heavier than the shard's share is not cached, and the entry is

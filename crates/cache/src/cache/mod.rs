@@ -386,6 +386,9 @@ where
     /// the listener. An entry heavier than its shard's share of the
     /// capacity is not cached: it goes straight to the listener
     /// ([`CacheStats::rejected`]), and any old value of `key` is removed.
+    /// Under [`Policy::LirsTinyLfu`] (and [`Policy::Adaptive`] while its
+    /// shards run it) a new key in a full shard may be refused admission:
+    /// it goes to the listener as evicted ([`CacheStats::not_admitted`]).
     ///
     /// # Panics
     /// If called from user code that the cache runs under this shard's
@@ -643,14 +646,16 @@ where
             st.hits += hits;
             st.misses += misses;
             let lv = s.read();
-            st.evictions += lv.evictions + lv.rejected;
+            st.evictions += lv.evictions + lv.rejected + lv.not_admitted;
             st.rejected += lv.rejected;
+            st.not_admitted += lv.not_admitted;
             st.refaults += lv.refaults;
             st.refault_activations += lv.activations;
             st.shadows += lv.shadows.len() as u64;
             st.thrashing_shards += u64::from(lv.thrashing());
             st.lirs_shards += u64::from(lv.runs() == Policy::Lirs);
             st.lru_shards += u64::from(lv.runs() == Policy::Lru);
+            st.tinylfu_shards += u64::from(lv.runs() == Policy::LirsTinyLfu);
         }
         st
     }

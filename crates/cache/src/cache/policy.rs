@@ -65,22 +65,51 @@ pub enum Policy {
     ///
     /// [lirs-measurements]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#policylirs-cacheshardrefaultrs
     Lirs,
-    /// The default: [`Workingset`](Self::Workingset), [`Lirs`](Self::Lirs)
-    /// or [`Lru`](Self::Lru), whichever hits most on the cache's own
-    /// requests. All three run over a sample of the cache's keys, in
-    /// simulations of a cache as many times smaller (miniature simulation,
-    /// Waldspurger et al., USENIX ATC 2017), and the shards run the one
-    /// that has hit most lately, starting with `Lirs`. `Lru` must lead by
-    /// a wider margin, since taking it up throws away what the others
-    /// learned; a shard taking up `Workingset` starts from what its
-    /// simulation learned. Why: each policy leads where the others lose
-    /// (frequency against recency-friendly workloads, whose popular keys
-    /// drift; loops and interleaved patterns against both), and no shard
-    /// can tell from inside which kind of workload it serves.
+    /// [`Lirs`](Self::Lirs) with TinyLFU's admission (Einziger et al., ACM
+    /// TOS 2017) in front of its HIR set: once the shard is full, a new
+    /// key that LIRS would make HIR is cached only if a frequency sketch
+    /// has seen it more often lately than the entry it would evict (else
+    /// it goes to the listener as evicted, and
+    /// [`CacheStats::not_admitted`](crate::CacheStats::not_admitted)
+    /// counts it). The sketch counts misses and the references reclaim
+    /// finds, under the shard's write lock, so a hit costs what it costs
+    /// under `Lirs`.
+    /// Why: a loop or a set of keys each reused at a steady rate, mixed
+    /// with requests spread over many more keys (several programs sharing
+    /// a cache, tenants, a periodic job beside a Zipf workload), keeps its
+    /// frequent keys where recency and reuse distance churn them. It loses
+    /// where recency pays (a key requested twice in a row, popularity
+    /// that drifts), which is why [`Adaptive`](Self::Adaptive) runs it
+    /// only where it leads. Costs, while it runs, the sketch's 2 bytes an
+    /// entry besides `Lirs`'s 4. Hit ratios:
+    /// [docs/cache.md][tinylfu-measurements].
+    ///
+    /// It keeps `Lirs`'s promises on a loop and on a one-off scan (property
+    /// tests hold it to them).
+    ///
+    /// [tinylfu-measurements]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#policylirstinylfu-cacheshardsketchrs
+    LirsTinyLfu,
+    /// The default: [`Workingset`](Self::Workingset), [`Lirs`](Self::Lirs),
+    /// [`LirsTinyLfu`](Self::LirsTinyLfu) or [`Lru`](Self::Lru), whichever
+    /// hits most on the cache's own requests. All four run over a sample of
+    /// the cache's keys, in simulations of a cache as many times smaller
+    /// (miniature simulation, Waldspurger et al., USENIX ATC 2017), and the
+    /// shards run the one that has hit most lately, starting with `Lirs`.
+    /// `Lru` must lead by a wider margin, since taking it up throws away
+    /// what the others learned; a shard taking up `Workingset` starts from
+    /// what its simulation learned, and one turning between `Lirs` and
+    /// `LirsTinyLfu` keeps its lists (a shard running `Lirs` keeps the
+    /// sketch's counts for that). Why: each policy leads where the others
+    /// lose (frequency against recency-friendly workloads, whose popular
+    /// keys drift; loops and interleaved patterns against both; keys
+    /// reused at a steady rate among many others against recency and reuse
+    /// distance alike), and no shard can tell from inside which kind of
+    /// workload it serves. While shards run `LirsTinyLfu`, an insertion of
+    /// a new key into a full shard may be refused (see there).
     ///
     /// Costs: every hit checks whether its key is sampled, and sampled
     /// accesses (at most 1 key in 8, fewer in larger caches) are replayed
-    /// into the simulations, which take up to 60 KiB; no lookup waits for
+    /// into the simulations, which take up to about 80 KiB; no lookup waits for
     /// another's replay. That is felt in small caches (a few thousand
     /// entries or fewer), not in large ones. A weighted cache runs
     /// `Workingset` (the simulations are sized in entries, which a weight

@@ -15,7 +15,8 @@ pub struct CacheStats {
     /// Lookups that did not (exact, as `hits`).
     pub misses: u64,
     /// Entries evicted for capacity, and those [`rejected`](Self::rejected)
-    /// (each offered to the listener).
+    /// or [`not_admitted`](Self::not_admitted) (each offered to the
+    /// listener).
     pub evictions: u64,
     /// Insertions that found their key's shadow (`WORKINGSET_REFAULT`).
     pub refaults: u64,
@@ -40,6 +41,11 @@ pub struct CacheStats {
     /// under [`Policy::Adaptive`] those that have taken up its duel's
     /// verdict.
     pub lru_shards: u64,
+    /// Shards running LIRS with TinyLFU's admission: every shard under
+    /// [`Policy::LirsTinyLfu`]; under [`Policy::Adaptive`] those that have
+    /// taken up its duel's verdict (not counted in
+    /// [`lirs_shards`](Self::lirs_shards)).
+    pub tinylfu_shards: u64,
     /// Shards whose lookups now skip their memory barrier: no insertion or
     /// removal has reached them for a while, as their lookups see it, and
     /// membarrier(2) is available (Linux 4.14 and later); docs/cache.md,
@@ -49,6 +55,10 @@ pub struct CacheStats {
     /// Entries not cached because they weigh more than their shard's
     /// share of the capacity.
     pub rejected: u64,
+    /// New entries not cached because [`Policy::LirsTinyLfu`]'s admission
+    /// refused them: the sketch had seen the key no more often lately
+    /// than the entry it would have evicted.
+    pub not_admitted: u64,
     /// Loaders run by `get_or_insert_with` (one per key at a time).
     pub loads: u64,
     /// Callers of `get_or_insert_with` that waited for another caller's

@@ -235,6 +235,19 @@ impl Shadows {
         self.age_nonresident();
     }
 
+    /// The distance of the shadow of `hash`, if one is held, as
+    /// [`refault`](Self::refault) would give it, leaving it in place.
+    pub(super) fn peek(&self, hash: u32) -> Option<usize> {
+        if self.len == 0 {
+            return None;
+        }
+        let (first, tag) = self.place(hash);
+        let s = self.slots[first..first + WAYS]
+            .iter()
+            .find(|s| **s != 0 && **s & !(FAILED_BIT | WORKINGSET_BIT | AGE_MASK) == tag)?;
+        Some(((self.stamp().wrapping_sub(*s) & AGE_MASK) << self.order) as usize)
+    }
+
     /// `workingset_refault`'s first half (`unpack_shadow` and the
     /// distance): takes `hash`'s shadow, if any, and returns its refault
     /// distance, its `PG_workingset` bit and its failed-activation bit; the

@@ -95,6 +95,18 @@ impl<K, V> Lruvec<K, V> {
                 self.policy, self.lirs, self.stamped
             ));
         }
+        // Admission is LIRS's, and needs its sketch; the sketch is kept
+        // only while LIRS runs (with admission, or under a duel without).
+        if (self.admits && (!self.lirs || self.sketch.is_none()))
+            || (self.sketch.is_some() && !self.lirs)
+        {
+            return Err(format!(
+                "LIRS {}, admits {}, sketch kept {}",
+                self.lirs,
+                self.admits,
+                self.sketch.is_some()
+            ));
+        }
         // A shard's reference bound follows the policy it runs (`adopt`).
         if self.max_refs != max_refs_of(self.policy) {
             return Err(format!(

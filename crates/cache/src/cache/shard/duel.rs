@@ -1,6 +1,7 @@
 //! [`Policy::Adaptive`]: which of [`Policy::Workingset`],
-//! [`Policy::Lirs`] and [`Policy::Lru`] a cache's shards run, chosen by
-//! miniature simulations of the three over a sample of its keys
+//! [`Policy::Lirs`], [`Policy::Lru`] and [`Policy::LirsTinyLfu`] a
+//! cache's shards run, chosen by miniature simulations of the four over a
+//! sample of its keys
 //! (Waldspurger et al., "Cache Modeling and Optimization using Miniature
 //! Simulations", USENIX ATC 2017), as set dueling chooses a CPU cache's
 //! insertion policy (Qureshi et al., ISCA 2007).
@@ -95,8 +96,12 @@ pub(in crate::cache) fn sampled(h: u32, shift: u32) -> bool {
 }
 
 /// The policies the duel chooses between, in the order of its scores.
-pub(in crate::cache) const CONTENDERS: [Policy; 3] =
-    [Policy::Workingset, Policy::Lirs, Policy::Lru];
+pub(in crate::cache) const CONTENDERS: [Policy; 4] = [
+    Policy::Workingset,
+    Policy::Lirs,
+    Policy::Lru,
+    Policy::LirsTinyLfu,
+];
 
 /// [`Policy::Workingset`]'s index in [`CONTENDERS`].
 const WORKINGSET: usize = 0;
@@ -110,20 +115,23 @@ const LRU: usize = 2;
 /// change before [`DUEL_WARMUP`] sampled accesses, while the simulations
 /// fill; `Workingset` while none hits (no policy keeps anything there,
 /// and LIRS's stamps would cost memory for nothing); LRU once it leads the
-/// better of the others by [`DUEL_MARGIN`] plus [`DUEL_LRU_MARGIN_SHARE`]
+/// best of the others (`Workingset`, `Lirs`, `LirsTinyLfu`) by [`DUEL_MARGIN`] plus [`DUEL_LRU_MARGIN_SHARE`]
 /// of the lesser of its hits and misses, and by no less than the others'
 /// margin, from [`DUEL_LRU_WARMUP`] on (taking it up spends what they
 /// learned: Workingset's active list and refault history, LIRS's LIR set,
 /// which no simulation prices; a share of hits alone would ask a trace
-/// hit nine times in ten to lose a third of its misses); else the better
-/// of `Workingset` and `Lirs` if it leads what runs by [`DUEL_MARGIN`]
-/// plus [`DUEL_MARGIN_SHARE`] of its hits, else `now`.
-pub(in crate::cache) fn verdict(score: [f64; 3], window: f64, seen: u64, now: usize) -> usize {
+/// hit nine times in ten to lose a third of its misses); else the best
+/// of the others if it leads what runs by [`DUEL_MARGIN`] plus
+/// [`DUEL_MARGIN_SHARE`] of its hits, else `now`.
+pub(in crate::cache) fn verdict(score: [f64; 4], window: f64, seen: u64, now: usize) -> usize {
     let margin = |lead: f64, share: f64| DUEL_MARGIN + share * lead;
     let lru_margin = margin(score[LRU].min(window - score[LRU]), DUEL_LRU_MARGIN_SHARE)
         .max(margin(score[LRU], DUEL_MARGIN_SHARE));
-    // The better of Workingset and LIRS, Workingset on a tie.
-    let other = usize::from(score[1] > score[0]);
+    // The best of the others, the first in CONTENDERS on a tie.
+    let other = [1, 3].into_iter().fold(
+        WORKINGSET,
+        |best, k| if score[k] > score[best] { k } else { best },
+    );
     if seen < DUEL_WARMUP {
         now
     } else if score.iter().all(|&s| s < 1.0) {
@@ -161,14 +169,14 @@ struct Sims {
     /// Keys whose mixed short hash has its top `shift` bits clear are
     /// sampled.
     shift: u32,
-    sims: [Lruvec<u32, ()>; 3],
+    sims: [Lruvec<u32, ()>; 4],
     /// Hits of each over about the last [`DUEL_WINDOW`] sampled accesses.
-    score: [f64; 3],
+    score: [f64; 4],
     /// Those accesses, decaying as `score` does.
     window: f64,
     /// Each simulation's hits and misses so far, which it reads as a
     /// shard reads its stripes' counts (`Lruvec::lookups`).
-    lookups: [(u64, u64); 3],
+    lookups: [(u64, u64); 4],
     /// Sampled accesses so far.
     seen: u64,
     out: Evicted<u32, ()>,
@@ -242,7 +250,7 @@ impl Duel {
     /// Each simulation's decaying count of misses: the window less its
     /// score.
     #[cfg(test)]
-    pub(in crate::cache) fn misses(&self) -> [f64; 3] {
+    pub(in crate::cache) fn misses(&self) -> [f64; 4] {
         let sims = crate::sync::lock(&self.sims);
         sims.score.map(|s| sims.window - s)
     }
@@ -355,9 +363,9 @@ impl Sims {
         Self {
             shift,
             sims: CONTENDERS.map(sim),
-            score: [0.0; 3],
+            score: [0.0; 4],
             window: 0.0,
-            lookups: [(0, 0); 3],
+            lookups: [(0, 0); 4],
             seen: 0,
             out: Evicted::new(),
         }

@@ -13,11 +13,13 @@ pub(super) mod index;
 mod list;
 mod reclaim;
 mod refault;
+mod sketch;
 mod slab;
 mod tunables;
 
 pub(super) use duel::{Duel, Sampled};
 use refault::Learned;
+use sketch::Sketch;
 
 use super::{Policy, RemovalCause, flight::Flight, workingset::Shadows};
 use crate::sync::{AtomicU8, AtomicU32, AtomicU64, Ordering};
@@ -180,8 +182,9 @@ pub(super) enum Inserted<V> {
     New,
     /// The key's old value, replaced.
     Replaced(V),
-    /// Heavier than the shard's capacity: not cached (any old value of the
-    /// key was removed and is in the evicted list).
+    /// Heavier than the shard's capacity, or refused by the admission:
+    /// not cached (any old value of the key was removed and is in the
+    /// evicted list, with the new one).
     Rejected,
 }
 
@@ -219,6 +222,14 @@ pub(super) struct Lruvec<K, V> {
     /// hit (until then an entry's last access is taken as now: a cache
     /// that hits nothing keeps nothing by it).
     stamped: bool,
+    /// [`Policy::LirsTinyLfu`]: `Lirs` (as `policy` says) with its
+    /// admission (see [`refuses`](Self::refuses)).
+    admits: bool,
+    /// How often keys were seen lately, kept while the shard runs LIRS
+    /// with admission, or under [`Policy::Adaptive`] without (so that a
+    /// shard taking admission up starts with its counts): each miss and
+    /// each reference reclaim finds, under the write lock.
+    sketch: Option<Sketch>,
     /// [`Policy::Lirs`]: the last access (on the shadows' clock) of the
     /// LIR entry last demoted, standing for LIRS's oldest LIR entry; a
     /// refault used more recently is LIR.
@@ -276,6 +287,8 @@ pub(super) struct Lruvec<K, V> {
     pub(super) refaults: u64,
     pub(super) activations: u64,
     pub(super) rejected: u64,
+    /// New entries the admission refused.
+    pub(super) not_admitted: u64,
     /// [`Policy::Workingset`]'s target for the inactive list's share of
     /// the entries (ARC's `p`, as a share), moved by refaults.
     inactive_share: f64,
@@ -317,11 +330,13 @@ impl<K, V> Lruvec<K, V> {
         capacity: u64,
         max_entries: usize,
     ) -> Self {
-        // `Adaptive` starts as `Workingset` (see `with_duel`).
-        let policy = if policy == Policy::Adaptive {
-            Policy::Workingset
-        } else {
-            policy
+        // `Adaptive` starts as `Workingset` (see `with_duel`);
+        // `LirsTinyLfu` is `Lirs` that admits.
+        let admits = policy == Policy::LirsTinyLfu;
+        let policy = match policy {
+            Policy::Adaptive => Policy::Workingset,
+            Policy::LirsTinyLfu => Policy::Lirs,
+            policy => policy,
         };
         Self {
             nodes: Vec::new(),
@@ -337,6 +352,8 @@ impl<K, V> Lruvec<K, V> {
             lirs: policy == Policy::Lirs,
             stamped: policy == Policy::Lirs,
             lir_stamp: 0,
+            admits,
+            sketch: admits.then(|| Sketch::new(0)),
             duel: None,
             duel_shift: 0,
             stamp_mask: !((1u32
@@ -363,6 +380,7 @@ impl<K, V> Lruvec<K, V> {
             refaults: 0,
             activations: 0,
             rejected: 0,
+            not_admitted: 0,
             inactive_share: 1.0 / (1 + INACTIVE_RATIO) as f64,
             hir_share: LIRS_HIR,
             hir_adapts: true,
@@ -422,7 +440,7 @@ impl<K, V> Lruvec<K, V> {
         };
         duel.feed(sampled, duel::sampled(h, self.duel_shift).then_some(h));
         let (policy, hit) = (duel.policy(), duel.has_hit());
-        if policy != self.policy {
+        if policy != self.runs() {
             self.adopt(policy);
         }
         if self.lirs && hit && !self.stamped {
@@ -446,8 +464,23 @@ impl<K, V> Lruvec<K, V> {
     /// stamps.
     fn adopt(&mut self, policy: Policy) {
         debug_assert!(duel::CONTENDERS.contains(&policy), "{policy:?}");
+        let admits = policy == Policy::LirsTinyLfu;
+        let policy = if admits { Policy::Lirs } else { policy };
+        self.admits = admits;
+        if policy == Policy::Lirs && self.lirs {
+            // Admission taken up or given up: LIRS's lists, stamps, reach
+            // and sketch stay as they are.
+            return;
+        }
         self.policy = policy;
         self.lirs = policy == Policy::Lirs;
+        // Counted while LIRS runs, with admission or without: a shard
+        // turning to admission from LIRS starts with its counts.
+        if !self.lirs {
+            self.sketch = None;
+        } else if self.sketch.is_none() {
+            self.sketch = Some(Sketch::new(self.len()));
+        }
         self.max_refs = max_refs_of(policy);
         // `Workingset`'s aging of a stale active list (`lookups`) is no
         // other policy's: LIRS demotes its LIR set only to refill the HIR
@@ -506,7 +539,38 @@ impl<K, V> Lruvec<K, V> {
     /// The policy the shard runs: its cache's, or under
     /// [`Policy::Adaptive`] the duel's verdict it last took up.
     pub(super) fn runs(&self) -> Policy {
-        self.policy
+        if self.admits {
+            Policy::LirsTinyLfu
+        } else {
+            self.policy
+        }
+    }
+
+    /// Counts a reference reclaim found on entry `i` in the sketch, if
+    /// one is kept: an entry hit between two of reclaim's looks at it
+    /// counts once, as a hit under the read lock writes no sketch.
+    fn count_reference(&mut self, i: u32) {
+        self.count(self.links[i as usize].hash);
+    }
+
+    /// Counts the key of short hash `hash` in the sketch, if one is kept
+    /// (widened first if the shard has outgrown it).
+    fn count(&mut self, hash: u32) {
+        let entries = self.len();
+        if let Some(s) = &mut self.sketch {
+            s.fit(entries);
+            s.add(hash);
+        }
+    }
+
+    /// [`Policy::LirsTinyLfu`]'s admission (TinyLFU's): whether a new key
+    /// of short hash `hash` loses its place to victim `t`, seen no more
+    /// often lately than `t`'s key (ties keep the victim: a loop's keys,
+    /// alike, do not churn each other).
+    fn refuses(&self, hash: u32, t: u32) -> bool {
+        self.sketch
+            .as_ref()
+            .is_some_and(|s| s.estimate(hash) <= s.estimate(self.links[t as usize].hash))
     }
 
     /// Whether the shard is thrashing by its misses (see
@@ -687,6 +751,12 @@ impl<K, V> Lruvec<K, V> {
         if matches!(self.policy, Policy::Workingset | Policy::Lirs) {
             self.shadows.prefetch(hash);
         }
+        // Under admission, only a key LIRS would make HIR contests its
+        // place (known before the victim is taken; a key refused keeps
+        // its shadow).
+        let contests = self.admits
+            && self.over(weight, 1)
+            && self.lirs_place(self.shadows.peek(hash)) == Place::Inactive;
         // The usual insertion displaces one entry: the new one takes its
         // slot, so nothing in the slab moves (freeing the slot would move
         // the last entry into it and re-point its index entry).
@@ -695,8 +765,26 @@ impl<K, V> Lruvec<K, V> {
         // The usual victim's shadow is left last, after the new entry is
         // linked: its bucket loads meanwhile (see `evict_detached_later`).
         let mut shadow = None;
+        // The sketch counts the key after the contest: it contests with
+        // what it had been seen before.
+        let mut counted = false;
         if self.over(weight, 1) {
             if let Some(t) = self.pick_victim(&mut none) {
+                let refused = contests && self.refuses(hash, t);
+                self.count(hash);
+                counted = true;
+                if refused {
+                    self.not_admitted += 1;
+                    // A miss all the same: the clock LIRS's distances are
+                    // read by counts it.
+                    self.shadows.age_nonresident();
+                    // The victim stays, for another turn.
+                    if self.lists[INACTIVE].tail == t {
+                        self.rotate(INACTIVE);
+                    }
+                    out.push((key, value, RemovalCause::Evicted));
+                    return Inserted::Rejected;
+                }
                 shadow = self.evict_detached_later(t);
                 hole = t;
                 if self.over(weight, 0) {
@@ -709,6 +797,9 @@ impl<K, V> Lruvec<K, V> {
                     while self.over(weight, 1) && self.evict_one(&mut none, out) {}
                 }
             }
+        }
+        if !counted {
+            self.count(hash);
         }
         let (place, in_band) = match self.policy {
             Policy::Workingset => self.workingset_refault(hash),

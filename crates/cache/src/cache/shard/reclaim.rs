@@ -62,6 +62,7 @@ impl<K, V> Lruvec<K, V> {
         let t = self.lists[ACTIVE].tail;
         let f = self.flags(t);
         if f & REFS != 0 {
+            self.count_reference(t);
             self.set_flags(t, f - 1);
             self.rotate(ACTIVE);
             return false;
@@ -193,11 +194,13 @@ impl<K, V> Lruvec<K, V> {
                     return Some(t);
                 }
                 activated += 1;
+                self.count_reference(t);
                 self.adapt_hir(true);
                 self.activate(t);
                 continue;
             }
             if f & REFS != 0 && (self.policy != Policy::Lru || self.batching) {
+                self.count_reference(t);
                 self.set_flags(t, f - 1);
                 self.rotate(list);
                 continue;

@@ -141,16 +141,20 @@ impl<K, V> Lruvec<K, V> {
     pub(super) fn lirs_refault(&mut self, hash: u32) -> Place {
         let shadow = self.shadows.refault(hash);
         self.refaults += u64::from(shadow.is_some());
-        if self.active_below(1.0 - LIRS_HIR) {
-            self.activations += u64::from(shadow.is_some());
-            return Place::Fill;
-        }
-        match shadow {
-            Some((distance, ..)) if distance < self.lir_reach() as usize => {
-                self.activations += 1;
-                Place::Fill
-            }
-            _ => Place::Inactive,
+        let place = self.lirs_place(shadow.map(|(distance, ..)| distance));
+        self.activations += u64::from(shadow.is_some() && place == Place::Fill);
+        place
+    }
+
+    /// Where [`lirs_refault`](Self::lirs_refault) places a key whose
+    /// shadow is `distance` evictions old (`None`: no shadow).
+    pub(super) fn lirs_place(&self, distance: Option<usize>) -> Place {
+        if self.active_below(1.0 - LIRS_HIR)
+            || distance.is_some_and(|d| d < self.lir_reach() as usize)
+        {
+            Place::Fill
+        } else {
+            Place::Inactive
         }
     }
 

@@ -225,14 +225,14 @@ fn the_duel_follows_the_simulation_that_hits_more() {
         for h in trace {
             d.feed(&s, Some(h.max(1)));
         }
-        d.policy() == Policy::Lirs
+        matches!(d.policy(), Policy::Lirs | Policy::LirsTinyLfu)
     };
     let n32 = n as u32;
     let others = (0..4 * n32).map(|k| 1_000_000 + k % (n32 / 2));
     let looped = (0..20 * n32).map(|k| k % (2 * n32));
     assert!(
         run(&mut others.chain(looped)),
-        "a loop over twice the cache runs LIRS"
+        "a loop over twice the cache runs LIRS (with admission or without)"
     );
     let mut x = 88_172_645_463_325_252u64;
     let pairs = (0..40 * n32).map(move |i| {
@@ -563,7 +563,12 @@ fn the_verdict_needs_a_lead_past_the_margin_after_the_warm_up() {
     ];
     for (score, seen, lirs, want, why) in cases {
         assert_eq!(
-            sim::verdict([score[0], score[1], 0.0], 4096.0, seen, usize::from(lirs)),
+            sim::verdict(
+                [score[0], score[1], 0.0, 0.0],
+                4096.0,
+                seen,
+                usize::from(lirs)
+            ),
             usize::from(want),
             "{score:?}, seen {seen}, LIRS {lirs}: {why}"
         );
@@ -583,51 +588,57 @@ fn the_verdict_takes_up_lru_only_past_its_larger_margin() {
     let (ws, lirs, lru) = (0, 1, 2);
     // (Workingset's, LIRS's and LRU's hits, sampled accesses, running,
     // the verdict, why), of 4096 accesses.
-    let cases: [([f64; 3], u64, usize, usize, &str); 8] = [
+    let cases: [([f64; 4], u64, usize, usize, &str); 8] = [
         (
-            [900.0, 800.0, 1000.0],
+            [900.0, 800.0, 1000.0, 0.0],
             lw - 1,
             lirs,
             ws,
             "LRU not yet: Workingset",
         ),
         (
-            [900.0, 800.0, 1000.0],
+            [900.0, 800.0, 1000.0, 0.0],
             lw,
             lirs,
             lru,
             "a lead of 100 over Workingset",
         ),
         (
-            [956.5, 800.0, 1000.0],
+            [956.5, 800.0, 1000.0, 0.0],
             lw,
             lirs,
             ws,
             "a lead of 43.5 over Workingset",
         ),
-        ([955.5, 800.0, 1000.0], lw, lirs, lru, "a lead of 44.5"),
+        ([955.5, 800.0, 1000.0, 0.0], lw, lirs, lru, "a lead of 44.5"),
         (
-            [956.5, 0.0, 1000.0],
+            [956.5, 0.0, 1000.0, 0.0],
             lw,
             lirs,
             ws,
             "LIRS trailing by 1000 changes nothing",
         ),
         (
-            [1000.0, 990.0, 995.0],
+            [1000.0, 990.0, 995.0, 0.0],
             w.max(lw),
             lru,
             lru,
             "Workingset by 5: LRU stays",
         ),
         (
-            [1000.0, 990.0, 985.0],
+            [1000.0, 990.0, 985.0, 0.0],
             w.max(lw),
             lru,
             ws,
             "Workingset by 15: leaves LRU",
         ),
-        ([0.0, 0.0, 0.5], w.max(lw), lru, ws, "no hits: Workingset"),
+        (
+            [0.0, 0.0, 0.5, 0.0],
+            w.max(lw),
+            lru,
+            ws,
+            "no hits: Workingset",
+        ),
     ];
     for (score, seen, now, want, why) in cases {
         assert_eq!(
@@ -647,11 +658,76 @@ fn the_verdict_takes_up_lru_only_past_its_larger_margin() {
     ];
     for (workingset, window, want) in misses {
         assert_eq!(
-            sim::verdict([workingset, 800.0, 1000.0], window, lw, lirs),
+            sim::verdict([workingset, 800.0, 1000.0, 0.0], window, lw, lirs),
             want,
             "Workingset {workingset}, LRU 1000 of {window}"
         );
     }
+}
+
+/// `LirsTinyLfu` stands with `Workingset` and `Lirs` as one of the
+/// others: taken up past the usual margin (4 + 1% of its hits) over what
+/// runs, the first of the three on a tie, and it holds LRU to LRU's
+/// larger margin as the others do.
+#[test]
+fn the_verdict_weighs_lirs_with_admission_as_one_of_the_others() {
+    let s = DUEL_WARMUP.max(DUEL_LRU_WARMUP);
+    let (ws, lirs, lru, tlfu) = (0, 1, 2, 3);
+    // (Workingset's, LIRS's, LRU's and LirsTinyLfu's hits, running, the
+    // verdict, why), of 4096 accesses.
+    let cases: [([f64; 4], usize, usize, &str); 7] = [
+        (
+            [800.0, 900.0, 0.0, 913.0],
+            lirs,
+            lirs,
+            "a lead of 13 keeps LIRS",
+        ),
+        (
+            [800.0, 900.0, 0.0, 914.5],
+            lirs,
+            tlfu,
+            "a lead of 14.5 turns to it",
+        ),
+        (
+            [800.0, 913.0, 0.0, 900.0],
+            tlfu,
+            tlfu,
+            "LIRS by 13: it stays",
+        ),
+        (
+            [800.0, 915.5, 0.0, 900.0],
+            tlfu,
+            lirs,
+            "LIRS by 15.5: back to LIRS",
+        ),
+        (
+            [900.0, 900.0, 0.0, 900.0],
+            lirs,
+            lirs,
+            "a three-way tie keeps LIRS",
+        ),
+        (
+            [900.0, 800.0, 0.0, 1000.0],
+            ws,
+            tlfu,
+            "far ahead of Workingset",
+        ),
+        (
+            [900.0, 800.0, 1000.0, 990.0],
+            tlfu,
+            tlfu,
+            "LRU by 10 is not enough",
+        ),
+    ];
+    for (score, now, want, why) in cases {
+        assert_eq!(
+            sim::verdict(score, 4096.0, s, now),
+            want,
+            "{score:?}, running {now}: {why}"
+        );
+    }
+    assert_eq!(sim::CONTENDERS[tlfu], Policy::LirsTinyLfu);
+    assert_eq!(sim::CONTENDERS[lru], Policy::Lru);
 }
 
 /// The duel counts its sampled accesses as it counts each simulation's
