@@ -847,6 +847,54 @@ fn a_lirs_cache_counts_its_refaults() {
     assert!(c.stats().refault_activations >= st.refault_activations);
 }
 
+/// `Policy::LirsTinyLfu` admits a new key into a full shard only if it
+/// has been seen more often lately than the entry it would evict: a
+/// one-off scan three times the cache is refused (each key heard as
+/// evicted and counted in `not_admitted`; a few get in where the sketch's
+/// counters of other keys coincide with all of theirs) and the cached
+/// keys stay; a key requested again and again gets in once its count
+/// passes the victim's.
+#[test]
+fn lirs_tinylfu_admits_a_new_key_only_past_its_victims_count() {
+    let heard = Arc::new(Mutex::new(Vec::new()));
+    let log = heard.clone();
+    let c: LruCache<u32, u32> = LruCache::builder(100)
+        .shards(1)
+        .policy(Policy::LirsTinyLfu)
+        .eviction_listener(move |k, _| log.lock().unwrap().push(k))
+        .build()
+        .unwrap();
+    for k in 0..100 {
+        c.insert(k, k);
+        c.get(&k);
+    }
+    let admitted = (1000..1300)
+        .filter(|k| {
+            c.insert(*k, *k);
+            c.contains_key(k)
+        })
+        .count();
+    assert!(admitted <= 15, "{admitted} of 300 scan keys admitted");
+    let kept = (0..100).filter(|k| c.contains_key(k)).count();
+    assert!(kept >= 100 - admitted, "{kept} of 100 cached keys kept");
+    let st = c.stats();
+    assert_eq!(st.not_admitted as usize, 300 - admitted);
+    assert_eq!(st.evictions, 300, "every scan key or its victim heard");
+    assert_eq!(heard.lock().unwrap().len(), 300);
+    assert_eq!(st.tinylfu_shards, 1);
+    // Requested again and again (a read-through's misses), a key is
+    // counted each time and gets in.
+    let tries = (1..=16)
+        .find(|_| {
+            c.insert(5000, 0);
+            c.contains_key(&5000)
+        })
+        .expect("a key missed 16 times never admitted");
+    assert!(tries >= 2, "admitted at its first miss");
+    assert_eq!(c.len(), 100);
+    c.check_invariants().unwrap();
+}
+
 /// Each policy a cache is built with is the one it reports.
 #[test]
 fn a_cache_reports_the_policy_it_was_built_with() {

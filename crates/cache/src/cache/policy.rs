@@ -98,8 +98,8 @@ pub enum Policy {
     /// `Lru` must lead by a wider margin, since taking it up throws away
     /// what the others learned; a shard taking up `Workingset` starts from
     /// what its simulation learned, and one turning between `Lirs` and
-    /// `LirsTinyLfu` keeps its lists (a shard running `Lirs` keeps the
-    /// sketch's counts for that). Why: each policy leads where the others
+    /// `LirsTinyLfu` keeps its lists (its sketch starts counting when it
+    /// takes admission up). Why: each policy leads where the others
     /// lose (frequency against recency-friendly workloads, whose popular
     /// keys drift; loops and interleaved patterns against both; keys
     /// reused at a steady rate among many others against recency and reuse

@@ -95,11 +95,8 @@ impl<K, V> Lruvec<K, V> {
                 self.policy, self.lirs, self.stamped
             ));
         }
-        // Admission is LIRS's, and needs its sketch; the sketch is kept
-        // only while LIRS runs (with admission, or under a duel without).
-        if (self.admits && (!self.lirs || self.sketch.is_none()))
-            || (self.sketch.is_some() && !self.lirs)
-        {
+        // Admission is LIRS's, and its sketch is kept while it runs.
+        if (self.admits && !self.lirs) || self.sketch.is_some() != self.admits {
             return Err(format!(
                 "LIRS {}, admits {}, sketch kept {}",
                 self.lirs,

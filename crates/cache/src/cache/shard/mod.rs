@@ -225,10 +225,8 @@ pub(super) struct Lruvec<K, V> {
     /// [`Policy::LirsTinyLfu`]: `Lirs` (as `policy` says) with its
     /// admission (see [`refuses`](Self::refuses)).
     admits: bool,
-    /// How often keys were seen lately, kept while the shard runs LIRS
-    /// with admission, or under [`Policy::Adaptive`] without (so that a
-    /// shard taking admission up starts with its counts): each miss and
-    /// each reference reclaim finds, under the write lock.
+    /// How often keys were seen lately, kept while the shard admits: each
+    /// miss and each reference reclaim finds, under the write lock.
     sketch: Option<Sketch>,
     /// [`Policy::Lirs`]: the last access (on the shadows' clock) of the
     /// LIR entry last demoted, standing for LIRS's oldest LIR entry; a
@@ -467,20 +465,21 @@ impl<K, V> Lruvec<K, V> {
         let admits = policy == Policy::LirsTinyLfu;
         let policy = if admits { Policy::Lirs } else { policy };
         self.admits = admits;
-        if policy == Policy::Lirs && self.lirs {
-            // Admission taken up or given up: LIRS's lists, stamps, reach
-            // and sketch stay as they are.
-            return;
-        }
-        self.policy = policy;
-        self.lirs = policy == Policy::Lirs;
-        // Counted while LIRS runs, with admission or without: a shard
-        // turning to admission from LIRS starts with its counts.
-        if !self.lirs {
+        // The sketch is kept while admission runs: counting for a shard
+        // that might take admission up cost LIRS a fifth of its speed
+        // (docs/cache.md). A shard taking it up starts counting afresh.
+        if !admits {
             self.sketch = None;
         } else if self.sketch.is_none() {
             self.sketch = Some(Sketch::new(self.len()));
         }
+        if policy == Policy::Lirs && self.lirs {
+            // Admission taken up or given up: LIRS's lists, stamps and
+            // reach stay as they are.
+            return;
+        }
+        self.policy = policy;
+        self.lirs = policy == Policy::Lirs;
         self.max_refs = max_refs_of(policy);
         // `Workingset`'s aging of a stale active list (`lookups`) is no
         // other policy's: LIRS demotes its LIR set only to refill the HIR
@@ -556,9 +555,9 @@ impl<K, V> Lruvec<K, V> {
     /// Counts the key of short hash `hash` in the sketch, if one is kept
     /// (widened first if the shard has outgrown it).
     fn count(&mut self, hash: u32) {
-        let entries = self.len();
+        let (entries, most) = (self.len(), self.max_entries);
         if let Some(s) = &mut self.sketch {
-            s.fit(entries);
+            s.fit(entries, most);
             s.add(hash);
         }
     }

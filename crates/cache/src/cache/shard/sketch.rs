@@ -2,75 +2,91 @@
 //! Highly Efficient Cache Admission Policy", ACM TOS 2017): how often a
 //! key was seen lately, estimated in half a byte a counter.
 
-/// A count-min sketch of 4-bit counters: four rows of `width` counters,
-/// sixteen to a word, each key counted in one counter of each row and
-/// estimated by the least of its four; every counter halves once the
+/// A count-min sketch of 4-bit counters, blocked as Caffeine's
+/// `FrequencySketch` is: each key's four counters lie in one 64-byte
+/// block (one cache line: an update costs one miss, not four), one in
+/// each of four pairs of its words, sixteen counters to a word; a key is
+/// estimated by the least of its four. Every counter halves once the
 /// sketch has counted `period` keys, so that counts say how often a key
 /// was seen lately rather than ever (TinyLFU's reset).
 pub(super) struct Sketch {
-    words: Vec<u64>,
-    /// `width - 1`: a row's counters are a power of two.
-    mask: u32,
+    blocks: Vec<Block>,
     /// Counts since the last halving.
     added: u32,
-    /// Counts between halvings: ten per entry of the shard, as TinyLFU
-    /// samples ten times the cache (longer remembers popularity that has
-    /// moved on; shorter forgets a loop between its turns).
+    /// Counts between halvings: ten per entry the sketch is sized for, as
+    /// TinyLFU samples ten times the cache (longer remembers popularity
+    /// that has moved on; shorter forgets a loop between its turns).
     period: u32,
 }
+
+/// Eight words of sixteen 4-bit counters, on a cache line of their own.
+#[derive(Clone, Copy, Default)]
+#[repr(align(64))]
+struct Block([u64; 8]);
+
+/// Entries a block serves: 128 counters, four an entry (2 bytes).
+const ENTRIES_PER_BLOCK: usize = 32;
 
 /// A counter's ceiling (4 bits).
 const MAX: u8 = 15;
 
-/// Each row's multiplier, to draw its own counter from the key's hash.
-const SEEDS: [u32; 4] = [0x9e37_79b1, 0x85eb_ca77, 0xc2b2_ae3d, 0x27d4_eb2f];
-
 impl Sketch {
-    /// A sketch for a shard of `entries` entries: one counter a row per
-    /// entry (a power of two, at least 16), 2 bytes an entry in all.
+    /// A sketch for a shard of `entries` entries (at least 32): four
+    /// counters an entry, 2 bytes.
     pub(super) fn new(entries: usize) -> Self {
-        let entries = entries.clamp(16, 1 << 28);
-        let width = entries.next_power_of_two();
+        let blocks = entries.clamp(1, 1 << 28).div_ceil(ENTRIES_PER_BLOCK);
         Self {
-            words: vec![0; width * 4 / 16],
-            mask: (width - 1) as u32,
+            blocks: vec![Block::default(); blocks],
             added: 0,
             // At most 2^31: fits.
-            period: (entries * 10) as u32,
+            period: (blocks * ENTRIES_PER_BLOCK * 10) as u32,
         }
     }
 
-    /// Makes room for a shard grown to `entries` entries: a sketch too
-    /// narrow for them starts over at their size (counts are hints). Sized
-    /// from the shard's entries, not its bound: a weighted cache's bound
-    /// defaults to its capacity in weight (bytes, say).
-    pub(super) fn fit(&mut self, entries: usize) {
-        if entries > self.mask as usize + 1 && self.mask < (1 << 28) - 1 {
-            *self = Self::new(entries);
-        } else {
-            // Ten counts an entry between halvings, as the shard fills.
-            self.period = self.period.max((entries.min(1 << 28) * 10) as u32);
+    /// Entries the sketch is sized for.
+    fn entries(&self) -> usize {
+        self.blocks.len() * ENTRIES_PER_BLOCK
+    }
+
+    /// Makes room for a shard grown to `entries` entries, of at most
+    /// `most`: a sketch too small for them starts over (counts are hints),
+    /// twice as large or as large as `most`, whichever is less. Sized as
+    /// the shard fills, not from its bound: a cache that never fills
+    /// allocates little, and a weighted cache's bound is its capacity in
+    /// weight (bytes, say).
+    pub(super) fn fit(&mut self, entries: usize, most: usize) {
+        let now = self.entries();
+        if entries > now && now < 1 << 28 {
+            *self = Self::new(entries.max((2 * now).min(most)));
         }
     }
 
-    /// Row `row`'s counter of short hash `h`: its word and bit shift.
-    fn slot(&self, h: u32, row: usize) -> (usize, u32) {
-        let mixed = h.wrapping_mul(SEEDS[row]);
-        // The high bits, which the multiply mixes best.
-        let i = (mixed >> 16 ^ mixed).rotate_right(7) & self.mask;
-        let at = row * (self.mask as usize + 1) + i as usize;
-        (at / 16, (at % 16) as u32 * 4)
-    }
-
-    fn get(&self, (word, shift): (usize, u32)) -> u8 {
-        (self.words[word] >> shift) as u8 & 0xf
+    /// The key of short hash `h`'s four counters: its block, and in it
+    /// each counter's word and bit shift (one in each pair of words).
+    fn slots(&self, h: u32) -> (usize, [(usize, u32); 4]) {
+        let spread = h.wrapping_mul(0x9e37_79b1);
+        // Lemire's multiply-shift onto the blocks, from the high bits.
+        let block = ((u64::from(spread) * self.blocks.len() as u64) >> 32) as usize;
+        // Another mix for the counters: a byte each.
+        let c = (h ^ (h >> 15)).wrapping_mul(0x2c1b_3c6d).rotate_left(13);
+        let slots = [0u32, 1, 2, 3].map(|i| {
+            let byte = c >> (i * 8);
+            ((2 * i + (byte & 1)) as usize, ((byte >> 1) & 15) * 4)
+        });
+        (block, slots)
     }
 
     /// How often the key of short hash `h` was counted lately (at most
     /// 15): never less than its true count since the last halving, more
     /// only where all four of its counters are shared.
     pub(super) fn estimate(&self, h: u32) -> u8 {
-        (0..4).map(|r| self.get(self.slot(h, r))).min().unwrap_or(0)
+        let (b, slots) = self.slots(h);
+        let words = &self.blocks[b].0;
+        slots
+            .iter()
+            .map(|&(w, shift)| (words[w] >> shift) as u8 & 0xf)
+            .min()
+            .unwrap_or(0)
     }
 
     /// Counts the key of short hash `h` once: only the counters at its
@@ -78,14 +94,16 @@ impl Sketch {
     /// estimates from rising with it), and every counter halves each
     /// `period` counts.
     pub(super) fn add(&mut self, h: u32) {
-        let slots = [0, 1, 2, 3].map(|r| self.slot(h, r));
-        let least = slots.iter().map(|&s| self.get(s)).min().unwrap_or(0);
+        let (b, slots) = self.slots(h);
+        let words = &mut self.blocks[b].0;
+        let get = |words: &[u64; 8], (w, shift): (usize, u32)| (words[w] >> shift) as u8 & 0xf;
+        let least = slots.iter().map(|&s| get(words, s)).min().unwrap_or(0);
         if least >= MAX {
             return;
         }
-        for (word, shift) in slots {
-            if self.get((word, shift)) == least {
-                self.words[word] += 1 << shift;
+        for (w, shift) in slots {
+            if get(words, (w, shift)) == least {
+                words[w] += 1 << shift;
             }
         }
         self.added += 1;
@@ -96,8 +114,10 @@ impl Sketch {
 
     /// Halves every counter (TinyLFU's reset).
     fn halve(&mut self) {
-        for w in &mut self.words {
-            *w = (*w >> 1) & 0x7777_7777_7777_7777;
+        for b in &mut self.blocks {
+            for w in &mut b.0 {
+                *w = (*w >> 1) & 0x7777_7777_7777_7777;
+            }
         }
         self.added /= 2;
     }
@@ -105,7 +125,7 @@ impl Sketch {
     /// The sketch's bytes.
     #[cfg(all(test, not(loom)))]
     pub(super) fn bytes(&self) -> usize {
-        self.words.len() * 8
+        self.blocks.len() * 64
     }
 }
 
@@ -138,14 +158,27 @@ mod tests {
             assert!(e >= (k % 5) as u8, "key {k}: {e}");
             over += usize::from(e > (k % 5) as u8);
         }
-        // 200 keys in 256 counters a row: few share all four.
+        // 200 keys in 1024 counters: few share all four.
         assert!(over < 20, "{over} of 200 overestimated");
+    }
+
+    #[test]
+    fn a_keys_counters_are_four_in_one_block() {
+        let s = Sketch::new(1 << 12);
+        for h in [0u32, 1, 7, 0xdead_beef, u32::MAX] {
+            let (b, slots) = s.slots(h);
+            assert!(b < s.blocks.len());
+            for (i, &(w, shift)) in slots.iter().enumerate() {
+                assert_eq!(w / 2, i, "row {i} in its pair of words");
+                assert!(shift <= 60 && shift % 4 == 0);
+            }
+        }
     }
 
     #[test]
     fn every_counter_halves_after_ten_counts_an_entry() {
         let mut s = Sketch::new(64);
-        assert_eq!(s.period, 640);
+        assert_eq!(s.period, 640, "ten counts an entry");
         for _ in 0..12 {
             s.add(1);
         }
@@ -160,22 +193,38 @@ mod tests {
     #[test]
     fn a_sketch_grows_with_its_shard() {
         let mut s = Sketch::new(0);
-        assert_eq!(s.bytes(), 2 * 16);
+        assert_eq!(s.bytes(), 64);
         s.add(1);
-        s.fit(16);
-        assert_eq!((s.bytes(), s.estimate(1)), (2 * 16, 1), "room enough");
-        assert_eq!(s.period, 160);
-        s.fit(17);
-        assert_eq!((s.bytes(), s.estimate(1)), (2 * 32, 0), "afresh, wider");
-        assert_eq!(s.period, 170);
-        s.fit(30);
-        assert_eq!((s.bytes(), s.period), (2 * 32, 300), "the period grows");
+        s.fit(32, 600);
+        assert_eq!((s.bytes(), s.estimate(1)), (64, 1), "room enough");
+        s.fit(33, 600);
+        assert_eq!(
+            (s.bytes(), s.estimate(1)),
+            (128, 0),
+            "afresh, twice as large"
+        );
+        assert_eq!(s.period, 640);
+        for n in [65, 129, 257] {
+            s.fit(n, 600);
+        }
+        assert_eq!(s.bytes(), 2 * 512);
+        s.fit(513, 600);
+        assert_eq!(s.bytes(), 2 * 608, "no larger than the shard's bound");
+        s.fit(600, 600);
+        assert_eq!(s.bytes(), 2 * 608);
+        let mut big = Sketch::new(0);
+        big.fit(10_000, usize::MAX);
+        assert_eq!(
+            big.bytes(),
+            2 * 10_016,
+            "past twice: as large as the entries"
+        );
     }
 
     #[test]
     fn two_bytes_an_entry() {
         assert_eq!(Sketch::new(1 << 16).bytes(), 2 << 16);
         assert_eq!(Sketch::new(1000).bytes(), 2 * 1024);
-        assert_eq!(Sketch::new(1).bytes(), 2 * 16);
+        assert_eq!(Sketch::new(1).bytes(), 64);
     }
 }
