@@ -101,6 +101,11 @@ pub enum Which {
     /// the default costs while it runs LIRS on a workload that hits (on
     /// these fills, which hit nothing, it keeps no stamps).
     MmbatchLirs,
+    /// `LruCache` under `Policy::LirsTinyLfu`: the stamps and the
+    /// frequency sketch, what the default costs while it runs LIRS with
+    /// admission (on the churn, which hits nothing, most new keys are
+    /// refused: few evictions and shadows).
+    MmbatchTinyLfu,
     /// `quick_cache::sync::Cache::new(N)`.
     QuickCache,
     /// `moka::sync::Cache::new(N)`.
@@ -118,9 +123,10 @@ pub enum Which {
 
 impl Which {
     /// The caches, in column order.
-    pub const CACHES: [Which; 7] = [
+    pub const CACHES: [Which; 8] = [
         Which::Mmbatch,
         Which::MmbatchLirs,
+        Which::MmbatchTinyLfu,
         Which::QuickCache,
         Which::Moka,
         Which::LruCrate,
@@ -133,6 +139,7 @@ impl Which {
         match self {
             Which::Mmbatch => "mmbatch",
             Which::MmbatchLirs => "mmbatch-lirs",
+            Which::MmbatchTinyLfu => "mmbatch-lirs-tinylfu",
             Which::QuickCache => "quick_cache",
             Which::Moka => "moka",
             Which::LruCrate => "lru-crate",
@@ -278,6 +285,13 @@ pub fn measure(which: Which, kind: Kind, n: usize) -> Result<(u64, usize), Strin
                 Which::MmbatchLirs => mmbatch!(
                     LruCache::builder(n.max(1) as u64)
                         .policy(mmbatch_cache::Policy::Lirs)
+                        .build()
+                        .expect("a valid capacity"),
+                    $entry
+                ),
+                Which::MmbatchTinyLfu => mmbatch!(
+                    LruCache::builder(n.max(1) as u64)
+                        .policy(mmbatch_cache::Policy::LirsTinyLfu)
                         .build()
                         .expect("a valid capacity"),
                     $entry
@@ -598,11 +612,15 @@ fn judge(r: &Report, cfg: &Config) -> Vec<String> {
     if let Some(x) = get(Which::Mmbatch, Kind::U64Churn, "bytes_per_entry") {
         let q = get(Which::QuickCache, Kind::U64Churn, "bytes_per_entry");
         let lirs = get(Which::MmbatchLirs, Kind::U64Churn, "bytes_per_entry");
+        let tinylfu = get(Which::MmbatchTinyLfu, Kind::U64, "bytes_per_entry");
         notes.push(format!(
             "at steady state (after {} distinct inserts into {n}): LruCache {x:.1} bytes per u64 -> u64 entry, its shadows included{}{} ({} the {TARGET_U64:.0}-byte target)",
             2 * n,
             lirs.map_or(String::new(), |l| format!(
-                "; {l:.1} running LIRS with stamps (the default on a workload that hits, while it runs LIRS)"
+                "; {l:.1} running LIRS with stamps (the default on a workload that hits, while it runs LIRS){}",
+                tinylfu.map_or(String::new(), |t| format!(
+                    ", {t:.1} filled under LIRS with admission (stamps and sketch)"
+                ))
             )),
             q.map_or(String::new(), |q| format!("; quick_cache {q:.1}")),
             if x <= TARGET_U64 { "within" } else { "over" },

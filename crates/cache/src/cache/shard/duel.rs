@@ -106,8 +106,14 @@ pub(in crate::cache) const CONTENDERS: [Policy; 4] = [
 /// [`Policy::Workingset`]'s index in [`CONTENDERS`].
 const WORKINGSET: usize = 0;
 
+/// [`Policy::Lirs`]'s index in [`CONTENDERS`].
+const LIRS: usize = 1;
+
 /// [`Policy::Lru`]'s index in [`CONTENDERS`].
 const LRU: usize = 2;
+
+/// [`Policy::LirsTinyLfu`]'s index in [`CONTENDERS`].
+const TINYLFU: usize = 3;
 
 /// Which of [`CONTENDERS`] the shards should run, running `now` (an index
 /// into it), after `seen` sampled accesses that left the simulations'
@@ -122,16 +128,27 @@ const LRU: usize = 2;
 /// which no simulation prices; a share of hits alone would ask a trace
 /// hit nine times in ten to lose a third of its misses); else the best
 /// of the others if it leads what runs by [`DUEL_MARGIN`] plus
-/// [`DUEL_MARGIN_SHARE`] of its hits, else `now`.
+/// [`DUEL_MARGIN_SHARE`] of its hits, else `now`. `LirsTinyLfu` counts as
+/// the best of the others only while `Lirs` or itself runs, and once it
+/// also leads `Lirs` by that margin.
 pub(in crate::cache) fn verdict(score: [f64; 4], window: f64, seen: u64, now: usize) -> usize {
     let margin = |lead: f64, share: f64| DUEL_MARGIN + share * lead;
     let lru_margin = margin(score[LRU].min(window - score[LRU]), DUEL_LRU_MARGIN_SHARE)
         .max(margin(score[LRU], DUEL_MARGIN_SHARE));
-    // The best of the others, the first in CONTENDERS on a tie.
-    let other = [1, 3].into_iter().fold(
-        WORKINGSET,
-        |best, k| if score[k] > score[best] { k } else { best },
-    );
+    // The better of Workingset and LIRS, Workingset on a tie; LIRS with
+    // admission instead while LIRS runs (with it or without) if it leads
+    // both, and LIRS by the usual margin: it is LIRS with one more rule,
+    // whose sketch starts afresh when taken up, and taken up from
+    // Workingset near a tie, the shards turned to it and back and a loop
+    // three times the cache lost a fifth of its hits.
+    let tinylfu_leads = matches!(now, LIRS | TINYLFU)
+        && score[TINYLFU] > score[LIRS] + margin(score[TINYLFU], DUEL_MARGIN_SHARE)
+        && score[TINYLFU] > score[WORKINGSET];
+    let other = if tinylfu_leads {
+        TINYLFU
+    } else {
+        usize::from(score[LIRS] > score[WORKINGSET])
+    };
     if seen < DUEL_WARMUP {
         now
     } else if score.iter().all(|&s| s < 1.0) {

@@ -666,16 +666,24 @@ fn the_verdict_takes_up_lru_only_past_its_larger_margin() {
 }
 
 /// `LirsTinyLfu` stands with `Workingset` and `Lirs` as one of the
-/// others: taken up past the usual margin (4 + 1% of its hits) over what
-/// runs, the first of the three on a tie, and it holds LRU to LRU's
-/// larger margin as the others do.
+/// others while LIRS runs (with admission or without) and once it leads
+/// `Lirs` by the usual margin (4 + 1% of its hits): then taken up past
+/// that margin over what runs, and it holds LRU to LRU's larger margin as
+/// the others do. From `Workingset`, the shards turn to `Lirs` first.
 #[test]
 fn the_verdict_weighs_lirs_with_admission_as_one_of_the_others() {
     let s = DUEL_WARMUP.max(DUEL_LRU_WARMUP);
     let (ws, lirs, lru, tlfu) = (0, 1, 2, 3);
     // (Workingset's, LIRS's, LRU's and LirsTinyLfu's hits, running, the
     // verdict, why), of 4096 accesses.
-    let cases: [([f64; 4], usize, usize, &str); 7] = [
+    let cases: [([f64; 4], usize, usize, &str); 11] = [
+        (
+            [900.0, 990.0, 0.0, 1000.0],
+            lirs,
+            lirs,
+            "LIRS by 10 only: LIRS",
+        ),
+        ([900.0, 985.5, 0.0, 1000.0], lirs, tlfu, "LIRS by 14.5: it"),
         (
             [800.0, 900.0, 0.0, 913.0],
             lirs,
@@ -708,9 +716,16 @@ fn the_verdict_weighs_lirs_with_admission_as_one_of_the_others() {
         ),
         (
             [900.0, 800.0, 0.0, 1000.0],
-            ws,
+            lirs,
             tlfu,
             "far ahead of Workingset",
+        ),
+        ([900.0, 800.0, 0.0, 1000.0], ws, ws, "not from Workingset"),
+        (
+            [800.0, 900.0, 0.0, 1000.0],
+            ws,
+            lirs,
+            "from Workingset, LIRS first",
         ),
         (
             [900.0, 800.0, 1000.0, 990.0],
