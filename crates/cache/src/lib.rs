@@ -32,7 +32,8 @@
 //! use mmbatch_cache::{LruCache, Policy};
 //!
 //! // The kernel's two lists; by default (`Policy::Adaptive`) each shard
-//! // runs whichever of Workingset, LIRS and LRU hits most on a sample.
+//! // runs whichever of Workingset, LIRS (with or without admission) and
+//! // LRU hits most on a sample.
 //! let cache: LruCache<String, u64> = LruCache::new(10_000);
 //! cache.insert("answer".to_owned(), 42);
 //! assert_eq!(cache.get("answer"), Some(42));
