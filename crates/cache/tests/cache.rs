@@ -195,6 +195,11 @@ fn weigher_bounds_total_weight() {
     assert!(!cache.contains_key(&19));
     assert_eq!(evicted.lock().unwrap().last(), Some(&19));
     assert_eq!(cache.stats().rejected, 1, "the rejected value is counted");
+    assert_eq!(
+        cache.stats().evictions,
+        evicted.lock().unwrap().len() as u64,
+        "evictions count what the listener heard, the rejected value too"
+    );
     // An entry as heavy as the whole capacity is cached alone (above the
     // low watermark, which reclaim cannot reach without evicting it).
     assert_eq!(cache.insert(50, vec![0; 100]), None);

@@ -53,7 +53,8 @@ impl<K, V, F: Fn(&K, &V) -> u64> Weigher<K, V> for F {
 pub enum RemovalCause {
     /// Evicted for capacity by the replacement policy
     /// (`shrink_lruvec`); also an entry heavier than its shard's share
-    /// of the capacity, never cached ([`CacheStats::rejected`]).
+    /// of the capacity, never cached ([`CacheStats::rejected`]), and a new
+    /// entry refused admission ([`CacheStats::not_admitted`]).
     Evicted,
     /// Its value was replaced by an `insert` of the same key (the old
     /// value is heard; `insert` also returns it).

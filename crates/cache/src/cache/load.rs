@@ -105,7 +105,9 @@ where
     /// The value of `key`, loading and caching it with `f` on a miss. One
     /// loader runs per key at a time: other callers missing on the same key
     /// meanwhile wait for its value. `f` runs outside every lock, and may
-    /// use the cache, loading other keys.
+    /// use the cache, loading other keys. A value refused admission (see
+    /// [`insert`](Self::insert)) still reaches the loader's caller and its
+    /// waiters; it is not cached, and the next miss loads again.
     ///
     /// # Panics
     /// If `f` asks for `key` itself on its own thread (directly, or through

@@ -89,7 +89,9 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 /// per node and memory cgroup) with the active and inactive lists and its
 /// share of the capacity. A hit takes only its shard's read lock (with
 /// batching on, the default) and marks the entry referenced; an insertion takes the write lock and evicts from
-/// the shard's own lists until the new entry fits. [`Policy`] says how
+/// the shard's own lists until the new entry fits (or, under
+/// [`Policy::LirsTinyLfu`], refuses a new key seen less often than its
+/// victim). [`Policy`] says how
 /// entries are ordered; ARCHITECTURE.md ("LruCache") gives the layout and
 /// the lock protocol.
 ///
@@ -97,7 +99,12 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 /// - An insertion never evicts the entry it makes or replaces; an entry
 ///   heavier than its shard's share of the capacity
 ///   ([`max_entry_weight`](Self::max_entry_weight)) is never cached
-///   ([`CacheStats::rejected`]).
+///   ([`CacheStats::rejected`]). Under [`Policy::LirsTinyLfu`], and under
+///   the default [`Policy::Adaptive`] while its shards run it, a new key
+///   in a full shard may be refused admission instead of cached (a key
+///   seen for the first time lately always is): the listener hears it as
+///   evicted ([`CacheStats::not_admitted`]), and a later miss of the key
+///   loads it again.
 /// - Each shard holds at most its share of the capacity and of
 ///   `max_entries` at every moment; the cache's total never exceeds
 ///   either.

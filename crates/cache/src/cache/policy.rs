@@ -71,9 +71,11 @@ pub enum Policy {
     /// has seen it more often lately than the entry it would evict (else
     /// it goes to the listener as evicted, and
     /// [`CacheStats::not_admitted`](crate::CacheStats::not_admitted)
-    /// counts it). The sketch counts misses and the references reclaim
-    /// finds, under the shard's write lock, so a hit costs what it costs
-    /// under `Lirs`.
+    /// counts it): a key seen for the first time lately is refused, and
+    /// gets in on a later miss. The sketch counts each new key inserted
+    /// and each reference reclaim finds, under the shard's write lock, so
+    /// a hit costs what it costs under `Lirs`. With a weigher, a new entry
+    /// contests only the first entry it would evict.
     /// Why: a loop or a set of keys each reused at a steady rate, mixed
     /// with requests spread over many more keys (several programs sharing
     /// a cache, tenants, a periodic job beside a Zipf workload), keeps its
@@ -94,7 +96,8 @@ pub enum Policy {
     /// hits most on the cache's own requests. All four run over a sample of
     /// the cache's keys, in simulations of a cache as many times smaller
     /// (miniature simulation, Waldspurger et al., USENIX ATC 2017), and the
-    /// shards run the one that has hit most lately, starting with `Lirs`.
+    /// shards run the one that has hit most lately, starting with `Lirs`
+    /// (`LirsTinyLfu` only from `Lirs`, once it leads `Lirs` too).
     /// `Lru` must lead by a wider margin, since taking it up throws away
     /// what the others learned; a shard taking up `Workingset` starts from
     /// what its simulation learned, and one turning between `Lirs` and

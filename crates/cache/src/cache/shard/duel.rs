@@ -149,11 +149,18 @@ pub(in crate::cache) fn verdict(score: [f64; 4], window: f64, seen: u64, now: us
     } else {
         usize::from(score[LIRS] > score[WORKINGSET])
     };
+    // What LRU must lead: the best of the others, or LIRS with admission
+    // running short of its own margin over LIRS.
+    let rival = if now == TINYLFU {
+        score[other].max(score[TINYLFU])
+    } else {
+        score[other]
+    };
     if seen < DUEL_WARMUP {
         now
     } else if score.iter().all(|&s| s < 1.0) {
         0
-    } else if seen >= DUEL_LRU_WARMUP && score[LRU] > score[other] + lru_margin {
+    } else if seen >= DUEL_LRU_WARMUP && score[LRU] > rival + lru_margin {
         LRU
     } else if score[other] > score[now] + margin(score[other], DUEL_MARGIN_SHARE) {
         other

@@ -563,13 +563,17 @@ impl<K, V> Lruvec<K, V> {
     }
 
     /// [`Policy::LirsTinyLfu`]'s admission (TinyLFU's): whether a new key
-    /// of short hash `hash` loses its place to victim `t`, seen no more
-    /// often lately than `t`'s key (ties keep the victim: a loop's keys,
-    /// alike, do not churn each other).
+    /// of short hash `hash`, one LIRS would make HIR, loses its place to
+    /// victim `t`, having been seen no more often lately than `t`'s key
+    /// (ties keep the victim: a loop's keys, alike, do not churn each
+    /// other). An expired victim never keeps its place. Read after the
+    /// victim is taken, whose reclaim may move the LIR set's reach.
     fn refuses(&self, hash: u32, t: u32) -> bool {
-        self.sketch
-            .as_ref()
-            .is_some_and(|s| s.estimate(hash) <= s.estimate(self.links[t as usize].hash))
+        self.sketch.as_ref().is_some_and(|s| {
+            self.lirs_place(self.shadows.peek(hash)) == Place::Inactive
+                && !self.expired(t)
+                && s.estimate(hash) <= s.estimate(self.links[t as usize].hash)
+        })
     }
 
     /// Whether the shard is thrashing by its misses (see
@@ -750,12 +754,6 @@ impl<K, V> Lruvec<K, V> {
         if matches!(self.policy, Policy::Workingset | Policy::Lirs) {
             self.shadows.prefetch(hash);
         }
-        // Under admission, only a key LIRS would make HIR contests its
-        // place (known before the victim is taken; a key refused keeps
-        // its shadow).
-        let contests = self.admits
-            && self.over(weight, 1)
-            && self.lirs_place(self.shadows.peek(hash)) == Place::Inactive;
         // The usual insertion displaces one entry: the new one takes its
         // slot, so nothing in the slab moves (freeing the slot would move
         // the last entry into it and re-point its index entry).
@@ -769,7 +767,7 @@ impl<K, V> Lruvec<K, V> {
         let mut counted = false;
         if self.over(weight, 1) {
             if let Some(t) = self.pick_victim(&mut none) {
-                let refused = contests && self.refuses(hash, t);
+                let refused = self.refuses(hash, t);
                 self.count(hash);
                 counted = true;
                 if refused {
@@ -784,6 +782,7 @@ impl<K, V> Lruvec<K, V> {
                     out.push((key, value, RemovalCause::Evicted));
                     return Inserted::Rejected;
                 }
+                self.note_victim(t);
                 shadow = self.evict_detached_later(t);
                 hole = t;
                 if self.over(weight, 0) {

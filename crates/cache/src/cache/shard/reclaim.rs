@@ -205,9 +205,6 @@ impl<K, V> Lruvec<K, V> {
                 self.rotate(list);
                 continue;
             }
-            if list == INACTIVE {
-                self.adapt_hir(false);
-            }
             return Some(t);
         }
         unreachable!("`1..` does not end")
@@ -306,12 +303,23 @@ impl<K, V> Lruvec<K, V> {
         }
     }
 
+    /// Under [`Policy::Lirs`], victim `t` of [`pick_victim`](Self::pick_victim)
+    /// is about to be evicted: an inactive one leaves unhit (see
+    /// [`adapt_hir`](Self::adapt_hir)). Not for a victim that stays (a
+    /// new key refused admission).
+    pub(super) fn note_victim(&mut self, t: u32) {
+        if self.list_of(t) == INACTIVE {
+            self.adapt_hir(false);
+        }
+    }
+
     /// Evicts one entry (see [`pick_victim`](Self::pick_victim)) into
     /// `out`; false when there is nothing to evict.
     pub(super) fn evict_one(&mut self, protect: &mut u32, out: &mut Evicted<K, V>) -> bool {
         let Some(t) = self.pick_victim(protect) else {
             return false;
         };
+        self.note_victim(t);
         let cause = self.cause(t);
         self.evict_detached(t);
         let n = self.free_slot(t, protect);

@@ -38,7 +38,7 @@ impl Sketch {
         Self {
             blocks: vec![Block::default(); blocks],
             added: 0,
-            // At most 2^31: fits.
+            // At most 10 x 2^28, under 2^32: fits.
             period: (blocks * ENTRIES_PER_BLOCK * 10) as u32,
         }
     }

@@ -741,6 +741,12 @@ fn the_verdict_weighs_lirs_with_admission_as_one_of_the_others() {
             "{score:?}, running {now}: {why}"
         );
     }
+    // LRU must lead LIRS with admission while it runs, even short of its
+    // margin over LIRS: by 37 here, under LRU's margin of 45.9.
+    assert_eq!(
+        sim::verdict([0.0, 1000.0, 1047.0, 1010.0], 4096.0, s, tlfu),
+        tlfu
+    );
     assert_eq!(sim::CONTENDERS[tlfu], Policy::LirsTinyLfu);
     assert_eq!(sim::CONTENDERS[lru], Policy::Lru);
 }

@@ -41,6 +41,28 @@ fn activate_most(lv: &mut Lruvec<u64, u64>) {
     assert!(!lv.active_has_room());
 }
 
+/// ARC's step: a refault moves the inactive target by one entry, or by
+/// the ratio of the other kind's shadows to its own kind's when that is
+/// larger (`p += max(|B2| / |B1|, 1)`).
+#[test]
+fn a_refault_moves_the_target_by_the_ratio_of_the_other_shadows() {
+    let mut lv = full(1000);
+    lv.inactive_share = 0.05;
+    for k in 1..=40u32 {
+        // 30 shadows of demoted entries (ARC's B2), 10 of probation (B1).
+        lv.shadows
+            .eviction(k.wrapping_mul(0x9e37_79b9), k <= 30, false);
+    }
+    assert_eq!(lv.shadows.counts(), (30, 10));
+    let step = |lv: &mut Lruvec<u64, u64>, workingset| {
+        let before = lv.inactive_share;
+        lv.adapt(10, workingset);
+        ((lv.inactive_share - before) * 1000.0).round()
+    };
+    assert_eq!(step(&mut lv, false), 3.0, "B1 refault: |B2| / |B1| = 3");
+    assert_eq!(step(&mut lv, true), -1.0, "B2 refault: 10 / 30 rounds to 1");
+}
+
 #[test]
 fn refaults_move_the_inactive_target_within_its_bounds() {
     let mut lv = steady(1000);
@@ -903,6 +925,48 @@ fn check_reports_each_broken_structure() {
         let e = lv.check().expect_err(what);
         assert!(e.contains(said), "{what}: {e}");
     }
+}
+
+/// `Policy::LirsTinyLfu`: a refused key leaves its victim in place, so
+/// the HIR share, which moves by what becomes of resident HIR entries,
+/// stays where it was (an eviction of an unhit HIR entry shrinks it); and
+/// an expired victim never keeps its place against a new key.
+#[test]
+fn a_refused_key_moves_no_hir_share_and_an_expired_victim_gives_way() {
+    let n = 1000;
+    let mut lv = Lruvec::new(Policy::LirsTinyLfu, true, false, (true, false), n as u64, n);
+    let mut out = Evicted::new();
+    for k in 0..n as u64 {
+        lv.insert_new(
+            hash(k),
+            k,
+            k,
+            1,
+            Deadline {
+                at: 1_000,
+                cap: u64::MAX,
+            },
+            &mut out,
+        );
+    }
+    let share = lv.hir_share;
+    for k in 10_000..10_500u64 {
+        lv.insert_new(hash(k), k, k, 1, Deadline::NEVER, &mut out);
+    }
+    assert!(lv.not_admitted >= 450, "{} of 500 refused", lv.not_admitted);
+    assert_eq!(lv.hir_share, share, "refusals moved the HIR share");
+    // Past the first keys' deadline, a new key takes an expired victim's
+    // place, however often that one was seen.
+    lv.now = 2_000;
+    let refused = lv.not_admitted;
+    for k in 20_000..20_010u64 {
+        lv.insert_new(hash(k), k, k, 1, Deadline::NEVER, &mut out);
+    }
+    assert_eq!(
+        lv.not_admitted, refused,
+        "a live key refused for an expired one"
+    );
+    lv.check().unwrap();
 }
 
 /// `Policy::Lirs`: an evicted entry's shadow keeps its last access, so
