@@ -1,7 +1,9 @@
 //! `LruCache` operation sequences under a capacity, policy and batching
 //! mode chosen by the first byte, checked after every step against the
 //! oracles the property tests use (latest values; the `lru` crate's exact
-//! order under `Policy::Lru` with batching off) and the cache's invariants.
+//! order under `Policy::Lru` with batching off; under `Policy::LirsTinyLfu`
+//! a new key refused admission is heard evicted in its own step) and the
+//! cache's invariants.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -14,7 +16,7 @@ use cache_model::{Op, run};
 fuzz_target!(|data: &[u8]| {
     let Some((&m, rest)) = data.split_first() else { return };
     let capacity = usize::from(m & 0x0f) + 1;
-    let policy = [Policy::Workingset, Policy::ActiveInactive, Policy::Lru, Policy::Workingset]
+    let policy = [Policy::Workingset, Policy::ActiveInactive, Policy::Lru, Policy::LirsTinyLfu]
         [usize::from(m >> 4) & 3];
     let batching = m & 0x40 == 0;
     let ops: Vec<Op> = rest

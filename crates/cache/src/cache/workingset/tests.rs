@@ -3,6 +3,27 @@
 
 use super::*;
 
+/// `peek` reads a shadow's distance as `refault` would give it, with its
+/// flags set or not, and leaves it in place; another tag in the same
+/// bucket, an empty table and a taken shadow read as none.
+#[test]
+fn peek_reads_a_shadow_and_leaves_it() {
+    let mut s = Shadows::new(1000);
+    assert_eq!(s.peek(0xdead_beef), None, "an empty table");
+    s.eviction(0xdead_beef, true, true);
+    s.eviction(0x1234_5678, false, false);
+    for _ in 0..100 {
+        s.age_nonresident();
+    }
+    // Each eviction ticks the clock too.
+    assert_eq!(s.peek(0xdead_beef), Some(102));
+    assert_eq!(s.peek(0x1234_5678), Some(101));
+    assert_eq!(s.peek(0x1234_5679), None, "another tag, the same bucket");
+    assert_eq!(s.len(), 2, "left in place");
+    assert_eq!(s.refault(0xdead_beef).map(|r| r.0), Some(102));
+    assert_eq!(s.peek(0xdead_beef), None, "taken");
+}
+
 #[test]
 fn distances_survive_the_packing() {
     // A small shard keeps the clock whole; a large one drops

@@ -253,3 +253,42 @@ fn lirs_hir_share_follows_whether_hir_entries_are_hit() {
     drop(lv.clear());
     assert_eq!(lv.hir_share, LIRS_HIR, "after clear");
 }
+
+/// `Policy::LirsTinyLfu` keeps a loop just over the shard as OPT does:
+/// ties keep the victim, so the keys that miss do not churn those that
+/// hit, as long as the sketch sees the hits too (reclaim counts the
+/// references it finds; missing keys are counted at every miss).
+#[test]
+fn lirs_with_admission_keeps_a_loop_at_opt() {
+    let n = 1000u64;
+    let mut lv: Lruvec<u64, u64> = Lruvec::new(
+        Policy::LirsTinyLfu,
+        true,
+        false,
+        (false, false),
+        n,
+        n as usize,
+    );
+    let len = n * 11 / 10;
+    let (passes, counted) = (40u64, 10u64);
+    let mut hits = 0u64;
+    for pass in 0..passes {
+        for k in 0..len {
+            match lv.find(hash(k), |&x| x == k) {
+                Some(i) => {
+                    lv.mark_accessed(i);
+                    hits += u64::from(pass >= passes - counted);
+                }
+                None => insert(&mut lv, k),
+            }
+        }
+    }
+    lv.check().unwrap();
+    let ratio = hits as f64 / (counted * len) as f64;
+    // OPT: (n - 1) / len, 90.8%.
+    assert!(
+        ratio > 0.905,
+        "{:.2}% of the loop's requests hit",
+        ratio * 100.0
+    );
+}
