@@ -22,6 +22,16 @@ fn peek_reads_a_shadow_and_leaves_it() {
     assert_eq!(s.len(), 2, "left in place");
     assert_eq!(s.refault(0xdead_beef).map(|r| r.0), Some(102));
     assert_eq!(s.peek(0xdead_beef), None, "taken");
+    // A large shard's table keeps the clock's high bits (`order` 3):
+    // peek reads them as refault does.
+    let mut s = Shadows::new(1 << 20);
+    s.eviction(0xdead_beef, false, false);
+    for _ in 0..12_345 {
+        s.age_nonresident();
+    }
+    let d = s.peek(0xdead_beef).expect("the shadow");
+    assert!(d > 12_000, "{d}");
+    assert_eq!(s.refault(0xdead_beef).map(|r| r.0), Some(d));
 }
 
 #[test]

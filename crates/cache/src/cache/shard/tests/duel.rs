@@ -747,6 +747,20 @@ fn the_verdict_weighs_lirs_with_admission_as_one_of_the_others() {
         sim::verdict([0.0, 1000.0, 1047.0, 1010.0], 4096.0, s, tlfu),
         tlfu
     );
+    // At the margin's edges, decided by what LRU must lead: LIRS with
+    // admission exactly at its margin over LIRS (14 of 1000) is not the
+    // best of the others, so LRU, 54 over LIRS, is taken up; LIRS with
+    // admission level with Workingset is not either; nor, on a tie of
+    // Workingset and LIRS, is LIRS.
+    assert_eq!(
+        sim::verdict([900.0, 986.0, 1040.0, 1000.0], 4096.0, s, lirs),
+        lru
+    );
+    assert_eq!(
+        sim::verdict([1000.0, 900.0, 0.0, 1000.0], 4096.0, s, lirs),
+        ws
+    );
+    assert_eq!(sim::verdict([900.0, 900.0, 0.0, 0.0], 4096.0, s, lru), ws);
     assert_eq!(sim::CONTENDERS[tlfu], Policy::LirsTinyLfu);
     assert_eq!(sim::CONTENDERS[lru], Policy::Lru);
 }

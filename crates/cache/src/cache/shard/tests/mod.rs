@@ -880,7 +880,7 @@ fn check_finds_an_entry_on_no_list() {
 #[test]
 fn check_reports_each_broken_structure() {
     type Break = fn(&mut Lruvec<u64, u64>);
-    let cases: [(&str, Break, &str); 6] = [
+    let cases: [(&str, Break, &str); 7] = [
         (
             "a list's tail lost",
             |lv| lv.lists[INACTIVE].tail = NIL,
@@ -916,6 +916,11 @@ fn check_reports_each_broken_structure() {
                 lv.table.remove(hash, 3);
             },
             "entry 3 missing from the index",
+        ),
+        (
+            "a sketch kept with no admission",
+            |lv| lv.sketch = Some(Sketch::new(0)),
+            "admits false, sketch kept true",
         ),
     ];
     for (what, break_it, said) in cases {
