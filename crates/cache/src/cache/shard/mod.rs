@@ -792,7 +792,7 @@ impl<K, V> Lruvec<K, V> {
                     let n = self.free_slot(t, &mut none);
                     out.push((n.key, n.value, cause));
                     hole = NIL;
-                    while self.over(weight, 1) && self.evict_one(&mut none, out) {}
+                    self.evict_while_over(weight, 1, &mut none, out);
                 }
             }
         }
@@ -880,7 +880,7 @@ impl<K, V> Lruvec<K, V> {
             self.touch(i);
         }
         let mut protect = i;
-        while self.over(0, 0) && self.evict_one(&mut protect, out) {}
+        self.evict_while_over(0, 0, &mut protect, out);
         Inserted::Replaced(old)
     }
 
@@ -960,7 +960,7 @@ impl<K, V> Lruvec<K, V> {
         let mut none = NIL;
         // A resize's evictions say nothing of how the HIR set is reused.
         let hir_share = self.hir_share;
-        while self.over(0, 0) && self.evict_one(&mut none, out) {}
+        self.evict_while_over(0, 0, &mut none, out);
         self.hir_share = hir_share;
     }
 

@@ -313,6 +313,25 @@ impl<K, V> Lruvec<K, V> {
         }
     }
 
+    /// Evicts into `out` while the shard is over its capacity with
+    /// `weight` and `entries` more, skipping `protect`; at most one
+    /// eviction an entry it holds (past that, debug assertions fail a
+    /// reclaim that makes no progress rather than let it spin).
+    pub(super) fn evict_while_over(
+        &mut self,
+        weight: u64,
+        entries: usize,
+        protect: &mut u32,
+        out: &mut Evicted<K, V>,
+    ) {
+        for _ in 0..=self.len() {
+            if !(self.over(weight, entries) && self.evict_one(protect, out)) {
+                return;
+            }
+        }
+        debug_assert!(false, "evicted more entries than the shard held");
+    }
+
     /// Evicts one entry (see [`pick_victim`](Self::pick_victim)) into
     /// `out`; false when there is nothing to evict.
     pub(super) fn evict_one(&mut self, protect: &mut u32, out: &mut Evicted<K, V>) -> bool {

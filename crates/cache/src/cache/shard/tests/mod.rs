@@ -932,6 +932,30 @@ fn check_reports_each_broken_structure() {
     }
 }
 
+/// `Policy::Lirs`: a refault used more recently than the LIR set's reach
+/// is LIR and counts as an activation; one further back is HIR and does
+/// not, nor does a key with no shadow.
+#[test]
+fn a_lirs_refault_within_the_reach_is_an_activation() {
+    let n = 100;
+    let mut lv = Lruvec::new(Policy::Lirs, true, false, (false, false), n as u64, n);
+    for k in 0..n as u64 {
+        insert(&mut lv, k);
+    }
+    assert_eq!(lv.lirs_place(None), Place::Inactive, "the LIR set is full");
+    let (near, far) = (0x1111_1111u32, 0x2222_2222u32);
+    lv.shadows.eviction(near, false, false);
+    lv.shadows.eviction(far, false, false);
+    let before = lv.activations;
+    lv.lir_stamp = lv.shadows.now().wrapping_sub(1000);
+    assert_eq!(lv.lirs_refault(near), Place::Fill);
+    assert_eq!(lv.activations, before + 1);
+    lv.lir_stamp = lv.shadows.now();
+    assert_eq!(lv.lirs_refault(far), Place::Inactive);
+    assert_eq!(lv.lirs_refault(0x3333_3333), Place::Inactive);
+    assert_eq!(lv.activations, before + 1, "only the refault within reach");
+}
+
 /// `Policy::LirsTinyLfu`: a refused key leaves its victim in place, so
 /// the HIR share, which moves by what becomes of resident HIR entries,
 /// stays where it was (an eviction of an unhit HIR entry shrinks it); and
