@@ -238,37 +238,35 @@ impl Shadows {
     /// The distance of the shadow of `hash`, if one is held, as
     /// [`refault`](Self::refault) would give it, leaving it in place.
     pub(super) fn peek(&self, hash: u32) -> Option<usize> {
-        if self.len == 0 {
-            return None;
-        }
-        let (first, tag) = self.place(hash);
-        let s = self.slots[first..first + WAYS]
-            .iter()
-            .find(|s| **s != 0 && **s & !(FAILED_BIT | WORKINGSET_BIT | AGE_MASK) == tag)?;
-        Some(((self.stamp().wrapping_sub(*s) & AGE_MASK) << self.order) as usize)
+        self.slot_of(hash).map(|i| self.distance(self.slots[i]))
     }
 
-    /// `workingset_refault`'s first half (`unpack_shadow` and the
-    /// distance): takes `hash`'s shadow, if any, and returns its refault
-    /// distance, its `PG_workingset` bit and its failed-activation bit; the
-    /// caller tests the distance (`workingset_test_recent`).
-    #[inline(always)]
-    pub(super) fn refault(&mut self, hash: u32) -> Option<(usize, bool, bool)> {
+    /// The index in `slots` of the shadow of `hash`, if one is held: a
+    /// way of its bucket holding its tag.
+    fn slot_of(&self, hash: u32) -> Option<usize> {
         if self.len == 0 {
             return None;
         }
         let (first, tag) = self.place(hash);
-        let now = self.stamp();
-        let s = self.slots[first..first + WAYS]
-            .iter_mut()
-            .find(|s| **s != 0 && **s & !(FAILED_BIT | WORKINGSET_BIT | AGE_MASK) == tag)?;
-        let distance = (now.wrapping_sub(*s) & AGE_MASK) << self.order;
-        let ws = *s & WORKINGSET_BIT != 0;
-        let failed = *s & FAILED_BIT != 0;
-        *s = 0;
+        (first..first + WAYS).find(|&i| {
+            let s = self.slots[i];
+            s != 0 && s & !(FAILED_BIT | WORKINGSET_BIT | AGE_MASK) == tag
+        })
+    }
+
+    /// How many evictions ago shadow `s` was left, to the table's
+    /// granularity.
+    fn distance(&self, s: u32) -> usize {
+        ((self.stamp().wrapping_sub(s) & AGE_MASK) << self.order) as usize
+    }
+
+    pub(super) fn refault(&mut self, hash: u32) -> Option<(usize, bool, bool)> {
+        let i = self.slot_of(hash)?;
+        let s = std::mem::take(&mut self.slots[i]);
+        let ws = s & WORKINGSET_BIT != 0;
         self.len -= 1;
         self.workingset -= usize::from(ws);
-        Some((distance as usize, ws, failed))
+        Some((self.distance(s), ws, s & FAILED_BIT != 0))
     }
 
     /// Shadows held of entries that had been active (`PG_workingset`) and

@@ -762,15 +762,12 @@ impl<K, V> Lruvec<K, V> {
         // The usual victim's shadow is left last, after the new entry is
         // linked: its bucket loads meanwhile (see `evict_detached_later`).
         let mut shadow = None;
-        // The sketch counts the key after the contest: it contests with
-        // what it had been seen before.
-        let mut counted = false;
         if self.over(weight, 1) {
             if let Some(t) = self.pick_victim(&mut none) {
-                let refused = self.refuses(hash, t);
-                self.count(hash);
-                counted = true;
-                if refused {
+                if self.refuses(hash, t) {
+                    // Counted after its contest, which it enters with
+                    // what it had been seen before.
+                    self.count(hash);
                     self.not_admitted += 1;
                     // A miss all the same: the clock LIRS's distances are
                     // read by counts it.
@@ -796,9 +793,7 @@ impl<K, V> Lruvec<K, V> {
                 }
             }
         }
-        if !counted {
-            self.count(hash);
-        }
+        self.count(hash);
         let (place, in_band) = match self.policy {
             Policy::Workingset => self.workingset_refault(hash),
             Policy::Lirs => (self.lirs_refault(hash), false),

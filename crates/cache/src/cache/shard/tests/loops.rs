@@ -2,6 +2,27 @@
 
 use super::*;
 
+/// Forty passes of a loop over keys `0..len` through `lv`, read-through
+/// (a hit marks the entry, a miss inserts it): the share of the last ten
+/// passes' requests that hit. The shard's structure is checked after.
+fn loop_hit_ratio(lv: &mut Lruvec<u64, u64>, len: u64) -> f64 {
+    let (passes, counted) = (40u64, 10u64);
+    let mut hits = 0u64;
+    for pass in 0..passes {
+        for k in 0..len {
+            match lv.find(hash(k), |&x| x == k) {
+                Some(i) => {
+                    lv.mark_accessed(i);
+                    hits += u64::from(pass >= passes - counted);
+                }
+                None => insert(lv, k),
+            }
+        }
+    }
+    lv.check().unwrap();
+    hits as f64 / (counted * len) as f64
+}
+
 /// A loop over three times the shard refaults from about twice its size,
 /// at the edge of the reach, and finds a shadow for about 40% of its
 /// misses: not thrashing. A shard whose early refaults missed the reach
@@ -20,21 +41,7 @@ fn a_loop_over_three_times_the_shard_keeps_part_of_it() {
         n,
         n as usize,
     );
-    let (passes, counted) = (40u64, 10u64);
-    let mut hits = 0u64;
-    for pass in 0..passes {
-        for k in 0..3 * n {
-            match lv.find(hash(k), |&x| x == k) {
-                Some(i) => {
-                    lv.mark_accessed(i);
-                    hits += u64::from(pass >= passes - counted);
-                }
-                None => insert(&mut lv, k),
-            }
-        }
-    }
-    lv.check().unwrap();
-    let ratio = hits as f64 / (counted * 3 * n) as f64;
+    let ratio = loop_hit_ratio(&mut lv, 3 * n);
     assert!(
         !lv.thrashing(),
         "the loop's refault share: {}",
@@ -269,22 +276,7 @@ fn lirs_with_admission_keeps_a_loop_at_opt() {
         n,
         n as usize,
     );
-    let len = n * 11 / 10;
-    let (passes, counted) = (40u64, 10u64);
-    let mut hits = 0u64;
-    for pass in 0..passes {
-        for k in 0..len {
-            match lv.find(hash(k), |&x| x == k) {
-                Some(i) => {
-                    lv.mark_accessed(i);
-                    hits += u64::from(pass >= passes - counted);
-                }
-                None => insert(&mut lv, k),
-            }
-        }
-    }
-    lv.check().unwrap();
-    let ratio = hits as f64 / (counted * len) as f64;
+    let ratio = loop_hit_ratio(&mut lv, n * 11 / 10);
     // OPT: (n - 1) / len, 90.8%.
     assert!(
         ratio > 0.905,
