@@ -13,8 +13,9 @@
 //! write lock, and its hits from the lookup, under the read lock (into
 //! [`Sampled`] for the shard's next write section while another shard
 //! feeds them). Whichever simulation has hit most, over about the last
-//! [`DUEL_WINDOW`] sampled accesses, is what every shard runs from its
-//! next write section.
+//! [`DUEL_WINDOW`] sampled accesses (or the last [`DUEL_RECENT_WINDOW`],
+//! see [`verdict_of_both`]), is what every shard runs from its next write
+//! section.
 
 use super::{Deadline, Evicted, Lruvec, Policy, tunables::*};
 use crate::sync::{AtomicBool, AtomicU8, AtomicU32, Mutex, Ordering};
@@ -169,6 +170,33 @@ pub(in crate::cache) fn verdict(score: [f64; 4], window: f64, seen: u64, now: us
     }
 }
 
+/// [`verdict`] over the whole window (`whole`: the simulations' decaying
+/// hits and the accesses they count), or, where that keeps `now`, over
+/// the recent one ([`DUEL_RECENT_WINDOW`], `recent` likewise) for a policy
+/// that also leads `now` over the whole window: a workload that changes
+/// character is followed within the recent window, where the whole one
+/// still remembers the old workload (a change of working set left the
+/// shards on LRU, which had led while the new set came in, for most of
+/// the next phase), and a lead that is only a blip of the recent window
+/// must still be a lead over the whole.
+pub(in crate::cache) fn verdict_of_both(
+    whole: ([f64; 4], f64),
+    recent: ([f64; 4], f64),
+    seen: u64,
+    now: usize,
+) -> usize {
+    let by_whole = verdict(whole.0, whole.1, seen, now);
+    if by_whole != now || recent.0.iter().all(|&s| s < 1.0) {
+        return by_whole;
+    }
+    let by_recent = verdict(recent.0, recent.1, seen, now);
+    if whole.0[by_recent] > whole.0[now] {
+        by_recent
+    } else {
+        now
+    }
+}
+
 /// The cache's duel: the sample's simulations and their verdict.
 pub(in crate::cache) struct Duel {
     sims: Mutex<Sims>,
@@ -198,6 +226,10 @@ struct Sims {
     score: [f64; 4],
     /// Those accesses, decaying as `score` does.
     window: f64,
+    /// Hits of each over about the last [`DUEL_RECENT_WINDOW`].
+    recent: [f64; 4],
+    /// Those accesses, decaying as `recent` does.
+    recent_window: f64,
     /// Each simulation's hits and misses so far, which it reads as a
     /// shard reads its stripes' counts (`Lruvec::lookups`).
     lookups: [(u64, u64); 4],
@@ -389,6 +421,8 @@ impl Sims {
             sims: CONTENDERS.map(sim),
             score: [0.0; 4],
             window: 0.0,
+            recent: [0.0; 4],
+            recent_window: 0.0,
             lookups: [(0, 0); 4],
             seen: 0,
             out: Evicted::new(),
@@ -413,9 +447,14 @@ impl Sims {
     }
 
     /// Which of [`CONTENDERS`] the shards should run, running `now` (see
-    /// [`verdict`]).
+    /// [`verdict_of_both`]).
     fn verdict(&self, now: usize) -> usize {
-        verdict(self.score, self.window, self.seen, now)
+        verdict_of_both(
+            (self.score, self.window),
+            (self.recent, self.recent_window),
+            self.seen,
+            now,
+        )
     }
 
     /// One access of the key of short hash `h` in every simulation.
@@ -425,8 +464,10 @@ impl Sims {
         let h = h.max(1);
         let hash = u64::from(h) << 8;
         let decay = 1.0 - 1.0 / f64::from(DUEL_WINDOW);
+        let recent_decay = 1.0 - 1.0 / f64::from(DUEL_RECENT_WINDOW);
         self.seen += 1;
         self.window = self.window * decay + 1.0;
+        self.recent_window = self.recent_window * recent_decay + 1.0;
         for (k, sim) in self.sims.iter_mut().enumerate() {
             let hit = match sim.find(hash, |&key| key == h) {
                 Some(i) => {
@@ -447,6 +488,7 @@ impl Sims {
                 }
             };
             self.score[k] = self.score[k] * decay + hit;
+            self.recent[k] = self.recent[k] * recent_decay + hit;
         }
     }
 }

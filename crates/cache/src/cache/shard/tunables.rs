@@ -159,6 +159,13 @@ pub(super) const DUEL_MIN_SHIFT: u32 = 3;
 /// a workload that changes character sooner.
 pub(super) const DUEL_WINDOW: u32 = 4096;
 
+/// The sampled accesses of [`Policy::Adaptive`](crate::Policy::Adaptive)'s
+/// second, shorter count, which can turn the shards to a policy that
+/// leads over the whole [`DUEL_WINDOW`] by less than the margin
+/// (`duel::verdict_of_both`): shorter follows a workload that changes
+/// character sooner, and trusts a shorter stretch of it.
+pub(super) const DUEL_RECENT_WINDOW: u32 = DUEL_WINDOW / 4;
+
 /// How many more hits (of about [`DUEL_WINDOW`]) one simulation must have
 /// before the shards change policy, with [`DUEL_MARGIN_SHARE`]: a change
 /// costs the lists a transition and a LIRS shard its stamps, so a near

@@ -765,6 +765,73 @@ fn the_verdict_weighs_lirs_with_admission_as_one_of_the_others() {
     assert_eq!(sim::CONTENDERS[lru], Policy::Lru);
 }
 
+/// Where the whole window keeps what runs, the recent one may turn the
+/// shards, by the same rules (LRU's larger margin included), to a policy
+/// that also leads over the whole window; never to one trailing there,
+/// nor on a recent window without hits; and a turn the whole window
+/// makes stands whatever the recent one says.
+#[test]
+fn the_recent_window_turns_the_shards_only_to_a_policy_leading_over_the_whole() {
+    let s = DUEL_WARMUP.max(DUEL_LRU_WARMUP);
+    let (ws, lirs, lru) = (0, 1, 2);
+    let recent_window = f64::from(DUEL_RECENT_WINDOW);
+    assert_eq!(recent_window, 1024.0, "the cases below are of 1024");
+    // (hits over the whole window of 4096, over the recent one, running,
+    // the verdict, why).
+    type Case = ([f64; 4], [f64; 4], usize, usize, &'static str);
+    let cases: [Case; 6] = [
+        (
+            [1000.0, 1010.0, 0.0, 0.0],
+            [250.0, 270.0, 0.0, 0.0],
+            ws,
+            lirs,
+            "LIRS by 10 of a margin of 14.1, by 20 of 6.7 lately: LIRS",
+        ),
+        (
+            [1000.0, 1010.0, 0.0, 0.0],
+            [250.0, 256.0, 0.0, 0.0],
+            ws,
+            ws,
+            "LIRS by 6 of 6.6 lately: Workingset stays",
+        ),
+        (
+            [1010.0, 1000.0, 0.0, 0.0],
+            [250.0, 270.0, 0.0, 0.0],
+            ws,
+            ws,
+            "LIRS ahead lately but behind over the whole: Workingset stays",
+        ),
+        (
+            [1000.0, 1020.0, 0.0, 0.0],
+            [270.0, 250.0, 0.0, 0.0],
+            ws,
+            lirs,
+            "the whole window's turn stands",
+        ),
+        (
+            [1010.0, 1000.0, 0.0, 0.0],
+            [0.5, 0.0, 0.0, 0.0],
+            lirs,
+            lirs,
+            "no recent hits: LIRS stays",
+        ),
+        (
+            [1000.0, 900.0, 1030.0, 0.0],
+            [250.0, 225.0, 280.0, 0.0],
+            ws,
+            lru,
+            "LRU by 30 of 45.2, by 30 of 15.2 lately: LRU",
+        ),
+    ];
+    for (whole, recent, now, want, why) in cases {
+        assert_eq!(
+            sim::verdict_of_both((whole, 4096.0), (recent, recent_window), s, now),
+            want,
+            "{whole:?} / {recent:?}, running {now}: {why}"
+        );
+    }
+}
+
 /// The duel counts its sampled accesses as it counts each simulation's
 /// hits (a decaying count over about `DUEL_WINDOW`), so that the window
 /// less a score is that simulation's misses: one key requested again and
