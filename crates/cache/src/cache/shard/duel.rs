@@ -304,11 +304,14 @@ impl Duel {
     }
 
     /// Each simulation's decaying count of misses: the window less its
-    /// score.
+    /// score; over the whole window and over the recent one.
     #[cfg(test)]
-    pub(in crate::cache) fn misses(&self) -> [f64; 4] {
+    pub(in crate::cache) fn misses(&self) -> [[f64; 4]; 2] {
         let sims = crate::sync::lock(&self.sims);
-        sims.score.map(|s| sims.window - s)
+        [
+            sims.score.map(|s| sims.window - s),
+            sims.recent.map(|s| sims.recent_window - s),
+        ]
     }
 
     /// Whether the sample has hit yet (until then LIRS shards keep no

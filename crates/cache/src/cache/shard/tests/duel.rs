@@ -779,7 +779,7 @@ fn the_recent_window_turns_the_shards_only_to_a_policy_leading_over_the_whole() 
     // (hits over the whole window of 4096, over the recent one, running,
     // the verdict, why).
     type Case = ([f64; 4], [f64; 4], usize, usize, &'static str);
-    let cases: [Case; 6] = [
+    let cases: [Case; 7] = [
         (
             [1000.0, 1010.0, 0.0, 0.0],
             [250.0, 270.0, 0.0, 0.0],
@@ -800,6 +800,13 @@ fn the_recent_window_turns_the_shards_only_to_a_policy_leading_over_the_whole() 
             ws,
             ws,
             "LIRS ahead lately but behind over the whole: Workingset stays",
+        ),
+        (
+            [1000.0, 1000.0, 0.0, 0.0],
+            [250.0, 270.0, 0.0, 0.0],
+            ws,
+            ws,
+            "LIRS ahead lately but level over the whole: Workingset stays",
         ),
         (
             [1000.0, 1020.0, 0.0, 0.0],
@@ -845,13 +852,19 @@ fn the_window_less_a_score_is_the_misses() {
         d.hit(&s, 5, u32::MAX);
     }
     assert_eq!(d.seen(), n);
-    let decay = 1.0 - 1.0 / f64::from(DUEL_WINDOW);
-    let first = decay.powi(n as i32 - 1);
-    for (k, misses) in d.misses().into_iter().enumerate() {
-        assert!(
-            (misses - first).abs() < 1e-6,
-            "simulation {k}: {misses} misses, not {first}"
-        );
+    for (misses, window) in d
+        .misses()
+        .into_iter()
+        .zip([DUEL_WINDOW, DUEL_RECENT_WINDOW])
+    {
+        let decay = 1.0 - 1.0 / f64::from(window);
+        let first = decay.powi(n as i32 - 1);
+        for (k, misses) in misses.into_iter().enumerate() {
+            assert!(
+                (misses - first).abs() < 1e-6,
+                "simulation {k}, window {window}: {misses} misses, not {first}"
+            );
+        }
     }
 }
 
