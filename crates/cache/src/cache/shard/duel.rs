@@ -173,12 +173,12 @@ pub(in crate::cache) fn verdict(score: [f64; 4], window: f64, seen: u64, now: us
 /// [`verdict`] over the whole window (`whole`: the simulations' decaying
 /// hits and the accesses they count), or, where that keeps `now`, over
 /// the recent one ([`DUEL_RECENT_WINDOW`], `recent` likewise) for a policy
-/// that also leads `now` over the whole window: a workload that changes
-/// character is followed within the recent window, where the whole one
-/// still remembers the old workload (a change of working set left the
-/// shards on LRU, which had led while the new set came in, for most of
-/// the next phase), and a lead that is only a blip of the recent window
-/// must still be a lead over the whole.
+/// that the whole window also ranks first, ahead of `now` by at least
+/// [`DUEL_MARGIN`]: a workload that changes character is followed once
+/// the recent window sees the change and the whole one ranks it first,
+/// not only once the whole one's lead passes its margin, which takes
+/// most of a window; a lead that is a blip of the recent window, or a
+/// near tie over the whole, turns nothing.
 pub(in crate::cache) fn verdict_of_both(
     whole: ([f64; 4], f64),
     recent: ([f64; 4], f64),
@@ -190,7 +190,8 @@ pub(in crate::cache) fn verdict_of_both(
         return by_whole;
     }
     let by_recent = verdict(recent.0, recent.1, seen, now);
-    if whole.0[by_recent] > whole.0[now] {
+    let first = whole.0.iter().all(|&s| whole.0[by_recent] >= s);
+    if first && whole.0[by_recent] > whole.0[now] + DUEL_MARGIN {
         by_recent
     } else {
         now

@@ -161,7 +161,7 @@ pub(super) const DUEL_WINDOW: u32 = 4096;
 
 /// The sampled accesses of [`Policy::Adaptive`](crate::Policy::Adaptive)'s
 /// second, shorter count, which can turn the shards to a policy that
-/// leads over the whole [`DUEL_WINDOW`] by less than the margin
+/// the whole [`DUEL_WINDOW`] ranks first by less than the margin
 /// (`duel::verdict_of_both`): shorter follows a workload that changes
 /// character sooner, and trusts a shorter stretch of it.
 pub(super) const DUEL_RECENT_WINDOW: u32 = DUEL_WINDOW / 4;

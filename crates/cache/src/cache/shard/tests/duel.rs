@@ -766,20 +766,22 @@ fn the_verdict_weighs_lirs_with_admission_as_one_of_the_others() {
 }
 
 /// Where the whole window keeps what runs, the recent one may turn the
-/// shards, by the same rules (LRU's larger margin included), to a policy
-/// that also leads over the whole window; never to one trailing there,
-/// nor on a recent window without hits; and a turn the whole window
-/// makes stands whatever the recent one says.
+/// shards, by the same rules (LRU's larger margin and warm-up, and
+/// `LirsTinyLfu` only from LIRS, included), to a policy the whole window
+/// ranks first, ahead of what runs by `DUEL_MARGIN` (4); never to one
+/// that is not, nor on a recent window without hits; and a turn the
+/// whole window makes stands whatever the recent one says.
 #[test]
-fn the_recent_window_turns_the_shards_only_to_a_policy_leading_over_the_whole() {
+fn the_recent_window_turns_the_shards_only_to_the_whole_windows_first() {
     let s = DUEL_WARMUP.max(DUEL_LRU_WARMUP);
     let (ws, lirs, lru) = (0, 1, 2);
     let recent_window = f64::from(DUEL_RECENT_WINDOW);
     assert_eq!(recent_window, 1024.0, "the cases below are of 1024");
+    assert_eq!(DUEL_MARGIN, 4.0);
     // (hits over the whole window of 4096, over the recent one, running,
     // the verdict, why).
     type Case = ([f64; 4], [f64; 4], usize, usize, &'static str);
-    let cases: [Case; 7] = [
+    let cases: [Case; 11] = [
         (
             [1000.0, 1010.0, 0.0, 0.0],
             [250.0, 270.0, 0.0, 0.0],
@@ -802,11 +804,11 @@ fn the_recent_window_turns_the_shards_only_to_a_policy_leading_over_the_whole() 
             "LIRS ahead lately but behind over the whole: Workingset stays",
         ),
         (
-            [1000.0, 1000.0, 0.0, 0.0],
+            [1000.0, 1004.0, 0.0, 0.0],
             [250.0, 270.0, 0.0, 0.0],
             ws,
             ws,
-            "LIRS ahead lately but level over the whole: Workingset stays",
+            "LIRS ahead lately, by only 4 over the whole: Workingset stays",
         ),
         (
             [1000.0, 1020.0, 0.0, 0.0],
@@ -829,6 +831,34 @@ fn the_recent_window_turns_the_shards_only_to_a_policy_leading_over_the_whole() 
             lru,
             "LRU by 30 of 45.2, by 30 of 15.2 lately: LRU",
         ),
+        (
+            [1000.0, 900.0, 1030.0, 0.0],
+            [250.0, 225.0, 262.0, 0.0],
+            ws,
+            ws,
+            "LRU by 12 of 15.2 lately: Workingset stays",
+        ),
+        (
+            [1000.0, 1013.0, 1005.0, 0.0],
+            [250.0, 255.0, 280.0, 0.0],
+            ws,
+            ws,
+            "LRU first lately, LIRS first over the whole: Workingset stays",
+        ),
+        (
+            [1000.0, 990.0, 0.0, 1020.0],
+            [250.0, 240.0, 0.0, 280.0],
+            ws,
+            ws,
+            "LIRS with admission ahead on both: not from Workingset",
+        ),
+        (
+            [1000.0, 990.0, 990.0, 0.0],
+            [240.0, 200.0, 220.0, 0.0],
+            lru,
+            ws,
+            "Workingset by 10 of 14, by 20 of 6.4 lately: leaves LRU",
+        ),
     ];
     for (whole, recent, now, want, why) in cases {
         assert_eq!(
@@ -837,6 +867,17 @@ fn the_recent_window_turns_the_shards_only_to_a_policy_leading_over_the_whole() 
             "{whole:?} / {recent:?}, running {now}: {why}"
         );
     }
+    // LRU's warm-up holds for the recent window too.
+    let (whole, recent) = ([1000.0, 900.0, 1030.0, 0.0], [250.0, 225.0, 280.0, 0.0]);
+    assert_eq!(
+        sim::verdict_of_both(
+            (whole, 4096.0),
+            (recent, recent_window),
+            DUEL_LRU_WARMUP - 1,
+            ws
+        ),
+        ws
+    );
 }
 
 /// The duel counts its sampled accesses as it counts each simulation's
