@@ -767,21 +767,22 @@ fn the_verdict_weighs_lirs_with_admission_as_one_of_the_others() {
 
 /// Where the whole window keeps what runs, the recent one may turn the
 /// shards, by the same rules (LRU's larger margin and warm-up, and
-/// `LirsTinyLfu` only from LIRS, included), to a policy the whole window
-/// ranks first, ahead of what runs by `DUEL_MARGIN` (4); never to one
-/// that is not, nor on a recent window without hits; and a turn the
+/// `LirsTinyLfu` only from LIRS, included), to the policy the whole
+/// window ranks first of the four, ahead of what runs by `DUEL_MARGIN`
+/// (4); never to one that is not (even where the first is one what runs
+/// may not take up), nor on a recent window without hits; and a turn the
 /// whole window makes stands whatever the recent one says.
 #[test]
 fn the_recent_window_turns_the_shards_only_to_the_whole_windows_first() {
     let s = DUEL_WARMUP.max(DUEL_LRU_WARMUP);
-    let (ws, lirs, lru) = (0, 1, 2);
+    let (ws, lirs, lru, tlfu) = (0, 1, 2, 3);
     let recent_window = f64::from(DUEL_RECENT_WINDOW);
     assert_eq!(recent_window, 1024.0, "the cases below are of 1024");
     assert_eq!(DUEL_MARGIN, 4.0);
     // (hits over the whole window of 4096, over the recent one, running,
     // the verdict, why).
     type Case = ([f64; 4], [f64; 4], usize, usize, &'static str);
-    let cases: [Case; 11] = [
+    let cases: [Case; 12] = [
         (
             [1000.0, 1010.0, 0.0, 0.0],
             [250.0, 270.0, 0.0, 0.0],
@@ -836,7 +837,7 @@ fn the_recent_window_turns_the_shards_only_to_the_whole_windows_first() {
             [250.0, 225.0, 262.0, 0.0],
             ws,
             ws,
-            "LRU by 12 of 15.2 lately: Workingset stays",
+            "LRU by 12 of 14.5 lately: Workingset stays",
         ),
         (
             [1000.0, 1013.0, 1005.0, 0.0],
@@ -846,11 +847,18 @@ fn the_recent_window_turns_the_shards_only_to_the_whole_windows_first() {
             "LRU first lately, LIRS first over the whole: Workingset stays",
         ),
         (
-            [1000.0, 990.0, 0.0, 1020.0],
-            [250.0, 240.0, 0.0, 280.0],
+            [1000.0, 1010.0, 0.0, 1020.0],
+            [250.0, 270.0, 0.0, 280.0],
             ws,
             ws,
-            "LIRS with admission ahead on both: not from Workingset",
+            "LIRS with admission first over the whole, which Workingset may not take up: Workingset stays",
+        ),
+        (
+            [1000.0, 1010.0, 0.0, 1020.0],
+            [250.0, 270.0, 0.0, 280.0],
+            lirs,
+            tlfu,
+            "from LIRS, LIRS with admission by 10 of 14.2, by 10 of 6.8 lately: it",
         ),
         (
             [1000.0, 990.0, 990.0, 0.0],
