@@ -176,13 +176,12 @@ pub(in crate::cache) fn verdict(score: [f64; 4], window: f64, seen: u64, now: us
 /// that the whole window also ranks first of the four (a first that
 /// `now` may not turn to, `LirsTinyLfu` from `Workingset` or `Lru`, leaves
 /// `now`), [`DUEL_MARGIN`] ahead of `now`. So a workload that changes
-/// character is followed once the
-/// recent window sees the change and the whole one ranks it first, not
-/// only once the whole one's lead passes its margin, which takes most of
-/// a window; LRU too is taken up and left that way, its larger margin
-/// asked of the recent window only. A lead that is a blip of the recent
-/// window, or within `DUEL_MARGIN` of `now` over the whole, turns
-/// nothing.
+/// character is followed once the recent window sees the change and the
+/// whole one ranks it first, not only once the whole one's lead passes
+/// its margin, which takes most of a window; LRU too is taken up and
+/// left that way, its larger margin asked of the recent window only. A
+/// lead that is a blip of the recent window, or within `DUEL_MARGIN` of
+/// `now` over the whole, turns nothing.
 pub(in crate::cache) fn verdict_of_both(
     whole: ([f64; 4], f64),
     recent: ([f64; 4], f64),
