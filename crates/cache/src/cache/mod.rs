@@ -257,14 +257,19 @@ where
         let eq = |k: &K| k.borrow() == key;
         if self.batching {
             let lv = shard.read();
+            let mut full = false;
             let found = lv.find(hash, eq).map(|i| {
                 let v = lv.node(i).value.clone();
-                lv.mark_accessed(i);
+                full = lv.mark_accessed(i);
                 lv.sample_hit(hash);
                 v
             });
             if lv.count(found.is_some()) {
                 shard.look_for_quiet(lv.stripe());
+            }
+            drop(lv);
+            if full {
+                Self::drain_moves(shard);
             }
             found
         } else {
@@ -280,6 +285,18 @@ where
         }
     }
 
+    /// After a lookup whose hit filled its shard's batch of moves (see
+    /// `Lruvec::drain_moves`): drains it, as the kernel drains a full
+    /// `folio_batch` under the lruvec lock; left to the next insertion
+    /// where this thread holds the shard's lock already, or where the
+    /// write would owe a heavy barrier (the lock is fast).
+    #[cold]
+    fn drain_moves(shard: &Shard<K, V>) {
+        if let Some(mut lv) = shard.write_if_cheap() {
+            lv.drain_moves();
+        }
+    }
+
     /// [`get`](Self::get) with expiry on: an expired entry is a miss, a
     /// hit moves its deadline as `expire_after_read` says.
     fn get_expiring<Q>(&self, key: &Q, e: &expire::Expire<K, V>) -> Option<V>
@@ -292,19 +309,24 @@ where
         let eq = |k: &K| k.borrow() == key;
         if self.batching {
             let lv = shard.read();
+            let mut full = false;
             // The clock is read under the lock (no reader acts on a moment
             // before a writer's that it follows), and only for a key found.
             let found = lv.find(hash, eq).and_then(|i| {
                 let now = e.now();
                 lv.live_at(i, now).then(|| {
                     let v = Self::read_expiring(e, &lv, i, now);
-                    lv.mark_accessed(i);
+                    full = lv.mark_accessed(i);
                     lv.sample_hit(hash);
                     v
                 })
             });
             if lv.count(found.is_some()) {
                 shard.look_for_quiet(lv.stripe());
+            }
+            drop(lv);
+            if full {
+                Self::drain_moves(shard);
             }
             found
         } else {

@@ -493,6 +493,24 @@ impl<T> ShardLock<T> {
         }
     }
 
+    /// [`write`](Self::write) for work a lookup may leave to the next
+    /// writer: `None` where this thread holds the lock already (a lookup
+    /// from user code run under it) or the lock is fast (the write would
+    /// owe a heavy barrier, and end owners' fast reads).
+    pub(super) fn write_if_cheap(&self) -> Option<WriteGuard<'_, T>> {
+        let held = HELD.with(|h| {
+            let reading = match self.stripes.get(h.owned.get()) {
+                Some(own) => own.owner_reads() > 0,
+                None => h.reads.holds(self.id),
+            };
+            reading || h.writes.holds(self.id)
+        });
+        if held || self.is_fast() {
+            return None;
+        }
+        self.try_write().ok()
+    }
+
     /// [`write`](Self::write), or [`NoBarrier`] where it would panic for
     /// want of a heavy barrier: the lock is then fast and unwritten, as it
     /// was (its spell counts the attempt as a write), and readable. For

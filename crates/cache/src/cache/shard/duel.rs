@@ -17,7 +17,7 @@
 //! see [`verdict_of_both`]), is what every shard runs from its next write
 //! section.
 
-use super::{Deadline, Evicted, Lruvec, Policy, tunables::*};
+use super::{Deadline, Evicted, Lruvec, Policy, batch::Batch, tunables::*};
 use crate::sync::{AtomicBool, AtomicU8, AtomicU32, Mutex, Ordering};
 
 /// The hits of sampled keys a shard holds for the duel between two of its
@@ -28,8 +28,8 @@ pub(in crate::cache) const SAMPLED: usize = 16;
 /// Hits of sampled keys, pushed by lookups under the shard's read lock
 /// (readers race only with each other), taken under its write lock.
 pub(in crate::cache) struct Sampled {
-    slots: [AtomicU32; SAMPLED],
-    len: AtomicU32,
+    /// Their short hashes (0 stands in as 1).
+    batch: Batch<SAMPLED>,
     /// Sampled hits since the shard's last write section, replayed or
     /// kept (see [`Duel::hit`]).
     hits: AtomicU32,
@@ -38,8 +38,7 @@ pub(in crate::cache) struct Sampled {
 impl Sampled {
     pub(in crate::cache) fn new() -> Self {
         Self {
-            slots: std::array::from_fn(|_| AtomicU32::new(0)),
-            len: AtomicU32::new(0),
+            batch: Batch::new(),
             hits: AtomicU32::new(0),
         }
     }
@@ -47,21 +46,14 @@ impl Sampled {
     /// Under the read lock: keeps the hit of short hash `h` if there is
     /// room. A full buffer costs a lookup one load and no store.
     pub(in crate::cache) fn push(&self, h: u32) {
-        if self.len.load(Ordering::Relaxed) as usize >= SAMPLED {
-            return;
-        }
-        // Each racing reader claims a slot of its own.
-        let i = self.len.fetch_add(1, Ordering::Relaxed) as usize;
-        if let Some(slot) = self.slots.get(i) {
-            // 0 marks an empty slot: hash 0 stands in as 1 (a simulation's
-            // key, not the cache's).
-            slot.store(h.max(1), Ordering::Relaxed);
-        }
+        // 0 marks an empty slot: hash 0 stands in as 1 (a simulation's
+        // key, not the cache's).
+        let _filled = self.batch.push(h.max(1));
     }
 
     /// Whether no hit is kept.
     fn is_empty(&self) -> bool {
-        self.len.load(Ordering::Relaxed) == 0
+        self.batch.is_empty()
     }
 
     /// Under a read lock: counts a sampled hit since the shard's last
@@ -77,14 +69,8 @@ impl Sampled {
 
     /// Under the write lock: hands each kept hit to `f` and empties the
     /// buffer.
-    pub(in crate::cache) fn drain(&self, mut f: impl FnMut(u32)) {
-        let n = (self.len.swap(0, Ordering::Relaxed) as usize).min(SAMPLED);
-        for slot in &self.slots[..n] {
-            let h = slot.swap(0, Ordering::Relaxed);
-            if h != 0 {
-                f(h);
-            }
-        }
+    pub(in crate::cache) fn drain(&self, f: impl FnMut(u32)) {
+        self.batch.drain(f);
     }
 }
 
@@ -301,6 +287,17 @@ impl Duel {
         crate::sync::lock(&self.sims)
     }
 
+    /// Has the shards run `policy` (one of [`CONTENDERS`]) from their
+    /// next write section, until the simulations' next verdict.
+    #[cfg(test)]
+    pub(in crate::cache) fn run(&self, policy: Policy) {
+        let k = CONTENDERS
+            .iter()
+            .position(|&p| p == policy)
+            .expect("a contender");
+        self.verdict.policy.store(k as u8, Ordering::Relaxed);
+    }
+
     /// Sampled accesses the simulations have seen.
     #[cfg(test)]
     pub(in crate::cache) fn seen(&self) -> u64 {
@@ -478,7 +475,14 @@ impl Sims {
         for (k, sim) in self.sims.iter_mut().enumerate() {
             let hit = match sim.find(hash, |&key| key == h) {
                 Some(i) => {
-                    sim.mark_accessed(i);
+                    // LRU's simulation as the shards run it: each hit
+                    // moved to the head (see `Lruvec::drain_moves`).
+                    if sim.policy == Policy::Lru {
+                        sim.move_to_head(i);
+                    } else {
+                        // A simulation batches no moves.
+                        let _full = sim.mark_accessed(i);
+                    }
                     self.lookups[k].0 += 1;
                     1.0
                 }

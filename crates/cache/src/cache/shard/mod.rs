@@ -6,6 +6,7 @@
 //! Everything here runs under the shard's lock and calls no user code
 //! except `Eq` in lookups, so a panic there leaves the shard as it was.
 
+mod batch;
 mod check;
 mod duel;
 mod expiry;
@@ -17,6 +18,7 @@ mod sketch;
 mod slab;
 mod tunables;
 
+use batch::Batch;
 pub(super) use duel::{Duel, Sampled};
 use refault::Learned;
 use sketch::Sketch;
@@ -222,6 +224,10 @@ pub(super) struct Lruvec<K, V> {
     /// hit (until then an entry's last access is taken as now: a cache
     /// that hits nothing keeps nothing by it).
     stamped: bool,
+    /// Under [`Policy::Adaptive`], the entries hit under the read lock
+    /// while the shard runs [`Policy::Lru`], for the next write section to
+    /// move to the head (see [`drain_moves`](Self::drain_moves)).
+    moves: Option<Box<crossbeam_utils::CachePadded<Batch<LRU_MOVES>>>>,
     /// [`Policy::LirsTinyLfu`]: `Lirs` (as `policy` says) with its
     /// admission (see [`refuses`](Self::refuses)).
     admits: bool,
@@ -353,6 +359,7 @@ impl<K, V> Lruvec<K, V> {
             admits,
             sketch: admits.then(|| Sketch::new(0)),
             duel: None,
+            moves: None,
             duel_shift: 0,
             stamp_mask: !((1u32
                 << (usize::BITS - (max_entries / 64).max(1).leading_zeros() - 1).min(20))
@@ -404,6 +411,7 @@ impl<K, V> Lruvec<K, V> {
             duel,
             Box::new(crossbeam_utils::CachePadded::new(Sampled::new())),
         ));
+        self.moves = Some(Box::new(crossbeam_utils::CachePadded::new(Batch::new())));
         self
     }
 
@@ -441,6 +449,7 @@ impl<K, V> Lruvec<K, V> {
         if policy != self.runs() {
             self.adopt(policy);
         }
+        self.drain_moves();
         if self.lirs && hit && !self.stamped {
             self.keep_stamps();
         }
@@ -627,7 +636,7 @@ impl<K, V> Lruvec<K, V> {
     /// evicted, and the next hit stamps it), so that a hot entry's hits
     /// read no line beside its flags; hit ratios moved by 0.1 at most
     /// (docs/cache.md).
-    pub(super) fn mark_accessed(&self, i: u32) {
+    pub(super) fn mark_accessed(&self, i: u32) -> bool {
         let flags = &self.flags[i as usize];
         let f = flags.load(Ordering::Relaxed);
         if f & REFS < self.max_refs {
@@ -636,7 +645,56 @@ impl<K, V> Lruvec<K, V> {
             if self.stamped {
                 self.stamp(i);
             }
+            if self.policy == Policy::Lru {
+                if let Some(moves) = &self.moves {
+                    // `i + 1`: 0 marks an empty slot.
+                    return moves.push(i + 1);
+                }
+            }
         }
+        false
+    }
+
+    /// `folio_batch_move_lru` for the moves [`mark_accessed`](Self::mark_accessed)
+    /// batched under the read lock: while the shard runs [`Policy::Lru`],
+    /// each entry hit since the last drain goes to the head in the order
+    /// of its first hit, which is exact LRU's order up to a batch. Drained
+    /// at each insertion and by the lookup that fills the batch, as the
+    /// kernel drains a full `folio_batch` under the lruvec lock; a hit
+    /// that finds it full keeps its count, a second chance as CLOCK
+    /// gives. Why: `Adaptive` takes LRU up where its simulation of exact
+    /// LRU leads, and CLOCK kept 0.3-0.5 points less there (`docs/cache.md`,
+    /// "The duel's LRU moves hits"). Batched under another policy, they
+    /// are dropped: their counts stand.
+    pub(in crate::cache) fn drain_moves(&mut self) {
+        let Some(moves) = self.moves.take() else {
+            return;
+        };
+        if !moves.is_empty() {
+            let lru = self.policy == Policy::Lru;
+            moves.drain(|v| {
+                let i = v - 1;
+                // Indices are those of the read sections before this write
+                // section; one that another write section has since freed
+                // or reused holds no count, or one of its own: moved, the
+                // entry it holds was hit since reclaim last looked.
+                if lru && (i as usize) < self.len() && self.flags(i) & REFS != 0 {
+                    self.move_to_head(i);
+                }
+            });
+        }
+        self.moves = Some(moves);
+    }
+
+    /// Under [`Policy::Lru`], `folio_activate_fn` on its one list: entry
+    /// `i` goes to the head with no count (exact LRU's move on a hit).
+    pub(super) fn move_to_head(&mut self, i: u32) {
+        let list = self.list_of(i);
+        self.unlink(i, list);
+        // Left on the active list by another policy (`adopt`), which LRU
+        // drains from its tail: to the head of the one LRU keeps.
+        self.set_flags(i, self.flags(i) & !(ACTIVE_FLAG | REFS));
+        self.link_head(i, INACTIVE);
     }
 
     /// A hit with batching off, under the write lock: [`Policy::Lru`]
@@ -648,15 +706,7 @@ impl<K, V> Lruvec<K, V> {
             self.stamp(i);
         }
         if self.policy == Policy::Lru {
-            let list = self.list_of(i);
-            self.unlink(i, list);
-            if list == ACTIVE {
-                // Left on the active list by another policy (`adopt`),
-                // which LRU drains from its tail: to the head of the one
-                // LRU keeps.
-                self.set_flags(i, self.flags(i) & !ACTIVE_FLAG);
-            }
-            self.link_head(i, INACTIVE);
+            self.move_to_head(i);
             return;
         }
         let f = self.flags(i);
@@ -870,7 +920,9 @@ impl<K, V> Lruvec<K, V> {
             self.weight = self.weight - was + weight;
         }
         if self.batching {
-            self.mark_accessed(i);
+            if self.mark_accessed(i) {
+                self.drain_moves();
+            }
         } else {
             self.touch(i);
         }

@@ -4,6 +4,13 @@
 //! them are in `docs/cache.md`, "Tunables and their measurements", under
 //! each constant's name.
 
+/// Hits a shard running [`Policy::Lru`](crate::Policy::Lru) under
+/// [`Policy::Adaptive`](crate::Policy::Adaptive) batches between two write
+/// sections to move to the head (`PAGEVEC_SIZE`'s role): past them a hit
+/// keeps only its count, a second chance as CLOCK gives. More keeps LRU's
+/// order through longer runs of hits, for a larger batch to drain.
+pub(super) const LRU_MOVES: usize = 32;
+
 /// Deactivations per `shrink_active_list` pass (`SWAP_CLUSTER_MAX`).
 pub(super) const SCAN_BATCH: usize = 32;
 

@@ -6,7 +6,8 @@
 //! hit that finds the simulations busy dropped instead of kept (the
 //! simulations saw 4 accesses, not 5), and a slot claimed with a load and
 //! a store instead of `fetch_add` (two racing pushes took the same slot
-//! and one hit was lost).
+//! and one hit was lost; seen again on the shared `shard::Batch`, which
+//! the LRU moves of `Adaptive`'s shards fill the same way).
 
 use loom::{sync::Arc, thread};
 

@@ -115,7 +115,9 @@ fn the_inactive_list_keeps_to_its_target() {
         // Read-through: a key reclaim took is loaded again.
         for k in 0..1000 {
             match lv.find(hash(k), |&x| x == k) {
-                Some(i) => lv.mark_accessed(i),
+                Some(i) => {
+                    lv.mark_accessed(i);
+                }
                 None => insert(&mut lv, k),
             }
         }
