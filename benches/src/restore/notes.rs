@@ -1,5 +1,7 @@
 //! The `restore` experiment's notes: each target judged in the same run,
-//! and why the private file mapping is out of a copying restore's reach.
+//! and why the private file mapping is out of a copying restore's reach
+//! (issue 18's target of replay within 1.5x of it, retired by issue 44,
+//! is shown, not judged).
 
 use super::PAGE;
 use crate::Report;
@@ -74,20 +76,21 @@ pub(super) fn notes(
             );
         }
     }
-    for t in [1, 2] {
-        // Within 1.5x: file-mapping time / replay time ≥ 1/1.5.
-        judge(
-            format!(
-                "replay within 1.5x of the private file mapping, warm, {t} thread(s) (file-mapping time / replay time ≥ 0.67)"
-            ),
-            speedup(
-                &format!("warm/file-mapping/threads-{t}"),
-                &format!("warm/replay/threads-{t}"),
-            ),
-            1.0 / 1.5,
-        );
-    }
     let mut why = Vec::new();
+    for t in [1, 2] {
+        // Issue 18's target, retired by issue 44: not judged, shown.
+        if let Some(x) = speedup(
+            &format!("warm/file-mapping/threads-{t}"),
+            &format!("warm/replay/threads-{t}"),
+        ) {
+            why.push(format!(
+                "Replay against the private file mapping, warm, {t} thread(s): file-mapping time \
+                 / replay time {x:.2}x (not a target: the mapping copies nothing, so a restore \
+                 that copies is judged against `copy-floor` below, and one that does not, \
+                 `replay-shmem`, against the mapping)."
+            ));
+        }
+    }
     for t in [1, 2] {
         for (row, what) in [
             ("replay-shmem", "the image in shmem"),
@@ -148,8 +151,9 @@ pub(super) fn notes(
         why.push(format!(
             "The floor, {t} thread(s): only copying the working set out of the page cache into \
              memory already resident (`copy-floor`: no fault, no allocation) takes {:.2} ms, \
-             {:.2}x the file mapping's {:.2} ms; within 1.5x allows {:.2} ms, so {} restore that \
-             copies can meet the target on this host. Replay takes {:.2} ms, {:.2}x the floor.",
+             {:.2}x the file mapping's {:.2} ms; within 1.5x of the mapping allows {:.2} ms, so {} \
+             restore that copies could meet issue 18's target on this host. Replay takes {:.2} \
+             ms, {:.2}x the floor.",
             floor * 1e3,
             floor / map,
             map * 1e3,
