@@ -444,3 +444,44 @@ fn a_stripe_looks_for_quiet_every_check_every_lookups() {
         assert!(!s.count(exclusive, false), "the first miss");
     }
 }
+
+/// `write_if_cheap`, a lookup's optional write (the drain of a full batch
+/// of LRU moves): taken where the thread holds nothing and the lock is
+/// slow; declined, without the re-entry panic, where the thread holds the
+/// lock for reading or writing (user code run under it that looks up the
+/// same shard), and where the lock is fast (the write would owe a heavy
+/// barrier and end owners' fast reads).
+#[test]
+fn a_lookups_optional_write_is_declined_where_it_is_not_cheap() {
+    let lock = ShardLock::new(0u32, super::MAX_STRIPES);
+    *lock.write_if_cheap().expect("free and slow: taken") += 1;
+    {
+        let r = lock.read();
+        assert!(lock.write_if_cheap().is_none(), "under its own read");
+        assert_eq!(*r, 1);
+    }
+    {
+        let mut w = lock.write();
+        assert!(lock.write_if_cheap().is_none(), "under its own write");
+        *w += 1;
+    }
+    let until =
+        std::time::Instant::now() + std::time::Duration::from_secs(if cfg!(miri) { 0 } else { 5 });
+    while !lock.is_fast() && std::time::Instant::now() < until {
+        let r = lock.read();
+        if r.count(true) {
+            lock.look_for_quiet(r.stripe());
+        }
+    }
+    if lock.is_fast() {
+        assert!(lock.write_if_cheap().is_none(), "fast: declined");
+        assert!(lock.is_fast(), "and left fast");
+    }
+    *lock.write() += 1;
+    assert_eq!(
+        *lock
+            .write_if_cheap()
+            .expect("slow again after a write: taken"),
+        3
+    );
+}

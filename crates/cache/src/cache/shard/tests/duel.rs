@@ -1156,6 +1156,26 @@ fn hits_past_a_full_batch_keep_a_second_chance() {
     lv.check().unwrap();
 }
 
+/// A batched index whose entry holds no count (its count spent by
+/// reclaim, or the slot freed and taken by an entry never hit) is not
+/// moved: the least recent entry stays the next victim.
+#[test]
+fn a_batched_entry_without_a_count_is_not_moved() {
+    let n = 64u64;
+    let (mut lv, keys) = running_lru(n, n as usize + 1);
+    for &k in &keys[..n as usize] {
+        insert(&mut lv, k);
+    }
+    let oldest = lv.lists[INACTIVE].tail;
+    assert_eq!(lv.node(oldest).key, keys[0]);
+    assert!(!lv.moves.as_ref().unwrap().push(oldest + 1));
+    lv.drain_moves();
+    assert_eq!(lv.lists[INACTIVE].tail, oldest, "moved without a count");
+    insert(&mut lv, keys[n as usize]);
+    assert!(lv.find(hash(keys[0]), |&x| x == keys[0]).is_none());
+    lv.check().unwrap();
+}
+
 /// Moves batched before another write section removed entries (the slab
 /// moving its last entry into the hole) name slots that hold other
 /// entries or none: the drain skips those without a count, and leaves
