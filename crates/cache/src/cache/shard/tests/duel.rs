@@ -1063,6 +1063,16 @@ fn running_lru(n: u64, count: usize) -> (Lruvec<u64, u64>, Vec<u64>) {
     (lv, keys)
 }
 
+/// [`running_lru`] holding its first `n` keys, the first the least recent,
+/// and one key more to insert.
+fn full_running_lru(n: u64) -> (Lruvec<u64, u64>, Vec<u64>) {
+    let (mut lv, keys) = running_lru(n, n as usize + 1);
+    for &k in &keys[..n as usize] {
+        insert(&mut lv, k);
+    }
+    (lv, keys)
+}
+
 /// A shard running LRU for `Adaptive` moves each entry hit under the read
 /// lock to the head at its next write section (an insertion, or the
 /// lookup that fills the batch), in the order of first hits: on random
@@ -1131,10 +1141,7 @@ fn an_adaptive_shard_running_lru_moves_its_hits_to_the_head() {
 #[test]
 fn hits_past_a_full_batch_keep_a_second_chance() {
     let n = 64u64;
-    let (mut lv, keys) = running_lru(n, n as usize + 1);
-    for &k in &keys[..n as usize] {
-        insert(&mut lv, k);
-    }
+    let (mut lv, keys) = full_running_lru(n);
     let hit = LRU_MOVES + 8;
     let filled: Vec<bool> = keys[..hit]
         .iter()
@@ -1162,10 +1169,7 @@ fn hits_past_a_full_batch_keep_a_second_chance() {
 #[test]
 fn a_batched_entry_without_a_count_is_not_moved() {
     let n = 64u64;
-    let (mut lv, keys) = running_lru(n, n as usize + 1);
-    for &k in &keys[..n as usize] {
-        insert(&mut lv, k);
-    }
+    let (mut lv, keys) = full_running_lru(n);
     let oldest = lv.lists[INACTIVE].tail;
     assert_eq!(lv.node(oldest).key, keys[0]);
     assert!(!lv.moves.as_ref().unwrap().push(oldest + 1));
@@ -1183,10 +1187,7 @@ fn a_batched_entry_without_a_count_is_not_moved() {
 #[test]
 fn moves_batched_before_a_removal_leave_the_shard_consistent() {
     let n = 64u64;
-    let (mut lv, keys) = running_lru(n, n as usize + 1);
-    for &k in &keys[..n as usize] {
-        insert(&mut lv, k);
-    }
+    let (mut lv, keys) = full_running_lru(n);
     for &k in &keys[n as usize - 8..n as usize] {
         assert!(access(&mut lv, k));
     }
