@@ -5,7 +5,9 @@
 //! inactive list (probation), entries hit there move to the active list,
 //! and reclaim evicts from the inactive tail. A hit takes only its shard's
 //! read lock: it marks the entry, and the shard's next reclaim applies the
-//! mark, as the kernel batches `mark_page_accessed`. Under
+//! mark, as the kernel batches `mark_page_accessed` (while the default
+//! policy runs LRU, the hit that fills a batch of 32 moves also takes the
+//! write lock if it can without waiting). Under
 //! [`Policy::Workingset`], an evicted entry leaves a shadow, and a miss
 //! that finds its shadow within the shard's reach is a refault that goes
 //! straight to the active list (`mm/workingset.c`), so a working set

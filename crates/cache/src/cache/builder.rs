@@ -213,7 +213,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     }
 
     /// Whether a hit only marks the entry (the default: list moves wait
-    /// for the shard's next reclaim, as the kernel batches activations) or
+    /// for the shard's next write, as the kernel batches activations) or
     /// takes the shard's write lock to move it at once. Off, with
     /// [`Policy::Lru`], the cache is one exact LRU list (one shard): every
     /// hit serialises on its lock, for workloads whose correctness needs

@@ -88,7 +88,10 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 /// Keys hash to shards, each an lruvec of its own (the kernel keeps one
 /// per node and memory cgroup) with the active and inactive lists and its
 /// share of the capacity. A hit takes only its shard's read lock (with
-/// batching on, the default) and marks the entry referenced; an insertion takes the write lock and evicts from
+/// batching on, the default) and marks the entry referenced (under
+/// [`Policy::Adaptive`] while its shards run LRU, the hit that fills its
+/// shard's batch of 32 moves then takes the write lock to apply them, if
+/// it can without waiting); an insertion takes the write lock and evicts from
 /// the shard's own lists until the new entry fits (or, under
 /// [`Policy::LirsTinyLfu`], refuses a new key seen less often than its
 /// victim). [`Policy`] says how

@@ -32,6 +32,24 @@ impl<T> ShardLock<T> {
         self.write_blocking_with(Gate::set_unconditionally)
     }
 
+    /// A lookup's optional write (`write_if_cheap`) that takes `block` and
+    /// does not look at the readers' counts (a reader counted before
+    /// `block` was set reads beside it).
+    pub(in crate::cache) fn write_if_cheap_without_readers(&self) -> Option<WriteGuard<'_, T>> {
+        if !self.block.try_take() {
+            return None;
+        }
+        let unblock = Unblock(&self.block);
+        smp_mb();
+        Some(WriteGuard {
+            // SAFETY: none: this is a broken writer a model must catch.
+            data: unsafe { self.data.exclusive() },
+            lock: self,
+            _writing: Writing::new(self.id),
+            _unblock: unblock,
+        })
+    }
+
     /// A writer that sets `block` with `block_with`, then waits for the
     /// counts as `write` does, and nothing else.
     fn write_blocking_with(&self, block_with: impl FnOnce(&Gate)) -> WriteGuard<'_, T> {

@@ -101,6 +101,17 @@ impl Gate {
         }
     }
 
+    /// Sets `BLOCK` only if the lock is free and slow, in one
+    /// compare-and-swap: the writers' lock for a writer that may not wait
+    /// (for another writer, or for the heavy barrier a fast lock owes).
+    /// Whether it did. SeqCst, as [`take`](Self::take).
+    #[inline]
+    pub(super) fn try_take(&self) -> bool {
+        self.0
+            .compare_exchange(0, BLOCK, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
+    }
+
     /// Sets `FAST` if the lock is free and slow (a reader's decision; a
     /// writer in between makes it fail, and a later look tries again);
     /// whether it did.

@@ -95,6 +95,12 @@ pub(super) const MAX_STRIPES: usize = 8;
 #[cfg(not(loom))]
 const GIVE_WAY_AFTER: u32 = 1024 + 20;
 
+/// Rounds (`spin_loop` hints, a few nanoseconds each) that
+/// [`ShardLock::write_if_cheap`] waits for a stripe's readers before it
+/// declines: a lookup's read section lasts well under a microsecond, and
+/// a decline only leaves the work to the next writer.
+const CHEAP_WAIT: u32 = if cfg!(loom) { 1 } else { 256 };
+
 /// How long a writer that steps back leaves the lock free: four of a
 /// waiting reader's 50 us naps, so that each waiter sees `block` clear.
 /// A waiter that misses it is let in at the next step back.
@@ -494,9 +500,15 @@ impl<T> ShardLock<T> {
     }
 
     /// [`write`](Self::write) for work a lookup may leave to the next
-    /// writer: `None` where this thread holds the lock already (a lookup
-    /// from user code run under it) or the lock is fast (the write would
-    /// owe a heavy barrier, and end owners' fast reads).
+    /// writer, which never waits: `None` where this thread holds the lock
+    /// already (a lookup from user code run under it), another writer
+    /// holds it, the lock is fast (the write would owe a heavy barrier and
+    /// end owners' fast reads), or a reader is still inside after
+    /// [`CHEAP_WAIT`] rounds. Why: a lookup that waited could close a
+    /// cycle the cache promises to break — two threads each reading one
+    /// shard from user code run under the other's read lock — where a
+    /// waiting writer's give-way cannot help, the reads it waits for
+    /// being the other waiter's own.
     pub(super) fn write_if_cheap(&self) -> Option<WriteGuard<'_, T>> {
         let held = HELD.with(|h| {
             let reading = match self.stripes.get(h.owned.get()) {
@@ -505,10 +517,39 @@ impl<T> ShardLock<T> {
             };
             reading || h.writes.holds(self.id)
         });
-        if held || self.is_fast() {
+        if held || !self.block.try_take() {
             return None;
         }
-        self.try_write().ok()
+        // Cleared however this ends.
+        let unblock = Unblock(&self.block);
+        #[cfg(not(loom))]
+        self.spell.wrote();
+        smp_mb();
+        for s in self.stripes.iter() {
+            let mut round = 0;
+            while !s.idle() {
+                if round == CHEAP_WAIT {
+                    return None;
+                }
+                round += 1;
+                std::hint::spin_loop();
+                #[cfg(loom)]
+                loom::thread::yield_now();
+            }
+        }
+        let writing = Writing::new(self.id);
+        Some(WriteGuard {
+            // SAFETY: as in `try_write`: this writer set `block` from clear
+            // (no other writer holds it, and the lock was not fast, so
+            // every reader counts itself before it reads `block`), and
+            // every stripe's readers have left since: new readers see
+            // `block` and wait, so this is the only reference to `T` until
+            // the guard drops.
+            data: unsafe { self.data.exclusive() },
+            lock: self,
+            _writing: writing,
+            _unblock: unblock,
+        })
     }
 
     /// [`write`](Self::write), or [`NoBarrier`] where it would panic for

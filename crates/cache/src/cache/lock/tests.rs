@@ -446,13 +446,14 @@ fn a_stripe_looks_for_quiet_every_check_every_lookups() {
 }
 
 /// `write_if_cheap`, a lookup's optional write (the drain of a full batch
-/// of LRU moves): taken where the thread holds nothing and the lock is
-/// slow; declined, without the re-entry panic, where the thread holds the
-/// lock for reading or writing (user code run under it that looks up the
-/// same shard), and where the lock is fast (the write would owe a heavy
-/// barrier and end owners' fast reads).
+/// of LRU moves), never waits: taken where the lock is free and slow;
+/// declined, without the re-entry panic, where this thread holds the lock
+/// for reading or writing (user code run under it that looks up the same
+/// shard), where another thread's reader is inside or another writer holds
+/// it, and where the lock is fast (the write would owe a heavy barrier
+/// and end owners' fast reads).
 #[test]
-fn a_lookups_optional_write_is_declined_where_it_is_not_cheap() {
+fn a_lookups_optional_write_never_waits() {
     let lock = ShardLock::new(0u32, super::MAX_STRIPES);
     *lock.write_if_cheap().expect("free and slow: taken") += 1;
     {
@@ -465,6 +466,28 @@ fn a_lookups_optional_write_is_declined_where_it_is_not_cheap() {
         assert!(lock.write_if_cheap().is_none(), "under its own write");
         *w += 1;
     }
+    for other in ["a reader", "a writer"] {
+        let (held, done) = (Barrier::new(2), Barrier::new(2));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                if other == "a reader" {
+                    let _r = lock.read();
+                    held.wait();
+                    done.wait();
+                } else {
+                    let _w = lock.write();
+                    held.wait();
+                    done.wait();
+                }
+            });
+            held.wait();
+            assert!(
+                lock.write_if_cheap().is_none(),
+                "another thread's {other} inside"
+            );
+            done.wait();
+        });
+    }
     let until =
         std::time::Instant::now() + std::time::Duration::from_secs(if cfg!(miri) { 0 } else { 5 });
     while !lock.is_fast() && std::time::Instant::now() < until {
@@ -473,7 +496,8 @@ fn a_lookups_optional_write_is_declined_where_it_is_not_cheap() {
             lock.look_for_quiet(r.stripe());
         }
     }
-    if lock.is_fast() {
+    if super::barrier::available() && super::held::owned() < super::MAX_STRIPES {
+        assert!(lock.is_fast(), "a quiet lock goes fast");
         assert!(lock.write_if_cheap().is_none(), "fast: declined");
         assert!(lock.is_fast(), "and left fast");
     }
@@ -484,4 +508,36 @@ fn a_lookups_optional_write_is_declined_where_it_is_not_cheap() {
             .expect("slow again after a write: taken"),
         3
     );
+}
+
+/// Two threads each read one lock and, inside that read, try a lookup's
+/// optional write on the other (user code under shard A's read lock that
+/// looks up B and fills B's batch of moves, and the same the other way):
+/// both decline and finish. A first version that waited as `write` does
+/// hung here, each writer waiting for the read the other held (a bounded
+/// wait in a child process).
+#[test]
+fn crossed_optional_writes_under_reads_finish() {
+    let name = "cache::lock::tests::crossed_optional_writes_under_reads_finish";
+    if let Some(run) = mmbatch_testkit::child::parent(name, std::time::Duration::from_secs(20)) {
+        run.expect_success();
+        return;
+    }
+    let (a, b) = (ShardLock::new(0u32, 4), ShardLock::new(0u32, 4));
+    let (both_read, both_tried) = (Barrier::new(2), Barrier::new(2));
+    std::thread::scope(|s| {
+        for (mine, other) in [(&a, &b), (&b, &a)] {
+            let (both_read, both_tried) = (&both_read, &both_tried);
+            s.spawn(move || {
+                let r = mine.read();
+                both_read.wait();
+                for _ in 0..ROUNDS {
+                    assert!(other.write_if_cheap().is_none(), "the other read is held");
+                }
+                both_tried.wait();
+                drop(r);
+            });
+        }
+    });
+    assert!(a.write_if_cheap().is_some() && b.write_if_cheap().is_some());
 }

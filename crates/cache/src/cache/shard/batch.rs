@@ -13,6 +13,7 @@ pub(in crate::cache) struct Batch<const N: usize> {
 }
 
 impl<const N: usize> Batch<N> {
+    /// An empty batch.
     pub(in crate::cache) fn new() -> Self {
         Self {
             slots: std::array::from_fn(|_| AtomicU32::new(0)),

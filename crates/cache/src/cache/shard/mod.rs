@@ -18,7 +18,7 @@ mod sketch;
 mod slab;
 mod tunables;
 
-use batch::Batch;
+pub(super) use batch::Batch;
 pub(super) use duel::{Duel, Sampled};
 use refault::Learned;
 use sketch::Sketch;
@@ -635,7 +635,11 @@ impl<K, V> Lruvec<K, V> {
     /// not (reclaim spends its references before it can be demoted or
     /// evicted, and the next hit stamps it), so that a hot entry's hits
     /// read no line beside its flags; hit ratios moved by 0.1 at most
-    /// (docs/cache.md).
+    /// (docs/cache.md). Under [`Policy::Adaptive`] while the shard runs
+    /// [`Policy::Lru`], a counted hit is also batched for a move to the
+    /// head (see [`drain_moves`](Self::drain_moves)); returns whether this
+    /// hit filled the batch, which the caller then drains (under the write
+    /// lock, if it can have it without waiting).
     pub(super) fn mark_accessed(&self, i: u32) -> bool {
         let flags = &self.flags[i as usize];
         let f = flags.load(Ordering::Relaxed);
@@ -659,31 +663,38 @@ impl<K, V> Lruvec<K, V> {
     /// batched under the read lock: while the shard runs [`Policy::Lru`],
     /// each entry hit since the last drain goes to the head in the order
     /// of its first hit, which is exact LRU's order up to a batch. Drained
-    /// at each insertion and by the lookup that fills the batch, as the
-    /// kernel drains a full `folio_batch` under the lruvec lock; a hit
-    /// that finds it full keeps its count, a second chance as CLOCK
-    /// gives. Why: `Adaptive` takes LRU up where its simulation of exact
+    /// at each insertion and replacement, and by the lookup that fills the
+    /// batch if it can have the write lock without waiting, as the kernel
+    /// drains a full `folio_batch` under the lruvec lock; a hit that finds
+    /// it full keeps its count, a second chance as CLOCK gives. Why: `Adaptive` takes LRU up where its simulation of exact
     /// LRU leads, and CLOCK kept 0.3-0.5 points less there (`docs/cache.md`,
     /// "The duel's LRU moves hits"). Batched under another policy, they
     /// are dropped: their counts stand.
     pub(in crate::cache) fn drain_moves(&mut self) {
-        let Some(moves) = self.moves.take() else {
+        let Some(moves) = &self.moves else {
             return;
         };
-        if !moves.is_empty() {
-            let lru = self.policy == Policy::Lru;
-            moves.drain(|v| {
-                let i = v - 1;
-                // Indices are those of the read sections before this write
-                // section; one that another write section has since freed
-                // or reused holds no count, or one of its own: moved, the
-                // entry it holds was hit since reclaim last looked.
-                if lru && (i as usize) < self.len() && self.flags(i) & REFS != 0 {
-                    self.move_to_head(i);
-                }
-            });
+        if moves.is_empty() {
+            return;
         }
-        self.moves = Some(moves);
+        let (mut batch, mut n) = ([0u32; LRU_MOVES], 0);
+        moves.drain(|v| {
+            batch[n] = v;
+            n += 1;
+        });
+        if self.policy != Policy::Lru {
+            return;
+        }
+        for &v in &batch[..n] {
+            let i = v - 1;
+            // Indices are those of the read sections before this write
+            // section; one that another write section has since freed or
+            // reused holds no count, or one of its own: moved, the entry
+            // it holds was hit since reclaim last looked.
+            if (i as usize) < self.len() && self.flags(i) & REFS != 0 {
+                self.move_to_head(i);
+            }
+        }
     }
 
     /// Under [`Policy::Lru`], `folio_activate_fn` on its one list: entry
@@ -920,9 +931,10 @@ impl<K, V> Lruvec<K, V> {
             self.weight = self.weight - was + weight;
         }
         if self.batching {
-            if self.mark_accessed(i) {
-                self.drain_moves();
-            }
+            // Under the write lock already: drained whether or not this hit
+            // filled the batch.
+            let _ = self.mark_accessed(i);
+            self.drain_moves();
         } else {
             self.touch(i);
         }

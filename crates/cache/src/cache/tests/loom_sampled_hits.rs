@@ -48,6 +48,34 @@ fn racing_hits_each_reach_the_duel_once() {
     });
 }
 
+/// Two racing pushes fill a batch of two: exactly one of them is told it
+/// took the last slot (the lookup that drains it). Broken on purpose by
+/// telling a pusher from a load of the length after its push (both can
+/// see it full): both drained.
+#[test]
+fn exactly_one_racing_push_fills_the_batch() {
+    super::model(|| {
+        let b = Arc::new(crate::cache::shard::Batch::<2>::new());
+        let threads: Vec<_> = [3u32, 4]
+            .into_iter()
+            .map(|v| {
+                let b = b.clone();
+                thread::spawn(move || b.push(v))
+            })
+            .collect();
+        let filled = threads
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .filter(|&f| f)
+            .count();
+        assert_eq!(filled, 1, "one pusher took the last slot");
+        let mut kept = Vec::new();
+        b.drain(|v| kept.push(v));
+        kept.sort_unstable();
+        assert_eq!(kept, [3, 4]);
+    });
+}
+
 #[test]
 fn racing_pushes_each_keep_their_hit() {
     super::model(|| {

@@ -22,6 +22,12 @@
 //! one number (what `OWNERS` rules out): loom finds the lost update that
 //! lets the writer in beside a reader.
 //!
+//! And a lookup's optional write (`write_if_cheap`: the drain of a full
+//! batch of LRU moves, which declines rather than wait) excludes a reader
+//! as `write` does. Broken on purpose by one that takes `block` without
+//! looking at the counts (`write_if_cheap_without_readers`): loom finds
+//! the reader counted before `block` beside it.
+//!
 //! And two writers exclude each other: a writer takes `block` from clear
 //! to set in one compare-and-swap, which is the writers' lock. Broken on
 //! purpose by a writer that sets it with a plain store
@@ -75,6 +81,46 @@ fn a_writer_excludes_an_owner_of_another_stripe() {
 #[should_panic(expected = "Causality violation")]
 fn a_writer_that_checks_before_blocking_is_caught() {
     writer_and_reader(false, true);
+}
+
+/// A lookup's optional write (`write_if_cheap`, which drains a full batch
+/// of LRU moves and never waits) on stripe 0 and a reader on stripe 1:
+/// the write, if taken, never overlaps the read; `broken` takes `block`
+/// without looking at the readers' counts.
+fn optional_write_and_reader(broken: bool) {
+    super::model(move || {
+        let lock = Arc::new(ShardLock::new((0u32, 0u32), 2));
+        let l = lock.clone();
+        let reader = thread::spawn(move || {
+            set_stripe(1);
+            let r = l.read();
+            assert_eq!(r.0, r.1, "a reader saw a write half done");
+        });
+        set_stripe(0);
+        let w = if broken {
+            lock.write_if_cheap_without_readers()
+        } else {
+            lock.write_if_cheap()
+        };
+        if let Some(mut w) = w {
+            w.0 += 1;
+            w.1 += 1;
+        }
+        reader.join().unwrap();
+        let r = lock.read();
+        assert_eq!(r.0, r.1);
+    });
+}
+
+#[test]
+fn a_lookups_optional_write_excludes_a_reader() {
+    optional_write_and_reader(false);
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn an_optional_write_that_ignores_readers_is_caught() {
+    optional_write_and_reader(true);
 }
 
 /// A reader that reads the lock again while holding it, and a writer

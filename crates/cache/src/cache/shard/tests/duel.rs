@@ -1180,10 +1180,10 @@ fn a_batched_entry_without_a_count_is_not_moved() {
     lv.check().unwrap();
 }
 
-/// Moves batched before another write section removed entries (the slab
-/// moving its last entry into the hole) name slots that hold other
-/// entries or none: the drain skips those without a count, and leaves
-/// the shard consistent.
+/// Moves batched before another write section removed entries (the
+/// slab moving its last entries into the holes) name slots past its end:
+/// the drain skips them (an in-bounds slot holding an entry without a
+/// count: the test above), and leaves the shard consistent.
 #[test]
 fn moves_batched_before_a_removal_leave_the_shard_consistent() {
     let n = 64u64;
