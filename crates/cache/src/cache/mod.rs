@@ -291,8 +291,10 @@ where
     /// After a lookup whose hit filled its shard's batch of moves (see
     /// `Lruvec::drain_moves`): drains it, as the kernel drains a full
     /// `folio_batch` under the lruvec lock; left to the next insertion
-    /// where this thread holds the shard's lock already, or where the
-    /// write would owe a heavy barrier (the lock is fast).
+    /// where the write lock cannot be had without waiting (this thread
+    /// holds the shard's lock already, another writer has it, a reader
+    /// stays inside, or the write would owe a heavy barrier: the lock is
+    /// fast).
     #[cold]
     fn drain_moves(shard: &Shard<K, V>) {
         if let Some(mut lv) = shard.write_if_cheap() {

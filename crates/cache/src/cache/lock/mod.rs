@@ -95,10 +95,10 @@ pub(super) const MAX_STRIPES: usize = 8;
 #[cfg(not(loom))]
 const GIVE_WAY_AFTER: u32 = 1024 + 20;
 
-/// Rounds (`spin_loop` hints, a few nanoseconds each) that
-/// [`ShardLock::write_if_cheap`] waits for a stripe's readers before it
-/// declines: a lookup's read section lasts well under a microsecond, and
-/// a decline only leaves the work to the next writer.
+/// Rounds (`spin_loop` hints: a few to about 40 nanoseconds each, by CPU)
+/// that [`ShardLock::write_if_cheap`] waits for readers, over all stripes,
+/// before it declines: a lookup's read section lasts well under a
+/// microsecond, and a decline only leaves the work to the next writer.
 const CHEAP_WAIT: u32 = if cfg!(loom) { 1 } else { 256 };
 
 /// How long a writer that steps back leaves the lock free: four of a
@@ -504,7 +504,7 @@ impl<T> ShardLock<T> {
     /// already (a lookup from user code run under it), another writer
     /// holds it, the lock is fast (the write would owe a heavy barrier and
     /// end owners' fast reads), or a reader is still inside after
-    /// [`CHEAP_WAIT`] rounds. Why: a lookup that waited could close a
+    /// [`CHEAP_WAIT`] rounds in all. Why: a lookup that waited could close a
     /// cycle the cache promises to break — two threads each reading one
     /// shard from user code run under the other's read lock — where a
     /// waiting writer's give-way cannot help, the reads it waits for
@@ -522,11 +522,10 @@ impl<T> ShardLock<T> {
         }
         // Cleared however this ends.
         let unblock = Unblock(&self.block);
-        #[cfg(not(loom))]
-        self.spell.wrote();
         smp_mb();
+        // One budget for every stripe.
+        let mut round = 0;
         for s in self.stripes.iter() {
-            let mut round = 0;
             while !s.idle() {
                 if round == CHEAP_WAIT {
                     return None;
@@ -537,6 +536,9 @@ impl<T> ShardLock<T> {
                 loom::thread::yield_now();
             }
         }
+        // A write, for the fast mode's quiet: only one that happens.
+        #[cfg(not(loom))]
+        self.spell.wrote();
         let writing = Writing::new(self.id);
         Some(WriteGuard {
             // SAFETY: as in `try_write`: this writer set `block` from clear

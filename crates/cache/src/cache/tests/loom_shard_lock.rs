@@ -84,15 +84,19 @@ fn a_writer_that_checks_before_blocking_is_caught() {
 }
 
 /// A lookup's optional write (`write_if_cheap`, which drains a full batch
-/// of LRU moves and never waits) on stripe 0 and a reader on stripe 1:
-/// the write, if taken, never overlaps the read; `broken` takes `block`
-/// without looking at the readers' counts.
-fn optional_write_and_reader(broken: bool) {
+/// of LRU moves and never waits) on stripe 0 and a reader on stripe 1
+/// (`owner`: that owns the number): the write, if taken, never overlaps
+/// the read; `broken` takes `block` without looking at the readers'
+/// counts.
+fn optional_write_and_reader(owner: bool, broken: bool) {
     super::model(move || {
         let lock = Arc::new(ShardLock::new((0u32, 0u32), 2));
         let l = lock.clone();
         let reader = thread::spawn(move || {
             set_stripe(1);
+            if owner {
+                set_owned(1);
+            }
             let r = l.read();
             assert_eq!(r.0, r.1, "a reader saw a write half done");
         });
@@ -114,13 +118,18 @@ fn optional_write_and_reader(broken: bool) {
 
 #[test]
 fn a_lookups_optional_write_excludes_a_reader() {
-    optional_write_and_reader(false);
+    optional_write_and_reader(false, false);
+}
+
+#[test]
+fn a_lookups_optional_write_excludes_an_owner() {
+    optional_write_and_reader(true, false);
 }
 
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn an_optional_write_that_ignores_readers_is_caught() {
-    optional_write_and_reader(true);
+    optional_write_and_reader(false, true);
 }
 
 /// A reader that reads the lock again while holding it, and a writer
