@@ -289,7 +289,7 @@ impl Duel {
 
     /// Has the shards run `policy` (one of [`CONTENDERS`]) from their
     /// next write section, until the simulations' next verdict.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(in crate::cache) fn run(&self, policy: Policy) {
         let k = CONTENDERS
             .iter()
@@ -306,7 +306,7 @@ impl Duel {
 
     /// Each simulation's decaying count of misses: the window less its
     /// score; over the whole window and over the recent one.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(in crate::cache) fn misses(&self) -> [[f64; 4]; 2] {
         let sims = crate::sync::lock(&self.sims);
         [

@@ -38,20 +38,25 @@ use loom::{sync::Arc, thread};
 
 use crate::cache::lock::{ShardLock, set_owned, set_stripe};
 
+/// A thread that reads `lock` once on stripe 1 (`owner`: owning the
+/// number), checking that no write is half done.
+fn reader_on_stripe_1(lock: Arc<ShardLock<(u32, u32)>>, owner: bool) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        set_stripe(1);
+        if owner {
+            set_owned(1);
+        }
+        let r = lock.read();
+        assert_eq!(r.0, r.1, "a reader saw a write half done");
+    })
+}
+
 /// A writer on stripe 0 and a reader on stripe 1 (`owner`: that owns
 /// the number); `broken` checks the counts before it blocks readers.
 fn writer_and_reader(owner: bool, broken: bool) {
     super::model(move || {
         let lock = Arc::new(ShardLock::new((0u32, 0u32), 2));
-        let l = lock.clone();
-        let reader = thread::spawn(move || {
-            set_stripe(1);
-            if owner {
-                set_owned(1);
-            }
-            let r = l.read();
-            assert_eq!(r.0, r.1, "a reader saw a write half done");
-        });
+        let reader = reader_on_stripe_1(lock.clone(), owner);
         set_stripe(0);
         {
             let mut w = if broken {
@@ -91,15 +96,7 @@ fn a_writer_that_checks_before_blocking_is_caught() {
 fn optional_write_and_reader(owner: bool, broken: bool) {
     super::model(move || {
         let lock = Arc::new(ShardLock::new((0u32, 0u32), 2));
-        let l = lock.clone();
-        let reader = thread::spawn(move || {
-            set_stripe(1);
-            if owner {
-                set_owned(1);
-            }
-            let r = l.read();
-            assert_eq!(r.0, r.1, "a reader saw a write half done");
-        });
+        let reader = reader_on_stripe_1(lock.clone(), owner);
         set_stripe(0);
         let w = if broken {
             lock.write_if_cheap_without_readers()
