@@ -499,6 +499,19 @@ impl<T> ShardLock<T> {
         }
     }
 
+    /// Whether the calling thread reads this lock (its owned stripe's
+    /// count, or its record of shared reads) and whether it writes it.
+    #[inline]
+    fn held(&self) -> (bool, bool) {
+        HELD.with(|h| {
+            let reading = match self.stripes.get(h.owned.get()) {
+                Some(own) => own.owner_reads() > 0,
+                None => h.reads.holds(self.id),
+            };
+            (reading, h.writes.holds(self.id))
+        })
+    }
+
     /// [`write`](Self::write) for work a lookup may leave to the next
     /// writer, which never waits: `None` where this thread holds the lock
     /// already (a lookup from user code run under it), another writer
@@ -510,14 +523,8 @@ impl<T> ShardLock<T> {
     /// waiting writer's give-way cannot help, the reads it waits for
     /// being the other waiter's own.
     pub(super) fn write_if_cheap(&self) -> Option<WriteGuard<'_, T>> {
-        let held = HELD.with(|h| {
-            let reading = match self.stripes.get(h.owned.get()) {
-                Some(own) => own.owner_reads() > 0,
-                None => h.reads.holds(self.id),
-            };
-            reading || h.writes.holds(self.id)
-        });
-        if held || !self.block.try_take() {
+        let (reading, writing) = self.held();
+        if reading || writing || !self.block.try_take() {
             return None;
         }
         // Cleared however this ends.
@@ -562,13 +569,7 @@ impl<T> ShardLock<T> {
     /// # Panics
     /// As [`write`](Self::write), if the calling thread holds this lock.
     pub(super) fn try_write(&self) -> Result<WriteGuard<'_, T>, NoBarrier> {
-        let (reading, writing) = HELD.with(|h| {
-            let reading = match self.stripes.get(h.owned.get()) {
-                Some(own) => own.owner_reads() > 0,
-                None => h.reads.holds(self.id),
-            };
-            (reading, h.writes.holds(self.id))
-        });
+        let (reading, writing) = self.held();
         if reading || writing {
             panic!(
                 "LruCache re-entered: user code run under an entry's shard lock (a value's \

@@ -473,6 +473,12 @@ impl<K, V> Lruvec<K, V> {
         debug_assert!(duel::CONTENDERS.contains(&policy), "{policy:?}");
         let admits = policy == Policy::LirsTinyLfu;
         let policy = if admits { Policy::Lirs } else { policy };
+        // LRU's batched moves (only a shard running LRU has any, and it
+        // adopts no other policy but to leave it), dropped: their counts
+        // stand.
+        if let Some(moves) = &self.moves {
+            moves.drain(|_| {});
+        }
         self.admits = admits;
         // The sketch is kept while admission runs: counting for a shard
         // that might take admission up cost LIRS a fifth of its speed
@@ -666,11 +672,16 @@ impl<K, V> Lruvec<K, V> {
     /// at each insertion and replacement, and by the lookup that fills the
     /// batch if it can have the write lock without waiting, as the kernel
     /// drains a full `folio_batch` under the lruvec lock; a hit that finds
-    /// it full keeps its count, a second chance as CLOCK gives. Why: `Adaptive` takes LRU up where its simulation of exact
-    /// LRU leads, and CLOCK kept 0.3-0.5 points less there (`docs/cache.md`,
-    /// "The duel's LRU moves hits"). Batched under another policy, they
-    /// are dropped: their counts stand.
+    /// it full keeps its count, a second chance as CLOCK gives. Why:
+    /// `Adaptive` takes LRU up where its simulation of exact LRU leads,
+    /// and CLOCK kept fewer hits there (`docs/cache.md`, "The duel's LRU
+    /// moves hits"). A shard leaving LRU drops what is batched
+    /// ([`adopt`](Self::adopt)), so under the other policies this reads
+    /// nothing.
     pub(in crate::cache) fn drain_moves(&mut self) {
+        if self.policy != Policy::Lru {
+            return;
+        }
         let Some(moves) = &self.moves else {
             return;
         };
@@ -682,9 +693,6 @@ impl<K, V> Lruvec<K, V> {
             batch[n] = v;
             n += 1;
         });
-        if self.policy != Policy::Lru {
-            return;
-        }
         for &v in &batch[..n] {
             let i = v - 1;
             // Indices are those of the read sections before this write
