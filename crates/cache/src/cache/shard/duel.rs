@@ -120,8 +120,7 @@ const TINYLFU: usize = 3;
 /// also leads `Lirs` by that margin.
 pub(in crate::cache) fn verdict(score: [f64; 4], window: f64, seen: u64, now: usize) -> usize {
     let margin = |lead: f64, share: f64| DUEL_MARGIN + share * lead;
-    let lru_margin = margin(score[LRU].min(window - score[LRU]), DUEL_LRU_MARGIN_SHARE)
-        .max(margin(score[LRU], DUEL_MARGIN_SHARE));
+    let lru_margin = asked(LRU, score[LRU], window);
     // The better of Workingset and LIRS, Workingset on a tie; LIRS with
     // admission instead while LIRS runs (with it or without) if it leads
     // both, and LIRS by the usual margin: it is LIRS with one more rule,
@@ -156,6 +155,18 @@ pub(in crate::cache) fn verdict(score: [f64; 4], window: f64, seen: u64, now: us
     }
 }
 
+/// The lead [`verdict`] asks of policy `k` (an index into [`CONTENDERS`])
+/// with `score` hits of `window` accesses, to be taken up.
+fn asked(k: usize, score: f64, window: f64) -> f64 {
+    let margin = |lead: f64, share: f64| DUEL_MARGIN + share * lead;
+    let usual = margin(score, DUEL_MARGIN_SHARE);
+    if k == LRU {
+        margin(score.min(window - score), DUEL_LRU_MARGIN_SHARE).max(usual)
+    } else {
+        usual
+    }
+}
+
 /// [`verdict`] over the whole window (`whole`: the simulations' decaying
 /// hits and the accesses they count), or, where that keeps `now`, over
 /// the recent one ([`DUEL_RECENT_WINDOW`], `recent` likewise) for a policy
@@ -167,20 +178,31 @@ pub(in crate::cache) fn verdict(score: [f64; 4], window: f64, seen: u64, now: us
 /// its margin, which takes most of a window; LRU too is taken up and
 /// left that way, its larger margin asked of the recent window only. A
 /// lead that is a blip of the recent window, or within `DUEL_MARGIN` of
-/// `now` over the whole, turns nothing.
+/// `now` over the whole, turns nothing. Nor does the recent window turn
+/// the shards back to `left`, the policy they left within the last
+/// [`DUEL_RECENT_WINDOW`] sampled accesses, and the whole window does so
+/// only for twice the lead it asks otherwise: where two policies tie over
+/// the whole window, each phase of a periodic workload leads lately, and
+/// a turn at each loses what each policy had learned, which no
+/// simulation prices.
 pub(in crate::cache) fn verdict_of_both(
     whole: ([f64; 4], f64),
     recent: ([f64; 4], f64),
     seen: u64,
     now: usize,
+    left: Option<usize>,
 ) -> usize {
-    let by_whole = verdict(whole.0, whole.1, seen, now);
+    let mut held = whole.0;
+    if let Some(k) = left.filter(|&k| k != now) {
+        held[k] -= asked(k, held[k], whole.1);
+    }
+    let by_whole = verdict(held, whole.1, seen, now);
     if by_whole != now || recent.0.iter().all(|&s| s < 1.0) {
         return by_whole;
     }
     let by_recent = verdict(recent.0, recent.1, seen, now);
     let first = whole.0.iter().all(|&s| whole.0[by_recent] >= s);
-    if first && whole.0[by_recent] > whole.0[now] + DUEL_MARGIN {
+    if first && Some(by_recent) != left && whole.0[by_recent] > whole.0[now] + DUEL_MARGIN {
         by_recent
     } else {
         now
@@ -225,6 +247,9 @@ struct Sims {
     lookups: [(u64, u64); 4],
     /// Sampled accesses so far.
     seen: u64,
+    /// The policy the shards last left (an index into [`CONTENDERS`]),
+    /// and `seen` then.
+    left: Option<(usize, u64)>,
     out: Evicted<u32, ()>,
 }
 
@@ -394,9 +419,10 @@ impl Duel {
     }
 
     /// Moves the verdict after the simulations' latest accesses.
-    fn judge(&self, sims: &Sims) {
+    fn judge(&self, sims: &mut Sims) {
         let (now, verdict) = (self.chosen(), sims.verdict(self.chosen()));
         if verdict != now {
+            sims.left = Some((now, sims.seen));
             // An index of CONTENDERS: fits a u8.
             self.verdict.policy.store(verdict as u8, Ordering::Relaxed);
         }
@@ -429,6 +455,7 @@ impl Sims {
             recent_window: 0.0,
             lookups: [(0, 0); 4],
             seen: 0,
+            left: None,
             out: Evicted::new(),
         }
     }
@@ -453,11 +480,16 @@ impl Sims {
     /// Which of [`CONTENDERS`] the shards should run, running `now` (see
     /// [`verdict_of_both`]).
     fn verdict(&self, now: usize) -> usize {
+        let left = self
+            .left
+            .filter(|&(_, at)| self.seen - at < u64::from(DUEL_RECENT_WINDOW))
+            .map(|(policy, _)| policy);
         verdict_of_both(
             (self.score, self.window),
             (self.recent, self.recent_window),
             self.seen,
             now,
+            left,
         )
     }
 

@@ -873,7 +873,7 @@ fn the_recent_window_turns_the_shards_only_to_the_whole_windows_first() {
     ];
     for (whole, recent, now, want, why) in cases {
         assert_eq!(
-            sim::verdict_of_both((whole, 4096.0), (recent, recent_window), s, now),
+            sim::verdict_of_both((whole, 4096.0), (recent, recent_window), s, now, None),
             want,
             "{whole:?} / {recent:?}, running {now}: {why}"
         );
@@ -885,10 +885,45 @@ fn the_recent_window_turns_the_shards_only_to_the_whole_windows_first() {
             (whole, 4096.0),
             (recent, recent_window),
             DUEL_LRU_WARMUP - 1,
-            ws
+            ws,
+            None
         ),
         ws
     );
+}
+
+/// Neither window turns the shards straight back to the policy they just
+/// left (`left`): the recent one never does, and the whole one asks twice
+/// the lead it asks otherwise; a policy left earlier, or what runs, is
+/// judged as before.
+#[test]
+fn the_shards_turn_back_to_what_they_left_only_for_twice_the_lead() {
+    let s = DUEL_WARMUP.max(DUEL_LRU_WARMUP);
+    let (ws, lirs, lru) = (0, 1, 2);
+    let both = |whole: [f64; 4], recent: [f64; 4], now, left| {
+        sim::verdict_of_both((whole, 4096.0), (recent, 1024.0), s, now, left)
+    };
+    // Workingset first over the whole by 10 (under its margin of 14.1),
+    // by 20 of 6.7 lately: the recent window turns the shards to it, but
+    // not back to it.
+    let (whole, recent) = ([1010.0, 0.0, 1000.0, 0.0], [270.0, 0.0, 250.0, 0.0]);
+    assert_eq!(both(whole, recent, lru, None), ws);
+    assert_eq!(both(whole, recent, lru, Some(lirs)), ws, "another left");
+    assert_eq!(both(whole, recent, lru, Some(ws)), lru, "just left");
+    // Over the whole window, LIRS by 20 of a margin of 14.1: taken up,
+    // unless just left, which asks it twice (28.2).
+    let (whole, recent) = ([1000.0, 1020.0, 0.0, 0.0], [0.0; 4]);
+    assert_eq!(both(whole, recent, ws, None), lirs);
+    assert_eq!(both(whole, recent, ws, Some(lirs)), ws, "just left");
+    let whole = [1000.0, 1030.0, 0.0, 0.0];
+    assert_eq!(both(whole, recent, ws, Some(lirs)), lirs, "by 30: back");
+    // LRU by 100 over Workingset, where it is asked 83.8 (4 + 4% of its
+    // 1996 misses): taken up, unless just left (about twice that).
+    let whole = [2000.0, 1500.0, 2100.0, 0.0];
+    assert_eq!(both(whole, recent, ws, None), lru);
+    assert_eq!(both(whole, recent, ws, Some(lru)), ws, "just left");
+    // What runs is never held back.
+    assert_eq!(both(whole, recent, lru, Some(lru)), lru);
 }
 
 /// The duel counts its sampled accesses as it counts each simulation's
