@@ -524,7 +524,10 @@ impl<T> ShardLock<T> {
     /// being the other waiter's own.
     pub(super) fn write_if_cheap(&self) -> Option<WriteGuard<'_, T>> {
         let (reading, writing) = self.held();
-        if reading || writing || !self.block.try_take() {
+        if reading || writing {
+            return None;
+        }
+        if !self.block.try_take() {
             return None;
         }
         // Cleared however this ends.

@@ -181,7 +181,8 @@ fn asked(k: usize, score: f64, window: f64) -> f64 {
 /// `now` over the whole, turns nothing. Nor does the recent window turn
 /// the shards back to `left`, the policy they left within the last
 /// [`DUEL_RECENT_WINDOW`] sampled accesses, and the whole window does so
-/// only for twice the lead it asks otherwise: where two policies tie over
+/// only if it leads what runs by twice the lead it is asked otherwise:
+/// where two policies tie over
 /// the whole window, each phase of a periodic workload leads lately, and
 /// a turn at each loses what each policy had learned, which no
 /// simulation prices.
@@ -192,11 +193,14 @@ pub(in crate::cache) fn verdict_of_both(
     now: usize,
     left: Option<usize>,
 ) -> usize {
-    let mut held = whole.0;
-    if let Some(k) = left.filter(|&k| k != now) {
-        held[k] -= asked(k, held[k], whole.1);
+    let mut by_whole = verdict(whole.0, whole.1, seen, now);
+    let k = by_whole;
+    if k != now
+        && Some(k) == left
+        && whole.0[k] - whole.0[now] <= 2.0 * asked(k, whole.0[k], whole.1)
+    {
+        by_whole = now;
     }
-    let by_whole = verdict(held, whole.1, seen, now);
     if by_whole != now || recent.0.iter().all(|&s| s < 1.0) {
         return by_whole;
     }
@@ -207,6 +211,14 @@ pub(in crate::cache) fn verdict_of_both(
     } else {
         now
     }
+}
+
+/// The policy the shards left (`left`: it, and the sampled accesses seen
+/// then) if that was within the last [`DUEL_RECENT_WINDOW`] of `seen`
+/// sampled accesses: what [`verdict_of_both`] holds back.
+pub(in crate::cache) fn just_left(left: Option<(usize, u64)>, seen: u64) -> Option<usize> {
+    left.filter(|&(_, at)| seen - at < u64::from(DUEL_RECENT_WINDOW))
+        .map(|(policy, _)| policy)
 }
 
 /// The cache's duel: the sample's simulations and their verdict.
@@ -480,10 +492,7 @@ impl Sims {
     /// Which of [`CONTENDERS`] the shards should run, running `now` (see
     /// [`verdict_of_both`]).
     fn verdict(&self, now: usize) -> usize {
-        let left = self
-            .left
-            .filter(|&(_, at)| self.seen - at < u64::from(DUEL_RECENT_WINDOW))
-            .map(|(policy, _)| policy);
+        let left = just_left(self.left, self.seen);
         verdict_of_both(
             (self.score, self.window),
             (self.recent, self.recent_window),

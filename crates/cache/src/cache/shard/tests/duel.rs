@@ -910,8 +910,8 @@ fn the_shards_turn_back_to_what_they_left_only_for_twice_the_lead() {
     assert_eq!(both(whole, recent, lru, None), ws);
     assert_eq!(both(whole, recent, lru, Some(lirs)), ws, "another left");
     assert_eq!(both(whole, recent, lru, Some(ws)), lru, "just left");
-    // Over the whole window, LIRS by 20 of a margin of 14.1: taken up,
-    // unless just left, which asks it twice (28.2).
+    // Over the whole window, LIRS by 20 of a margin of 14.2: taken up,
+    // unless just left, which asks it twice (28.4).
     let (whole, recent) = ([1000.0, 1020.0, 0.0, 0.0], [0.0; 4]);
     assert_eq!(both(whole, recent, ws, None), lirs);
     assert_eq!(both(whole, recent, ws, Some(lirs)), ws, "just left");
@@ -924,6 +924,21 @@ fn the_shards_turn_back_to_what_they_left_only_for_twice_the_lead() {
     assert_eq!(both(whole, recent, ws, Some(lru)), ws, "just left");
     // What runs is never held back.
     assert_eq!(both(whole, recent, lru, Some(lru)), lru);
+    // The hold weighs only the return to what was left: running LRU,
+    // having left Workingset, which leads by 55 (over its doubled 50.1),
+    // Workingset it is, not LIRS (whose 30 over LRU would take it up were
+    // Workingset's score lowered); and no lead of scores under 1 turns
+    // back.
+    let whole = [2105.0, 2080.0, 2050.0, 0.0];
+    assert_eq!(both(whole, recent, lru, Some(ws)), ws);
+    assert_eq!(both([3.0, 0.5, 0.5, 0.0], recent, lirs, Some(ws)), lirs);
+    // Held back for the recent window's 1024 sampled accesses after the
+    // turn, no longer.
+    let at = 5000;
+    assert_eq!(sim::just_left(Some((lru, at)), at), Some(lru));
+    assert_eq!(sim::just_left(Some((lru, at)), at + 1023), Some(lru));
+    assert_eq!(sim::just_left(Some((lru, at)), at + 1024), None);
+    assert_eq!(sim::just_left(None, at), None);
 }
 
 /// The duel counts its sampled accesses as it counts each simulation's
