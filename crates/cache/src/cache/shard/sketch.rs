@@ -96,15 +96,15 @@ impl Sketch {
     pub(super) fn add(&mut self, h: u32) {
         let (b, slots) = self.slots(h);
         let words = &mut self.blocks[b].0;
-        let get = |words: &[u64; 8], (w, shift): (usize, u32)| (words[w] >> shift) as u8 & 0xf;
-        let least = slots.iter().map(|&s| get(words, s)).min().unwrap_or(0);
+        let counts = slots.map(|(w, shift)| (words[w] >> shift) as u8 & 0xf);
+        let least = counts.iter().copied().min().unwrap_or(0);
         if least >= MAX {
             return;
         }
-        for (w, shift) in slots {
-            if get(words, (w, shift)) == least {
-                words[w] += 1 << shift;
-            }
+        // Without a branch a counter (which of them is least is a coin's
+        // toss): each is in a word of its own.
+        for ((w, shift), count) in slots.into_iter().zip(counts) {
+            words[w] += u64::from(count == least) << shift;
         }
         self.added += 1;
         if self.added >= self.period {
