@@ -151,3 +151,28 @@ fn a_lower_limit_drops_a_larger_table_and_keeps_one_within_it() {
     assert_eq!((s.len(), s.slots.len()), (0, 0), "dropped");
     s.check().unwrap();
 }
+
+/// A shard's table is sized to twice its entries while it holds no
+/// shadow, and once it does, when the shard outgrows half of it, to twice
+/// its entries or half as large again, whichever is more (so a shard
+/// growing an entry at a time reallocates a logarithmic number of
+/// times), never past the limit; a grown table starts empty.
+#[test]
+fn a_table_grows_by_half_again_or_to_twice_the_entries_up_to_the_limit() {
+    let mut s = Shadows::new(10_000);
+    s.fit(100);
+    assert_eq!(s.size, 200, "twice the entries at the first eviction");
+    s.eviction(0xdead_beef, false, false);
+    s.fit(100);
+    assert_eq!((s.size, s.len()), (200, 1), "half full: kept");
+    s.fit(101);
+    assert_eq!((s.size, s.len()), (300, 0), "half as large again, empty");
+    // Empty (allocated at the next eviction): twice the entries.
+    s.fit(400);
+    assert_eq!(s.size, 800, "twice the entries");
+    s.fit(9_000);
+    assert_eq!(s.size, 18_000);
+    s.eviction(0xdead_beef, false, false);
+    s.fit(9_500);
+    assert_eq!(s.size, 20_000, "no larger than the limit");
+}

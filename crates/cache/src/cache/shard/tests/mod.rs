@@ -1000,6 +1000,37 @@ fn a_refused_key_moves_no_hir_share_and_an_expired_victim_gives_way() {
     lv.check().unwrap();
 }
 
+/// `Policy::LirsTinyLfu`: the victim that keeps its place against a
+/// refused key waits at the inactive head, so the next contest meets
+/// another entry rather than the same one again and again.
+#[test]
+fn a_refused_keys_victim_waits_at_the_inactive_head() {
+    let n = 1000;
+    let mut lv = Lruvec::new(
+        Policy::LirsTinyLfu,
+        true,
+        false,
+        (false, false),
+        n as u64,
+        n,
+    );
+    let mut out = Evicted::new();
+    for k in 0..n as u64 {
+        insert(&mut lv, k);
+    }
+    // No entry was hit: reclaim takes the inactive tail.
+    let tail = lv.lists[INACTIVE].tail;
+    let refused = lv.not_admitted;
+    lv.insert_new(hash(10_000), 10_000, 10_000, 1, Deadline::NEVER, &mut out);
+    assert_eq!(lv.not_admitted, refused + 1, "a key never seen is refused");
+    assert_eq!(
+        lv.lists[INACTIVE].head, tail,
+        "the victim waits at the head"
+    );
+    assert_ne!(lv.lists[INACTIVE].tail, tail);
+    lv.check().unwrap();
+}
+
 /// `Policy::Lirs`: an evicted entry's shadow keeps its last access, so
 /// that a refault's distance is its recency, as LIRS's stack keeps it.
 /// Counted from its eviction instead, a loop's keys (which wait on the
