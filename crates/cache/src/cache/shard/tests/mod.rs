@@ -1000,6 +1000,23 @@ fn a_refused_key_moves_no_hir_share_and_an_expired_victim_gives_way() {
     lv.check().unwrap();
 }
 
+/// A shard's index keeps `u16` slot numbers while the shard may hold up
+/// to `NARROW_MAX` entries (slots `0..NARROW_MAX` fit), and widens to
+/// `u32`s only when `set_capacity` lets it hold more.
+#[test]
+fn an_index_widens_only_past_what_u16_slots_hold() {
+    let n = index::NARROW_MAX;
+    let mut lv: Lruvec<u64, u64> =
+        Lruvec::new(Policy::Workingset, true, false, (false, false), n as u64, n);
+    let mut out = Evicted::new();
+    let narrow = |lv: &Lruvec<u64, u64>| matches!(lv.table, index::Index::Narrow(_));
+    assert!(narrow(&lv));
+    lv.set_capacity(n as u64, n, &mut out);
+    assert!(narrow(&lv), "widened at {n} entries, which u16 slots hold");
+    lv.set_capacity(n as u64 + 1, n + 1, &mut out);
+    assert!(!narrow(&lv), "narrow past {n} entries");
+}
+
 /// `Policy::LirsTinyLfu`: the victim that keeps its place against a
 /// refused key waits at the inactive head, so the next contest meets
 /// another entry rather than the same one again and again.
