@@ -1230,10 +1230,11 @@ fn adaptive_changing_policy_keeps_what_either_gets() {
 /// of requests hit, OPT's figure), so `Adaptive`'s simulations tie over
 /// it while each half-turn leads lately: the shards must not turn back
 /// and forth between policies at each, which loses what each had learned.
-/// With this hasher at 8 and 16 shards, 51% of requests hit where the
-/// recent window could turn the shards straight back to the policy they
-/// had just left; 64% now. The hold lasts one recent window: at 1-4
-/// shards the shards still turn once it has passed (54-56% there).
+/// The bound, 60%, lies between what this hasher's 8 and 16 shards hit
+/// where the recent window turned straight back to the policy just left
+/// and what they hit now; the hold lasts one recent window, and with
+/// fewer shards they still turn once it has passed (docs/cache.md, "No
+/// straight turn back").
 #[test]
 fn adaptive_does_not_turn_back_and_forth_between_tied_policies() {
     let n = 5000u32;

@@ -108,7 +108,8 @@ impl Shadows {
 
     /// Sizes the table for a shard of `entries` entries, at its first
     /// eviction and whenever it has grown past half the table: twice the
-    /// entries, up to the limit. Sized from `max_entries` alone, a
+    /// entries or, for a table that holds shadows, half as large again if
+    /// that is more, up to the limit. Sized from `max_entries` alone, a
     /// weighted cache (whose `max_entries` defaults to its capacity in
     /// weight: bytes, say) allocated two slots per unit of weight at its
     /// first eviction — 128 GiB of shadows for a 16 GiB blob cache. A

@@ -195,10 +195,7 @@ pub(in crate::cache) fn verdict_of_both(
 ) -> usize {
     let mut by_whole = verdict(whole.0, whole.1, seen, now);
     let k = by_whole;
-    if k != now
-        && Some(k) == left
-        && whole.0[k] - whole.0[now] <= 2.0 * asked(k, whole.0[k], whole.1)
-    {
+    if Some(k) == left && whole.0[k] - whole.0[now] <= 2.0 * asked(k, whole.0[k], whole.1) {
         by_whole = now;
     }
     if by_whole != now || recent.0.iter().all(|&s| s < 1.0) {

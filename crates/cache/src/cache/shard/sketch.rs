@@ -101,8 +101,9 @@ impl Sketch {
         if least >= MAX {
             return;
         }
-        // Without a branch a counter (which of them is least is a coin's
-        // toss): each is in a word of its own.
+        // Raised without a branch (which counter is least is a coin's
+        // toss): each lies in a word of its own, so the counts read above
+        // stay current.
         for ((w, shift), count) in slots.into_iter().zip(counts) {
             words[w] += u64::from(count == least) << shift;
         }

@@ -922,13 +922,14 @@ fn the_shards_turn_back_to_what_they_left_only_for_twice_the_lead() {
     let whole = [2000.0, 1500.0, 2100.0, 0.0];
     assert_eq!(both(whole, recent, ws, None), lru);
     assert_eq!(both(whole, recent, ws, Some(lru)), ws, "just left");
-    // What runs is never held back.
-    assert_eq!(both(whole, recent, lru, Some(lru)), lru);
-    // The hold weighs only the return to what was left: running LRU,
-    // having left Workingset, which leads by 55 (over its doubled 50.1),
-    // Workingset it is, not LIRS (whose 30 over LRU would take it up were
-    // Workingset's score lowered); and no lead of scores under 1 turns
-    // back.
+    // The hold weighs only the return to what was left (a first version
+    // lowered the left policy's score before every comparison, which
+    // failed both cases below): running LRU, having left Workingset,
+    // which leads by 55 (over its doubled 50.1), Workingset it is, not
+    // LIRS (whose 30 over LRU would take it up were Workingset's score
+    // lowered); and a Workingset 2.5 ahead of LIRS (under its margin of
+    // 4.03) stays out, where lowered by that margin every score would be
+    // under 1 and the no-hit rule would turn back to it.
     let whole = [2105.0, 2080.0, 2050.0, 0.0];
     assert_eq!(both(whole, recent, lru, Some(ws)), ws);
     assert_eq!(both([3.0, 0.5, 0.5, 0.0], recent, lirs, Some(ws)), lirs);
