@@ -119,7 +119,6 @@ const TINYLFU: usize = 3;
 /// the best of the others only while `Lirs` or itself runs, and once it
 /// also leads `Lirs` by that margin.
 pub(in crate::cache) fn verdict(score: [f64; 4], window: f64, seen: u64, now: usize) -> usize {
-    let margin = |lead: f64, share: f64| DUEL_MARGIN + share * lead;
     let lru_margin = asked(LRU, score[LRU], window);
     // The better of Workingset and LIRS, Workingset on a tie; LIRS with
     // admission instead while LIRS runs (with it or without) if it leads
@@ -128,7 +127,7 @@ pub(in crate::cache) fn verdict(score: [f64; 4], window: f64, seen: u64, now: us
     // Workingset near a tie, the shards turned to it and back and a loop
     // three times the cache lost a fifth of its hits.
     let tinylfu_leads = matches!(now, LIRS | TINYLFU)
-        && score[TINYLFU] > score[LIRS] + margin(score[TINYLFU], DUEL_MARGIN_SHARE)
+        && score[TINYLFU] > score[LIRS] + asked(TINYLFU, score[TINYLFU], window)
         && score[TINYLFU] > score[WORKINGSET];
     let other = if tinylfu_leads {
         TINYLFU
@@ -148,7 +147,7 @@ pub(in crate::cache) fn verdict(score: [f64; 4], window: f64, seen: u64, now: us
         0
     } else if seen >= DUEL_LRU_WARMUP && score[LRU] > rival + lru_margin {
         LRU
-    } else if score[other] > score[now] + margin(score[other], DUEL_MARGIN_SHARE) {
+    } else if score[other] > score[now] + asked(other, score[other], window) {
         other
     } else {
         now
@@ -182,10 +181,9 @@ fn asked(k: usize, score: f64, window: f64) -> f64 {
 /// the shards back to `left`, the policy they left within the last
 /// [`DUEL_RECENT_WINDOW`] sampled accesses, and the whole window does so
 /// only if it leads what runs by twice the lead it is asked otherwise:
-/// where two policies tie over
-/// the whole window, each phase of a periodic workload leads lately, and
-/// a turn at each loses what each policy had learned, which no
-/// simulation prices.
+/// where two policies tie over the whole window, each phase of a
+/// periodic workload leads lately, and a turn at each loses what each
+/// policy had learned, which no simulation prices.
 pub(in crate::cache) fn verdict_of_both(
     whole: ([f64; 4], f64),
     recent: ([f64; 4], f64),
