@@ -154,10 +154,10 @@ pub(super) const DUEL_ENTRIES: usize = 256;
 
 /// [`Policy::Adaptive`](crate::Policy::Adaptive) samples at most 1 key
 /// in `2^DUEL_MIN_SHIFT`, so that its simulations replay about an eighth
-/// of the cache's accesses (more when a sampled key is hot): a small cache sampled whole did three
-/// shards' work per access (docs/cache.md: a 400-entry cache read through
-/// at 0.40x `Workingset`'s speed, 0.80x at 1 in 8); 1 in 16 cost the
-/// sprite trace at 100 entries 0.5 points.
+/// of the cache's accesses (more when a sampled key is hot): more
+/// (a larger shift) makes a small cache's lookups cheaper and its
+/// simulations, an eighth of it here, cruder judges (docs/cache.md,
+/// "Small caches").
 pub(super) const DUEL_MIN_SHIFT: u32 = 3;
 
 /// The sampled accesses over which [`Policy::Adaptive`](crate::Policy::Adaptive)
@@ -205,8 +205,8 @@ pub(super) const DUEL_LRU_WARMUP: u64 = 8 * DUEL_ENTRIES as u64;
 /// Sampled accesses before the duel's first verdict: four times a
 /// simulation of [`DUEL_ENTRIES`], which first fills (as the cache does)
 /// and then turns over; the same count for the smaller simulations of a
-/// cache below 2048 entries, which then waits 8192 requests. Sooner, the
-/// noise of the fill decided (four times a small cache's simulation cost
-/// the gli trace at 250 entries 1.3 points); later (a whole window), a
-/// cache of 8192 entries waited 16 times its size to change policy.
+/// cache below 2048 entries, which then waits 8192 requests. Sooner lets
+/// the noise of the fill decide; later leaves a cache on its first
+/// policy for many times its size (docs/cache.md, `Policy::Adaptive`,
+/// "Warm-up", and "Small caches").
 pub(super) const DUEL_WARMUP: u64 = 4 * DUEL_ENTRIES as u64;
