@@ -4,7 +4,10 @@
 //! empty room when the loader fails (`flight.rs` has the flight and its
 //! room).
 
-use std::hash::{BuildHasher, Hash};
+use std::{
+    borrow::{Borrow, Cow},
+    hash::{BuildHasher, Hash},
+};
 
 use super::{
     LruCache, RemovalCause, Shard, Weigher,
@@ -119,7 +122,9 @@ where
     /// moka's `get_with` — a cycle in the data the loaders read. Nor is a
     /// loader that hands its own key to other threads and waits for them
     /// (a parallel job whose chunks call `get_or_insert_with` for that
-    /// key): they wait for the loader, which waits for them.
+    /// key): they wait for the loader, which waits for them. Otherwise as
+    /// [`insert`](Self::insert) (called under this shard's lock, a
+    /// barrier that cannot be had, the listener's panic).
     pub fn get_or_insert_with(&self, key: K, f: impl FnOnce() -> V) -> V {
         match self.try_get_or_insert_with(key, || Ok::<V, std::convert::Infallible>(f())) {
             Ok(v) => v,
@@ -133,27 +138,30 @@ where
     /// moka's `try_get_with`: against a backend that keeps failing, n
     /// callers waiting on one key make n calls to it, one after another.
     ///
+    /// # Errors
+    /// `f`'s error, when this call ran the loader.
+    ///
     /// # Panics
-    /// As [`get_or_insert_with`](Self::get_or_insert_with), if `f` asks
-    /// for `key` on its own thread.
+    /// As [`get_or_insert_with`](Self::get_or_insert_with).
     pub fn try_get_or_insert_with<E>(
         &self,
         key: K,
         f: impl FnOnce() -> Result<V, E>,
     ) -> Result<V, E> {
-        self.load(&key, || key.clone(), f)
+        self.load(Cow::Owned(key), f)
     }
 
     /// [`get_or_insert_with`](Self::get_or_insert_with) by a borrowed key
     /// (a `&str` for a `String` key): a hit clones no key; a miss makes
-    /// the owned key with `to_owned` (moka's `get_with_by_ref`), under the
-    /// shard's write lock, as a key's `Clone` runs.
+    /// the owned key with `to_owned` twice (moka's `get_with_by_ref`):
+    /// once for the waiters to match, under the shard's write lock, as a
+    /// key's `Clone` runs, and once for the entry.
     ///
     /// # Panics
     /// As [`get_or_insert_with`](Self::get_or_insert_with).
     pub fn get_or_insert_with_ref<Q>(&self, key: &Q, f: impl FnOnce() -> V) -> V
     where
-        K: std::borrow::Borrow<Q>,
+        K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         match self.try_get_or_insert_with_ref(key, || Ok::<V, std::convert::Infallible>(f())) {
@@ -164,6 +172,9 @@ where
     /// [`try_get_or_insert_with`](Self::try_get_or_insert_with) by a
     /// borrowed key, as [`get_or_insert_with_ref`](Self::get_or_insert_with_ref).
     ///
+    /// # Errors
+    /// `f`'s error, when this call ran the loader.
+    ///
     /// # Panics
     /// As [`get_or_insert_with`](Self::get_or_insert_with).
     pub fn try_get_or_insert_with_ref<Q, E>(
@@ -172,27 +183,24 @@ where
         f: impl FnOnce() -> Result<V, E>,
     ) -> Result<V, E>
     where
-        K: std::borrow::Borrow<Q>,
+        K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.load(key, || key.to_owned(), f)
+        self.load(Cow::Borrowed(key), f)
     }
 
-    /// The single-flight load of `key`, whose owned form `owned` makes
-    /// (for the flight and the entry: on a miss only).
-    fn load<Q, E>(
-        &self,
-        key: &Q,
-        owned: impl Fn() -> K,
-        f: impl FnOnce() -> Result<V, E>,
-    ) -> Result<V, E>
+    /// The single-flight load of `key`: on a miss its flight holds a copy
+    /// (for waiters to match), and the entry takes `key` itself, owned
+    /// (moved, or made with `to_owned` from a borrowed key).
+    fn load<Q, E>(&self, key: Cow<'_, Q>, f: impl FnOnce() -> Result<V, E>) -> Result<V, E>
     where
-        K: std::borrow::Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
+        let owned = || (*key).to_owned();
         let mut f = Some(f);
         loop {
-            let (landing, hash) = match self.claim(key, &owned, true) {
+            let (landing, hash) = match self.claim(&*key, &owned, true) {
                 Claim::Hit(v) => return Ok(v),
                 Claim::Wait(room, own) => {
                     assert!(
@@ -210,7 +218,7 @@ where
             };
             let load = f.take().expect("the loader runs once");
             let value = load()?;
-            return Ok(self.store(landing, hash, key, &owned, value));
+            return Ok(self.store(landing, hash, key.into_owned(), value));
         }
     }
 
@@ -218,7 +226,7 @@ where
     /// loader on this thread) or joins the one in progress.
     fn claim<'a, Q>(&'a self, key: &Q, owned: &impl Fn() -> K, sync: bool) -> Claim<'a, K, V>
     where
-        K: std::borrow::Borrow<Q>,
+        K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
         if let Some(v) = self.get(key) {
@@ -285,22 +293,11 @@ where
         }
     }
 
-    /// Stores a loaded `value` for `key` (unless an insert of the key
+    /// Stores a loaded `value` under `key` (unless an insert of the key
     /// came first, whose value is returned instead) and lands the flight.
-    fn store<Q>(
-        &self,
-        mut landing: Landing<'_, K, V>,
-        hash: u64,
-        key: &Q,
-        owned: &impl Fn() -> K,
-        value: V,
-    ) -> V
-    where
-        K: std::borrow::Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
+    fn store(&self, mut landing: Landing<'_, K, V>, hash: u64, key: K, value: V) -> V {
         let shard = landing.shard;
-        let mut entry = Some(owned());
+        let mut entry = Some(key);
         let weight = self.weigh(entry.as_ref().expect("made above"), &value);
         // Before the lock: an `Expiry` that panics changes nothing (the
         // landing's drop wakes the waiters).
@@ -315,7 +312,8 @@ where
             landing.take(&mut lv);
             // A plain insert of the key meanwhile wins, as it would
             // have had it come after; an expired entry is replaced.
-            let found = match lv.find(hash, |k| k.borrow() == key) {
+            let key = entry.as_ref().expect("made above");
+            let found = match lv.find(hash, |k| k == key) {
                 Some(i) if !lv.live_at(i, now) => {
                     let mut none = u32::MAX;
                     let n = lv.remove(i, &mut none);
@@ -359,6 +357,10 @@ where
     /// load holds blocks its thread until the load lands: on a
     /// single-threaded executor, whose thread that is, it never lands —
     /// do not mix the two on one key there.
+    ///
+    /// # Panics
+    /// As [`insert`](Self::insert), and with the loader's panic (its
+    /// waiters start over).
     pub async fn get_or_insert_async(&self, key: K, load: impl Future<Output = V>) -> V {
         let infallible = async { Ok::<V, std::convert::Infallible>(load.await) };
         match self.try_get_or_insert_async(key, infallible).await {
@@ -369,6 +371,12 @@ where
     /// [`get_or_insert_async`](Self::get_or_insert_async) for a fallible
     /// loader: its error is returned and nothing is cached; waiters start
     /// over (one of them loads next).
+    ///
+    /// # Errors
+    /// The loader's error, when this call ran it.
+    ///
+    /// # Panics
+    /// As [`get_or_insert_async`](Self::get_or_insert_async).
     pub async fn try_get_or_insert_async<E>(
         &self,
         key: K,
@@ -388,7 +396,7 @@ where
             // Dropped here (this future dropped, or the loader's error or
             // panic), the landing wakes the waiters.
             let value = load.take().expect("the loader runs once").await?;
-            return Ok(self.store(landing, hash, &key, &owned, value));
+            return Ok(self.store(landing, hash, key, value));
         }
     }
 }
