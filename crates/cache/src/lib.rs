@@ -6,7 +6,7 @@
 //! and reclaim evicts from the inactive tail. A hit takes only its shard's
 //! read lock: it marks the entry, and the shard's next reclaim applies the
 //! mark, as the kernel batches `mark_page_accessed` (while the default
-//! policy runs LRU, the hit that fills a batch of 32 moves also takes the
+//! policy runs LRU, the hit that fills a batch of moves also takes the
 //! write lock if it can without waiting). Under
 //! [`Policy::Workingset`], an evicted entry leaves a shadow, and a miss
 //! that finds its shadow within the shard's reach is a refault that goes
@@ -25,8 +25,29 @@
 //! its async form), expiry ([`Builder::time_to_live`], an [`Expiry`]),
 //! atomic updates of one key ([`LruCache::compute`]), iteration, resizing,
 //! warm restarts ([`LruCache::save`], [`LruCache::warm`]), counters
-//! ([`CacheStats`]), and exact LRU ([`Policy::Lru`]) where a workload
-//! needs it.
+//! ([`CacheStats`]), and exact LRU ([`Policy::Lru`] with
+//! [`Builder::batching`]`(false)`) where a workload needs it.
+//!
+//! # What to expect
+//! - **Values come back as clones** (`get` returns `V`, not a reference
+//!   into the cache, which a concurrent eviction could free): wrap large
+//!   values in an `Arc`.
+//! - **An insertion may not be kept.** Under the default policy, while
+//!   its shards run [`Policy::LirsTinyLfu`], a new key in a full shard
+//!   is admitted only if it was seen more often than the entry it would
+//!   evict (the refused key goes to the listener as evicted,
+//!   [`CacheStats::not_admitted`]); with a weigher, an entry heavier than
+//!   its shard's share of the capacity is not cached at all
+//!   ([`CacheStats::rejected`]; fewer shards, [`Builder::shards`], give
+//!   each a larger share). A cache is not a map: read it through
+//!   [`LruCache::get_or_insert_with`] or handle the miss.
+//! - **Which policy**: keep the default unless a workload needs a
+//!   guarantee of its own — exact LRU order ([`Policy::Lru`] with
+//!   batching off, one shard), or the lowest cost per lookup on a small
+//!   cache ([`Policy::ActiveInactive`], the kernel's two lists with no
+//!   history).
+//! - **Sharing**: `LruCache<K, V>` is `Send` and `Sync` when `K` and `V`
+//!   are; share it by reference (`std::thread::scope`) or in an `Arc`.
 //!
 //! # Example
 //!
@@ -66,36 +87,33 @@
 //!
 //! # Guarantees under faults
 //! What happens when user code panics or an argument is out of range;
-//! each line is checked by the tests named (under `tests/`) and the
-//! `cache_ops` and `lru_sizes` fuzz targets.
+//! each line is checked by the crate's tests and fuzz targets.
 //! - **Sizes that cannot exist** are errors, not aborts: a capacity of 0
 //!   or above [`LruCache::MAX_CAPACITY`] ([`CacheError`]).
 //! - **User code panics** — `Hash`, `Eq` or `Clone` of a key, `Clone` of
 //!   a value, the weigher, a loader: the panic reaches the caller, the
 //!   cache is as before the call (user code runs outside the shard's lock,
 //!   or reads only — `Eq` in a lookup, `Clone` of a value), its invariants
-//!   check clean and it keeps working (`faults.rs`, a property test that
-//!   injects a panic at every such call in turn). A loader that panics
+//!   check clean and it keeps working (a property test injects a panic
+//!   at every such call in turn). A loader that panics
 //!   wakes the callers waiting on it; one of them loads next.
 //! - **The eviction listener panics**: the other entries evicted by the
 //!   same insertion still reach it; the first panic then continues in the
 //!   inserting caller.
 //! - **User code calls back into the cache** under a shard's lock: a call
 //!   that can proceed does, one that would wait for its own thread panics
-//!   naming the cause (`cache_reentry.rs`; see [`LruCache`]'s guarantees).
+//!   naming the cause (see [`LruCache`]'s guarantees).
 //! - **More threads than a shard lock has stripes**: [`CacheStats`]'
-//!   hits and misses only grow (`cache_counters.rs`).
+//!   hits and misses only grow.
 //! - **Crossed nested reads** (a value's `Clone` under shard A reads B on
 //!   one thread, under B reads A on another) with an insertion waiting on
-//!   each shard: every call finishes; a writer that has waited over a
-//!   millisecond for readers steps back and lets waiting readers in
-//!   (`cache_reentry.rs`).
+//!   each shard: every call finishes; a writer that has waited a while
+//!   for readers steps back and lets waiting readers in.
 //! - **`membarrier(2)` fails after registering** (a seccomp filter
 //!   installed later): no shard goes fast again, and the change ending a
 //!   fast spell has its barrier by moving onto each CPU in turn; with
 //!   `sched_setaffinity` refused too it panics, naming both and
-//!   [`Builder::fast_reads`]`(false)`, and the shard stays fast
-//!   (`cache_membarrier.rs`).
+//!   [`Builder::fast_reads`]`(false)`, and the shard stays fast.
 //! - **`max_entries`** bounds the entries held, whatever their weight.
 //! - **Weights**: 0 counts as 1; an entry heavier than its shard's share
 //!   of the capacity (`u64::MAX`, say) is not cached and goes to the

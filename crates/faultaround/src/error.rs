@@ -58,8 +58,10 @@ pub enum Error {
         /// The OS's error.
         source: io::Error,
     },
-    /// A page of a [`UffdRegion`](crate::UffdRegion) could not be filled:
-    /// its readers got `signal` instead of the data.
+    /// A page could not be filled: in a [`UffdRegion`](crate::UffdRegion)
+    /// or a [`UffdHandler`](crate::UffdHandler), its readers got `signal`
+    /// instead of the data; from a call that reads a source into a page
+    /// cache or a working-set file, `signal` is `None`.
     PageFailed {
         /// The page.
         page: u64,

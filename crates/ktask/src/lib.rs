@@ -1,5 +1,6 @@
-//! Chunked parallel jobs after the kernel's ktask (2017) and padata's
-//! multithreaded jobs (`padata_do_multithreaded`, 5.7+), and parallel
+//! Chunked parallel jobs after the kernel's ktask (a patch series by
+//! Daniel Jordan that was not merged as such; its multithreaded jobs
+//! became padata's `padata_do_multithreaded`, Linux 5.7), and parallel
 //! clearing and populating of large memory (as the ktask series cleared
 //! gigantic pages).
 //!

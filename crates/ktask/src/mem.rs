@@ -82,12 +82,19 @@ impl fmt::Display for PopulateError {
 
 impl std::error::Error for PopulateError {}
 
-/// Faults in (and so zeroes) `[ptr, ptr + len)` on up to `max_threads`
-/// threads (0 is taken as 1), one `madvise(MADV_POPULATE_WRITE)` per
-/// chunk: the kernel's zeroing, in parallel, where `MAP_POPULATE` faults
-/// in on one thread. If a chunk fails, it and every chunk done are
-/// released with `MADV_DONTNEED` (a shared mapping's pages stay in its
-/// file or shmem; only this mapping's page tables go).
+/// Faults in `[ptr, ptr + len)` writable on up to `max_threads` threads
+/// (0 is taken as 1), one `madvise(MADV_POPULATE_WRITE)` per chunk: the
+/// kernel's zeroing of anonymous memory (a shared or file mapping keeps
+/// its contents), in parallel, where `MAP_POPULATE` faults in on one
+/// thread. If a chunk fails, it and every chunk done are released with
+/// `MADV_DONTNEED` (a shared mapping's pages stay in its file or shmem;
+/// only this mapping's page tables go).
+///
+/// # Errors
+/// [`PopulateError::Job`] for a length that is not whole pages;
+/// [`PopulateError::Madvise`] with the kernel's error (`EINVAL` before
+/// Linux 5.14, which has no `MADV_POPULATE_WRITE`; `ENOMEM`; `EFAULT`
+/// for a range not mapped).
 ///
 /// # Safety
 /// - `[ptr, ptr + len)` is a mapping the caller owns, page-aligned, whose

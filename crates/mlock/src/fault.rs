@@ -400,7 +400,17 @@ fn uninstall(reg: &mut Registry) {
 
 /// A region mapped `PROT_NONE` whose pages a SIGSEGV handler makes
 /// accessible and locks, `batch` pages per fault: a userspace alternative
-/// to `MLOCK_ONFAULT`.
+/// to `MLOCK_ONFAULT`, kept to compare against it — prefer
+/// [`LockPolicy::OnFault`], which needs no handler.
+///
+/// **It installs a process-wide SIGSEGV handler** with the first region
+/// and restores the previous one with the last. A fault outside every
+/// region goes on to the handler installed before (std's stack-overflow
+/// handler, say) or to the default action; a handler another library
+/// installs after it must chain to it, or faults in the regions kill the
+/// process. At most [`MAX_FAULT_REGIONS`] live at once. A failure in the
+/// handler (a memlock limit, `vm.max_map_count`) makes the whole region
+/// accessible, unlocked, and [`read`](Self::read) returns it.
 #[derive(Debug)]
 pub struct FaultLockedRegion {
     region: LockedRegion,
@@ -411,6 +421,11 @@ impl FaultLockedRegion {
     /// Builds the region from `builder` (its lock policy is replaced by
     /// [`LockPolicy::Unlocked`]), protects it `PROT_NONE`, and registers it
     /// with the handler, installing the handler if it is the first.
+    ///
+    /// # Errors
+    /// [`Error::ZeroBatch`] for a `batch` of 0,
+    /// [`Error::TooManyFaultRegions`] with [`MAX_FAULT_REGIONS`] alive, and
+    /// whatever [`RegionBuilder::build`] returns.
     pub fn new(builder: RegionBuilder<'_>, batch: usize) -> Result<Self, Error> {
         if batch == 0 {
             return Err(Error::ZeroBatch);

@@ -6,7 +6,26 @@
 //! their guard reservations, faultaround's userfaultfd regions — so no
 //! error path has to pair an unmap with a map by hand, and the types that
 //! hold one are `Send` and `Sync` through it rather than through an
-//! `unsafe impl` of their own.
+//! `unsafe impl` of their own. Beside `memmap2`, which maps files to read
+//! and write them, it is for anonymous, hugetlb and `PROT_NONE` memory
+//! owned as a value, with `mprotect`, `madvise` and `msync` over its own
+//! range.
+//!
+//! ```
+//! use mmbatch_mmap::{MapFlags, Mapping, ProtFlags};
+//!
+//! # fn main() -> std::io::Result<()> {
+//! // 4 MiB of zeroed private memory, faulted in now.
+//! let mut m = Mapping::populated(4 << 20)?;
+//! m.as_mut_slice().unwrap()[0] = 7;
+//! assert_eq!(m.as_slice().unwrap()[0], 7);
+//!
+//! // A PROT_NONE reservation gives no safe view of its bytes.
+//! let r = Mapping::new(1 << 20, ProtFlags::empty(), MapFlags::PRIVATE | MapFlags::NORESERVE)?;
+//! assert!(r.as_slice().is_none());
+//! # Ok(()) }
+//! // Both are unmapped when dropped.
+//! ```
 
 use std::{io, os::fd::BorrowedFd, ptr::NonNull};
 
@@ -24,6 +43,10 @@ pub use rustix::mm::{MapFlags, ProtFlags};
 /// was made with, or the last [`protect`](Self::protect) set. Whoever
 /// changes the protection otherwise (`mprotect` through
 /// [`as_ptr`](Self::as_ptr)) takes on keeping those views valid.
+///
+/// Dropping it panics if `munmap` refuses the range, which only a
+/// [`from_raw_parts`](Self::from_raw_parts) that broke its contract can
+/// cause; [`unmap`](Self::unmap) returns that error instead.
 #[derive(Debug)]
 pub struct Mapping {
     ptr: NonNull<u8>,

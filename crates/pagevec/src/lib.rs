@@ -4,10 +4,9 @@
 //!
 //! The kernel takes `lruvec->lru_lock` once per batch of up to 31 folios
 //! instead of once per folio; on a contended lock that is most of the cost
-//! of an LRU operation (the kernel batches `activate_page` for this;
-//! measured: the workspace's ARCHITECTURE.md, section 1). This crate gives
-//! userspace the same shape: queue operations on a per-thread batch, apply a
-//! full batch to shared state in one lock acquisition.
+//! of an LRU operation (the kernel batches `activate_page` for this). This
+//! crate gives userspace the same shape: queue operations on a per-thread
+//! batch, apply a full batch to shared state in one lock acquisition.
 //!
 //! ```
 //! use std::sync::{Mutex, MutexGuard};
@@ -58,8 +57,8 @@
 //!   one pass; while [disabled](Batcher::disable) no op waits in a batch;
 //!   one thread's ops apply in queue order; remote drains are safe against
 //!   the owner queueing. Each is a loom model (`cargo xtask loom pagevec`).
-//!   The protocol and why it holds: the workspace's ARCHITECTURE.md,
-//!   section 3.1.
+//!   The protocol and why it holds: the workspace's
+//!   [ARCHITECTURE.md](https://github.com/mmbatch/mmbatch/blob/main/ARCHITECTURE.md).
 //!
 //! # Features
 //! - `std` (default): [`Batcher`]. Without it the crate is

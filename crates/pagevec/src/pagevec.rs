@@ -19,8 +19,8 @@ pub const PAGEVEC_SIZE: usize = 31;
 /// callers collect up to `N` items, then process them together under one
 /// lock. With `N = 31` and pointer-sized `T` it is 256 bytes.
 ///
-/// `N` is a parameter because the right size is measured, not known: Linux
-/// went 14 → 15 → 31, FreeBSD 7 → 31 → 63.
+/// `N` is a parameter because the right size depends on the lock and the
+/// work per item: measure it for yours.
 ///
 /// ```
 /// use mmbatch_pagevec::PageVec;

@@ -16,10 +16,7 @@ use crate::sync::{AtomicU64, AtomicUsize};
 
 /// The default hasher: foldhash's quality variant, randomly seeded. Why:
 /// the cache takes a key's shard, index position and shadow tag from
-/// different bits of one hash, so every bit must be well mixed (what a
-/// faster variant gave up: [docs/cache.md][hasher-measurements]).
-///
-/// [hasher-measurements]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#defaulthashbuilder-cachebuilderrs
+/// different bits of one hash, so every bit must be well mixed.
 pub type DefaultHashBuilder = foldhash::quality::RandomState;
 
 /// How much an entry counts against the capacity.
@@ -245,20 +242,23 @@ impl<K, V, S, W> Builder<K, V, S, W> {
         self
     }
 
-    /// Number of shards, rounded down to a power of two. The default:
-    /// without a weigher, 8 per CPU, with at least 512 entries' worth of
-    /// capacity each, but enough that none holds more than 65536 entries
-    /// (the most a shard indexes in `u16`s); with a weigher, 1 per CPU
-    /// with at least 512 units of capacity each. Capacity and
-    /// `max_entries` are split evenly.
+    /// Number of shards, rounded down to a power of two, and cut to the
+    /// capacity and to `max_entries` (every shard must hold an entry) and
+    /// to [`MAX_SHARDS`]. The default: without a weigher, 8 per CPU, with
+    /// at least 512 entries' worth of capacity each, but enough (up to 256)
+    /// that none holds more than 65536 entries (the most a shard indexes
+    /// in `u16`s); with a weigher, 1 per CPU with at least 512 units of
+    /// capacity each. Capacity and `max_entries` are split evenly.
     /// [`Policy::Lru`] with batching off always uses one shard (exact
-    /// order). At most [`MAX_SHARDS`].
+    /// order).
     ///
     /// Each shard evicts on its own, so a small cache used from one or two
-    /// threads keeps more hits with fewer shards (measured:
-    /// [docs/cache.md][tunables-and-their-measurements]). Fewer shards cost
-    /// concurrent throughput: see the default's floor of 512 entries a
-    /// shard.
+    /// threads keeps more hits with fewer shards
+    /// ([docs/cache.md][tunables-and-their-measurements]); fewer shards
+    /// cost concurrent throughput, hence the default's floor of 512
+    /// entries a shard. With a weigher, each shard's share of the capacity
+    /// bounds the heaviest entry it caches: fewer shards for heavy
+    /// entries.
     ///
     /// [tunables-and-their-measurements]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#tunables-and-their-measurements
     pub fn shards(mut self, shards: usize) -> Self {
@@ -375,6 +375,14 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     }
 
     /// Builds the cache. Memory grows with the entries held.
+    ///
+    /// # Errors
+    /// [`CacheError::ZeroCapacity`] for a capacity of 0,
+    /// [`CacheError::CapacityTooLarge`] above [`MAX_CAPACITY`],
+    /// [`CacheError::ZeroEntries`] for `max_entries(0)`,
+    /// [`CacheError::ZeroLifetime`] for a zero time to live or time to
+    /// idle, and [`CacheError::Lifetimes`] for an
+    /// [`expiry`](Self::expiry) set with either.
     pub fn build(self) -> Result<LruCache<K, V, S, W>, CacheError> {
         let o = &self.opts;
         if o.capacity == 0 {

@@ -53,17 +53,15 @@ use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 
 /// One shard: its lruvec behind a lock striped by thread, whose stripes
 /// also hold the hit and miss counters, in the line a lookup has just
-/// written (counting costs no other line). The counters are approximate
-/// under concurrency (see `get`).
+/// written (counting costs no other line).
 type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 
 /// A bounded, concurrent cache with the kernel's replacement.
 ///
 /// ```
-/// use std::sync::Arc;
 /// use mmbatch_cache::LruCache;
 ///
-/// let cache: Arc<LruCache<u64, String>> = Arc::new(LruCache::new(2));
+/// let cache: LruCache<u64, String> = LruCache::new(2);
 /// cache.insert(1, "one".to_owned());
 /// cache.insert(2, "two".to_owned());
 /// assert_eq!(cache.get(&1).as_deref(), Some("one")); // 1 was used
@@ -90,13 +88,15 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 /// share of the capacity. A hit takes only its shard's read lock (with
 /// batching on, the default) and marks the entry referenced (under
 /// [`Policy::Adaptive`] while its shards run LRU, the hit that fills its
-/// shard's batch of 32 moves then takes the write lock to apply them, if
+/// shard's batch of moves then takes the write lock to apply them, if
 /// it can without waiting); an insertion takes the write lock and evicts from
 /// the shard's own lists until the new entry fits (or, under
 /// [`Policy::LirsTinyLfu`], refuses a new key seen less often than its
 /// victim). [`Policy`] says how
-/// entries are ordered; ARCHITECTURE.md ("LruCache") gives the layout and
-/// the lock protocol.
+/// entries are ordered; [ARCHITECTURE.md][architecture] ("LruCache") gives the
+/// layout and the lock protocol.
+///
+/// [architecture]: https://github.com/mmbatch/mmbatch/blob/main/ARCHITECTURE.md
 ///
 /// # Guarantees
 /// - An insertion never evicts the entry it makes or replaces; an entry
@@ -126,8 +126,8 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 ///   of shards (a `Clone` under shard A that reads B, whose `Clone` reads
 ///   or changes A), and across threads: two threads reading A then B and
 ///   B then A, with an insertion waiting on each shard, finish (a writer
-///   that waits for readers over a millisecond steps back and lets the
-///   waiting readers in). A `get_or_insert_with` called under a shard's lock
+///   that has waited a while for readers steps back and lets the waiting
+///   readers in). A `get_or_insert_with` called under a shard's lock
 ///   whose loader waits for another thread that needs that shard can
 ///   still hang: the cache cannot see another thread's wait.
 /// - `get_or_insert_with` runs one loader per key at a time; a loader that
@@ -247,6 +247,14 @@ where
     }
 
     /// The value of `key`, recording a hit (`folio_mark_accessed`).
+    ///
+    /// # Panics
+    /// If called from user code that the cache runs under this shard's
+    /// write lock (`compute`'s closure, `retain`'s predicate, a key's `Eq`
+    /// during an insertion): the lookup would wait for the caller's own
+    /// change (see [`LruCache`]'s guarantees).
+    /// With batching off a hit takes the write lock, and `get` panics as
+    /// [`insert`](Self::insert) does.
     pub fn get<Q>(&self, key: &Q) -> Option<V>
     where
         K: Borrow<Q>,
@@ -389,6 +397,12 @@ where
     }
 
     /// The value of `key` without recording a hit or counting a lookup.
+    ///
+    /// # Panics
+    /// If called from user code that the cache runs under this shard's
+    /// write lock (`compute`'s closure, `retain`'s predicate, a key's `Eq`
+    /// during an insertion): the lookup would wait for the caller's own
+    /// change (see [`LruCache`]'s guarantees).
     pub fn peek<Q>(&self, key: &Q) -> Option<V>
     where
         K: Borrow<Q>,
@@ -403,6 +417,12 @@ where
     }
 
     /// Whether `key` is cached (no hit recorded).
+    ///
+    /// # Panics
+    /// If called from user code that the cache runs under this shard's
+    /// write lock (`compute`'s closure, `retain`'s predicate, a key's `Eq`
+    /// during an insertion): the lookup would wait for the caller's own
+    /// change (see [`LruCache`]'s guarantees).
     pub fn contains_key<Q>(&self, key: &Q) -> bool
     where
         K: Borrow<Q>,
@@ -558,11 +578,19 @@ where
     /// Entries cached now, counting expired entries that their shards
     /// have not reclaimed yet (no lookup returns them; `iter` skips them;
     /// [`purge_expired`](Self::purge_expired) reclaims them).
+    ///
+    /// # Panics
+    /// If called from user code that the cache runs under any shard's
+    /// write lock: it reads every shard.
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| s.read().len()).sum()
     }
 
     /// Whether nothing is cached.
+    ///
+    /// # Panics
+    /// If called from user code that the cache runs under any shard's
+    /// write lock: it reads every shard.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -653,6 +681,10 @@ where
 
     /// The total weight cached now (the number of entries without a
     /// weigher).
+    ///
+    /// # Panics
+    /// If called from user code that the cache runs under any shard's
+    /// write lock: it reads every shard.
     pub fn weight(&self) -> u64 {
         self.shards.iter().map(|s| s.read().weight()).sum()
     }
@@ -668,6 +700,10 @@ where
     }
 
     /// Counters so far.
+    ///
+    /// # Panics
+    /// If called from user code that the cache runs under any shard's
+    /// write lock: it reads every shard.
     pub fn stats(&self) -> CacheStats {
         let mut st = CacheStats {
             loads: self.loads.load(Ordering::Relaxed),

@@ -112,7 +112,7 @@ pub enum Policy {
     /// running `Lru` here keep its exact order, as its simulation does:
     /// a hit is batched under the read lock and moved to the head by the
     /// shard's next write (the insertion, or the lookup that fills the
-    /// batch of 32), as the kernel batches `folio_activate`.
+    /// batch), as the kernel batches `folio_activate`.
     ///
     /// Costs: every hit checks whether its key is sampled, and sampled
     /// accesses (at most 1 key in 8, fewer in larger caches) are replayed
@@ -120,11 +120,11 @@ pub enum Policy {
     /// another's replay. That is felt in small caches (a few thousand
     /// entries or fewer), not in large ones. While shards run `Lru`, each
     /// hit's move costs its lookup a shared increment and its shard's next
-    /// write the move: a cache of a thousand entries hit nine times in ten
-    /// served about 30% fewer requests a second than under CLOCK. A weighted cache runs
+    /// write the move, which a small cache that hits nearly always feels
+    /// against [`Lru`](Self::Lru)'s CLOCK. A weighted cache runs
     /// `Workingset` (the simulations are sized in entries, which a weight
-    /// does not give) and reports `Adaptive`. Hit ratios, speed, tunables
-    /// and what else was tried: [docs/cache.md][adaptive-measurements].
+    /// does not give) and reports `Adaptive`. Hit ratios, speed and
+    /// tunables: [docs/cache.md][adaptive-measurements].
     ///
     /// It keeps the promises `Workingset` and `Lirs` make on the shapes
     /// that defeat LRU, and one where recency pays (property tests hold it

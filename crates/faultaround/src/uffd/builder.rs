@@ -48,7 +48,9 @@ pub const MAX_BUSY_POLL: Duration = Duration::from_millis(10);
 macro_rules! settings_setters {
     () => {
         /// Fault-around order: each fault copies the ready pages of its
-        /// `2^order`-page window (default 0, at most [`MAX_ORDER`](crate::MAX_ORDER)).
+        /// `2^order`-page window (default 0, at most [`MAX_ORDER`](crate::MAX_ORDER),
+        /// and a window of at most 32 MiB, each handler's buffer: order 4
+        /// with 2 MiB pages).
         pub fn order(mut self, order: u32) -> Self {
             self.settings.order = order;
             self
@@ -198,6 +200,19 @@ impl UffdRegionBuilder {
     /// ("Bad address") on a page the process has not read itself yet:
     /// [`UffdRegion::mode`] says which it got. Any other refusal of the
     /// userfaultfd is an error, not a quiet fallback.
+    ///
+    /// # Errors
+    /// [`Error::BadLength`] and [`Error::SourceTooShort`] for a length
+    /// that is not whole pages or that the source does not cover;
+    /// [`Error::BadHandlers`]; [`Error::BadSetting`] naming a setting out
+    /// of range (the window past 32 MiB, 1 GiB pages, `replay_pages`
+    /// without `replay`, and the like); [`Error::RecordMismatch`] and
+    /// [`Error::WorkingSetFile`] for a replay made from another image or a
+    /// file that is not its record's; [`Error::HugePagesUnavailable`];
+    /// [`Error::NoPermission`] and [`Error::Unsupported`] for a
+    /// userfaultfd (or a feature of it) this kernel or process does not
+    /// have; [`Error::ThreadRefused`]; [`Error::Sys`] for any other failed
+    /// system call, named.
     pub fn build(self, source: impl PageSource) -> Result<UffdRegion, Error> {
         if source.len() < self.len as u64 {
             return Err(Error::SourceTooShort {

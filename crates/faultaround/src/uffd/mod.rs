@@ -106,7 +106,8 @@ pub const MIN_SOURCE_TIMEOUT: Duration = Duration::from_millis(1);
 ///
 /// A page the source cannot produce ([`PageRead::Failed`], a panic, no
 /// answer within the [source timeout](UffdRegionBuilder::source_timeout))
-/// is never filled: the access gets SIGBUS ([`FailSignal`]) and
+/// is never filled: the access gets SIGBUS (SIGSEGV on a kernel without
+/// `UFFDIO_POISON`: [`FailSignal`]) and
 /// [`failure`](Self::failure) says which page and why. That holds for a
 /// source stuck inside a call too: once a call has lasted longer than the
 /// timeout, a watchdog thread fails that fault and starts a handler in the
@@ -567,9 +568,10 @@ impl UffdRegion {
     }
 
     /// The memory; reading a missing page faults it (and its window) in.
-    /// Reading a page the source failed kills the process with SIGBUS (see
-    /// [`failure`](Self::failure)), as reading a file mapping past the
-    /// file's end does.
+    /// Reading a page the source failed kills the process with SIGBUS, or
+    /// SIGSEGV where the kernel cannot poison a page (see
+    /// [`failure`](Self::failure) and [`FailSignal`]), as reading a file
+    /// mapping past the file's end does.
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: the mapping lives as long as self; missing pages are
         // filled by the handlers (or, after shutdown, are all present) with

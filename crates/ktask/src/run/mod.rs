@@ -156,6 +156,13 @@ pub fn run<E: Send>(
 /// chunk stops the job the same way (the completed chunks undone) and is
 /// resumed on the caller.
 ///
+/// # Errors
+/// [`RunError::Job`] for a job that cannot be planned, and
+/// [`RunError::Failed`] with the first chunk's error.
+///
+/// # Panics
+/// With the first chunk's panic, once the completed chunks are undone.
+///
 /// ```
 /// use std::sync::atomic::{AtomicBool, Ordering};
 /// use mmbatch_ktask::{Job, RunError, run_with_undo};
