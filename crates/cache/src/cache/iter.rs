@@ -94,7 +94,9 @@ where
     /// [`remove`](Self::remove); the removed entries are dropped (or heard
     /// by a removal listener, [`RemovalCause::Removed`]) outside the lock.
     /// If `keep` panics, the entries it already judged stay judged and the
-    /// panic continues.
+    /// panic continues. Entries that have expired are removed without
+    /// being shown to `keep` (no call returns them), heard as
+    /// [`RemovalCause::Expired`], and not counted.
     ///
     /// # Panics
     /// As [`insert`](Self::insert).
@@ -155,7 +157,8 @@ where
     /// Removes every entry whose time to live or to idle has ended and
     /// returns how many, a shard at a time (a shard with none due is only
     /// read-locked; one with some is write-locked while its entries are
-    /// read); a removal listener hears each as [`RemovalCause::Expired`].
+    /// read); a listener hears each (a removal listener as
+    /// [`RemovalCause::Expired`]).
     /// Expired entries are never returned, and each shard's own writes
     /// reclaim them; a cache that is only read keeps them, in [`len`](Self::len)
     /// and in memory, until this is called (moka's `run_pending_tasks`,

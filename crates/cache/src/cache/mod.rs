@@ -435,8 +435,8 @@ where
     }
 
     /// Caches `value` under `key`, returning the value it replaces; a
-    /// replaced entry keeps its place and records a hit, as in `lru`'s
-    /// `put`. Evicts past the shard's capacity before returning, then runs
+    /// replaced entry keeps its place and is marked used, as a hit marks
+    /// it (as in `lru`'s `put`; [`CacheStats::hits`] counts lookups only). Evicts past the shard's capacity before returning, then runs
     /// the listener. An entry heavier than its shard's share of the
     /// capacity is not cached: it goes straight to the listener
     /// ([`CacheStats::rejected`]), and any old value of `key` is removed.

@@ -35,22 +35,22 @@ pub struct CacheStats {
     pub thrashing_shards: u64,
     /// Shards running LIRS: every shard under [`Policy::Lirs`], none under
     /// [`Policy::Workingset`]; under [`Policy::Adaptive`] those that have
-    /// taken up its duel's verdict (each does at its next write).
+    /// taken up the policy its simulations chose (each does at its next
+    /// write).
     pub lirs_shards: u64,
     /// Shards running LRU: every shard under [`Policy::Lru`];
-    /// under [`Policy::Adaptive`] those that have taken up its duel's
-    /// verdict.
+    /// under [`Policy::Adaptive`] those that have taken up the policy its
+    /// simulations chose.
     pub lru_shards: u64,
     /// Shards running LIRS with TinyLFU's admission: every shard under
     /// [`Policy::LirsTinyLfu`]; under [`Policy::Adaptive`] those that have
-    /// taken up its duel's verdict (not counted in
+    /// taken up the policy its simulations chose (not counted in
     /// [`lirs_shards`](Self::lirs_shards)).
     pub tinylfu_shards: u64,
     /// Shards whose lookups now skip their memory barrier: no insertion or
     /// removal has reached them for a while, as their lookups see it, and
-    /// membarrier(2) is available (Linux 4.14 and later); docs/cache.md,
-    /// "Lookups and the shard lock", says how long. The next change of such a shard pays one `membarrier`
-    /// call to end it.
+    /// membarrier(2) is available (Linux 4.14 and later). The next change
+    /// of such a shard pays one `membarrier` call to end it.
     pub fast_read_shards: u64,
     /// Entries not cached because they weigh more than their shard's
     /// share of the capacity.
@@ -59,7 +59,10 @@ pub struct CacheStats {
     /// refused them: the sketch had seen the key no more often lately
     /// than the entry it would have evicted.
     pub not_admitted: u64,
-    /// Loaders run by `get_or_insert_with` (one per key at a time).
+    /// Loads claimed by the loading calls (`get_or_insert_with` and its
+    /// fallible, borrowed-key and async forms; one per key at a time),
+    /// counted as each starts, whether it then succeeds, fails or is
+    /// dropped.
     pub loads: u64,
     /// Callers of `get_or_insert_with` that waited for another caller's
     /// loader instead of running their own.
