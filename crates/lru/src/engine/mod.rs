@@ -209,6 +209,13 @@ impl Shared {
 /// isolated at most once and a queued move of a frame isolated meanwhile is
 /// skipped, its queued reference dropped. See the crate docs for an
 /// example.
+///
+/// # Errors
+/// Each operation that returns a `Result` refuses a frame not in the
+/// state it needs with the [`LruError`] that names it (`InUse` for an
+/// `lru_add` of a frame in use, `Free` for a frame never added or evicted,
+/// `NotIsolated` for a putback the engine did not isolate, `NotMlocked`
+/// for a munlock of a frame not mlocked, and so on).
 pub struct Engine {
     shared: Arc<Shared>,
     modes: Modes,

@@ -322,6 +322,11 @@ impl Engine {
     /// Until [`lru_cache_enable`](Self::lru_cache_enable), applies every
     /// operation at once, and applies all that wait now
     /// (`lru_cache_disable`): what page migration needs. Nests.
+    ///
+    /// # Panics
+    /// As [`Batcher::disable`](mmbatch_pagevec::Batcher::disable): where
+    /// `membarrier(2)` has failed since registering and
+    /// `sched_setaffinity(2)` is refused too.
     pub fn lru_cache_disable(&self) {
         self.batchers().iter().for_each(|b| b.disable());
     }
