@@ -58,7 +58,8 @@ pub fn has_cap_ipc_lock() -> bool {
         .is_some_and(|caps| caps & (1 << CAP_IPC_LOCK) != 0)
 }
 
-/// Mappings the process has now (lines of /proc/self/maps).
+/// Mappings the process has now (lines of /proc/self/maps); 0 where that
+/// file cannot be read.
 ///
 /// Async-signal-safe (`open`, `read`, `close` and a stack buffer), so the
 /// fault handler can use it; and it needs no heap, because it is asked

@@ -7,12 +7,17 @@
 //! - [`LockedRegion`]: a region locked now ([`LockPolicy::Populate`]) or as
 //!   it is touched ([`LockPolicy::OnFault`], `mlock2(MLOCK_ONFAULT)`), of
 //!   base, transparent huge or hugetlb pages, anonymous or file-backed;
-//!   dropping it unmaps (and so unlocks) it, even while unwinding.
+//!   dropping it unmaps (and so unlocks) it, even while unwinding. A
+//!   region of base or transparent huge pages sits between two
+//!   `PROT_NONE` guards, which keep the kernel from merging it with a
+//!   neighbour (so its locked bytes read back from smaps as its own): it
+//!   takes three of the process's `vm.max_map_count` mappings.
 //!   [`LockedRegion::unlock_chunked`] munlocks in pieces so no single call
 //!   holds the mmap lock for long.
 //! - [`FaultLockedRegion`]: a userspace alternative to `MLOCK_ONFAULT`,
-//!   `PROT_NONE` plus a SIGSEGV handler that unprotects and locks N pages
-//!   per fault.
+//!   `PROT_NONE` plus a process-wide SIGSEGV handler that unprotects and
+//!   locks N pages per fault, kept to compare with it (prefer
+//!   [`LockPolicy::OnFault`]).
 //! - [`mlockall`] / [`munlockall`].
 //!
 //! ```
