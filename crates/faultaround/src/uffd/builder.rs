@@ -288,6 +288,14 @@ impl UffdHandlerBuilder {
     /// shorter than the last range's end, a descriptor that is not a
     /// userfaultfd. The descriptor is made non-blocking (its flags are
     /// shared with every copy of it).
+    ///
+    /// # Errors
+    /// [`Error::BadSetting`] naming what is wrong (the ranges, the page
+    /// size, a descriptor that is not a userfaultfd, a setting out of
+    /// range), [`Error::SourceTooShort`], [`Error::BadHandlers`],
+    /// [`Error::ThreadRefused`], the write tracking's refusals (see
+    /// [`track_writes_of`](Self::track_writes_of)), and [`Error::Sys`] for
+    /// any other failed system call, named.
     pub fn build(self, source: impl PageSource) -> Result<UffdHandler, Error> {
         UffdHandler::build(self, Box::new(source), Mode::Copy)
     }

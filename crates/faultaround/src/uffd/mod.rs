@@ -231,6 +231,9 @@ impl UffdRegion {
     /// `2^order`-page window from `source`, and a watchdog thread for a
     /// source that never returns (see the type's docs). The other settings are the
     /// [builder](Self::builder)'s defaults.
+    ///
+    /// # Errors
+    /// As [`UffdRegionBuilder::build`].
     pub fn new(
         len: usize,
         order: u32,
