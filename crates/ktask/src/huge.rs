@@ -125,6 +125,10 @@ impl HugeRegion {
     /// still race: the kernel offers no atomic adjustment). A region
     /// larger than the memory available is refused before the pool is
     /// touched.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new); [`HugeError::NotReservable`] also where the
+    /// pool cannot grow (not root, or the memory is not there).
     pub fn new_growing_pool(size: HugePageSize, len: usize) -> Result<Self, HugeError> {
         Self::make(size, len, true)
     }

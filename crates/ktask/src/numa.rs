@@ -277,6 +277,14 @@ pub fn run_numa<E: Send>(
 /// panicking node's too), as for an error, before it reaches the caller. Binding is best effort: a
 /// host that refuses it (or has one node) still runs the job, unbound; a
 /// node whose thread the OS refuses runs on the caller.
+///
+/// # Errors
+/// [`RunError::Failed`] with [`NumaJobError::Place`] where the job's
+/// ranges cannot be placed on the topology's nodes, or with
+/// [`NumaJobError::Chunk`] and the first chunk's error.
+///
+/// # Panics
+/// With the first chunk's panic, once every finished chunk is undone.
 pub fn run_numa_with_undo<E: Send>(
     topology: &Topology,
     job: &NumaJob,
