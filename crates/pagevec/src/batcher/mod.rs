@@ -282,6 +282,11 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     /// applies it under one lock per key (`folio_batch_add` +
     /// `folio_batch_move_lru`). While [disabled](Self::disable) the op is
     /// applied before this returns.
+    ///
+    /// # Panics
+    /// If called, past a full batch or while disabled, from [`Apply`]
+    /// code applying this batcher: it would wait for a lock its own
+    /// thread holds.
     #[inline]
     pub fn queue(&self, op: A::Op) {
         let slot = self.slots.local_or_insert();
@@ -327,6 +332,10 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     /// — how `__lru_cache_activate_folio` looks for a folio in this CPU's
     /// `lru_add` batch. Takes the slot's lock (uncontended unless a remote
     /// drain is running).
+    ///
+    /// # Panics
+    /// If called from [`Apply`] code applying this batcher (see the type's
+    /// guarantees): it would wait for a lock its own thread holds.
     pub fn any_local(&self, mut pred: impl FnMut(&A::Op) -> bool) -> bool {
         let Some(slot) = self.slots.local() else {
             return false;
@@ -360,6 +369,10 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     }
 
     /// Applies the calling thread's waiting ops (`lru_add_drain`).
+    ///
+    /// # Panics
+    /// If called from [`Apply`] code applying this batcher (see the type's
+    /// guarantees): it would wait for a lock its own thread holds.
     #[doc(alias = "lru_add_drain_cpu")]
     pub fn drain_local(&self) {
         Held::refuse_batcher(&self.drain_lock, "drain_local");
@@ -371,6 +384,10 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     /// Applies every thread's waiting ops; returns once every op queued
     /// before this call began is applied (`lru_add_drain_all`). Concurrent
     /// callers fold into one pass.
+    ///
+    /// # Panics
+    /// If called from [`Apply`] code applying this batcher (see the type's
+    /// guarantees): it would wait for a lock its own thread holds.
     #[doc(alias = "lru_add_drain_all")]
     pub fn drain_all(&self) {
         self.drain_all_inner(false);
@@ -452,6 +469,10 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
 
     /// Counters summed over all slots. Takes each slot's lock in turn, so
     /// call it outside hot loops.
+    ///
+    /// # Panics
+    /// If called from [`Apply`] code applying this batcher (see the type's
+    /// guarantees): it would wait for a lock its own thread holds.
     pub fn stats(&self) -> BatchStats {
         Held::refuse_batcher(&self.drain_lock, "stats");
         let mut s = BatchStats::default();
