@@ -65,12 +65,18 @@ unsafe impl Sync for Mapping {}
 impl Mapping {
     /// `len` bytes of private, zeroed, read-write memory, faulted in on
     /// first touch.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
     pub fn anonymous(len: usize) -> io::Result<Self> {
         Self::new(len, ProtFlags::READ | ProtFlags::WRITE, MapFlags::PRIVATE)
     }
 
     /// As [`anonymous`](Self::anonymous), every page faulted in now
     /// (`MAP_POPULATE`).
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
     pub fn populated(len: usize) -> io::Result<Self> {
         Self::new(
             len,
@@ -84,6 +90,7 @@ impl Mapping {
     /// `MAP_NORESERVE`, `MAP_LOCKED`, `MAP_HUGETLB`, ...) at an address the
     /// kernel picks.
     ///
+    /// # Errors
     /// `len` 0, `MAP_FIXED` (which would replace whatever is mapped at
     /// the address) and, with `MAP_HUGETLB`, a `len` that is not a whole
     /// number of huge pages (the kernel would map whole pages that a
