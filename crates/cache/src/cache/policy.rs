@@ -96,35 +96,29 @@ pub enum Policy {
     /// hits most on the cache's own requests. All four run over a sample of
     /// the cache's keys, in simulations of a cache as many times smaller
     /// (miniature simulation, Waldspurger et al., USENIX ATC 2017), and the
-    /// shards run the one that has hit most lately, starting with `Lirs`
-    /// (`LirsTinyLfu` only from `Lirs`, once it leads `Lirs` too).
-    /// `Lru` must lead by a wider margin, since taking it up throws away
-    /// what the others learned; a shard taking up `Workingset` starts from
-    /// what its simulation learned, and one turning between `Lirs` and
-    /// `LirsTinyLfu` keeps its lists (its sketch starts counting when it
-    /// takes admission up). Why: each policy leads where the others
-    /// lose (frequency against recency-friendly workloads, whose popular
-    /// keys drift; loops and interleaved patterns against both; keys
-    /// reused at a steady rate among many others against recency and reuse
-    /// distance alike), and no shard can tell from inside which kind of
-    /// workload it serves. While shards run `LirsTinyLfu`, an insertion of
-    /// a new key into a full shard may be refused (see there). Shards
-    /// running `Lru` here keep its exact order, as its simulation does:
-    /// a hit is batched under the read lock and moved to the head by the
-    /// shard's next write (the insertion, or the lookup that fills the
-    /// batch), as the kernel batches `folio_activate`.
+    /// shards run the one that has hit most lately, starting with `Lirs`.
+    /// A change of policy spends what the one left had learned, so a near
+    /// tie keeps what runs, and `Lru` must lead by more.
+    /// Why: each policy leads where the others lose (frequency against
+    /// recency-friendly workloads, whose popular keys drift; loops and
+    /// interleaved patterns against both; keys reused at a steady rate
+    /// among many others against recency and reuse distance alike), and no
+    /// shard can tell from inside which kind of workload it serves.
+    ///
+    /// While shards run `LirsTinyLfu`, an insertion of a new key into a
+    /// full shard may be refused (see there); while they run `Lru`, they
+    /// keep its exact order, each hit batched under the read lock and moved
+    /// by the shard's next write, as the kernel batches `folio_activate`.
     ///
     /// Costs: every hit checks whether its key is sampled, and sampled
     /// accesses (at most 1 key in 8, fewer in larger caches) are replayed
-    /// into the simulations, which take up to about 80 KiB; no lookup waits for
-    /// another's replay. That is felt in small caches (a few thousand
-    /// entries or fewer), not in large ones. While shards run `Lru`, each
-    /// hit's move costs its lookup a shared increment and its shard's next
-    /// write the move, which a small cache that hits nearly always feels
-    /// against [`Lru`](Self::Lru)'s CLOCK. A weighted cache runs
-    /// `Workingset` (the simulations are sized in entries, which a weight
-    /// does not give) and reports `Adaptive`. Hit ratios, speed and
-    /// tunables: [docs/cache.md][adaptive-measurements].
+    /// into the simulations (up to about 80 KiB); no lookup waits for
+    /// another's replay. A small cache (a few thousand entries or fewer)
+    /// feels it in its speed, as it does the shared increment of each
+    /// hit's move while shards run `Lru`; a large one does not. A weighted
+    /// cache runs `Workingset` (the simulations are sized in entries, which
+    /// a weight does not give) and reports `Adaptive`. How it chooses, hit
+    /// ratios and speed: [docs/cache.md][adaptive-measurements].
     ///
     /// It keeps the promises `Workingset` and `Lirs` make on the shapes
     /// that defeat LRU, and one where recency pays (property tests hold it
