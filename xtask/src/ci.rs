@@ -48,6 +48,15 @@ fn msrv() -> Result<(), String> {
 /// Crates a project on any platform may depend on: each builds for
 /// [`FOREIGN_TARGETS`].
 const PORTABLE: [&str; 3] = ["mmbatch-cache", "mmbatch-pagevec", "mmbatch-lru"];
+/// Crates for Linux only: on a foreign target each must stop at its (or
+/// mmbatch-mmap's) own "is Linux only" error, not at a cascade of type
+/// errors from calls the target lacks.
+const LINUX_ONLY: [&str; 4] = [
+    "mmbatch-mmap",
+    "mmbatch-ktask",
+    "mmbatch-mlock",
+    "mmbatch-faultaround",
+];
 const FOREIGN_TARGETS: [&str; 2] = ["x86_64-apple-darwin", "x86_64-pc-windows-msvc"];
 /// The cache's default tree holds none of the experiment crates (a user
 /// of the cache builds nothing of the LRU engine).
@@ -81,7 +90,8 @@ fn tree(krate: &str, edges: &str) -> Result<Vec<String>, String> {
 
 /// Every library crate's default features need no system library
 /// ([`NEED_SYSTEM_LIBRARIES`]); each portable crate `cargo check`s for
-/// each foreign target (adding the target through rustup where missing);
+/// each foreign target (adding the target through rustup where missing),
+/// and each [`LINUX_ONLY`] crate fails there naming itself Linux only;
 /// the cache holds none of [`NOT_IN_CACHE`].
 fn portable() -> Result<(), String> {
     for c in LIBRARIES {
@@ -111,6 +121,25 @@ fn portable() -> Result<(), String> {
         exec(std::process::Command::new("rustup").args(["target", "add", target]))?;
         for c in PORTABLE {
             exec(cargo().args(["check", "-p", c, "--lib", "--target", target]))?;
+        }
+    }
+    let target = FOREIGN_TARGETS[0];
+    for c in LINUX_ONLY {
+        let out = cargo()
+            .args(["check", "-p", c, "--lib", "--target", target])
+            .output()
+            .map_err(|e| format!("running cargo check: {e}"))?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let first = stderr.lines().find(|l| l.starts_with("error"));
+        if out.status.success() || !first.is_some_and(|l| l.contains("is Linux only")) {
+            return Err(format!(
+                "{c} on {target}: expected its first error to say it is Linux only, got {}",
+                first.unwrap_or(if out.status.success() {
+                    "a build"
+                } else {
+                    "no error line"
+                })
+            ));
         }
     }
     Ok(())

@@ -93,6 +93,11 @@
 //! - **Shared mappings**: [`UffdRegion::over_page_cache`] is `unsafe`:
 //!   the caller promises nothing writes or truncates the file meanwhile.
 
+// Linux only: one clear error on other systems, ahead of the type
+// errors the missing Linux calls would give.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+compile_error!("mmbatch-faultaround is Linux only: userfaultfd(2) exists only on Linux");
+
 /// A `fail` crate fail point (<https://docs.rs/fail>), compiled in with the
 /// `failpoints` feature, which only this crate's tests turn on; nothing
 /// otherwise, so users never build `fail`.

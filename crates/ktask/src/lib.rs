@@ -64,6 +64,12 @@
 //!   process-wide lock, so regions drop in any order; a pool that cannot
 //!   grow, or a refused mapping, leaves the pool as it was.
 #![deny(unsafe_op_in_unsafe_fn)]
+// Linux only: one clear error on other systems, ahead of the type
+// errors the missing Linux calls would give.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+compile_error!(
+    "mmbatch-ktask is Linux only: its memory helpers and NUMA placement are Linux's (MADV_POPULATE_WRITE, hugetlb pools, sysfs)"
+);
 
 /// A `fail` crate fail point (<https://docs.rs/fail>), compiled in with the
 /// `failpoints` feature, which only this crate's tests turn on; nothing

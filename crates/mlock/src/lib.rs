@@ -59,6 +59,12 @@
 //!   caller promises nothing truncates the file, or writes a shared
 //!   mapping's range, while the region lives.
 #![deny(unsafe_op_in_unsafe_fn)]
+// Linux only: one clear error on other systems, ahead of the type
+// errors the missing Linux calls would give.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+compile_error!(
+    "mmbatch-mlock is Linux only: it locks memory with Linux's mlock2(MLOCK_ONFAULT), MAP_LOCKED and /proc accounting"
+);
 
 /// A `fail` crate fail point (<https://docs.rs/fail>), compiled in with the
 /// `failpoints` feature, which only this crate's tests turn on; nothing

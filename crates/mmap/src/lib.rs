@@ -27,6 +27,15 @@
 //! // Both are unmapped when dropped.
 //! ```
 
+// Linux only: one clear error on other systems, ahead of the type
+// errors the missing Linux calls would give.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+compile_error!(
+    "mmbatch-mmap is Linux only (and so are mmbatch-ktask, mmbatch-mlock and \
+     mmbatch-faultaround, which map through it): it uses Linux's MAP_POPULATE, MAP_HUGETLB \
+     and madvise advice; elsewhere map files with memmap2"
+);
+
 use std::{io, os::fd::BorrowedFd, ptr::NonNull};
 
 mod advise;
