@@ -306,9 +306,11 @@ impl<K, V, S, W> Builder<K, V, S, W> {
 
     /// Entries expire this long after they are inserted (or replaced):
     /// never returned after that, and reclaimed by the shard's own work
-    /// within a bounded number of its writes (docs/cache.md, "Expiry").
+    /// within a bounded number of its writes ([docs/cache.md][expiry]).
     /// Costs 8 bytes an entry; without expiry, nothing. `Duration::MAX`
     /// never expires; zero is refused at build.
+    ///
+    /// [expiry]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#expiry-issue-45
     pub fn time_to_live(mut self, live: Duration) -> Self {
         self.opts.time_to_live = Some(live);
         self

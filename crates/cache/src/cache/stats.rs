@@ -30,8 +30,9 @@ pub struct CacheStats {
     /// recent misses were refaults, as when a loop larger than the cache
     /// runs, and they take the kernel's strict refault test instead of
     /// ARC's. A new shard is not counted until it has evicted half its
-    /// size. Thresholds: docs/cache.md, "`THRASHING_ABOVE`,
-    /// `THRASHING_BELOW`".
+    /// size. Thresholds: [docs/cache.md][thrashing].
+    ///
+    /// [thrashing]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#thrashing_above-thrashing_below
     pub thrashing_shards: u64,
     /// Shards running LIRS: every shard under [`Policy::Lirs`], none under
     /// [`Policy::Workingset`]; under [`Policy::Adaptive`] those that have
