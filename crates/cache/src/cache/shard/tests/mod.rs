@@ -882,7 +882,7 @@ fn check_finds_an_entry_on_no_list() {
 #[test]
 fn check_reports_each_broken_structure() {
     type Break = fn(&mut Lruvec<u64, u64>);
-    let cases: [(&str, Break, &str); 7] = [
+    let cases: [(&str, Break, &str); 9] = [
         (
             "a list's tail lost",
             |lv| lv.lists[INACTIVE].tail = NIL,
@@ -923,6 +923,21 @@ fn check_reports_each_broken_structure() {
             "a sketch kept with no admission",
             |lv| lv.sketch = Some(Sketch::new(0)),
             "admits false, sketch kept true",
+        ),
+        (
+            "LIRS's bookkeeping on a Workingset shard",
+            |lv| lv.lirs = true,
+            "LIRS true, stamped false",
+        ),
+        (
+            "stamps kept by a shard not running LIRS",
+            |lv| {
+                lv.stamped = true;
+                for _ in 0..lv.nodes.len() {
+                    lv.stamps.push(AtomicU32::new(0));
+                }
+            },
+            "LIRS false, stamped true",
         ),
     ];
     for (what, break_it, said) in cases {
