@@ -59,7 +59,7 @@ pub fn has_cap_ipc_lock() -> bool {
 }
 
 /// Mappings the process has now (lines of /proc/self/maps); 0 where that
-/// file cannot be read.
+/// file cannot be opened.
 ///
 /// Async-signal-safe (`open`, `read`, `close` and a stack buffer), so the
 /// fault handler can use it; and it needs no heap, because it is asked

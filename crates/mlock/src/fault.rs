@@ -409,8 +409,10 @@ fn uninstall(reg: &mut Registry) {
 /// handler, say) or to the default action; a handler another library
 /// installs after it must chain to it, or faults in the regions kill the
 /// process. At most [`MAX_FAULT_REGIONS`] live at once. A failure in the
-/// handler (a memlock limit, `vm.max_map_count`) makes the whole region
-/// accessible, unlocked, and [`read`](Self::read) returns it.
+/// handler never loops: where `mlock` is refused (a memlock limit) the
+/// faulting page stays accessible, unlocked; where `mprotect` is (at
+/// `vm.max_map_count`) the whole region is made accessible, unlocked; and
+/// [`read`](Self::read) returns the first such error.
 #[derive(Debug)]
 pub struct FaultLockedRegion {
     region: LockedRegion,
@@ -424,8 +426,9 @@ impl FaultLockedRegion {
     ///
     /// # Errors
     /// [`Error::ZeroBatch`] for a `batch` of 0,
-    /// [`Error::TooManyFaultRegions`] with [`MAX_FAULT_REGIONS`] alive, and
-    /// whatever [`RegionBuilder::build`] returns.
+    /// [`Error::TooManyFaultRegions`] with [`MAX_FAULT_REGIONS`] alive,
+    /// whatever [`RegionBuilder::build`] returns, and [`Error::Sys`] for a
+    /// refused `mprotect` or `sigaction`.
     pub fn new(builder: RegionBuilder<'_>, batch: usize) -> Result<Self, Error> {
         if batch == 0 {
             return Err(Error::ZeroBatch);

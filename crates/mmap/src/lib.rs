@@ -53,9 +53,11 @@ pub use rustix::mm::{MapFlags, ProtFlags};
 /// changes the protection otherwise (`mprotect` through
 /// [`as_ptr`](Self::as_ptr)) takes on keeping those views valid.
 ///
-/// Dropping it panics if `munmap` refuses the range, which only a
-/// [`from_raw_parts`](Self::from_raw_parts) that broke its contract can
-/// cause; [`unmap`](Self::unmap) returns that error instead.
+/// Dropping it panics if `munmap` refuses the range: a
+/// [`from_raw_parts`](Self::from_raw_parts) that broke its contract, or,
+/// at `vm.max_map_count`, a mapping the kernel merged with a neighbour
+/// and must split to unmap. [`unmap`](Self::unmap) returns that error
+/// instead.
 #[derive(Debug)]
 pub struct Mapping {
     ptr: NonNull<u8>,

@@ -298,10 +298,10 @@ where
     fn store(&self, mut landing: Landing<'_, K, V>, hash: u64, key: K, value: V) -> V {
         let shard = landing.shard;
         let mut entry = Some(key);
-        let weight = self.weigh(entry.as_ref().expect("made above"), &value);
+        let weight = self.weigh(entry.as_ref().expect("the caller's key"), &value);
         // Before the lock: an `Expiry` that panics changes nothing (the
         // landing's drop wakes the waiters).
-        let created = self.created(entry.as_ref().expect("made above"), &value);
+        let created = self.created(entry.as_ref().expect("the caller's key"), &value);
         let mut evicted = Evicted::new();
         let value = {
             let mut lv = shard.write();
@@ -312,7 +312,7 @@ where
             landing.take(&mut lv);
             // A plain insert of the key meanwhile wins, as it would
             // have had it come after; an expired entry is replaced.
-            let key = entry.as_ref().expect("made above");
+            let key = entry.as_ref().expect("the caller's key");
             let found = match lv.find(hash, |k| k == key) {
                 Some(i) if !lv.live_at(i, now) => {
                     let mut none = u32::MAX;
@@ -325,7 +325,7 @@ where
             match found {
                 Some(i) => lv.node(i).value.clone(),
                 None => {
-                    let k = entry.take().expect("made above");
+                    let k = entry.take().expect("the caller's key");
                     // Expired entries before the policy's victims.
                     lv.sweep_expired(&mut evicted);
                     let deadline = Self::deadline(now, created);

@@ -253,8 +253,8 @@ where
     /// write lock (`compute`'s closure, `retain`'s predicate, a key's `Eq`
     /// during an insertion): the lookup would wait for the caller's own
     /// change (see [`LruCache`]'s guarantees).
-    /// With batching off a hit takes the write lock, and `get` panics as
-    /// [`insert`](Self::insert) does.
+    /// With batching off every lookup takes the write lock, and `get`
+    /// panics as [`insert`](Self::insert) does.
     pub fn get<Q>(&self, key: &Q) -> Option<V>
     where
         K: Borrow<Q>,
@@ -436,7 +436,8 @@ where
 
     /// Caches `value` under `key`, returning the value it replaces; a
     /// replaced entry keeps its place and is marked used, as a hit marks
-    /// it (as in `lru`'s `put`; [`CacheStats::hits`] counts lookups only). Evicts past the shard's capacity before returning, then runs
+    /// it (as in `lru`'s `put`; [`CacheStats::hits`] counts lookups
+    /// only). Evicts past the shard's capacity before returning, then runs
     /// the listener. An entry heavier than its shard's share of the
     /// capacity is not cached: it goes straight to the listener
     /// ([`CacheStats::rejected`]), and any old value of `key` is removed.

@@ -204,9 +204,11 @@ impl UffdRegionBuilder {
     /// # Errors
     /// [`Error::BadLength`] and [`Error::SourceTooShort`] for a length
     /// that is not whole pages or that the source does not cover;
-    /// [`Error::BadHandlers`]; [`Error::BadSetting`] naming a setting out
-    /// of range (the window past 32 MiB, 1 GiB pages, `replay_pages`
-    /// without `replay`, and the like); [`Error::RecordMismatch`] and
+    /// [`Error::SourceUnreadable`] for a source (or working-set file) that
+    /// cannot be read; [`Error::BadHandlers`]; [`Error::OrderTooLarge`]
+    /// past [`MAX_ORDER`](crate::MAX_ORDER); [`Error::BadSetting`] naming
+    /// a setting out of range (the window past 32 MiB, 1 GiB pages,
+    /// `replay_pages` without `replay`, and the like); [`Error::RecordMismatch`] and
     /// [`Error::WorkingSetFile`] for a replay made from another image or a
     /// file that is not its record's; [`Error::HugePagesUnavailable`];
     /// [`Error::NoPermission`] and [`Error::Unsupported`] for a
@@ -292,7 +294,10 @@ impl UffdHandlerBuilder {
     /// # Errors
     /// [`Error::BadSetting`] naming what is wrong (the ranges, the page
     /// size, a descriptor that is not a userfaultfd, a setting out of
-    /// range), [`Error::SourceTooShort`], [`Error::BadHandlers`],
+    /// range), [`Error::SourceTooShort`], [`Error::SourceUnreadable`],
+    /// [`Error::BadHandlers`], [`Error::OrderTooLarge`],
+    /// [`Error::RecordMismatch`] and [`Error::WorkingSetFile`] for a replay
+    /// that does not fit (as [`UffdRegionBuilder::build`]),
     /// [`Error::ThreadRefused`], the write tracking's refusals (see
     /// [`track_writes_of`](Self::track_writes_of)), and [`Error::Sys`] for
     /// any other failed system call, named.

@@ -330,7 +330,8 @@ fn errno(e: &std::io::Error) -> Errno {
 /// // 1 MiB that reclaim cannot evict, locked as each page is touched.
 /// let mut buf = LockedRegion::builder(1 << 20).policy(LockPolicy::OnFault).build()?;
 /// buf.as_mut_slice().unwrap()[0] = 1;
-/// assert!(buf.locked_bytes()? < 1 << 20); // only the page touched
+/// let locked = buf.locked_bytes()?;
+/// assert!(locked > 0 && locked < 1 << 20); // only the page touched
 /// // Unlock in 256 KiB steps, so no single munlock holds the mmap lock long.
 /// buf.unlock_chunked(256 << 10)?;
 /// # Ok(()) }
@@ -479,8 +480,9 @@ impl LockedRegion {
     ///
     /// # Errors
     /// [`Error::ZeroLength`] for a `chunk` of 0, [`Error::Misaligned`] for
-    /// one that is not a multiple of the page size, and the kernel's
-    /// refusal of a `munlock`, named.
+    /// one shorter than the region that is not a multiple of the page size
+    /// (one at least as long unlocks the region in one call), and the
+    /// kernel's refusal of a `munlock`, named.
     pub fn unlock_chunked(&self, chunk: usize) -> Result<(), Error> {
         self.check_range(0, chunk.min(self.len))?;
         let mut offset = 0;

@@ -154,10 +154,10 @@ pub(super) const DUEL_ENTRIES: usize = 256;
 
 /// [`Policy::Adaptive`](crate::Policy::Adaptive) samples at most 1 key
 /// in `2^DUEL_MIN_SHIFT`, so that its simulations replay about an eighth
-/// of the cache's accesses (more when a sampled key is hot): more
-/// (a larger shift) makes a small cache's lookups cheaper and its
-/// simulations, an eighth of it here, cruder judges (docs/cache.md,
-/// "Small caches").
+/// of the cache's accesses (more when a sampled key is hot): a larger
+/// shift makes a small cache's lookups cheaper and its simulations (an
+/// eighth of it at this shift) cruder judges (docs/cache.md, "Small
+/// caches").
 pub(super) const DUEL_MIN_SHIFT: u32 = 3;
 
 /// The sampled accesses over which [`Policy::Adaptive`](crate::Policy::Adaptive)
