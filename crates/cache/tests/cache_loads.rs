@@ -487,15 +487,19 @@ fn a_huge_shard_count_is_capped() {
     assert_eq!(c.get(&1), Some(1));
 }
 
-/// A key that counts its clones (`ToOwned` of a `Key` is its `Clone`).
+/// A key that counts its clones on the cloning thread (`ToOwned` of a
+/// `Key` is its `Clone`): each test reads its own thread's count, so tests
+/// running in parallel do not see each other's.
 #[derive(Debug, Hash, PartialEq, Eq)]
 struct Key(u64);
 
-static KEY_CLONES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+thread_local! {
+    static KEY_CLONES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
 
 impl Clone for Key {
     fn clone(&self) -> Self {
-        KEY_CLONES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        KEY_CLONES.set(KEY_CLONES.get() + 1);
         Key(self.0)
     }
 }
@@ -504,9 +508,8 @@ impl Clone for Key {
 /// for the flight and one for the entry; `&str` finds `String` keys.
 #[test]
 fn loading_by_a_borrowed_key_clones_no_key_on_a_hit() {
-    use std::sync::atomic::Ordering::Relaxed;
     let cache: LruCache<Key, u64> = LruCache::new(16);
-    let clones = || KEY_CLONES.load(Relaxed);
+    let clones = || KEY_CLONES.get();
     let before = clones();
     assert_eq!(cache.get_or_insert_with_ref(&Key(5), || 50), 50);
     assert_eq!(
@@ -530,42 +533,27 @@ fn loading_by_a_borrowed_key_clones_no_key_on_a_hit() {
     assert_eq!(names.peek("answer"), Some(42));
 }
 
-/// A key that counts its clones, apart from [`Key`]'s (tests run in
-/// parallel).
-#[derive(Debug, Hash, PartialEq, Eq)]
-struct OwnedKey(u64);
-
-static OWNED_KEY_CLONES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-impl Clone for OwnedKey {
-    fn clone(&self) -> Self {
-        OWNED_KEY_CLONES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        OwnedKey(self.0)
-    }
-}
-
 /// Loading by an owned key: a miss clones it once, for the flight that
 /// waiters match, and the entry takes the caller's key itself; a hit
 /// clones none. The same for the async loader.
 #[test]
 fn loading_by_an_owned_key_clones_it_once_on_a_miss() {
-    use std::sync::atomic::Ordering::Relaxed;
-    let cache: LruCache<OwnedKey, u64> = LruCache::new(16);
-    let clones = || OWNED_KEY_CLONES.load(Relaxed);
+    let cache: LruCache<Key, u64> = LruCache::new(16);
+    let clones = || KEY_CLONES.get();
     let before = clones();
-    assert_eq!(cache.get_or_insert_with(OwnedKey(5), || 50), 50);
+    assert_eq!(cache.get_or_insert_with(Key(5), || 50), 50);
     assert_eq!(clones() - before, 1, "a miss: the flight's key only");
     let before = clones();
-    assert_eq!(cache.get_or_insert_with(OwnedKey(5), || unreachable!()), 50);
+    assert_eq!(cache.get_or_insert_with(Key(5), || unreachable!()), 50);
     assert_eq!(clones(), before, "a hit cloned the key");
     let before = clones();
-    let r: Result<u64, &str> = cache.try_get_or_insert_with(OwnedKey(6), || Ok(60));
+    let r: Result<u64, &str> = cache.try_get_or_insert_with(Key(6), || Ok(60));
     assert_eq!(r, Ok(60));
     assert_eq!(clones() - before, 1, "a fallible loader's miss");
     let before = clones();
-    let v = futures_executor::block_on(cache.get_or_insert_async(OwnedKey(7), async { 70 }));
+    let v = futures_executor::block_on(cache.get_or_insert_async(Key(7), async { 70 }));
     assert_eq!(v, 70);
     assert_eq!(clones() - before, 1, "an async loader's miss");
-    assert_eq!(cache.peek(&OwnedKey(7)), Some(70));
+    assert_eq!(cache.peek(&Key(7)), Some(70));
     assert_eq!(cache.stats().loads, 3);
 }
