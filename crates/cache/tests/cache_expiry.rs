@@ -832,3 +832,47 @@ fn lookups_of_absent_keys_read_no_clock() {
     assert!(c.contains_key(&1));
     assert!(reads() >= before + 2);
 }
+
+/// A clock at the end of what it can say (`Duration::MAX`, or exactly
+/// `u64::MAX` nanoseconds) is read as just before "never": an entry that
+/// never expires (a time to live of `Duration::MAX`) is still returned,
+/// and so is one made then with a finite life (its deadline saturates).
+#[test]
+fn a_clock_at_its_end_keeps_entries_that_never_expire() {
+    #[derive(Clone)]
+    struct At(Arc<AtomicU64>, bool);
+    impl Clock for At {
+        fn now(&self) -> Duration {
+            if self.1 {
+                Duration::MAX
+            } else {
+                Duration::from_nanos(self.0.load(Ordering::SeqCst))
+            }
+        }
+    }
+    for past_u64 in [false, true] {
+        let t = Arc::new(AtomicU64::new(0));
+        let forever: LruCache<u8, u8> = LruCache::builder(8)
+            .clock(At(t.clone(), false))
+            .time_to_live(Duration::MAX)
+            .build()
+            .unwrap();
+        forever.insert(1, 1);
+        let end = LruCache::<u8, u8>::builder(8)
+            .clock(At(t.clone(), past_u64))
+            .time_to_live(Duration::MAX)
+            .build()
+            .unwrap();
+        t.store(u64::MAX, Ordering::SeqCst);
+        assert_eq!(forever.get(&1), Some(1), "u64::MAX ns");
+        end.insert(2, 2);
+        assert_eq!(end.get(&2), Some(2), "past u64: {past_u64}");
+        let brief: LruCache<u8, u8> = LruCache::builder(8)
+            .clock(At(t.clone(), past_u64))
+            .time_to_live(Duration::from_secs(1))
+            .build()
+            .unwrap();
+        brief.insert(3, 3);
+        assert_eq!(brief.get(&3), Some(3), "made at the end, it lives");
+    }
+}
