@@ -1471,3 +1471,16 @@ fn adaptive_keeps_exact_lrus_hits_on_a_zigzag() {
     let (pct, _) = replay_fixed(Policy::Adaptive, n, 4, &trace, trace.len() / 2);
     assert!(pct >= 60.0, "{pct:.1}% hit (exact LRU: 66.7%)");
 }
+
+/// An iterator's `Debug` says where it is: the shard and what is left of
+/// it (no keys or values, which need not be `Debug`).
+#[test]
+fn an_iterator_debugs_its_position() {
+    let cache: LruCache<u8, u8> = LruCache::builder(8).shards(1).build().unwrap();
+    cache.insert(1, 1);
+    cache.insert(2, 2);
+    let mut it = cache.iter();
+    assert_eq!(format!("{it:?}"), "Iter { shard: 0, left_in_shard: 0, .. }");
+    it.next();
+    assert_eq!(format!("{it:?}"), "Iter { shard: 1, left_in_shard: 1, .. }");
+}
