@@ -636,6 +636,35 @@ fn refault_from_probation(lv: &mut Lruvec<u64, u64>, k: u64, distance: usize) ->
     lv.find(hash(k), |&x| x == k).unwrap()
 }
 
+/// An entry a refault in the reach's band activated, evicted straight
+/// from the active list (what reclaim does while the inactive list is
+/// empty), shortens the reach as one deactivated unhit does: the reach
+/// learns from every way such an entry leaves.
+#[test]
+fn an_in_band_entry_evicted_from_the_active_list_moves_the_reach() {
+    let mut lv = full(1000);
+    for k in 0..1000 {
+        let i = lv.find(hash(k), |&x| x == k).unwrap();
+        lv.mark_accessed(i);
+    }
+    for k in 10_000..11_000u64 {
+        insert(&mut lv, k);
+        let i = lv.find(hash(k), |&x| x == k).unwrap();
+        lv.mark_accessed(i);
+        (lv.thrashing, lv.refault_share) = (false, 0.0);
+    }
+    lv.reach = REACH_MAX;
+    let i = refault_from_probation(&mut lv, 5000, 1500);
+    assert_eq!(lv.list_of(i), ACTIVE);
+    assert_ne!(lv.flags(i) & IN_BAND, 0);
+    let step = REACH_STEP / lv.len() as f64;
+    lv.evict_detached(i);
+    assert!((lv.reach - (REACH_MAX - step)).abs() < 1e-9, "{}", lv.reach);
+    let mut fix = NIL;
+    let _ = lv.free_slot(i, &mut fix);
+    lv.check().unwrap();
+}
+
 /// Not thrashing, refaults from probation between the reach's floor and twice the
 /// shard's size are activated as far back as the reach, which starts at
 /// the shard's size and follows whether they are hit: an activated one that
