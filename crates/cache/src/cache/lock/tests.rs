@@ -45,6 +45,43 @@ fn writers_exclude_readers_on_every_stripe() {
     assert_eq!(*r, (2 * ROUNDS as u64, 2 * ROUNDS as u64));
 }
 
+/// A writer waits for a reader inside to leave rather than stepping back
+/// at once: a step back clears `block` and lets new readers in ahead of
+/// it (`percpu_down_write` waits too; a writer that stepped back at
+/// every reader it met could be held off by steady reads). The reader
+/// leaves 20 us after the writer set `block`, well within the writer's
+/// wait (over a millisecond before it steps back).
+#[test]
+fn a_writer_waits_for_a_reader_inside_without_stepping_back() {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    for _ in 0..if cfg!(miri) { 1 } else { 20 } {
+        let lock = ShardLock::new(0u32, 1);
+        let written = AtomicBool::new(false);
+        let inside = lock.read();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut w = lock.write();
+                *w += 1;
+                written.store(true, SeqCst);
+            });
+            while !lock.block.is_set() {
+                std::hint::spin_loop();
+            }
+            std::thread::sleep(std::time::Duration::from_micros(20));
+            drop(inside);
+            while !written.load(SeqCst) {
+                let set = lock.block.is_set();
+                assert!(
+                    set || written.load(SeqCst),
+                    "the writer stepped back from a reader that was leaving"
+                );
+                std::hint::spin_loop();
+            }
+        });
+        assert_eq!(*lock.read(), 1);
+    }
+}
+
 /// Owners' reads go fast once the lock has had no write for
 /// `QUIET_NS`, and the next write ends it (one heavy barrier). Where
 /// membarrier is refused (Miri, an old kernel, a seccomp filter) the
