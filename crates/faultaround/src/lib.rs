@@ -92,6 +92,7 @@
 //!   frame is taken) and files of more than `u32::MAX` pages are errors.
 //! - **Shared mappings**: [`UffdRegion::over_page_cache`] is `unsafe`:
 //!   the caller promises nothing writes or truncates the file meanwhile.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 // Linux only: one clear error on other systems, ahead of the type
 // errors the missing Linux calls would give.

@@ -64,6 +64,7 @@
 //!   process-wide lock, so regions drop in any order; a pool that cannot
 //!   grow, or a refused mapping, leaves the pool as it was.
 #![deny(unsafe_op_in_unsafe_fn)]
+#![cfg_attr(docsrs, feature(doc_cfg), doc(auto_cfg(hide(loom))))]
 // Linux only: one clear error on other systems, ahead of the type
 // errors the missing Linux calls would give.
 #[cfg(not(any(target_os = "linux", target_os = "android")))]

@@ -66,6 +66,7 @@
 #![cfg_attr(not(feature = "std"), no_std)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
+#![cfg_attr(docsrs, feature(doc_cfg), doc(auto_cfg(hide(loom))))]
 
 #[cfg(all(test, not(feature = "std")))]
 extern crate std;
