@@ -81,9 +81,11 @@ fn record_lists_first_touches_in_order() {
     }
     let rec = r.record().unwrap();
     assert_eq!(rec.pages(), [10, 3, 50, 11]);
+    // The page size it counts in: what a replay checks against a
+    // region's before it installs a page.
     assert_eq!(
-        (rec.image_len(), rec.image_id()),
-        ((256 * PAGE) as u64, "img")
+        (rec.image_len(), rec.image_id(), rec.page_size()),
+        ((256 * PAGE) as u64, "img", PAGE)
     );
     // Not recording: no record.
     let plain = UffdRegion::new(256 * PAGE, 0, src, 1).unwrap();

@@ -1147,15 +1147,19 @@ impl PageSource for FailsPage {
 
 /// The VMM for the failure tests: reads `MMBATCH_VMM_READ`'s page of
 /// region B (an offset in pages, or `stray` for a registered page no
-/// range describes).
+/// range describes: of two such pages, the one whose address has the
+/// page size's bit set, so that the page poisoned must be the faulting
+/// one, not a neighbour a mask one bit off would name).
 fn vmm_reading_one() {
     let socket = std::env::var(SOCKET).unwrap();
     let b = map(B_PAGES);
-    let stray = map(1);
-    let uffd = userfaultfd(&[(b, B_PAGES), (stray, 1)]);
+    let stray = map(2);
+    let uffd = userfaultfd(&[(b, B_PAGES), (stray, 2)]);
     let _stream = send(&socket, &[region(b, B_PAGES, 0)], &uffd);
     let at = match std::env::var("MMBATCH_VMM_READ").unwrap().as_str() {
-        "stray" => stray,
+        "stray" if stray as usize & page() != 0 => stray,
+        // SAFETY: the second page of the two-page stray mapping.
+        "stray" => unsafe { stray.add(page()) },
         n => {
             // SAFETY: inside region B.
             unsafe { b.add(n.parse::<usize>().unwrap() * page()) }
