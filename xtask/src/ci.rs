@@ -304,20 +304,24 @@ pub(crate) fn run() -> Result<(), String> {
             ])))
         }),
         ("doc", || {
-            done(
-                exec(
-                    cargo()
-                        .args([
-                            "doc",
-                            "--workspace",
-                            "--all-features",
-                            "--no-deps",
-                            "--document-private-items",
-                        ])
-                        .env("RUSTDOCFLAGS", "-D warnings"),
-                )
-                .and_then(|()| docs_rs()),
-            )
+            done(exec(
+                cargo()
+                    .args([
+                        "doc",
+                        "--workspace",
+                        "--all-features",
+                        "--no-deps",
+                        "--document-private-items",
+                    ])
+                    .env("RUSTDOCFLAGS", "-D warnings"),
+            ))
+        }),
+        ("docs.rs", || {
+            if crate::util::has_nightly() {
+                done(docs_rs())
+            } else {
+                Outcome::Skip("no nightly toolchain to build the docs as docs.rs does".to_owned())
+            }
         }),
         ("package", || {
             // Each library crate packaged and built from its package alone
@@ -456,19 +460,64 @@ fn done(r: Result<(), String>) -> Outcome {
     }
 }
 
-/// The library crates' docs as docs.rs builds them (nightly rustdoc,
-/// `--cfg docsrs`): each feature-gated item badged with its feature
-/// (`doc_cfg`), and no warning. Skipped, saying so, without a nightly
-/// toolchain.
+/// The library crates' docs as docs.rs builds them: nightly rustdoc with
+/// `--cfg docsrs`, each crate with the features its
+/// `[package.metadata.docs.rs]` names (its defaults otherwise), so each
+/// feature-gated item carries its feature's badge (`doc_cfg`); no
+/// warning. In a target directory of its own: the stable `doc` step's
+/// pages are left as they are.
 fn docs_rs() -> Result<(), String> {
-    if !crate::util::has_nightly() {
-        eprintln!("doc: no nightly toolchain, so docs.rs's build (`--cfg docsrs`) is not checked");
-        return Ok(());
-    }
-    let mut cmd = crate::util::cargo_nightly();
-    cmd.args(["doc", "--no-deps", "--all-features"]);
     for c in LIBRARIES {
-        cmd.args(["-p", c]);
+        let manifest = root()
+            .join("crates")
+            .join(c.trim_start_matches("mmbatch-"))
+            .join("Cargo.toml");
+        let text = std::fs::read_to_string(&manifest)
+            .map_err(|e| format!("{}: {e}", manifest.display()))?;
+        let features = docs_rs_features(&text);
+        let mut cmd = crate::util::cargo_nightly();
+        cmd.args(["doc", "--no-deps", "-p", c])
+            .env("CARGO_TARGET_DIR", root().join("target/docsrs"))
+            .env("RUSTDOCFLAGS", "--cfg docsrs -D warnings");
+        if !features.is_empty() {
+            cmd.args(["--features", &features.join(",")]);
+        }
+        exec(&mut cmd)?;
     }
-    exec(cmd.env("RUSTDOCFLAGS", "--cfg docsrs -D warnings"))
+    Ok(())
+}
+
+/// The `features` of a manifest's `[package.metadata.docs.rs]` section.
+fn docs_rs_features(manifest: &str) -> Vec<String> {
+    let mut section = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line == "[package.metadata.docs.rs]";
+        } else if let Some(list) = line.strip_prefix("features").filter(|_| section) {
+            return list
+                .trim_start()
+                .trim_start_matches('=')
+                .trim()
+                .trim_matches(['[', ']'])
+                .split(',')
+                .map(|f| f.trim().trim_matches('"').to_owned())
+                .filter(|f| !f.is_empty())
+                .collect();
+        }
+    }
+    Vec::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::docs_rs_features;
+
+    #[test]
+    fn docs_rs_features_are_read_from_their_section_only() {
+        let manifest = "[package]\nname = \"x\"\n\n[features]\nfeatures = [\"not-this\"]\n\n\
+                        [package.metadata.docs.rs]\nfeatures = [\"engine\", \"numa\"]\n\n[lints]\n";
+        assert_eq!(docs_rs_features(manifest), ["engine", "numa"]);
+        assert!(docs_rs_features("[package]\nname = \"x\"\n").is_empty());
+        assert!(docs_rs_features("[package.metadata.docs.rs]\nall-features = true\n").is_empty());
+    }
 }
