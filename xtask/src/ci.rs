@@ -474,7 +474,8 @@ fn docs_rs() -> Result<(), String> {
             .join("Cargo.toml");
         let text = std::fs::read_to_string(&manifest)
             .map_err(|e| format!("{}: {e}", manifest.display()))?;
-        let features = docs_rs_features(&text);
+        let features =
+            docs_rs_features(&text).map_err(|e| format!("{}: {e}", manifest.display()))?;
         let mut cmd = crate::util::cargo_nightly();
         cmd.args(["doc", "--no-deps", "-p", c])
             .env("CARGO_TARGET_DIR", root().join("target/docsrs"))
@@ -487,25 +488,36 @@ fn docs_rs() -> Result<(), String> {
     Ok(())
 }
 
-/// The `features` of a manifest's `[package.metadata.docs.rs]` section.
-fn docs_rs_features(manifest: &str) -> Vec<String> {
+/// The `features` of a manifest's `[package.metadata.docs.rs]` section
+/// (a list on one line or several); an error if the list never closes.
+fn docs_rs_features(manifest: &str) -> Result<Vec<String>, String> {
     let mut section = false;
-    for line in manifest.lines().map(str::trim) {
+    let mut lines = manifest.lines().map(str::trim);
+    while let Some(line) = lines.next() {
         if line.starts_with('[') {
             section = line == "[package.metadata.docs.rs]";
-        } else if let Some(list) = line.strip_prefix("features").filter(|_| section) {
-            return list
-                .trim_start()
-                .trim_start_matches('=')
-                .trim()
-                .trim_matches(['[', ']'])
-                .split(',')
-                .map(|f| f.trim().trim_matches('"').to_owned())
-                .filter(|f| !f.is_empty())
-                .collect();
+            continue;
         }
+        let Some(value) = line.strip_prefix("features").filter(|_| section) else {
+            continue;
+        };
+        let mut list = value.trim_start().trim_start_matches('=').trim().to_owned();
+        while !list.contains(']') {
+            let next = lines
+                .next()
+                .ok_or("[package.metadata.docs.rs]: the features list never closes")?;
+            list.push_str(next.split('#').next().unwrap_or_default());
+        }
+        let list = list.split('#').next().unwrap_or_default();
+        return Ok(list
+            .trim()
+            .trim_matches(['[', ']'])
+            .split(',')
+            .map(|f| f.trim().trim_matches('"').to_owned())
+            .filter(|f| !f.is_empty())
+            .collect());
     }
-    Vec::new()
+    Ok(Vec::new())
 }
 
 #[cfg(test)]
@@ -516,8 +528,17 @@ mod tests {
     fn docs_rs_features_are_read_from_their_section_only() {
         let manifest = "[package]\nname = \"x\"\n\n[features]\nfeatures = [\"not-this\"]\n\n\
                         [package.metadata.docs.rs]\nfeatures = [\"engine\", \"numa\"]\n\n[lints]\n";
-        assert_eq!(docs_rs_features(manifest), ["engine", "numa"]);
-        assert!(docs_rs_features("[package]\nname = \"x\"\n").is_empty());
-        assert!(docs_rs_features("[package.metadata.docs.rs]\nall-features = true\n").is_empty());
+        assert_eq!(docs_rs_features(manifest).unwrap(), ["engine", "numa"]);
+        assert!(
+            docs_rs_features("[package]\nname = \"x\"\n")
+                .unwrap()
+                .is_empty()
+        );
+        let all = "[package.metadata.docs.rs]\nall-features = true\n";
+        assert!(docs_rs_features(all).unwrap().is_empty());
+        let lines = "[package.metadata.docs.rs]\nfeatures = [\n  \"engine\", # the mapping\n  \"numa\",\n]\n";
+        assert_eq!(docs_rs_features(lines).unwrap(), ["engine", "numa"]);
+        let open = "[package.metadata.docs.rs]\nfeatures = [\n  \"engine\",\n";
+        assert!(docs_rs_features(open).unwrap_err().contains("never closes"));
     }
 }

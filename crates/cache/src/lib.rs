@@ -48,11 +48,12 @@
 //!   history).
 //! - **Speed by size**: the policy's work per operation (history, the
 //!   default's sampled simulations) is hidden behind memory latency in a
-//!   large cache, where `LruCache` reads through faster than quick_cache;
-//!   in a small one (a few thousand entries, all in the CPU's caches) it
-//!   shows: there the default reads through at about half quick_cache's
-//!   rate, and [`Policy::ActiveInactive`] or [`Policy::LirsTinyLfu`] at
-//!   about two thirds (the README's `cache` rows, `s0.9-small`).
+//!   large cache, where `LruCache` reads through as fast as quick_cache
+//!   or faster; in a small one (a few hundred entries, all in the CPU's
+//!   caches) it shows: there the default reads through at under half
+//!   quick_cache's rate, and [`Policy::ActiveInactive`] or
+//!   [`Policy::LirsTinyLfu`] at about two thirds (the repository
+//!   README's `cache` rows, `s0.9-small`).
 //! - **Sharing**: `LruCache<K, V>` is `Send` and `Sync` when `K` and `V`
 //!   are; share it by reference (`std::thread::scope`) or in an `Arc`.
 //!

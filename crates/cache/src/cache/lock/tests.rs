@@ -50,16 +50,19 @@ fn writers_exclude_readers_on_every_stripe() {
 /// it (`percpu_down_write` waits too; a writer that stepped back at
 /// every reader it met could be held off by steady reads). The reader
 /// leaves about 20 us after the test sees `block` set. A writer steps
-/// back only after `GIVE_WAY_AFTER` rounds, the last 20 of them naps of
-/// 50 us, so `block` seen clear before the write within a millisecond of
-/// the writer's start is a writer that stepped back too soon; later, a
-/// test thread held off the CPU that long, which proves nothing (Miri's
-/// clock runs on its steps: no bound there).
+/// back only after `GIVE_WAY_AFTER` rounds, the last 21 of them naps of
+/// at least 50 us (`sync::spin`), so `block` seen clear before the write
+/// within a millisecond of the writer's spawn is a writer that stepped
+/// back too soon; later, it may be a test thread held off the CPU that
+/// long, which proves nothing (Miri's clock runs on its steps: no bound
+/// there).
 #[test]
 fn a_writer_waits_for_a_reader_inside_without_stepping_back() {
     use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
     use std::time::{Duration, Instant};
     const TRIES: usize = if cfg!(miri) { 1 } else { 20 };
+    // The bound below holds while a writer naps 20 times or more first.
+    const _: () = assert!(super::GIVE_WAY_AFTER >= 1024 + 20);
     for _ in 0..TRIES {
         let lock = ShardLock::new(0u32, 1);
         let written = AtomicBool::new(false);
