@@ -462,20 +462,25 @@ fn done(r: Result<(), String>) -> Outcome {
 
 /// The library crates' docs as docs.rs builds them: nightly rustdoc with
 /// `--cfg docsrs`, each crate with the features its
-/// `[package.metadata.docs.rs]` names (its defaults otherwise), so each
-/// feature-gated item carries its feature's badge (`doc_cfg`); no
-/// warning. In a target directory of its own: the stable `doc` step's
-/// pages are left as they are.
+/// `[package.metadata.docs.rs]` names (its defaults otherwise, as read
+/// by `cargo metadata`), so each feature-gated item carries its
+/// feature's badge (`doc_cfg`); no warning. In a target directory of its
+/// own: the stable `doc` step's pages are left as they are.
 fn docs_rs() -> Result<(), String> {
+    let out = cargo()
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .output()
+        .map_err(|e| format!("cargo metadata: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cargo metadata: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let meta: serde_json::Value =
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("cargo metadata: {e}"))?;
     for c in LIBRARIES {
-        let manifest = root()
-            .join("crates")
-            .join(c.trim_start_matches("mmbatch-"))
-            .join("Cargo.toml");
-        let text = std::fs::read_to_string(&manifest)
-            .map_err(|e| format!("{}: {e}", manifest.display()))?;
-        let features =
-            docs_rs_features(&text).map_err(|e| format!("{}: {e}", manifest.display()))?;
+        let features = docs_rs_features(&meta, c)?;
         let mut cmd = crate::util::cargo_nightly();
         cmd.args(["doc", "--no-deps", "-p", c])
             .env("CARGO_TARGET_DIR", root().join("target/docsrs"))
@@ -488,36 +493,22 @@ fn docs_rs() -> Result<(), String> {
     Ok(())
 }
 
-/// The `features` of a manifest's `[package.metadata.docs.rs]` section
-/// (a list on one line or several); an error if the list never closes.
-fn docs_rs_features(manifest: &str) -> Result<Vec<String>, String> {
-    let mut section = false;
-    let mut lines = manifest.lines().map(str::trim);
-    while let Some(line) = lines.next() {
-        if line.starts_with('[') {
-            section = line == "[package.metadata.docs.rs]";
-            continue;
-        }
-        let Some(value) = line.strip_prefix("features").filter(|_| section) else {
-            continue;
-        };
-        let mut list = value.trim_start().trim_start_matches('=').trim().to_owned();
-        while !list.contains(']') {
-            let next = lines
-                .next()
-                .ok_or("[package.metadata.docs.rs]: the features list never closes")?;
-            list.push_str(next.split('#').next().unwrap_or_default());
-        }
-        let list = list.split('#').next().unwrap_or_default();
-        return Ok(list
-            .trim()
-            .trim_matches(['[', ']'])
-            .split(',')
-            .map(|f| f.trim().trim_matches('"').to_owned())
-            .filter(|f| !f.is_empty())
-            .collect());
-    }
-    Ok(Vec::new())
+/// Package `name`'s `[package.metadata.docs.rs]` features in `cargo
+/// metadata`'s output (none when it names none).
+fn docs_rs_features(meta: &serde_json::Value, name: &str) -> Result<Vec<String>, String> {
+    let package = meta["packages"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["name"] == name))
+        .ok_or_else(|| format!("cargo metadata lists no package {name}"))?;
+    let features = &package["metadata"]["docs"]["rs"]["features"];
+    Ok(features
+        .as_array()
+        .map(|fs| {
+            fs.iter()
+                .filter_map(|f| f.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -525,20 +516,19 @@ mod tests {
     use super::docs_rs_features;
 
     #[test]
-    fn docs_rs_features_are_read_from_their_section_only() {
-        let manifest = "[package]\nname = \"x\"\n\n[features]\nfeatures = [\"not-this\"]\n\n\
-                        [package.metadata.docs.rs]\nfeatures = [\"engine\", \"numa\"]\n\n[lints]\n";
-        assert_eq!(docs_rs_features(manifest).unwrap(), ["engine", "numa"]);
+    fn docs_rs_features_are_read_from_the_packages_metadata() {
+        let meta = serde_json::json!({"packages": [
+            {"name": "a", "metadata": {"docs": {"rs": {"features": ["engine", "numa"]}}}},
+            {"name": "b", "metadata": {"docs": {"rs": {"all-features": true}}}},
+            {"name": "c", "metadata": null},
+        ]});
+        assert_eq!(docs_rs_features(&meta, "a").unwrap(), ["engine", "numa"]);
+        assert!(docs_rs_features(&meta, "b").unwrap().is_empty());
+        assert!(docs_rs_features(&meta, "c").unwrap().is_empty());
         assert!(
-            docs_rs_features("[package]\nname = \"x\"\n")
-                .unwrap()
-                .is_empty()
+            docs_rs_features(&meta, "d")
+                .unwrap_err()
+                .contains("no package d")
         );
-        let all = "[package.metadata.docs.rs]\nall-features = true\n";
-        assert!(docs_rs_features(all).unwrap().is_empty());
-        let lines = "[package.metadata.docs.rs]\nfeatures = [\n  \"engine\", # the mapping\n  \"numa\",\n]\n";
-        assert_eq!(docs_rs_features(lines).unwrap(), ["engine", "numa"]);
-        let open = "[package.metadata.docs.rs]\nfeatures = [\n  \"engine\",\n";
-        assert!(docs_rs_features(open).unwrap_err().contains("never closes"));
     }
 }
