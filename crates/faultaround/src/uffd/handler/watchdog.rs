@@ -556,3 +556,6 @@ impl Shared {
             .unwrap_or(now)
     }
 }
+
+#[cfg(all(test, not(loom), not(miri)))]
+mod tests;
