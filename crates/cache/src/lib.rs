@@ -47,15 +47,16 @@
 //!   cache ([`Policy::ActiveInactive`], the kernel's two lists with no
 //!   history).
 //! - **Speed by size**: the policy's work per operation (history, the
-//!   default's sampled simulations) is hidden behind memory latency in a
-//!   large cache, where `LruCache` reads through as fast as quick_cache
-//!   or faster; in a small one (a few hundred entries, all in the CPU's
-//!   caches) it shows: there the default reads through at under half
-//!   quick_cache's rate, and [`Policy::ActiveInactive`] or
-//!   [`Policy::LirsTinyLfu`] at about two thirds (the repository
-//!   README's `cache` rows, `s0.9-small`).
+//!   default's sampled simulations) hides behind memory latency in a
+//!   large cache and shows in a small one (a few hundred entries, all in
+//!   the CPU's caches), where the default costs several times its
+//!   lookup's memory access; there [`Policy::ActiveInactive`] and
+//!   [`Policy::LirsTinyLfu`] cost least per operation
+//!   ([figures][small-caches]).
 //! - **Sharing**: `LruCache<K, V>` is `Send` and `Sync` when `K` and `V`
 //!   are; share it by reference (`std::thread::scope`) or in an `Arc`.
+//!
+//! [small-caches]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#small-caches
 //!
 //! # Example
 //!

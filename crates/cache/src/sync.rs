@@ -53,14 +53,13 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// A wait's rounds below this spin (see [`spin`]); from it a waiter
 /// yields. Trades a waiter's CPU time for the holder's: the 15 spinning
-/// rounds take about 2 300 pauses in all (21 us on the development host,
-/// some 100 us where a pause takes 140 cycles).
+/// rounds take about 2 300 pauses in all (timings: docs/cache.md,
+/// "Waiting").
 #[cfg(not(loom))]
 const SPIN_ROUNDS: u32 = 16;
 
-/// A spinning round's longest spin, as a power of two of pauses (256: 2.3
-/// us on the development host, up to 12 us where a pause takes 140
-/// cycles). Trades throughput under contention (its polls take the lock's
+/// A spinning round's longest spin, as a power of two of pauses (256).
+/// Trades throughput under contention (its polls take the lock's
 /// line from a holder about to take it again) against a waiter's latency
 /// (how late it sees the lock free).
 #[cfg(not(loom))]

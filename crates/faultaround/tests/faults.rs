@@ -747,6 +747,69 @@ fn a_region_over_a_file_leaves_its_offset_alone() {
     drop(r);
 }
 
+/// A loop device over a file of the test's, detached when dropped.
+struct LoopDevice {
+    dev: String,
+    file: std::path::PathBuf,
+}
+
+impl LoopDevice {
+    /// `data` in a file behind a free loop device; `None`, saying why,
+    /// where none can be had (not root, no loop driver, no `losetup`).
+    fn over(data: &[u8]) -> Option<Self> {
+        let file = std::env::temp_dir().join(format!("mmbatch-fa-loop-{}", std::process::id()));
+        std::fs::write(&file, data).unwrap();
+        let out = std::process::Command::new("losetup")
+            .args(["--find", "--show"])
+            .arg(&file)
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(Self {
+                dev: String::from_utf8(o.stdout).unwrap().trim().to_owned(),
+                file,
+            }),
+            other => {
+                let _ = std::fs::remove_file(&file);
+                eprintln!(
+                    "skipped: no loop device to be had (needs root, the loop driver and \
+                     losetup): {other:?}"
+                );
+                None
+            }
+        }
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("losetup")
+            .args(["-d", &self.dev])
+            .status();
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
+/// A region over a block device (a snapshot kept on a volume) serves the
+/// device's pages: its length, which the device's metadata gives as 0, is
+/// the device's size.
+#[test]
+fn a_region_over_a_block_device_serves_its_pages() {
+    use std::os::unix::fs::FileTypeExt;
+    let data = image(16);
+    let Some(dev) = LoopDevice::over(&data) else {
+        return;
+    };
+    let source = File::open(&dev.dev).unwrap();
+    assert!(
+        source.metadata().unwrap().file_type().is_block_device(),
+        "{}",
+        dev.dev
+    );
+    let r = UffdRegion::new(16 * PAGE, 0, source, 1).unwrap();
+    assert_eq!(r.as_slice(), &data[..]);
+    drop(r);
+}
+
 /// After `shutdown` the region is the process's ordinary memory: a page
 /// the application discards reads back as zeroes, as anonymous memory
 /// does, rather than faulting to handlers that are gone (a range left

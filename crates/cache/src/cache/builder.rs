@@ -310,7 +310,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// Costs 8 bytes an entry; without expiry, nothing. `Duration::MAX`
     /// never expires; zero is refused at build.
     ///
-    /// [expiry]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#expiry-issue-45
+    /// [expiry]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#expiry
     pub fn time_to_live(mut self, live: Duration) -> Self {
         self.opts.time_to_live = Some(live);
         self

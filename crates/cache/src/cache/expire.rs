@@ -43,11 +43,10 @@ pub trait Clock: Send + Sync {
 }
 
 /// The default clock, in nanoseconds, never behind the true time: on
-/// Linux `CLOCK_MONOTONIC_COARSE` (4.4 ns a read on the development host
-/// against 25 ns for `Instant::now`, which read-through with a time to
-/// live paid twice a miss) plus its resolution, so an entry expires up to
-/// one tick (`clock_getres`: 1-4 ms) early and never late; elsewhere
-/// `Instant`.
+/// Linux `CLOCK_MONOTONIC_COARSE` (the kernel's jiffies, read through the
+/// vDSO: a fraction of `Instant::now`'s cost, docs/cache.md "Expiry")
+/// plus its resolution, so an entry expires up to one tick
+/// (`clock_getres`: 1-4 ms) early and never late; elsewhere `Instant`.
 fn coarse_now() -> u64 {
     #[cfg(target_os = "linux")]
     {

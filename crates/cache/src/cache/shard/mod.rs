@@ -743,9 +743,7 @@ impl<K, V> Lruvec<K, V> {
 
     /// [`Policy::Lirs`]: the clock as stamps keep it, to a 64th of the
     /// shard: a stamp then changes once in that many evictions, not at
-    /// every one, and hits of a shard taking inserts write few stamps
-    /// (with the whole clock, `Lirs` ran mixed reads and inserts at Zipf
-    /// 1.1 at 0.88x quick_cache's speed; docs/cache.md).
+    /// every one, so hits of a shard taking inserts write few stamps.
     fn lirs_now(&self) -> u32 {
         self.shadows.now() & self.stamp_mask
     }

@@ -277,9 +277,8 @@ impl<K, V> Lruvec<K, V> {
     /// one of an entry the active list had demoted (B2) that the active
     /// list was; each moves the target by one entry, or by the ratio of
     /// the other kind's shadows to its own when that is larger, as ARC's
-    /// `p` moves. A fixed share suits one workload only: the kernel's
-    /// ratio lost hits to quick_cache on Zipf, quick_cache's 3% lost them
-    /// on the ARC paper's OLTP trace; the target finds each its own.
+    /// `p` moves. A fixed share suits one workload only (docs/cache.md,
+    /// `Lruvec::adapt`); the target finds each its own.
     pub(super) fn adapt(&mut self, distance: usize, workingset: bool) {
         let entries = self.len().max(1);
         if distance > entries {

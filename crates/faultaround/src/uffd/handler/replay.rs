@@ -14,9 +14,7 @@ use super::{PageRead, Shared};
 use crate::uffd::record::WorkingSet;
 
 /// Bytes of a working-set file read at once: its runs lie back to back,
-/// so one `pread` brings several (2 MiB took 28.0 ms where a read a run,
-/// an average of 31 pages, took 31.1: the `replay_paths` probe of
-/// ARCHITECTURE 4, `restore`).
+/// so one `pread` brings several (docs/restore.md, `replay_paths`).
 pub(super) const REPLAY_READ: usize = 2 << 20;
 
 /// What a region's replay threads share.
