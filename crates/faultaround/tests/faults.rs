@@ -661,16 +661,32 @@ fn shutdown_waits_for_a_slow_source_that_answers() {
 
 /// A source timeout of `Duration::MAX` (never give up) overflowed where
 /// the handler computed its deadline: the fault failed, and its reader got
-/// SIGBUS. Now it is a deadline far off.
+/// SIGBUS. Now it is a deadline far off: a page the source has ready only
+/// at its third ask is waited for.
 #[test]
 fn an_endless_source_timeout_is_accepted() {
+    /// Page 3 is not ready for the first two asks.
+    struct Late(std::sync::atomic::AtomicUsize, Vec<u8>);
+    impl PageSource for Late {
+        fn len(&self) -> u64 {
+            self.1.len() as u64
+        }
+        fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+            if index == 3 && self.0.fetch_add(1, Ordering::Relaxed) < 2 {
+                return PageRead::NotReady;
+            }
+            let at = index as usize * buf.len();
+            buf.copy_from_slice(&self.1[at..at + buf.len()]);
+            PageRead::Ready
+        }
+    }
     if let Some(run) = child::parent("an_endless_source_timeout_is_accepted", LIMIT) {
         run.expect_success();
         return;
     }
     let r = UffdRegion::builder(16 * PAGE)
         .source_timeout(Duration::MAX)
-        .build(image(16))
+        .build(Late(0.into(), image(16)))
         .unwrap();
     assert_eq!(r.as_slice()[3 * PAGE + 1], image(16)[3 * PAGE + 1]);
     r.shutdown();

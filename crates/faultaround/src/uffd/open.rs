@@ -170,6 +170,41 @@ mod tests {
     use super::errno_error;
     use crate::Error;
 
+    /// The descriptor each way in gives is non-blocking (a handler reads
+    /// it after every `poll`, and a blocking read with no event left would
+    /// hold that handler for good) and closed on exec (a child the
+    /// application starts must not inherit the region's faults). Skips a
+    /// way this process is refused, saying so.
+    #[test]
+    fn each_way_in_gives_a_non_blocking_close_on_exec_userfaultfd() {
+        use rustix::io::{FdFlags, fcntl_getfd};
+        let ways = [
+            (
+                "/dev/userfaultfd",
+                super::open_device().map_err(|e| e.to_string()),
+            ),
+            (
+                "userfaultfd(2)",
+                super::uffd_by_syscall(false, 0).map_err(|e| e.to_string()),
+            ),
+        ];
+        for (way, uffd) in ways {
+            let uffd = match uffd {
+                Ok(u) => u,
+                Err(e) => {
+                    eprintln!("skipped {way}: refused to this process ({e})");
+                    continue;
+                }
+            };
+            let fl = rustix::fs::fcntl_getfl(&uffd).unwrap();
+            assert!(fl.contains(rustix::fs::OFlags::NONBLOCK), "{way}: {fl:?}");
+            assert!(
+                fcntl_getfd(&uffd).unwrap().contains(FdFlags::CLOEXEC),
+                "{way}"
+            );
+        }
+    }
+
     /// What a refused `userfaultfd` says: permission (and its fixes), a
     /// kernel without it (and the version and option it needs), or the
     /// errno as it came.
