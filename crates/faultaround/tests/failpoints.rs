@@ -661,6 +661,46 @@ fn a_huge_mapping_refused_otherwise_is_not_a_short_pool() {
     );
 }
 
+/// The same for a huge-page image (`huge_page_cache_from`) where the
+/// pool's count cannot be read ahead (a container): the kernel's refusal
+/// decides, a short pool naming the pages the image needs.
+#[test]
+fn a_huge_page_cache_refused_otherwise_is_not_a_short_pool() {
+    let _scenario = FailScenario::setup();
+    let _hang =
+        mmbatch_testkit::hang_guard("a_huge_page_cache_refused_otherwise_is_not_a_short_pool");
+    let huge = 3 * (2 << 20);
+    let make = || {
+        UffdRegion::huge_page_cache_from(
+            &mmbatch_faultaround::Zeroes(huge as u64),
+            huge,
+            mmbatch_faultaround::HugePageSize::Size2M,
+        )
+        .unwrap_err()
+    };
+    fail::cfg(
+        "uffd::huge_page_cache_mmap",
+        &format!("return({})", libc::EINVAL),
+    )
+    .unwrap();
+    let e = make();
+    assert!(
+        matches!(&e, Error::Sys { op: "mmap (the hugetlbfs memfd)", source }
+            if source.raw_os_error() == Some(libc::EINVAL)),
+        "{e}"
+    );
+    fail::cfg(
+        "uffd::huge_page_cache_mmap",
+        &format!("return({})", libc::ENOMEM),
+    )
+    .unwrap();
+    let e = make();
+    assert!(
+        matches!(e, Error::HugePagesUnavailable(ref u) if u.needed == 3),
+        "{e}"
+    );
+}
+
 /// Page 3's read never returns; the others are zeroes.
 struct StuckOnThree;
 

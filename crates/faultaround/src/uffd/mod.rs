@@ -367,7 +367,17 @@ impl UffdRegion {
         // may not see it: the shared mapping below reserves the pages,
         // and its ENOMEM says the same).
         let needed = len / page;
-        let counted = std::path::Path::new(&size.pool_file("free_hugepages")).exists();
+        // Fail point `uffd::huge_page_cache_mmap` plays a container that
+        // cannot see the pool and whose mapping the kernel refuses:
+        // `return(N)`, N the errno's number (ENOMEM without one).
+        #[cfg(feature = "failpoints")]
+        let injected = fail::eval("uffd::huge_page_cache_mmap", |e| {
+            io::Error::from_raw_os_error(e.and_then(|e| e.parse().ok()).unwrap_or(libc::ENOMEM))
+        });
+        #[cfg(not(feature = "failpoints"))]
+        let injected: Option<io::Error> = None;
+        let counted =
+            injected.is_none() && std::path::Path::new(&size.pool_file("free_hugepages")).exists();
         if counted && size.available_pages() < needed {
             return Err(Error::HugePagesUnavailable(HugePagesUnavailable::new(
                 size,
@@ -388,17 +398,20 @@ impl UffdRegion {
         file.set_len(len as u64).map_err(sys("ftruncate"))?;
         // hugetlbfs has no write(2): the pages are written through a
         // mapping.
-        // SAFETY: the memfd is ours alone, just made.
-        let mut m = unsafe {
-            Mapping::file(
-                std::os::fd::AsFd::as_fd(&file),
-                0,
-                len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::SHARED,
-            )
-        }
-        .map_err(|e| {
+        let mapped = match injected {
+            Some(e) => Err(e),
+            // SAFETY: the memfd is ours alone, just made.
+            None => unsafe {
+                Mapping::file(
+                    std::os::fd::AsFd::as_fd(&file),
+                    0,
+                    len,
+                    ProtFlags::READ | ProtFlags::WRITE,
+                    MapFlags::SHARED,
+                )
+            },
+        };
+        let mut m = mapped.map_err(|e| {
             if e.raw_os_error() == Some(libc::ENOMEM) {
                 Error::HugePagesUnavailable(HugePagesUnavailable::new(
                     size,

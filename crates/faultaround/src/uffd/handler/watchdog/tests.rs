@@ -5,6 +5,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+use mmbatch_testkit::child;
+
 use super::super::Fault;
 use crate::UffdRegion;
 
@@ -20,6 +22,14 @@ const PAGE: usize = 4096;
 /// count: both handlers asleep in `poll`, the nudge read, a fault queued.
 #[test]
 fn a_handler_leaving_after_a_stall_wakes_a_sleeping_one_for_a_queued_fault() {
+    const NAME: &str = "uffd::handler::watchdog::tests::\
+         a_handler_leaving_after_a_stall_wakes_a_sleeping_one_for_a_queued_fault";
+    // In a child, bounded: a region whose handlers cannot be stopped (a
+    // blocking userfaultfd) must fail the test, not hang it.
+    if let Some(run) = child::parent(NAME, Duration::from_secs(20)) {
+        run.expect_success();
+        return;
+    }
     let image: Vec<u8> = (0..8 * PAGE).map(|b| (b / PAGE + 1) as u8).collect();
     let r = UffdRegion::builder(8 * PAGE)
         .handlers(2)
@@ -51,4 +61,6 @@ fn a_handler_leaving_after_a_stall_wakes_a_sleeping_one_for_a_queued_fault() {
     assert!(s.deferred.lock().unwrap().is_empty());
     assert_eq!(s.watch.stuck.load(Ordering::Acquire), 0);
     assert_eq!(r.as_slice()[page as usize * PAGE], 6);
+    drop(r);
+    std::process::exit(0);
 }
