@@ -49,10 +49,9 @@
 //! - **Speed by size**: the policy's work per operation (history, the
 //!   default's sampled simulations) hides behind memory latency in a
 //!   large cache and shows in a small one (a few hundred entries, all in
-//!   the CPU's caches), where the default costs several times its
-//!   lookup's memory access; there [`Policy::ActiveInactive`] and
-//!   [`Policy::LirsTinyLfu`] cost least per operation
-//!   ([figures][small-caches]).
+//!   the CPU's caches), where the default is the slowest of the policies
+//!   and [`Policy::ActiveInactive`] and [`Policy::LirsTinyLfu`] read
+//!   through fastest ([figures][small-caches]).
 //! - **Sharing**: `LruCache<K, V>` is `Send` and `Sync` when `K` and `V`
 //!   are; share it by reference (`std::thread::scope`) or in an `Arc`.
 //!

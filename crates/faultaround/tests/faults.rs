@@ -763,45 +763,39 @@ fn a_region_over_a_file_leaves_its_offset_alone() {
     drop(r);
 }
 
-/// A loop device over a file of the test's, detached when dropped.
-struct LoopDevice {
-    dev: String,
-    file: std::path::PathBuf,
-}
-
-impl LoopDevice {
-    /// `data` in a file behind a free loop device; `None`, saying why,
-    /// where none can be had (not root, no loop driver, no `losetup`).
-    fn over(data: &[u8]) -> Option<Self> {
-        let file = std::env::temp_dir().join(format!("mmbatch-fa-loop-{}", std::process::id()));
-        std::fs::write(&file, data).unwrap();
-        let out = std::process::Command::new("losetup")
-            .args(["--find", "--show"])
-            .arg(&file)
-            .output();
-        match out {
-            Ok(o) if o.status.success() => Some(Self {
-                dev: String::from_utf8(o.stdout).unwrap().trim().to_owned(),
-                file,
-            }),
-            other => {
-                let _ = std::fs::remove_file(&file);
-                eprintln!(
-                    "skipped: no loop device to be had (needs root, the loop driver and \
-                     losetup): {other:?}"
-                );
-                None
-            }
+/// `data` behind a free loop device, opened; `None`, saying why, where
+/// none can be had (not root, no loop driver, no `losetup`, no device
+/// node). Nothing is left behind however the test ends: the device is
+/// detached at once (the kernel lets it go when this descriptor closes)
+/// and its file removed (the device holds it open).
+fn block_device_over(data: &[u8]) -> Option<File> {
+    let file = std::env::temp_dir().join(format!("mmbatch-fa-loop-{}", std::process::id()));
+    std::fs::write(&file, data).unwrap();
+    let out = std::process::Command::new("losetup")
+        .args(["--find", "--show"])
+        .arg(&file)
+        .output();
+    let _ = std::fs::remove_file(&file);
+    let dev = match out {
+        Ok(o) if o.status.success() => String::from_utf8(o.stdout).unwrap().trim().to_owned(),
+        other => {
+            eprintln!(
+                "skipped: no loop device to be had (needs root, the loop driver and losetup): \
+                 {other:?}"
+            );
+            return None;
         }
-    }
-}
-
-impl Drop for LoopDevice {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("losetup")
-            .args(["-d", &self.dev])
-            .status();
-        let _ = std::fs::remove_file(&self.file);
+    };
+    let opened = File::open(&dev);
+    let _ = std::process::Command::new("losetup")
+        .args(["-d", &dev])
+        .status();
+    match opened {
+        Ok(f) => Some(f),
+        Err(e) => {
+            eprintln!("skipped: {dev} could not be opened: {e}");
+            None
+        }
     }
 }
 
@@ -811,16 +805,12 @@ impl Drop for LoopDevice {
 #[test]
 fn a_region_over_a_block_device_serves_its_pages() {
     use std::os::unix::fs::FileTypeExt;
+    let _hang = mmbatch_testkit::hang_guard("a_region_over_a_block_device_serves_its_pages");
     let data = image(16);
-    let Some(dev) = LoopDevice::over(&data) else {
+    let Some(source) = block_device_over(&data) else {
         return;
     };
-    let source = File::open(&dev.dev).unwrap();
-    assert!(
-        source.metadata().unwrap().file_type().is_block_device(),
-        "{}",
-        dev.dev
-    );
+    assert!(source.metadata().unwrap().file_type().is_block_device());
     let r = UffdRegion::new(16 * PAGE, 0, source, 1).unwrap();
     assert_eq!(r.as_slice(), &data[..]);
     drop(r);

@@ -43,8 +43,9 @@ pub trait Clock: Send + Sync {
 }
 
 /// The default clock, in nanoseconds, never behind the true time: on
-/// Linux `CLOCK_MONOTONIC_COARSE` (the kernel's jiffies, read through the
-/// vDSO: a fraction of `Instant::now`'s cost, docs/cache.md "Expiry")
+/// Linux `CLOCK_MONOTONIC_COARSE` (the time as of the kernel's last tick,
+/// read through the vDSO: a fraction of `Instant::now`'s cost,
+/// docs/cache.md "Expiry")
 /// plus its resolution, so an entry expires up to one tick
 /// (`clock_getres`: 1-4 ms) early and never late; elsewhere `Instant`.
 fn coarse_now() -> u64 {

@@ -33,8 +33,8 @@ pub enum Policy {
     #[doc(alias = "workingset_eviction")]
     Workingset,
     /// The same two lists without shadows: every new entry starts
-    /// inactive. Keeps no history, so it costs least per operation where
-    /// the policy's work shows: a small cache.
+    /// inactive. Keeps no history, so it is among the cheapest policies
+    /// where the policy's work shows: a small cache.
     ActiveInactive,
     /// LRU: a hit moves the entry to the head of one list and eviction
     /// takes the tail. With batching off the order is exactly LRU's (one

@@ -174,7 +174,7 @@ mod tests {
     /// it after every `poll`, and a blocking read with no event left would
     /// hold that handler for good) and closed on exec (a child the
     /// application starts must not inherit the region's faults). Skips a
-    /// way this process is refused, saying so.
+    /// way this process is refused, saying so (only root has all three).
     #[test]
     fn each_way_in_gives_a_non_blocking_close_on_exec_userfaultfd() {
         use rustix::io::{FdFlags, fcntl_getfd};
@@ -186,6 +186,11 @@ mod tests {
             (
                 "userfaultfd(2)",
                 super::uffd_by_syscall(false, 0).map_err(|e| e.to_string()),
+            ),
+            // Allowed without privilege since Linux 5.11: checked anywhere.
+            (
+                "userfaultfd(2), user-mode only",
+                super::uffd_by_syscall(true, 0).map_err(|e| e.to_string()),
             ),
         ];
         for (way, uffd) in ways {

@@ -19,7 +19,8 @@ const PAGE: usize = 4096;
 /// and with it unpassed the fault's reader would wait until some other
 /// fault woke a handler. The state is the one the claimed handler meets
 /// when its source call returns between the watchdog's claim and its
-/// count: both handlers asleep in `poll`, the nudge read, a fault queued.
+/// count: both serving handlers asleep in `poll`, the nudge read, a fault
+/// queued (the claimed thread is the test's, calling `back_from_stuck`).
 #[test]
 fn a_handler_leaving_after_a_stall_wakes_a_sleeping_one_for_a_queued_fault() {
     const NAME: &str = "uffd::handler::watchdog::tests::\
@@ -36,9 +37,15 @@ fn a_handler_leaving_after_a_stall_wakes_a_sleeping_one_for_a_queued_fault() {
         .build(image)
         .unwrap();
     let s = &r.shared;
-    // Both handlers start with nothing served and sleep in `poll`.
-    std::thread::sleep(Duration::from_millis(100));
-    // The watchdog's claim of a replacement's slot: taken, counted stuck.
+    // Both handlers start with nothing served and sleep in `poll` (one
+    // still at the top of its loop would pop the fault without a nudge).
+    mmbatch_testkit::wait_until(
+        "the handlers' sleep",
+        child::scaled(Duration::from_secs(5)),
+        || handlers_asleep() == 2,
+    );
+    // The claimed thread: a third, in a slot of its own (as a claimed
+    // replacement would be), counted stuck as the watchdog's claim counts it.
     let me = s.watch.free.lock().unwrap().pop().unwrap();
     s.watch.stuck.fetch_add(1, Ordering::AcqRel);
     let page = 5;
@@ -50,7 +57,7 @@ fn a_handler_leaving_after_a_stall_wakes_a_sleeping_one_for_a_queued_fault() {
         !s.back_from_stuck(me),
         "two handlers serve: the claimed one must leave"
     );
-    let until = Instant::now() + Duration::from_secs(5);
+    let until = Instant::now() + child::scaled(Duration::from_secs(5));
     while !s.resident(page as usize, 1)[0] && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -63,4 +70,21 @@ fn a_handler_leaving_after_a_stall_wakes_a_sleeping_one_for_a_queued_fault() {
     assert_eq!(r.as_slice()[page as usize * PAGE], 6);
     drop(r);
     std::process::exit(0);
+}
+
+/// Handler threads asleep (state `S`: in `poll`, as nothing else blocks a
+/// handler that has served nothing).
+fn handlers_asleep() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .is_ok_and(|c| c.starts_with("uffd-handler-"))
+                && std::fs::read_to_string(t.path().join("stat")).is_ok_and(|st| {
+                    st.rsplit_once(") ")
+                        .is_some_and(|(_, rest)| rest.starts_with('S'))
+                })
+        })
+        .count()
 }
