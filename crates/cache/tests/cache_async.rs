@@ -83,6 +83,52 @@ fn one_load_for_many_tasks_on_tokio() {
     assert_eq!(cache.stats().loads, 1);
 }
 
+/// Borrowed keys on tokio's multi-threaded runtime: 16 tasks ask for one
+/// `String` key by `&str` (the futures are `Send`, as `spawn` needs): one
+/// load, every task gets its value, and a later ask is a hit.
+#[test]
+fn one_load_by_a_borrowed_key_for_many_tasks_on_tokio() {
+    let _hang = mmbatch_testkit::hang_guard("one_load_by_a_borrowed_key_for_many_tasks_on_tokio");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_time()
+        .build()
+        .unwrap();
+    let cache = Arc::new(LruCache::<String, usize>::new(64));
+    let loads = Arc::new(AtomicUsize::new(0));
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..16)
+            .map(|_| {
+                let (cache, loads) = (cache.clone(), loads.clone());
+                tokio::spawn(async move {
+                    cache
+                        .get_or_insert_async_ref("answer", async {
+                            loads.fetch_add(1, Ordering::SeqCst);
+                            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                            42
+                        })
+                        .await
+                })
+            })
+            .collect();
+        let all = async {
+            for t in tasks {
+                assert_eq!(t.await.unwrap(), 42);
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(20), all)
+            .await
+            .expect("the tasks were not all woken within 20 s (a lost wake-up)");
+        let r: Result<usize, &str> = cache
+            .try_get_or_insert_async_ref("answer", async { Err("not asked") })
+            .await;
+        assert_eq!(r, Ok(42), "a hit runs no loader");
+    });
+    assert_eq!(loads.load(Ordering::SeqCst), 1);
+    assert_eq!(cache.stats().loads, 1);
+    assert_eq!(cache.peek("answer"), Some(42));
+}
+
 /// On one thread (futures' `LocalPool`): waiters share the loader's
 /// thread and wait for it (a thread-identity check would take them for
 /// the loader reaching its own key), and a failed load hands the key to

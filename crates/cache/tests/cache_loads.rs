@@ -533,6 +533,40 @@ fn loading_by_a_borrowed_key_clones_no_key_on_a_hit() {
     assert_eq!(names.peek("answer"), Some(42));
 }
 
+/// The async loaders by a borrowed key, as the blocking ones: a hit makes
+/// no owned key, a miss two; a failed load caches nothing.
+#[test]
+fn loading_async_by_a_borrowed_key_clones_no_key_on_a_hit() {
+    use futures_executor::block_on;
+    let cache: LruCache<Key, u64> = LruCache::new(16);
+    let clones = || KEY_CLONES.get();
+    let before = clones();
+    assert_eq!(
+        block_on(cache.get_or_insert_async_ref(&Key(5), async { 50 })),
+        50
+    );
+    assert_eq!(
+        clones() - before,
+        2,
+        "a miss: the flight's key and the entry's"
+    );
+    let before = clones();
+    for _ in 0..10 {
+        let v = block_on(cache.get_or_insert_async_ref(&Key(5), async { unreachable!() }));
+        assert_eq!(v, 50);
+    }
+    assert_eq!(clones(), before, "a hit cloned the key");
+    assert_eq!(cache.stats().loads, 1);
+    let r: Result<u64, &str> =
+        block_on(cache.try_get_or_insert_async_ref(&Key(6), async { Err("down") }));
+    assert_eq!(r, Err("down"));
+    assert_eq!(cache.peek(&Key(6)), None);
+    let r: Result<u64, &str> =
+        block_on(cache.try_get_or_insert_async_ref(&Key(6), async { Ok(60) }));
+    assert_eq!(r, Ok(60), "the next ask loads again");
+    assert_eq!(cache.peek(&Key(6)), Some(60));
+}
+
 /// Loading by an owned key: a miss clones it once, for the flight that
 /// waiters match, and the entry takes the caller's key itself; a hit
 /// clones none. The same for the async loader.

@@ -382,10 +382,64 @@ where
         key: K,
         load: impl Future<Output = Result<V, E>>,
     ) -> Result<V, E> {
-        let owned = || key.clone();
+        self.load_async(Cow::Owned(key), load).await
+    }
+
+    /// [`get_or_insert_async`](Self::get_or_insert_async) by a borrowed
+    /// key (a `&str` for a `String` key), as
+    /// [`get_or_insert_with_ref`](Self::get_or_insert_with_ref) is to
+    /// [`get_or_insert_with`](Self::get_or_insert_with): a hit makes no
+    /// owned key, a miss makes two with `to_owned` (moka's
+    /// `future::Cache::get_with_by_ref`).
+    ///
+    /// # Panics
+    /// As [`get_or_insert_async`](Self::get_or_insert_async).
+    pub async fn get_or_insert_async_ref<Q>(&self, key: &Q, load: impl Future<Output = V>) -> V
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let infallible = async { Ok::<V, std::convert::Infallible>(load.await) };
+        match self.try_get_or_insert_async_ref(key, infallible).await {
+            Ok(v) => v,
+        }
+    }
+
+    /// [`try_get_or_insert_async`](Self::try_get_or_insert_async) by a
+    /// borrowed key, as [`get_or_insert_async_ref`](Self::get_or_insert_async_ref).
+    ///
+    /// # Errors
+    /// The loader's error, when this call ran it.
+    ///
+    /// # Panics
+    /// As [`get_or_insert_async`](Self::get_or_insert_async).
+    pub async fn try_get_or_insert_async_ref<Q, E>(
+        &self,
+        key: &Q,
+        load: impl Future<Output = Result<V, E>>,
+    ) -> Result<V, E>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.load_async(Cow::Borrowed(key), load).await
+    }
+
+    /// The async single-flight load of `key`, as [`load`](Self::load)
+    /// does it for a loader that blocks.
+    async fn load_async<Q, E>(
+        &self,
+        key: Cow<'_, Q>,
+        load: impl Future<Output = Result<V, E>>,
+    ) -> Result<V, E>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let owned = || (*key).to_owned();
         let mut load = Some(load);
         loop {
-            let (landing, hash) = match self.claim(&key, &owned, false) {
+            let (landing, hash) = match self.claim(&*key, &owned, false) {
                 Claim::Hit(v) => return Ok(v),
                 Claim::Wait(room, _) => match RoomWait(room).await {
                     Some(v) => return Ok(v),
@@ -396,7 +450,7 @@ where
             // Dropped here (this future dropped, or the loader's error or
             // panic), the landing wakes the waiters.
             let value = load.take().expect("the loader runs once").await?;
-            return Ok(self.store(landing, hash, key, value));
+            return Ok(self.store(landing, hash, key.into_owned(), value));
         }
     }
 }
