@@ -7,7 +7,8 @@
 //! OPT, exact LRU, quick_cache and moka, marking where a policy falls
 //! more than half a point below the best of the last three:
 //! `cargo run --release -p mmbatch-benches --example policy_families
-//! [NAME]` (about 20 s). `NAME` keeps the families whose name contains it
+//! [NAME]` (about 20 s); with `HELD_OUT` set, the ten families written
+//! after the policy instead (`families::HELD_OUT`). `NAME` keeps the families whose name contains it
 //! (or any of several, comma-separated); `SIZES=500,5000` sets the cache
 //! sizes; `REPS=5` runs each policy five times (each with its own random
 //! hasher seed) and prints the minimum, median and maximum;
@@ -23,7 +24,7 @@
 
 use mmbatch_benches::cache_hits::{
     Contender,
-    families::{FAMILIES, family},
+    families::{FAMILIES, HELD_OUT, family},
     lab_policies, lab_row, next_uses,
 };
 use mmbatch_cache::{LruCache, Policy};
@@ -39,7 +40,12 @@ fn main() {
             .collect()
     });
     let reps: usize = env("REPS").map_or(1, |v| v.parse().expect("REPS: a number"));
-    for name in FAMILIES {
+    let set: &[&str] = if env("HELD_OUT").is_some() {
+        &HELD_OUT
+    } else {
+        &FAMILIES
+    };
+    for &name in set {
         if only
             .as_deref()
             .is_some_and(|o| !o.split(',').any(|o| name.contains(o)))
