@@ -40,46 +40,62 @@ impl Future for Never {
     }
 }
 
-/// 16 tasks on 4 worker threads ask for one key: one load, every task
-/// gets its value.
-#[test]
-fn one_load_for_many_tasks_on_tokio() {
-    // A waiter that never parks spins its worker, and the timeout below
-    // then never runs: the guard aborts the binary instead of a hang.
-    let _hang = mmbatch_testkit::hang_guard("one_load_for_many_tasks_on_tokio");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_time()
-        .build()
-        .unwrap();
-    let cache = Arc::new(LruCache::<u64, u64>::new(64));
+/// Runs `ask` (given a count to raise when it loads) on 16 tasks of
+/// `rt`, each of which must return `want`; returns the loads counted.
+/// Bounded: a lost wake-up fails the test instead of hanging it.
+fn sixteen_tasks_on_tokio<T, Fut>(
+    rt: &tokio::runtime::Runtime,
+    ask: impl Fn(Arc<AtomicUsize>) -> Fut,
+    want: T,
+) -> usize
+where
+    T: PartialEq + std::fmt::Debug + Send + 'static,
+    Fut: Future<Output = T> + Send + 'static,
+{
     let loads = Arc::new(AtomicUsize::new(0));
     rt.block_on(async {
-        let tasks: Vec<_> = (0..16)
-            .map(|_| {
-                let (cache, loads) = (cache.clone(), loads.clone());
-                tokio::spawn(async move {
-                    cache
-                        .get_or_insert_async(7, async {
-                            loads.fetch_add(1, Ordering::SeqCst);
-                            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-                            70
-                        })
-                        .await
-                })
-            })
-            .collect();
-        // Bounded: a lost wake-up fails the test instead of hanging it.
+        let tasks: Vec<_> = (0..16).map(|_| tokio::spawn(ask(loads.clone()))).collect();
         let all = async {
             for t in tasks {
-                assert_eq!(t.await.unwrap(), 70);
+                assert_eq!(t.await.unwrap(), want);
             }
         };
         tokio::time::timeout(std::time::Duration::from_secs(20), all)
             .await
             .expect("the tasks were not all woken within 20 s (a lost wake-up)");
     });
-    assert_eq!(loads.load(Ordering::SeqCst), 1);
+    loads.load(Ordering::SeqCst)
+}
+
+/// A tokio runtime of 4 worker threads, with its timer.
+fn tokio_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
+/// A load that counts itself in `loads` and takes 20 ms.
+async fn slow_load<T>(loads: &AtomicUsize, value: T) -> T {
+    loads.fetch_add(1, Ordering::SeqCst);
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    value
+}
+
+/// 16 tasks on 4 worker threads ask for one key: one load, every task
+/// gets its value.
+#[test]
+fn one_load_for_many_tasks_on_tokio() {
+    // A waiter that never parks spins its worker, and the timeout then
+    // never runs: the guard aborts the binary instead of a hang.
+    let _hang = mmbatch_testkit::hang_guard("one_load_for_many_tasks_on_tokio");
+    let cache = Arc::new(LruCache::<u64, u64>::new(64));
+    let ask = |loads: Arc<AtomicUsize>| {
+        let cache = cache.clone();
+        async move { cache.get_or_insert_async(7, slow_load(&loads, 70)).await }
+    };
+    assert_eq!(sixteen_tasks_on_tokio(&tokio_runtime(), ask, 70), 1);
     assert_eq!(cache.stats().loads, 1);
 }
 
@@ -89,42 +105,20 @@ fn one_load_for_many_tasks_on_tokio() {
 #[test]
 fn one_load_by_a_borrowed_key_for_many_tasks_on_tokio() {
     let _hang = mmbatch_testkit::hang_guard("one_load_by_a_borrowed_key_for_many_tasks_on_tokio");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_time()
-        .build()
-        .unwrap();
     let cache = Arc::new(LruCache::<String, usize>::new(64));
-    let loads = Arc::new(AtomicUsize::new(0));
-    rt.block_on(async {
-        let tasks: Vec<_> = (0..16)
-            .map(|_| {
-                let (cache, loads) = (cache.clone(), loads.clone());
-                tokio::spawn(async move {
-                    cache
-                        .get_or_insert_async_ref("answer", async {
-                            loads.fetch_add(1, Ordering::SeqCst);
-                            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-                            42
-                        })
-                        .await
-                })
-            })
-            .collect();
-        let all = async {
-            for t in tasks {
-                assert_eq!(t.await.unwrap(), 42);
-            }
-        };
-        tokio::time::timeout(std::time::Duration::from_secs(20), all)
-            .await
-            .expect("the tasks were not all woken within 20 s (a lost wake-up)");
-        let r: Result<usize, &str> = cache
-            .try_get_or_insert_async_ref("answer", async { Err("not asked") })
-            .await;
-        assert_eq!(r, Ok(42), "a hit runs no loader");
-    });
-    assert_eq!(loads.load(Ordering::SeqCst), 1);
+    let ask = |loads: Arc<AtomicUsize>| {
+        let cache = cache.clone();
+        async move {
+            cache
+                .get_or_insert_async_ref("answer", slow_load(&loads, 42))
+                .await
+        }
+    };
+    let rt = tokio_runtime();
+    assert_eq!(sixteen_tasks_on_tokio(&rt, ask, 42), 1);
+    let r: Result<usize, &str> =
+        rt.block_on(cache.try_get_or_insert_async_ref("answer", async { Err("not asked") }));
+    assert_eq!(r, Ok(42), "a hit runs no loader");
     assert_eq!(cache.stats().loads, 1);
     assert_eq!(cache.peek("answer"), Some(42));
 }
