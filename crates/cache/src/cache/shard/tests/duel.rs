@@ -19,7 +19,7 @@ fn xorshift(x: &mut u64) {
 /// A read-through access of `k`: a hit is counted and sampled, a miss
 /// inserted. Returns whether it hit.
 fn access(lv: &mut Lruvec<u64, u64>, k: u64) -> bool {
-    match lv.find(hash(k), |&x| x == k) {
+    match slot(lv, k) {
         Some(i) => {
             // As a lookup does, the write lock taken.
             if lv.mark_accessed(i) {
@@ -118,10 +118,7 @@ fn a_shard_taking_up_lru_forgets_shadows_and_moves_active_hits() {
     assert!(lv.shadows.len() > 0, "Workingset and LIRS keep them");
     // Entries on the active list: resident ones hit twice with batching
     // off.
-    let resident: Vec<u32> = (0..4 * n)
-        .filter_map(|k| lv.find(hash(k), |&x| x == k))
-        .take(8)
-        .collect();
+    let resident: Vec<u32> = (0..4 * n).filter_map(|k| slot(&lv, k)).take(8).collect();
     for &i in &resident {
         lv.touch(i);
         lv.touch(i);
@@ -150,17 +147,12 @@ fn a_shard_taking_up_lru_drains_the_active_list_to_the_inactive_head() {
         insert(&mut lv, k);
     }
     let inactive: Vec<u64> = (0..n)
-        .filter(|&k| {
-            lv.find(hash(k), |&x| x == k)
-                .is_some_and(|i| !lv.is_active(i))
-        })
+        .filter(|&k| slot(&lv, k).is_some_and(|i| !lv.is_active(i)))
         .collect();
     assert!(!inactive.is_empty() && inactive.len() < n as usize);
     lv.adopt(Policy::Lru);
     insert(&mut lv, 1000);
-    let gone: Vec<u64> = (0..n)
-        .filter(|&k| lv.find(hash(k), |&x| x == k).is_none())
-        .collect();
+    let gone: Vec<u64> = (0..n).filter(|&k| slot(&lv, k).is_none()).collect();
     assert_eq!(gone.len(), 1);
     assert!(
         inactive.contains(&gone[0]),
@@ -1196,7 +1188,7 @@ fn hits_past_a_full_batch_keep_a_second_chance() {
     let hit = LRU_MOVES + 8;
     let filled: Vec<bool> = keys[..hit]
         .iter()
-        .map(|&k| lv.mark_accessed(lv.find(hash(k), |&x| x == k).unwrap()))
+        .map(|&k| lv.mark_accessed(slot(&lv, k).unwrap()))
         .collect();
     assert_eq!(
         filled.iter().position(|&f| f),
@@ -1208,7 +1200,7 @@ fn hits_past_a_full_batch_keep_a_second_chance() {
     let gone: Vec<u64> = keys[..n as usize]
         .iter()
         .copied()
-        .filter(|&k| lv.find(hash(k), |&x| x == k).is_none())
+        .filter(|&k| slot(&lv, k).is_none())
         .collect();
     assert_eq!(gone, [keys[hit]], "the least recent key not hit");
     lv.check().unwrap();
@@ -1243,7 +1235,7 @@ fn moves_batched_before_a_removal_leave_the_shard_consistent() {
         assert!(access(&mut lv, k));
     }
     for &k in &keys[..8] {
-        let i = lv.find(hash(k), |&x| x == k).unwrap();
+        let i = slot(&lv, k).unwrap();
         let mut fix = NIL;
         lv.remove(i, &mut fix);
     }

@@ -7,6 +7,11 @@ fn hash(k: u64) -> u64 {
     k.wrapping_mul(0x9e37_79b9_7f4a_7c15) & !0xff
 }
 
+/// Key `k`'s slot in `lv`, if it is cached there.
+fn slot(lv: &Lruvec<u64, u64>, k: u64) -> Option<u32> {
+    lv.find(hash(k), |&x| x == k)
+}
+
 fn insert(lv: &mut Lruvec<u64, u64>, k: u64) {
     let mut out = Evicted::new();
     lv.insert_new(hash(k), k, k, 1, Deadline::NEVER, &mut out);
@@ -114,7 +119,7 @@ fn the_inactive_list_keeps_to_its_target() {
     for round in 0..4 {
         // Read-through: a key reclaim took is loaded again.
         for k in 0..1000 {
-            match lv.find(hash(k), |&x| x == k) {
+            match slot(&lv, k) {
                 Some(i) => {
                     lv.mark_accessed(i);
                 }
@@ -319,7 +324,7 @@ fn an_unbatched_reclaim_gives_a_referenced_active_tail_another_turn() {
         // Both activated by their hits; 1 then hit up to `MAX_REFS`, 2
         // left with one reference.
         for (k, hits) in [(1, 2 + u32::from(MAX_REFS)), (2, 3)] {
-            let i = lv.find(hash(k), |&x| x == k).unwrap();
+            let i = slot(&lv, k).unwrap();
             for _ in 0..hits {
                 lv.touch(i);
             }
@@ -328,7 +333,7 @@ fn an_unbatched_reclaim_gives_a_referenced_active_tail_another_turn() {
         insert(&mut lv, 3);
         let kept: Vec<u64> = [1, 2, 3]
             .into_iter()
-            .filter(|&k| lv.find(hash(k), |&x| x == k).is_some())
+            .filter(|&k| slot(&lv, k).is_some())
             .collect();
         assert_eq!(kept, [1, 3], "{policy:?}");
         lv.check().unwrap();
@@ -362,7 +367,7 @@ fn a_batched_hit_counts_up_to_max_refs() {
 fn a_shard_taking_up_lru_spends_the_references_it_had() {
     let mut lv = full(200);
     for k in 0..200 {
-        let i = lv.find(hash(k), |&x| x == k).unwrap();
+        let i = slot(&lv, k).unwrap();
         for _ in 0..MAX_REFS {
             lv.mark_accessed(i);
         }
@@ -372,7 +377,7 @@ fn a_shard_taking_up_lru_spends_the_references_it_had() {
     insert(&mut lv, 1_000_000);
     assert_eq!(lv.len(), 200);
     assert!(lv.find(hash(0), |&x| x == 0).is_none(), "the oldest goes");
-    assert!((1..200).all(|k| lv.find(hash(k), |&x| x == k).is_some()));
+    assert!((1..200).all(|k| slot(&lv, k).is_some()));
     lv.check().unwrap();
 }
 
@@ -384,7 +389,7 @@ fn one_reclaim_activates_no_more_than_its_budget() {
         // The frozen loop: every entry on the inactive list, every one hit.
         let mut lv = full(n);
         for k in 0..n as u64 {
-            let i = lv.find(hash(k), |&x| x == k).unwrap();
+            let i = slot(&lv, k).unwrap();
             lv.mark_accessed(i);
         }
         assert_eq!(lv.lists[ACTIVE].len, 0);
@@ -562,7 +567,7 @@ fn misses_start_at_the_tail_while_refaults_come_from_beyond_the_reach() {
     }
     let fresh = |lv: &mut Lruvec<u64, u64>, k: u64| {
         insert(lv, k);
-        let i = lv.find(hash(k), |&x| x == k).unwrap();
+        let i = slot(lv, k).unwrap();
         (lv.lists[INACTIVE].head == i, lv.lists[INACTIVE].tail == i)
     };
     assert_eq!(
@@ -633,7 +638,7 @@ fn refault_from_probation(lv: &mut Lruvec<u64, u64>, k: u64, distance: usize) ->
         lv.shadows.age_nonresident();
     }
     insert(lv, k);
-    lv.find(hash(k), |&x| x == k).unwrap()
+    slot(lv, k).unwrap()
 }
 
 /// An entry a refault in the reach's band activated, evicted straight
@@ -644,12 +649,12 @@ fn refault_from_probation(lv: &mut Lruvec<u64, u64>, k: u64, distance: usize) ->
 fn an_in_band_entry_evicted_from_the_active_list_moves_the_reach() {
     let mut lv = full(1000);
     for k in 0..1000 {
-        let i = lv.find(hash(k), |&x| x == k).unwrap();
+        let i = slot(&lv, k).unwrap();
         lv.mark_accessed(i);
     }
     for k in 10_000..11_000u64 {
         insert(&mut lv, k);
-        let i = lv.find(hash(k), |&x| x == k).unwrap();
+        let i = slot(&lv, k).unwrap();
         lv.mark_accessed(i);
         (lv.thrashing, lv.refault_share) = (false, 0.0);
     }
@@ -678,7 +683,7 @@ fn the_reach_follows_whether_refaults_in_its_band_are_hit() {
     // the active list is large.
     let mut lv = full(1000);
     for k in 0..1000 {
-        let i = lv.find(hash(k), |&x| x == k).unwrap();
+        let i = slot(&lv, k).unwrap();
         lv.mark_accessed(i);
     }
     let mut fresh = 10_000u64..;
@@ -689,7 +694,7 @@ fn the_reach_follows_whether_refaults_in_its_band_are_hit() {
         for _ in 0..n {
             let k = fresh.next().unwrap();
             insert(lv, k);
-            let i = lv.find(hash(k), |&x| x == k).unwrap();
+            let i = slot(lv, k).unwrap();
             lv.mark_accessed(i);
             (lv.thrashing, lv.refault_share) = (false, 0.0);
         }
@@ -699,7 +704,7 @@ fn the_reach_follows_whether_refaults_in_its_band_are_hit() {
     assert_eq!(lv.reach, REACH_START);
     lv.reach = REACH_MAX;
     let step = REACH_STEP / 1000.0;
-    let at = |lv: &Lruvec<u64, u64>, k: u64| lv.find(hash(k), |&x| x == k).map(|i| lv.list_of(i));
+    let at = |lv: &Lruvec<u64, u64>, k: u64| slot(lv, k).map(|i| lv.list_of(i));
     // New keys until `k` leaves `list`, at most 10 000.
     let mut until_out_of = |lv: &mut Lruvec<u64, u64>, k: u64, list: usize| {
         for _ in 0..10_000 {
@@ -762,7 +767,7 @@ fn the_reach_follows_whether_refaults_in_its_band_are_hit() {
         }
         (lv.thrashing, lv.refault_share) = (false, 0.0);
         insert(lv, k);
-        lv.flags(lv.find(hash(k), |&x| x == k).unwrap())
+        lv.flags(slot(lv, k).unwrap())
     };
     let floor = (2.0 * REACH_MIN * 1000.0) as usize;
     assert_eq!(
