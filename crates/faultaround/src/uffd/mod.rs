@@ -196,15 +196,8 @@ fn map(len: usize, file: Option<i32>, huge: Option<HugePageSize>) -> Result<Mapp
         // see /sys/kernel/mm/hugepages (the count then reads 0).
         (None, Some(size)) => {
             // Fail point `uffd::mmap_huge` stands in for the kernel's
-            // answer, before any page is reserved: `return(N)`, N the
-            // errno's number (ENOMEM without one).
-            #[cfg(feature = "failpoints")]
-            let injected = fail::eval("uffd::mmap_huge", |e| {
-                io::Error::from_raw_os_error(e.and_then(|e| e.parse().ok()).unwrap_or(libc::ENOMEM))
-            });
-            #[cfg(not(feature = "failpoints"))]
-            let injected = None;
-            let mapped = injected.map_or_else(
+            // answer, before any page is reserved.
+            let mapped = injected_errno("uffd::mmap_huge").map_or_else(
                 || Mapping::new(len, prot, MapFlags::PRIVATE | size.map_flags()),
                 Err,
             );
@@ -368,14 +361,8 @@ impl UffdRegion {
         // and its ENOMEM says the same).
         let needed = len / page;
         // Fail point `uffd::huge_page_cache_mmap` plays a container that
-        // cannot see the pool and whose mapping the kernel refuses:
-        // `return(N)`, N the errno's number (ENOMEM without one).
-        #[cfg(feature = "failpoints")]
-        let injected = fail::eval("uffd::huge_page_cache_mmap", |e| {
-            io::Error::from_raw_os_error(e.and_then(|e| e.parse().ok()).unwrap_or(libc::ENOMEM))
-        });
-        #[cfg(not(feature = "failpoints"))]
-        let injected: Option<io::Error> = None;
+        // cannot see the pool and whose mapping the kernel refuses.
+        let injected = injected_errno("uffd::huge_page_cache_mmap");
         let counted =
             injected.is_none() && std::path::Path::new(&size.pool_file("free_hugepages")).exists();
         if counted && size.available_pages() < needed {
@@ -690,6 +677,23 @@ fn registered_ioctls(ioctls: u64) -> u64 {
 fn offered_ioctls(ioctls: u64) -> u64 {
     fail_point!("uffd::no_poison", |_| ioctls & !handler::UFFDIO_POISON_BIT);
     ioctls
+}
+
+/// The error fail point `name` injects in place of a mapping the kernel
+/// would make: `return(N)` is errno N, `return` alone ENOMEM; none while
+/// the point is off (or the `failpoints` feature is).
+fn injected_errno(name: &str) -> Option<io::Error> {
+    #[cfg(feature = "failpoints")]
+    {
+        fail::eval(name, |e| {
+            io::Error::from_raw_os_error(e.and_then(|e| e.parse().ok()).unwrap_or(libc::ENOMEM))
+        })
+    }
+    #[cfg(not(feature = "failpoints"))]
+    {
+        let _ = name;
+        None
+    }
 }
 
 #[cfg(test)]
