@@ -42,12 +42,29 @@ pub fn open_fds_of(kinds: &[&str]) -> usize {
 /// The calling process's threads whose name (`/proc/self/task/*/comm`)
 /// starts with `prefix`: the threads a library started and left.
 pub fn threads_named(prefix: &str) -> usize {
+    threads_named_in(prefix, None)
+}
+
+/// [`threads_named`] asleep (state `S` in `/proc/self/task/*/stat`: in
+/// an interruptible wait, such as `poll` or a futex).
+pub fn threads_named_asleep(prefix: &str) -> usize {
+    threads_named_in(prefix, Some('S'))
+}
+
+/// The threads named `prefix*` in `state` (any state for `None`).
+fn threads_named_in(prefix: &str, state: Option<char>) -> usize {
     std::fs::read_dir("/proc/self/task")
         .expect("/proc/self/task lists the threads")
+        .filter_map(Result::ok)
         .filter(|t| {
-            t.as_ref().is_ok_and(|t| {
-                std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with(prefix))
-            })
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with(prefix))
+                && state.is_none_or(|state| {
+                    // The state follows the name's closing parenthesis.
+                    std::fs::read_to_string(t.path().join("stat")).is_ok_and(|st| {
+                        st.rsplit_once(") ")
+                            .is_some_and(|(_, rest)| rest.starts_with(state))
+                    })
+                })
         })
         .count()
 }

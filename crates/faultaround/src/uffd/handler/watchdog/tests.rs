@@ -42,7 +42,7 @@ fn a_handler_leaving_after_a_stall_wakes_a_sleeping_one_for_a_queued_fault() {
     mmbatch_testkit::wait_until(
         "the handlers' sleep",
         child::scaled(Duration::from_secs(5)),
-        || handlers_asleep() == 2,
+        || mmbatch_testkit::threads_named_asleep("uffd-handler-") == 2,
     );
     // The claimed thread: a third, in a slot of its own (as a claimed
     // replacement would be), counted stuck as the watchdog's claim counts it.
@@ -70,21 +70,4 @@ fn a_handler_leaving_after_a_stall_wakes_a_sleeping_one_for_a_queued_fault() {
     assert_eq!(r.as_slice()[page as usize * PAGE], 6);
     drop(r);
     std::process::exit(0);
-}
-
-/// Handler threads asleep (state `S`: in `poll`, as nothing else blocks a
-/// handler that has served nothing).
-fn handlers_asleep() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(Result::ok)
-        .filter(|t| {
-            std::fs::read_to_string(t.path().join("comm"))
-                .is_ok_and(|c| c.starts_with("uffd-handler-"))
-                && std::fs::read_to_string(t.path().join("stat")).is_ok_and(|st| {
-                    st.rsplit_once(") ")
-                        .is_some_and(|(_, rest)| rest.starts_with('S'))
-                })
-        })
-        .count()
 }
