@@ -10,13 +10,13 @@ compile_error!("loom models need debug assertions: run them with `cargo xtask lo
 #[cfg(loom)]
 pub(crate) use loom::sync::{
     Arc, Condvar, Mutex, MutexGuard,
-    atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering},
+    atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering},
 };
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::{
     Arc, Condvar, Mutex, MutexGuard,
-    atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering},
+    atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering},
 };
 
 /// Names the calling thread among the live ones (a load's loader).

@@ -24,7 +24,7 @@ use refault::Learned;
 use sketch::Sketch;
 
 use super::{Policy, RemovalCause, flight::Flight, workingset::Shadows};
-use crate::sync::{AtomicU8, AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicU8, AtomicU16, AtomicU64, Ordering};
 use tunables::*;
 
 /// Entries an operation evicted, handed out of the lock to be dropped or
@@ -46,6 +46,13 @@ const REFS: u8 = 0b111;
 /// `PG_referenced`, `PG_workingset` and two `LRU_REFS` bits); 3 and 5 lost
 /// hits (`docs/cache.md#tunables-and-their-measurements`).
 const MAX_REFS: u8 = 4;
+
+/// The oldest a LIRS stamp reads, in its units (a 64th of the shard's
+/// entries in evictions, see `Lruvec::stamps`): 2^14, some 256 shards'
+/// worth of evictions, far past how long a shadow lives (its table holds
+/// about twice the shard's entries); an entry unused for longer is as
+/// old as that ([`Lruvec::age_stamps`]).
+const STAMP_OLDEST: u16 = 1 << 14;
 
 /// The most references a batched hit counts under `policy`: one under
 /// [`Policy::Lru`] (a second chance, as CLOCK gives), else [`MAX_REFS`].
@@ -216,8 +223,9 @@ pub(super) struct Lruvec<K, V> {
     caps: Vec<u64>,
     capped: bool,
     /// Each node's last access on the shadows' clock, at its index, under
-    /// [`Policy::Lirs`]; empty otherwise.
-    stamps: Vec<AtomicU32>,
+    /// [`Policy::Lirs`], in units of `2^stamp_shift` evictions and kept to
+    /// 16 bits (see [`stamp_of`](Self::stamp_of)); empty otherwise.
+    stamps: Vec<AtomicU16>,
     lirs: bool,
     /// Whether `stamps` are kept: under [`Policy::Lirs`], and under
     /// [`Policy::Adaptive`] while its shards run LIRS once its sample has
@@ -248,8 +256,11 @@ pub(super) struct Lruvec<K, V> {
         Box<crossbeam_utils::CachePadded<Sampled>>,
     )>,
     duel_shift: u32,
-    /// The clock bits a stamp keeps ([`lirs_now`](Self::lirs_now)).
-    stamp_mask: u32,
+    /// The clock bits a stamp drops ([`lirs_now`](Self::lirs_now)).
+    stamp_shift: u32,
+    /// The clock's units (see `stamps`) at the last pass of
+    /// [`age_stamps`](Self::age_stamps).
+    stamps_aged: u32,
     /// The clock as the write section in progress read it: expired
     /// victims are heard as expired.
     pub(super) now: u64,
@@ -361,9 +372,8 @@ impl<K, V> Lruvec<K, V> {
             duel: None,
             moves: None,
             duel_shift: 0,
-            stamp_mask: !((1u32
-                << (usize::BITS - (max_entries / 64).max(1).leading_zeros() - 1).min(20))
-                - 1),
+            stamp_shift: (usize::BITS - (max_entries / 64).max(1).leading_zeros() - 1).min(20),
+            stamps_aged: 0,
             now: 0,
             sweep: 0,
             next_expiry: AtomicU64::new(u64::MAX),
@@ -457,8 +467,9 @@ impl<K, V> Lruvec<K, V> {
 
     /// Starts keeping stamps, every entry's last access taken as now.
     fn keep_stamps(&mut self) {
-        let now = self.lirs_now();
-        self.stamps = (0..self.nodes.len()).map(|_| AtomicU32::new(now)).collect();
+        let now = self.stamp_now();
+        self.stamps = (0..self.nodes.len()).map(|_| AtomicU16::new(now)).collect();
+        self.stamps_aged = self.shadows.now() >> self.stamp_shift;
         self.stamped = true;
     }
 
@@ -745,26 +756,63 @@ impl<K, V> Lruvec<K, V> {
     /// shard: a stamp then changes once in that many evictions, not at
     /// every one, so hits of a shard taking inserts write few stamps.
     fn lirs_now(&self) -> u32 {
-        self.shadows.now() & self.stamp_mask
+        (self.shadows.now() >> self.stamp_shift) << self.stamp_shift
+    }
+
+    /// [`lirs_now`](Self::lirs_now) as a stamp keeps it: its units, to 16
+    /// bits.
+    fn stamp_now(&self) -> u16 {
+        // Truncated on purpose: `stamp_of` counts back from now.
+        (self.shadows.now() >> self.stamp_shift) as u16
     }
 
     /// [`Policy::Lirs`]: entry `i` is used now. Stored only when the
     /// (rounded) clock has moved since.
     fn stamp(&self, i: u32) {
-        let now = self.lirs_now();
+        let now = self.stamp_now();
         let s = &self.stamps[i as usize];
         if s.load(Ordering::Relaxed) != now {
             s.store(now, Ordering::Relaxed);
         }
     }
 
-    /// Entry `i`'s last access ([`Policy::Lirs`]).
-    /// Now while no stamps are kept (see [`stamped`](Self::stamped)).
+    /// Entry `i`'s last access ([`Policy::Lirs`]), on the clock as
+    /// [`lirs_now`](Self::lirs_now) rounds it: counted back from now by
+    /// the stamp's 16 bits (a stamp is 2 bytes an entry, not 4), exact
+    /// for an entry used within the last [`STAMP_OLDEST`] units, some 256
+    /// shards' worth of evictions; an older one reads as that old (see
+    /// [`age_stamps`](Self::age_stamps)), as a shadow keeps the oldest age
+    /// it can. Now while no stamps are kept (see [`stamped`](Self::stamped)).
     pub(super) fn stamp_of(&self, i: u32) -> u32 {
         if self.stamped {
-            self.stamps[i as usize].load(Ordering::Relaxed)
+            let units = self.shadows.now() >> self.stamp_shift;
+            let stamp = self.stamps[i as usize].load(Ordering::Relaxed);
+            let age = u32::from((units as u16).wrapping_sub(stamp));
+            units.wrapping_sub(age) << self.stamp_shift
         } else {
             self.lirs_now()
+        }
+    }
+
+    /// Keeps every stamp within [`STAMP_OLDEST`] of now plus one pass's
+    /// interval, so that none wraps its 16 bits (which would read an old
+    /// entry as new): once the clock has moved [`STAMP_OLDEST`] units since
+    /// the last pass, a stamp older than that is made that old. Called at
+    /// each eviction under LIRS; a pass over the stamps every 2^14 units
+    /// is one stamp looked at in some 16 evictions of a shard of 64 or
+    /// more entries.
+    pub(super) fn age_stamps(&mut self) {
+        let units = self.shadows.now() >> self.stamp_shift;
+        if !self.stamped || units.wrapping_sub(self.stamps_aged) < u32::from(STAMP_OLDEST) {
+            return;
+        }
+        self.stamps_aged = units;
+        // Truncated on purpose, as `stamp_now`.
+        let (now, oldest) = (units as u16, (units as u16).wrapping_sub(STAMP_OLDEST));
+        for s in &self.stamps {
+            if now.wrapping_sub(s.load(Ordering::Relaxed)) > STAMP_OLDEST {
+                s.store(oldest, Ordering::Relaxed);
+            }
         }
     }
 
@@ -880,7 +928,7 @@ impl<K, V> Lruvec<K, V> {
             }
             self.push_deadline(deadline);
             if self.stamped {
-                self.stamps.push(AtomicU32::new(self.lirs_now()));
+                self.stamps.push(AtomicU16::new(self.stamp_now()));
             }
             self.nodes.len() as u32 - 1
         } else {
@@ -894,7 +942,7 @@ impl<K, V> Lruvec<K, V> {
             out.push(old);
             self.set_deadline(hole, deadline);
             if self.stamped {
-                self.stamps[hole as usize].store(self.lirs_now(), Ordering::Relaxed);
+                self.stamps[hole as usize].store(self.stamp_now(), Ordering::Relaxed);
             }
             self.links[hole as usize].hash = hash;
             self.set_flags(hole, flags);
@@ -995,7 +1043,7 @@ impl<K, V> Lruvec<K, V> {
         }
         self.push_deadline(deadline);
         if self.stamped {
-            self.stamps.push(AtomicU32::new(self.lirs_now()));
+            self.stamps.push(AtomicU16::new(self.stamp_now()));
         }
         let i = self.nodes.len() as u32 - 1;
         self.link_at(i, list, true);

@@ -297,6 +297,7 @@ impl<K, V> Lruvec<K, V> {
             let (ws, failed) = (f & WORKINGSET != 0, f & UNHIT != 0 || unhit_hir);
             if self.lirs {
                 self.shadows.eviction_at(hash, ws, failed, at);
+                self.age_stamps();
             } else {
                 self.shadows.eviction(hash, ws, failed);
             }

@@ -190,7 +190,7 @@ fn a_lirs_shard_keeps_stamps_once_the_sample_hits() {
     assert!(d.has_hit());
     // Stamped at that write, before it evicted (the clock may have moved
     // on by one step of the stamps' rounding since).
-    let (now, step) = (lv.lirs_now(), (!lv.stamp_mask).wrapping_add(1));
+    let (now, step) = (lv.lirs_now(), 1u32 << lv.stamp_shift);
     assert_eq!(lv.stamps.len(), lv.len());
     assert!((0..lv.len() as u32).all(|i| now.wrapping_sub(lv.stamp_of(i)) <= step));
     lv.check().unwrap();
@@ -1073,7 +1073,7 @@ fn a_lirs_hit_stamps_its_entry_now() {
     for k in 0..n {
         access(&mut lv, k);
     }
-    let step = (!lv.stamp_mask).wrapping_add(1);
+    let step = 1u32 << lv.stamp_shift;
     let start = lv.lirs_now();
     // New keys turn the clock over several of the stamps' steps.
     let mut k = 1000;
@@ -1094,6 +1094,33 @@ fn a_lirs_hit_stamps_its_entry_now() {
         lv.stamp_of(i),
         lv.lirs_now()
     );
+}
+
+/// A LIRS stamp keeps 16 bits of the clock: an entry's last access reads
+/// back exactly for `STAMP_OLDEST` units, and never younger than that
+/// after, however far the clock moves (kept 4 bytes, it could not wrap
+/// here; kept 2 without `age_stamps`, it read as new again at 2^16).
+#[test]
+fn a_lirs_stamp_reads_old_entries_as_old_not_new() {
+    // 64 entries: a unit of the stamps is one tick of the clock.
+    let n = 64u64;
+    let mut lv = shard(Policy::Lirs, n);
+    for k in 0..n {
+        access(&mut lv, k);
+    }
+    assert_eq!(lv.stamp_shift, 0);
+    let i = slot(&lv, 0).unwrap();
+    let oldest = u32::from(STAMP_OLDEST);
+    for d in 1..=(4u32 << 16) {
+        // As evictions tick the clock and age the stamps.
+        lv.shadows.age_nonresident();
+        lv.age_stamps();
+        let age = lv.lirs_now().wrapping_sub(lv.stamp_of(i));
+        assert!(
+            age == d || (d > oldest && (oldest..=2 * oldest).contains(&age)),
+            "{d} ticks after its last access, entry 0 reads {age} old"
+        );
+    }
 }
 
 /// An adaptive shard of `n` entries made to run LRU, and `count` keys

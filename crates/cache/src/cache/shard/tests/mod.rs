@@ -968,7 +968,7 @@ fn check_reports_each_broken_structure() {
             |lv| {
                 lv.stamped = true;
                 for _ in 0..lv.nodes.len() {
-                    lv.stamps.push(AtomicU32::new(0));
+                    lv.stamps.push(AtomicU16::new(0));
                 }
             },
             "LIRS false, stamped true",
