@@ -1096,29 +1096,46 @@ fn a_lirs_hit_stamps_its_entry_now() {
     );
 }
 
-/// A LIRS stamp keeps 16 bits of the clock: an entry's last access reads
-/// back exactly for `STAMP_OLDEST` units, and never younger than that
-/// after, however far the clock moves (kept 4 bytes, it could not wrap
-/// here; kept 2 without `age_stamps`, it read as new again at 2^16).
+/// A LIRS stamp keeps 16 bits of the clock's units: an entry's last
+/// access reads back exactly for `STAMP_OLDEST` units, and after that
+/// no younger than that (it never wraps round to read as new) and no
+/// older than twice that; a pass over the stamps runs once in
+/// `STAMP_OLDEST` units, not at every eviction. In shards where a unit
+/// is one tick of the clock and where it is eight, and with the clock
+/// ticked three times between evictions (activations tick it too).
 #[test]
 fn a_lirs_stamp_reads_old_entries_as_old_not_new() {
-    // 64 entries: a unit of the stamps is one tick of the clock.
-    let n = 64u64;
-    let mut lv = shard(Policy::Lirs, n);
-    for k in 0..n {
-        access(&mut lv, k);
-    }
-    assert_eq!(lv.stamp_shift, 0);
-    let i = slot(&lv, 0).unwrap();
-    let oldest = u32::from(STAMP_OLDEST);
-    for d in 1..=(4u32 << 16) {
-        // As evictions tick the clock and age the stamps.
-        lv.shadows.age_nonresident();
-        lv.age_stamps();
-        let age = lv.lirs_now().wrapping_sub(lv.stamp_of(i));
+    for (n, ticks) in [(64u64, 1u32), (64, 3), (512, 1), (512, 3)] {
+        let mut lv = shard(Policy::Lirs, n);
+        for k in 0..n {
+            access(&mut lv, k);
+        }
+        let i = slot(&lv, 0).unwrap();
+        let (shift, t0) = (lv.stamp_shift, lv.shadows.now());
+        assert_eq!(shift, if n == 64 { 0 } else { 3 });
+        let round = |t: u32| t >> shift << shift;
+        let oldest = u32::from(STAMP_OLDEST) << shift;
+        let mut oldest_read = 0;
+        let mut d = 0;
+        while d < 4 << (16 + shift) {
+            for _ in 0..ticks {
+                lv.shadows.age_nonresident();
+            }
+            d += ticks;
+            // As an eviction does.
+            lv.age_stamps();
+            let age = lv.lirs_now().wrapping_sub(lv.stamp_of(i));
+            let exact = round(t0 + d).wrapping_sub(round(t0));
+            assert!(
+                age == exact || (exact > oldest && (oldest..2 * oldest).contains(&age)),
+                "{n} entries, {ticks} ticks an eviction: {d} ticks after its last \
+                 access entry 0 reads {age} old"
+            );
+            oldest_read = oldest_read.max(age);
+        }
         assert!(
-            age == d || (d > oldest && (oldest..=2 * oldest).contains(&age)),
-            "{d} ticks after its last access, entry 0 reads {age} old"
+            oldest_read > oldest + oldest / 2,
+            "{n} entries: ages read up to {oldest_read}: a pass at every eviction"
         );
     }
 }
