@@ -194,6 +194,12 @@ impl Shadows {
         self.age
     }
 
+    /// Sets the clock, for tests of what happens far along it.
+    #[cfg(test)]
+    pub(super) fn set_now(&mut self, at: u32) {
+        self.age = at;
+    }
+
     /// [`eviction`](Self::eviction), remembering clock `at` (a past one:
     /// `Policy::Lirs` keeps the entry's last access) instead of now; one
     /// older than a shadow can tell is kept as the oldest it can (wrapped,

@@ -47,11 +47,12 @@ const REFS: u8 = 0b111;
 /// hits (`docs/cache.md#tunables-and-their-measurements`).
 const MAX_REFS: u8 = 4;
 
-/// The oldest a LIRS stamp reads, in its units (a 64th of the shard's
-/// entries in evictions, see `Lruvec::stamps`): 2^14, some 256 shards'
-/// worth of evictions, far past how long a shadow lives (its table holds
-/// about twice the shard's entries); an entry unused for longer is as
-/// old as that ([`Lruvec::age_stamps`]).
+/// The oldest a LIRS stamp reads, in its units (a 64th to a 128th of the
+/// shard's entries in evictions, see `Lruvec::stamp_shift_for`): 2^14,
+/// 128 to 256 shards' worth of evictions in a shard of up to 4 Mi
+/// entries, far past how long a shadow lives (its table holds about
+/// twice the shard's entries); an entry unused for longer reads as that
+/// old ([`Lruvec::age_stamps`]).
 const STAMP_OLDEST: u16 = 1 << 14;
 
 /// The most references a batched hit counts under `policy`: one under
@@ -372,7 +373,7 @@ impl<K, V> Lruvec<K, V> {
             duel: None,
             moves: None,
             duel_shift: 0,
-            stamp_shift: (usize::BITS - (max_entries / 64).max(1).leading_zeros() - 1).min(20),
+            stamp_shift: Self::stamp_shift_for(max_entries),
             stamps_aged: 0,
             now: 0,
             sweep: 0,
@@ -759,6 +760,39 @@ impl<K, V> Lruvec<K, V> {
         (self.shadows.now() >> self.stamp_shift) << self.stamp_shift
     }
 
+    /// The stamps' unit for a shard of `max_entries` entries: a 64th of
+    /// it in evictions, rounded down to a power of two, so that hits of a
+    /// shard taking inserts write few stamps; its log at most 16, so that
+    /// the units have 16 bits or more (a stamp's 16 bits then wrap where
+    /// the units do, and [`STAMP_OLDEST`] units fit the clock).
+    fn stamp_shift_for(max_entries: usize) -> u32 {
+        (usize::BITS - (max_entries / 64).max(1).leading_zeros() - 1).min(16)
+    }
+
+    /// The stamps in the unit of a shard of `max_entries` entries (after
+    /// `set_capacity`): each entry's age carried over, up to
+    /// [`STAMP_OLDEST`] of the new units. Kept in the unit the shard was
+    /// built with, a shard grown a thousandfold read ages past a quarter
+    /// of it as that old.
+    fn restamp(&mut self, max_entries: usize) {
+        let shift = Self::stamp_shift_for(max_entries);
+        if shift == self.stamp_shift {
+            return;
+        }
+        let now = self.lirs_now();
+        let ages: Vec<u32> = (0..self.stamps.len() as u32)
+            .map(|i| now.wrapping_sub(self.stamp_of(i)))
+            .collect();
+        self.stamp_shift = shift;
+        let units = self.shadows.now() >> shift;
+        for (s, age) in self.stamps.iter().zip(ages) {
+            let age = (age >> shift).min(u32::from(STAMP_OLDEST));
+            // Truncated on purpose, as `stamp_now`.
+            s.store(units.wrapping_sub(age) as u16, Ordering::Relaxed);
+        }
+        self.stamps_aged = units;
+    }
+
     /// [`lirs_now`](Self::lirs_now) as a stamp keeps it: its units, to 16
     /// bits.
     fn stamp_now(&self) -> u16 {
@@ -794,13 +828,23 @@ impl<K, V> Lruvec<K, V> {
         }
     }
 
+    /// A key refused admission: a miss all the same, so the clock LIRS's
+    /// distances are read by counts it, as an eviction does, and the
+    /// stamps age by it (a scan of new keys, each refused, moves the
+    /// clock with no eviction at all).
+    pub(super) fn tick_refused(&mut self) {
+        self.shadows.age_nonresident();
+        self.age_stamps();
+    }
+
     /// Keeps every stamp within [`STAMP_OLDEST`] of now plus one pass's
     /// interval, so that none wraps its 16 bits (which would read an old
     /// entry as new): once the clock has moved [`STAMP_OLDEST`] units since
     /// the last pass, a stamp older than that is made that old. Called at
-    /// each eviction under LIRS; a pass over the stamps every 2^14 units
-    /// is one stamp looked at in some 16 evictions of a shard of 64 or
-    /// more entries.
+    /// every tick of the clock under LIRS (an eviction, or a key refused
+    /// admission); a pass over a shard's stamps every 2^14 units (a unit
+    /// a 64th to a 128th of the shard) is one stamp looked at in 128 to
+    /// 256 evictions.
     pub(super) fn age_stamps(&mut self) {
         let units = self.shadows.now() >> self.stamp_shift;
         if !self.stamped || units.wrapping_sub(self.stamps_aged) < u32::from(STAMP_OLDEST) {
@@ -884,9 +928,7 @@ impl<K, V> Lruvec<K, V> {
                     // what it had been seen before.
                     self.count(hash);
                     self.not_admitted += 1;
-                    // A miss all the same: the clock LIRS's distances are
-                    // read by counts it.
-                    self.shadows.age_nonresident();
+                    self.tick_refused();
                     // The victim stays, for another turn.
                     if self.lists[INACTIVE].tail == t {
                         self.rotate(INACTIVE);
@@ -1070,6 +1112,7 @@ impl<K, V> Lruvec<K, V> {
         self.capacity = capacity;
         self.max_entries = max_entries;
         self.shadows.set_limit(max_entries);
+        self.restamp(max_entries);
         let mut none = NIL;
         // A resize's evictions say nothing of how the HIR set is reused.
         let hir_share = self.hir_share;

@@ -1102,7 +1102,8 @@ fn a_lirs_hit_stamps_its_entry_now() {
 /// older than twice that; a pass over the stamps runs once in
 /// `STAMP_OLDEST` units, not at every eviction. In shards where a unit
 /// is one tick of the clock and where it is eight, and with the clock
-/// ticked three times between evictions (activations tick it too).
+/// ticked three times between passes' checks (no path does today: the
+/// pass must not count on seeing every tick).
 #[test]
 fn a_lirs_stamp_reads_old_entries_as_old_not_new() {
     for (n, ticks) in [(64u64, 1u32), (64, 3), (512, 1), (512, 3)] {
@@ -1138,6 +1139,120 @@ fn a_lirs_stamp_reads_old_entries_as_old_not_new() {
             "{n} entries: ages read up to {oldest_read}: a pass at every eviction"
         );
     }
+}
+
+/// Under LIRS with admission a key refused ticks the clock as an
+/// eviction does, and ages the stamps as one: after 70 000 refusals and
+/// no eviction (a scan of new keys, each refused), the fill's entries
+/// read as old as a stamp can (without the pass at a refusal they
+/// wrapped and read as new); and through `insert_new`, where refusals
+/// and evictions mix, likewise.
+#[test]
+fn refused_keys_age_the_lirs_stamps_too() {
+    let oldest = u32::from(STAMP_OLDEST);
+    let fill_ages = |lv: &Lruvec<u64, u64>| -> Vec<u32> {
+        (0..64)
+            .filter_map(|first| slot(lv, first))
+            .map(|i| lv.lirs_now().wrapping_sub(lv.stamp_of(i)))
+            .collect()
+    };
+    let mut lv = shard(Policy::LirsTinyLfu, 64);
+    for k in 0..64 {
+        access(&mut lv, k);
+    }
+    for _ in 0..70_000 {
+        lv.tick_refused();
+    }
+    let ages = fill_ages(&lv);
+    assert_eq!(ages.len(), 64);
+    assert!(
+        ages.iter().all(|a| (oldest..2 * oldest).contains(a)),
+        "refusals alone: the fill's entries read {ages:?} old"
+    );
+
+    let mut lv = shard(Policy::LirsTinyLfu, 64);
+    for k in 0..64 {
+        access(&mut lv, k);
+    }
+    let (start, mut k) = (lv.not_admitted, 1_000_000);
+    while lv.not_admitted - start < 70_000 {
+        access(&mut lv, k);
+        k += 1;
+        assert!(k < 1_200_000, "new keys were not refused");
+    }
+    let ages = fill_ages(&lv);
+    assert!(!ages.is_empty(), "the fill's keys all left");
+    assert!(
+        ages.iter().all(|a| (oldest..2 * oldest).contains(a)),
+        "refusals among evictions: the fill's entries read {ages:?} old"
+    );
+}
+
+/// At the coarsest unit (2^16 evictions: shards of 4 Mi entries and
+/// more), a stamp's 16 bits wrap where the units do: an entry's age reads
+/// back exactly across the clock's wrap at 2^32, and then as old as a
+/// stamp can, never as new (with units of 2^20 evictions, the old cap,
+/// a stamp kept 4 bits more than the units had, and aged entries read as
+/// used now).
+#[test]
+fn the_coarsest_stamps_read_back_across_the_clocks_wrap() {
+    assert_eq!(Lruvec::<u64, u64>::stamp_shift_for(usize::MAX), 16);
+    let mut lv = shard(Policy::Lirs, 64);
+    for k in 0..64 {
+        access(&mut lv, k);
+    }
+    let i = slot(&lv, 0).unwrap();
+    lv.stamp_shift = 16;
+    // Three units before the wrap, every entry used now.
+    let t0 = u32::MAX - (3 << 16);
+    lv.shadows.set_now(t0);
+    lv.keep_stamps();
+    let oldest = u32::from(STAMP_OLDEST);
+    for d in 1..=(3 * oldest) {
+        // One unit on, as evictions move it.
+        lv.shadows.set_now(t0.wrapping_add(d << 16));
+        lv.age_stamps();
+        let age = (lv.lirs_now().wrapping_sub(lv.stamp_of(i))) >> 16;
+        assert!(
+            age == d || (d > oldest && (oldest..2 * oldest).contains(&age)),
+            "{d} units on, entry 0 reads {age} units old"
+        );
+    }
+}
+
+/// `set_capacity` carries each LIRS stamp over to the new size's unit:
+/// an entry's age reads the same, to a unit, after the shard grows a
+/// thousandfold, and shrunk back it reads as old as a stamp can (kept in
+/// the unit the shard was built with, the grown shard read every age
+/// past 2^14 evictions as that old).
+#[test]
+fn a_resized_lirs_shard_keeps_its_entries_ages() {
+    let mut lv = shard(Policy::Lirs, 64);
+    for k in 0..64 {
+        access(&mut lv, k);
+    }
+    let i = slot(&lv, 0).unwrap();
+    for _ in 0..40_000 {
+        lv.shadows.age_nonresident();
+    }
+    let age = |lv: &Lruvec<u64, u64>| lv.lirs_now().wrapping_sub(lv.stamp_of(i));
+    assert_eq!(age(&lv), 40_000);
+    let mut out = Evicted::new();
+    lv.set_capacity(64 << 10, 64 << 10, &mut out);
+    assert_eq!(lv.stamp_shift, 10);
+    // An eviction: the clock ticks and the stamps may age.
+    lv.shadows.age_nonresident();
+    lv.age_stamps();
+    assert!(
+        age(&lv).abs_diff(40_001) < 1 << 10,
+        "grown, entry 0 reads {} old",
+        age(&lv)
+    );
+    lv.set_capacity(64, 64, &mut out);
+    assert_eq!(lv.stamp_shift, 0);
+    assert_eq!(age(&lv), u32::from(STAMP_OLDEST), "shrunk back");
+    assert!(out.is_empty());
+    lv.check().unwrap();
 }
 
 /// An adaptive shard of `n` entries made to run LRU, and `count` keys
