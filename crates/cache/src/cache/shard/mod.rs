@@ -470,7 +470,7 @@ impl<K, V> Lruvec<K, V> {
     fn keep_stamps(&mut self) {
         let now = self.stamp_now();
         self.stamps = (0..self.nodes.len()).map(|_| AtomicU16::new(now)).collect();
-        self.stamps_aged = self.shadows.now() >> self.stamp_shift;
+        self.stamps_aged = self.stamp_units();
         self.stamped = true;
     }
 
@@ -757,7 +757,12 @@ impl<K, V> Lruvec<K, V> {
     /// shard: a stamp then changes once in that many evictions, not at
     /// every one, so hits of a shard taking inserts write few stamps.
     fn lirs_now(&self) -> u32 {
-        (self.shadows.now() >> self.stamp_shift) << self.stamp_shift
+        self.stamp_units() << self.stamp_shift
+    }
+
+    /// The clock now in the stamps' units (`2^stamp_shift` evictions).
+    fn stamp_units(&self) -> u32 {
+        self.shadows.now() >> self.stamp_shift
     }
 
     /// The stamps' unit for a shard of `max_entries` entries: a 64th of
@@ -784,7 +789,7 @@ impl<K, V> Lruvec<K, V> {
             .map(|i| now.wrapping_sub(self.stamp_of(i)))
             .collect();
         self.stamp_shift = shift;
-        let units = self.shadows.now() >> shift;
+        let units = self.stamp_units();
         for (s, age) in self.stamps.iter().zip(ages) {
             let age = (age >> shift).min(u32::from(STAMP_OLDEST));
             // Truncated on purpose, as `stamp_now`.
@@ -797,7 +802,7 @@ impl<K, V> Lruvec<K, V> {
     /// bits.
     fn stamp_now(&self) -> u16 {
         // Truncated on purpose: `stamp_of` counts back from now.
-        (self.shadows.now() >> self.stamp_shift) as u16
+        self.stamp_units() as u16
     }
 
     /// [`Policy::Lirs`]: entry `i` is used now. Stored only when the
@@ -813,13 +818,13 @@ impl<K, V> Lruvec<K, V> {
     /// Entry `i`'s last access ([`Policy::Lirs`]), on the clock as
     /// [`lirs_now`](Self::lirs_now) rounds it: counted back from now by
     /// the stamp's 16 bits (a stamp is 2 bytes an entry, not 4), exact
-    /// for an entry used within the last [`STAMP_OLDEST`] units, some 256
-    /// shards' worth of evictions; an older one reads as that old (see
+    /// for an entry used within the last [`STAMP_OLDEST`] units; an older
+    /// one reads as that old (see
     /// [`age_stamps`](Self::age_stamps)), as a shadow keeps the oldest age
     /// it can. Now while no stamps are kept (see [`stamped`](Self::stamped)).
     pub(super) fn stamp_of(&self, i: u32) -> u32 {
         if self.stamped {
-            let units = self.shadows.now() >> self.stamp_shift;
+            let units = self.stamp_units();
             let stamp = self.stamps[i as usize].load(Ordering::Relaxed);
             let age = u32::from((units as u16).wrapping_sub(stamp));
             units.wrapping_sub(age) << self.stamp_shift
@@ -846,7 +851,7 @@ impl<K, V> Lruvec<K, V> {
     /// a 64th to a 128th of the shard) is one stamp looked at in 128 to
     /// 256 evictions.
     pub(super) fn age_stamps(&mut self) {
-        let units = self.shadows.now() >> self.stamp_shift;
+        let units = self.stamp_units();
         if !self.stamped || units.wrapping_sub(self.stamps_aged) < u32::from(STAMP_OLDEST) {
             return;
         }
