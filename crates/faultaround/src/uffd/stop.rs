@@ -29,7 +29,10 @@ impl UffdRegion {
 }
 
 impl Shared {
-    /// [`UffdRegion::shutdown`]'s work, for a [`UffdHandler`](super::UffdHandler) too.
+    /// [`UffdRegion::shutdown`]'s work, for a [`UffdHandler`](super::UffdHandler) too:
+    /// the fill before the unregister, so a pending fault gets its data;
+    /// `retire` before both end, so a thread left behind installs nothing
+    /// after (loom: `handler/tests/loom_teardown.rs`).
     pub(super) fn shutdown(self: &std::sync::Arc<Self>) {
         self.stop_handlers();
         if self.mode == Mode::Continue {

@@ -2,4 +2,5 @@
 //! the kernel. Run with `cargo xtask loom faultaround`.
 
 mod loom_remove_vs_copy;
+mod loom_teardown;
 mod loom_watchdog;
