@@ -184,7 +184,10 @@ impl<K, V> Lruvec<K, V> {
     /// Whether one more active entry keeps the active list within `share`
     /// of the shard, by entries and by weight.
     fn active_below(&self, share: f64) -> bool {
-        real(self.lists[ACTIVE].len + 1) <= (share * real(self.max_entries)).floor()
+        // A whole count is at most `x` exactly when it is at most `x`'s
+        // floor: compared unfloored (`floor` is a call on x86-64's
+        // baseline, on every insertion).
+        real(self.lists[ACTIVE].len + 1) <= share * real(self.max_entries)
             && (self.weight as f64) < share * self.capacity as f64
     }
 

@@ -54,26 +54,56 @@ impl Sketch {
     /// the shard fills, not from its bound: a cache that never fills
     /// allocates little, and a weighted cache's bound is its capacity in
     /// weight (bytes, say).
+    #[inline]
     pub(super) fn fit(&mut self, entries: usize, most: usize) {
+        if entries > self.entries() {
+            self.grow(entries, most);
+        }
+    }
+
+    /// [`fit`](Self::fit)'s rare half: a new sketch, unless at the most.
+    #[cold]
+    fn grow(&mut self, entries: usize, most: usize) {
         let now = self.entries();
-        if entries > now && now < 1 << 28 {
+        if now < 1 << 28 {
             *self = Self::new(entries.max((2 * now).min(most)));
         }
     }
 
     /// The key of short hash `h`'s four counters: its block, and in it
     /// each counter's word and bit shift (one in each pair of words).
+    #[inline]
     fn slots(&self, h: u32) -> (usize, [(usize, u32); 4]) {
         let spread = h.wrapping_mul(0x9e37_79b1);
         // Lemire's multiply-shift onto the blocks, from the high bits.
         let block = ((u64::from(spread) * self.blocks.len() as u64) >> 32) as usize;
         // Another mix for the counters: a byte each.
         let c = counter_hash(h);
-        let slots = [0u32, 1, 2, 3].map(|i| {
+        let slot = |i: u32| {
             let byte = c >> (i * 8);
-            ((2 * i + (byte & 1)) as usize, ((byte >> 1) & 15) * 4)
-        });
-        (block, slots)
+            // `& 7`: a word of the block, which the compiler sees (no
+            // bounds check).
+            (((2 * i + (byte & 1)) & 7) as usize, ((byte >> 1) & 15) * 4)
+        };
+        (block, [slot(0), slot(1), slot(2), slot(3)])
+    }
+
+    /// The four counters at `slots` in `words`.
+    #[inline]
+    fn counts(words: &[u64; 8], slots: &[(usize, u32); 4]) -> [u8; 4] {
+        let count = |(w, shift): (usize, u32)| (words[w] >> shift) as u8 & 0xf;
+        [
+            count(slots[0]),
+            count(slots[1]),
+            count(slots[2]),
+            count(slots[3]),
+        ]
+    }
+
+    /// The least of four counts.
+    #[inline]
+    fn least(c: [u8; 4]) -> u8 {
+        c[0].min(c[1]).min(c[2].min(c[3]))
     }
 
     /// How often the key of short hash `h` was counted lately (at most
@@ -81,12 +111,7 @@ impl Sketch {
     /// only where all four of its counters are shared.
     pub(super) fn estimate(&self, h: u32) -> u8 {
         let (b, slots) = self.slots(h);
-        let words = &self.blocks[b].0;
-        slots
-            .iter()
-            .map(|&(w, shift)| (words[w] >> shift) as u8 & 0xf)
-            .min()
-            .unwrap_or(0)
+        Self::least(Self::counts(&self.blocks[b].0, &slots))
     }
 
     /// Counts the key of short hash `h` once: only the counters at its
@@ -96,16 +121,17 @@ impl Sketch {
     pub(super) fn add(&mut self, h: u32) {
         let (b, slots) = self.slots(h);
         let words = &mut self.blocks[b].0;
-        let counts = slots.map(|(w, shift)| (words[w] >> shift) as u8 & 0xf);
-        let least = counts.iter().copied().min().unwrap_or(0);
+        let counts = Self::counts(words, &slots);
+        let least = Self::least(counts);
         if least >= MAX {
             return;
         }
         // Raised without a branch (which counter is least is a coin's
         // toss): each lies in a word of its own, so the counts read above
         // stay current.
-        for ((w, shift), count) in slots.into_iter().zip(counts) {
-            words[w] += u64::from(count == least) << shift;
+        for i in 0..4 {
+            let (w, shift) = slots[i];
+            words[w] += u64::from(counts[i] == least) << shift;
         }
         self.added += 1;
         if self.added >= self.period {
