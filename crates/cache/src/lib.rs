@@ -23,7 +23,8 @@
 //! or removal listener, single-flight loading
 //! ([`LruCache::get_or_insert_with`]: one loader per key at a time, and
 //! its async form), expiry ([`Builder::time_to_live`], an [`Expiry`]),
-//! atomic updates of one key ([`LruCache::compute`]), iteration, resizing,
+//! atomic updates of one key ([`LruCache::compute`]), pinned entries
+//! ([`Builder::pinned`]), iteration, resizing,
 //! warm restarts ([`LruCache::save`], [`LruCache::warm`]), counters
 //! ([`CacheStats`]), and exact LRU ([`Policy::Lru`] with
 //! [`Builder::batching`]`(false)`) where a workload needs it.
@@ -39,7 +40,8 @@
 //!   [`CacheStats::not_admitted`]); with a weigher, an entry heavier than
 //!   its shard's share of the capacity is not cached at all
 //!   ([`CacheStats::rejected`]; fewer shards, [`Builder::shards`], give
-//!   each a larger share). A cache is not a map: read it through
+//!   each a larger share), nor is a new entry in a shard whose entries
+//!   are all [pinned](Builder::pinned). A cache is not a map: read it through
 //!   [`LruCache::get_or_insert_with`] or handle the miss.
 //! - **Which policy**: keep the default unless a workload needs a
 //!   guarantee of its own — exact LRU order ([`Policy::Lru`] with

@@ -166,6 +166,7 @@ pub(super) struct Options<K, V> {
     pub(super) time_to_idle: Option<Duration>,
     pub(super) expiry: Option<Arc<dyn Expiry<K, V>>>,
     pub(super) clock: Option<Arc<dyn Clock>>,
+    pub(super) pinned: Option<super::shard::Pinned<K, V>>,
 }
 
 impl<K, V, S, W> fmt::Debug for Builder<K, V, S, W> {
@@ -342,6 +343,24 @@ impl<K, V, S, W> Builder<K, V, S, W> {
         self
     }
 
+    /// Pins the entries for which `pinned` is true: reclaim passes them
+    /// over, so they are never evicted for capacity while it holds
+    /// (quick_cache's `Lifecycle::is_pinned`), for entries in use
+    /// elsewhere that must stay findable. It is asked at eviction time, of
+    /// each entry reclaim would evict, under the shard's lock (as a key's
+    /// `Eq` runs): it must be quick and must not use the cache. A pinned
+    /// entry still leaves by `remove`, a replacement, `clear`, `retain`,
+    /// `drain` and expiry. Where a turn of a shard's lists finds every
+    /// entry pinned, the new entry is not cached (heard as evicted,
+    /// counted in [`CacheStats::rejected`](super::CacheStats::rejected)):
+    /// a cache never goes over its capacity to keep a pin, except that
+    /// [`set_capacity`](super::LruCache::set_capacity) below what its
+    /// pinned entries take is reached as they unpin.
+    pub fn pinned(mut self, pinned: impl Fn(&K, &V) -> bool + Send + Sync + 'static) -> Self {
+        self.opts.pinned = Some(Arc::new(pinned));
+        self
+    }
+
     /// Hashes keys with `hasher` instead of foldhash. Its hashes are mixed
     /// once more. Why: the cache takes
     /// its shard, its index position and its shadow tag from different
@@ -469,7 +488,8 @@ impl<K, V, S, W> Builder<K, V, S, W> {
                     (expiring, capped),
                     share(o.capacity, i),
                     shard_entries(max_entries, shards, i),
-                );
+                )
+                .with_pinned(o.pinned.clone());
                 crossbeam_utils::CachePadded::new(
                     ShardLock::new(
                         match &duel {

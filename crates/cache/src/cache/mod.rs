@@ -211,6 +211,7 @@ impl<K: Hash + Eq + Clone, V: Clone> LruCache<K, V> {
                 time_to_idle: None,
                 expiry: None,
                 clock: None,
+                pinned: None,
             },
             hasher: DefaultHashBuilder::default(),
             weigher: UnitWeigher,
@@ -738,12 +739,13 @@ where
     #[doc(hidden)]
     pub fn check_invariants(&self) -> Result<(), String> {
         let before = (self.capacity(), self.max_entries.load(Ordering::Acquire));
-        let (mut len, mut weight) = (0, 0);
+        let (mut len, mut weight, mut pins) = (0, 0, false);
         for (i, s) in self.shards.iter().enumerate() {
             let lv = s.read();
             lv.check().map_err(|e| format!("shard {i}: {e}"))?;
             len += lv.len();
             weight += lv.weight();
+            pins |= lv.pins();
         }
         // The larger of the bounds before and after the sums: a resize
         // running meanwhile moves them.
@@ -751,7 +753,8 @@ where
             before.0.max(self.capacity()),
             before.1.max(self.max_entries.load(Ordering::Acquire)),
         );
-        if weight > capacity || len > max_entries {
+        // Pinned entries may hold a cache over a capacity made smaller.
+        if (weight > capacity || len > max_entries) && !pins {
             return Err(format!(
                 "{len} entries of weight {weight} over {max_entries} / {capacity}"
             ));

@@ -130,7 +130,8 @@ impl<K, V> Lruvec<K, V> {
         if weight != self.weight {
             return Err(format!("weight {} recorded, {weight} summed", self.weight));
         }
-        if self.weight > self.capacity || self.nodes.len() > self.max_entries {
+        // Pinned entries may hold a shard over a capacity made smaller.
+        if (self.weight > self.capacity || self.nodes.len() > self.max_entries) && !self.pins() {
             return Err(format!(
                 "{} entries of weight {} over the shard's {} / {}",
                 self.nodes.len(),

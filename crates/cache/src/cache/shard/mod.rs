@@ -27,6 +27,10 @@ use super::{Policy, RemovalCause, flight::Flight, workingset::Shadows};
 use crate::sync::{AtomicU8, AtomicU16, AtomicU64, Ordering};
 use tunables::*;
 
+/// The user's predicate of pinned entries (see
+/// [`Builder::pinned`](crate::Builder::pinned)).
+pub(in crate::cache) type Pinned<K, V> = std::sync::Arc<dyn Fn(&K, &V) -> bool + Send + Sync>;
+
 /// Entries an operation evicted, handed out of the lock to be dropped or
 /// given to the listener there. Inline for the usual one or two: an
 /// insertion allocates nothing for them.
@@ -252,6 +256,9 @@ pub(super) struct Lruvec<K, V> {
     /// hits since the last write section). Lookups replay sampled hits
     /// into the duel (its lock, `try_lock`), write the buffer (on its own
     /// lines) and read the sampling rate (copied here from the duel).
+    /// Whether an entry is pinned ([`Builder::pinned`](crate::Builder::pinned)):
+    /// reclaim passes it over.
+    pinned: Option<Pinned<K, V>>,
     duel: Option<(
         crate::sync::Arc<Duel>,
         Box<crossbeam_utils::CachePadded<Sampled>>,
@@ -370,6 +377,7 @@ impl<K, V> Lruvec<K, V> {
             lir_stamp: 0,
             admits,
             sketch: admits.then(|| Sketch::new(0)),
+            pinned: None,
             duel: None,
             moves: None,
             duel_shift: 0,
@@ -424,6 +432,25 @@ impl<K, V> Lruvec<K, V> {
         ));
         self.moves = Some(Box::new(crossbeam_utils::CachePadded::new(Batch::new())));
         self
+    }
+
+    /// Passes over the entries `pinned` holds pinned at reclaim.
+    pub(super) fn with_pinned(mut self, pinned: Option<Pinned<K, V>>) -> Self {
+        self.pinned = pinned;
+        self
+    }
+
+    /// Whether the shard has a predicate of pinned entries.
+    pub(super) fn pins(&self) -> bool {
+        self.pinned.is_some()
+    }
+
+    /// Whether entry `i` is pinned now (the user's predicate; none: no).
+    pub(super) fn is_pinned(&self, i: u32) -> bool {
+        self.pinned.as_ref().is_some_and(|pinned| {
+            let n = &self.nodes[i as usize];
+            pinned(&n.key, &n.value)
+        })
     }
 
     pub(super) fn len(&self) -> usize {
@@ -955,6 +982,14 @@ impl<K, V> Lruvec<K, V> {
                 }
             }
         }
+        if hole == NIL && self.over(weight, 1) {
+            // A turn of the lists found every entry pinned: the new one is
+            // not cached, rather than overfill the shard.
+            self.leave_shadow(shadow);
+            self.rejected += 1;
+            out.push((key, value, RemovalCause::Evicted));
+            return Inserted::Rejected;
+        }
         self.count(hash);
         let (place, in_band) = match self.policy {
             Policy::Workingset => self.workingset_refault(hash),
@@ -1041,6 +1076,13 @@ impl<K, V> Lruvec<K, V> {
         }
         let mut protect = i;
         self.evict_while_over(0, 0, &mut protect, out);
+        if self.over(0, 0) {
+            // Every other entry is pinned: the new value does not fit.
+            let mut none = NIL;
+            let n = self.remove(protect, &mut none);
+            self.rejected += 1;
+            out.push((n.key, n.value, RemovalCause::Evicted));
+        }
         Inserted::Replaced(old)
     }
 

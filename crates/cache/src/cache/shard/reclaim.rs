@@ -152,8 +152,9 @@ impl<K, V> Lruvec<K, V> {
     /// when it is low, then looks at the inactive tail — activating it if
     /// it was hit there (under batched [`Policy::Lru`], a hit buys a second
     /// chance instead) — until one is due for eviction, skipping
-    /// `protect`. Returns it still linked, or `None` when there is nothing
-    /// to evict.
+    /// `protect` and pinned entries (each rotated, at most a turn of its
+    /// list). Returns it still linked, or `None` when there is nothing to
+    /// evict.
     pub(super) fn pick_victim(&mut self, protect: &mut u32) -> Option<u32> {
         // Every pass either returns, spends a reference or activates an
         // entry (which clears its references), and nothing adds one here:
@@ -164,7 +165,10 @@ impl<K, V> Lruvec<K, V> {
             self.age_active_list(*protect);
         }
         let mut activated = 0;
-        let most = (1 + usize::from(MAX_REFS)) * self.len() + 8;
+        // Pinned tails passed over in each list: past a whole turn of a
+        // list, it is not looked at again here.
+        let mut pinned = [0usize; 2];
+        let most = (3 + usize::from(MAX_REFS)) * self.len() + 8;
         for passes in 1usize.. {
             debug_assert!(
                 passes <= most,
@@ -178,7 +182,10 @@ impl<K, V> Lruvec<K, V> {
             let mut chosen = None;
             for list in [INACTIVE, ACTIVE] {
                 let t = self.lists[list].tail;
-                if t == NIL || (t == *protect && self.lists[list].len == 1) {
+                if t == NIL
+                    || (t == *protect && self.lists[list].len == 1)
+                    || pinned[list] >= self.lists[list].len
+                {
                     continue;
                 }
                 if t == *protect {
@@ -188,6 +195,11 @@ impl<K, V> Lruvec<K, V> {
                 break;
             }
             let (t, list) = chosen?;
+            if self.is_pinned(t) {
+                pinned[list] += 1;
+                self.rotate(list);
+                continue;
+            }
             let f = self.flags(t);
             if list == INACTIVE && f & REFS != 0 && self.policy != Policy::Lru {
                 if self.policy == Policy::Workingset && activated >= self.activation_budget() {
