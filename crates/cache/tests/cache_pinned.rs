@@ -2,11 +2,13 @@
 //! policy; a shard of pinned entries refuses new ones rather than overfill
 //! or spin (run in a child process with a bounded wait); a pin lifted
 //! lets the entry go; a capacity made smaller is reached as entries
-//! unpin.
+//! unpin; a predicate that panics or uses the cache panics in the caller
+//! and leaves the cache usable.
 
 use std::{
+    panic::{AssertUnwindSafe, catch_unwind},
     sync::{
-        Arc, Mutex,
+        Arc, Mutex, OnceLock,
         atomic::{AtomicBool, Ordering},
     },
     time::Duration,
@@ -152,5 +154,72 @@ fn pins_lifted_let_entries_go() {
     // (which stay is the policy's: new keys seen once do not displace an
     // active list).
     assert!(c.len() <= 4, "{} entries once unpinned", c.len());
+    c.check_invariants().unwrap();
+}
+
+/// The panic `r` carries, as text.
+fn panic_message<T>(r: std::thread::Result<T>) -> String {
+    let Err(e) = r else {
+        panic!("no panic");
+    };
+    e.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_default()
+}
+
+/// A predicate that panics (asked under the shard's write lock): the
+/// insertion panics in the caller, and the cache goes on, consistent.
+#[test]
+fn a_pinned_predicate_that_panics_leaves_the_cache_usable() {
+    let armed = Arc::new(AtomicBool::new(false));
+    let a = armed.clone();
+    let c = LruCache::<u64, u64>::builder(8)
+        .shards(1)
+        .pinned(move |k, _| {
+            assert!(!a.load(Ordering::Relaxed), "predicate panicked");
+            *k == 0
+        })
+        .build()
+        .unwrap();
+    for k in 0..8 {
+        c.insert(k, k);
+    }
+    armed.store(true, Ordering::Relaxed);
+    let msg = panic_message(catch_unwind(AssertUnwindSafe(|| c.insert(100, 100))));
+    assert!(msg.contains("predicate panicked"), "{msg}");
+    armed.store(false, Ordering::Relaxed);
+    c.check_invariants().unwrap();
+    for k in 200..220 {
+        c.insert(k, k);
+    }
+    assert_eq!(c.len(), 8);
+    assert_eq!(c.peek(&0), Some(0), "still pinned");
+    c.check_invariants().unwrap();
+}
+
+/// A predicate that looks the cache up runs under the shard's write
+/// lock: it panics naming the cause instead of hanging (in a child
+/// process with a bounded wait).
+#[test]
+fn a_pinned_predicate_that_uses_the_cache_panics_instead_of_hanging() {
+    let name = "a_pinned_predicate_that_uses_the_cache_panics_instead_of_hanging";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    static CACHE: OnceLock<LruCache<u64, u64>> = OnceLock::new();
+    let c = CACHE.get_or_init(|| {
+        LruCache::builder(4)
+            .shards(1)
+            .pinned(|_, _| CACHE.get().unwrap().get(&1).is_some())
+            .build()
+            .unwrap()
+    });
+    for k in 0..4 {
+        c.insert(k, k);
+    }
+    let msg = panic_message(catch_unwind(AssertUnwindSafe(|| c.insert(100, 100))));
+    assert!(msg.contains("would deadlock"), "{msg}");
     c.check_invariants().unwrap();
 }

@@ -348,9 +348,11 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// (quick_cache's `Lifecycle::is_pinned`), for entries in use
     /// elsewhere that must stay findable. It is asked at eviction time, of
     /// each entry reclaim would evict, under the shard's lock (as a key's
-    /// `Eq` runs): it must be quick and must not use the cache. A pinned
-    /// entry still leaves by `remove`, a replacement, `clear`, `retain`,
-    /// `drain` and expiry. Where a turn of a shard's lists finds every
+    /// `Eq` runs): it must be quick and must not use the cache (a lookup
+    /// from it panics, naming the cause; a panic in it reaches the caller
+    /// and leaves the cache consistent). A pinned entry still leaves by
+    /// `remove`, a replacement, `clear`, `retain`, `drain` and expiry.
+    /// Where a turn of a shard's lists finds every
     /// entry pinned, the new entry is not cached (heard as evicted,
     /// counted in [`CacheStats::rejected`](super::CacheStats::rejected)):
     /// a cache never goes over its capacity to keep a pin, except that
