@@ -344,20 +344,23 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     }
 
     /// Pins the entries for which `pinned` is true: reclaim passes them
-    /// over, so they are never evicted for capacity while it holds
+    /// over, so they are not evicted for capacity while it holds
     /// (quick_cache's `Lifecycle::is_pinned`), for entries in use
     /// elsewhere that must stay findable. It is asked at eviction time, of
     /// each entry reclaim would evict, under the shard's lock (as a key's
     /// `Eq` runs): it must be quick and must not use the cache (a lookup
-    /// from it panics, naming the cause; a panic in it reaches the caller
-    /// and leaves the cache consistent). A pinned entry still leaves by
-    /// `remove`, a replacement, `clear`, `retain`, `drain` and expiry.
-    /// Where a turn of a shard's lists finds every
-    /// entry pinned, the new entry is not cached (heard as evicted,
-    /// counted in [`CacheStats::rejected`](super::CacheStats::rejected)):
-    /// a cache never goes over its capacity to keep a pin, except that
+    /// of the same shard from it panics, naming the cause; of another
+    /// shard it may deadlock, as from [`compute`](super::LruCache::compute);
+    /// a panic in it reaches the caller, and the cache stays usable). A
+    /// pinned entry still leaves by `remove`, `clear`, `retain`, `drain`
+    /// and expiry, and by a replacement too heavy to fit beside the other
+    /// pinned entries (with a weigher: the new value is not cached).
+    /// Where reclaim finds only pinned entries to evict, a new entry is
+    /// not cached (heard as evicted, counted in
+    /// [`CacheStats::rejected`](super::CacheStats::rejected)): a cache
+    /// never goes over its capacity to keep a pin, except that
     /// [`set_capacity`](super::LruCache::set_capacity) below what its
-    /// pinned entries take is reached as they unpin.
+    /// pinned entries take is reached by the insertions after they unpin.
     pub fn pinned(mut self, pinned: impl Fn(&K, &V) -> bool + Send + Sync + 'static) -> Self {
         self.opts.pinned = Some(Arc::new(pinned));
         self

@@ -54,7 +54,8 @@ pub struct CacheStats {
     /// of such a shard pays one `membarrier` call to end it.
     pub fast_read_shards: u64,
     /// Entries not cached because they weigh more than their shard's
-    /// share of the capacity.
+    /// share of the capacity, or because every entry reclaim could evict
+    /// to make room for them is [pinned](crate::Builder::pinned).
     pub rejected: u64,
     /// New entries not cached because [`Policy::LirsTinyLfu`]'s admission
     /// refused them: the sketch had seen the key no more often lately

@@ -247,6 +247,9 @@ pub(super) struct Lruvec<K, V> {
     /// How often keys were seen lately, kept while the shard admits: each
     /// miss and each reference reclaim finds, under the write lock.
     sketch: Option<Sketch>,
+    /// Whether an entry is pinned ([`Builder::pinned`](crate::Builder::pinned)):
+    /// reclaim passes it over.
+    pinned: Option<Pinned<K, V>>,
     /// [`Policy::Lirs`]: the last access (on the shadows' clock) of the
     /// LIR entry last demoted, standing for LIRS's oldest LIR entry; a
     /// refault used more recently is LIR.
@@ -256,9 +259,6 @@ pub(super) struct Lruvec<K, V> {
     /// hits since the last write section). Lookups replay sampled hits
     /// into the duel (its lock, `try_lock`), write the buffer (on its own
     /// lines) and read the sampling rate (copied here from the duel).
-    /// Whether an entry is pinned ([`Builder::pinned`](crate::Builder::pinned)):
-    /// reclaim passes it over.
-    pinned: Option<Pinned<K, V>>,
     duel: Option<(
         crate::sync::Arc<Duel>,
         Box<crossbeam_utils::CachePadded<Sampled>>,
@@ -983,9 +983,12 @@ impl<K, V> Lruvec<K, V> {
             }
         }
         if hole == NIL && self.over(weight, 1) {
-            // A turn of the lists found every entry pinned: the new one is
-            // not cached, rather than overfill the shard.
+            // Reclaim found no room (every entry it could evict is
+            // pinned): the new one is not cached, rather than overfill the
+            // shard; counted as a refused key is.
             self.leave_shadow(shadow);
+            self.count(hash);
+            self.tick_refused();
             self.rejected += 1;
             out.push((key, value, RemovalCause::Evicted));
             return Inserted::Rejected;

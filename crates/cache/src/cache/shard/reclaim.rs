@@ -194,7 +194,16 @@ impl<K, V> Lruvec<K, V> {
                 chosen = Some((self.lists[list].tail, list));
                 break;
             }
-            let (t, list) = chosen?;
+            let Some((t, list)) = chosen else {
+                // A turn of each list offered only pinned tails, counting
+                // rotations, not entries: an unpinned entry may still wait
+                // behind them (its reference spent meanwhile).
+                return if pinned == [0, 0] {
+                    None
+                } else {
+                    self.oldest_unpinned(*protect)
+                };
+            };
             if self.is_pinned(t) {
                 pinned[list] += 1;
                 self.rotate(list);
@@ -220,6 +229,20 @@ impl<K, V> Lruvec<K, V> {
             return Some(t);
         }
         unreachable!("`1..` does not end")
+    }
+
+    /// The oldest entry, the inactive list's first, that is neither
+    /// pinned nor `protect`: [`pick_victim`](Self::pick_victim)'s last
+    /// resort once its turns found only pinned tails.
+    fn oldest_unpinned(&self, protect: u32) -> Option<u32> {
+        [INACTIVE, ACTIVE].into_iter().find_map(|list| {
+            let mut i = self.lists[list].tail;
+            (0..self.lists[list].len).find_map(|_| {
+                let found = (i != protect && !self.is_pinned(i)).then_some(i);
+                i = self.links[i as usize].prev;
+                found
+            })
+        })
     }
 
     /// Under [`Policy::Lirs`], moves the HIR share by what became of a

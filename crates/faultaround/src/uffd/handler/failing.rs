@@ -214,6 +214,12 @@ impl Shared {
             return Protected::No;
         }
         let _no_copy = self.events.write().unwrap_or_else(|e| e.into_inner());
+        // Retired (shut down): the range is the application's again, and
+        // a thread left behind in the source protects none of it, as it
+        // installs none.
+        if self.is_retired() {
+            return Protected::No;
+        }
         if self.mapped(page) {
             return Protected::Present;
         }
