@@ -157,15 +157,9 @@ fn pins_lifted_let_entries_go() {
     c.check_invariants().unwrap();
 }
 
-/// The panic `r` carries, as text.
-fn panic_message<T>(r: std::thread::Result<T>) -> String {
-    let Err(e) = r else {
-        panic!("no panic");
-    };
-    e.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-        .unwrap_or_default()
+/// The text of the panic `r` carries.
+fn panic_message<T: std::fmt::Debug>(r: std::thread::Result<T>) -> String {
+    mmbatch_testkit::panic_message(&*r.unwrap_err())
 }
 
 /// A predicate that panics (asked under the shard's write lock): the

@@ -41,11 +41,7 @@ fn cache() -> &'static LruCache<u32, Val> {
 
 /// The message of the panic `r` must hold.
 fn panic_message<T: std::fmt::Debug>(r: std::thread::Result<T>) -> String {
-    let e = r.unwrap_err();
-    e.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-        .unwrap_or_default()
+    mmbatch_testkit::panic_message(&*r.unwrap_err())
 }
 
 /// A value whose `Clone` calls back into [`CACHE`] once, as [`ON_CLONE`]

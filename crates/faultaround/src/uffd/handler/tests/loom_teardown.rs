@@ -68,13 +68,10 @@ enum Variant {
 impl Region {
     fn wait_while<'a>(
         &self,
-        mut k: loom::sync::MutexGuard<'a, Kernel>,
+        k: loom::sync::MutexGuard<'a, Kernel>,
         cond: impl Fn(&Kernel) -> bool,
     ) -> loom::sync::MutexGuard<'a, Kernel> {
-        while cond(&k) {
-            k = self.changed.wait(k).unwrap();
-        }
-        k
+        super::wait_while(&self.changed, k, cond)
     }
 
     /// `UFFDIO_COPY` of the page: fills it if missing and registered,
