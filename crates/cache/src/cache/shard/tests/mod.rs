@@ -1160,6 +1160,39 @@ fn aging_passes_over_the_entry_being_written() {
     );
 }
 
+/// The entry being written (`protect`), alone on one list, is never the
+/// victim: reclaim passes that list over and evicts from the other, under
+/// every policy (checked before pinned tails were counted; an empty list
+/// was skipped by its tail, NIL, and now by its length as well).
+#[test]
+fn the_entry_being_written_alone_on_its_list_is_not_the_victim() {
+    for policy in [
+        Policy::Workingset,
+        Policy::Lirs,
+        Policy::Lru,
+        Policy::ActiveInactive,
+    ] {
+        let mut lv = Lruvec::new(policy, true, false, (false, false), 8, 8);
+        for k in 0..8 {
+            insert(&mut lv, k);
+        }
+        // Everything but one entry onto the active list.
+        let keep = (0..8)
+            .map(|k| slot(&lv, k).unwrap())
+            .filter(|&i| !lv.is_active(i))
+            .collect::<Vec<_>>();
+        let (&p, rest) = keep.split_last().expect("an inactive entry");
+        for &i in rest {
+            lv.activate(i);
+        }
+        assert_eq!((lv.lists[INACTIVE].len, lv.lists[INACTIVE].tail), (1, p));
+        let mut protect = p;
+        let victim = lv.pick_victim(&mut protect).expect("a victim");
+        assert_ne!(victim, p, "{policy:?}: the entry being written");
+        lv.check().unwrap();
+    }
+}
+
 /// `Policy::Lirs`'s test is strict, as LIRS's is: a refault is LIR only
 /// if its key was used more recently than the LIR entry last demoted; one
 /// used as long ago is HIR (the inactive head), one a tick more recently
