@@ -153,14 +153,15 @@ impl<K, V> Lruvec<K, V> {
     /// it was hit there (under batched [`Policy::Lru`], a hit buys a second
     /// chance instead) — until one is due for eviction, skipping
     /// `protect` and pinned entries (each rotated, at most a turn of its
-    /// list). Returns it still linked, or `None` when there is nothing to
-    /// evict.
+    /// list, then the oldest unpinned entry is taken). Returns it still
+    /// linked, or `None` when there is nothing to evict.
     pub(super) fn pick_victim(&mut self, protect: &mut u32) -> Option<u32> {
-        // Every pass either returns, spends a reference or activates an
-        // entry (which clears its references), and nothing adds one here:
-        // at most one activation and `MAX_REFS` rotations an entry. Past
-        // that the loop makes no progress, and debug assertions panic
-        // rather than spin.
+        // Every pass either returns, spends a reference, activates an
+        // entry (which clears its references) or rotates a pinned tail,
+        // and nothing adds a reference here: at most one activation and
+        // `MAX_REFS` rotations an entry, and a turn of each list's pinned
+        // tails. Past that the loop makes no progress, and debug
+        // assertions panic rather than spin.
         if self.stale && self.evictions % AGE_EVERY == 0 && !self.active_has_room() {
             self.age_active_list(*protect);
         }
