@@ -8,12 +8,16 @@
 //! A region of [`BYTES`] at scale 1, every page present; [`SHARE`] of its
 //! pages, in a fixed random order, written once each (a byte a page).
 //! Rows:
-//! - `writes/none`: the writes to an untracked anonymous mapping (no
-//!   fault: the floor);
+//! - `writes/none`: the writes to an untracked anonymous mapping of
+//!   4 KiB pages (no fault: the floor);
 //! - `writes/uffd-wp`, `writes/soft-dirty`: the same writes, each a first
-//!   write since the tracking was reset;
+//!   write since the tracking was reset, both over 4 KiB pages (the
+//!   region's are; the soft-dirty mapping is `MADV_NOHUGEPAGE`);
+//! - `writes/soft-dirty-thp`: the same over transparent huge pages
+//!   (`MADV_HUGEPAGE`), where THP is not `never`: a huge page keeps one
+//!   soft-dirty bit, so a write marks its 512 pages;
 //! - `scan/uffd-wp`: `take_written_pages` (report and reset in one walk);
-//! - `scan/soft-dirty`: the pagemap read for the region's pages and the
+//! - `scan/soft-dirty*`: the pagemap read for the mapping's pages and the
 //!   bits cleared again (`clear_refs` 4, which walks the whole process).
 //!
 //! Counters: pages, pages written, pages reported, `exact` (1 when the
@@ -22,6 +26,7 @@
 use std::{fs::File, io::Write as _, os::unix::fs::FileExt, time::Instant};
 
 use mmbatch_faultaround::{UffdRegion, Zeroes};
+use mmbatch_mmap::Advice;
 use rand::{SeedableRng, rngs::SmallRng, seq::SliceRandom};
 
 use crate::{Config, Experiment, Metric, Progress, Report, Row, Table};
@@ -105,6 +110,13 @@ fn soft_dirty_works() -> bool {
     soft_dirty_pages(&pagemap, m.as_ptr() as usize, 1).is_ok_and(|p| p == [0])
 }
 
+/// Whether anonymous memory can get transparent huge pages here (THP
+/// `always` or `madvise`).
+fn thp_enabled() -> bool {
+    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .is_ok_and(|s| !s.contains("[never]"))
+}
+
 /// (writes, scan) samples of tracking `order`'s writes in `n` pages by
 /// `how`.
 fn measure(how: &str, n: usize, order: &[usize]) -> Result<(Sample, Sample), String> {
@@ -112,13 +124,29 @@ fn measure(how: &str, n: usize, order: &[usize]) -> Result<(Sample, Sample), Str
     want.sort_unstable();
     let err = |e: &dyn std::fmt::Display| format!("{how}: {e}");
     match how {
-        "none" | "soft-dirty" => {
-            let m = mmbatch_mmap::Mapping::populated(n * PAGE).map_err(|e| err(&e))?;
+        "none" | "soft-dirty" | "soft-dirty-thp" => {
+            let m = mmbatch_mmap::Mapping::anonymous(n * PAGE).map_err(|e| err(&e))?;
+            let advice = if how == "soft-dirty-thp" {
+                Advice::HugePage
+            } else {
+                Advice::NoHugePage
+            };
+            m.advise(0..n * PAGE, advice).map_err(|e| err(&e))?;
             let base = m.as_ptr() as usize;
-            let pagemap = File::open("/proc/self/pagemap").map_err(|e| err(&e))?;
-            if how == "soft-dirty" {
-                clear_soft_dirty().map_err(|e| err(&e))?;
+            write_pages(base, &(0..n).collect::<Vec<_>>());
+            if how == "none" {
+                let start = Instant::now();
+                write_pages(base, order);
+                let writes = start.elapsed().as_secs_f64();
+                let none = |elapsed_s| Sample {
+                    elapsed_s,
+                    reported: 0,
+                    exact: false,
+                };
+                return Ok((none(writes), none(0.0)));
             }
+            let pagemap = File::open("/proc/self/pagemap").map_err(|e| err(&e))?;
+            clear_soft_dirty().map_err(|e| err(&e))?;
             let start = Instant::now();
             write_pages(base, order);
             let writes = start.elapsed().as_secs_f64();
@@ -186,11 +214,13 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     order.truncate(((n as f64 * SHARE) as usize).max(1));
     let samples = cfg.samples.max(1);
     let soft_dirty = soft_dirty_works();
-    let ways: &[&str] = if soft_dirty {
-        &["none", "uffd-wp", "soft-dirty"]
-    } else {
-        &["none", "uffd-wp"]
-    };
+    let mut ways = vec!["none", "uffd-wp"];
+    if soft_dirty {
+        ways.push("soft-dirty");
+        if thp_enabled() {
+            ways.push("soft-dirty-thp");
+        }
+    }
     let mut failures = Vec::new();
     let mut writes: Vec<Row> = Vec::new();
     let mut scans: Vec<Row> = Vec::new();
@@ -207,12 +237,12 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
             }
         }
         let counters = |s: &[&Sample]| {
-            [
-                ("pages", n as f64),
-                ("written", order.len() as f64),
-                ("reported", crate::mean(s, |s| s.reported as u64)),
-                ("exact", crate::mean(s, |s| u64::from(s.exact))),
-            ]
+            let mut c = vec![("pages", n as f64), ("written", order.len() as f64)];
+            if *how != "none" {
+                c.push(("reported", crate::mean(s, |s| s.reported as u64)));
+                c.push(("exact", crate::mean(s, |s| u64::from(s.exact))));
+            }
+            c
         };
         let w: Vec<&Sample> = got.iter().map(|(w, _)| w).collect();
         writes.push(Row::timed(
@@ -249,7 +279,9 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
         report.notes.push(
             "Soft-dirty rows not run: this kernel keeps no soft-dirty bits \
              (CONFIG_MEM_SOFT_DIRTY off: a page written after clear_refs 4 showed no bit 55). \
-             The comparison needs a kernel with both soft-dirty and PAGEMAP_SCAN (6.7+)."
+             The comparison needs a kernel with both soft-dirty and PAGEMAP_SCAN (6.7+): \
+             `cargo xtask vm --backports-kernel --repro dirty` runs it in a guest on Debian's \
+             backports kernel, which has both."
                 .into(),
         );
     }
@@ -268,19 +300,35 @@ fn notes(r: &Report, n: usize, k: usize, failures: &[String]) -> Vec<String> {
     )];
     let med = |name: &str| r.median(name);
     let exact = |name: &str| r.row(name)?.counters.get("exact").copied();
-    for how in ["uffd-wp", "soft-dirty"] {
-        let e = exact(&format!("scan/{how}"));
+    let exact_share = |how: &str| exact(&format!("scan/{how}"));
+    notes.push(format!(
+        "Target uffd-wp reports exactly the pages written: {}.",
+        match exact_share("uffd-wp") {
+            Some(1.0) => "met (every sample)".to_owned(),
+            Some(x) => format!("MISSED ({:.0}% of samples exact)", x * 100.0),
+            None => "not run".to_owned(),
+        }
+    ));
+    if let Some(x) = exact_share("soft-dirty") {
         notes.push(format!(
-            "Target {how} reports exactly the pages written: {}.",
-            match e {
-                Some(1.0) => "met (every sample)".to_owned(),
-                Some(x) => format!("MISSED ({:.0}% of samples exact)", x * 100.0),
-                None => "not run".to_owned(),
-            }
+            "Soft-dirty over the same 4 KiB pages reported exactly the pages written in {:.0}% \
+             of samples.",
+            x * 100.0
+        ));
+    }
+    if let Some(reported) = r
+        .row("scan/soft-dirty-thp")
+        .and_then(|row| row.counters.get("reported").copied())
+    {
+        notes.push(format!(
+            "Soft-dirty over transparent huge pages reported {reported:.0} pages for the {k} \
+             written ({:.1}x): a huge page keeps one bit for its 512 pages, so a snapshot taken \
+             from it copies that much more.",
+            reported / k as f64
         ));
     }
     if let Some(none) = med("writes/none") {
-        for how in ["uffd-wp", "soft-dirty"] {
+        for how in ["uffd-wp", "soft-dirty", "soft-dirty-thp"] {
             if let Some(t) = med(&format!("writes/{how}")) {
                 notes.push(format!(
                     "Cost of a first write over an untracked one, {how}: {:.0} ns ({:.2} ms for \
@@ -292,13 +340,13 @@ fn notes(r: &Report, n: usize, k: usize, failures: &[String]) -> Vec<String> {
             }
         }
     }
-    for how in ["uffd-wp", "soft-dirty"] {
+    for how in ["uffd-wp", "soft-dirty", "soft-dirty-thp"] {
         if let Some(t) = med(&format!("scan/{how}")) {
             notes.push(format!(
                 "Report and reset, {how}: {:.2} ms, {:.1} ns a page{}.",
                 t * 1e3,
                 t / n as f64 * 1e9,
-                if how == "soft-dirty" {
+                if how.starts_with("soft-dirty") {
                     " (its clear_refs walks the whole process, not only the region)"
                 } else {
                     " (PAGEMAP_SCAN, one walk of the region's page tables)"
@@ -321,6 +369,12 @@ mod tests {
         if soft_dirty_works() {
             let (_, s) = measure("soft-dirty", 1024, &order).unwrap();
             assert!(s.exact, "soft-dirty reported {}", s.reported);
+            let (_, s) = measure("soft-dirty-thp", 1024, &order).unwrap();
+            assert!(
+                s.reported >= order.len(),
+                "soft-dirty-thp reported {}",
+                s.reported
+            );
         }
         assert!(measure("other", 1024, &order).is_err());
     }

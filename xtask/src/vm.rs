@@ -1,7 +1,8 @@
 //! `cargo xtask vm`: the host tests and the NUMA experiments in a QEMU
 //! guest with N NUMA nodes, on Debian's own kernel (6.1 on bookworm), so
 //! that placement is checked by a kernel that has more than one node and
-//! the fallbacks for an older kernel actually run.
+//! the fallbacks for an older kernel actually run; or on its backports
+//! kernel (6.12), for what needs a newer one (`dirty`'s soft-dirty rows).
 //!
 //! The guest is an initramfs: busybox, the test binaries and `repro`
 //! (release builds), and the shared libraries they load (`ldd`), booted
@@ -61,6 +62,18 @@ pub(crate) struct Args {
     /// A kernel image with NUMA and userfaultfd built in (default: Debian's linux-image-cloud-amd64, unpacked into target/vm).
     #[arg(long, value_name = "PATH")]
     kernel: Option<PathBuf>,
+    /// Debian's newer cloud kernel, from the host release's backports suite (6.12 on bookworm: soft-dirty bits and userfaultfd's asynchronous write protection in one kernel; under QEMU 7.2's TCG about half its boots crash, docs/restore.md).
+    #[arg(long, conflicts_with = "kernel")]
+    backports_kernel: bool,
+    /// The `repro` experiments the guest runs after the tests (comma-separated ids).
+    #[arg(long, value_name = "IDS", default_value = "timedmunlock,clear", value_parser = repro_ids)]
+    repro: String,
+    /// `repro --scale` in the guest (the default guest has 2 GiB).
+    #[arg(long, value_name = "SCALE", default_value_t = 0.01, value_parser = repro_scale)]
+    repro_scale: f64,
+    /// `repro --samples` in the guest.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    repro_samples: u32,
     /// KVM, TCG, or KVM when a probe boot works (auto).
     #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
     accel: AccelChoice,
@@ -114,12 +127,24 @@ impl Args {
             mem_mib: 2048,
             memory_only_node: false,
             kernel: None,
+            backports_kernel: false,
+            repro: "timedmunlock,clear".to_owned(),
+            repro_scale: 0.01,
+            repro_samples: 1,
             accel: AccelChoice::Auto,
             timeout: 600,
             no_repro: false,
             tests: Vec::new(),
             test_args: Vec::new(),
         }
+    }
+
+    /// `repro`'s arguments in the guest.
+    fn repro_args(&self) -> String {
+        format!(
+            "--only {} --scale {} --samples {}",
+            self.repro, self.repro_scale, self.repro_samples
+        )
     }
 
     fn check(&self) -> Result<(), String> {
@@ -143,12 +168,18 @@ pub(crate) fn run(a: &Args) -> Result<(), String> {
     fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let kernel = match &a.kernel {
         Some(k) => k.clone(),
-        None => debian_kernel(&dir)?,
+        None => debian_kernel(&dir, a.backports_kernel)?,
     };
     let (tests, repro) = build(a)?;
     let topology = topology(a);
     let initrd = dir.join("initrd.cpio");
-    pack(&initrd, &tests, repro.as_deref(), &a.test_args)?;
+    let repro_args = a.repro_args();
+    pack(
+        &initrd,
+        &tests,
+        repro.as_deref().map(|r| (r, repro_args.as_str())),
+        &a.test_args,
+    )?;
     let accel = accel(a, &dir, &kernel)?;
     eprintln!(
         "vm: {} node(s){}, {} vCPU(s), {} MiB, kernel {}, {}",
@@ -237,18 +268,38 @@ fn topology_env(t: &[(Vec<usize>, usize)]) -> String {
 
 /// Debian's cloud kernel image, unpacked from its package into
 /// `target/vm/kernel` (`apt-get download` + `dpkg-deb -x`: nothing is
-/// installed on the host, and no root is needed).
-fn debian_kernel(dir: &Path) -> Result<PathBuf, String> {
-    let kdir = dir.join("kernel");
+/// installed on the host, and no root is needed); with `backports`, the
+/// newer one from the host release's backports suite, into
+/// `target/vm/kernel-backports`.
+fn debian_kernel(dir: &Path, backports: bool) -> Result<PathBuf, String> {
+    let kdir = dir.join(if backports {
+        "kernel-backports"
+    } else {
+        "kernel"
+    });
     if let Some(k) = find_vmlinuz(&kdir) {
         return Ok(k);
     }
-    let package = match kernel_package()? {
+    let apt = if backports {
+        backports_apt(dir)?
+    } else {
+        Vec::new()
+    };
+    let package = match kernel_package(&apt)? {
         Some(p) => p,
+        None if backports => {
+            return Err(format!(
+                "apt-cache knows no {KERNEL_PACKAGE} in {}: this host's release has no \
+                 backports kernel there; pass --kernel PATH",
+                fs::read_to_string(dir.join("apt-backports/sources.list"))
+                    .unwrap_or_default()
+                    .trim()
+            ));
+        }
         None if crate::util::is_root() => {
             // The package lists may be missing on a fresh machine.
             exec(Command::new("apt-get").args(["update", "-qq"]))?;
-            kernel_package()?.ok_or_else(|| {
+            kernel_package(&apt)?.ok_or_else(|| {
                 format!("apt-cache knows no {KERNEL_PACKAGE} even after apt-get update; pass --kernel PATH")
             })?
         }
@@ -264,6 +315,7 @@ fn debian_kernel(dir: &Path) -> Result<PathBuf, String> {
     fs::create_dir_all(&dl).map_err(|e| e.to_string())?;
     exec(
         Command::new("apt-get")
+            .args(&apt)
             .args(["download", "-q", &package])
             .current_dir(&dl),
     )?;
@@ -278,10 +330,52 @@ fn debian_kernel(dir: &Path) -> Result<PathBuf, String> {
     find_vmlinuz(&kdir).ok_or_else(|| format!("{package} has no boot/vmlinuz-*"))
 }
 
+/// apt options that see only the host release's backports suite, through
+/// a sources list and package lists of their own under
+/// `dir/apt-backports` (the host's apt state is neither read nor
+/// changed), after fetching those lists.
+fn backports_apt(dir: &Path) -> Result<Vec<String>, String> {
+    let release = fs::read_to_string("/etc/os-release")
+        .map_err(|e| format!("reading /etc/os-release ({e}): pass --kernel PATH"))?;
+    let codename = release
+        .lines()
+        .find_map(|l| l.strip_prefix("VERSION_CODENAME="))
+        .map(|c| c.trim_matches('"'))
+        .filter(|c| !c.is_empty())
+        .ok_or(
+            "/etc/os-release names no VERSION_CODENAME (a Debian release): pass --kernel PATH",
+        )?;
+    let root = dir.join("apt-backports");
+    for d in ["lists/partial", "cache/archives/partial", "sources.list.d"] {
+        fs::create_dir_all(root.join(d))
+            .map_err(|e| format!("creating {}: {e}", root.join(d).display()))?;
+    }
+    let list = root.join("sources.list");
+    fs::write(
+        &list,
+        format!("deb http://deb.debian.org/debian {codename}-backports main\n"),
+    )
+    .map_err(|e| format!("writing {}: {e}", list.display()))?;
+    let opt = |k: &str, v: &Path| ["-o".to_owned(), format!("{k}={}", v.display())];
+    let apt: Vec<String> = [
+        opt("Dir::Etc::SourceList", &list),
+        opt("Dir::Etc::SourceParts", &root.join("sources.list.d")),
+        opt("Dir::State::Lists", &root.join("lists")),
+        opt("Dir::Cache", &root.join("cache")),
+        opt("Dir::State::status", Path::new("/dev/null")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    exec(Command::new("apt-get").args(&apt).args(["update", "-qq"]))?;
+    Ok(apt)
+}
+
 /// The versioned image package `linux-image-cloud-amd64` depends on, if
-/// apt knows it.
-fn kernel_package() -> Result<Option<String>, String> {
+/// apt (with options `apt`) knows it.
+fn kernel_package(apt: &[String]) -> Result<Option<String>, String> {
     let depends = Command::new("apt-cache")
+        .args(apt)
         .args(["depends", KERNEL_PACKAGE])
         .output()
         .map_err(|e| {
@@ -403,6 +497,27 @@ enum Accel {
     Kvm,
     /// Why not KVM.
     Tcg(String),
+}
+
+/// `--repro`: comma-separated experiment ids (letters, digits, `-`),
+/// which the guest's shell script reads as one word.
+fn repro_ids(s: &str) -> Result<String, String> {
+    if !s.is_empty()
+        && s.split(',')
+            .all(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+    {
+        Ok(s.to_owned())
+    } else {
+        Err("experiment ids separated by commas, e.g. dirty,restore".to_owned())
+    }
+}
+
+/// `--repro-scale`: a positive finite number.
+fn repro_scale(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err("a positive number, e.g. 0.25".to_owned()),
+    }
 }
 
 /// KVM if asked for, or if `auto` and a guest that only powers off boots

@@ -16,7 +16,7 @@ pub(super) const BINARY_LIMIT_SECS: u64 = 180;
 /// The guest's `/init`.
 pub(super) fn init_script(
     tests: &[(String, PathBuf)],
-    repro: bool,
+    repro: Option<&str>,
     test_args: &[String],
     limit_secs: u64,
 ) -> String {
@@ -61,10 +61,8 @@ pub(super) fn init_script(
         let file = name.replace(':', "-");
         s += &format!("run {name} /tests/{file} {args}\n");
     }
-    if repro {
-        // The NUMA rows as a smoke: interleaved munlock and clear with
-        // per-node threads, at a size a small guest holds.
-        s += "run repro /repro --only timedmunlock,clear --scale 0.01 --samples 1 --out /tmp/repro\n";
+    if let Some(args) = repro {
+        s += &format!("run repro /repro {args} --out /tmp/repro\n");
     }
     // The status line twice, a second apart, and a second more before the
     // power-off: the console drains each before the next is written, so
@@ -84,7 +82,7 @@ pub(super) fn init_script(
 pub(super) fn pack(
     path: &Path,
     tests: &[(String, PathBuf)],
-    repro: Option<&Path>,
+    repro: Option<(&Path, &str)>,
     test_args: &[String],
 ) -> Result<(), String> {
     let mut cpio = Cpio::default();
@@ -96,14 +94,14 @@ pub(super) fn pack(
     cpio.file("bin/busybox", &read(Path::new("/bin/busybox"))?, 0o755);
     cpio.file(
         "init",
-        init_script(tests, repro.is_some(), test_args, BINARY_LIMIT_SECS).as_bytes(),
+        init_script(tests, repro.map(|r| r.1), test_args, BINARY_LIMIT_SECS).as_bytes(),
         0o755,
     );
     let mut binaries: Vec<(String, &Path)> = tests
         .iter()
         .map(|(n, p)| (format!("tests/{}", n.replace(':', "-")), p.as_path()))
         .collect();
-    if let Some(r) = repro {
+    if let Some((r, _)) = repro {
         binaries.push(("repro".to_owned(), r));
     }
     let mut libs = std::collections::BTreeSet::new();

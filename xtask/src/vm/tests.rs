@@ -77,7 +77,7 @@ fn the_status_line_is_found_whatever_the_kernel_prints_around_it() {
 
 #[test]
 fn the_guest_drains_its_console_before_powering_off() {
-    let script = initramfs::init_script(&[], false, &[], 180);
+    let script = initramfs::init_script(&[], None, &[], 180);
     let done = script.find("mmbatch-vm: done").expect("a status line");
     let off = script.find("sysrq-trigger").expect("a power-off");
     let line_start = script[..off].rfind('\n').expect("a line before");
@@ -88,7 +88,7 @@ fn the_guest_drains_its_console_before_powering_off() {
 
 #[test]
 fn a_binary_that_hangs_is_killed_named_and_the_next_still_runs() {
-    let script = initramfs::init_script(&[], false, &[], 1);
+    let script = initramfs::init_script(&[], None, &[], 1);
     let start = script.find("run() {").expect("the run function");
     let end = start + script[start..].find("\n}\n").expect("its end") + 3;
     let body = format!(
@@ -114,4 +114,53 @@ fn a_binary_that_hangs_is_killed_named_and_the_next_still_runs() {
     );
     assert!(text.contains("mmbatch-vm: passed passes in"), "{text}");
     assert!(text.contains("failed=2"), "{text}");
+}
+
+#[test]
+fn the_guest_runs_the_repro_experiments_asked_for() {
+    let a = parse(&[
+        "--repro",
+        "dirty,restore",
+        "--repro-scale",
+        "0.25",
+        "--repro-samples",
+        "3",
+    ])
+    .unwrap();
+    let script = initramfs::init_script(&[], Some(&a.repro_args()), &[], 180);
+    assert!(
+        script.contains(
+            "run repro /repro --only dirty,restore --scale 0.25 --samples 3 --out /tmp/repro\n"
+        ),
+        "{script}"
+    );
+    // The default: the NUMA rows, at a size a small guest holds.
+    let a = parse(&[]).unwrap();
+    assert_eq!(
+        a.repro_args(),
+        "--only timedmunlock,clear --scale 0.01 --samples 1"
+    );
+    assert!(!initramfs::init_script(&[], None, &[], 180).contains("/repro"));
+}
+
+#[test]
+fn repro_options_that_the_guest_shell_would_misread_are_refused() {
+    for bad in [
+        &["--repro", "dirty;reboot"][..],
+        &["--repro", "dirty restore"],
+        &["--repro", "dirty,"],
+        &["--repro", ""],
+        &["--repro-scale", "0"],
+        &["--repro-scale", "inf"],
+        &["--repro-scale", "-1"],
+        &["--repro-samples", "0"],
+        &["--backports-kernel", "--kernel", "/boot/vmlinuz"],
+    ] {
+        assert!(parse(bad).is_err(), "{bad:?} was accepted");
+    }
+    assert!(
+        parse(&["--backports-kernel", "--repro", "dirty"])
+            .unwrap()
+            .backports_kernel
+    );
 }
