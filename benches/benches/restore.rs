@@ -14,7 +14,7 @@ const PAGES: u64 = 16 << 10;
 fn bench(c: &mut Criterion) {
     let image = Image::create(PAGES).expect("writing the image");
     let runs = working_set(PAGES, 18);
-    let rec = record_first_run(&image, &runs, 1, false);
+    let rec = record_first_run(&image, &runs, 1, false, "");
     let mut group = c.benchmark_group("restore/64M-warm");
     group.sample_size(10);
     for s in [

@@ -44,6 +44,13 @@
 //!   place over the image in a hugetlbfs memfd (`UFFDIO_CONTINUE` of
 //!   whole huge pages, no copy);
 //! - at 2 threads also `lazy-order-0-handlers-2`: two handler threads;
+//! - `dense/...` (where the pool can be grown): `lazy-order-0`,
+//!   `huge-lazy`, `replay` and `huge-replay` over a working set of the
+//!   same share of the image made of whole 2 MiB pages
+//!   ([`working_set_dense`]), where a huge-page restore copies no more
+//!   bytes than a 4 KiB one: the scattered working set lies in nearly
+//!   every huge page of the image, so there huge pages copy ~9x the
+//!   bytes and compare the page sizes no longer;
 //! - `lazy-order-0-no-busy-poll` (warm only): `lazy-order-0` with the
 //!   handler sleeping in `poll` between faults (`busy_poll(ZERO)`), the
 //!   way the VMMs' example handlers wait; the lazy and foreign rows also
@@ -167,6 +174,9 @@ const STRATEGIES: [&str; 18] = [
     "huge-replay",
     "huge-replay-shmem",
 ];
+
+/// The strategies of the dense working set's rows, in table order.
+const DENSE_STRATEGIES: [&str; 4] = ["lazy-order-0", "huge-lazy", "replay", "huge-replay"];
 
 /// The image's byte at `off`: page `i`'s bytes are a pattern of `i`.
 fn image_byte(off: u64) -> u8 {
@@ -402,6 +412,23 @@ pub fn working_set(pages: u64, seed: u64) -> Vec<(u64, u64)> {
         runs.push((start, len));
         got += len;
     }
+    runs.shuffle(&mut rng);
+    runs
+}
+
+/// A working set of whole 2 MiB pages: `WS_SHARE` of the image's huge
+/// pages (at least one), each touched as runs of `MAX_RUN` pages, the
+/// runs of all of them in one fixed random order.
+pub fn working_set_dense(pages: u64, seed: u64) -> Vec<(u64, u64)> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let per = (HUGE / PAGE) as u64;
+    let mut blocks: Vec<u64> = (0..pages / per).collect();
+    blocks.shuffle(&mut rng);
+    blocks.truncate((((pages / per) as f64 * WS_SHARE).round() as usize).max(1));
+    let mut runs: Vec<(u64, u64)> = blocks
+        .iter()
+        .flat_map(|b| (0..per / MAX_RUN).map(move |i| (b * per + i * MAX_RUN, MAX_RUN)))
+        .collect();
     runs.shuffle(&mut rng);
     runs
 }
@@ -651,13 +678,15 @@ pub fn measure(
 }
 
 /// The record of a first run (a lazy region, recording, read as the
-/// working set is read) and its working-set file; with `huge`, also of a
+/// working set is read) and its working-set file (named for `set`, so
+/// that two working sets' files stay apart); with `huge`, also of a
 /// region of 2 MiB pages.
 pub fn record_first_run(
     image: &Image,
     runs: &[(u64, u64)],
     threads: usize,
     huge: bool,
+    set: &str,
 ) -> Recorded {
     let record = |b: mmbatch_faultaround::UffdRegionBuilder, tag: &str| {
         let region = b
@@ -671,8 +700,8 @@ pub fn record_first_run(
         record
             .write_pages(&image.file, &mut bytes)
             .expect("writing the working-set file");
-        let pages =
-            Image::from_bytes(&format!("ws-{tag}{threads}"), &bytes).expect("the working-set file");
+        let pages = Image::from_bytes(&format!("ws-{set}{tag}{threads}"), &bytes)
+            .expect("the working-set file");
         Recorded {
             record,
             pages,
@@ -730,21 +759,47 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     let mut records: Vec<Recorded> = threads
         .iter()
         .enumerate()
-        .map(|(i, &t)| record_first_run(&image, &runs, t, i == 0 && pool.is_some()))
+        .map(|(i, &t)| record_first_run(&image, &runs, t, i == 0 && pool.is_some(), ""))
         .collect();
     let huge = records[0].huge.clone();
     for r in &mut records[1..] {
         r.huge.clone_from(&huge);
     }
-    let plan: Vec<(&str, &str, usize, &Recorded)> = caches
+    // The dense working set's records, where huge pages can be had.
+    let dense_runs = working_set_dense(pages, 18);
+    let dense: Vec<Recorded> = if huge.is_some() {
+        let mut d: Vec<Recorded> = threads
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| record_first_run(&image, &dense_runs, t, i == 0, "dense-"))
+            .collect();
+        let h = d[0].huge.clone();
+        for r in &mut d[1..] {
+            r.huge.clone_from(&h);
+        }
+        d
+    } else {
+        Vec::new()
+    };
+    let mut groups: Vec<&str> = caches.to_vec();
+    if !dense.is_empty() {
+        groups.push("dense");
+    }
+    type Planned<'a> = (&'a str, &'a str, usize, &'a Recorded, &'a [(u64, u64)]);
+    let plan: Vec<Planned<'_>> = groups
         .iter()
         .flat_map(|&c| {
-            threads.iter().zip(&records).flat_map(move |(&t, rec)| {
-                STRATEGIES
+            let (recs, ws, strategies): (&[Recorded], &[(u64, u64)], &[&str]) = if c == "dense" {
+                (&dense, &dense_runs, &DENSE_STRATEGIES)
+            } else {
+                (&records, &runs, &STRATEGIES)
+            };
+            threads.iter().zip(recs).flat_map(move |(&t, rec)| {
+                strategies
                     .iter()
                     .filter(move |s| t > 1 || !s.ends_with("handlers-2"))
                     .filter(move |s| {
-                        c == "warm"
+                        c != "cold"
                             || !matches!(
                                 **s,
                                 "replay-shmem"
@@ -755,7 +810,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
                                 && !s.starts_with("huge")
                     })
                     .filter(move |s| rec.huge.is_some() || !s.starts_with("huge"))
-                    .map(move |&s| (c, s, t, rec))
+                    .map(move |&s| (c, s, t, rec, ws))
             })
         })
         .collect();
@@ -763,8 +818,8 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     // warm rows, then cold), so rows compared pair by pair saw the same
     // moments of a noisy host.
     let rounds = |cache: &str| match cache {
-        "warm" => cfg.samples.clamp(1, MAX_SAMPLES),
-        _ => cfg.samples.clamp(1, MAX_COLD_SAMPLES),
+        "cold" => cfg.samples.clamp(1, MAX_COLD_SAMPLES),
+        _ => cfg.samples.clamp(1, MAX_SAMPLES),
     };
     let total: usize = plan.iter().map(|row| rounds(row.0)).sum();
     // The warm rows' copies of the image made now, so that each warm
@@ -776,18 +831,17 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); plan.len()];
     let mut failed = vec![false; plan.len()];
     let mut failures = Vec::new();
-    let name = |&(cache, strategy, t, _): &(&str, &str, usize, &Recorded)| {
-        format!("{cache}/{strategy}/threads-{t}")
-    };
+    let name =
+        |&(cache, strategy, t, _, _): &Planned<'_>| format!("{cache}/{strategy}/threads-{t}");
     // Within one page-cache state at a time: a cold row drops the image,
     // which the next warm row would read back whole.
     let mut done = 0;
-    for &c in caches {
+    for &c in &groups {
         let group: Vec<usize> = (0..plan.len()).filter(|&i| plan[i].0 == c).collect();
         for _ in 0..rounds(c) {
             for &i in &group {
                 let row = &plan[i];
-                let &(cache, strategy, t, rec) = row;
+                let &(cache, strategy, t, rec, runs) = row;
                 if failed[i] {
                     continue;
                 }
@@ -804,10 +858,10 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
                         f.warm();
                     }
                 }
-                if cache == "warm" {
-                    image.read_sources(&runs, ws, Source::of(strategy));
+                if cache != "cold" {
+                    image.read_sources(runs, ws, Source::of(strategy));
                 }
-                match measure(&image, strategy, &runs, rec, t) {
+                match measure(&image, strategy, runs, rec, t) {
                     Ok(s) => samples[i].push(s),
                     Err(e) => {
                         failures.push(format!("{}: {e}", name(row)));
@@ -837,7 +891,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
         })
         .collect();
     let mut tables = Vec::new();
-    for &c in caches {
+    for &c in &groups {
         for &t in &threads {
             let idx: Vec<usize> = rows
                 .iter()
@@ -849,7 +903,14 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
                 .map(|(i, _)| i)
                 .collect();
             tables.push(Table {
-                title: format!("{c} page cache, {t} thread(s) touching the working set"),
+                title: if c == "dense" {
+                    format!(
+                        "a working set of whole 2 MiB pages, warm page cache, {t} thread(s) \
+                         touching it"
+                    )
+                } else {
+                    format!("{c} page cache, {t} thread(s) touching the working set")
+                },
                 columns: idx
                     .iter()
                     .map(|&i| rows[i].name.split('/').nth(1).unwrap_or("").to_owned())
@@ -864,7 +925,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
         ..cfg.clone()
     };
     let mut report = EXPERIMENT.report(&taken, Metric::Seconds, rows, tables);
-    report.notes = notes(&report, pages, &runs, root, &failures);
+    report.notes = notes(&report, pages, &runs, &dense_runs, root, &failures);
     report
 }
 
@@ -887,10 +948,27 @@ mod tests {
     }
 
     #[test]
+    fn the_dense_working_set_is_a_tenth_in_whole_huge_pages() {
+        let per = (HUGE / PAGE) as u64;
+        let runs = working_set_dense(100 * per, 3);
+        let mut seen = std::collections::HashSet::new();
+        for &(s, n) in &runs {
+            assert_eq!(n, MAX_RUN);
+            assert!((s..s + n).all(|p| seen.insert(p)), "overlap");
+        }
+        assert_eq!(seen.len() as u64, 10 * per);
+        // Whole huge pages: every huge page touched is touched entirely.
+        let blocks: std::collections::HashSet<u64> = seen.iter().map(|p| p / per).collect();
+        assert_eq!(blocks.len(), 10);
+        // The smallest image still gets one.
+        assert_eq!(working_set_dense(2 * per, 3).len() as u64, per / MAX_RUN);
+    }
+
+    #[test]
     fn every_strategy_restores_the_image() {
         let image = Image::create(1024).unwrap();
         let runs = working_set(1024, 2);
-        let rec = record_first_run(&image, &runs, 1, false);
+        let rec = record_first_run(&image, &runs, 1, false, "");
         let ws: u64 = runs.iter().map(|r| r.1).sum();
         assert_eq!(rec.record.pages().len() as u64, ws);
         // The foreign rows re-execute `repro` as the VMM: run by `repro`
