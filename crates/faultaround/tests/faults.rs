@@ -7,7 +7,7 @@ use std::{
     io::Write,
     sync::{
         Arc,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::Duration,
 };
@@ -353,6 +353,90 @@ fn a_handler_left_in_the_source_installs_nothing_after_drop() {
         filled.is_empty(),
         "the dropped region's thread filled {filled:?}"
     );
+    std::process::exit(0);
+}
+
+/// A handler left in the source past shutdown, whose call then fails, must
+/// not fail the page in memory that is the application's again: with
+/// `UFFDIO_POISON` refused once the region is retired, the fallback
+/// `mprotect` checked only that the region was still mapped, and made a
+/// page the application had since discarded `PROT_NONE`.
+#[test]
+fn a_handler_left_in_the_source_protects_nothing_after_shutdown() {
+    let name = "a_handler_left_in_the_source_protects_nothing_after_shutdown";
+    if let Some(run) = child::parent(name, LIMIT) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    static RELEASE: AtomicBool = AtomicBool::new(false);
+    static RETURNED: AtomicBool = AtomicBool::new(false);
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    /// Page 5's first call waits for `RELEASE` and then fails; every
+    /// other call (shutdown's fill of page 5 among them) answers at once.
+    struct FirstCallFails;
+    impl PageSource for FirstCallFails {
+        fn len(&self) -> u64 {
+            (8 * PAGE) as u64
+        }
+        fn read_page(&self, p: u64, buf: &mut [u8]) -> PageRead {
+            if p == 5 && CALLS.fetch_add(1, Ordering::SeqCst) == 0 {
+                while !RELEASE.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                RETURNED.store(true, Ordering::Release);
+                return PageRead::Failed(std::io::Error::other("the download broke"));
+            }
+            buf.fill(0xAA);
+            PageRead::Ready
+        }
+    }
+    let r = UffdRegion::builder(8 * PAGE)
+        .source_timeout(Duration::from_millis(300))
+        .build(FirstCallFails)
+        .unwrap();
+    let page5 = r.as_ptr() as usize + 5 * PAGE;
+    // A reader faults on page 5; the handler's call for it holds.
+    read_in_background(&r, 5);
+    mmbatch_testkit::wait_until("the held call", Duration::from_secs(5), || {
+        CALLS.load(Ordering::SeqCst) > 0
+    });
+    // Shutdown leaves the held handler behind and fills page 5 itself.
+    r.shutdown();
+    assert_eq!(r.as_slice()[5 * PAGE], 0xAA, "shutdown filled page 5");
+    // The memory is the application's: it discards page 5 ...
+    // SAFETY: one page of the region, which no reference covers.
+    let d = unsafe { libc::madvise(page5 as *mut libc::c_void, PAGE, libc::MADV_DONTNEED) };
+    assert_eq!(d, 0, "madvise: {}", std::io::Error::last_os_error());
+    // ... and the left-behind call fails its page.
+    RELEASE.store(true, Ordering::Release);
+    mmbatch_testkit::wait_until("the held call to return", Duration::from_secs(5), || {
+        RETURNED.load(Ordering::Acquire)
+    });
+    // The left-behind thread exits once it has dealt with the failure.
+    assert_eq!(
+        mmbatch_testkit::threads_named_settled("uffd-", 0, child::scaled(Duration::from_secs(10))),
+        0,
+        "the region's threads are gone"
+    );
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let line = maps
+        .lines()
+        .find(|l| {
+            let (range, _) = l.split_once(' ').unwrap();
+            let (a, b) = range.split_once('-').unwrap();
+            let (a, b) = (
+                usize::from_str_radix(a, 16).unwrap(),
+                usize::from_str_radix(b, 16).unwrap(),
+            );
+            (a..b).contains(&page5)
+        })
+        .expect("page 5 is mapped");
+    assert!(
+        line.split_whitespace().nth(1).unwrap().starts_with("rw"),
+        "a thread left behind protected the application's page 5: {line}"
+    );
+    assert_eq!(r.as_slice()[5 * PAGE], 0, "page 5 discarded reads zeros");
     std::process::exit(0);
 }
 
