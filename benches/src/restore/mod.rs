@@ -74,22 +74,22 @@
 //! source counts them), pages the replay installed.
 
 use std::{
-    fs::File,
-    io::Write,
-    os::unix::fs::FileExt,
-    path::PathBuf,
     sync::atomic::{AtomicU64, Ordering},
     time::{Duration, Instant},
 };
 
-use mmbatch_faultaround::{HugePageSize, PageRead, PageSource, Record, UffdRegion};
+use mmbatch_faultaround::{HugePageSize, Record, UffdRegion};
 use rand::{RngExt, SeedableRng, rngs::SmallRng, seq::SliceRandom};
 
 mod baselines;
 mod foreign;
+mod image;
 mod notes;
 
 pub use foreign::child;
+pub use image::Image;
+
+use image::{Counted, image_byte};
 
 use notes::notes;
 
@@ -177,223 +177,6 @@ const STRATEGIES: [&str; 18] = [
 
 /// The strategies of the dense working set's rows, in table order.
 const DENSE_STRATEGIES: [&str; 4] = ["lazy-order-0", "huge-lazy", "replay", "huge-replay"];
-
-/// The image's byte at `off`: page `i`'s bytes are a pattern of `i`.
-fn image_byte(off: u64) -> u8 {
-    let page = off / PAGE as u64;
-    (page.wrapping_mul(0x9E37_79B9).wrapping_add(off % 4093) >> 3) as u8
-}
-
-/// An image file of `pages` pages, unlinked when dropped.
-#[derive(Debug)]
-pub struct Image {
-    path: PathBuf,
-    file: File,
-    pages: u64,
-    /// The image in shmem, made on first use.
-    shm: std::sync::OnceLock<File>,
-    /// The image in a hugetlbfs memfd, made on first use.
-    huge_shm: std::sync::OnceLock<File>,
-}
-
-impl Image {
-    /// Writes the image (its pattern) to a file in the temp directory.
-    pub fn create(pages: u64) -> std::io::Result<Self> {
-        Self::write_temp(&format!("{pages}.img"), pages, |file| {
-            let chunk = 256 * PAGE as u64;
-            let mut buf = vec![0u8; chunk as usize];
-            let len = pages * PAGE as u64;
-            let mut at = 0;
-            while at < len {
-                let n = chunk.min(len - at);
-                for (i, b) in buf[..n as usize].iter_mut().enumerate() {
-                    *b = image_byte(at + i as u64);
-                }
-                file.write_all(&buf[..n as usize])?;
-                at += n;
-            }
-            Ok(())
-        })
-    }
-
-    /// A file holding `bytes` (not an image: `pages` is its length in
-    /// pages, rounded down), unlinked when dropped.
-    fn from_bytes(name: &str, bytes: &[u8]) -> std::io::Result<Self> {
-        Self::write_temp(name, (bytes.len() / PAGE) as u64, |file| {
-            file.write_all(bytes)
-        })
-    }
-
-    /// A file `name` in the temp directory of `pages` pages, filled by
-    /// `write` and synced; unlinked when dropped, also when writing fails.
-    fn write_temp(
-        name: &str,
-        pages: u64,
-        write: impl FnOnce(&mut File) -> std::io::Result<()>,
-    ) -> std::io::Result<Self> {
-        let path =
-            std::env::temp_dir().join(format!("mmbatch-restore-{}-{name}", std::process::id()));
-        let file = File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)?;
-        let mut img = Self {
-            path,
-            file,
-            pages,
-            shm: std::sync::OnceLock::new(),
-            huge_shm: std::sync::OnceLock::new(),
-        };
-        write(&mut img.file)?;
-        img.file.sync_all()?;
-        Ok(img)
-    }
-
-    fn len(&self) -> usize {
-        self.pages as usize * PAGE
-    }
-
-    /// Whether every page of the file is in the page cache (`mincore` of a
-    /// shared read-only mapping of it); false if that cannot be told.
-    fn resident(&self) -> bool {
-        use std::os::fd::AsRawFd;
-        let len = self.len();
-        // SAFETY: a fresh shared read-only mapping of our own file, which
-        // nothing reads through; unmapped below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                self.file.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return false;
-        }
-        let mut vec = vec![0u8; len.div_ceil(rustix::param::page_size())];
-        // SAFETY: `p` maps `len` bytes; `vec` has a byte per page of them.
-        let r = unsafe { libc::mincore(p, len, vec.as_mut_ptr()) };
-        // SAFETY: the mapping made above, of `len` bytes, not used after.
-        unsafe { libc::munmap(p, len) };
-        r == 0 && vec.iter().all(|b| b & 1 == 1)
-    }
-
-    /// Makes sure the whole file is in the page cache: reads it unless
-    /// it is already (it was read whole before every warm sample).
-    fn warm(&self) {
-        if !self.resident() {
-            self.read_all();
-        }
-    }
-
-    /// Reads the whole file into a scratch buffer.
-    fn read_all(&self) {
-        let mut buf = vec![0u8; 256 * PAGE];
-        let mut at = 0;
-        while at < self.len() {
-            let n = buf.len().min(self.len() - at);
-            self.file
-                .read_exact_at(&mut buf[..n], at as u64)
-                .expect("reading the image");
-            at += n;
-        }
-    }
-
-    /// The image in shmem (a memfd), made on first use.
-    fn shm(&self) -> &File {
-        self.shm.get_or_init(|| {
-            UffdRegion::page_cache_from(&self.file, self.len()).expect("the image in a memfd")
-        })
-    }
-
-    /// The image in a hugetlbfs memfd of 2 MiB pages, made on first use
-    /// (from the pool the run grew).
-    fn huge_shm(&self) -> &File {
-        self.huge_shm.get_or_init(|| {
-            UffdRegion::huge_page_cache_from(&self.file, self.len(), HugePageSize::Size2M)
-                .expect("the image in a hugetlbfs memfd")
-        })
-    }
-
-    /// Reads, into a scratch buffer, the working set's pages (`runs`) of
-    /// each copy of the image (the file, and its shmem and hugetlbfs
-    /// copies where made) and the working-set file `ws` whole, `first` (the
-    /// source the next row reads) before the others: untimed, before a
-    /// warm sample, so that every judged row finds its source's working
-    /// set as recently touched as the others' do, and no nearer the CPU.
-    /// Why: a host may make memory left idle for seconds slow to touch
-    /// again (this one does: ARCHITECTURE section 4, `restore`), and the
-    /// rows take their samples a round apart.
-    pub fn read_sources(&self, runs: &[(u64, u64)], ws: Option<&Image>, first: Source) {
-        let mut buf = vec![0u8; MAX_RUN as usize * PAGE];
-        let mut read = |source: Source| {
-            let copy = match source {
-                Source::WorkingSet => return ws.into_iter().for_each(Image::read_all),
-                Source::File => Some(&self.file),
-                Source::Shm => self.shm.get(),
-                Source::HugeShm => self.huge_shm.get(),
-            };
-            if let Some(f) = copy {
-                for &(start, n) in runs {
-                    let bytes = &mut buf[..n as usize * PAGE];
-                    f.read_exact_at(bytes, start * PAGE as u64)
-                        .expect("reading the image's working set");
-                }
-            }
-        };
-        read(first);
-        for s in [
-            Source::File,
-            Source::Shm,
-            Source::HugeShm,
-            Source::WorkingSet,
-        ] {
-            if s != first {
-                read(s);
-            }
-        }
-    }
-
-    /// Drops the image from the page cache: `POSIX_FADV_DONTNEED` on the
-    /// (clean) file, and, as root, `vm.drop_caches`.
-    fn drop_cache(&self) {
-        let _ = rustix::fs::fadvise(&self.file, 0, None, rustix::fs::Advice::DontNeed);
-        let _ = std::fs::write("/proc/sys/vm/drop_caches", "1");
-    }
-}
-
-impl Drop for Image {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-/// The image file as a page source that counts the bytes it reads.
-struct Counted {
-    file: File,
-    bytes: &'static AtomicU64,
-}
-
-impl PageSource for Counted {
-    fn len(&self) -> u64 {
-        PageSource::len(&self.file)
-    }
-
-    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
-        self.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
-        self.file.read_page(index, buf)
-    }
-
-    fn read_pages(&self, index: u64, count: usize, buf: &mut [u8]) -> PageRead {
-        self.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
-        self.file.read_pages(index, count, buf)
-    }
-}
 
 /// The working set: runs of 1 to `MAX_RUN` pages covering about
 /// `WS_SHARE` of `pages`, in the fixed random order they are touched.
