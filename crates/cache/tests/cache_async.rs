@@ -206,3 +206,49 @@ fn dropped_loads_and_waits_hand_over() {
     assert_eq!(cache.peek(&9), Some(90));
     assert_eq!(cache.stats().loads, 2);
 }
+
+/// A loader whose future panics: the panic reaches the task that polled
+/// it, and its waiters start over (one of them loads) as soon as it
+/// unwinds, before the panicked future is dropped — an executor that
+/// keeps a panicked task's future (or is slow to drop it) holds no key.
+#[test]
+fn a_loader_that_panics_hands_the_key_over() {
+    let _hang = mmbatch_testkit::hang_guard("a_loader_that_panics_hands_the_key_over");
+    let cache = Arc::new(LruCache::<u64, u64>::new(64));
+    let waker = std::task::Waker::noop().clone();
+    let mut cx = Context::from_waker(&waker);
+    // A load that panics at its second poll, polled once (it claims the
+    // key).
+    let mut loader = Box::pin(cache.get_or_insert_async(5, async {
+        Turns(1).await;
+        panic!("the loader broke")
+    }));
+    assert!(loader.as_mut().poll(&mut cx).is_pending());
+    // A waiter, on a thread, blocked on the load.
+    let (tx, rx) = std::sync::mpsc::channel();
+    {
+        let cache = cache.clone();
+        std::thread::spawn(move || {
+            let v = futures_executor::block_on(cache.get_or_insert_async(5, async { 50 }));
+            let _ = tx.send(v);
+        });
+    }
+    let wait = std::time::Duration::from_millis(50);
+    assert!(rx.recv_timeout(wait).is_err(), "the waiter did not wait");
+    let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = loader.as_mut().poll(&mut cx);
+    }))
+    .expect_err("the loader's panic reaches its poller");
+    assert_eq!(mmbatch_testkit::panic_message(&*panic), "the loader broke");
+    // The panicked future is still alive: the waiter loads anyway.
+    let v = rx.recv_timeout(std::time::Duration::from_secs(20));
+    assert_eq!(
+        v,
+        Ok(50),
+        "the waiter was not woken within 20 s of the panic"
+    );
+    drop(loader);
+    assert_eq!(cache.peek(&5), Some(50));
+    assert_eq!(cache.stats().loads, 2);
+    cache.check_invariants().unwrap();
+}

@@ -876,3 +876,46 @@ fn a_clock_at_its_end_keeps_entries_that_never_expire() {
         assert_eq!(brief.get(&3), Some(3), "made at the end, it lives");
     }
 }
+
+/// An `Expiry` that panics when a read or a replacement asks it: the
+/// panic reaches the caller, no lock is left held, and the entry is as
+/// the call found it (a read changes nothing; a replacement whose
+/// lifetime could not be had is not made).
+#[test]
+fn an_expiry_that_panics_on_read_or_update_leaves_the_entry_as_it_was() {
+    // A lock left held would hang the inserts at the end.
+    let _hang = mmbatch_testkit::hang_guard(
+        "an_expiry_that_panics_on_read_or_update_leaves_the_entry_as_it_was",
+    );
+    struct Panics;
+    impl Expiry<u8, u8> for Panics {
+        fn expire_after_create(&self, _: &u8, _: &u8) -> Option<Duration> {
+            Some(Duration::from_secs(60))
+        }
+        fn expire_after_read(&self, _: &u8, v: &u8, left: Option<Duration>) -> Option<Duration> {
+            assert!(*v != 13, "unlucky read");
+            left
+        }
+        fn expire_after_update(&self, _: &u8, v: &u8, _: Option<Duration>) -> Option<Duration> {
+            assert!(*v != 14, "unlucky update");
+            Some(Duration::from_secs(60))
+        }
+    }
+    let p: LruCache<u8, u8> = LruCache::builder(8).expiry(Panics).build().unwrap();
+    p.insert(1, 1);
+    p.insert(3, 13);
+    p.insert(4, 4);
+    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.get(&3)));
+    assert!(read.is_err(), "the read's panic reaches its caller");
+    let update = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.insert(4, 14)));
+    assert!(update.is_err(), "the update's panic reaches its caller");
+    p.check_invariants().unwrap();
+    assert_eq!((p.peek(&3), p.peek(&4)), (Some(13), Some(4)));
+    // No lock was left held: every shard still reads and writes.
+    assert_eq!(p.get(&1), Some(1));
+    for k in 100..120 {
+        p.insert(k, k);
+    }
+    assert!(p.len() <= 8);
+    p.check_invariants().unwrap();
+}
