@@ -676,7 +676,7 @@ fn an_idle_regions_drop_does_not_wait_for_the_source_timeout() {
 #[test]
 fn a_page_discarded_before_its_first_touch_reads_zeros_inside_a_window() {
     let src = image(16);
-    let r = UffdRegion::builder(16 * PAGE)
+    let mut r = UffdRegion::builder(16 * PAGE)
         .order(2)
         .build(src.clone())
         .unwrap();
@@ -685,7 +685,7 @@ fn a_page_discarded_before_its_first_touch_reads_zeros_inside_a_window() {
     // handler a REMOVE event for it before madvise returns.
     let rc = unsafe {
         libc::madvise(
-            r.as_ptr().wrapping_add(6 * PAGE).cast_mut().cast(),
+            r.as_mut_ptr().wrapping_add(6 * PAGE).cast(),
             PAGE,
             libc::MADV_DONTNEED,
         )
