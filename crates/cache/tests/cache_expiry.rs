@@ -1,6 +1,7 @@
 //! Expiry against a sequential model on a clock the test moves: an entry
 //! is returned until its deadline and never after, every value is heard
-//! exactly once (expired ones as expired), and expired entries are
+//! exactly once, with its cause (replaced, removed, expired, evicted,
+//! cleared), at the step that removed it, and expired entries are
 //! reclaimed by the shard's own writes.
 
 use std::{
@@ -46,6 +47,9 @@ enum Op {
     Advance(u8),
     Iter,
     Purge,
+    /// `retain` keeping the values whose remainder mod 4 is not this.
+    Retain(u8),
+    Drain,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -58,19 +62,23 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (0..8u8).prop_map(Op::Advance),
         1 => Just(Op::Iter),
         1 => Just(Op::Purge),
+        1 => (0..4u8).prop_map(Op::Retain),
+        1 => Just(Op::Drain),
     ]
 }
 
 /// The model of an entry: its value, deadline and cap (ms).
 type Model = HashMap<u8, (u32, u64, u64)>;
 
-/// Runs `ops` on a cache with a time to live and/or to idle (ms),
-/// checking each result against the model.
-fn run(ops: &[Op], live: Option<u64>, idle: Option<u64>) -> Result<(), String> {
+/// Runs `ops` on a cache of `capacity` entries with a time to live
+/// and/or to idle (ms), checking each result, and each removal heard with
+/// its cause, against the model. Evictions are the policy's choice: an
+/// entry heard as evicted must be one the model holds, and leaves it.
+fn run(ops: &[Op], capacity: u64, live: Option<u64>, idle: Option<u64>) -> Result<(), String> {
     let clock = Manual::default();
     let heard = Heard::default();
     let log = heard.clone();
-    let mut b = LruCache::builder(64)
+    let mut b = LruCache::builder(capacity)
         .shards(2)
         .clock(clock.clone())
         .removal_listener(move |k, v, cause| log.lock().unwrap().push((k, v, cause)));
@@ -97,6 +105,7 @@ fn run(ops: &[Op], live: Option<u64>, idle: Option<u64>) -> Result<(), String> {
     for (i, op) in ops.iter().cloned().enumerate() {
         let now = clock.ms();
         let at = |w: String| format!("step {i} {op:?} at {now} ms: {w}");
+        let (before_op, model_before) = (heard.lock().unwrap().len(), model.clone());
         match op {
             Op::Insert(k, v) => {
                 *ledger.entry((k, v)).or_default() += 1;
@@ -174,6 +183,86 @@ fn run(ops: &[Op], live: Option<u64>, idle: Option<u64>) -> Result<(), String> {
                     return Err(at(format!("{} left, model {live}", cache.len())));
                 }
             }
+            Op::Retain(m) => {
+                let gone = |v: u32| v % 4 == u32::from(m);
+                let got = cache.retain(|_, &v| !gone(v));
+                let want: Vec<u8> = (0..16)
+                    .filter(|&k| alive(&model, k, now).is_some_and(gone))
+                    .collect();
+                if got != want.len() {
+                    return Err(at(format!("retain removed {got}, model {want:?}")));
+                }
+                for k in want {
+                    model.remove(&k);
+                }
+            }
+            Op::Drain => {
+                let got: HashMap<u8, u32> = cache.drain().collect();
+                let want: HashMap<u8, u32> = (0..16)
+                    .filter_map(|k| Some((k, alive(&model, k, now)?)))
+                    .collect();
+                if got != want {
+                    return Err(at(format!("drained {got:?}, model {want:?}")));
+                }
+                // Returned, not heard: accounted for here.
+                for (k, v) in got {
+                    *ledger.entry((k, v)).or_default() -= 1;
+                    model.remove(&k);
+                }
+            }
+        }
+        // What this step made the listener hear: a replacement or a
+        // removal of the entry the model had alive, as this step asks;
+        // an expiry of an entry the model had expired; an eviction of an
+        // entry the model holds (the step's own new one, refused
+        // admission, among them), which then leaves the model.
+        let step_heard = heard.lock().unwrap()[before_op..].to_vec();
+        let mut asked: Vec<(u8, u32, RemovalCause)> = match op {
+            Op::Insert(k, _) => alive(&model_before, k, now)
+                .map(|v| (k, v, RemovalCause::Replaced))
+                .into_iter()
+                .collect(),
+            Op::Remove(k) => alive(&model_before, k, now)
+                .map(|v| (k, v, RemovalCause::Removed))
+                .into_iter()
+                .collect(),
+            Op::Retain(m) => (0..16)
+                .filter_map(|k| Some((k, alive(&model_before, k, now)?)))
+                .filter(|&(_, v)| v % 4 == u32::from(m))
+                .map(|(k, v)| (k, v, RemovalCause::Removed))
+                .collect(),
+            _ => Vec::new(),
+        };
+        for &(k, v, cause) in &step_heard {
+            let ok = match cause {
+                RemovalCause::Replaced | RemovalCause::Removed => asked
+                    .iter()
+                    .position(|&a| a == (k, v, cause))
+                    .map(|i| asked.swap_remove(i))
+                    .is_some(),
+                RemovalCause::Expired => {
+                    model_before.get(&k).is_some_and(|e| e.0 == v && e.1 <= now)
+                }
+                RemovalCause::Evicted => {
+                    let held = model.get(&k).is_some_and(|e| e.0 == v);
+                    if held {
+                        model.remove(&k);
+                    }
+                    held || model_before.get(&k).is_some_and(|e| e.0 == v)
+                }
+                _ => false,
+            };
+            if !ok {
+                return Err(at(format!(
+                    "heard {k} -> {v} as {cause:?}; heard {step_heard:?}"
+                )));
+            }
+            if cause == RemovalCause::Expired && model.get(&k).is_some_and(|e| e.0 == v) {
+                model.remove(&k);
+            }
+        }
+        if !asked.is_empty() {
+            return Err(at(format!("{asked:?} not heard; heard {step_heard:?}")));
         }
         cache.check_invariants().map_err(at)?;
     }
@@ -209,12 +298,21 @@ proptest! {
 
     #[test]
     fn time_to_live_matches_the_model(ops in prop::collection::vec(op(), 1..200)) {
-        run(&ops, Some(10), None).map_err(TestCaseError::fail)?;
+        run(&ops, 64, Some(10), None).map_err(TestCaseError::fail)?;
     }
 
     #[test]
     fn time_to_idle_matches_the_model(ops in prop::collection::vec(op(), 1..200)) {
-        run(&ops, None, Some(10)).map_err(TestCaseError::fail)?;
+        run(&ops, 64, None, Some(10)).map_err(TestCaseError::fail)?;
+    }
+
+    /// 16 keys in 6 entries: evictions mixed with expiries, replacements
+    /// and removals, each heard once with its cause.
+    #[test]
+    fn every_cause_is_heard_once_in_a_cache_that_evicts(
+        ops in prop::collection::vec(op(), 1..200),
+    ) {
+        run(&ops, 6, Some(10), None).map_err(TestCaseError::fail)?;
     }
 
     /// Both: reads extend an entry up to its time to live, never past.
@@ -222,7 +320,7 @@ proptest! {
     fn time_to_live_and_idle_together_match_the_model(
         ops in prop::collection::vec(op(), 1..200),
     ) {
-        run(&ops, Some(25), Some(10)).map_err(TestCaseError::fail)?;
+        run(&ops, 64, Some(25), Some(10)).map_err(TestCaseError::fail)?;
     }
 }
 
