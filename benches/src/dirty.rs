@@ -20,8 +20,8 @@
 //! - `scan/soft-dirty*`: the pagemap read for the mapping's pages and the
 //!   bits cleared again (`clear_refs` 4, which walks the whole process).
 //!
-//! Counters: pages, pages written, pages reported, `exact` (1 when the
-//! reported set is the written set).
+//! Counters: pages, pages written; on every row but `none`, pages
+//! reported and `exact` (1 when the reported set is the written set).
 
 use std::{fs::File, io::Write as _, os::unix::fs::FileExt, time::Instant};
 

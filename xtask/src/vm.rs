@@ -62,10 +62,10 @@ pub(crate) struct Args {
     /// A kernel image with NUMA and userfaultfd built in (default: Debian's linux-image-cloud-amd64, unpacked into target/vm).
     #[arg(long, value_name = "PATH")]
     kernel: Option<PathBuf>,
-    /// Debian's newer cloud kernel, from the host release's backports suite (6.12 on bookworm: soft-dirty bits and userfaultfd's asynchronous write protection in one kernel; under QEMU 7.2's TCG about half its boots crash, docs/restore.md).
+    /// Debian's newer cloud kernel, from the host release's backports suite (6.12 on bookworm: soft-dirty bits and userfaultfd's asynchronous write protection in one kernel; under QEMU 7.2's TCG most of its boots crash, docs/restore.md).
     #[arg(long, conflicts_with = "kernel")]
     backports_kernel: bool,
-    /// The `repro` experiments the guest runs after the tests (comma-separated ids).
+    /// The `repro` experiments the guest runs after the tests (comma-separated ids), under the guest's --timeout rather than a test binary's limit.
     #[arg(long, value_name = "IDS", default_value = "timedmunlock,clear", value_parser = repro_ids)]
     repro: String,
     /// `repro --scale` in the guest (the default guest has 2 GiB).
@@ -80,8 +80,8 @@ pub(crate) struct Args {
     /// Seconds before the guest is killed and reported.
     #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
     timeout: u64,
-    /// Skip the NUMA rows of `repro` in the guest.
-    #[arg(long)]
+    /// Run no `repro` experiment in the guest.
+    #[arg(long, conflicts_with_all = ["repro", "repro_scale", "repro_samples"])]
     no_repro: bool,
     /// Crate names (ktask, mlock, faultaround, lru, pagevec) or crate:test (ktask:numa_kernel); default ktask, mlock and faultaround.
     #[arg(value_name = "TESTS")]
@@ -177,7 +177,9 @@ pub(crate) fn run(a: &Args) -> Result<(), String> {
     pack(
         &initrd,
         &tests,
-        repro.as_deref().map(|r| (r, repro_args.as_str())),
+        repro
+            .as_deref()
+            .map(|r| (r, repro_args.as_str(), a.timeout)),
         &a.test_args,
     )?;
     let accel = accel(a, &dir, &kernel)?;
@@ -332,28 +334,51 @@ fn debian_kernel(dir: &Path, backports: bool) -> Result<PathBuf, String> {
 
 /// apt options that see only the host release's backports suite, through
 /// a sources list and package lists of their own under
-/// `dir/apt-backports` (the host's apt state is neither read nor
-/// changed), after fetching those lists.
+/// `dir/apt-backports` (the host's sources and lists are neither read nor
+/// changed; its apt configuration and keys still apply), after fetching
+/// those lists. Debian only: other releases' codenames have no backports
+/// suite on Debian's mirror.
 fn backports_apt(dir: &Path) -> Result<Vec<String>, String> {
     let release = fs::read_to_string("/etc/os-release")
         .map_err(|e| format!("reading /etc/os-release ({e}): pass --kernel PATH"))?;
-    let codename = release
-        .lines()
-        .find_map(|l| l.strip_prefix("VERSION_CODENAME="))
-        .map(|c| c.trim_matches('"'))
-        .filter(|c| !c.is_empty())
-        .ok_or(
-            "/etc/os-release names no VERSION_CODENAME (a Debian release): pass --kernel PATH",
-        )?;
+    let field = |name: &str| {
+        release
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix('='))
+            .map(|c| c.trim_matches('"'))
+            .filter(|c| !c.is_empty())
+    };
+    if field("ID") != Some("debian") {
+        return Err(
+            "--backports-kernel fetches Debian's backports kernel, and this host is not Debian \
+             (/etc/os-release): pass a kernel with soft-dirty and userfaultfd as --kernel PATH"
+                .to_owned(),
+        );
+    }
+    let codename = field("VERSION_CODENAME").ok_or(
+        "/etc/os-release names no VERSION_CODENAME (a Debian release): pass --kernel PATH",
+    )?;
     let root = dir.join("apt-backports");
     for d in ["lists/partial", "cache/archives/partial", "sources.list.d"] {
         fs::create_dir_all(root.join(d))
             .map_err(|e| format!("creating {}: {e}", root.join(d).display()))?;
     }
+    // Absolute: apt reads relative `Dir::` paths against its own.
+    let root = root
+        .canonicalize()
+        .map_err(|e| format!("resolving {}: {e}", root.display()))?;
     let list = root.join("sources.list");
+    // Debian's archive key, named where the host keeps it apart from
+    // apt's own trusted keys.
+    let keyring = Path::new("/usr/share/keyrings/debian-archive-keyring.gpg");
+    let signed = if keyring.exists() {
+        format!(" [signed-by={}]", keyring.display())
+    } else {
+        String::new()
+    };
     fs::write(
         &list,
-        format!("deb http://deb.debian.org/debian {codename}-backports main\n"),
+        format!("deb{signed} http://deb.debian.org/debian {codename}-backports main\n"),
     )
     .map_err(|e| format!("writing {}: {e}", list.display()))?;
     let opt = |k: &str, v: &Path| ["-o".to_owned(), format!("{k}={}", v.display())];
@@ -367,7 +392,9 @@ fn backports_apt(dir: &Path) -> Result<Vec<String>, String> {
     .into_iter()
     .flatten()
     .collect();
-    exec(Command::new("apt-get").args(&apt).args(["update", "-qq"]))?;
+    exec(Command::new("apt-get").args(&apt).args(["update", "-qq"])).map_err(|e| {
+        format!("{e}: fetching {codename}-backports' package lists failed; pass --kernel PATH")
+    })?;
     Ok(apt)
 }
 

@@ -11,7 +11,8 @@
 //! its share: the time until the working set is resident.
 //!
 //! Rows `CACHE/STRATEGY/threads-T`, CACHE `warm` (the image in the page
-//! cache) or `cold` (dropped before each sample: only as root), STRATEGY:
+//! cache), `cold` (dropped before each sample: only as root) or `dense`
+//! (warm, over the dense working set below: only as root), STRATEGY:
 //! - `lazy-order-0`: a `UffdRegion` over the file, one page per fault —
 //!   what the VMMs' example handlers do;
 //! - `lazy-order-4`: the same, a 16-page window per fault;
@@ -44,7 +45,7 @@
 //!   place over the image in a hugetlbfs memfd (`UFFDIO_CONTINUE` of
 //!   whole huge pages, no copy);
 //! - at 2 threads also `lazy-order-0-handlers-2`: two handler threads;
-//! - `dense/...` (where the pool can be grown): `lazy-order-0`,
+//! - under `dense` (as root, where the pool can be grown): `lazy-order-0`,
 //!   `huge-lazy`, `replay` and `huge-replay` over a working set of the
 //!   same share of the image made of whole 2 MiB pages
 //!   ([`working_set_dense`]), where a huge-page restore copies no more
@@ -102,8 +103,9 @@ pub const EXPERIMENT: Experiment = Experiment {
     title: "snapshot restore: time until the working set is resident, lazy vs record-and-replay",
     run,
     big_scale: 1.0,
-    // The image in the page cache, the region, and an eager copy.
-    memory: |cfg| 4 * image_pages(cfg) * PAGE as u64,
+    // The image in the page cache, the region, an eager copy, and the
+    // working-set files (the huge one nearly the image).
+    memory: |cfg| 5 * image_pages(cfg) * PAGE as u64,
     seed_refs: SEED_REFS,
     seed_why: "REAP's 3.7x is a whole cold start (a VM's snapshot from disk, the function's own work included); here only the working set's arrival is timed, so the fault round trips replay removes are all of the time when the image is cached, and the disk's speed bounds both when it is not.",
     contention: "the rows at 2 threads",

@@ -224,16 +224,24 @@ fn a_loader_that_panics_hands_the_key_over() {
         panic!("the loader broke")
     }));
     assert!(loader.as_mut().poll(&mut cx).is_pending());
-    // A waiter, on a thread, blocked on the load.
+    // A waiter, on a thread, blocked on the load: `asking` is set just
+    // before it asks, and it is then given 100 ms to park.
     let (tx, rx) = std::sync::mpsc::channel();
+    let asking = Arc::new(std::sync::atomic::AtomicBool::new(false));
     {
-        let cache = cache.clone();
+        let (cache, asking) = (cache.clone(), asking.clone());
         std::thread::spawn(move || {
+            asking.store(true, Ordering::SeqCst);
             let v = futures_executor::block_on(cache.get_or_insert_async(5, async { 50 }));
             let _ = tx.send(v);
         });
     }
-    let wait = std::time::Duration::from_millis(50);
+    mmbatch_testkit::wait_until(
+        "the waiter to ask",
+        std::time::Duration::from_secs(10),
+        || asking.load(Ordering::SeqCst),
+    );
+    let wait = std::time::Duration::from_millis(100);
     assert!(rx.recv_timeout(wait).is_err(), "the waiter did not wait");
     let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let _ = loader.as_mut().poll(&mut cx);

@@ -257,7 +257,9 @@ fn run(ops: &[Op], capacity: u64, live: Option<u64>, idle: Option<u64>) -> Resul
                     "heard {k} -> {v} as {cause:?}; heard {step_heard:?}"
                 )));
             }
-            if cause == RemovalCause::Expired && model.get(&k).is_some_and(|e| e.0 == v) {
+            if cause == RemovalCause::Expired
+                && model.get(&k).is_some_and(|e| e.0 == v && e.1 <= now)
+            {
                 model.remove(&k);
             }
         }

@@ -409,10 +409,7 @@ fn a_handler_left_in_the_source_protects_nothing_after_shutdown() {
     let d = unsafe { libc::madvise(page5 as *mut libc::c_void, PAGE, libc::MADV_DONTNEED) };
     assert_eq!(d, 0, "madvise: {}", std::io::Error::last_os_error());
     // ... and the left-behind call fails its page.
-    RELEASE.store(true, Ordering::Release);
-    mmbatch_testkit::wait_until("the held call to return", Duration::from_secs(5), || {
-        RETURNED.load(Ordering::Acquire)
-    });
+    let_go(&RELEASE, &RETURNED);
     // The left-behind thread exits once it has dealt with the failure.
     assert_eq!(
         mmbatch_testkit::threads_named_settled("uffd-", 0, child::scaled(Duration::from_secs(10))),

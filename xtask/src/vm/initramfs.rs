@@ -16,7 +16,7 @@ pub(super) const BINARY_LIMIT_SECS: u64 = 180;
 /// The guest's `/init`.
 pub(super) fn init_script(
     tests: &[(String, PathBuf)],
-    repro: Option<&str>,
+    repro: Option<(&str, u64)>,
     test_args: &[String],
     limit_secs: u64,
 ) -> String {
@@ -36,19 +36,21 @@ pub(super) fn init_script(
          echo \"mmbatch-vm: THP $(cat /sys/kernel/mm/transparent_hugepage/enabled)\"\n\
          failed=0\n",
     );
-    // `run NAME CMD...`: one binary under a limit of its own, so a hang
-    // is named and killed and the binaries after it still run.
+    // `run NAME CMD...`: one binary under a limit of its own (`$limit`
+    // seconds where set, else `limit_secs`), so a hang is named and
+    // killed and the binaries after it still run.
     s += &format!(
         "run() {{\n\
            name=$1; shift\n\
+           lim=${{limit:-{limit_secs}}}\n\
            echo \"mmbatch-vm: running $name\"\n\
            t0=$(date +%s)\n\
-           timeout -s KILL {limit_secs} \"$@\"; rc=$?\n\
+           timeout -s KILL $lim \"$@\"; rc=$?\n\
            t=$(($(date +%s) - t0))\n\
            if [ $rc -eq 0 ]; then\n\
              echo \"mmbatch-vm: passed $name in $t s\"\n\
-           elif [ $rc -eq 137 ] && [ $t -ge {limit_secs} ]; then\n\
-             echo \"mmbatch-vm: FAILED $name: killed at its {limit_secs} s limit (a hang, or a guest far slower than usual: the limit is BINARY_LIMIT_SECS in xtask/src/vm/initramfs.rs)\"\n\
+           elif [ $rc -eq 137 ] && [ $t -ge $lim ]; then\n\
+             echo \"mmbatch-vm: FAILED $name: killed at its $lim s limit (a hang, or a guest far slower than usual: a test binary's limit is BINARY_LIMIT_SECS in xtask/src/vm/initramfs.rs, repro's the guest's --timeout)\"\n\
              failed=$((failed+1))\n\
            else\n\
              echo \"mmbatch-vm: FAILED $name (exit status $rc after $t s)\"\n\
@@ -61,8 +63,10 @@ pub(super) fn init_script(
         let file = name.replace(':', "-");
         s += &format!("run {name} /tests/{file} {args}\n");
     }
-    if let Some(args) = repro {
-        s += &format!("run repro /repro {args} --out /tmp/repro\n");
+    if let Some((args, limit)) = repro {
+        // Its own limit: an experiment at a larger scale may take longer
+        // than a test binary may; the guest's whole time bounds it.
+        s += &format!("limit={limit}\nrun repro /repro {args} --out /tmp/repro\n");
     }
     // The status line twice, a second apart, and a second more before the
     // power-off: the console drains each before the next is written, so
@@ -82,7 +86,7 @@ pub(super) fn init_script(
 pub(super) fn pack(
     path: &Path,
     tests: &[(String, PathBuf)],
-    repro: Option<(&Path, &str)>,
+    repro: Option<(&Path, &str, u64)>,
     test_args: &[String],
 ) -> Result<(), String> {
     let mut cpio = Cpio::default();
@@ -94,14 +98,20 @@ pub(super) fn pack(
     cpio.file("bin/busybox", &read(Path::new("/bin/busybox"))?, 0o755);
     cpio.file(
         "init",
-        init_script(tests, repro.map(|r| r.1), test_args, BINARY_LIMIT_SECS).as_bytes(),
+        init_script(
+            tests,
+            repro.map(|r| (r.1, r.2)),
+            test_args,
+            BINARY_LIMIT_SECS,
+        )
+        .as_bytes(),
         0o755,
     );
     let mut binaries: Vec<(String, &Path)> = tests
         .iter()
         .map(|(n, p)| (format!("tests/{}", n.replace(':', "-")), p.as_path()))
         .collect();
-    if let Some((r, _)) = repro {
+    if let Some((r, _, _)) = repro {
         binaries.push(("repro".to_owned(), r));
     }
     let mut libs = std::collections::BTreeSet::new();

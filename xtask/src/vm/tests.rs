@@ -127,10 +127,10 @@ fn the_guest_runs_the_repro_experiments_asked_for() {
         "3",
     ])
     .unwrap();
-    let script = initramfs::init_script(&[], Some(&a.repro_args()), &[], 180);
+    let script = initramfs::init_script(&[], Some((&a.repro_args(), 600)), &[], 180);
     assert!(
         script.contains(
-            "run repro /repro --only dirty,restore --scale 0.25 --samples 3 --out /tmp/repro\n"
+            "limit=600\nrun repro /repro --only dirty,restore --scale 0.25 --samples 3 --out /tmp/repro\n"
         ),
         "{script}"
     );
@@ -155,6 +155,7 @@ fn repro_options_that_the_guest_shell_would_misread_are_refused() {
         &["--repro-scale", "-1"],
         &["--repro-samples", "0"],
         &["--backports-kernel", "--kernel", "/boot/vmlinuz"],
+        &["--no-repro", "--repro", "dirty"],
     ] {
         assert!(parse(bad).is_err(), "{bad:?} was accepted");
     }
@@ -162,5 +163,9 @@ fn repro_options_that_the_guest_shell_would_misread_are_refused() {
         parse(&["--backports-kernel", "--repro", "dirty"])
             .unwrap()
             .backports_kernel
+    );
+    assert!(
+        parse(&["--no-repro"]).is_ok(),
+        "the defaults do not conflict"
     );
 }
