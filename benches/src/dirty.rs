@@ -133,7 +133,8 @@ fn measure(how: &str, n: usize, order: &[usize]) -> Result<(Sample, Sample), Str
             };
             m.advise(0..n * PAGE, advice).map_err(|e| err(&e))?;
             let base = m.as_ptr() as usize;
-            write_pages(base, &(0..n).collect::<Vec<_>>());
+            m.advise(0..n * PAGE, Advice::PopulateWrite)
+                .map_err(|e| err(&e))?;
             if how == "none" {
                 let start = Instant::now();
                 write_pages(base, order);
@@ -299,8 +300,12 @@ fn notes(r: &Report, n: usize, k: usize, failures: &[String]) -> Vec<String> {
         }
     )];
     let med = |name: &str| r.median(name);
-    let exact = |name: &str| r.row(name)?.counters.get("exact").copied();
-    let exact_share = |how: &str| exact(&format!("scan/{how}"));
+    let exact_share = |how: &str| {
+        r.row(&format!("scan/{how}"))?
+            .counters
+            .get("exact")
+            .copied()
+    };
     notes.push(format!(
         "Target uffd-wp reports exactly the pages written: {}.",
         match exact_share("uffd-wp") {

@@ -44,6 +44,9 @@ pub(crate) const VM: &[SystemPackage] = &[
 /// console built in, no modules needed for an initramfs-only guest.
 const KERNEL_PACKAGE: &str = "linux-image-cloud-amd64";
 
+/// The `repro` experiments a guest runs by default: the NUMA rows.
+const GUEST_REPRO: &str = "timedmunlock,clear";
+
 /// `cargo xtask vm`'s options.
 #[derive(Clone, Debug, clap::Args)]
 pub(crate) struct Args {
@@ -66,7 +69,7 @@ pub(crate) struct Args {
     #[arg(long, conflicts_with = "kernel")]
     backports_kernel: bool,
     /// The `repro` experiments the guest runs after the tests (comma-separated ids), under the guest's --timeout rather than a test binary's limit.
-    #[arg(long, value_name = "IDS", default_value = "timedmunlock,clear", value_parser = repro_ids)]
+    #[arg(long, value_name = "IDS", default_value = GUEST_REPRO, value_parser = repro_ids)]
     repro: String,
     /// `repro --scale` in the guest (the default guest has 2 GiB).
     #[arg(long, value_name = "SCALE", default_value_t = 0.01, value_parser = repro_scale)]
@@ -128,7 +131,7 @@ impl Args {
             memory_only_node: false,
             kernel: None,
             backports_kernel: false,
-            repro: "timedmunlock,clear".to_owned(),
+            repro: GUEST_REPRO.to_owned(),
             repro_scale: 0.01,
             repro_samples: 1,
             accel: AccelChoice::Auto,
@@ -291,11 +294,8 @@ fn debian_kernel(dir: &Path, backports: bool) -> Result<PathBuf, String> {
         Some(p) => p,
         None if backports => {
             return Err(format!(
-                "apt-cache knows no {KERNEL_PACKAGE} in {}: this host's release has no \
-                 backports kernel there; pass --kernel PATH",
-                fs::read_to_string(dir.join("apt-backports/sources.list"))
-                    .unwrap_or_default()
-                    .trim()
+                "apt-cache knows no {KERNEL_PACKAGE} in this release's backports suite: \
+                 pass --kernel PATH"
             ));
         }
         None if crate::util::is_root() => {

@@ -501,6 +501,28 @@ pub fn record_first_run(
     rec
 }
 
+/// [`record_first_run`] at each thread count of `threads`; with `huge`,
+/// the first also records a region of 2 MiB pages, which every count
+/// shares (one huge region at a time).
+fn record_each(
+    image: &Image,
+    runs: &[(u64, u64)],
+    threads: &[usize],
+    huge: bool,
+    set: &str,
+) -> Vec<Recorded> {
+    let mut records: Vec<Recorded> = threads
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| record_first_run(image, runs, t, huge && i == 0, set))
+        .collect();
+    let shared = records[0].huge.clone();
+    for r in &mut records[1..] {
+        r.huge.clone_from(&shared);
+    }
+    records
+}
+
 /// Huge pages added to the 2 MiB pool for the huge rows, given back on
 /// drop; `None` where the pool cannot grow (not root).
 struct HugePool(usize);
@@ -541,28 +563,12 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     image.warm();
     // One huge region at a time, and the image in a hugetlbfs memfd.
     let pool = HugePool::grow(2 * image.len() / HUGE);
-    let mut records: Vec<Recorded> = threads
-        .iter()
-        .enumerate()
-        .map(|(i, &t)| record_first_run(&image, &runs, t, i == 0 && pool.is_some(), ""))
-        .collect();
+    let records = record_each(&image, &runs, &threads, pool.is_some(), "");
     let huge = records[0].huge.clone();
-    for r in &mut records[1..] {
-        r.huge.clone_from(&huge);
-    }
     // The dense working set's records, where huge pages can be had.
     let dense_runs = working_set_dense(pages, 18);
     let dense: Vec<Recorded> = if huge.is_some() {
-        let mut d: Vec<Recorded> = threads
-            .iter()
-            .enumerate()
-            .map(|(i, &t)| record_first_run(&image, &dense_runs, t, i == 0, "dense-"))
-            .collect();
-        let h = d[0].huge.clone();
-        for r in &mut d[1..] {
-            r.huge.clone_from(&h);
-        }
-        d
+        record_each(&image, &dense_runs, &threads, true, "dense-")
     } else {
         Vec::new()
     };
