@@ -361,12 +361,12 @@ fn run_sized(cfg: &Config, progress: &mut dyn Progress, sz: Sizes) -> Report {
             });
         }
     }
-    // Warm restarts, on the ARC traces and the Zipf shape.
+    // Warm restarts, on the ARC and LIRS traces and the Zipf shapes.
     let mut warm_notes = Vec::new();
-    for case in cases
-        .iter()
-        .filter(|c| c.judged && (c.paper.is_some() || c.name == "P3" || c.name.starts_with("zipf")))
-    {
+    for case in cases.iter().filter(|c| {
+        c.judged && (c.paper.is_some() || c.name == "P3" || c.name.starts_with("zipf"))
+            || c.name.starts_with("lirs-")
+    }) {
         for &pages in &case.sizes {
             let first = rows.len();
             rows.extend(warm::rows(&case.trace, &case.name, pages));
@@ -379,12 +379,15 @@ fn run_sized(cfg: &Config, progress: &mut dyn Progress, sz: Sizes) -> Report {
             };
             warm_notes.push(format!(
                 "Warm restart, {} at {pages} pages: over the tenth of the trace after the saved \
-                 half, a cold cache hits {:.2}%, one warmed from `save` {:.2}%, one filled by \
-                 inserting the saved keys in order {:.2}%.",
+                 half, a cold cache hits {:.2}%, one warmed from `save` {:.2}% ({:.2}% from its \
+                 keys alone), one filled by inserting the saved keys in order {:.2}%, the saved \
+                 cache going on {:.2}%.",
                 case.name,
                 pct(0),
                 pct(1),
-                pct(2)
+                pct(2),
+                pct(3),
+                pct(4)
             ));
             tables.push(Table {
                 title: format!(
@@ -600,14 +603,17 @@ mod tests {
             + Shape::ALL.len()
             + Shape::EXTRA.len()
             + 1;
-        // Warm restarts: the ARC traces at every size, the two Zipf shapes.
-        let warm = OLTP_SIZES.len() + P3_SIZES.len() + 2;
+        // Warm restarts: the ARC and LIRS traces at every size, the two
+        // Zipf shapes.
+        let warm = OLTP_SIZES.len() + P3_SIZES.len() + LIRS_TRACES.len() * 3 + 2;
         assert_eq!(r.tables.len(), sizes + warm);
         assert_eq!(
             r.rows.len(),
             sizes * Contender::all().len() + warm * warm::STARTS.len()
         );
         assert!(r.row("warm-restart/warmed/OLTP/pages-1000").is_some());
+        assert!(r.row("warm-restart/keys-only/lirs-ps/pages-200").is_some());
+        assert!(r.row("warm-restart/continued/P3/pages-32768").is_some());
         assert!(r.row("opt/lirs-gli/pages-250").is_some());
         assert!(
             r.notes

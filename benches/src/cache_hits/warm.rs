@@ -1,19 +1,21 @@
 //! Warm restarts (`LruCache::save` and `warm`): a cache that served the
 //! first half of a trace is saved; a new cache is warmed from the save
-//! (or naively, by inserting the saved keys in order, as a peer's
-//! iterate-and-insert would), and the next tenth of the trace is replayed
-//! read-through into it, against a cold cache. Scoring requests after the
-//! save, not the trace's start again, keeps the warm state from being
-//! scored on the requests that made it.
+//! (with the policy's state, from the keys alone, or naively, by
+//! inserting the saved keys in order, as a peer's iterate-and-insert
+//! would), and the next tenth of the trace is replayed read-through into
+//! it, against a cold cache and against the saved cache going on (what
+//! no restart can beat: it keeps the history of keys it no longer
+//! holds). Scoring requests after the save, not the trace's start again,
+//! keeps the warm state from being scored on the requests that made it.
 
 use std::time::Instant;
 
-use mmbatch_cache::LruCache;
+use mmbatch_cache::{LruCache, PolicyState};
 
 use crate::Row;
 
 /// How the restarted cache starts.
-pub(super) const STARTS: [&str; 3] = ["cold", "warmed", "naive-insert"];
+pub(super) const STARTS: [&str; 5] = ["cold", "warmed", "keys-only", "naive-insert", "continued"];
 
 /// The row name of start `how` on `trace` at `pages`.
 pub(super) fn row_name(how: &str, trace: &str, pages: usize) -> String {
@@ -37,17 +39,25 @@ pub(super) fn rows(trace: &[u64], name: &str, pages: usize) -> Vec<Row> {
         }
     }
     let saved = before.save();
-    drop(before);
+    let mut before = Some(before);
     STARTS
         .iter()
         .map(|&how| {
-            let c = cache(());
+            let c = match how {
+                "continued" => before.take().expect("continued once"),
+                _ => cache(()),
+            };
             match how {
                 "warmed" => {
-                    c.warm(saved.iter().cloned(), |&k| Some(k));
+                    c.warm(&saved.state, saved.keys.iter().cloned(), |&k| Some(k));
+                }
+                "keys-only" => {
+                    c.warm(&PolicyState::default(), saved.keys.iter().cloned(), |&k| {
+                        Some(k)
+                    });
                 }
                 "naive-insert" => {
-                    for s in &saved {
+                    for s in &saved.keys {
                         c.insert(s.key, s.key);
                     }
                 }
@@ -67,7 +77,10 @@ pub(super) fn rows(trace: &[u64], name: &str, pages: usize) -> Vec<Row> {
             let mut row = Row::timed(
                 row_name(how, name, pages),
                 vec![start.elapsed().as_secs_f64()],
-                [("hit_ratio_pct", pct), ("saved_keys", saved.len() as f64)],
+                [
+                    ("hit_ratio_pct", pct),
+                    ("saved_keys", saved.keys.len() as f64),
+                ],
             );
             row.ops_per_sample = Some(next.len() as f64);
             row

@@ -135,7 +135,8 @@ mod sync;
 
 pub use cache::{
     Builder, CacheError, CacheStats, Clock, Compute, Computed, DefaultHashBuilder, Expiry, Iter,
-    LruCache, MAX_CAPACITY, MAX_SHARDS, Policy, RemovalCause, SavedKey, UnitWeigher, Weigher,
+    LruCache, MAX_CAPACITY, MAX_SHARDS, Policy, PolicyState, PolicyStateError, RemovalCause, Saved,
+    SavedKey, UnitWeigher, Weigher,
 };
 
 /// This crate's README examples, compiled and run as doctests.

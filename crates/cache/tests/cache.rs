@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use mmbatch_cache::{CacheError, LruCache, Policy};
+use mmbatch_cache::{CacheError, LruCache, Policy, PolicyState};
 use proptest::prelude::*;
 
 use mmbatch_models::cache as cache_model;
@@ -713,37 +713,44 @@ fn a_saved_cache_warms_a_new_one_in_the_same_order() {
             }
         }
         let saved = a.save();
-        assert_eq!(saved.len(), a.len());
-        let keys: Vec<u32> = saved.iter().map(|s| s.key).collect();
+        assert_eq!(saved.keys.len(), a.len());
+        let keys: Vec<u32> = saved.keys.iter().map(|s| s.key).collect();
         assert_eq!(
             keys,
             a.iter().map(|(k, _)| k).collect::<Vec<_>>(),
             "{policy:?}"
         );
         if policy != Policy::Lru {
-            assert!(saved.iter().any(|s| s.active), "{policy:?}: nothing active");
+            assert!(
+                saved.keys.iter().any(|s| s.active),
+                "{policy:?}: nothing active"
+            );
         }
 
         let b: LruCache<u32, u32> = build(64);
         let mut loads = 0;
-        let n = b.warm(saved.clone(), |&k| {
+        let n = b.warm(&saved.state, saved.keys.clone(), |&k| {
             loads += 1;
             Some(k * 3)
         });
-        assert_eq!((n, loads), (saved.len(), saved.len()), "{policy:?}");
-        assert_eq!(b.save(), saved, "{policy:?}: warmed out of order");
+        assert_eq!(
+            (n, loads),
+            (saved.keys.len(), saved.keys.len()),
+            "{policy:?}"
+        );
+        assert_eq!(b.save().keys, saved.keys, "{policy:?}: warmed out of order");
         assert_eq!(b.stats().evictions, 0);
         b.check_invariants().unwrap();
 
         let small: LruCache<u32, u32> = build(10);
         let mut loads = 0;
-        let n = small.warm(saved.clone(), |&k| {
+        let n = small.warm(&saved.state, saved.keys.clone(), |&k| {
             loads += 1;
             Some(k * 3)
         });
         assert_eq!(n, 10, "{policy:?}");
         assert_eq!(loads, 11, "{policy:?}: one load past full, then none");
-        let kept: Vec<u32> = small.save().iter().map(|s| s.key).collect();
+        let kept: Vec<u32> = small.save().keys.iter().map(|s| s.key).collect();
         assert_eq!(kept, keys[..10], "{policy:?}: not the hottest");
         assert_eq!(small.stats().evictions, 0);
         small.check_invariants().unwrap();
@@ -766,7 +773,7 @@ fn a_warm_loads_no_cached_key_and_stops_loading_a_full_shard() {
     let mut loaded = Vec::new();
     let mut pulled = 0;
     let saved = saved.into_iter().inspect(|_| pulled += 1);
-    let n = c.warm(saved, |&k| {
+    let n = c.warm(&PolicyState::default(), saved, |&k| {
         loaded.push(k);
         Some(k)
     });
@@ -804,7 +811,7 @@ fn a_warm_keeps_a_key_inserted_while_it_loads() {
         key: 1,
         active: true,
     }];
-    let n = c.warm(saved, |&k| {
+    let n = c.warm(&PolicyState::default(), saved, |&k| {
         c.insert(k, 100);
         Some(7)
     });
@@ -827,7 +834,12 @@ fn a_weighted_lirs_cache_fills_its_lir_set_by_weight() {
         c.insert(k, weight);
     }
     let active: Vec<(u32, bool)> = {
-        let mut a: Vec<_> = c.save().into_iter().map(|s| (s.key, s.active)).collect();
+        let mut a: Vec<_> = c
+            .save()
+            .keys
+            .into_iter()
+            .map(|s| (s.key, s.active))
+            .collect();
         a.sort_unstable();
         a
     };
@@ -1232,6 +1244,165 @@ fn adaptive_changing_policy_keeps_what_either_gets() {
     );
 }
 
+/// A warm restart carries what the default's duel chose: a cache that
+/// learned `Workingset` on new keys requested twice beside a hot set
+/// (LIRS's small HIR set lets them go before their second request) saves
+/// it, and a new cache warmed from that save runs it in every shard from
+/// its first request, and hits more over the next requests than one
+/// warmed from the same keys without the state, which runs the default's
+/// first policy, LIRS, until its own duel has warmed up.
+#[test]
+fn a_warm_restart_runs_the_policy_the_saved_cache_chose() {
+    type Fixed = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+    let n = 8192u32;
+    let mut x = 88_172_645_463_325_252u64;
+    let trace: Vec<u32> = (0..32 * n)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            match i % 4 {
+                0 | 1 => (x % u64::from(n / 2)) as u32,
+                2 => 2_000_000 + i / 4,
+                _ => 2_000_000 + (i / 4).saturating_sub(n / 20),
+            }
+        })
+        .collect();
+    let (first, next) = trace.split_at(24 * n as usize);
+    let build = || -> LruCache<u32, u32, Fixed> {
+        LruCache::builder(u64::from(n))
+            .shards(4)
+            .hasher(Fixed::default())
+            .build()
+            .unwrap()
+    };
+    let running = |st: mmbatch_cache::CacheStats| 4 - st.lirs_shards - st.lru_shards;
+    let a = build();
+    replay(&a, first, 0);
+    assert_eq!(running(a.stats()), 4, "{:?}", a.stats());
+    let saved = a.save();
+    assert_eq!(saved.state.policy(), Some(Policy::Workingset));
+    let warm = |state: &PolicyState| {
+        let c = build();
+        let warmed = c.warm(state, saved.keys.iter().cloned(), |&k| Some(k));
+        assert_eq!(warmed, saved.keys.len());
+        let at_start = running(c.stats());
+        c.check_invariants().unwrap();
+        let hits = replay(&c, next, 0);
+        (at_start, hits as f64 * 100.0 / next.len() as f64)
+    };
+    let (at_start, with_state) = warm(&saved.state);
+    assert_eq!(
+        at_start, 4,
+        "warmed with the state: shards running Workingset"
+    );
+    let (_, without) = warm(&PolicyState::default());
+    assert!(
+        with_state > without + 1.0,
+        "hit {with_state:.1}% warmed with the state, {without:.1}% without"
+    );
+}
+
+/// A cache of a fixed policy records no duel's choice, and warming one
+/// from a default cache's state leaves its policy as built.
+#[test]
+fn a_fixed_policy_neither_saves_nor_takes_a_duels_choice() {
+    let a: LruCache<u32, u32> = LruCache::builder(64).policy(Policy::Lirs).build().unwrap();
+    for k in 0..200 {
+        a.insert(k % 80, k);
+    }
+    assert_eq!(a.save().state.policy(), None);
+    let b: LruCache<u32, u32> = LruCache::builder(64)
+        .policy(Policy::Workingset)
+        .build()
+        .unwrap();
+    let mut state = PolicyState::default();
+    for p in [Policy::Lirs, Policy::Lru] {
+        // A default cache's state naming `p`, through its bytes.
+        let mut bytes = state.to_bytes();
+        bytes[1] = match p {
+            Policy::Lirs => 1,
+            _ => 2,
+        };
+        state = PolicyState::from_bytes(&bytes).unwrap();
+        assert_eq!(state.policy(), Some(p));
+        b.warm(&state, Vec::new(), |&k| Some(k));
+        let st = b.stats();
+        assert_eq!((st.lirs_shards, st.lru_shards), (0, 0), "{p:?}");
+    }
+}
+
+/// `PolicyState`'s bytes: a saved state comes back as it was; bytes of
+/// the wrong length, another version, no such policy, unknown flags or a
+/// number that is not finite are refused with the cause named; numbers
+/// outside a cache's bounds are brought within them, so no bytes make a
+/// cache misbehave.
+#[test]
+fn policy_state_bytes_round_trip_and_bad_bytes_are_refused() {
+    let a: LruCache<u32, u32> = LruCache::builder(2048).shards(1).build().unwrap();
+    let mut x = 7u32;
+    for _ in 0..200_000 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        let k = if x % 3 == 0 { x % 500 } else { x % 20_000 };
+        if a.get(&k).is_none() {
+            a.insert(k, k);
+        }
+    }
+    let state = a.save().state;
+    assert!(state.policy().is_some());
+    let bytes = state.to_bytes();
+    assert_eq!(bytes.len(), PolicyState::BYTES);
+    assert_eq!(PolicyState::from_bytes(&bytes), Ok(state));
+    assert_eq!(
+        PolicyState::from_bytes(&PolicyState::default().to_bytes()),
+        Ok(PolicyState::default())
+    );
+    let refused = |b: &[u8]| PolicyState::from_bytes(b).unwrap_err().to_string();
+    assert!(
+        refused(&bytes[..35]).contains("long"),
+        "{}",
+        refused(&bytes[..35])
+    );
+    let with = |i: usize, v: u8| {
+        let mut b = bytes;
+        b[i] = v;
+        b
+    };
+    assert!(refused(&with(0, 2)).contains("version"));
+    assert!(refused(&with(1, 4)).contains("no such policy"));
+    assert!(refused(&with(2, 8)).contains("flags"));
+    let mut nan = with(2, 1 | 4);
+    nan[28..36].copy_from_slice(&f64::NAN.to_le_bytes());
+    assert!(refused(&nan).contains("not finite"));
+    nan[28..36].copy_from_slice(&0.01f64.to_le_bytes());
+    nan[4..12].copy_from_slice(&f64::INFINITY.to_le_bytes());
+    assert!(refused(&nan).contains("not finite"));
+    // Out of bounds but finite: taken, within bounds; the cache goes on.
+    let mut wild = with(2, 1 | 4);
+    for (at, len) in [(4, 8), (12, 8), (28, 8)] {
+        wild[at..at + len].copy_from_slice(&(-1e300f64).to_le_bytes()[..len]);
+    }
+    wild[20..24].copy_from_slice(&7e30f32.to_le_bytes());
+    let wild = PolicyState::from_bytes(&wild).unwrap();
+    for policy in [Policy::Adaptive, Policy::Workingset, Policy::Lirs] {
+        let c: LruCache<u32, u32> = LruCache::builder(256)
+            .shards(1)
+            .policy(policy)
+            .build()
+            .unwrap();
+        c.warm(&wild, Vec::new(), |&k| Some(k));
+        for k in 0..5000u32 {
+            if c.get(&(k % 700)).is_none() {
+                c.insert(k % 700, k);
+            }
+        }
+        assert_eq!(c.len(), 256, "{policy:?}");
+        c.check_invariants().unwrap();
+    }
+}
+
 /// A zigzag (keys 0 to 1.5x the capacity and back, again and again) is
 /// served alike by LRU, Workingset and LIRS with admission (two thirds
 /// of requests hit, OPT's figure), so `Adaptive`'s simulations tie over
@@ -1376,8 +1547,13 @@ fn batching_off_activates_an_entry_at_its_second_hit() {
             c.insert(k, k);
         }
         c.insert(1000, 1);
-        let active =
-            |c: &LruCache<u32, u32>| c.save().iter().find(|s| s.key == 1000).map(|s| s.active);
+        let active = |c: &LruCache<u32, u32>| {
+            c.save()
+                .keys
+                .iter()
+                .find(|s| s.key == 1000)
+                .map(|s| s.active)
+        };
         assert_eq!(
             active(&c),
             Some(false),

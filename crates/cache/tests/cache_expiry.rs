@@ -779,7 +779,7 @@ fn warm_replaces_an_expired_entry() {
     c.insert(1, 1);
     let saved = c.save();
     clock.advance(10);
-    assert_eq!(c.warm(saved, |_| Some(7)), 1);
+    assert_eq!(c.warm(&saved.state, saved.keys, |_| Some(7)), 1);
     assert_eq!(c.get(&1), Some(7));
     assert_eq!(*heard.lock().unwrap(), vec![(1, 1, RemovalCause::Expired)]);
 }

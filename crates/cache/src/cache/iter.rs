@@ -1,21 +1,10 @@
-//! Iteration, `retain`, `drain`, and warm restarts (`save`, `warm`): a
-//! shard at a time, each under its own lock, so that no call holds two
-//! shards and a cache of any size is never stopped whole.
+//! Iteration, `retain`, `drain`: a shard at a time, each under its own
+//! lock, so that no call holds two shards and a cache of any size is
+//! never stopped whole.
 
 use std::hash::{BuildHasher, Hash};
 
 use super::{LruCache, RemovalCause, Weigher};
-
-/// A key as [`LruCache::save`] records it: with whether the policy held
-/// it on its active list (the kernel's `PG_active`), which
-/// [`LruCache::warm`] restores.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct SavedKey<K> {
-    /// The key.
-    pub key: K,
-    /// Whether it was active: used more than once while cached.
-    pub active: bool,
-}
 
 /// The entries of an [`LruCache`], cloned a shard at a time; from
 /// [`LruCache::iter`].
@@ -241,116 +230,5 @@ where
             std::panic::resume_unwind(p);
         }
         all.into_iter()
-    }
-}
-
-impl<K, V, S, W> LruCache<K, V, S, W>
-where
-    K: Hash + Eq + Clone,
-    V: Clone,
-    S: BuildHasher,
-    W: Weigher<K, V>,
-{
-    /// The cached keys in the order the policy values them, for a warm
-    /// restart ([`warm`](Self::warm)): each shard's active entries before
-    /// its inactive ones, each list from its most recent end, the shards
-    /// interleaved rank by rank (every shard's hottest, then every
-    /// shard's next), so that any prefix holds the hottest of every
-    /// shard. Weakly consistent, as [`iter`](Self::iter); clones keys
-    /// only. Persist the keys as you like; the values come back through
-    /// `warm`'s loader.
-    pub fn save(&self) -> Vec<SavedKey<K>> {
-        let per_shard: Vec<Vec<SavedKey<K>>> = self
-            .shards
-            .iter()
-            .map(|shard| {
-                let lv = shard.read();
-                let now = self.now();
-                lv.in_order()
-                    .filter(|&i| lv.live_at(i, now))
-                    .map(|i| SavedKey {
-                        key: lv.node(i).key.clone(),
-                        active: lv.is_active(i),
-                    })
-                    .collect()
-            })
-            .collect();
-        let longest = per_shard.iter().map(Vec::len).max().unwrap_or(0);
-        let mut its: Vec<_> = per_shard.into_iter().map(Vec::into_iter).collect();
-        let mut all = Vec::with_capacity(its.iter().map(ExactSizeIterator::len).sum());
-        for _ in 0..longest {
-            all.extend(its.iter_mut().filter_map(Iterator::next));
-        }
-        all
-    }
-
-    /// Warms the cache from a [`save`](Self::save), hottest first, as a
-    /// REAP restore replays a working set: each key not cached is loaded
-    /// with `load` (outside every lock; `None` skips the key) and placed
-    /// behind the entries warmed before it, active if it was, so that the
-    /// policy values the warmed entries as the saved cache did. Stops
-    /// calling `load` for a shard once it is full (a warm never evicts;
-    /// an entry too heavy for the room left is dropped, and lighter ones
-    /// still tried), and returns the entries warmed. Calls made meanwhile go on as
-    /// usual; a key inserted meanwhile is not overwritten.
-    pub fn warm(
-        &self,
-        saved: impl IntoIterator<Item = SavedKey<K>>,
-        mut load: impl FnMut(&K) -> Option<V>,
-    ) -> usize {
-        let mut full = vec![false; self.shards.len()];
-        let mut left = full.len();
-        let mut warmed = 0;
-        for SavedKey { key, active } in saved {
-            if left == 0 {
-                break;
-            }
-            let hash = self.hash(&key);
-            let s = (hash >> 40) as usize & self.shard_mask;
-            if full[s] || self.contains_key(&key) {
-                continue;
-            }
-            let Some(value) = load(&key) else { continue };
-            let weight = self.weigh(&key, &value);
-            // Before the lock: an `Expiry` that panics changes nothing.
-            let created = self.created(&key, &value);
-            let mut expired = None;
-            let inserted = {
-                let mut lv = self.shards[s].write();
-                let now = self.now();
-                match lv.find(hash, |k| *k == key) {
-                    Some(i) if lv.live_at(i, now) => Ok(false),
-                    found => {
-                        // Expired meanwhile: out (heard so), and the
-                        // loaded value goes in.
-                        if let Some(i) = found {
-                            let mut none = u32::MAX;
-                            expired = Some(lv.remove(i, &mut none));
-                        }
-                        let deadline = Self::deadline(now, created);
-                        lv.insert_warm(hash, key, value, weight, deadline, active)
-                            .map(|()| true)
-                            .map_err(|entry| (entry, lv.is_full()))
-                    }
-                }
-            };
-            if let Some(n) = expired {
-                self.notify(std::iter::once((n.key, n.value)), RemovalCause::Expired);
-            }
-            match inserted {
-                Ok(true) => warmed += 1,
-                Ok(false) => {}
-                Err((entry, is_full)) => {
-                    // Dropped outside the lock. Too heavy for the room
-                    // left, a lighter key may still fit.
-                    drop(entry);
-                    if is_full {
-                        full[s] = true;
-                        left -= 1;
-                    }
-                }
-            }
-        }
-        warmed
     }
 }

@@ -21,6 +21,7 @@ mod lock;
 mod policy;
 #[allow(unsafe_code)] // a prefetch instruction, at the MSRV
 mod prefetch;
+mod restart;
 mod shard;
 mod stats;
 mod workingset;
@@ -43,9 +44,10 @@ use builder::{Listener, Options};
 pub use compute::{Compute, Computed};
 use crossbeam_utils::CachePadded;
 pub use expire::{Clock, Expiry};
-pub use iter::{Iter, SavedKey};
+pub use iter::Iter;
 use lock::ShardLock;
 pub use policy::Policy;
+pub use restart::{PolicyState, PolicyStateError, Saved, SavedKey};
 use shard::{Deadline, Evicted, Inserted, Lruvec};
 pub use stats::CacheStats;
 

@@ -323,11 +323,24 @@ impl Duel {
     /// next write section, until the simulations' next verdict.
     #[cfg(all(test, not(loom)))]
     pub(in crate::cache) fn run(&self, policy: Policy) {
+        self.resume(policy, self.has_hit());
+    }
+
+    /// Takes up a saved cache's verdict (`LruCache::warm`): the shards
+    /// run `policy` (one of [`CONTENDERS`]) from their next write section,
+    /// and the sample counts as having hit if `hit` (the saved cache's
+    /// had, or it would have run `Workingset`). The simulations hold
+    /// nothing yet and make no verdict before [`DUEL_WARMUP`] sampled
+    /// accesses, so this one stands that long at least.
+    pub(in crate::cache) fn resume(&self, policy: Policy, hit: bool) {
         let k = CONTENDERS
             .iter()
             .position(|&p| p == policy)
             .expect("a contender");
         self.verdict.policy.store(k as u8, Ordering::Relaxed);
+        if hit {
+            self.verdict.hit.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Sampled accesses the simulations have seen.

@@ -19,8 +19,8 @@ mod slab;
 mod tunables;
 
 pub(super) use batch::Batch;
-pub(super) use duel::{Duel, Sampled};
-use refault::Learned;
+pub(super) use duel::{CONTENDERS, Duel, Sampled};
+pub(super) use refault::Learned;
 use sketch::Sketch;
 
 use super::{Policy, RemovalCause, flight::Flight, workingset::Shadows};
@@ -587,6 +587,39 @@ impl<K, V> Lruvec<K, V> {
     /// resized: see [`Duel::resize`]).
     pub(super) fn set_duel_shift(&mut self, shift: u32) {
         self.duel_shift = shift;
+    }
+
+    /// What the shard has learned, for a warm restart
+    /// (`LruCache::save`): `Workingset`'s statistics while it runs that
+    /// policy and they are mostly evidence ([`learned`](Self::learned)),
+    /// and LIRS's HIR share while it runs LIRS.
+    pub(super) fn learned_state(&self) -> (Option<Learned>, Option<f64>) {
+        let ws = (self.policy == Policy::Workingset)
+            .then(|| self.learned())
+            .flatten();
+        (ws, self.lirs.then_some(self.hir_share))
+    }
+
+    /// Takes up what a saved cache learned (`LruCache::warm`): under
+    /// [`Policy::Adaptive`], `policy` (one of [`duel::CONTENDERS`]) at
+    /// once, as the duel's verdict; `Workingset`'s statistics and LIRS's
+    /// HIR share, each kept for whenever the shard runs that policy.
+    pub(super) fn resume(&mut self, policy: Option<Policy>, ws: Option<Learned>, hir: Option<f64>) {
+        if let Some(p) = policy.filter(|_| self.duel.is_some()) {
+            if p != self.runs() {
+                self.adopt(p);
+            }
+            let hit = self.duel.as_ref().is_some_and(|(duel, _)| duel.has_hit());
+            if self.lirs && hit && !self.stamped {
+                self.keep_stamps();
+            }
+        }
+        if let Some(l) = ws {
+            self.take_learned(l);
+        }
+        if let Some(h) = hir.filter(|_| self.hir_adapts) {
+            self.hir_share = h.clamp(LIRS_HIR_MIN, LIRS_HIR);
+        }
     }
 
     /// The policy the shard runs: its cache's, or under

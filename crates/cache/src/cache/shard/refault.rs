@@ -306,7 +306,7 @@ impl<K, V> Lruvec<K, V> {
 /// What [`Policy::Workingset`] has learned of a workload, in shares and
 /// multiples of a shard's size, so that it carries from the duel's
 /// simulation of it to a shard taking it up ([`Lruvec::learned`]).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(in crate::cache) struct Learned {
     inactive_share: f64,
     reach: f64,
@@ -334,7 +334,8 @@ impl<K, V> Lruvec<K, V> {
         })
     }
 
-    /// Starts from what the duel's simulation of `Workingset` learned.
+    /// Starts from what the duel's simulation of `Workingset` learned, or
+    /// a saved cache's shards (`LruCache::warm`).
     pub(super) fn take_learned(&mut self, learned: Learned) {
         let Learned {
             inactive_share,
@@ -348,6 +349,51 @@ impl<K, V> Lruvec<K, V> {
         self.refault_share = refault_share;
         self.distant_share = distant_share;
         self.thrashing = thrashing;
+    }
+}
+
+impl Learned {
+    /// The mean of `all` (shares of a shard's size, so shards of any size
+    /// average), thrashing if most were; `None` if `all` is empty.
+    pub(in crate::cache) fn mean(all: &[Learned]) -> Option<Learned> {
+        let n = all.len();
+        let mean = |f: fn(&Learned) -> f64| all.iter().map(f).sum::<f64>() / n as f64;
+        (n > 0).then(|| Learned {
+            inactive_share: mean(|l| l.inactive_share),
+            reach: mean(|l| l.reach),
+            refault_share: mean(|l| f64::from(l.refault_share)) as f32,
+            distant_share: mean(|l| f64::from(l.distant_share)) as f32,
+            thrashing: 2 * all.iter().filter(|l| l.thrashing).count() > n,
+        })
+    }
+
+    /// Its fields as `(inactive_share, reach, refault_share,
+    /// distant_share, thrashing)`, for `PolicyState`'s bytes.
+    pub(in crate::cache) fn to_parts(self) -> (f64, f64, f32, f32, bool) {
+        (
+            self.inactive_share,
+            self.reach,
+            self.refault_share,
+            self.distant_share,
+            self.thrashing,
+        )
+    }
+
+    /// From [`to_parts`](Self::to_parts)'s fields, each brought within the
+    /// bounds a shard keeps it in; `None` if one is not finite.
+    pub(in crate::cache) fn from_parts(parts: (f64, f64, f32, f32, bool)) -> Option<Learned> {
+        let (inactive_share, reach, refault_share, distant_share, thrashing) = parts;
+        let finite = inactive_share.is_finite()
+            && reach.is_finite()
+            && refault_share.is_finite()
+            && distant_share.is_finite();
+        finite.then(|| Learned {
+            inactive_share: inactive_share.clamp(INACTIVE_MIN, INACTIVE_MAX),
+            reach: reach.clamp(REACH_MIN, REACH_MAX),
+            refault_share: refault_share.clamp(0.0, 1.0),
+            distant_share: distant_share.clamp(0.0, 1.0),
+            thrashing,
+        })
     }
 }
 
