@@ -1354,6 +1354,10 @@ fn policy_state_bytes_round_trip_and_bad_bytes_are_refused() {
     assert!(state.policy().is_some());
     let bytes = state.to_bytes();
     assert_eq!(bytes.len(), PolicyState::BYTES);
+    // Layout: version, policy, flags (1 the workingset's statistics, 4
+    // LIRS's HIR share): a shard running LIRS, and the duel's simulation
+    // of `Workingset`, have both learned.
+    assert_eq!((bytes[0], bytes[2] & 5), (1, 5), "{bytes:?}");
     assert_eq!(PolicyState::from_bytes(&bytes), Ok(state));
     assert_eq!(
         PolicyState::from_bytes(&PolicyState::default().to_bytes()),

@@ -89,12 +89,10 @@ impl PolicyState {
         b[0] = STATE_VERSION;
         b[1] = self.runs.unwrap_or(NOT_ADAPTIVE);
         if let Some(l) = self.workingset {
-            let (inactive, reach, refault, distant, thrashing) = l.to_parts();
+            let mut w = [0u8; shard::LEARNED_BYTES];
+            let thrashing = l.encode(&mut w);
             b[2] |= HAS_WORKINGSET | if thrashing { THRASHING } else { 0 };
-            b[4..12].copy_from_slice(&inactive.to_le_bytes());
-            b[12..20].copy_from_slice(&reach.to_le_bytes());
-            b[20..24].copy_from_slice(&refault.to_le_bytes());
-            b[24..28].copy_from_slice(&distant.to_le_bytes());
+            b[4..28].copy_from_slice(&w);
         }
         if let Some(h) = self.hir_share {
             b[2] |= HAS_HIR;
@@ -117,8 +115,6 @@ impl PolicyState {
         if b[0] != STATE_VERSION {
             return Err(PolicyStateError("another layout version"));
         }
-        let f64_at = |i: usize| f64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-        let f32_at = |i: usize| f32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
         let runs = match b[1] {
             NOT_ADAPTIVE => None,
             k if usize::from(k) < shard::CONTENDERS.len() => Some(k),
@@ -128,19 +124,14 @@ impl PolicyState {
             return Err(PolicyStateError("unknown flags"));
         }
         let workingset = if b[2] & HAS_WORKINGSET != 0 {
-            let parts = (
-                f64_at(4),
-                f64_at(12),
-                f32_at(20),
-                f32_at(24),
-                b[2] & THRASHING != 0,
-            );
-            Some(shard::Learned::from_parts(parts).ok_or(PolicyStateError("a number not finite"))?)
+            let w = b[4..28].try_into().expect("LEARNED_BYTES");
+            let l = shard::Learned::decode(w, b[2] & THRASHING != 0);
+            Some(l.ok_or(PolicyStateError("a number not finite"))?)
         } else {
             None
         };
         let hir_share = if b[2] & HAS_HIR != 0 {
-            let h = f64_at(28);
+            let h = f64::from_le_bytes(b[28..].try_into().expect("8 bytes"));
             if !h.is_finite() {
                 return Err(PolicyStateError("a number not finite"));
             }

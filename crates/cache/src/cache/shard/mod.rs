@@ -20,7 +20,7 @@ mod tunables;
 
 pub(super) use batch::Batch;
 pub(super) use duel::{CONTENDERS, Duel, Sampled};
-pub(super) use refault::Learned;
+pub(super) use refault::{LEARNED_BYTES, Learned};
 use sketch::Sketch;
 
 use super::{Policy, RemovalCause, flight::Flight, workingset::Shadows};
@@ -602,8 +602,10 @@ impl<K, V> Lruvec<K, V> {
 
     /// Takes up what a saved cache learned (`LruCache::warm`): under
     /// [`Policy::Adaptive`], `policy` (one of [`duel::CONTENDERS`]) at
-    /// once, as the duel's verdict; `Workingset`'s statistics and LIRS's
-    /// HIR share, each kept for whenever the shard runs that policy.
+    /// once, as the duel's verdict; then `Workingset`'s statistics if it
+    /// runs that policy, LIRS's HIR share if it runs LIRS (a shard taking
+    /// up either later starts them afresh, as [`adopt`](Self::adopt)
+    /// says).
     pub(super) fn resume(&mut self, policy: Option<Policy>, ws: Option<Learned>, hir: Option<f64>) {
         if let Some(p) = policy.filter(|_| self.duel.is_some()) {
             if p != self.runs() {
@@ -614,10 +616,10 @@ impl<K, V> Lruvec<K, V> {
                 self.keep_stamps();
             }
         }
-        if let Some(l) = ws {
+        if let Some(l) = ws.filter(|_| self.policy == Policy::Workingset) {
             self.take_learned(l);
         }
-        if let Some(h) = hir.filter(|_| self.hir_adapts) {
+        if let Some(h) = hir.filter(|_| self.lirs && self.hir_adapts) {
             self.hir_share = h.clamp(LIRS_HIR_MIN, LIRS_HIR);
         }
     }

@@ -308,11 +308,11 @@ impl<K, V> Lruvec<K, V> {
 /// simulation of it to a shard taking it up ([`Lruvec::learned`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(in crate::cache) struct Learned {
-    inactive_share: f64,
-    reach: f64,
-    refault_share: f32,
-    distant_share: f32,
-    thrashing: bool,
+    pub(super) inactive_share: f64,
+    pub(super) reach: f64,
+    pub(super) refault_share: f32,
+    pub(super) distant_share: f32,
+    pub(super) thrashing: bool,
 }
 
 impl<K, V> Lruvec<K, V> {
@@ -367,22 +367,25 @@ impl Learned {
         })
     }
 
-    /// Its fields as `(inactive_share, reach, refault_share,
-    /// distant_share, thrashing)`, for `PolicyState`'s bytes.
-    pub(in crate::cache) fn to_parts(self) -> (f64, f64, f32, f32, bool) {
-        (
-            self.inactive_share,
-            self.reach,
-            self.refault_share,
-            self.distant_share,
-            self.thrashing,
-        )
+    /// Writes the statistics into `out` (little-endian: the inactive
+    /// share and the reach as `f64`, the refault and distant shares as
+    /// `f32`), for `PolicyState`'s bytes; returns whether it thrashes.
+    pub(in crate::cache) fn encode(&self, out: &mut [u8; LEARNED_BYTES]) -> bool {
+        out[..8].copy_from_slice(&self.inactive_share.to_le_bytes());
+        out[8..16].copy_from_slice(&self.reach.to_le_bytes());
+        out[16..20].copy_from_slice(&self.refault_share.to_le_bytes());
+        out[20..].copy_from_slice(&self.distant_share.to_le_bytes());
+        self.thrashing
     }
 
-    /// From [`to_parts`](Self::to_parts)'s fields, each brought within the
-    /// bounds a shard keeps it in; `None` if one is not finite.
-    pub(in crate::cache) fn from_parts(parts: (f64, f64, f32, f32, bool)) -> Option<Learned> {
-        let (inactive_share, reach, refault_share, distant_share, thrashing) = parts;
+    /// The statistics [`encode`](Self::encode) wrote, each brought
+    /// within the bounds a shard keeps it in; `None` if one is not
+    /// finite.
+    pub(in crate::cache) fn decode(b: &[u8; LEARNED_BYTES], thrashing: bool) -> Option<Learned> {
+        let f64_at = |i: usize| f64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        let f32_at = |i: usize| f32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+        let (inactive_share, reach) = (f64_at(0), f64_at(8));
+        let (refault_share, distant_share) = (f32_at(16), f32_at(20));
         let finite = inactive_share.is_finite()
             && reach.is_finite()
             && refault_share.is_finite()
@@ -396,6 +399,9 @@ impl Learned {
         })
     }
 }
+
+/// The length of [`Learned::encode`]'s bytes.
+pub(in crate::cache) const LEARNED_BYTES: usize = 24;
 
 /// `share` moved one step of an exponential moving average over `window`
 /// events towards 1 if `yes`, else towards 0. Decaying towards 0, a share

@@ -1402,3 +1402,129 @@ fn moves_batched_before_a_removal_leave_the_shard_consistent() {
     lv.check().unwrap();
     assert_eq!(lv.len(), n as usize - 7);
 }
+
+/// A trained `Workingset` shard's statistics, for the warm-restart tests.
+fn trained(n: u64) -> Learned {
+    let mut lv = shard(Policy::Workingset, n);
+    let mut x = 88_172_645_463_325_252u64;
+    for _ in 0..40 * n {
+        xorshift(&mut x);
+        let k = if x % 3 == 0 { x % (n / 2) } else { x % (8 * n) };
+        match slot(&lv, k) {
+            Some(i) => {
+                let _full = lv.mark_accessed(i);
+            }
+            None => insert(&mut lv, k),
+        }
+    }
+    lv.learned().expect("mostly evidence")
+}
+
+/// `Learned`'s bytes: a trained shard's statistics come back as they
+/// were, thrashing or not; a number that is not finite is refused; one
+/// out of bounds is brought within them.
+#[test]
+fn learned_statistics_round_trip_through_their_bytes() {
+    let l = trained(256);
+    for thrashing in [false, true] {
+        let l = Learned { thrashing, ..l };
+        let mut b = [0u8; LEARNED_BYTES];
+        assert_eq!(l.encode(&mut b), thrashing);
+        assert_eq!(Learned::decode(&b, thrashing), Some(l));
+    }
+    let mut b = [0u8; LEARNED_BYTES];
+    let _ = l.encode(&mut b);
+    for at in [0, 8] {
+        let mut bad = b;
+        bad[at..at + 8].copy_from_slice(&f64::NAN.to_le_bytes());
+        assert_eq!(Learned::decode(&bad, false), None, "byte {at}");
+    }
+    for at in [16, 20] {
+        let mut bad = b;
+        bad[at..at + 4].copy_from_slice(&f32::INFINITY.to_le_bytes());
+        assert_eq!(Learned::decode(&bad, false), None, "byte {at}");
+    }
+    let mut wild = [0u8; LEARNED_BYTES];
+    wild[..8].copy_from_slice(&9.0f64.to_le_bytes());
+    wild[8..16].copy_from_slice(&(-3.0f64).to_le_bytes());
+    wild[16..20].copy_from_slice(&2.0f32.to_le_bytes());
+    wild[20..].copy_from_slice(&(-1.0f32).to_le_bytes());
+    let w = Learned::decode(&wild, true).expect("finite");
+    assert_eq!(
+        (w.inactive_share, w.reach, w.refault_share, w.distant_share),
+        (INACTIVE_MAX, REACH_MIN, 1.0, 0.0)
+    );
+}
+
+/// The mean of shards' statistics: each field's mean, thrashing if most
+/// shards thrash; nothing from no shards.
+#[test]
+fn learned_statistics_average_over_shards() {
+    let a = Learned {
+        inactive_share: 0.01,
+        reach: 0.5,
+        refault_share: 0.2,
+        distant_share: 0.0,
+        thrashing: true,
+    };
+    let b = Learned {
+        inactive_share: 0.03,
+        reach: 1.5,
+        refault_share: 0.6,
+        distant_share: 0.4,
+        thrashing: false,
+    };
+    let m = Learned::mean(&[a, b, b]).expect("three shards");
+    let close = |x: f64, y: f64| (x - y).abs() < 1e-6;
+    assert!(close(m.inactive_share, 0.07 / 3.0), "{m:?}");
+    assert!(close(m.reach, 3.5 / 3.0), "{m:?}");
+    assert!(close(f64::from(m.refault_share), 1.4 / 3.0), "{m:?}");
+    assert!(close(f64::from(m.distant_share), 0.8 / 3.0), "{m:?}");
+    assert!(!m.thrashing, "one of three thrashes");
+    assert!(Learned::mean(&[a, a, b]).expect("three").thrashing);
+    assert!(!Learned::mean(&[a, b]).expect("two").thrashing, "half is not most");
+    assert_eq!(Learned::mean(&[]), None);
+}
+
+/// A shard reports what it learned under the policy it runs (the
+/// statistics only under `Workingset` once they are evidence, the HIR
+/// share only under LIRS), and one taking up a saved state adopts the
+/// saved policy at once under `Adaptive` (with stamps under LIRS once the
+/// duel's sample has hit), takes the statistics, and the HIR share within
+/// its bounds; a shard of a fixed policy keeps its policy.
+#[test]
+fn a_shard_reports_and_resumes_what_it_learned() {
+    let n = 256u64;
+    let l = trained(n);
+    let fresh = shard(Policy::Workingset, n);
+    assert_eq!(fresh.learned_state(), (None, None), "nothing learned yet");
+    let lirs = shard(Policy::Lirs, n);
+    assert_eq!(lirs.learned_state(), (None, Some(LIRS_HIR)));
+
+    let d = Arc::new(sim::Duel::new(n as usize));
+    d.resume(Policy::Lirs, true);
+    let mut lv = shard(Policy::Adaptive, n).with_duel(d.clone());
+    lv.resume(Some(Policy::Lirs), Some(l), Some(0.001));
+    assert_eq!(lv.runs(), Policy::Lirs);
+    assert!(lv.stamped, "LIRS after a sample that hit keeps stamps");
+    assert_eq!(lv.hir_share, LIRS_HIR_MIN, "clamped to its bounds");
+    assert_eq!(lv.learned_state(), (None, Some(LIRS_HIR_MIN)));
+    lv.resume(Some(Policy::Workingset), Some(l), None);
+    assert_eq!(lv.runs(), Policy::Workingset);
+    assert_eq!(lv.learned(), None, "no evictions counted yet");
+    assert_eq!(
+        (lv.inactive_share, lv.reach, lv.thrashing),
+        (l.inactive_share, l.reach, l.thrashing)
+    );
+
+    let mut fixed = shard(Policy::Workingset, n);
+    fixed.resume(Some(Policy::Lru), Some(l), Some(0.01));
+    assert_eq!(fixed.runs(), Policy::Workingset);
+    assert_eq!(fixed.inactive_share, l.inactive_share);
+    assert_eq!(fixed.hir_share, LIRS_HIR, "no LIRS here: unchanged");
+    let mut fixed = shard(Policy::Lirs, n);
+    fixed.resume(Some(Policy::Workingset), Some(l), Some(0.01));
+    assert_eq!(fixed.runs(), Policy::Lirs);
+    assert_eq!(fixed.hir_share, 0.01);
+    assert_ne!(fixed.reach, l.reach, "no Workingset here: unchanged");
+}
