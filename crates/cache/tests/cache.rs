@@ -1339,19 +1339,21 @@ fn a_fixed_policy_neither_saves_nor_takes_a_duels_choice() {
 /// cache misbehave.
 #[test]
 fn policy_state_bytes_round_trip_and_bad_bytes_are_refused() {
-    let a: LruCache<u32, u32> = LruCache::builder(2048).shards(1).build().unwrap();
-    let mut x = 7u32;
-    for _ in 0..200_000 {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        let k = if x % 3 == 0 { x % 500 } else { x % 20_000 };
+    type Fixed = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+    // A loop over 1.5x the cache: the duel runs LIRS (with admission).
+    let a: LruCache<u32, u32, Fixed> = LruCache::builder(2048)
+        .shards(1)
+        .hasher(Fixed::default())
+        .build()
+        .unwrap();
+    for i in 0..100_000u32 {
+        let k = i % 3072;
         if a.get(&k).is_none() {
             a.insert(k, k);
         }
     }
     let state = a.save().state;
-    assert!(state.policy().is_some());
+    assert_eq!(state.policy(), Some(Policy::LirsTinyLfu));
     let bytes = state.to_bytes();
     assert_eq!(bytes.len(), PolicyState::BYTES);
     // Layout: version, policy, flags (1 the workingset's statistics, 4
