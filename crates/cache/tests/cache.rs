@@ -1244,19 +1244,44 @@ fn adaptive_changing_policy_keeps_what_either_gets() {
     );
 }
 
-/// A warm restart carries what the default's duel chose: a cache that
-/// learned `Workingset` on new keys requested twice beside a hot set
-/// (LIRS's small HIR set lets them go before their second request) saves
-/// it, and a new cache warmed from that save runs it in every shard from
-/// its first request, and hits more over the next requests than one
-/// warmed from the same keys without the state, which runs the default's
-/// first policy, LIRS, until its own duel has warmed up.
-#[test]
-fn a_warm_restart_runs_the_policy_the_saved_cache_chose() {
-    type Fixed = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
-    let n = 8192u32;
+/// A hasher of this file's own (`u32` keys times an odd constant), so
+/// that tests asserting on the duel's choice do not move with the
+/// standard library's hasher.
+#[derive(Clone, Copy, Default)]
+struct Mix(u64);
+
+impl std::hash::Hasher for Mix {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u32(&mut self, k: u32) {
+        self.0 = (self.0 ^ u64::from(k)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 ^= self.0 >> 29;
+    }
+}
+
+type Mixed = std::hash::BuildHasherDefault<Mix>;
+
+/// A default cache of `n` entries in 4 shards on [`Mix`].
+fn mixed(n: u32) -> LruCache<u32, u32, Mixed> {
+    LruCache::builder(u64::from(n))
+        .shards(4)
+        .hasher(Mixed::default())
+        .build()
+        .unwrap()
+}
+
+/// New keys requested twice, a twentieth of `n` apart, beside a hot set
+/// of `n / 2`: the duel gives such a workload `Workingset` (LIRS's small
+/// HIR set lets the new keys go before their second request).
+fn pairs(n: u32, len: u32) -> Vec<u32> {
     let mut x = 88_172_645_463_325_252u64;
-    let trace: Vec<u32> = (0..32 * n)
+    (0..len)
         .map(|i| {
             x ^= x << 13;
             x ^= x >> 7;
@@ -1267,40 +1292,76 @@ fn a_warm_restart_runs_the_policy_the_saved_cache_chose() {
                 _ => 2_000_000 + (i / 4).saturating_sub(n / 20),
             }
         })
-        .collect();
+        .collect()
+}
+
+/// Shards running LIRS, with admission or without.
+fn lirs_shards(st: &mmbatch_cache::CacheStats) -> u64 {
+    st.lirs_shards + st.tinylfu_shards
+}
+
+/// A warm restart carries what the default's duel chose: a cache that
+/// learned `Workingset` on [`pairs`] saves it, and a new cache warmed
+/// from that save runs it, where one warmed from the same keys without
+/// the state runs LIRS (every duel's first verdict) from its first miss
+/// until its own duel has warmed up, and hits less over the next
+/// requests.
+#[test]
+fn a_warm_restart_runs_the_policy_the_saved_cache_chose() {
+    let n = 8192u32;
+    let trace = pairs(n, 32 * n);
     let (first, next) = trace.split_at(24 * n as usize);
-    let build = || -> LruCache<u32, u32, Fixed> {
-        LruCache::builder(u64::from(n))
-            .shards(4)
-            .hasher(Fixed::default())
-            .build()
-            .unwrap()
-    };
-    let running = |st: mmbatch_cache::CacheStats| 4 - st.lirs_shards - st.lru_shards;
-    let a = build();
+    let a = mixed(n);
     replay(&a, first, 0);
-    assert_eq!(running(a.stats()), 4, "{:?}", a.stats());
+    let st = a.stats();
+    assert_eq!((lirs_shards(&st), st.lru_shards), (0, 0), "{st:?}");
     let saved = a.save();
     assert_eq!(saved.state.policy(), Some(Policy::Workingset));
     let warm = |state: &PolicyState| {
-        let c = build();
+        let c = mixed(n);
         let warmed = c.warm(state, saved.keys.iter().cloned(), |&k| Some(k));
         assert_eq!(warmed, saved.keys.len());
-        let at_start = running(c.stats());
         c.check_invariants().unwrap();
-        let hits = replay(&c, next, 0);
-        (at_start, hits as f64 * 100.0 / next.len() as f64)
+        let (early, rest) = next.split_at(1000);
+        let hits = replay(&c, early, 0);
+        let lirs = lirs_shards(&c.stats());
+        let hits = hits + replay(&c, rest, 0);
+        (lirs, hits as f64 * 100.0 / next.len() as f64)
     };
-    let (at_start, with_state) = warm(&saved.state);
-    assert_eq!(
-        at_start, 4,
-        "warmed with the state: shards running Workingset"
-    );
-    let (_, without) = warm(&PolicyState::default());
+    let (lirs, with_state) = warm(&saved.state);
+    assert_eq!(lirs, 0, "warmed with the state: shards running LIRS");
+    let (lirs, without) = warm(&PolicyState::default());
+    assert_eq!(lirs, 4, "warmed from keys alone: shards running LIRS");
     assert!(
         with_state > without + 1.0,
         "hit {with_state:.1}% warmed with the state, {without:.1}% without"
     );
+}
+
+/// A cache in use keeps what it learned: warming it from another
+/// cache's state changes neither its duel's choice nor, saved again,
+/// its statistics; and a cache saved before its duel warmed up records
+/// no choice (every duel starts on LIRS: that is not learned).
+#[test]
+fn a_warm_leaves_a_cache_in_use_its_own_policy() {
+    let n = 8192u32;
+    let looped: Vec<u32> = (0..24 * n).map(|i| i % (3 * n / 2)).collect();
+    let lirs = mixed(n);
+    replay(&lirs, &looped, 0);
+    assert_eq!(lirs_shards(&lirs.stats()), 4, "{:?}", lirs.stats());
+    let ws = mixed(n);
+    replay(&ws, &pairs(n, 24 * n), 0);
+    let before = ws.save().state;
+    assert_eq!(before.policy(), Some(Policy::Workingset));
+    ws.warm(&lirs.save().state, Vec::new(), |&k| Some(k));
+    ws.get(&1);
+    ws.insert(1, 1);
+    assert_eq!(lirs_shards(&ws.stats()), 0, "{:?}", ws.stats());
+    assert_eq!(ws.save().state, before);
+
+    let young = mixed(n);
+    replay(&young, &looped[..100], 0);
+    assert_eq!(young.save().state.policy(), None);
 }
 
 /// A cache of a fixed policy records no duel's choice, and warming one
@@ -1312,55 +1373,67 @@ fn a_fixed_policy_neither_saves_nor_takes_a_duels_choice() {
         a.insert(k % 80, k);
     }
     assert_eq!(a.save().state.policy(), None);
-    let b: LruCache<u32, u32> = LruCache::builder(64)
-        .policy(Policy::Workingset)
-        .build()
-        .unwrap();
-    let mut state = PolicyState::default();
     for p in [Policy::Lirs, Policy::Lru] {
+        let b: LruCache<u32, u32> = LruCache::builder(64)
+            .policy(Policy::Workingset)
+            .build()
+            .unwrap();
         // A default cache's state naming `p`, through its bytes.
-        let mut bytes = state.to_bytes();
-        bytes[1] = match p {
-            Policy::Lirs => 1,
-            _ => 2,
-        };
-        state = PolicyState::from_bytes(&bytes).unwrap();
+        let mut bytes = PolicyState::default().to_bytes();
+        bytes[1] = if p == Policy::Lirs { 1 } else { 2 };
+        let state = PolicyState::from_bytes(&bytes).unwrap();
         assert_eq!(state.policy(), Some(p));
         b.warm(&state, Vec::new(), |&k| Some(k));
+        b.insert(1, 1);
         let st = b.stats();
         assert_eq!((st.lirs_shards, st.lru_shards), (0, 0), "{p:?}");
     }
 }
 
-/// `PolicyState`'s bytes: a saved state comes back as it was; bytes of
-/// the wrong length, another version, no such policy, unknown flags or a
+/// `PolicyState`'s bytes: a saved state comes back as it was; the
+/// verdict's byte is fixed per policy; bytes of the wrong length, another
+/// version, no such policy, flags or bytes `to_bytes` never writes, or a
 /// number that is not finite are refused with the cause named; numbers
 /// outside a cache's bounds are brought within them, so no bytes make a
-/// cache misbehave.
+/// cache misbehave. The HIR share saved is the shards' mean, a share.
 #[test]
 fn policy_state_bytes_round_trip_and_bad_bytes_are_refused() {
-    type Fixed = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
     // A loop over 1.5x the cache: the duel runs LIRS (with admission).
-    let a: LruCache<u32, u32, Fixed> = LruCache::builder(2048)
-        .shards(1)
-        .hasher(Fixed::default())
-        .build()
-        .unwrap();
-    for i in 0..100_000u32 {
-        let k = i % 3072;
-        if a.get(&k).is_none() {
-            a.insert(k, k);
-        }
-    }
+    let a = mixed(8192);
+    let looped: Vec<u32> = (0..24 * 8192).map(|i| i % (3 * 4096)).collect();
+    replay(&a, &looped, 0);
     let state = a.save().state;
     assert_eq!(state.policy(), Some(Policy::LirsTinyLfu));
     let bytes = state.to_bytes();
     assert_eq!(bytes.len(), PolicyState::BYTES);
-    // Layout: version, policy, flags (1 the workingset's statistics, 4
-    // LIRS's HIR share): a shard running LIRS, and the duel's simulation
-    // of `Workingset`, have both learned.
-    assert_eq!((bytes[0], bytes[2] & 5), (1, 5), "{bytes:?}");
+    // Layout: version; verdict (0 Workingset, 1 LIRS, 2 LRU, 3 LIRS with
+    // admission); flags (1 the workingset's statistics, 2 thrashing, 4
+    // LIRS's HIR share, 8 the sample hit); 0; the statistics; the share.
+    assert_eq!(
+        (bytes[0], bytes[1], bytes[2] & 13, bytes[3]),
+        (1, 3, 13, 0),
+        "{bytes:?}"
+    );
+    let hir = f64::from_le_bytes(bytes[28..].try_into().unwrap());
+    assert!(
+        hir > 0.0 && hir <= 0.02,
+        "a mean of 4 shards' shares: {hir}"
+    );
     assert_eq!(PolicyState::from_bytes(&bytes), Ok(state));
+    for (byte, p) in [(0, Policy::Workingset), (1, Policy::Lirs), (2, Policy::Lru)] {
+        let mut b = bytes;
+        b[1] = byte;
+        let s = PolicyState::from_bytes(&b).unwrap();
+        assert_eq!((s.policy(), s.to_bytes()), (Some(p), b));
+    }
+    let mut calm = bytes;
+    calm[2] &= !2;
+    assert_eq!(
+        PolicyState::from_bytes(&calm).unwrap().to_bytes(),
+        calm,
+        "not thrashing"
+    );
+    assert_ne!(PolicyState::from_bytes(&calm), Ok(state));
     assert_eq!(
         PolicyState::from_bytes(&PolicyState::default().to_bytes()),
         Ok(PolicyState::default())
@@ -1378,19 +1451,51 @@ fn policy_state_bytes_round_trip_and_bad_bytes_are_refused() {
     };
     assert!(refused(&with(0, 2)).contains("version"));
     assert!(refused(&with(1, 4)).contains("no such policy"));
-    assert!(refused(&with(2, 8)).contains("flags"));
-    let mut nan = with(2, 1 | 4);
+    assert!(refused(&with(2, 16 | 13)).contains("flags"));
+    assert!(
+        refused(&with(2, 2 | 4)).contains("flags"),
+        "thrashing, no statistics"
+    );
+    let mut no_verdict = with(1, 0xff);
+    assert!(refused(&no_verdict).contains("flags"), "a hit, no verdict");
+    no_verdict[2] &= !8;
+    assert_eq!(PolicyState::from_bytes(&no_verdict).unwrap().policy(), None);
+    assert!(refused(&with(3, 1)).contains("no part"));
+    assert!(
+        refused(&with(2, 8 | 4)).contains("no part"),
+        "statistics' bytes, no flag"
+    );
+    assert!(
+        refused(&with(2, 8 | 1)).contains("no part"),
+        "a share's bytes, no flag"
+    );
+    let mut nan = bytes;
     nan[28..36].copy_from_slice(&f64::NAN.to_le_bytes());
     assert!(refused(&nan).contains("not finite"));
     nan[28..36].copy_from_slice(&0.01f64.to_le_bytes());
     nan[4..12].copy_from_slice(&f64::INFINITY.to_le_bytes());
     assert!(refused(&nan).contains("not finite"));
-    // Out of bounds but finite: taken, within bounds; the cache goes on.
-    let mut wild = with(2, 1 | 4);
-    for (at, len) in [(4, 8), (12, 8), (28, 8)] {
-        wild[at..at + len].copy_from_slice(&(-1e300f64).to_le_bytes()[..len]);
+    // Out of bounds but finite: taken, within bounds; the caches go on.
+    let mut wild = bytes;
+    for at in [4, 12, 28] {
+        wild[at..at + 8].copy_from_slice(&(-1e300f64).to_le_bytes());
     }
     wild[20..24].copy_from_slice(&7e30f32.to_le_bytes());
+    let tamed = PolicyState::from_bytes(&wild).unwrap().to_bytes();
+    let f64_at = |i: usize| f64::from_le_bytes(tamed[i..i + 8].try_into().unwrap());
+    let f32_at = |i: usize| f32::from_le_bytes(tamed[i..i + 4].try_into().unwrap());
+    assert!(
+        f64_at(4) > 0.0 && f64_at(4) < 1.0,
+        "inactive share {}",
+        f64_at(4)
+    );
+    assert!(f64_at(12) > 0.0, "reach {}", f64_at(12));
+    assert!(f32_at(20) <= 1.0, "refault share {}", f32_at(20));
+    assert!(
+        f64_at(28) > 0.0 && f64_at(28) <= 0.02,
+        "HIR share {}",
+        f64_at(28)
+    );
     let wild = PolicyState::from_bytes(&wild).unwrap();
     for policy in [Policy::Adaptive, Policy::Workingset, Policy::Lirs] {
         let c: LruCache<u32, u32> = LruCache::builder(256)

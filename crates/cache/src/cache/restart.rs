@@ -30,16 +30,20 @@ pub struct Saved<K> {
 }
 
 /// What a cache's policy had learned when it was saved, beyond which
-/// keys were hot: under [`Policy::Adaptive`], which policy its shards ran
-/// (a new cache's duel would take thousands of requests to choose it
-/// again); `Workingset`'s targets and refault statistics; LIRS's share of
-/// HIR entries. Shares of a shard's size, so they carry to a cache of
-/// another size or shard count. The default has learned nothing.
+/// keys were hot: under [`Policy::Adaptive`], the policy its duel had
+/// chosen (once it had warmed up: a new cache's duel needs
+/// `DUEL_WARMUP` sampled requests to choose again) and whether its sample
+/// had hit; `Workingset`'s targets and refault statistics; LIRS's share
+/// of HIR entries. Shares of a shard's size, so they carry to a cache of
+/// another size or shard count. Not carried: the history of keys no
+/// longer cached (shadows, LIRS's non-resident entries), the admission's
+/// frequency sketch and the duel's simulations, all hashed under the
+/// saved cache's hasher. The default has learned nothing.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct PolicyState {
-    /// Under `Adaptive`, what the shards ran: an index into
-    /// `duel::CONTENDERS`.
-    runs: Option<u8>,
+    /// Under `Adaptive`, the duel's verdict and whether its sample had
+    /// hit.
+    verdict: Option<(Policy, bool)>,
     workingset: Option<shard::Learned>,
     hir_share: Option<f64>,
 }
@@ -64,22 +68,47 @@ impl std::error::Error for PolicyStateError {}
 /// The first byte of [`PolicyState::to_bytes`]: its layout's version.
 const STATE_VERSION: u8 = 1;
 
-/// `runs`'s byte when the cache was not adaptive.
-const NOT_ADAPTIVE: u8 = 0xff;
+/// The second byte: the duel's verdict (see [`policy_byte`]), or this
+/// for none.
+const NO_VERDICT: u8 = 0xff;
 
-/// [`PolicyState::to_bytes`]'s flags.
+/// The third byte's flags: which parts are present, and two booleans.
 const HAS_WORKINGSET: u8 = 1;
 const THRASHING: u8 = 2;
 const HAS_HIR: u8 = 4;
+const HIT: u8 = 8;
+
+/// Where the parts lie.
+const WORKINGSET_AT: std::ops::Range<usize> = 4..4 + shard::LEARNED_BYTES;
+const HIR_AT: std::ops::Range<usize> = 28..36;
+
+/// A verdict's byte: fixed, whatever order the duel keeps its contenders
+/// in (test `policy_state_bytes_round_trip_and_bad_bytes_are_refused`).
+fn policy_byte(p: Policy) -> u8 {
+    match p {
+        Policy::Workingset => 0,
+        Policy::Lirs => 1,
+        Policy::Lru => 2,
+        Policy::LirsTinyLfu => 3,
+        Policy::ActiveInactive | Policy::Adaptive => NO_VERDICT,
+    }
+}
+
+/// The verdict of byte `b` (see [`policy_byte`]); `None` for no
+/// contender's.
+fn byte_policy(b: u8) -> Option<Policy> {
+    shard::CONTENDERS.into_iter().find(|&p| policy_byte(p) == b)
+}
 
 impl PolicyState {
     /// The length of [`to_bytes`](Self::to_bytes).
     pub const BYTES: usize = 36;
 
-    /// Under [`Policy::Adaptive`], the policy the saved cache's shards
-    /// ran; `None` for another policy or a default state.
+    /// Under [`Policy::Adaptive`], the policy the saved cache's duel had
+    /// chosen; `None` for another policy, a duel not yet warmed up, or a
+    /// default state.
     pub fn policy(&self) -> Option<Policy> {
-        self.runs.map(|k| shard::CONTENDERS[usize::from(k)])
+        self.verdict.map(|(p, _)| p)
     }
 
     /// The state as bytes of a fixed little-endian layout, its first a
@@ -87,17 +116,24 @@ impl PolicyState {
     pub fn to_bytes(&self) -> [u8; Self::BYTES] {
         let mut b = [0u8; Self::BYTES];
         b[0] = STATE_VERSION;
-        b[1] = self.runs.unwrap_or(NOT_ADAPTIVE);
+        b[1] = self.verdict.map_or(NO_VERDICT, |(p, _)| policy_byte(p));
+        let mut flags = 0;
+        if self.verdict.is_some_and(|(_, hit)| hit) {
+            flags += HIT;
+        }
         if let Some(l) = self.workingset {
             let mut w = [0u8; shard::LEARNED_BYTES];
-            let thrashing = l.encode(&mut w);
-            b[2] |= HAS_WORKINGSET | if thrashing { THRASHING } else { 0 };
-            b[4..28].copy_from_slice(&w);
+            flags += HAS_WORKINGSET;
+            if l.encode(&mut w) {
+                flags += THRASHING;
+            }
+            b[WORKINGSET_AT].copy_from_slice(&w);
         }
         if let Some(h) = self.hir_share {
-            b[2] |= HAS_HIR;
-            b[28..36].copy_from_slice(&h.to_le_bytes());
+            flags += HAS_HIR;
+            b[HIR_AT].copy_from_slice(&h.to_le_bytes());
         }
+        b[2] = flags;
         b
     }
 
@@ -106,8 +142,9 @@ impl PolicyState {
     ///
     /// # Errors
     /// [`PolicyStateError`], naming the cause, if the bytes are not
-    /// [`BYTES`](Self::BYTES) long, of another version, name no policy a
-    /// cache runs, or hold a number that is not finite.
+    /// [`BYTES`](Self::BYTES) long, of another version, name no policy the
+    /// default chooses between, hold flags or bytes `to_bytes` never
+    /// writes, or a number that is not finite.
     pub fn from_bytes(b: &[u8]) -> Result<Self, PolicyStateError> {
         let b: &[u8; Self::BYTES] = b
             .try_into()
@@ -115,32 +152,38 @@ impl PolicyState {
         if b[0] != STATE_VERSION {
             return Err(PolicyStateError("another layout version"));
         }
-        let runs = match b[1] {
-            NOT_ADAPTIVE => None,
-            k if usize::from(k) < shard::CONTENDERS.len() => Some(k),
-            _ => return Err(PolicyStateError("no such policy")),
+        let flags = b[2];
+        let has = |f: u8| flags & f == f;
+        let policy = match b[1] {
+            NO_VERDICT => None,
+            k => Some(byte_policy(k).ok_or(PolicyStateError("no such policy"))?),
         };
-        if b[2] & !(HAS_WORKINGSET | THRASHING | HAS_HIR) != 0 || b[3] != 0 {
+        let unknown = flags >= 2 * HIT
+            || has(THRASHING) && !has(HAS_WORKINGSET)
+            || has(HIT) && policy.is_none();
+        if unknown {
             return Err(PolicyStateError("unknown flags"));
         }
-        let workingset = if b[2] & HAS_WORKINGSET != 0 {
-            let w = b[4..28].try_into().expect("LEARNED_BYTES");
-            let l = shard::Learned::decode(w, b[2] & THRASHING != 0);
-            Some(l.ok_or(PolicyStateError("a number not finite"))?)
+        let unused =
+            |at: std::ops::Range<usize>, used: bool| !used && b[at].iter().any(|&x| x != 0);
+        if b[3] != 0 || unused(WORKINGSET_AT, has(HAS_WORKINGSET)) || unused(HIR_AT, has(HAS_HIR)) {
+            return Err(PolicyStateError("bytes where no part is"));
+        }
+        let not_finite = PolicyStateError("a number not finite");
+        let workingset = if has(HAS_WORKINGSET) {
+            let w = b[WORKINGSET_AT].try_into().expect("LEARNED_BYTES");
+            Some(shard::Learned::decode(w, has(THRASHING)).ok_or(not_finite.clone())?)
         } else {
             None
         };
-        let hir_share = if b[2] & HAS_HIR != 0 {
-            let h = f64::from_le_bytes(b[28..].try_into().expect("8 bytes"));
-            if !h.is_finite() {
-                return Err(PolicyStateError("a number not finite"));
-            }
-            Some(h)
+        let hir_share = if has(HAS_HIR) {
+            let h = f64::from_le_bytes(b[HIR_AT].try_into().expect("8 bytes"));
+            Some(shard::hir_share_within(h).ok_or(not_finite)?)
         } else {
             None
         };
         Ok(Self {
-            runs,
+            verdict: policy.map(|p| (p, has(HIT))),
             workingset,
             hir_share,
         })
@@ -189,19 +232,14 @@ where
         for _ in 0..longest {
             keys.extend(its.iter_mut().filter_map(Iterator::next));
         }
-        let runs = self.duel.as_ref().map(|duel| {
-            let p = duel.policy();
-            let k = shard::CONTENDERS.iter().position(|&c| c == p);
-            // One of CONTENDERS: fits a u8.
-            k.expect("the duel runs a contender") as u8
-        });
+        let verdict = self.duel.as_ref().and_then(|duel| duel.learned_verdict());
         let workingset = shard::Learned::mean(&workingset)
             .or_else(|| self.duel.as_ref().and_then(|duel| duel.learned()));
         let hir_share = (!hir.is_empty()).then(|| hir.iter().sum::<f64>() / hir.len() as f64);
         Saved {
             keys,
             state: PolicyState {
-                runs,
+                verdict,
                 workingset,
                 hir_share,
             },
@@ -210,34 +248,31 @@ where
 
     /// Warms the cache from a [`save`](Self::save), as a REAP restore
     /// replays a working set. First the policy takes up `state`, what the
-    /// saved one had learned (under [`Policy::Adaptive`], the policy its
-    /// shards ran; a cache of another policy keeps its own and takes only
-    /// the statistics that policy keeps; [`PolicyState::default`] learns
-    /// afresh). Then `keys`, hottest first, read as it goes: each key not
-    /// cached is loaded with `load` (outside every lock; `None` skips the
-    /// key) and placed behind the entries warmed before it, active if it
-    /// was, so that the policy values the warmed entries as the saved
-    /// cache did. Stops calling `load` for a shard once it is full (a
-    /// warm never evicts; an entry too heavy for the room left is
-    /// dropped, and lighter ones still tried), and reading `keys` once
-    /// every shard is; returns the entries warmed. Calls made meanwhile
-    /// go on as usual; a key inserted meanwhile is not overwritten.
+    /// saved one had learned, unless it has learned on its own already (a
+    /// cache in use keeps what it learned): under [`Policy::Adaptive`] the
+    /// saved duel's choice, until its own duel has warmed up; in each
+    /// shard the statistics of the policy the shard runs
+    /// ([`PolicyState::default`] learns afresh). Then `keys`, hottest
+    /// first, read as it goes: each key not cached is loaded with `load`
+    /// (outside every lock; `None` skips the key) and placed behind the
+    /// entries warmed before it, active if it was, so that the policy
+    /// values the warmed entries as the saved cache did. Stops calling
+    /// `load` for a shard once it is full (a warm never evicts; an entry
+    /// too heavy for the room left is dropped, and lighter ones still
+    /// tried), and reading `keys` once every shard is; returns the entries
+    /// warmed. Calls made meanwhile go on as usual; a key inserted
+    /// meanwhile is not overwritten.
     pub fn warm(
         &self,
         state: &PolicyState,
         keys: impl IntoIterator<Item = SavedKey<K>>,
         mut load: impl FnMut(&K) -> Option<V>,
     ) -> usize {
-        let policy = state.policy();
-        if let (Some(p), Some(duel)) = (policy, &self.duel) {
-            // A saved cache runs another policy than `Workingset` only
-            // once its sample has hit.
-            duel.resume(p, p != Policy::Workingset);
+        if let (Some((p, hit)), Some(duel)) = (state.verdict, &self.duel) {
+            duel.resume(p, hit);
         }
         for shard in self.shards.iter() {
-            shard
-                .write()
-                .resume(policy, state.workingset, state.hir_share);
+            shard.write().resume(state.workingset, state.hir_share);
         }
         let mut full = vec![false; self.shards.len()];
         let mut left = full.len();

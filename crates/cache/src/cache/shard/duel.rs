@@ -257,6 +257,8 @@ struct Sims {
     /// The policy the shards last left (an index into [`CONTENDERS`]),
     /// and `seen` then.
     left: Option<(usize, u64)>,
+    /// Whether a saved verdict was taken up (`Duel::resume`).
+    resumed: bool,
     out: Evicted<u32, ()>,
 }
 
@@ -323,16 +325,24 @@ impl Duel {
     /// next write section, until the simulations' next verdict.
     #[cfg(all(test, not(loom)))]
     pub(in crate::cache) fn run(&self, policy: Policy) {
-        self.resume(policy, self.has_hit());
+        let k = CONTENDERS
+            .iter()
+            .position(|&p| p == policy)
+            .expect("a contender");
+        self.verdict.policy.store(k as u8, Ordering::Relaxed);
     }
 
-    /// Takes up a saved cache's verdict (`LruCache::warm`): the shards
-    /// run `policy` (one of [`CONTENDERS`]) from their next write section,
-    /// and the sample counts as having hit if `hit` (the saved cache's
-    /// had, or it would have run `Workingset`). The simulations hold
-    /// nothing yet and make no verdict before [`DUEL_WARMUP`] sampled
-    /// accesses, so this one stands that long at least.
+    /// Takes up a saved cache's verdict (`LruCache::warm`), unless the
+    /// simulations have warmed up (the cache is in use: its own verdict
+    /// stands): the shards run `policy` (one of [`CONTENDERS`]) from
+    /// their next write section, and the sample counts as having hit if
+    /// `hit`. No verdict comes before [`DUEL_WARMUP`] sampled accesses,
+    /// so this one stands that long at least.
     pub(in crate::cache) fn resume(&self, policy: Policy, hit: bool) {
+        let sims = &mut *crate::sync::lock(&self.sims);
+        if sims.seen >= DUEL_WARMUP {
+            return;
+        }
         let k = CONTENDERS
             .iter()
             .position(|&p| p == policy)
@@ -341,6 +351,16 @@ impl Duel {
         if hit {
             self.verdict.hit.store(true, Ordering::Relaxed);
         }
+        sims.resumed = true;
+    }
+
+    /// The verdict and whether the sample has hit, for a warm restart
+    /// (`LruCache::save`): once the simulations have warmed up, or a
+    /// saved verdict was taken up; before, the verdict is where every
+    /// duel starts, not what this one learned.
+    pub(in crate::cache) fn learned_verdict(&self) -> Option<(Policy, bool)> {
+        let sims = crate::sync::lock(&self.sims);
+        (sims.seen >= DUEL_WARMUP || sims.resumed).then(|| (self.policy(), self.has_hit()))
     }
 
     /// Sampled accesses the simulations have seen.
@@ -476,6 +496,7 @@ impl Sims {
             lookups: [(0, 0); 4],
             seen: 0,
             left: None,
+            resumed: false,
             out: Evicted::new(),
         }
     }

@@ -20,7 +20,7 @@ mod tunables;
 
 pub(super) use batch::Batch;
 pub(super) use duel::{CONTENDERS, Duel, Sampled};
-pub(super) use refault::{LEARNED_BYTES, Learned};
+pub(super) use refault::{LEARNED_BYTES, Learned, hir_share_within};
 use sketch::Sketch;
 
 use super::{Policy, RemovalCause, flight::Flight, workingset::Shadows};
@@ -321,6 +321,10 @@ pub(super) struct Lruvec<K, V> {
     pub(super) hir_share: f64,
     /// Whether `hir_share` moves: not in the duel's simulations (`duel.rs`).
     pub(super) hir_adapts: bool,
+    /// Whether `Workingset`'s statistics came from a saved cache
+    /// ([`resume`](Self::resume)): [`learned`](Self::learned) hands them
+    /// on before the shard's own evidence.
+    resumed: bool,
     /// The share of recent misses that were refaults (see
     /// [`Lruvec::note_miss`]).
     refault_share: f32,
@@ -408,6 +412,7 @@ impl<K, V> Lruvec<K, V> {
             inactive_share: 1.0 / (1 + INACTIVE_RATIO) as f64,
             hir_share: LIRS_HIR,
             hir_adapts: true,
+            resumed: false,
             // Presumed thrashing until misses say otherwise: a loop's
             // first refaults, activated under ARC's rule, cost a loop 1.25x
             // the cache 20 of its 80 points of hits.
@@ -601,26 +606,31 @@ impl<K, V> Lruvec<K, V> {
     }
 
     /// Takes up what a saved cache learned (`LruCache::warm`): under
-    /// [`Policy::Adaptive`], `policy` (one of [`duel::CONTENDERS`]) at
-    /// once, as the duel's verdict; then `Workingset`'s statistics if it
-    /// runs that policy, LIRS's HIR share if it runs LIRS (a shard taking
-    /// up either later starts them afresh, as [`adopt`](Self::adopt)
-    /// says).
-    pub(super) fn resume(&mut self, policy: Option<Policy>, ws: Option<Learned>, hir: Option<f64>) {
-        if let Some(p) = policy.filter(|_| self.duel.is_some()) {
-            if p != self.runs() {
-                self.adopt(p);
+    /// [`Policy::Adaptive`], the duel's verdict at once (with stamps
+    /// under LIRS once its sample has hit); then, unless the shard has
+    /// evicted (it learns from its own evictions and refaults, and keeps
+    /// what it learned), `Workingset`'s statistics if it runs that policy
+    /// and LIRS's HIR share if it runs LIRS (a shard taking up either
+    /// later starts them afresh, as [`adopt`](Self::adopt) says).
+    pub(super) fn resume(&mut self, ws: Option<Learned>, hir: Option<f64>) {
+        if let Some((duel, _)) = &self.duel {
+            let (policy, hit) = (duel.policy(), duel.has_hit());
+            if policy != self.runs() {
+                self.adopt(policy);
             }
-            let hit = self.duel.as_ref().is_some_and(|(duel, _)| duel.has_hit());
             if self.lirs && hit && !self.stamped {
                 self.keep_stamps();
             }
         }
+        if self.evictions > 0 {
+            return;
+        }
         if let Some(l) = ws.filter(|_| self.policy == Policy::Workingset) {
             self.take_learned(l);
+            self.resumed = true;
         }
         if let Some(h) = hir.filter(|_| self.lirs && self.hir_adapts) {
-            self.hir_share = h.clamp(LIRS_HIR_MIN, LIRS_HIR);
+            self.hir_share = h;
         }
     }
 

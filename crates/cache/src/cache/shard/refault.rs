@@ -318,14 +318,15 @@ pub(in crate::cache) struct Learned {
 impl<K, V> Lruvec<K, V> {
     /// What the shard has learned running [`Policy::Workingset`]: its
     /// inactive target, its reach, its refault and distant shares and
-    /// whether it thrashes; `None` until that is mostly evidence: misses
+    /// whether it thrashes; `None` until that is mostly evidence (or
+    /// taken from a saved cache, [`resume`](Self::resume)): misses
     /// count once it has evicted half its size
     /// ([`note_miss`](Self::note_miss)), and the shares start at
     /// "presumed thrashing", so a [`REFAULT_WINDOW`] of counted misses
     /// more (the start's weight then below 37%).
     pub(in crate::cache) fn learned(&self) -> Option<Learned> {
         let counted = self.evictions.saturating_sub(self.len() as u64 / 2);
-        (counted >= REFAULT_WINDOW as u64).then_some(Learned {
+        (self.resumed || counted >= REFAULT_WINDOW as u64).then_some(Learned {
             inactive_share: self.inactive_share,
             reach: self.reach,
             refault_share: self.refault_share,
@@ -398,6 +399,12 @@ impl Learned {
             thrashing,
         })
     }
+}
+
+/// LIRS's HIR share `h` (a saved cache's), within the bounds a shard
+/// keeps it in; `None` if it is not finite.
+pub(in crate::cache) fn hir_share_within(h: f64) -> Option<f64> {
+    h.is_finite().then(|| h.clamp(LIRS_HIR_MIN, LIRS_HIR))
 }
 
 /// The length of [`Learned::encode`]'s bytes.

@@ -1482,49 +1482,69 @@ fn learned_statistics_average_over_shards() {
     assert!(close(f64::from(m.distant_share), 0.8 / 3.0), "{m:?}");
     assert!(!m.thrashing, "one of three thrashes");
     assert!(Learned::mean(&[a, a, b]).expect("three").thrashing);
-    assert!(!Learned::mean(&[a, b]).expect("two").thrashing, "half is not most");
+    assert!(
+        !Learned::mean(&[a, b]).expect("two").thrashing,
+        "half is not most"
+    );
     assert_eq!(Learned::mean(&[]), None);
 }
 
 /// A shard reports what it learned under the policy it runs (the
 /// statistics only under `Workingset` once they are evidence, the HIR
 /// share only under LIRS), and one taking up a saved state adopts the
-/// saved policy at once under `Adaptive` (with stamps under LIRS once the
-/// duel's sample has hit), takes the statistics, and the HIR share within
-/// its bounds; a shard of a fixed policy keeps its policy.
+/// duel's verdict at once under `Adaptive` (with stamps under LIRS, and
+/// only there, once the duel's sample has hit), takes the statistics of
+/// the policy it runs and hands them on at once; a shard of a fixed
+/// policy keeps its policy; a shard that has evicted keeps what it
+/// learned.
 #[test]
 fn a_shard_reports_and_resumes_what_it_learned() {
     let n = 256u64;
     let l = trained(n);
     let fresh = shard(Policy::Workingset, n);
     assert_eq!(fresh.learned_state(), (None, None), "nothing learned yet");
-    let lirs = shard(Policy::Lirs, n);
+    let mut lirs = shard(Policy::Lirs, n);
     assert_eq!(lirs.learned_state(), (None, Some(LIRS_HIR)));
+    for k in 0..8 * n {
+        insert(&mut lirs, k);
+    }
+    assert!(lirs.learned().is_some(), "evidence enough");
+    assert_eq!(lirs.learned_state().0, None, "not Workingset's to report");
 
     let d = Arc::new(sim::Duel::new(n as usize));
     d.resume(Policy::Lirs, true);
     let mut lv = shard(Policy::Adaptive, n).with_duel(d.clone());
-    lv.resume(Some(Policy::Lirs), Some(l), Some(0.001));
+    lv.resume(Some(l), Some(LIRS_HIR_MIN));
     assert_eq!(lv.runs(), Policy::Lirs);
     assert!(lv.stamped, "LIRS after a sample that hit keeps stamps");
-    assert_eq!(lv.hir_share, LIRS_HIR_MIN, "clamped to its bounds");
     assert_eq!(lv.learned_state(), (None, Some(LIRS_HIR_MIN)));
-    lv.resume(Some(Policy::Workingset), Some(l), None);
+    d.run(Policy::Workingset);
+    lv.resume(Some(l), None);
     assert_eq!(lv.runs(), Policy::Workingset);
-    assert_eq!(lv.learned(), None, "no evictions counted yet");
-    assert_eq!(
-        (lv.inactive_share, lv.reach, lv.thrashing),
-        (l.inactive_share, l.reach, l.thrashing)
-    );
+    assert!(!lv.stamped, "no stamps but under LIRS");
+    assert_eq!(lv.learned(), Some(l), "handed on before evidence");
+    assert_eq!(lv.learned_state(), (Some(l), None));
 
     let mut fixed = shard(Policy::Workingset, n);
-    fixed.resume(Some(Policy::Lru), Some(l), Some(0.01));
+    fixed.resume(Some(l), Some(0.01));
     assert_eq!(fixed.runs(), Policy::Workingset);
-    assert_eq!(fixed.inactive_share, l.inactive_share);
+    assert_eq!(fixed.learned(), Some(l));
     assert_eq!(fixed.hir_share, LIRS_HIR, "no LIRS here: unchanged");
     let mut fixed = shard(Policy::Lirs, n);
-    fixed.resume(Some(Policy::Workingset), Some(l), Some(0.01));
+    fixed.resume(Some(l), Some(0.01));
     assert_eq!(fixed.runs(), Policy::Lirs);
     assert_eq!(fixed.hir_share, 0.01);
     assert_ne!(fixed.reach, l.reach, "no Workingset here: unchanged");
+
+    // In use: what it learned stands.
+    let mut used = shard(Policy::Workingset, n);
+    for k in 0..2 * n {
+        insert(&mut used, k);
+    }
+    let own = (used.inactive_share, used.reach, used.refault_share);
+    used.resume(Some(l), None);
+    assert_eq!((used.inactive_share, used.reach, used.refault_share), own);
+    let own = lirs.hir_share;
+    lirs.resume(None, Some(0.01));
+    assert_eq!(lirs.hir_share, own, "{} evictions", lirs.evictions);
 }
