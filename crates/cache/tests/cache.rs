@@ -1179,19 +1179,7 @@ fn adaptive_runs_the_policy_that_hits_more() {
     let run = |policy, trace: &[u32]| replay_fixed(policy, n, 4, trace, trace.len() / 2);
     let mut looped: Vec<u32> = (0..4 * n).map(|k| 1_000_000 + k % (n / 2)).collect();
     looped.extend((0..12 * n).map(|k| k % (2 * n)));
-    let mut x = 88_172_645_463_325_252u64;
-    let pairs: Vec<u32> = (0..24 * n)
-        .map(|i| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            match i % 4 {
-                0 | 1 => (x % u64::from(n / 2)) as u32,
-                2 => 2_000_000 + i / 4,
-                _ => 2_000_000 + (i / 4).saturating_sub(n / 20),
-            }
-        })
-        .collect();
+    let pairs = pairs(n, 24 * n);
     let sliding = sliding_popularity(n, 24 * n as usize, 88_172_645_463_325_252);
     for (name, trace, wins) in [
         ("loop", &looped, Policy::Lirs),
