@@ -1328,8 +1328,9 @@ fn a_warm_restart_runs_the_policy_the_saved_cache_chose() {
 
 /// A cache in use keeps what it learned: warming it from another
 /// cache's state changes neither its duel's choice nor, saved again,
-/// its statistics; and a cache saved before its duel warmed up records
-/// no choice (every duel starts on LIRS: that is not learned).
+/// its statistics, even after a resize renewed its duel's simulations;
+/// and a cache saved before its duel warmed up records no choice (every
+/// duel starts on LIRS: that is not learned).
 #[test]
 fn a_warm_leaves_a_cache_in_use_its_own_policy() {
     let n = 8192u32;
@@ -1346,6 +1347,13 @@ fn a_warm_leaves_a_cache_in_use_its_own_policy() {
     ws.insert(1, 1);
     assert_eq!(lirs_shards(&ws.stats()), 0, "{:?}", ws.stats());
     assert_eq!(ws.save().state, before);
+    // Grown eightfold, the duel samples at another rate with new
+    // simulations; its verdict is still what it learned.
+    ws.set_capacity(u64::from(8 * n)).unwrap();
+    assert_eq!(ws.save().state.policy(), Some(Policy::Workingset));
+    ws.warm(&lirs.save().state, Vec::new(), |&k| Some(k));
+    ws.insert(2, 2);
+    assert_eq!(lirs_shards(&ws.stats()), 0, "{:?}", ws.stats());
 
     let young = mixed(n);
     replay(&young, &looped[..100], 0);

@@ -22,6 +22,7 @@ pub struct SavedKey<K> {
 /// policy had learned, for [`LruCache::warm`]. Persist the keys as you
 /// like and the state with [`PolicyState::to_bytes`].
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct Saved<K> {
     /// The keys, hottest first (see [`LruCache::save`]).
     pub keys: Vec<SavedKey<K>>,
@@ -31,9 +32,9 @@ pub struct Saved<K> {
 
 /// What a cache's policy had learned when it was saved, beyond which
 /// keys were hot: under [`Policy::Adaptive`], the policy its duel had
-/// chosen (once it had warmed up: a new cache's duel needs
-/// `DUEL_WARMUP` sampled requests to choose again) and whether its sample
-/// had hit; `Workingset`'s targets and refault statistics; LIRS's share
+/// chosen (once learned: the duel had warmed up, or had taken the choice
+/// from a save itself; a new cache's duel needs `DUEL_WARMUP` sampled
+/// requests to choose again) and whether its sample had hit; `Workingset`'s targets and refault statistics; LIRS's share
 /// of HIR entries. Shares of a shard's size, so they carry to a cache of
 /// another size or shard count. Not carried: the history of keys no
 /// longer cached (shadows, LIRS's non-resident entries), the admission's
@@ -80,7 +81,8 @@ const HIT: u8 = 8;
 
 /// Where the parts lie.
 const WORKINGSET_AT: std::ops::Range<usize> = 4..4 + shard::LEARNED_BYTES;
-const HIR_AT: std::ops::Range<usize> = 28..36;
+const HIR_AT: std::ops::Range<usize> = WORKINGSET_AT.end..WORKINGSET_AT.end + 8;
+const _: () = assert!(HIR_AT.end == PolicyState::BYTES);
 
 /// A verdict's byte: fixed, whatever order the duel keeps its contenders
 /// in (test `policy_state_bytes_round_trip_and_bad_bytes_are_refused`).
@@ -105,8 +107,8 @@ impl PolicyState {
     pub const BYTES: usize = 36;
 
     /// Under [`Policy::Adaptive`], the policy the saved cache's duel had
-    /// chosen; `None` for another policy, a duel not yet warmed up, or a
-    /// default state.
+    /// chosen; `None` for another policy, a duel that had neither warmed
+    /// up nor taken a choice from a save, or a default state.
     pub fn policy(&self) -> Option<Policy> {
         self.verdict.map(|(p, _)| p)
     }
@@ -205,6 +207,9 @@ where
     /// prefix holds the hottest of every shard. Weakly consistent, as
     /// [`iter`](Self::iter); clones keys only. The values come back
     /// through `warm`'s loader.
+    ///
+    /// # Panics
+    /// As [`insert`](Self::insert).
     pub fn save(&self) -> Saved<K> {
         let mut workingset = Vec::new();
         let mut hir = Vec::new();
@@ -262,6 +267,10 @@ where
     /// tried), and reading `keys` once every shard is; returns the entries
     /// warmed. Calls made meanwhile go on as usual; a key inserted
     /// meanwhile is not overwritten.
+    ///
+    /// # Panics
+    /// As [`insert`](Self::insert), and if `load` panics (the entries
+    /// warmed before stay).
     pub fn warm(
         &self,
         state: &PolicyState,

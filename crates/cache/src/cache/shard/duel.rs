@@ -257,8 +257,9 @@ struct Sims {
     /// The policy the shards last left (an index into [`CONTENDERS`]),
     /// and `seen` then.
     left: Option<(usize, u64)>,
-    /// Whether a saved verdict was taken up (`Duel::resume`).
-    resumed: bool,
+    /// Whether the verdict was learned before these simulations: taken
+    /// from a save (`Duel::resume`), or carried over a resize.
+    settled: bool,
     out: Evicted<u32, ()>,
 }
 
@@ -290,7 +291,11 @@ impl Duel {
             }
             sims.out.clear();
         } else {
+            // New simulations warm up again; the verdict stands, learned
+            // as it was (`learned_verdict`).
+            let settled = sims.settled();
             *sims = Sims::new(entries);
+            sims.settled = settled;
         }
         sims.shift
     }
@@ -332,15 +337,16 @@ impl Duel {
         self.verdict.policy.store(k as u8, Ordering::Relaxed);
     }
 
-    /// Takes up a saved cache's verdict (`LruCache::warm`), unless the
-    /// simulations have warmed up (the cache is in use: its own verdict
-    /// stands): the shards run `policy` (one of [`CONTENDERS`]) from
-    /// their next write section, and the sample counts as having hit if
-    /// `hit`. No verdict comes before [`DUEL_WARMUP`] sampled accesses,
-    /// so this one stands that long at least.
+    /// Takes up a saved cache's verdict (`LruCache::warm`), unless this
+    /// duel's verdict is already learned (its simulations have warmed
+    /// up, or it took a verdict before: a cache in use keeps its own):
+    /// the shards run `policy` (one of [`CONTENDERS`]) from their next
+    /// write section, and the sample counts as having hit if `hit`. No
+    /// verdict comes before the simulations have seen [`DUEL_WARMUP`]
+    /// sampled accesses in all, so this one stands until then at least.
     pub(in crate::cache) fn resume(&self, policy: Policy, hit: bool) {
         let sims = &mut *crate::sync::lock(&self.sims);
-        if sims.seen >= DUEL_WARMUP {
+        if sims.settled() {
             return;
         }
         let k = CONTENDERS
@@ -351,16 +357,15 @@ impl Duel {
         if hit {
             self.verdict.hit.store(true, Ordering::Relaxed);
         }
-        sims.resumed = true;
+        sims.settled = true;
     }
 
     /// The verdict and whether the sample has hit, for a warm restart
-    /// (`LruCache::save`): once the simulations have warmed up, or a
-    /// saved verdict was taken up; before, the verdict is where every
-    /// duel starts, not what this one learned.
+    /// (`LruCache::save`), once the verdict is learned (see
+    /// [`Sims::settled`]); before, it is where every duel starts.
     pub(in crate::cache) fn learned_verdict(&self) -> Option<(Policy, bool)> {
-        let sims = crate::sync::lock(&self.sims);
-        (sims.seen >= DUEL_WARMUP || sims.resumed).then(|| (self.policy(), self.has_hit()))
+        let settled = crate::sync::lock(&self.sims).settled();
+        settled.then(|| (self.policy(), self.has_hit()))
     }
 
     /// Sampled accesses the simulations have seen.
@@ -496,9 +501,15 @@ impl Sims {
             lookups: [(0, 0); 4],
             seen: 0,
             left: None,
-            resumed: false,
+            settled: false,
             out: Evicted::new(),
         }
+    }
+
+    /// Whether the verdict is learned: the simulations have warmed up
+    /// ([`DUEL_WARMUP`]), or it was learned before them (`settled`).
+    fn settled(&self) -> bool {
+        self.seen >= DUEL_WARMUP || self.settled
     }
 
     /// The sample's `shift` for a cache of `entries` entries: simulations

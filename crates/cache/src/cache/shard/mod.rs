@@ -538,6 +538,8 @@ impl<K, V> Lruvec<K, V> {
             return;
         }
         self.policy = policy;
+        // Statistics taken from a save were `Workingset`'s, now left.
+        self.resumed = false;
         self.lirs = policy == Policy::Lirs;
         self.max_refs = max_refs_of(policy);
         // `Workingset`'s aging of a stale active list (`lookups`) is no
@@ -597,12 +599,14 @@ impl<K, V> Lruvec<K, V> {
     /// What the shard has learned, for a warm restart
     /// (`LruCache::save`): `Workingset`'s statistics while it runs that
     /// policy and they are mostly evidence ([`learned`](Self::learned)),
-    /// and LIRS's HIR share while it runs LIRS.
+    /// and LIRS's HIR share while it runs LIRS and has evicted.
     pub(super) fn learned_state(&self) -> (Option<Learned>, Option<f64>) {
         let ws = (self.policy == Policy::Workingset)
             .then(|| self.learned())
             .flatten();
-        (ws, self.lirs.then_some(self.hir_share))
+        // A share that never moved is the start, not learned.
+        let hir = (self.lirs && self.evictions > 0).then_some(self.hir_share);
+        (ws, hir)
     }
 
     /// Takes up what a saved cache learned (`LruCache::warm`): under
@@ -611,7 +615,7 @@ impl<K, V> Lruvec<K, V> {
     /// evicted (it learns from its own evictions and refaults, and keeps
     /// what it learned), `Workingset`'s statistics if it runs that policy
     /// and LIRS's HIR share if it runs LIRS (a shard taking up either
-    /// later starts them afresh, as [`adopt`](Self::adopt) says).
+    /// later starts them as [`adopt`](Self::adopt) says, not from these).
     pub(super) fn resume(&mut self, ws: Option<Learned>, hir: Option<f64>) {
         if let Some((duel, _)) = &self.duel {
             let (policy, hit) = (duel.policy(), duel.has_hit());
