@@ -90,6 +90,19 @@ pub(in crate::cache) const CONTENDERS: [Policy; 4] = [
     Policy::LirsTinyLfu,
 ];
 
+/// `policy`'s index in [`CONTENDERS`], as the verdict stores it.
+///
+/// # Panics
+/// If `policy` is not one of them.
+fn contender(policy: Policy) -> u8 {
+    let k = CONTENDERS
+        .iter()
+        .position(|&p| p == policy)
+        .expect("a contender");
+    // Four contenders: fits a u8.
+    k as u8
+}
+
 /// [`Policy::Workingset`]'s index in [`CONTENDERS`].
 const WORKINGSET: usize = 0;
 
@@ -330,11 +343,9 @@ impl Duel {
     /// next write section, until the simulations' next verdict.
     #[cfg(all(test, not(loom)))]
     pub(in crate::cache) fn run(&self, policy: Policy) {
-        let k = CONTENDERS
-            .iter()
-            .position(|&p| p == policy)
-            .expect("a contender");
-        self.verdict.policy.store(k as u8, Ordering::Relaxed);
+        self.verdict
+            .policy
+            .store(contender(policy), Ordering::Relaxed);
     }
 
     /// Takes up a saved cache's verdict (`LruCache::warm`), unless this
@@ -349,11 +360,9 @@ impl Duel {
         if sims.settled() {
             return;
         }
-        let k = CONTENDERS
-            .iter()
-            .position(|&p| p == policy)
-            .expect("a contender");
-        self.verdict.policy.store(k as u8, Ordering::Relaxed);
+        self.verdict
+            .policy
+            .store(contender(policy), Ordering::Relaxed);
         if hit {
             self.verdict.hit.store(true, Ordering::Relaxed);
         }
