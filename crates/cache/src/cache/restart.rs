@@ -255,7 +255,7 @@ where
     /// replays a working set. First the policy takes up `state`, what the
     /// saved one had learned, unless it has learned on its own already (a
     /// cache in use keeps what it learned): under [`Policy::Adaptive`] the
-    /// saved duel's choice, until the duel's next verdict (none comes
+    /// saved duel's choice, until the duel's verdict moves (it cannot
     /// before its simulations have seen their warm-up of sampled
     /// accesses); in each
     /// shard the statistics of the policy the shard runs

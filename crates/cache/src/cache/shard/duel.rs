@@ -90,11 +90,12 @@ pub(in crate::cache) const CONTENDERS: [Policy; 4] = [
     Policy::LirsTinyLfu,
 ];
 
-/// `policy`'s index in [`CONTENDERS`], as the verdict stores it.
+/// `policy`'s index in [`CONTENDERS`], as the verdict stores it in
+/// memory (not the byte a saved state carries: `restart::policy_byte`).
 ///
 /// # Panics
 /// If `policy` is not one of them.
-fn contender(policy: Policy) -> u8 {
+fn contender_index(policy: Policy) -> u8 {
     let k = CONTENDERS
         .iter()
         .position(|&p| p == policy)
@@ -345,7 +346,7 @@ impl Duel {
     pub(in crate::cache) fn run(&self, policy: Policy) {
         self.verdict
             .policy
-            .store(contender(policy), Ordering::Relaxed);
+            .store(contender_index(policy), Ordering::Relaxed);
     }
 
     /// Takes up a saved cache's verdict (`LruCache::warm`), unless this
@@ -362,7 +363,7 @@ impl Duel {
         }
         self.verdict
             .policy
-            .store(contender(policy), Ordering::Relaxed);
+            .store(contender_index(policy), Ordering::Relaxed);
         if hit {
             self.verdict.hit.store(true, Ordering::Relaxed);
         }
