@@ -75,11 +75,27 @@ impl Sampled {
 }
 
 /// Whether the key of short hash `h` is in a sample of 1 in `2^shift`
-/// keys: its hash, mixed (the index and the shadows place keys by these
-/// bits too), has its top `shift` bits clear.
-#[inline]
+/// keys (`shift` at most 32): its hash, mixed (the index and the shadows
+/// place keys by these bits too), has its top `shift` bits clear. A
+/// shard tests its keys by the bound it keeps (`Lruvec::samples`).
+#[cfg(test)]
 pub(in crate::cache) fn sampled(h: u32, shift: u32) -> bool {
-    u64::from(h.wrapping_mul(0x9e37_79b9)) >> (32 - shift) == 0
+    sample_key(h) < sample_below(shift)
+}
+
+/// The key of short hash `h` as the sample sees it: its hash, mixed. In
+/// the sample of 1 in `2^shift` keys if below [`sample_below`]`(shift)`.
+#[inline]
+pub(in crate::cache) fn sample_key(h: u32) -> u64 {
+    u64::from(h.wrapping_mul(0x9e37_79b9))
+}
+
+/// The bound a [`sample_key`] falls under in a sample of 1 in `2^shift`
+/// keys (`shift` at most 32): a shard keeps it, so that a lookup's test
+/// is one comparison with no shift to work out.
+#[inline]
+pub(in crate::cache) fn sample_below(shift: u32) -> u64 {
+    1 << (32 - shift.min(32))
 }
 
 /// The policies the duel chooses between, in the order of its scores.
@@ -295,7 +311,7 @@ impl Duel {
     /// The cache now holds `entries` entries (`set_capacity`): the
     /// simulations follow, sampled at the rate that suits the new size
     /// (new simulations, warming up again, if it changed; the verdict
-    /// stands meanwhile). Returns the sample's `shift` (see [`sampled`]).
+    /// stands meanwhile). Returns the sample's `shift` (see [`sample_below`]).
     pub(in crate::cache) fn resize(&self, entries: usize) -> u32 {
         let sims = &mut *crate::sync::lock(&self.sims);
         if Sims::shift_for(entries) == sims.shift {
@@ -322,7 +338,7 @@ impl Duel {
         crate::sync::lock(&self.sims).sims[WORKINGSET].learned()
     }
 
-    /// Keys are sampled 1 in `2^shift` (see [`sampled`]).
+    /// Keys are sampled 1 in `2^shift` (see [`sample_below`]).
     pub(in crate::cache) fn shift(&self) -> u32 {
         crate::sync::lock(&self.sims).shift
     }

@@ -263,7 +263,11 @@ pub(super) struct Lruvec<K, V> {
         crate::sync::Arc<Duel>,
         Box<crossbeam_utils::CachePadded<Sampled>>,
     )>,
+    /// The duel samples 1 key in `2^duel_shift`.
     duel_shift: u32,
+    /// [`duel::sample_below`] of `duel_shift` under a duel, else 0 (no key
+    /// is sampled): a lookup's whole test when its key is not sampled.
+    sample_below: u64,
     /// The clock bits a stamp drops ([`lirs_now`](Self::lirs_now)).
     stamp_shift: u32,
     /// The clock's units (see `stamps`) at the last pass of
@@ -385,6 +389,7 @@ impl<K, V> Lruvec<K, V> {
             duel: None,
             moves: None,
             duel_shift: 0,
+            sample_below: 0,
             stamp_shift: Self::stamp_shift_for(max_entries),
             stamps_aged: 0,
             now: 0,
@@ -430,7 +435,7 @@ impl<K, V> Lruvec<K, V> {
     /// Under [`Policy::Adaptive`]: takes part in `duel`, running the
     /// policy it chooses from each write section.
     pub(super) fn with_duel(mut self, duel: crate::sync::Arc<Duel>) -> Self {
-        self.duel_shift = duel.shift();
+        self.set_duel_shift(duel.shift());
         self.duel = Some((
             duel,
             Box::new(crossbeam_utils::CachePadded::new(Sampled::new())),
@@ -466,9 +471,10 @@ impl<K, V> Lruvec<K, V> {
     /// (either lock): hands it to the duel if the key is sampled.
     #[inline]
     pub(super) fn sample_hit(&self, hash: u64) {
-        if let Some((duel, sampled)) = &self.duel {
-            let h = short_hash(hash);
-            if duel::sampled(h, self.duel_shift) {
+        let h = short_hash(hash);
+        // No duel, no key under the bound: one comparison for most keys.
+        if self.samples(h) {
+            if let Some((duel, sampled)) = &self.duel {
                 // Twice the sampled keys the shard holds: a run of hits
                 // over all of them (a loop's, a zigzag's) reaches the
                 // duel whole; a read-only phase costs it that many.
@@ -481,13 +487,21 @@ impl<K, V> Lruvec<K, V> {
         }
     }
 
+    /// Whether the key of short hash `h` is in the duel's sample of 1 key
+    /// in `2^duel_shift` (never without a duel): its
+    /// [`sample_key`](duel::sample_key) under the bound the shard keeps.
+    #[inline]
+    fn samples(&self, h: u32) -> bool {
+        duel::sample_key(h) < self.sample_below
+    }
+
     /// Under [`Policy::Adaptive`], at a miss of the key of short hash
     /// `h`: feeds the duel and runs the policy it chooses.
     fn duel(&mut self, h: u32) {
         let Some((duel, sampled)) = &self.duel else {
             return;
         };
-        duel.feed(sampled, duel::sampled(h, self.duel_shift).then_some(h));
+        duel.feed(sampled, self.samples(h).then_some(h));
         let (policy, hit) = (duel.policy(), duel.has_hit());
         if policy != self.runs() {
             self.adopt(policy);
@@ -594,6 +608,7 @@ impl<K, V> Lruvec<K, V> {
     /// resized: see [`Duel::resize`]).
     pub(super) fn set_duel_shift(&mut self, shift: u32) {
         self.duel_shift = shift;
+        self.sample_below = duel::sample_below(shift);
     }
 
     /// What the shard has learned, for a warm restart

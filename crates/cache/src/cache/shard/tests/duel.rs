@@ -161,6 +161,45 @@ fn a_shard_taking_up_lru_drains_the_active_list_to_the_inactive_head() {
     lv.check().unwrap();
 }
 
+/// The sample's bound is exclusive, and a shard's kept bound is the
+/// duel's: the key whose mixed hash is the bound itself is out, the one
+/// just below it in, at every rate; a shard without a duel samples none.
+#[test]
+fn the_sample_bound_is_exclusive_and_a_shard_keeps_the_duels() {
+    // The mixing constant's inverse mod 2^32 (Newton's iteration): the
+    // short hash whose mixed hash is a given value.
+    let c = 0x9e37_79b9u32;
+    let mut inv = c;
+    for _ in 0..5 {
+        inv = inv.wrapping_mul(2u32.wrapping_sub(c.wrapping_mul(inv)));
+    }
+    assert_eq!(c.wrapping_mul(inv), 1);
+    let unmix = |x: u64| u32::try_from(x).unwrap().wrapping_mul(inv);
+    for shift in 1..32 {
+        let bound = 1u64 << (32 - shift);
+        assert_eq!(sim::sample_below(shift), bound);
+        assert!(
+            !sim::sampled(unmix(bound), shift),
+            "shift {shift}: the bound"
+        );
+        assert!(
+            sim::sampled(unmix(bound - 1), shift),
+            "shift {shift}: below it"
+        );
+    }
+    let d = Arc::new(sim::Duel::new(1 << 20));
+    let mut lv = shard(Policy::Adaptive, 1 << 12).with_duel(d.clone());
+    for shift in [d.shift(), 3, 9] {
+        lv.set_duel_shift(shift);
+        let bound = 1u64 << (32 - shift);
+        assert!(!lv.samples(unmix(bound)), "shift {shift}: the bound");
+        assert!(lv.samples(unmix(bound - 1)), "shift {shift}: below it");
+        assert!(lv.samples(unmix(0)));
+    }
+    let plain = shard(Policy::Lirs, 1 << 12);
+    assert!(!plain.samples(unmix(0)), "no duel, no sample");
+}
+
 /// A LIRS shard of an adaptive cache keeps no stamps until the duel's
 /// sample has hit (a cache that hits nothing pays nothing for them); from
 /// then on it stamps every entry, their last access taken as now, and a
@@ -1261,7 +1300,13 @@ fn running_lru(n: u64, count: usize) -> (Lruvec<u64, u64>, Vec<u64>) {
     let d = Arc::new(sim::Duel::new(n as usize));
     let lv = shard(Policy::Adaptive, n).with_duel(d.clone());
     d.run(Policy::Lru);
-    let keys = (0..).filter(|&k| !d.samples(hash(k))).take(count).collect();
+    // 7 keys in 8 are outside the sample: a bounded search (a broken
+    // sample fails here rather than searching on for good).
+    let keys: Vec<u64> = (0..16 * count as u64)
+        .filter(|&k| !d.samples(hash(k)))
+        .take(count)
+        .collect();
+    assert_eq!(keys.len(), count, "unsampled keys among {}", 16 * count);
     (lv, keys)
 }
 
