@@ -435,11 +435,12 @@ impl<K, V> Lruvec<K, V> {
     /// Under [`Policy::Adaptive`]: takes part in `duel`, running the
     /// policy it chooses from each write section.
     pub(super) fn with_duel(mut self, duel: crate::sync::Arc<Duel>) -> Self {
-        self.set_duel_shift(duel.shift());
+        let shift = duel.shift();
         self.duel = Some((
             duel,
             Box::new(crossbeam_utils::CachePadded::new(Sampled::new())),
         ));
+        self.set_duel_shift(shift);
         self.moves = Some(Box::new(crossbeam_utils::CachePadded::new(Batch::new())));
         self
     }
@@ -607,6 +608,8 @@ impl<K, V> Lruvec<K, V> {
     /// The duel samples 1 key in `2^shift` from now (the cache was
     /// resized: see [`Duel::resize`]).
     pub(super) fn set_duel_shift(&mut self, shift: u32) {
+        // Without a duel no key is sampled (`samples`): the bound stays 0.
+        debug_assert!(self.duel.is_some(), "a sampling rate for no duel");
         self.duel_shift = shift;
         self.sample_below = duel::sample_below(shift);
     }

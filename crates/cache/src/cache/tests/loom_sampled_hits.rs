@@ -19,11 +19,13 @@ fn racing_hits_each_reach_the_duel_once() {
     super::model(|| {
         let (cache, _) = cache(4, Policy::Adaptive, true);
         let duel = cache.duel.clone().expect("an adaptive cache has a duel");
-        // Three keys in the sample (1 in 8 is).
-        let k: Vec<u32> = (0..)
+        // Three keys in the sample (1 in 8 is): a bounded search (a
+        // broken sample fails here rather than searching on for good).
+        let k: Vec<u32> = (0..1000)
             .filter(|k| duel.samples(cache.hash(k)))
             .take(3)
             .collect();
+        assert_eq!(k.len(), 3, "sampled keys among 1000");
         cache.insert(k[0], 100);
         cache.insert(k[1], 101);
         let cache = Arc::new(cache);

@@ -175,7 +175,7 @@ fn the_sample_bound_is_exclusive_and_a_shard_keeps_the_duels() {
     }
     assert_eq!(c.wrapping_mul(inv), 1);
     let unmix = |x: u64| u32::try_from(x).unwrap().wrapping_mul(inv);
-    for shift in 1..32 {
+    for shift in 1..=32 {
         let bound = 1u64 << (32 - shift);
         assert_eq!(sim::sample_below(shift), bound);
         assert!(
@@ -189,7 +189,10 @@ fn the_sample_bound_is_exclusive_and_a_shard_keeps_the_duels() {
     }
     let d = Arc::new(sim::Duel::new(1 << 20));
     let mut lv = shard(Policy::Adaptive, 1 << 12).with_duel(d.clone());
-    for shift in [d.shift(), 3, 9] {
+    // The bound `with_duel` kept, then the ones a resize would set.
+    let bound = 1u64 << (32 - d.shift());
+    assert!(!lv.samples(unmix(bound)) && lv.samples(unmix(bound - 1)));
+    for shift in [3, 9, 32] {
         lv.set_duel_shift(shift);
         let bound = 1u64 << (32 - shift);
         assert!(!lv.samples(unmix(bound)), "shift {shift}: the bound");
