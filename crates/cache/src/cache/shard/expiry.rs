@@ -171,10 +171,20 @@ impl<K, V> Lruvec<K, V> {
     /// looked at within `len / 2` writes, and an insert into a full shard
     /// takes an expired entry's room near the hand before the policy
     /// evicts a live one).
+    ///
+    /// The test for work is inlined into every insertion, the sweep is
+    /// not: a cache without expiry makes no call (docs/cache.md, "One
+    /// thread at Zipf 1.1").
+    #[inline(always)]
     pub(in crate::cache) fn sweep_expired(&mut self, out: &mut Evicted<K, V>) {
-        if !self.expiring || self.now < self.next_expiry.load(Ordering::Relaxed) {
-            return;
+        if self.expiring && self.now >= self.next_expiry.load(Ordering::Relaxed) {
+            self.sweep_due(out);
         }
+    }
+
+    /// [`sweep_expired`](Self::sweep_expired) once a deadline is due.
+    #[inline(never)]
+    fn sweep_due(&mut self, out: &mut Evicted<K, V>) {
         // Bounded by construction (a `for`): at most SWEEP_WHEN_FULL slots
         // under the write lock, and RECALC_CHUNK deadlines below, whatever
         // the shard holds.

@@ -752,20 +752,34 @@ impl<K, V> Lruvec<K, V> {
     /// head (see [`drain_moves`](Self::drain_moves)); returns whether this
     /// hit filled the batch, which the caller then drains (under the write
     /// lock, if it can have it without waiting).
+    ///
+    /// The saturated check is inlined into the lookup, the count is not:
+    /// a hot entry's hit then makes no call (docs/cache.md, "One thread at
+    /// Zipf 1.1").
+    #[inline(always)]
     pub(super) fn mark_accessed(&self, i: u32) -> bool {
         let flags = &self.flags[i as usize];
         let f = flags.load(Ordering::Relaxed);
         if f & REFS < self.max_refs {
-            // A lost race loses a count: a hint, as the kernel's are.
-            flags.store(Self::hit_flags(f), Ordering::Relaxed);
-            if self.stamped {
-                self.stamp(i);
-            }
-            if self.policy == Policy::Lru {
-                if let Some(moves) = &self.moves {
-                    // `i + 1`: 0 marks an empty slot.
-                    return moves.push(i + 1);
-                }
+            self.reference_hit(i, f)
+        } else {
+            false
+        }
+    }
+
+    /// [`mark_accessed`](Self::mark_accessed) for an entry whose count is
+    /// not saturated (flags `f`): counts the reference, stamps, batches.
+    #[inline(never)]
+    fn reference_hit(&self, i: u32, f: u8) -> bool {
+        // A lost race loses a count: a hint, as the kernel's are.
+        self.flags[i as usize].store(Self::hit_flags(f), Ordering::Relaxed);
+        if self.stamped {
+            self.stamp(i);
+        }
+        if self.policy == Policy::Lru {
+            if let Some(moves) = &self.moves {
+                // `i + 1`: 0 marks an empty slot.
+                return moves.push(i + 1);
             }
         }
         false
