@@ -1,5 +1,7 @@
 //! Replaying a trace: through each cache read-through, through Belady's
-//! OPT, and through simulations of exact LRU and of ARC.
+//! OPT, and through simulations of exact LRU and of ARC; and how often a
+//! cache with a random hasher seed replays one (`seeded_replays`), and
+//! the median of its replays.
 
 use std::{
     collections::{BinaryHeap, HashMap},

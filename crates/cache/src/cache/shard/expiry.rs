@@ -172,9 +172,10 @@ impl<K, V> Lruvec<K, V> {
     /// takes an expired entry's room near the hand before the policy
     /// evicts a live one).
     ///
-    /// The test for work is inlined into every insertion, the sweep is
-    /// not: a cache without expiry makes no call (docs/cache.md, "One
-    /// thread at Zipf 1.1").
+    /// Does nothing unless expiry is on and a deadline may be due (`now`
+    /// at or past the shard's `next_expiry`): that test is inlined into every
+    /// insertion, the sweep is not, so a cache without expiry makes no
+    /// call (docs/cache.md, "Calls the usual path no longer makes").
     #[inline(always)]
     pub(in crate::cache) fn sweep_expired(&mut self, out: &mut Evicted<K, V>) {
         if self.expiring && self.now >= self.next_expiry.load(Ordering::Relaxed) {

@@ -753,24 +753,27 @@ impl<K, V> Lruvec<K, V> {
     /// hit filled the batch, which the caller then drains (under the write
     /// lock, if it can have it without waiting).
     ///
-    /// The saturated check is inlined into the lookup, the count is not:
-    /// a hot entry's hit then makes no call (docs/cache.md, "One thread at
-    /// Zipf 1.1").
+    /// The saturated test is inlined into the lookup, the counting is
+    /// not: a hot entry's hit then makes no call (docs/cache.md, "Calls
+    /// the usual path no longer makes").
     #[inline(always)]
     pub(super) fn mark_accessed(&self, i: u32) -> bool {
         let flags = &self.flags[i as usize];
         let f = flags.load(Ordering::Relaxed);
         if f & REFS < self.max_refs {
-            self.reference_hit(i, f)
+            self.inc_refs(i, f)
         } else {
             false
         }
     }
 
-    /// [`mark_accessed`](Self::mark_accessed) for an entry whose count is
-    /// not saturated (flags `f`): counts the reference, stamps, batches.
+    /// `folio_inc_refs`: [`mark_accessed`](Self::mark_accessed) for entry
+    /// `i`, whose count in flags `f` is not saturated. Stores one more
+    /// reference; stamps the entry if the shard keeps stamps; under
+    /// [`Policy::Lru`] with a batch of moves, pushes the entry onto it and
+    /// returns whether that filled the batch (false otherwise).
     #[inline(never)]
-    fn reference_hit(&self, i: u32, f: u8) -> bool {
+    fn inc_refs(&self, i: u32, f: u8) -> bool {
         // A lost race loses a count: a hint, as the kernel's are.
         self.flags[i as usize].store(Self::hit_flags(f), Ordering::Relaxed);
         if self.stamped {
