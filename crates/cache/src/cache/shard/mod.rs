@@ -735,7 +735,7 @@ impl<K, V> Lruvec<K, V> {
             .find(index_hash(short_hash(hash)), |i| eq(&nodes[i as usize].key))
     }
 
-    /// `folio_mark_accessed` / `folio_inc_refs`, under the read lock: a hit
+    /// `folio_mark_accessed`, under the read lock: a hit
     /// counts one more reference, up to 4 (1 under [`Policy::Lru`]). Counts
     /// already saturated are not written again, so hot entries cost no
     /// stores. The count is a hint, as the kernel's are: only lookups write
