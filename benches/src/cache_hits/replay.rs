@@ -326,8 +326,9 @@ pub fn hits(
 /// as `--samples` asks, on a long trace (a short one gets more:
 /// [`seeded_replays`]): the median of three is what the targets judge.
 /// One replay moved moka by up to 0.6 points between runs and `Adaptive`
-/// by up to 0.3 on the ARC traces and synthetic shapes (docs/cache.md, "The duel fed in order",
-/// gives Adaptive's), as much as some rows' margin over their bar.
+/// by up to 0.3 on the ARC traces and synthetic shapes (docs/cache.md,
+/// "The duel fed in order", gives Adaptive's), as much as some rows'
+/// margin over their bar.
 pub(super) const SEEDED_REPLAYS: usize = 3;
 
 /// The most replays of a seeded contender on a short trace: as many as
