@@ -26,6 +26,8 @@ mod shard;
 mod stats;
 mod workingset;
 
+#[cfg(all(test, not(loom)))]
+mod get_tests;
 #[cfg(all(test, loom))]
 mod tests;
 
@@ -263,40 +265,126 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
+        // The usual lookup (batched, no expiry, its thread's read fast) on
+        // a path of its own that makes no call, so that it keeps its
+        // values in registers: the reads that are not fast, the hits that
+        // count a reference or that the duel samples, and the looks for
+        // quiet go elsewhere (docs/cache.md, "The fast read's own path").
+        if self.expire.is_none() && self.batching {
+            let hash = self.hash(key);
+            let shard = self.shard(hash);
+            let lv = match shard.try_read_fast() {
+                Ok(lv) => lv,
+                Err(not_fast) => return Self::get_batched(key, hash, shard, not_fast),
+            };
+            let Some(i) = lv.find(hash, |k: &K| k.borrow() == key) else {
+                if lv.count(false) {
+                    return Self::look_for_quiet(shard, lv, None);
+                }
+                return None;
+            };
+            let v = lv.node(i).value.clone();
+            if lv.refs_saturated(i) && !lv.samples_hash(hash) {
+                if lv.count(true) {
+                    return Self::look_for_quiet(shard, lv, Some(v));
+                }
+                return Some(v);
+            }
+            return Self::hit_counted(shard, lv, i, hash, v);
+        }
+        self.get_expiring_or_unbatched(key)
+    }
+
+    /// [`get`](Self::get)'s hit, by a fast read, of an entry that counts
+    /// one more reference or whose key the duel samples: the rest of the
+    /// batched hit, out of line so that the usual hit (saturated, not
+    /// sampled) makes no call.
+    #[inline(never)]
+    fn hit_counted(
+        shard: &Shard<K, V>,
+        lv: lock::ReadGuard<'_, Lruvec<K, V>>,
+        i: u32,
+        hash: u64,
+        v: V,
+    ) -> Option<V> {
+        let full = lv.mark_accessed(i);
+        lv.sample_hit(hash);
+        if lv.count(true) {
+            shard.look_for_quiet(lv.stripe());
+        }
+        drop(lv);
+        if full {
+            Self::drain_moves(shard);
+        }
+        Some(v)
+    }
+
+    /// [`get`](Self::get)'s look for quiet after a fast read, every so
+    /// many lookups of its stripe ([`ShardLock::look_for_quiet`]); returns
+    /// `found`.
+    #[cold]
+    #[inline(never)]
+    fn look_for_quiet(
+        shard: &Shard<K, V>,
+        lv: lock::ReadGuard<'_, Lruvec<K, V>>,
+        found: Option<V>,
+    ) -> Option<V> {
+        shard.look_for_quiet(lv.stripe());
+        found
+    }
+
+    /// [`get`](Self::get) batched, by a read that is not fast
+    /// ([`ShardLock::try_read_fast`] returned `not_fast`): `hash` is the
+    /// key's, `shard` its shard.
+    #[inline(always)]
+    fn get_batched<'a, Q>(
+        key: &Q,
+        hash: u64,
+        shard: &'a Shard<K, V>,
+        not_fast: lock::NotFast<'a>,
+    ) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let lv = shard.read_not_fast(not_fast);
+        let mut full = false;
+        let found = lv.find(hash, |k: &K| k.borrow() == key).map(|i| {
+            let v = lv.node(i).value.clone();
+            full = lv.mark_accessed(i);
+            lv.sample_hit(hash);
+            v
+        });
+        if lv.count(found.is_some()) {
+            shard.look_for_quiet(lv.stripe());
+        }
+        drop(lv);
+        if full {
+            Self::drain_moves(shard);
+        }
+        found
+    }
+
+    /// [`get`](Self::get) with expiry on (batched or not) or batching off.
+    #[inline(never)]
+    fn get_expiring_or_unbatched<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         if let Some(e) = &self.expire {
             return self.get_expiring(key, e);
         }
         let hash = self.hash(key);
-        let shard = self.shard(hash);
-        let eq = |k: &K| k.borrow() == key;
-        if self.batching {
-            let lv = shard.read();
-            let mut full = false;
-            let found = lv.find(hash, eq).map(|i| {
-                let v = lv.node(i).value.clone();
-                full = lv.mark_accessed(i);
-                lv.sample_hit(hash);
-                v
-            });
-            if lv.count(found.is_some()) {
-                shard.look_for_quiet(lv.stripe());
-            }
-            drop(lv);
-            if full {
-                Self::drain_moves(shard);
-            }
-            found
-        } else {
-            let mut lv = shard.write();
-            let found = lv.find(hash, eq).map(|i| {
-                let v = lv.node(i).value.clone();
-                lv.touch(i);
-                lv.sample_hit(hash);
-                v
-            });
-            lv.count(found.is_some());
-            found
-        }
+        let mut lv = self.shard(hash).write();
+        let found = lv.find(hash, |k: &K| k.borrow() == key).map(|i| {
+            let v = lv.node(i).value.clone();
+            lv.touch(i);
+            lv.sample_hit(hash);
+            v
+        });
+        lv.count(found.is_some());
+        found
     }
 
     /// After a lookup whose hit filled its shard's batch of moves (see

@@ -73,7 +73,7 @@ use held::{HELD, stripe_index};
 use spell::Spell;
 pub(super) use stripe::Stripe;
 
-use crate::sync::{Ordering, smp_mb, spin};
+use crate::sync::{smp_mb, spin};
 
 /// The most stripes a shard has: a writer reads every one, so more would
 /// make insertions slower on large hosts for less and less gain. Stripes
@@ -127,14 +127,10 @@ fn gave_way_in_tests(gave_way: &mut u32) {
     );
 }
 
-/// A full fence (`smp_mb()`), for a fast reader that turns slow.
-#[inline]
-fn full_fence() {
-    #[cfg(not(loom))]
-    std::sync::atomic::fence(Ordering::SeqCst);
-    #[cfg(loom)]
-    loom::sync::atomic::fence(Ordering::SeqCst);
-}
+/// A read that did not go fast ([`ShardLock::try_read_fast`]), and the
+/// stripe its thread owns in the lock, if any, which its slow read counts
+/// in ([`ShardLock::read_not_fast`]).
+pub(in crate::cache) struct NotFast<'a>(Option<&'a CachePadded<Stripe>>);
 
 /// A read-write lock over `T` (`struct percpu_rw_semaphore`). Writers
 /// are preferred: once one has set `block`, new readers wait. Poisoning is
@@ -234,9 +230,9 @@ impl<T> ShardLock<T> {
     /// writer waited for the reader, so the later one could not overlap;
     /// landing before it, the reader's second read finds `FAST` only if
     /// the lock was set fast again after the later writer left, whose
-    /// writes it then sees. A reader that finds the word changed fences
-    /// (as a slow reader does) and checks `block` again. Checking only
-    /// `block` the second time misses the last case (the loom model
+    /// writes it then sees. A reader that finds the word changed steps
+    /// back out, having read nothing, and reads as a slow reader. Checking
+    /// only `block` the second time misses the last case (the loom model
     /// `a_fast_reader_that_checks_only_block_is_caught` finds it): the
     /// later writer, running no barrier, may not see the count.
     ///
@@ -256,14 +252,71 @@ impl<T> ShardLock<T> {
     /// models' broken twins.
     #[inline(always)]
     fn read_with(&self, pass_own: bool, recheck: bool) -> ReadGuard<'_, T> {
+        match self.try_read_fast_with(recheck) {
+            Ok(guard) => guard,
+            Err(not_fast) => self.read_not_fast_with(not_fast, pass_own),
+        }
+    }
+
+    /// [`read`](Self::read)'s fast path alone, for a lookup that keeps its
+    /// values in registers (nothing on this path calls out): the owner's
+    /// read without a barrier, or, where `read` would read as a slow
+    /// reader (no stripe owned, the lock not fast, or the word changed
+    /// after the count: the reader stepped back out, having read nothing),
+    /// what [`read_not_fast`](Self::read_not_fast) goes on from.
+    #[inline(always)]
+    pub(in crate::cache) fn try_read_fast(&self) -> Result<ReadGuard<'_, T>, NotFast<'_>> {
+        self.try_read_fast_with(true)
+    }
+
+    /// [`try_read_fast`](Self::try_read_fast); `recheck` false (checking
+    /// only `block` after the count) only in the loom models' broken twin.
+    #[inline(always)]
+    fn try_read_fast_with(&self, recheck: bool) -> Result<ReadGuard<'_, T>, NotFast<'_>> {
         // An owner's reads of this lock are its stripe's `own_count`: no
         // record of them (see `Held`).
         let owned = HELD.with(|h| h.owned.get());
-        let (stripe, counted) = if let Some(stripe) = self.stripes.get(owned) {
-            let state = self.block.state();
-            if state & (FAST | BLOCK) == FAST {
-                return self.read_fast(stripe, owned, state, pass_own, recheck);
-            }
+        let Some(stripe) = self.stripes.get(owned) else {
+            return Err(NotFast(None));
+        };
+        let state = self.block.state();
+        if state & (FAST | BLOCK) != FAST {
+            return Err(NotFast(Some(stripe)));
+        }
+        let (counted, now) = self.count_fast(stripe, owned);
+        let unchanged = if recheck {
+            now == state
+        } else {
+            now & BLOCK == 0
+        };
+        if !unchanged {
+            // Uncounted on drop, having read nothing.
+            drop(counted);
+            return Err(NotFast(Some(stripe)));
+        }
+        Ok(ReadGuard {
+            // SAFETY: this reader is counted, and no writer holds `&mut T`
+            // until it is uncounted: it read `FAST` before and after its
+            // count (a writer taking the lock meanwhile or later saw the
+            // count after a heavy barrier, its own or an earlier writer's,
+            // or left before the second read; see `read`).
+            data: unsafe { self.data.shared() },
+            counted,
+        })
+    }
+
+    /// [`read`](Self::read) as a slow reader, after
+    /// [`try_read_fast`](Self::try_read_fast) returned `not_fast`.
+    #[inline(always)]
+    pub(in crate::cache) fn read_not_fast<'a>(&'a self, not_fast: NotFast<'a>) -> ReadGuard<'a, T> {
+        self.read_not_fast_with(not_fast, true)
+    }
+
+    /// [`read_not_fast`](Self::read_not_fast); `pass_own` false only in
+    /// the loom models' broken twin.
+    #[inline(always)]
+    fn read_not_fast_with<'a>(&'a self, not_fast: NotFast<'a>, pass_own: bool) -> ReadGuard<'a, T> {
+        let (stripe, counted) = if let NotFast(Some(stripe)) = not_fast {
             Self::count_owner(stripe)
         } else {
             // No stripe of this lock owned: the thread has no number, or
@@ -304,26 +357,11 @@ impl<T> ShardLock<T> {
         }
     }
 
-    /// Counts an owner in `stripe` with a barrier (a slow read).
+    /// The fast read's count: the owner of stripe number `owned` counts
+    /// itself with a plain store, then reads the state word again; returns
+    /// the count and that word.
     #[inline(always)]
-    fn count_owner(stripe: &CachePadded<Stripe>) -> (&Stripe, Counted<'_>) {
-        // SeqCst on both sides (`smp_mb()` in the kernel).
-        stripe.enter(true);
-        // From here a panic uncounts the reader.
-        (&**stripe, Counted::owner(stripe))
-    }
-
-    /// The owner's read without a barrier, the state word as it read it
-    /// (`FAST`, no `BLOCK`) in `state` (see [`read`](Self::read)).
-    #[inline(always)]
-    fn read_fast<'a>(
-        &'a self,
-        stripe: &'a Stripe,
-        owned: usize,
-        state: usize,
-        pass_own: bool,
-        recheck: bool,
-    ) -> ReadGuard<'a, T> {
+    fn count_fast<'a>(&'a self, stripe: &'a Stripe, owned: usize) -> (Counted<'a>, usize) {
         barrier::enter(owned);
         stripe.enter_fast();
         #[cfg_attr(not(loom), allow(unused_mut))]
@@ -335,36 +373,16 @@ impl<T> ShardLock<T> {
         barrier::light(owned);
         let now = self.block.state();
         barrier::light(owned);
-        let unchanged = if recheck {
-            now == state
-        } else {
-            now & BLOCK == 0
-        };
-        debug_assert_eq!(state, FAST);
-        if !unchanged {
-            // Now a slow reader: counted, fenced, then `block` again.
-            full_fence();
-            if self.block.is_set() {
-                #[cfg(loom)]
-                {
-                    // Waiting outside the fast read, as a slow reader.
-                    barrier::leave(owned);
-                    counted.fast = None;
-                }
-                self.wait_for_writer(stripe, true, pass_own);
-            }
-        }
-        ReadGuard {
-            // SAFETY: this reader is counted, and no writer holds `&mut T`
-            // until it is uncounted: it read `FAST` before and after its
-            // count (a writer taking the lock meanwhile or later saw the
-            // count after a heavy barrier, its own or an earlier writer's,
-            // or left before the second read; see `read`), or it fenced
-            // and then saw no `block` as a slow reader does, or it waited
-            // for the writer as one does.
-            data: unsafe { self.data.shared() },
-            counted,
-        }
+        (counted, now)
+    }
+
+    /// Counts an owner in `stripe` with a barrier (a slow read).
+    #[inline(always)]
+    fn count_owner(stripe: &CachePadded<Stripe>) -> (&Stripe, Counted<'_>) {
+        // SeqCst on both sides (`smp_mb()` in the kernel).
+        stripe.enter(true);
+        // From here a panic uncounts the reader.
+        (&**stripe, Counted::owner(stripe))
     }
 
     /// Looks whether the lock has gone without a write for its wait (as
@@ -385,11 +403,16 @@ impl<T> ShardLock<T> {
         let _ = stripe;
     }
 
-    /// Lets owners' reads skip their barrier from now on (the loom
-    /// models).
-    #[cfg(all(loom, test))]
-    pub(super) fn go_fast(&self) {
-        let _ = self.block.go_fast();
+    /// Lets owners' reads of this free lock skip their barrier from now
+    /// on, where the heavy barrier that ends it is available (the tests;
+    /// true if it did).
+    #[cfg(test)]
+    pub(super) fn go_fast(&self) -> bool {
+        #[cfg(not(loom))]
+        if !barrier::available() {
+            return false;
+        }
+        self.block.go_fast()
     }
 
     /// Whether owners' reads skip their barrier now.

@@ -488,6 +488,13 @@ impl<K, V> Lruvec<K, V> {
         }
     }
 
+    /// Whether [`sample_hit`](Self::sample_hit) hands the hit of `hash` to
+    /// the duel.
+    #[inline(always)]
+    pub(super) fn samples_hash(&self, hash: u64) -> bool {
+        self.samples(short_hash(hash))
+    }
+
     /// Whether the key of short hash `h` is in the duel's sample of 1 key
     /// in `2^duel_shift` (never without a duel): its
     /// [`sample_key`](duel::sample_key) under the bound the shard keeps.
@@ -765,6 +772,13 @@ impl<K, V> Lruvec<K, V> {
         } else {
             false
         }
+    }
+
+    /// Whether entry `i`'s reference count is saturated: a hit's
+    /// [`mark_accessed`](Self::mark_accessed) writes nothing.
+    #[inline(always)]
+    pub(super) fn refs_saturated(&self, i: u32) -> bool {
+        self.flags[i as usize].load(Ordering::Relaxed) & REFS >= self.max_refs
     }
 
     /// `folio_inc_refs`: [`mark_accessed`](Self::mark_accessed) for entry
