@@ -74,14 +74,17 @@ compile_error!(
 
 /// A `fail` crate fail point (<https://docs.rs/fail>), compiled in with the
 /// `failpoints` feature, which only this crate's tests turn on; nothing
-/// otherwise, so users never build `fail`.
+/// otherwise, so users never build `fail`. Unused under loom, whose build
+/// leaves out the code that calls it.
 #[cfg(feature = "failpoints")]
+#[cfg_attr(loom, allow(unused_macros))]
 macro_rules! fail_point {
     ($($t:tt)*) => {
         fail::fail_point!($($t)*)
     };
 }
 #[cfg(not(feature = "failpoints"))]
+#[cfg_attr(loom, allow(unused_macros))]
 macro_rules! fail_point {
     ($($t:tt)*) => {};
 }
