@@ -98,3 +98,78 @@ fn fast_and_slow_reads_leave_the_same_cache() {
         fast.check_invariants().unwrap();
     }
 }
+
+/// A clock the test moves.
+struct Manual(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl super::Clock for Manual {
+    fn now(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.0.load(std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+/// Only the batched lookup of a cache without expiry takes the fast
+/// read's path: with its shards made fast, an expiring cache still misses
+/// an expired entry, and an unbatched LRU cache still moves a hit to the
+/// head (its next eviction takes the entry after it).
+#[test]
+fn expiring_and_unbatched_lookups_keep_their_own_paths() {
+    let ms = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let expiring: LruCache<u32, u32, Fixed> = LruCache::builder(64)
+        .shards(1)
+        .hasher(Fixed::default())
+        .time_to_live(std::time::Duration::from_millis(10))
+        .clock(Manual(ms.clone()))
+        .build()
+        .unwrap();
+    expiring.insert(1, 1);
+    let unbatched: LruCache<u32, u32, Fixed> = LruCache::builder(4)
+        .shards(1)
+        .policy(Policy::Lru)
+        .hasher(Fixed::default())
+        .batching(false)
+        .build()
+        .unwrap();
+    for k in 0..4 {
+        unbatched.insert(k, k);
+    }
+    if !expiring
+        .shards
+        .iter()
+        .chain(unbatched.shards.iter())
+        .all(|s| s.go_fast())
+    {
+        eprintln!("membarrier refused: no fast read to compare");
+        return;
+    }
+    assert_eq!(expiring.get(&1), Some(1));
+    ms.store(20, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(expiring.get(&1), None, "expired, read fast or not");
+    assert_eq!(unbatched.get(&0), Some(0));
+    unbatched.insert(4, 4);
+    assert_eq!(unbatched.peek(&0), Some(0), "the hit moved 0 to the head");
+    assert_eq!(unbatched.peek(&1), None, "1 was the least recent");
+}
+
+/// Every fast lookup returns what the cache holds, those that look for
+/// quiet (one in 1024 of a stripe's hits, and of its misses) too: the
+/// 2048th and 3072nd hits find their entries' counts saturated (no duel
+/// samples a key under `Workingset`), and so look on the usual path.
+#[test]
+fn fast_lookups_that_look_for_quiet_return_their_value() {
+    let c = cache(Policy::Workingset, true);
+    for k in 0..CAPACITY {
+        c.insert(k, k + 1);
+    }
+    if !c.shards.iter().all(|s| s.go_fast()) {
+        eprintln!("membarrier refused: no fast read to check");
+        return;
+    }
+    for n in 0..3 * 1024 {
+        let k = n % CAPACITY;
+        assert_eq!(c.get(&k), Some(k + 1), "hit {n}");
+        assert_eq!(c.get(&(k + CAPACITY)), None, "miss {n}");
+    }
+    assert_eq!(c.stats().fast_read_shards, 1, "still fast");
+    assert_eq!((c.stats().hits, c.stats().misses), (3 * 1024, 3 * 1024));
+}
