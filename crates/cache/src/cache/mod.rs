@@ -309,14 +309,7 @@ where
     ) -> Option<V> {
         let full = lv.mark_accessed(i);
         lv.sample_hit(hash);
-        if lv.count(true) {
-            shard.look_for_quiet(lv.stripe());
-        }
-        drop(lv);
-        if full {
-            Self::drain_moves(shard);
-        }
-        Some(v)
+        Self::end_read(shard, lv, Some(v), full)
     }
 
     /// [`get`](Self::get)'s look for quiet after a fast read, every so
@@ -355,6 +348,20 @@ where
             lv.sample_hit(hash);
             v
         });
+        Self::end_read(shard, lv, found, full)
+    }
+
+    /// The end of a batched lookup under read lock `lv`: counts it (and
+    /// looks for quiet when the count says), unlocks, and drains the
+    /// shard's batch of moves if its hit filled it (`full`); returns
+    /// `found`.
+    #[inline(always)]
+    fn end_read(
+        shard: &Shard<K, V>,
+        lv: lock::ReadGuard<'_, Lruvec<K, V>>,
+        found: Option<V>,
+        full: bool,
+    ) -> Option<V> {
         if lv.count(found.is_some()) {
             shard.look_for_quiet(lv.stripe());
         }
@@ -425,14 +432,7 @@ where
                     v
                 })
             });
-            if lv.count(found.is_some()) {
-                shard.look_for_quiet(lv.stripe());
-            }
-            drop(lv);
-            if full {
-                Self::drain_moves(shard);
-            }
-            found
+            Self::end_read(shard, lv, found, full)
         } else {
             let mut lv = shard.write();
             let found = lv.find(hash, eq).and_then(|i| {

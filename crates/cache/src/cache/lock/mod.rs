@@ -129,7 +129,7 @@ fn gave_way_in_tests(gave_way: &mut u32) {
 
 /// A read that did not go fast ([`ShardLock::try_read_fast`]), and the
 /// stripe its thread owns in the lock, if any, which its slow read counts
-/// in ([`ShardLock::read_not_fast`]).
+/// in ([`ShardLock::read_not_fast`], of the same lock: debug builds check).
 pub(in crate::cache) struct NotFast<'a>(Option<&'a CachePadded<Stripe>>);
 
 /// A read-write lock over `T` (`struct percpu_rw_semaphore`). Writers
@@ -317,6 +317,12 @@ impl<T> ShardLock<T> {
     #[inline(always)]
     fn read_not_fast_with<'a>(&'a self, not_fast: NotFast<'a>, pass_own: bool) -> ReadGuard<'a, T> {
         let (stripe, counted) = if let NotFast(Some(stripe)) = not_fast {
+            debug_assert!(
+                self.stripes
+                    .as_ptr_range()
+                    .contains(&std::ptr::from_ref(stripe)),
+                "a NotFast of another lock"
+            );
             Self::count_owner(stripe)
         } else {
             // No stripe of this lock owned: the thread has no number, or
