@@ -692,4 +692,4 @@ fn next_id() -> usize {
 #[cfg(all(loom, test))]
 mod broken;
 #[cfg(all(test, not(loom)))]
-mod tests;
+pub(super) mod tests;

@@ -7,6 +7,13 @@ use super::{ShardLock, set_stripe};
 /// Miri runs these too (`cargo xtask miri`): few iterations.
 const ROUNDS: usize = if cfg!(miri) { 20 } else { 2000 };
 
+/// Whether the calling thread's reads of a fast lock skip their barrier
+/// (for the cache's tests too): the heavy barrier is available and, after
+/// its first lock, the thread owns a stripe number.
+pub(in crate::cache) fn thread_reads_fast() -> bool {
+    super::barrier::available() && super::held::owned() < super::MAX_STRIPES
+}
+
 #[test]
 fn stripes_are_a_power_of_two_up_to_the_cap() {
     for (asked, got) in [(0, 1), (1, 1), (2, 2), (3, 2), (8, 8), (9, 8), (1000, 8)] {
@@ -113,7 +120,7 @@ fn a_quiet_lock_goes_fast_until_the_next_write() {
         }
         reads += 1;
     }
-    if !super::barrier::available() || super::held::owned() >= super::MAX_STRIPES {
+    if !thread_reads_fast() {
         assert!(
             !lock.is_fast(),
             "fast without membarrier or an owned stripe"
@@ -554,7 +561,7 @@ fn a_lookups_optional_write_never_waits() {
             lock.look_for_quiet(r.stripe());
         }
     }
-    if super::barrier::available() && super::held::owned() < super::MAX_STRIPES {
+    if thread_reads_fast() {
         assert!(lock.is_fast(), "a quiet lock goes fast");
         assert!(lock.write_if_cheap().is_none(), "fast: declined");
         assert!(lock.is_fast(), "and left fast");
