@@ -430,16 +430,24 @@ impl Duel {
     /// Under a shard's write lock: replays `sampled`'s hits and then the
     /// miss of short hash `miss` (if sampled) into every simulation, and
     /// moves the verdict. Skipped when another shard is at it: the sample
-    /// loses those accesses, and no shard waits for another's.
+    /// loses those accesses, and no shard waits for another's. Inline up
+    /// to the test for anything to feed, which most insertions fail: the
+    /// replay is a call of its own.
+    #[inline]
     pub(in crate::cache) fn feed(&self, sampled: &Sampled, miss: Option<u32>) {
         // A new section: lookups may replay again (stored only if they
         // did, so that a write leaves the buffer's line alone otherwise).
         if sampled.hits.load(Ordering::Relaxed) != 0 {
             sampled.hits.store(0, Ordering::Relaxed);
         }
-        if miss.is_none() && sampled.is_empty() {
-            return;
+        if miss.is_some() || !sampled.is_empty() {
+            self.feed_sims(sampled, miss);
         }
+    }
+
+    /// [`feed`](Self::feed)'s replay, once there is something to feed.
+    #[inline(never)]
+    fn feed_sims(&self, sampled: &Sampled, miss: Option<u32>) {
         let Some(mut sims) = self.try_sims() else {
             sampled.drain(|_| {});
             return;

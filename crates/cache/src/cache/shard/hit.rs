@@ -120,11 +120,18 @@ impl<K, V> Lruvec<K, V> {
     /// and CLOCK kept fewer hits there (`docs/cache.md`, "The duel's LRU
     /// moves hits"). A shard leaving LRU drops what is batched
     /// ([`adopt`](Self::adopt)), so under the other policies this reads
-    /// nothing.
+    /// nothing. Inline up to the test for LRU, which every insertion
+    /// makes: the drain is a call of its own.
+    #[inline]
     pub(in crate::cache) fn drain_moves(&mut self) {
-        if self.policy != Policy::Lru {
-            return;
+        if self.policy == Policy::Lru {
+            self.drain_moves_now();
         }
+    }
+
+    /// [`drain_moves`](Self::drain_moves)' work, under [`Policy::Lru`].
+    #[inline(never)]
+    fn drain_moves_now(&mut self) {
         let Some(moves) = &self.moves else {
             return;
         };
