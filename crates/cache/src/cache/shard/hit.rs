@@ -120,8 +120,9 @@ impl<K, V> Lruvec<K, V> {
     /// and CLOCK kept fewer hits there (`docs/cache.md`, "The duel's LRU
     /// moves hits"). A shard leaving LRU drops what is batched
     /// ([`adopt`](Self::adopt)), so under the other policies this reads
-    /// nothing. Inline up to the test for LRU, which every insertion
-    /// makes: the drain is a call of its own.
+    /// nothing. Inline up to the test for LRU, which shards under the
+    /// other policies fail on every insertion: the drain is a call of its
+    /// own.
     #[inline]
     pub(in crate::cache) fn drain_moves(&mut self) {
         if self.policy == Policy::Lru {
