@@ -8,7 +8,8 @@
 //! more than half a point below the best of the last three:
 //! `cargo run --release -p mmbatch-benches --example policy_families
 //! [NAME]` (about 20 s); with `HELD_OUT` set, the ten families written
-//! after the policy instead (`families::HELD_OUT`). `NAME` keeps the families whose name contains it
+//! after the policy instead (`families::HELD_OUT`), with `HELD_OUT=2` the
+//! seven written a day later (`families::HELD_OUT_2`). `NAME` keeps the families whose name contains it
 //! (or any of several, comma-separated); `SIZES=500,5000` sets the cache
 //! sizes; `REPS=5` runs each policy five times (each with its own random
 //! hasher seed) and prints the minimum, median and maximum;
@@ -24,7 +25,7 @@
 
 use mmbatch_benches::cache_hits::{
     Contender,
-    families::{FAMILIES, HELD_OUT, family},
+    families::{FAMILIES, HELD_OUT, HELD_OUT_2, family},
     lab_policies, lab_row, next_uses,
 };
 use mmbatch_cache::{LruCache, Policy};
@@ -40,10 +41,10 @@ fn main() {
             .collect()
     });
     let reps: usize = env("REPS").map_or(1, |v| v.parse().expect("REPS: a number"));
-    let set: &[&str] = if env("HELD_OUT").is_some() {
-        &HELD_OUT
-    } else {
-        &FAMILIES
+    let set: &[&str] = match env("HELD_OUT").as_deref() {
+        Some("2") => &HELD_OUT_2,
+        Some(_) => &HELD_OUT,
+        None => &FAMILIES,
     };
     for &name in set {
         if only

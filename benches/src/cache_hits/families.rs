@@ -5,7 +5,9 @@
 //! `policy_families` and `policy_sim` examples. Written to stand in for
 //! traces the policy had not seen, [`FAMILIES`] have since judged the
 //! duel's rules (docs/cache.md), so they are seen now; [`HELD_OUT`],
-//! written after, were first run before any change.
+//! written after, were first run before any change, and [`HELD_OUT_2`]
+//! (block storage, periodic keys, time-sliced programs, churning keys,
+//! shuffled epochs, rereads, an imperfect loop) a day later.
 
 use crate::cache::zipf_stream;
 
@@ -28,14 +30,17 @@ impl R {
 /// Spreads small keys over the hash space.
 const H: u64 = 0x9E37_79B9_7F4A_7C15;
 
-/// `n` requests of family `name` (one of [`FAMILIES`] or [`HELD_OUT`]) for a cache of
+/// `n` requests of family `name` (one of [`FAMILIES`], [`HELD_OUT`] or [`HELD_OUT_2`]) for a cache of
 /// `c` entries, seeded by `seed`.
 ///
 /// # Panics
-/// If `name` is not one of [`FAMILIES`] or [`HELD_OUT`].
+/// If `name` is not one of [`FAMILIES`], [`HELD_OUT`] or [`HELD_OUT_2`].
 pub fn family(name: &str, c: usize, n: usize, seed: u64) -> Vec<u64> {
     if HELD_OUT.contains(&name) {
         return held_out(name, c, n, seed);
+    }
+    if HELD_OUT_2.contains(&name) {
+        return held_out_2(name, c, n, seed);
     }
     let mut r = R(seed * 2654435761 + 12345);
     let cu = c as u64;
@@ -417,6 +422,181 @@ fn held_out(name: &str, c: usize, n: usize, seed: u64) -> Vec<u64> {
         }
         // A flat Zipf over three caches' worth.
         "zipf0.7-3c" => zipf_stream(cu * 3, 0.7, n, seed),
+        _ => panic!("{name}"),
+    };
+    keys.into_iter().map(|k| k.wrapping_mul(H)).collect()
+}
+
+/// Families written on 2026-12-04, each after a kind of trace none of
+/// the others models, and run once with the policy as it stood (at
+/// be8a76b) before anything was changed: `policy_families` runs them
+/// with `HELD_OUT=2` (docs/cache.md, "A second held-out set").
+pub const HELD_OUT_2: [&str; 7] = [
+    "seqruns",
+    "periodic",
+    "multiprog",
+    "kvchurn",
+    "epochs",
+    "rereads",
+    "loopjitter",
+];
+
+/// `n` ranks (from 0) drawn from Zipf(`keys`, `s`): [`zipf_stream`]'s
+/// draws with its spreading hash undone.
+fn zipf_ranks(keys: u64, s: f64, n: usize, seed: u64) -> Vec<u64> {
+    // The hash's inverse modulo 2^64 (it is odd), by Newton's iteration.
+    let inverse = (0..6).fold(H, |x, _| {
+        x.wrapping_mul(2u64.wrapping_sub(H.wrapping_mul(x)))
+    });
+    zipf_stream(keys, s, n, seed)
+        .into_iter()
+        .map(|k| k.wrapping_mul(inverse) - 1)
+        .collect()
+}
+
+/// `n` requests of held-out family `name` (one of [`HELD_OUT_2`]).
+fn held_out_2(name: &str, c: usize, n: usize, seed: u64) -> Vec<u64> {
+    let mut r = R(seed * 2654435761 + 4242);
+    let cu = c as u64;
+    let keys: Vec<u64> = match name {
+        // A block-storage volume: sequential runs (geometric, a mean of
+        // 16 blocks) from a random block of an extent of 64, extents
+        // drawn by Zipf 0.8 from fifty caches' worth of blocks.
+        "seqruns" => {
+            let extents = (cu * 50 / 64).max(2);
+            let z = zipf_ranks(extents, 0.8, n, seed);
+            let mut out = Vec::with_capacity(n);
+            for e in z {
+                if out.len() >= n {
+                    break;
+                }
+                let start = r.below(64);
+                let mut b = start;
+                loop {
+                    out.push((e << 6) + b);
+                    b += 1;
+                    if b == 64 || r.below(16) == 0 {
+                        break;
+                    }
+                }
+            }
+            out.truncate(n);
+            out
+        }
+        // Keys each requested at a steady period of its own (drawn
+        // log-uniform from a quarter of the cache to sixteen caches'
+        // worth of requests, jittered by a tenth): four caches' worth of
+        // keys, so that those of short period are the ones to keep.
+        "periodic" => {
+            use std::{cmp::Reverse, collections::BinaryHeap};
+            let k = cu * 4;
+            let (lo, hi) = ((c as f64 / 4.0).max(1.0), c as f64 * 16.0);
+            let mut due = BinaryHeap::new();
+            for key in 0..k {
+                let p = lo * (hi / lo).powf(r.f());
+                let first = (r.f() * p) as u64;
+                due.push(Reverse((first, key, p.to_bits())));
+            }
+            let mut out = Vec::with_capacity(n);
+            while out.len() < n {
+                let Reverse((t, key, p)) = due.pop().expect("keys are never dropped");
+                out.push(key);
+                let p = f64::from_bits(p);
+                let next = t + (p * (0.9 + 0.2 * r.f())).max(1.0) as u64;
+                due.push(Reverse((next, key, p.to_bits())));
+            }
+            out
+        }
+        // Three programs sharing the cache in time slices of 1000
+        // requests, round robin: a loop of 0.7x the cache, Zipf 1.0
+        // over five caches' worth, and a stream of keys never seen
+        // again.
+        "multiprog" => {
+            let z = zipf_stream(cu * 5, 1.0, n, seed);
+            let (mut at, mut new) = (0u64, 0u64);
+            (0..n)
+                .map(|i| match (i / 1000) % 3 {
+                    0 => {
+                        at += 1;
+                        (1 << 60) | (at % (cu * 7 / 10))
+                    }
+                    1 => z[i],
+                    _ => {
+                        new += 1;
+                        (1 << 61) | new
+                    }
+                })
+                .collect()
+        }
+        // A key-value store whose keys churn: Zipf 1.0 over ten caches'
+        // worth of popularity ranks, and each request replaces its rank's
+        // key with a new one at a chance of 1 in 50, so that popularity
+        // lasts and the keys that carry it do not.
+        "kvchurn" => {
+            let mut generation = vec![0u64; (cu * 10) as usize];
+            zipf_ranks(cu * 10, 1.0, n, seed)
+                .into_iter()
+                .map(|rank| {
+                    let g = &mut generation[rank as usize];
+                    let key = (*g << 32) | rank;
+                    if r.below(50) == 0 {
+                        *g += 1;
+                    }
+                    key
+                })
+                .collect()
+        }
+        // Training epochs over a dataset of three caches' worth, each
+        // epoch in a fresh random order.
+        "epochs" => {
+            let mut order: Vec<u64> = (0..cu * 3).collect();
+            let mut out = Vec::with_capacity(n);
+            while out.len() < n {
+                for i in (1..order.len()).rev() {
+                    order.swap(i, r.below(i as u64 + 1) as usize);
+                }
+                out.extend_from_slice(&order);
+            }
+            out.truncate(n);
+            out
+        }
+        // Short-term rereads: half the requests repeat one of the last
+        // 16 keys, the others Zipf 0.8 over twenty caches' worth.
+        "rereads" => {
+            let z = zipf_stream(cu * 20, 0.8, n, seed);
+            let mut last = [0u64; 16];
+            z.into_iter()
+                .enumerate()
+                .map(|(i, k)| {
+                    let key = if i >= 16 && r.below(2) == 0 {
+                        last[r.below(16) as usize]
+                    } else {
+                        k
+                    };
+                    last[i % 16] = key;
+                    key
+                })
+                .collect()
+        }
+        // A loop of 1.3x the cache that a program runs imperfectly: each
+        // pass skips a tenth of its keys at random, and one request in
+        // twenty is a key outside it, drawn from fifty caches' worth.
+        "loopjitter" => {
+            let len = cu * 13 / 10;
+            let mut out = Vec::with_capacity(n);
+            let mut at = 0;
+            while out.len() < n {
+                if r.below(20) == 0 {
+                    out.push((1 << 60) | r.below(cu * 50));
+                    continue;
+                }
+                if r.below(10) != 0 {
+                    out.push(at);
+                }
+                at = (at + 1) % len;
+            }
+            out
+        }
         _ => panic!("{name}"),
     };
     keys.into_iter().map(|k| k.wrapping_mul(H)).collect()
