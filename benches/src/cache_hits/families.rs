@@ -601,3 +601,29 @@ fn held_out_2(name: &str, c: usize, n: usize, seed: u64) -> Vec<u64> {
     };
     keys.into_iter().map(|k| k.wrapping_mul(H)).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ranks are Zipf's draws, from 0 and below `keys`, the lowest
+    /// the most requested: the spreading hash is undone.
+    #[test]
+    fn zipf_ranks_undo_the_spread() {
+        let ranks = zipf_ranks(100, 1.0, 10_000, 3);
+        assert!(ranks.iter().all(|&r| r < 100));
+        let count = |k| ranks.iter().filter(|&&r| r == k).count();
+        assert!(count(0) > count(1) && count(1) > count(50));
+    }
+
+    /// Every family of the second held-out set gives `n` requests, and
+    /// none is one key.
+    #[test]
+    fn held_out_2_families_fill_their_length() {
+        for name in HELD_OUT_2 {
+            let t = family(name, 100, 5_000, 1);
+            assert_eq!(t.len(), 5_000, "{name}");
+            assert!(t.iter().any(|&k| k != t[0]), "{name}");
+        }
+    }
+}
