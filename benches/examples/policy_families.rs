@@ -9,10 +9,11 @@
 //! `cargo run --release -p mmbatch-benches --example policy_families
 //! [NAME]` (about 20 s); with `HELD_OUT` set, the ten families written
 //! after the policy instead (`families::HELD_OUT`), with `HELD_OUT=2` the
-//! seven written a day later (`families::HELD_OUT_2`). `NAME` keeps the families whose name contains it
-//! (or any of several, comma-separated); `SIZES=500,5000` sets the cache
-//! sizes; `REPS=5` runs each policy five times (each with its own random
-//! hasher seed) and prints the minimum, median and maximum;
+//! seven written a day later (`families::HELD_OUT_2`). `NAME` keeps the
+//! families whose name contains it (or any of several, comma-separated);
+//! `SIZES=500,5000` sets the cache sizes; `REPS=5` runs each policy five
+//! times (each with its own random hasher seed) and prints the minimum,
+//! median and maximum;
 //! `LAB_POLICY=adaptive,lirs` picks the policies (`cache::policies`'
 //! names; `adaptive` alone by default). Hits count from a fifth of the
 //! trace on. `TIMELINE` set (to anything) prints instead, ignoring

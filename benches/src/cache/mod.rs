@@ -371,13 +371,18 @@ impl Impl {
     }
 }
 
-/// `n` keys drawn from Zipf(`keys`, `s`), ranks spread over the key space
-/// by a multiplicative hash so hot keys are not neighbours.
+/// The multiplicative hash that spreads small keys (ranks, offsets) over
+/// the key space, so that neighbours are not neighbours in a hash table:
+/// odd, so a bijection on `u64`.
+pub const SPREAD: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// `n` keys drawn from Zipf(`keys`, `s`), ranks (from 1) times [`SPREAD`]
+/// so hot keys are not neighbours.
 pub fn zipf_stream(keys: u64, s: f64, n: usize, seed: u64) -> Vec<u64> {
     let zipf = Zipf::new(keys as f64, s).expect("valid Zipf parameters");
     let mut rng = SmallRng::seed_from_u64(seed);
     (0..n)
-        .map(|_| (rng.sample(zipf) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        .map(|_| (rng.sample(zipf) as u64).wrapping_mul(SPREAD))
         .collect()
 }
 

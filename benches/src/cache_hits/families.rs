@@ -9,7 +9,7 @@
 //! (block storage, periodic keys, time-sliced programs, churning keys,
 //! shuffled epochs, rereads, an imperfect loop) a day later.
 
-use crate::cache::zipf_stream;
+use crate::cache::{SPREAD as H, zipf_stream};
 
 /// xorshift64: the families' own randomness, seeded per family.
 struct R(u64);
@@ -27,11 +27,8 @@ impl R {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
 }
-/// Spreads small keys over the hash space.
-const H: u64 = 0x9E37_79B9_7F4A_7C15;
-
-/// `n` requests of family `name` (one of [`FAMILIES`], [`HELD_OUT`] or [`HELD_OUT_2`]) for a cache of
-/// `c` entries, seeded by `seed`.
+/// `n` requests of family `name` (one of [`FAMILIES`], [`HELD_OUT`] or
+/// [`HELD_OUT_2`]) for a cache of `c` entries, seeded by `seed`.
 ///
 /// # Panics
 /// If `name` is not one of [`FAMILIES`], [`HELD_OUT`] or [`HELD_OUT_2`].
@@ -427,10 +424,10 @@ fn held_out(name: &str, c: usize, n: usize, seed: u64) -> Vec<u64> {
     keys.into_iter().map(|k| k.wrapping_mul(H)).collect()
 }
 
-/// Families written on 2026-12-04, each after a kind of trace none of
-/// the others models, and run once with the policy as it stood (at
-/// be8a76b) before anything was changed: `policy_families` runs them
-/// with `HELD_OUT=2` (docs/cache.md, "A second held-out set").
+/// Families written after [`HELD_OUT`], each after a kind of trace none
+/// of the others models, and first run before any change (docs/cache.md,
+/// "A second held-out set"): `policy_families` runs them with
+/// `HELD_OUT=2`.
 pub const HELD_OUT_2: [&str; 7] = [
     "seqruns",
     "periodic",
@@ -441,13 +438,18 @@ pub const HELD_OUT_2: [&str; 7] = [
     "loopjitter",
 ];
 
-/// `n` ranks (from 0) drawn from Zipf(`keys`, `s`): [`zipf_stream`]'s
-/// draws with its spreading hash undone.
-fn zipf_ranks(keys: u64, s: f64, n: usize, seed: u64) -> Vec<u64> {
-    // The hash's inverse modulo 2^64 (it is odd), by Newton's iteration.
-    let inverse = (0..6).fold(H, |x, _| {
+/// [`SPREAD`](H)'s inverse modulo 2^64 (it is odd), by Newton's
+/// iteration: a key times it is the key before the spread.
+fn spread_inverse() -> u64 {
+    (0..6).fold(H, |x, _| {
         x.wrapping_mul(2u64.wrapping_sub(H.wrapping_mul(x)))
-    });
+    })
+}
+
+/// `n` ranks (from 0) drawn from Zipf(`keys`, `s`): [`zipf_stream`]'s
+/// draws with [`SPREAD`](H) undone.
+fn zipf_ranks(keys: u64, s: f64, n: usize, seed: u64) -> Vec<u64> {
+    let inverse = spread_inverse();
     zipf_stream(keys, s, n, seed)
         .into_iter()
         .map(|k| k.wrapping_mul(inverse) - 1)
@@ -459,9 +461,10 @@ fn held_out_2(name: &str, c: usize, n: usize, seed: u64) -> Vec<u64> {
     let mut r = R(seed * 2654435761 + 4242);
     let cu = c as u64;
     let keys: Vec<u64> = match name {
-        // A block-storage volume: sequential runs (geometric, a mean of
-        // 16 blocks) from a random block of an extent of 64, extents
-        // drawn by Zipf 0.8 from fifty caches' worth of blocks.
+        // A block-storage volume: sequential runs from a random block of
+        // an extent of 64 blocks (geometric of mean 16, cut at the
+        // extent's end: about 12 on average), extents drawn by Zipf 0.8
+        // from fifty caches' worth of blocks.
         "seqruns" => {
             let extents = (cu * 50 / 64).max(2);
             let z = zipf_ranks(extents, 0.8, n, seed);
@@ -483,10 +486,12 @@ fn held_out_2(name: &str, c: usize, n: usize, seed: u64) -> Vec<u64> {
             out.truncate(n);
             out
         }
-        // Keys each requested at a steady period of its own (drawn
-        // log-uniform from a quarter of the cache to sixteen caches'
-        // worth of requests, jittered by a tenth): four caches' worth of
-        // keys, so that those of short period are the ones to keep.
+        // Keys each requested at a steady period of its own, jittered by
+        // a tenth: four caches' worth of keys, their periods drawn
+        // log-uniform from a quarter of the cache to sixteen caches' worth
+        // of ticks of a clock on which all of them together make about
+        // 3.8 requests a tick, so about one to sixty caches' worth of
+        // requests; those of short period are the ones to keep.
         "periodic" => {
             use std::{cmp::Reverse, collections::BinaryHeap};
             let k = cu * 4;
@@ -560,8 +565,9 @@ fn held_out_2(name: &str, c: usize, n: usize, seed: u64) -> Vec<u64> {
             out.truncate(n);
             out
         }
-        // Short-term rereads: half the requests repeat one of the last
-        // 16 keys, the others Zipf 0.8 over twenty caches' worth.
+        // Short-term rereads: half the requests repeat the key of one of
+        // the last 16 requests, the others Zipf 0.8 over twenty caches'
+        // worth.
         "rereads" => {
             let z = zipf_stream(cu * 20, 0.8, n, seed);
             let mut last = [0u64; 16];
@@ -579,8 +585,10 @@ fn held_out_2(name: &str, c: usize, n: usize, seed: u64) -> Vec<u64> {
                 .collect()
         }
         // A loop of 1.3x the cache that a program runs imperfectly: each
-        // pass skips a tenth of its keys at random, and one request in
-        // twenty is a key outside it, drawn from fifty caches' worth.
+        // pass skips a tenth of its keys at random, and at one step in
+        // twenty (about one request in eighteen, skipped steps making
+        // none) the request is a key outside it, drawn from fifty
+        // caches' worth.
         "loopjitter" => {
             let len = cu * 13 / 10;
             let mut out = Vec::with_capacity(n);
@@ -616,6 +624,12 @@ mod tests {
         assert!(count(0) > count(1) && count(1) > count(50));
     }
 
+    /// The keys a family gave, before [`SPREAD`](H).
+    fn unspread(t: &[u64]) -> Vec<u64> {
+        let inverse = spread_inverse();
+        t.iter().map(|k| k.wrapping_mul(inverse)).collect()
+    }
+
     /// Every family of the second held-out set gives `n` requests, and
     /// none is one key.
     #[test]
@@ -624,6 +638,70 @@ mod tests {
             let t = family(name, 100, 5_000, 1);
             assert_eq!(t.len(), 5_000, "{name}");
             assert!(t.iter().any(|&k| k != t[0]), "{name}");
+        }
+    }
+
+    /// The second held-out set's families have the shapes their comments
+    /// give, at a cache of 200 (the share of outside keys, of rereads, the
+    /// runs' mean length, the periods in requests, each epoch a
+    /// permutation, each time slice its program's).
+    #[test]
+    fn held_out_2_families_have_their_shapes() {
+        let (c, n) = (200u64, 400_000);
+        let share = |t: &[u64], f: &dyn Fn(usize) -> bool| {
+            (0..t.len()).filter(|&i| f(i)).count() as f64 / t.len() as f64
+        };
+
+        let t = unspread(&family("loopjitter", c as usize, n, 1));
+        let outside = share(&t, &|i| t[i] >> 60 == 1);
+        assert!((0.052..0.058).contains(&outside), "loopjitter: {outside}");
+
+        let t = unspread(&family("rereads", c as usize, n, 1));
+        let reread = share(&t, &|i| i >= 16 && t[i - 16..i].contains(&t[i]));
+        assert!((0.5..0.56).contains(&reread), "rereads: {reread}");
+
+        let t = unspread(&family("seqruns", c as usize, n, 1));
+        let starts = 1.0 + share(&t, &|i| i > 0 && t[i] != t[i - 1] + 1) * n as f64;
+        let mean = n as f64 / starts;
+        assert!((11.5..13.5).contains(&mean), "seqruns: runs of {mean}");
+
+        let t = unspread(&family("periodic", c as usize, n, 1));
+        let mut seen = std::collections::HashMap::new();
+        for (i, &k) in t.iter().enumerate() {
+            let e = seen.entry(k).or_insert((i, i, 0usize));
+            (e.1, e.2) = (i, e.2 + 1);
+        }
+        let mut gaps: Vec<f64> = seen
+            .values()
+            .filter(|e| e.2 >= 3)
+            .map(|&(first, last, count)| (last - first) as f64 / (count - 1) as f64 / c as f64)
+            .collect();
+        gaps.sort_by(f64::total_cmp);
+        let (low, high) = (gaps[0], gaps[gaps.len() - 1]);
+        assert!(
+            (0.7..1.3).contains(&low),
+            "periodic: shortest period {low} caches"
+        );
+        assert!(
+            (40.0..80.0).contains(&high),
+            "periodic: longest period {high} caches"
+        );
+
+        let t = unspread(&family("epochs", c as usize, n, 1));
+        for epoch in t.chunks_exact(3 * c as usize) {
+            let mut e = epoch.to_vec();
+            e.sort_unstable();
+            assert!(e.iter().copied().eq(0..3 * c), "epochs: not a permutation");
+        }
+
+        let t = unspread(&family("multiprog", c as usize, n, 1));
+        for (i, &k) in t.iter().enumerate() {
+            let tag = k >> 60;
+            match (i / 1000) % 3 {
+                0 => assert_eq!(tag, 1, "multiprog: request {i} outside the loop"),
+                2 => assert_eq!(tag, 2, "multiprog: request {i} not a new key"),
+                _ => {}
+            }
         }
     }
 }

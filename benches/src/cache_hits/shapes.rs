@@ -134,8 +134,7 @@ impl Shape {
     /// `n` requests of this shape over `keys` keys for a cache of
     /// `capacity`.
     pub fn trace(self, keys: u64, capacity: usize, n: usize, seed: u64) -> Vec<u64> {
-        /// Multiplying by this odd constant is a bijection on u64.
-        const SPREAD: u64 = 0x9E37_79B9_7F4A_7C15;
+        use crate::cache::SPREAD;
         match self {
             Shape::Zipf => zipf_stream(keys, 0.9, n, seed),
             Shape::ZipfScan => with_scans(&zipf_stream(keys, 0.9, n, seed), 0),

@@ -63,7 +63,7 @@ pub const MIXES: [&str; 10] = [
 const MIX_MAX_REQUESTS: usize = 400_000;
 
 /// Spreads keys over the hash space (each trace's keys offset first).
-const MIX_SPREAD: u64 = 0x9E37_79B9_7F4A_7C15;
+const MIX_SPREAD: u64 = crate::cache::SPREAD;
 
 /// xorshift64: a mix's bursts' order and lengths, fixed per run.
 struct Xorshift(u64);
