@@ -336,8 +336,10 @@ impl<K, V, S, W> Builder<K, V, S, W> {
 
     /// The clock expiry reads, for tests that control time (default: the
     /// system's coarse monotonic clock, read as one tick ahead, so entries
-    /// expire up to a tick — 1 to 4 ms on Linux — early, never late). A
-    /// clock that goes back only delays expiry.
+    /// expire up to a tick — 1 to 4 ms on Linux — early, and late only by
+    /// the kernel's delay in updating that clock: microseconds, more where
+    /// a virtual machine's CPU waits for its host). A clock that goes back
+    /// only delays expiry.
     pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
         self.opts.clock = Some(Arc::new(clock));
         self

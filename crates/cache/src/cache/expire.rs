@@ -42,12 +42,13 @@ pub trait Clock: Send + Sync {
     fn now(&self) -> Duration;
 }
 
-/// The default clock, in nanoseconds, never behind the true time: on
-/// Linux `CLOCK_MONOTONIC_COARSE` (the time as of the kernel's last tick,
-/// read through the vDSO: a fraction of `Instant::now`'s cost,
-/// docs/cache.md "Expiry")
-/// plus its resolution, so an entry expires up to one tick
-/// (`clock_getres`: 1-4 ms) early and never late; elsewhere `Instant`.
+/// The default clock, in nanoseconds: on Linux `CLOCK_MONOTONIC_COARSE`
+/// (the time as of the kernel's last tick, read through the vDSO: a
+/// fraction of `Instant::now`'s cost, docs/cache.md "Expiry") plus its
+/// resolution, so an entry expires up to one tick (`clock_getres`: 1-4
+/// ms) early, and late only by the kernel's delay in updating the coarse
+/// clock after a tick (microseconds; more where a virtual machine's CPU
+/// waits for its host); elsewhere `Instant`.
 fn coarse_now() -> u64 {
     #[cfg(target_os = "linux")]
     {
