@@ -31,15 +31,17 @@ pub(crate) fn run(krate: Option<&str>) -> Result<(), String> {
         }
     };
     crate::util::ensure_packages(crate::util::BUILD)?;
+    let preemptions = std::env::var("LOOM_MAX_PREEMPTIONS").unwrap_or_else(|_| "3".to_owned());
+    // One cargo for every crate: their builds overlap, and a crate whose
+    // model fails does not keep the others' from running.
+    let mut cmd = cargo();
+    cmd.args(["test", "--release", "--lib", "--no-fail-fast"]);
     for krate in crates {
-        let preemptions = std::env::var("LOOM_MAX_PREEMPTIONS").unwrap_or_else(|_| "3".to_owned());
-        exec(
-            cargo()
-                .args(["test", "--release", "--lib", "-p", krate])
-                .env("RUSTFLAGS", "--cfg loom -C debug-assertions=on")
-                .env("LOOM_MAX_PREEMPTIONS", preemptions)
-                .env("CARGO_TARGET_DIR", root().join("target/loom")),
-        )?;
+        cmd.args(["-p", krate]);
     }
-    Ok(())
+    exec(
+        cmd.env("RUSTFLAGS", "--cfg loom -C debug-assertions=on")
+            .env("LOOM_MAX_PREEMPTIONS", preemptions)
+            .env("CARGO_TARGET_DIR", root().join("target/loom")),
+    )
 }
