@@ -379,11 +379,18 @@ pub const SPREAD: u64 = 0x9E37_79B9_7F4A_7C15;
 /// `n` keys drawn from Zipf(`keys`, `s`), ranks (from 1) times [`SPREAD`]
 /// so hot keys are not neighbours.
 pub fn zipf_stream(keys: u64, s: f64, n: usize, seed: u64) -> Vec<u64> {
+    zipf_ranks(keys, s, n, seed)
+        .into_iter()
+        .map(|rank| rank.wrapping_mul(SPREAD))
+        .collect()
+}
+
+/// [`zipf_stream`]'s draws before the spread: `n` ranks from 1 to `keys`,
+/// rank 1 the most requested.
+pub fn zipf_ranks(keys: u64, s: f64, n: usize, seed: u64) -> Vec<u64> {
     let zipf = Zipf::new(keys as f64, s).expect("valid Zipf parameters");
     let mut rng = SmallRng::seed_from_u64(seed);
-    (0..n)
-        .map(|_| (rng.sample(zipf) as u64).wrapping_mul(SPREAD))
-        .collect()
+    (0..n).map(|_| rng.sample(zipf) as u64).collect()
 }
 
 /// `zipf` with every fourth run of [`SCAN_RUN`] requests replaced by a
