@@ -1616,3 +1616,52 @@ fn a_shard_reports_and_resumes_what_it_learned() {
     lirs.resume(None, Some(0.01));
     assert_eq!(lirs.hir_share, own, "{} evictions", lirs.evictions);
 }
+
+/// The verdict's shortcut holds what runs before the warm-up, and after
+/// it while some simulation hits and none leads what runs by more than
+/// `DUEL_MARGIN`; not once one does, nor while none hits.
+#[test]
+fn the_verdicts_shortcut_holds_within_the_margin() {
+    let s = DUEL_WARMUP;
+    assert!(sim::keeps(&[0.0; 4], s - 1, 0), "warming up");
+    assert!(!sim::keeps(&[0.0; 4], s, 0), "no simulation hits");
+    assert!(!sim::keeps(&[0.5, 0.9, 0.0, 0.0], s, 1), "none hits once");
+    assert!(sim::keeps(&[0.5, 1.0, 0.0, 0.0], s, 1));
+    let at = DUEL_MARGIN;
+    assert!(sim::keeps(&[100.0, 100.0 + at, 90.0, 0.0], s, 0));
+    assert!(sim::keeps(&[100.0, 100.0 + at, 90.0, 0.0], s, 1));
+    assert!(!sim::keeps(&[100.0, 100.5 + at, 90.0, 0.0], s, 0));
+    assert!(!sim::keeps(&[100.0, 90.0, 90.0, 100.5 + at], s, 0));
+    assert!(!sim::keeps(&[100.0, 90.0, 100.5 + at, 0.0], s, 1));
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+
+    /// Wherever [`sim::keeps`] says what runs stays, the whole verdict
+    /// keeps it too, whatever the recent window, the policy just left and
+    /// the sampled accesses seen: the shortcut changes no verdict. Scores
+    /// are drawn close to what runs (up to 200 behind, up to 8 ahead), and
+    /// near zero, where the rules differ most.
+    #[test]
+    fn the_verdicts_shortcut_keeps_only_what_the_verdict_keeps(
+        now in 0usize..4,
+        base in proptest::prop_oneof![0.0f64..3.0, 0.0f64..4000.0],
+        lead in proptest::array::uniform4(-200.0f64..8.0),
+        recent_base in proptest::prop_oneof![0.0f64..3.0, 0.0f64..1000.0],
+        recent_lead in proptest::array::uniform4(-60.0f64..24.0),
+        seen in 0u64..2 * DUEL_LRU_WARMUP,
+        left in proptest::option::of(0usize..4),
+    ) {
+        let mut whole = lead.map(|d| (base + d).clamp(0.0, 4096.0));
+        whole[now] = base;
+        let recent = recent_lead.map(|d| (recent_base + d).clamp(0.0, 1024.0));
+        if sim::keeps(&whole, seen, now) {
+            proptest::prop_assert_eq!(
+                sim::verdict_of_both((whole, 4096.0), (recent, 1024.0), seen, now, left),
+                now,
+                "{:?} / {:?}, {} seen, left {:?}", whole, recent, seen, left
+            );
+        }
+    }
+}
