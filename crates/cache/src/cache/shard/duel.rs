@@ -307,9 +307,10 @@ struct Sims {
 }
 
 impl Duel {
-    /// A duel for a cache of `entries` entries: simulations of at least
-    /// [`DUEL_ENTRIES`] each (the whole cache when it is smaller than
-    /// twice that).
+    /// A duel for a cache of `entries` entries: simulations of
+    /// [`DUEL_ENTRIES`] to twice that each, or an eighth of the cache
+    /// (`2^-`[`DUEL_MIN_SHIFT`]) when that is fewer (see
+    /// [`Sims::shift_for`]).
     pub(in crate::cache) fn new(entries: usize) -> Self {
         Self {
             sims: Mutex::new(Sims::new(entries)),
