@@ -241,12 +241,16 @@ pub(in crate::cache) fn verdict_of_both(
 /// Whether [`verdict_of_both`] keeps `now` whatever its other inputs,
 /// from the whole window's scores alone: before [`DUEL_WARMUP`] sampled
 /// accesses, and while some simulation hits and none leads `now` by more
-/// than [`DUEL_MARGIN`], the least lead any of its rules asks. Tested
-/// first on every sampled access, which mostly changes nothing: the full
-/// verdict costs a small cache about a tenth of its instructions
-/// (docs/cache.md, "Small caches").
+/// than [`DUEL_MARGIN`], the least lead any of its rules asks (LRU's is
+/// over the best of the others, which is at least `now`'s score; the
+/// margins' shares are not negative). Tested first on every sampled
+/// access, which mostly changes nothing: the full verdict costs a small
+/// cache about a tenth of its instructions (docs/cache.md, "Small
+/// caches").
 #[inline]
 pub(in crate::cache) fn keeps(whole: &[f64; 4], seen: u64, now: usize) -> bool {
+    // What the shortcut rests on: no rule asks less than DUEL_MARGIN.
+    const _: () = assert!(DUEL_MARGIN_SHARE >= 0.0 && DUEL_LRU_MARGIN_SHARE >= 0.0);
     seen < DUEL_WARMUP
         || (whole.iter().any(|&s| s >= 1.0) && whole.iter().all(|&s| s <= whole[now] + DUEL_MARGIN))
 }
@@ -580,17 +584,25 @@ impl Sims {
     /// Which of [`CONTENDERS`] the shards should run, running `now` (see
     /// [`verdict_of_both`]).
     fn verdict(&self, now: usize) -> usize {
-        if keeps(&self.score, self.seen, now) {
+        let kept = keeps(&self.score, self.seen, now);
+        // With debug assertions the whole verdict runs anyway, and must
+        // agree: every test that feeds a duel checks the shortcut.
+        if kept && !cfg!(debug_assertions) {
             return now;
         }
         let left = just_left(self.left, self.seen);
-        verdict_of_both(
+        let verdict = verdict_of_both(
             (self.score, self.window),
             (self.recent, self.recent_window),
             self.seen,
             now,
             left,
-        )
+        );
+        debug_assert!(
+            !kept || verdict == now,
+            "the shortcut kept policy {now}, the verdict is {verdict}"
+        );
+        verdict
     }
 
     /// One access of the key of short hash `h` in every simulation.

@@ -1,4 +1,4 @@
-//! Loom models of the cache's protocols. Run with `cargo xtask loom lru`.
+//! Loom models of the cache's protocols. Run with `cargo xtask loom cache`.
 
 mod loom_async_room;
 mod loom_fast_read;

@@ -1639,28 +1639,33 @@ proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
 
     /// Wherever [`sim::keeps`] says what runs stays, the whole verdict
-    /// keeps it too, whatever the recent window, the policy just left and
-    /// the sampled accesses seen: the shortcut changes no verdict. Scores
-    /// are drawn close to what runs (up to 200 behind, up to 8 ahead), and
-    /// near zero, where the rules differ most.
+    /// keeps it too, whatever the windows, the recent scores, the policy
+    /// just left and the sampled accesses seen: the shortcut changes no
+    /// verdict. Scores are drawn close to what runs (up to 200 behind, up
+    /// to 8 ahead), near zero and near the window, where the rules differ
+    /// most.
     #[test]
     fn the_verdicts_shortcut_keeps_only_what_the_verdict_keeps(
         now in 0usize..4,
-        base in proptest::prop_oneof![0.0f64..3.0, 0.0f64..4000.0],
+        window in proptest::prop_oneof![8.0f64..1024.0, 1024.0f64..4096.0],
+        base in proptest::prop_oneof![0.0f64..0.001, 0.0f64..1.0, 0.99f64..1.0],
         lead in proptest::array::uniform4(-200.0f64..8.0),
-        recent_base in proptest::prop_oneof![0.0f64..3.0, 0.0f64..1000.0],
+        recent_base in proptest::prop_oneof![0.0f64..0.003, 0.0f64..1.0],
         recent_lead in proptest::array::uniform4(-60.0f64..24.0),
         seen in 0u64..2 * DUEL_LRU_WARMUP,
         left in proptest::option::of(0usize..4),
     ) {
-        let mut whole = lead.map(|d| (base + d).clamp(0.0, 4096.0));
+        let base = base * window;
+        let mut whole = lead.map(|d| (base + d).clamp(0.0, window));
         whole[now] = base;
-        let recent = recent_lead.map(|d| (recent_base + d).clamp(0.0, 1024.0));
+        let recent_window = window / 4.0;
+        let recent_base = recent_base * recent_window;
+        let recent = recent_lead.map(|d| (recent_base + d).clamp(0.0, recent_window));
         if sim::keeps(&whole, seen, now) {
             proptest::prop_assert_eq!(
-                sim::verdict_of_both((whole, 4096.0), (recent, 1024.0), seen, now, left),
+                sim::verdict_of_both((whole, window), (recent, recent_window), seen, now, left),
                 now,
-                "{:?} / {:?}, {} seen, left {:?}", whole, recent, seen, left
+                "{:?} of {} / {:?}, {} seen, left {:?}", whole, window, recent, seen, left
             );
         }
     }
