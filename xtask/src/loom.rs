@@ -3,7 +3,7 @@
 //! in their own target directory so `--cfg loom` does not invalidate the
 //! normal build.
 
-use crate::util::{cargo, exec, root};
+use crate::util::{cargo, root};
 
 /// Crates with loom models (`src/**/tests/loom_*.rs`).
 pub(crate) const CRATES: &[&str] = &[
@@ -32,16 +32,26 @@ pub(crate) fn run(krate: Option<&str>) -> Result<(), String> {
     };
     crate::util::ensure_packages(crate::util::BUILD)?;
     let preemptions = std::env::var("LOOM_MAX_PREEMPTIONS").unwrap_or_else(|_| "3".to_owned());
-    // One cargo for every crate: their builds overlap, and a crate whose
-    // model fails does not keep the others' from running.
-    let mut cmd = cargo();
-    cmd.args(["test", "--release", "--lib", "--no-fail-fast"]);
-    for krate in crates {
-        cmd.args(["-p", krate]);
+    // One cargo per crate, each built with its own features as a user's
+    // build would (one cargo for all unifies their features, and a crate
+    // missing one would pass here and fail alone); every crate runs even
+    // after one fails, and the error names the failed models.
+    let failed: Vec<String> = crates
+        .into_iter()
+        .filter_map(|krate| {
+            crate::util::exec_tests(
+                cargo()
+                    .args(["test", "--release", "--lib", "-p", krate])
+                    .env("RUSTFLAGS", "--cfg loom -C debug-assertions=on")
+                    .env("LOOM_MAX_PREEMPTIONS", &preemptions)
+                    .env("CARGO_TARGET_DIR", root().join("target/loom")),
+            )
+            .err()
+        })
+        .collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(failed.join("\n"))
     }
-    exec(
-        cmd.env("RUSTFLAGS", "--cfg loom -C debug-assertions=on")
-            .env("LOOM_MAX_PREEMPTIONS", preemptions)
-            .env("CARGO_TARGET_DIR", root().join("target/loom")),
-    )
 }

@@ -2,6 +2,18 @@
 
 use super::*;
 
+/// The ranks are Zipf's draws, from 1 to `keys`, the lowest the most
+/// requested, and [`zipf_stream`]'s keys are those ranks spread.
+#[test]
+fn zipf_ranks_are_the_streams_draws() {
+    let ranks = zipf_ranks(100, 1.0, 10_000, 3);
+    assert!(ranks.iter().all(|&r| (1..=100).contains(&r)));
+    let count = |k| ranks.iter().filter(|&&r| r == k).count();
+    assert!(count(1) > count(2) && count(2) > count(50));
+    let spread: Vec<u64> = ranks.iter().map(|r| r.wrapping_mul(SPREAD)).collect();
+    assert_eq!(zipf_stream(100, 1.0, 10_000, 3), spread);
+}
+
 #[test]
 fn every_cache_counts_hits_and_stays_bounded() {
     let stream = zipf_stream(1000, 0.9, 4000, 7);

@@ -4,10 +4,10 @@
 use super::R;
 use crate::cache::{SPREAD as H, zipf_ranks, zipf_stream};
 
-/// Families written after [`HELD_OUT`](super::HELD_OUT), each after a kind of trace none
-/// of the others models, and first run before any change (docs/cache.md,
-/// "A second held-out set"): `policy_families` runs them with
-/// `HELD_OUT=2`.
+/// Families written after [`HELD_OUT`](super::HELD_OUT), each after a
+/// kind of trace none of the others models, and first run before any
+/// change (docs/cache.md, "A second held-out set"): `policy_families`
+/// runs them with `HELD_OUT=2`.
 pub const HELD_OUT_2: [&str; 7] = [
     "seqruns",
     "periodic",
@@ -177,19 +177,6 @@ pub(super) fn held_out_2(name: &str, c: usize, n: usize, seed: u64) -> Vec<u64> 
 mod tests {
     use super::*;
     use crate::cache_hits::families::family;
-
-    /// The ranks are Zipf's draws, from 1 to `keys`, the lowest the most
-    /// requested, and [`zipf_stream`](crate::cache::zipf_stream)'s keys
-    /// are they spread.
-    #[test]
-    fn zipf_ranks_are_the_streams_draws() {
-        let ranks = zipf_ranks(100, 1.0, 10_000, 3);
-        assert!(ranks.iter().all(|&r| (1..=100).contains(&r)));
-        let count = |k| ranks.iter().filter(|&&r| r == k).count();
-        assert!(count(1) > count(2) && count(2) > count(50));
-        let spread: Vec<u64> = ranks.iter().map(|r| r.wrapping_mul(H)).collect();
-        assert_eq!(crate::cache::zipf_stream(100, 1.0, 10_000, 3), spread);
-    }
 
     /// [`SPREAD`](H)'s inverse modulo 2^64 (it is odd), by Newton's
     /// iteration: a key times it is the key before the spread.
