@@ -582,27 +582,25 @@ impl Sims {
     }
 
     /// Which of [`CONTENDERS`] the shards should run, running `now` (see
-    /// [`verdict_of_both`]).
+    /// [`verdict_of_both`]), by [`keeps`]'s shortcut where it holds.
     fn verdict(&self, now: usize) -> usize {
-        let kept = keeps(&self.score, self.seen, now);
-        // With debug assertions the whole verdict runs anyway, and must
-        // agree: every test that feeds a duel checks the shortcut.
-        if kept && !cfg!(debug_assertions) {
+        if keeps(&self.score, self.seen, now) {
+            // Every test that feeds a duel checks the shortcut.
+            debug_assert_eq!(self.whole_verdict(now), now, "the shortcut kept {now}");
             return now;
         }
-        let left = just_left(self.left, self.seen);
-        let verdict = verdict_of_both(
+        self.whole_verdict(now)
+    }
+
+    /// [`verdict_of_both`] over the simulations' windows.
+    fn whole_verdict(&self, now: usize) -> usize {
+        verdict_of_both(
             (self.score, self.window),
             (self.recent, self.recent_window),
             self.seen,
             now,
-            left,
-        );
-        debug_assert!(
-            !kept || verdict == now,
-            "the shortcut kept policy {now}, the verdict is {verdict}"
-        );
-        verdict
+            just_left(self.left, self.seen),
+        )
     }
 
     /// One access of the key of short hash `h` in every simulation.
