@@ -52,6 +52,6 @@ pub(crate) fn run(krate: Option<&str>) -> Result<(), String> {
     if failed.is_empty() {
         Ok(())
     } else {
-        Err(failed.join("\n"))
+        Err(failed.join("; "))
     }
 }

@@ -242,8 +242,9 @@ pub(in crate::cache) fn verdict_of_both(
 /// from the whole window's scores alone: before [`DUEL_WARMUP`] sampled
 /// accesses, and while some simulation hits and none leads `now` by more
 /// than [`DUEL_MARGIN`], the least lead any of its rules asks (LRU's is
-/// over the best of the others, which is at least `now`'s score; the
-/// margins' shares are not negative). Tested first on every sampled
+/// over the best of the others, which is at least `now`'s score unless
+/// LRU runs, and then it keeps LRU; the margins' shares are not
+/// negative). Tested first on every sampled
 /// access, which mostly changes nothing: the full verdict costs a small
 /// cache about a tenth of its instructions (docs/cache.md, "Small
 /// caches").

@@ -1639,8 +1639,9 @@ proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
 
     /// Wherever [`sim::keeps`] says what runs stays, the whole verdict
-    /// keeps it too, whatever the windows, the recent scores, the policy
-    /// just left and the sampled accesses seen: the shortcut changes no
+    /// keeps it too, whatever the window (the recent one a quarter of
+    /// it, as their decays make them), the recent scores, the policy just
+    /// left and the sampled accesses seen: the shortcut changes no
     /// verdict. Scores are drawn close to what runs (up to 200 behind, up
     /// to 8 ahead), near zero and near the window, where the rules differ
     /// most.
