@@ -5,6 +5,9 @@
 
 use crate::util::{cargo, root};
 
+/// The flags the models are built with (also by the mutants' loom pass).
+pub(crate) const RUSTFLAGS: &str = "--cfg loom -C debug-assertions=on";
+
 /// Crates with loom models (`src/**/tests/loom_*.rs`).
 pub(crate) const CRATES: &[&str] = &[
     "mmbatch-pagevec",
@@ -42,7 +45,7 @@ pub(crate) fn run(krate: Option<&str>) -> Result<(), String> {
             crate::util::exec_tests(
                 cargo()
                     .args(["test", "--release", "--lib", "-p", krate])
-                    .env("RUSTFLAGS", "--cfg loom -C debug-assertions=on")
+                    .env("RUSTFLAGS", RUSTFLAGS)
                     .env("LOOM_MAX_PREEMPTIONS", &preemptions)
                     .env("CARGO_TARGET_DIR", root().join("target/loom")),
             )

@@ -7,6 +7,7 @@
 
 use std::{fs, path::Path};
 
+use crate::loom::RUSTFLAGS as LOOM_RUSTFLAGS;
 use crate::util::{cargo, exec, root, succeeds};
 
 /// The library crates, smallest first.
@@ -445,9 +446,6 @@ fn cargo_mutants(krate: &str) -> std::process::Command {
         .env("PROPTEST_MAX_SHRINK_ITERS", "0");
     cmd
 }
-
-/// The flags `cargo xtask loom` builds the models with.
-const LOOM_RUSTFLAGS: &str = "--cfg loom -C debug-assertions=on";
 
 /// `text` as a regex (Rust's `regex` syntax, which cargo-mutants uses)
 /// matching it literally: its meta characters escaped, as

@@ -244,10 +244,9 @@ pub(in crate::cache) fn verdict_of_both(
 /// than [`DUEL_MARGIN`], the least lead any of its rules asks (LRU's is
 /// over the best of the others, which is at least `now`'s score unless
 /// LRU runs, and then it keeps LRU; the margins' shares are not
-/// negative). Tested first on every sampled
-/// access, which mostly changes nothing: the full verdict costs a small
-/// cache about a tenth of its instructions (docs/cache.md, "Small
-/// caches").
+/// negative). Tested first on every sampled access, which mostly changes
+/// nothing: the full verdict costs a small cache about a tenth of its
+/// instructions (docs/cache.md, "Small caches").
 #[inline]
 pub(in crate::cache) fn keeps(whole: &[f64; 4], seen: u64, now: usize) -> bool {
     // What the shortcut rests on: no rule asks less than DUEL_MARGIN.
