@@ -339,11 +339,4 @@ impl Shared {
             .unwrap_or_else(|e| e.into_inner());
         *n == 0
     }
-
-    /// Pages present in the areas now.
-    pub(super) fn resident_pages(&self) -> usize {
-        let pages = self.len / self.page;
-        let in_areas: u64 = self.areas.iter().map(|a| a.pages).sum();
-        in_areas as usize - self.missing(0, pages).count()
-    }
 }

@@ -76,6 +76,24 @@ impl std::ops::Deref for ZeroedBitmap {
     }
 }
 
+/// How many of bits `from..from + n` of `bits` are set, a word at a time.
+fn count_bits(bits: &[AtomicU64], from: usize, n: usize) -> usize {
+    let (first, last) = (from / 64, (from + n).div_ceil(64));
+    (first..last)
+        .map(|w| {
+            let mut word = bits[w].load(Ordering::Relaxed);
+            if w == first {
+                word &= u64::MAX << (from % 64);
+            }
+            let end = (from + n) % 64;
+            if w + 1 == last && end != 0 {
+                word &= (1u64 << end) - 1;
+            }
+            word.count_ones() as usize
+        })
+        .sum()
+}
+
 /// A [`ZeroedBitmap`] of `words` words, or the mapping's refusal.
 pub(super) fn zeroed_bitmap(words: usize) -> std::io::Result<ZeroedBitmap> {
     let Some(bytes) = words.checked_mul(8).filter(|&b| b <= isize::MAX as usize) else {
@@ -537,6 +555,52 @@ impl Shared {
             return vec![false; n];
         }
         v.chunks(sub).map(|b| b[0] & 1 != 0).collect()
+    }
+
+    /// How many pages of the areas are present, as [`resident`](Self::resident)
+    /// answers page by page, counted a word at a time: a 1 TiB region is
+    /// 2^28 pages, which a flag each took seconds to walk.
+    pub(super) fn resident_pages(&self) -> usize {
+        self.areas
+            .iter()
+            .flat_map(|a| {
+                let end = a.first + a.pages;
+                (a.first..end)
+                    .step_by(MINCORE_CHUNK)
+                    .map(move |s| (s as usize, MINCORE_CHUNK.min((end - s) as usize)))
+            })
+            .map(|(from, n)| self.resident_count(from, n))
+            .sum()
+    }
+
+    /// How many of pages `from..from + n` (in one area, at most
+    /// [`MINCORE_CHUNK`]) are present: [`resident`](Self::resident)'s
+    /// answer, counted.
+    fn resident_count(&self, from: usize, n: usize) -> usize {
+        if let Some(bits) = &self.installed {
+            return count_bits(bits, from, n);
+        }
+        let sub = (self.page / rustix::param::page_size()).max(1);
+        let mut v = vec![0u8; n * sub];
+        // SAFETY: the range is inside one area of our own mapping and `v`
+        // has one byte per base page of it.
+        let r = unsafe { libc::mincore(self.addr(from as u64), n * self.page, v.as_mut_ptr()) };
+        if r != 0 {
+            return 0;
+        }
+        if sub == 1 {
+            // Eight pages a word: the low bit of each byte says present.
+            let words = v.chunks_exact(8);
+            let rest = words.remainder().iter().filter(|&&b| b & 1 != 0).count();
+            let low = u64::from_ne_bytes([1; 8]);
+            words
+                .map(|w| (u64::from_ne_bytes(w.try_into().unwrap()) & low).count_ones() as usize)
+                .sum::<usize>()
+                + rest
+        } else {
+            // A huge page's first base page answers for it.
+            v.iter().step_by(sub).filter(|&&b| b & 1 != 0).count()
+        }
     }
 
     pub(super) fn is_failed(&self, page: u64) -> bool {

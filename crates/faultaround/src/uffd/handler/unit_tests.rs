@@ -2,7 +2,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{runs, zeroed_bitmap};
+use super::{count_bits, runs, zeroed_bitmap};
 
 #[test]
 fn runs_are_the_maximal_stretches_of_wanted_pages() {
@@ -28,4 +28,24 @@ fn zeroed_bitmaps_read_zero_and_take_writes() {
         assert_eq!(b[words - 1].load(Ordering::Relaxed), 1 << 63);
     }
     assert!(zeroed_bitmap(usize::MAX / 4).is_err());
+}
+
+/// Counted a word at a time, as bit by bit: ranges starting and ending
+/// inside a word, on its bounds, within one word, empty.
+#[test]
+fn bits_are_counted_over_any_range() {
+    let b = zeroed_bitmap(4).unwrap();
+    let set = [0u64, 5, 63, 64, 100, 127, 128, 200, 255];
+    for &p in &set {
+        b[(p / 64) as usize].fetch_or(1 << (p % 64), Ordering::Relaxed);
+    }
+    for from in 0..256 {
+        for n in 0..=256 - from {
+            let want = set
+                .iter()
+                .filter(|&&p| (from..from + n).contains(&(p as usize)))
+                .count();
+            assert_eq!(count_bits(&b, from, n), want, "{from}..{}", from + n);
+        }
+    }
 }
