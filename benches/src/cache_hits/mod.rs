@@ -183,11 +183,13 @@ pub fn row_name(c: Contender, trace: &str, pages: usize) -> String {
     format!("{}/{trace}/pages-{pages}", c.name())
 }
 
-/// The sizes a run uses below scale 1: the smallest trace prefix, and the
-/// synthetic shapes' keys, cache size and fewest requests.
+/// The sizes a run uses below scale 1: the smallest trace prefix, the
+/// LIRS traces' longest, and the synthetic shapes' keys, cache size and
+/// fewest requests.
 #[derive(Clone, Copy, Debug)]
 struct Sizes {
     min_trace: usize,
+    lirs_most: usize,
     synth_keys: u64,
     synth_capacity: usize,
     min_synth: usize,
@@ -196,6 +198,8 @@ struct Sizes {
 /// The experiment's sizes.
 const SIZES: Sizes = Sizes {
     min_trace: MIN_TRACE,
+    // Whole at every scale (the longest is 134 K requests).
+    lirs_most: usize::MAX,
     synth_keys: SYNTH_KEYS,
     synth_capacity: SYNTH_CAPACITY,
     min_synth: MIN_SYNTH,
@@ -265,20 +269,25 @@ fn run_sized(cfg: &Config, progress: &mut dyn Progress, sz: Sizes) -> Report {
             )),
         }
     }
-    // The LIRS traces, whole at every scale (the longest is 134 K keys).
+    // The LIRS traces, whole but in the debug build's test.
     for (name, sizes) in LIRS_TRACES {
         let path = traces_dir().join(format!("lirs-{name}.lis.zst"));
-        match read_trace(&path, usize::MAX) {
+        match read_trace(&path, sz.lirs_most) {
             Ok(trace) => cases.push(Case {
                 what: format!(
-                    "lirs-{name} (LIRS paper), {} requests (whole trace), all counted",
-                    trace.len()
+                    "lirs-{name} (LIRS paper), {} requests ({}), all counted",
+                    trace.len(),
+                    if trace.len() < sz.lirs_most {
+                        "whole trace"
+                    } else {
+                        "prefix"
+                    }
                 ),
                 name: format!("lirs-{name}"),
+                whole: trace.len() < sz.lirs_most,
                 trace,
                 sizes: sizes.to_vec(),
                 count_from: 0,
-                whole: true,
                 paper: None,
                 judged: false,
             }),
@@ -572,10 +581,11 @@ mod tests {
         };
         // Smaller than the smoke run's sizes: this is a debug build.
         let tiny = Sizes {
-            min_trace: 20_000,
+            min_trace: 10_000,
+            lirs_most: 5_000,
             synth_keys: 10_000,
             synth_capacity: 1000,
-            min_synth: 20_000,
+            min_synth: 10_000,
         };
         let r = run_sized(&cfg, &mut crate::Quiet, tiny);
         // The P3 second half is one more table.
