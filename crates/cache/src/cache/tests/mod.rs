@@ -18,6 +18,15 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
     mmbatch_testkit::loom_model::check(3, mmbatch_testkit::loom_model::DEFAULT_BRANCHES, f);
 }
 
+/// [`model`] at no more than `most` preemptions.
+fn model_at_most(most: usize, f: impl Fn() + Sync + Send + 'static) {
+    mmbatch_testkit::loom_model::check_at_most(
+        most,
+        mmbatch_testkit::loom_model::DEFAULT_BRANCHES,
+        f,
+    );
+}
+
 /// Values the listener saw.
 type Log = Arc<Mutex<Vec<u32>>>;
 
