@@ -207,6 +207,29 @@ fn with_vmm_for<T: Send>(
     env: &[(&str, &str)],
     serve: impl FnOnce(&UnixListener, File) -> T + Send,
 ) -> (child::Run, T) {
+    with_vmm_given_up(name, tag, limit, env, serve, || false)
+}
+
+/// [`with_vmm`], the child killed early once `give_up` holds.
+fn with_vmm_until<T: Send>(
+    name: &str,
+    tag: &str,
+    env: &[(&str, &str)],
+    serve: impl FnOnce(&UnixListener, File) -> T + Send,
+    give_up: impl Fn() -> bool,
+) -> (child::Run, T) {
+    with_vmm_given_up(name, tag, LIMIT, env, serve, give_up)
+}
+
+/// [`with_vmm_for`], the child killed early once `give_up` holds.
+fn with_vmm_given_up<T: Send>(
+    name: &str,
+    tag: &str,
+    limit: Duration,
+    env: &[(&str, &str)],
+    serve: impl FnOnce(&UnixListener, File) -> T + Send,
+    give_up: impl Fn() -> bool,
+) -> (child::Run, T) {
     let dir = Dir::new(tag);
     let image = write_image(&dir);
     let socket = dir.0.join("uffd.sock");
@@ -222,7 +245,10 @@ fn with_vmm_for<T: Send>(
         });
         let mut vars = vec![(SOCKET, sock.as_str()), (IMAGE, img.as_str())];
         vars.extend_from_slice(env);
-        let run = child::run_until(name, limit, &vars, gone(|| server.is_finished()));
+        let run = {
+            let handler_gone = gone(|| server.is_finished());
+            child::run_until(name, limit, &vars, || handler_gone() || give_up())
+        };
         // A child that died before connecting leaves the server in
         // `accept`: connect and hang up to let it go.
         if !done.load(Ordering::Acquire) {
@@ -746,20 +772,27 @@ fn a_page_cache_registered_for_missing_pages_is_failed_not_spun_on() {
     if child::is_child() {
         return vmm_over_page_cache();
     }
-    let limit = if poisons() { LIMIT } else { BLOCKED };
-    let (run, failure) = with_vmm_for(
+    let built = std::sync::OnceLock::new();
+    let (run, failure) = with_vmm_until(
         "a_page_cache_registered_for_missing_pages_is_failed_not_spun_on",
         "missing",
-        limit,
         &[("MMBATCH_VMM_MODE", "missing")],
         |l, _| {
             let (stream, hs) = handshake(l);
-            let h = UffdHandler::builder(hs.uffd, hs.ranges)
-                .build_over_page_cache()
-                .unwrap();
+            let h = std::sync::Arc::new(
+                UffdHandler::builder(hs.uffd, hs.ranges)
+                    .build_over_page_cache()
+                    .unwrap(),
+            );
+            let _ = built.set(h.clone());
             let _ = std::io::Read::read(&mut &stream, &mut [0u8; 1]);
             (h.failure().map(|e| e.to_string()), h.stats())
         },
+        blocked_since(|| {
+            built
+                .get()
+                .is_some_and(|h: &std::sync::Arc<UffdHandler>| h.failure().is_some())
+        }),
     );
     let (failure, stats) = failure;
     println!("{}\nhandler: {stats:?}", run.output);
@@ -1172,8 +1205,19 @@ fn vmm_reading_one() {
 
 /// Before Linux 6.6 a page cannot be poisoned in another process: the
 /// reader stays blocked (the documented fallback), and the child is
-/// killed after this long.
+/// killed once its page has been failed this long.
 const BLOCKED: Duration = Duration::from_secs(3);
+
+/// A [`child::run_until`] condition where pages cannot be poisoned: true
+/// once `failed` (the handler has failed the reader's page) has held for
+/// [`BLOCKED`], unscaled: what is timed is the reader staying blocked,
+/// not work that emulation slows (scaled, the wait was 30 s a test in
+/// the emulated guest). Never true where pages are poisoned: the reader
+/// dies of SIGBUS there.
+fn blocked_since(failed: impl Fn() -> bool) -> impl Fn() -> bool {
+    let since = std::sync::OnceLock::new();
+    move || !poisons() && failed() && since.get_or_init(Instant::now).elapsed() > BLOCKED
+}
 
 /// Runs `name` as a VMM reading one page, served by a handler over a
 /// source failing page 9; the child's run and the handler's failure.
@@ -1182,29 +1226,40 @@ fn failing(name: &str, read: &str) -> (child::Run, Option<String>) {
     let image = write_image(&dir);
     let socket = dir.0.join("uffd.sock");
     let listener = UnixListener::bind(&socket).unwrap();
+    let built = std::sync::OnceLock::new();
     let handler = std::thread::scope(|s| {
         let h = s.spawn(|| {
             let (stream, _) = listener.accept().unwrap();
             let hs = protocol::receive(&stream).unwrap();
             let source = FailsPage(File::open(&image).unwrap(), 9);
-            let h = UffdHandler::builder(hs.uffd, hs.ranges)
-                .build(source)
-                .unwrap();
+            let h = std::sync::Arc::new(
+                UffdHandler::builder(hs.uffd, hs.ranges)
+                    .build(source)
+                    .unwrap(),
+            );
             // Said before any page fails, too (a 6.1 guest heard SIGBUS).
             assert_eq!(h.fail_signal(), poisons().then_some(FailSignal::Sigbus));
+            let _ = built.set(h.clone());
             let _ = std::io::Read::read(&mut &stream, &mut [0u8; 1]);
             h
         });
-        let limit = if poisons() { LIMIT } else { BLOCKED };
-        let run = child::run_until(
-            name,
-            limit,
-            &[
-                (SOCKET, socket.to_str().unwrap()),
-                ("MMBATCH_VMM_READ", read),
-            ],
-            gone(|| h.is_finished()),
-        );
+        let run = {
+            let handler_gone = gone(|| h.is_finished());
+            let blocked = blocked_since(|| {
+                built
+                    .get()
+                    .is_some_and(|h: &std::sync::Arc<UffdHandler>| h.failure().is_some())
+            });
+            child::run_until(
+                name,
+                LIMIT,
+                &[
+                    (SOCKET, socket.to_str().unwrap()),
+                    ("MMBATCH_VMM_READ", read),
+                ],
+                || handler_gone() || blocked(),
+            )
+        };
         (run, h.join().unwrap())
     });
     let (run, h) = handler;
