@@ -39,7 +39,12 @@ enum Command {
         args: Vec<String>,
     },
     /// Everything CI checks: fmt, clippy, tests, docs, package, MSRV, loom, Miri, fuzz targets build, the NUMA guest, a repro smoke run.
-    Ci,
+    Ci {
+        /// Only the steps whose names start with this (repeatable): `--only
+        /// package --only loom` re-runs two steps after a fix.
+        #[arg(long, value_name = "STEP")]
+        only: Vec<String>,
+    },
     /// The loom models, release with debug assertions (all crates, or one).
     Loom {
         /// A crate with loom models (pagevec, lru, ktask; with or without `mmbatch-`).
@@ -80,7 +85,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let (name, result) = match &cli.command {
         Command::Repro { args } => ("repro", repro::run(args)),
-        Command::Ci => ("ci", ci::run()),
+        Command::Ci { only } => ("ci", ci::run(only)),
         Command::Loom { krate } => ("loom", loom::run(krate.as_deref())),
         Command::Miri => ("miri", miri::run()),
         Command::Fuzz { seconds, target } => ("fuzz", fuzz::run(*seconds, target.as_deref())),
