@@ -149,40 +149,6 @@ fn portable() -> Result<(), String> {
     Ok(())
 }
 
-/// Removes this workspace's library crates from cargo's unpacked registry
-/// sources (`$CARGO_HOME/registry/src/*/NAME-VERSION`), where `cargo
-/// package` leaves them between runs. Only directories named after
-/// [`LIBRARIES`] are touched.
-fn remove_unpacked_packages() {
-    let home = std::env::var_os("CARGO_HOME")
-        .map(std::path::PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cargo")));
-    let Some(src) = home.map(|h| h.join("registry/src")) else {
-        return;
-    };
-    let Ok(indexes) = std::fs::read_dir(&src) else {
-        return;
-    };
-    for index in indexes.flatten() {
-        let Ok(crates) = std::fs::read_dir(index.path()) else {
-            continue;
-        };
-        for dir in crates.flatten() {
-            let name = dir.file_name();
-            let name = name.to_string_lossy();
-            // NAME-VERSION, the version starting with a digit.
-            let ours = LIBRARIES.iter().any(|c| {
-                name.strip_prefix(c)
-                    .and_then(|v| v.strip_prefix('-'))
-                    .is_some_and(|v| v.starts_with(|ch: char| ch.is_ascii_digit()))
-            });
-            if ours {
-                let _ = std::fs::remove_dir_all(dir.path());
-            }
-        }
-    }
-}
-
 /// The library crates as a user gets them: each `.crate` of
 /// `target/package-verify/package` unpacked into a workspace of its own (each depending
 /// on the others' packages through `[patch.crates-io]`, as crates.io
@@ -326,25 +292,18 @@ pub(crate) fn run(only: &[String]) -> Result<(), String> {
             }
         }),
         ("package", || {
-            // Each library crate packaged and built from its package alone
-            // (a README or file the package lacks fails here, not on
-            // publish).
-            // Afresh, in a target directory of its own: cargo treats a
-            // package as an immutable registry crate of its version, so a
-            // build of an earlier package of the same version is reused,
-            // and a dependent is verified against the old code.
+            // Each library crate packaged, then built from its package
+            // alone (a README or file the package lacks fails here, not on
+            // publish). Afresh, in a target directory of its own: no
+            // package or build of an earlier run is reused.
             let verify = root().join("target/package-verify");
             let _ = std::fs::remove_dir_all(root().join("target/package"));
             let _ = std::fs::remove_dir_all(&verify);
-            // The same for the sources: cargo unpacks each package it
-            // verifies a dependent against into `$CARGO_HOME/registry/src`
-            // and, finding one of the same name and version there from an
-            // earlier run, builds that (a module removed since still
-            // compiled, and failed). Ours are removed first.
-            remove_unpacked_packages();
             // Not verified by cargo: `from_packages` builds each package
             // from its sources, as the verification did, without building
-            // every dependency a second time.
+            // every dependency a second time (and, depending on the others
+            // by path, never meets a stale copy cargo's verification once
+            // left in `$CARGO_HOME/registry/src`).
             let mut cmd = cargo();
             cmd.env("CARGO_TARGET_DIR", &verify)
                 .args(["package", "--allow-dirty", "--no-verify"]);

@@ -210,7 +210,8 @@ fn with_vmm_for<T: Send>(
     with_vmm_given_up(name, tag, limit, env, serve, || false)
 }
 
-/// [`with_vmm`], the child killed early once `give_up` holds.
+/// [`with_vmm`] with extra environment `env`, the child killed early
+/// once `give_up` holds.
 fn with_vmm_until<T: Send>(
     name: &str,
     tag: &str,

@@ -15,9 +15,10 @@ pub fn check(preemptions: usize, max_branches: usize, f: impl Fn() + Sync + Send
     builder.check(f);
 }
 
-/// [`check`] at no more than `most` preemptions, whatever
-/// `LOOM_MAX_PREEMPTIONS` asks: for a model whose schedules at the usual
-/// bound take minutes, while another model checks its protocol there.
+/// [`check`] at no more than `most` preemptions: `LOOM_MAX_PREEMPTIONS`
+/// where that is set and lower, else `most`. For a model whose schedules
+/// at the usual bound take minutes, while another model checks its
+/// protocol there.
 pub fn check_at_most(most: usize, max_branches: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
     builder.max_branches = max_branches;

@@ -76,6 +76,22 @@ impl std::ops::Deref for ZeroedBitmap {
     }
 }
 
+/// How many pages `mincore`'s bytes `v` say present (the low bit of each),
+/// a page being `sub` bytes: a huge page's first base page answers for it.
+/// Eight bytes a word where pages are base pages.
+fn count_present(v: &[u8], sub: usize) -> usize {
+    if sub > 1 {
+        return v.iter().step_by(sub).filter(|&&b| b & 1 != 0).count();
+    }
+    let words = v.chunks_exact(8);
+    let rest = words.remainder().iter().filter(|&&b| b & 1 != 0).count();
+    let low = u64::from_ne_bytes([1; 8]);
+    words
+        .map(|w| (u64::from_ne_bytes(w.try_into().unwrap()) & low).count_ones() as usize)
+        .sum::<usize>()
+        + rest
+}
+
 /// How many of bits `from..from + n` of `bits` are set, a word at a time.
 fn count_bits(bits: &[AtomicU64], from: usize, n: usize) -> usize {
     let (first, last) = (from / 64, (from + n).div_ceil(64));
@@ -588,19 +604,7 @@ impl Shared {
         if r != 0 {
             return 0;
         }
-        if sub == 1 {
-            // Eight pages a word: the low bit of each byte says present.
-            let words = v.chunks_exact(8);
-            let rest = words.remainder().iter().filter(|&&b| b & 1 != 0).count();
-            let low = u64::from_ne_bytes([1; 8]);
-            words
-                .map(|w| (u64::from_ne_bytes(w.try_into().unwrap()) & low).count_ones() as usize)
-                .sum::<usize>()
-                + rest
-        } else {
-            // A huge page's first base page answers for it.
-            v.iter().step_by(sub).filter(|&&b| b & 1 != 0).count()
-        }
+        count_present(&v, sub)
     }
 
     pub(super) fn is_failed(&self, page: u64) -> bool {

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{count_bits, runs, zeroed_bitmap};
+use super::{count_bits, count_present, runs, zeroed_bitmap};
 
 #[test]
 fn runs_are_the_maximal_stretches_of_wanted_pages() {
@@ -46,6 +46,23 @@ fn bits_are_counted_over_any_range() {
                 .filter(|&&p| (from..from + n).contains(&(p as usize)))
                 .count();
             assert_eq!(count_bits(&b, from, n), want, "{from}..{}", from + n);
+        }
+    }
+}
+
+/// `mincore`'s bytes counted a word at a time, as one by one: the low bit
+/// alone says present (the others are reserved), over every length up to
+/// five words and a tail, and the first byte of each huge page.
+#[test]
+fn present_pages_are_counted_by_the_low_bit() {
+    let bytes: Vec<u8> = (0..45u32)
+        .map(|i| [1, 0, 3, 2, 0xff, 0xfe][(i * 7 % 6) as usize])
+        .collect();
+    for sub in [1, 2, 4] {
+        for len in 0..=bytes.len() {
+            let v = &bytes[..len];
+            let want = v.iter().step_by(sub).filter(|&&b| b % 2 == 1).count();
+            assert_eq!(count_present(v, sub), want, "{len} bytes, {sub} a page");
         }
     }
 }
