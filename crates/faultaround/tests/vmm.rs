@@ -196,37 +196,14 @@ fn with_vmm<T: Send>(
     tag: &str,
     serve: impl FnOnce(&UnixListener, File) -> T + Send,
 ) -> (child::Run, T) {
-    with_vmm_for(name, tag, LIMIT, &[], serve)
-}
-
-/// [`with_vmm`], the child killed after `limit`, with `env` besides.
-fn with_vmm_for<T: Send>(
-    name: &str,
-    tag: &str,
-    limit: Duration,
-    env: &[(&str, &str)],
-    serve: impl FnOnce(&UnixListener, File) -> T + Send,
-) -> (child::Run, T) {
-    with_vmm_given_up(name, tag, limit, env, serve, || false)
+    with_vmm_until(name, tag, &[], serve, || false)
 }
 
 /// [`with_vmm`] with extra environment `env`, the child killed early
-/// once `give_up` holds.
+/// once `give_up` holds (at [`LIMIT`] else).
 fn with_vmm_until<T: Send>(
     name: &str,
     tag: &str,
-    env: &[(&str, &str)],
-    serve: impl FnOnce(&UnixListener, File) -> T + Send,
-    give_up: impl Fn() -> bool,
-) -> (child::Run, T) {
-    with_vmm_given_up(name, tag, LIMIT, env, serve, give_up)
-}
-
-/// [`with_vmm_for`], the child killed early once `give_up` holds.
-fn with_vmm_given_up<T: Send>(
-    name: &str,
-    tag: &str,
-    limit: Duration,
     env: &[(&str, &str)],
     serve: impl FnOnce(&UnixListener, File) -> T + Send,
     give_up: impl Fn() -> bool,
@@ -248,7 +225,7 @@ fn with_vmm_given_up<T: Send>(
         vars.extend_from_slice(env);
         let run = {
             let handler_gone = gone(|| server.is_finished());
-            child::run_until(name, limit, &vars, || handler_gone() || give_up())
+            child::run_until(name, LIMIT, &vars, || handler_gone() || give_up())
         };
         // A child that died before connecting leaves the server in
         // `accept`: connect and hang up to let it go.
