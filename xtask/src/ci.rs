@@ -358,23 +358,26 @@ pub(crate) fn run(only: &[String]) -> Result<(), String> {
         ("repro smoke", || {
             let out = root().join("target/repro/smoke");
             done(
-                crate::repro::run(&[
-                    "--scale".into(),
-                    "0.001".into(),
-                    "--samples".into(),
-                    "1".into(),
-                    "--threads".into(),
-                    "4".into(),
-                    "--json".into(),
-                    out.join("smoke.json").display().to_string(),
-                    "--out".into(),
-                    out.display().to_string(),
-                ])
+                crate::repro::run_built_with(
+                    "ci",
+                    &[
+                        "--scale".into(),
+                        "0.001".into(),
+                        "--samples".into(),
+                        "1".into(),
+                        "--threads".into(),
+                        "4".into(),
+                        "--json".into(),
+                        out.join("smoke.json").display().to_string(),
+                        "--out".into(),
+                        out.display().to_string(),
+                    ],
+                )
                 .and_then(|()| {
                     // The JSON deserialises into the report schema (a
                     // missing field is an error) and compares with itself.
                     let json = out.join("smoke.json").display().to_string();
-                    crate::repro::run(&["compare".into(), json.clone(), json])
+                    crate::repro::run_built_with("ci", &["compare".into(), json.clone(), json])
                 }),
             )
         }),

@@ -7,11 +7,18 @@
 use crate::util::{BUILD, cargo, ensure_packages, exec, target_dir};
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
+    run_built_with("release", args)
+}
+
+/// `run`, with `repro` built with cargo's `profile` (CI's smoke run takes
+/// `ci`, the guest's build: its timings are not judged).
+pub(crate) fn run_built_with(profile: &str, args: &[String]) -> Result<(), String> {
     ensure_packages(BUILD)?;
     let mut cmd = cargo();
     cmd.args([
         "run",
-        "--release",
+        "--profile",
+        profile,
         "--quiet",
         "-p",
         "mmbatch-benches",

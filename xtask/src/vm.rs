@@ -83,6 +83,9 @@ pub(crate) struct Args {
     /// Seconds before the guest is killed and reported.
     #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
     timeout: u64,
+    /// The cargo profile the test binaries and `repro` are built with: `release`, or CI's `ci` (opt-level 1: built in three quarters of the time, as fast in a TCG guest; its timings are not performance).
+    #[arg(long, default_value = "release", value_parser = ["release", "ci"])]
+    profile: String,
     /// Run no `repro` experiment in the guest.
     #[arg(long, conflicts_with_all = ["repro", "repro_scale", "repro_samples"])]
     no_repro: bool,
@@ -137,6 +140,7 @@ impl Args {
             accel: AccelChoice::Auto,
             timeout: 600,
             no_repro: false,
+            profile: "ci".to_owned(),
             tests: Vec::new(),
             test_args: Vec::new(),
         }
@@ -429,8 +433,8 @@ fn find_vmlinuz(kdir: &Path) -> Option<PathBuf> {
         })
 }
 
-/// Builds the test binaries (release, so the initramfs stays small and
-/// TCG fast enough) and `repro`; returns `(name, path)` per test binary.
+/// Builds the test binaries (optimised, so the initramfs stays small and
+/// TCG fast enough: `--profile`) and `repro`; returns `(name, path)` per test binary.
 /// A test binary: `crate:target` and its path.
 type TestBin = (String, PathBuf);
 
@@ -446,7 +450,8 @@ fn build(a: &Args) -> Result<(Vec<TestBin>, Option<PathBuf>), String> {
     let mut cmd = cargo();
     cmd.args([
         "test",
-        "--release",
+        "--profile",
+        &a.profile,
         "--all-features",
         "--no-run",
         "--message-format=json",
@@ -459,7 +464,7 @@ fn build(a: &Args) -> Result<(Vec<TestBin>, Option<PathBuf>), String> {
         }
         cmd.args(["-p", &format!("mmbatch-{c}")]);
     }
-    eprintln!("vm: building the test binaries (release)");
+    eprintln!("vm: building the test binaries ({})", a.profile);
     let out = cmd
         .stderr(Stdio::inherit())
         .output()
@@ -497,14 +502,15 @@ fn build(a: &Args) -> Result<(Vec<TestBin>, Option<PathBuf>), String> {
     let repro = if !a.no_repro {
         exec(cargo().args([
             "build",
-            "--release",
+            "--profile",
+            &a.profile,
             "--quiet",
             "-p",
             "mmbatch-benches",
             "--bin",
             "repro",
         ]))?;
-        Some(target_dir().join("release/repro"))
+        Some(target_dir().join(&a.profile).join("repro"))
     } else {
         None
     };
