@@ -1370,6 +1370,20 @@ fn ws_file(rec: &Record, src: &[u8], corrupt: bool) -> std::fs::File {
     ws
 }
 
+/// Removes its fail points when dropped. Declared after a region whose
+/// replay one of them holds, it lets the replay go before the region's
+/// drop waits for it, also when the test panics first (else the drop
+/// waits on a paused replay until the hang guard aborts the binary).
+struct RemovedOnDrop(&'static [&'static str]);
+
+impl Drop for RemovedOnDrop {
+    fn drop(&mut self) {
+        for name in self.0 {
+            fail::remove(name);
+        }
+    }
+}
+
 /// A region replaying pages 0..192 of a 256-page image (runs of 64) from
 /// a working-set file, `corrupt` flipping a byte of page 140 in the file,
 /// its replay threads held before their first batch; a fault on page 140
@@ -1391,6 +1405,7 @@ fn fault_ahead_of_a_working_set_replay(corrupt: bool) -> ((usize, usize), UffdSt
             reads: reads.clone(),
         })
         .unwrap();
+    let _go = RemovedOnDrop(&["uffd::replay_batch"]);
     // SAFETY: inside the region.
     let byte = unsafe { std::ptr::read_volatile(r.as_ptr().wrapping_add(140 * PAGE + 3)) };
     let at_fault = (reads.load(Ordering::SeqCst), r.resident_pages());
@@ -1459,6 +1474,7 @@ fn a_stalled_working_set_read_on_a_faults_path_fails_its_page() {
         .source_timeout(Duration::from_millis(200))
         .build(src.clone())
         .unwrap();
+    let _go = RemovedOnDrop(&["uffd::taken_run_read", "uffd::replay_batch"]);
     let expected = match r.fail_signal() {
         FailSignal::Sigbus => libc::SIGBUS,
         _ => libc::SIGSEGV,
@@ -1523,6 +1539,7 @@ fn fault_ahead_of_a_held_replay(src: impl PageSource, copy: Option<&str>) -> (bo
         .replay(rec)
         .build(src)
         .unwrap();
+    let _go = RemovedOnDrop(&["uffd::copy", "uffd::replay_batch"]);
     if let Some(c) = copy {
         fail::cfg("uffd::copy", c).unwrap();
     }
