@@ -194,7 +194,8 @@ fn from_packages() -> Result<(), String> {
         .map(|(_, d)| format!("{d:?}"))
         .collect::<Vec<_>>()
         .join(", ");
-    // The workspace's dev profile (line tables only), as in its builds.
+    // The workspace's dev profile (line tables only, the root Cargo.toml's
+    // `[profile.dev]`: change both together), as in its builds.
     manifest += "]\n\n[profile.dev]\ndebug = \"line-tables-only\"\n\n[patch.crates-io]\n";
     for (c, d) in &members {
         manifest += &format!("{c} = {{ path = {d:?} }}\n");

@@ -5,7 +5,7 @@
 //! kernel (6.12), for what needs a newer one (`dirty`'s soft-dirty rows).
 //!
 //! The guest is an initramfs: busybox, the test binaries and `repro`
-//! (release builds), and the shared libraries they load (`ldd`), booted
+//! (`--profile`'s builds: release, or CI's `ci`), and the shared libraries they load (`ldd`), booted
 //! with `-kernel`/`-initrd`. Its `/init` runs each test binary, prints a
 //! last line `mmbatch-vm: done, N failed`, and powers off; the guest's
 //! console streams to our stdout, and our exit status is the tests'.
@@ -433,11 +433,12 @@ fn find_vmlinuz(kdir: &Path) -> Option<PathBuf> {
         })
 }
 
-/// Builds the test binaries (optimised, so the initramfs stays small and
-/// TCG fast enough: `--profile`) and `repro`; returns `(name, path)` per test binary.
 /// A test binary: `crate:target` and its path.
 type TestBin = (String, PathBuf);
 
+/// Builds the test binaries (optimised, so the initramfs stays small and
+/// TCG fast enough: `--profile`) and `repro`; returns `(name, path)` per
+/// test binary, and `repro`'s path (cargo's, from its JSON messages).
 fn build(a: &Args) -> Result<(Vec<TestBin>, Option<PathBuf>), String> {
     let crates: Vec<&str> = if a.tests.is_empty() {
         vec!["ktask", "mlock", "faultaround"]
@@ -500,17 +501,30 @@ fn build(a: &Args) -> Result<(Vec<TestBin>, Option<PathBuf>), String> {
         return Err(format!("no test binary matches {:?}", a.tests));
     }
     let repro = if !a.no_repro {
-        exec(cargo().args([
-            "build",
-            "--profile",
-            &a.profile,
-            "--quiet",
-            "-p",
-            "mmbatch-benches",
-            "--bin",
-            "repro",
-        ]))?;
-        Some(target_dir().join(&a.profile).join("repro"))
+        let out = cargo()
+            .args([
+                "build",
+                "--profile",
+                &a.profile,
+                "--quiet",
+                "--message-format=json",
+                "-p",
+                "mmbatch-benches",
+                "--bin",
+                "repro",
+            ])
+            .stderr(Stdio::inherit())
+            .output()
+            .map_err(|e| format!("running cargo: {e}"))?;
+        if !out.status.success() {
+            return Err("building repro failed".to_owned());
+        }
+        let exe = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.contains("\"kind\":[\"bin\"]"))
+            .find_map(|l| json_str(l, "executable"))
+            .ok_or("cargo built repro but named no executable")?;
+        Some(PathBuf::from(exe))
     } else {
         None
     };

@@ -169,3 +169,14 @@ fn repro_options_that_the_guest_shell_would_misread_are_refused() {
         "the defaults do not conflict"
     );
 }
+
+#[test]
+fn the_build_profile_is_release_unless_ci_is_asked_for() {
+    assert_eq!(parse(&[]).unwrap().profile, "release");
+    assert_eq!(parse(&["--profile", "ci"]).unwrap().profile, "ci");
+    assert!(
+        parse(&["--profile", "dev"]).is_err(),
+        "a dev build under TCG"
+    );
+    assert_eq!(Args::ci().profile, "ci");
+}
