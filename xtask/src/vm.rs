@@ -89,7 +89,7 @@ pub(crate) struct Args {
     /// Run no `repro` experiment in the guest.
     #[arg(long, conflicts_with_all = ["repro", "repro_scale", "repro_samples"])]
     no_repro: bool,
-    /// Crate names (ktask, mlock, faultaround, lru, pagevec) or crate:test (ktask:numa_kernel); default ktask, mlock and faultaround.
+    /// Crate names (ktask, mlock, faultaround, lru, cache, pagevec) or crate:test (ktask:numa_kernel); default ktask, mlock and faultaround.
     #[arg(value_name = "TESTS")]
     tests: Vec<String>,
     /// Arguments for every test binary, after `--` (e.g. `-- --nocapture`).
@@ -455,7 +455,7 @@ fn build(a: &Args) -> Result<(Vec<TestBin>, Option<PathBuf>), String> {
         &a.profile,
         "--all-features",
         "--no-run",
-        "--message-format=json",
+        "--message-format=json-render-diagnostics",
     ]);
     for c in &crates {
         if !["ktask", "mlock", "faultaround", "lru", "cache", "pagevec"].contains(c) {
@@ -507,7 +507,7 @@ fn build(a: &Args) -> Result<(Vec<TestBin>, Option<PathBuf>), String> {
                 "--profile",
                 &a.profile,
                 "--quiet",
-                "--message-format=json",
+                "--message-format=json-render-diagnostics",
                 "-p",
                 "mmbatch-benches",
                 "--bin",

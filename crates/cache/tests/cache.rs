@@ -1073,14 +1073,11 @@ proptest! {
 
 proptest! {
     // Caches of thousands of entries, replayed tens of times over in a
-    // debug build: 16 cases unless PROPTEST_CASES says otherwise (at 48
-    // the two took 92 s of one thread, the longest run of CI's test step;
-    // over 154 cases the second's worst trailed LRU by 0.15 points,
-    // against its bound of 2).
-    #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(16),
-        ..ProptestConfig::default()
-    })]
+    // debug build: 16 cases (PROPTEST_CASES overrides it, proptest 1.2 and
+    // on). At 48 the two took 92 s of one thread, the longest run of CI's
+    // test step; over 154 cases the second's worst trailed LRU by 0.15
+    // points, against its bound of 2.
+    #![proptest_config(ProptestConfig::with_cases(16))]
 
     /// `Policy::Adaptive` keeps the loop's and the shifting set's promises
     /// past its warm-up too, while its duel chooses and its shards change
