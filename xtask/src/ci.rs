@@ -360,7 +360,7 @@ pub(crate) fn run(only: &[String]) -> Result<(), String> {
             let out = root().join("target/repro/smoke");
             done(
                 crate::repro::run_built_with(
-                    "ci",
+                    crate::util::CI_PROFILE,
                     &[
                         "--scale".into(),
                         "0.001".into(),
@@ -378,7 +378,10 @@ pub(crate) fn run(only: &[String]) -> Result<(), String> {
                     // The JSON deserialises into the report schema (a
                     // missing field is an error) and compares with itself.
                     let json = out.join("smoke.json").display().to_string();
-                    crate::repro::run_built_with("ci", &["compare".into(), json.clone(), json])
+                    crate::repro::run_built_with(
+                        crate::util::CI_PROFILE,
+                        &["compare".into(), json.clone(), json],
+                    )
                 }),
             )
         }),

@@ -365,8 +365,8 @@ impl Score {
 
 /// Tests `survivors` again with the crate's loom models as the tests
 /// (`--cfg loom`, release with debug assertions, the library alone with
-/// its own features, as `cargo xtask loom CRATE` runs them, at 2 preemptions by default where that
-/// runs 3: each mutant runs every model): code compiled only under loom
+/// its own features, as `cargo xtask loom CRATE` runs them, at 2
+/// preemptions by default where that runs 3: each mutant runs every model): code compiled only under loom
 /// is reachable from no other test. Returns that pass's score.
 fn loom_pass(krate: &str, survivors: &[String], out: &Path) -> Result<Score, String> {
     let out = out.join("loom");

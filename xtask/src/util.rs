@@ -233,6 +233,10 @@ impl SystemPackage {
     }
 }
 
+/// The cargo profile of CI's guest and repro smoke run (the root
+/// Cargo.toml's `[profile.ci]`: release at opt-level 1).
+pub(crate) const CI_PROFILE: &str = "ci";
+
 /// Needed to build the workspace.
 pub(crate) const BUILD: &[SystemPackage] = &[
     SystemPackage {

@@ -5,8 +5,8 @@
 //! kernel (6.12), for what needs a newer one (`dirty`'s soft-dirty rows).
 //!
 //! The guest is an initramfs: busybox, the test binaries and `repro`
-//! (`--profile`'s builds: release, or CI's `ci`), and the shared libraries they load (`ldd`), booted
-//! with `-kernel`/`-initrd`. Its `/init` runs each test binary, prints a
+//! (`--profile`'s builds: release, or CI's `ci`), and the shared
+//! libraries they load (`ldd`), booted with `-kernel`/`-initrd`. Its `/init` runs each test binary, prints a
 //! last line `mmbatch-vm: done, N failed`, and powers off; the guest's
 //! console streams to our stdout, and our exit status is the tests'.
 //! KVM when it works (probed with a boot that only powers off), else TCG.
@@ -140,7 +140,7 @@ impl Args {
             accel: AccelChoice::Auto,
             timeout: 600,
             no_repro: false,
-            profile: "ci".to_owned(),
+            profile: crate::util::CI_PROFILE.to_owned(),
             tests: Vec::new(),
             test_args: Vec::new(),
         }
@@ -455,7 +455,6 @@ fn build(a: &Args) -> Result<(Vec<TestBin>, Option<PathBuf>), String> {
         &a.profile,
         "--all-features",
         "--no-run",
-        "--message-format=json-render-diagnostics",
     ]);
     for c in &crates {
         if !["ktask", "mlock", "faultaround", "lru", "cache", "pagevec"].contains(c) {
@@ -466,15 +465,8 @@ fn build(a: &Args) -> Result<(Vec<TestBin>, Option<PathBuf>), String> {
         cmd.args(["-p", &format!("mmbatch-{c}")]);
     }
     eprintln!("vm: building the test binaries ({})", a.profile);
-    let out = cmd
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| format!("running cargo: {e}"))?;
-    if !out.status.success() {
-        return Err("building the test binaries failed".to_owned());
-    }
     let mut tests = Vec::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    for line in artifacts(&mut cmd, "the test binaries")?.lines() {
         let (Some(exe), Some(pkg)) = (json_str(line, "executable"), json_str(line, "package_id"))
         else {
             continue;
@@ -501,25 +493,18 @@ fn build(a: &Args) -> Result<(Vec<TestBin>, Option<PathBuf>), String> {
         return Err(format!("no test binary matches {:?}", a.tests));
     }
     let repro = if !a.no_repro {
-        let out = cargo()
-            .args([
-                "build",
-                "--profile",
-                &a.profile,
-                "--quiet",
-                "--message-format=json-render-diagnostics",
-                "-p",
-                "mmbatch-benches",
-                "--bin",
-                "repro",
-            ])
-            .stderr(Stdio::inherit())
-            .output()
-            .map_err(|e| format!("running cargo: {e}"))?;
-        if !out.status.success() {
-            return Err("building repro failed".to_owned());
-        }
-        let exe = String::from_utf8_lossy(&out.stdout)
+        let mut cmd = cargo();
+        cmd.args([
+            "build",
+            "--profile",
+            &a.profile,
+            "--quiet",
+            "-p",
+            "mmbatch-benches",
+            "--bin",
+            "repro",
+        ]);
+        let exe = artifacts(&mut cmd, "repro")?
             .lines()
             .filter(|l| l.contains("\"kind\":[\"bin\"]"))
             .find_map(|l| json_str(l, "executable"))
@@ -529,6 +514,20 @@ fn build(a: &Args) -> Result<(Vec<TestBin>, Option<PathBuf>), String> {
         None
     };
     Ok((tests, repro))
+}
+
+/// Runs cargo build `cmd` (of `what`), its diagnostics shown as usual:
+/// its JSON messages, one a line, among them the artifacts' paths.
+fn artifacts(cmd: &mut Command, what: &str) -> Result<String, String> {
+    let out = cmd
+        .arg("--message-format=json-render-diagnostics")
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("running cargo: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("building {what} failed"));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// The string value of `"key":"..."` in one line of cargo's JSON (paths
