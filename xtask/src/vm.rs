@@ -465,30 +465,7 @@ fn build(a: &Args) -> Result<(Vec<TestBin>, Option<PathBuf>), String> {
         cmd.args(["-p", &format!("mmbatch-{c}")]);
     }
     eprintln!("vm: building the test binaries ({})", a.profile);
-    let mut tests = Vec::new();
-    for line in artifacts(&mut cmd, "the test binaries")?.lines() {
-        let (Some(exe), Some(pkg)) = (json_str(line, "executable"), json_str(line, "package_id"))
-        else {
-            continue;
-        };
-        // Examples are built too (`cargo test` checks they compile); they
-        // are programs with arguments of their own, not tests.
-        if line.contains("\"kind\":[\"example\"]") {
-            continue;
-        }
-        let krate = ["ktask", "mlock", "faultaround", "lru", "cache", "pagevec"]
-            .into_iter()
-            .find(|c| {
-                pkg.contains(&format!("mmbatch-{c}")) || pkg.contains(&format!("crates/{c}#"))
-            })
-            .unwrap_or("?");
-        let target = json_str(line, "name").unwrap_or_default();
-        let name = format!("{krate}:{target}");
-        let wanted = a.tests.is_empty() || a.tests.iter().any(|t| t == krate || *t == name);
-        if wanted && krate != "?" {
-            tests.push((name, PathBuf::from(exe)));
-        }
-    }
+    let tests = test_binaries(&artifacts(&mut cmd, "the test binaries")?, &a.tests);
     if tests.is_empty() {
         return Err(format!("no test binary matches {:?}", a.tests));
     }
@@ -504,16 +481,53 @@ fn build(a: &Args) -> Result<(Vec<TestBin>, Option<PathBuf>), String> {
             "--bin",
             "repro",
         ]);
-        let exe = artifacts(&mut cmd, "repro")?
-            .lines()
-            .filter(|l| l.contains("\"kind\":[\"bin\"]"))
-            .find_map(|l| json_str(l, "executable"))
+        let exe = bin_executable(&artifacts(&mut cmd, "repro")?)
             .ok_or("cargo built repro but named no executable")?;
-        Some(PathBuf::from(exe))
+        Some(exe)
     } else {
         None
     };
     Ok((tests, repro))
+}
+
+/// The test binaries among cargo's JSON messages `json` (one a line), as
+/// `(crate:target, path)`, of the crates and binaries `wanted` names
+/// (all if empty); examples, which `cargo test` builds too, left out.
+fn test_binaries(json: &str, wanted: &[String]) -> Vec<TestBin> {
+    let mut tests = Vec::new();
+    for line in json.lines() {
+        let (Some(exe), Some(pkg)) = (json_str(line, "executable"), json_str(line, "package_id"))
+        else {
+            continue;
+        };
+        // Examples are programs with arguments of their own, not tests.
+        if line.contains("\"kind\":[\"example\"]") {
+            continue;
+        }
+        let krate = ["ktask", "mlock", "faultaround", "lru", "cache", "pagevec"]
+            .into_iter()
+            .find(|c| {
+                pkg.contains(&format!("mmbatch-{c}")) || pkg.contains(&format!("crates/{c}#"))
+            })
+            .unwrap_or("?");
+        let target = json_str(line, "name").unwrap_or_default();
+        let name = format!("{krate}:{target}");
+        let wanted = wanted.is_empty() || wanted.iter().any(|t| t == krate || *t == name);
+        if wanted && krate != "?" {
+            tests.push((name, PathBuf::from(exe)));
+        }
+    }
+    tests
+}
+
+/// The executable of the binary target among cargo's JSON messages
+/// `json` (a build of one `--bin`: libraries and build scripts have
+/// none, test binaries another kind).
+fn bin_executable(json: &str) -> Option<PathBuf> {
+    json.lines()
+        .filter(|l| l.contains("\"kind\":[\"bin\"]"))
+        .find_map(|l| json_str(l, "executable"))
+        .map(PathBuf::from)
 }
 
 /// Runs cargo build `cmd` (of `what`), its diagnostics shown as usual:

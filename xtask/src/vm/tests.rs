@@ -1,4 +1,5 @@
-//! `cargo xtask vm`'s arguments, topology and cpio packing.
+//! `cargo xtask vm`'s arguments, topology, cpio packing, and the binaries
+//! read from cargo's JSON.
 
 use super::*;
 
@@ -179,4 +180,98 @@ fn the_build_profile_is_release_unless_ci_is_asked_for() {
         "a dev build under TCG"
     );
     assert_eq!(Args::ci().profile, "ci");
+}
+
+/// One line of cargo's JSON for an artifact (as cargo 1.9x writes it,
+/// fields left out that the parsing does not read).
+fn artifact(pkg: &str, kind: &str, name: &str, test: bool, exe: Option<&str>) -> String {
+    let exe = exe.map_or("null".to_owned(), |e| format!("\"{e}\""));
+    format!(
+        r#"{{"reason":"compiler-artifact","package_id":"{pkg}","target":{{"kind":["{kind}"],"crate_types":["bin"],"name":"{name}","test":{test}}},"profile":{{"opt_level":"1","test":{test}}},"features":["failpoints"],"executable":{exe},"fresh":false}}"#
+    )
+}
+
+const LRU: &str = "path+file:///w/crates/lru#mmbatch-lru@0.1.0";
+const MLOCK: &str = "path+file:///w/crates/mlock#mmbatch-mlock@0.1.0";
+const LIBC: &str = "registry+https://github.com/rust-lang/crates.io-index#libc@0.2.191";
+
+#[test]
+fn test_binaries_are_named_by_crate_and_target_and_examples_left_out() {
+    let json = [
+        artifact(LIBC, "custom-build", "build-script-build", false, None),
+        artifact(LIBC, "lib", "libc", false, None),
+        artifact(
+            LRU,
+            "lib",
+            "mmbatch_lru",
+            true,
+            Some("/t/deps/mmbatch_lru-1"),
+        ),
+        artifact(
+            LRU,
+            "test",
+            "pagetables",
+            true,
+            Some("/t/deps/pagetables-2"),
+        ),
+        artifact(
+            LRU,
+            "example",
+            "buffer_pool",
+            false,
+            Some("/t/examples/buffer_pool"),
+        ),
+        artifact(MLOCK, "test", "host", true, Some("/t/deps/host-3")),
+        r#"{"reason":"build-finished","success":true}"#.to_owned(),
+    ]
+    .join("\n");
+    let names = |wanted: &[&str]| -> Vec<(String, String)> {
+        let wanted: Vec<String> = wanted.iter().map(|w| (*w).to_owned()).collect();
+        test_binaries(&json, &wanted)
+            .into_iter()
+            .map(|(n, p)| (n, p.display().to_string()))
+            .collect()
+    };
+    let pair = |n: &str, p: &str| (n.to_owned(), p.to_owned());
+    assert_eq!(
+        names(&[]),
+        [
+            pair("lru:mmbatch_lru", "/t/deps/mmbatch_lru-1"),
+            pair("lru:pagetables", "/t/deps/pagetables-2"),
+            pair("mlock:host", "/t/deps/host-3"),
+        ]
+    );
+    assert_eq!(names(&["mlock"]), [pair("mlock:host", "/t/deps/host-3")]);
+    assert_eq!(
+        names(&["lru:pagetables"]),
+        [pair("lru:pagetables", "/t/deps/pagetables-2")]
+    );
+    assert!(names(&["lru:buffer_pool"]).is_empty(), "an example");
+}
+
+#[test]
+fn the_repro_executable_is_the_bin_targets() {
+    let json = [
+        artifact(LIBC, "custom-build", "build-script-build", false, None),
+        artifact(
+            "path+file:///w/benches#mmbatch-benches@0.0.0",
+            "lib",
+            "mmbatch_benches",
+            false,
+            None,
+        ),
+        artifact(
+            "path+file:///w/benches#mmbatch-benches@0.0.0",
+            "bin",
+            "repro",
+            false,
+            Some("/t/ci/repro"),
+        ),
+    ]
+    .join("\n");
+    assert_eq!(bin_executable(&json), Some(PathBuf::from("/t/ci/repro")));
+    assert_eq!(
+        bin_executable(&json.lines().take(2).collect::<Vec<_>>().join("\n")),
+        None
+    );
 }
