@@ -532,7 +532,19 @@ impl Shared {
     /// huge sparse region holds a byte per page of one chunk, not of the
     /// region (a 16 TiB region's 4 GiB).
     pub(super) fn missing(&self, from: usize, n: usize) -> impl Iterator<Item = u64> + '_ {
-        let want = from as u64..(from + n) as u64;
+        self.chunks(from as u64..(from + n) as u64)
+            .flat_map(move |(start, len)| {
+                self.resident(start, len)
+                    .into_iter()
+                    .enumerate()
+                    .filter(|&(_, present)| !present)
+                    .map(move |(i, _)| (start + i) as u64)
+            })
+    }
+
+    /// The pages of `want` in the areas, as runs `(first, n)` of at most
+    /// [`MINCORE_CHUNK`] pages, each in one area, in order.
+    fn chunks(&self, want: std::ops::Range<u64>) -> impl Iterator<Item = (usize, usize)> + '_ {
         self.areas
             .iter()
             .map(move |a| want.start.max(a.first)..want.end.min(a.first + a.pages))
@@ -540,16 +552,21 @@ impl Shared {
             .flat_map(|r| {
                 (r.start..r.end)
                     .step_by(MINCORE_CHUNK)
-                    .map(move |s| (s, r.end))
+                    .map(move |s| (s as usize, MINCORE_CHUNK.min((r.end - s) as usize)))
             })
-            .flat_map(move |(start, end)| {
-                let len = MINCORE_CHUNK.min((end - start) as usize);
-                self.resident(start as usize, len)
-                    .into_iter()
-                    .enumerate()
-                    .filter(|&(_, present)| !present)
-                    .map(move |(i, _)| start + i as u64)
-            })
+    }
+
+    /// `mincore` over pages `from..from + n` of one area of our own
+    /// mapping: a byte per base page (`mincore` answers per base page, a
+    /// huge page's too), and how many base pages make a page; `None` if
+    /// the call fails.
+    fn mincore(&self, from: usize, n: usize) -> Option<(Vec<u8>, usize)> {
+        let sub = (self.page / rustix::param::page_size()).max(1);
+        let mut v = vec![0u8; n * sub];
+        // SAFETY: the range is inside one area of our own mapping and `v`
+        // has one byte per base page of it.
+        let r = unsafe { libc::mincore(self.addr(from as u64), n * self.page, v.as_mut_ptr()) };
+        (r == 0).then_some((v, sub))
     }
 
     /// Which of pages `from..from + n` (in one area) are present: `mincore`
@@ -561,30 +578,17 @@ impl Shared {
                 .map(|p| bits[p / 64].load(Ordering::Relaxed) & (1 << (p % 64)) != 0)
                 .collect();
         }
-        // `mincore` answers per base page, a huge page's too.
-        let sub = (self.page / rustix::param::page_size()).max(1);
-        let mut v = vec![0u8; n * sub];
-        // SAFETY: the range is inside one area of our own mapping and `v`
-        // has one byte per base page of it.
-        let r = unsafe { libc::mincore(self.addr(from as u64), n * self.page, v.as_mut_ptr()) };
-        if r != 0 {
-            return vec![false; n];
+        match self.mincore(from, n) {
+            Some((v, sub)) => v.chunks(sub).map(|b| b[0] & 1 != 0).collect(),
+            None => vec![false; n],
         }
-        v.chunks(sub).map(|b| b[0] & 1 != 0).collect()
     }
 
     /// How many pages of the areas are present, as [`resident`](Self::resident)
     /// answers page by page, counted a word at a time: a 1 TiB region is
     /// 2^28 pages, which a flag each took seconds to walk.
     pub(super) fn resident_pages(&self) -> usize {
-        self.areas
-            .iter()
-            .flat_map(|a| {
-                let end = a.first + a.pages;
-                (a.first..end)
-                    .step_by(MINCORE_CHUNK)
-                    .map(move |s| (s as usize, MINCORE_CHUNK.min((end - s) as usize)))
-            })
+        self.chunks(0..u64::MAX)
             .map(|(from, n)| self.resident_count(from, n))
             .sum()
     }
@@ -596,15 +600,8 @@ impl Shared {
         if let Some(bits) = &self.installed {
             return count_bits(bits, from, n);
         }
-        let sub = (self.page / rustix::param::page_size()).max(1);
-        let mut v = vec![0u8; n * sub];
-        // SAFETY: the range is inside one area of our own mapping and `v`
-        // has one byte per base page of it.
-        let r = unsafe { libc::mincore(self.addr(from as u64), n * self.page, v.as_mut_ptr()) };
-        if r != 0 {
-            return 0;
-        }
-        count_present(&v, sub)
+        self.mincore(from, n)
+            .map_or(0, |(v, sub)| count_present(&v, sub))
     }
 
     pub(super) fn is_failed(&self, page: u64) -> bool {
