@@ -4,7 +4,8 @@
 //!
 //! Rows:
 //! - `raw/nothp`: direct system calls, no crate: `mmap(MAP_LOCKED |
-//!   MAP_POPULATE)`, `munlock`;
+//!   MAP_POPULATE)`, `munlock` (under THP "always", where that populates
+//!   huge pages: `mmap`, `madvise(MADV_NOHUGEPAGE)`, `mlock`);
 //! - `region/nothp`: the same through [`LockedRegion`] (`map_locked`);
 //! - `raw/thp`: `mmap`, `madvise(MADV_HUGEPAGE)`, `mlock`, then `munlock`;
 //! - `region/thp`: the same through [`LockedRegion`] with
@@ -15,7 +16,9 @@
 //!   (`set_mempolicy(MPOL_INTERLEAVE)`, locked by `mlock` after the
 //!   mapping), only on hosts with two or more.
 //!
-//! Only the munlock is timed; populating and unmapping are not.
+//! Only the munlock is timed; populating and unmapping are not. Every
+//! row but the two THP rows is checked to hold no huge page before it is
+//! timed (`AnonHugePages` in `/proc/self/smaps`).
 
 use std::{ffi::c_void, time::Instant};
 
@@ -92,6 +95,8 @@ pub fn measure(kind: Kind, bytes: usize) -> f64 {
             let builder = LockedRegion::builder(bytes);
             let region = match kind {
                 Kind::RegionThp => builder.pages(Pages::Transparent).build(),
+                // Base pages locked after their advice, as the raw row.
+                _ if thp_always() => builder.build(),
                 // Locked after its `MADV_NOHUGEPAGE`, not populated by
                 // the mapping: base pages under any THP mode. Huge pages
                 // (THP "always" populates MAP_LOCKED memory huge) are
@@ -105,6 +110,9 @@ pub fn measure(kind: Kind, bytes: usize) -> f64 {
                 set_interleave(false);
             }
             let region = region.unwrap_or_else(|e| panic!("{}: {e}", kind.name()));
+            if kind != Kind::RegionThp {
+                check_base_pages(kind, region.as_ptr());
+            }
             if interleave {
                 check_interleaved(region.as_ptr(), region.len());
             }
@@ -126,13 +134,68 @@ pub fn measure(kind: Kind, bytes: usize) -> f64 {
     }
 }
 
+/// Whether THP is "always" here: `MAP_LOCKED | MAP_POPULATE` then
+/// faults huge pages before any advice can refuse them, so the base-page
+/// rows map, advise `MADV_NOHUGEPAGE` and lock with `mlock` instead.
+pub fn thp_always() -> bool {
+    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .is_ok_and(|s| s.contains("[always]"))
+}
+
+/// Bytes of transparent huge pages in the mapping holding `p`: its
+/// `AnonHugePages` in `/proc/self/smaps` (0 where that cannot be read).
+fn huge_bytes(p: *const u8) -> u64 {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
+    anon_huge_bytes(&smaps, p as u64)
+}
+
+/// The `AnonHugePages` of the mapping holding `addr` in `smaps` (the text
+/// of `/proc/PID/smaps`), in bytes; 0 if no mapping holds it.
+fn anon_huge_bytes(smaps: &str, addr: u64) -> u64 {
+    let mut inside = false;
+    for line in smaps.lines() {
+        let range = line.split_once(' ').and_then(|(r, _)| r.split_once('-'));
+        if let Some((Ok(a), Ok(b))) =
+            range.map(|(a, b)| (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)))
+        {
+            inside = (a..b).contains(&addr);
+        } else if let Some(kb) = line.strip_prefix("AnonHugePages:").filter(|_| inside) {
+            return kb
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .unwrap_or(0)
+                * 1024;
+        }
+    }
+    0
+}
+
+/// Panics unless the mapping at `p`, locked for row `kind`, holds base
+/// pages only: the row times what its name says.
+fn check_base_pages(kind: Kind, p: *const u8) {
+    let huge = huge_bytes(p);
+    assert_eq!(
+        huge,
+        0,
+        "{}: {} MiB of the area is transparent huge pages, which the row would time \
+         (THP \"always\" populating MAP_LOCKED memory?)",
+        kind.name(),
+        huge >> 20
+    );
+}
+
 /// mmtests' timedmunlock with direct system calls.
 fn raw(thp: bool, bytes: usize) -> f64 {
     let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
-    let flags = if thp {
-        flags
-    } else {
+    // Locked by the mapping as mmtests does, but where that would give
+    // huge pages to the base-page row.
+    let lock_on_map = !thp && !thp_always();
+    let flags = if lock_on_map {
         flags | libc::MAP_LOCKED | libc::MAP_POPULATE
+    } else {
+        flags
     };
     // SAFETY: a fresh anonymous mapping chosen by the kernel.
     let p = unsafe {
@@ -151,13 +214,21 @@ fn raw(thp: bool, bytes: usize) -> f64 {
         "mmap: {}",
         std::io::Error::last_os_error()
     );
-    if thp {
+    if !lock_on_map {
+        let advice = if thp {
+            libc::MADV_HUGEPAGE
+        } else {
+            libc::MADV_NOHUGEPAGE
+        };
         // SAFETY: [p, p + bytes) is the mapping just made.
-        let r = unsafe { libc::madvise(p, bytes, libc::MADV_HUGEPAGE) };
+        let r = unsafe { libc::madvise(p, bytes, advice) };
         assert_eq!(r, 0, "madvise: {}", std::io::Error::last_os_error());
         // SAFETY: as above.
         let r = unsafe { libc::mlock(p, bytes) };
         assert_eq!(r, 0, "mlock: {}", std::io::Error::last_os_error());
+    }
+    if !thp {
+        check_base_pages(Kind::RawNoThp, p.cast());
     }
     let start = Instant::now();
     // SAFETY: as above.
@@ -347,6 +418,13 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     if host.nodes < 2 {
         notes.push("region/interleave not run: this host has one NUMA node".to_owned());
     }
+    if thp_always() {
+        notes.push(
+            "THP is \"always\" here: the base-page rows map, advise MADV_NOHUGEPAGE and mlock, \
+             as MAP_LOCKED|MAP_POPULATE would populate huge pages"
+                .to_owned(),
+        );
+    }
     report.notes = notes;
     report
 }
@@ -366,6 +444,29 @@ mod tests {
         ] {
             assert!(measure(k, 4 << 20) > 0.0, "{k:?}");
         }
+    }
+
+    /// The smaps reader finds the mapping holding the address, not its
+    /// neighbours, and reads its `AnonHugePages`.
+    #[test]
+    fn huge_pages_are_read_from_the_mapping_holding_the_address() {
+        let smaps = "\
+7f0000000000-7f0000400000 rw-p 00000000 00:00 0 
+Size:               4096 kB
+AnonHugePages:      2048 kB
+VmFlags: rd wr mr mw me lo ac hg 
+7f0000400000-7f0000800000 rw-p 00000000 00:00 0 
+Size:               4096 kB
+AnonHugePages:         0 kB
+VmFlags: rd wr mr mw me lo ac nh 
+7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0                          [stack]
+AnonHugePages:      4096 kB
+";
+        assert_eq!(anon_huge_bytes(smaps, 0x7f00_0000_0000), 2 << 20);
+        assert_eq!(anon_huge_bytes(smaps, 0x7f00_003f_ffff), 2 << 20);
+        assert_eq!(anon_huge_bytes(smaps, 0x7f00_0040_0000), 0);
+        assert_eq!(anon_huge_bytes(smaps, 0x7ffd_0000_0010), 4 << 20);
+        assert_eq!(anon_huge_bytes(smaps, 0x1000), 0, "no mapping");
     }
 
     /// Pages interleaved by their offset (page i on node i mod nodes, as
