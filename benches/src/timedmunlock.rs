@@ -1,24 +1,29 @@
 //! Experiment `timedmunlock`: seed 000 on the host, as mmtests runs it —
 //! mmap an area `MAP_LOCKED | MAP_POPULATE` (the THP and interleave rows
-//! lock theirs after mapping: below), time `munlock` of all of it.
+//! lock theirs after mapping, and so do the others where THP is "always":
+//! below), time `munlock` of all of it.
 //!
 //! Rows:
 //! - `raw/nothp`: direct system calls, no crate: `mmap(MAP_LOCKED |
 //!   MAP_POPULATE)`, `munlock` (under THP "always", where that populates
 //!   huge pages: `mmap`, `madvise(MADV_NOHUGEPAGE)`, `mlock`);
-//! - `region/nothp`: the same through [`LockedRegion`] (`map_locked`);
+//! - `region/nothp`: the same through [`LockedRegion`] (`map_locked`;
+//!   under THP "always", its default build: the same three calls);
 //! - `raw/thp`: `mmap`, `madvise(MADV_HUGEPAGE)`, `mlock`, then `munlock`;
 //! - `region/thp`: the same through [`LockedRegion`] with
 //!   [`Pages::Transparent`];
 //! - `region/chunked-64M`: [`LockedRegion::unlock_chunked`] in 64 MiB
-//!   calls, so no call holds the mmap lock for long;
+//!   calls, so no call holds the mmap lock for long (mapped as
+//!   `region/nothp`);
 //! - `region/interleave`: base pages interleaved over every node
 //!   (`set_mempolicy(MPOL_INTERLEAVE)`, locked by `mlock` after the
 //!   mapping), only on hosts with two or more.
 //!
 //! Only the munlock is timed; populating and unmapping are not. Every
-//! row but the two THP rows is checked to hold no huge page before it is
-//! timed (`AnonHugePages` in `/proc/self/smaps`).
+//! row but the two THP rows is checked to hold no PMD-sized huge page
+//! before it is timed (`AnonHugePages` in `/proc/self/smaps`; smaller
+//! multi-size THP folios are not counted there, and a size set to
+//! "always" also makes the rows lock after their advice).
 
 use std::{ffi::c_void, time::Instant};
 
@@ -111,7 +116,8 @@ pub fn measure(kind: Kind, bytes: usize) -> f64 {
             }
             let region = region.unwrap_or_else(|e| panic!("{}: {e}", kind.name()));
             if kind != Kind::RegionThp {
-                check_base_pages(kind, region.as_ptr());
+                // The region unmaps itself as the panic unwinds.
+                base_pages_only(kind, region.as_ptr()).unwrap_or_else(|e| panic!("{e}"));
             }
             if interleave {
                 check_interleaved(region.as_ptr(), region.len());
@@ -134,19 +140,29 @@ pub fn measure(kind: Kind, bytes: usize) -> f64 {
     }
 }
 
-/// Whether THP is "always" here: `MAP_LOCKED | MAP_POPULATE` then
+/// Whether THP is "always" here, for any size (the top-level mode, or a
+/// size of `hugepages-*/enabled`): `MAP_LOCKED | MAP_POPULATE` then
 /// faults huge pages before any advice can refuse them, so the base-page
-/// rows map, advise `MADV_NOHUGEPAGE` and lock with `mlock` instead.
-pub fn thp_always() -> bool {
-    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
-        .is_ok_and(|s| s.contains("[always]"))
+/// rows map, advise `MADV_NOHUGEPAGE` (which refuses every size) and lock
+/// with `mlock` instead.
+fn thp_always() -> bool {
+    let always = |path: &std::path::Path| {
+        std::fs::read_to_string(path).is_ok_and(|s| s.contains("[always]"))
+    };
+    let dir = std::path::Path::new("/sys/kernel/mm/transparent_hugepage");
+    always(&dir.join("enabled"))
+        || std::fs::read_dir(dir).is_ok_and(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().starts_with("hugepages-"))
+                .any(|e| always(&e.path().join("enabled")))
+        })
 }
 
 /// Bytes of transparent huge pages in the mapping holding `p`: its
-/// `AnonHugePages` in `/proc/self/smaps` (0 where that cannot be read).
-fn huge_bytes(p: *const u8) -> u64 {
-    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
-    anon_huge_bytes(&smaps, p as u64)
+/// `AnonHugePages` in `/proc/self/smaps`.
+fn huge_bytes(p: *const u8) -> std::io::Result<u64> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps")?;
+    Ok(anon_huge_bytes(&smaps, p as u64))
 }
 
 /// The `AnonHugePages` of the mapping holding `addr` in `smaps` (the text
@@ -172,18 +188,22 @@ fn anon_huge_bytes(smaps: &str, addr: u64) -> u64 {
     0
 }
 
-/// Panics unless the mapping at `p`, locked for row `kind`, holds base
-/// pages only: the row times what its name says.
-fn check_base_pages(kind: Kind, p: *const u8) {
-    let huge = huge_bytes(p);
-    assert_eq!(
-        huge,
-        0,
-        "{}: {} MiB of the area is transparent huge pages, which the row would time \
-         (THP \"always\" populating MAP_LOCKED memory?)",
-        kind.name(),
-        huge >> 20
-    );
+/// Whether the mapping at `p`, locked for row `kind`, holds base pages
+/// only (the row times what its name says); the cause if not.
+fn base_pages_only(kind: Kind, p: *const u8) -> Result<(), String> {
+    match huge_bytes(p) {
+        Ok(0) => Ok(()),
+        Ok(huge) => Err(format!(
+            "{}: {} MiB of the area is transparent huge pages, which the row would time \
+             (THP \"always\" populating MAP_LOCKED memory?)",
+            kind.name(),
+            huge >> 20
+        )),
+        Err(e) => Err(format!(
+            "{}: reading /proc/self/smaps to check for huge pages: {e}",
+            kind.name()
+        )),
+    }
 }
 
 /// mmtests' timedmunlock with direct system calls.
@@ -228,7 +248,11 @@ fn raw(thp: bool, bytes: usize) -> f64 {
         assert_eq!(r, 0, "mlock: {}", std::io::Error::last_os_error());
     }
     if !thp {
-        check_base_pages(Kind::RawNoThp, p.cast());
+        if let Err(e) = base_pages_only(Kind::RawNoThp, p.cast()) {
+            // SAFETY: as above; nothing refers to the mapping.
+            unsafe { libc::munmap(p, bytes) };
+            panic!("{e}");
+        }
     }
     let start = Instant::now();
     // SAFETY: as above.

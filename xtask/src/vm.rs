@@ -491,8 +491,9 @@ fn build(a: &Args) -> Result<(Vec<TestBin>, Option<PathBuf>), String> {
 }
 
 /// The test binaries among cargo's JSON messages `json` (one a line), as
-/// `(crate:target, path)`, of the crates and binaries `wanted` names
-/// (all if empty); examples, which `cargo test` builds too, left out.
+/// `(crate:target, path)`: those of the six library crates the guest can
+/// test that `wanted` names (all six if empty); examples, which `cargo
+/// test` builds too, and other packages' binaries left out.
 fn test_binaries(json: &str, wanted: &[String]) -> Vec<TestBin> {
     let mut tests = Vec::new();
     for line in json.lines() {

@@ -193,6 +193,7 @@ fn artifact(pkg: &str, kind: &str, name: &str, test: bool, exe: Option<&str>) ->
 
 const LRU: &str = "path+file:///w/crates/lru#mmbatch-lru@0.1.0";
 const MLOCK: &str = "path+file:///w/crates/mlock#mmbatch-mlock@0.1.0";
+const BENCHES: &str = "path+file:///w/benches#mmbatch-benches@0.0.0";
 const LIBC: &str = "registry+https://github.com/rust-lang/crates.io-index#libc@0.2.191";
 
 #[test]
@@ -222,6 +223,13 @@ fn test_binaries_are_named_by_crate_and_target_and_examples_left_out() {
             Some("/t/examples/buffer_pool"),
         ),
         artifact(MLOCK, "test", "host", true, Some("/t/deps/host-3")),
+        artifact(
+            BENCHES,
+            "test",
+            "readme_cli",
+            true,
+            Some("/t/deps/readme_cli-4"),
+        ),
         r#"{"reason":"build-finished","success":true}"#.to_owned(),
     ]
     .join("\n");
@@ -247,31 +255,29 @@ fn test_binaries_are_named_by_crate_and_target_and_examples_left_out() {
         [pair("lru:pagetables", "/t/deps/pagetables-2")]
     );
     assert!(names(&["lru:buffer_pool"]).is_empty(), "an example");
+    assert!(
+        names(&["benches"]).is_empty(),
+        "not a crate the guest tests"
+    );
 }
 
 #[test]
 fn the_repro_executable_is_the_bin_targets() {
     let json = [
         artifact(LIBC, "custom-build", "build-script-build", false, None),
+        artifact(BENCHES, "lib", "mmbatch_benches", false, None),
+        // Not what `cargo build --bin repro` writes; read past if it did.
         artifact(
-            "path+file:///w/benches#mmbatch-benches@0.0.0",
-            "lib",
-            "mmbatch_benches",
-            false,
-            None,
+            BENCHES,
+            "test",
+            "readme_cli",
+            true,
+            Some("/t/ci/deps/readme_cli-4"),
         ),
-        artifact(
-            "path+file:///w/benches#mmbatch-benches@0.0.0",
-            "bin",
-            "repro",
-            false,
-            Some("/t/ci/repro"),
-        ),
+        artifact(BENCHES, "bin", "repro", false, Some("/t/ci/repro")),
     ]
     .join("\n");
     assert_eq!(bin_executable(&json), Some(PathBuf::from("/t/ci/repro")));
-    assert_eq!(
-        bin_executable(&json.lines().take(2).collect::<Vec<_>>().join("\n")),
-        None
-    );
+    let without_bin = json.lines().take(3).collect::<Vec<_>>().join("\n");
+    assert_eq!(bin_executable(&without_bin), None);
 }

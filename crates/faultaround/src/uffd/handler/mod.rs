@@ -561,6 +561,7 @@ impl Shared {
     /// huge page's too), and how many base pages make a page; `None` if
     /// the call fails.
     fn mincore(&self, from: usize, n: usize) -> Option<(Vec<u8>, usize)> {
+        debug_assert!(self.installed.is_none(), "another process's memory");
         let sub = (self.page / rustix::param::page_size()).max(1);
         let mut v = vec![0u8; n * sub];
         // SAFETY: the range is inside one area of our own mapping and `v`
