@@ -247,8 +247,13 @@ where
     }
 
     fn shard(&self, hash: u64) -> &Shard<K, V> {
-        // The high bits: hashbrown takes its buckets from the low ones.
-        &self.shards[(hash >> 40) as usize & self.shard_mask]
+        &self.shards[self.shard_index(hash)]
+    }
+
+    /// The shard of the key of `hash` (the cache's hash of it), by the
+    /// hash's high bits: hashbrown takes its buckets from the low ones.
+    fn shard_index(&self, hash: u64) -> usize {
+        (hash >> 40) as usize & self.shard_mask
     }
 
     /// The value of `key`, recording a hit (`folio_mark_accessed`).

@@ -293,7 +293,7 @@ where
                 break;
             }
             let hash = self.hash(&key);
-            let s = (hash >> 40) as usize & self.shard_mask;
+            let s = self.shard_index(hash);
             if full[s] || self.contains_key(&key) {
                 continue;
             }

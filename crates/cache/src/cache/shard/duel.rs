@@ -269,6 +269,11 @@ pub(in crate::cache) struct Duel {
     /// What every shard's write reads, apart from the mutex's line, which
     /// every sampled access writes; stored only when it changes.
     verdict: crossbeam_utils::CachePadded<Verdict>,
+    /// Sampled accesses a write section dropped, finding the simulations
+    /// busy: a loom model's tally, outside loom's model of memory (std's
+    /// atomic), so that it can account for every sampled access.
+    #[cfg(all(test, loom))]
+    dropped: std::sync::atomic::AtomicU32,
 }
 
 /// The duel's verdict.
@@ -323,6 +328,8 @@ impl Duel {
                 policy: AtomicU8::new(1),
                 hit: AtomicBool::new(false),
             }),
+            #[cfg(all(test, loom))]
+            dropped: std::sync::atomic::AtomicU32::new(0),
         }
     }
 
@@ -467,6 +474,8 @@ impl Duel {
     #[inline(never)]
     fn feed_sims(&self, sampled: &Sampled, miss: Option<u32>) {
         let Some(mut sims) = self.try_sims() else {
+            #[cfg(all(test, loom))]
+            self.tally_dropped(sampled, miss);
             sampled.drain(|_| {});
             return;
         };
@@ -476,6 +485,24 @@ impl Duel {
             sims.access(h);
         }
         self.judge(sims);
+    }
+
+    /// Drops the shard's kept hits and its miss, tallied (see
+    /// `dropped`): [`feed_sims`](Self::feed_sims) found the simulations
+    /// busy.
+    #[cfg(all(test, loom))]
+    fn tally_dropped(&self, sampled: &Sampled, miss: Option<u32>) {
+        let mut n = u32::from(miss.is_some());
+        sampled.drain(|_| n += 1);
+        self.dropped
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Sampled accesses a write section dropped, finding the simulations
+    /// busy.
+    #[cfg(all(test, loom))]
+    pub(in crate::cache) fn dropped(&self) -> u32 {
+        self.dropped.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Under a shard's read lock: replays the hit of short hash `h` (a

@@ -14,10 +14,9 @@
 //! checks the fast path. Under `Policy::Adaptive` the model's keys (0, 1
 //! and 2, by its fixed hasher) are outside the duel's sample (asserted
 //! below), so nothing is fed to the duel here: a sampled hit's hand-off is
-//! `loom_sampled_hits`' model, at three, in one shard. Not modeled at any
-//! bound: an insertion feeding the simulations while another shard's
-//! lookup feeds them (every model here has one shard); the two meet only
-//! at the simulations' `try_lock` and the verdict's relaxed atomics. At
+//! `loom_sampled_hits`' model, at three, in one shard; an insertion
+//! feeding the simulations while another shard's lookup feeds them is
+//! `loom_sampled_hits::two_shards_feed_the_duel_at_once`, at three. At
 //! three this model took about 55 s under `Adaptive` (the loom step's
 //! longest run by far), 2.9 s at two; the break above was seen to fail
 //! again at two under `Adaptive`.
