@@ -14,8 +14,8 @@
 //!   write since the tracking was reset, both over 4 KiB pages (the
 //!   region's are; the soft-dirty mapping is `MADV_NOHUGEPAGE`);
 //! - `writes/soft-dirty-thp`: the same over transparent huge pages
-//!   (`MADV_HUGEPAGE`), where THP is not `never`: a huge page keeps one
-//!   soft-dirty bit, so a write marks its 512 pages;
+//!   (`MADV_HUGEPAGE`), where some THP size takes advice: a huge page
+//!   keeps one soft-dirty bit, so a write marks its 512 pages;
 //! - `scan/uffd-wp`: `take_written_pages` (report and reset in one walk);
 //! - `scan/soft-dirty*`: the pagemap read for the mapping's pages and the
 //!   bits cleared again (`clear_refs` 4, which walks the whole process).
@@ -108,13 +108,6 @@ fn soft_dirty_works() -> bool {
     }
     write_pages(m.as_ptr() as usize, &[0]);
     soft_dirty_pages(&pagemap, m.as_ptr() as usize, 1).is_ok_and(|p| p == [0])
-}
-
-/// Whether anonymous memory can get transparent huge pages here (THP
-/// `always` or `madvise`).
-fn thp_enabled() -> bool {
-    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
-        .is_ok_and(|s| !s.contains("[never]"))
 }
 
 /// (writes, scan) samples of tracking `order`'s writes in `n` pages by
@@ -218,7 +211,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     let mut ways = vec!["none", "uffd-wp"];
     if soft_dirty {
         ways.push("soft-dirty");
-        if thp_enabled() {
+        if crate::thp::Modes::read().on_advice() {
             ways.push("soft-dirty-thp");
         }
     }

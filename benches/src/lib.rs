@@ -21,6 +21,7 @@ pub mod munlock;
 pub mod percpu;
 mod report;
 pub mod restore;
+mod thp;
 pub mod timedmunlock;
 
 use std::{

@@ -140,22 +140,13 @@ pub fn measure(kind: Kind, bytes: usize) -> f64 {
     }
 }
 
-/// Whether THP is "always" here, for any size (the top-level mode, or a
-/// size of `hugepages-*/enabled`): `MAP_LOCKED | MAP_POPULATE` then
-/// faults huge pages before any advice can refuse them, so the base-page
-/// rows map, advise `MADV_NOHUGEPAGE` (which refuses every size) and lock
-/// with `mlock` instead.
+/// Whether THP is "always" here, for any size (see
+/// [`Modes::always`](crate::thp::Modes::always)): `MAP_LOCKED |
+/// MAP_POPULATE` then faults huge pages before any advice can refuse
+/// them, so the base-page rows map, advise `MADV_NOHUGEPAGE` (which
+/// refuses every size) and lock with `mlock` instead.
 fn thp_always() -> bool {
-    let always = |path: &std::path::Path| {
-        std::fs::read_to_string(path).is_ok_and(|s| s.contains("[always]"))
-    };
-    let dir = std::path::Path::new("/sys/kernel/mm/transparent_hugepage");
-    always(&dir.join("enabled"))
-        || std::fs::read_dir(dir).is_ok_and(|d| {
-            d.filter_map(Result::ok)
-                .filter(|e| e.file_name().to_string_lossy().starts_with("hugepages-"))
-                .any(|e| always(&e.path().join("enabled")))
-        })
+    crate::thp::Modes::read().always()
 }
 
 /// Bytes of transparent huge pages in the mapping holding `p`: its

@@ -77,9 +77,8 @@ impl Host {
                 .unwrap_or(0)
                 * 1024
         };
-        let thp = read("/sys/kernel/mm/transparent_hugepage/enabled")
-            .ok()
-            .and_then(|s| Some(s.split_once('[')?.1.split_once(']')?.0.to_owned()))
+        let thp = crate::thp::Modes::read()
+            .top
             .unwrap_or_else(|| "unavailable".to_owned());
         let mut hugepages: Vec<(String, u64, u64)> = std::fs::read_dir("/sys/kernel/mm/hugepages")
             .map(|dir| {
