@@ -10,14 +10,16 @@ const DIR: &str = "/sys/kernel/mm/transparent_hugepage";
 /// The THP modes: the top-level `enabled` and each size's own
 /// (`hugepages-<size>/enabled`, multi-size THP since Linux 6.8, where
 /// `inherit` takes the top-level mode; older kernels have none, and the
-/// top level governs the one huge size).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// top level governs the one huge size, the PMD's).
+#[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Modes {
     /// The top-level choice (`always`, `madvise`, `never`); `None` where
     /// the kernel has no THP.
-    pub(crate) top: Option<String>,
+    top: Option<String>,
     /// Each size's own choice, as (`2048kB`, `inherit`), sorted.
-    pub(crate) sizes: Vec<(String, String)>,
+    sizes: Vec<(String, String)>,
+    /// The PMD size's name (`2048kB`, from `hpage_pmd_size`).
+    pmd: Option<String>,
 }
 
 impl Modes {
@@ -44,20 +46,30 @@ impl Modes {
             })
             .unwrap_or_default();
         sizes.sort();
-        Self { top, sizes }
+        let pmd = std::fs::read_to_string(dir.join("hpage_pmd_size"))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .map(|bytes| format!("{}kB", bytes / 1024));
+        Self { top, sizes, pmd }
+    }
+
+    /// The mode of the size named `size` (`inherit` resolved), or the top
+    /// level's where the size has no file of its own.
+    fn of(&self, size: Option<&str>) -> &str {
+        let top = self.top.as_deref().unwrap_or("never");
+        match self.sizes.iter().find(|(s, _)| Some(s.as_str()) == size) {
+            Some((_, m)) if m != "inherit" => m,
+            _ => top,
+        }
     }
 
     /// Each huge size's mode, `inherit` resolved to the top level's (the
     /// top level alone where no size has a file of its own).
     fn effective(&self) -> Vec<&str> {
-        let top = self.top.as_deref().unwrap_or("never");
         if self.sizes.is_empty() {
-            return vec![top];
+            return vec![self.of(None)];
         }
-        self.sizes
-            .iter()
-            .map(|(_, m)| if m == "inherit" { top } else { m.as_str() })
-            .collect()
+        self.sizes.iter().map(|(s, _)| self.of(Some(s))).collect()
     }
 
     /// Whether some size is "always": anonymous memory then gets huge
@@ -66,12 +78,34 @@ impl Modes {
         self.effective().contains(&"always")
     }
 
-    /// Whether anonymous memory advised `MADV_HUGEPAGE` can get huge
-    /// pages: some size is "always" or "madvise".
+    /// Whether anonymous memory advised `MADV_HUGEPAGE` gets PMD-sized
+    /// huge pages (one page table entry, one soft-dirty bit, for 2 MiB
+    /// on x86-64): the PMD size is "always" or "madvise".
     pub(crate) fn on_advice(&self) -> bool {
-        self.effective()
+        matches!(self.of(self.pmd.as_deref()), "always" | "madvise")
+    }
+
+    /// The top-level choice, with the sizes that override it: `madvise`,
+    /// or `madvise (64kB always, 2048kB never)`; `unavailable` without
+    /// THP. Sizes that are off, as the kernel leaves all but the PMD
+    /// size, are named only if the PMD size is one.
+    pub(crate) fn describe(&self) -> String {
+        let Some(top) = &self.top else {
+            return "unavailable".to_owned();
+        };
+        let own: Vec<String> = self
+            .sizes
             .iter()
-            .any(|&m| m == "always" || m == "madvise")
+            .filter(|(s, m)| {
+                m != "inherit" && m != top && (m != "never" || self.pmd.as_ref() == Some(s))
+            })
+            .map(|(s, m)| format!("{s} {m}"))
+            .collect();
+        if own.is_empty() {
+            top.clone()
+        } else {
+            format!("{top} ({})", own.join(", "))
+        }
     }
 }
 
@@ -90,6 +124,7 @@ fn chosen_in(path: &Path) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// Modes as an x86-64 kernel shows them (a PMD size of 2048kB).
     fn modes(top: Option<&str>, sizes: &[(&str, &str)]) -> Modes {
         Modes {
             top: top.map(str::to_owned),
@@ -97,6 +132,7 @@ mod tests {
                 .iter()
                 .map(|&(s, m)| (s.to_owned(), m.to_owned()))
                 .collect(),
+            pmd: Some("2048kB".to_owned()),
         }
     }
 
@@ -123,6 +159,7 @@ mod tests {
         let inherit = [("2048kB", "inherit"), ("64kB", "never")];
         assert!(modes(Some("always"), &inherit).always());
         assert!(!modes(Some("madvise"), &inherit).always());
+        assert!(modes(Some("madvise"), &inherit).on_advice());
         // One size "always" where the top level is "madvise".
         assert!(
             modes(
@@ -135,22 +172,61 @@ mod tests {
         let off = [("2048kB", "never"), ("64kB", "never")];
         assert!(!modes(Some("always"), &off).always());
         assert!(!modes(Some("always"), &off).on_advice());
-        // The top level "never", one size on advice.
+        // The top level "never", the PMD size on advice.
         assert!(modes(Some("never"), &[("2048kB", "madvise")]).on_advice());
+        // Only a smaller size on advice: no PMD-sized page.
+        assert!(!modes(Some("madvise"), &[("2048kB", "never"), ("64kB", "madvise")]).on_advice());
+    }
+
+    #[test]
+    fn the_description_names_what_overrides_the_top_level() {
+        let inherit = [("2048kB", "inherit"), ("64kB", "never")];
+        assert_eq!(modes(Some("madvise"), &inherit).describe(), "madvise");
+        assert_eq!(modes(Some("madvise"), &[]).describe(), "madvise");
+        assert_eq!(
+            modes(Some("madvise"), &[("2048kB", "never"), ("64kB", "always")]).describe(),
+            "madvise (2048kB never, 64kB always)"
+        );
+        assert_eq!(modes(None, &[]).describe(), "unavailable");
+    }
+
+    /// A directory of its own under the system's temporary one, removed
+    /// when dropped.
+    struct Scratch(std::path::PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 
     #[test]
     fn the_kernels_layout_is_read() {
-        let dir = std::env::temp_dir().join(format!("mmbatch-thp-{}", std::process::id()));
-        let size = dir.join("hugepages-2048kB");
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let dir = Scratch(
+            std::env::temp_dir().join(format!("mmbatch-thp-{}-{nanos}", std::process::id())),
+        );
+        let d = &dir.0;
+        let size = d.join("hugepages-2048kB");
         std::fs::create_dir_all(&size).unwrap();
-        std::fs::write(dir.join("enabled"), "always [madvise] never\n").unwrap();
+        std::fs::write(d.join("enabled"), "always [madvise] never\n").unwrap();
+        std::fs::write(d.join("hpage_pmd_size"), "2097152\n").unwrap();
         std::fs::write(size.join("enabled"), "always [inherit] madvise never\n").unwrap();
-        // Not a size: ignored.
-        std::fs::create_dir_all(dir.join("khugepaged")).unwrap();
-        let read = Modes::read_in(&dir);
-        std::fs::remove_dir_all(&dir).unwrap();
+        // A size with no mode of its own, and a directory that is not a
+        // size: both ignored.
+        std::fs::create_dir_all(d.join("hugepages-16kB")).unwrap();
+        std::fs::create_dir_all(d.join("khugepaged")).unwrap();
+        let read = Modes::read_in(d);
         assert_eq!(read, modes(Some("madvise"), &[("2048kB", "inherit")]));
-        assert_eq!(Modes::read_in(&dir), Modes::default(), "nothing there");
+        assert!(read.on_advice());
+        drop(dir);
+        assert_eq!(
+            Modes::read_in(&std::env::temp_dir().join("mmbatch-thp-none")),
+            Modes::default(),
+            "nothing there"
+        );
     }
 }

@@ -18,7 +18,8 @@ pub struct Host {
     #[serde(default)]
     pub available_bytes: u64,
     /// Transparent huge pages: the bracketed choice of
-    /// `/sys/kernel/mm/transparent_hugepage/enabled`.
+    /// `/sys/kernel/mm/transparent_hugepage/enabled`, with the sizes whose
+    /// own mode overrides it (`madvise (64kB always)`).
     #[serde(default)]
     pub thp: String,
     /// Reserved huge pages per size: (`2048kB`, total, free), from
@@ -77,9 +78,7 @@ impl Host {
                 .unwrap_or(0)
                 * 1024
         };
-        let thp = crate::thp::Modes::read()
-            .top
-            .unwrap_or_else(|| "unavailable".to_owned());
+        let thp = crate::thp::Modes::read().describe();
         let mut hugepages: Vec<(String, u64, u64)> = std::fs::read_dir("/sys/kernel/mm/hugepages")
             .map(|dir| {
                 dir.filter_map(Result::ok)

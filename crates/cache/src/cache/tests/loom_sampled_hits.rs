@@ -52,15 +52,16 @@ fn racing_hits_each_reach_the_duel_once() {
 
 /// Two shards at the duel at once: one's insertion feeds the simulations
 /// a sampled miss while the other's lookup hands them a sampled hit. The
-/// two meet only at the simulations' `try_lock`, and neither waits: the
-/// lookup that finds them busy keeps its hit in its shard's buffer, which
-/// that shard's next write replays; the insertion that finds them busy
-/// drops its miss (and its shard's kept hits), tallied by the duel. So
-/// every sampled access reaches the simulations once or is tallied as
-/// dropped, and only by a write section. Broken on purpose in two ways,
-/// each seen to fail: the lookup drops its hit when the simulations are
-/// busy (4 of 5 accounted for), and the lookup keeps its hit in the
-/// buffer even when it replays it at once (6 of 5).
+/// two meet only at the simulations' `try_lock` (neither waits) and the
+/// verdict's relaxed atomics: the lookup that finds them busy keeps its
+/// hit in its shard's buffer, which that shard's next write replays; the
+/// insertion that finds them busy drops its miss (and its shard's kept
+/// hits), tallied by the duel. So here (one hit, under the lookups' cap,
+/// into an empty buffer) every sampled access reaches the simulations
+/// once or is tallied as dropped by a write section. Broken on purpose
+/// in two ways, each seen to fail: the lookup drops its hit when the
+/// simulations are busy (4 of 5 accounted for), and the lookup keeps its
+/// hit in the buffer even when it replays it at once (6 of 5).
 #[test]
 fn two_shards_feed_the_duel_at_once() {
     super::model(|| {
