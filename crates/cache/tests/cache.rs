@@ -877,13 +877,17 @@ fn a_lirs_cache_counts_its_refaults() {
 /// evicted and counted in `not_admitted`; a few get in where the sketch's
 /// counters of other keys coincide with all of theirs) and the cached
 /// keys stay; a key requested again and again gets in once its count
-/// passes the victim's.
+/// passes the victim's. With a fixed hasher: under the default's random
+/// seed 1 run in 300 admitted the last key at its first miss (a seed
+/// where other keys' counts reach all of its counters, which the sketch
+/// allows, or its short hash matches a shadow's; not traced).
 #[test]
 fn lirs_tinylfu_admits_a_new_key_only_past_its_victims_count() {
     let heard = Arc::new(Mutex::new(Vec::new()));
     let log = heard.clone();
-    let c: LruCache<u32, u32> = LruCache::builder(100)
+    let c: LruCache<u32, u32, foldhash::quality::FixedState> = LruCache::builder(100)
         .shards(1)
+        .hasher(foldhash::quality::FixedState::default())
         .policy(Policy::LirsTinyLfu)
         .eviction_listener(move |k, _| log.lock().unwrap().push(k))
         .build()
