@@ -21,7 +21,9 @@
 //!   keys, so no scan key is ever requested twice; and a small cache
 //!   (`s0.9-small`: Zipf 0.9 over 1/[`SMALL_SHARE`] of the keys into a
 //!   cache of a tenth of them, 409 entries at scale 1, where a cache runs
-//!   few shards), reported, not judged. Each read-through
+//!   few shards), reported, not judged; and young caches (`s0.9-young`:
+//!   Zipf 0.9 into caches warmed only [`WARM_READ`] times their capacity,
+//!   what a short-lived cache gets), reported, not judged. Each read-through
 //!   sample draws its own requests (a replayed stream would be resident
 //!   after the first sample, since read-through inserts what it misses);
 //!   read and mixed replay one stream, as before.
@@ -242,6 +244,10 @@ pub enum Workload {
     /// cache as many times smaller (409 entries at scale 1): what a small
     /// cache costs, where a cache runs few shards. Reported, not judged.
     Small(f64),
+    /// Zipf with this exponent, read through caches warmed only
+    /// [`WARM_READ`] times their capacity: what a short-lived cache gets
+    /// (docs/cache.md, "A cache's age"). Reported, not judged.
+    Young(f64),
 }
 
 /// [`Workload::Small`] requests 1 in this many of the keys, into a cache
@@ -255,13 +261,17 @@ impl Workload {
             Workload::Zipf(s) => format!("s{s}"),
             Workload::ZipfScans(s) => format!("s{s}-scan"),
             Workload::Small(s) => format!("s{s}-small"),
+            Workload::Young(s) => format!("s{s}-young"),
         }
     }
 
     /// The Zipf exponent.
     pub fn skew(self) -> f64 {
         match self {
-            Workload::Zipf(s) | Workload::ZipfScans(s) | Workload::Small(s) => s,
+            Workload::Zipf(s)
+            | Workload::ZipfScans(s)
+            | Workload::Small(s)
+            | Workload::Young(s) => s,
         }
     }
 
@@ -275,7 +285,18 @@ impl Workload {
 
     /// Whether the notes judge its rows against a target.
     pub fn judged(self) -> bool {
-        !matches!(self, Workload::Small(_))
+        !matches!(self, Workload::Small(_) | Workload::Young(_))
+    }
+
+    /// Requests that warm a cache before `mix`, in multiples of its
+    /// capacity: [`WARM_FILLS`] before read-through and load (but for
+    /// [`Workload::Young`]), else [`WARM_READ`].
+    pub fn warm_times(self, mix: Mix) -> usize {
+        if mix.fills() && !matches!(self, Workload::Young(_)) {
+            WARM_FILLS
+        } else {
+            WARM_READ
+        }
     }
 
     /// For table titles.
@@ -286,6 +307,9 @@ impl Workload {
                 format!("Zipf s={s} + one-off scans (25%, runs of {SCAN_RUN})")
             }
             Workload::Small(s) => format!("a small cache, Zipf s={s}"),
+            Workload::Young(s) => {
+                format!("Zipf s={s}, caches warmed {WARM_READ}x their capacity (young)")
+            }
         }
     }
 
@@ -293,15 +317,15 @@ impl Workload {
     /// scans whose keys are `SCAN_TAG | scan_base..`, in order.
     pub fn apply(self, zipf: &[u64], scan_base: u64) -> Vec<u64> {
         match self {
-            Workload::Zipf(_) | Workload::Small(_) => zipf.to_vec(),
+            Workload::Zipf(_) | Workload::Small(_) | Workload::Young(_) => zipf.to_vec(),
             Workload::ZipfScans(_) => with_scans(zipf, scan_base),
         }
     }
 }
 
 /// Every (workload, mix) measured, in table order: read and mixed on each
-/// skew as before, then read-through on the three workloads and a small
-/// cache's, then loader read-through on the three.
+/// skew as before, then read-through on the three workloads, a small
+/// cache's and young caches', then loader read-through on the three.
 pub fn plan() -> Vec<(Workload, Mix)> {
     let mut plan = Vec::new();
     for s in SKEWS {
@@ -313,6 +337,7 @@ pub fn plan() -> Vec<(Workload, Mix)> {
         Workload::Zipf(1.1),
         Workload::ZipfScans(0.9),
         Workload::Small(0.9),
+        Workload::Young(0.9),
     ] {
         plan.push((w, Mix::ReadThrough));
     }
@@ -543,7 +568,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
         let capacity = (keys / 10) as usize;
         let s = workload.skew();
         let si = SKEWS.iter().position(|&x| x == s).unwrap_or(0) as u64;
-        let warm_len = capacity * if mix.fills() { WARM_FILLS } else { WARM_READ };
+        let warm_len = capacity * workload.warm_times(mix);
         let warmup = workload.apply(&zipf_stream(keys, s, warm_len, 1 + si), 0);
         // Read-through inserts what it misses, so a stream replayed sample
         // after sample would be resident from the second sample on: each

@@ -10,9 +10,9 @@ pub(super) fn notes(r: &Report, threads: &[usize], plan: &[(Workload, Mix)]) -> 
     // The condition every read-through figure below travels with.
     let mut notes = vec![format!(
         "Caches warmed with {WARM_FILLS}x their capacity before the read-through and load rows \
-         (past the fill: a long-lived cache), {WARM_READ}x before read and mixed. Warmed \
-         {WARM_READ}x, the default read through at 0.85-1.07x quick_cache's rate at one \
-         thread (Zipf 0.9; docs/cache.md, \"A cache's age\")."
+         (past the fill: a long-lived cache), {WARM_READ}x before read and mixed and before \
+         the read-through rows of young caches (`s0.9-young`, reported: what a short-lived \
+         cache gets; docs/cache.md, \"A cache's age\")."
     )];
     let (mut met, mut judged, mut missed) = (0, 0, Vec::new());
     let hit = |n: &str| {
