@@ -596,12 +596,14 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
         for &t in &threads {
             let samples = samples_at(workload, mix, t);
             // Judged rows of read and mixed start from caches built and
-            // warmed for them; the others go on with the caches the
-            // previous thread count left (more warming, alike for every
-            // cache): read-through's and load's were warmed to steady
-            // state once.
+            // warmed for them, and so does every row of young caches (the
+            // previous rows would age them); the others go on with the
+            // caches the previous thread count left (more warming, alike
+            // for every cache): read-through's and load's were warmed past
+            // the fill once.
             let judged = samples_per_sample(mix, workload, t) == SAMPLES_PER_SAMPLE;
-            if caches.is_empty() || (judged && !mix.fills()) {
+            let young = matches!(workload, Workload::Young(_));
+            if caches.is_empty() || (judged && !mix.fills()) || young {
                 // The old set goes before the new one is built.
                 caches.clear();
                 caches = fresh_caches();
