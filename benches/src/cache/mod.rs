@@ -59,10 +59,11 @@
 //! Each implementation runs as [`INSTANCES`] caches, warmed alike, and
 //! sample `i` is taken on instance `i mod INSTANCES`, which keeps its
 //! state from sample to sample. The judged rows of read and mixed (1 and
-//! 2 threads) get caches built and warmed for them; read-through and load
-//! build and warm theirs once per workload, and every row after the first
-//! goes on with the caches the previous thread count left (as the rows
-//! only reported do), already at steady state. Each configured sample of a judged row is
+//! 2 threads), and every row of young caches, get caches built and warmed
+//! for them; read-through and load build and warm theirs once per
+//! workload, and every row after the first goes on with the caches the
+//! previous thread count left (as the rows only reported do), past the
+//! fill already. Each configured sample of a judged row is
 //! `SAMPLES_PER_SAMPLE` short runs, of a reported row one
 //! ([`samples_per_sample`]). The targets are judged on
 //! paired ratios: the median over samples of a cache's ops/s over its
