@@ -117,7 +117,7 @@ pub enum Policy {
     /// another's replay. A small cache (a few thousand entries or fewer)
     /// feels it in its speed, as it does the shared increment of each
     /// hit's move while shards run `Lru`; one of 10^5 entries runs a few
-    /// percent slower than one running `Workingset`. A weighted
+    /// percent slower than one built with `Policy::Workingset`. A weighted
     /// cache runs `Workingset` (the simulations are sized in entries, which
     /// a weight does not give) and reports `Adaptive`. How it chooses, hit
     /// ratios and speed: [docs/cache.md][adaptive-measurements].
