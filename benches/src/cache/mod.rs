@@ -289,11 +289,17 @@ impl Workload {
         !matches!(self, Workload::Small(_) | Workload::Young(_))
     }
 
+    /// Whether its rows measure young caches ([`Workload::Young`]), which
+    /// no earlier row may age.
+    pub fn young(self) -> bool {
+        matches!(self, Workload::Young(_))
+    }
+
     /// Requests that warm a cache before `mix`, in multiples of its
     /// capacity: [`WARM_FILLS`] before read-through and load (but for
-    /// [`Workload::Young`]), else [`WARM_READ`].
+    /// [`young`](Self::young) caches), else [`WARM_READ`].
     pub fn warm_times(self, mix: Mix) -> usize {
-        if mix.fills() && !matches!(self, Workload::Young(_)) {
+        if mix.fills() && !self.young() {
             WARM_FILLS
         } else {
             WARM_READ
@@ -603,8 +609,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
             // for every cache): read-through's and load's were warmed past
             // the fill once.
             let judged = samples_per_sample(mix, workload, t) == SAMPLES_PER_SAMPLE;
-            let young = matches!(workload, Workload::Young(_));
-            if caches.is_empty() || (judged && !mix.fills()) || young {
+            if caches.is_empty() || (judged && !mix.fills()) || workload.young() {
                 // The old set goes before the new one is built.
                 caches.clear();
                 caches = fresh_caches();
