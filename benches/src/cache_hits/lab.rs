@@ -1,6 +1,6 @@
 //! What the examples that replay shapes never used for tuning
-//! (`policy_families`, `trace_mixes`) share: the policies they run and
-//! the row each prints.
+//! (`policy_families`, `trace_mixes`, `trace_sizes`) share: the policies
+//! they run and the row each prints.
 
 use super::{Contender, hits};
 
