@@ -17,19 +17,15 @@
 //! `LAB_POLICY=adaptive,lirs` picks the policies (`cache::policies`'
 //! names; `adaptive` alone by default). Hits count from a fifth of the
 //! trace on. `TIMELINE` set (to anything) prints instead, ignoring
-//! `REPS`, for each policy, the hit % of
-//! each thirtieth of the trace and, after `Adaptive`'s, what its shards
-//! ran at its end (`L`: some ran `Lirs`, `R`: some `Lru`, else
-//! `Workingset`): how the duel follows a workload that changes. The
+//! `REPS`, each policy's hit % over each thirtieth of the trace and what
+//! `Adaptive`'s shards ran then (`cache_hits::timeline`). The
 //! figures behind issue 46's notes on unseen shapes (docs/cache.md) come
 //! from here.
 
 use mmbatch_benches::cache_hits::{
-    Contender,
     families::{FAMILIES, HELD_OUT, HELD_OUT_2, family},
-    lab_policies, lab_row, next_uses,
+    lab_policies, lab_row, next_uses, timeline,
 };
-use mmbatch_cache::{LruCache, Policy};
 
 fn main() {
     let only = std::env::args().nth(1);
@@ -57,7 +53,7 @@ fn main() {
         for &c in &sizes {
             let t = family(name, c, n, 7);
             if env("TIMELINE").is_some() {
-                timeline(&format!("{name} {c}"), &t, c, &ours);
+                timeline(&format!("{name} {c}"), &t, c, t.len() / 5, &ours);
                 continue;
             }
             let next = next_uses(&t);
@@ -67,46 +63,5 @@ fn main() {
                 lab_row(&label, &t, &next, c, t.len() / 5, &ours, reps)
             );
         }
-    }
-}
-
-/// `TIMELINE`: each of `ours` replayed over `trace` at `capacity`, one
-/// line a policy: the hit % of each thirtieth of the trace, what
-/// `Adaptive`'s shards ran at its end, and the hit % from a fifth on.
-fn timeline(label: &str, trace: &[u64], capacity: usize, ours: &[Contender]) {
-    println!("{label}");
-    let chunk = (trace.len() / 30).max(1);
-    for &w in ours {
-        let Contender::Mmbatch(name, policy) = w else {
-            continue;
-        };
-        let cache: LruCache<u64, u64> = LruCache::builder(capacity as u64)
-            .policy(policy)
-            .build()
-            .expect("a valid capacity");
-        let mut line = format!("  {name:10}");
-        let (mut before, mut counted) = ((0, 0), (0u64, 0u64));
-        for (i, &k) in trace.iter().enumerate() {
-            let hit = cache.get(&k).is_some();
-            if !hit {
-                cache.insert(k, k);
-            }
-            if i >= trace.len() / 5 {
-                counted = (counted.0 + u64::from(hit), counted.1 + 1);
-            }
-            if (i + 1) % chunk == 0 {
-                let s = cache.stats();
-                let (h, m) = (s.hits - before.0, s.misses - before.1);
-                before = (s.hits, s.misses);
-                line += &format!(" {:3.0}", 100.0 * h as f64 / (h + m).max(1) as f64);
-                line += match (policy, s.lirs_shards > 0, s.lru_shards > 0) {
-                    (Policy::Adaptive, true, _) => "L",
-                    (Policy::Adaptive, _, true) => "R",
-                    _ => " ",
-                };
-            }
-        }
-        let pct = 100.0 * counted.0 as f64 / counted.1.max(1) as f64;
-        println!("{line} | {pct:.2}");
     }
 }

@@ -15,12 +15,13 @@
 //! `SIZES=250,1000,3000` sets the cache sizes; `REPS=3` runs each policy
 //! three times (each with its own random hasher seed) and prints the
 //! median with the least and greatest; `LAB_POLICY=adaptive,lirs` picks
-//! the policies (`cache::policies`' names; `adaptive` alone by default).
-//! The figures in docs/cache.md ("Unseen shapes: the shared traces
-//! interleaved")
-//! come from here.
+//! the policies (`cache::policies`' names; `adaptive` alone by default);
+//! `TIMELINE` set prints, instead and ignoring `REPS`, each policy's hit
+//! % over each thirtieth of the mix (`cache_hits::timeline`). The
+//! figures in docs/cache.md ("Unseen shapes: the shared traces
+//! interleaved") come from here.
 
-use mmbatch_benches::cache_hits::{MIXES, interleave, lab_policies, lab_row, next_uses};
+use mmbatch_benches::cache_hits::{MIXES, interleave, lab_policies, lab_row, next_uses, timeline};
 
 fn main() {
     let only = std::env::args().nth(1);
@@ -38,6 +39,12 @@ fn main() {
             continue;
         }
         let t = interleave(mix, chunk).unwrap_or_else(|e| panic!("{mix}: {e}"));
+        if env("TIMELINE").is_some() {
+            for &c in &sizes {
+                timeline(&format!("{mix} {c}"), &t, c, 0, &ours);
+            }
+            continue;
+        }
         let next = next_uses(&t);
         for &c in &sizes {
             let label = format!("{mix:37} {c:5}");

@@ -12,9 +12,13 @@
 //! `REPS=3` runs each policy three times (each with its own random
 //! hasher seed) and prints the median with the least and greatest;
 //! `LAB_POLICY=adaptive,lirs` picks the policies (`cache::policies`'
-//! names; `adaptive` alone by default).
+//! names; `adaptive` alone by default); `TIMELINE` set prints, instead
+//! and ignoring `REPS`, each policy's hit % over each thirtieth of the
+//! trace (`cache_hits::timeline`).
 
-use mmbatch_benches::cache_hits::{lab_policies, lab_row, next_uses, read_trace, traces_dir};
+use mmbatch_benches::cache_hits::{
+    lab_policies, lab_row, next_uses, read_trace, timeline, traces_dir,
+};
 
 /// Each shared trace and sizes between the judged ones
 /// (`cache_hits::LIRS_TRACES`, `OLTP_SIZES`, `P3_SIZES`), below them and
@@ -48,6 +52,12 @@ fn main() {
         }
         let path = traces_dir().join(format!("{name}.lis.zst"));
         let trace = read_trace(&path, usize::MAX).unwrap_or_else(|e| panic!("{name}: {e}"));
+        if env("TIMELINE").is_some() {
+            for &c in sizes.as_deref().unwrap_or(judged_not) {
+                timeline(&format!("{name} {c}"), &trace, c, 0, &ours);
+            }
+            continue;
+        }
         let next = next_uses(&trace);
         for &c in sizes.as_deref().unwrap_or(judged_not) {
             let label = format!("{name:12} {c:6}");

@@ -1,6 +1,9 @@
 //! What the examples that replay shapes never used for tuning
 //! (`policy_families`, `trace_mixes`, `trace_sizes`) share: the policies
-//! they run and the row each prints.
+//! they run, the row each prints and the `TIMELINE` each can print
+//! instead.
+
+use mmbatch_cache::{LruCache, Policy};
 
 use super::{Contender, hits};
 
@@ -58,4 +61,54 @@ pub fn lab_row(
         }
     }
     line
+}
+
+/// The examples' `TIMELINE`: each of `ours` replayed over `trace` at
+/// `capacity`, one line a policy: the hit % of each thirtieth of the
+/// trace (each of `Adaptive`'s marked with what its shards ran at the
+/// thirtieth's end: `L`, some ran `Lirs`; `R`, some `Lru`; else
+/// `Workingset`), and the hit % from `count_from` on: how the duel
+/// follows a workload that changes.
+pub fn timeline(
+    label: &str,
+    trace: &[u64],
+    capacity: usize,
+    count_from: usize,
+    ours: &[Contender],
+) {
+    println!("{label}");
+    let chunk = (trace.len() / 30).max(1);
+    for &w in ours {
+        let Contender::Mmbatch(name, policy) = w else {
+            continue;
+        };
+        let cache: LruCache<u64, u64> = LruCache::builder(capacity as u64)
+            .policy(policy)
+            .build()
+            .expect("a valid capacity");
+        let mut line = format!("  {name:10}");
+        let (mut before, mut counted) = ((0, 0), (0u64, 0u64));
+        for (i, &k) in trace.iter().enumerate() {
+            let hit = cache.get(&k).is_some();
+            if !hit {
+                cache.insert(k, k);
+            }
+            if i >= count_from {
+                counted = (counted.0 + u64::from(hit), counted.1 + 1);
+            }
+            if (i + 1) % chunk == 0 {
+                let s = cache.stats();
+                let (h, m) = (s.hits - before.0, s.misses - before.1);
+                before = (s.hits, s.misses);
+                line += &format!(" {:3.0}", 100.0 * h as f64 / (h + m).max(1) as f64);
+                line += match (policy, s.lirs_shards > 0, s.lru_shards > 0) {
+                    (Policy::Adaptive, true, _) => "L",
+                    (Policy::Adaptive, _, true) => "R",
+                    _ => " ",
+                };
+            }
+        }
+        let pct = 100.0 * counted.0 as f64 / counted.1.max(1) as f64;
+        println!("{line} | {pct:.2}");
+    }
 }
