@@ -7,7 +7,7 @@ use std::{fmt, hash::BuildHasher, sync::Arc, time::Duration};
 use super::CacheStats;
 use super::{
     LruCache,
-    expire::{Clock, Expire, Expiry, Kind, nanos},
+    expire::{Clock, Expire, Expiry, Kind, coarse_res, nanos},
     lock::{MAX_STRIPES, ShardLock},
     policy::Policy,
     shard::{Duel, Lruvec, index::NARROW_MAX},
@@ -336,7 +336,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
 
     /// The clock expiry reads, for tests that control time (default: the
     /// system's coarse monotonic clock, read as one tick ahead, so entries
-    /// expire up to a tick — 1 to 4 ms on Linux — early, and late only by
+    /// expire up to a tick — 1 to 10 ms on Linux — early, and late only by
     /// the kernel's delay in updating that clock: microseconds, more where
     /// a virtual machine's CPU waits for its host). A clock that goes back
     /// only delays expiry.
@@ -449,6 +449,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
         let expire = kind.map(|kind| Expire {
             kind,
             clock: o.clock.clone(),
+            res: if o.clock.is_none() { coarse_res() } else { 0 },
         });
         let (expiring, capped) = (
             expire.is_some(),

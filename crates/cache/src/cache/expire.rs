@@ -45,33 +45,45 @@ pub trait Clock: Send + Sync {
 /// The default clock, in nanoseconds: on Linux `CLOCK_MONOTONIC_COARSE`
 /// (the time as of the kernel's last tick, read through the vDSO: a
 /// fraction of `Instant::now`'s cost, docs/cache.md "Expiry") plus its
-/// resolution, so an entry expires up to one tick (`clock_getres`: 1-4
-/// ms) early, and late only by the kernel's delay in updating the coarse
-/// clock after a tick (microseconds; more where a virtual machine's CPU
-/// waits for its host); elsewhere `Instant`.
-fn coarse_now() -> u64 {
+/// resolution `res` ([`coarse_res`], read when the cache is built), so an
+/// entry expires up to one tick (1-10 ms, by the kernel's `HZ`) early,
+/// and late only by the kernel's delay in updating the coarse clock after
+/// a tick (microseconds; more where a virtual machine's CPU waits for its
+/// host); elsewhere `Instant`.
+fn coarse_now(res: u64) -> u64 {
     #[cfg(target_os = "linux")]
     {
-        use rustix::time::{ClockId, clock_getres, clock_gettime};
-        static RES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-        let res = *RES.get_or_init(|| {
-            let r = clock_getres(ClockId::MonotonicCoarse);
-            (r.tv_sec as u64)
-                .saturating_mul(1_000_000_000)
-                .saturating_add(r.tv_nsec as u64)
-        });
-        let t = clock_gettime(ClockId::MonotonicCoarse);
-        (t.tv_sec as u64)
-            .saturating_mul(1_000_000_000)
-            .saturating_add(t.tv_nsec as u64)
-            .saturating_add(res)
-            .min(u64::MAX - 1)
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicCoarse);
+        // The kernel keeps `CLOCK_MONOTONIC` below `KTIME_MAX` (`i64::MAX`
+        // nanoseconds) and `res` is at most a second: no sum overflows,
+        // and none reaches `u64::MAX - 1`.
+        (t.tv_sec as u64) * 1_000_000_000 + t.tv_nsec as u64 + res
     }
     #[cfg(not(target_os = "linux"))]
     {
+        let _ = res;
         static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
         let o = *ORIGIN.get_or_init(std::time::Instant::now);
         u64::try_from(o.elapsed().as_nanos()).map_or(u64::MAX - 1, |n| n.min(u64::MAX - 1))
+    }
+}
+
+/// The resolution [`coarse_now`] adds, in nanoseconds: on Linux
+/// `clock_getres(CLOCK_MONOTONIC_COARSE)` (a tick), at most a second;
+/// elsewhere 0. Read once, when a cache is built, so that no read of the
+/// clock pays for it.
+pub(super) fn coarse_res() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        let r = rustix::time::clock_getres(rustix::time::ClockId::MonotonicCoarse);
+        (r.tv_sec as u64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(r.tv_nsec as u64)
+            .min(1_000_000_000)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0
     }
 }
 
@@ -125,6 +137,8 @@ impl Life {
 pub(super) struct Expire<K, V> {
     pub(super) kind: Kind<K, V>,
     pub(super) clock: Option<Arc<dyn Clock>>,
+    /// What [`coarse_now`] adds (without a `clock`): [`coarse_res`].
+    pub(super) res: u64,
 }
 
 impl<K, V> Expire<K, V> {
@@ -196,12 +210,70 @@ impl<K, V> Expire<K, V> {
             Some(c) => {
                 u64::try_from(c.now().as_nanos()).map_or(u64::MAX - 1, |n| n.min(u64::MAX - 1))
             }
-            None => coarse_now(),
+            None => coarse_now(self.res),
         }
     }
 
     /// What is left of `deadline` at `now` (`None`: never expires).
     fn left(now: u64, deadline: u64) -> Option<Duration> {
         (deadline != u64::MAX).then(|| Duration::from_nanos(deadline.saturating_sub(now)))
+    }
+}
+
+#[cfg(all(test, target_os = "linux", not(loom), not(miri)))]
+mod tests {
+    use super::*;
+    use crate::LruCache;
+    use rustix::time::{ClockId, Timespec, clock_getres, clock_gettime};
+
+    /// `t` in nanoseconds, converted apart from the code under test.
+    fn nanos_of(t: Timespec) -> u64 {
+        let d = Duration::new(t.tv_sec.try_into().unwrap(), t.tv_nsec.try_into().unwrap());
+        d.as_nanos().try_into().unwrap()
+    }
+
+    /// The default clock reads `CLOCK_MONOTONIC_COARSE` a tick ahead: its
+    /// resolution added, so that an entry expires up to one tick early
+    /// and never a tick late.
+    #[test]
+    fn the_default_clock_reads_the_coarse_clock_a_tick_ahead() {
+        let res = coarse_res();
+        assert_eq!(res, nanos_of(clock_getres(ClockId::MonotonicCoarse)));
+        assert!(res > 0, "a coarse clock without a tick");
+        let e: Expire<u8, u8> = Expire {
+            kind: Kind::Live(1),
+            clock: None,
+            res,
+        };
+        let before = nanos_of(clock_gettime(ClockId::MonotonicCoarse));
+        let now = e.now();
+        let after = nanos_of(clock_gettime(ClockId::MonotonicCoarse));
+        assert!(
+            (before + res..=after + res).contains(&now),
+            "{now} outside {before}..={after} plus {res}"
+        );
+    }
+
+    /// A cache built with expiry on the default clock keeps its tick; one
+    /// on an injected clock adds nothing to it.
+    #[test]
+    fn a_cache_keeps_the_tick_of_the_clock_it_reads() {
+        struct Zero;
+        impl Clock for Zero {
+            fn now(&self) -> Duration {
+                Duration::ZERO
+            }
+        }
+        let ttl = Duration::from_secs(60);
+        let default: LruCache<u8, u8> = LruCache::builder(8).time_to_live(ttl).build().unwrap();
+        let injected: LruCache<u8, u8> = LruCache::builder(8)
+            .time_to_live(ttl)
+            .clock(Zero)
+            .build()
+            .unwrap();
+        let res = |c: &LruCache<u8, u8>| c.expire.as_ref().expect("expiry on").res;
+        assert_eq!(res(&default), coarse_res());
+        assert_eq!(res(&injected), 0);
+        assert_eq!(injected.expire.as_ref().unwrap().now(), 0);
     }
 }
