@@ -24,7 +24,7 @@
 
 use mmbatch_benches::cache_hits::{
     families::{FAMILIES, HELD_OUT, HELD_OUT_2, family},
-    lab_policies, lab_row, next_uses, timeline,
+    lab_policies, lab_print, wanted,
 };
 
 fn main() {
@@ -44,24 +44,14 @@ fn main() {
         None => &FAMILIES,
     };
     for &name in set {
-        if only
-            .as_deref()
-            .is_some_and(|o| !o.split(',').any(|o| name.contains(o)))
-        {
+        if !wanted(only.as_deref(), name) {
             continue;
         }
+        // A family's trace depends on the cache's size: one trace a size.
         for &c in &sizes {
             let t = family(name, c, n, 7);
-            if env("TIMELINE").is_some() {
-                timeline(&format!("{name} {c}"), &t, c, t.len() / 5, &ours);
-                continue;
-            }
-            let next = next_uses(&t);
-            let label = format!("{name:13} {c:5}");
-            println!(
-                "{}",
-                lab_row(&label, &t, &next, c, t.len() / 5, &ours, reps)
-            );
+            let label = |c| format!("{name:13} {c:5}");
+            lab_print(name, label, &t, &[c], t.len() / 5, &ours, reps);
         }
     }
 }

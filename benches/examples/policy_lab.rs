@@ -15,18 +15,14 @@ use std::{collections::hash_map::DefaultHasher, hash::BuildHasherDefault};
 
 use mmbatch_benches::cache_hits::{
     LIRS_TRACES, OLTP_SIZES, P3_SIZES, SYNTH_CAPACITY, SYNTH_KEYS, SYNTH_OPS, Shape, read_trace,
-    traces_dir,
+    traces_dir, wanted,
 };
 use mmbatch_cache::{LruCache, Policy};
 
 fn main() {
     let only = std::env::args().nth(1);
     let mut cases: Vec<(String, Vec<u64>, Vec<usize>, usize)> = Vec::new();
-    // Comma-separated: a trace is kept if its name contains any of them.
-    let want = |name: &str| {
-        only.as_deref()
-            .is_none_or(|o| o.split(',').any(|o| name.contains(o)))
-    };
+    let want = |name: &str| wanted(only.as_deref(), name);
     for (name, sizes) in [("OLTP", OLTP_SIZES.to_vec()), ("P3", P3_SIZES.to_vec())] {
         if want(name) {
             let t = read_trace(&traces_dir().join(format!("{name}.lis.zst")), usize::MAX).unwrap();

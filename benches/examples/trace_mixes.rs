@@ -11,7 +11,8 @@
 //! it has left, so that all of them run out together), each trace's keys
 //! kept apart, the ARC traces cut to their first 400 000 requests; every
 //! request counts. `CHUNK=200` (the default) sets the bursts; `NAME`
-//! keeps the mixes whose name contains it;
+//! keeps the mixes whose name contains it (or any of several,
+//! comma-separated);
 //! `SIZES=250,1000,3000` sets the cache sizes; `REPS=3` runs each policy
 //! three times (each with its own random hasher seed) and prints the
 //! median with the least and greatest; `LAB_POLICY=adaptive,lirs` picks
@@ -21,7 +22,7 @@
 //! figures in docs/cache.md ("Unseen shapes: the shared traces
 //! interleaved") come from here.
 
-use mmbatch_benches::cache_hits::{MIXES, interleave, lab_policies, lab_row, next_uses, timeline};
+use mmbatch_benches::cache_hits::{MIXES, interleave, lab_policies, lab_print, wanted};
 
 fn main() {
     let only = std::env::args().nth(1);
@@ -35,20 +36,11 @@ fn main() {
     let reps: usize = env("REPS").map_or(3, |v| v.parse().expect("REPS: a number"));
     let chunk: u64 = env("CHUNK").map_or(200, |v| v.parse().expect("CHUNK: a number"));
     for mix in MIXES {
-        if only.as_deref().is_some_and(|o| !mix.contains(o)) {
+        if !wanted(only.as_deref(), mix) {
             continue;
         }
         let t = interleave(mix, chunk).unwrap_or_else(|e| panic!("{mix}: {e}"));
-        if env("TIMELINE").is_some() {
-            for &c in &sizes {
-                timeline(&format!("{mix} {c}"), &t, c, 0, &ours);
-            }
-            continue;
-        }
-        let next = next_uses(&t);
-        for &c in &sizes {
-            let label = format!("{mix:37} {c:5}");
-            println!("{}", lab_row(&label, &t, &next, c, 0, &ours, reps));
-        }
+        let label = |c| format!("{mix:37} {c:5}");
+        lab_print(mix, label, &t, &sizes, 0, &ours, reps);
     }
 }

@@ -16,9 +16,7 @@
 //! and ignoring `REPS`, each policy's hit % over each thirtieth of the
 //! trace (`cache_hits::timeline`).
 
-use mmbatch_benches::cache_hits::{
-    lab_policies, lab_row, next_uses, read_trace, timeline, traces_dir,
-};
+use mmbatch_benches::cache_hits::{lab_policies, lab_print, read_trace, traces_dir, wanted};
 
 /// Each shared trace and sizes between the judged ones
 /// (`cache_hits::LIRS_TRACES`, `OLTP_SIZES`, `P3_SIZES`), below them and
@@ -44,24 +42,13 @@ fn main() {
     });
     let ours = lab_policies();
     for (name, judged_not) in SIZES {
-        if only
-            .as_deref()
-            .is_some_and(|o| !o.split(',').any(|o| name.contains(o)))
-        {
+        if !wanted(only.as_deref(), name) {
             continue;
         }
         let path = traces_dir().join(format!("{name}.lis.zst"));
         let trace = read_trace(&path, usize::MAX).unwrap_or_else(|e| panic!("{name}: {e}"));
-        if env("TIMELINE").is_some() {
-            for &c in sizes.as_deref().unwrap_or(judged_not) {
-                timeline(&format!("{name} {c}"), &trace, c, 0, &ours);
-            }
-            continue;
-        }
-        let next = next_uses(&trace);
-        for &c in sizes.as_deref().unwrap_or(judged_not) {
-            let label = format!("{name:12} {c:6}");
-            println!("{}", lab_row(&label, &trace, &next, c, 0, &ours, reps));
-        }
+        let label = |c| format!("{name:12} {c:6}");
+        let sizes = sizes.as_deref().unwrap_or(judged_not);
+        lab_print(name, label, &trace, sizes, 0, &ours, reps);
     }
 }

@@ -63,6 +63,40 @@ pub fn lab_row(
     line
 }
 
+/// Whether the example's `NAME` argument (`only`: names, comma-separated,
+/// or none for all) keeps the trace, family or mix called `name`: it
+/// contains one of them.
+pub fn wanted(only: Option<&str>, name: &str) -> bool {
+    only.is_none_or(|o| o.split(',').any(|o| name.contains(o)))
+}
+
+/// Prints `trace` at each of `sizes` for each of `ours`: a [`lab_row`]
+/// labelled `label(size)`, hits counted from `count_from`, or, with
+/// `TIMELINE` set, a [`timeline`] instead (`reps` then unused).
+pub fn lab_print(
+    name: &str,
+    label: impl Fn(usize) -> String,
+    trace: &[u64],
+    sizes: &[usize],
+    count_from: usize,
+    ours: &[Contender],
+    reps: usize,
+) {
+    if std::env::var_os("TIMELINE").is_some() {
+        for &c in sizes {
+            timeline(&format!("{name} {c}"), trace, c, count_from, ours);
+        }
+        return;
+    }
+    let next = super::next_uses(trace);
+    for &c in sizes {
+        println!(
+            "{}",
+            lab_row(&label(c), trace, &next, c, count_from, ours, reps)
+        );
+    }
+}
+
 /// The examples' `TIMELINE`: each of `ours` replayed over `trace` at
 /// `capacity`, one line a policy: the hit % of each thirtieth of the
 /// trace (each of `Adaptive`'s marked with what its shards ran at the

@@ -97,7 +97,7 @@ use crate::{Config, Experiment, Metric, Progress, Report, Row, Table};
 use judge::judge;
 use replay::{MOST_REPLAYS, REPLAY_BUDGET, SEEDED_REPLAYS, median_and_range, seeded_replays};
 
-pub use lab::{lab_policies, lab_row, timeline};
+pub use lab::{lab_policies, lab_print, lab_row, timeline, wanted};
 pub use replay::{Contender, arc_hits, exact_lru_hits, hits, next_uses, opt_hits};
 pub use shapes::Shape;
 pub use traces::{MIXES, interleave, read_trace, traces_dir};
