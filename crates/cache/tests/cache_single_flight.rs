@@ -144,6 +144,8 @@ fn a_loader_asking_for_its_own_key_panics_instead_of_waiting_forever() {
         cache.get_or_insert_with(3, || cache.get_or_insert_with(4, || 4) + 1),
         5
     );
+    // A call that panicked on its own thread's load waited for nothing.
+    assert_eq!(cache.stats().load_waits, 0, "{:?}", cache.stats());
 }
 
 /// A value whose `Clone` panics once armed.

@@ -164,7 +164,9 @@ proptest! {
         let c = cache(capacity, policy, batching, listened.clone());
         for (op, countdown) in &ops {
             arm(*countdown);
-            let _ = catch_unwind(AssertUnwindSafe(|| run_op(&c, op)));
+            // No `AssertUnwindSafe`: the cache is `RefUnwindSafe`, which
+            // this test is what backs.
+            let _ = catch_unwind(|| run_op(&c, op));
             arm(0);
             c.check_invariants().map_err(|e| TestCaseError::fail(format!("after {op:?} (countdown {countdown}): {e}")))?;
         }
@@ -174,6 +176,31 @@ proptest! {
         c.check_invariants().map_err(TestCaseError::fail)?;
         prop_assert!(c.len() as u64 <= capacity);
     }
+}
+
+/// Caches with a weigher, a listener and expiry cross `catch_unwind`
+/// without `AssertUnwindSafe`, as `std::sync::Mutex` does: a panic in a
+/// call leaves the cache whole (the property test above).
+#[test]
+fn a_cache_crosses_catch_unwind() {
+    fn unwind_safe<T: std::panic::UnwindSafe + std::panic::RefUnwindSafe>(_: &T) {}
+    quiet_panics();
+    let plain: LruCache<String, u64> = LruCache::new(10);
+    let full = LruCache::<u32, Vec<u8>>::builder(100)
+        .weigher(|_, v| v.len() as u64)
+        .eviction_listener(|_, _| {})
+        .time_to_live(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    unwind_safe(&plain);
+    unwind_safe(&full);
+    let r = catch_unwind(|| {
+        plain.insert("a".to_owned(), 1);
+        full.insert(1, vec![0; 10]);
+        panic!("injected after the inserts")
+    });
+    assert!(r.is_err());
+    assert_eq!((plain.get("a"), full.weight()), (Some(1), 10));
 }
 
 // ---- child-process scenarios (bounded wait) -------------------------------

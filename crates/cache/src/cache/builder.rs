@@ -19,7 +19,8 @@ use crate::sync::{AtomicU64, AtomicUsize};
 /// different bits of one hash, so every bit must be well mixed.
 pub type DefaultHashBuilder = foldhash::quality::RandomState;
 
-/// How much an entry counts against the capacity.
+/// How much an entry counts against the capacity: implemented for every
+/// `Fn(&K, &V) -> u64`, which [`Builder::weigher`] takes.
 pub trait Weigher<K, V> {
     /// The entry's weight; 0 counts as 1.
     fn weight(&self, key: &K, value: &V) -> u64;
@@ -111,7 +112,10 @@ impl fmt::Display for CacheError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CacheError::ZeroCapacity => {
-                f.write_str("a cache capacity of 0 can hold nothing: pass a capacity of at least 1")
+                f.write_str(
+                    "a cache capacity of 0 can hold nothing: pass a capacity of at least 1 \
+                     (to turn caching off, build no cache: an Option<LruCache> that is None)",
+                )
             }
             CacheError::ZeroEntries => f.write_str(
                 "max_entries(0) leaves no room for any entry: allow at least 1, or leave it unset",
@@ -391,7 +395,22 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// ([`LruCache::max_entry_weight`], smaller on a host with more CPUs
     /// unless [`shards`](Self::shards) is set) is not cached
     /// ([`CacheStats::rejected`]).
-    pub fn weigher<W2: Weigher<K, V>>(self, weigher: W2) -> Builder<K, V, S, W2> {
+    ///
+    /// A closure's argument types are inferred from the cache's:
+    /// ```
+    /// use mmbatch_cache::LruCache;
+    ///
+    /// let cache = LruCache::<u32, Vec<u8>>::builder(1 << 20)
+    ///     .weigher(|_key, value| value.len() as u64)
+    ///     .build()
+    ///     .expect("a capacity of at least 1");
+    /// cache.insert(1, vec![0; 100]);
+    /// assert_eq!(cache.weight(), 100);
+    /// ```
+    pub fn weigher<W2>(self, weigher: W2) -> Builder<K, V, S, W2>
+    where
+        W2: Fn(&K, &V) -> u64,
+    {
         Builder {
             opts: Options {
                 weighted: true,

@@ -287,7 +287,11 @@ where
             }
             Err((room, own)) => {
                 drop(abandoned);
-                self.load_waits.fetch_add(1, Ordering::Relaxed);
+                // A sync call for its own thread's load panics: it never
+                // waits.
+                if !(sync && own) {
+                    self.load_waits.fetch_add(1, Ordering::Relaxed);
+                }
                 Claim::Wait(room, own)
             }
         }

@@ -179,6 +179,28 @@ impl<K, V, S, W> fmt::Debug for LruCache<K, V, S, W> {
     }
 }
 
+// A call whose user code panicked leaves the cache as before it, its
+// invariants whole ("Guarantees under faults" in the crate's docs), so a
+// cache may cross `catch_unwind` as `std::sync::Mutex` does (which
+// poisons instead). The listener and expiry, boxed, are `Sync` closures.
+impl<K, V, S, W> panic::UnwindSafe for LruCache<K, V, S, W>
+where
+    K: panic::RefUnwindSafe,
+    V: panic::RefUnwindSafe,
+    S: panic::RefUnwindSafe,
+    W: panic::RefUnwindSafe,
+{
+}
+
+impl<K, V, S, W> panic::RefUnwindSafe for LruCache<K, V, S, W>
+where
+    K: panic::RefUnwindSafe,
+    V: panic::RefUnwindSafe,
+    S: panic::RefUnwindSafe,
+    W: panic::RefUnwindSafe,
+{
+}
+
 impl<K, V> LruCache<K, V> {
     /// The largest capacity: [`crate::MAX_CAPACITY`], here
     /// for `LruCache::<K, V>::MAX_CAPACITY`.

@@ -66,8 +66,10 @@ pub struct CacheStats {
     /// counted as each starts, whether it then succeeds, fails or is
     /// dropped.
     pub loads: u64,
-    /// Callers of `get_or_insert_with` that waited for another caller's
-    /// loader instead of running their own.
+    /// Loading calls (as [`loads`](Self::loads) counts them) that waited
+    /// for another caller's load of their key instead of running their
+    /// own. A call asking for a key its own thread is loading panics
+    /// instead, and is not counted.
     pub load_waits: u64,
 }
 
