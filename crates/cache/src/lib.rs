@@ -1,6 +1,21 @@
-//! A concurrent, bounded in-memory cache whose replacement is the Linux
-//! kernel's page replacement: [`LruCache`].
+//! A concurrent, bounded in-memory cache: [`LruCache`]. Any number of
+//! threads `get` and `insert` through `&self`, and a hit takes only its
+//! shard's read lock. Its eviction is the Linux kernel's page
+//! replacement, and by default ([`Policy::Adaptive`]) it adapts to the
+//! workload: each cache replays a sample of its own requests through four
+//! policies and runs whichever hits most.
 //!
+//! It also has a weigher and a capacity in weight, `max_entries`, an eviction
+//! or removal listener, single-flight loading
+//! ([`LruCache::get_or_insert_with`]: one loader per key at a time, and
+//! its async form), expiry ([`Builder::time_to_live`], an [`Expiry`]),
+//! atomic updates of one key ([`LruCache::compute`]), pinned entries
+//! ([`Builder::pinned`]), iteration, resizing,
+//! warm restarts ([`LruCache::save`], [`LruCache::warm`]), counters
+//! ([`CacheStats`]), and exact LRU ([`Policy::Lru`] with
+//! [`Builder::batching`]`(false)`) where a workload needs it.
+//!
+//! # How it evicts
 //! Each shard is an lruvec as in `mm/vmscan.c`: new entries start on an
 //! inactive list (probation), entries hit there move to the active list,
 //! and reclaim evicts from the inactive tail. A hit takes only its shard's
@@ -18,16 +33,6 @@
 //! at a steady rate among many others. The default, [`Policy::Adaptive`],
 //! runs whichever of them, or LRU, hits most on a sample of the cache's
 //! own keys.
-//!
-//! Besides: a weigher and a capacity in weight, `max_entries`, an eviction
-//! or removal listener, single-flight loading
-//! ([`LruCache::get_or_insert_with`]: one loader per key at a time, and
-//! its async form), expiry ([`Builder::time_to_live`], an [`Expiry`]),
-//! atomic updates of one key ([`LruCache::compute`]), pinned entries
-//! ([`Builder::pinned`]), iteration, resizing,
-//! warm restarts ([`LruCache::save`], [`LruCache::warm`]), counters
-//! ([`CacheStats`]), and exact LRU ([`Policy::Lru`] with
-//! [`Builder::batching`]`(false)`) where a workload needs it.
 //!
 //! # What to expect
 //! - **Values come back as clones** (`get` returns `V`, not a reference
@@ -105,8 +110,10 @@
 //!   cache is as before the call (user code runs outside the shard's lock,
 //!   or reads only — `Eq` in a lookup, `Clone` of a value), its invariants
 //!   check clean and it keeps working (a property test injects a panic
-//!   at every such call in turn). A loader that panics
-//!   wakes the callers waiting on it; one of them loads next.
+//!   at every such call in turn), so the cache is `UnwindSafe` and
+//!   `RefUnwindSafe` when its keys, values, hasher and weigher are. A
+//!   loader that panics wakes the callers waiting on it; one of them
+//!   loads next.
 //! - **The eviction listener panics**: the other entries evicted by the
 //!   same insertion still reach it; the first panic then continues in the
 //!   inserting caller.
