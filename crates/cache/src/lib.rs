@@ -85,7 +85,7 @@
 //!     .weigher(|_: &u32, v: &String| v.len() as u64)
 //!     .eviction_listener(|k, _| println!("evicted {k}"))
 //!     .build()
-//!     .expect("a capacity of at least 1");
+//!     .expect("a capacity up to MAX_CAPACITY");
 //! exact.insert(1, "12345".to_owned());
 //! exact.insert(2, "67890".to_owned());
 //! exact.insert(3, "abc".to_owned()); // weight 13 > 10: evicts key 1
@@ -103,8 +103,9 @@
 //! # Guarantees under faults
 //! What happens when user code panics or an argument is out of range;
 //! each line is checked by the crate's tests and fuzz targets.
-//! - **Sizes that cannot exist** are errors, not aborts: a capacity of 0
-//!   or above [`LruCache::MAX_CAPACITY`] ([`CacheError`]).
+//! - **Sizes that cannot exist** are errors, not aborts: a capacity
+//!   above [`LruCache::MAX_CAPACITY`] ([`CacheError`]). A capacity of 0
+//!   (or `max_entries(0)`) is a cache that stores nothing.
 //! - **User code panics** — `Hash`, `Eq` or `Clone` of a key, `Clone` of
 //!   a value, the weigher, a loader: the panic reaches the caller, the
 //!   cache is as before the call (user code runs outside the shard's lock,

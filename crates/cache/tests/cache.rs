@@ -220,18 +220,121 @@ fn weigher_bounds_total_weight() {
 
 #[test]
 fn bad_configurations_explain_themselves() {
-    let e = LruCache::<u8, u8>::builder(0).build().unwrap_err();
-    assert_eq!(e, CacheError::ZeroCapacity);
-    assert!(e.to_string().contains("at least 1"));
-    let e = LruCache::<u8, u8>::builder(10)
-        .max_entries(0)
+    let e = LruCache::<u8, u8>::builder(LruCache::<u8, u8>::MAX_CAPACITY + 1)
         .build()
         .unwrap_err();
-    assert_eq!(e, CacheError::ZeroEntries);
+    assert!(matches!(e, CacheError::CapacityTooLarge { .. }), "{e:?}");
+    assert!(e.to_string().contains("smaller capacity"), "{e}");
     // Memory grows with entries: a huge capacity costs nothing up front.
     let huge = LruCache::<u8, u8>::builder(1 << 40).build().unwrap();
     huge.insert(1, 1);
     assert_eq!(huge.len(), 1);
+}
+
+/// A capacity of 0, or `max_entries(0)`, is a cache that stores nothing
+/// (moka and quick_cache take it so; configurations use it to turn a
+/// cache off): every insertion goes to the listener as evicted and counts
+/// as rejected, every load runs, and `set_capacity` turns such a cache
+/// on and off. It was an error (a panic from `new`).
+#[test]
+fn a_capacity_of_zero_stores_nothing() {
+    type Heard = Arc<Mutex<Vec<(u32, mmbatch_cache::RemovalCause)>>>;
+    fn check<S: std::hash::BuildHasher, W: mmbatch_cache::Weigher<u32, u32>>(
+        cache: LruCache<u32, u32, S, W>,
+        heard: &Heard,
+        what: &str,
+        resizable: bool,
+    ) {
+        for k in 0..100 {
+            assert_eq!(cache.insert(k, k), None, "{what}");
+            assert_eq!(cache.get(&k), None, "{what}");
+        }
+        let mut loads = 0;
+        for k in 0..3 {
+            for _ in 0..2 {
+                let v = cache.get_or_insert_with(k, || {
+                    loads += 1;
+                    7
+                });
+                assert_eq!(v, 7, "{what}");
+            }
+        }
+        assert_eq!(loads, 6, "{what}: every load runs");
+        let put = cache.compute(1, |_| mmbatch_cache::Compute::Put(1));
+        assert!(matches!(put, mmbatch_cache::Computed::Inserted), "{what}");
+        let seen = (cache.len(), cache.iter().count(), cache.peek(&1));
+        assert_eq!(seen, (0, 0, None), "{what}");
+        let st = cache.stats();
+        assert_eq!(st.rejected, 107, "{what}: {st:?}");
+        {
+            let heard = heard.lock().unwrap();
+            assert_eq!(heard.len(), 107, "{what}");
+            let evicted = mmbatch_cache::RemovalCause::Evicted;
+            assert!(heard.iter().all(|&(_, c)| c == evicted), "{what}");
+        }
+        cache
+            .check_invariants()
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        if !resizable {
+            return;
+        }
+        // Turned on, it caches; turned off again, it evicts them all.
+        cache
+            .set_capacity(1000)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        for k in 0..10 {
+            cache.insert(k, 1);
+        }
+        assert_eq!(cache.get(&3), Some(1), "{what}");
+        cache
+            .set_capacity(0)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let size = (cache.len(), cache.weight(), cache.capacity());
+        assert_eq!(size, (0, 0, 0), "{what}");
+        cache.insert(3, 1);
+        assert_eq!(cache.get(&3), None, "{what}");
+        cache
+            .check_invariants()
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+    }
+    fn built<T>(r: Result<T, CacheError>) -> T {
+        r.unwrap_or_else(|e| panic!("a capacity of 0 builds: {e}"))
+    }
+    let _hang = mmbatch_testkit::hang_guard("a_capacity_of_zero_stores_nothing");
+    assert_eq!(LruCache::<u32, u32>::new(0).capacity(), 0);
+    let policies = [
+        (Policy::Adaptive, true),
+        (Policy::Workingset, true),
+        (Policy::ActiveInactive, true),
+        (Policy::Lirs, true),
+        (Policy::LirsTinyLfu, true),
+        (Policy::Lru, true),
+        (Policy::Lru, false),
+    ];
+    for (policy, batching) in policies {
+        for how in ["capacity", "max_entries", "weighed", "expiring"] {
+            let heard = Heard::default();
+            let h = heard.clone();
+            let listen = move |k, _, cause| h.lock().unwrap().push((k, cause));
+            let b = LruCache::<u32, u32>::builder(if how == "max_entries" { 10 } else { 0 })
+                .policy(policy)
+                .batching(batching)
+                .removal_listener(listen);
+            let what = format!("{policy:?}, batching {batching}, {how}");
+            match how {
+                "max_entries" => check(built(b.max_entries(0).build()), &heard, &what, false),
+                "weighed" => {
+                    let b = b.weigher(|_, v| u64::from(*v));
+                    check(built(b.build()), &heard, &what, true);
+                }
+                "expiring" => {
+                    let b = b.time_to_live(std::time::Duration::from_secs(60));
+                    check(built(b.build()), &heard, &what, true);
+                }
+                _ => check(built(b.build()), &heard, &what, true),
+            }
+        }
+    }
 }
 
 #[test]
@@ -547,14 +650,11 @@ fn capacity_changes_at_run_time() {
     let max = LruCache::<u32, u32>::MAX_CAPACITY;
     two.set_capacity(max).unwrap();
     assert_eq!(two.capacity(), max);
-    for (c, says) in [
-        (0, "of at least 1"),
-        (LruCache::<u32, u32>::MAX_CAPACITY + 1, "smaller capacity"),
-    ] {
-        let e = cache.set_capacity(c).unwrap_err();
-        assert!(e.to_string().contains(says), "{c}: {e}");
-        assert_eq!(cache.capacity(), 100);
-    }
+    let e = cache
+        .set_capacity(LruCache::<u32, u32>::MAX_CAPACITY + 1)
+        .unwrap_err();
+    assert!(e.to_string().contains("smaller capacity"), "{e}");
+    assert_eq!(cache.capacity(), 100);
     cache.set_capacity(150_000).unwrap();
     for k in 0..150_000 {
         cache.insert(k, k);

@@ -154,7 +154,7 @@ proptest! {
     /// working — it can still fill to capacity with fresh keys.
     #[test]
     fn user_code_panics_lose_nothing(
-        capacity in 1u64..10,
+        capacity in 0u64..10,
         policy in prop_oneof![Just(Policy::Workingset), Just(Policy::ActiveInactive), Just(Policy::Lru), Just(Policy::Lirs), Just(Policy::LirsTinyLfu), Just(Policy::Adaptive)],
         batching in any::<bool>(),
         ops in prop::collection::vec((op(), 0u32..12), 1..150),

@@ -301,7 +301,7 @@ pub fn run(capacity: usize, policy: Policy, batching: bool, ops: &[Op]) -> Resul
             Op::SetCapacity(c) => {
                 let c = usize::from(c);
                 let r = cache.set_capacity(c as u64);
-                if c == 0 || c < cache.shards() {
+                if c != 0 && c < cache.shards() {
                     check(r.is_err(), || at(format!("{c} accepted")))?;
                     check(cache.capacity() == capacity as u64, || at("changed".into()))?;
                 } else {
@@ -313,10 +313,22 @@ pub fn run(capacity: usize, policy: Policy, batching: bool, ops: &[Op]) -> Resul
                             oracle.iter().rev().map(|(&k, &v)| (k, v)).collect();
                         oracle_evicted.extend(lru_first[..oracle.len() - c].iter().copied());
                     }
-                    if exact {
-                        oracle.resize(NonZeroUsize::new(c).unwrap());
+                    match NonZeroUsize::new(c) {
+                        Some(c) if exact => oracle.resize(c),
+                        Some(_) => {}
+                        None => {
+                            // A cache of 0 stores nothing: emptied, it
+                            // takes its capacity back (the ops on a cache
+                            // of 0 are `a_capacity_of_zero_stores_nothing`'s).
+                            oracle.clear();
+                            check(cache.is_empty(), || at("not emptied".into()))?;
+                            let back = cache.set_capacity(capacity as u64);
+                            check(back.is_ok(), || at(format!("back to {capacity}: {back:?}")))?;
+                        }
                     }
-                    capacity = c;
+                    if c != 0 {
+                        capacity = c;
+                    }
                 }
             }
             Op::Drain => {

@@ -79,10 +79,6 @@ pub(super) struct Listener<K, V> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CacheError {
-    /// A capacity of 0: the cache could hold nothing.
-    ZeroCapacity,
-    /// `max_entries(0)`.
-    ZeroEntries,
     /// A capacity above [`LruCache::MAX_CAPACITY`]: the total weight of
     /// the entries must fit a `u64` with room to spare.
     CapacityTooLarge {
@@ -111,15 +107,6 @@ pub enum CacheError {
 impl fmt::Display for CacheError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CacheError::ZeroCapacity => {
-                f.write_str(
-                    "a cache capacity of 0 can hold nothing: pass a capacity of at least 1 \
-                     (to turn caching off, build no cache: an Option<LruCache> that is None)",
-                )
-            }
-            CacheError::ZeroEntries => f.write_str(
-                "max_entries(0) leaves no room for any entry: allow at least 1, or leave it unset",
-            ),
             CacheError::CapacityTooLarge { capacity } => write!(
                 f,
                 "capacity {capacity} is above the largest supported, mmbatch_cache::MAX_CAPACITY \
@@ -272,7 +259,8 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     }
 
     /// The most entries the cache holds, whatever their weight (default:
-    /// the capacity, since every entry weighs at least 1).
+    /// the capacity, since every entry weighs at least 1). 0 stores
+    /// nothing, as a capacity of 0 does.
     pub fn max_entries(mut self, entries: usize) -> Self {
         self.opts.max_entries = Some(entries);
         self
@@ -403,7 +391,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// let cache = LruCache::<u32, Vec<u8>>::builder(1 << 20)
     ///     .weigher(|_key, value| value.len() as u64)
     ///     .build()
-    ///     .expect("a capacity of at least 1");
+    ///     .expect("a capacity up to MAX_CAPACITY");
     /// cache.insert(1, vec![0; 100]);
     /// assert_eq!(cache.weight(), 100);
     /// ```
@@ -424,17 +412,12 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// Builds the cache. Memory grows with the entries held.
     ///
     /// # Errors
-    /// [`CacheError::ZeroCapacity`] for a capacity of 0,
     /// [`CacheError::CapacityTooLarge`] above [`MAX_CAPACITY`],
-    /// [`CacheError::ZeroEntries`] for `max_entries(0)`,
     /// [`CacheError::ZeroLifetime`] for a zero time to live or time to
     /// idle, and [`CacheError::Lifetimes`] for an
     /// [`expiry`](Self::expiry) set with either.
     pub fn build(self) -> Result<LruCache<K, V, S, W>, CacheError> {
         let o = &self.opts;
-        if o.capacity == 0 {
-            return Err(CacheError::ZeroCapacity);
-        }
         if o.capacity > MAX_CAPACITY {
             return Err(CacheError::CapacityTooLarge {
                 capacity: o.capacity,
@@ -443,9 +426,6 @@ impl<K, V, S, W> Builder<K, V, S, W> {
         let max_entries = o
             .max_entries
             .unwrap_or(usize::try_from(o.capacity).unwrap_or(usize::MAX));
-        if max_entries == 0 {
-            return Err(CacheError::ZeroEntries);
-        }
         for (setting, d) in [
             ("time_to_live", o.time_to_live),
             ("time_to_idle", o.time_to_idle),

@@ -209,18 +209,23 @@ impl<K, V> LruCache<K, V> {
 
 impl<K: Hash + Eq + Clone, V: Clone> LruCache<K, V> {
     /// A cache of at most `capacity` entries with the default policy
-    /// ([`Policy::Adaptive`]).
+    /// ([`Policy::Adaptive`]). A capacity of 0 stores nothing (see
+    /// [`builder`](Self::builder)): a configuration can turn caching off.
     ///
     /// # Panics
-    /// If `capacity` is 0 or above [`MAX_CAPACITY`](Self::MAX_CAPACITY)
-    /// (use [`builder`](Self::builder) to get the error instead).
+    /// If `capacity` is above [`MAX_CAPACITY`](Self::MAX_CAPACITY) (use
+    /// [`builder`](Self::builder) to get the error instead).
     pub fn new(capacity: usize) -> Self {
         Self::builder(capacity as u64)
             .build()
             .unwrap_or_else(|e| panic!("LruCache::new({capacity}): {e}"))
     }
 
-    /// A builder for a cache of total weight `capacity`.
+    /// A builder for a cache of total weight `capacity`. A capacity of 0
+    /// stores nothing, as moka's and quick_cache's do: every insertion
+    /// goes to the listener as evicted and counts as
+    /// [`rejected`](CacheStats::rejected), and every loading call runs
+    /// its loader (one at a time per key, as ever).
     pub fn builder(capacity: u64) -> Builder<K, V> {
         Builder {
             opts: Options {
@@ -727,22 +732,22 @@ where
     /// follows the capacity unless it was set. Safe alongside every other
     /// call: the shards' total never exceeds [`capacity`](Self::capacity).
     ///
+    /// A capacity of 0 evicts every entry and stores nothing from then
+    /// on, until a later call gives the cache room again.
+    ///
     /// # Errors
-    /// A capacity of 0, above [`LruCache::MAX_CAPACITY`], or below the
-    /// number of [`shards`](Self::shards) (each must hold an entry); the
-    /// cache is left as it was.
+    /// A capacity above [`LruCache::MAX_CAPACITY`], or other than 0 and
+    /// below the number of [`shards`](Self::shards) (each must hold an
+    /// entry); the cache is left as it was.
     ///
     /// # Panics
     /// As [`insert`](Self::insert).
     pub fn set_capacity(&self, capacity: u64) -> Result<(), CacheError> {
-        if capacity == 0 {
-            return Err(CacheError::ZeroCapacity);
-        }
         if capacity > MAX_CAPACITY {
             return Err(CacheError::CapacityTooLarge { capacity });
         }
         let shards = self.shards.len();
-        if capacity < shards as u64 {
+        if capacity != 0 && capacity < shards as u64 {
             return Err(CacheError::CapacityBelowShards { capacity, shards });
         }
         let one = self.resizing.lock().unwrap_or_else(|e| e.into_inner());
