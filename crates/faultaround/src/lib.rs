@@ -45,6 +45,11 @@
 //!   and dropping the region stops and joins its handler threads before
 //!   unmapping (all but one stuck inside the source past the source
 //!   timeout, which installs nothing from then on: see below).
+//! - A child of `fork(2)` never reads zeros where the source's data was
+//!   still to come (the kernel would hand it the range unregistered): an
+//!   anonymous region being served is not inherited (`MADV_DONTFORK`; the
+//!   child faults there); after [`UffdRegion::shutdown`] it is ordinary
+//!   memory, and is (`tests/fork.rs`).
 //!
 //! # Guarantees under faults
 //! Each line is checked by `tests/faults.rs` and `tests/failpoints.rs`

@@ -514,6 +514,39 @@ fn a_handler_of_an_impossible_page_size_is_refused() {
     unsafe { libc::munmap(mem.cast(), 4 * page()) };
 }
 
+/// A range that overflows is refused as one that overflows (it was
+/// refused as "not multiples of the page size", which it was), and a
+/// range's error prints its numbers as hex with `0x` (a length of
+/// `40000`, hex, read as a decimal that is not a multiple of 4096).
+#[test]
+fn a_bad_range_is_refused_naming_its_fault() {
+    let mem = map(4);
+    let refusal = |r: mmbatch_faultaround::UffdRange| {
+        let uffd = vmm::userfaultfd(&[(mem, 4 * page())], vmm::UFFD_FEATURE_EVENT_REMOVE);
+        UffdHandler::builder(uffd, [r])
+            .build(File::open("/proc/self/exe").unwrap())
+            .unwrap_err()
+            .to_string()
+    };
+    let mut past_the_end = one_range(mem, 4);
+    past_the_end.offset = u64::MAX - page() as u64 + 1;
+    let e = refusal(past_the_end);
+    assert!(
+        e.contains("runs past the end") && !e.contains("multiples"),
+        "{e}"
+    );
+    let mut unaligned = one_range(mem, 4);
+    unaligned.len = 0x40000 + 1;
+    let e = refusal(unaligned);
+    assert!(
+        e.contains("len: 0x40001 (262145 bytes)") && e.contains("multiples"),
+        "{e}"
+    );
+    // SAFETY: the 4 pages mapped above, no longer used (this test runs
+    // in the harness's process, not a child).
+    unsafe { libc::munmap(mem.cast(), 4 * page()) };
+}
+
 /// A page as large as a handler's buffer, 32 MiB (arm64's contiguous huge
 /// pages over 4 KiB base pages), is taken; one twice that is refused at
 /// build, naming the bound.

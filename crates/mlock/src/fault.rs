@@ -486,14 +486,19 @@ impl FaultLockedRegion {
         }
     }
 
-    /// The memory: any access, through this slice or a pointer into it,
-    /// faults its page in (and locks it with its batch) on first touch.
+    /// The memory: the process's own access, through this slice or a
+    /// pointer into it, faults its page in (and locks it with its batch)
+    /// on first touch. A system call handed a page not yet touched
+    /// (`read(2)` into it, `write(2)` from it) fails with `EFAULT`
+    /// instead: the kernel's access raises no signal for the handler to
+    /// serve. Touch such pages first.
     pub fn as_slice(&self) -> &[u8] {
         self.region.as_slice()
     }
 
     /// The memory, writable (`None` for a read-only region); a write
-    /// faults its page in as a read does.
+    /// faults its page in as a read does (and a system call is refused
+    /// as [`as_slice`](Self::as_slice) says).
     pub fn as_mut_slice(&mut self) -> Option<&mut [u8]> {
         self.region.as_mut_slice()
     }

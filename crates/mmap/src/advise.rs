@@ -35,6 +35,13 @@ pub enum Advice {
     /// 5.14), as a first write would (a private file mapping's pages are
     /// copied; the bytes stay the same).
     PopulateWrite,
+    /// `MADV_DONTFORK`: a child of `fork(2)` does not inherit the range
+    /// (an access there faults in the child): for memory whose contents
+    /// another agent supplies, such as a range registered with
+    /// userfaultfd, which a child would read as zeros.
+    DontFork,
+    /// `MADV_DOFORK`: undoes [`DontFork`](Self::DontFork).
+    DoFork,
 }
 
 impl Advice {
@@ -51,6 +58,8 @@ impl Advice {
             Self::PageOut => A::LinuxPageOut,
             Self::PopulateRead => A::LinuxPopulateRead,
             Self::PopulateWrite => A::LinuxPopulateWrite,
+            Self::DontFork => A::LinuxDontFork,
+            Self::DoFork => A::LinuxDoFork,
         }
     }
 }

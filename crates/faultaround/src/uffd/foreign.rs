@@ -110,6 +110,15 @@ fn bad(value: String, why: impl Into<String>) -> Error {
     }
 }
 
+/// A range as an error shows it: hex with its `0x`, the length in bytes
+/// too (a bare `40000` read as decimal).
+fn shown(r: &UffdRange) -> String {
+    format!(
+        "{{ base: {:#x}, len: {:#x} ({} bytes), offset: {:#x} }}",
+        r.base, r.len, r.len, r.offset
+    )
+}
+
 /// The ranges as areas, sorted by offset, once checked: aligned to
 /// `page`, not empty, overlapping neither in memory nor in the source.
 fn areas(ranges: &[UffdRange], page: usize) -> Result<Vec<Area>, Error> {
@@ -120,17 +129,15 @@ fn areas(ranges: &[UffdRange], page: usize) -> Result<Vec<Area>, Error> {
         ));
     }
     for r in ranges {
-        let end = r.base.checked_add(r.len);
-        let src_end = r.offset.checked_add(r.len as u64);
-        if r.len == 0
-            || r.len % page != 0
-            || r.base % page != 0
-            || r.offset % page as u64 != 0
-            || end.is_none()
-            || src_end.is_none()
-        {
+        if r.base.checked_add(r.len).is_none() || r.offset.checked_add(r.len as u64).is_none() {
             return Err(bad(
-                format!("{r:x?}"),
+                shown(r),
+                "the range runs past the end of the address space or of a u64 offset",
+            ));
+        }
+        if r.len == 0 || r.len % page != 0 || r.base % page != 0 || r.offset % page as u64 != 0 {
+            return Err(bad(
+                shown(r),
                 format!(
                     "a range's address, length and offset are multiples of the page size \
                      ({page} bytes; set it with page_size() for huge pages), and the length is \
@@ -144,7 +151,7 @@ fn areas(ranges: &[UffdRange], page: usize) -> Result<Vec<Area>, Error> {
     for w in by_addr.windows(2) {
         if w[0].base + w[0].len > w[1].base {
             return Err(bad(
-                format!("{:x?} and {:x?}", w[0], w[1]),
+                format!("{} and {}", shown(w[0]), shown(w[1])),
                 "the ranges overlap in memory",
             ));
         }
@@ -154,7 +161,7 @@ fn areas(ranges: &[UffdRange], page: usize) -> Result<Vec<Area>, Error> {
     for w in by_offset.windows(2) {
         if w[0].offset + w[0].len as u64 > w[1].offset {
             return Err(bad(
-                format!("{:x?} and {:x?}", w[0], w[1]),
+                format!("{} and {}", shown(w[0]), shown(w[1])),
                 "the ranges overlap in the source: two ranges would hold the same bytes",
             ));
         }

@@ -27,7 +27,7 @@ use std::{
     time::Duration,
 };
 
-use mmbatch_mmap::{HugePageSize, HugePagesUnavailable, MapFlags, Mapping, ProtFlags};
+use mmbatch_mmap::{Advice, HugePageSize, HugePagesUnavailable, MapFlags, Mapping, ProtFlags};
 
 pub use open::UffdMode;
 use open::{open_uffd, uffd_error};
@@ -469,6 +469,18 @@ impl UffdRegion {
         };
         let (uffd, uffd_mode) = open_uffd(features)?;
         let mapping = map(len, shared_fd, huge)?;
+        if shared_fd.is_none() {
+            // A child of fork(2) would inherit the range unregistered, and
+            // read every page not yet copied in as zeros (a failed one
+            // too): not inherited, it faults there instead. `shutdown`,
+            // once every page is in, undoes this.
+            mapping
+                .advise(0..len, Advice::DontFork)
+                .map_err(|source| Error::Sys {
+                    op: "madvise(MADV_DONTFORK)",
+                    source,
+                })?;
+        }
         let (mode, register, needed, what) = match shared_fd {
             // Registering for minor faults succeeds only where the kernel
             // has UFFDIO_CONTINUE (5.13).

@@ -19,12 +19,25 @@ impl UffdRegion {
     /// lasts longer than the timeout fails its page and the fill goes on
     /// from a new thread, up to four such calls, after which the pages
     /// still missing are failed: at most about six source timeouts in all
-    /// against a source that never returns.
+    /// against a source that never returns. An anonymous region, not
+    /// inherited by `fork(2)` while served, is from then on.
     pub fn shutdown(&self) {
         if self.shut_down.swap(true, Ordering::AcqRel) {
             return;
         }
         self.shared.shutdown();
+        if self.shared.mode == Mode::Copy {
+            // Every page is in (or failed, which a child inherits as
+            // failed): ordinary memory now, which fork(2) hands on.
+            let mapping = self
+                .shared
+                .mapping
+                .read()
+                .unwrap_or_else(|e| e.into_inner());
+            if let Some(m) = mapping.as_ref() {
+                let _ = m.advise(0..m.len(), mmbatch_mmap::Advice::DoFork);
+            }
+        }
     }
 }
 
