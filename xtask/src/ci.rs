@@ -48,9 +48,9 @@ fn msrv() -> Result<(), String> {
 /// Crates a project on any platform may depend on: each builds for
 /// [`FOREIGN_TARGETS`].
 const PORTABLE: [&str; 3] = ["mmbatch-cache", "mmbatch-pagevec", "mmbatch-lru"];
-/// Crates for Linux only: on a foreign target each must fail first with an
-/// "is Linux only" error, not with the type errors of calls the target
-/// lacks. The three that depend on mmbatch-mmap stop at its guard (cargo
+/// Crates for Linux only: on a foreign target each must fail with an
+/// "is Linux only" error and no other (no type errors of calls the target
+/// lacks after it). The three that depend on mmbatch-mmap stop at its guard (cargo
 /// compiles nothing past a failed dependency), which names them; their
 /// own guards are reached only if that dependency goes.
 const LINUX_ONLY: [&str; 4] = [
@@ -135,6 +135,18 @@ fn portable() -> Result<(), String> {
             .map_err(|e| format!("running cargo check: {e}"))?;
         let stderr = String::from_utf8_lossy(&out.stderr);
         let first = stderr.lines().find(|l| l.starts_with("error"));
+        // Only that error: type errors from the missing Linux calls after
+        // it bury it.
+        let errors = stderr
+            .lines()
+            .filter(|l| l.starts_with("error") && !l.starts_with("error: could not compile"))
+            .count();
+        if errors > 1 {
+            return Err(format!(
+                "{c} on {target}: {errors} errors, where its Linux-only error \
+                 should be the only one:\n{stderr}"
+            ));
+        }
         if out.status.success() || !first.is_some_and(|l| l.contains("is Linux only")) {
             return Err(format!(
                 "{c} on {target}: expected its first error to say it is Linux only, got {}",

@@ -27,8 +27,8 @@
 //! // Both are unmapped when dropped.
 //! ```
 
-// Linux only: one clear error on other systems, ahead of the type
-// errors the missing Linux calls would give.
+// Linux only: one clear error on other systems, and only that one (every
+// item below is Linux's, so the missing Linux calls give no more).
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 compile_error!(
     "mmbatch-mmap is Linux only (and so are mmbatch-ktask, mmbatch-mlock and \
@@ -36,13 +36,19 @@ compile_error!(
      and madvise advice; elsewhere map files with memmap2"
 );
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
 use std::{io, os::fd::BorrowedFd, ptr::NonNull};
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
 mod advise;
+#[cfg(any(target_os = "linux", target_os = "android"))]
 mod huge;
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
 pub use advise::Advice;
+#[cfg(any(target_os = "linux", target_os = "android"))]
 pub use huge::{HugePageSize, HugePagesUnavailable};
+#[cfg(any(target_os = "linux", target_os = "android"))]
 pub use rustix::mm::{MapFlags, ProtFlags};
 
 /// One mapping, unmapped on drop.
@@ -59,6 +65,7 @@ pub use rustix::mm::{MapFlags, ProtFlags};
 /// and must split to unmap. [`unmap`](Self::unmap) returns that error
 /// instead.
 #[derive(Debug)]
+#[cfg(any(target_os = "linux", target_os = "android"))]
 pub struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
@@ -68,11 +75,14 @@ pub struct Mapping {
 // SAFETY: a Mapping owns its range as a Box owns its allocation: nothing
 // else refers to it, and moving the owner to another thread moves nothing
 // the kernel ties to a thread.
+#[cfg(any(target_os = "linux", target_os = "android"))]
 unsafe impl Send for Mapping {}
 // SAFETY: through `&Mapping` the bytes are only read (`as_slice`), and the
 // raw pointer's users answer for their own accesses (its deref is unsafe).
+#[cfg(any(target_os = "linux", target_os = "android"))]
 unsafe impl Sync for Mapping {}
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
 impl Mapping {
     /// `len` bytes of private, zeroed, read-write memory, faulted in on
     /// first touch.
@@ -276,6 +286,7 @@ impl Mapping {
     }
 }
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
 impl Drop for Mapping {
     /// Unmaps the range.
     ///
@@ -299,15 +310,18 @@ impl Drop for Mapping {
 }
 
 /// `HUGETLBFS_MAGIC` from `<linux/magic.h>`: `statfs`'s `f_type` on hugetlbfs.
+#[cfg(any(target_os = "linux", target_os = "android"))]
 const HUGETLBFS_MAGIC: u64 = 0x9584_58f6;
 
 /// `MAP_HUGE_SHIFT` from `<linux/mman.h>`: log2 of the page size sits in the
 /// six flag bits from here.
+#[cfg(any(target_os = "linux", target_os = "android"))]
 const MAP_HUGE_SHIFT: u32 = 26;
 
 /// The huge page size a `MAP_HUGETLB` mapping with `flags` gets: the size
 /// its `MAP_HUGE_*` bits name, else the system's default
 /// (`Hugepagesize` in `/proc/meminfo`).
+#[cfg(any(target_os = "linux", target_os = "android"))]
 fn hugetlb_page_size(flags: MapFlags) -> io::Result<usize> {
     let log2 = (flags.bits() >> MAP_HUGE_SHIFT) & 0x3f;
     if log2 != 0 {
@@ -334,6 +348,7 @@ fn hugetlb_page_size(flags: MapFlags) -> io::Result<usize> {
 }
 
 /// Refuses a `len` that is not a whole number of `page`-byte pages.
+#[cfg(any(target_os = "linux", target_os = "android"))]
 fn whole_pages(len: usize, page: usize, what: &str) -> io::Result<()> {
     if page == 0 || len % page == 0 {
         return Ok(());
@@ -349,6 +364,7 @@ fn whole_pages(len: usize, page: usize, what: &str) -> io::Result<()> {
     ))
 }
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
 fn check(len: usize, flags: MapFlags) -> io::Result<()> {
     if len == 0 {
         return Err(io::Error::new(
