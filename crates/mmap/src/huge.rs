@@ -78,6 +78,10 @@ pub struct HugePagesUnavailable {
     /// Pages in the pool (`nr_hugepages`) when it was asked: the count the
     /// message's command raises, whenever it is printed.
     pub pool: usize,
+    /// Pages of this size the machine's memory holds (`MemTotal`), read
+    /// when it was asked; 0 where unknown. A mapping that needs more
+    /// cannot have them, whatever the pool.
+    pub memory_pages: usize,
 }
 
 impl HugePagesUnavailable {
@@ -89,8 +93,25 @@ impl HugePagesUnavailable {
             needed,
             free,
             pool: size.pool_pages(),
+            memory_pages: memory_bytes() / size.bytes(),
         }
     }
+}
+
+/// The machine's memory (`MemTotal` in `/proc/meminfo`); 0 where it
+/// cannot be read.
+fn memory_bytes() -> usize {
+    fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let kib = m.lines().find_map(|l| l.strip_prefix("MemTotal:"))?;
+            kib.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<usize>()
+                .ok()
+        })
+        .map_or(0, |kib| kib.saturating_mul(1024))
 }
 
 impl fmt::Display for HugePagesUnavailable {
@@ -100,8 +121,16 @@ impl fmt::Display for HugePagesUnavailable {
             needed,
             free,
             pool,
+            memory_pages,
         } = *self;
         let kib = size.bytes() / 1024;
+        if memory_pages > 0 && needed > memory_pages {
+            return write!(
+                f,
+                "{needed} huge pages of {kib} KiB are needed, more than this machine's memory \
+                 holds ({memory_pages} such pages): ask for a smaller region"
+            );
+        }
         write!(
             f,
             "{needed} huge pages of {kib} KiB are needed but only {free} are free: reserve them, as \
@@ -132,6 +161,7 @@ mod tests {
             needed: 3,
             free: 1,
             pool: 5,
+            memory_pages: 1000,
         };
         let msg = e.to_string();
         // The pool as it was when asked, whatever it is when printed.
@@ -151,6 +181,26 @@ mod tests {
         let g = HugePagesUnavailable::new(HugePageSize::Size1G, 1, 0).to_string();
         assert!(g.contains("hugepagesz=1G"), "{g}");
         assert!(!msg.contains("hugepagesz=1G"), "{msg}");
+        // More than the machine holds: no command that cannot work (it
+        // read `echo 8796093022207 > ...` for a region of usize::MAX).
+        let huge = HugePagesUnavailable::new(HugePageSize::Size2M, usize::MAX >> 21, 0);
+        assert!(huge.memory_pages > 0, "MemTotal read: {huge:?}");
+        let msg = huge.to_string();
+        assert!(
+            msg.contains("more than this machine's memory holds"),
+            "{msg}"
+        );
+        assert!(!msg.contains("echo"), "{msg}");
+        // As many as the memory holds can be reserved; an unknown memory
+        // (0) refuses nothing.
+        for (needed, memory_pages) in [(1000, 1000), (1 << 40, 0)] {
+            let e = HugePagesUnavailable {
+                needed,
+                memory_pages,
+                ..e.clone()
+            };
+            assert!(e.to_string().contains("echo"), "{e:?}: {e}");
+        }
     }
 
     /// The pool's counts as sysfs has them: one page added to the 2 MiB
