@@ -598,7 +598,10 @@ impl UffdRegion {
     /// The first byte, for writing (a VMM hands it to KVM as guest memory).
     /// Writes through it must not overlap a live [`as_slice`](Self::as_slice)
     /// or [`as_mut_slice`](Self::as_mut_slice) borrow, as with
-    /// `Vec::as_mut_ptr`.
+    /// `Vec::as_mut_ptr`. Take it before the region is shared (an
+    /// `Arc<UffdRegion>` gives only `&self`); memory another agent writes
+    /// through it (a guest) is read with volatile reads through
+    /// [`as_ptr`](Self::as_ptr), not through `as_slice`.
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
         self.shared.areas[0].base as *mut u8
     }
