@@ -47,9 +47,14 @@
 //!   timeout, which installs nothing from then on: see below).
 //! - A child of `fork(2)` never reads zeros where the source's data was
 //!   still to come (the kernel would hand it the range unregistered): an
-//!   anonymous region being served is not inherited (`MADV_DONTFORK`; the
-//!   child faults there); after [`UffdRegion::shutdown`] it is ordinary
-//!   memory, and is (`tests/fork.rs`).
+//!   anonymous region being served is not inherited (`MADV_DONTFORK`),
+//!   and the child finds an inaccessible reservation there (it faults,
+//!   and nothing it maps lands there; a fork by a raw `clone` that skips
+//!   `pthread_atfork` leaves a hole instead). After
+//!   [`UffdRegion::shutdown`] the region is ordinary memory, which a child
+//!   inherits. A child's drop or `shutdown` of its copy of a region or
+//!   handler does nothing: the threads and the registration are the
+//!   parent's (`tests/fork.rs`).
 //!
 //! # Guarantees under faults
 //! Each line is checked by `tests/faults.rs` and `tests/failpoints.rs`

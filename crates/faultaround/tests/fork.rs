@@ -1,12 +1,15 @@
 //! A region and `fork(2)`: a child inherits a userfaultfd range
 //! unregistered, and read every page the parent had not yet copied in as
 //! zeros, through a safe `as_slice`. A region being served is not
-//! inherited (the child faults instead); after `shutdown`, with every page
-//! in, it is ordinary memory and is.
+//! inherited: the child finds an inaccessible reservation there, which
+//! faults and which nothing it maps can take. After `shutdown`, with every
+//! page in, the region is ordinary memory and is inherited. A child that
+//! drops its copy leaves the parent's region alone.
 
 use std::{io, time::Duration};
 
 use mmbatch_faultaround::{FailSignal, PageRead, PageSource, UffdRegion};
+use mmbatch_testkit::child::scaled;
 
 const PAGE: usize = 4096;
 
@@ -29,40 +32,48 @@ impl PageSource for Image {
     }
 }
 
-/// How a forked child that read one byte ended.
+/// How a forked child ended.
 #[derive(Debug, PartialEq)]
 enum Child {
-    /// It read this byte.
-    Read(u8),
+    /// It exited with this status.
+    Exited(u8),
     /// It died of this signal.
     Signal(i32),
 }
 
-/// Forks a child that reads the byte at `addr` and exits with it as its
-/// status; waits for it at most ten seconds (then kills it).
-fn child_reads(addr: *const u8) -> Child {
-    // SAFETY: the child calls only async-signal-safe functions (prctl,
-    // a volatile read of memory, _exit) before it exits.
+/// Forks a child that runs `body` (which must call only async-signal-safe
+/// functions) and exits with its status; waits for it a bounded time
+/// (then kills it, and panics naming `what`).
+fn in_child(what: &str, body: impl FnOnce() -> u8) -> Child {
+    // SAFETY: the child runs `body`, async-signal-safe by the caller's
+    // word, then _exit.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork: {}", io::Error::last_os_error());
     if pid == 0 {
-        // SAFETY: prctl is async-signal-safe; the child dies with the
-        // test binary.
+        // SAFETY: prctl is async-signal-safe: the child dies with the test
+        // binary, and one killed by a fault leaves no core file.
         unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
-        // SAFETY: `addr` is in the region's range; a read that faults
-        // ends the child by signal, which is what the parent looks for.
-        let b = unsafe { std::ptr::read_volatile(addr) };
+        // SAFETY: as above.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0) };
+        let code = body();
         // SAFETY: _exit is async-signal-safe.
-        unsafe { libc::_exit(i32::from(b)) };
+        unsafe { libc::_exit(i32::from(code)) };
     }
+    wait_for(pid, what)
+}
+
+/// Waits for child `pid` a bounded time (then kills it, and panics naming
+/// `what`).
+fn wait_for(pid: libc::pid_t, what: &str) -> Child {
     let mut status = 0;
-    for _ in 0..1000 {
+    let deadline = std::time::Instant::now() + scaled(Duration::from_secs(10));
+    while std::time::Instant::now() < deadline {
         // SAFETY: waits for our own child, into a local.
         let r = unsafe { libc::waitpid(pid, &raw mut status, libc::WNOHANG) };
         assert!(r >= 0, "waitpid: {}", io::Error::last_os_error());
         if r == pid {
             return if libc::WIFEXITED(status) {
-                Child::Read(libc::WEXITSTATUS(status) as u8)
+                Child::Exited(libc::WEXITSTATUS(status) as u8)
             } else {
                 Child::Signal(libc::WTERMSIG(status))
             };
@@ -73,7 +84,16 @@ fn child_reads(addr: *const u8) -> Child {
     unsafe { libc::kill(pid, libc::SIGKILL) };
     // SAFETY: reaps our own child, into a local.
     unsafe { libc::waitpid(pid, &raw mut status, 0) };
-    panic!("the child reading {addr:?} hung");
+    panic!("the child that {what} hung");
+}
+
+/// A child that reads the byte at `addr` and exits with it.
+fn child_reads(addr: *const u8) -> Child {
+    in_child(&format!("reads {addr:?}"), || {
+        // SAFETY: `addr` is in a region's range; a read that faults ends
+        // the child by signal, which is what the caller looks for.
+        unsafe { std::ptr::read_volatile(addr) }
+    })
 }
 
 /// A child of a process whose region is being served: no zeros where the
@@ -93,6 +113,25 @@ fn a_forked_child_never_reads_zeros_for_pages_not_yet_in() {
             "page {page} in a child of a region being served: {got:?}"
         );
     }
+    // The child's range is taken (a reservation), so nothing it maps
+    // lands where the region's `as_slice` would read it: mapping there
+    // without replacing is refused (EEXIST).
+    let len = 16 * PAGE;
+    let got = in_child("maps over the range", || {
+        // SAFETY: a new mapping, refused where anything is mapped.
+        let m = unsafe {
+            libc::mmap(
+                base as *mut libc::c_void,
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            )
+        };
+        u8::from(m != libc::MAP_FAILED)
+    });
+    assert_eq!(got, Child::Exited(0), "the child could map over the range");
     r.shutdown();
     // Poisoned (6.6+) or made inaccessible (older kernels), as in the
     // parent.
@@ -101,8 +140,8 @@ fn a_forked_child_never_reads_zeros_for_pages_not_yet_in() {
         _ => libc::SIGSEGV,
     };
     for (page, want) in [
-        (1, Child::Read(0x11)),
-        (10, Child::Read(0x1a)),
+        (1, Child::Exited(0x11)),
+        (10, Child::Exited(0x1a)),
         (FAILED as usize, Child::Signal(failed)),
     ] {
         // SAFETY: inside the region.
@@ -113,4 +152,31 @@ fn a_forked_child_never_reads_zeros_for_pages_not_yet_in() {
         r.failure().is_some(),
         "page 7 failed in the shutdown's fill"
     );
+}
+
+/// A child that drops its copy of a region being served (a fork server's
+/// worker returning from main) leaves the parent's region alone: on the
+/// old code its drop joined the parent's handler threads, which do not
+/// exist in the child, and hung; its unregister would have left the
+/// parent's pages not yet in reading zeros.
+#[test]
+fn a_child_dropping_its_copy_leaves_the_parent_served() {
+    let r = UffdRegion::builder(16 * PAGE).build(Image(16)).unwrap();
+    assert_eq!(r.as_slice()[PAGE], 0x11);
+    // SAFETY: the child drops its copy (getpid and atomics in the region's
+    // drop, nothing that allocates or locks) and calls _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", io::Error::last_os_error());
+    if pid == 0 {
+        // SAFETY: prctl is async-signal-safe.
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+        drop(r);
+        // SAFETY: _exit is async-signal-safe.
+        unsafe { libc::_exit(0) };
+    }
+    let got = wait_for(pid, "drops its copy of the region");
+    assert_eq!(got, Child::Exited(0), "the child's drop");
+    // Still served here: a page not yet in reads the source's bytes.
+    assert_eq!(r.as_slice()[12 * PAGE], 0x1c, "page 12 in the parent");
+    assert_eq!(r.stats().faults, 2);
 }

@@ -132,7 +132,8 @@ fn areas(ranges: &[UffdRange], page: usize) -> Result<Vec<Area>, Error> {
         if r.base.checked_add(r.len).is_none() || r.offset.checked_add(r.len as u64).is_none() {
             return Err(bad(
                 shown(r),
-                "the range runs past the end of the address space or of a u64 offset",
+                "the range runs past the end of the address space (base + len) or of a u64 \
+                 offset (offset + len): check the list of ranges the other process sent",
             ));
         }
         if r.len == 0 || r.len % page != 0 || r.base % page != 0 || r.offset % page as u64 != 0 {
@@ -397,9 +398,10 @@ impl UffdHandler {
     /// Stops the handler threads, then installs every page still missing
     /// (waiting for the source as [`UffdRegion::shutdown`](crate::UffdRegion::shutdown)
     /// does) and unregisters the ranges: the memory is the other process's
-    /// alone from then on, every page with its data (postcopy's end).
+    /// alone from then on, every page with its data (postcopy's end). In
+    /// a child of `fork(2)`, does nothing: the handler is the parent's.
     pub fn shutdown(&self) {
-        if self.shut_down.swap(true, Ordering::AcqRel) {
+        if !self.shared.in_owner() || self.shut_down.swap(true, Ordering::AcqRel) {
             return;
         }
         self.shared.shutdown();
@@ -408,6 +410,11 @@ impl UffdHandler {
 
 impl Drop for UffdHandler {
     fn drop(&mut self) {
+        if !self.shared.in_owner() {
+            // A child's copy: the threads and the userfaultfd are the
+            // parent's (see `Shared::in_owner`).
+            return;
+        }
         self.shared.stop_handlers();
         // A thread left in the source installs nothing into the VMM's
         // memory after this (which may hold another mapping by then).

@@ -199,6 +199,7 @@ impl Shared {
         let handlers = settings.handlers;
         Ok(Arc::new(Shared {
             mode,
+            owner: std::process::id(),
             uffd,
             areas: areas.into_boxed_slice(),
             len: pages * page,

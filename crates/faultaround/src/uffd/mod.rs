@@ -7,6 +7,7 @@
 mod builder;
 mod dirty;
 mod foreign;
+mod fork;
 mod handler;
 mod launch;
 mod open;
@@ -544,6 +545,11 @@ impl UffdRegion {
             shut_down: AtomicBool::new(false),
             mode: uffd_mode,
         };
+        if shared_fd.is_none() {
+            // Served from here; the region's drop (or `shutdown`) releases
+            // it.
+            fork::serve(region.as_ptr() as usize, len);
+        }
         // From here `region`'s drop undoes everything: the threads started
         // are stopped and joined, the range unregistered and unmapped.
         region.shared.launch(settings, working_set)?;

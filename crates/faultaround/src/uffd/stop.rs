@@ -19,16 +19,19 @@ impl UffdRegion {
     /// lasts longer than the timeout fails its page and the fill goes on
     /// from a new thread, up to four such calls, after which the pages
     /// still missing are failed: at most about six source timeouts in all
-    /// against a source that never returns. An anonymous region, not
-    /// inherited by `fork(2)` while served, is from then on.
+    /// against a source that never returns. An anonymous region, which a
+    /// child of `fork(2)` does not inherit while it is served, is then
+    /// ordinary memory, which a child inherits. In a child of `fork(2)`,
+    /// does nothing: the region is the parent's to serve.
     pub fn shutdown(&self) {
-        if self.shut_down.swap(true, Ordering::AcqRel) {
+        if !self.shared.in_owner() || self.shut_down.swap(true, Ordering::AcqRel) {
             return;
         }
         self.shared.shutdown();
         if self.shared.mode == Mode::Copy {
             // Every page is in (or failed, which a child inherits as
-            // failed): ordinary memory now, which fork(2) hands on.
+            // failed): ordinary memory now, which fork(2) hands on (an
+            // error, ENOMEM at the map count, leaves it not inherited).
             let mapping = self
                 .shared
                 .mapping
@@ -36,12 +39,25 @@ impl UffdRegion {
                 .unwrap_or_else(|e| e.into_inner());
             if let Some(m) = mapping.as_ref() {
                 let _ = m.advise(0..m.len(), mmbatch_mmap::Advice::DoFork);
+                // After the advice: a fork in between reserves nothing
+                // over the range it inherits (NOREPLACE).
+                super::fork::release(m.as_ptr() as usize);
             }
         }
     }
 }
 
 impl Shared {
+    /// Whether this is the process that made the region (or handler), not
+    /// a child of `fork(2)`. In a child, the handler threads are the
+    /// parent's (joining one would wait forever), and the userfaultfd is
+    /// the parent's too: unregistering through it would unregister the
+    /// parent's range (`UFFDIO_UNREGISTER` acts on the memory it was
+    /// made for), whose pages not yet in would then read as zeros there.
+    pub(super) fn in_owner(&self) -> bool {
+        std::process::id() == self.owner
+    }
+
     /// [`UffdRegion::shutdown`]'s work, for a [`UffdHandler`](super::UffdHandler) too:
     /// the fill before the unregister, so a pending fault gets its data;
     /// `retire` before both end, so a thread left behind installs nothing
@@ -177,11 +193,19 @@ fn spawn(name: String, body: impl FnOnce() + Send + 'static) -> io::Result<JoinH
 
 impl Drop for UffdRegion {
     fn drop(&mut self) {
+        if !self.shared.in_owner() {
+            // A child's copy: left as it is (see `Shared::in_owner`).
+            return;
+        }
         // No access can be in flight (we are borrowed mutably), so the
         // handlers can simply stop.
         self.shared.stop_handlers();
         let s = &self.shared;
         let mut mapping = s.mapping.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = mapping.as_ref() {
+            // Before the unmap: no child reserves a range reused since.
+            super::fork::release(m.as_ptr() as usize);
+        }
         s.retire();
         s.unregister();
         // Unmapped under the lock: a handler left running checks `mapping`
