@@ -302,6 +302,12 @@ fn a_capacity_of_zero_stores_nothing() {
     }
     let _hang = mmbatch_testkit::hang_guard("a_capacity_of_zero_stores_nothing");
     assert_eq!(LruCache::<u32, u32>::new(0).capacity(), 0);
+    // One shard, or those asked for (a cache turned on later keeps them).
+    assert_eq!(LruCache::<u32, u32>::new(0).shards(), 1);
+    let four = built(LruCache::<u32, u32>::builder(0).shards(4).build());
+    assert_eq!(four.shards(), 4);
+    four.set_capacity(100).unwrap();
+    assert_eq!((four.shards(), four.capacity()), (4, 100));
     let policies = [
         (Policy::Adaptive, true),
         (Policy::Workingset, true),

@@ -65,7 +65,7 @@ impl HugePageSize {
 
 /// The pool of `size` pages has fewer free pages than a mapping needs:
 /// the error every mmbatch crate returns for it, with the command that
-/// reserves them.
+/// reserves them (or, past the machine's memory, saying so).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct HugePagesUnavailable {
@@ -124,18 +124,19 @@ impl fmt::Display for HugePagesUnavailable {
             memory_pages,
         } = *self;
         let kib = size.bytes() / 1024;
-        if memory_pages > 0 && needed > memory_pages {
+        let target = pool.saturating_add(needed.saturating_sub(free));
+        if memory_pages > 0 && target > memory_pages {
             return write!(
                 f,
-                "{needed} huge pages of {kib} KiB are needed, more than this machine's memory \
-                 holds ({memory_pages} such pages): ask for a smaller region"
+                "{needed} huge pages of {kib} KiB are needed ({free} free), a pool of {target}: \
+                 more than this machine's memory holds ({memory_pages} such pages): ask for a \
+                 smaller region"
             );
         }
         write!(
             f,
             "{needed} huge pages of {kib} KiB are needed but only {free} are free: reserve them, as \
-             root, with `echo {} > {}`",
-            pool + needed.saturating_sub(free),
+             root, with `echo {target} > {}`",
             size.pool_file("nr_hugepages"),
         )?;
         if size == HugePageSize::Size1G {
@@ -191,9 +192,9 @@ mod tests {
             "{msg}"
         );
         assert!(!msg.contains("echo"), "{msg}");
-        // As many as the memory holds can be reserved; an unknown memory
-        // (0) refuses nothing.
-        for (needed, memory_pages) in [(1000, 1000), (1 << 40, 0)] {
+        // A pool as large as the memory can be reserved (5 + 995 - 0);
+        // an unknown memory (0) refuses nothing.
+        for (needed, memory_pages) in [(996, 1000), (1 << 40, 0)] {
             let e = HugePagesUnavailable {
                 needed,
                 memory_pages,

@@ -124,8 +124,8 @@ impl fmt::Display for CacheError {
             CacheError::CapacityBelowShards { capacity, shards } => write!(
                 f,
                 "capacity {capacity} is below the cache's {shards} shards, each of which must \
-                 hold an entry: pass at least {shards}, or build the cache with fewer shards \
-                 (Builder::shards)"
+                 hold an entry: pass at least {shards} (or 0, to store nothing), or build the \
+                 cache with fewer shards (Builder::shards)"
             ),
         }
     }
@@ -260,7 +260,8 @@ impl<K, V, S, W> Builder<K, V, S, W> {
 
     /// The most entries the cache holds, whatever their weight (default:
     /// the capacity, since every entry weighs at least 1). 0 stores
-    /// nothing, as a capacity of 0 does.
+    /// nothing, as a capacity of 0 does, and for good: `set_capacity`
+    /// keeps a `max_entries` that was set.
     pub fn max_entries(mut self, entries: usize) -> Self {
         self.opts.max_entries = Some(entries);
         self
@@ -472,11 +473,16 @@ impl<K, V, S, W> Builder<K, V, S, W> {
         };
         // Every shard must be able to hold an entry: no more shards than
         // entries, or than units of capacity.
-        let cap = wanted
-            .min(MAX_SHARDS)
-            .min(max_entries)
-            .min(usize::try_from(o.capacity).unwrap_or(usize::MAX))
-            .max(1);
+        let cap = if o.capacity == 0 {
+            // Stores nothing: the shards asked for, for a cache turned on
+            // later (`set_capacity`), or one.
+            o.shards.unwrap_or(1)
+        } else {
+            wanted
+                .min(max_entries)
+                .min(usize::try_from(o.capacity).unwrap_or(usize::MAX))
+        }
+        .clamp(1, MAX_SHARDS);
         let shards = 1usize << cap.ilog2();
         let share = |total: u64, i: usize| share(total, shards, i);
         // Two stripes per CPU, up to MAX_STRIPES (see `lock`); one when every

@@ -179,10 +179,14 @@ impl<K, V, S, W> fmt::Debug for LruCache<K, V, S, W> {
     }
 }
 
-// A call whose user code panicked leaves the cache as before it, its
-// invariants whole ("Guarantees under faults" in the crate's docs), so a
-// cache may cross `catch_unwind` as `std::sync::Mutex` does (which
-// poisons instead). The listener and expiry, boxed, are `Sync` closures.
+// A call whose user code panicked leaves the cache consistent and
+// usable, its invariants whole ("Guarantees under faults" in the crate's
+// docs: as before the call, but for a listener's panic, heard after the
+// call's work, and a pinned predicate's, mid-reclaim), so a cache may
+// cross `catch_unwind` as `std::sync::Mutex` does (which poisons
+// instead). What the boxed listener, expiry, pinned predicate and clock
+// capture is theirs to keep consistent, as with any closure the caller
+// wraps in `AssertUnwindSafe`.
 impl<K, V, S, W> panic::UnwindSafe for LruCache<K, V, S, W>
 where
     K: panic::RefUnwindSafe,
@@ -222,10 +226,14 @@ impl<K: Hash + Eq + Clone, V: Clone> LruCache<K, V> {
     }
 
     /// A builder for a cache of total weight `capacity`. A capacity of 0
-    /// stores nothing, as moka's and quick_cache's do: every insertion
-    /// goes to the listener as evicted and counts as
-    /// [`rejected`](CacheStats::rejected), and every loading call runs
-    /// its loader (one at a time per key, as ever).
+    /// stores nothing, as moka's does: every insertion goes to the
+    /// listener as evicted and counts as
+    /// [`rejected`](CacheStats::rejected), and a loaded value is not kept,
+    /// so the next loading call loads again (callers waiting on one load
+    /// share its value, as ever). Its shards are fixed at build: one, or
+    /// [`Builder::shards`]; build with the capacity it will have and
+    /// [`set_capacity`](Self::set_capacity)`(0)` to turn a cache off that
+    /// will be turned on again.
     pub fn builder(capacity: u64) -> Builder<K, V> {
         Builder {
             opts: Options {
@@ -732,8 +740,9 @@ where
     /// follows the capacity unless it was set. Safe alongside every other
     /// call: the shards' total never exceeds [`capacity`](Self::capacity).
     ///
-    /// A capacity of 0 evicts every entry and stores nothing from then
-    /// on, until a later call gives the cache room again.
+    /// A capacity of 0 evicts every entry (but pinned ones) and stores
+    /// nothing from then on, until a later call gives the cache room
+    /// again.
     ///
     /// # Errors
     /// A capacity above [`LruCache::MAX_CAPACITY`], or other than 0 and

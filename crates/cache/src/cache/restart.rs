@@ -33,9 +33,9 @@ pub struct Saved<K> {
 /// What a cache's policy had learned when it was saved, beyond which
 /// keys were hot: under [`Policy::Adaptive`], the policy its duel had
 /// chosen (once learned: the duel had warmed up, or had taken the choice
-/// from a save itself; without it a new cache's duel chooses only after
-/// 1024 requests of its sample, 8192 requests or more) and whether its
-/// sample had hit; `Workingset`'s targets and refault statistics; LIRS's share
+/// from a save itself; without it a new cache's duel chooses only once
+/// its simulations have warmed up on about a thousand sampled requests)
+/// and whether its sample had hit; `Workingset`'s targets and refault statistics; LIRS's share
 /// of HIR entries. Shares of a shard's size, so they carry to a cache of
 /// another size or shard count. Not carried: the history of keys no
 /// longer cached (shadows, LIRS's non-resident entries), the admission's
