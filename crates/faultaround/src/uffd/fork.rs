@@ -120,3 +120,39 @@ extern "C" fn child() {
     }
     unlock();
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+        mpsc,
+    };
+
+    /// The prepare handler waits for a change of the ranges in progress
+    /// on another thread (so the child never sees one half made), and
+    /// holds the lock until the parent handler.
+    #[test]
+    fn a_fork_waits_for_a_change_of_the_ranges() {
+        let done = Arc::new(AtomicBool::new(false));
+        let (inside, entered) = mpsc::channel();
+        let d = done.clone();
+        let changer = std::thread::spawn(move || {
+            super::with(|r| {
+                inside.send(()).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                r.push((1 << 40, 4096));
+                d.store(true, Ordering::SeqCst);
+            });
+        });
+        entered.recv().unwrap();
+        super::prepare();
+        // Only once the change is whole (however long the thread slept).
+        assert!(done.load(Ordering::SeqCst), "prepare ran inside a change");
+        // Held until the parent handler: a change now would wait.
+        assert!(super::SERVED.locked.load(Ordering::SeqCst));
+        super::parent();
+        changer.join().unwrap();
+        super::release(1 << 40);
+    }
+}
