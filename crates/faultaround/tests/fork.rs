@@ -154,22 +154,24 @@ fn a_forked_child_never_reads_zeros_for_pages_not_yet_in() {
     );
 }
 
-/// A child that drops its copy of a region being served (a fork server's
-/// worker returning from main) leaves the parent's region alone: on the
-/// old code its drop joined the parent's handler threads, which do not
-/// exist in the child, and hung; its unregister would have left the
-/// parent's pages not yet in reading zeros.
+/// A child that shuts down and drops its copy of a region being served (a
+/// fork server's worker returning from main) leaves the parent's region
+/// alone: on the old code its drop joined the parent's handler threads,
+/// which do not exist in the child, and hung; its unregister would have
+/// left the parent's pages not yet in reading zeros.
 #[test]
 fn a_child_dropping_its_copy_leaves_the_parent_served() {
     let r = UffdRegion::builder(16 * PAGE).build(Image(16)).unwrap();
     assert_eq!(r.as_slice()[PAGE], 0x11);
-    // SAFETY: the child drops its copy (getpid and atomics in the region's
-    // drop, nothing that allocates or locks) and calls _exit.
+    // SAFETY: the child shuts down and drops its copy (getpid and atomics
+    // in the region's `shutdown` and drop, nothing that allocates or
+    // locks) and calls _exit.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork: {}", io::Error::last_os_error());
     if pid == 0 {
         // SAFETY: prctl is async-signal-safe.
         unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+        r.shutdown();
         drop(r);
         // SAFETY: _exit is async-signal-safe.
         unsafe { libc::_exit(0) };

@@ -33,12 +33,23 @@ static SERVED: Served = Served {
     ranges: UnsafeCell::new(Vec::new()),
 };
 
+/// Takes the lock. Held for a push or a retain, or across a fork: with
+/// debug assertions, one held for ten seconds fails (a lock never
+/// released) rather than spin for ever.
 fn lock() {
+    let mut since = None;
     while SERVED
         .locked
         .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
         .is_err()
     {
+        if cfg!(debug_assertions) {
+            let since = since.get_or_insert_with(std::time::Instant::now);
+            assert!(
+                since.elapsed() < std::time::Duration::from_secs(10),
+                "the registry of served regions was never unlocked"
+            );
+        }
         std::thread::yield_now();
     }
 }
@@ -47,8 +58,17 @@ fn unlock() {
     SERVED.locked.store(false, Ordering::Release);
 }
 
+/// Unlocks when dropped, so that a panic in `f` (`with`) unlocks too.
+struct Held;
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        unlock();
+    }
+}
+
 /// Runs `f` on the ranges with the lock held.
-fn with(f: impl FnOnce(&mut Vec<(usize, usize)>)) {
+fn with<T>(f: impl FnOnce(&mut Vec<(usize, usize)>) -> T) -> T {
     static HANDLERS: Once = Once::new();
     HANDLERS.call_once(|| {
         // SAFETY: the three handlers are `extern "C"` functions that live
@@ -59,9 +79,9 @@ fn with(f: impl FnOnce(&mut Vec<(usize, usize)>)) {
         let _ = r;
     });
     lock();
+    let _held = Held;
     // SAFETY: the lock is held.
-    f(unsafe { &mut *SERVED.ranges.get() });
-    unlock();
+    f(unsafe { &mut *SERVED.ranges.get() })
 }
 
 /// `len` bytes from `addr`, mapped `MADV_DONTFORK`, are served from now
@@ -154,5 +174,19 @@ mod tests {
         super::parent();
         changer.join().unwrap();
         super::release(1 << 40);
+    }
+
+    /// A range released is no longer reserved in a child; others stay.
+    #[test]
+    fn a_released_range_is_forgotten() {
+        let (a, b) = ((1 << 41) + 4096, (1 << 41) + 8192);
+        super::serve(a, 4096);
+        super::serve(b, 4096);
+        super::release(a);
+        let r = super::with(|r| r.clone());
+        assert!(!r.contains(&(a, 4096)) && r.contains(&(b, 4096)), "{r:x?}");
+        super::release(b);
+        let r = super::with(|r| r.clone());
+        assert!(!r.contains(&(b, 4096)), "{r:x?}");
     }
 }
