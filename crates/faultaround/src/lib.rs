@@ -48,13 +48,16 @@
 //! - A child of `fork(2)` never reads zeros where the source's data was
 //!   still to come (the kernel would hand it the range unregistered): an
 //!   anonymous region being served is not inherited (`MADV_DONTFORK`),
-//!   and the child finds an inaccessible reservation there (it faults,
-//!   and nothing it maps lands there; a fork by a raw `clone` that skips
-//!   `pthread_atfork` leaves a hole instead). After
+//!   and the child finds an inaccessible reservation there: it faults,
+//!   and nothing it maps without `MAP_FIXED` lands there. (A fork that
+//!   runs no `pthread_atfork` handler, such as a raw `clone`, or a child
+//!   whose reservation the kernel refuses, finds a hole instead.) After
 //!   [`UffdRegion::shutdown`] the region is ordinary memory, which a child
-//!   inherits. A child's drop or `shutdown` of its copy of a region or
-//!   handler does nothing: the threads and the registration are the
-//!   parent's (`tests/fork.rs`).
+//!   inherits. In a child, drop and `shutdown` of a copy of a region or
+//!   handler do nothing (the threads and the registration are the
+//!   parent's) and a handler's written-page scan is refused; its other
+//!   calls are not for a child, whose locks may have been taken at the
+//!   fork (`tests/fork.rs`).
 //!
 //! # Guarantees under faults
 //! Each line is checked by `tests/faults.rs` and `tests/failpoints.rs`

@@ -129,9 +129,20 @@ fn a_forked_child_never_reads_zeros_for_pages_not_yet_in() {
                 0,
             )
         };
-        u8::from(m != libc::MAP_FAILED)
+        if m == libc::MAP_FAILED {
+            // SAFETY: the pointer to this thread's errno.
+            let errno = unsafe { libc::__errno_location() };
+            // SAFETY: valid for this thread's life; read at once.
+            unsafe { *errno as u8 }
+        } else {
+            0
+        }
     });
-    assert_eq!(got, Child::Exited(0), "the child could map over the range");
+    assert_eq!(
+        got,
+        Child::Exited(libc::EEXIST as u8),
+        "mapping over the range in the child: 0 if it could, else errno"
+    );
     r.shutdown();
     // Poisoned (6.6+) or made inaccessible (older kernels), as in the
     // parent.
@@ -181,4 +192,64 @@ fn a_child_dropping_its_copy_leaves_the_parent_served() {
     // Still served here: a page not yet in reads the source's bytes.
     assert_eq!(r.as_slice()[12 * PAGE], 0x1c, "page 12 in the parent");
     assert_eq!(r.stats().faults, 2);
+}
+
+/// A child whose pid is its maker's (pid 1 of a new PID namespace, made
+/// by pid 1 of another, as a fork server that is a container's init
+/// does) still leaves the parent's region alone: the fork count the fork
+/// handlers keep tells them apart where the pid does not. Runs as pid 1 of
+/// a namespace of its own (`unshare --pid --fork`, as root); skipped
+/// where that is refused.
+#[test]
+fn a_child_with_its_makers_pid_leaves_the_region_alone() {
+    const INSIDE: &str = "MMBATCH_FORK_TEST_PID1";
+    let name = "a_child_with_its_makers_pid_leaves_the_region_alone";
+    if std::env::var_os(INSIDE).is_none() {
+        let exe = std::env::current_exe().unwrap();
+        let out = std::process::Command::new("unshare")
+            .args(["--pid", "--fork", "--kill-child"])
+            .arg(exe)
+            .args(["--exact", name, "--nocapture", "--test-threads=1"])
+            .env(INSIDE, "1")
+            .output();
+        let Ok(out) = out else {
+            return eprintln!("skipped: no unshare(1)");
+        };
+        let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+        if text.contains("unshare failed") || text.contains("Operation not permitted") {
+            return eprintln!("skipped: a PID namespace is refused here: {text}");
+        }
+        assert!(out.status.success() && text.contains("1 passed"), "{text}");
+        return;
+    }
+    assert_eq!(std::process::id(), 1, "pid 1 of a namespace of its own");
+    let r = UffdRegion::builder(16 * PAGE).build(Image(16)).unwrap();
+    assert_eq!(r.as_slice()[PAGE], 0x11);
+    // SAFETY: a system call with no memory; the next child is pid 1 of a
+    // namespace of its own.
+    let e = unsafe { libc::unshare(libc::CLONE_NEWPID) };
+    assert_eq!(e, 0, "unshare: {}", io::Error::last_os_error());
+    // SAFETY: the child checks its pid, shuts down and drops its copy
+    // (getpid and atomics, nothing that allocates or locks), and calls
+    // _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", io::Error::last_os_error());
+    if pid == 0 {
+        // SAFETY: getpid is async-signal-safe.
+        if unsafe { libc::getpid() } != 1 {
+            // SAFETY: _exit is async-signal-safe.
+            unsafe { libc::_exit(2) };
+        }
+        r.shutdown();
+        drop(r);
+        // SAFETY: _exit is async-signal-safe.
+        unsafe { libc::_exit(0) };
+    }
+    let got = wait_for(pid, "has its maker's pid and drops its copy");
+    assert_eq!(
+        got,
+        Child::Exited(0),
+        "the child's drop (2: its pid was not 1)"
+    );
+    assert_eq!(r.as_slice()[12 * PAGE], 0x1c, "page 12 in the parent");
 }

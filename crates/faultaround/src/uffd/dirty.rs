@@ -117,6 +117,9 @@ impl UffdHandler {
     }
 
     fn scan(&self, reset: bool) -> Result<Vec<Range<u64>>, Error> {
+        if !self.shared.in_owner() {
+            return Err(in_a_child("track_writes_of"));
+        }
         let Some(pagemap) = &self.pagemap else {
             return Err(Error::BadSetting {
                 setting: "track_writes_of",
@@ -137,6 +140,18 @@ impl UffdHandler {
 /// The refusal of a report after `shutdown`, which unregistered the
 /// ranges and with them every write-protect bit: every present page would
 /// read as written.
+/// A scan from a child of `fork(2)`, whose copy of a handler is the
+/// parent's: resetting the other process's write-protect bits from there
+/// would take writes out of the parent's next report.
+fn in_a_child(setting: &'static str) -> Error {
+    Error::BadSetting {
+        setting,
+        value: "in a child of fork".into(),
+        why: "the handler belongs to the process that built it: take the written pages there"
+            .into(),
+    }
+}
+
 fn after_shutdown(setting: &'static str) -> Error {
     Error::BadSetting {
         setting,

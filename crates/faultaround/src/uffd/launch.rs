@@ -199,7 +199,7 @@ impl Shared {
         let handlers = settings.handlers;
         Ok(Arc::new(Shared {
             mode,
-            owner: std::process::id(),
+            owner: (std::process::id(), super::fork::generation()),
             uffd,
             areas: areas.into_boxed_slice(),
             len: pages * page,

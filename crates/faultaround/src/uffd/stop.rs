@@ -38,10 +38,12 @@ impl UffdRegion {
                 .read()
                 .unwrap_or_else(|e| e.into_inner());
             if let Some(m) = mapping.as_ref() {
-                let _ = m.advise(0..m.len(), mmbatch_mmap::Advice::DoFork);
-                // After the advice: a fork in between reserves nothing
-                // over the range it inherits (NOREPLACE).
-                super::fork::release(m.as_ptr() as usize);
+                // After the advice, and only if it took: a fork in between
+                // reserves nothing over the range it inherits (NOREPLACE),
+                // and a range left not inherited keeps its reservation.
+                if m.advise(0..m.len(), mmbatch_mmap::Advice::DoFork).is_ok() {
+                    super::fork::release(m.as_ptr() as usize);
+                }
             }
         }
     }
@@ -54,8 +56,11 @@ impl Shared {
     /// the parent's too: unregistering through it would unregister the
     /// parent's range (`UFFDIO_UNREGISTER` acts on the memory it was
     /// made for), whose pages not yet in would then read as zeros there.
+    /// Told by the fork count the fork handlers keep (which a pid reused,
+    /// or pid 1 in a new namespace, does not fool), and by the pid (for a
+    /// raw `clone` that runs no fork handler).
     pub(super) fn in_owner(&self) -> bool {
-        std::process::id() == self.owner
+        (std::process::id(), super::fork::generation()) == self.owner
     }
 
     /// [`UffdRegion::shutdown`]'s work, for a [`UffdHandler`](super::UffdHandler) too:

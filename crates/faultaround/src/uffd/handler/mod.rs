@@ -199,10 +199,11 @@ pub(super) struct Counters {
 /// What a region's handler threads share with it.
 pub(super) struct Shared {
     pub(super) mode: Mode,
-    /// The process that made it: a child of `fork(2)` holds a copy whose
+    /// The process that made it, and the forks its line had been through
+    /// then (`fork::generation`): a child of `fork(2)` holds a copy whose
     /// threads and registration are the parent's, which its drop or
     /// `shutdown` must leave alone ([`in_owner`](Self::in_owner)).
-    pub(super) owner: u32,
+    pub(super) owner: (u32, u64),
     pub(super) uffd: Uffd,
     /// Where the pages are (`areas.rs`): sorted by first page, one for a
     /// region the process mapped itself.
