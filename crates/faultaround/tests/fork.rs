@@ -198,16 +198,17 @@ fn a_child_dropping_its_copy_leaves_the_parent_served() {
 /// by pid 1 of another, as a fork server that is a container's init
 /// does) still leaves the parent's region alone: the fork count the fork
 /// handlers keep tells them apart where the pid does not. Runs as pid 1 of
-/// a namespace of its own (`unshare --pid --fork`, as root); skipped
-/// where that is refused.
+/// a namespace of its own (`unshare -p -f`, as root); skipped where that
+/// is refused.
 #[test]
 fn a_child_with_its_makers_pid_leaves_the_region_alone() {
     const INSIDE: &str = "MMBATCH_FORK_TEST_PID1";
     let name = "a_child_with_its_makers_pid_leaves_the_region_alone";
     if std::env::var_os(INSIDE).is_none() {
         let exe = std::env::current_exe().unwrap();
+        // `-p -f`: what util-linux's and BusyBox's unshare both take.
         let out = std::process::Command::new("unshare")
-            .args(["--pid", "--fork", "--kill-child"])
+            .args(["-p", "-f"])
             .arg(exe)
             .args(["--exact", name, "--nocapture", "--test-threads=1"])
             .env(INSIDE, "1")

@@ -3,9 +3,10 @@
 //! yet copied in would read as zeros; an anonymous region is therefore
 //! mapped `MADV_DONTFORK` (the child inherits no mapping there), and the
 //! child's hole is filled at once with an inaccessible reservation, so
-//! that nothing the child maps later lands in it (where the region's
-//! `as_slice` would read it): the `pthread_atfork` child handler below,
-//! over every region [`serve`]d and not yet [`release`]d.
+//! that nothing the child maps later without `MAP_FIXED` lands in it
+//! (where the region's `as_slice` would read it): the `pthread_atfork`
+//! child handler below, over every region [`serve`]d and not yet
+//! [`release`]d.
 
 use std::{
     cell::UnsafeCell,
