@@ -308,6 +308,13 @@ fn a_capacity_of_zero_stores_nothing() {
     assert_eq!(four.shards(), 4);
     four.set_capacity(100).unwrap();
     assert_eq!((four.shards(), four.capacity()), (4, 100));
+    // Exact LRU keeps its one shard, whatever was asked.
+    let exact = LruCache::<u32, u32>::builder(0)
+        .shards(4)
+        .policy(Policy::Lru)
+        .batching(false)
+        .build();
+    assert_eq!(built(exact).shards(), 1);
     let policies = [
         (Policy::Adaptive, true),
         (Policy::Workingset, true),

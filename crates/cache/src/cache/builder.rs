@@ -473,14 +473,13 @@ impl<K, V, S, W> Builder<K, V, S, W> {
         };
         // Every shard must be able to hold an entry: no more shards than
         // entries, or than units of capacity.
-        let cap = if o.capacity == 0 {
-            // Stores nothing: the shards asked for, for a cache turned on
-            // later (`set_capacity`), or one.
-            o.shards.unwrap_or(1)
-        } else {
-            wanted
+        let cap = match o.capacity {
+            // Stores nothing: the shards asked for (one by default, and
+            // for exact LRU), for a cache turned on later (`set_capacity`).
+            0 => wanted,
+            c => wanted
                 .min(max_entries)
-                .min(usize::try_from(o.capacity).unwrap_or(usize::MAX))
+                .min(usize::try_from(c).unwrap_or(usize::MAX)),
         }
         .clamp(1, MAX_SHARDS);
         let shards = 1usize << cap.ilog2();

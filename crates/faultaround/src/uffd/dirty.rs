@@ -137,9 +137,6 @@ impl UffdHandler {
     }
 }
 
-/// The refusal of a report after `shutdown`, which unregistered the
-/// ranges and with them every write-protect bit: every present page would
-/// read as written.
 /// A scan from a child of `fork(2)`, whose copy of a handler is the
 /// parent's: resetting the other process's write-protect bits from there
 /// would take writes out of the parent's next report.
@@ -152,6 +149,9 @@ fn in_a_child(setting: &'static str) -> Error {
     }
 }
 
+/// The refusal of a report after `shutdown`, which unregistered the
+/// ranges and with them every write-protect bit: every present page would
+/// read as written.
 fn after_shutdown(setting: &'static str) -> Error {
     Error::BadSetting {
         setting,
