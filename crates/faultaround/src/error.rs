@@ -135,6 +135,26 @@ pub enum Error {
         /// Why.
         source: io::Error,
     },
+    /// An image larger than the memory left to hold it:
+    /// [`UffdRegion::page_cache_from`](crate::UffdRegion::page_cache_from)
+    /// copies the whole image into a memfd, which would run the machine (or
+    /// this process's memory cgroup) out of memory. Refused before a byte
+    /// is written.
+    ImageTooLarge {
+        /// The image's bytes.
+        len: usize,
+        /// The bytes there is room for: available memory and free swap,
+        /// or what the memory cgroup has left, whichever is less.
+        room: u64,
+    },
+    /// The kernel refused to map the region (`ENOMEM`): no free range of
+    /// addresses that large, or a limit on mappings.
+    MapRefused {
+        /// The region's bytes.
+        len: usize,
+        /// The kernel's error.
+        source: io::Error,
+    },
     /// A huge-page region's pool has too few free pages; the message says
     /// how to reserve them.
     HugePagesUnavailable(mmbatch_mmap::HugePagesUnavailable),
@@ -256,8 +276,48 @@ impl fmt::Display for Error {
             ),
             #[cfg(feature = "engine")]
             Error::Engine(e) => write!(f, "{e}"),
+            Error::ImageTooLarge { len, room } => write!(
+                f,
+                "the image is {} but there is room for {} more in memory and swap (or in this \
+                 process's memory cgroup): page_cache_from copies the whole image into memory, \
+                 and filling it would end in an OOM kill; free memory or raise the cgroup's \
+                 limit, or serve the image from its source without copying it \
+                 (UffdRegion::new, or over_page_cache over the image's own file)",
+                Size(*len as u64),
+                Size(*room)
+            ),
+            Error::MapRefused { len, source } => write!(
+                f,
+                "mapping the region's {} was refused ({source}): this process has no free range \
+                 of addresses that large (x86-64 gives a process 128 TiB in all without 5-level \
+                 paging), or a limit refused it (`ulimit -v`, vm.max_map_count, \
+                 vm.overcommit_memory=2); ask for a shorter region",
+                Size(*len as u64)
+            ),
             Error::HugePagesUnavailable(e) => write!(f, "{e}"),
             Error::Sys { op, source } => write!(f, "{op} failed: {source}"),
+        }
+    }
+}
+
+/// A byte count as people read it: `1 PiB (1125899906842624 bytes)`, or
+/// `4095 bytes` below a KiB.
+struct Size(u64);
+
+impl fmt::Display for Size {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+        let bytes = self.0;
+        // The largest unit the count reaches, at most EiB (2^60).
+        let Some(unit) = (bytes.max(1).ilog2() / 10).checked_sub(1) else {
+            return write!(f, "{bytes} bytes");
+        };
+        let scaled = bytes as f64 / (1u64 << (10 * (unit + 1))) as f64;
+        let name = UNITS[unit as usize];
+        if bytes % (1 << (10 * (unit + 1))) == 0 {
+            write!(f, "{scaled} {name} ({bytes} bytes)")
+        } else {
+            write!(f, "{scaled:.1} {name} ({bytes} bytes)")
         }
     }
 }
@@ -268,6 +328,7 @@ impl std::error::Error for Error {
             Error::NoPermission { source }
             | Error::SourceUnreadable { source, .. }
             | Error::Sys { source, .. }
+            | Error::MapRefused { source, .. }
             | Error::ThreadRefused { source, .. }
             | Error::PageFailed { source, .. } => Some(source),
             #[cfg(feature = "engine")]
@@ -349,5 +410,19 @@ mod tests {
             assert!(m.contains("source timed out"), "{m}");
             assert!(m.contains("builder's source_timeout"), "{m}");
         }
+    }
+
+    /// Sizes print in the largest unit they reach, with the exact count.
+    #[test]
+    fn sizes_print_in_units_with_their_bytes() {
+        let size = |b| super::Size(b).to_string();
+        assert_eq!(size(0), "0 bytes");
+        assert_eq!(size(1023), "1023 bytes");
+        assert_eq!(size(1024), "1 KiB (1024 bytes)");
+        assert_eq!(size(1536), "1.5 KiB (1536 bytes)");
+        assert_eq!(size((1 << 20) - 1), "1024.0 KiB (1048575 bytes)");
+        assert_eq!(size(300 << 20), "300 MiB (314572800 bytes)");
+        assert_eq!(size(1 << 50), "1 PiB (1125899906842624 bytes)");
+        assert_eq!(size(u64::MAX), "16.0 EiB (18446744073709551615 bytes)");
     }
 }

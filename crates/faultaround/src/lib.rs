@@ -103,6 +103,10 @@
 //!   orders above [`MAX_ORDER`], windows at the top of the `u64` page
 //!   space, engine page-cache indices past the file (refused before a
 //!   frame is taken) and files of more than `u32::MAX` pages are errors.
+//!   So are a region larger than the address space ([`Error::MapRefused`])
+//!   and a [`UffdRegion::page_cache_from`] image larger than the memory
+//!   and swap left, or its memory cgroup's room ([`Error::ImageTooLarge`],
+//!   refused before it is written: filling it would end in an OOM kill).
 //! - **Shared mappings**: [`UffdRegion::over_page_cache`] is `unsafe`:
 //!   the caller promises nothing writes or truncates the file meanwhile.
 #![cfg_attr(docsrs, feature(doc_cfg))]

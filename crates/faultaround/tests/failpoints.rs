@@ -571,8 +571,37 @@ fn refused_mmap_is_a_clear_error() {
     let fds = region_fds();
     fail::cfg("uffd::mmap", "return").unwrap();
     let e = UffdRegion::new(64 * PAGE, 0, image(64), 1).unwrap_err();
-    assert!(matches!(e, Error::Sys { op: "mmap", .. }), "{e}");
+    assert!(
+        matches!(e, Error::MapRefused { len, .. } if len == 64 * PAGE),
+        "{e}"
+    );
+    assert!(e.to_string().contains("ask for a shorter region"), "{e}");
     assert_eq!(region_fds(), fds);
+    // Another errno is the kernel's, named as the call's.
+    fail::cfg("uffd::mmap", "return(22)").unwrap();
+    let e = UffdRegion::new(64 * PAGE, 0, image(64), 1).unwrap_err();
+    assert!(
+        matches!(&e, Error::Sys { op: "mmap", source } if source.raw_os_error() == Some(libc::EINVAL)),
+        "{e}"
+    );
+    assert_eq!(region_fds(), fds);
+}
+
+/// `page_cache_from` refuses an image larger than the memory left for it
+/// (fail point `uffd::memory_room` stands in for what is left), and fills
+/// one that fits.
+#[test]
+fn a_page_cache_past_the_memory_left_is_refused() {
+    let _scenario = FailScenario::setup();
+    let _hang = mmbatch_testkit::hang_guard("a_page_cache_past_the_memory_left_is_refused");
+    fail::cfg("uffd::memory_room", &format!("return({})", 8 * PAGE)).unwrap();
+    let e = UffdRegion::page_cache_from(&image(16), 16 * PAGE).unwrap_err();
+    assert!(
+        matches!(e, Error::ImageTooLarge { len, room } if len == 16 * PAGE && room == 8 * PAGE as u64),
+        "{e}"
+    );
+    let cache = UffdRegion::page_cache_from(&image(16), 8 * PAGE).unwrap();
+    assert_eq!(cache.metadata().unwrap().len(), 8 * PAGE as u64);
 }
 
 /// A registration the kernel refuses with EINVAL is named by what was

@@ -1016,6 +1016,61 @@ fn a_page_cache_longer_than_its_source_is_refused() {
     );
 }
 
+/// A page cache of an image larger than the machine's memory: filled
+/// until the OOM killer took a process (`Zeroes(1 << 50)` killed this
+/// host's shell). Now refused before the memfd is made. In a child whose
+/// files may not pass 64 MiB (`RLIMIT_FSIZE`, which holds a memfd too), so
+/// that the old code fails there (at `ftruncate`, with `SIGXFSZ`) rather
+/// than filling the machine; and a region larger than any address space
+/// is refused by name.
+#[test]
+fn an_image_larger_than_memory_is_refused_before_a_byte_is_written() {
+    let name = "an_image_larger_than_memory_is_refused_before_a_byte_is_written";
+    if let Some(run) = mmbatch_testkit::child::parent(name, Duration::from_secs(20)) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    let limit = libc::rlimit {
+        rlim_cur: 64 << 20,
+        rlim_max: 64 << 20,
+    };
+    // SAFETY: `limit` is a valid rlimit for the call to read.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_FSIZE, &limit) }, 0);
+    let pib = 1usize << 50;
+    let e = UffdRegion::page_cache_from(&mmbatch_faultaround::Zeroes(pib as u64), pib).unwrap_err();
+    let Error::ImageTooLarge { len, room } = e else {
+        panic!("{e}")
+    };
+    assert_eq!(len, pib);
+    assert!(room > 0 && room < pib as u64, "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("1 PiB (1125899906842624 bytes)"), "{msg}");
+    assert!(
+        msg.contains("OOM") && msg.contains("over_page_cache"),
+        "{msg}"
+    );
+    // A page cache of nothing is a length error, as a region of nothing is.
+    let e = UffdRegion::page_cache_from(&mmbatch_faultaround::Zeroes(0), 0).unwrap_err();
+    assert!(matches!(e, Error::BadLength { len: 0, .. }), "{e}");
+    // 2^62 bytes: more than any address space has room for. It was
+    // "mmap failed: Cannot allocate memory (os error 12)".
+    let huge = 1usize << 62;
+    match UffdRegion::new(huge, 0, mmbatch_faultaround::Zeroes(huge as u64), 1) {
+        Err(Error::NoPermission { .. } | Error::Unsupported { .. }) => {
+            println!("skipped the region: no userfaultfd here");
+        }
+        Err(e @ Error::MapRefused { len, .. }) => {
+            assert_eq!(len, huge);
+            let msg = e.to_string();
+            assert!(msg.contains("4 EiB (4611686018427387904 bytes)"), "{msg}");
+            assert!(msg.contains("ask for a shorter region"), "{msg}");
+        }
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("a region of 2^62 bytes was mapped"),
+    }
+}
+
 /// A page whose handler installed it and stalled in a neighbour's read,
 /// discarded by a balloon meanwhile, reads as discarded (zeros) once the
 /// watchdog claims the stalled handler and lets its reader go, and

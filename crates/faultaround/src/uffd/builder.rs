@@ -211,7 +211,8 @@ impl UffdRegionBuilder {
     /// `replay_pages` without `replay`, and the like); [`Error::RecordMismatch`] and
     /// [`Error::WorkingSetFile`] for a replay made from another image or a
     /// file that is not its record's; [`Error::HugePagesUnavailable`];
-    /// [`Error::NoPermission`] and [`Error::Unsupported`] for a
+    /// [`Error::MapRefused`] for a region larger than the address space
+    /// or the limits on mappings allow; [`Error::NoPermission`] and [`Error::Unsupported`] for a
     /// userfaultfd (or a feature of it) this kernel or process does not
     /// have; [`Error::ThreadRefused`]; [`Error::Sys`] for any other failed
     /// system call, named.

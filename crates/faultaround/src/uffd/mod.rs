@@ -13,6 +13,7 @@ mod launch;
 mod open;
 mod pageset;
 mod record;
+mod room;
 mod source;
 mod stop;
 mod sys;
@@ -178,11 +179,11 @@ fn mapping_page_size(f_type: u64, f_bsize: u64) -> usize {
 /// A fresh anonymous mapping (of huge pages of `huge`), or a shared one of
 /// the region's own file.
 fn map(len: usize, file: Option<i32>, huge: Option<HugePageSize>) -> Result<Mapping, Error> {
-    fail_point!("uffd::mmap", |_| Err(Error::Sys {
-        op: "mmap",
-        source: io::Error::from_raw_os_error(libc::ENOMEM),
-    }));
     let prot = ProtFlags::READ | ProtFlags::WRITE;
+    // Fail point `uffd::mmap` stands in for the kernel's answer.
+    if let Some(e) = injected_errno("uffd::mmap") {
+        return Err(map_error(len, e));
+    }
     match (file, huge) {
         (Some(fd), _) => {
             // SAFETY: the caller holds the file open for this call.
@@ -215,7 +216,17 @@ fn map(len: usize, file: Option<i32>, huge: Option<HugePageSize>) -> Result<Mapp
         }
         (None, None) => Mapping::new(len, prot, MapFlags::PRIVATE | MapFlags::NORESERVE),
     }
-    .map_err(|source| Error::Sys { op: "mmap", source })
+    .map_err(|e| map_error(len, e))
+}
+
+/// The error of a refused `mmap` of `len` bytes: ENOMEM names the limits
+/// that refuse a large region.
+fn map_error(len: usize, source: io::Error) -> Error {
+    if source.raw_os_error() == Some(libc::ENOMEM) {
+        Error::MapRefused { len, source }
+    } else {
+        Error::Sys { op: "mmap", source }
+    }
 }
 
 impl UffdRegion {
@@ -279,12 +290,15 @@ impl UffdRegion {
     /// the source fails is an error. A page it says is
     /// [`NotReady`](PageRead::NotReady) is left out of the cache (a file
     /// partly cached): a region over it reads that page as zeroes, as
-    /// shmem does a hole. `len` must be a multiple of the page size
-    /// ([`Error::BadLength`]) and the source at least `len` bytes long
-    /// ([`Error::SourceTooShort`]).
+    /// shmem does a hole. `len` must be a non-zero multiple of the page
+    /// size ([`Error::BadLength`]), the source at least `len` bytes long
+    /// ([`Error::SourceTooShort`]), and `len` no more than the memory and
+    /// swap left, or what this process's memory cgroup has left
+    /// ([`Error::ImageTooLarge`], checked before anything is written: the
+    /// memfd's pages are memory).
     pub fn page_cache_from(source: &dyn PageSource, len: usize) -> Result<File, Error> {
         let page = page_size();
-        if len % page != 0 {
+        if len == 0 || len % page != 0 {
             return Err(Error::BadLength {
                 len,
                 page_size: page,
@@ -298,6 +312,11 @@ impl UffdRegion {
                 source_len: source.len(),
                 region_len: len,
             });
+        }
+        // An image of `Zeroes(1 << 50)` filled the memfd until the OOM
+        // killer took a process (not necessarily this one).
+        if let Some(room) = room::memory_room().filter(|&room| len as u64 > room) {
+            return Err(Error::ImageTooLarge { len, room });
         }
         let sys = |op| move |source| Error::Sys { op, source };
         let fd = rustix::fs::memfd_create("mmbatch-page-cache", rustix::fs::MemfdFlags::CLOEXEC)

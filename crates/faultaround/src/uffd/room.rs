@@ -1,0 +1,186 @@
+//! How much memory a memfd this process fills can still take:
+//! [`UffdRegion::page_cache_from`](super::UffdRegion::page_cache_from)
+//! refuses an image larger than that before writing a byte, rather than
+//! filling the memfd until the kernel's OOM killer picks a process.
+
+use std::fs;
+
+/// Bytes a memfd this process fills could still take before the kernel
+/// must kill something to make room: `MemAvailable` plus `SwapFree` (a
+/// memfd's pages can be swapped), and no more than any memory cgroup on
+/// this process's path has left (its limit less what it holds other than
+/// page cache, which it reclaims first). `None` where `/proc/meminfo`
+/// cannot be read: nothing is refused then.
+///
+/// Fail point `uffd::memory_room` reports its argument instead
+/// (`return(4194304)`).
+pub(super) fn memory_room() -> Option<u64> {
+    fail_point!("uffd::memory_room", |bytes: Option<String>| bytes
+        .and_then(|b| b.parse().ok()));
+    let meminfo = fs::read_to_string("/proc/meminfo").ok()?;
+    let machine = meminfo_bytes(&meminfo, "MemAvailable")?
+        .saturating_add(meminfo_bytes(&meminfo, "SwapFree").unwrap_or(0));
+    let cgroups = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    Some(
+        memory_cgroups(&cgroups)
+            .filter_map(|dir| cgroup_room(&dir))
+            .fold(machine, u64::min),
+    )
+}
+
+/// A field of `/proc/meminfo` (`MemAvailable:  24247912 kB`), in bytes.
+fn meminfo_bytes(meminfo: &str, field: &str) -> Option<u64> {
+    let line = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?;
+    let kib: u64 = line.split_whitespace().next()?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// Where a cgroup's memory files are, and their names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct CgroupDir {
+    /// The cgroup's directory under `/sys/fs/cgroup`.
+    path: String,
+    /// Version 2 (`memory.max`, `memory.current`, `file` in `memory.stat`)
+    /// or 1 (`memory.limit_in_bytes`, `memory.usage_in_bytes`,
+    /// `total_cache`).
+    v2: bool,
+}
+
+/// The directories of the memory cgroups `/proc/self/cgroup` (`proc`)
+/// places this process in, and of each of their ancestors (a limit set
+/// on a parent holds its children too): cgroup v2's `0::/path` and
+/// cgroup v1's `N:memory:/path`.
+fn memory_cgroups(proc: &str) -> impl Iterator<Item = CgroupDir> + '_ {
+    proc.lines()
+        .filter_map(|line| {
+            let mut fields = line.splitn(3, ':');
+            let (id, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+            if id == "0" && controllers.is_empty() {
+                Some(("/sys/fs/cgroup".to_owned(), path, true))
+            } else if controllers.split(',').any(|c| c == "memory") {
+                Some(("/sys/fs/cgroup/memory".to_owned(), path, false))
+            } else {
+                None
+            }
+        })
+        .flat_map(|(root, path, v2)| {
+            // `/a/b` gives `/a/b`, `/a` and the root.
+            let mut dirs = vec![root.clone()];
+            let mut at = root;
+            for part in path.split('/').filter(|p| !p.is_empty()) {
+                at = format!("{at}/{part}");
+                dirs.push(at.clone());
+            }
+            dirs.into_iter().map(move |path| CgroupDir { path, v2 })
+        })
+}
+
+/// What the cgroup at `dir` has left: its limit less what it holds other
+/// than page cache; `None` without a limit (or where its files cannot be
+/// read).
+fn cgroup_room(dir: &CgroupDir) -> Option<u64> {
+    let read = |name: &str| fs::read_to_string(format!("{}/{name}", dir.path)).ok();
+    let (limit, usage, cache) = if dir.v2 {
+        ("memory.max", "memory.current", "file")
+    } else {
+        (
+            "memory.limit_in_bytes",
+            "memory.usage_in_bytes",
+            "total_cache",
+        )
+    };
+    room(
+        &read(limit)?,
+        &read(usage)?,
+        &read("memory.stat").unwrap_or_default(),
+        cache,
+    )
+}
+
+/// A cgroup's room from the contents of its limit, usage and `memory.stat`
+/// files, `cache` naming its page cache in the last; `None` for no limit
+/// (`max`, or v1's `PAGE_COUNTER_MAX` pages: anything at or above 2^62).
+fn room(limit: &str, usage: &str, stat: &str, cache: &str) -> Option<u64> {
+    let limit: u64 = limit.trim().parse().ok()?;
+    if limit >= 1 << 62 {
+        return None;
+    }
+    let usage: u64 = usage.trim().parse().ok()?;
+    let cache: u64 = stat
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(cache)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0);
+    Some(limit.saturating_sub(usage.saturating_sub(cache)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meminfo_fields_are_read_in_bytes() {
+        let m = "MemTotal:       24731408 kB\nMemAvailable:   24247912 kB\nSwapFree:              0 kB\n";
+        assert_eq!(meminfo_bytes(m, "MemAvailable"), Some(24_247_912 * 1024));
+        assert_eq!(meminfo_bytes(m, "SwapFree"), Some(0));
+        assert_eq!(meminfo_bytes(m, "Mem"), None, "a prefix is not a field");
+        assert_eq!(meminfo_bytes(m, "Cached"), None);
+    }
+
+    #[test]
+    fn memory_cgroups_of_both_versions_and_their_ancestors() {
+        let dirs: Vec<_> = memory_cgroups(
+            "9:name=systemd:/\n4:memory:/api/x1\n3:cpu,cpuacct:/api\n0::/user.slice/s\n",
+        )
+        .collect();
+        let v1 = |p: &str| CgroupDir {
+            path: format!("/sys/fs/cgroup/memory{p}"),
+            v2: false,
+        };
+        let v2 = |p: &str| CgroupDir {
+            path: format!("/sys/fs/cgroup{p}"),
+            v2: true,
+        };
+        assert_eq!(
+            dirs,
+            [
+                v1(""),
+                v1("/api"),
+                v1("/api/x1"),
+                v2(""),
+                v2("/user.slice"),
+                v2("/user.slice/s"),
+            ]
+        );
+        let combined: Vec<_> = memory_cgroups("5:cpuset,memory:/\n").collect();
+        assert_eq!(combined, [v1("")]);
+    }
+
+    #[test]
+    fn a_cgroups_room_is_its_limit_less_what_it_holds_but_cache() {
+        let stat = "anon 100\nfile 300\nfile_mapped 7\n";
+        assert_eq!(room("1000\n", "500\n", stat, "file"), Some(800));
+        assert_eq!(room("1000", "1500", "", "file"), Some(0), "over its limit");
+        assert_eq!(room("max\n", "500", stat, "file"), None);
+        assert_eq!(room("9223372036854771712\n", "5", "", "total_cache"), None);
+        let v1 = "cache 50\ntotal_cache 300\n";
+        assert_eq!(room("1000", "500", v1, "total_cache"), Some(800));
+    }
+
+    /// On this host: some room, and no more than the machine has.
+    #[test]
+    fn this_hosts_room_is_within_its_memory_and_swap() {
+        let Some(room) = memory_room() else { return };
+        let m = fs::read_to_string("/proc/meminfo").unwrap();
+        let total =
+            meminfo_bytes(&m, "MemTotal").unwrap() + meminfo_bytes(&m, "SwapTotal").unwrap_or(0);
+        assert!(room > 0 && room <= total, "room {room} of {total}");
+    }
+}
