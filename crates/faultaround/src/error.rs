@@ -422,6 +422,7 @@ mod tests {
         assert_eq!(size(1536), "1.5 KiB (1536 bytes)");
         assert_eq!(size((1 << 20) - 1), "1024.0 KiB (1048575 bytes)");
         assert_eq!(size(300 << 20), "300 MiB (314572800 bytes)");
+        assert_eq!(size(7 << 18), "1.8 MiB (1835008 bytes)");
         assert_eq!(size(1 << 50), "1 PiB (1125899906842624 bytes)");
         assert_eq!(size(u64::MAX), "16.0 EiB (18446744073709551615 bytes)");
     }

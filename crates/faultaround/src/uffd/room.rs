@@ -56,8 +56,10 @@ fn memory_cgroups(proc: &str) -> impl Iterator<Item = CgroupDir> + '_ {
     proc.lines()
         .filter_map(|line| {
             let mut fields = line.splitn(3, ':');
-            let (id, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
-            if id == "0" && controllers.is_empty() {
+            let (_id, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+            // v2's hierarchy lists no controllers (its id is 0); each of
+            // v1's lists its own, or a `name=`.
+            if controllers.is_empty() {
                 Some(("/sys/fs/cgroup".to_owned(), path, true))
             } else if controllers.split(',').any(|c| c == "memory") {
                 Some(("/sys/fs/cgroup/memory".to_owned(), path, false))
@@ -172,6 +174,31 @@ mod tests {
         assert_eq!(room("9223372036854771712\n", "5", "", "total_cache"), None);
         let v1 = "cache 50\ntotal_cache 300\n";
         assert_eq!(room("1000", "500", v1, "total_cache"), Some(800));
+    }
+
+    /// A cgroup's files read from its directory, either version.
+    #[test]
+    fn a_cgroup_directorys_files_give_its_room() {
+        let dir = std::env::temp_dir().join(format!("mmbatch-room-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let at = |v2| CgroupDir {
+            path: dir.to_str().unwrap().to_owned(),
+            v2,
+        };
+        let write = |name: &str, text: &str| fs::write(dir.join(name), text).unwrap();
+        write("memory.max", "4096\n");
+        write("memory.current", "1024\n");
+        write("memory.stat", "anon 1000\nfile 24\n");
+        assert_eq!(cgroup_room(&at(true)), Some(4096 - 1000));
+        write("memory.limit_in_bytes", "8192\n");
+        write("memory.usage_in_bytes", "2048\n");
+        assert_eq!(cgroup_room(&at(false)), Some(8192 - 2048), "no total_cache");
+        write("memory.stat", "total_cache 48\n");
+        assert_eq!(cgroup_room(&at(false)), Some(8192 - 2000));
+        write("memory.max", "max\n");
+        assert_eq!(cgroup_room(&at(true)), None);
+        fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(cgroup_room(&at(true)), None, "no such directory");
     }
 
     /// On this host: some room, and no more than the machine has.
