@@ -116,6 +116,11 @@ impl Mapping {
         if range.start > range.end || range.end > self.len {
             return refuse(format!("not a range of the mapping's {} bytes", self.len));
         }
+        // Nothing to advise, wherever it starts (the kernel would refuse a
+        // start off a page, such as the end of a mapping of 5000 bytes).
+        if range.is_empty() {
+            return Ok((self.ptr.as_ptr().cast(), 0));
+        }
         if range.start % page != 0 {
             return refuse(format!(
                 "the start is not a multiple of the page size, {page} bytes"
@@ -217,5 +222,11 @@ mod tests {
         m.as_mut_slice().unwrap().fill(1);
         assert!(m.discard(4 * PAGE..4 * PAGE).is_ok());
         assert!(m.as_slice().unwrap().iter().all(|&b| b == 1));
+        // An empty range off a page boundary is nothing to do, not an
+        // error: the end of a mapping whose length is not whole pages.
+        let mut odd = Mapping::anonymous(3 * PAGE + 100).unwrap();
+        let end = odd.len();
+        odd.discard(end..end).unwrap();
+        odd.advise(100..100, Advice::WillNeed).unwrap();
     }
 }

@@ -112,14 +112,28 @@ impl Mapping {
     /// kernel picks.
     ///
     /// # Errors
-    /// `len` 0, `MAP_FIXED` (which would replace whatever is mapped at
-    /// the address) and, with `MAP_HUGETLB`, a `len` that is not a whole
-    /// number of huge pages (the kernel would map whole pages that a
-    /// `munmap` of `len` bytes cannot give back) are refused with
-    /// `InvalidInput`; the kernel's refusals come back as its errno.
+    /// Refused with `InvalidInput`: `len` 0; `MAP_FIXED` (which would
+    /// replace whatever is mapped at the address) and
+    /// `MAP_FIXED_NOREPLACE` (the address is the kernel's to pick); neither
+    /// `MAP_SHARED` nor `MAP_PRIVATE`; and, with `MAP_HUGETLB`, a `len`
+    /// that is not a whole number of huge pages (the kernel would map
+    /// whole pages that a `munmap` of `len` bytes cannot give back) or
+    /// `MAP_NORESERVE` (no page is reserved, so a touch that finds the pool
+    /// empty kills the process with `SIGBUS`). The kernel's refusals come
+    /// back as its errno: `ENOMEM` for a `MAP_HUGETLB` pool with too few
+    /// free pages ([`HugePagesUnavailable::new`] names the fix), or for
+    /// more address space than the process has left.
     pub fn new(len: usize, prot: ProtFlags, flags: MapFlags) -> io::Result<Self> {
         check(len, flags)?;
         if flags.contains(MapFlags::HUGETLB) {
+            if flags.contains(MapFlags::NORESERVE) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "MAP_HUGETLB with MAP_NORESERVE reserves no huge page: a first touch that \
+                     finds the pool empty kills the process with SIGBUS; drop MAP_NORESERVE, \
+                     and a short pool is refused here (ENOMEM) instead",
+                ));
+            }
             whole_pages(len, hugetlb_page_size(flags)?, "MAP_HUGETLB")?;
         }
         // SAFETY: no MAP_FIXED (checked), so the kernel picks a range no
@@ -135,12 +149,20 @@ impl Mapping {
     /// `len` must be a whole number of the file system's huge pages, as
     /// for [`new`](Self::new) with `MAP_HUGETLB`.
     ///
+    /// # Errors
+    /// As [`new`](Self::new) for `len` and `flags` (`MAP_NORESERVE` is
+    /// the caller's to judge here), an `offset` off a page boundary, and a
+    /// regular file shorter than `offset + len` (the pages past its end
+    /// would be `SIGBUS` to touch: extend it first) are `InvalidInput`.
+    ///
     /// # Safety
     /// While a slice from [`as_slice`](Self::as_slice) or
     /// [`as_mut_slice`](Self::as_mut_slice) is borrowed, nothing else may
     /// change the file's bytes under it (another process writing the file,
     /// or truncating it, which turns access into `SIGBUS`): the obligation
-    /// of `memmap2::Mmap::map`.
+    /// of `memmap2::Mmap::map`. For a file that is not a regular file (a
+    /// device), the mapped range must exist: a page past its end is
+    /// `SIGBUS` too.
     pub unsafe fn file(
         fd: BorrowedFd<'_>,
         offset: u64,
@@ -169,8 +191,27 @@ impl Mapping {
                 ),
             ));
         }
-        // SAFETY: no MAP_FIXED (checked); the file's other users are the
-        // caller's obligation.
+        let st = rustix::fs::fstat(fd)?;
+        let end = offset.checked_add(len as u64);
+        let file_len = u64::try_from(st.st_size).unwrap_or(0);
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile
+            && end.is_none_or(|end| end > file_len.next_multiple_of(page.max(1)))
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "mapping {len} bytes from offset {offset} reaches past the file's end \
+                     ({file_len} bytes), where a touch is SIGBUS: extend the file first \
+                     (File::set_len) or map at most {} bytes",
+                    file_len
+                        .next_multiple_of(page.max(1))
+                        .saturating_sub(offset)
+                ),
+            ));
+        }
+        // SAFETY: no MAP_FIXED (checked), and no page past the end of a
+        // regular file (checked); the file's other users are the caller's
+        // obligation.
         let p = unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, prot, flags, fd, offset) }?;
         let p = NonNull::new(p.cast()).expect("mmap does not return NULL without MAP_FIXED");
         // SAFETY: the kernel gave us [p, p + len).
@@ -353,11 +394,14 @@ fn whole_pages(len: usize, page: usize, what: &str) -> io::Result<()> {
     if page == 0 || len % page == 0 {
         return Ok(());
     }
-    let up = len.div_ceil(page).saturating_mul(page);
+    let ask = match len.div_ceil(page).checked_mul(page) {
+        Some(up) => format!("ask for {up}"),
+        None => format!("ask for at most {}", len / page * page),
+    };
     Err(io::Error::new(
         io::ErrorKind::InvalidInput,
         format!(
-            "{what}: {len} bytes is not a whole number of {} KiB huge pages; ask for {up} \
+            "{what}: {len} bytes is not a whole number of {} KiB huge pages; {ask} \
              (the kernel maps whole huge pages, and a munmap of {len} bytes cannot give them back)",
             page >> 10
         ),
@@ -377,6 +421,23 @@ fn check(len: usize, flags: MapFlags) -> io::Result<()> {
             io::ErrorKind::InvalidInput,
             "MAP_FIXED would replace what is mapped at the address: \
              map into a Mapping you own with rustix::mm::mmap instead",
+        ));
+    }
+    // With no address given, the kernel reads it as address 0: as root it
+    // mapped page 0, and a null pointer read zeros instead of faulting.
+    if flags.contains(MapFlags::FIXED_NOREPLACE) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "MAP_FIXED_NOREPLACE maps at an address given, and a Mapping is made where the \
+             kernel picks: drop the flag (or map with rustix::mm::mmap and take the range \
+             with Mapping::from_raw_parts)",
+        ));
+    }
+    if !flags.intersects(MapFlags::SHARED | MapFlags::PRIVATE) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a mapping is MAP_PRIVATE (copy-on-write, this process's own) or MAP_SHARED \
+             (shared with other mappings of the memory): add one of them",
         ));
     }
     Ok(())
@@ -438,6 +499,41 @@ mod tests {
         // More than the address space: the kernel's ENOMEM.
         let e = Mapping::anonymous(usize::MAX & !0xfff).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(12), "{e}");
+    }
+
+    /// `MAP_FIXED_NOREPLACE` with no address: as root the kernel mapped
+    /// page 0, `new` panicked ("mmap does not return NULL without
+    /// MAP_FIXED") and left page 0 mapped, so a null pointer read zeros.
+    /// Now refused, as is a mapping neither shared nor private (which was
+    /// the kernel's bare EINVAL).
+    #[test]
+    fn flags_a_mapping_cannot_have_are_refused_by_name() {
+        let rw = ProtFlags::READ | ProtFlags::WRITE;
+        let e = Mapping::new(4096, rw, MapFlags::PRIVATE | MapFlags::FIXED_NOREPLACE).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains("MAP_FIXED_NOREPLACE"), "{e}");
+        assert!(!mapped(0), "page 0 is mapped");
+        let e = Mapping::new(4096, rw, MapFlags::empty()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains("MAP_PRIVATE"), "{e}");
+        for one in [MapFlags::PRIVATE, MapFlags::SHARED] {
+            assert_eq!(Mapping::new(4096, rw, one).unwrap().len(), 4096);
+        }
+    }
+
+    /// `MAP_HUGETLB | MAP_NORESERVE` was mapped over an empty pool, and
+    /// the first write through the safe `as_mut_slice` killed the process
+    /// with SIGBUS. Now refused before the pool is looked at.
+    #[test]
+    fn hugetlb_without_a_reservation_is_refused() {
+        let e = Mapping::new(
+            2 << 20,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::PRIVATE | MapFlags::HUGETLB | MapFlags::HUGE_2MB | MapFlags::NORESERVE,
+        )
+        .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains("SIGBUS"), "{e}");
     }
 
     /// Huge pages of the default size free and not reserved by a
@@ -658,6 +754,49 @@ mod tests {
         assert_eq!(map(page).unwrap().len(), 4096);
     }
 
+    /// A regular file shorter than the range: a touch past its end was
+    /// SIGBUS through the safe `as_slice`. Refused, naming the most that
+    /// maps; its last partial page maps (the kernel zero-fills it).
+    #[test]
+    fn a_file_range_past_the_files_end_is_refused() {
+        let dir = std::env::temp_dir().join(format!("mmbatch-mmap-{}", std::process::id()));
+        std::fs::write(&dir, vec![7u8; 5000]).unwrap();
+        let f = std::fs::File::open(&dir).unwrap();
+        std::fs::remove_file(&dir).unwrap();
+        let page = rustix::param::page_size() as u64;
+        let map = |offset, len| {
+            // SAFETY: the file is this test's own, unlinked; nothing else
+            // writes it.
+            unsafe {
+                Mapping::file(
+                    std::os::fd::AsFd::as_fd(&f),
+                    offset,
+                    len,
+                    ProtFlags::READ,
+                    MapFlags::SHARED,
+                )
+            }
+        };
+        let e = map(0, 3 * page as usize).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(
+            e.to_string()
+                .contains(&format!("(5000 bytes), where a touch is SIGBUS: extend the file first (File::set_len) or map at most {}", 2 * page)),
+            "{e}"
+        );
+        let e = map(page, 2 * page as usize).unwrap_err();
+        assert!(
+            e.to_string().contains(&format!("map at most {page} bytes")),
+            "{e}"
+        );
+        let m = map(0, 2 * page as usize).unwrap();
+        assert_eq!(m.as_slice().unwrap()[4999..5001], [7, 0]);
+        let m = map(page, page as usize).unwrap();
+        assert_eq!(m.as_slice().unwrap()[5000 - page as usize], 0);
+        // An offset whose end overflows is past any end.
+        assert!(map(u64::MAX - page + 1, page as usize).is_err());
+    }
+
     #[test]
     fn whole_pages_accepts_multiples_and_a_zero_page_size() {
         assert!(whole_pages(4 << 20, 2 << 20, "t").is_ok());
@@ -665,6 +804,13 @@ mod tests {
         assert!(whole_pages(4096, 0, "t").is_ok());
         let e = whole_pages(3 << 20, 2 << 20, "t").unwrap_err();
         assert!(e.to_string().contains("ask for 4194304"), "{e}");
+        // Rounding up would pass the address space: ask for less.
+        let e = whole_pages(usize::MAX, 2 << 20, "t").unwrap_err();
+        let most = usize::MAX / (2 << 20) * (2 << 20);
+        assert!(
+            e.to_string().contains(&format!("ask for at most {most} ")),
+            "{e}"
+        );
     }
 
     #[test]
