@@ -52,7 +52,8 @@
 //!   abandoned or panics (items are leaked then, never double-dropped).
 //! - [`Batcher`]: no op lost or applied twice (dropping it applies what
 //!   waits, except while its thread unwinds from a panic, when applying
-//!   could panic again and abort: the ops are dropped then); [`Batcher::drain_all`]
+//!   could panic again and abort: the ops are dropped then, as are the op
+//!   whose Apply code panics and the rest of its batch); [`Batcher::drain_all`]
 //!   applies every op queued before it began, and concurrent calls fold into
 //!   one pass; while [disabled](Batcher::disable) no op waits in a batch;
 //!   one thread's ops apply in queue order; remote drains are safe against

@@ -229,8 +229,8 @@ impl<T, const N: usize> PageVec<T, N> {
     /// Keeps only the items for which `keep` returns true, in order, as the
     /// kernel's batch walkers drop the folios they cannot process.
     ///
-    /// If `keep` panics, the items not yet visited are leaked (never dropped
-    /// twice) and the batch is left empty.
+    /// If `keep` panics, the items it kept and those not yet visited are
+    /// leaked (never dropped twice), and the batch is left empty.
     pub fn retain(&mut self, mut keep: impl FnMut(&mut T) -> bool) {
         let len = self.len;
         // Panic safety: while we shuffle, the batch claims nothing.

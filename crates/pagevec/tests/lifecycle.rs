@@ -98,3 +98,56 @@ fn ops_a_panic_drops_are_freed() {
     assert!(r.is_err());
     assert_eq!(Arc::strong_count(&owned), 1, "ops leaked");
 }
+
+/// A thread-local whose destructor queues, first touched before the
+/// thread's first `queue`: its destructor runs after the batcher's
+/// per-thread state is torn down. It aborted the process ("cannot access
+/// a Thread Local Storage value during or after destruction", then
+/// "thread local panicked on drop"). Now the op is applied at once, after
+/// the thread's earlier ops, and counted as immediate; the other order
+/// batches as usual. In a child: the old code's abort would end the test
+/// binary.
+#[test]
+fn a_thread_locals_destructor_can_queue() {
+    use std::{sync::LazyLock, time::Duration};
+    let name = "a_thread_locals_destructor_can_queue";
+    if let Some(run) = mmbatch_testkit::child::parent(name, Duration::from_secs(20)) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    static LOG: LazyLock<Log> = LazyLock::new(Log::default);
+    static B: LazyLock<Batcher<Log, 8>> = LazyLock::new(|| Batcher::new(LOG.clone()));
+    /// Queues its op when its thread exits.
+    struct QueueOnExit(u32);
+    impl Drop for QueueOnExit {
+        fn drop(&mut self) {
+            B.queue(self.0);
+        }
+    }
+    thread_local! {
+        static EXIT: std::cell::Cell<Option<QueueOnExit>> = const { std::cell::Cell::new(None) };
+    }
+    // Touched first, then the batcher: torn down after it.
+    std::thread::spawn(|| {
+        EXIT.with(|e| e.set(Some(QueueOnExit(3))));
+        B.queue(1);
+        B.queue(2);
+    })
+    .join()
+    .unwrap();
+    assert_eq!(LOG.ops(), [1, 2, 3], "in the thread's order");
+    let st = B.stats();
+    assert_eq!((st.ops, st.immediate, st.pending), (2, 1, 0), "{st:?}");
+    // The batcher first, then the thread-local: its destructor queues
+    // while the thread's batch is still there.
+    std::thread::spawn(|| {
+        B.queue(4);
+        EXIT.with(|e| e.set(Some(QueueOnExit(5))));
+    })
+    .join()
+    .unwrap();
+    B.drain_all();
+    assert_eq!(LOG.ops(), [1, 2, 3, 4, 5]);
+    assert_eq!(B.stats().immediate, 1);
+}

@@ -74,9 +74,10 @@ fn applying(pred: impl Fn(&(usize, usize)) -> bool) -> bool {
 #[track_caller]
 fn reentered(call: &str) -> ! {
     panic!(
-        "Batcher::{call} was called from Apply code while this thread applies that batcher's \
-         ops under locks it holds: it would wait for one of them forever. Apply code must \
-         not call back into the batcher applying it (drain_*, disable, stats, any_local, Debug, \
-         or queue past a full batch); collect what it needs and call after"
+        "Batcher::{call} was called from Apply code (or an any_local predicate) while this \
+         thread holds that batcher's locks: it would wait for one of them forever. Apply code \
+         and any_local predicates must not call back into the batcher (drain_*, disable, \
+         stats, any_local, Debug, or queue past a full batch); collect what they need and call \
+         after"
     );
 }

@@ -121,7 +121,8 @@ pub trait Apply: Sync {
 pub struct BatchStats {
     /// Ops queued with [`Batcher::queue`].
     pub ops: u64,
-    /// Ops applied at once with [`Batcher::apply_now`].
+    /// Ops applied at once: with [`Batcher::apply_now`], or queued by a
+    /// thread-local's destructor after the thread's batch was torn down.
     pub immediate: u64,
     /// Full batches (`N` ops) applied.
     pub batches: u64,
@@ -173,6 +174,12 @@ impl std::ops::AddAssign for BatchStats {
 /// - Dropping the batcher applies every op still waiting, except while
 ///   its thread unwinds from a panic (applying could panic again and
 ///   abort the process): the ops are dropped then.
+/// - If [`Apply`] code panics, the op it panicked on and the rest of that
+///   batch are dropped, and the batch's locks are not counted in
+///   [`stats`](Self::stats).
+/// - A batch of `N` ops is moved on the applying thread's stack: keep
+///   `N * size_of::<Op>()` well under that stack (2 MiB for a thread
+///   `std::thread::spawn` starts).
 /// - [`Apply`] code runs under the thread's slot lock and the target's
 ///   lock. If it calls back into a batcher it is applying (`queue` past a
 ///   full batch or while disabled, `drain_*`, `disable`, `stats`,
@@ -222,6 +229,9 @@ pub struct Batcher<A: Apply, const N: usize = PAGEVEC_SIZE> {
     drain_gen: CachePadded<AtomicUsize>,
     /// The drain mutex of `__lru_add_drain_all`, guarding its counters.
     drain_lock: Mutex<DrainStats>,
+    /// Ops applied at once because their thread was exiting (see
+    /// [`queue_exiting`](Self::queue_exiting)), counted as immediate.
+    exiting: AtomicUsize,
     /// `None` only after `into_inner` took it.
     target: Option<A>,
 }
@@ -247,18 +257,17 @@ struct DrainStats {
 }
 
 impl<A: Apply, const N: usize> Batcher<A, N> {
-    /// A batcher applying to `target`, enabled, with no batches yet.
-    ///
-    /// # Panics
-    /// If `N` is 0.
+    /// A batcher applying to `target`, enabled, with no batches yet. A
+    /// batch capacity `N` of 0 does not compile.
     pub fn new(target: A) -> Self {
-        assert!(N > 0, "a Batcher needs a batch capacity N of at least 1");
+        const { assert!(N > 0, "a Batcher needs a batch capacity N of at least 1") };
         barrier::init();
         Self {
             slots: Registry::new(),
             disabled: CachePadded::new(AtomicUsize::new(0)),
             drain_gen: CachePadded::new(AtomicUsize::new(0)),
             drain_lock: Mutex::new(DrainStats::default()),
+            exiting: AtomicUsize::new(0),
             target: Some(target),
         }
     }
@@ -289,7 +298,9 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     /// thread holds.
     #[inline]
     pub fn queue(&self, op: A::Op) {
-        let slot = self.slots.local_or_insert();
+        let Some(slot) = self.slots.local_or_insert() else {
+            return self.queue_exiting(op);
+        };
         // SAFETY: `local_or_insert` returns the calling thread's own slot,
         // so this thread is its only producer.
         let full = match unsafe { slot.push(op) } {
@@ -311,6 +322,25 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
         self.queue(op);
     }
 
+    /// `queue` from a thread-local's destructor, once the thread can have
+    /// no slot: applies every waiting op (this thread's earlier ones among
+    /// them, which keeps its order) and then `op`, at once.
+    #[cold]
+    fn queue_exiting(&self, op: A::Op) {
+        self.drain_all();
+        self.apply_exiting(op);
+    }
+
+    /// Applies `op` under its own lock for a thread that can have no slot,
+    /// counted as immediate.
+    fn apply_exiting(&self, op: A::Op) {
+        let target = self.target();
+        let mut guard = target.lock(target.key(&op));
+        target.apply(&mut guard, op);
+        drop(guard);
+        self.exiting.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Applies `op` at once, under its own lock, bypassing the batches (the
     /// unbatched path, for comparison and for ops that cannot wait). From
     /// Apply code that holds the target's lock for the same key, it waits
@@ -318,11 +348,13 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     /// calling thread queued earlier may still be waiting: call
     /// [`drain_local`](Self::drain_local) first if order matters.
     pub fn apply_now(&self, op: A::Op) {
+        let Some(slot) = self.slots.local_or_insert() else {
+            return self.apply_exiting(op);
+        };
         let target = self.target();
         let mut guard = target.lock(target.key(&op));
         target.apply(&mut guard, op);
         drop(guard);
-        let slot = self.slots.local_or_insert();
         // Only the owner writes `immediate`: a load and a store, no RMW.
         let n = slot.immediate.load(Ordering::Relaxed);
         slot.immediate.store(n + 1, Ordering::Relaxed);
@@ -335,7 +367,9 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     ///
     /// # Panics
     /// If called from [`Apply`] code applying this batcher (see the type's
-    /// guarantees): it would wait for a lock its own thread holds.
+    /// guarantees): it would wait for a lock its own thread holds. `pred`
+    /// runs under the slot's lock, and the same holds for it: a call back
+    /// into this batcher from `pred` panics.
     pub fn any_local(&self, mut pred: impl FnMut(&A::Op) -> bool) -> bool {
         let Some(slot) = self.slots.local() else {
             return false;
@@ -488,6 +522,9 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
             s.drains += st.drains;
             s.lock_acquisitions += st.locks + immediate;
         }
+        let exiting = self.exiting.load(Ordering::Relaxed) as u64;
+        s.immediate += exiting;
+        s.lock_acquisitions += exiting;
         let d = lock(&self.drain_lock);
         s.drain_all_passes = d.passes;
         s.drain_all_folded = d.folded;

@@ -119,6 +119,25 @@ impl<T, const N: usize> Drop for Slot<T, N> {
     }
 }
 
+/// Alive until this thread's thread-locals are torn down. Past that,
+/// `ThreadLocal::get_or` panics (its thread id is gone), and a panic in a
+/// thread-local's destructor aborts the process: a destructor that queued
+/// on a batcher aborted so (a thread-local first touched before the
+/// thread's first `queue`).
+#[cfg(not(loom))]
+struct Alive;
+
+#[cfg(not(loom))]
+impl Drop for Alive {
+    // A destructor of its own, so that `try_with` fails once it has run.
+    fn drop(&mut self) {}
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    static ALIVE: Alive = const { Alive };
+}
+
 /// The slots of a batcher, one per thread that ever queued.
 #[cfg(not(loom))]
 pub(super) struct Registry<T: Send, const N: usize>(
@@ -131,9 +150,26 @@ impl<T: Send, const N: usize> Registry<T, N> {
         Self(thread_local::ThreadLocal::new())
     }
 
+    /// The calling thread's slot, made on its first call; `None` while
+    /// the thread's thread-locals are torn down, once it cannot make one
+    /// (see [`ALIVE`]).
     #[inline]
-    pub(super) fn local_or_insert(&self) -> &Slot<T, N> {
-        self.0.get_or(|| CachePadded::new(Slot::new()))
+    pub(super) fn local_or_insert(&self) -> Option<&Slot<T, N>> {
+        match self.0.get() {
+            Some(slot) => Some(slot),
+            None => self.insert(),
+        }
+    }
+
+    /// [`local_or_insert`](Self::local_or_insert)'s first call on a thread.
+    #[cold]
+    fn insert(&self) -> Option<&Slot<T, N>> {
+        // Touched before `get_or` first gives this thread an id (and
+        // registers `thread_local`'s own destructor, which frees the id):
+        // destroyed after it. A thread-local whose destructor queues after
+        // that, and finds no slot (the id gone), sees `ALIVE` gone too.
+        ALIVE.try_with(|_| ()).ok()?;
+        Some(self.0.get_or(|| CachePadded::new(Slot::new())))
     }
 
     pub(super) fn local(&self) -> Option<&Slot<T, N>> {
@@ -181,8 +217,8 @@ impl<T: Send, const N: usize> Registry<T, N> {
         Some(owners.len() - 1)
     }
 
-    pub(super) fn local_or_insert(&self) -> &Slot<T, N> {
-        &self.slots[self.index(true).unwrap()]
+    pub(super) fn local_or_insert(&self) -> Option<&Slot<T, N>> {
+        Some(&self.slots[self.index(true).unwrap()])
     }
 
     pub(super) fn local(&self) -> Option<&Slot<T, N>> {
