@@ -71,6 +71,12 @@ pub enum LruError {
         /// Virtual pages asked for.
         len: u64,
     },
+    /// A frame table the allocator refused (`Config::frames` past the
+    /// memory the process may have).
+    FrameTableTooLarge {
+        /// Frames asked for.
+        frames: usize,
+    },
 }
 
 impl fmt::Display for LruError {
@@ -107,8 +113,8 @@ impl fmt::Display for LruError {
             ),
             LruError::NotIsolated(pfn) => write!(
                 f,
-                "putback of {pfn}, which is not isolated: each successful isolate allows one putback \
-                 (is this a double putback?)"
+                "{pfn} is not isolated: each successful isolate allows one putback or \
+                 free_isolated (is this the second for the same isolate?)"
             ),
             LruError::NotMlocked(pfn) => write!(
                 f,
@@ -135,6 +141,12 @@ impl fmt::Display for LruError {
                 "{nodes} nodes exceed MAX_NUMNODES ({}, the kernel's limit): set Config::nodes \
                  to at most that",
                 crate::MAX_NUMNODES
+            ),
+            LruError::FrameTableTooLarge { frames } => write!(
+                f,
+                "a frame table of {frames} frames ({} bytes) cannot be allocated: the allocator \
+                 refused it; set Config::frames to fewer",
+                frames.saturating_mul(std::mem::size_of::<crate::frame::Frame>())
             ),
             LruError::PageTablesTooLarge { len } => write!(
                 f,

@@ -112,19 +112,22 @@ pub(crate) struct FrameTable {
 }
 
 impl FrameTable {
-    /// `frames` frames, frame `i` on node `node_of(i)`.
-    pub(crate) fn new(frames: usize, node_of: impl Fn(usize) -> u32) -> Self {
-        let frames = (0..frames)
-            .map(|i| Frame {
-                flags: AtomicU32::new(0),
-                refcount: AtomicU32::new(0),
-                mlock_count: AtomicU32::new(0),
-                prev: AtomicU32::new(NIL),
-                next: AtomicU32::new(NIL),
-                node: node_of(i),
-            })
-            .collect();
-        Self { frames }
+    /// `frames` frames, frame `i` on node `node_of(i)`; `None` if the
+    /// allocator refuses the table (a failed allocation would abort).
+    pub(crate) fn try_new(frames: usize, node_of: impl Fn(usize) -> u32) -> Option<Self> {
+        let mut table = Vec::new();
+        table.try_reserve_exact(frames).ok()?;
+        table.extend((0..frames).map(|i| Frame {
+            flags: AtomicU32::new(0),
+            refcount: AtomicU32::new(0),
+            mlock_count: AtomicU32::new(0),
+            prev: AtomicU32::new(NIL),
+            next: AtomicU32::new(NIL),
+            node: node_of(i),
+        }));
+        Some(Self {
+            frames: table.into_boxed_slice(),
+        })
     }
 
     /// Number of frames.

@@ -113,7 +113,17 @@ impl PageTables {
     }
 
     /// Maps `vpn` to `pfn` (`set_pte_at`); the old frame, if any.
+    ///
+    /// # Panics
+    /// If `pfn` is `Pfn(u32::MAX)`, which no frame has (an engine has
+    /// fewer frames): the tables keep it for an unmapped page, so mapping
+    /// it would unmap `vpn` unseen.
     pub fn map(&self, vpn: u64, pfn: Pfn) -> Result<Option<Pfn>, OutOfRange> {
+        assert!(
+            pfn.0 != NIL,
+            "PageTables::map({vpn}, Pfn(u32::MAX)): no frame has number u32::MAX (it marks an \
+             unmapped page); map a frame of the engine, or unmap the page"
+        );
         let (t, i) = self.table(vpn).ok_or(OutOfRange { vpn, len: self.len })?;
         let _g = t.lock();
         let old = t.entries[i].swap(pfn.0, Ordering::Release);

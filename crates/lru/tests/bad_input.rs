@@ -66,7 +66,11 @@ fn double_putback_is_an_error_and_changes_nothing() {
     let before = e.frame_state(Pfn(1)).unwrap();
     let err = e.putback(Pfn(1)).unwrap_err();
     assert_eq!(err, LruError::NotIsolated(Pfn(1)));
-    assert!(err.to_string().contains("double putback"));
+    assert!(
+        err.to_string()
+            .contains("allows one putback or free_isolated"),
+        "{err}"
+    );
     assert_eq!(e.frame_state(Pfn(1)).unwrap(), before);
     e.lru_add_drain();
     assert_eq!(e.list(0, LruList::Inactive).unwrap(), [Pfn(1)]);
@@ -155,4 +159,67 @@ fn out_of_range_pages_print_at_the_end_of_u64() {
     let pt = mmbatch_lru::PageTables::new(4);
     let e = pt.map(u64::MAX, Pfn(0)).unwrap_err();
     assert!(e.to_string().contains("outside the page tables"), "{e}");
+}
+
+/// `free_isolated` of a frame not isolated: its error named `putback`.
+#[test]
+fn a_second_free_isolated_names_no_other_call() {
+    let e = engine(4);
+    e.lru_add(Pfn(2)).unwrap();
+    e.lru_add_drain();
+    e.isolate(Pfn(2)).unwrap();
+    e.free_isolated(Pfn(2)).unwrap();
+    let err = e.free_isolated(Pfn(2)).unwrap_err();
+    assert!(!err.to_string().starts_with("putback"), "{err}");
+}
+
+/// `Pfn(u32::MAX)` marks an unmapped page in the tables: mapping it
+/// returned `Ok` and unmapped the page unseen. Now a panic naming it.
+#[test]
+#[should_panic(expected = "no frame has number u32::MAX")]
+fn mapping_the_unmapped_marker_panics() {
+    let pt = mmbatch_lru::PageTables::new(4);
+    pt.map(1, Pfn(0)).unwrap();
+    let _ = pt.map(1, Pfn(u32::MAX));
+}
+
+/// `lru_cache_enable` without a `lru_cache_disable`: the panic is the
+/// engine's, not its batchers'.
+#[test]
+#[should_panic(expected = "Engine::lru_cache_enable called more times")]
+fn an_unmatched_enable_names_the_engine() {
+    engine(4).lru_cache_enable();
+}
+
+/// A frame table the allocator refuses: `u32::MAX - 1` frames (the most
+/// a `Pfn` names, 96 GiB of table) aborted the process ("memory
+/// allocation of 103079215056 bytes failed"). Now an error. In a child
+/// whose address space is capped at 4 GiB, so that the allocation fails
+/// whatever the host's overcommit setting (under `vm.overcommit_memory=1`
+/// it would succeed, and the table's writes fill the machine).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_frame_table_the_allocator_refuses_is_an_error() {
+    use std::time::Duration;
+    let name = "a_frame_table_the_allocator_refuses_is_an_error";
+    if let Some(run) = mmbatch_testkit::child::parent(name, Duration::from_secs(20)) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    let limit = libc::rlimit {
+        rlim_cur: 4 << 30,
+        rlim_max: 4 << 30,
+    };
+    // SAFETY: `limit` is a valid rlimit for the call to read.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &limit) }, 0);
+    let frames = u32::MAX as usize - 1;
+    let err = Engine::new(Config::new(frames)).unwrap_err();
+    assert_eq!(err, LruError::FrameTableTooLarge { frames });
+    assert!(
+        err.to_string().contains("set Config::frames to fewer"),
+        "{err}"
+    );
+    // One that fits is built as before.
+    assert_eq!(engine(1 << 20).frames(), 1 << 20);
 }

@@ -264,8 +264,10 @@ impl Engine {
                 NodeLayout::Interleave => (i % nodes) as u32,
             }
         };
+        let table =
+            FrameTable::try_new(frames, node_of).ok_or(LruError::FrameTableTooLarge { frames })?;
         let shared = Arc::new(Shared {
-            frames: FrameTable::new(frames, node_of),
+            frames: table,
             lruvecs: (0..nodes).map(|_| Lruvec::new()).collect(),
             vmstat: VmStat::default(),
         });
@@ -456,6 +458,7 @@ trait AnyBatcher {
     fn drain_all(&self);
     fn disable(&self);
     fn enable(&self);
+    fn is_disabled(&self) -> bool;
     fn stats(&self) -> BatchStats;
 }
 
@@ -471,6 +474,9 @@ impl<A: Apply, const N: usize> AnyBatcher for Batcher<A, N> {
     }
     fn enable(&self) {
         Batcher::enable(self);
+    }
+    fn is_disabled(&self) -> bool {
+        Batcher::is_disabled(self)
     }
     fn stats(&self) -> BatchStats {
         Batcher::stats(self)

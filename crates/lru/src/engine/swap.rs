@@ -293,7 +293,7 @@ impl Engine {
 
     /// Moves a frame to the head of its list, most recently used. The
     /// kernel has no such move — it approximates recency with two lists —
-    /// but an exact LRU needs it on every hit (`mmbatch_cache::Policy::Lru`).
+    /// but an exact LRU needs it on every hit (`mmbatch-cache`'s `Policy::Lru`).
     /// Batched or immediate as [`Modes::activate`], since it stands for
     /// a hit's activation; nothing if the frame is off the LRU or
     /// unevictable.
@@ -336,6 +336,12 @@ impl Engine {
     /// # Panics
     /// If the cache is not disabled.
     pub fn lru_cache_enable(&self) {
+        // Checked here, in the engine's words: the batchers' own check
+        // names `Batcher`, which a user of the engine never sees.
+        assert!(
+            self.batchers().iter().all(|b| b.is_disabled()),
+            "Engine::lru_cache_enable called more times than Engine::lru_cache_disable"
+        );
         self.batchers().iter().for_each(|b| b.enable());
     }
 }
