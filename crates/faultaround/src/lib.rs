@@ -6,7 +6,9 @@
 //! - [`Window`]: the window, a pure function property-tested against the
 //!   kernel's formula.
 //! - [`UffdRegion`]: an anonymous region filled on demand through
-//!   userfaultfd from a [`PageSource`], a whole window per fault — lazy
+//!   userfaultfd from a [`PageSource`] (a `File`, a `Vec<u8>`, any bytes
+//!   in memory through [`InMemory`], or your own), a whole window per
+//!   fault — lazy
 //!   loading and snapshot restore, with the window order as the knob; in
 //!   2 MiB pages ([`UffdRegionBuilder::huge_pages`]); reporting the pages
 //!   written ([`UffdRegionBuilder::track_writes`]).
@@ -142,9 +144,9 @@ pub use error::Error;
 /// The huge page sizes [`UffdRegionBuilder::huge_pages`] takes.
 pub use mmbatch_mmap::HugePageSize;
 pub use uffd::{
-    DEFAULT_BUSY_POLL, FailSignal, MAX_BUSY_POLL, MAX_HANDLERS, MAX_ID_LEN, MIN_SOURCE_TIMEOUT,
-    PageRead, PageSource, REPLAY_RUN, Record, UffdHandler, UffdHandlerBuilder, UffdMode, UffdRange,
-    UffdRegion, UffdRegionBuilder, UffdStats, Zeroes,
+    DEFAULT_BUSY_POLL, FailSignal, InMemory, MAX_BUSY_POLL, MAX_HANDLERS, MAX_ID_LEN,
+    MIN_SOURCE_TIMEOUT, PageRead, PageSource, REPLAY_RUN, Record, UffdHandler, UffdHandlerBuilder,
+    UffdMode, UffdRange, UffdRegion, UffdRegionBuilder, UffdStats, Zeroes,
 };
 pub use window::{MAX_ORDER, PTRS_PER_TABLE, Window};
 

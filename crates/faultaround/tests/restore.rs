@@ -101,7 +101,7 @@ fn a_window_from_a_file_installs_each_neighbour_with_its_bytes() {
     let _hang =
         mmbatch_testkit::hang_guard("a_window_from_a_file_installs_each_neighbour_with_its_bytes");
     let src = image(64);
-    for name in ["vec", "file"] {
+    for name in ["vec", "in-memory", "file"] {
         let r = UffdRegion::builder(64 * PAGE)
             .order(3)
             .build(BoxedSource(source_for(name, &src)))
@@ -127,7 +127,7 @@ fn replay_installs_the_record_and_faults_serve_the_rest() {
     let rec = Record::new(PAGE, src.len() as u64, "img", pages.clone()).unwrap();
     // In memory (copied straight from the source) and from a file (runs
     // read with one pread each).
-    for name in ["vec", "file"] {
+    for name in ["vec", "in-memory", "file"] {
         let r = UffdRegion::builder(1024 * PAGE)
             .image_id("img")
             .replay(rec.clone())
@@ -169,6 +169,7 @@ impl PageSource for BoxedSource {
 fn source_for(name: &str, src: &[u8]) -> Box<dyn PageSource> {
     match name {
         "vec" => Box::new(src.to_vec()),
+        "in-memory" => Box::new(mmbatch_faultaround::InMemory(Arc::<[u8]>::from(src))),
         _ => Box::new(tempfile(src)),
     }
 }

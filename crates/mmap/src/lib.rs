@@ -433,7 +433,7 @@ fn check(len: usize, flags: MapFlags) -> io::Result<()> {
              with Mapping::from_raw_parts)",
         ));
     }
-    if !flags.intersects(MapFlags::SHARED | MapFlags::PRIVATE) {
+    if !(flags.contains(MapFlags::SHARED) || flags.contains(MapFlags::PRIVATE)) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "a mapping is MAP_PRIVATE (copy-on-write, this process's own) or MAP_SHARED \

@@ -139,6 +139,12 @@ fn a_thread_locals_destructor_can_queue() {
     assert_eq!(LOG.ops(), [1, 2, 3], "in the thread's order");
     let st = B.stats();
     assert_eq!((st.ops, st.immediate, st.pending), (2, 1, 0), "{st:?}");
+    // One key: each batch, drain and immediate op took the lock once.
+    assert_eq!(
+        st.lock_acquisitions,
+        st.batches + st.drains + st.immediate,
+        "{st:?}"
+    );
     // The batcher first, then the thread-local: its destructor queues
     // while the thread's batch is still there.
     std::thread::spawn(|| {

@@ -41,7 +41,7 @@ pub use handler::FailSignal;
 use handler::{Area, Mode, Shared};
 use launch::Parts;
 pub use record::{MAX_ID_LEN, REPLAY_RUN, Record};
-pub use source::{PageRead, PageSource, Zeroes};
+pub use source::{InMemory, PageRead, PageSource, Zeroes};
 
 use crate::Error;
 

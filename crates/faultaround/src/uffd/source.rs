@@ -101,26 +101,72 @@ fn span(index: u64, count: usize, page_size: usize) -> Option<std::ops::Range<us
     Some(at..at.checked_add(count.checked_mul(page_size)?)?)
 }
 
+/// Page `index` of an image held in memory, into `buf`.
+fn read_bytes(image: &[u8], index: u64, buf: &mut [u8]) -> PageRead {
+    match span(index, 1, buf.len()).and_then(|r| image.get(r)) {
+        Some(page) => {
+            buf.copy_from_slice(page);
+            PageRead::Ready
+        }
+        None => PageRead::Failed(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("page {index} is past the end of the source"),
+        )),
+    }
+}
+
+/// An image in memory is its own bytes: copied into a region straight
+/// from them, with no bounce buffer.
 impl PageSource for Vec<u8> {
     fn len(&self) -> u64 {
         self.len() as u64
     }
 
     fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
-        match span(index, 1, buf.len()).and_then(|r| self.get(r)) {
-            Some(page) => {
-                buf.copy_from_slice(page);
-                PageRead::Ready
-            }
-            None => PageRead::Failed(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("page {index} is past the end of the source"),
-            )),
-        }
+        read_bytes(self, index, buf)
     }
 
     fn pages(&self, index: u64, count: usize, page_size: usize) -> Option<&[u8]> {
         self.get(span(index, count, page_size)?)
+    }
+}
+
+/// Any image held in memory as bytes — `Arc<[u8]>`, `Box<[u8]>`,
+/// `&'static [u8]`, `bytes::Bytes`, a `memmap2::Mmap` of a snapshot file
+/// — as a source, copied into a region straight from its bytes as
+/// `Vec<u8>` is (no bounce buffer; for a mapped file, one copy from the
+/// page cache instead of a `pread` and a copy).
+///
+/// A newtype, not an impl for each type: a `PageSource` impl on
+/// `Arc<[u8]>` would make `.len()` on one resolve to this trait's `u64`
+/// wherever the trait is in scope.
+///
+/// ```
+/// use std::sync::Arc;
+/// use mmbatch_faultaround::{InMemory, UffdRegion};
+///
+/// let image: Arc<[u8]> = vec![7u8; 16 * 4096].into();
+/// // Shared with the rest of the program; the region reads it in place.
+/// let region = match UffdRegion::new(image.len(), 2, InMemory(image.clone()), 1) {
+///     Ok(r) => r,
+///     Err(e) => return println!("skipped: {e}"), // no userfaultfd here
+/// };
+/// assert_eq!(region.as_slice()[9 * 4096], 7);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InMemory<T>(pub T);
+
+impl<T: AsRef<[u8]> + Send + Sync + 'static> PageSource for InMemory<T> {
+    fn len(&self) -> u64 {
+        self.0.as_ref().len() as u64
+    }
+
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+        read_bytes(self.0.as_ref(), index, buf)
+    }
+
+    fn pages(&self, index: u64, count: usize, page_size: usize) -> Option<&[u8]> {
+        self.0.as_ref().get(span(index, count, page_size)?)
     }
 }
 
