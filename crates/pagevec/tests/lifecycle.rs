@@ -108,6 +108,7 @@ fn ops_a_panic_drops_are_freed() {
 /// batches as usual. In a child: the old code's abort would end the test
 /// binary.
 #[test]
+#[cfg_attr(miri, ignore = "runs in a child process")]
 fn a_thread_locals_destructor_can_queue() {
     use std::{sync::LazyLock, time::Duration};
     let name = "a_thread_locals_destructor_can_queue";
@@ -156,4 +157,18 @@ fn a_thread_locals_destructor_can_queue() {
     B.drain_all();
     assert_eq!(LOG.ops(), [1, 2, 3, 4, 5]);
     assert_eq!(B.stats().immediate, 1);
+    // The thread-local first, then another `ThreadLocal` (which gives the
+    // thread its id, and frees it at exit before the thread-local's
+    // destructor runs), and no `queue` until that destructor: taking a new
+    // id there panicked, which aborted.
+    static OTHER: LazyLock<thread_local::ThreadLocal<u8>> =
+        LazyLock::new(thread_local::ThreadLocal::new);
+    std::thread::spawn(|| {
+        EXIT.with(|e| e.set(Some(QueueOnExit(6))));
+        OTHER.get_or(|| 1);
+    })
+    .join()
+    .unwrap();
+    assert_eq!(LOG.ops(), [1, 2, 3, 4, 5, 6]);
+    assert_eq!(B.stats().immediate, 2);
 }

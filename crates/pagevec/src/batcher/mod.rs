@@ -119,7 +119,9 @@ pub trait Apply: Sync {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct BatchStats {
-    /// Ops queued with [`Batcher::queue`].
+    /// Ops queued with [`Batcher::queue`] into a batch (not those a
+    /// thread-local's destructor queued once its thread's batch was torn
+    /// down: those are `immediate`).
     pub ops: u64,
     /// Ops applied at once: with [`Batcher::apply_now`], or queued by a
     /// thread-local's destructor after the thread's batch was torn down.
@@ -258,7 +260,8 @@ struct DrainStats {
 
 impl<A: Apply, const N: usize> Batcher<A, N> {
     /// A batcher applying to `target`, enabled, with no batches yet. A
-    /// batch capacity `N` of 0 does not compile.
+    /// batch capacity `N` of 0 fails the build (a constant check, which
+    /// `cargo check` does not run: `cargo build` reports it).
     pub fn new(target: A) -> Self {
         const { assert!(N > 0, "a Batcher needs a batch capacity N of at least 1") };
         barrier::init();
@@ -291,6 +294,14 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     /// applies it under one lock per key (`folio_batch_add` +
     /// `folio_batch_move_lru`). While [disabled](Self::disable) the op is
     /// applied before this returns.
+    ///
+    /// From a thread-local's destructor that runs after the thread's batch
+    /// is torn down, each call applies every thread's waiting ops and then
+    /// `op`, at once, on the calling thread (counted as
+    /// [immediate](BatchStats::immediate); each call is a
+    /// [`drain_all`](Self::drain_all) pass): the thread's earlier ops keep
+    /// their order, and [`Apply`] code then runs in a thread whose other
+    /// thread-locals may be gone.
     ///
     /// # Panics
     /// If called, past a full batch or while disabled, from [`Apply`]
@@ -412,6 +423,10 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
         Held::refuse_batcher(&self.drain_lock, "drain_local");
         if let Some(slot) = self.slots.local() {
             self.drain_slot(slot);
+        } else if Registry::<A::Op, N>::exiting() {
+            // A thread-local's destructor, after this thread's slot is out
+            // of reach: its ops are applied with everyone's.
+            self.drain_all();
         }
     }
 

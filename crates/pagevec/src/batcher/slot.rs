@@ -119,11 +119,12 @@ impl<T, const N: usize> Drop for Slot<T, N> {
     }
 }
 
-/// Alive until this thread's thread-locals are torn down. Past that,
-/// `ThreadLocal::get_or` panics (its thread id is gone), and a panic in a
-/// thread-local's destructor aborts the process: a destructor that queued
-/// on a batcher aborted so (a thread-local first touched before the
-/// thread's first `queue`).
+/// Touched at a thread's first slot and alive until its thread-locals
+/// are torn down, at or before the destruction of the thread id
+/// `ThreadLocal` gave it. Past that, `ThreadLocal::get_or` panics (the id
+/// is gone), and a panic in a thread-local's destructor aborts the
+/// process: a destructor that queued on a batcher aborted so (a
+/// thread-local first touched before the thread's first `queue`).
 #[cfg(not(loom))]
 struct Alive;
 
@@ -164,16 +165,32 @@ impl<T: Send, const N: usize> Registry<T, N> {
     /// [`local_or_insert`](Self::local_or_insert)'s first call on a thread.
     #[cold]
     fn insert(&self) -> Option<&Slot<T, N>> {
-        // Touched before `get_or` first gives this thread an id (and
-        // registers `thread_local`'s own destructor, which frees the id):
-        // destroyed after it. A thread-local whose destructor queues after
-        // that, and finds no slot (the id gone), sees `ALIVE` gone too.
+        // Touched before `get_or` gives this thread an id, if no other
+        // `ThreadLocal` did (registering `thread_local`'s own destructor,
+        // which frees the id): destroyed after it, so a thread-local whose
+        // destructor queues after that, and finds no slot (the id gone),
+        // sees `ALIVE` gone too.
         ALIVE.try_with(|_| ()).ok()?;
-        Some(self.0.get_or(|| CachePadded::new(Slot::new())))
+        // Where another `ThreadLocal` gave the thread its id, freed before
+        // a late destructor's first call here, `ALIVE` is first touched
+        // during the teardown and `get_or` panics taking a new id (its
+        // message still prints): caught, for a panic out of a
+        // thread-local's destructor aborts the process.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.0.get_or(|| CachePadded::new(Slot::new()))
+        }))
+        .ok()
+        .map(|slot| &**slot)
     }
 
     pub(super) fn local(&self) -> Option<&Slot<T, N>> {
         self.0.get().map(|s| &**s)
+    }
+
+    /// Whether this thread's thread-locals are being torn down, past the
+    /// point where it may have a slot (see [`ALIVE`]).
+    pub(super) fn exiting() -> bool {
+        ALIVE.try_with(|_| ()).is_err()
     }
 
     /// Every slot created before this call (and perhaps some created during
@@ -223,6 +240,10 @@ impl<T: Send, const N: usize> Registry<T, N> {
 
     pub(super) fn local(&self) -> Option<&Slot<T, N>> {
         self.index(false).map(|i| &self.slots[i])
+    }
+
+    pub(super) fn exiting() -> bool {
+        false
     }
 
     pub(super) fn iter(&self) -> impl Iterator<Item = &Slot<T, N>> {
