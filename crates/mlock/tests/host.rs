@@ -345,6 +345,25 @@ fn hugetlb_2m_region_when_root() {
             matches!(&e, Error::HugePagesNotReserved(u) if u.needed == avail + 1 && u.free == avail),
             "{e:?}"
         );
+        // A hugetlbfs memfd made for the region and never sized: the
+        // writable mapping extends it (`hugetlbfs_file_mmap`), which
+        // `Mapping::file`'s check of a file's end must allow.
+        let memfd = rustix::fs::memfd_create(
+            "hugetlb-file",
+            rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::HUGETLB,
+        )
+        .unwrap();
+        // SAFETY: the memfd is this test's own; nothing else writes it.
+        let mut f = unsafe {
+            LockedRegion::builder(2 * MIB)
+                .pages(Pages::Huge(HugePageSize::Size2M))
+                .file(std::os::fd::AsFd::as_fd(&memfd), 0, true)
+        }
+        .build()?;
+        f.as_mut_slice().unwrap()[MIB] = 3;
+        assert_eq!(rustix::fs::fstat(&memfd).unwrap().st_size, 2 * MIB as i64);
+        // The file holds its huge page until it is closed.
+        drop((f, memfd));
         let mut r = LockedRegion::builder(4 * MIB)
             .pages(Pages::Huge(HugePageSize::Size2M))
             .build()?;

@@ -69,8 +69,9 @@ impl Mapping {
     /// start a multiple of the base page size, the end rounded up to a
     /// page by the kernel (in a hugetlb mapping, give whole huge pages:
     /// kernels refuse or round other ranges differently). A range past
-    /// the mapping or a start off a page boundary is refused as
-    /// `InvalidInput`, naming which; the kernel's refusals (advice it
+    /// the mapping, or a non-empty one starting off a page boundary, is
+    /// refused as `InvalidInput`, naming which (an empty range is nothing
+    /// to do); the kernel's refusals (advice it
     /// lacks, such as `HugePage` without transparent huge pages:
     /// `EINVAL`; a populate that cannot fault a page in: `EFAULT`,
     /// `ENOMEM`) are returned as they are.

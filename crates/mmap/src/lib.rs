@@ -194,18 +194,27 @@ impl Mapping {
         let st = rustix::fs::fstat(fd)?;
         let end = offset.checked_add(len as u64);
         let file_len = u64::try_from(st.st_size).unwrap_or(0);
+        let mapped_end = file_len.next_multiple_of(page.max(1));
+        // A writable mapping of a hugetlbfs file extends the file to
+        // cover it (`hugetlbfs_file_mmap`): a memfd made for it is mapped
+        // before it has a length.
+        #[allow(clippy::unnecessary_cast)]
+        let grows = fs.f_type as u64 == HUGETLBFS_MAGIC && prot.contains(ProtFlags::WRITE);
         if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile
-            && end.is_none_or(|end| end > file_len.next_multiple_of(page.max(1)))
+            && !grows
+            && end.is_none_or(|end| end > mapped_end)
         {
+            let fix = if offset < mapped_end {
+                format!("map at most {} bytes", mapped_end - offset)
+            } else {
+                "map from an offset inside it".to_owned()
+            };
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
                     "mapping {len} bytes from offset {offset} reaches past the file's end \
                      ({file_len} bytes), where a touch is SIGBUS: extend the file first \
-                     (File::set_len) or map at most {} bytes",
-                    file_len
-                        .next_multiple_of(page.max(1))
-                        .saturating_sub(offset)
+                     (File::set_len) or {fix}"
                 ),
             ));
         }
@@ -759,11 +768,13 @@ mod tests {
     /// maps; its last partial page maps (the kernel zero-fills it).
     #[test]
     fn a_file_range_past_the_files_end_is_refused() {
+        let page = rustix::param::page_size() as u64;
+        // A page and a half: the last page partial.
+        let file_len = page + page / 2;
         let dir = std::env::temp_dir().join(format!("mmbatch-mmap-{}", std::process::id()));
-        std::fs::write(&dir, vec![7u8; 5000]).unwrap();
+        std::fs::write(&dir, vec![7u8; file_len as usize]).unwrap();
         let f = std::fs::File::open(&dir).unwrap();
         std::fs::remove_file(&dir).unwrap();
-        let page = rustix::param::page_size() as u64;
         let map = |offset, len| {
             // SAFETY: the file is this test's own, unlinked; nothing else
             // writes it.
@@ -779,20 +790,27 @@ mod tests {
         };
         let e = map(0, 3 * page as usize).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
-        assert!(
-            e.to_string()
-                .contains(&format!("(5000 bytes), where a touch is SIGBUS: extend the file first (File::set_len) or map at most {}", 2 * page)),
-            "{e}"
+        let expected = format!(
+            "({file_len} bytes), where a touch is SIGBUS: extend the file first \
+             (File::set_len) or map at most {} bytes",
+            2 * page
         );
+        assert!(e.to_string().contains(&expected), "{e}");
         let e = map(page, 2 * page as usize).unwrap_err();
         assert!(
             e.to_string().contains(&format!("map at most {page} bytes")),
             "{e}"
         );
+        let e = map(2 * page, page as usize).unwrap_err();
+        assert!(
+            e.to_string().contains("map from an offset inside it"),
+            "{e}"
+        );
         let m = map(0, 2 * page as usize).unwrap();
-        assert_eq!(m.as_slice().unwrap()[4999..5001], [7, 0]);
+        let end = file_len as usize;
+        assert_eq!(m.as_slice().unwrap()[end - 1..end + 1], [7, 0]);
         let m = map(page, page as usize).unwrap();
-        assert_eq!(m.as_slice().unwrap()[5000 - page as usize], 0);
+        assert_eq!(m.as_slice().unwrap()[end - page as usize], 0);
         // An offset whose end overflows is past any end.
         assert!(map(u64::MAX - page + 1, page as usize).is_err());
     }
