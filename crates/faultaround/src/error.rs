@@ -280,7 +280,7 @@ impl fmt::Display for Error {
                 f,
                 "the image is {} but there is room for {} more in memory and swap (or in this \
                  process's memory cgroup): page_cache_from copies the whole image into memory, \
-                 and filling it would end in an OOM kill; free memory or raise the cgroup's \
+                 and filling it would likely end in an OOM kill; free memory or raise the cgroup's \
                  limit, or serve the image from its source without copying it \
                  (UffdRegion::new, or over_page_cache over the image's own file)",
                 Size(*len as u64),
@@ -290,8 +290,8 @@ impl fmt::Display for Error {
                 f,
                 "mapping the region's {} was refused ({source}): this process has no free range \
                  of addresses that large (x86-64 gives a process 128 TiB in all without 5-level \
-                 paging), or a limit refused it (`ulimit -v`, vm.max_map_count, \
-                 vm.overcommit_memory=2); ask for a shorter region",
+                 paging), or a limit refused it (`ulimit -v` or `ulimit -d`, vm.max_map_count, \
+                 vm.overcommit_memory=2); ask for a shorter region, or raise the limit",
                 Size(*len as u64)
             ),
             Error::HugePagesUnavailable(e) => write!(f, "{e}"),

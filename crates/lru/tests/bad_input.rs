@@ -170,7 +170,11 @@ fn a_second_free_isolated_names_no_other_call() {
     e.isolate(Pfn(2)).unwrap();
     e.free_isolated(Pfn(2)).unwrap();
     let err = e.free_isolated(Pfn(2)).unwrap_err();
-    assert!(!err.to_string().starts_with("putback"), "{err}");
+    assert_eq!(err, LruError::NotIsolated(Pfn(2)));
+    assert!(
+        err.to_string().contains("putback or free_isolated"),
+        "{err}"
+    );
 }
 
 /// `Pfn(u32::MAX)` marks an unmapped page in the tables: mapping it
@@ -207,11 +211,16 @@ fn a_frame_table_the_allocator_refuses_is_an_error() {
         run.expect_success();
         return;
     }
-    let limit = libc::rlimit {
-        rlim_cur: 4 << 30,
-        rlim_max: 4 << 30,
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
     };
-    // SAFETY: `limit` is a valid rlimit for the call to read.
+    // SAFETY: `limit` is a valid rlimit for the calls to write and read.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) }, 0);
+    // Lowered, never raised past a hard limit the host already set.
+    limit.rlim_max = limit.rlim_max.min(4 << 30);
+    limit.rlim_cur = limit.rlim_max;
+    // SAFETY: as above.
     assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &limit) }, 0);
     let frames = u32::MAX as usize - 1;
     let err = Engine::new(Config::new(frames)).unwrap_err();

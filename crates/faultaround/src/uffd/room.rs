@@ -9,23 +9,23 @@ use std::fs;
 /// must kill something to make room: `MemAvailable` plus `SwapFree` (a
 /// memfd's pages can be swapped), and no more than any memory cgroup on
 /// this process's path has left (its limit less what it holds other than
-/// page cache, which it reclaims first). `None` where `/proc/meminfo`
-/// cannot be read: nothing is refused then.
+/// file pages it can reclaim: page cache, but not shmem or tmpfs). `None`
+/// where neither `MemAvailable` nor a cgroup's limit can be read: nothing
+/// is refused then.
 ///
 /// Fail point `uffd::memory_room` reports its argument instead
 /// (`return(4194304)`).
 pub(super) fn memory_room() -> Option<u64> {
     fail_point!("uffd::memory_room", |bytes: Option<String>| bytes
         .and_then(|b| b.parse().ok()));
-    let meminfo = fs::read_to_string("/proc/meminfo").ok()?;
-    let machine = meminfo_bytes(&meminfo, "MemAvailable")?
-        .saturating_add(meminfo_bytes(&meminfo, "SwapFree").unwrap_or(0));
+    let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let machine = meminfo_bytes(&meminfo, "MemAvailable")
+        .map(|avail| avail.saturating_add(meminfo_bytes(&meminfo, "SwapFree").unwrap_or(0)));
     let cgroups = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    Some(
-        memory_cgroups(&cgroups)
-            .filter_map(|dir| cgroup_room(&dir))
-            .fold(machine, u64::min),
-    )
+    memory_cgroups(&cgroups)
+        .filter_map(|dir| cgroup_room(&dir))
+        .chain(machine)
+        .min()
 }
 
 /// A field of `/proc/meminfo` (`MemAvailable:  24247912 kB`), in bytes.
@@ -42,9 +42,9 @@ fn meminfo_bytes(meminfo: &str, field: &str) -> Option<u64> {
 struct CgroupDir {
     /// The cgroup's directory under `/sys/fs/cgroup`.
     path: String,
-    /// Version 2 (`memory.max`, `memory.current`, `file` in `memory.stat`)
-    /// or 1 (`memory.limit_in_bytes`, `memory.usage_in_bytes`,
-    /// `total_cache`).
+    /// Version 2 (`memory.max`, `memory.current`, `file` and `shmem` in
+    /// `memory.stat`) or 1 (`memory.limit_in_bytes`,
+    /// `memory.usage_in_bytes`, `total_cache` and `total_shmem`).
     v2: bool,
 }
 
@@ -80,47 +80,45 @@ fn memory_cgroups(proc: &str) -> impl Iterator<Item = CgroupDir> + '_ {
 }
 
 /// What the cgroup at `dir` has left: its limit less what it holds other
-/// than page cache; `None` without a limit (or where its files cannot be
-/// read).
+/// than reclaimable file pages; `None` without a limit (or where its files
+/// cannot be read).
 fn cgroup_room(dir: &CgroupDir) -> Option<u64> {
     let read = |name: &str| fs::read_to_string(format!("{}/{name}", dir.path)).ok();
-    let (limit, usage, cache) = if dir.v2 {
-        ("memory.max", "memory.current", "file")
+    let (limit, usage, keys) = if dir.v2 {
+        ("memory.max", "memory.current", ("file", "shmem"))
     } else {
         (
             "memory.limit_in_bytes",
             "memory.usage_in_bytes",
-            "total_cache",
+            ("total_cache", "total_shmem"),
         )
     };
     room(
         &read(limit)?,
         &read(usage)?,
         &read("memory.stat").unwrap_or_default(),
-        cache,
+        keys,
     )
 }
 
 /// A cgroup's room from the contents of its limit, usage and `memory.stat`
-/// files, `cache` naming its page cache in the last; `None` for no limit
-/// (`max`, or v1's `PAGE_COUNTER_MAX` pages: anything at or above 2^62).
-fn room(limit: &str, usage: &str, stat: &str, cache: &str) -> Option<u64> {
+/// files, `(cache, shmem)` naming in the last its file pages and the shmem
+/// and tmpfs pages among them, which (without swap) it cannot reclaim;
+/// `None` for no limit (`max`, or v1's `PAGE_COUNTER_MAX` pages: anything
+/// at or above 2^62).
+fn room(limit: &str, usage: &str, stat: &str, (cache, shmem): (&str, &str)) -> Option<u64> {
     let limit: u64 = limit.trim().parse().ok()?;
     if limit >= 1 << 62 {
         return None;
     }
     let usage: u64 = usage.trim().parse().ok()?;
-    let cache: u64 = stat
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(cache)?
-                .strip_prefix(' ')?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0);
-    Some(limit.saturating_sub(usage.saturating_sub(cache)))
+    let field = |key: &str| -> u64 {
+        stat.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let reclaimable = field(cache).saturating_sub(field(shmem));
+    Some(limit.saturating_sub(usage.saturating_sub(reclaimable)))
 }
 
 #[cfg(test)]
@@ -167,13 +165,21 @@ mod tests {
 
     #[test]
     fn a_cgroups_room_is_its_limit_less_what_it_holds_but_cache() {
-        let stat = "anon 100\nfile 300\nfile_mapped 7\n";
-        assert_eq!(room("1000\n", "500\n", stat, "file"), Some(800));
-        assert_eq!(room("1000", "1500", "", "file"), Some(0), "over its limit");
-        assert_eq!(room("max\n", "500", stat, "file"), None);
-        assert_eq!(room("9223372036854771712\n", "5", "", "total_cache"), None);
-        let v1 = "cache 50\ntotal_cache 300\n";
-        assert_eq!(room("1000", "500", v1, "total_cache"), Some(800));
+        let v2 = ("file", "shmem");
+        let stat = "anon 100\nfile 300\nfile_mapped 7\nshmem 0\n";
+        assert_eq!(room("1000\n", "500\n", stat, v2), Some(800));
+        assert_eq!(room("1000", "1500", "", v2), Some(0), "over its limit");
+        assert_eq!(room("max\n", "500", stat, v2), None);
+        let v1 = ("total_cache", "total_shmem");
+        assert_eq!(room("9223372036854771712\n", "5", "", v1), None);
+        let stat = "cache 50\ntotal_cache 300\n";
+        assert_eq!(room("1000", "500", stat, v1), Some(800));
+        // A snapshot in /dev/shm, or an earlier page cache's memfd: file
+        // pages, but not reclaimable.
+        let stat = "anon 100\nfile 300\nshmem 250\nshmem_thp 0\n";
+        assert_eq!(room("1000", "500", stat, v2), Some(550));
+        let stat = "total_cache 300\ntotal_shmem 300\n";
+        assert_eq!(room("1000", "500", stat, v1), Some(500));
     }
 
     /// A cgroup's files read from its directory, either version.
@@ -188,13 +194,13 @@ mod tests {
         let write = |name: &str, text: &str| fs::write(dir.join(name), text).unwrap();
         write("memory.max", "4096\n");
         write("memory.current", "1024\n");
-        write("memory.stat", "anon 1000\nfile 24\n");
-        assert_eq!(cgroup_room(&at(true)), Some(4096 - 1000));
+        write("memory.stat", "anon 1000\nfile 24\nshmem 4\n");
+        assert_eq!(cgroup_room(&at(true)), Some(4096 - 1004));
         write("memory.limit_in_bytes", "8192\n");
         write("memory.usage_in_bytes", "2048\n");
         assert_eq!(cgroup_room(&at(false)), Some(8192 - 2048), "no total_cache");
-        write("memory.stat", "total_cache 48\n");
-        assert_eq!(cgroup_room(&at(false)), Some(8192 - 2000));
+        write("memory.stat", "total_cache 48\ntotal_shmem 8\n");
+        assert_eq!(cgroup_room(&at(false)), Some(8192 - 2008));
         write("memory.max", "max\n");
         assert_eq!(cgroup_room(&at(true)), None);
         fs::remove_dir_all(&dir).unwrap();
@@ -208,6 +214,6 @@ mod tests {
         let m = fs::read_to_string("/proc/meminfo").unwrap();
         let total =
             meminfo_bytes(&m, "MemTotal").unwrap() + meminfo_bytes(&m, "SwapTotal").unwrap_or(0);
-        assert!(room > 0 && room <= total, "room {room} of {total}");
+        assert!(room <= total, "room {room} of {total}");
     }
 }

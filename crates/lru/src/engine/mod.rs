@@ -239,6 +239,12 @@ impl fmt::Debug for Engine {
 
 impl Engine {
     /// Builds an engine with every frame free.
+    ///
+    /// # Errors
+    /// [`LruError::ZeroFrames`], [`LruError::ZeroNodes`],
+    /// [`LruError::TooManyFrames`] and [`LruError::TooManyNodes`] for a
+    /// `Config` out of range; [`LruError::FrameTableTooLarge`] where the
+    /// allocator refuses the frame table.
     pub fn new(config: Config) -> Result<Self, LruError> {
         if config.frames == 0 {
             return Err(LruError::ZeroFrames);
