@@ -520,6 +520,39 @@ fn refused_all_faults_falls_back_to_user_mode_only() {
     }
 }
 
+/// A region built with `require_kernel_faults` where the full mode is
+/// refused is an error naming the permissions, not a user-mode-only
+/// region; nothing is left open or running. Where the full mode is
+/// allowed it builds as usual.
+#[test]
+fn a_region_that_requires_kernel_faults_is_refused_without_them() {
+    let _scenario = FailScenario::setup();
+    // After the scenario's lock: waiting for another test is not a hang.
+    let _hang =
+        mmbatch_testkit::hang_guard("a_region_that_requires_kernel_faults_is_refused_without_them");
+    let (fds, threads) = (region_fds(), handler_threads());
+    let build = || {
+        UffdRegion::builder(16 * PAGE)
+            .require_kernel_faults(true)
+            .build(image(16))
+    };
+    for errno in ["EPERM", "EACCES"] {
+        fail::cfg("uffd::open_all_faults", &format!("return({errno})")).unwrap();
+        let e = build().unwrap_err();
+        assert!(matches!(e, Error::NoPermission { .. }), "{errno}: {e}");
+        assert!(e.to_string().contains("/dev/userfaultfd"), "{e}");
+        assert_eq!((region_fds(), handler_threads()), (fds, threads), "{errno}");
+    }
+    // Another refusal is returned as it was.
+    fail::cfg("uffd::open_all_faults", "return(EMFILE)").unwrap();
+    assert!(matches!(build().unwrap_err(), Error::Sys { .. }));
+    fail::remove("uffd::open_all_faults");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        assert_eq!(build().unwrap().mode(), UffdMode::AllFaults);
+    }
+}
+
 /// `/dev/userfaultfd` failing as a container makes it fail (no node, a
 /// node with no driver, a device policy that refuses it): the system call
 /// is tried in full mode, which root is allowed. ENODEV and ENXIO were

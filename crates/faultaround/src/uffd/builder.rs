@@ -152,6 +152,7 @@ pub struct UffdRegionBuilder {
     pub(super) len: usize,
     pub(super) huge: Option<mmbatch_mmap::HugePageSize>,
     pub(super) track_writes: bool,
+    pub(super) require_kernel_faults: bool,
     pub(super) settings: Settings,
 }
 
@@ -188,6 +189,20 @@ impl UffdRegionBuilder {
         self
     }
 
+    /// Refuses to build a region that would serve only the process's own
+    /// faults (default off: [`build`](Self::build) then settles for
+    /// [`UffdMode::UserModeOnly`](crate::UffdMode::UserModeOnly)). For
+    /// memory handed to the kernel (a VMM's guest memory under KVM or
+    /// vhost, O_DIRECT or io_uring buffers), where a user-mode-only region
+    /// fails each such access to a page not yet present with `EFAULT`,
+    /// later and far from the cause: with this, `build` returns
+    /// [`Error::NoPermission`], which names the permissions that give the
+    /// full mode.
+    pub fn require_kernel_faults(mut self, yes: bool) -> Self {
+        self.require_kernel_faults = yes;
+        self
+    }
+
     /// Maps the region over `source` and starts its handlers.
     ///
     /// The region serves the kernel's faults on the process's behalf
@@ -198,8 +213,10 @@ impl UffdRegionBuilder {
     /// `sysctl vm.unprivileged_userfaultfd=1`. Without any of these it is
     /// built user-mode-only, where such a system call fails with `EFAULT`
     /// ("Bad address") on a page the process has not read itself yet:
-    /// [`UffdRegion::mode`] says which it got. Any other refusal of the
-    /// userfaultfd is an error, not a quiet fallback.
+    /// [`UffdRegion::mode`] says which it got, and
+    /// [`require_kernel_faults`](Self::require_kernel_faults) makes it an
+    /// error instead. Any other refusal of the userfaultfd is an error, not
+    /// a quiet fallback.
     ///
     /// # Errors
     /// [`Error::BadLength`] and [`Error::SourceTooShort`] for a length

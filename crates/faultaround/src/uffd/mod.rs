@@ -257,6 +257,7 @@ impl UffdRegion {
             len,
             huge: None,
             track_writes: false,
+            require_kernel_faults: false,
             settings: Settings::default(),
         }
     }
@@ -455,6 +456,7 @@ impl UffdRegion {
             len,
             huge,
             track_writes,
+            require_kernel_faults,
             settings,
         } = b;
         let page = match shared_fd {
@@ -487,7 +489,7 @@ impl UffdRegion {
         } else {
             0
         };
-        let (uffd, uffd_mode) = open_uffd(features)?;
+        let (uffd, uffd_mode) = open_uffd(features, require_kernel_faults)?;
         let mapping = map(len, shared_fd, huge)?;
         if shared_fd.is_none() {
             // A child of fork(2) would inherit the range unregistered, and

@@ -74,10 +74,12 @@ fn errno_error(errno: i32) -> Error {
 /// feature missing) is returned, since the user-mode-only descriptor would
 /// meet it too, and quietly settling for less would hide it. Asking for
 /// user-mode-only every time, as this did before, failed every system call
-/// that read a missing page of the region with EFAULT, even as root.
-pub(super) fn open_uffd(features: u64) -> Result<(Uffd, UffdMode), Error> {
+/// that read a missing page of the region with EFAULT, even as root. With
+/// `require_all`, the refusal is returned instead
+/// ([`UffdRegionBuilder::require_kernel_faults`](super::UffdRegionBuilder::require_kernel_faults)).
+pub(super) fn open_uffd(features: u64, require_all: bool) -> Result<(Uffd, UffdMode), Error> {
     match open_all_faults(features) {
-        Err(Error::NoPermission { .. }) => {}
+        Err(Error::NoPermission { .. }) if !require_all => {}
         r => return r.map(|uffd| (uffd, UffdMode::AllFaults)),
     }
     uffd_by_syscall(true, features).map(|uffd| (uffd, UffdMode::UserModeOnly))
