@@ -171,4 +171,24 @@ fn a_thread_locals_destructor_can_queue() {
     .unwrap();
     assert_eq!(LOG.ops(), [1, 2, 3, 4, 5, 6]);
     assert_eq!(B.stats().immediate, 2);
+    // A destructor that drains, after the thread's slot is out of reach:
+    // the thread's waiting op is applied (with everyone's), not left for
+    // the next `drain_all`.
+    struct DrainOnExit;
+    impl Drop for DrainOnExit {
+        fn drop(&mut self) {
+            B.drain_local();
+        }
+    }
+    thread_local! {
+        static DRAIN: std::cell::Cell<Option<DrainOnExit>> = const { std::cell::Cell::new(None) };
+    }
+    std::thread::spawn(|| {
+        DRAIN.with(|d| d.set(Some(DrainOnExit)));
+        B.queue(7);
+    })
+    .join()
+    .unwrap();
+    assert_eq!(LOG.ops(), [1, 2, 3, 4, 5, 6, 7]);
+    assert_eq!(B.stats().pending, 0);
 }

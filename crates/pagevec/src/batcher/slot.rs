@@ -242,10 +242,6 @@ impl<T: Send, const N: usize> Registry<T, N> {
         self.index(false).map(|i| &self.slots[i])
     }
 
-    pub(super) fn exiting() -> bool {
-        false
-    }
-
     pub(super) fn iter(&self) -> impl Iterator<Item = &Slot<T, N>> {
         self.slots.iter()
     }
