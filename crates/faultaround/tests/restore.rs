@@ -1036,15 +1036,13 @@ fn an_image_larger_than_memory_is_refused_before_a_byte_is_written() {
         rlim_cur: 0,
         rlim_max: 0,
     };
-    // SAFETY: `limit` is a valid rlimit for the calls to write and read.
-    assert_eq!(
-        unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut limit) },
-        0
-    );
+    // SAFETY: `limit` is a valid rlimit for the call to write.
+    let got = unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut limit) };
+    assert_eq!(got, 0);
     // Lowered, never raised past a hard limit the host already set.
     limit.rlim_max = limit.rlim_max.min(64 << 20);
     limit.rlim_cur = limit.rlim_max;
-    // SAFETY: as above.
+    // SAFETY: `limit` is a valid rlimit for the call to read.
     assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_FSIZE, &limit) }, 0);
     let pib = 1usize << 50;
     let e = UffdRegion::page_cache_from(&mmbatch_faultaround::Zeroes(pib as u64), pib).unwrap_err();

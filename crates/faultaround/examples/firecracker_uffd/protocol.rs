@@ -16,7 +16,6 @@
 
 use std::{
     error::Error,
-    fs::File,
     io::IoSliceMut,
     mem::MaybeUninit,
     os::{
@@ -25,7 +24,7 @@ use std::{
     },
 };
 
-use mmbatch_faultaround::{UffdHandler, UffdRange, UffdStats};
+use mmbatch_faultaround::{PageSource, UffdHandler, UffdRange, UffdStats};
 use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
 use serde::{Deserialize, Serialize};
 
@@ -281,14 +280,26 @@ fn peer_pid(stream: &UnixStream) -> Option<u32> {
     (r == 0 && cred.pid > 0).then_some(cred.pid.unsigned_abs())
 }
 
+/// A mapped memory file as bytes, for [`InMemory`](mmbatch_faultaround::InMemory)
+/// (a `memmap2::Mmap` is one already).
+pub(crate) struct Mapped(pub(crate) mmbatch_mmap::Mapping);
+
+impl AsRef<[u8]> for Mapped {
+    fn as_ref(&self) -> &[u8] {
+        self.0
+            .as_slice()
+            .expect("the memory file is mapped readable")
+    }
+}
+
 /// Accepts one VMM on `listener`, serves its faults from `image` (the
-/// snapshot memory file) with `2^order`-page windows and `handlers`
-/// threads until it exits, and returns what the handler did. Where its
-/// exit cannot be watched (no pidfd of it), serves until this process is
-/// stopped.
+/// snapshot memory file, or its bytes mapped) with `2^order`-page windows
+/// and `handlers` threads until it exits, and returns what the handler
+/// did. Where its exit cannot be watched (no pidfd of it), serves until
+/// this process is stopped.
 pub(crate) fn serve(
     listener: &UnixListener,
-    image: File,
+    image: impl PageSource,
     order: u32,
     handlers: usize,
 ) -> Result<UffdStats, Box<dyn Error>> {
