@@ -163,14 +163,32 @@ fn a_thread_locals_destructor_can_queue() {
     // id there panicked, which aborted.
     static OTHER: LazyLock<thread_local::ThreadLocal<u8>> =
         LazyLock::new(thread_local::ThreadLocal::new);
+    /// Queues two ops when its thread exits.
+    struct QueueTwoOnExit(u32);
+    impl Drop for QueueTwoOnExit {
+        fn drop(&mut self) {
+            B.queue(self.0);
+            B.queue(self.0 + 1);
+        }
+    }
+    thread_local! {
+        static EXIT_TWO: std::cell::Cell<Option<QueueTwoOnExit>> = const { std::cell::Cell::new(None) };
+    }
     std::thread::spawn(|| {
-        EXIT.with(|e| e.set(Some(QueueOnExit(6))));
+        EXIT_TWO.with(|e| e.set(Some(QueueTwoOnExit(5))));
         OTHER.get_or(|| 1);
     })
     .join()
     .unwrap();
-    assert_eq!(LOG.ops(), [1, 2, 3, 4, 5, 6]);
-    assert_eq!(B.stats().immediate, 2);
+    // The first at once (its call's `get_or` panicked, caught); the
+    // second at once too, or batched where `thread_local` handed the
+    // thread an id whose slot a dead thread left (both are each applied
+    // exactly once, in order, by the next `drain_all` at the latest).
+    let st = B.stats();
+    assert!(st.immediate == 2 || st.immediate == 3, "{st:?}");
+    B.drain_all();
+    assert_eq!(LOG.ops(), [1, 2, 3, 4, 5, 5, 6]);
+    assert_eq!(B.stats().pending, 0);
     // A destructor that drains, after the thread's slot is out of reach:
     // the thread's waiting op is applied (with everyone's), not left for
     // the next `drain_all`.
@@ -189,6 +207,6 @@ fn a_thread_locals_destructor_can_queue() {
     })
     .join()
     .unwrap();
-    assert_eq!(LOG.ops(), [1, 2, 3, 4, 5, 6, 7]);
+    assert_eq!(LOG.ops(), [1, 2, 3, 4, 5, 5, 6, 7]);
     assert_eq!(B.stats().pending, 0);
 }

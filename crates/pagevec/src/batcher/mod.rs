@@ -296,12 +296,18 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     /// applied before this returns.
     ///
     /// From a thread-local's destructor that runs after the thread's batch
-    /// is torn down, each call applies every thread's waiting ops and then
-    /// `op`, at once, on the calling thread (counted as
-    /// [immediate](BatchStats::immediate); each call is a
-    /// [`drain_all`](Self::drain_all) pass): the thread's earlier ops keep
-    /// their order, and [`Apply`] code then runs in a thread whose other
-    /// thread-locals may be gone.
+    /// is torn down, the op is still applied exactly once, after the
+    /// thread's earlier ones: at once, after every thread's waiting ops (a
+    /// [`drain_all`](Self::drain_all) on the calling thread; counted as
+    /// [immediate](BatchStats::immediate)), or, where the thread can still
+    /// be given a batch, batched as usual. [`Apply`] code then runs in a
+    /// thread whose other thread-locals may be gone, and must not call back
+    /// into this batcher (the reentry check needs a thread-local: it would
+    /// wait for a lock its own thread holds). One case still aborts with
+    /// `panic = "abort"`: a thread whose first use of any batcher is such a
+    /// destructor, and whose thread id came from another `ThreadLocal`
+    /// (the `thread_local` crate panics taking a new one; where panics
+    /// unwind, the panic's message prints and the call goes on).
     ///
     /// # Panics
     /// If called, past a full batch or while disabled, from [`Apply`]
@@ -335,7 +341,8 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
 
     /// `queue` from a thread-local's destructor, once the thread can have
     /// no slot: applies every waiting op (this thread's earlier ones among
-    /// them, which keeps its order) and then `op`, at once.
+    /// them, which keeps its order) and then `op`, at once. A `drain_all`
+    /// a call, which may fold into a concurrent pass.
     #[cold]
     fn queue_exiting(&self, op: A::Op) {
         self.drain_all();
@@ -413,7 +420,11 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
         false
     }
 
-    /// Applies the calling thread's waiting ops (`lru_add_drain`).
+    /// Applies the calling thread's waiting ops (`lru_add_drain`). From a
+    /// thread-local's destructor that runs after the thread's batch is out
+    /// of reach, it applies every thread's, where the thread is known to be
+    /// exiting (it had made its batch itself), and otherwise leaves them to
+    /// the next [`drain_all`](Self::drain_all).
     ///
     /// # Panics
     /// If called from [`Apply`] code applying this batcher (see the type's

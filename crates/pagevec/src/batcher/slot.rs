@@ -119,12 +119,14 @@ impl<T, const N: usize> Drop for Slot<T, N> {
     }
 }
 
-/// Touched at a thread's first slot and alive until its thread-locals
-/// are torn down, at or before the destruction of the thread id
-/// `ThreadLocal` gave it. Past that, `ThreadLocal::get_or` panics (the id
-/// is gone), and a panic in a thread-local's destructor aborts the
-/// process: a destructor that queued on a batcher aborted so (a
-/// thread-local first touched before the thread's first `queue`).
+/// Touched before a thread first makes a slot, and destroyed with the
+/// thread's thread-locals: after `thread_local`'s own guard of the id it
+/// gives the thread (which frees the id) when the batcher gave that id,
+/// before it when another `ThreadLocal` did. Past the guard,
+/// `ThreadLocal::get_or` panics taking a new id, and a panic out of a
+/// thread-local's destructor aborts the process: a destructor that queued
+/// on a batcher aborted so (a thread-local first touched before the
+/// thread's first `queue`).
 #[cfg(not(loom))]
 struct Alive;
 
@@ -137,6 +139,10 @@ impl Drop for Alive {
 #[cfg(not(loom))]
 std::thread_local! {
     static ALIVE: Alive = const { Alive };
+    /// Set once `get_or` panicked on this thread (its thread-locals torn
+    /// down): the thread makes no slot after that. No destructor, so it
+    /// reads the same to the end.
+    static NO_SLOT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// The slots of a batcher, one per thread that ever queued.
@@ -165,22 +171,26 @@ impl<T: Send, const N: usize> Registry<T, N> {
     /// [`local_or_insert`](Self::local_or_insert)'s first call on a thread.
     #[cold]
     fn insert(&self) -> Option<&Slot<T, N>> {
-        // Touched before `get_or` gives this thread an id, if no other
-        // `ThreadLocal` did (registering `thread_local`'s own destructor,
-        // which frees the id): destroyed after it, so a thread-local whose
-        // destructor queues after that, and finds no slot (the id gone),
-        // sees `ALIVE` gone too.
+        // Gone once the thread's thread-locals are torn down, if touched
+        // before (see `ALIVE`).
         ALIVE.try_with(|_| ()).ok()?;
+        if NO_SLOT.get() {
+            return None;
+        }
         // Where another `ThreadLocal` gave the thread its id, freed before
         // a late destructor's first call here, `ALIVE` is first touched
         // during the teardown and `get_or` panics taking a new id (its
-        // message still prints): caught, for a panic out of a
-        // thread-local's destructor aborts the process.
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // message still prints, and with `panic = "abort"` it aborts):
+        // caught, for a panic out of a thread-local's destructor aborts.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.0.get_or(|| CachePadded::new(Slot::new()))
-        }))
-        .ok()
-        .map(|slot| &**slot)
+        })) {
+            Ok(slot) => Some(slot),
+            Err(_) => {
+                NO_SLOT.set(true);
+                None
+            }
+        }
     }
 
     pub(super) fn local(&self) -> Option<&Slot<T, N>> {
@@ -188,9 +198,10 @@ impl<T: Send, const N: usize> Registry<T, N> {
     }
 
     /// Whether this thread's thread-locals are being torn down, past the
-    /// point where it may have a slot (see [`ALIVE`]).
+    /// point where it may have a slot (see [`ALIVE`]): known where the
+    /// thread touched `ALIVE` before, or `get_or` panicked.
     pub(super) fn exiting() -> bool {
-        ALIVE.try_with(|_| ()).is_err()
+        NO_SLOT.get() || ALIVE.try_with(|_| ()).is_err()
     }
 
     /// Every slot created before this call (and perhaps some created during
