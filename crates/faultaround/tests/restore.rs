@@ -1032,18 +1032,7 @@ fn an_image_larger_than_memory_is_refused_before_a_byte_is_written() {
         run.expect_success();
         return;
     }
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `limit` is a valid rlimit for the call to write.
-    let got = unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut limit) };
-    assert_eq!(got, 0);
-    // Lowered, never raised past a hard limit the host already set.
-    limit.rlim_max = limit.rlim_max.min(64 << 20);
-    limit.rlim_cur = limit.rlim_max;
-    // SAFETY: `limit` is a valid rlimit for the call to read.
-    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_FSIZE, &limit) }, 0);
+    mmbatch_testkit::child::lower_rlimit(mmbatch_testkit::child::Rlimit::FileSize, 64 << 20);
     let pib = 1usize << 50;
     let e = UffdRegion::page_cache_from(&mmbatch_faultaround::Zeroes(pib as u64), pib).unwrap_err();
     let Error::ImageTooLarge { len, room } = e else {

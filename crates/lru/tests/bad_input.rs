@@ -211,17 +211,7 @@ fn a_frame_table_the_allocator_refuses_is_an_error() {
         run.expect_success();
         return;
     }
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `limit` is a valid rlimit for the calls to write and read.
-    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) }, 0);
-    // Lowered, never raised past a hard limit the host already set.
-    limit.rlim_max = limit.rlim_max.min(4 << 30);
-    limit.rlim_cur = limit.rlim_max;
-    // SAFETY: as above.
-    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &limit) }, 0);
+    mmbatch_testkit::child::lower_rlimit(mmbatch_testkit::child::Rlimit::AddressSpace, 4 << 30);
     let frames = u32::MAX as usize - 1;
     let err = Engine::new(Config::new(frames)).unwrap_err();
     assert_eq!(err, LruError::FrameTableTooLarge { frames });

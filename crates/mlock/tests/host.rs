@@ -350,7 +350,9 @@ fn hugetlb_2m_region_when_root() {
         // `Mapping::file`'s check of a file's end must allow.
         let memfd = rustix::fs::memfd_create(
             "hugetlb-file",
-            rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::HUGETLB,
+            rustix::fs::MemfdFlags::CLOEXEC
+                | rustix::fs::MemfdFlags::HUGETLB
+                | rustix::fs::MemfdFlags::HUGE_2MB,
         )
         .unwrap();
         // SAFETY: the memfd is this test's own; nothing else writes it.

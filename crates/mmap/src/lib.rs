@@ -153,7 +153,9 @@ impl Mapping {
     /// As [`new`](Self::new) for `len` and `flags` (`MAP_NORESERVE` is
     /// the caller's to judge here), an `offset` off a page boundary, and a
     /// regular file shorter than `offset + len` (the pages past its end
-    /// would be `SIGBUS` to touch: extend it first) are `InvalidInput`.
+    /// would be `SIGBUS` to touch: extend it first) are `InvalidInput`;
+    /// but for a writable mapping of a hugetlbfs file, which the kernel
+    /// extends to cover the mapping.
     ///
     /// # Safety
     /// While a slice from [`as_slice`](Self::as_slice) or
@@ -206,6 +208,8 @@ impl Mapping {
         {
             let fix = if offset < mapped_end {
                 format!("map at most {} bytes", mapped_end - offset)
+            } else if file_len == 0 {
+                "write it first: it is empty".to_owned()
             } else {
                 "map from an offset inside it".to_owned()
             };

@@ -84,6 +84,43 @@ pub fn parent(name: &str, limit: Duration) -> Option<Run> {
     Some(run(name, limit, &[]))
 }
 
+/// A limit [`lower_rlimit`] lowers.
+#[derive(Clone, Copy, Debug)]
+pub enum Rlimit {
+    /// `RLIMIT_FSIZE`: the largest file the process may write (a memfd
+    /// too); past it, `SIGXFSZ`.
+    FileSize,
+    /// `RLIMIT_AS`: the process's address space; past it, mappings and
+    /// allocations fail.
+    AddressSpace,
+}
+
+/// Lowers this process's `limit` (soft and hard) to at most `bytes`,
+/// never raising a hard limit the host already set lower: for a child
+/// whose test must fail safely where the code under test would fill the
+/// machine.
+///
+/// # Panics
+/// If the kernel refuses.
+pub fn lower_rlimit(limit: Rlimit, bytes: u64) {
+    let resource = match limit {
+        Rlimit::FileSize => libc::RLIMIT_FSIZE,
+        Rlimit::AddressSpace => libc::RLIMIT_AS,
+    };
+    let mut now = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `now` is a valid rlimit for the call to write.
+    let got = unsafe { libc::getrlimit(resource, &mut now) };
+    assert_eq!(got, 0, "getrlimit: {}", std::io::Error::last_os_error());
+    now.rlim_max = now.rlim_max.min(bytes);
+    now.rlim_cur = now.rlim_cur.min(bytes);
+    // SAFETY: `now` is a valid rlimit for the call to read.
+    let set = unsafe { libc::setrlimit(resource, &now) };
+    assert_eq!(set, 0, "setrlimit: {}", std::io::Error::last_os_error());
+}
+
 /// `limit` for this machine: as given, or multiplied by
 /// `MMBATCH_TEST_TIME_SCALE` where that is set, or by 10 in a guest under
 /// software emulation (`MMBATCH_VM=qemu-tcg`, which `cargo xtask vm`

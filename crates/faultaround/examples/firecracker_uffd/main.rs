@@ -10,6 +10,11 @@
 //! It listens on SOCKET, serves the microVM's faults from MEMORY_FILE in
 //! windows of 2^ORDER pages (default 4) with HANDLERS threads (default 2),
 //! and prints what it did when the microVM exits.
+//!
+//! MEMORY_FILE is mapped and copied from (as Firecracker's own handler
+//! does): nothing may write or truncate it while the microVM restores — a
+//! snapshot taken to the same path truncates it, and the handler then
+//! dies of SIGBUS. Snapshot to a new path.
 
 mod protocol;
 
@@ -37,9 +42,15 @@ fn main() -> ExitCode {
         // The file mapped and served from its bytes (as Firecracker's own
         // handler does): each window is one copy from the page cache, not
         // a `pread` into a buffer and a copy from it.
-        let len = usize::try_from(image.metadata()?.len())?;
-        // SAFETY: the snapshot's memory file is not written or truncated
-        // while a microVM restores from it (nothing of ours writes it).
+        let len = image
+            .metadata()
+            .map_err(|e| format!("reading the memory file {memory}'s length: {e}"))?
+            .len();
+        let len = usize::try_from(len)
+            .map_err(|_| format!("the memory file {memory} is larger than the address space"))?;
+        // SAFETY: the precondition the module docs give the operator:
+        // nothing writes or truncates the memory file while it is served
+        // (nothing of ours does).
         let mapped = unsafe {
             mmbatch_mmap::Mapping::file(
                 std::os::fd::AsFd::as_fd(&image),

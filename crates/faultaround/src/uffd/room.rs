@@ -103,7 +103,9 @@ fn cgroup_room(dir: &CgroupDir) -> Option<u64> {
 
 /// A cgroup's room from the contents of its limit, usage and `memory.stat`
 /// files, `(cache, shmem)` naming in the last its file pages and the shmem
-/// and tmpfs pages among them, which (without swap) it cannot reclaim;
+/// and tmpfs pages among them, which it cannot reclaim without swap (with
+/// swap it can: the room is then understated by them, which may refuse an
+/// image that would fit);
 /// `None` for no limit (`max`, or v1's `PAGE_COUNTER_MAX` pages: anything
 /// at or above 2^62).
 fn room(limit: &str, usage: &str, stat: &str, (cache, shmem): (&str, &str)) -> Option<u64> {
