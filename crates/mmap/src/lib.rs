@@ -817,6 +817,59 @@ mod tests {
         assert_eq!(m.as_slice().unwrap()[end - page as usize], 0);
         // An offset whose end overflows is past any end.
         assert!(map(u64::MAX - page + 1, page as usize).is_err());
+        // An empty file has no offset inside it.
+        let empty = dir.with_extension("empty");
+        std::fs::write(&empty, []).unwrap();
+        let f = std::fs::File::open(&empty).unwrap();
+        std::fs::remove_file(&empty).unwrap();
+        // SAFETY: the file is this test's own, unlinked; nothing writes it.
+        let e = unsafe {
+            Mapping::file(
+                std::os::fd::AsFd::as_fd(&f),
+                0,
+                page as usize,
+                ProtFlags::READ,
+                MapFlags::SHARED,
+            )
+        }
+        .unwrap_err();
+        assert!(e.to_string().contains("write it first: it is empty"), "{e}");
+    }
+
+    /// A writable mapping of a hugetlbfs file may reach past its end: the
+    /// kernel extends the file to cover it (`hugetlbfs_file_mmap`), which
+    /// mlock's regions over an unsized hugetlbfs memfd rely on. A
+    /// read-only one may not. Needs a 2 MiB huge page in the pool (root).
+    #[test]
+    fn a_writable_hugetlbfs_file_may_be_mapped_past_its_end() {
+        let Some(_pool) = mmbatch_testkit::huge::Pool::grow(1) else {
+            return;
+        };
+        let huge = 2 << 20;
+        let fd = rustix::fs::memfd_create(
+            "t",
+            rustix::fs::MemfdFlags::CLOEXEC
+                | rustix::fs::MemfdFlags::HUGETLB
+                | rustix::fs::MemfdFlags::HUGE_2MB,
+        )
+        .unwrap();
+        let map = |prot| {
+            // SAFETY: the memfd is this test's own; nothing else writes it.
+            unsafe {
+                Mapping::file(
+                    std::os::fd::AsFd::as_fd(&fd),
+                    0,
+                    huge,
+                    prot,
+                    MapFlags::SHARED,
+                )
+            }
+        };
+        let e = map(ProtFlags::READ).unwrap_err();
+        assert!(e.to_string().contains("write it first: it is empty"), "{e}");
+        let mut m = map(ProtFlags::READ | ProtFlags::WRITE).unwrap();
+        m.as_mut_slice().unwrap()[huge - 1] = 1;
+        assert_eq!(rustix::fs::fstat(&fd).unwrap().st_size, huge as i64);
     }
 
     #[test]
