@@ -206,19 +206,21 @@ impl Mapping {
             && !grows
             && end.is_none_or(|end| end > mapped_end)
         {
-            let fix = if offset < mapped_end {
-                format!("map at most {} bytes", mapped_end - offset)
-            } else if file_len == 0 {
-                "write it first: it is empty".to_owned()
+            let fix = if file_len == 0 {
+                "the file is empty: write or extend it first (File::set_len)".to_owned()
+            } else if offset < mapped_end {
+                format!(
+                    "extend the file first (File::set_len) or map at most {} bytes",
+                    mapped_end - offset
+                )
             } else {
-                "map from an offset inside it".to_owned()
+                "extend the file first (File::set_len) or map from an offset inside it".to_owned()
             };
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
                     "mapping {len} bytes from offset {offset} reaches past the file's end \
-                     ({file_len} bytes), where a touch is SIGBUS: extend the file first \
-                     (File::set_len) or {fix}"
+                     ({file_len} bytes), where a touch is SIGBUS: {fix}"
                 ),
             ));
         }
@@ -833,7 +835,11 @@ mod tests {
             )
         }
         .unwrap_err();
-        assert!(e.to_string().contains("write it first: it is empty"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("the file is empty: write or extend it first"),
+            "{e}"
+        );
     }
 
     /// A writable mapping of a hugetlbfs file may reach past its end: the
@@ -866,7 +872,11 @@ mod tests {
             }
         };
         let e = map(ProtFlags::READ).unwrap_err();
-        assert!(e.to_string().contains("write it first: it is empty"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("the file is empty: write or extend it first"),
+            "{e}"
+        );
         let mut m = map(ProtFlags::READ | ProtFlags::WRITE).unwrap();
         m.as_mut_slice().unwrap()[huge - 1] = 1;
         assert_eq!(rustix::fs::fstat(&fd).unwrap().st_size, huge as i64);

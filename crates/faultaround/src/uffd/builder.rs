@@ -197,7 +197,7 @@ impl UffdRegionBuilder {
     /// fails each such access to a page not yet present with `EFAULT`,
     /// later and far from the cause: with this, `build` returns
     /// [`Error::NoPermission`], which names the permissions that give the
-    /// full mode. (A [`UffdHandler`](crate::UffdHandler) serves the mode of
+    /// full mode. (A [`UffdHandler`] serves the mode of
     /// the descriptor its VMM opened, which the kernel does not report.)
     pub fn require_kernel_faults(mut self, yes: bool) -> Self {
         self.require_kernel_faults = yes;

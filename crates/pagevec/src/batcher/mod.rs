@@ -119,12 +119,13 @@ pub trait Apply: Sync {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct BatchStats {
-    /// Ops queued with [`Batcher::queue`] into a batch (not those a
-    /// thread-local's destructor queued once its thread's batch was torn
-    /// down: those are `immediate`).
+    /// Ops queued with [`Batcher::queue`] into a batch (those a
+    /// thread-local's destructor queued after its thread's batch was torn
+    /// down, and that were applied at once, count as `immediate`).
     pub ops: u64,
     /// Ops applied at once: with [`Batcher::apply_now`], or queued by a
-    /// thread-local's destructor after the thread's batch was torn down.
+    /// thread-local's destructor after the thread's batch was torn down
+    /// and applied then.
     pub immediate: u64,
     /// Full batches (`N` ops) applied.
     pub batches: u64,
