@@ -249,20 +249,9 @@ fn a_vmm_is_served_over_firecrackers_protocol() {
             "fc",
             |l, image| {
                 let served = if mapped {
-                    let len = image.metadata().unwrap().len() as usize;
                     // SAFETY: the test's image; nothing writes it.
-                    let m = unsafe {
-                        mmbatch_mmap::Mapping::file(
-                            std::os::fd::AsFd::as_fd(&image),
-                            0,
-                            len,
-                            mmbatch_mmap::ProtFlags::READ,
-                            mmbatch_mmap::MapFlags::PRIVATE,
-                        )
-                    }
-                    .unwrap();
-                    let source = mmbatch_faultaround::InMemory(protocol::Mapped(m));
-                    protocol::serve(l, source, 2, 2)
+                    let m = unsafe { protocol::Mapped::of(&image) }.unwrap();
+                    protocol::serve(l, mmbatch_faultaround::InMemory(m), 2, 2)
                 } else {
                     protocol::serve(l, image, 2, 2)
                 };

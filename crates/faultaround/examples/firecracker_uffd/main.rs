@@ -37,31 +37,19 @@ fn main() -> ExitCode {
     let run = || -> Result<_, Box<dyn std::error::Error>> {
         let image = std::fs::File::open(memory)
             .map_err(|e| format!("opening the memory file {memory}: {e}"))?;
-        let listener = UnixListener::bind(socket)
-            .map_err(|e| format!("listening on {socket}: {e} (remove a stale socket file)"))?;
         // The file mapped and served from its bytes (as Firecracker's own
         // handler does): each window is one copy from the page cache, not
-        // a `pread` into a buffer and a copy from it.
-        let len = image
-            .metadata()
-            .map_err(|e| format!("reading the memory file {memory}'s length: {e}"))?
-            .len();
-        let len = usize::try_from(len)
-            .map_err(|_| format!("the memory file {memory} is larger than the address space"))?;
+        // a `pread` into a buffer and a copy from it. Before the socket
+        // is bound, so that a file that cannot be mapped leaves no socket
+        // file behind.
         // SAFETY: the precondition the module docs give the operator:
         // nothing writes or truncates the memory file while it is served
         // (nothing of ours does).
-        let mapped = unsafe {
-            mmbatch_mmap::Mapping::file(
-                std::os::fd::AsFd::as_fd(&image),
-                0,
-                len,
-                mmbatch_mmap::ProtFlags::READ,
-                mmbatch_mmap::MapFlags::PRIVATE,
-            )
-        }
-        .map_err(|e| format!("mapping the memory file {memory}: {e}"))?;
-        protocol::serve(&listener, InMemory(Mapped(mapped)), order as u32, handlers)
+        let mapped = unsafe { Mapped::of(&image) }
+            .map_err(|e| format!("mapping the memory file {memory}: {e}"))?;
+        let listener = UnixListener::bind(socket)
+            .map_err(|e| format!("listening on {socket}: {e} (remove a stale socket file)"))?;
+        protocol::serve(&listener, InMemory(mapped), order as u32, handlers)
     };
     match run() {
         Ok(stats) => {

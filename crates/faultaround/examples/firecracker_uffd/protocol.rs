@@ -282,7 +282,31 @@ fn peer_pid(stream: &UnixStream) -> Option<u32> {
 
 /// A mapped memory file as bytes, for [`InMemory`](mmbatch_faultaround::InMemory)
 /// (a `memmap2::Mmap` is one already).
-pub(crate) struct Mapped(pub(crate) mmbatch_mmap::Mapping);
+pub(crate) struct Mapped(mmbatch_mmap::Mapping);
+
+impl Mapped {
+    /// `file`, mapped whole and read-only.
+    ///
+    /// # Safety
+    /// Nothing may write or truncate the file while the mapping lives (a
+    /// truncation makes its readers die of SIGBUS): the precondition the
+    /// example's docs give its operator.
+    pub(crate) unsafe fn of(file: &std::fs::File) -> Result<Self, Box<dyn Error>> {
+        let len = usize::try_from(file.metadata()?.len())
+            .map_err(|_| "the file is larger than the address space")?;
+        // SAFETY: the caller's obligation, passed on.
+        let mapping = unsafe {
+            mmbatch_mmap::Mapping::file(
+                std::os::fd::AsFd::as_fd(file),
+                0,
+                len,
+                mmbatch_mmap::ProtFlags::READ,
+                mmbatch_mmap::MapFlags::PRIVATE,
+            )
+        }?;
+        Ok(Self(mapping))
+    }
+}
 
 impl AsRef<[u8]> for Mapped {
     fn as_ref(&self) -> &[u8] {
