@@ -28,7 +28,8 @@ pub enum Error {
         /// The page size it must be a multiple of.
         page_size: usize,
     },
-    /// A fault-locking batch of 0 pages.
+    /// A fault-locking batch of 0 pages (`FaultLockedRegion`, feature
+    /// `fault-locked`).
     ZeroBatch,
     /// Flags the call cannot take: `why` says what it needs.
     BadFlags {
@@ -37,7 +38,8 @@ pub enum Error {
         /// What it needs.
         why: &'static str,
     },
-    /// Every fault-handler slot is taken.
+    /// Every fault-handler slot is taken (`FaultLockedRegion`, feature
+    /// `fault-locked`).
     TooManyFaultRegions {
         /// Slots there are.
         max: usize,
@@ -114,7 +116,8 @@ pub enum Error {
         /// The kernel's error.
         source: io::Error,
     },
-    /// The fault handler could not unprotect or lock the faulting page;
+    /// `FaultLockedRegion`'s handler (feature `fault-locked`) could not
+    /// unprotect or lock the faulting page;
     /// the access went ahead (unlocked) rather than fault forever. `cause`
     /// is the handler's failure, classified as a direct call's would be.
     FaultHandler {

@@ -14,11 +14,13 @@
 //!   takes three of the process's `vm.max_map_count` mappings.
 //!   [`LockedRegion::unlock_chunked`] munlocks in pieces so no single call
 //!   holds the mmap lock for long.
-//! - [`FaultLockedRegion`]: a userspace alternative to `MLOCK_ONFAULT`,
-//!   `PROT_NONE` plus a process-wide SIGSEGV handler that unprotects and
-//!   locks N pages per fault, kept to compare with it (prefer
-//!   [`LockPolicy::OnFault`]).
 //! - [`mlockall`] / [`munlockall`].
+//! - `FaultLockedRegion` (feature `fault-locked`, off by default): seed
+//!   003's userspace alternative to `MLOCK_ONFAULT`, `PROT_NONE` plus a
+//!   process-wide SIGSEGV handler that unprotects and locks N pages per
+//!   fault, which the lock-on-fault experiment compares with the kernel's.
+//!   Prefer [`LockPolicy::OnFault`]: the kernel does the same with no
+//!   signal handler in your process.
 //!
 //! ```
 //! use mmbatch_mlock::{LockPolicy, LockedRegion};
@@ -30,6 +32,11 @@
 //! assert_eq!(region.locked_bytes()?, 64 << 10); // the kernel's smaps says so
 //! # Ok(()) }
 //! ```
+//!
+//! # Features
+//! - `fault-locked` (off): `FaultLockedRegion` and its SIGSEGV handler.
+//! - `failpoints` (tests only): fail points that let this crate's tests
+//!   make its system calls fail.
 //!
 //! # Guarantees
 //!
@@ -45,9 +52,10 @@
 //! - **The kernel refuses** `mmap` or `mlock` (`ENOMEM`, `EAGAIN`,
 //!   `EPERM`): an error naming the limit and the fix; the region is
 //!   unmapped and nothing stays locked.
-//! - **[`FaultLockedRegion`]'s handler** fails to lock (memlock limit,
-//!   `vm.max_map_count`): the access goes ahead unlocked and
-//!   [`FaultLockedRegion::read`] returns the error — never a fault loop.
+//! - **`FaultLockedRegion`'s handler** (feature `fault-locked`) fails to
+//!   lock (memlock limit, `vm.max_map_count`): the access goes ahead
+//!   unlocked and `FaultLockedRegion::read` returns the error — never a
+//!   fault loop.
 //!   The handler leaves `errno` as it found it, uses the mapping's page
 //!   size (hugetlb regions lock a huge page per fault), and is never
 //!   installed over a handler that chains to it: another library's
@@ -59,6 +67,7 @@
 //!   caller promises nothing truncates the file, or writes a shared
 //!   mapping's range, while the region lives.
 #![deny(unsafe_op_in_unsafe_fn)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 // Linux only: one clear error on other systems, ahead of the type
 // errors the missing Linux calls would give.
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
@@ -83,11 +92,13 @@ macro_rules! fail_point {
 pub mod accounting;
 mod all;
 mod error;
+#[cfg(feature = "fault-locked")]
 mod fault;
 mod region;
 
 pub use all::{LockAll, mlockall, munlockall};
 pub use error::Error;
+#[cfg(feature = "fault-locked")]
 pub use fault::{FaultLockedRegion, MAX_FAULT_REGIONS};
 pub use mmbatch_mmap::{HugePageSize, HugePagesUnavailable};
 pub use region::{LockPolicy, LockedRegion, Pages, RegionBuilder};

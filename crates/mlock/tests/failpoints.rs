@@ -4,7 +4,9 @@
 //! locked. One `FailScenario` at a time (fail points are process-wide).
 
 use fail::FailScenario;
-use mmbatch_mlock::{Error, FaultLockedRegion, LockPolicy, LockedRegion, Pages, accounting};
+#[cfg(feature = "fault-locked")]
+use mmbatch_mlock::FaultLockedRegion;
+use mmbatch_mlock::{Error, LockPolicy, LockedRegion, Pages, accounting};
 
 const MIB: usize = 1 << 20;
 
@@ -73,6 +75,7 @@ fn refused_mlock_unmaps_the_region() {
     drop(scenario);
 }
 
+#[cfg(feature = "fault-locked")]
 #[test]
 fn refused_mmap_for_a_fault_region() {
     // It faults on the region: in a child, so that a handler that never

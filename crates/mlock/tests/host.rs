@@ -4,9 +4,10 @@
 //! mlockall, the mapping count, a stray segfault) run in a child process:
 //! the test binary re-executes itself with `MMBATCH_MLOCK_CHILD` set.
 
+#[cfg(feature = "fault-locked")]
+use mmbatch_mlock::FaultLockedRegion;
 use mmbatch_mlock::{
-    Error, FaultLockedRegion, HugePageSize, LockAll, LockPolicy, LockedRegion, Pages, accounting,
-    mlockall, munlockall,
+    Error, HugePageSize, LockAll, LockPolicy, LockedRegion, Pages, accounting, mlockall, munlockall,
 };
 use mmbatch_testkit::child;
 
@@ -268,6 +269,7 @@ fn bad_lengths_and_ranges_are_clear_errors() {
         r.lock_range(1, page()),
         Err(Error::Misaligned { .. })
     ));
+    #[cfg(feature = "fault-locked")]
     assert!(matches!(
         FaultLockedRegion::new(LockedRegion::builder(MIB), 0),
         Err(Error::ZeroBatch)
@@ -374,18 +376,21 @@ fn hugetlb_2m_region_when_root() {
         // Lock-on-fault over huge pages: the handler opens and locks a
         // whole huge page per fault (the old code mprotect-ed one base
         // page inside it: EINVAL, and every read reported it).
-        let f = FaultLockedRegion::new(
-            LockedRegion::builder(4 * MIB).pages(Pages::Huge(HugePageSize::Size2M)),
-            1,
-        )?;
-        f.read(3 * MIB)?;
-        f.read(2 * MIB + 5)?;
-        // (smaps counts no hugetlb page as Locked: hugetlb pages are
-        // unevictable anyway; residency shows the one huge page faulted.)
-        assert_eq!(
-            (f.faults(), f.region().resident_pages()?),
-            (1, 2 * MIB / page())
-        );
+        #[cfg(feature = "fault-locked")]
+        {
+            let f = FaultLockedRegion::new(
+                LockedRegion::builder(4 * MIB).pages(Pages::Huge(HugePageSize::Size2M)),
+                1,
+            )?;
+            f.read(3 * MIB)?;
+            f.read(2 * MIB + 5)?;
+            // (smaps counts no hugetlb page as Locked: hugetlb pages are
+            // unevictable anyway; residency shows the one huge page faulted.)
+            assert_eq!(
+                (f.faults(), f.region().resident_pages()?),
+                (1, 2 * MIB / page())
+            );
+        }
         r.resident_pages()
     })();
     drop(restore);
@@ -425,6 +430,7 @@ fn drop_and_panic_leave_no_mapping() {
     assert!(!mapped_exactly(addr, len), "a panic leaked the mapping");
 }
 
+#[cfg(feature = "fault-locked")]
 /// The memory is written and read through slices as through `read`: a
 /// write to an untouched page faults it in, locked with its batch.
 #[test]
@@ -443,6 +449,7 @@ fn fault_region_is_written_through_its_slice() {
     assert!(r.take_error().is_none());
 }
 
+#[cfg(feature = "fault-locked")]
 #[test]
 fn fault_region_locks_a_batch_per_fault() {
     if let Some(run) = child::parent("fault_region_locks_a_batch_per_fault", LIMIT) {
@@ -549,11 +556,13 @@ fn eperm_without_cap_ipc_lock() {
     assert_child_ok("eperm");
 }
 
+#[cfg(feature = "fault-locked")]
 #[test]
 fn fault_handler_failure_is_an_error_not_a_loop() {
     assert_child_ok("fault-rlimit");
 }
 
+#[cfg(feature = "fault-locked")]
 #[test]
 fn fault_handler_at_max_map_count() {
     assert_child_ok("fault-maps");
@@ -713,12 +722,14 @@ fn huge_page_pool_counts_follow_the_pool() {
     assert_eq!(accounting::huge_pages_total(12345), 0, "no such pool");
 }
 
+#[cfg(feature = "fault-locked")]
 #[test]
 fn stray_segfault_reaches_the_default_action() {
     let run = child("stray-segv");
     assert_eq!(run.signal(), Some(libc::SIGSEGV), "{run:?}");
 }
 
+#[cfg(feature = "fault-locked")]
 /// A handler installed before the first region (a crash reporter, say)
 /// is where faults outside every region go while regions live, and it is
 /// the action again once the last region is dropped.
@@ -732,6 +743,7 @@ fn stray_faults_reach_the_handler_installed_before() {
     );
 }
 
+#[cfg(feature = "fault-locked")]
 /// A fault that is not a region's goes to the handler from before, and
 /// whatever that handler does to errno, the interrupted code finds errno
 /// as it left it.
@@ -740,6 +752,7 @@ fn errno_survives_a_chained_handler() {
     assert_child_ok("errno-chain");
 }
 
+#[cfg(feature = "fault-locked")]
 /// A SIGSEGV sent with kill or raise, not a fault, is treated as the
 /// action before ours would: ignored if it was ignored (and our handler
 /// keeps serving the regions), the default action (death) otherwise.
@@ -750,6 +763,7 @@ fn a_sent_sigsegv_takes_the_action_from_before() {
     assert_eq!(run.signal(), Some(libc::SIGSEGV), "{run:?}");
 }
 
+#[cfg(feature = "fault-locked")]
 /// A handler from before that serves a stray fault and returns leaves
 /// ours installed: the region's next fault is still ours.
 #[test]
@@ -757,6 +771,7 @@ fn a_chained_handler_that_returns_leaves_ours_in_place() {
     assert_child_ok("chain-returns");
 }
 
+#[cfg(feature = "fault-locked")]
 /// Another library installs its SIGSEGV handler over ours (chaining to
 /// ours, as well-behaved handlers do), the last region is dropped, and a
 /// new one made. The old code then saved that handler as "the previous
@@ -772,6 +787,7 @@ fn handler_installed_over_ours_does_not_loop() {
     );
 }
 
+#[cfg(feature = "fault-locked")]
 /// Another library installs its handler over ours, the last region is
 /// dropped (ours stays installed beneath, reachable through it), and that
 /// library then resets SIGSEGV to the default action. The old code still
@@ -782,6 +798,7 @@ fn handler_reset_to_default_over_ours_is_reinstalled() {
     assert_child_ok("handler-reset-over-ours");
 }
 
+#[cfg(feature = "fault-locked")]
 /// The handler's failing `mlock` used to leave its errno in the
 /// interrupted code's errno.
 #[test]
@@ -789,9 +806,12 @@ fn fault_handler_preserves_errno() {
     assert_child_ok("errno");
 }
 
+#[cfg(feature = "fault-locked")]
 static FOREIGN_CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+#[cfg(feature = "fault-locked")]
 static FOREIGN_OLD: std::sync::OnceLock<libc::sigaction> = std::sync::OnceLock::new();
 
+#[cfg(feature = "fault-locked")]
 /// Another library's SIGSEGV handler: counts itself and chains to the
 /// action it replaced; a loop shows as a third call (exit code 3).
 extern "C" fn foreign(sig: i32, info: *mut libc::siginfo_t, ctx: *mut std::ffi::c_void) {
@@ -811,6 +831,7 @@ extern "C" fn foreign(sig: i32, info: *mut libc::siginfo_t, ctx: *mut std::ffi::
     }
 }
 
+#[cfg(feature = "fault-locked")]
 fn install_foreign_handler() {
     // SAFETY: an all-zero sigaction is a valid empty value.
     let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
@@ -825,9 +846,11 @@ fn install_foreign_handler() {
     unsafe { libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut()) };
 }
 
+#[cfg(feature = "fault-locked")]
 /// Calls of [`opener`].
 static OPENED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+#[cfg(feature = "fault-locked")]
 /// Another library's handler that serves a fault by opening whatever page
 /// faulted, counts itself, and clobbers errno as a failing call would.
 extern "C" fn opener(_: i32, info: *mut libc::siginfo_t, _: *mut std::ffi::c_void) {
@@ -842,6 +865,7 @@ extern "C" fn opener(_: i32, info: *mut libc::siginfo_t, _: *mut std::ffi::c_voi
     unsafe { *errno_slot() = 77 };
 }
 
+#[cfg(feature = "fault-locked")]
 /// Installs [`opener`] as SIGSEGV's action (before any region).
 fn install_opener() {
     // SAFETY: an all-zero sigaction is a valid empty value.
@@ -852,6 +876,7 @@ fn install_opener() {
     unsafe { libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut()) };
 }
 
+#[cfg(feature = "fault-locked")]
 /// A fresh PROT_NONE page of the test's own, outside every region.
 fn prot_none_page() -> *mut libc::c_void {
     // SAFETY: a fresh anonymous mapping the kernel places.
@@ -869,6 +894,7 @@ fn prot_none_page() -> *mut libc::c_void {
     p
 }
 
+#[cfg(feature = "fault-locked")]
 fn errno_slot() -> *mut i32 {
     // SAFETY: no preconditions; this thread's errno.
     unsafe { libc::__errno_location() }
@@ -922,6 +948,7 @@ fn child_scenarios() {
             assert!(matches!(e, Error::NotPermitted { .. }), "{e:?}");
             assert!(e.to_string().contains("CAP_IPC_LOCK"));
         }
+        #[cfg(feature = "fault-locked")]
         "fault-rlimit" => {
             limit_memlock(64 << 10);
             let r = FaultLockedRegion::new(LockedRegion::builder(MIB), 1).unwrap();
@@ -942,6 +969,7 @@ fn child_scenarios() {
             // An mlock refusal leaves the pages after it to fault alone.
             assert!(r.locks_on_touch());
         }
+        #[cfg(feature = "fault-locked")]
         "fault-maps" => {
             let max = accounting::max_map_count();
             let p = page();
@@ -1089,6 +1117,7 @@ fn child_scenarios() {
                 "asked {requested}, VmSize {size}"
             );
         }
+        #[cfg(feature = "fault-locked")]
         "handler-before-ours" => {
             /// Exits 42 for the stray access at address 8, 43 for any
             /// other fault (one of a region's, which ours should serve).
@@ -1131,6 +1160,7 @@ fn child_scenarios() {
             let _ = unsafe { std::ptr::read_volatile(8 as *const u8) };
             unreachable!("the stray access must reach the earlier handler");
         }
+        #[cfg(feature = "fault-locked")]
         "errno-chain" => {
             install_opener();
             let r = FaultLockedRegion::new(LockedRegion::builder(MIB), 4).unwrap();
@@ -1150,6 +1180,7 @@ fn child_scenarios() {
             // SAFETY: mapped by prot_none_page.
             unsafe { libc::munmap(other, page()) };
         }
+        #[cfg(feature = "fault-locked")]
         "chain-returns" => {
             install_opener();
             let r = FaultLockedRegion::new(LockedRegion::builder(MIB), 4).unwrap();
@@ -1170,6 +1201,7 @@ fn child_scenarios() {
             // SAFETY: mapped by prot_none_page.
             unsafe { libc::munmap(other, page()) };
         }
+        #[cfg(feature = "fault-locked")]
         "raise-ignored" | "raise-default" => {
             // The action before ours (in place of std's stack-overflow
             // handler, which takes a sent SIGSEGV for a fault).
@@ -1199,6 +1231,7 @@ fn child_scenarios() {
             r.read(8 * page()).unwrap();
             assert_eq!(r.faults(), 2, "ours still serves the region's faults");
         }
+        #[cfg(feature = "fault-locked")]
         "stray-segv" => {
             let r = FaultLockedRegion::new(LockedRegion::builder(MIB), 4).unwrap();
             r.read(0).unwrap();
@@ -1208,6 +1241,7 @@ fn child_scenarios() {
             let _ = unsafe { std::ptr::read_volatile(8 as *const u8) };
             unreachable!("the stray access must kill the process");
         }
+        #[cfg(feature = "fault-locked")]
         "handler-over-ours" => {
             let a = FaultLockedRegion::new(LockedRegion::builder(MIB), 4).unwrap();
             a.read(0).unwrap();
@@ -1233,6 +1267,7 @@ fn child_scenarios() {
             let _ = unsafe { std::ptr::read_volatile(8 as *const u8) };
             unreachable!("the stray access must kill the process");
         }
+        #[cfg(feature = "fault-locked")]
         "handler-reset-over-ours" => {
             let a = FaultLockedRegion::new(LockedRegion::builder(MIB), 4).unwrap();
             a.read(0).unwrap();
@@ -1256,6 +1291,7 @@ fn child_scenarios() {
             // SAFETY: filled by sigaction.
             assert_eq!(unsafe { now.assume_init() }.sa_sigaction, libc::SIG_DFL);
         }
+        #[cfg(feature = "fault-locked")]
         "errno" => {
             limit_memlock(0);
             let r = FaultLockedRegion::new(LockedRegion::builder(MIB), 1).unwrap();

@@ -9,7 +9,7 @@ use std::{
 use mmbatch_mmap::{HugePageSize, HugePagesUnavailable, Mapping};
 use rustix::{
     io::Errno,
-    mm::{Advice, MapFlags, MprotectFlags, ProtFlags, madvise, mlock, munlock},
+    mm::{Advice, MapFlags, ProtFlags, madvise, mlock, munlock},
 };
 
 use crate::{Error, accounting};
@@ -522,12 +522,14 @@ impl LockedRegion {
         Ok(vec.iter().filter(|v| **v & 1 != 0).count())
     }
 
-    /// Changes the protection of `[offset, offset + len)` (`mprotect`).
+    /// Changes the protection of `[offset, offset + len)` (`mprotect`):
+    /// `FaultLockedRegion`'s alone.
+    #[cfg(feature = "fault-locked")]
     pub(crate) fn protect(
         &self,
         offset: usize,
         len: usize,
-        prot: MprotectFlags,
+        prot: rustix::mm::MprotectFlags,
     ) -> Result<(), Error> {
         self.check_range(offset, len)?;
         // SAFETY: the range is inside our mapping; as_slice's readers are
