@@ -487,10 +487,15 @@ impl<K, V, S, W> Builder<K, V, S, W> {
         // Two stripes per CPU, up to MAX_STRIPES (see `lock`); one when every
         // lookup writes the lruvec anyway (batching off).
         let stripes = if o.batching { stripes_for(cpus) } else { 1 };
-        // Weighted, the cache's entries are not known: its shards run the
-        // default's fallback.
-        let duel = (o.policy == Policy::Adaptive && !o.weighted)
-            .then(|| crate::sync::Arc::new(Duel::new(entries)));
+        // Weighted, the cache's entries are known only as it fills: the
+        // duel follows what its shards report.
+        let duel = (o.policy == Policy::Adaptive).then(|| {
+            crate::sync::Arc::new(if o.weighted {
+                Duel::weighted(o.capacity, shards)
+            } else {
+                Duel::new(entries)
+            })
+        });
         let lruvecs = (0..shards)
             .map(|i| {
                 let lv = Lruvec::new(

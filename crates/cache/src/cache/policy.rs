@@ -117,10 +117,12 @@ pub enum Policy {
     /// another's replay. A small cache (a few thousand entries or fewer)
     /// feels it in its speed, as it does the shared increment of each
     /// hit's move while shards run `Lru`; one of 10^5 entries runs a few
-    /// percent slower than one built with `Policy::Workingset`. A weighted
-    /// cache runs `Workingset` (the simulations are sized in entries, which
-    /// a weight does not give) and reports `Adaptive`. How it chooses, hit
-    /// ratios and speed: [docs/cache.md][adaptive-measurements].
+    /// percent slower than one built with `Policy::Workingset`. In a
+    /// weighted cache the simulations count entries, not weight (the duel
+    /// scores requests hit): they are sized for the entries the shards
+    /// would hold full, at the mean weight of those they hold, and resized
+    /// when that moves by a quarter. How it chooses, hit ratios and speed:
+    /// [docs/cache.md][adaptive-measurements].
     ///
     /// It keeps the promises `Workingset` and `Lirs` make on the shapes
     /// that defeat LRU, and one where recency pays (property tests hold it

@@ -20,6 +20,12 @@
 use super::{Deadline, Evicted, Lruvec, Policy, batch::Batch, tunables::*};
 use crate::sync::{AtomicBool, AtomicU8, AtomicU32, Mutex, Ordering};
 
+/// Entries a weighted cache's simulations are first sized for, before
+/// its shards have said what they hold (see [`Duel::weighted`]): the
+/// smallest cache sampled at [`DUEL_MIN_SHIFT`] into simulations of
+/// [`DUEL_ENTRIES`].
+const WEIGHTED_START: usize = DUEL_ENTRIES << DUEL_MIN_SHIFT;
+
 /// The hits of sampled keys a shard holds for the duel between two of its
 /// write sections, while another shard feeds the simulations; past that,
 /// such hits are lost to the sample.
@@ -269,6 +275,10 @@ pub(in crate::cache) struct Duel {
     /// What every shard's write reads, apart from the mutex's line, which
     /// every sampled access writes; stored only when it changes.
     verdict: crossbeam_utils::CachePadded<Verdict>,
+    /// A weighted cache's shards, whose entries the simulations follow
+    /// (see [`Duel::weighted`]); 0 for a cache of entries, whose size
+    /// only `set_capacity` changes.
+    weighted_shards: usize,
     /// Sampled accesses a write section dropped, finding the simulations
     /// busy: a loom model's tally (std's atomic, outside loom's model of
     /// memory). Hits a lookup loses past its cap or to a full buffer are
@@ -284,6 +294,10 @@ struct Verdict {
     /// Whether any simulation has hit (until then LIRS shards keep no
     /// stamps).
     hit: AtomicBool,
+    /// The sample's shift (see [`sample_below`]), which a weighted
+    /// cache's shards take up at their next write section when the
+    /// simulations follow its entries.
+    shift: AtomicU32,
 }
 
 /// The simulations, one for each of [`CONTENDERS`] (keys are short
@@ -293,6 +307,8 @@ struct Sims {
     /// Keys whose mixed short hash has its top `shift` bits clear are
     /// sampled.
     shift: u32,
+    /// The cache's entries the simulations are sized for.
+    basis: usize,
     sims: [Lruvec<u32, ()>; 4],
     /// Hits of each over about the last [`DUEL_WINDOW`] sampled accesses.
     score: [f64; 4],
@@ -322,15 +338,35 @@ impl Duel {
     /// (`2^-`[`DUEL_MIN_SHIFT`]) when that is fewer (see
     /// [`Sims::shift_for`]).
     pub(in crate::cache) fn new(entries: usize) -> Self {
+        let sims = Sims::new(entries);
         Self {
-            sims: Mutex::new(Sims::new(entries)),
             verdict: crossbeam_utils::CachePadded::new(Verdict {
                 // LIRS first.
                 policy: AtomicU8::new(1),
                 hit: AtomicBool::new(false),
+                shift: AtomicU32::new(sims.shift),
             }),
+            sims: Mutex::new(sims),
+            weighted_shards: 0,
             #[cfg(all(test, loom))]
             dropped: std::sync::atomic::AtomicU32::new(0),
+        }
+    }
+
+    /// A duel for a weighted cache of `capacity` over `shards` shards,
+    /// whose entries are not known until it holds some: the simulations
+    /// are sized for the entries the shards report as they feed them
+    /// (each shard's length scaled by its capacity over its weight, times
+    /// the shards), resized once that is a quarter off, as
+    /// [`resize`](Self::resize) does. Why: the simulations model the
+    /// cache in entries (a sampled key counts 1, as the duel scores
+    /// requests hit), and a capacity in weight (bytes, say) says nothing
+    /// of how many it holds.
+    pub(in crate::cache) fn weighted(capacity: u64, shards: usize) -> Self {
+        let start = usize::try_from(capacity).map_or(WEIGHTED_START, |c| c.min(WEIGHTED_START));
+        Self {
+            weighted_shards: shards.max(1),
+            ..Self::new(start.max(1))
         }
     }
 
@@ -338,22 +374,23 @@ impl Duel {
     /// simulations follow, sampled at the rate that suits the new size
     /// (new simulations, warming up again, if it changed; the verdict
     /// stands meanwhile). Returns the sample's `shift` (see [`sample_below`]).
+    /// A weighted cache's duel takes no size from here: its shards report
+    /// what their new capacities hold as they feed it.
     pub(in crate::cache) fn resize(&self, entries: usize) -> u32 {
         let sims = &mut *crate::sync::lock(&self.sims);
-        if Sims::shift_for(entries) == sims.shift {
-            let n = Sims::entries(sims.shift, entries);
-            for sim in &mut sims.sims {
-                sim.set_capacity(n as u64, n, &mut sims.out);
-            }
-            sims.out.clear();
-        } else {
-            // New simulations warm up again; the verdict stands, learned
-            // as it was (`learned_verdict`).
-            let settled = sims.settled();
-            *sims = Sims::new(entries);
-            sims.settled = settled;
+        if self.weighted_shards != 0 {
+            return sims.shift;
         }
+        sims.resize(entries);
+        self.verdict.shift.store(sims.shift, Ordering::Relaxed);
         sims.shift
+    }
+
+    /// The sample's shift now: a weighted cache's shards take it up at
+    /// their next write section (see [`weighted`](Self::weighted)).
+    #[inline]
+    pub(in crate::cache) fn shift_now(&self) -> u32 {
+        self.verdict.shift.load(Ordering::Relaxed)
     }
 
     /// What the simulation of [`Policy::Workingset`] has learned (see
@@ -420,6 +457,12 @@ impl Duel {
         settled.then(|| (self.policy(), self.has_hit()))
     }
 
+    /// The cache's entries the simulations are sized for.
+    #[cfg(test)]
+    pub(in crate::cache) fn basis(&self) -> usize {
+        crate::sync::lock(&self.sims).basis
+    }
+
     /// Sampled accesses the simulations have seen.
     #[cfg(test)]
     pub(in crate::cache) fn seen(&self) -> u64 {
@@ -459,21 +502,28 @@ impl Duel {
     /// loses those accesses, and no shard waits for another's. Inline up
     /// to the test for anything to feed, which most insertions fail: the
     /// replay is a call of its own.
+    /// `entries` is what the feeding shard would hold when full
+    /// (weighted caches' only: see [`weighted`](Self::weighted)).
     #[inline]
-    pub(in crate::cache) fn feed(&self, sampled: &Sampled, miss: Option<u32>) {
+    pub(in crate::cache) fn feed(
+        &self,
+        sampled: &Sampled,
+        miss: Option<u32>,
+        entries: impl FnOnce() -> usize,
+    ) {
         // A new section: lookups may replay again (stored only if they
         // did, so that a write leaves the buffer's line alone otherwise).
         if sampled.hits.load(Ordering::Relaxed) != 0 {
             sampled.hits.store(0, Ordering::Relaxed);
         }
         if miss.is_some() || !sampled.is_empty() {
-            self.feed_sims(sampled, miss);
+            self.feed_sims(sampled, miss, entries);
         }
     }
 
     /// [`feed`](Self::feed)'s replay, once there is something to feed.
     #[inline(never)]
-    fn feed_sims(&self, sampled: &Sampled, miss: Option<u32>) {
+    fn feed_sims(&self, sampled: &Sampled, miss: Option<u32>, entries: impl FnOnce() -> usize) {
         let Some(mut sims) = self.try_sims() else {
             #[cfg(all(test, loom))]
             self.tally_dropped(sampled, miss);
@@ -482,9 +532,30 @@ impl Duel {
             return;
         };
         let sims = &mut *sims;
-        sampled.drain(|h| sims.access(h));
+        if self.weighted_shards != 0 {
+            let cache = entries().saturating_mul(self.weighted_shards).max(1);
+            if sims.off_basis(cache) {
+                sims.resize(cache);
+                self.verdict.shift.store(sims.shift, Ordering::Relaxed);
+            }
+        }
+        // Weighted, only keys of the simulations' sample: a shard that
+        // has not yet taken up a new shift samples at the old one. (A
+        // cache of entries changes it only in `set_capacity`, which has
+        // every shard take it up.)
+        let below = if self.weighted_shards != 0 {
+            sample_below(sims.shift)
+        } else {
+            u64::MAX
+        };
+        let mut access = |h: u32| {
+            if sample_key(h) < below {
+                sims.access(h);
+            }
+        };
+        sampled.drain(&mut access);
         if let Some(h) = miss {
-            sims.access(h);
+            access(h);
         }
         self.judge(sims);
     }
@@ -574,6 +645,7 @@ impl Sims {
         };
         Self {
             shift,
+            basis: entries,
             sims: CONTENDERS.map(sim),
             score: [0.0; 4],
             window: 0.0,
@@ -585,6 +657,34 @@ impl Sims {
             settled: false,
             out: Evicted::new(),
         }
+    }
+
+    /// Sized for a cache of `entries` entries: the simulations take the
+    /// new size if the sample's rate stays; new ones, warming up again,
+    /// if it changes (the verdict stands, learned as it was:
+    /// `learned_verdict`).
+    fn resize(&mut self, entries: usize) {
+        if Self::shift_for(entries) == self.shift {
+            let n = Self::entries(self.shift, entries);
+            for sim in &mut self.sims {
+                sim.set_capacity(n as u64, n, &mut self.out);
+            }
+            self.out.clear();
+            self.basis = entries;
+        } else {
+            let settled = self.settled();
+            *self = Self::new(entries);
+            self.settled = settled;
+        }
+    }
+
+    /// Whether a cache of `entries` entries is a quarter or more off what
+    /// the simulations are sized for: a weighted cache's estimate moves
+    /// with each entry's weight, and each resize costs the simulations
+    /// what they evict.
+    fn off_basis(&self, entries: usize) -> bool {
+        let b = self.basis;
+        entries > b.saturating_add(b / 4) || entries < b - b / 4
     }
 
     /// Whether the verdict is learned: the simulations have warmed up

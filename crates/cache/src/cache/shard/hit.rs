@@ -16,7 +16,7 @@ impl<K, V> Lruvec<K, V> {
                 // Twice the sampled keys the shard holds: a run of hits
                 // over all of them (a loop's, a zigzag's) reaches the
                 // duel whole; a read-only phase costs it that many.
-                let cap = u32::try_from(self.max_entries >> self.duel_shift)
+                let cap = u32::try_from(self.full_entries >> self.duel_shift)
                     .unwrap_or(u32::MAX)
                     .saturating_mul(2)
                     .max(duel::SAMPLED as u32);

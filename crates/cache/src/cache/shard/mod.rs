@@ -63,6 +63,12 @@ const STAMP_OLDEST: u16 = 1 << 14;
 
 /// The most references a batched hit counts under `policy`: one under
 /// [`Policy::Lru`] (a second chance, as CLOCK gives), else [`MAX_REFS`].
+/// The most entries a capacity of `capacity` holds, each weighing at
+/// least 1 (saturated to `usize`).
+fn capacity_entries(capacity: u64) -> usize {
+    usize::try_from(capacity).unwrap_or(usize::MAX)
+}
+
 fn max_refs_of(policy: Policy) -> u8 {
     if policy == Policy::Lru { 1 } else { MAX_REFS }
 }
@@ -301,6 +307,11 @@ pub(super) struct Lruvec<K, V> {
     weight: u64,
     capacity: u64,
     max_entries: usize,
+    /// The entries the shard holds once full, which LIRS's stamps and the
+    /// duel's sample are scaled to: `max_entries` unweighted; weighted,
+    /// where `max_entries` bounds nothing (a capacity in bytes, say), its
+    /// length at its evictions (see [`follow_entries`](Self::follow_entries)).
+    full_entries: usize,
     policy: Policy,
     /// The most references a batched hit counts ([`mark_accessed`](Self::mark_accessed)):
     /// [`MAX_REFS`], 1 under [`Policy::Lru`] (kept rather than derived on
@@ -392,7 +403,7 @@ impl<K, V> Lruvec<K, V> {
             moves: None,
             duel_shift: 0,
             sample_below: 0,
-            stamp_shift: Self::stamp_shift_for(max_entries),
+            stamp_shift: Self::stamp_shift_for(max_entries.min(capacity_entries(capacity))),
             stamps_aged: 0,
             now: 0,
             sweep: 0,
@@ -405,6 +416,7 @@ impl<K, V> Lruvec<K, V> {
             weight: 0,
             capacity,
             max_entries,
+            full_entries: max_entries.min(capacity_entries(capacity)),
             policy,
             max_refs: max_refs_of(policy),
             batching,
@@ -476,8 +488,19 @@ impl<K, V> Lruvec<K, V> {
         let Some((duel, sampled)) = &self.duel else {
             return;
         };
-        duel.feed(sampled, self.samples(h).then_some(h));
+        duel.feed(sampled, self.samples(h).then_some(h), || {
+            self.entries_when_full()
+        });
         let (policy, hit) = (duel.policy(), duel.has_hit());
+        // Weighted, the sample's rate follows the cache's entries.
+        let shift = if self.weighted {
+            duel.shift_now()
+        } else {
+            self.duel_shift
+        };
+        if shift != self.duel_shift {
+            self.set_duel_shift(shift);
+        }
         if policy != self.runs() {
             self.adopt(policy);
         }
@@ -536,7 +559,8 @@ impl<K, V> Lruvec<K, V> {
         // set, LRU drains it.
         self.stale = false;
         if self.lirs {
-            self.lir_stamp = self.shadows.now().wrapping_sub(self.max_entries as u32);
+            // Truncated on purpose: the shadows' clock wraps.
+            self.lir_stamp = self.shadows.now().wrapping_sub(self.full_entries as u32);
             // From no evidence, as `Workingset`'s statistics below.
             self.hir_share = LIRS_HIR;
         } else {
@@ -579,8 +603,20 @@ impl<K, V> Lruvec<K, V> {
         }
     }
 
+    /// The entries the shard would hold with its capacity full, at the
+    /// mean weight of those it holds (its length while it holds none):
+    /// what a weighted cache's duel sizes its simulations by.
+    fn entries_when_full(&self) -> usize {
+        if self.weight == 0 {
+            return self.len();
+        }
+        let n = u128::from(self.len() as u64) * u128::from(self.capacity) / u128::from(self.weight);
+        usize::try_from(n).unwrap_or(usize::MAX)
+    }
+
     /// The duel samples 1 key in `2^shift` from now (the cache was
-    /// resized: see [`Duel::resize`]).
+    /// resized, or a weighted cache's duel follows its entries: see
+    /// [`Duel::resize`], [`Duel::weighted`]).
     pub(super) fn set_duel_shift(&mut self, shift: u32) {
         // Without a duel no key is sampled (`samples`): the bound stays 0.
         debug_assert!(self.duel.is_some(), "a sampling rate for no duel");
@@ -956,7 +992,12 @@ impl<K, V> Lruvec<K, V> {
         self.capacity = capacity;
         self.max_entries = max_entries;
         self.shadows.set_limit(max_entries);
-        self.restamp(max_entries);
+        if !self.weighted {
+            // Weighted, the entries the new share holds are known at its
+            // next evictions (`follow_entries`).
+            self.full_entries = max_entries.min(capacity_entries(capacity));
+        }
+        self.restamp(self.full_entries);
         let mut none = NIL;
         // A resize's evictions say nothing of how the HIR set is reused.
         let hir_share = self.hir_share;

@@ -308,6 +308,9 @@ impl<K, V> Lruvec<K, V> {
         self.detach(t);
         self.evictions += 1;
         self.fill = false;
+        if self.weighted && self.evictions % FOLLOW_ENTRIES_EVERY == 1 {
+            self.follow_entries();
+        }
         // LIRS's stack keeps an entry's last access: counted from its
         // eviction, a loop's keys, which wait on the inactive list before
         // they go, passed for more recent than the oldest LIR entry and
@@ -317,6 +320,26 @@ impl<K, V> Lruvec<K, V> {
             self.shadows.prefetch(hash);
             (hash, f, at)
         })
+    }
+
+    /// A weighted shard, full (it is evicting): takes its length as the
+    /// entries it holds ([`full_entries`](Self::full_entries)), and
+    /// LIRS's stamps to that scale once it has moved a whole power of
+    /// two past the stamps' scale, or two (a length on the edge of one
+    /// would otherwise restamp every entry at each look). Why: scaled to
+    /// `max_entries`, which a weighted cache's capacity sets (bytes, say),
+    /// a stamp's unit spanned many times the shard, and LIRS saw every
+    /// entry as used at once.
+    #[cold]
+    fn follow_entries(&mut self) {
+        let len = self.len().max(1);
+        self.full_entries = len;
+        let shift = Self::stamp_shift_for(len);
+        let clear = Self::stamp_shift_for(len - len / 4) == shift
+            && Self::stamp_shift_for(len + len / 4) == shift;
+        if shift != self.stamp_shift && (clear || shift.abs_diff(self.stamp_shift) > 1) {
+            self.restamp(len);
+        }
     }
 
     /// Leaves the shadow of a victim that

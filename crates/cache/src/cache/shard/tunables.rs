@@ -210,3 +210,9 @@ pub(super) const DUEL_LRU_WARMUP: u64 = 8 * DUEL_ENTRIES as u64;
 /// policy for many times its size (docs/cache.md, `Policy::Adaptive`,
 /// "Warm-up", and "Small caches").
 pub(super) const DUEL_WARMUP: u64 = 4 * DUEL_ENTRIES as u64;
+
+/// A weighted shard looks at its length every this many evictions to
+/// learn the entries it holds (`Lruvec::follow_entries`): more follows a
+/// change of the entries' weights later, fewer costs evictions a
+/// division more often.
+pub(super) const FOLLOW_ENTRIES_EVERY: u64 = 256;

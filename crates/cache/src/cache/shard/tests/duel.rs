@@ -260,7 +260,7 @@ fn the_duel_follows_the_simulation_that_hits_more() {
         assert_eq!(d.shift(), 3, "1 key in 8 sampled");
         let s = sim::Sampled::new();
         for h in trace {
-            d.feed(&s, Some(h.max(1)));
+            d.feed(&s, Some(h.max(1)), || 0);
         }
         matches!(d.policy(), Policy::Lirs | Policy::LirsTinyLfu)
     };
@@ -1015,9 +1015,9 @@ fn an_unsampled_write_hands_over_the_sampled_hits() {
     for h in 1..=3 {
         s.push(h);
     }
-    d.feed(&s, None);
+    d.feed(&s, None, || 0);
     assert_eq!(d.seen(), 3);
-    d.feed(&s, None);
+    d.feed(&s, None, || 0);
     assert_eq!(d.seen(), 3, "each hit once");
 }
 
@@ -1041,7 +1041,7 @@ fn a_sampled_hit_reaches_the_simulations_at_once() {
         d.hit(&s, 6, 16);
     }
     assert_eq!(d.seen(), 1, "the simulations were busy");
-    d.feed(&s, None);
+    d.feed(&s, None, || 0);
     assert_eq!(d.seen(), 2, "the next write handed the hit over");
     // A shard that only reads replays `cap` hits (here 16) until its
     // next write section, then no more.
@@ -1049,7 +1049,7 @@ fn a_sampled_hit_reaches_the_simulations_at_once() {
         d.hit(&s, h, 16);
     }
     assert_eq!(d.seen(), 18, "16 more hits, then none");
-    d.feed(&s, None);
+    d.feed(&s, None, || 0);
     d.hit(&s, 41, 16);
     assert_eq!(d.seen(), 19, "a write section lets hits through again");
 }
@@ -1670,4 +1670,46 @@ proptest::proptest! {
             );
         }
     }
+}
+
+/// A weighted cache's duel sizes its simulations by the entries its
+/// shards report (each shard's estimate times the shards), sampling at
+/// the rate that suits them; an estimate within a quarter of the size
+/// moves nothing; and while a shard still samples at the old rate, keys
+/// outside the new sample do not reach the simulations.
+#[test]
+fn a_weighted_duel_follows_the_entries_its_shards_report() {
+    let d = sim::Duel::weighted(1 << 40, 2);
+    // Before any report: the smallest cache sampled 1 key in 8.
+    assert_eq!((d.shift(), d.shift_now()), (3, 3));
+    let s = sim::Sampled::new();
+    // A key in every sample (its mixed hash is 0).
+    let always = 0u32;
+    // 2 shards of 50 000: a cache of 100 000, 390 simulations' worth of
+    // 256: 1 key in 2^8.
+    d.feed(&s, Some(always), || 50_000);
+    assert_eq!((d.shift(), d.shift_now(), d.basis()), (8, 8, 100_000));
+    assert_eq!(d.seen(), 1, "the key of the sample reached them");
+    // A fifth more: the same simulations.
+    d.feed(&s, Some(always), || 60_000);
+    assert_eq!((d.basis(), d.seen()), (100_000, 2));
+    // Three tenths more: resized at the same rate (what they learned
+    // kept).
+    d.feed(&s, Some(always), || 65_000);
+    assert_eq!((d.shift_now(), d.basis(), d.seen()), (8, 130_000, 3));
+    // Fifteen times fewer: 1 key in 2^5.
+    d.feed(&s, Some(always), || 5_000);
+    assert_eq!((d.shift_now(), d.basis()), (5, 10_000));
+    // A key sampled at 1 in 8 but not at 1 in 32, from a shard that has
+    // not yet taken the new rate up: dropped.
+    let h = (1u32..)
+        .find(|&h| sim::sampled(h, 3) && !sim::sampled(h, 5))
+        .unwrap();
+    let seen = d.seen();
+    d.feed(&s, Some(h), || 5_000);
+    assert_eq!(
+        d.seen(),
+        seen,
+        "a key outside the sample reached the simulations"
+    );
 }
