@@ -410,7 +410,13 @@ impl Duel {
     /// sample.
     #[cfg(test)]
     pub(in crate::cache) fn samples(&self, hash: u64) -> bool {
-        sampled(super::short_hash(hash), self.shift())
+        self.samples_at(hash, self.shift())
+    }
+
+    /// Whether the key of `hash` is in a sample of 1 in `2^shift` keys.
+    #[cfg(test)]
+    pub(in crate::cache) fn samples_at(&self, hash: u64, shift: u32) -> bool {
+        sampled(super::short_hash(hash), shift)
     }
 
     /// Holds the simulations, as a shard feeding them does.
@@ -502,8 +508,9 @@ impl Duel {
     /// loses those accesses, and no shard waits for another's. Inline up
     /// to the test for anything to feed, which most insertions fail: the
     /// replay is a call of its own.
-    /// `entries` is what the feeding shard would hold when full
-    /// (weighted caches' only: see [`weighted`](Self::weighted)).
+    /// `entries` is what the feeding shard would hold when full, 0 if it
+    /// cannot tell yet (weighted caches' only: see
+    /// [`weighted`](Self::weighted)).
     #[inline]
     pub(in crate::cache) fn feed(
         &self,
@@ -533,21 +540,14 @@ impl Duel {
         };
         let sims = &mut *sims;
         if self.weighted_shards != 0 {
-            let cache = entries().saturating_mul(self.weighted_shards).max(1);
-            if sims.off_basis(cache) {
+            // 0: the shard holds nothing yet to tell.
+            let cache = entries().saturating_mul(self.weighted_shards);
+            if cache != 0 && sims.off_basis(cache) {
                 sims.resize(cache);
                 self.verdict.shift.store(sims.shift, Ordering::Relaxed);
             }
         }
-        // Weighted, only keys of the simulations' sample: a shard that
-        // has not yet taken up a new shift samples at the old one. (A
-        // cache of entries changes it only in `set_capacity`, which has
-        // every shard take it up.)
-        let below = if self.weighted_shards != 0 {
-            sample_below(sims.shift)
-        } else {
-            u64::MAX
-        };
+        let below = self.takes_below(sims);
         let mut access = |h: u32| {
             if sample_key(h) < below {
                 sims.access(h);
@@ -600,8 +600,23 @@ impl Duel {
             return;
         };
         let sims = &mut *sims;
-        sims.access(h);
+        if sample_key(h) < self.takes_below(sims) {
+            sims.access(h);
+        }
         self.judge(sims);
+    }
+
+    /// The bound of the keys the simulations take (see [`sample_key`]):
+    /// weighted, only their sample's, since a shard that has not yet
+    /// taken up a new shift samples at the old one; every key otherwise
+    /// (a cache of entries changes its shift only in `set_capacity`,
+    /// which has every shard take it up).
+    fn takes_below(&self, sims: &Sims) -> u64 {
+        if self.weighted_shards != 0 {
+            sample_below(sims.shift)
+        } else {
+            u64::MAX
+        }
     }
 
     /// The simulations, unless another thread holds them (no shard or

@@ -604,11 +604,11 @@ impl<K, V> Lruvec<K, V> {
     }
 
     /// The entries the shard would hold with its capacity full, at the
-    /// mean weight of those it holds (its length while it holds none):
+    /// mean weight of those it holds (0, not known, while it holds none):
     /// what a weighted cache's duel sizes its simulations by.
     fn entries_when_full(&self) -> usize {
         if self.weight == 0 {
-            return self.len();
+            return 0;
         }
         let n = u128::from(self.len() as u64) * u128::from(self.capacity) / u128::from(self.weight);
         usize::try_from(n).unwrap_or(usize::MAX)

@@ -113,6 +113,83 @@ fn two_shards_feed_the_duel_at_once() {
     });
 }
 
+/// A weighted cache's duel resizes its simulations, to a new sampling
+/// shift, from one shard's write while another shard, which has not yet
+/// taken the new shift up (it takes it at its next write), hands the
+/// simulations a hit of a key sampled at the old shift only. Whichever
+/// comes first, or if the lookup finds the simulations busy (its hit
+/// then waits in its shard's buffer), the simulations take no key
+/// outside their sample: after the resize they see the insertion's miss
+/// alone. Broken on purpose (the lookup's hit taken whatever its key),
+/// seen to fail: 2.
+#[test]
+fn a_resize_and_a_stale_shards_hit_leave_the_sample_whole() {
+    super::model(|| {
+        // Capacity 2^20 over two shards: a shard holding a key weighing 1
+        // says it holds 2^19 (the cache 2^20: a shift of 12).
+        let cache = LruCache::builder(1 << 20)
+            .shards(2)
+            .policy(Policy::Adaptive)
+            .hasher(Fixed::default())
+            .weigher(|_: &u32, v: &u32| u64::from(*v))
+            .build()
+            .unwrap();
+        let duel = cache.duel.clone().expect("an adaptive cache has a duel");
+        // Shard 0's key, sampled at a shift of 3 but not of 12; shard 1's,
+        // sampled at 12 (and so at 3): bounded searches.
+        let find = |shard: usize, at: u32, not_at: u32| {
+            (0..200_000u32).find(|k| {
+                let h = cache.hash(k);
+                cache.shard_index(h) == shard
+                    && duel.samples_at(h, at)
+                    && !duel.samples_at(h, not_at)
+            })
+        };
+        let stale = find(0, 3, 12).expect("a key of shard 0 sampled at 3 only");
+        let fresh = find(1, 12, 32).expect("a key of shard 1 sampled at 12");
+        let filler = (0..100u32)
+            .find(|k| {
+                let h = cache.hash(k);
+                cache.shard_index(h) == 1 && !duel.samples_at(h, 3)
+            })
+            .expect("a key of shard 1 not sampled");
+        // A shard reports what it would hold from what it holds before a
+        // write: shard 1 a key weighing 1 (unsampled: nothing reported
+        // yet), shard 0 its sampled key (holding nothing before, it
+        // reports nothing). The simulations stay at a shift of 3, and so
+        // does shard 0 until its next write.
+        cache.insert(filler, 1);
+        cache.insert(stale, 1 << 19);
+        assert_eq!(duel.shift_now(), 3);
+        let seen = duel.seen();
+        let cache = Arc::new(cache);
+        let insert = {
+            let c = cache.clone();
+            thread::spawn(move || {
+                c.insert(fresh, 1);
+            })
+        };
+        let lookup = {
+            let c = cache.clone();
+            thread::spawn(move || assert_eq!(c.get(&stale), Some(1 << 19)))
+        };
+        insert.join().unwrap();
+        lookup.join().unwrap();
+        if duel.dropped() == 0 {
+            // A resize to a new shift starts the simulations afresh: they
+            // saw the insertion's miss, and the stale hit only if it came
+            // before (gone with the old simulations).
+            assert_eq!(duel.shift_now(), 12, "shard 1's key says 2^20 entries");
+            assert_eq!(duel.seen(), 1, "a key outside the sample reached them");
+        } else {
+            // The insertion found the simulations busy with the hit, and
+            // dropped its miss (and the resize it would have made).
+            assert_eq!((duel.shift_now(), duel.seen()), (3, seen + 1));
+        }
+        cache.check_invariants().unwrap();
+    });
+}
+
 /// Two racing pushes fill a batch of two: exactly one of them is told it
 /// took the last slot (the lookup that drains it). Broken on purpose by
 /// telling a pusher from a load of the length after its push (both can

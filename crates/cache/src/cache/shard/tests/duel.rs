@@ -1712,4 +1712,9 @@ fn a_weighted_duel_follows_the_entries_its_shards_report() {
         seen,
         "a key outside the sample reached the simulations"
     );
+    // Nor through a lookup's hit.
+    d.hit(&s, h, 16);
+    assert_eq!(d.seen(), seen, "a hit outside the sample reached them");
+    d.hit(&s, always, 16);
+    assert_eq!(d.seen(), seen + 1);
 }
