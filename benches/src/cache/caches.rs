@@ -72,7 +72,12 @@ impl Cache for quick_cache::sync::Cache<u64, u64> {
     }
 }
 
-impl Cache for LruCache<u64, u64> {
+impl<S, W> Cache for LruCache<u64, u64, S, W>
+where
+    S: std::hash::BuildHasher + Sync,
+    W: mmbatch_cache::Weigher<u64, u64> + Sync,
+    LruCache<u64, u64, S, W>: Sync,
+{
     fn get(&self, key: u64) -> bool {
         LruCache::get(self, &key).is_some()
     }
