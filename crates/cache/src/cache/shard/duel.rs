@@ -26,6 +26,11 @@ use crate::sync::{AtomicBool, AtomicU8, AtomicU32, Mutex, Ordering};
 /// [`DUEL_ENTRIES`].
 const WEIGHTED_START: usize = DUEL_ENTRIES << DUEL_MIN_SHIFT;
 
+/// The reports a weighted cache's estimate of its entries is a decaying
+/// mean over (see [`Sims::report`]): more steadies it between shards that
+/// differ, fewer follows a change of the entries' weights sooner.
+const REPORTS_OVER: f64 = 16.0;
+
 /// The hits of sampled keys a shard holds for the duel between two of its
 /// write sections, while another shard feeds the simulations; past that,
 /// such hits are lost to the sample.
@@ -309,6 +314,9 @@ struct Sims {
     shift: u32,
     /// The cache's entries the simulations are sized for.
     basis: usize,
+    /// A weighted cache's entries as its shards report them, a decaying
+    /// mean (0: none reported yet).
+    reported: f64,
     sims: [Lruvec<u32, ()>; 4],
     /// Hits of each over about the last [`DUEL_WINDOW`] sampled accesses.
     score: [f64; 4],
@@ -464,7 +472,7 @@ impl Duel {
     }
 
     /// The cache's entries the simulations are sized for.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(in crate::cache) fn basis(&self) -> usize {
         crate::sync::lock(&self.sims).basis
     }
@@ -541,10 +549,13 @@ impl Duel {
         let sims = &mut *sims;
         if self.weighted_shards != 0 {
             // 0: the shard holds nothing yet to tell.
-            let cache = entries().saturating_mul(self.weighted_shards);
-            if cache != 0 && sims.off_basis(cache) {
-                sims.resize(cache);
-                self.verdict.shift.store(sims.shift, Ordering::Relaxed);
+            let report = entries().saturating_mul(self.weighted_shards);
+            if report != 0 {
+                let cache = sims.report(report);
+                if sims.off_basis(cache) {
+                    sims.resize(cache);
+                    self.verdict.shift.store(sims.shift, Ordering::Relaxed);
+                }
             }
         }
         let below = self.takes_below(sims);
@@ -661,6 +672,7 @@ impl Sims {
         Self {
             shift,
             basis: entries,
+            reported: 0.0,
             sims: CONTENDERS.map(sim),
             score: [0.0; 4],
             window: 0.0,
@@ -687,13 +699,31 @@ impl Sims {
             self.out.clear();
             self.basis = entries;
         } else {
-            let settled = self.settled();
+            let (settled, reported) = (self.settled(), self.reported);
             *self = Self::new(entries);
             self.settled = settled;
+            self.reported = reported;
         }
     }
 
-    /// Whether a cache of `entries` entries is a quarter or more off what
+    /// Takes a shard's report of the weighted cache's entries (its own
+    /// estimate times the shards) into their decaying mean, which it
+    /// returns. Why a mean: shards whose entries' weights differ (a
+    /// heavy entry can take a shard's whole share) report different
+    /// caches, and each report taken as it came resized the simulations
+    /// back and forth.
+    fn report(&mut self, entries: usize) -> usize {
+        let r = entries as f64;
+        self.reported = if self.reported == 0.0 {
+            r
+        } else {
+            self.reported + (r - self.reported) / REPORTS_OVER
+        };
+        // At most `entries`' own range: the cast saturates.
+        self.reported as usize
+    }
+
+    /// Whether a cache of `entries` entries is more than a quarter off what
     /// the simulations are sized for: a weighted cache's estimate moves
     /// with each entry's weight, and each resize costs the simulations
     /// what they evict.

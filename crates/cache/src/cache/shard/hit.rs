@@ -16,7 +16,15 @@ impl<K, V> Lruvec<K, V> {
                 // Twice the sampled keys the shard holds: a run of hits
                 // over all of them (a loop's, a zigzag's) reaches the
                 // duel whole; a read-only phase costs it that many.
-                let cap = u32::try_from(self.full_entries >> self.duel_shift)
+                // (Weighted, the entries it holds now: until it evicts,
+                // and while a new shift waits for its next write, the
+                // entries it would hold are not known.)
+                let held = if self.weighted {
+                    self.len()
+                } else {
+                    self.full_entries
+                };
+                let cap = u32::try_from(held >> self.duel_shift)
                     .unwrap_or(u32::MAX)
                     .saturating_mul(2)
                     .max(duel::SAMPLED as u32);

@@ -61,14 +61,14 @@ const MAX_REFS: u8 = 4;
 /// old ([`Lruvec::age_stamps`]).
 const STAMP_OLDEST: u16 = 1 << 14;
 
-/// The most references a batched hit counts under `policy`: one under
-/// [`Policy::Lru`] (a second chance, as CLOCK gives), else [`MAX_REFS`].
 /// The most entries a capacity of `capacity` holds, each weighing at
 /// least 1 (saturated to `usize`).
 fn capacity_entries(capacity: u64) -> usize {
     usize::try_from(capacity).unwrap_or(usize::MAX)
 }
 
+/// The most references a batched hit counts under `policy`: one under
+/// [`Policy::Lru`] (a second chance, as CLOCK gives), else [`MAX_REFS`].
 fn max_refs_of(policy: Policy) -> u8 {
     if policy == Policy::Lru { 1 } else { MAX_REFS }
 }
@@ -307,10 +307,11 @@ pub(super) struct Lruvec<K, V> {
     weight: u64,
     capacity: u64,
     max_entries: usize,
-    /// The entries the shard holds once full, which LIRS's stamps and the
-    /// duel's sample are scaled to: `max_entries` unweighted; weighted,
-    /// where `max_entries` bounds nothing (a capacity in bytes, say), its
-    /// length at its evictions (see [`follow_entries`](Self::follow_entries)).
+    /// The entries the shard holds once full, which LIRS's stamps are
+    /// scaled to: `max_entries` (at most the capacity) unweighted;
+    /// weighted, where `max_entries` bounds little (a capacity in bytes,
+    /// say), its length at its evictions (see
+    /// [`follow_entries`](Self::follow_entries)), 0 before its first.
     full_entries: usize,
     policy: Policy,
     /// The most references a batched hit counts ([`mark_accessed`](Self::mark_accessed)):
@@ -403,7 +404,11 @@ impl<K, V> Lruvec<K, V> {
             moves: None,
             duel_shift: 0,
             sample_below: 0,
-            stamp_shift: Self::stamp_shift_for(max_entries.min(capacity_entries(capacity))),
+            stamp_shift: Self::stamp_shift_for(Self::first_entries(
+                weighted,
+                capacity,
+                max_entries,
+            )),
             stamps_aged: 0,
             now: 0,
             sweep: 0,
@@ -416,7 +421,7 @@ impl<K, V> Lruvec<K, V> {
             weight: 0,
             capacity,
             max_entries,
-            full_entries: max_entries.min(capacity_entries(capacity)),
+            full_entries: Self::first_entries(weighted, capacity, max_entries),
             policy,
             max_refs: max_refs_of(policy),
             batching,
@@ -443,6 +448,17 @@ impl<K, V> Lruvec<K, V> {
             fill: true,
             thrashing: true,
             reach: REACH_START,
+        }
+    }
+
+    /// [`full_entries`](Self::full_entries) before any eviction: what the
+    /// capacity holds unweighted (every entry weighs 1), not known
+    /// weighted (0).
+    fn first_entries(weighted: bool, capacity: u64, max_entries: usize) -> usize {
+        if weighted {
+            0
+        } else {
+            max_entries.min(capacity_entries(capacity))
         }
     }
 
@@ -559,8 +575,15 @@ impl<K, V> Lruvec<K, V> {
         // set, LRU drains it.
         self.stale = false;
         if self.lirs {
-            // Truncated on purpose: the shadows' clock wraps.
-            self.lir_stamp = self.shadows.now().wrapping_sub(self.full_entries as u32);
+            // A shard's worth back (weighted, what it holds as far as it
+            // can tell before its first eviction). Truncated on purpose:
+            // the shadows' clock wraps.
+            let worth = if self.full_entries == 0 {
+                self.entries_when_full()
+            } else {
+                self.full_entries
+            };
+            self.lir_stamp = self.shadows.now().wrapping_sub(worth as u32);
             // From no evidence, as `Workingset`'s statistics below.
             self.hir_share = LIRS_HIR;
         } else {
@@ -604,14 +627,15 @@ impl<K, V> Lruvec<K, V> {
     }
 
     /// The entries the shard would hold with its capacity full, at the
-    /// mean weight of those it holds (0, not known, while it holds none):
-    /// what a weighted cache's duel sizes its simulations by.
+    /// mean weight of those it holds, and at most `max_entries` (0, not
+    /// known, while it holds none): what a weighted cache's duel sizes
+    /// its simulations by.
     fn entries_when_full(&self) -> usize {
         if self.weight == 0 {
             return 0;
         }
         let n = u128::from(self.len() as u64) * u128::from(self.capacity) / u128::from(self.weight);
-        usize::try_from(n).unwrap_or(usize::MAX)
+        usize::try_from(n).map_or(self.max_entries, |n| n.min(self.max_entries))
     }
 
     /// The duel samples 1 key in `2^shift` from now (the cache was
@@ -994,7 +1018,7 @@ impl<K, V> Lruvec<K, V> {
         self.shadows.set_limit(max_entries);
         if !self.weighted {
             // Weighted, the entries the new share holds are known at its
-            // next evictions (`follow_entries`).
+            // next evictions (`follow_entries`): the scale stays meanwhile.
             self.full_entries = max_entries.min(capacity_entries(capacity));
         }
         self.restamp(self.full_entries);

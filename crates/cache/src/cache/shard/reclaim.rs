@@ -331,7 +331,7 @@ impl<K, V> Lruvec<K, V> {
     /// a stamp's unit spanned many times the shard, and LIRS saw every
     /// entry as used at once.
     #[cold]
-    fn follow_entries(&mut self) {
+    pub(super) fn follow_entries(&mut self) {
         let len = self.len().max(1);
         self.full_entries = len;
         let shift = Self::stamp_shift_for(len);

@@ -1673,48 +1673,174 @@ proptest::proptest! {
 }
 
 /// A weighted cache's duel sizes its simulations by the entries its
-/// shards report (each shard's estimate times the shards), sampling at
-/// the rate that suits them; an estimate within a quarter of the size
-/// moves nothing; and while a shard still samples at the old rate, keys
-/// outside the new sample do not reach the simulations.
+/// shards report (each shard's estimate times the shards, a decaying
+/// mean of the reports), sampling at the rate that suits them; reports
+/// that alternate within a quarter of the size (shards whose entries
+/// weigh differently) move nothing; and while a shard still samples at
+/// an old rate, keys outside the new sample do not reach the simulations.
 #[test]
 fn a_weighted_duel_follows_the_entries_its_shards_report() {
     let d = sim::Duel::weighted(1 << 40, 2);
     // Before any report: the smallest cache sampled 1 key in 8.
-    assert_eq!((d.shift(), d.shift_now()), (3, 3));
+    assert_eq!((d.shift(), d.shift_now(), d.basis()), (3, 3, 2048));
     let s = sim::Sampled::new();
     // A key in every sample (its mixed hash is 0).
     let always = 0u32;
-    // 2 shards of 50 000: a cache of 100 000, 390 simulations' worth of
-    // 256: 1 key in 2^8.
+    // The first report stands alone: 2 shards of 50 000, a cache of 100
+    // 000, 390 simulations' worth of 256: 1 key in 2^8.
     d.feed(&s, Some(always), || 50_000);
     assert_eq!((d.shift(), d.shift_now(), d.basis()), (8, 8, 100_000));
     assert_eq!(d.seen(), 1, "the key of the sample reached them");
-    // A fifth more: the same simulations.
-    d.feed(&s, Some(always), || 60_000);
-    assert_eq!((d.basis(), d.seen()), (100_000, 2));
-    // Three tenths more: resized at the same rate (what they learned
-    // kept).
-    d.feed(&s, Some(always), || 65_000);
-    assert_eq!((d.shift_now(), d.basis(), d.seen()), (8, 130_000, 3));
-    // Fifteen times fewer: 1 key in 2^5.
-    d.feed(&s, Some(always), || 5_000);
-    assert_eq!((d.shift_now(), d.basis()), (5, 10_000));
+    // Shards that differ by half: the same simulations throughout.
+    for i in 0..40 {
+        d.feed(
+            &s,
+            Some(always),
+            || if i % 2 == 0 { 40_000 } else { 60_000 },
+        );
+        assert_eq!(d.basis(), 100_000, "resized at report {i}");
+    }
+    // A cache ten times smaller: the mean gets there, and the sample
+    // with it (1 key in 2^5 for 10 000).
+    for _ in 0..200 {
+        d.feed(&s, Some(always), || 5_000);
+    }
+    assert_eq!(d.shift_now(), 5);
+    assert!((7_500..=12_500).contains(&d.basis()), "{}", d.basis());
     // A key sampled at 1 in 8 but not at 1 in 32, from a shard that has
-    // not yet taken the new rate up: dropped.
+    // not yet taken the new rate up: dropped, from a write or a lookup.
     let h = (1u32..)
         .find(|&h| sim::sampled(h, 3) && !sim::sampled(h, 5))
         .unwrap();
     let seen = d.seen();
     d.feed(&s, Some(h), || 5_000);
-    assert_eq!(
-        d.seen(),
-        seen,
-        "a key outside the sample reached the simulations"
-    );
-    // Nor through a lookup's hit.
+    assert_eq!(d.seen(), seen, "a key outside the sample reached them");
     d.hit(&s, h, 16);
     assert_eq!(d.seen(), seen, "a hit outside the sample reached them");
+    // The first key out of it: its mixed hash is the bound itself.
+    let inv = {
+        let a = 0x9e37_79b9u32;
+        let mut x = a;
+        for _ in 0..5 {
+            x = x.wrapping_mul(2u32.wrapping_sub(a.wrapping_mul(x)));
+        }
+        x
+    };
+    let edge = (1u32 << 27).wrapping_mul(inv);
+    assert_eq!(sim::sample_key(edge), sim::sample_below(5));
+    d.feed(&s, Some(edge), || 5_000);
+    d.hit(&s, edge, 16);
+    assert_eq!(d.seen(), seen, "the bound's own key reached them");
     d.hit(&s, always, 16);
     assert_eq!(d.seen(), seen + 1);
+}
+
+/// A weighted shard takes up the sampling shift its duel publishes at
+/// its next write: a shard of 2^20 units holding entries of 1 says the
+/// cache holds 2^20 entries (1 key in 2^12 sampled), and its lookups
+/// then test keys against that sample, not the first one (1 in 8).
+#[test]
+fn a_weighted_shard_takes_up_its_duels_new_shift() {
+    let d = Arc::new(sim::Duel::weighted(1 << 20, 1));
+    let mut lv: Lruvec<u64, u64> = Lruvec::new(
+        Policy::Adaptive,
+        true,
+        true,
+        (false, false),
+        1 << 20,
+        1 << 20,
+    )
+    .with_duel(d.clone());
+    assert_eq!(lv.duel_shift, 3);
+    // Keys sampled at the first shift, so that each write feeds the duel
+    // (the first finds the shard empty and reports nothing).
+    let keys: Vec<u64> = (0..100_000u64)
+        .filter(|&k| d.samples_at(hash(k), 3))
+        .take(3)
+        .collect();
+    for &k in &keys {
+        insert(&mut lv, k);
+    }
+    assert_eq!(d.shift_now(), 12);
+    assert_eq!(lv.duel_shift, 12, "the shard took up the duel's shift");
+    assert_eq!(lv.sample_below, sim::sample_below(12));
+}
+
+/// A weighted duel resizes on a report more than a quarter off the
+/// entries its simulations are sized for, and not on one a quarter off
+/// exactly (its first report stands alone; sized for 2048 at first).
+#[test]
+fn a_weighted_duel_resizes_past_a_quarter_off() {
+    let s = sim::Sampled::new();
+    for (report, resized) in [(2560, false), (2561, true), (1536, false), (1535, true)] {
+        let d = sim::Duel::weighted(1 << 40, 1);
+        d.feed(&s, Some(0), || report);
+        let basis = if resized { report } else { 2048 };
+        assert_eq!(d.basis(), basis, "a report of {report}");
+    }
+}
+
+/// A weighted shard learns the entries it holds from its length at its
+/// first eviction and every 256th after (not at each: a heavy entry's
+/// evictions do not move it), and LIRS's stamps take that scale; an
+/// unweighted shard keeps its `max_entries`.
+#[test]
+fn a_weighted_shard_learns_its_entries_at_its_evictions() {
+    let mut out = Evicted::new();
+    // 100 units, at first with no idea how many entries (its stamps as
+    // fine as they go).
+    let mut lv: Lruvec<u64, u64> =
+        Lruvec::new(Policy::Lirs, true, true, (false, false), 100, 1 << 30);
+    assert_eq!((lv.full_entries, lv.stamp_shift), (0, 0));
+    for k in 0..101u64 {
+        lv.insert_new(hash(k), k, k, 1, Deadline::NEVER, &mut out);
+    }
+    // The first eviction: 100 entries (the victim's slot is the new
+    // key's).
+    assert_eq!(lv.evictions, 1);
+    assert_eq!(lv.full_entries, 100);
+    // A key of 10 units evicts 10 more: the scale stays.
+    lv.insert_new(hash(1000), 1000, 1000, 10, Deadline::NEVER, &mut out);
+    assert_eq!(lv.evictions, 11);
+    assert_eq!(lv.full_entries, 100);
+    // 2^12 entries of 1 unit in a shard whose `max_entries` says 2^30:
+    // stamps at a 64th of 2^12, not of 2^30.
+    let mut lv: Lruvec<u64, u64> =
+        Lruvec::new(Policy::Lirs, true, true, (false, false), 1 << 12, 1 << 30);
+    for k in 0..(1u64 << 12) + 1 {
+        lv.insert_new(hash(k), k, k, 1, Deadline::NEVER, &mut out);
+    }
+    assert_eq!(lv.stamp_shift, Lruvec::<u64, u64>::stamp_shift_for(1 << 12));
+    // Unweighted: `max_entries` stands.
+    let mut lv = shard(Policy::Lirs, 100);
+    for k in 0..200u64 {
+        insert(&mut lv, k);
+    }
+    assert_eq!(lv.full_entries, 100);
+}
+
+/// A weighted shard's stamps take a new scale when its length has moved
+/// two powers of two past theirs, or one and clear of the next boundary
+/// (a quarter either way), not on the edge of one.
+#[test]
+fn a_weighted_shards_stamps_rescale_clear_of_an_edge() {
+    let mut out = Evicted::new();
+    let mut lv: Lruvec<u64, u64> =
+        Lruvec::new(Policy::Lirs, true, true, (false, false), 1 << 20, 1 << 30);
+    let mut fill = |lv: &mut Lruvec<u64, u64>, to: u64| {
+        for k in lv.len() as u64..to {
+            lv.insert_new(hash(k), k, k, 1, Deadline::NEVER, &mut out);
+        }
+        lv.follow_entries();
+        (lv.full_entries, lv.stamp_shift)
+    };
+    // 384 entries (a 64th is 6: scale 2^2), two past 2^0: taken on
+    // the edge or not.
+    assert_eq!(fill(&mut lv, 384), (384, 2));
+    // 520 (8.1: 2^3), one past and within a quarter of 2^3's edge: kept.
+    assert_eq!(fill(&mut lv, 520), (520, 2));
+    // 700 (10.9: 2^3), a quarter either way still 2^3: taken.
+    assert_eq!(fill(&mut lv, 700), (700, 3));
+    // 1000 (15.6: 2^3), the same scale: nothing to do.
+    assert_eq!(fill(&mut lv, 1000), (1000, 3));
 }
