@@ -1843,4 +1843,10 @@ fn a_weighted_shards_stamps_rescale_clear_of_an_edge() {
     assert_eq!(fill(&mut lv, 700), (700, 3));
     // 1000 (15.6: 2^3), the same scale: nothing to do.
     assert_eq!(fill(&mut lv, 1000), (1000, 3));
+    // From 2^2, 1000 is one past but within a quarter of 2^4's edge
+    // (1250): kept.
+    let mut lv: Lruvec<u64, u64> =
+        Lruvec::new(Policy::Lirs, true, true, (false, false), 1 << 20, 1 << 30);
+    assert_eq!(fill(&mut lv, 384), (384, 2));
+    assert_eq!(fill(&mut lv, 1000), (1000, 2));
 }
