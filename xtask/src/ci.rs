@@ -269,6 +269,17 @@ pub(crate) fn run(only: &[String]) -> Result<(), String> {
                         "-D",
                         "warnings",
                     ]))
+                })
+                // The libraries alone: in the workspace the benches turn
+                // on features (mlock's `fault-locked`) a user's build of
+                // the library does not.
+                .and_then(|()| {
+                    let mut cmd = cargo();
+                    cmd.arg("clippy");
+                    for c in LIBRARIES {
+                        cmd.args(["-p", c]);
+                    }
+                    exec(cmd.args(["--all-targets", "--", "-D", "warnings"]))
                 }),
             )
         }),
