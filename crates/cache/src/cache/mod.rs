@@ -773,7 +773,9 @@ where
         // Heard once every shard is resized and the resize lock released
         // (a listener may resize the cache itself).
         // The duel's simulations follow, sampled at a rate for the new
-        // size, which every shard takes up below.
+        // size, which every shard takes up below (a weighted cache's
+        // follow the entries its shards report instead: its rate stands
+        // here).
         let shift = self
             .duel
             .as_ref()
