@@ -365,8 +365,9 @@ impl Duel {
     /// whose entries are not known until it holds some: the simulations
     /// are sized for the entries the shards report as they feed them
     /// (each shard's length scaled by its capacity over its weight, times
-    /// the shards), resized once that is a quarter off, as
-    /// [`resize`](Self::resize) does. Why: the simulations model the
+    /// the shards; their decaying mean, [`Sims::report`]), resized once
+    /// that is more than a quarter off, as [`resize`](Self::resize)
+    /// resizes them. Why: the simulations model the
     /// cache in entries (a sampled key counts 1, as the duel scores
     /// requests hit), and a capacity in weight (bytes, say) says nothing
     /// of how many it holds.
