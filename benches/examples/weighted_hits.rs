@@ -1,16 +1,19 @@
 //! The default policy in a cache with a weigher, against the same cache
-//! without one and each fixed policy weighted alike: `cargo run --release
-//! -p mmbatch-benches --example weighted_hits`. The shared traces at the
-//! sizes `cache-hits` judges are read through (a miss inserts) a new cache
-//! each replay, default shards and hasher (random seeds), `REPS` replays
-//! each (default 3), means:
+//! without one, quick_cache and moka weighted alike, and each fixed policy
+//! weighted alike: `cargo run --release -p mmbatch-benches --example
+//! weighted_hits`. The shared traces at the sizes `cache-hits` judges are
+//! read through (a miss inserts) a new cache each replay, default shards
+//! and hasher (random seeds), `REPS` replays each (default 3), means:
 //!
 //! - without a weigher: `Policy::Adaptive`, a capacity of `n` entries;
-//! - 4 KiB each: every entry weighs 4096, the capacity `4096 * n`;
+//! - 4 KiB each: every entry weighs 4096, the capacity `4096 * n`; the
+//!   default, quick_cache (`with_weighter`, told `n` items) and moka;
 //! - 1-16 KiB: an entry weighs 1 to 16 KiB, drawn from its key's hash,
-//!   the capacity the mean weight times `n`; beside it `Workingset`
-//!   weighted alike (what the default ran in a weighted cache before)
-//!   and the best of the fixed policies weighted alike.
+//!   the capacity the mean weight times `n`: the default, quick_cache and
+//!   moka; the default in 8 shards (what a host of 8 CPUs or more builds
+//!   by default); `Workingset` weighted alike (what the default ran in a
+//!   weighted cache before the duel did) and the best of the fixed
+//!   policies weighted alike.
 //!
 //! docs/cache.md ("Weighted caches") gives a run.
 
@@ -57,10 +60,76 @@ fn varying(k: u64) -> u64 {
 /// The mean of [`varying`]'s weights (each of 16 equally likely).
 const VARYING_MEAN: u64 = 1024 * 17 / 2;
 
+/// quick_cache's weigher: a function of the key.
+#[derive(Clone)]
+struct QcWeigh(fn(u64) -> u64);
+
+impl quick_cache::Weighter<u64, u64> for QcWeigh {
+    fn weight(&self, k: &u64, _: &u64) -> u64 {
+        (self.0)(*k)
+    }
+}
+
+/// A peer's cache, weighted alike.
+#[derive(Clone, Copy)]
+enum Peer {
+    QuickCache,
+    Moka,
+}
+
+/// Read-through hit % of `trace` into `peer`'s cache of `capacity` in
+/// weight, about `entries` entries, entries weighing `weigh`.
+fn peer_hit_pct(
+    trace: &[u64],
+    peer: Peer,
+    entries: usize,
+    capacity: u64,
+    weigh: fn(u64) -> u64,
+) -> f64 {
+    let mut hits = 0u64;
+    match peer {
+        Peer::Moka => {
+            let c = moka::sync::Cache::<u64, u64>::builder()
+                .max_capacity(capacity)
+                .weigher(move |k: &u64, _: &u64| u32::try_from(weigh(*k)).expect("a u32 weight"))
+                .build();
+            for &k in trace {
+                if c.get(&k).is_some() {
+                    hits += 1;
+                } else {
+                    c.insert(k, k);
+                    c.run_pending_tasks();
+                }
+            }
+        }
+        Peer::QuickCache => {
+            let c = quick_cache::sync::Cache::<u64, u64, QcWeigh>::with_weighter(
+                entries,
+                capacity,
+                QcWeigh(weigh),
+            );
+            for &k in trace {
+                if c.get(&k).is_some() {
+                    hits += 1;
+                } else {
+                    c.insert(k, k);
+                }
+            }
+        }
+    }
+    hits as f64 * 100.0 / trace.len() as f64
+}
+
 /// Read-through hit % of `trace` into a cache of `capacity` under
 /// `policy`, entries weighing `weigh` (`None`: no weigher, `capacity`
-/// entries).
-fn hit_pct(trace: &[u64], policy: Policy, capacity: u64, weigh: Option<fn(u64) -> u64>) -> f64 {
+/// entries), in `shards` shards (`None`: the default).
+fn hit_pct(
+    trace: &[u64],
+    policy: Policy,
+    capacity: u64,
+    weigh: Option<fn(u64) -> u64>,
+    shards: Option<usize>,
+) -> f64 {
     let mut hits = 0u64;
     let mut replay = |get: &dyn Fn(u64) -> bool, insert: &dyn Fn(u64)| {
         for &k in trace {
@@ -82,11 +151,15 @@ fn hit_pct(trace: &[u64], policy: Policy, capacity: u64, weigh: Option<fn(u64) -
             });
         }
         Some(w) => {
-            let c = LruCache::<u64, u64>::builder(capacity)
+            let b = LruCache::<u64, u64>::builder(capacity)
                 .policy(policy)
-                .weigher(move |k: &u64, _: &u64| w(*k))
-                .build()
-                .expect("a valid capacity");
+                .weigher(move |k: &u64, _: &u64| w(*k));
+            let c = match shards {
+                Some(n) => b.shards(n),
+                None => b,
+            }
+            .build()
+            .expect("a valid capacity");
             replay(&|k| c.get(&k).is_some(), &|k| {
                 c.insert(k, k);
             });
@@ -99,25 +172,49 @@ fn main() {
     let reps: usize = std::env::var("REPS").map_or(3, |v| v.parse().expect("REPS: a number"));
     let mean = |f: &dyn Fn() -> f64| (0..reps).map(|_| f()).sum::<f64>() / reps as f64;
     println!(
-        "{:12} {:>6} {:>9} {:>9} {:>9} {:>11} {:>16}",
-        "trace", "size", "no weigh", "4 KiB", "1-16 KiB", "Workingset", "best fixed"
+        "{:27}| {:<17} | {:<26} |",
+        "", "4 KiB each", "1-16 KiB each"
+    );
+    println!(
+        "{:12} {:>6} {:>6} | {:>5} {:>5} {:>5} | {:>5} {:>5} {:>5} {:>8} | {:>10} best fixed",
+        "trace",
+        "size",
+        "no wgt",
+        "ours",
+        "qc",
+        "moka",
+        "ours",
+        "qc",
+        "moka",
+        "8 shards",
+        "Workingset",
     );
     for (name, n) in ROWS {
         let path = traces_dir().join(format!("{name}.lis.zst"));
         let trace = read_trace(&path, usize::MAX).unwrap_or_else(|e| panic!("{e}"));
         let n64 = n as u64;
-        let plain = mean(&|| hit_pct(&trace, Policy::Adaptive, n64, None));
-        let equal = mean(&|| hit_pct(&trace, Policy::Adaptive, 4096 * n64, Some(|_| 4096)));
-        let var = |p| mean(&|| hit_pct(&trace, p, VARYING_MEAN * n64, Some(varying)));
-        let default = var(Policy::Adaptive);
-        let fixed: Vec<(Policy, f64)> = FIXED.iter().map(|&p| (p, var(p))).collect();
+        let plain = mean(&|| hit_pct(&trace, Policy::Adaptive, n64, None, None));
+        let four = |_| 4096;
+        let equal = mean(&|| hit_pct(&trace, Policy::Adaptive, 4096 * n64, Some(four), None));
+        let var_cap = VARYING_MEAN * n64;
+        let var = |p, shards| mean(&|| hit_pct(&trace, p, var_cap, Some(varying), shards));
+        let peer = |p, cap, w| mean(&|| peer_hit_pct(&trace, p, n, cap, w));
+        let fixed: Vec<(Policy, f64)> = FIXED.iter().map(|&p| (p, var(p, None))).collect();
         let best = fixed
             .iter()
             .max_by(|a, b| a.1.total_cmp(&b.1))
             .expect("four policies");
         println!(
-            "{name:12} {n:>6} {plain:>9.1} {equal:>9.1} {default:>9.1} {:>11.1} {:>10.1} {:?}",
-            fixed[0].1, best.1, best.0
+            "{name:12} {n:>6} {plain:>6.1} | {equal:>5.1} {:>5.1} {:>5.1} | {:>5.1} {:>5.1} {:>5.1} {:>8.1} | {:>10.1} {:>5.1} {:?}",
+            peer(Peer::QuickCache, 4096 * n64, four),
+            peer(Peer::Moka, 4096 * n64, four),
+            var(Policy::Adaptive, None),
+            peer(Peer::QuickCache, var_cap, varying),
+            peer(Peer::Moka, var_cap, varying),
+            var(Policy::Adaptive, Some(8)),
+            fixed[0].1,
+            best.1,
+            best.0,
         );
     }
 }

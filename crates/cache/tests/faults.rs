@@ -239,8 +239,11 @@ fn key_clone_panics_then_inserts_finish() {
 fn listener_panic_still_delivers_the_rest() {
     let heard = Arc::new(Mutex::new(Vec::new()));
     let h = heard.clone();
-    // One heavy insertion evicts several entries at once.
+    // One heavy insertion evicts several entries at once (under
+    // `Workingset`: LIRS would decline a cold key heavier than its HIR
+    // set).
     let c: LruCache<u32, u32, _, _> = LruCache::builder(64)
+        .policy(Policy::Workingset)
         .weigher(|k: &u32, _: &u32| if *k == 64 { 8 } else { 1 })
         .eviction_listener(move |k, _| {
             h.lock().unwrap().push(k);

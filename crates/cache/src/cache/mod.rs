@@ -573,8 +573,10 @@ where
     /// capacity is not cached: it goes straight to the listener
     /// ([`CacheStats::rejected`]), and any old value of `key` is removed.
     /// Under [`Policy::LirsTinyLfu`] (and [`Policy::Adaptive`] while its
-    /// shards run it) a new key in a full shard may be refused admission:
-    /// it goes to the listener as evicted ([`CacheStats::not_admitted`]).
+    /// shards run it) a new key in a full shard may be refused admission,
+    /// and so may, with a weigher, a new key heavier than the HIR set
+    /// under [`Policy::Lirs`] (see there): it goes to the listener as
+    /// evicted ([`CacheStats::not_admitted`]).
     ///
     /// # Panics
     /// If called from user code that the cache runs under this shard's

@@ -48,7 +48,13 @@ pub enum Policy {
     /// resident HIR entries. Once the LIR set is full, a miss is LIR when
     /// its key was used more recently than the LIR entry last demoted (its
     /// shadow keeps its last access), else HIR: entries rank by reuse
-    /// distance, not recency.
+    /// distance, not recency. With a weigher, a new key that would be HIR
+    /// in a full shard and weighs more than the resident HIR set and the
+    /// free room together is not cached (it goes to the listener as
+    /// evicted, and [`CacheStats::not_admitted`](crate::CacheStats::not_admitted)
+    /// counts it): caching it would evict LIR entries, which a cold key
+    /// never does in LIRS. Its shadow makes it LIR if it is requested
+    /// again within the LIR set's reach.
     /// Why: it keeps a stable working set through loops larger than the
     /// cache and interleaved patterns, where recency loses; `Workingset`
     /// does better where recency pays. Costs 4 bytes an entry (each

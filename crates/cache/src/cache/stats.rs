@@ -58,8 +58,10 @@ pub struct CacheStats {
     /// to make room for them is [pinned](crate::Builder::pinned).
     pub rejected: u64,
     /// New entries not cached because [`Policy::LirsTinyLfu`]'s admission
-    /// refused them: the sketch had seen the key no more often lately
-    /// than the entry it would have evicted.
+    /// refused them (the sketch had seen the key no more often lately
+    /// than the entry it would have evicted), or because, with a weigher,
+    /// [`Policy::Lirs`] declined a cold key heavier than its HIR set and
+    /// free room.
     pub not_admitted: u64,
     /// Loads claimed by the loading calls (`get_or_insert_with` and its
     /// fallible, borrowed-key and async forms; one per key at a time),

@@ -1788,9 +1788,10 @@ fn a_weighted_duel_resizes_past_a_quarter_off() {
 fn a_weighted_shard_learns_its_entries_at_its_evictions() {
     let mut out = Evicted::new();
     // 100 units, at first with no idea how many entries (its stamps as
-    // fine as they go).
+    // fine as they go). `Workingset`: LIRS would decline the heavy cold
+    // key below (`a_weighted_lirs_shard_declines_a_cold_key_its_hir_set_cannot_hold`).
     let mut lv: Lruvec<u64, u64> =
-        Lruvec::new(Policy::Lirs, true, true, (false, false), 100, 1 << 30);
+        Lruvec::new(Policy::Workingset, true, true, (false, false), 100, 1 << 30);
     assert_eq!((lv.full_entries, lv.stamp_shift), (0, 0));
     for k in 0..101u64 {
         lv.insert_new(hash(k), k, k, 1, Deadline::NEVER, &mut out);
