@@ -15,7 +15,7 @@
 //!   weighted cache before the duel did) and the best of the fixed
 //!   policies weighted alike.
 //!
-//! docs/cache.md ("Weighted caches") gives a run.
+//! docs/cache.md ("Weighted LIRS in small shards") gives a run.
 
 use mmbatch_benches::cache_hits::{read_trace, traces_dir};
 use mmbatch_cache::{LruCache, Policy};

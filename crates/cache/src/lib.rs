@@ -41,8 +41,11 @@
 //! - **An insertion may not be kept.** Under the default policy, while
 //!   its shards run [`Policy::LirsTinyLfu`], a new key in a full shard
 //!   is admitted only if it was seen more often than the entry it would
-//!   evict (the refused key goes to the listener as evicted,
-//!   [`CacheStats::not_admitted`]); with a weigher, an entry heavier than
+//!   evict, and with a weigher, while they run [`Policy::Lirs`] (as they
+//!   do first), a new key heavier than the HIR entries it would evict is
+//!   declined until it is requested again soon (a refused or declined key
+//!   goes to the listener as evicted, [`CacheStats::not_admitted`]); with
+//!   a weigher, an entry heavier than
 //!   its shard's share of the capacity is not cached at all
 //!   ([`CacheStats::rejected`]; fewer shards, [`Builder::shards`], give
 //!   each a larger share), nor is a new entry in a shard whose entries

@@ -437,7 +437,8 @@ fn bad_sizes_have_clear_outcomes() {
 }
 
 /// `max_entry_weight` is the weight a user can count on: an entry of
-/// exactly it is cached in any shard, one heavier is rejected, and it
+/// exactly it is cached in any empty shard (in a full one LIRS may
+/// decline a cold key that heavy), one heavier is rejected, and it
 /// follows the shard count and the capacity.
 #[test]
 fn the_heaviest_entry_kept_is_the_smallest_shards_share() {

@@ -383,7 +383,9 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// split evenly between shards; an entry heavier than its shard's share
     /// ([`LruCache::max_entry_weight`], smaller on a host with more CPUs
     /// unless [`shards`](Self::shards) is set) is not cached
-    /// ([`CacheStats::rejected`]).
+    /// ([`CacheStats::rejected`]). Under [`Policy::Lirs`] (and the default
+    /// while it runs it) a new key heavier than the HIR entries it would
+    /// evict is declined until it is requested again soon (see there).
     ///
     /// A closure's argument types are inferred from the cache's:
     /// ```

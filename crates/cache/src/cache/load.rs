@@ -108,9 +108,11 @@ where
     /// The value of `key`, loading and caching it with `f` on a miss. One
     /// loader runs per key at a time: other callers missing on the same key
     /// meanwhile wait for its value. `f` runs outside every lock, and may
-    /// use the cache, loading other keys. A value refused admission (see
-    /// [`insert`](Self::insert)) still reaches the loader's caller and its
-    /// waiters; it is not cached, and the next miss loads again.
+    /// use the cache, loading other keys. A value refused admission or
+    /// declined (see [`insert`](Self::insert)) still reaches the loader's
+    /// caller and its waiters; it is not cached, and the next miss loads
+    /// again (with a weigher, a heavy key is loaded twice before it is
+    /// cached if its second request comes soon enough).
     ///
     /// # Panics
     /// If `f` asks for `key` itself on its own thread (directly, or through

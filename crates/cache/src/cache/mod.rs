@@ -96,7 +96,8 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 /// it can without waiting); an insertion takes the write lock and evicts from
 /// the shard's own lists until the new entry fits (or, under
 /// [`Policy::LirsTinyLfu`], refuses a new key seen less often than its
-/// victim). [`Policy`] says how
+/// victim; with a weigher, under [`Policy::Lirs`], declines a cold key
+/// heavier than the HIR entries it would evict). [`Policy`] says how
 /// entries are ordered; [ARCHITECTURE.md][architecture] ("LruCache") gives the
 /// layout and the lock protocol.
 ///
@@ -109,9 +110,12 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 ///   ([`CacheStats::rejected`]). Under [`Policy::LirsTinyLfu`], and under
 ///   the default [`Policy::Adaptive`] while its shards run it, a new key
 ///   in a full shard may be refused admission instead of cached (a key
-///   seen for the first time lately always is): the listener hears it as
-///   evicted ([`CacheStats::not_admitted`]), and a later miss of the key
-///   loads it again.
+///   seen for the first time lately always is); with a weigher, under
+///   [`Policy::Lirs`] and the default while it runs it (as it does
+///   first), so may a new key heavier than the resident HIR entries it
+///   would evict and the free room: the listener hears it as evicted
+///   ([`CacheStats::not_admitted`]), and a later miss of the key loads it
+///   again.
 /// - Each shard holds at most its share of the capacity and of
 ///   `max_entries` at every moment; the cache's total never exceeds
 ///   either.
@@ -572,11 +576,12 @@ where
     /// the listener. An entry heavier than its shard's share of the
     /// capacity is not cached: it goes straight to the listener
     /// ([`CacheStats::rejected`]), and any old value of `key` is removed.
-    /// Under [`Policy::LirsTinyLfu`] (and [`Policy::Adaptive`] while its
-    /// shards run it) a new key in a full shard may be refused admission,
-    /// and so may, with a weigher, a new key heavier than the HIR set
-    /// under [`Policy::Lirs`] (see there): it goes to the listener as
-    /// evicted ([`CacheStats::not_admitted`]).
+    /// Under [`Policy::LirsTinyLfu`] a new key in a full shard may be
+    /// refused admission, and with a weigher under [`Policy::Lirs`] a new
+    /// key heavier than the HIR entries it would evict and the free room
+    /// is declined (see there), as under [`Policy::Adaptive`] while its
+    /// shards run either: it goes to the listener as evicted
+    /// ([`CacheStats::not_admitted`]).
     ///
     /// # Panics
     /// If called from user code that the cache runs under this shard's

@@ -113,7 +113,8 @@ pub enum Policy {
     /// shard can tell from inside which kind of workload it serves.
     ///
     /// While shards run `LirsTinyLfu`, an insertion of a new key into a
-    /// full shard may be refused (see there); while they run `Lru`, they
+    /// full shard may be refused, and with a weigher while they run
+    /// `Lirs` a heavy cold key declined (see each); while they run `Lru`, they
     /// keep its exact order, each hit batched under the read lock and moved
     /// by the shard's next write, as the kernel batches `folio_activate`.
     ///

@@ -725,43 +725,45 @@ impl<K, V> Lruvec<K, V> {
     /// victim is taken, whose reclaim may move the LIR set's reach.
     fn refuses(&self, hash: u32, t: u32) -> bool {
         self.sketch.as_ref().is_some_and(|s| {
-            self.lirs_place(self.shadows.peek(hash), true) == Place::Inactive
+            self.lirs_place(self.shadows.peek(hash)) == Place::Inactive
                 && !self.expired(t)
                 && s.estimate(hash) <= s.estimate(self.links[t as usize].hash)
         })
     }
 
-    /// [`Policy::Lirs`] in a weighted shard that must evict (the caller
-    /// tests both): whether a new key of short hash `hash` and `weight`,
-    /// one LIRS would make HIR, weighs more than the resident HIR set
-    /// (the LIR entry reclaim would demote into it, while it is empty)
-    /// and the shard's free room together. Such a key is declined (see
-    /// [`decline`](Self::decline)). Why: caching it evicts LIR entries,
-    /// which a cold key never does in LIRS; in shards of 50 entries
-    /// weighing 1-16 KiB cold keys took the LIR set this way, and LIRS
-    /// hit little more than LRU (docs/cache.md, "Weighted LIRS in small
-    /// shards").
+    /// [`Policy::Lirs`] (not `LirsTinyLfu`, whose admission contests new
+    /// keys) in a weighted shard that must evict (the caller tests all
+    /// three): whether a new key of short hash `hash` and `weight`, one
+    /// LIRS would make HIR, weighs more than the free room and the HIR
+    /// entries reclaim would evict for it (see
+    /// [`hir_weight_below`](Self::hir_weight_below)). Such a key is
+    /// declined (see [`decline`](Self::decline)). Why: caching it evicts
+    /// LIR entries, which a cold key never does in LIRS; in shards of 50
+    /// entries weighing 1-16 KiB cold keys took the LIR set this way, and
+    /// LIRS hit little more than LRU (docs/cache.md, "Weighted LIRS in
+    /// small shards"). Read before reclaim runs, which may move the LIR
+    /// set's reach: a key let in may still be placed HIR.
     #[inline(never)]
     fn hir_cannot_hold(&self, hash: u32, weight: u64) -> bool {
         // What the free room leaves to evict (nothing: the entry bound
         // is what the shard is over).
         let need = weight.saturating_sub(self.capacity.saturating_sub(self.weight));
-        need > 0
-            && self.hir_weight_below(need)
-            && self.lirs_place(self.shadows.peek(hash), true) == Place::Inactive
+        self.hir_weight_below(need) && self.lirs_place(self.shadows.peek(hash)) == Place::Inactive
     }
 
-    /// Whether the resident HIR set weighs less than `need`, counted from
-    /// its tail (the order reclaim takes it in) over at most
-    /// [`HIR_WEIGHED`] entries, past which it is taken to weigh enough;
-    /// while it is empty, by the LIR entry reclaim would demote into it.
-    /// Counted here rather than kept: a weight kept per list cost every
-    /// shard's link and unlink, unweighted ones too, where this mostly
-    /// reads the entries the insertion then evicts.
+    /// Whether the HIR entries reclaim would evict weigh less than `need`
+    /// (0: never): counted from the inactive tail, the order reclaim
+    /// takes them in, as far as `need`, passing over pinned ones; while
+    /// the inactive list is empty, the active tail, which reclaim would
+    /// demote and evict. A hit HIR entry counts: reclaim makes it LIR and
+    /// demotes the LIR set's last entry in its place, as LIRS does.
+    /// An expired entry on the way counts as room enough (reclaim never
+    /// keeps one). Counted here rather than kept: a weight kept per list
+    /// cost every shard's link and unlink, unweighted ones too. The walk
+    /// reads the entries that caching the key would evict, no more.
     fn hir_weight_below(&self, need: u64) -> bool {
         let (list, most) = match self.lists[INACTIVE].len {
             0 => (ACTIVE, 1),
-            n if n > HIR_WEIGHED => return false,
             n => (INACTIVE, n),
         };
         let mut t = self.lists[list].tail;
@@ -770,9 +772,14 @@ impl<K, V> Lruvec<K, V> {
         }
         let mut sum = 0;
         for _ in 0..most {
-            sum += self.weight_of(t);
-            if sum >= need {
+            if self.expired(t) {
                 return false;
+            }
+            if !self.is_pinned(t) {
+                sum += self.weight_of(t);
+                if sum >= need {
+                    return false;
+                }
             }
             t = self.links[t as usize].prev;
         }
@@ -781,12 +788,15 @@ impl<K, V> Lruvec<K, V> {
 
     /// Declines a new key of short hash `hash` (see
     /// [`hir_cannot_hold`](Self::hir_cannot_hold)) as if it had been
-    /// cached as HIR and evicted unhit at once: its shadow holds now, so
-    /// that a request within the LIR set's reach makes it LIR, and the
-    /// clock ticks as at an eviction. The entry goes to `out`, evicted.
-    #[cold]
+    /// cached as HIR and evicted unhit at once: its shadow, its only one,
+    /// holds now, so that a request within the LIR set's reach makes it
+    /// LIR, and the clock ticks as at an eviction. The entry goes to
+    /// `out`, evicted.
     fn decline(&mut self, hash: u32, key: K, value: V, out: &mut Evicted<K, V>) -> Inserted<V> {
         self.count(hash);
+        // An older shadow of the key goes: two would fill its bucket, and
+        // the first found would date from an older decline.
+        let _ = self.shadows.refault(hash);
         self.shadows.fit(self.len());
         self.shadows.eviction_at(hash, false, true, self.lirs_now());
         self.age_stamps();
@@ -871,9 +881,8 @@ impl<K, V> Lruvec<K, V> {
         // The usual victim's shadow is left last, after the new entry is
         // linked: its bucket loads meanwhile (see `evict_detached_later`).
         let mut shadow = None;
-        let evicted = self.over(weight, 1);
-        if evicted {
-            if self.weighted && self.lirs && self.hir_cannot_hold(hash, weight) {
+        if self.over(weight, 1) {
+            if self.weighted && self.lirs && !self.admits && self.hir_cannot_hold(hash, weight) {
                 return self.decline(hash, key, value, out);
             }
             if let Some(t) = self.pick_victim(&mut none) {
@@ -918,7 +927,7 @@ impl<K, V> Lruvec<K, V> {
         self.count(hash);
         let (place, in_band) = match self.policy {
             Policy::Workingset => self.workingset_refault(hash),
-            Policy::Lirs => (self.lirs_refault(hash, evicted), false),
+            Policy::Lirs => (self.lirs_refault(hash), false),
             _ => (Place::Inactive, false),
         };
         let flags = place.flags() | if in_band { IN_BAND } else { 0 };

@@ -138,27 +138,26 @@ impl<K, V> Lruvec<K, V> {
     /// (its reuse distance is below the oldest LIR entry's recency), else
     /// HIR (the inactive head). Evictions tick the clock; activations do
     /// not, so distances count misses, as LIRS's recency counts blocks.
-    /// `evicted`: the shard evicted to make room for the key (see
-    /// [`lirs_place`](Self::lirs_place)).
-    pub(super) fn lirs_refault(&mut self, hash: u32, evicted: bool) -> Place {
+    pub(super) fn lirs_refault(&mut self, hash: u32) -> Place {
         let shadow = self.shadows.refault(hash);
         self.refaults += u64::from(shadow.is_some());
-        let place = self.lirs_place(shadow.map(|(distance, ..)| distance), evicted);
+        let place = self.lirs_place(shadow.map(|(distance, ..)| distance));
         self.activations += u64::from(shadow.is_some() && place == Place::Fill);
         place
     }
 
     /// Where [`lirs_refault`](Self::lirs_refault) places a key whose
-    /// shadow is `distance` evictions old (`None`: no shadow), the shard
-    /// having `evicted` to make room for it. A weighted shard that evicted
-    /// is full, whatever weight its evictions left free: its LIR set
-    /// takes new keys only by their distance. Why: entries of different
-    /// weights leave a full shard more than its HIR share free after an
-    /// eviction, and each cold key then went LIR, evicting LIR entries
-    /// (shards of 50 entries weighing 1-16 KiB replayed `ps` no better
-    /// than LRU: docs/cache.md, "Weighted caches").
-    pub(super) fn lirs_place(&self, distance: Option<usize>, evicted: bool) -> Place {
-        if (self.active_below(1.0 - LIRS_HIR) && !(self.weighted && evicted))
+    /// shadow is `distance` evictions old (`None`: no shadow). A weighted
+    /// shard's LIR set takes keys by room only while the shard fills (it
+    /// has not evicted since it was made or cleared); after that, by
+    /// their distance alone. Why: weights that vary leave a full shard
+    /// more than its HIR share free after an eviction (the victims that
+    /// made room for a heavy key weighed more than it), and each cold key
+    /// that came next went LIR, evicting LIR entries (shards of 50
+    /// entries weighing 1-16 KiB replayed `ps` no better than LRU:
+    /// docs/cache.md, "Weighted LIRS in small shards").
+    pub(super) fn lirs_place(&self, distance: Option<usize>) -> Place {
+        if (self.active_below(1.0 - LIRS_HIR) && (self.fill || !self.weighted))
             || distance.is_some_and(|d| d < self.lir_reach() as usize)
         {
             Place::Fill

@@ -216,10 +216,3 @@ pub(super) const DUEL_WARMUP: u64 = 4 * DUEL_ENTRIES as u64;
 /// change of the entries' weights later, fewer costs evictions a
 /// division more often.
 pub(super) const FOLLOW_ENTRIES_EVERY: u64 = 256;
-
-/// The most resident HIR entries a weighted LIRS shard weighs to tell
-/// whether a cold key fits its HIR set (see `Lruvec::hir_cannot_hold`):
-/// a larger set is taken to hold any key, rather than cost each
-/// insertion a longer walk (a shard holds more than 64 HIR entries from
-/// 3200 entries on, whose HIR set outweighs nearly any one of them).
-pub(super) const HIR_WEIGHED: usize = 64;

@@ -993,21 +993,17 @@ fn a_lirs_refault_within_the_reach_is_an_activation() {
     for k in 0..n as u64 {
         insert(&mut lv, k);
     }
-    assert_eq!(
-        lv.lirs_place(None, true),
-        Place::Inactive,
-        "the LIR set is full"
-    );
+    assert_eq!(lv.lirs_place(None), Place::Inactive, "the LIR set is full");
     let (near, far) = (0x1111_1111u32, 0x2222_2222u32);
     lv.shadows.eviction(near, false, false);
     lv.shadows.eviction(far, false, false);
     let before = lv.activations;
     lv.lir_stamp = lv.shadows.now().wrapping_sub(1000);
-    assert_eq!(lv.lirs_refault(near, true), Place::Fill);
+    assert_eq!(lv.lirs_refault(near), Place::Fill);
     assert_eq!(lv.activations, before + 1);
     lv.lir_stamp = lv.shadows.now();
-    assert_eq!(lv.lirs_refault(far, true), Place::Inactive);
-    assert_eq!(lv.lirs_refault(0x3333_3333, true), Place::Inactive);
+    assert_eq!(lv.lirs_refault(far), Place::Inactive);
+    assert_eq!(lv.lirs_refault(0x3333_3333), Place::Inactive);
     assert_eq!(lv.activations, before + 1, "only the refault within reach");
 }
 
@@ -1023,39 +1019,56 @@ fn full_weighted_lirs() -> Lruvec<u64, u64> {
 }
 
 /// `Policy::Lirs` in a weighted shard declines a cold key heavier than
-/// its HIR set and free room, evicting nothing, and leaves its shadow:
-/// requested again within the LIR set's reach, it is cached as LIR. A
-/// cold key no heavier is cached as HIR, as unweighted LIRS caches it.
+/// its HIR set and free room, evicting nothing, to the listener as
+/// evicted, and leaves its shadow: requested again within the LIR set's
+/// reach, it is cached as LIR; beyond it, declined again, its shadow
+/// replaced rather than doubled. A cold key no heavier is cached as HIR,
+/// as unweighted LIRS caches it.
 #[test]
 fn a_weighted_lirs_shard_declines_a_cold_key_its_hir_set_cannot_hold() {
     let mut out = Evicted::new();
     let mut lv = full_weighted_lirs();
     let (len, lir, declined) = (lv.len(), lv.lists[ACTIVE].len, lv.not_admitted);
     let mut put = |lv: &mut Lruvec<u64, u64>, k: u64, w| {
-        lv.insert_new(hash(k), k, k, w, Deadline::NEVER, &mut out)
+        out.clear();
+        let r = lv.insert_new(hash(k), k, k, w, Deadline::NEVER, &mut out);
+        let gone: Vec<u64> = out.iter().map(|e| e.0).collect();
+        (r, gone)
     };
-    assert!(matches!(put(&mut lv, 1000, 10), Inserted::Rejected));
+    let (r, gone) = put(&mut lv, 1000, 10);
+    assert!(matches!(r, Inserted::Rejected));
+    assert_eq!(gone, [1000], "the key, to the listener");
     assert_eq!(lv.not_admitted, declined + 1);
     assert_eq!(
         (lv.len(), lv.lists[ACTIVE].len),
         (len, lir),
         "nothing evicted"
     );
-    assert!(matches!(put(&mut lv, 1000, 10), Inserted::New));
+    // Beyond the reach: declined again, one shadow all the while.
+    let shadows = lv.shadows.len();
+    let reach = lv.lir_stamp;
+    for _ in 0..3 {
+        lv.lir_stamp = lv.shadows.now();
+        assert!(matches!(put(&mut lv, 1000, 10).0, Inserted::Rejected));
+        assert_eq!(lv.shadows.len(), shadows, "one shadow for the key");
+    }
+    lv.lir_stamp = reach;
+    assert!(matches!(put(&mut lv, 1000, 10).0, Inserted::New));
     let i = lv.find(hash(1000), |&k| k == 1000).expect("cached");
     assert!(lv.is_active(i), "LIR by its shadow");
-    assert!(matches!(put(&mut lv, 2000, 1), Inserted::New));
+    assert!(matches!(put(&mut lv, 2000, 1).0, Inserted::New));
     let i = lv.find(hash(2000), |&k| k == 2000).expect("cached");
     assert!(!lv.is_active(i), "HIR");
     lv.check().unwrap();
 }
 
-/// `Policy::Lirs` in a weighted shard that had to evict for a new key
-/// places it as a full shard's LIRS does, whatever room the evictions
-/// left: a cold key is HIR. A shard with room fills its LIR set, as
-/// unweighted.
+/// `Policy::Lirs` in a weighted shard: once it has evicted, a cold key is
+/// HIR whatever room the shard has (weights that vary leave room after an
+/// eviction); while it fills, its LIR set takes cold keys while it has
+/// room, as unweighted.
 #[test]
-fn a_weighted_lirs_shard_that_evicted_is_full() {
+fn a_full_weighted_lirs_shard_takes_lir_entries_by_distance_alone() {
+    let mut out = Evicted::new();
     let mut lv = full_weighted_lirs();
     // Room for 5 more units: the LIR set below its share.
     let mut fix = NIL;
@@ -1064,8 +1077,15 @@ fn a_weighted_lirs_shard_that_evicted_is_full() {
         let t = if t == NIL { lv.lists[ACTIVE].tail } else { t };
         lv.remove(t, &mut fix);
     }
-    assert_eq!(lv.lirs_place(None, true), Place::Inactive, "evicted: full");
-    assert_eq!(lv.lirs_place(None, false), Place::Fill, "room: filling");
+    lv.insert_new(hash(3000), 3000, 3000, 1, Deadline::NEVER, &mut out);
+    let i = lv
+        .find(hash(3000), |&k| k == 3000)
+        .expect("cached: it fits");
+    assert!(!lv.is_active(i), "HIR");
+    let mut lv = Lruvec::new(Policy::Lirs, true, true, (false, false), 100, 1 << 30);
+    lv.insert_new(hash(3000), 3000, 3000, 1, Deadline::NEVER, &mut out);
+    let i = lv.find(hash(3000), |&k| k == 3000).expect("cached");
+    assert!(lv.is_active(i), "LIR while it fills");
     lv.check().unwrap();
 }
 
@@ -1275,7 +1295,7 @@ fn a_lirs_refault_as_old_as_the_last_demoted_lir_entry_is_hir() {
         lv.lir_stamp = 0u32.wrapping_sub(newer);
         assert_eq!(lv.lir_reach() as usize, hir + newer as usize);
         assert_eq!(
-            lv.lirs_refault(short_hash(hash(last)), true),
+            lv.lirs_refault(short_hash(hash(last))),
             place,
             "demoted {newer} tick(s) before the key's last use"
         );
