@@ -17,8 +17,11 @@
 //!
 //! docs/cache.md ("Weighted LIRS in small shards") gives a run.
 
-use mmbatch_benches::cache_hits::{read_trace, traces_dir};
-use mmbatch_cache::{LruCache, Policy};
+use mmbatch_benches::cache_hits::{
+    read_trace, traces_dir,
+    weighted::{Peer, VARYING_MEAN, hit_pct, peer_hit_pct, varying},
+};
+use mmbatch_cache::Policy;
 
 /// The traces and sizes `cache-hits` judges.
 const ROWS: [(&str, usize); 20] = [
@@ -51,122 +54,6 @@ const FIXED: [Policy; 4] = [
     Policy::LirsTinyLfu,
     Policy::Lru,
 ];
-
-/// Key `k`'s weight in the varying cache: 1 to 16 KiB by its hash.
-fn varying(k: u64) -> u64 {
-    1024 * (1 + (k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 60))
-}
-
-/// The mean of [`varying`]'s weights (each of 16 equally likely).
-const VARYING_MEAN: u64 = 1024 * 17 / 2;
-
-/// quick_cache's weigher: a function of the key.
-#[derive(Clone)]
-struct QcWeigh(fn(u64) -> u64);
-
-impl quick_cache::Weighter<u64, u64> for QcWeigh {
-    fn weight(&self, k: &u64, _: &u64) -> u64 {
-        (self.0)(*k)
-    }
-}
-
-/// A peer's cache, weighted alike.
-#[derive(Clone, Copy)]
-enum Peer {
-    QuickCache,
-    Moka,
-}
-
-/// Read-through hit % of `trace` into `peer`'s cache of `capacity` in
-/// weight, about `entries` entries, entries weighing `weigh`.
-fn peer_hit_pct(
-    trace: &[u64],
-    peer: Peer,
-    entries: usize,
-    capacity: u64,
-    weigh: fn(u64) -> u64,
-) -> f64 {
-    let mut hits = 0u64;
-    match peer {
-        Peer::Moka => {
-            let c = moka::sync::Cache::<u64, u64>::builder()
-                .max_capacity(capacity)
-                .weigher(move |k: &u64, _: &u64| u32::try_from(weigh(*k)).expect("a u32 weight"))
-                .build();
-            for &k in trace {
-                if c.get(&k).is_some() {
-                    hits += 1;
-                } else {
-                    c.insert(k, k);
-                    c.run_pending_tasks();
-                }
-            }
-        }
-        Peer::QuickCache => {
-            let c = quick_cache::sync::Cache::<u64, u64, QcWeigh>::with_weighter(
-                entries,
-                capacity,
-                QcWeigh(weigh),
-            );
-            for &k in trace {
-                if c.get(&k).is_some() {
-                    hits += 1;
-                } else {
-                    c.insert(k, k);
-                }
-            }
-        }
-    }
-    hits as f64 * 100.0 / trace.len() as f64
-}
-
-/// Read-through hit % of `trace` into a cache of `capacity` under
-/// `policy`, entries weighing `weigh` (`None`: no weigher, `capacity`
-/// entries), in `shards` shards (`None`: the default).
-fn hit_pct(
-    trace: &[u64],
-    policy: Policy,
-    capacity: u64,
-    weigh: Option<fn(u64) -> u64>,
-    shards: Option<usize>,
-) -> f64 {
-    let mut hits = 0u64;
-    let mut replay = |get: &dyn Fn(u64) -> bool, insert: &dyn Fn(u64)| {
-        for &k in trace {
-            if get(k) {
-                hits += 1;
-            } else {
-                insert(k);
-            }
-        }
-    };
-    match weigh {
-        None => {
-            let c = LruCache::<u64, u64>::builder(capacity)
-                .policy(policy)
-                .build()
-                .expect("a valid capacity");
-            replay(&|k| c.get(&k).is_some(), &|k| {
-                c.insert(k, k);
-            });
-        }
-        Some(w) => {
-            let b = LruCache::<u64, u64>::builder(capacity)
-                .policy(policy)
-                .weigher(move |k: &u64, _: &u64| w(*k));
-            let c = match shards {
-                Some(n) => b.shards(n),
-                None => b,
-            }
-            .build()
-            .expect("a valid capacity");
-            replay(&|k| c.get(&k).is_some(), &|k| {
-                c.insert(k, k);
-            });
-        }
-    }
-    hits as f64 * 100.0 / trace.len() as f64
-}
 
 fn main() {
     let reps: usize = std::env::var("REPS").map_or(3, |v| v.parse().expect("REPS: a number"));
