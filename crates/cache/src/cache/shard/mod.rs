@@ -793,7 +793,6 @@ impl<K, V> Lruvec<K, V> {
     /// LIR, and the clock ticks as at an eviction. The entry goes to
     /// `out`, evicted.
     fn decline(&mut self, hash: u32, key: K, value: V, out: &mut Evicted<K, V>) -> Inserted<V> {
-        self.count(hash);
         // An older shadow of the key goes: two would fill its bucket, and
         // the first found would date from an older decline.
         let _ = self.shadows.refault(hash);
@@ -1096,7 +1095,7 @@ impl<K, V> Lruvec<K, V> {
         if !self.weighted {
             // Weighted, the entries the new share holds are known at its
             // next evictions (`follow_entries`): the scale stays meanwhile.
-            self.full_entries = max_entries.min(capacity_entries(capacity));
+            self.full_entries = Self::first_entries(false, capacity, max_entries);
         }
         self.restamp(self.full_entries);
         let mut none = NIL;
