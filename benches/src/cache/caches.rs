@@ -7,6 +7,7 @@ use std::{num::NonZeroUsize, sync::Mutex};
 use mmbatch_cache::{LruCache, Policy};
 
 use super::Impl;
+use crate::cache_hits::weighted::{QcWeigh, VARYING_MEAN, varying};
 
 /// A cache under test: the two operations the workloads use.
 pub trait Cache: Sync {
@@ -72,6 +73,24 @@ impl Cache for quick_cache::sync::Cache<u64, u64> {
     }
 }
 
+impl Cache for quick_cache::sync::Cache<u64, u64, QcWeigh> {
+    fn get(&self, key: u64) -> bool {
+        quick_cache::sync::Cache::get(self, &key).is_some()
+    }
+    fn insert(&self, key: u64, value: u64) {
+        quick_cache::sync::Cache::insert(self, key, value);
+    }
+    fn load(&self, key: u64, loads: &mut u64) -> u64 {
+        let loaded = self.get_or_insert_with(&key, || {
+            *loads += 1;
+            Ok::<_, std::convert::Infallible>(key)
+        });
+        match loaded {
+            Ok(v) => v,
+        }
+    }
+}
+
 impl<S, W> Cache for LruCache<u64, u64, S, W>
 where
     S: std::hash::BuildHasher + Sync,
@@ -92,9 +111,12 @@ where
     }
 }
 
-/// Builds an empty cache of `capacity` entries.
+/// Builds an empty cache of `capacity` entries (weighted: of their mean
+/// weight).
 pub fn build(which: Impl, capacity: usize) -> Box<dyn Cache> {
     let nz = NonZeroUsize::new(capacity.max(1)).expect("at least 1");
+    // The weighted caches' capacity: `capacity` entries of mean weight.
+    let weight = capacity as u64 * VARYING_MEAN;
     let mmbatch = |policy: Policy, batching: bool, fast_reads: bool| {
         LruCache::<u64, u64>::builder(capacity as u64)
             .policy(policy)
@@ -116,6 +138,20 @@ pub fn build(which: Impl, capacity: usize) -> Box<dyn Cache> {
                 .build()
                 .expect("a valid capacity"),
         ),
+        Impl::QuickCacheWeighted => Box::new(quick_cache::sync::Cache::with_weighter(
+            capacity,
+            weight,
+            QcWeigh(varying),
+        )),
+        Impl::MmbatchWeighted | Impl::MmbatchWeightedTold => {
+            let b = LruCache::<u64, u64>::builder(weight).weigher(|k: &u64, _: &u64| varying(*k));
+            let b = if which == Impl::MmbatchWeightedTold {
+                b.estimated_entries(capacity)
+            } else {
+                b
+            };
+            Box::new(b.build().expect("a valid capacity"))
+        }
         Impl::MokaTtl => Box::new(
             moka::sync::Cache::builder()
                 .max_capacity(capacity as u64)

@@ -382,6 +382,15 @@ pub enum Impl {
     MmbatchTtl,
     /// moka with the same time to live; read-through only.
     MokaTtl,
+    /// quick_cache with a weigher (`with_weighter`, told the entries),
+    /// entries of 1-16 KiB by key ([`varying`](crate::cache_hits::weighted::varying)),
+    /// the capacity their mean weight times the entries; read-through only.
+    QuickCacheWeighted,
+    /// `LruCache`'s default with the same weigher and capacity, its
+    /// default shards (1 a CPU: it is not told the entries).
+    MmbatchWeighted,
+    /// The same, told the entries (`Builder::estimated_entries`).
+    MmbatchWeightedTold,
 }
 
 /// The time to live of the `-ttl` caches: an hour, so that the rows
@@ -403,11 +412,17 @@ impl Impl {
     }
 
     /// The implementations measured on `mix`: [`all`](Self::all), and on
-    /// read-through the two with a time to live.
+    /// read-through the two with a time to live and the three weighted.
     pub fn for_mix(mix: Mix) -> Vec<Impl> {
         let mut v = Self::all();
         if mix == Mix::ReadThrough {
-            v.extend([Impl::MmbatchTtl, Impl::MokaTtl]);
+            v.extend([
+                Impl::MmbatchTtl,
+                Impl::MokaTtl,
+                Impl::QuickCacheWeighted,
+                Impl::MmbatchWeighted,
+                Impl::MmbatchWeightedTold,
+            ]);
         }
         v
     }
@@ -423,6 +438,9 @@ impl Impl {
             Impl::MmbatchPortable => "mmbatch-portable".to_owned(),
             Impl::MmbatchTtl => "mmbatch-ttl".to_owned(),
             Impl::MokaTtl => "moka-ttl".to_owned(),
+            Impl::QuickCacheWeighted => "quick_cache-weighted".to_owned(),
+            Impl::MmbatchWeighted => "mmbatch-weighted".to_owned(),
+            Impl::MmbatchWeightedTold => "mmbatch-weighted-told".to_owned(),
         }
     }
 }

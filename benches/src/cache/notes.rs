@@ -124,6 +124,26 @@ pub(super) fn notes(r: &Report, threads: &[usize], plan: &[(Workload, Mix)]) -> 
                     line.push(';');
                 }
             }
+            // Weighted caches, reported: the default not told its entries
+            // (1 shard a CPU) and told them, against quick_cache weighted
+            // alike.
+            if let Some(qw) = r.median(&name(Impl::QuickCacheWeighted)) {
+                line += &format!(
+                    " weighted (1-16 KiB an entry): vs quick_cache's {qw:.2} Mops/s weighted alike"
+                );
+                for (i, what) in [
+                    (Impl::MmbatchWeighted, "default shards"),
+                    (Impl::MmbatchWeightedTold, "told its entries"),
+                ] {
+                    if let Some(x) = r.median(&name(i)) {
+                        let ratio = r
+                            .paired_ratio(&name(i), &name(Impl::QuickCacheWeighted))
+                            .unwrap_or(x / qw);
+                        line += &format!(", {} ({what}) {x:.2} = {ratio:.2}x paired", i.name());
+                    }
+                }
+                line.push(';');
+            }
             if let Some(p) = r.median(&name(Impl::MmbatchPortable)) {
                 let ws = name(Impl::Mmbatch("workingset", Policy::Workingset));
                 if let Some(ratio) = r.paired_ratio(&name(Impl::MmbatchPortable), &ws) {
@@ -144,7 +164,14 @@ pub(super) fn notes(r: &Report, threads: &[usize], plan: &[(Workload, Mix)]) -> 
                 line += &format!(" active-inactive vs batching off {:.2}x;", ai / nb);
             }
             line += " hit ratio %:";
-            for i in [Impl::MutexLru, Impl::QuickCache, Impl::Moka] {
+            for i in [
+                Impl::MutexLru,
+                Impl::QuickCache,
+                Impl::Moka,
+                Impl::QuickCacheWeighted,
+                Impl::MmbatchWeighted,
+                Impl::MmbatchWeightedTold,
+            ] {
                 if let Some(h) = hit(&name(i)) {
                     line += &format!(" {} {h:.2},", i.name());
                 }

@@ -93,6 +93,14 @@ fn smallest_run_produces_every_row_and_table() {
     assert!(
         r.notes
             .iter()
+            .any(|n| n.starts_with("readthrough-s0.9, 2 thread(s)")
+                && n.contains("mmbatch-weighted-told (told its entries)")),
+        "{:?}",
+        r.notes
+    );
+    assert!(
+        r.notes
+            .iter()
             .any(|n| n.contains("moka-ttl's (target >= 3x")),
         "{:?}",
         r.notes

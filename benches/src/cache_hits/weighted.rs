@@ -19,8 +19,8 @@ pub fn varying(k: u64) -> u64 {
 pub const VARYING_MEAN: u64 = 1024 * 17 / 2;
 
 /// quick_cache's weigher: a function of the key.
-#[derive(Clone)]
-struct QcWeigh(fn(u64) -> u64);
+#[derive(Clone, Debug)]
+pub struct QcWeigh(pub fn(u64) -> u64);
 
 impl quick_cache::Weighter<u64, u64> for QcWeigh {
     fn weight(&self, k: &u64, _: &u64) -> u64 {
@@ -80,15 +80,26 @@ pub fn peer_hit_pct(
     hits as f64 * 100.0 / trace.len() as f64
 }
 
+/// How a weighted cache's shards are set.
+#[derive(Clone, Copy, Debug)]
+pub enum Shards {
+    /// The default: 1 a CPU, not told the entries.
+    Default,
+    /// `Builder::shards`.
+    Fixed(usize),
+    /// `Builder::estimated_entries`: the default told the entries.
+    Told(usize),
+}
+
 /// Read-through hit % of `trace` into a cache of `capacity` under
 /// `policy`, entries weighing `weigh` (`None`: no weigher, `capacity`
-/// entries), in `shards` shards (`None`: the default).
+/// entries, and `shards` unused), its shards set by `shards`.
 pub fn hit_pct(
     trace: &[u64],
     policy: Policy,
     capacity: u64,
     weigh: Option<fn(u64) -> u64>,
-    shards: Option<usize>,
+    shards: Shards,
 ) -> f64 {
     let mut hits = 0u64;
     let mut replay = |get: &dyn Fn(u64) -> bool, insert: &dyn Fn(u64)| {
@@ -115,8 +126,9 @@ pub fn hit_pct(
                 .policy(policy)
                 .weigher(move |k: &u64, _: &u64| w(*k));
             let c = match shards {
-                Some(n) => b.shards(n),
-                None => b,
+                Shards::Default => b,
+                Shards::Fixed(n) => b.shards(n),
+                Shards::Told(n) => b.estimated_entries(n),
             }
             .build()
             .expect("a valid capacity");
@@ -129,11 +141,12 @@ pub fn hit_pct(
 }
 
 /// The columns of a `cache-hits` weighted table.
-pub(super) const COLUMNS: [&str; 4] = [
+pub(super) const COLUMNS: [&str; 5] = [
     "mmbatch-adaptive",
     "mmbatch-adaptive-8-shards",
     "quick_cache",
     "moka",
+    "mmbatch-adaptive-told",
 ];
 
 /// The row name of `column` on `trace` at `pages` entries' mean weight.
@@ -151,12 +164,27 @@ pub(super) fn rows(trace: &[u64], name: &str, pages: usize) -> Vec<Row> {
         .map(|&column| {
             let start = Instant::now();
             let pct = match column {
-                "mmbatch-adaptive" => {
-                    hit_pct(trace, Policy::Adaptive, capacity, Some(varying), None)
-                }
-                "mmbatch-adaptive-8-shards" => {
-                    hit_pct(trace, Policy::Adaptive, capacity, Some(varying), Some(8))
-                }
+                "mmbatch-adaptive" => hit_pct(
+                    trace,
+                    Policy::Adaptive,
+                    capacity,
+                    Some(varying),
+                    Shards::Default,
+                ),
+                "mmbatch-adaptive-8-shards" => hit_pct(
+                    trace,
+                    Policy::Adaptive,
+                    capacity,
+                    Some(varying),
+                    Shards::Fixed(8),
+                ),
+                "mmbatch-adaptive-told" => hit_pct(
+                    trace,
+                    Policy::Adaptive,
+                    capacity,
+                    Some(varying),
+                    Shards::Told(pages),
+                ),
                 "quick_cache" => peer_hit_pct(trace, Peer::QuickCache, pages, capacity, varying),
                 _ => peer_hit_pct(trace, Peer::Moka, pages, capacity, varying),
             };

@@ -138,7 +138,11 @@
 //! - **`max_entries`** bounds the entries held, whatever their weight.
 //! - **Weights**: 0 counts as 1; an entry heavier than its shard's share
 //!   of the capacity (`u64::MAX`, say) is not cached and goes to the
-//!   listener ([`CacheStats::rejected`]).
+//!   listener ([`CacheStats::rejected`]). A weighted cache does not know
+//!   how many entries its capacity holds: tell it
+//!   ([`Builder::estimated_entries`]) and its shards follow them, as an
+//!   unweighted cache's follow its capacity; untold, it takes one shard a
+//!   CPU.
 #![deny(unsafe_code)]
 
 mod cache;

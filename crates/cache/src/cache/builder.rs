@@ -145,6 +145,9 @@ pub struct Builder<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
 pub(super) struct Options<K, V> {
     pub(super) capacity: u64,
     pub(super) max_entries: Option<usize>,
+    /// About how many entries a weighted cache holds (see
+    /// [`Builder::estimated_entries`]).
+    pub(super) estimated_entries: Option<usize>,
     pub(super) shards: Option<usize>,
     pub(super) policy: Policy,
     pub(super) batching: bool,
@@ -239,8 +242,11 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// to [`MAX_SHARDS`]. The default: without a weigher, 8 per CPU, with
     /// at least 512 entries' worth of capacity each, but enough (up to 256)
     /// that none holds more than 65536 entries (the most a shard indexes
-    /// in `u16`s); with a weigher, 1 per CPU with at least 512 units of
-    /// capacity each. Capacity and `max_entries` are split evenly.
+    /// in `u16`s); with a weigher, the same from
+    /// [`estimated_entries`](Self::estimated_entries) where it is set (and
+    /// at least 512 units of capacity each), else 1 per CPU with at least
+    /// 512 units of capacity each. Capacity and `max_entries` are split
+    /// evenly.
     /// [`Policy::Lru`] with batching off always uses one shard (exact
     /// order).
     ///
@@ -264,6 +270,31 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// keeps a `max_entries` that was set.
     pub fn max_entries(mut self, entries: usize) -> Self {
         self.opts.max_entries = Some(entries);
+        self
+    }
+
+    /// About how many entries a weighted cache holds when full (its
+    /// capacity over the entries' mean weight), as quick_cache's
+    /// `with_weighter` asks. Why: a capacity in weight says nothing of how
+    /// many entries it holds, and both the default shard count and
+    /// [`Policy::Adaptive`]'s simulations follow the entries. Told them, a
+    /// weighted cache takes the shards an unweighted cache of as many
+    /// entries takes (8 a CPU, each with at least 512 entries' worth: see
+    /// [`shards`](Self::shards)), and its simulations start at that size.
+    /// Untold, it takes 1 shard a CPU whatever it holds: a large cache
+    /// then serialises concurrent writes on few locks, and a small one on
+    /// a host of many CPUs splits into shards too small to keep its hits
+    /// ([docs/cache.md][told]). An estimate a few times off costs little:
+    /// the simulations follow what the shards hold, only the shard count
+    /// stays as built. Each shard's share of the capacity bounds the
+    /// heaviest entry it caches ([`LruCache::max_entry_weight`]): with a
+    /// right estimate, 512 mean entries' worth or more. Ignored without a
+    /// weigher (the capacity counts the entries) and where
+    /// [`shards`](Self::shards) is set.
+    ///
+    /// [told]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#a-weighted-cache-told-its-entries-builderestimated_entries-2026-12-06
+    pub fn estimated_entries(mut self, entries: usize) -> Self {
+        self.opts.estimated_entries = Some(entries);
         self
     }
 
@@ -383,7 +414,9 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// split evenly between shards; an entry heavier than its shard's share
     /// ([`LruCache::max_entry_weight`], smaller on a host with more CPUs
     /// unless [`shards`](Self::shards) is set) is not cached
-    /// ([`CacheStats::rejected`]). Under [`Policy::Lirs`] (and the default
+    /// ([`CacheStats::rejected`]). Tell it about how many entries it will
+    /// hold ([`estimated_entries`](Self::estimated_entries)): the default
+    /// shard count follows them. Under [`Policy::Lirs`] (and the default
     /// while it runs it) a new key heavier than the HIR entries it would
     /// evict is declined until it is requested again soon (see there).
     ///
@@ -466,12 +499,18 @@ impl<K, V, S, W> Builder<K, V, S, W> {
             max_entries.min(usize::try_from(o.capacity).unwrap_or(usize::MAX))
         };
         let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        // The entries the default shard count follows: unweighted, what
+        // the capacity holds; weighted, the user's estimate, if any.
+        let known = if o.weighted {
+            o.estimated_entries.map(|e| e.min(max_entries))
+        } else {
+            Some(entries)
+        };
         let wanted = if exact {
             1
         } else {
-            o.shards.unwrap_or_else(|| {
-                default_shards(cpus, o.capacity, max_entries, entries, o.weighted)
-            })
+            o.shards
+                .unwrap_or_else(|| default_shards(cpus, o.capacity, max_entries, known))
         };
         // Every shard must be able to hold an entry: no more shards than
         // entries, or than units of capacity.
@@ -493,7 +532,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
         // duel follows what its shards report.
         let duel = (o.policy == Policy::Adaptive).then(|| {
             crate::sync::Arc::new(if o.weighted {
-                Duel::weighted(o.capacity, shards)
+                Duel::weighted(o.capacity, o.estimated_entries, shards)
             } else {
                 Duel::new(entries)
             })
@@ -562,38 +601,31 @@ pub(super) fn shard_entries(max_entries: usize, shards: usize, i: usize) -> usiz
 }
 
 /// The shards a cache of `capacity` (at most `max_entries` entries, of
-/// which an unweighted cache holds `entries`) asks for on a host of
-/// `cpus` CPUs when [`Builder::shards`] is not set, before the limits and
-/// the rounding down to a power of two that every count takes: 8 a CPU
-/// (1 weighted), no more than the capacity holds at [`MIN_SHARD_ENTRIES`]
-/// each, and, unweighted, at least enough that each indexes its entries
-/// in `u16`s.
-fn default_shards(
-    cpus: usize,
-    capacity: u64,
-    max_entries: usize,
-    entries: usize,
-    weighted: bool,
-) -> usize {
+/// which it holds `entries` if known: unweighted, or weighted with
+/// [`Builder::estimated_entries`]) asks for on a host of `cpus` CPUs when
+/// [`Builder::shards`] is not set, before the limits and the rounding down
+/// to a power of two that every count takes: 8 a CPU (1 a CPU for a
+/// weighted cache of unknown entries), no more than the capacity and the
+/// entries hold at [`MIN_SHARD_ENTRIES`] each, and, where the entries are
+/// known, at least enough that each indexes its entries in `u16`s.
+fn default_shards(cpus: usize, capacity: u64, max_entries: usize, entries: Option<usize>) -> usize {
     let by_size = capacity.min(max_entries as u64) / MIN_SHARD_ENTRIES;
-    // Weighted: fewer, larger shares, so that heavy entries fit their
-    // shard's. Unweighted, 8 a CPU: with 4, two threads reading through a
-    // miss-heavy stream waited on each other's writes (docs/cache.md,
-    // `Builder::shards`).
-    let per_cpu = if weighted { 1 } else { 8 };
-    let by_cpu = (per_cpu * cpus).min(usize::try_from(by_size).unwrap_or(usize::MAX));
-    // Unweighted, enough shards that each indexes its entries in `u16`s: a
-    // wide index costs 4 bytes an entry more (a cache of 1 Mi entries on 2
-    // CPUs, 8 shards: 10 bytes an entry of index against 6). Weighted, the
-    // entries a capacity holds are not known.
-    let narrow = if weighted {
-        1
-    } else {
-        entries
-            .div_ceil(NARROW_MAX)
-            .next_power_of_two()
-            .min(MAX_NARROW_SHARDS)
+    let Some(entries) = entries else {
+        // Weighted, entries unknown: fewer, larger shares, so that heavy
+        // entries fit their shard's.
+        return cpus.min(usize::try_from(by_size).unwrap_or(usize::MAX));
     };
+    let by_size = by_size.min(entries as u64 / MIN_SHARD_ENTRIES);
+    // 8 a CPU: with 4, two threads reading through a miss-heavy stream
+    // waited on each other's writes (docs/cache.md, `Builder::shards`).
+    let by_cpu = (8 * cpus).min(usize::try_from(by_size).unwrap_or(usize::MAX));
+    // Enough shards that each indexes its entries in `u16`s: a wide index
+    // costs 4 bytes an entry more (a cache of 1 Mi entries on 2 CPUs, 8
+    // shards: 10 bytes an entry of index against 6).
+    let narrow = entries
+        .div_ceil(NARROW_MAX)
+        .next_power_of_two()
+        .min(MAX_NARROW_SHARDS);
     by_cpu.max(narrow)
 }
 

@@ -243,6 +243,7 @@ impl<K: Hash + Eq + Clone, V: Clone> LruCache<K, V> {
             opts: Options {
                 capacity,
                 max_entries: None,
+                estimated_entries: None,
                 shards: None,
                 policy: Policy::default(),
                 batching: true,
@@ -815,8 +816,9 @@ where
     /// The heaviest entry the cache keeps: the smallest shard's share of
     /// the capacity. A heavier entry is not cached ([`insert`](Self::insert)
     /// hands it to the listener, [`CacheStats::rejected`] counts it). The
-    /// default shard count grows with the CPUs, and so this shrinks with
-    /// them: set [`Builder::shards`] where entries can be large.
+    /// default shard count grows with the CPUs (and with
+    /// [`Builder::estimated_entries`]), and so this shrinks with them: set
+    /// [`Builder::shards`] where entries can be large.
     pub fn max_entry_weight(&self) -> u64 {
         builder::smallest_share(self.capacity(), self.shards.len())
     }

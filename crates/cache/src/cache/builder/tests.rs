@@ -33,9 +33,9 @@ fn a_default_cache_runs_eight_shards_a_cpu() {
 /// entries narrow (65 536 a shard).
 #[test]
 fn the_default_shard_count_follows_the_cpus() {
-    let shards = |cpus, capacity: u64, weighted| {
+    let shards = |cpus, capacity: u64, weighted: bool| {
         let entries = capacity as usize;
-        super::default_shards(cpus, capacity, entries, entries, weighted)
+        super::default_shards(cpus, capacity, entries, (!weighted).then_some(entries))
     };
     for (cpus, want) in [(1, 8), (2, 16), (3, 24), (8, 64)] {
         assert_eq!(shards(cpus, 1 << 17, false), want, "{cpus} CPUs");
@@ -186,4 +186,57 @@ fn the_smallest_share_is_the_least_dealt() {
             "{total} / {shards}"
         );
     }
+}
+
+/// A weighted cache told its entries takes the shards an unweighted cache
+/// of as many entries takes, whatever its capacity in weight; one of
+/// unknown entries, 1 a CPU. On this host and at fixed CPU counts.
+#[test]
+fn a_weighted_cache_told_its_entries_shards_as_an_unweighted_one() {
+    // 128 Ki entries of about 4 KiB.
+    let (entries, weight) = (1usize << 17, 4096u64);
+    let capacity = entries as u64 * weight;
+    for cpus in [1, 2, 8, 64] {
+        let told = super::default_shards(cpus, capacity, usize::MAX, Some(entries));
+        let unweighted = super::default_shards(cpus, entries as u64, entries, Some(entries));
+        assert_eq!(told, unweighted, "{cpus} CPUs");
+        assert_eq!(
+            super::default_shards(cpus, capacity, usize::MAX, None),
+            cpus
+        );
+    }
+    // 300 entries: one shard on any host, as an unweighted cache of 300.
+    assert_eq!(
+        super::default_shards(64, 300 * weight, usize::MAX, Some(300)),
+        1
+    );
+    // Never more shards than the capacity holds at 512 units each.
+    assert_eq!(
+        super::default_shards(8, 2048, usize::MAX, Some(1 << 20)),
+        16
+    );
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let build = |estimate: Option<usize>| {
+        let b = LruCache::<u64, u64>::builder(capacity).weigher(|_: &u64, _: &u64| weight);
+        match estimate {
+            Some(e) => b.estimated_entries(e),
+            None => b,
+        }
+        .build()
+        .unwrap()
+        .shards()
+    };
+    let unweighted = LruCache::<u64, u64>::builder(entries as u64)
+        .build()
+        .unwrap()
+        .shards();
+    assert_eq!(build(Some(entries)), unweighted, "{cpus} CPUs");
+    assert_eq!(build(None), 1 << cpus.ilog2(), "{cpus} CPUs");
+    // Without a weigher the estimate changes nothing.
+    let ignored = LruCache::<u64, u64>::builder(entries as u64)
+        .estimated_entries(10)
+        .build()
+        .unwrap()
+        .shards();
+    assert_eq!(ignored, unweighted);
 }

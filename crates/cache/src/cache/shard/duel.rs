@@ -371,12 +371,25 @@ impl Duel {
     /// cache in entries (a sampled key counts 1, as the duel scores
     /// requests hit), and a capacity in weight (bytes, say) says nothing
     /// of how many it holds.
-    pub(in crate::cache) fn weighted(capacity: u64, shards: usize) -> Self {
-        let start = usize::try_from(capacity).map_or(WEIGHTED_START, |c| c.min(WEIGHTED_START));
-        Self {
+    /// `estimate`, the entries the user expects it to hold
+    /// (`Builder::estimated_entries`), is where the simulations start and
+    /// the mean of the reports starts from; without one they start at
+    /// [`WEIGHTED_START`] entries (no more than `capacity`).
+    pub(in crate::cache) fn weighted(
+        capacity: u64,
+        estimate: Option<usize>,
+        shards: usize,
+    ) -> Self {
+        let most = usize::try_from(capacity).unwrap_or(usize::MAX);
+        let start = estimate.unwrap_or(WEIGHTED_START).min(most).max(1);
+        let duel = Self {
             weighted_shards: shards.max(1),
-            ..Self::new(start.max(1))
+            ..Self::new(start)
+        };
+        if estimate.is_some() {
+            crate::sync::lock(&duel.sims).reported = start as f64;
         }
+        duel
     }
 
     /// The cache now holds `entries` entries (`set_capacity`): the

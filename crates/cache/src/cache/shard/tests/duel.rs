@@ -1680,7 +1680,7 @@ proptest::proptest! {
 /// an old rate, keys outside the new sample do not reach the simulations.
 #[test]
 fn a_weighted_duel_follows_the_entries_its_shards_report() {
-    let d = sim::Duel::weighted(1 << 40, 2);
+    let d = sim::Duel::weighted(1 << 40, None, 2);
     // Before any report: the smallest cache sampled 1 key in 8.
     assert_eq!((d.shift(), d.shift_now(), d.basis()), (3, 3, 2048));
     let s = sim::Sampled::new();
@@ -1741,7 +1741,7 @@ fn a_weighted_duel_follows_the_entries_its_shards_report() {
 /// then test keys against that sample, not the first one (1 in 8).
 #[test]
 fn a_weighted_shard_takes_up_its_duels_new_shift() {
-    let d = Arc::new(sim::Duel::weighted(1 << 20, 1));
+    let d = Arc::new(sim::Duel::weighted(1 << 20, None, 1));
     let mut lv: Lruvec<u64, u64> = Lruvec::new(
         Policy::Adaptive,
         true,
@@ -1773,11 +1773,31 @@ fn a_weighted_shard_takes_up_its_duels_new_shift() {
 fn a_weighted_duel_resizes_past_a_quarter_off() {
     let s = sim::Sampled::new();
     for (report, resized) in [(2560, false), (2561, true), (1536, false), (1535, true)] {
-        let d = sim::Duel::weighted(1 << 40, 1);
+        let d = sim::Duel::weighted(1 << 40, None, 1);
         d.feed(&s, Some(0), || report);
         let basis = if resized { report } else { 2048 };
         assert_eq!(d.basis(), basis, "a report of {report}");
     }
+}
+
+/// A weighted duel told the cache's entries (`Builder::estimated_entries`)
+/// starts its simulations at that size and its reports' mean from it, so
+/// a first report from a shard that weighs differently does not resize
+/// them; reports that stay away move them as without the estimate.
+#[test]
+fn a_weighted_duel_told_its_entries_starts_there() {
+    let s = sim::Sampled::new();
+    let d = sim::Duel::weighted(1 << 40, Some(100_000), 2);
+    assert_eq!((d.shift(), d.shift_now(), d.basis()), (8, 8, 100_000));
+    d.feed(&s, Some(0), || 30_000);
+    assert_eq!(d.basis(), 100_000, "one report of 60 000 resized them");
+    for _ in 0..200 {
+        d.feed(&s, Some(0), || 30_000);
+    }
+    assert!((45_000..=75_000).contains(&d.basis()), "{}", d.basis());
+    // No more than the capacity holds, at a unit an entry.
+    let d = sim::Duel::weighted(1000, Some(100_000), 1);
+    assert_eq!(d.basis(), 1000);
 }
 
 /// A weighted shard learns the entries it holds from its length at its
