@@ -55,25 +55,11 @@ impl Cache for moka::sync::Cache<u64, u64> {
     }
 }
 
-impl Cache for quick_cache::sync::Cache<u64, u64> {
-    fn get(&self, key: u64) -> bool {
-        quick_cache::sync::Cache::get(self, &key).is_some()
-    }
-    fn insert(&self, key: u64, value: u64) {
-        quick_cache::sync::Cache::insert(self, key, value);
-    }
-    fn load(&self, key: u64, loads: &mut u64) -> u64 {
-        let loaded = self.get_or_insert_with(&key, || {
-            *loads += 1;
-            Ok::<_, std::convert::Infallible>(key)
-        });
-        match loaded {
-            Ok(v) => v,
-        }
-    }
-}
-
-impl Cache for quick_cache::sync::Cache<u64, u64, QcWeigh> {
+/// quick_cache, unweighted or weighted (`QcWeigh`).
+impl<W> Cache for quick_cache::sync::Cache<u64, u64, W>
+where
+    W: quick_cache::Weighter<u64, u64> + Clone + Send + Sync,
+{
     fn get(&self, key: u64) -> bool {
         quick_cache::sync::Cache::get(self, &key).is_some()
     }
