@@ -427,6 +427,17 @@ impl Impl {
         v
     }
 
+    /// Whether its rows are only reported, whatever the workload (the
+    /// weighted caches): on a judged workload they take one sample in
+    /// [`SAMPLES_PER_SAMPLE`], not every one, so that they add little to
+    /// the run.
+    pub fn reported_only(self) -> bool {
+        matches!(
+            self,
+            Impl::QuickCacheWeighted | Impl::MmbatchWeighted | Impl::MmbatchWeightedTold
+        )
+    }
+
     /// The row-name part.
     pub fn name(self) -> String {
         match self {
@@ -562,6 +573,17 @@ pub fn measure(cache: &dyn Cache, mix: Mix, threads: usize, stream: &[u64]) -> S
     }
 }
 
+/// Of the samples of `mix` on `workload` at `t` threads, `which` takes
+/// every this many: all for a row that may be judged, one configured
+/// sample's worth for one [`Impl::reported_only`].
+fn stride(which: Impl, mix: Mix, workload: Workload, t: usize) -> usize {
+    if which.reported_only() {
+        samples_per_sample(mix, workload, t)
+    } else {
+        1
+    }
+}
+
 /// The row name of `which` running `mix` on `workload` at `t` threads.
 pub fn row_name(which: Impl, mix: Mix, workload: Workload, t: usize) -> String {
     format!(
@@ -582,7 +604,12 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     let total: usize = plan
         .iter()
         .flat_map(|&(w, mix)| threads.iter().map(move |&t| (w, mix, t)))
-        .map(|(w, mix, t)| samples_at(w, mix, t) * Impl::for_mix(mix).len())
+        .map(|(w, mix, t)| {
+            Impl::for_mix(mix)
+                .into_iter()
+                .map(|i| samples_at(w, mix, t) / stride(i, mix, w, t))
+                .sum::<usize>()
+        })
         .sum();
     let mut done = 0;
     let mut rows = Vec::new();
@@ -647,9 +674,15 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
                 // Fresh scan keys each sample: a scan is never repeated.
                 let stream = workload.apply(part, (warmup.len() + at * ops) as u64);
                 for (i, instances) in caches.iter().enumerate() {
+                    // Reported-only caches: every `stride`th sample, turn
+                    // by turn through their instances.
+                    let stride = stride(impls[i], mix, workload, t);
+                    if sample % stride != 0 {
+                        continue;
+                    }
                     progress.row(done, total, &names[i]);
                     done += 1;
-                    let cache = &instances[sample % INSTANCES];
+                    let cache = &instances[(sample / stride) % INSTANCES];
                     cache.settle();
                     let stream = if matches!(impls[i], Impl::Moka | Impl::MokaTtl) {
                         &stream[..stream.len() / MOKA_SHARE]

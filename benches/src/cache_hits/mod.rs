@@ -657,9 +657,8 @@ mod tests {
                 .is_some()
         );
         assert!(
-            r.notes
-                .iter()
-                .any(|n| n.starts_with("Weighted caches") && n.contains("told its entries")),
+            r.notes.iter().any(|n| n.starts_with("Weighted caches")
+                && n.contains("told its entries (`estimated_entries`")),
             "{:?}",
             r.notes
         );

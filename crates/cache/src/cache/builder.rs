@@ -168,6 +168,8 @@ impl<K, V, S, W> fmt::Debug for Builder<K, V, S, W> {
         f.debug_struct("Builder")
             .field("capacity", &self.opts.capacity)
             .field("max_entries", &self.opts.max_entries)
+            .field("estimated_entries", &self.opts.estimated_entries)
+            .field("shards", &self.opts.shards)
             .field("policy", &self.opts.policy)
             .field("batching", &self.opts.batching)
             .field("fast_reads", &self.opts.fast_reads)
@@ -288,9 +290,12 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// the simulations follow what the shards hold, only the shard count
     /// stays as built. Each shard's share of the capacity bounds the
     /// heaviest entry it caches ([`LruCache::max_entry_weight`]): with a
-    /// right estimate, 512 mean entries' worth or more. Ignored without a
-    /// weigher (the capacity counts the entries) and where
-    /// [`shards`](Self::shards) is set.
+    /// right estimate, 512 mean entries' worth or more. Taken at most as
+    /// [`max_entries`](Self::max_entries) and as the capacity (an entry
+    /// weighs at least 1); 0 is no estimate. Where
+    /// [`shards`](Self::shards) is set only the simulations use it.
+    /// Ignored without a weigher (the capacity counts the entries).
+    /// Nothing is allocated ahead for it.
     ///
     /// [told]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#a-weighted-cache-told-its-entries-builderestimated_entries-2026-12-06
     pub fn estimated_entries(mut self, entries: usize) -> Self {
@@ -501,8 +506,13 @@ impl<K, V, S, W> Builder<K, V, S, W> {
         let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         // The entries the default shard count follows: unweighted, what
         // the capacity holds; weighted, the user's estimate, if any.
+        // Weighted, no more than `max_entries` or than the capacity holds
+        // at a unit each; 0 is not an estimate.
         let known = if o.weighted {
-            o.estimated_entries.map(|e| e.min(max_entries))
+            o.estimated_entries.filter(|&e| e > 0).map(|e| {
+                e.min(entries)
+                    .min(usize::try_from(o.capacity).unwrap_or(usize::MAX))
+            })
         } else {
             Some(entries)
         };
@@ -532,7 +542,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
         // duel follows what its shards report.
         let duel = (o.policy == Policy::Adaptive).then(|| {
             crate::sync::Arc::new(if o.weighted {
-                Duel::weighted(o.capacity, o.estimated_entries, shards)
+                Duel::weighted(o.capacity, known, shards)
             } else {
                 Duel::new(entries)
             })
@@ -613,7 +623,9 @@ fn default_shards(cpus: usize, capacity: u64, max_entries: usize, entries: Optio
     let Some(entries) = entries else {
         // Weighted, entries unknown: fewer, larger shares, so that heavy
         // entries fit their shard's.
-        return cpus.min(usize::try_from(by_size).unwrap_or(usize::MAX));
+        return cpus
+            .min(usize::try_from(by_size).unwrap_or(usize::MAX))
+            .max(1);
     };
     let by_size = by_size.min(entries as u64 / MIN_SHARD_ENTRIES);
     // 8 a CPU: with 4, two threads reading through a miss-heavy stream

@@ -210,12 +210,22 @@ fn a_weighted_cache_told_its_entries_shards_as_an_unweighted_one() {
         super::default_shards(64, 300 * weight, usize::MAX, Some(300)),
         1
     );
-    // Never more shards than the capacity holds at 512 units each.
-    assert_eq!(
-        super::default_shards(8, 2048, usize::MAX, Some(1 << 20)),
-        16
-    );
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    // Never more shards than the capacity holds at 512 units each: an
+    // estimate of more entries than units is taken as the units.
+    let tiny = LruCache::<u64, u64>::builder(2048)
+        .weigher(|_: &u64, _: &u64| 1)
+        .estimated_entries(1 << 20)
+        .build()
+        .unwrap();
+    assert_eq!(tiny.shards(), 1 << (2048 / 512).min(8 * cpus).ilog2());
+    // 0 is no estimate.
+    let zero = LruCache::<u64, u64>::builder(capacity)
+        .weigher(|_: &u64, _: &u64| 1)
+        .estimated_entries(0)
+        .build()
+        .unwrap();
+    assert_eq!(zero.shards(), 1 << cpus.ilog2());
     let build = |estimate: Option<usize>| {
         let b = LruCache::<u64, u64>::builder(capacity).weigher(|_: &u64, _: &u64| weight);
         match estimate {

@@ -1,7 +1,7 @@
 //! The shard's index (`mapping->i_pages`, as far as a cache needs one):
 //! from a key's hash to its entry's slot, in a hashbrown table of slot
 //! numbers — `u16`s in a shard that holds at most [`NARROW_MAX`] entries, `u32`s
-//! otherwise.
+//! otherwise (widened when a shard first holds more: `Lruvec::index_slot`).
 //!
 //! A hit loads the table's control bytes, then the slot number, then the
 //! node: the slot numbers are half of the table's bytes and one of a

@@ -416,7 +416,11 @@ impl<K, V> Lruvec<K, V> {
             recalc_pos: 0,
             recalc_min: u64::MAX,
             recalc_floor: AtomicU64::new(u64::MAX),
-            table: index::Index::new(max_entries),
+            // Weighted, `max_entries` bounds little (a capacity in bytes
+            // allows as many): the index starts narrow and widens at the
+            // 65537th entry, if the shard ever holds that many
+            // (`index_slot`).
+            table: index::Index::new(if weighted { 0 } else { max_entries }),
             lists: [EMPTY; 2],
             weight: 0,
             capacity,
@@ -967,9 +971,7 @@ impl<K, V> Lruvec<K, V> {
             hole
         };
         self.link_at(i, place.list(), place == Place::InactiveTail);
-        let links = &self.links;
-        self.table
-            .insert(index_hash(hash), i, |j| index_hash(links[j as usize].hash));
+        self.index_slot(hash, i);
         self.weight += weight;
         self.leave_shadow(shadow);
         Inserted::New
@@ -1069,11 +1071,25 @@ impl<K, V> Lruvec<K, V> {
         }
         let i = self.nodes.len() as u32 - 1;
         self.link_at(i, list, true);
-        let links = &self.links;
-        self.table
-            .insert(index_hash(hash), i, |j| index_hash(links[j as usize].hash));
+        self.index_slot(hash, i);
         self.weight += weight;
         Ok(())
+    }
+
+    /// Indexes slot `i`, just filled, under short hash `hash`, first
+    /// making a narrow index wide if `i` is past what it holds: a
+    /// weighted shard starts narrow whatever its `max_entries` (see
+    /// [`new`](Self::new)), and any shard may grow past its first
+    /// `max_entries` by `set_capacity`.
+    #[inline]
+    fn index_slot(&mut self, hash: u32, i: u32) {
+        let links = &self.links;
+        if i as usize >= index::NARROW_MAX {
+            // Once, at the shard's 65537th entry: a rehash of the table.
+            self.table.widen(|j| index_hash(links[j as usize].hash));
+        }
+        self.table
+            .insert(index_hash(hash), i, |j| index_hash(links[j as usize].hash));
     }
 
     /// Takes a new share of the capacity and of `max_entries`
@@ -1085,10 +1101,6 @@ impl<K, V> Lruvec<K, V> {
         max_entries: usize,
         out: &mut Evicted<K, V>,
     ) {
-        if max_entries > index::NARROW_MAX {
-            let links = &self.links;
-            self.table.widen(|i| index_hash(links[i as usize].hash));
-        }
         self.capacity = capacity;
         self.max_entries = max_entries;
         self.shadows.set_limit(max_entries);

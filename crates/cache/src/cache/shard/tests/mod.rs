@@ -631,6 +631,34 @@ fn a_weighted_shards_shadows_follow_its_entries() {
     lv.check().unwrap();
 }
 
+/// A weighted shard's index starts narrow, whatever its `max_entries`,
+/// and widens at its 65537th entry, inserted or warmed: every key stays
+/// found, before and after.
+#[test]
+fn a_weighted_shards_index_widens_as_it_grows() {
+    let n = index::NARROW_MAX as u64 + 1000;
+    for warmed in [false, true] {
+        let mut lv: Lruvec<u64, u64> =
+            Lruvec::new(Policy::Lru, true, true, (false, false), 1 << 40, 1 << 40);
+        assert!(matches!(lv.table, index::Index::Narrow(_)));
+        let mut out = Evicted::new();
+        for k in 0..n {
+            if warmed {
+                lv.insert_warm(hash(k), k, k, 1, Deadline::NEVER, false)
+                    .unwrap();
+            } else {
+                lv.insert_new(hash(k), k, k, 1, Deadline::NEVER, &mut out);
+            }
+            if k + 1 == index::NARROW_MAX as u64 {
+                assert!(matches!(lv.table, index::Index::Narrow(_)), "wide early");
+            }
+        }
+        assert!(matches!(lv.table, index::Index::Wide(_)));
+        assert!((0..n).all(|k| slot(&lv, k).is_some()), "warmed: {warmed}");
+        lv.check().unwrap();
+    }
+}
+
 /// Key `k` refaults at `distance` evictions from probation; its index.
 fn refault_from_probation(lv: &mut Lruvec<u64, u64>, k: u64, distance: usize) -> u32 {
     lv.shadows.eviction(short_hash(hash(k)), false, false);
@@ -1131,9 +1159,10 @@ fn a_refused_key_moves_no_hir_share_and_an_expired_victim_gives_way() {
     lv.check().unwrap();
 }
 
-/// A shard's index keeps `u16` slot numbers while the shard may hold up
-/// to `NARROW_MAX` entries (slots `0..NARROW_MAX` fit), and widens to
-/// `u32`s only when `set_capacity` lets it hold more.
+/// A shard's index keeps `u16` slot numbers while the shard holds up to
+/// `NARROW_MAX` entries (slots `0..NARROW_MAX` fit), and widens to `u32`s
+/// at the first entry past them, not when `set_capacity` lets it hold
+/// more.
 #[test]
 fn an_index_widens_only_past_what_u16_slots_hold() {
     let n = index::NARROW_MAX;
@@ -1142,10 +1171,16 @@ fn an_index_widens_only_past_what_u16_slots_hold() {
     let mut out = Evicted::new();
     let narrow = |lv: &Lruvec<u64, u64>| matches!(lv.table, index::Index::Narrow(_));
     assert!(narrow(&lv));
-    lv.set_capacity(n as u64, n, &mut out);
-    assert!(narrow(&lv), "widened at {n} entries, which u16 slots hold");
     lv.set_capacity(n as u64 + 1, n + 1, &mut out);
+    assert!(narrow(&lv), "widened before it held more than {n}");
+    for k in 0..n as u64 {
+        insert(&mut lv, k);
+    }
+    assert!(narrow(&lv), "widened at {n} entries, which u16 slots hold");
+    insert(&mut lv, n as u64);
     assert!(!narrow(&lv), "narrow past {n} entries");
+    assert!((0..=n as u64).all(|k| slot(&lv, k).is_some()));
+    lv.check().unwrap();
 }
 
 /// `Policy::LirsTinyLfu`: the victim that keeps its place against a
