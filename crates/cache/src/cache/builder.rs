@@ -505,14 +505,16 @@ impl<K, V, S, W> Builder<K, V, S, W> {
         };
         let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         // The entries the default shard count follows: unweighted, what
-        // the capacity holds; weighted, the user's estimate, if any.
-        // Weighted, no more than `max_entries` or than the capacity holds
-        // at a unit each; 0 is not an estimate.
+        // the capacity holds; weighted, the user's estimate, if any, at
+        // most `max_entries` and the capacity's units (an entry weighs one
+        // at least); 0 (or a capacity of 0) is no estimate.
         let known = if o.weighted {
-            o.estimated_entries.filter(|&e| e > 0).map(|e| {
-                e.min(entries)
-                    .min(usize::try_from(o.capacity).unwrap_or(usize::MAX))
-            })
+            o.estimated_entries
+                .map(|e| {
+                    e.min(entries)
+                        .min(usize::try_from(o.capacity).unwrap_or(usize::MAX))
+                })
+                .filter(|&e| e > 0)
         } else {
             Some(entries)
         };

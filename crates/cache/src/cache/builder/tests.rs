@@ -250,3 +250,30 @@ fn a_weighted_cache_told_its_entries_shards_as_an_unweighted_one() {
         .shards();
     assert_eq!(ignored, unweighted);
 }
+
+/// A weighted cache of capacity 0 (to be turned on by `set_capacity`)
+/// takes an estimate as none: its shards and its duel start as an untold
+/// one's, whose first report then stands alone, not averaged up from 1.
+#[test]
+fn a_weighted_cache_of_no_capacity_takes_no_estimate() {
+    let build = |estimate: Option<usize>| {
+        let b = LruCache::<u64, u64>::builder(0).weigher(|_: &u64, _: &u64| 1);
+        match estimate {
+            Some(e) => b.estimated_entries(e),
+            None => b,
+        }
+        .build()
+        .unwrap()
+    };
+    let (told, untold) = (build(Some(1 << 20)), build(None));
+    assert_eq!(told.shards(), untold.shards());
+    let basis = |c: &LruCache<u64, u64, _, _>| c.duel.as_ref().unwrap().basis();
+    assert_eq!(basis(&told), basis(&untold));
+    // Told within the capacity, the duel starts at the estimate.
+    let c = LruCache::<u64, u64>::builder(1 << 30)
+        .weigher(|_: &u64, _: &u64| 1)
+        .estimated_entries(100_000)
+        .build()
+        .unwrap();
+    assert_eq!(c.duel.as_ref().unwrap().basis(), 100_000);
+}

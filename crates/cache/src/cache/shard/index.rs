@@ -109,8 +109,9 @@ impl Index {
         each!(self, t => t.len())
     }
 
-    /// Makes a narrow index wide, for a shard that may now hold more than
-    /// [`NARROW_MAX`] entries; `rehash` gives each slot's hash.
+    /// Makes a narrow index wide, for a shard about to hold more than
+    /// [`NARROW_MAX`] entries (a no-op if it is wide); `rehash` gives each
+    /// slot's hash.
     pub(super) fn widen(&mut self, rehash: impl Fn(u32) -> u64) {
         if let Index::Narrow(t) = self {
             let mut wide = HashTable::with_capacity(t.len());
