@@ -372,21 +372,23 @@ impl Duel {
     /// requests hit), and a capacity in weight (bytes, say) says nothing
     /// of how many it holds.
     /// `estimate`, the entries the user expects it to hold
-    /// (`Builder::estimated_entries`), is where the simulations start and
-    /// the mean of the reports starts from; without one they start at
-    /// [`WEIGHTED_START`] entries (no more than `capacity`).
+    /// (`Builder::estimated_entries`), if it is within 1 and `capacity`,
+    /// is where the simulations start and the mean of the reports starts
+    /// from; otherwise they start at [`WEIGHTED_START`] entries (no more
+    /// than `capacity`) and the first report stands alone.
     pub(in crate::cache) fn weighted(
         capacity: u64,
         estimate: Option<usize>,
         shards: usize,
     ) -> Self {
         let most = usize::try_from(capacity).unwrap_or(usize::MAX);
-        let start = estimate.unwrap_or(WEIGHTED_START).min(most).max(1);
+        let told = estimate.filter(|&e| (1..=most).contains(&e));
+        let start = told.unwrap_or(WEIGHTED_START.min(most)).max(1);
         let duel = Self {
             weighted_shards: shards.max(1),
             ..Self::new(start)
         };
-        if estimate.is_some() {
+        if told.is_some() {
             crate::sync::lock(&duel.sims).reported = start as f64;
         }
         duel

@@ -1795,9 +1795,16 @@ fn a_weighted_duel_told_its_entries_starts_there() {
         d.feed(&s, Some(0), || 30_000);
     }
     assert!((45_000..=75_000).contains(&d.basis()), "{}", d.basis());
-    // No more than the capacity holds, at a unit an entry.
-    let d = sim::Duel::weighted(1000, Some(100_000), 1);
-    assert_eq!(d.basis(), 1000);
+    // An estimate past the capacity (an entry weighs a unit at least), or
+    // of 0, is none: the simulations start as untold, and the first
+    // report stands alone.
+    for (capacity, estimate) in [(1000, 100_000), (1 << 40, 0), (0, 10)] {
+        let d = sim::Duel::weighted(capacity, Some(estimate), 1);
+        let untold = sim::Duel::weighted(capacity, None, 1);
+        assert_eq!(d.basis(), untold.basis(), "{capacity} {estimate}");
+        d.feed(&s, Some(0), || 500);
+        assert_eq!(d.basis(), 500, "{capacity} {estimate}");
+    }
 }
 
 /// A weighted shard learns the entries it holds from its length at its
