@@ -174,9 +174,7 @@ impl Mapping {
     ) -> io::Result<Self> {
         check(len, flags)?;
         let fs = rustix::fs::fstatfs(fd)?;
-        // `f_type`'s width differs by target; the magic fits in 32 bits.
-        #[allow(clippy::unnecessary_cast)]
-        let page = if fs.f_type as u64 == HUGETLBFS_MAGIC {
+        let page = if on_hugetlbfs(&fs) {
             whole_pages(len, fs.f_bsize as usize, "a hugetlbfs file")?;
             fs.f_bsize as u64
         } else {
@@ -200,8 +198,7 @@ impl Mapping {
         // A writable mapping of a hugetlbfs file extends the file to
         // cover it (`hugetlbfs_file_mmap`): a memfd made for it is mapped
         // before it has a length.
-        #[allow(clippy::unnecessary_cast)]
-        let grows = fs.f_type as u64 == HUGETLBFS_MAGIC && prot.contains(ProtFlags::WRITE);
+        let grows = on_hugetlbfs(&fs) && prot.contains(ProtFlags::WRITE);
         if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile
             && !grows
             && end.is_none_or(|end| end > mapped_end)
@@ -365,9 +362,18 @@ impl Drop for Mapping {
     }
 }
 
-/// `HUGETLBFS_MAGIC` from `<linux/magic.h>`: `statfs`'s `f_type` on hugetlbfs.
+/// Whether `fs` (a file's `fstatfs`) is hugetlbfs's (`f_type` is
+/// `HUGETLBFS_MAGIC`): a mapping of such a file is of the filesystem's
+/// huge page (`f_bsize`), and a writable one extends the file to its end
+/// (`hugetlbfs_file_mmap`).
 #[cfg(any(target_os = "linux", target_os = "android"))]
-const HUGETLBFS_MAGIC: u64 = 0x9584_58f6;
+fn on_hugetlbfs(fs: &rustix::fs::StatFs) -> bool {
+    // `f_type`'s width and sign differ by target; the magic fits in 32
+    // bits.
+    #[allow(clippy::unnecessary_cast)]
+    let f_type = fs.f_type as u64;
+    f_type == u64::from(linux_raw_sys::general::HUGETLBFS_MAGIC)
+}
 
 /// `MAP_HUGE_SHIFT` from `<linux/mman.h>`: log2 of the page size sits in the
 /// six flag bits from here.

@@ -167,9 +167,7 @@ fn file_page_size(fd: i32) -> usize {
 /// page; any other filesystem's block (64 KiB on some XFS, 1 MiB on NFS)
 /// says nothing of its pages.
 fn mapping_page_size(f_type: u64, f_bsize: u64) -> usize {
-    /// `HUGETLBFS_MAGIC` (`<linux/magic.h>`).
-    const HUGETLBFS_MAGIC: u64 = 0x9584_58f6;
-    if f_type == HUGETLBFS_MAGIC {
+    if f_type == u64::from(linux_raw_sys::general::HUGETLBFS_MAGIC) {
         f_bsize as usize
     } else {
         page_size()

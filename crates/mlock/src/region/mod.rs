@@ -164,11 +164,12 @@ impl<'fd> RegionBuilder<'fd> {
             // A writable mapping of a hugetlbfs file extends the file to
             // its end (`hugetlbfs_file_mmap`), as a memfd made for it and
             // never truncated relies on: not checked.
-            const HUGETLBFS_MAGIC: u64 = 0x9584_58f6;
-            // `f_type`'s width differs by target; the magic fits in 32 bits.
+            // `f_type`'s and the magic's widths differ by target; the
+            // magic fits in 32 bits.
             #[allow(clippy::unnecessary_cast)]
             let grows = !self.read_only
-                && rustix::fs::fstatfs(fd).is_ok_and(|fs| fs.f_type as u64 == HUGETLBFS_MAGIC);
+                && rustix::fs::fstatfs(fd)
+                    .is_ok_and(|fs| fs.f_type as u64 == libc::HUGETLBFS_MAGIC as u64);
             let regular = rustix::fs::FileType::from_raw_mode(stat.st_mode)
                 == rustix::fs::FileType::RegularFile
                 && !grows;
