@@ -368,11 +368,11 @@ impl Drop for Mapping {
 /// (`hugetlbfs_file_mmap`).
 #[cfg(any(target_os = "linux", target_os = "android"))]
 fn on_hugetlbfs(fs: &rustix::fs::StatFs) -> bool {
-    // `f_type`'s width and sign differ by target; the magic fits in 32
-    // bits.
+    // `f_type`'s width and sign differ by target: the magic is its low
+    // 32 bits (on 32-bit targets a signed `f_type` holds it negative).
     #[allow(clippy::unnecessary_cast)]
-    let f_type = fs.f_type as u64;
-    f_type == u64::from(linux_raw_sys::general::HUGETLBFS_MAGIC)
+    let f_type = fs.f_type as u32;
+    f_type == linux_raw_sys::general::HUGETLBFS_MAGIC
 }
 
 /// `MAP_HUGE_SHIFT` from `<linux/mman.h>`: log2 of the page size sits in the
@@ -777,7 +777,8 @@ mod tests {
 
     /// A regular file shorter than the range: a touch past its end was
     /// SIGBUS through the safe `as_slice`. Refused, naming the most that
-    /// maps; its last partial page maps (the kernel zero-fills it).
+    /// maps, writable or not (only hugetlbfs extends a file to a writable
+    /// mapping); its last partial page maps (the kernel zero-fills it).
     #[test]
     fn a_file_range_past_the_files_end_is_refused() {
         let page = rustix::param::page_size() as u64;
@@ -785,7 +786,12 @@ mod tests {
         let file_len = page + page / 2;
         let dir = std::env::temp_dir().join(format!("mmbatch-mmap-{}", std::process::id()));
         std::fs::write(&dir, vec![7u8; file_len as usize]).unwrap();
-        let f = std::fs::File::open(&dir).unwrap();
+        // Writable, so that the kernel would map it writable too.
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&dir)
+            .unwrap();
         std::fs::remove_file(&dir).unwrap();
         let map = |offset, len| {
             // SAFETY: the file is this test's own, unlinked; nothing else
@@ -823,6 +829,20 @@ mod tests {
         assert_eq!(m.as_slice().unwrap()[end - 1..end + 1], [7, 0]);
         let m = map(page, page as usize).unwrap();
         assert_eq!(m.as_slice().unwrap()[end - page as usize], 0);
+        // Writable, the same: only hugetlbfs extends a file to a writable
+        // mapping's end.
+        // SAFETY: as above.
+        let e = unsafe {
+            Mapping::file(
+                std::os::fd::AsFd::as_fd(&f),
+                0,
+                3 * page as usize,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+            )
+        }
+        .unwrap_err();
+        assert!(e.to_string().contains(&expected), "{e}");
         // An offset whose end overflows is past any end.
         assert!(map(u64::MAX - page + 1, page as usize).is_err());
         // An empty file has no offset inside it.

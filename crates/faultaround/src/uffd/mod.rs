@@ -155,9 +155,11 @@ fn file_page_size(fd: i32) -> usize {
     // SAFETY: the caller holds the file open for this call.
     let fd = unsafe { BorrowedFd::borrow_raw(fd) };
     match rustix::fs::fstatfs(fd) {
-        // `f_type`'s and `f_bsize`'s widths differ by target.
+        // `f_type`'s and `f_bsize`'s widths and signs differ by target:
+        // the magic is the low 32 bits (on 32-bit targets a signed
+        // `f_type` holds it negative).
         #[allow(clippy::unnecessary_cast)]
-        Ok(fs) => mapping_page_size(fs.f_type as u64, fs.f_bsize as u64),
+        Ok(fs) => mapping_page_size(fs.f_type as u32, fs.f_bsize as u64),
         Err(_) => page_size(),
     }
 }
@@ -166,8 +168,8 @@ fn file_page_size(fd: i32) -> usize {
 /// and block size `f_bsize` (`statfs`) has: hugetlbfs's block is its huge
 /// page; any other filesystem's block (64 KiB on some XFS, 1 MiB on NFS)
 /// says nothing of its pages.
-fn mapping_page_size(f_type: u64, f_bsize: u64) -> usize {
-    if f_type == u64::from(linux_raw_sys::general::HUGETLBFS_MAGIC) {
+fn mapping_page_size(f_type: u32, f_bsize: u64) -> usize {
+    if f_type == linux_raw_sys::general::HUGETLBFS_MAGIC {
         f_bsize as usize
     } else {
         page_size()
@@ -744,8 +746,8 @@ mod tests {
     #[test]
     fn only_hugetlbfs_blocks_are_pages() {
         /// `EXT4_SUPER_MAGIC` and `NFS_SUPER_MAGIC` (`<linux/magic.h>`).
-        const EXT4: u64 = 0xef53;
-        const NFS: u64 = 0x6969;
+        const EXT4: u32 = 0xef53;
+        const NFS: u32 = 0x6969;
         assert_eq!(mapping_page_size(0x9584_58f6, 2 << 20), 2 << 20);
         assert_eq!(mapping_page_size(EXT4, 64 << 10), page_size());
         assert_eq!(mapping_page_size(NFS, 1 << 20), page_size());
