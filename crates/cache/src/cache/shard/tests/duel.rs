@@ -1005,6 +1005,37 @@ fn the_window_less_a_score_is_the_misses() {
     }
 }
 
+/// A key hit again and again is replayed in the simulations until it has
+/// hit in every one `DUEL_REPEATS` times in a row (its entry then each
+/// one's most recent), and from there only scored, as a replay would
+/// score it (`the_window_less_a_score_is_the_misses` checks the scores);
+/// another key in between, or a miss, starts the count again.
+#[test]
+fn a_key_hit_again_and_again_is_scored_without_replay() {
+    let d = sim::Duel::new(1 << 20);
+    let s = sim::Sampled::new();
+    let run = u64::from(DUEL_REPEATS) + 1;
+    for _ in 0..100 {
+        d.hit(&s, 5, u32::MAX);
+    }
+    // The first access misses (the key is inserted), the next
+    // `DUEL_REPEATS` hit; every later one counts as a hit too.
+    assert_eq!((d.seen(), d.replays()), (100, run));
+    assert_eq!(d.lookups(), [(99, 1); 4]);
+    d.hit(&s, 6, u32::MAX);
+    let [before, _] = d.misses();
+    d.hit(&s, 5, u32::MAX);
+    let [after, _] = d.misses();
+    assert_eq!(d.replays(), run + 2, "a new key, then the old one again");
+    for k in 0..4 {
+        assert!(after[k] < before[k], "simulation {k}: key 5 still hits");
+    }
+    for _ in 0..10 {
+        d.hit(&s, 5, u32::MAX);
+    }
+    assert_eq!(d.replays(), run + 2 + u64::from(DUEL_REPEATS) - 1);
+}
+
 /// A write of a key outside the sample still hands the shard's sampled
 /// hits to the simulations (a cache whose sample is 1 key in 4096 rarely
 /// writes a sampled key).
