@@ -109,6 +109,15 @@ pub(in crate::cache) fn sample_below(shift: u32) -> u64 {
     1 << (32 - shift.min(32))
 }
 
+/// Hits in a row of one key, each a hit in every simulation, after which
+/// one more changes nothing in any ([`Sims::access`] then only scores
+/// it): every simulation's entry has its references saturated
+/// (`mark_accessed` writes nothing past [`MAX_REFS`](super::MAX_REFS)),
+/// LRU's is at the head, and a hit writes no sketch (only misses and
+/// reclaim count). Not a tunable: fewer would skip hits that still
+/// count a reference.
+pub(in crate::cache) const DUEL_REPEATS: u32 = super::MAX_REFS as u32;
+
 /// The policies the duel chooses between, in the order of its scores.
 pub(in crate::cache) const CONTENDERS: [Policy; 4] = [
     Policy::Workingset,
@@ -740,7 +749,8 @@ impl Sims {
             }
             self.out.clear();
             self.basis = entries;
-            // A smaller simulation may have evicted the last key.
+            // Reclaim for a smaller size may have spent the last key's
+            // references or evicted it: its next hit replays.
             self.repeats = 0;
         } else {
             let (settled, reported) = (self.settled(), self.reported);
@@ -835,9 +845,9 @@ impl Sims {
         // A key requested again and again (a hot key in the sample: Zipf
         // 1.1's hottest takes 12% of the requests), hit in every
         // simulation each time, hits in each once more, and after
-        // [`DUEL_REPEATS`] such hits in a row one more changes none of
-        // their lists: only the scores move, at a tenth of a replay's
-        // cost (docs/cache.md, "A third host").
+        // [`DUEL_REPEATS`] such hits in a row one more changes nothing
+        // in any: only the scores move, and the four lookups are skipped
+        // (docs/cache.md, "A third host").
         if h == self.last && self.repeats >= DUEL_REPEATS {
             for k in 0..CONTENDERS.len() {
                 self.lookups[k].0 += 1;

@@ -152,16 +152,6 @@ pub(super) const LIRS_HIR_EVICTIONS_PER_HIT: f64 = 64.0;
 /// an entry, four times) and a larger share of accesses sampled.
 pub(super) const DUEL_ENTRIES: usize = 256;
 
-/// Hits in a row of one sampled key, each in every simulation of
-/// [`Policy::Adaptive`](crate::Policy::Adaptive), after which the next
-/// one only counts in their scores (`duel::Sims::access`): at
-/// [`MAX_REFS`](super::MAX_REFS) hits every simulation's entry is
-/// saturated (LRU's at the head, LIRS's LIR at the stack's top, the
-/// workingset's references at most); fewer skips more of a hot key's
-/// replays, and more keeps its frequency in `Policy::LirsTinyLfu`'s
-/// sketch closer (each skipped hit is one count it does not get).
-pub(super) const DUEL_REPEATS: u32 = 4;
-
 /// [`Policy::Adaptive`](crate::Policy::Adaptive) samples at most 1 key
 /// in `2^DUEL_MIN_SHIFT`, so that its simulations replay about an eighth
 /// of the cache's accesses (more when a sampled key is hot): a larger

@@ -1006,15 +1006,16 @@ fn the_window_less_a_score_is_the_misses() {
 }
 
 /// A key hit again and again is replayed in the simulations until it has
-/// hit in every one `DUEL_REPEATS` times in a row (its entry then each
-/// one's most recent), and from there only scored, as a replay would
-/// score it (`the_window_less_a_score_is_the_misses` checks the scores);
-/// another key in between, or a miss, starts the count again.
+/// hit in every one `DUEL_REPEATS` times in a row (its references then
+/// saturated: one more hit changes nothing), and from there only scored,
+/// as a replay would score it (`the_window_less_a_score_is_the_misses`
+/// checks the scores); another key in between, a miss, or a resize
+/// starts the count again.
 #[test]
 fn a_key_hit_again_and_again_is_scored_without_replay() {
     let d = sim::Duel::new(1 << 20);
     let s = sim::Sampled::new();
-    let run = u64::from(DUEL_REPEATS) + 1;
+    let run = u64::from(sim::DUEL_REPEATS) + 1;
     for _ in 0..100 {
         d.hit(&s, 5, u32::MAX);
     }
@@ -1033,7 +1034,12 @@ fn a_key_hit_again_and_again_is_scored_without_replay() {
     for _ in 0..10 {
         d.hit(&s, 5, u32::MAX);
     }
-    assert_eq!(d.replays(), run + 2 + u64::from(DUEL_REPEATS) - 1);
+    let replayed = run + 2 + u64::from(sim::DUEL_REPEATS) - 1;
+    assert_eq!(d.replays(), replayed);
+    // The same size: the same sample rate, the simulations kept.
+    d.resize(1 << 20);
+    d.hit(&s, 5, u32::MAX);
+    assert_eq!(d.replays(), replayed + 1, "a resize starts the count again");
 }
 
 /// A write of a key outside the sample still hands the shard's sampled
