@@ -14,22 +14,24 @@
 //! [`Sampled`] for the shard's next write section while another shard
 //! feeds them). Whichever simulation has hit most, over about the last
 //! [`DUEL_WINDOW`] sampled accesses (or the last [`DUEL_RECENT_WINDOW`],
-//! see [`verdict_of_both`]), is what every shard runs from its next write
-//! section.
+//! see [`verdict_of_both`](verdict::verdict_of_both)), is what every
+//! shard runs from its next write section.
 
-use super::{Deadline, Evicted, Lruvec, Policy, batch::Batch, tunables::*};
+use super::{Policy, batch::Batch, tunables::*};
 use crate::sync::{AtomicBool, AtomicU8, AtomicU32, Mutex, Ordering};
+
+mod sims;
+mod verdict;
+
+use sims::Sims;
+#[cfg(test)]
+pub(in crate::cache) use verdict::{just_left, keeps, verdict, verdict_of_both};
 
 /// Entries a weighted cache's simulations are first sized for, before
 /// its shards have said what they hold (see [`Duel::weighted`]): the
 /// smallest cache sampled at [`DUEL_MIN_SHIFT`] into simulations of
 /// [`DUEL_ENTRIES`].
 const WEIGHTED_START: usize = DUEL_ENTRIES << DUEL_MIN_SHIFT;
-
-/// The reports a weighted cache's estimate of its entries is a decaying
-/// mean over (see [`Sims::report`]): more steadies it between shards that
-/// differ, fewer follows a change of the entries' weights sooner.
-const REPORTS_OVER: f64 = 16.0;
 
 /// The hits of sampled keys a shard holds for the duel between two of its
 /// write sections, while another shard feeds the simulations; past that,
@@ -152,137 +154,6 @@ const LRU: usize = 2;
 /// [`Policy::LirsTinyLfu`]'s index in [`CONTENDERS`].
 const TINYLFU: usize = 3;
 
-/// Which of [`CONTENDERS`] the shards should run, running `now` (an index
-/// into it), after `seen` sampled accesses that left the simulations'
-/// decaying hits at `score` of `window` accesses (decaying alike): no
-/// change before [`DUEL_WARMUP`] sampled accesses, while the simulations
-/// fill; `Workingset` while none hits (no policy keeps anything there,
-/// and LIRS's stamps would cost memory for nothing); LRU once it leads the
-/// best of the others (`Workingset`, `Lirs`, `LirsTinyLfu`) by [`DUEL_MARGIN`] plus [`DUEL_LRU_MARGIN_SHARE`]
-/// of the lesser of its hits and misses, and by no less than the others'
-/// margin, from [`DUEL_LRU_WARMUP`] on (taking it up spends what they
-/// learned: Workingset's active list and refault history, LIRS's LIR set,
-/// which no simulation prices; a share of hits alone would ask a trace
-/// hit nine times in ten to lose a third of its misses); else the best
-/// of the others if it leads what runs by [`DUEL_MARGIN`] plus
-/// [`DUEL_MARGIN_SHARE`] of its hits, else `now`. `LirsTinyLfu` counts as
-/// the best of the others only while `Lirs` or itself runs, and once it
-/// also leads `Lirs` by that margin.
-pub(in crate::cache) fn verdict(score: [f64; 4], window: f64, seen: u64, now: usize) -> usize {
-    let lru_margin = asked(LRU, score[LRU], window);
-    // The better of Workingset and LIRS, Workingset on a tie; LIRS with
-    // admission instead while LIRS runs (with it or without) if it leads
-    // both, and LIRS by the usual margin: it is LIRS with one more rule,
-    // whose sketch starts afresh when taken up, and taken up from
-    // Workingset near a tie, the shards turned to it and back and a loop
-    // three times the cache lost a fifth of its hits.
-    let tinylfu_leads = matches!(now, LIRS | TINYLFU)
-        && score[TINYLFU] > score[LIRS] + asked(TINYLFU, score[TINYLFU], window)
-        && score[TINYLFU] > score[WORKINGSET];
-    let other = if tinylfu_leads {
-        TINYLFU
-    } else {
-        usize::from(score[LIRS] > score[WORKINGSET])
-    };
-    // What LRU must lead: the best of the others, or LIRS with admission
-    // running short of its own margin over LIRS.
-    let rival = if now == TINYLFU {
-        score[other].max(score[TINYLFU])
-    } else {
-        score[other]
-    };
-    if seen < DUEL_WARMUP {
-        now
-    } else if score.iter().all(|&s| s < 1.0) {
-        0
-    } else if seen >= DUEL_LRU_WARMUP && score[LRU] > rival + lru_margin {
-        LRU
-    } else if score[other] > score[now] + asked(other, score[other], window) {
-        other
-    } else {
-        now
-    }
-}
-
-/// The lead [`verdict`] asks of policy `k` (an index into [`CONTENDERS`])
-/// with `score` hits of `window` accesses, to be taken up.
-fn asked(k: usize, score: f64, window: f64) -> f64 {
-    let margin = |lead: f64, share: f64| DUEL_MARGIN + share * lead;
-    let usual = margin(score, DUEL_MARGIN_SHARE);
-    if k == LRU {
-        margin(score.min(window - score), DUEL_LRU_MARGIN_SHARE).max(usual)
-    } else {
-        usual
-    }
-}
-
-/// [`verdict`] over the whole window (`whole`: the simulations' decaying
-/// hits and the accesses they count), or, where that keeps `now`, over
-/// the recent one ([`DUEL_RECENT_WINDOW`], `recent` likewise) for a policy
-/// that the whole window also ranks first of the four (a first that
-/// `now` may not turn to, `LirsTinyLfu` from `Workingset` or `Lru`, leaves
-/// `now`), [`DUEL_MARGIN`] ahead of `now`. So a workload that changes
-/// character is followed once the recent window sees the change and the
-/// whole one ranks it first, not only once the whole one's lead passes
-/// its margin, which takes most of a window; LRU too is taken up and
-/// left that way, its larger margin asked of the recent window only. A
-/// lead that is a blip of the recent window, or within `DUEL_MARGIN` of
-/// `now` over the whole, turns nothing. Nor does the recent window turn
-/// the shards back to `left`, the policy they left within the last
-/// [`DUEL_RECENT_WINDOW`] sampled accesses, and the whole window does so
-/// only if it leads what runs by twice the lead it is asked otherwise:
-/// where two policies tie over the whole window, each phase of a
-/// periodic workload leads lately, and a turn at each loses what each
-/// policy had learned, which no simulation prices.
-pub(in crate::cache) fn verdict_of_both(
-    whole: ([f64; 4], f64),
-    recent: ([f64; 4], f64),
-    seen: u64,
-    now: usize,
-    left: Option<usize>,
-) -> usize {
-    let mut by_whole = verdict(whole.0, whole.1, seen, now);
-    let k = by_whole;
-    if Some(k) == left && whole.0[k] - whole.0[now] <= 2.0 * asked(k, whole.0[k], whole.1) {
-        by_whole = now;
-    }
-    if by_whole != now || recent.0.iter().all(|&s| s < 1.0) {
-        return by_whole;
-    }
-    let by_recent = verdict(recent.0, recent.1, seen, now);
-    let first = whole.0.iter().all(|&s| whole.0[by_recent] >= s);
-    if first && Some(by_recent) != left && whole.0[by_recent] > whole.0[now] + DUEL_MARGIN {
-        by_recent
-    } else {
-        now
-    }
-}
-
-/// Whether [`verdict_of_both`] keeps `now` whatever its other inputs,
-/// from the whole window's scores alone: before [`DUEL_WARMUP`] sampled
-/// accesses, and while some simulation hits and none leads `now` by more
-/// than [`DUEL_MARGIN`], the least lead any of its rules asks (LRU's is
-/// over the best of the others, which is at least `now`'s score unless
-/// LRU runs, and then it keeps LRU; the margins' shares are not
-/// negative). Tested first on every sampled access, which mostly changes
-/// nothing: the full verdict costs a small cache about a tenth of its
-/// instructions (docs/cache.md, "Small caches").
-#[inline]
-pub(in crate::cache) fn keeps(whole: &[f64; 4], seen: u64, now: usize) -> bool {
-    // What the shortcut rests on: no rule asks less than DUEL_MARGIN.
-    const _: () = assert!(DUEL_MARGIN_SHARE >= 0.0 && DUEL_LRU_MARGIN_SHARE >= 0.0);
-    seen < DUEL_WARMUP
-        || (whole.iter().any(|&s| s >= 1.0) && whole.iter().all(|&s| s <= whole[now] + DUEL_MARGIN))
-}
-
-/// The policy the shards left (`left`: it, and the sampled accesses seen
-/// then) if that was within the last [`DUEL_RECENT_WINDOW`] of `seen`
-/// sampled accesses: what [`verdict_of_both`] holds back.
-pub(in crate::cache) fn just_left(left: Option<(usize, u64)>, seen: u64) -> Option<usize> {
-    left.filter(|&(_, at)| seen - at < u64::from(DUEL_RECENT_WINDOW))
-        .map(|(policy, _)| policy)
-}
-
 /// The cache's duel: the sample's simulations and their verdict.
 pub(in crate::cache) struct Duel {
     sims: Mutex<Sims>,
@@ -312,50 +183,6 @@ struct Verdict {
     /// cache's shards take up at their next write section when the
     /// simulations follow its entries.
     shift: AtomicU32,
-}
-
-/// The simulations, one for each of [`CONTENDERS`] (keys are short
-/// hashes, values nothing), the decaying counts of their hits, and a
-/// buffer for their evictions.
-struct Sims {
-    /// Keys whose mixed short hash has its top `shift` bits clear are
-    /// sampled.
-    shift: u32,
-    /// The cache's entries the simulations are sized for.
-    basis: usize,
-    /// A weighted cache's entries as its shards report them, a decaying
-    /// mean (0: none reported yet).
-    reported: f64,
-    sims: [Lruvec<u32, ()>; 4],
-    /// Hits of each over about the last [`DUEL_WINDOW`] sampled accesses.
-    score: [f64; 4],
-    /// Those accesses, decaying as `score` does.
-    window: f64,
-    /// Hits of each over about the last [`DUEL_RECENT_WINDOW`].
-    recent: [f64; 4],
-    /// Those accesses, decaying as `recent` does.
-    recent_window: f64,
-    /// Each simulation's hits and misses so far, which it reads as a
-    /// shard reads its stripes' counts (`Lruvec::lookups`).
-    lookups: [(u64, u64); 4],
-    /// Sampled accesses so far.
-    seen: u64,
-    /// The policy the shards last left (an index into [`CONTENDERS`]),
-    /// and `seen` then.
-    left: Option<(usize, u64)>,
-    /// Whether the verdict was learned before these simulations: taken
-    /// from a save (`Duel::resume`), or carried over a resize.
-    settled: bool,
-    /// The key of the simulations' last access, and how many accesses in
-    /// a row before it were of that key and hit in every simulation (0
-    /// after a miss in any): see [`Sims::access`].
-    last: u32,
-    repeats: u32,
-    /// Sampled accesses replayed in the simulations (the rest only
-    /// scored).
-    #[cfg(test)]
-    replays: u64,
-    out: Evicted<u32, ()>,
 }
 
 impl Duel {
@@ -436,7 +263,7 @@ impl Duel {
     }
 
     /// What the simulation of [`Policy::Workingset`] has learned (see
-    /// [`Lruvec::learned`]), for a shard taking it up. Waits while a
+    /// [`Lruvec::learned`](super::Lruvec::learned)), for a shard taking it up. Waits while a
     /// shard or a lookup feeds the simulations: taken only at a change of
     /// policy.
     pub(in crate::cache) fn learned(&self) -> Option<super::Learned> {
@@ -699,203 +526,5 @@ impl Duel {
         if !self.has_hit() && sims.score.iter().any(|&s| s > 0.0) {
             self.verdict.hit.store(true, Ordering::Relaxed);
         }
-    }
-}
-
-impl Sims {
-    /// Simulations for a cache of `entries` entries (see [`Duel::new`]).
-    fn new(entries: usize) -> Self {
-        let shift = Self::shift_for(entries);
-        let n = Self::entries(shift, entries);
-        let sim = |policy| {
-            let mut sim = Lruvec::new(policy, true, false, (false, false), n as u64, n);
-            // A HIR share moved one entry at a time swings by a whole
-            // percent in a simulation of a hundred entries: a loop's LIRS
-            // simulation then fell behind, and the shards left LIRS, and
-            // the loop, for Workingset (docs/cache.md).
-            sim.hir_adapts = false;
-            sim
-        };
-        Self {
-            shift,
-            basis: entries,
-            reported: 0.0,
-            sims: CONTENDERS.map(sim),
-            score: [0.0; 4],
-            window: 0.0,
-            recent: [0.0; 4],
-            recent_window: 0.0,
-            lookups: [(0, 0); 4],
-            seen: 0,
-            left: None,
-            settled: false,
-            last: 0,
-            repeats: 0,
-            #[cfg(test)]
-            replays: 0,
-            out: Evicted::new(),
-        }
-    }
-
-    /// Sized for a cache of `entries` entries: the simulations take the
-    /// new size if the sample's rate stays; new ones, warming up again,
-    /// if it changes (the verdict stands, learned as it was:
-    /// `learned_verdict`).
-    fn resize(&mut self, entries: usize) {
-        if Self::shift_for(entries) == self.shift {
-            let n = Self::entries(self.shift, entries);
-            for sim in &mut self.sims {
-                sim.set_capacity(n as u64, n, &mut self.out);
-            }
-            self.out.clear();
-            self.basis = entries;
-            // Reclaim for a smaller size may have spent the last key's
-            // references or evicted it: its next hit replays.
-            self.repeats = 0;
-        } else {
-            let (settled, reported) = (self.settled(), self.reported);
-            *self = Self::new(entries);
-            self.settled = settled;
-            self.reported = reported;
-        }
-    }
-
-    /// Takes a shard's report of the weighted cache's entries (its own
-    /// estimate times the shards) into their decaying mean, which it
-    /// returns. Why a mean: shards whose entries' weights differ (a
-    /// heavy entry can take a shard's whole share) report different
-    /// caches, and each report taken as it came resized the simulations
-    /// back and forth.
-    fn report(&mut self, entries: usize) -> usize {
-        let r = entries as f64;
-        self.reported = if self.reported == 0.0 {
-            r
-        } else {
-            self.reported + (r - self.reported) / REPORTS_OVER
-        };
-        // At most `entries`' own range: the cast saturates.
-        self.reported as usize
-    }
-
-    /// Whether a cache of `entries` entries is more than a quarter off what
-    /// the simulations are sized for: a weighted cache's estimate moves
-    /// with each entry's weight, and each resize costs the simulations
-    /// what they evict.
-    fn off_basis(&self, entries: usize) -> bool {
-        let b = self.basis;
-        entries > b.saturating_add(b / 4) || entries < b - b / 4
-    }
-
-    /// Whether the verdict is learned: the simulations have warmed up
-    /// ([`DUEL_WARMUP`]), or it was learned before them (`settled`).
-    fn settled(&self) -> bool {
-        self.seen >= DUEL_WARMUP || self.settled
-    }
-
-    /// The sample's `shift` for a cache of `entries` entries: simulations
-    /// of [`DUEL_ENTRIES`] to twice that, sampling at most 1 key in
-    /// `2^`[`DUEL_MIN_SHIFT`] (smaller simulations below); at most 1 in
-    /// 2^32 keys (a short hash has 32 bits).
-    fn shift_for(entries: usize) -> u32 {
-        (entries / DUEL_ENTRIES)
-            .max(1)
-            .ilog2()
-            .clamp(DUEL_MIN_SHIFT, 32)
-    }
-
-    /// A simulation's entries for a cache of `entries` sampled 1 in
-    /// `2^shift`.
-    fn entries(shift: u32, entries: usize) -> usize {
-        entries.div_ceil(1 << shift).max(1)
-    }
-
-    /// Which of [`CONTENDERS`] the shards should run, running `now` (see
-    /// [`verdict_of_both`]), by [`keeps`]'s shortcut where it holds.
-    fn verdict(&self, now: usize) -> usize {
-        if keeps(&self.score, self.seen, now) {
-            // Every test that feeds a duel checks the shortcut.
-            debug_assert_eq!(self.whole_verdict(now), now, "the shortcut kept {now}");
-            return now;
-        }
-        self.whole_verdict(now)
-    }
-
-    /// [`verdict_of_both`] over the simulations' windows.
-    fn whole_verdict(&self, now: usize) -> usize {
-        verdict_of_both(
-            (self.score, self.window),
-            (self.recent, self.recent_window),
-            self.seen,
-            now,
-            just_left(self.left, self.seen),
-        )
-    }
-
-    /// One access of the key of short hash `h` in every simulation.
-    fn access(&mut self, h: u32) {
-        // As the buffer keeps it (0 marks an empty slot there): a key's
-        // hits and misses are one key here, whichever way they came.
-        let h = h.max(1);
-        let hash = u64::from(h) << 8;
-        let decay = 1.0 - 1.0 / f64::from(DUEL_WINDOW);
-        let recent_decay = 1.0 - 1.0 / f64::from(DUEL_RECENT_WINDOW);
-        self.seen += 1;
-        self.window = self.window * decay + 1.0;
-        self.recent_window = self.recent_window * recent_decay + 1.0;
-        // A key requested again and again (a hot key in the sample: Zipf
-        // 1.1's hottest takes 12% of the requests), hit in every
-        // simulation each time, hits in each once more, and after
-        // [`DUEL_REPEATS`] such hits in a row one more changes nothing
-        // in any: only the scores move, and the four lookups are skipped
-        // (docs/cache.md, "A third host").
-        if h == self.last && self.repeats >= DUEL_REPEATS {
-            for k in 0..CONTENDERS.len() {
-                self.lookups[k].0 += 1;
-                self.score[k] = self.score[k] * decay + 1.0;
-                self.recent[k] = self.recent[k] * recent_decay + 1.0;
-            }
-            return;
-        }
-        #[cfg(test)]
-        {
-            self.replays += 1;
-        }
-        let mut every = true;
-        for (k, sim) in self.sims.iter_mut().enumerate() {
-            let hit = match sim.find(hash, |&key| key == h) {
-                Some(i) => {
-                    // LRU's simulation as the shards run it: each hit
-                    // moved to the head (see `Lruvec::drain_moves`).
-                    if sim.policy == Policy::Lru {
-                        sim.move_to_head(i);
-                    } else {
-                        // A simulation batches no moves.
-                        let _full = sim.mark_accessed(i);
-                    }
-                    self.lookups[k].0 += 1;
-                    1.0
-                }
-                None => {
-                    self.lookups[k].1 += 1;
-                    every = false;
-                    // As the cache's insertion gives a shard its lookups.
-                    if sim.looks_at_lookups() {
-                        let (hits, misses) = self.lookups[k];
-                        sim.lookups(hits, misses);
-                    }
-                    sim.insert_new(hash, h, (), 1, Deadline::NEVER, &mut self.out);
-                    self.out.clear();
-                    0.0
-                }
-            };
-            self.score[k] = self.score[k] * decay + hit;
-            self.recent[k] = self.recent[k] * recent_decay + hit;
-        }
-        self.repeats = match (every, h == self.last) {
-            (false, _) => 0,
-            (true, true) => self.repeats + 1,
-            (true, false) => 1,
-        };
-        self.last = h;
     }
 }

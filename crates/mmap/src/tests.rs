@@ -1,0 +1,464 @@
+//! Tests of the mapping and its checks.
+
+use super::*;
+
+/// Whether `addr` is mapped, from /proc/self/maps.
+fn mapped(addr: usize) -> bool {
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .any(|l| {
+            let range = l.split(' ').next().unwrap();
+            let (a, b) = range.split_once('-').unwrap();
+            let (a, b) = (
+                usize::from_str_radix(a, 16).unwrap(),
+                usize::from_str_radix(b, 16).unwrap(),
+            );
+            (a..b).contains(&addr)
+        })
+}
+
+#[test]
+fn dropped_mapping_is_unmapped() {
+    // An odd page count, so no neighbour merges with exactly this range.
+    let m = Mapping::anonymous(7 << 12).unwrap();
+    let (first, last) = (m.as_ptr() as usize, m.as_ptr() as usize + m.len() - 1);
+    assert!(mapped(first) && mapped(last));
+    drop(m);
+    // Another test thread may map at the freed address; only a
+    // mapping of exactly our range would be ours.
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let ours = format!("{first:x}-{:x} ", last + 1);
+    assert!(!maps.lines().any(|l| l.starts_with(&ours)), "{maps}");
+}
+
+#[test]
+fn views_follow_protection() {
+    let mut m = Mapping::populated(1 << 20).unwrap();
+    m.as_mut_slice().unwrap().fill(3);
+    assert!(m.as_slice().unwrap().iter().all(|&b| b == 3));
+    let mut r = Mapping::new(1 << 16, ProtFlags::READ, MapFlags::PRIVATE).unwrap();
+    assert_eq!(r.as_slice().unwrap()[0], 0);
+    assert!(r.as_mut_slice().is_none());
+    let n = Mapping::new(1 << 16, ProtFlags::empty(), MapFlags::PRIVATE).unwrap();
+    assert!(n.as_slice().is_none());
+}
+
+#[test]
+fn bad_input_is_refused() {
+    let e = Mapping::anonymous(0).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    let e = Mapping::new(4096, ProtFlags::READ, MapFlags::PRIVATE | MapFlags::FIXED).unwrap_err();
+    assert!(e.to_string().contains("MAP_FIXED"), "{e}");
+    // More than the address space: the kernel's ENOMEM.
+    let e = Mapping::anonymous(usize::MAX & !0xfff).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(12), "{e}");
+}
+
+/// `MAP_FIXED_NOREPLACE` with no address: as root the kernel mapped
+/// page 0, `new` panicked ("mmap does not return NULL without
+/// MAP_FIXED") and left page 0 mapped, so a null pointer read zeros.
+/// Now refused, as is a mapping neither shared nor private (which was
+/// the kernel's bare EINVAL).
+#[test]
+fn flags_a_mapping_cannot_have_are_refused_by_name() {
+    let rw = ProtFlags::READ | ProtFlags::WRITE;
+    let e = Mapping::new(4096, rw, MapFlags::PRIVATE | MapFlags::FIXED_NOREPLACE).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+    assert!(e.to_string().contains("MAP_FIXED_NOREPLACE"), "{e}");
+    assert!(!mapped(0), "page 0 is mapped");
+    let e = Mapping::new(4096, rw, MapFlags::empty()).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+    assert!(e.to_string().contains("MAP_PRIVATE"), "{e}");
+    for one in [MapFlags::PRIVATE, MapFlags::SHARED] {
+        assert_eq!(Mapping::new(4096, rw, one).unwrap().len(), 4096);
+    }
+}
+
+/// `MAP_HUGETLB | MAP_NORESERVE` was mapped over an empty pool, and
+/// the first write through the safe `as_mut_slice` killed the process
+/// with SIGBUS. Now refused before the pool is looked at.
+#[test]
+fn hugetlb_without_a_reservation_is_refused() {
+    let e = Mapping::new(
+        2 << 20,
+        ProtFlags::READ | ProtFlags::WRITE,
+        MapFlags::PRIVATE | MapFlags::HUGETLB | MapFlags::HUGE_2MB | MapFlags::NORESERVE,
+    )
+    .unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+    assert!(e.to_string().contains("SIGBUS"), "{e}");
+}
+
+/// Huge pages of the default size free and not reserved by a
+/// mapping (`HugePages_Free - HugePages_Rsvd`, from /proc/meminfo).
+fn free_huge_pages() -> usize {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let field = |name: &str| -> usize {
+        meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map_or(0, |v| v.trim().parse().unwrap())
+    };
+    field("HugePages_Free:") - field("HugePages_Rsvd:")
+}
+
+/// A `MAP_HUGETLB` length short of a whole huge page. Before, the
+/// kernel mapped a whole 2 MiB page, `len()` said 4096, and drop's
+/// `munmap(ptr, 4096)` failed unseen: the huge page stayed taken until
+/// the process exited, and a loop drained the pool.
+#[test]
+fn a_hugetlb_length_short_of_whole_huge_pages_is_refused() {
+    let free = free_huge_pages();
+    for flags in [MapFlags::HUGETLB, MapFlags::HUGETLB | MapFlags::HUGE_2MB] {
+        match Mapping::new(
+            4096,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::PRIVATE | flags,
+        ) {
+            Err(e) => {
+                assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+                assert!(e.to_string().contains("ask for 2097152"), "{e}");
+            }
+            Ok(m) => {
+                drop(m);
+                panic!(
+                    "4096 bytes of MAP_HUGETLB were mapped; after drop {} huge pages are \
+                     free, {free} before",
+                    free_huge_pages()
+                );
+            }
+        }
+    }
+    let e = Mapping::new(
+        (2 << 20) + 4096,
+        ProtFlags::READ,
+        MapFlags::PRIVATE | MapFlags::HUGETLB | MapFlags::HUGE_2MB,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("ask for 4194304"), "{e}");
+}
+
+/// A mapping that `munmap` refuses is not dropped in silence.
+#[test]
+fn a_mapping_munmap_refuses_panics_on_drop_and_errs_on_unmap() {
+    let m = Mapping::anonymous(2 << 12).unwrap();
+    let (p, ..) = m.into_raw_parts();
+    // A misaligned start: munmap's EINVAL, as a broken contract gives.
+    let misaligned = NonNull::new(p.as_ptr().wrapping_add(1)).unwrap();
+    // SAFETY: breaks from_raw_parts' contract on purpose, but only so
+    // far as munmap refuses: nothing is unmapped or accessed.
+    let bad = unsafe { Mapping::from_raw_parts(misaligned, 4096, ProtFlags::READ) };
+    assert_eq!(bad.unmap().unwrap_err().raw_os_error(), Some(22));
+    // SAFETY: as above.
+    let bad = unsafe { Mapping::from_raw_parts(misaligned, 4096, ProtFlags::READ) };
+    let panic = std::panic::catch_unwind(move || drop(bad)).unwrap_err();
+    let msg = panic.downcast_ref::<String>().unwrap();
+    assert!(msg.contains("leaked"), "{msg}");
+    // SAFETY: the original mapping, whole, given back.
+    let m = unsafe { Mapping::from_raw_parts(p, 2 << 12, ProtFlags::READ | ProtFlags::WRITE) };
+    m.unmap().unwrap();
+}
+
+/// The parts given up are the ones taken back: start, length and
+/// protection (a read-only mapping stays read-only).
+#[test]
+fn raw_parts_round_trip() {
+    let m = Mapping::anonymous(1 << 16).unwrap();
+    let (p, len, prot) = m.into_raw_parts();
+    assert_eq!(prot, ProtFlags::READ | ProtFlags::WRITE);
+    // SAFETY: the parts just given up, whole.
+    let mut m = unsafe { Mapping::from_raw_parts(p, len, prot) };
+    assert_eq!(m.as_slice().unwrap().len(), 1 << 16);
+    assert!(m.as_mut_slice().is_some());
+}
+
+/// What `anonymous` and `populated` promise: read-write, private,
+/// the length asked for, writes read back.
+#[test]
+fn anonymous_and_populated_are_private_read_write_memory() {
+    for m in [
+        Mapping::anonymous(3 << 12).unwrap(),
+        Mapping::populated(3 << 12).unwrap(),
+    ] {
+        let mut m = m;
+        assert_eq!(m.len(), 3 << 12);
+        assert!(!m.is_empty());
+        assert_eq!(m.prot(), ProtFlags::READ | ProtFlags::WRITE);
+        let bytes = m.as_mut_slice().expect("read-write");
+        assert_eq!(bytes.len(), 3 << 12);
+        bytes[5000] = 7;
+        assert_eq!(m.as_slice().unwrap()[5000], 7);
+    }
+}
+
+/// The huge page size a mapping's flags name, and the default when
+/// they name none.
+#[test]
+fn hugetlb_page_sizes_follow_the_flags() {
+    let size = |f| hugetlb_page_size(MapFlags::HUGETLB | f).unwrap();
+    assert_eq!(size(MapFlags::HUGE_2MB), 2 << 20);
+    assert_eq!(size(MapFlags::HUGE_1GB), 1 << 30);
+    // Only the six MAP_HUGE_* bits count: every other flag is ignored.
+    assert_eq!(size(MapFlags::HUGE_2MB | MapFlags::POPULATE), 2 << 20);
+    if std::fs::read_to_string("/proc/meminfo").is_ok_and(|m| m.contains("Hugepagesize:")) {
+        assert!(size(MapFlags::empty()).is_power_of_two());
+    }
+}
+
+/// `protect` changes what the slices hand out with the protection;
+/// `flush` writes a shared file mapping's bytes to the file.
+#[test]
+fn protect_and_flush() {
+    let fd = rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    rustix::fs::ftruncate(&fd, 8192).unwrap();
+    // SAFETY: the memfd is this test's own; nothing else writes it.
+    let mut m = unsafe {
+        Mapping::file(
+            std::os::fd::AsFd::as_fd(&fd),
+            0,
+            8192,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::SHARED,
+        )
+    }
+    .unwrap();
+    m.as_mut_slice().unwrap()[4097] = 7;
+    m.flush().unwrap();
+    let mut b = [0u8; 2];
+    rustix::io::pread(&fd, &mut b, 4096).unwrap();
+    assert_eq!(b, [0, 7]);
+    m.protect(ProtFlags::READ).unwrap();
+    assert_eq!(m.prot(), ProtFlags::READ);
+    // The kernel's view too: the mapping's line in /proc/self/maps.
+    let start = format!("{:x}-", m.as_ptr() as usize);
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let line = maps.lines().find(|l| l.starts_with(&start)).unwrap();
+    assert!(
+        line.split_whitespace().nth(1).unwrap().starts_with("r--"),
+        "{line}"
+    );
+    assert!(m.as_mut_slice().is_none());
+    assert_eq!(m.as_slice().unwrap()[4097], 7);
+    m.protect(ProtFlags::empty()).unwrap();
+    assert!(m.as_slice().is_none());
+    m.protect(ProtFlags::READ | ProtFlags::WRITE).unwrap();
+    m.as_mut_slice().unwrap()[0] = 1;
+    assert_eq!(m.as_slice().unwrap()[..2], [1, 0]);
+    // Anonymous memory: nothing to write back.
+    Mapping::anonymous(4096).unwrap().flush().unwrap();
+}
+
+/// A protection the kernel refuses (write access to a shared mapping
+/// of a file opened read-only: EACCES) is an error, and the slices
+/// keep to the narrower of the two protections.
+#[test]
+fn a_refused_protect_keeps_the_narrower_protection() {
+    let fd = rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    rustix::fs::ftruncate(&fd, 4096).unwrap();
+    let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
+    let ro = std::fs::File::open(path).unwrap();
+    // SAFETY: the memfd is this test's own; nothing else writes it.
+    let mut m = unsafe {
+        Mapping::file(
+            std::os::fd::AsFd::as_fd(&ro),
+            0,
+            4096,
+            ProtFlags::READ,
+            MapFlags::SHARED,
+        )
+    }
+    .unwrap();
+    let e = m.protect(ProtFlags::READ | ProtFlags::WRITE).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc_eacces()), "{e}");
+    assert_eq!(m.prot(), ProtFlags::READ);
+    assert!(m.as_mut_slice().is_none());
+    assert_eq!(m.as_slice().unwrap()[0], 0);
+}
+
+/// EACCES, without a libc dependency.
+fn libc_eacces() -> i32 {
+    rustix::io::Errno::ACCESS.raw_os_error()
+}
+
+#[test]
+fn a_file_offset_off_a_page_boundary_names_the_boundary() {
+    let fd = rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    rustix::fs::ftruncate(&fd, 4 << 20).unwrap();
+    let page = rustix::param::page_size() as u64;
+    let map = |offset| {
+        // SAFETY: the memfd is this test's own; nothing else writes it.
+        unsafe {
+            Mapping::file(
+                std::os::fd::AsFd::as_fd(&fd),
+                offset,
+                4096,
+                ProtFlags::READ,
+                MapFlags::SHARED,
+            )
+        }
+    };
+    let e = map(page + 100).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    assert!(
+        e.to_string()
+            .contains(&format!("map from {page} and index 100")),
+        "{e}"
+    );
+    assert_eq!(map(page).unwrap().len(), 4096);
+}
+
+/// A regular file shorter than the range: a touch past its end was
+/// SIGBUS through the safe `as_slice`. Refused, naming the most that
+/// maps, writable or not (only hugetlbfs extends a file to a writable
+/// mapping); its last partial page maps (the kernel zero-fills it).
+#[test]
+fn a_file_range_past_the_files_end_is_refused() {
+    let page = rustix::param::page_size() as u64;
+    // A page and a half: the last page partial.
+    let file_len = page + page / 2;
+    let dir = std::env::temp_dir().join(format!("mmbatch-mmap-{}", std::process::id()));
+    std::fs::write(&dir, vec![7u8; file_len as usize]).unwrap();
+    // Writable, so that the kernel would map it writable too.
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&dir)
+        .unwrap();
+    std::fs::remove_file(&dir).unwrap();
+    let map = |offset, len| {
+        // SAFETY: the file is this test's own, unlinked; nothing else
+        // writes it.
+        unsafe {
+            Mapping::file(
+                std::os::fd::AsFd::as_fd(&f),
+                offset,
+                len,
+                ProtFlags::READ,
+                MapFlags::SHARED,
+            )
+        }
+    };
+    let e = map(0, 3 * page as usize).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+    let expected = format!(
+        "({file_len} bytes), where a touch is SIGBUS: extend the file first \
+         (File::set_len) or map at most {} bytes",
+        2 * page
+    );
+    assert!(e.to_string().contains(&expected), "{e}");
+    let e = map(page, 2 * page as usize).unwrap_err();
+    assert!(
+        e.to_string().contains(&format!("map at most {page} bytes")),
+        "{e}"
+    );
+    let e = map(2 * page, page as usize).unwrap_err();
+    assert!(
+        e.to_string().contains("map from an offset inside it"),
+        "{e}"
+    );
+    let m = map(0, 2 * page as usize).unwrap();
+    let end = file_len as usize;
+    assert_eq!(m.as_slice().unwrap()[end - 1..end + 1], [7, 0]);
+    let m = map(page, page as usize).unwrap();
+    assert_eq!(m.as_slice().unwrap()[end - page as usize], 0);
+    // Writable, the same: only hugetlbfs extends a file to a writable
+    // mapping's end.
+    // SAFETY: as above.
+    let e = unsafe {
+        Mapping::file(
+            std::os::fd::AsFd::as_fd(&f),
+            0,
+            3 * page as usize,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::SHARED,
+        )
+    }
+    .unwrap_err();
+    assert!(e.to_string().contains(&expected), "{e}");
+    // An offset whose end overflows is past any end.
+    assert!(map(u64::MAX - page + 1, page as usize).is_err());
+    // An empty file has no offset inside it.
+    let empty = dir.with_extension("empty");
+    std::fs::write(&empty, []).unwrap();
+    let f = std::fs::File::open(&empty).unwrap();
+    std::fs::remove_file(&empty).unwrap();
+    // SAFETY: the file is this test's own, unlinked; nothing writes it.
+    let e = unsafe {
+        Mapping::file(
+            std::os::fd::AsFd::as_fd(&f),
+            0,
+            page as usize,
+            ProtFlags::READ,
+            MapFlags::SHARED,
+        )
+    }
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("the file is empty: write or extend it first"),
+        "{e}"
+    );
+}
+
+/// A writable mapping of a hugetlbfs file may reach past its end: the
+/// kernel extends the file to cover it (`hugetlbfs_file_mmap`), which
+/// mlock's regions over an unsized hugetlbfs memfd rely on. A
+/// read-only one may not. Needs a 2 MiB huge page in the pool (root).
+#[test]
+fn a_writable_hugetlbfs_file_may_be_mapped_past_its_end() {
+    let Some(_pool) = mmbatch_testkit::huge::Pool::grow(1) else {
+        return;
+    };
+    let huge = 2 << 20;
+    let fd = rustix::fs::memfd_create(
+        "t",
+        rustix::fs::MemfdFlags::CLOEXEC
+            | rustix::fs::MemfdFlags::HUGETLB
+            | rustix::fs::MemfdFlags::HUGE_2MB,
+    )
+    .unwrap();
+    let map = |prot| {
+        // SAFETY: the memfd is this test's own; nothing else writes it.
+        unsafe {
+            Mapping::file(
+                std::os::fd::AsFd::as_fd(&fd),
+                0,
+                huge,
+                prot,
+                MapFlags::SHARED,
+            )
+        }
+    };
+    let e = map(ProtFlags::READ).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("the file is empty: write or extend it first"),
+        "{e}"
+    );
+    let mut m = map(ProtFlags::READ | ProtFlags::WRITE).unwrap();
+    m.as_mut_slice().unwrap()[huge - 1] = 1;
+    assert_eq!(rustix::fs::fstat(&fd).unwrap().st_size, huge as i64);
+}
+
+#[test]
+fn whole_pages_accepts_multiples_and_a_zero_page_size() {
+    assert!(whole_pages(4 << 20, 2 << 20, "t").is_ok());
+    assert!(whole_pages(2 << 20, 2 << 20, "t").is_ok());
+    assert!(whole_pages(4096, 0, "t").is_ok());
+    let e = whole_pages(3 << 20, 2 << 20, "t").unwrap_err();
+    assert!(e.to_string().contains("ask for 4194304"), "{e}");
+    // Rounding up would pass the address space: ask for less.
+    let e = whole_pages(usize::MAX, 2 << 20, "t").unwrap_err();
+    let most = usize::MAX / (2 << 20) * (2 << 20);
+    assert!(
+        e.to_string().contains(&format!("ask for at most {most} ")),
+        "{e}"
+    );
+}
+
+#[test]
+fn send_and_sync() {
+    fn both<T: Send + Sync>() {}
+    both::<Mapping>();
+}
