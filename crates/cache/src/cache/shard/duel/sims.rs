@@ -191,7 +191,6 @@ impl Sims {
         // As the buffer keeps it (0 marks an empty slot there): a key's
         // hits and misses are one key here, whichever way they came.
         let h = h.max(1);
-        let hash = u64::from(h) << 8;
         let decay = 1.0 - 1.0 / f64::from(DUEL_WINDOW);
         let recent_decay = 1.0 - 1.0 / f64::from(DUEL_RECENT_WINDOW);
         self.seen += 1;
@@ -203,54 +202,60 @@ impl Sims {
         // [`DUEL_REPEATS`] such hits in a row one more changes nothing
         // in any: only the scores move, and the four lookups are skipped
         // (docs/cache.md, "A third host").
-        if h == self.last && self.repeats >= DUEL_REPEATS {
-            for k in 0..CONTENDERS.len() {
-                self.lookups[k].0 += 1;
-                self.score[k] = self.score[k] * decay + 1.0;
-                self.recent[k] = self.recent[k] * recent_decay + 1.0;
+        let hits = if h == self.last && self.repeats >= DUEL_REPEATS {
+            for l in &mut self.lookups {
+                l.0 += 1;
             }
-            return;
+            [true; 4]
+        } else {
+            self.replay(h)
+        };
+        for (k, &hit) in hits.iter().enumerate() {
+            let hit = f64::from(u8::from(hit));
+            self.score[k] = self.score[k] * decay + hit;
+            self.recent[k] = self.recent[k] * recent_decay + hit;
         }
+    }
+
+    /// [`access`](Self::access)'s lookups of the key of short hash `h`
+    /// (not 0), each simulation's miss inserting it: which simulations hit.
+    fn replay(&mut self, h: u32) -> [bool; 4] {
         #[cfg(test)]
         {
             self.replays += 1;
         }
-        let mut every = true;
+        let hash = u64::from(h) << 8;
+        let mut hits = [false; 4];
         for (k, sim) in self.sims.iter_mut().enumerate() {
-            let hit = match sim.find(hash, |&key| key == h) {
-                Some(i) => {
-                    // LRU's simulation as the shards run it: each hit
-                    // moved to the head (see `Lruvec::drain_moves`).
-                    if sim.policy == Policy::Lru {
-                        sim.move_to_head(i);
-                    } else {
-                        // A simulation batches no moves.
-                        let _full = sim.mark_accessed(i);
-                    }
-                    self.lookups[k].0 += 1;
-                    1.0
+            if let Some(i) = sim.find(hash, |&key| key == h) {
+                // LRU's simulation as the shards run it: each hit moved
+                // to the head (see `Lruvec::drain_moves`).
+                if sim.policy == Policy::Lru {
+                    sim.move_to_head(i);
+                } else {
+                    // A simulation batches no moves.
+                    let _full = sim.mark_accessed(i);
                 }
-                None => {
-                    self.lookups[k].1 += 1;
-                    every = false;
-                    // As the cache's insertion gives a shard its lookups.
-                    if sim.looks_at_lookups() {
-                        let (hits, misses) = self.lookups[k];
-                        sim.lookups(hits, misses);
-                    }
-                    sim.insert_new(hash, h, (), 1, Deadline::NEVER, &mut self.out);
-                    self.out.clear();
-                    0.0
+                self.lookups[k].0 += 1;
+                hits[k] = true;
+            } else {
+                self.lookups[k].1 += 1;
+                // As the cache's insertion gives a shard its lookups.
+                if sim.looks_at_lookups() {
+                    let (hits, misses) = self.lookups[k];
+                    sim.lookups(hits, misses);
                 }
-            };
-            self.score[k] = self.score[k] * decay + hit;
-            self.recent[k] = self.recent[k] * recent_decay + hit;
+                sim.insert_new(hash, h, (), 1, Deadline::NEVER, &mut self.out);
+                self.out.clear();
+            }
         }
+        let every = hits.iter().all(|&hit| hit);
         self.repeats = match (every, h == self.last) {
             (false, _) => 0,
             (true, true) => self.repeats + 1,
             (true, false) => 1,
         };
         self.last = h;
+        hits
     }
 }
