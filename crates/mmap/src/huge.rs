@@ -101,17 +101,20 @@ impl HugePagesUnavailable {
 /// The machine's memory (`MemTotal` in `/proc/meminfo`); 0 where it
 /// cannot be read.
 fn memory_bytes() -> usize {
-    fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            let kib = m.lines().find_map(|l| l.strip_prefix("MemTotal:"))?;
-            kib.trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<usize>()
-                .ok()
-        })
-        .map_or(0, |kib| kib.saturating_mul(1024))
+    meminfo_bytes("MemTotal").ok().flatten().unwrap_or(0)
+}
+
+/// The value of `/proc/meminfo`'s `field` (`MemTotal`, `Hugepagesize`),
+/// which the kernel prints in kB, in bytes; `None` where no line names
+/// it or its value does not parse. The one reader of that file here.
+pub(crate) fn meminfo_bytes(field: &str) -> std::io::Result<Option<usize>> {
+    let meminfo = fs::read_to_string("/proc/meminfo")?;
+    Ok(meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|kib| kib.trim().parse::<usize>().ok())
+        .and_then(|kib| kib.checked_mul(1024)))
 }
 
 impl fmt::Display for HugePagesUnavailable {

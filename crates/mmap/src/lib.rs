@@ -394,19 +394,12 @@ fn hugetlb_page_size(flags: MapFlags) -> io::Result<usize> {
             )
         });
     }
-    let meminfo = std::fs::read_to_string("/proc/meminfo")?;
-    meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("Hugepagesize:"))
-        .and_then(|v| v.trim().strip_suffix("kB"))
-        .and_then(|kb| kb.trim().parse::<usize>().ok())
-        .map(|kb| kb << 10)
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::Unsupported,
-                "MAP_HUGETLB: /proc/meminfo names no Hugepagesize (a kernel without hugetlbfs)",
-            )
-        })
+    huge::meminfo_bytes("Hugepagesize")?.ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::Unsupported,
+            "MAP_HUGETLB: /proc/meminfo names no Hugepagesize (a kernel without hugetlbfs)",
+        )
+    })
 }
 
 /// Refuses a `len` that is not a whole number of `page`-byte pages.
