@@ -337,7 +337,8 @@ pub(super) struct Lruvec<K, V> {
     /// inactive list), moved by `adapt_hir` between [`LIRS_HIR_MIN`] and
     /// [`LIRS_HIR`].
     pub(super) hir_share: f64,
-    /// Whether `hir_share` moves: not in the duel's simulations (`duel.rs`).
+    /// Whether `hir_share` moves: not in the duel's simulations
+    /// (`duel/sims.rs`).
     pub(super) hir_adapts: bool,
     /// Whether `Workingset`'s statistics came from a saved cache
     /// ([`resume`](Self::resume)): [`learned`](Self::learned) hands them

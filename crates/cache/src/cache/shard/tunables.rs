@@ -145,7 +145,7 @@ pub(super) const LIRS_HIR_MIN: f64 = 0.005;
 pub(super) const LIRS_HIR_EVICTIONS_PER_HIT: f64 = 64.0;
 
 /// Entries of each of [`Policy::Adaptive`](crate::Policy::Adaptive)'s four
-/// simulations, at least (`duel.rs`; up to twice as many, the sample
+/// simulations, at least (`duel/sims.rs`; up to twice as many, the sample
 /// being 1 in a power of two of the keys; fewer in a cache smaller than
 /// `DUEL_ENTRIES << DUEL_MIN_SHIFT`, an eighth of it): more judges the policies
 /// closer to the cache's own behaviour, for more memory (about 40 bytes
