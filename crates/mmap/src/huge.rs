@@ -101,19 +101,24 @@ impl HugePagesUnavailable {
 /// The machine's memory (`MemTotal` in `/proc/meminfo`); 0 where it
 /// cannot be read.
 fn memory_bytes() -> usize {
-    meminfo_bytes("MemTotal").ok().flatten().unwrap_or(0)
+    meminfo_bytes("MemTotal")
+        .ok()
+        .flatten()
+        .map_or(0, |b| usize::try_from(b).unwrap_or(usize::MAX))
 }
 
-/// The value of `/proc/meminfo`'s `field` (`MemTotal`, `Hugepagesize`),
-/// which the kernel prints in kB, in bytes; `None` where no line names
-/// it or its value does not parse. The one reader of that file here.
-pub(crate) fn meminfo_bytes(field: &str) -> std::io::Result<Option<usize>> {
+/// The value of `/proc/meminfo`'s `field` (`MemTotal`, `Hugepagesize`)
+/// in bytes, the kernel printing it in kB; `None` where no line names
+/// it, or its value is not a number of kB or overflows. In `u64`: a
+/// 32-bit process may run on a kernel with more memory than it can
+/// address. This crate's one reader of that file.
+pub(crate) fn meminfo_bytes(field: &str) -> std::io::Result<Option<u64>> {
     let meminfo = fs::read_to_string("/proc/meminfo")?;
     Ok(meminfo
         .lines()
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().strip_suffix("kB"))
-        .and_then(|kib| kib.trim().parse::<usize>().ok())
+        .and_then(|kib| kib.trim().parse::<u64>().ok())
         .and_then(|kib| kib.checked_mul(1024)))
 }
 

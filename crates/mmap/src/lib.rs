@@ -394,7 +394,8 @@ fn hugetlb_page_size(flags: MapFlags) -> io::Result<usize> {
             )
         });
     }
-    huge::meminfo_bytes("Hugepagesize")?.ok_or_else(|| {
+    let bytes = huge::meminfo_bytes("Hugepagesize")?;
+    bytes.and_then(|b| usize::try_from(b).ok()).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::Unsupported,
             "MAP_HUGETLB: /proc/meminfo names no Hugepagesize (a kernel without hugetlbfs)",

@@ -24,7 +24,7 @@ mod sims;
 mod verdict;
 
 use sims::Sims;
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 pub(in crate::cache) use verdict::{just_left, keeps, verdict, verdict_of_both};
 
 /// Entries a weighted cache's simulations are first sized for, before
@@ -263,9 +263,9 @@ impl Duel {
     }
 
     /// What the simulation of [`Policy::Workingset`] has learned (see
-    /// [`Lruvec::learned`](super::Lruvec::learned)), for a shard taking it up. Waits while a
-    /// shard or a lookup feeds the simulations: taken only at a change of
-    /// policy.
+    /// [`Lruvec::learned`](super::Lruvec::learned)), for a shard taking it
+    /// up. Waits while a shard or a lookup feeds the simulations: taken
+    /// only at a change of policy.
     pub(in crate::cache) fn learned(&self) -> Option<super::Learned> {
         crate::sync::lock(&self.sims).sims[WORKINGSET].learned()
     }
@@ -346,13 +346,13 @@ impl Duel {
 
     /// Sampled accesses the simulations replayed, since they were made
     /// (the rest only scored: see [`Sims::access`]).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(in crate::cache) fn replays(&self) -> u64 {
         crate::sync::lock(&self.sims).replays
     }
 
     /// Each simulation's hits and misses so far.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(in crate::cache) fn lookups(&self) -> [(u64, u64); 4] {
         crate::sync::lock(&self.sims).lookups
     }

@@ -169,9 +169,9 @@ pub(super) const DUEL_WINDOW: u32 = 4096;
 /// The sampled accesses of [`Policy::Adaptive`](crate::Policy::Adaptive)'s
 /// second, shorter count, which can turn the shards to the policy the
 /// whole [`DUEL_WINDOW`] ranks first before its lead over what runs
-/// reaches the margin (`duel::verdict_of_both`): shorter follows a
-/// workload that changes character sooner, and trusts a shorter stretch
-/// of it.
+/// reaches the margin (`verdict_of_both`, `duel/verdict.rs`): shorter
+/// follows a workload that changes character sooner, and trusts a
+/// shorter stretch of it.
 pub(super) const DUEL_RECENT_WINDOW: u32 = DUEL_WINDOW / 4;
 
 /// How many more hits (of about [`DUEL_WINDOW`]) one simulation must have

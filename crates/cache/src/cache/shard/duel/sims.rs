@@ -46,7 +46,8 @@ pub(super) struct Sims {
     pub(super) settled: bool,
     /// The key of the simulations' last access, and how many accesses in
     /// a row before it were of that key and hit in every simulation (0
-    /// after a miss in any): see [`Sims::access`].
+    /// after a miss in any): see [`Sims::access`], which skips the
+    /// replay by them, and [`Sims::replay`], which keeps them.
     last: u32,
     repeats: u32,
     /// Sampled accesses replayed in the simulations (the rest only
@@ -219,6 +220,7 @@ impl Sims {
 
     /// [`access`](Self::access)'s lookups of the key of short hash `h`
     /// (not 0), each simulation's miss inserting it: which simulations hit.
+    /// Keeps `last`, `repeats` (and under test `replays`) for the skip.
     fn replay(&mut self, h: u32) -> [bool; 4] {
         #[cfg(test)]
         {
@@ -242,8 +244,8 @@ impl Sims {
                 self.lookups[k].1 += 1;
                 // As the cache's insertion gives a shard its lookups.
                 if sim.looks_at_lookups() {
-                    let (hits, misses) = self.lookups[k];
-                    sim.lookups(hits, misses);
+                    let (found, missed) = self.lookups[k];
+                    sim.lookups(found, missed);
                 }
                 sim.insert_new(hash, h, (), 1, Deadline::NEVER, &mut self.out);
                 self.out.clear();
