@@ -239,16 +239,19 @@ fn bad_lengths_and_ranges_are_clear_errors() {
         "{e:?}"
     );
     // A region past the file's end: each access there would be SIGBUS,
-    // through the safe slice (the old build mapped it).
+    // through the safe slice (the old build mapped it). Writable too: only
+    // a hugetlbfs file grows to cover a writable mapping.
     let exe = f.metadata().unwrap().len();
     let whole = (exe as usize).div_ceil(page()) * page();
-    for policy in [LockPolicy::Unlocked, LockPolicy::OnFault] {
+    for (policy, read_only) in [
+        (LockPolicy::Unlocked, true),
+        (LockPolicy::OnFault, true),
+        (LockPolicy::Unlocked, false),
+    ] {
         // SAFETY: refused before anything is mapped.
-        let e = unsafe { LockedRegion::builder(whole + page()).file(f.as_fd(), 0, false) }
-            .read_only()
-            .policy(policy)
-            .build()
-            .unwrap_err();
+        let b = unsafe { LockedRegion::builder(whole + page()).file(f.as_fd(), 0, false) };
+        let b = if read_only { b.read_only() } else { b };
+        let e = b.policy(policy).build().unwrap_err();
         assert!(
             matches!(e, Error::FileTooShort { file_len, .. } if file_len == exe),
             "{e:?}"

@@ -2,7 +2,7 @@
 //! ([`HugePageSize`]), its pool's counts, and the one error for a pool
 //! that has too few free pages ([`HugePagesUnavailable`]).
 
-use std::{fmt, fs};
+use std::{fmt, fs, io, os::fd::BorrowedFd};
 
 use rustix::mm::MapFlags;
 
@@ -96,6 +96,25 @@ impl HugePagesUnavailable {
             memory_pages: memory_bytes() / size.bytes(),
         }
     }
+}
+
+/// The huge page size of a file on hugetlbfs (its filesystem's block,
+/// `statfs`'s `f_bsize` where `f_type` is `HUGETLBFS_MAGIC`), or `None`
+/// for a file on any other filesystem, whose block (64 KiB on some XFS,
+/// 1 MiB on NFS) says nothing of its pages. A mapping of a hugetlbfs file
+/// is of that page size, in whole pages of it, and a writable one extends
+/// the file to cover it (`hugetlbfs_file_mmap`), so a memfd made with
+/// `MFD_HUGETLB` may be mapped before it has a length.
+///
+/// # Errors
+/// `fstatfs(2)`'s: `EBADF` for a descriptor that is not open.
+pub fn hugetlbfs_page_size(fd: BorrowedFd<'_>) -> io::Result<Option<usize>> {
+    let fs = rustix::fs::fstatfs(fd)?;
+    // `f_type`'s width and sign differ by target: the magic is its low
+    // 32 bits (on 32-bit targets a signed `f_type` holds it negative).
+    #[allow(clippy::unnecessary_cast)]
+    let f_type = fs.f_type as u32;
+    Ok((f_type == linux_raw_sys::general::HUGETLBFS_MAGIC).then_some(fs.f_bsize as usize))
 }
 
 /// The machine's memory (`MemTotal` in `/proc/meminfo`); 0 where it

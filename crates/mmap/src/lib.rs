@@ -47,7 +47,7 @@ mod huge;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub use advise::Advice;
 #[cfg(any(target_os = "linux", target_os = "android"))]
-pub use huge::{HugePageSize, HugePagesUnavailable};
+pub use huge::{HugePageSize, HugePagesUnavailable, hugetlbfs_page_size};
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub use rustix::mm::{MapFlags, ProtFlags};
 
@@ -173,10 +173,10 @@ impl Mapping {
         flags: MapFlags,
     ) -> io::Result<Self> {
         check(len, flags)?;
-        let fs = rustix::fs::fstatfs(fd)?;
-        let page = if on_hugetlbfs(&fs) {
-            whole_pages(len, fs.f_bsize as usize, "a hugetlbfs file")?;
-            fs.f_bsize as u64
+        let huge = hugetlbfs_page_size(fd)?;
+        let page = if let Some(huge) = huge {
+            whole_pages(len, huge, "a hugetlbfs file")?;
+            huge as u64
         } else {
             rustix::param::page_size() as u64
         };
@@ -198,7 +198,7 @@ impl Mapping {
         // A writable mapping of a hugetlbfs file extends the file to
         // cover it (`hugetlbfs_file_mmap`): a memfd made for it is mapped
         // before it has a length.
-        let grows = on_hugetlbfs(&fs) && prot.contains(ProtFlags::WRITE);
+        let grows = huge.is_some() && prot.contains(ProtFlags::WRITE);
         if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile
             && !grows
             && end.is_none_or(|end| end > mapped_end)
@@ -360,19 +360,6 @@ impl Drop for Mapping {
             }
         }
     }
-}
-
-/// Whether `fs` (a file's `fstatfs`) is hugetlbfs's (`f_type` is
-/// `HUGETLBFS_MAGIC`): a mapping of such a file is of the filesystem's
-/// huge page (`f_bsize`), and a writable one extends the file to its end
-/// (`hugetlbfs_file_mmap`).
-#[cfg(any(target_os = "linux", target_os = "android"))]
-fn on_hugetlbfs(fs: &rustix::fs::StatFs) -> bool {
-    // `f_type`'s width and sign differ by target: the magic is its low
-    // 32 bits (on 32-bit targets a signed `f_type` holds it negative).
-    #[allow(clippy::unnecessary_cast)]
-    let f_type = fs.f_type as u32;
-    f_type == linux_raw_sys::general::HUGETLBFS_MAGIC
 }
 
 /// `MAP_HUGE_SHIFT` from `<linux/mman.h>`: log2 of the page size sits in the

@@ -447,6 +447,29 @@ fn a_writable_hugetlbfs_file_may_be_mapped_past_its_end() {
     assert_eq!(rustix::fs::fstat(&fd).unwrap().st_size, huge as i64);
 }
 
+/// A hugetlbfs file's page is its filesystem's block, 2 MiB for a memfd
+/// made with `MFD_HUGETLB | MFD_HUGE_2MB` (no page of the pool taken:
+/// the file is empty); an ordinary file's is no huge page whatever its
+/// filesystem's block.
+#[test]
+fn only_a_hugetlbfs_file_has_a_huge_page_size() {
+    use std::os::fd::AsFd;
+    let plain = rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    assert_eq!(hugetlbfs_page_size(plain.as_fd()).unwrap(), None);
+    let file = std::fs::File::open("/proc/self/exe").unwrap();
+    assert_eq!(hugetlbfs_page_size(file.as_fd()).unwrap(), None);
+    let huge = rustix::fs::memfd_create(
+        "t",
+        rustix::fs::MemfdFlags::CLOEXEC
+            | rustix::fs::MemfdFlags::HUGETLB
+            | rustix::fs::MemfdFlags::HUGE_2MB,
+    );
+    // A kernel without hugetlbfs refuses the memfd.
+    if let Ok(huge) = huge {
+        assert_eq!(hugetlbfs_page_size(huge.as_fd()).unwrap(), Some(2 << 20));
+    }
+}
+
 #[test]
 fn whole_pages_accepts_multiples_and_a_zero_page_size() {
     assert!(whole_pages(4 << 20, 2 << 20, "t").is_ok());

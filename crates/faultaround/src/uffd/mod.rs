@@ -150,30 +150,14 @@ fn page_size() -> usize {
 }
 
 /// The page size a mapping of file `fd` has: its huge page size on
-/// hugetlbfs, else the system's.
+/// hugetlbfs, else the system's (also where `fstatfs` fails).
 fn file_page_size(fd: i32) -> usize {
     // SAFETY: the caller holds the file open for this call.
     let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-    match rustix::fs::fstatfs(fd) {
-        // `f_type`'s and `f_bsize`'s widths and signs differ by target:
-        // the magic is the low 32 bits (on 32-bit targets a signed
-        // `f_type` holds it negative).
-        #[allow(clippy::unnecessary_cast)]
-        Ok(fs) => mapping_page_size(fs.f_type as u32, fs.f_bsize as u64),
-        Err(_) => page_size(),
-    }
-}
-
-/// The page size a mapping of a file on a filesystem of type `f_type`
-/// and block size `f_bsize` (`statfs`) has: hugetlbfs's block is its huge
-/// page; any other filesystem's block (64 KiB on some XFS, 1 MiB on NFS)
-/// says nothing of its pages.
-fn mapping_page_size(f_type: u32, f_bsize: u64) -> usize {
-    if f_type == linux_raw_sys::general::HUGETLBFS_MAGIC {
-        f_bsize as usize
-    } else {
-        page_size()
-    }
+    mmbatch_mmap::hugetlbfs_page_size(fd)
+        .ok()
+        .flatten()
+        .unwrap_or_else(page_size)
 }
 
 /// A fresh anonymous mapping (of huge pages of `huge`), or a shared one of
@@ -742,14 +726,22 @@ fn injected_errno(name: &str) -> Option<io::Error> {
 mod tests {
     use super::*;
 
-    /// A mapping's page is hugetlbfs's block, and no other filesystem's.
+    /// A region's page over a file is hugetlbfs's huge page, and the
+    /// system's page over any other file.
     #[test]
-    fn only_hugetlbfs_blocks_are_pages() {
-        /// `EXT4_SUPER_MAGIC` and `NFS_SUPER_MAGIC` (`<linux/magic.h>`).
-        const EXT4: u32 = 0xef53;
-        const NFS: u32 = 0x6969;
-        assert_eq!(mapping_page_size(0x9584_58f6, 2 << 20), 2 << 20);
-        assert_eq!(mapping_page_size(EXT4, 64 << 10), page_size());
-        assert_eq!(mapping_page_size(NFS, 1 << 20), page_size());
+    fn a_files_page_is_its_huge_page_on_hugetlbfs_only() {
+        use std::os::fd::AsRawFd;
+        let plain = rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        assert_eq!(file_page_size(plain.as_raw_fd()), page_size());
+        let huge = rustix::fs::memfd_create(
+            "t",
+            rustix::fs::MemfdFlags::CLOEXEC
+                | rustix::fs::MemfdFlags::HUGETLB
+                | rustix::fs::MemfdFlags::HUGE_2MB,
+        );
+        // A kernel without hugetlbfs refuses the memfd.
+        if let Ok(huge) = huge {
+            assert_eq!(file_page_size(huge.as_raw_fd()), 2 << 20);
+        }
     }
 }

@@ -164,13 +164,8 @@ impl<'fd> RegionBuilder<'fd> {
             // A writable mapping of a hugetlbfs file extends the file to
             // its end (`hugetlbfs_file_mmap`), as a memfd made for it and
             // never truncated relies on: not checked.
-            // `f_type`'s and the magic's widths and signs differ by
-            // target: compared in their low 32 bits (on 32-bit targets
-            // both hold the magic negative).
-            #[allow(clippy::unnecessary_cast)]
             let grows = !self.read_only
-                && rustix::fs::fstatfs(fd)
-                    .is_ok_and(|fs| fs.f_type as u32 == libc::HUGETLBFS_MAGIC as u32);
+                && mmbatch_mmap::hugetlbfs_page_size(fd).is_ok_and(|huge| huge.is_some());
             let regular = rustix::fs::FileType::from_raw_mode(stat.st_mode)
                 == rustix::fs::FileType::RegularFile
                 && !grows;
