@@ -43,6 +43,18 @@ pub struct PageVec<T, const N: usize = PAGEVEC_SIZE> {
     items: [MaybeUninit<T>; N],
 }
 
+/// [`PageVec::push`]'s panic: a batch of `n` is full. Out of line, so
+/// that `push` stays small where it is inlined.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn full(n: usize) -> ! {
+    if n == 0 {
+        panic!("PageVec::push: a PageVec<_, 0> holds nothing; give it a capacity N of at least 1");
+    }
+    panic!("PageVec::push: batch of {n} is full; apply it (drain) first")
+}
+
 /// The error of [`PageVec::try_push`]: the batch was full, and here is the
 /// item back.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -114,14 +126,14 @@ impl<T, const N: usize> PageVec<T, N> {
     /// (0 means "now full: apply the batch").
     ///
     /// # Panics
-    /// If the batch is already full; [`try_push`](Self::try_push) hands the
-    /// item back instead.
+    /// If the batch is already full (a `PageVec<_, 0>` always is);
+    /// [`try_push`](Self::try_push) hands the item back instead.
     #[inline]
     #[track_caller]
     pub fn push(&mut self, item: T) -> usize {
         match self.try_push(item) {
             Ok(space) => space,
-            Err(_) => panic!("PageVec::push: batch of {N} is full; apply it (drain) first"),
+            Err(_) => full(N),
         }
     }
 
@@ -607,6 +619,14 @@ mod tests {
         let mut v: PageVec<u8, 1> = PageVec::new();
         v.push(1);
         v.push(2);
+    }
+
+    #[test]
+    #[should_panic(expected = "a PageVec<_, 0> holds nothing; give it a capacity N of at least 1")]
+    fn push_on_a_batch_of_nothing_names_its_capacity() {
+        let mut v: PageVec<u8, 0> = PageVec::new();
+        assert!(v.is_full());
+        v.push(1);
     }
 
     #[test]
