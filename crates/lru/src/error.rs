@@ -71,6 +71,11 @@ pub enum LruError {
         /// Virtual pages asked for.
         len: u64,
     },
+    /// `munlock_range` met a frame whose page lock the calling thread
+    /// holds ([`Engine::trylock_frame`](crate::Engine::trylock_frame)):
+    /// `lock_page` would wait for itself. The frames before it in the
+    /// range are munlocked; it and those after are not.
+    LockedByCaller(Pfn),
     /// A frame table the allocator refused (`Config::frames` past the
     /// memory the process may have).
     FrameTableTooLarge {
@@ -141,6 +146,12 @@ impl fmt::Display for LruError {
                 "{nodes} nodes exceed MAX_NUMNODES ({}, the kernel's limit): set Config::nodes \
                  to at most that",
                 crate::MAX_NUMNODES
+            ),
+            LruError::LockedByCaller(pfn) => write!(
+                f,
+                "munlock_range met {pfn}, whose page lock this thread holds (trylock_frame): \
+                 taking it would wait for itself; the frames before it in the range are \
+                 munlocked. unlock_frame it first, or munlock from another thread"
             ),
             LruError::FrameTableTooLarge { frames } => write!(
                 f,

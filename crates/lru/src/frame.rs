@@ -89,6 +89,12 @@ pub(crate) struct Frame {
     pub(crate) prev: AtomicU32,
     pub(crate) next: AtomicU32,
     pub(crate) node: u32,
+    /// The thread ([`this_thread`]) that holds the page lock through
+    /// [`Engine::trylock_frame`](crate::Engine::trylock_frame), 0 for
+    /// none or unknown: what lets `munlock_range` refuse a frame whose
+    /// lock its caller holds rather than wait for itself. The engine's own
+    /// page locks (reclaim's, munlock's) leave it 0.
+    pub(crate) locker: AtomicU32,
 }
 
 /// What a frame looks like at one moment (for tests and tools).
@@ -124,6 +130,7 @@ impl FrameTable {
             prev: AtomicU32::new(NIL),
             next: AtomicU32::new(NIL),
             node: node_of(i),
+            locker: AtomicU32::new(0),
         }));
         Some(Self {
             frames: table.into_boxed_slice(),
@@ -197,6 +204,23 @@ impl Frame {
         debug_assert!(old > 1, "folio_put dropped an allocation reference");
     }
 
+    /// Whether the calling thread holds this frame's page lock through
+    /// [`Engine::trylock_frame`](crate::Engine::trylock_frame): waiting
+    /// for it would wait for itself. (Compiled out under loom, whose
+    /// models take no page lock that way.)
+    #[inline]
+    pub(crate) fn locked_by_caller(&self) -> bool {
+        #[cfg(not(loom))]
+        {
+            self.test(Flags::LOCKED) && {
+                let me = this_thread();
+                me != 0 && self.locker.load(Ordering::Relaxed) == me
+            }
+        }
+        #[cfg(loom)]
+        false
+    }
+
     pub(crate) fn state(&self) -> FrameState {
         FrameState {
             flags: self.flags(),
@@ -205,4 +229,22 @@ impl Frame {
             node: self.node,
         }
     }
+}
+
+/// A number for the calling thread, for [`Frame::locker`]: 1 up, in the
+/// order threads first ask; 0 (unknown: the lock's holder goes
+/// unrecorded) once `u32::MAX - 1` threads have asked, and in a
+/// thread-local destructor that runs after its own.
+pub(crate) fn this_thread() -> u32 {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+    thread_local! {
+        static ID: u32 = NEXT
+            .fetch_update(
+                std::sync::atomic::Ordering::Relaxed,
+                std::sync::atomic::Ordering::Relaxed,
+                |n| n.checked_add(1),
+            )
+            .unwrap_or(0);
+    }
+    ID.try_with(|id| *id).unwrap_or(0)
 }

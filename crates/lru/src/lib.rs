@@ -78,6 +78,11 @@
 //! - **[`Engine::munlock_range`] meets a frame number outside the table**:
 //!   it returns [`LruError::OutOfRange`] after munlocking and releasing
 //!   every frame it had pinned, at every step of the 2013 munlock series.
+//! - **[`Engine::munlock_range`] meets a frame whose page lock the calling
+//!   thread holds** ([`Engine::trylock_frame`]): it returns
+//!   [`LruError::LockedByCaller`] the same way, where the kernel's
+//!   `lock_page` would wait for itself (a lock another thread holds is
+//!   waited for).
 //! - **Sizes that cannot exist** are errors, not aborts:
 //!   [`PageTables::try_new`] ([`LruError::PageTablesTooLarge`]),
 //!   [`Config::nodes`] above [`MAX_NUMNODES`] ([`LruError::TooManyNodes`]).

@@ -3,7 +3,8 @@
 //! lists in order, flags, references, mlock counts, events and NR_MLOCK.
 
 use mmbatch_lru::{
-    Config, Engine, Event, LruList, MunlockStats, MunlockStep, NodeLayout, PageTables, Pfn,
+    Config, Engine, Event, Flags, LruError, LruList, MunlockStats, MunlockStep, NodeLayout,
+    PageTables, Pfn,
 };
 use std::sync::mpsc::{self, RecvTimeoutError};
 
@@ -265,6 +266,66 @@ fn a_frame_isolated_during_the_munlock_is_stranded() {
         e.lru_add_drain();
         assert_eq!(e.list_sizes(0).unwrap(), [3, 0, 0], "step {}", step.get());
         e.check_invariants().unwrap();
+    }
+}
+
+/// A frame whose page lock the calling thread holds
+/// (`trylock_frame`) is refused, not waited for (the kernel's `lock_page`
+/// would wait for itself): the frames before it are munlocked, it and
+/// those after untouched, and no pin is left on any. Locked at the range's
+/// first page, at the first of its second batch (31), and inside it (35).
+/// Run in a child with a time limit: before the refusal, this waited
+/// forever.
+#[test]
+fn munlock_of_a_frame_its_own_thread_locked_is_an_error() {
+    let name = "munlock_of_a_frame_its_own_thread_locked_is_an_error";
+    if let Some(run) = mmbatch_testkit::child::parent(name, std::time::Duration::from_secs(30)) {
+        run.expect_success();
+        return;
+    }
+    for step in MunlockStep::all() {
+        for locked in [0u32, 31, 35] {
+            let (e, pt) = mapped_frames(40, 40, true);
+            let refs = |i: u32| e.frame_state(Pfn(i)).unwrap().refcount;
+            let before: Vec<u32> = (0..40).map(refs).collect();
+            assert_eq!(e.trylock_frame(Pfn(locked)), Ok(true));
+            let got = e.munlock_range(&pt, 0..40, step);
+            assert_eq!(
+                got,
+                Err(LruError::LockedByCaller(Pfn(locked))),
+                "step {} locked {locked}",
+                step.get()
+            );
+            let msg = got.unwrap_err().to_string();
+            assert!(msg.contains("whose page lock this thread holds"), "{msg}");
+            e.lru_add_drain();
+            for i in 0..40 {
+                let st = e.frame_state(Pfn(i)).unwrap();
+                assert_eq!(
+                    st.flags.contains(Flags::MLOCKED),
+                    i >= locked,
+                    "step {} locked {locked}: frame {i}",
+                    step.get()
+                );
+                assert_eq!(
+                    st.refcount,
+                    before[i as usize],
+                    "step {}: frame {i}'s pins",
+                    step.get()
+                );
+            }
+            // Let go, the rest munlocks.
+            e.unlock_frame(Pfn(locked)).unwrap();
+            let rest = e.munlock_range(&pt, 0..40, step).unwrap();
+            assert_eq!(
+                rest.munlocked,
+                u64::from(40 - locked),
+                "step {}",
+                step.get()
+            );
+            e.lru_add_drain();
+            e.check_invariants().unwrap();
+        }
     }
 }
 

@@ -343,9 +343,18 @@ impl Engine {
     }
 
     /// Tries the page lock (`folio_trylock`); reclaim skips locked frames.
+    /// The lock is the caller's until [`unlock_frame`](Self::unlock_frame)
+    /// (from any thread); [`munlock_range`](Self::munlock_range) waits for
+    /// it, but refuses a frame whose lock its own thread holds.
     #[doc(alias = "folio_trylock")]
     pub fn trylock_frame(&self, pfn: Pfn) -> Result<bool, LruError> {
-        Ok(!self.live(pfn)?.test_and_set(Flags::LOCKED))
+        let f = self.live(pfn)?;
+        if f.test_and_set(Flags::LOCKED) {
+            return Ok(false);
+        }
+        f.locker
+            .store(crate::frame::this_thread(), Ordering::Relaxed);
+        Ok(true)
     }
 
     /// Whether the page lock is held (`folio_test_locked`).
@@ -357,7 +366,11 @@ impl Engine {
     /// Releases the page lock (`folio_unlock`).
     #[doc(alias = "folio_unlock")]
     pub fn unlock_frame(&self, pfn: Pfn) -> Result<(), LruError> {
-        self.live(pfn)?.clear(Flags::LOCKED);
+        let f = self.live(pfn)?;
+        // Before the lock is free: whoever takes it next finds no holder
+        // recorded but its own.
+        f.locker.store(0, Ordering::Relaxed);
+        f.clear(Flags::LOCKED);
         Ok(())
     }
 

@@ -86,11 +86,18 @@ impl Engine {
     /// calling thread's lru_add batch afterwards, as in the kernel; call
     /// [`lru_add_drain`](Self::lru_add_drain) to apply them.
     ///
+    /// # Errors
+    /// [`LruError::RangeOutsidePageTables`]; a frame mapped in the range
+    /// that is free ([`LruError::Free`]) or outside the table; and
+    /// [`LruError::LockedByCaller`] for a frame whose page lock the
+    /// calling thread holds ([`trylock_frame`](Self::trylock_frame)),
+    /// where the kernel's `lock_page` would wait for good. The frames
+    /// before the one in error are munlocked, and no reference is left
+    /// behind.
+    ///
     /// # Blocking
     /// It takes each frame's page lock (`lock_page`), waiting while
-    /// another holds it: a frame whose lock the calling thread holds
-    /// (from [`trylock_frame`](Self::trylock_frame)) makes it wait for
-    /// good, as the kernel's `lock_page` would.
+    /// another thread holds it.
     pub fn munlock_range(
         &self,
         pt: &PageTables,
@@ -199,7 +206,7 @@ impl Engine {
                         return batch.is_empty();
                     };
                     if !frames.contains(pfn) {
-                        bad = Some(pfn);
+                        bad = Some(self.frame(pfn).err().unwrap_or(LruError::Free(pfn)));
                         return false;
                     }
                     let f = frames.get(pfn);
@@ -207,7 +214,12 @@ impl Engine {
                         return false;
                     }
                     if !Engine::try_get(f) {
-                        bad = Some(pfn); // mapped but free: no pin to take
+                        bad = Some(LruError::Free(pfn)); // mapped but free: no pin to take
+                        return false;
+                    }
+                    if f.locked_by_caller() {
+                        f.put_ref();
+                        bad = Some(LruError::LockedByCaller(pfn));
                         return false;
                     }
                     node = Some(f.node);
@@ -222,8 +234,8 @@ impl Engine {
                 if let Some(node) = node {
                     self.munlock_pagevec(&mut batch, node, step, st);
                 }
-                if let Some(pfn) = bad {
-                    return Err(self.frame(pfn).err().unwrap_or(LruError::Free(pfn)));
+                if let Some(e) = bad {
+                    return Err(e);
                 }
             }
             return Ok(());
@@ -289,14 +301,19 @@ impl Engine {
     /// The page-table lookup's pin (`follow_page_mask(FOLL_GET)`, a
     /// `folio_try_get`): the engine's page tables hold no reference, so a
     /// frame they map may be free — an error, never a reference taken on
-    /// a free frame.
+    /// a free frame. A frame whose page lock the calling thread holds is
+    /// refused too, its pin dropped ([`LruError::LockedByCaller`]):
+    /// munlocking it would wait for itself in `lock_page`.
     fn pin(&self, pfn: Pfn) -> Result<&Frame, LruError> {
         let f = self.frame(pfn)?;
-        if Engine::try_get(f) {
-            Ok(f)
-        } else {
-            Err(LruError::Free(pfn))
+        if !Engine::try_get(f) {
+            return Err(LruError::Free(pfn));
         }
+        if f.locked_by_caller() {
+            f.put_ref();
+            return Err(LruError::LockedByCaller(pfn));
+        }
+        Ok(f)
     }
 
     /// `__munlock_pagevec`: each frame holds the lookup's pin.
@@ -382,9 +399,14 @@ impl Engine {
     }
 }
 
-/// `lock_page`: waits while another thread holds the page lock.
+/// `lock_page`: waits while another thread holds the page lock (frames
+/// whose lock the caller holds were refused when pinned: `pin`).
 fn lock_page(f: &Frame) {
     while f.test_and_set(Flags::LOCKED) {
+        debug_assert!(
+            !f.locked_by_caller(),
+            "lock_page waiting for its own thread"
+        );
         std::thread::yield_now();
     }
 }
