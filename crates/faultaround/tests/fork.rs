@@ -165,6 +165,58 @@ fn a_forked_child_never_reads_zeros_for_pages_not_yet_in() {
     );
 }
 
+/// The same with 2 MiB hugetlb pages: a child of a region being served
+/// faults on every page of it, whether the parent had it in or not (never
+/// zeros), and after `shutdown` reads the parent's bytes, the huge pages'
+/// private copies shared with it.
+#[test]
+fn a_forked_child_of_a_huge_page_region_never_reads_zeros() {
+    use mmbatch_testkit::huge::{FREE, HUGE, Pool, read};
+    let Some(_pool) = Pool::grow(4) else { return };
+    let free_before = read(FREE);
+    let image: Vec<u8> = (0..4 * HUGE)
+        .map(|b| ((b / HUGE) * 31 + b % 4093) as u8)
+        .collect();
+    {
+        let r = UffdRegion::builder(4 * HUGE)
+            .huge_pages(mmbatch_faultaround::HugePageSize::Size2M)
+            .build(image.clone())
+            .unwrap();
+        let base = r.as_slice().as_ptr();
+        let at = |page: usize| page * HUGE + 4097;
+        assert_eq!(
+            r.as_slice()[at(1)],
+            image[at(1)],
+            "huge page 1, in before the fork"
+        );
+        for page in [2, 1] {
+            // SAFETY: inside the region (the child reads it).
+            let got = child_reads(unsafe { base.add(at(page)) });
+            assert!(
+                matches!(got, Child::Signal(libc::SIGSEGV)),
+                "huge page {page} in a child of a region being served: {got:?}"
+            );
+        }
+        r.shutdown();
+        assert!(
+            r.as_slice() == image.as_slice(),
+            "the parent's region after shutdown"
+        );
+        for page in [1, 2, 3] {
+            // SAFETY: inside the region.
+            let got = child_reads(unsafe { base.add(at(page)) });
+            assert_eq!(
+                got,
+                Child::Exited(image[at(page)]),
+                "huge page {page} in a child after shutdown"
+            );
+        }
+        assert!(r.failure().is_none());
+    }
+    // Every huge page is back in the pool, the children's too.
+    assert_eq!(read(FREE), free_before);
+}
+
 /// A child that shuts down and drops its copy of a region being served (a
 /// fork server's worker returning from main) leaves the parent's region
 /// alone: on the old code its drop joined the parent's handler threads,
