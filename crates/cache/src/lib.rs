@@ -62,8 +62,9 @@
 //!   the CPU's caches), where the default is the slowest of the policies
 //!   and [`Policy::ActiveInactive`] and [`Policy::LirsTinyLfu`] read
 //!   through fastest ([figures][small-caches]).
-//! - **Sharing**: `LruCache<K, V>` is `Send` and `Sync` when `K` and `V`
-//!   are; share it by reference (`std::thread::scope`) or in an `Arc`.
+//! - **Sharing**: a cache is `Send` and `Sync` when its keys, values,
+//!   hasher and weigher are (the default hasher and weigher are); share
+//!   it by reference (`std::thread::scope`) or in an `Arc`.
 //!
 //! [small-caches]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#small-caches
 //!

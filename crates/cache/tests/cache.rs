@@ -536,6 +536,17 @@ fn iteration_is_hottest_first() {
     }
     let want: Vec<(u32, u32)> = oracle.iter().map(|(&k, &v)| (k, v)).collect();
     assert_eq!(cache.iter().collect::<Vec<_>>(), want);
+    // A `for` loop over `&cache` is `iter`; past its end it stays done.
+    let mut looped = Vec::new();
+    for kv in &cache {
+        looped.push(kv);
+    }
+    assert_eq!(looped, want);
+    let mut it = cache.iter().fuse();
+    assert_eq!(it.by_ref().count(), want.len());
+    assert_eq!((it.next(), it.next()), (None, None));
+    // The iterator's type names no hasher or weigher for a default cache.
+    let _: mmbatch_cache::Iter<'_, u32, u32> = cache.iter();
     assert!(!cache.is_empty());
     assert_eq!(cache.drain().collect::<Vec<_>>(), want);
     assert!(cache.is_empty());
@@ -1380,7 +1391,14 @@ fn runs_the_policy_that_hits_more(
         let running = match wins {
             Policy::Lirs => lirs(&st),
             Policy::Lru => st.lru_shards,
-            _ => 4 - st.lirs_shards - st.lru_shards - st.tinylfu_shards,
+            _ => {
+                assert_eq!(
+                    st.workingset_shards,
+                    4 - st.lirs_shards - st.lru_shards - st.tinylfu_shards,
+                    "{name}: every shard runs one of the four"
+                );
+                st.workingset_shards
+            }
         };
         assert_eq!(running, 4, "{name}: shards running {wins:?}: {st:?}");
     }

@@ -54,17 +54,21 @@ pub enum RemovalCause {
     /// of the capacity, never cached ([`CacheStats::rejected`]), and a new
     /// entry refused admission ([`CacheStats::not_admitted`]).
     Evicted,
-    /// Its value was replaced by an `insert` of the same key (the old
-    /// value is heard; `insert` also returns it).
+    /// Its value was replaced by an `insert` of the same key, or by a
+    /// [`compute`](super::LruCache::compute) returning `Put` (the old
+    /// value is heard; both also return it).
     Replaced,
-    /// Taken out by [`remove`](super::LruCache::remove) or
-    /// [`retain`](super::LruCache::retain).
+    /// Taken out by [`remove`](super::LruCache::remove),
+    /// [`retain`](super::LruCache::retain), or a
+    /// [`compute`](super::LruCache::compute) returning `Remove`.
     Removed,
     /// Dropped by [`clear`](super::LruCache::clear).
     Cleared,
     /// Its time to live or to idle ended (it was never returned after
-    /// that): heard when the shard's own work reclaims it, or
-    /// [`purge_expired`](super::LruCache::purge_expired).
+    /// that): heard when the shard's own work reclaims it, or when any
+    /// call that takes entries out finds it expired
+    /// ([`purge_expired`](super::LruCache::purge_expired), `remove`,
+    /// `retain`, `clear`, `drain`, an insertion over it).
     Expired,
 }
 
@@ -194,9 +198,8 @@ const MAX_NARROW_SHARDS: usize = 256;
 /// The largest capacity: 2^48 weight units (256 TiB counted in bytes).
 pub const MAX_CAPACITY: u64 = 1 << 48;
 
-/// The most shards a cache has: 65536 (8 MiB of shard headers; far more
-/// locks than any machine has CPUs to contend for them). A larger
-/// [`Builder::shards`] is cut to it.
+/// The most shards a cache has: 65536. A larger [`Builder::shards`] is
+/// cut to it.
 pub const MAX_SHARDS: usize = 1 << 16;
 
 impl<K, V, S, W> Builder<K, V, S, W> {
@@ -423,7 +426,8 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// hold ([`estimated_entries`](Self::estimated_entries)): the default
     /// shard count follows them. Under [`Policy::Lirs`] (and the default
     /// while it runs it) a new key heavier than the HIR entries it would
-    /// evict is declined until it is requested again soon (see there).
+    /// evict is declined until it is requested again soon (see
+    /// [`Policy::Lirs`]).
     ///
     /// A closure's argument types are inferred from the cache's:
     /// ```
@@ -435,6 +439,28 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     ///     .expect("a capacity up to MAX_CAPACITY");
     /// cache.insert(1, vec![0; 100]);
     /// assert_eq!(cache.weight(), 100);
+    /// ```
+    ///
+    /// A closure's type cannot be named; a cache kept in a struct field
+    /// takes a function instead:
+    /// ```
+    /// use mmbatch_cache::{DefaultHashBuilder, LruCache};
+    ///
+    /// type Weigh = fn(&u32, &Vec<u8>) -> u64;
+    /// struct Store {
+    ///     cache: LruCache<u32, Vec<u8>, DefaultHashBuilder, Weigh>,
+    /// }
+    /// fn bytes(_: &u32, v: &Vec<u8>) -> u64 {
+    ///     v.len() as u64
+    /// }
+    /// let store = Store {
+    ///     cache: LruCache::builder(1 << 20)
+    ///         .weigher(bytes as Weigh)
+    ///         .build()
+    ///         .unwrap(),
+    /// };
+    /// store.cache.insert(1, vec![0; 10]);
+    /// assert_eq!(store.cache.weight(), 10);
     /// ```
     pub fn weigher<W2>(self, weigher: W2) -> Builder<K, V, S, W2>
     where

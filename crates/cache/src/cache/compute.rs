@@ -20,9 +20,10 @@ pub enum Compute<V> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Computed<V> {
-    /// The key had no live entry; the value was cached (or, heavier than
-    /// its shard's share or refused admission, went straight to the
-    /// listener).
+    /// The key had no live entry, and the value was offered to the cache:
+    /// cached, or (heavier than its shard's share, or refused admission)
+    /// handed straight to the listener. `Inserted` does not say which; a
+    /// `get` does.
     Inserted,
     /// The entry's value was replaced: the old value. (A new value
     /// heavier than the shard's share is not cached, and the entry is
@@ -57,7 +58,8 @@ where
     /// ```
     /// use mmbatch_cache::{Compute, Computed, LruCache};
     ///
-    /// // A counter that no two threads lose an increment of.
+    /// // A read-modify-write no other change of the key comes between
+    /// // (the entry may still be evicted later, as any entry may).
     /// let hits: LruCache<&str, u64> = LruCache::new(100);
     /// let count = |n: Option<&u64>| Compute::Put(n.copied().unwrap_or(0) + 1);
     /// assert_eq!(hits.compute("home", count), Computed::Inserted);

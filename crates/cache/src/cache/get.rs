@@ -10,7 +10,9 @@ where
     S: BuildHasher,
     W: Weigher<K, V>,
 {
-    /// The value of `key`, recording a hit (`folio_mark_accessed`).
+    /// A clone of `key`'s live value (an expired entry is a miss),
+    /// counting the lookup as a hit or a miss and marking the entry used
+    /// for the policy (the kernel's `folio_mark_accessed`).
     ///
     /// # Panics
     /// If called from user code that the cache runs under this shard's

@@ -4,11 +4,11 @@
 
 use std::hash::{BuildHasher, Hash};
 
-use super::{LruCache, RemovalCause, Weigher};
+use super::{DefaultHashBuilder, LruCache, RemovalCause, UnitWeigher, Weigher};
 
 /// The entries of an [`LruCache`], cloned a shard at a time; from
-/// [`LruCache::iter`].
-pub struct Iter<'a, K, V, S, W> {
+/// [`LruCache::iter`] (or a `for` loop over `&cache`).
+pub struct Iter<'a, K, V, S = DefaultHashBuilder, W = UnitWeigher> {
     cache: &'a LruCache<K, V, S, W>,
     /// The next shard to read.
     shard: usize,
@@ -55,6 +55,32 @@ where
     }
 }
 
+/// Past the last shard, `next` stays `None`.
+impl<K, V, S, W> std::iter::FusedIterator for Iter<'_, K, V, S, W>
+where
+    K: Hash + Eq + Clone,
+    V: Clone,
+    S: BuildHasher,
+    W: Weigher<K, V>,
+{
+}
+
+/// `for (k, v) in &cache`: [`LruCache::iter`].
+impl<'a, K, V, S, W> IntoIterator for &'a LruCache<K, V, S, W>
+where
+    K: Hash + Eq + Clone,
+    V: Clone,
+    S: BuildHasher,
+    W: Weigher<K, V>,
+{
+    type Item = (K, V);
+    type IntoIter = Iter<'a, K, V, S, W>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
 impl<K, V, S, W> LruCache<K, V, S, W>
 where
     K: Hash + Eq + Clone,
@@ -68,6 +94,14 @@ where
     /// then its inactive list, each from the most recent end); an entry
     /// inserted or removed in a shard not yet read may or may not appear,
     /// and no key appears twice. Records no hit and counts no lookup.
+    ///
+    /// Each shard's entries are cloned into a buffer while its read lock
+    /// is held, so the iterator holds one shard's worth of clones at a
+    /// time, and writers of that shard wait for the copy.
+    ///
+    /// # Panics
+    /// If called from user code that the cache runs under any shard's
+    /// write lock, when the iteration reaches that shard.
     pub fn iter(&self) -> Iter<'_, K, V, S, W> {
         Iter {
             cache: self,

@@ -112,7 +112,9 @@ where
     /// declined (see [`insert`](Self::insert)) still reaches the loader's
     /// caller and its waiters; it is not cached, and the next miss loads
     /// again (with a weigher, a heavy key is loaded twice before it is
-    /// cached if its second request comes soon enough).
+    /// cached if its second request comes soon enough). An `insert` of
+    /// the key that lands while `f` runs wins: the caller and its waiters
+    /// get the inserted value, and `f`'s is dropped.
     ///
     /// # Panics
     /// If `f` asks for `key` itself on its own thread (directly, or through

@@ -65,14 +65,20 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 
 /// A bounded, concurrent cache with the kernel's replacement.
 ///
+/// Despite the name, its default policy is not LRU: [`Policy::Adaptive`]
+/// runs whichever of LIRS, LIRS with TinyLFU admission, the kernel's
+/// workingset or LRU its sampled requests favour, and may decline a new
+/// key (see the guarantees below). [`Policy::Lru`] with batching off is
+/// exact LRU.
+///
 /// ```
 /// use mmbatch_cache::LruCache;
 ///
 /// let cache: LruCache<u64, String> = LruCache::new(2);
 /// cache.insert(1, "one".to_owned());
 /// cache.insert(2, "two".to_owned());
-/// assert_eq!(cache.get(&1).as_deref(), Some("one")); // 1 was used
-/// cache.insert(3, "three".to_owned()); // over capacity: evicts 2
+/// assert_eq!(cache.get(&1).as_deref(), Some("one"));
+/// cache.insert(3, "three".to_owned()); // over capacity: one entry goes (here 2)
 /// assert_eq!(cache.len(), 2);
 /// assert_eq!(cache.get(&2), None);
 ///
@@ -104,7 +110,7 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 /// entries are ordered; [ARCHITECTURE.md][architecture] ("LruCache") gives the
 /// layout and the lock protocol.
 ///
-/// [architecture]: https://github.com/mmbatch/mmbatch/blob/main/ARCHITECTURE.md
+/// [architecture]: https://github.com/mmbatch/mmbatch/blob/main/ARCHITECTURE.md#33-lrucache-cachemodrs
 ///
 /// # Guarantees
 /// - An insertion never evicts the entry it makes or replaces; an entry
@@ -121,10 +127,13 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 ///   again.
 /// - Each shard holds at most its share of the capacity and of
 ///   `max_entries` at every moment; the cache's total never exceeds
-///   either.
+///   either. One exception: pinned entries ([`Builder::pinned`]) that a
+///   [`set_capacity`](Self::set_capacity) below their weight leaves over
+///   it stay until they unpin or are removed.
 /// - The listener runs outside every lock (it may use the cache), with
 ///   each evicted entry exactly once (a removal listener: each entry that
-///   leaves, with its [`RemovalCause`]).
+///   leaves, with its [`RemovalCause`], but for those
+///   [`drain`](Self::drain) returns to the caller).
 /// - User code runs under the lock of an entry's shard: a key's `Eq`,
 ///   `Clone` and `Borrow`, and a value's `Clone`. Under `get` (batching
 ///   on), `peek` and `contains_key` that is the read lock, and the code may
@@ -145,9 +154,8 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 ///   returns an error or panics wakes its waiters, one of which loads next.
 /// - Memory grows linearly with the entries held (no allocation per
 ///   entry: each shard keeps them in one slab), plus, once a shard first
-///   evicts, a table of shadows (4 bytes a slot, twice its entries), and
-///   a cache line per stripe of each shard's lock. Per-entry figures:
-///   [docs/cache.md][layout-measurements].
+///   evicts, a bounded history of evicted keys (shadows) in proportion to
+///   its entries. Per-entry figures: [docs/cache.md][layout-measurements].
 ///
 /// [layout-measurements]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#layout-measurements
 pub struct LruCache<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
@@ -212,7 +220,7 @@ where
 {
 }
 
-impl<K, V> LruCache<K, V> {
+impl<K, V, S, W> LruCache<K, V, S, W> {
     /// The largest capacity: [`crate::MAX_CAPACITY`], here
     /// for `LruCache::<K, V>::MAX_CAPACITY`.
     pub const MAX_CAPACITY: u64 = MAX_CAPACITY;
@@ -237,10 +245,10 @@ impl<K: Hash + Eq + Clone, V: Clone> LruCache<K, V> {
     /// listener as evicted and counts as
     /// [`rejected`](CacheStats::rejected), and a loaded value is not kept,
     /// so the next loading call loads again (callers waiting on one load
-    /// share its value, as ever). Its shards are fixed at build: one, or
-    /// [`Builder::shards`]; build with the capacity it will have and
-    /// [`set_capacity`](Self::set_capacity)`(0)` to turn a cache off that
-    /// will be turned on again.
+    /// share its value, as ever). A cache's shards are fixed at build, and
+    /// one built with capacity 0 has one (or [`Builder::shards`]): build a
+    /// cache that will be turned off and on again with the capacity it
+    /// will have, and [`set_capacity`](Self::set_capacity)`(0)` it.
     pub fn builder(capacity: u64) -> Builder<K, V> {
         Builder {
             opts: Options {
@@ -322,13 +330,14 @@ where
     /// only). Evicts past the shard's capacity before returning, then runs
     /// the listener. An entry heavier than its shard's share of the
     /// capacity is not cached: it goes straight to the listener
-    /// ([`CacheStats::rejected`]), and any old value of `key` is removed.
-    /// Under [`Policy::LirsTinyLfu`] a new key in a full shard may be
-    /// refused admission, and with a weigher under [`Policy::Lirs`] a new
-    /// key heavier than the HIR entries it would evict and the free room
-    /// is declined (see there), as under [`Policy::Adaptive`] while its
-    /// shards run either: it goes to the listener as evicted
-    /// ([`CacheStats::not_admitted`]).
+    /// ([`CacheStats::rejected`]), and any old value of `key` is removed
+    /// and still returned (so `Some` does not mean the new value is
+    /// cached). Under [`Policy::LirsTinyLfu`] a new key in a full shard may
+    /// be refused admission, and with a weigher under [`Policy::Lirs`] a
+    /// new key heavier than the HIR entries it would evict and the free
+    /// room is declined (see [`Policy::Lirs`]), as under
+    /// [`Policy::Adaptive`] while its shards run either: it goes to the
+    /// listener as evicted ([`CacheStats::not_admitted`]).
     ///
     /// # Panics
     /// If called from user code that the cache runs under this shard's
@@ -463,7 +472,9 @@ where
 
     /// Entries cached now, counting expired entries that their shards
     /// have not reclaimed yet (no lookup returns them; `iter` skips them;
-    /// [`purge_expired`](Self::purge_expired) reclaims them).
+    /// [`purge_expired`](Self::purge_expired) reclaims them). Reads each
+    /// shard in turn under its read lock: O(shards), and not a snapshot
+    /// while other threads change the cache.
     ///
     /// # Panics
     /// If called from user code that the cache runs under any shard's
@@ -472,7 +483,8 @@ where
         self.shards.iter().map(|s| s.read().len()).sum()
     }
 
-    /// Whether nothing is cached.
+    /// Whether nothing is cached (as [`len`](Self::len) counts: expired
+    /// entries not yet reclaimed count).
     ///
     /// # Panics
     /// If called from user code that the cache runs under any shard's
@@ -496,7 +508,8 @@ where
     ///
     /// A capacity of 0 evicts every entry (but pinned ones) and stores
     /// nothing from then on, until a later call gives the cache room
-    /// again.
+    /// again. Pinned entries a smaller capacity cannot hold stay over it
+    /// until they unpin or are removed.
     ///
     /// # Errors
     /// A capacity above [`LruCache::MAX_CAPACITY`], or other than 0 and
@@ -579,7 +592,9 @@ where
         self.shards.iter().map(|s| s.read().weight()).sum()
     }
 
-    /// The replacement policy.
+    /// The replacement policy the cache was built with: under the default
+    /// [`Policy::Adaptive`], what its shards run now is in
+    /// [`stats`](Self::stats) (`workingset_shards`, `lirs_shards`, ...).
     pub fn policy(&self) -> Policy {
         self.policy
     }
@@ -589,7 +604,8 @@ where
         self.shards.len()
     }
 
-    /// Counters so far.
+    /// Counters so far (and a few gauges of now), summed shard by shard
+    /// while other threads go on: not a snapshot of one moment.
     ///
     /// # Panics
     /// If called from user code that the cache runs under any shard's
@@ -616,6 +632,7 @@ where
             st.lirs_shards += u64::from(lv.runs() == Policy::Lirs);
             st.lru_shards += u64::from(lv.runs() == Policy::Lru);
             st.tinylfu_shards += u64::from(lv.runs() == Policy::LirsTinyLfu);
+            st.workingset_shards += u64::from(lv.runs() == Policy::Workingset);
         }
         st
     }

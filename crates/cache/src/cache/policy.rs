@@ -1,6 +1,22 @@
 //! The replacement [`Policy`] a cache runs.
 
 /// How a hit reorders the cache, and what a miss remembers.
+///
+/// # Bounds where LRU fails
+/// Each bound holds for the policies named, in their property tests
+/// (whatever the hasher's seed):
+/// 1. a loop over up to 1.5 times the cache hits at least half as often
+///    as OPT once it has gone round four times (`Workingset`, `Lirs`,
+///    `LirsTinyLfu`, `Adaptive`; LRU hits nothing);
+/// 2. half the cache hit twice keeps nine in ten of its entries through a
+///    one-off scan of up to ten times the cache (the same four);
+/// 3. a working set of half the cache that moves to new keys hits at
+///    least nine requests in ten once it has been requested four times the
+///    cache's size (`Workingset`, `Lirs`, `Adaptive`);
+/// 4. keys whose popularity slides (each growing hotter, then never
+///    requested again), where recency pays, hit within 2 points of `Lru`
+///    in a cache of a few thousand entries once 24 times its size has been
+///    requested (`Adaptive`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Policy {
@@ -17,16 +33,7 @@ pub enum Policy {
     /// Why: a one-off scan cannot flush hot entries, a working set that
     /// returns is recognised, and a loop larger than the cache keeps part
     /// of itself resident instead of missing on every request (as under
-    /// LRU and ARC).
-    ///
-    /// What it promises on the shapes that defeat LRU (one shard, whatever
-    /// the hasher's seed; a property test holds it): a loop over up to 1.5
-    /// times the cache hits at least half as often as OPT once it has gone
-    /// round four times; half the cache hit twice keeps nine in ten of its
-    /// entries through a one-off scan of up to ten times the cache; a
-    /// working set of half the cache that moves to new keys hits at least
-    /// nine requests in ten once it has been requested four times the
-    /// cache's size.
+    /// LRU and ARC). Bounds 1-3 of [`Policy`] hold.
     ///
     /// [policy-measurements]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#policy-measurements
     #[doc(alias = "workingset_refault")]
@@ -41,6 +48,8 @@ pub enum Policy {
     /// shard; the `lru` crate is the oracle of its property tests); with
     /// batching on a hit only marks the entry and reclaim gives marked
     /// entries a second chance (CLOCK), so a hit never takes a write lock.
+    /// (Under [`Adaptive`](Self::Adaptive) a shard running LRU orders by
+    /// recency up to a batch instead: see there.)
     Lru,
     /// LIRS (Jiang and Zhang, SIGMETRICS 2002) on the same two lists, as
     /// CLOCK-Pro runs it without moving entries on a hit: the active list
@@ -58,17 +67,8 @@ pub enum Policy {
     /// Why: it keeps a stable working set through loops larger than the
     /// cache and interleaved patterns, where recency loses; `Workingset`
     /// does better where recency pays. Costs 4 bytes an entry (each
-    /// entry's last access) while it runs. Hit ratios:
-    /// [docs/cache.md][lirs-measurements].
-    ///
-    /// What it promises on the shapes that defeat LRU, as
-    /// [`Workingset`](Self::Workingset) does (property tests hold both): a
-    /// loop over up to 1.5 times the cache hits at least half as often as
-    /// OPT once it has gone round four times; half the cache hit twice
-    /// keeps nine in ten of its entries through a one-off scan of up to ten
-    /// times the cache; a working set of half the cache that moves to new
-    /// keys hits at least nine requests in ten once it has been requested
-    /// four times the cache's size.
+    /// entry's last access) while it runs. Bounds 1-3 of [`Policy`] hold.
+    /// Hit ratios: [docs/cache.md][lirs-measurements].
     ///
     /// [lirs-measurements]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#policylirs-cacheshardrefaultrs
     Lirs,
@@ -90,11 +90,8 @@ pub enum Policy {
     /// where recency pays (a key requested twice in a row, popularity
     /// that drifts), which is why [`Adaptive`](Self::Adaptive) runs it
     /// only where it leads. Costs, while it runs, the sketch's 2 bytes an
-    /// entry besides `Lirs`'s 4. Hit ratios:
-    /// [docs/cache.md][tinylfu-measurements].
-    ///
-    /// It keeps `Lirs`'s promises on a loop and on a one-off scan (property
-    /// tests hold it to them).
+    /// entry besides `Lirs`'s 4. Bounds 1 and 2 of [`Policy`] hold. Hit
+    /// ratios: [docs/cache.md][tinylfu-measurements].
     ///
     /// [tinylfu-measurements]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#policylirstinylfu-cacheshardsketchrs
     LirsTinyLfu,
@@ -114,34 +111,22 @@ pub enum Policy {
     ///
     /// While shards run `LirsTinyLfu`, an insertion of a new key into a
     /// full shard may be refused, and with a weigher while they run
-    /// `Lirs` a heavy cold key declined (see each); while they run `Lru`, they
-    /// keep its exact order, each hit batched under the read lock and moved
-    /// by the shard's next write, as the kernel batches `folio_activate`.
+    /// `Lirs` a heavy cold key declined (see each). While they run `Lru`,
+    /// each hit is batched under the read lock and moved to the head by
+    /// the shard's next write, as the kernel batches `folio_activate`: LRU
+    /// order up to a batch (where [`Lru`](Self::Lru) with batching on
+    /// gives marked entries a second chance instead).
     ///
-    /// Costs: every hit checks whether its key is sampled, and sampled
+    /// Costs: every hit checks whether its key is sampled; sampled
     /// accesses (at most 1 key in 8, fewer in larger caches) are replayed
-    /// into the simulations (up to about 80 KiB); no lookup waits for
-    /// another's replay. A small cache (a few thousand entries or fewer)
-    /// feels it in its speed, as it does the shared increment of each
-    /// hit's move while shards run `Lru`; one of 10^5 entries runs a few
-    /// percent slower than one built with `Policy::Workingset`. In a
-    /// weighted cache the simulations count entries, not weight (the duel
-    /// scores requests hit): they are sized for the entries the shards
-    /// would hold full, at the mean weight of those they hold, and resized
-    /// when that moves by a quarter. How it chooses, hit ratios and speed:
-    /// [docs/cache.md][adaptive-measurements].
-    ///
-    /// It keeps the promises `Workingset` and `Lirs` make on the shapes
-    /// that defeat LRU, and one where recency pays (property tests hold it
-    /// to them): a loop over up to 1.5 times the cache hits at least half
-    /// as often as OPT once it has gone round four times; half the cache
-    /// hit twice keeps nine in ten of its entries through a one-off scan of
-    /// up to ten times the cache; a working set of half the cache that
-    /// moves to new keys hits at least nine requests in ten once it has
-    /// been requested four times the cache's size; keys whose popularity
-    /// slides (each growing hotter, then never requested again) hit within
-    /// 2 points of `Lru` in a cache of a few thousand entries, once 24
-    /// times its size has been requested.
+    /// into the simulations, which take up to about 80 KiB whatever the
+    /// cache's size; no lookup waits for another's replay. Small caches
+    /// (a few thousand entries or fewer) feel it in their speed. In a
+    /// weighted cache the simulations count entries, not weight: they are
+    /// sized for the entries the shards would hold full, at the mean
+    /// weight of those they hold. How it chooses, hit ratios and speed:
+    /// [docs/cache.md][adaptive-measurements]. All four bounds of
+    /// [`Policy`] hold.
     ///
     /// [adaptive-measurements]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#policyadaptive-cacheshardduelrs
     #[default]

@@ -210,7 +210,8 @@ where
     /// through `warm`'s loader.
     ///
     /// # Panics
-    /// As [`insert`](Self::insert).
+    /// If called from user code that the cache runs under any shard's
+    /// write lock: it reads every shard.
     pub fn save(&self) -> Saved<K> {
         let mut workingset = Vec::new();
         let mut hir = Vec::new();

@@ -8,23 +8,23 @@ use super::Policy;
 #[non_exhaustive]
 pub struct CacheStats {
     /// Lookups that found their key: `get`, and the lookup each load
-    /// (`get_or_insert_with` and the like) starts with. Exact: a thread
-    /// that owns its stripe of a shard's lock counts with plain stores,
-    /// threads that share one with locked adds.
+    /// (`get_or_insert_with` and the like) starts with. Exact: no lookup
+    /// is lost to a race between threads.
     pub hits: u64,
     /// Lookups that did not (exact, as `hits`).
     pub misses: u64,
-    /// Entries evicted for capacity, and those [`rejected`](Self::rejected)
-    /// or [`not_admitted`](Self::not_admitted) (each offered to the
-    /// listener).
+    /// Entries the cache dropped on its own for capacity — not only
+    /// evictions of cached entries, but also new ones
+    /// [`rejected`](Self::rejected) or [`not_admitted`](Self::not_admitted)
+    /// (each offered to the listener as evicted).
     pub evictions: u64,
     /// Insertions that found their key's shadow (`WORKINGSET_REFAULT`).
     pub refaults: u64,
     /// Refaults close enough to have stayed resident, inserted active
     /// (`WORKINGSET_ACTIVATE`).
     pub refault_activations: u64,
-    /// Shadow entries held now (4 bytes each: a tag of the key's hash and
-    /// the eviction clock), at most twice the entries the cache holds.
+    /// Shadow entries held now (the history of evicted keys that refault
+    /// detection reads), at most twice the entries the cache holds.
     pub shadows: u64,
     /// Shards thrashing now (under [`Policy::Workingset`]): most of their
     /// recent misses were refaults, as when a loop larger than the cache
@@ -48,6 +48,10 @@ pub struct CacheStats {
     /// taken up the policy its simulations chose (not counted in
     /// [`lirs_shards`](Self::lirs_shards)).
     pub tinylfu_shards: u64,
+    /// Shards running the kernel's workingset: every shard under
+    /// [`Policy::Workingset`]; under [`Policy::Adaptive`] those that have
+    /// taken up the policy its simulations chose.
+    pub workingset_shards: u64,
     /// Shards whose lookups now skip their memory barrier: no insertion or
     /// removal has reached them for a while, as their lookups see it, and
     /// membarrier(2) is available (Linux 4.14 and later). The next change
