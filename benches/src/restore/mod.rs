@@ -437,7 +437,9 @@ pub fn measure(
     );
     let elapsed_s = start.elapsed().as_secs_f64();
     // Untimed: let the replay finish, so its counters are whole.
-    region.wait_replayed(Duration::from_secs(60));
+    if !region.wait_replayed(Duration::from_secs(60)) {
+        return Err("the replay had not ended a minute after the run".into());
+    }
     let st = region.stats();
     if let Some(e) = region.failure() {
         return Err(e.to_string());

@@ -204,7 +204,8 @@ impl fmt::Display for Error {
                 f,
                 "userfaultfd refused ({source}): open /dev/userfaultfd needs read/write access to it \
                  (e.g. `setfacl -m u:$USER:rw /dev/userfaultfd`), and the userfaultfd system call needs \
-                 CAP_SYS_PTRACE or `sysctl -w vm.unprivileged_userfaultfd=1`"
+                 CAP_SYS_PTRACE or `sysctl -w vm.unprivileged_userfaultfd=1`; in a container, its \
+                 seccomp profile may also block userfaultfd"
             ),
             Error::Unsupported { what } => write!(f, "this kernel lacks {what}"),
             Error::BadHandlers { handlers, max } => write!(

@@ -20,14 +20,17 @@
 //!   experiment's model of the kernel's.
 //!
 //! ```
-//! use mmbatch_faultaround::{UffdRegion, Zeroes};
+//! use mmbatch_faultaround::{Error, UffdRegion, Zeroes};
 //!
-//! // 64 pages filled on demand from a source, 16 pages per fault.
+//! // 64 pages (of 4 KiB) filled on demand from a source, 16 pages per fault.
 //! let len = 64 * 4096;
 //! let region = match UffdRegion::new(len, 4, Zeroes(len as u64), 1) {
 //!     Ok(r) => r,
 //!     // No userfaultfd here (a container's seccomp, an old kernel).
-//!     Err(e) => return println!("skipped: {e}"),
+//!     Err(e @ (Error::NoPermission { .. } | Error::Unsupported { .. })) => {
+//!         return println!("skipped: {e}")
+//!     }
+//!     Err(e) => panic!("{e}"),
 //! };
 //! assert_eq!(region.as_slice()[5 * 4096], 0); // one fault fills pages 0..16
 //! assert_eq!(region.stats().faults, 1);
@@ -35,7 +38,7 @@
 //!
 //! # Features
 //! - `engine` (off): the `engine` module, which brings in `mmbatch-lru`
-//!   and `mmbatch-pagevec`.
+//!   (and through it `mmbatch-pagevec`).
 //! - `failpoints` (tests only): fail points that let this crate's tests
 //!   make its system calls fail.
 //!
@@ -45,8 +48,8 @@
 //! - `UffdRegion`: pages already present are left alone (`EEXIST`),
 //!   `EAGAIN` and partial copies are retried (a bounded number of times),
 //!   and dropping the region stops and joins its handler threads before
-//!   unmapping (all but one stuck inside the source past the source
-//!   timeout, which installs nothing from then on: see below).
+//!   unmapping (but for those stuck inside the source past the source
+//!   timeout, which install nothing from then on: see below).
 //! - A child of `fork(2)` never reads zeros where the source's data was
 //!   still to come (the kernel would hand it the range unregistered): an
 //!   anonymous region being served is not inherited (`MADV_DONTFORK`),
@@ -141,7 +144,8 @@ mod window;
 #[cfg(feature = "engine")]
 pub use engine::MapPages;
 pub use error::Error;
-/// The huge page sizes [`UffdRegionBuilder::huge_pages`] takes.
+/// Huge page sizes, for [`UffdRegionBuilder::huge_pages`] (which serves
+/// `Size2M` only and refuses `Size1G`).
 pub use mmbatch_mmap::HugePageSize;
 pub use uffd::{
     DEFAULT_BUSY_POLL, FailSignal, InMemory, MAX_BUSY_POLL, MAX_HANDLERS, MAX_ID_LEN,

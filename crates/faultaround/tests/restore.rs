@@ -1017,6 +1017,33 @@ fn a_page_cache_longer_than_its_source_is_refused() {
     );
 }
 
+/// A page-cache region takes its pages from its file: `huge_pages` there
+/// was silently ignored (the region served base pages); now refused by
+/// name, before any userfaultfd is opened.
+#[test]
+fn huge_pages_over_a_page_cache_are_refused() {
+    let file = UffdRegion::page_cache_from(&vec![3u8; 4 * PAGE], 4 * PAGE).unwrap();
+    // SAFETY: the memfd is this test's own; nothing else writes or
+    // truncates it.
+    let e = unsafe {
+        UffdRegion::builder(4 * PAGE)
+            .huge_pages(mmbatch_faultaround::HugePageSize::Size2M)
+            .build_over_page_cache(&file)
+    }
+    .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::BadSetting {
+                setting: "huge_pages",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("drop huge_pages"), "{e}");
+}
+
 /// A page cache of an image larger than the machine's memory: filled
 /// until the OOM killer took a process (`Zeroes(1 << 50)` killed this
 /// host's shell). Now refused before the memfd is made. In a child whose

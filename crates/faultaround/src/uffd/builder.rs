@@ -63,12 +63,12 @@ macro_rules! settings_setters {
         }
 
         /// How long a faulting page waits for a source that says
-        /// [`NotReady`]($crate::PageRead::NotReady), or that has not returned
+        /// [`NotReady`](crate::PageRead::NotReady), or that has not returned
         /// from its call, before it is failed (default 30 s; `Duration::MAX`
         /// waits for good). A handler whose call into the source has lasted
         /// longer is replaced (see the region's docs); with none free, new
         /// faults fail until one is. Drop waits for
-        /// the handlers up to this long; [`shutdown`]($crate::UffdRegion::shutdown)
+        /// the handlers up to this long; [`shutdown`](crate::UffdRegion::shutdown)
         /// as its docs say. Below [`MIN_SOURCE_TIMEOUT`](crate::MIN_SOURCE_TIMEOUT)
         /// the build is refused.
         pub fn source_timeout(mut self, timeout: Duration) -> Self {
@@ -78,7 +78,11 @@ macro_rules! settings_setters {
 
         /// Records the page of every fault, first touch first, for
         /// [`UffdRegion::record`] (default off). The cost is one uncontended
-        /// lock and a push per fault, in the handler thread.
+        /// lock and a push per fault, in the handler thread. Only faulting
+        /// pages are recorded: with an [`order`](Self::order) above 0 the
+        /// window's other pages, installed with them, are not, and a replay
+        /// leaves them to fault. Record at order 0 for the whole working
+        /// set.
         pub fn record(mut self, yes: bool) -> Self {
             self.settings.record = yes;
             self
@@ -112,7 +116,7 @@ macro_rules! settings_setters {
         /// Where a replay reads the recorded pages (not read over a page
         /// cache, where the replay maps the cached pages in place): a
         /// working-set file that
-        /// [`Record::write_pages`]($crate::Record::write_pages) wrote for the replayed record, read in one
+        /// [`Record::write_pages`](crate::Record::write_pages) wrote for the replayed record, read in one
         /// sequential pass (REAP's), instead of the pages' places in the image.
         /// A file written for another record, or corrupt, is refused at build;
         /// a run whose CRC-32 does not match is not installed (its pages fault
@@ -139,8 +143,8 @@ macro_rules! settings_setters {
         /// handler, which costs a halted vCPU's wake-up in a virtual
         /// machine: the kernel's busy polling of sockets (`sk_busy_loop`,
         /// `net.core.busy_poll`) and KVM's halt polling, for faults.
-        pub fn busy_poll(mut self, window: std::time::Duration) -> Self {
-            self.settings.busy_poll = window;
+        pub fn busy_poll(mut self, duration: std::time::Duration) -> Self {
+            self.settings.busy_poll = duration;
             self
         }
     };
@@ -169,7 +173,9 @@ impl UffdRegionBuilder {
     /// them). The source, the window order, the statistics and records
     /// all count huge pages. 2 MiB pages only: a build with
     /// `HugePageSize::Size1G` is refused (a handler's buffer would need
-    /// the whole gigabyte).
+    /// the whole gigabyte). Not for a page-cache region
+    /// ([`build_over_page_cache`](Self::build_over_page_cache)), whose
+    /// pages are its file's: refused there.
     pub fn huge_pages(mut self, size: mmbatch_mmap::HugePageSize) -> Self {
         self.huge = Some(size);
         self

@@ -375,6 +375,7 @@ impl UffdHandler {
     }
 
     /// As [`UffdRegion::wait_replayed`](crate::UffdRegion::wait_replayed).
+    #[must_use = "false: the replay had not ended by the timeout"]
     pub fn wait_replayed(&self, timeout: Duration) -> bool {
         self.shared.wait_replayed(timeout)
     }

@@ -54,7 +54,8 @@ use crate::Error;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct UffdStats {
-    /// Missing-page faults handled.
+    /// Faults handled: missing-page faults, and minor faults over a page
+    /// cache.
     pub faults: u64,
     /// Pages copied in (`UFFDIO_COPY`), or mapped from the page cache
     /// (`UFFDIO_CONTINUE`) for a [page-cache region](UffdRegion::over_page_cache).
@@ -83,7 +84,9 @@ pub struct UffdStats {
     pub replay_runs_refused: u64,
 }
 
-/// The most handler threads a region starts.
+/// The most handler threads a region starts. Its watchdog may start as
+/// many again in place of handlers stuck inside the source (see
+/// [`UffdRegion`]), beside itself and the replay's and prefetch's threads.
 pub const MAX_HANDLERS: usize = 64;
 
 /// The shortest [`source_timeout`](UffdRegionBuilder::source_timeout): the
@@ -127,7 +130,20 @@ pub const MIN_SOURCE_TIMEOUT: Duration = Duration::from_millis(1);
 /// `vm.unprivileged_userfaultfd=1`). Elsewhere it is built
 /// user-mode-only ([`UffdMode::UserModeOnly`]) and such a system call
 /// fails with `EFAULT` on a page the process has not yet read itself;
-/// [`mode`](Self::mode) says which the region got.
+/// [`mode`](Self::mode) says which the region got. For guest memory under
+/// KVM or vhost, build with
+/// [`require_kernel_faults`](UffdRegionBuilder::require_kernel_faults)
+/// so that a user-mode-only region is an error at build, not an `EFAULT`
+/// later.
+///
+/// # Blocking
+/// An access to a page not yet in waits for a handler, and so for the
+/// source, up to the source timeout. Dropping the region stops its
+/// threads, waiting up to the source timeout for a handler inside a
+/// source call (with `Duration::MAX`, for as long as the call takes), then
+/// unregisters and unmaps: stop everything that uses its memory through a
+/// pointer first (vCPU threads, KVM memslots, io_uring buffers), or such
+/// an access may read a page the handlers no longer fill.
 pub struct UffdRegion {
     shared: Arc<Shared>,
     shut_down: AtomicBool,
@@ -246,8 +262,10 @@ impl UffdRegion {
         }
     }
 
-    /// A shared mapping of `file` (a shmem file, such as a memfd, whose
-    /// pages are in the page cache) registered for minor faults: a fault on
+    /// A shared mapping of `file` (a shmem file, such as a memfd, or a
+    /// hugetlbfs file such as [`huge_page_cache_from`](Self::huge_page_cache_from)
+    /// makes, whose `len` is then whole huge pages; its pages in the page
+    /// cache) registered for minor faults: a fault on
     /// a cached page not yet mapped here maps the cached pages of its
     /// window in place (`UFFDIO_CONTINUE`), copying nothing — the kernel's
     /// `map_pages`, from userspace. A window page not in the cache is
@@ -443,6 +461,16 @@ impl UffdRegion {
             require_kernel_faults,
             settings,
         } = b;
+        if let (Some(_), Some(size)) = (shared_fd, huge) {
+            return Err(Error::BadSetting {
+                setting: "huge_pages",
+                value: format!("{} MiB pages", size.bytes() >> 20),
+                why: "a page-cache region's pages are its file's: its huge pages where the file \
+                      is on hugetlbfs (huge_page_cache_from makes one), else base pages; drop \
+                      huge_pages"
+                    .into(),
+            });
+        }
         let page = match shared_fd {
             // A hugetlbfs file is mapped, and continued, in its huge pages.
             Some(fd) => file_page_size(fd),
@@ -517,8 +545,8 @@ impl UffdRegion {
                 // A file that is not shmem is refused so on any kernel;
                 // "this kernel lacks userfaultfd" named the wrong cause.
                 rustix::io::Errno::INVAL if shared_fd.is_some() => Error::Sys {
-                    op: "registering the file for minor faults (it must be shmem: a memfd or \
-                             a file on tmpfs; and Linux 5.13+)",
+                    op: "registering the file for minor faults (it must be shmem or hugetlbfs: \
+                             a memfd or a file on tmpfs or hugetlbfs; and Linux 5.13+)",
                     source: io::Error::from_raw_os_error(libc::EINVAL),
                 },
                 e => uffd_error(e),
@@ -574,11 +602,14 @@ impl UffdRegion {
     /// ended, and every run a fault took from them installed (or failed;
     /// a run refused, or pages the source did not have ready, are left to
     /// faults) — at once if there is no replay.
+    #[must_use = "false: the replay had not ended by the timeout"]
     pub fn wait_replayed(&self, timeout: Duration) -> bool {
         self.shared.wait_replayed(timeout)
     }
 
-    /// The first byte.
+    /// The first byte; valid until the region is dropped (see its
+    /// Blocking section for what must stop first), aligned to the
+    /// region's page size.
     pub fn as_ptr(&self) -> *const u8 {
         self.shared.areas[0].base as *const u8
     }

@@ -328,7 +328,10 @@ impl Record {
     /// record; each run has a CRC-32, checked before it is installed.
     /// Streams: besides the record's own page list (and its runs), it
     /// holds one run of pages (at most [`REPLAY_RUN`]) and 4 bytes a run,
-    /// whatever the working set's size; `w` is best buffered.
+    /// whatever the working set's size; `w` is best buffered. A page the
+    /// source fails, or says is not ready, fails the call at once
+    /// ([`Error::PageFailed`]): it waits for nothing, as a fault would,
+    /// so write the file from a source that holds the whole image.
     pub fn write_pages(&self, source: &dyn PageSource, mut w: impl Write) -> Result<(), Error> {
         let runs = self.runs(REPLAY_RUN);
         let page = self.page_size as usize;

@@ -14,8 +14,10 @@ pub enum PageRead {
     /// [source timeout](super::UffdRegionBuilder::source_timeout).
     NotReady,
     /// The page can never be produced (the file was truncated, the
-    /// download failed). The access that faulted on it gets SIGBUS, as a
-    /// file mapping past its end does, and the region records the error
+    /// download failed). The access that faulted on it is stopped by a
+    /// signal, as a file mapping past its end is (SIGBUS from Linux 6.6,
+    /// SIGSEGV before: [`UffdRegion::fail_signal`](super::UffdRegion::fail_signal)),
+    /// and the region records the error
     /// ([`UffdRegion::failure`](super::UffdRegion::failure)).
     Failed(io::Error),
 }
@@ -24,6 +26,24 @@ pub enum PageRead {
 ///
 /// The handler threads call it; a call that panics fails that page (as
 /// [`PageRead::Failed`]) and the handler goes on serving the others.
+///
+/// # Contract
+/// - A page is the region's page: `buf` is 4 KiB (the system's page), or
+///   2 MiB for a region of huge pages (a [`UffdHandler`](crate::UffdHandler):
+///   its `page_size`), and `index` counts in those pages.
+/// - Calls come at once from several threads (handlers, replay and
+///   prefetch threads, a handler's replacement), and a call that outlasts
+///   the source timeout may still be running, or return, after the region
+///   is dropped: keep it `Sync`, and keep what it uses alive on its own
+///   (an `Arc`), not borrowed from the region's owner.
+/// - [`PageRead::NotReady`] is polled: the handler calls again, after
+///   naps of 50 us doubling to 5 ms, until the page is ready or the
+///   source timeout; the handler thread serves nothing else meanwhile.
+///   Make such calls cheap and idempotent, and build with two handlers
+///   or more where pages download.
+/// - A slice from [`pages`](Self::pages) must be memory the kernel can
+///   read without a fault of the region's own (not the region, nor
+///   another region not yet filled).
 pub trait PageSource: Send + Sync + 'static {
     /// Bytes available.
     fn len(&self) -> u64;
@@ -75,7 +95,7 @@ pub trait PageSource: Send + Sync + 'static {
 /// Zeroes enough for the largest window (512 pages of 4 KiB).
 static ZEROES: [u8; 2 << 20] = [0; 2 << 20];
 
-/// A source of zero pages.
+/// A source of zero pages, of this many bytes.
 #[derive(Clone, Copy, Debug)]
 pub struct Zeroes(pub u64);
 
@@ -143,13 +163,17 @@ impl PageSource for Vec<u8> {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use mmbatch_faultaround::{InMemory, UffdRegion};
+/// use mmbatch_faultaround::{Error, InMemory, UffdRegion};
 ///
 /// let image: Arc<[u8]> = vec![7u8; 16 * 4096].into();
 /// // Shared with the rest of the program; the region reads it in place.
 /// let region = match UffdRegion::new(image.len(), 2, InMemory(image.clone()), 1) {
 ///     Ok(r) => r,
-///     Err(e) => return println!("skipped: {e}"), // no userfaultfd here
+///     // No userfaultfd here (a container's seccomp, an old kernel).
+///     Err(e @ (Error::NoPermission { .. } | Error::Unsupported { .. })) => {
+///         return println!("skipped: {e}")
+///     }
+///     Err(e) => panic!("{e}"),
 /// };
 /// assert_eq!(region.as_slice()[9 * 4096], 7);
 /// ```

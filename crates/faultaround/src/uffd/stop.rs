@@ -9,11 +9,15 @@ use super::{Mode, Shared, UffdRegion};
 impl UffdRegion {
     /// Stops the handler threads without failing any faulting thread that
     /// the source can serve: after they exit, every page still missing is
-    /// copied in (waiting for the source up to the source timeout, in all)
-    /// and the range unregistered, so a fault in flight is woken with its
-    /// data and later accesses do not fault. A page the source fails, or
-    /// does not have by then, is failed (its readers get the signal); a
-    /// slow source that answers fills every page however long that takes.
+    /// copied in and the range unregistered, so a fault in flight is woken
+    /// with its data and later accesses do not fault.
+    ///
+    /// # Blocking
+    /// Pages the source says are not ready are waited for until one source
+    /// timeout after the fill began (one deadline for all of them); a page
+    /// the source fails, or does not have by then, is failed (its readers
+    /// get the signal). Calls that return are never cut short: a slow
+    /// source that answers fills every page however long that takes.
     /// A source stuck inside a call is bounded: a handler in such a call
     /// holds shutdown up to the source timeout, and each fill call that
     /// lasts longer than the timeout fails its page and the fill goes on
