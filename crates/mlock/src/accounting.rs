@@ -107,7 +107,11 @@ fn hugepage_file(size: usize, file: &str) -> usize {
     .unwrap_or(0)
 }
 
-/// Free huge pages of `size` bytes.
+/// Free huge pages of `size` bytes (`free_hugepages`), reserved ones
+/// included: what a new mapping can still have is
+/// [`HugePageSize::available_pages`](crate::HugePageSize::available_pages)
+/// (free less reserved), which [`RegionBuilder::build`](crate::RegionBuilder::build)
+/// checks.
 pub fn huge_pages_free(size: usize) -> usize {
     hugepage_file(size, "free_hugepages")
 }

@@ -205,6 +205,17 @@ fn bytes(n: u64) -> String {
     }
 }
 
+impl Error {
+    /// `Pages::Transparent` on a kernel without transparent huge pages,
+    /// which refuses `MADV_HUGEPAGE` (EINVAL).
+    pub(crate) const NO_THP: Error = Error::BadFlags {
+        op: "RegionBuilder::build",
+        why: "Pages::Transparent needs a kernel with transparent huge pages \
+              (CONFIG_TRANSPARENT_HUGEPAGE; madvise(MADV_HUGEPAGE) was refused): use Pages::Base, \
+              or Pages::Huge with a reserved pool",
+    };
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -400,7 +400,7 @@ fn uninstall(reg: &mut Registry) {
 
 /// A region mapped `PROT_NONE` whose pages a SIGSEGV handler makes
 /// accessible and locks, `batch` pages per fault: a userspace alternative
-/// to `MLOCK_ONFAULT`, kept to compare against it — prefer
+/// to `MLOCK_ONFAULT` (which kernels before 4.4 lack) — prefer
 /// [`LockPolicy::OnFault`], which needs no handler.
 ///
 /// **It installs a process-wide SIGSEGV handler** with the first region
@@ -466,8 +466,9 @@ impl FaultLockedRegion {
     /// Reads byte `offset`, faulting its page in (and locking it with its
     /// batch) on first touch. An error the handler met for this region
     /// since the last `read` or [`take_error`](Self::take_error) is
-    /// returned here, once; the read itself still happened (the access
-    /// went ahead unlocked rather than fault forever).
+    /// returned here, once, instead of the byte: the access itself went
+    /// ahead (unlocked, rather than fault forever), so `read` again for
+    /// its value.
     pub fn read(&self, offset: usize) -> Result<u8, Error> {
         if offset >= self.region.len() {
             return Err(Error::OutOfRange {
@@ -506,8 +507,8 @@ impl FaultLockedRegion {
     /// The error the handler met making a page of this region accessible
     /// or locking it (the access went ahead, unlocked), if any since the
     /// last call or [`read`](Self::read): taken, so that the next error
-    /// is heard too. The first error after a call is kept; later ones
-    /// until the next call are counted in none. After an `mprotect`
+    /// is heard too. The first error after a call is kept; later errors
+    /// before the next call are discarded. After an `mprotect`
     /// refusal the handler opens the whole region (never to fault
     /// forever): [`locks_on_touch`](Self::locks_on_touch) is then false.
     pub fn take_error(&self) -> Option<Error> {

@@ -2,7 +2,8 @@
 //! own calls — `mmap(MAP_LOCKED | MAP_POPULATE)`, `mlock`,
 //! `mlock2(MLOCK_ONFAULT)`, `munlock`, `mlockall(MCL_ONFAULT)` — with
 //! errors that name the limit that was hit and how to raise it, and the
-//! kernel's accounting (`/proc/self/smaps` Locked, `VmLck`) to check them.
+//! kernel's accounting (`/proc/self/smaps`' locked mappings, `VmLck`) to
+//! check them.
 //!
 //! - [`LockedRegion`]: a region locked now ([`LockPolicy::Populate`]) or as
 //!   it is touched ([`LockPolicy::OnFault`], `mlock2(MLOCK_ONFAULT)`), of
@@ -15,12 +16,12 @@
 //!   [`LockedRegion::unlock_chunked`] munlocks in pieces so no single call
 //!   holds the mmap lock for long.
 //! - [`mlockall`] / [`munlockall`].
-//! - `FaultLockedRegion` (feature `fault-locked`, off by default): seed
-//!   003's userspace alternative to `MLOCK_ONFAULT`, `PROT_NONE` plus a
-//!   process-wide SIGSEGV handler that unprotects and locks N pages per
-//!   fault, which the lock-on-fault experiment compares with the kernel's.
-//!   Prefer [`LockPolicy::OnFault`]: the kernel does the same with no
-//!   signal handler in your process.
+//! - `FaultLockedRegion` (feature `fault-locked`, off by default): a
+//!   userspace alternative to `MLOCK_ONFAULT` (which kernels before 4.4
+//!   lack), `PROT_NONE` plus a process-wide SIGSEGV handler that
+//!   unprotects and locks N pages per fault. Prefer
+//!   [`LockPolicy::OnFault`]: the kernel does the same with no signal
+//!   handler in your process.
 //!
 //! ```
 //! use mmbatch_mlock::{LockPolicy, LockedRegion};
@@ -43,7 +44,11 @@
 //! Errors: going over RLIMIT_MEMLOCK reports the limits, what is locked
 //! and how to raise it; EPERM names CAP_IPC_LOCK; ENOMEM at
 //! `vm.max_map_count` names the sysctl; missing huge pages name the pool
-//! file to write. No error path leaves a mapping or lock behind.
+//! file to write. No error path leaves memory or a lock behind; at worst
+//! (a `MAP_FIXED` that failed where the kernel cannot name mappings,
+//! `CONFIG_ANON_VMA_NAME` off) the region's `PROT_NONE` reservation stays,
+//! address space with no memory, rather than risk unmapping another
+//! thread's mapping.
 //!
 //! # Guarantees under faults
 //! Each line is checked by `tests/host.rs` (child processes for
@@ -63,9 +68,10 @@
 //!   the default action.
 //! - **Sizes that cannot exist** (a length that with its guard pages
 //!   exceeds the address space, offsets past `i64::MAX`) are errors.
-//! - **Shared file mappings**: [`RegionBuilder::file`] is `unsafe`: the
-//!   caller promises nothing truncates the file, or writes a shared
-//!   mapping's range, while the region lives.
+//! - **File mappings**: [`RegionBuilder::file`] is `unsafe`: the caller
+//!   promises that, while the region lives, nothing truncates the file
+//!   and nothing else writes the mapped range (shared mapping or private:
+//!   a private one shows other writers' changes until it writes a page).
 #![deny(unsafe_op_in_unsafe_fn)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // Linux only: one clear error on other systems, ahead of the type

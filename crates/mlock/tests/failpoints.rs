@@ -48,6 +48,34 @@ fn refused_mmap_leaves_nothing() {
     drop(scenario);
 }
 
+/// A kernel without transparent huge pages refuses `MADV_HUGEPAGE`
+/// (EINVAL): `Pages::Transparent` is then refused by name (it was a bare
+/// "madvise failed: Invalid argument"), and nothing is left mapped.
+#[test]
+fn transparent_pages_without_thp_are_refused_by_name() {
+    let scenario = FailScenario::setup();
+    let before = footprint();
+    fail::cfg("mlock::madvise", "return").unwrap();
+    let e = LockedRegion::builder(MIB)
+        .pages(Pages::Transparent)
+        .policy(LockPolicy::Unlocked)
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::BadFlags {
+                op: "RegionBuilder::build",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("CONFIG_TRANSPARENT_HUGEPAGE"), "{e}");
+    assert_eq!(footprint(), before, "a mapping or a lock leaked");
+    drop(scenario);
+}
+
 #[test]
 fn refused_mlock_unmaps_the_region() {
     let scenario = FailScenario::setup();

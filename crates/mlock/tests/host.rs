@@ -304,6 +304,33 @@ fn huge_pages_not_reserved() {
     );
 }
 
+/// `Pages::Huge` over a file that is not on hugetlbfs is refused by
+/// name: the kernel's answer was a bare EINVAL from mmap.
+#[test]
+fn huge_pages_over_a_regular_file_are_refused() {
+    let memfd = rustix::fs::memfd_create("plain", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    rustix::fs::ftruncate(&memfd, 2 * MIB as u64).unwrap();
+    // SAFETY: the memfd is this test's own; nothing else writes it.
+    let e = unsafe {
+        LockedRegion::builder(2 * MIB)
+            .pages(Pages::Huge(HugePageSize::Size2M))
+            .file(std::os::fd::AsFd::as_fd(&memfd), 0, true)
+    }
+    .build()
+    .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::BadFlags {
+                op: "RegionBuilder::build",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("needs a file on hugetlbfs"), "{e}");
+}
+
 #[test]
 fn hugetlb_2m_region_when_root() {
     let _pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
@@ -369,8 +396,23 @@ fn hugetlb_2m_region_when_root() {
         .build()?;
         f.as_mut_slice().unwrap()[MIB] = 3;
         assert_eq!(rustix::fs::fstat(&memfd).unwrap().st_size, 2 * MIB as i64);
+        drop(f);
+        // The file holds its huge page: mapped again with the pool's
+        // every other page taken, it needs no new one (the up-front check
+        // of the pool refused it).
+        let rest = HugePageSize::Size2M.available_pages();
+        let taken = (rest > 0).then(|| huge(rest)).transpose()?;
+        assert_eq!(HugePageSize::Size2M.available_pages(), 0);
+        // SAFETY: as above.
+        let again = unsafe {
+            LockedRegion::builder(2 * MIB)
+                .pages(Pages::Huge(HugePageSize::Size2M))
+                .file(std::os::fd::AsFd::as_fd(&memfd), 0, true)
+        }
+        .build()?;
+        assert_eq!(again.as_slice()[MIB], 3, "the file's page, mapped again");
         // The file holds its huge page until it is closed.
-        drop((f, memfd));
+        drop((again, taken, memfd));
         let mut r = LockedRegion::builder(4 * MIB)
             .pages(Pages::Huge(HugePageSize::Size2M))
             .build()?;

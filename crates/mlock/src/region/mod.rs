@@ -88,7 +88,10 @@ impl<'fd> RegionBuilder<'fd> {
     }
 
     /// Maps `fd` from `offset` (page-aligned) instead of anonymous memory;
-    /// `shared` selects `MAP_SHARED` over `MAP_PRIVATE`.
+    /// `shared` selects `MAP_SHARED` over `MAP_PRIVATE`. With
+    /// [`Pages::Huge`] the file must be on hugetlbfs, in huge pages of that
+    /// size (a memfd made with `MFD_HUGETLB`, or a file on a hugetlbfs
+    /// mount): any other is refused at build ([`Error::BadFlags`]).
     ///
     /// The file must reach into the region's last page (a regular file
     /// that ends before it is refused at build: an access to a page past
@@ -125,7 +128,7 @@ impl<'fd> RegionBuilder<'fd> {
     }
 
     /// Maps and locks the region. Under `mlockall(MCL_FUTURE)` the whole
-    /// reservation is locked as it is mapped: its guard page (and, with
+    /// reservation is locked as it is mapped: its guard pages (and, with
     /// [`Pages::Transparent`], up to 2 MiB of alignment) counts against
     /// RLIMIT_MEMLOCK too.
     ///
@@ -161,11 +164,24 @@ impl<'fd> RegionBuilder<'fd> {
                 .ok()
                 .and_then(|o| o.checked_add(i64::try_from(self.len).ok()?));
             let stat = rustix::fs::fstat(fd).map_err(|e| Error::from_sys("fstat", 0, e))?;
+            let huge_fs = mmbatch_mmap::hugetlbfs_page_size(fd).ok().flatten();
+            // A file mapping's pages are its file's: the kernel refuses
+            // MAP_HUGETLB over any other file (a bare EINVAL), and maps a
+            // hugetlbfs file in its own huge pages whatever was asked.
+            if let Pages::Huge(size) = self.pages {
+                if huge_fs != Some(size.bytes()) {
+                    return Err(Error::BadFlags {
+                        op: "RegionBuilder::build",
+                        why: "Pages::Huge over a file needs a file on hugetlbfs of that huge page \
+                              size (a memfd made with MFD_HUGETLB, or a file on a hugetlbfs \
+                              mount); map any other file with Pages::Base or Pages::Transparent",
+                    });
+                }
+            }
             // A writable mapping of a hugetlbfs file extends the file to
             // its end (`hugetlbfs_file_mmap`), as a memfd made for it and
             // never truncated relies on: not checked.
-            let grows = !self.read_only
-                && mmbatch_mmap::hugetlbfs_page_size(fd).is_ok_and(|huge| huge.is_some());
+            let grows = !self.read_only && huge_fs.is_some();
             let regular = rustix::fs::FileType::from_raw_mode(stat.st_mode)
                 == rustix::fs::FileType::RegularFile
                 && !grows;
@@ -201,11 +217,20 @@ impl<'fd> RegionBuilder<'fd> {
             };
             // SAFETY: the range is our own mapping; the advice changes no
             // contents.
-            match unsafe { madvise(region.sub(0), region.len, advice) } {
+            let advised = unsafe { madvise(region.sub(0), region.len, advice) };
+            // Fail point `mlock::madvise` plays a kernel without
+            // transparent huge pages (EINVAL).
+            #[cfg(feature = "failpoints")]
+            let advised = match fail::eval("mlock::madvise", |_| ()) {
+                Some(()) => Err(rustix::io::Errno::INVAL),
+                None => advised,
+            };
+            match advised {
                 Ok(()) => {}
                 // A kernel without transparent huge pages refuses the
                 // advice, and has no huge page to refuse.
                 Err(rustix::io::Errno::INVAL) if self.pages == Pages::Base => {}
+                Err(rustix::io::Errno::INVAL) => return Err(Error::NO_THP),
                 Err(e) => return Err(Error::from_sys("madvise", region.len, e)),
             }
         }
@@ -239,8 +264,11 @@ impl<'fd> RegionBuilder<'fd> {
         let needed = self.len / size;
         let unavailable =
             |free| Error::HugePagesNotReserved(HugePagesUnavailable::new(huge, needed, free));
+        // Up front for anonymous memory; a file's pages may exist already
+        // (a hugetlbfs file written before), and the kernel's own
+        // reservation at mmap says whether more are needed (ENOMEM, below).
         let free = huge.available_pages();
-        if free < needed {
+        if self.file.is_none() && free < needed {
             return Err(unavailable(free));
         }
         let flags = self.flags() | huge.map_flags();
@@ -319,6 +347,12 @@ fn errno(e: &std::io::Error) -> Errno {
 
 /// A mapping locked into memory: unlocked and unmapped when dropped (also
 /// while unwinding from a panic).
+///
+/// # Panics
+/// Dropping it panics (unless the thread is already panicking) if the
+/// kernel refuses the `munmap`, as `mmbatch_mmap::Mapping`'s drop does:
+/// at `vm.max_map_count`, where unmapping must split a mapping, say. Its
+/// memory would otherwise stay locked for the process's life, unseen.
 ///
 /// ```no_run
 /// use mmbatch_mlock::{LockPolicy, LockedRegion};
