@@ -222,10 +222,11 @@ impl HugeRegion {
             .expect("mapped read-write until drop")
     }
 
-    /// The memory's first byte (for [`populate`](crate::populate) and
-    /// system calls); valid for [`len`](Self::len) bytes while the region
-    /// lives, written only through `&mut self` or a pointer from
-    /// [`as_mut_ptr`](Self::as_mut_ptr).
+    /// The memory's first byte (for system calls that read it); valid for
+    /// [`len`](Self::len) bytes while the region lives, written only
+    /// through `&mut self` or a pointer from
+    /// [`as_mut_ptr`](Self::as_mut_ptr), which is the one to hand
+    /// [`populate`](crate::populate).
     pub fn as_ptr(&self) -> *const u8 {
         self.as_slice().as_ptr()
     }

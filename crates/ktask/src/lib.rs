@@ -5,9 +5,9 @@
 //! gigantic pages).
 //!
 //! A [`Job`] over `[start, start + size)` is split the kernel's way
-//! ([`Job::plan`]): threads = `min(size / max(min_chunk, align),
-//! max_threads)`, chunks of `roundup(max(size / (threads * 4),
-//! min_chunk), align)`. [`run()`] claims chunks from every thread (the caller
+//! ([`Job::plan`]): threads = `min(max(size / max(min_chunk, align), 1),
+//! max_threads)`, at most [`MAX_THREADS`], chunks of `roundup(max(size /
+//! (threads * 4), min_chunk), align)`. [`run()`] claims chunks from every thread (the caller
 //! included), starts none before all threads are ready, stops at the first
 //! error and [undoes](run_with_undo) the chunks that finished, and
 //! propagates a panic.

@@ -55,7 +55,8 @@ pub enum PopulateError {
     /// The job was invalid (a length not page-aligned).
     Job(crate::JobError),
     /// `madvise(MADV_POPULATE_WRITE)` failed; the failing chunk and the
-    /// populated ones were given back (`MADV_DONTNEED`).
+    /// populated ones were given back (`MADV_DONTNEED`, as far as the
+    /// kernel lets: see [`populate`]).
     Madvise(io::Error),
 }
 
@@ -88,7 +89,9 @@ impl std::error::Error for PopulateError {}
 /// its contents), in parallel, where `MAP_POPULATE` faults in on one
 /// thread. If a chunk fails, it and every chunk done are released with
 /// `MADV_DONTNEED` (a shared mapping's pages stay in its file or shmem;
-/// only this mapping's page tables go).
+/// only this mapping's page tables go), as far as the kernel lets: over
+/// hugetlb memory it frees only whole huge pages (Linux 5.18+; before,
+/// nothing), so chunks there keep what they populated.
 ///
 /// # Errors
 /// [`PopulateError::Job`] for a length that is not whole pages;

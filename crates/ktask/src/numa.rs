@@ -435,6 +435,8 @@ impl<E: fmt::Display> fmt::Display for NumaJobError<E> {
     }
 }
 
+impl<E: fmt::Debug + fmt::Display> std::error::Error for NumaJobError<E> {}
+
 /// Binds the pages of `memory` to NUMA node `node` (OS index)
 /// (`hwloc_set_area_membind`, `MPOL_BIND`): pages touched from then on
 /// come from that node, so bind a range before populating or clearing it.

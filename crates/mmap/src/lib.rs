@@ -233,10 +233,11 @@ impl Mapping {
     /// Takes ownership of a mapping made elsewhere.
     ///
     /// # Safety
-    /// `[ptr, ptr + len)` must be one mapping (or a whole part of one)
-    /// that nothing else unmaps or refers to, mapped with at least `prot`,
-    /// and `munmap` must accept it whole: for hugetlb memory, `ptr` and
-    /// `len` are multiples of its huge page size.
+    /// `len` is not 0, and `[ptr, ptr + len)` must be one mapping (or a
+    /// whole part of one) that nothing else unmaps or refers to, mapped
+    /// with at least `prot`, and `munmap` must accept it whole: for
+    /// hugetlb memory, `ptr` and `len` are multiples of its huge page
+    /// size.
     pub unsafe fn from_raw_parts(ptr: NonNull<u8>, len: usize, prot: ProtFlags) -> Self {
         Self { ptr, len, prot }
     }

@@ -48,8 +48,11 @@
 //!
 //! # Guarantees
 //! - [`PageVec`] is a sound inline container (Miri-tested): no allocation,
-//!   every item dropped exactly once, even when a drain or `retain` is
-//!   abandoned or panics (items are leaked then, never double-dropped).
+//!   and no item is ever dropped twice. Every item is dropped once, a
+//!   drain dropped early drops the rest; items are leaked (never
+//!   double-dropped) only where a `Drain` is forgotten
+//!   (`std::mem::forget`) or a `retain` predicate or an item's `Drop`
+//!   panics.
 //! - [`Batcher`]: no op lost or applied twice (dropping it applies what
 //!   waits, except while its thread unwinds from a panic, when applying
 //!   could panic again and abort: the ops are dropped then, as are the op

@@ -481,7 +481,7 @@ impl<T, const N: usize> Drop for Drain<'_, T, N> {
     }
 }
 
-impl<T: fmt::Debug, const N: usize> fmt::Debug for Drain<'_, T, N> {
+impl<T, const N: usize> fmt::Debug for Drain<'_, T, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Drain")
             .field("remaining", &self.rest.len())
@@ -519,7 +519,7 @@ impl<T, const N: usize> Drop for IntoIter<T, N> {
     }
 }
 
-impl<T: fmt::Debug, const N: usize> fmt::Debug for IntoIter<T, N> {
+impl<T, const N: usize> fmt::Debug for IntoIter<T, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("IntoIter")
             .field("remaining", &self.rest.len())
@@ -619,6 +619,19 @@ mod tests {
         let mut v: PageVec<u8, 1> = PageVec::new();
         v.push(1);
         v.push(2);
+    }
+
+    /// A drain's and an owning iterator's `Debug` print how many are left,
+    /// so they need no `Debug` items.
+    #[test]
+    fn iterators_debug_without_debug_items() {
+        struct Opaque;
+        let mut v: PageVec<Opaque, 4> = PageVec::new();
+        v.push(Opaque);
+        v.push(Opaque);
+        assert_eq!(format!("{:?}", v.drain()), "Drain { remaining: 2 }");
+        v.push(Opaque);
+        assert_eq!(format!("{:?}", v.into_iter()), "IntoIter { remaining: 1 }");
     }
 
     #[test]

@@ -361,7 +361,7 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     }
 
     /// Applies `op` at once, under its own lock, bypassing the batches (the
-    /// unbatched path, for comparison and for ops that cannot wait). From
+    /// unbatched path, for ops that cannot wait). From
     /// Apply code that holds the target's lock for the same key, it waits
     /// for that lock forever: the target's locks are the target's. Ops the
     /// calling thread queued earlier may still be waiting: call
