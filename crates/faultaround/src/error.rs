@@ -63,7 +63,8 @@ pub enum Error {
     /// instead of the data; from a call that reads a source into a page
     /// cache or a working-set file, `signal` is `None`.
     PageFailed {
-        /// The page.
+        /// The page; `u64::MAX` for a fault outside every range a
+        /// [`UffdHandler`](crate::UffdHandler) was given.
         page: u64,
         /// What its readers got; `None` if neither poisoning nor
         /// protecting the page worked (they stay blocked until shutdown),
@@ -232,10 +233,24 @@ impl fmt::Display for Error {
                     Some(crate::FailSignal::Sigsegv) => "its readers got SIGSEGV",
                     _ => "no reader was signalled",
                 };
+                if *page == u64::MAX {
+                    return write!(
+                        f,
+                        "a fault outside the handler's ranges could not be served ({got}): \
+                         {source}; give the handler every range the other process registered"
+                    );
+                }
+                let fix = if source.kind() == io::ErrorKind::TimedOut {
+                    "make the source answer sooner, or give it longer with the builder's \
+                     source_timeout"
+                } else if source.raw_os_error().is_some() {
+                    "the kernel refused to install it (its error above)"
+                } else {
+                    "fix the page source"
+                };
                 write!(
                     f,
-                    "page {page} could not be filled ({got}): {source}; fix the page source, \
-                     or, if it timed out, give it longer with the builder's source_timeout"
+                    "page {page} could not be filled ({got}): {source}; {fix}"
                 )
             }
             #[cfg(feature = "engine")]
@@ -411,6 +426,36 @@ mod tests {
             assert!(m.contains("source timed out"), "{m}");
             assert!(m.contains("builder's source_timeout"), "{m}");
         }
+        // The fix follows the cause: a source's own error, the kernel's
+        // refusal, a fault outside a handler's ranges.
+        let with = |page, source| {
+            Error::PageFailed {
+                page,
+                signal: Some(FailSignal::Sigbus),
+                source,
+            }
+            .to_string()
+        };
+        let m = with(7, io::Error::other("the download failed"));
+        assert!(
+            m.ends_with("the download failed; fix the page source"),
+            "{m}"
+        );
+        let m = with(7, io::Error::from_raw_os_error(libc::ENOMEM));
+        assert!(
+            m.ends_with("the kernel refused to install it (its error above)"),
+            "{m}"
+        );
+        let m = with(
+            u64::MAX,
+            io::Error::other("a fault at 0x1000, outside every range"),
+        );
+        assert!(m.starts_with("a fault outside the handler's ranges"), "{m}");
+        assert!(
+            m.ends_with("give the handler every range the other process registered"),
+            "{m}"
+        );
+        assert!(!m.contains("18446744073709551615"), "{m}");
     }
 
     /// Sizes print in the largest unit they reach, with the exact count.
