@@ -542,7 +542,10 @@ fn iteration_is_hottest_first() {
         looped.push(kv);
     }
     assert_eq!(looped, want);
-    let mut it = cache.iter().fuse();
+    fn fused<I: std::iter::FusedIterator>(i: I) -> I {
+        i
+    }
+    let mut it = fused(cache.iter());
     assert_eq!(it.by_ref().count(), want.len());
     assert_eq!((it.next(), it.next()), (None, None));
     // The iterator's type names no hasher or weigher for a default cache.
@@ -1189,7 +1192,7 @@ proptest! {
     }
 
     /// A hot half of the cache, each key hit twice, then a one-off scan of
-    /// new keys up to ten times the cache: nine in ten hot keys stay.
+    /// new keys up to nine times the cache: nine in ten hot keys stay.
     #[test]
     fn a_scan_keeps_the_hot_entries(
         capacity in 64u64..512,

@@ -177,6 +177,15 @@ impl Frame {
         self.flags.fetch_and(!bit.bits(), Ordering::AcqRel);
     }
 
+    /// Clears every flag of a frame being freed or added anew, and the
+    /// page lock's holder with them: a record left behind would name a
+    /// thread that no longer holds the lock.
+    #[inline]
+    pub(crate) fn reset_flags(&self) {
+        self.locker.store(0, Ordering::Relaxed);
+        self.flags.store(0, Ordering::Release);
+    }
+
     /// `folio_test_set_*`: sets `bit`; whether it was set before.
     #[inline]
     pub(crate) fn test_and_set(&self, bit: Flags) -> bool {

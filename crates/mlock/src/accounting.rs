@@ -111,7 +111,7 @@ fn hugepage_file(size: usize, file: &str) -> usize {
 /// included: what a new mapping can still have is
 /// [`HugePageSize::available_pages`](crate::HugePageSize::available_pages)
 /// (free less reserved), which [`RegionBuilder::build`](crate::RegionBuilder::build)
-/// checks.
+/// checks before mapping anonymous memory.
 pub fn huge_pages_free(size: usize) -> usize {
     hugepage_file(size, "free_hugepages")
 }

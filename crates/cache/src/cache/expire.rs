@@ -9,9 +9,9 @@ use super::shard::Deadline;
 
 /// When entries expire: each entry's time left after it is created,
 /// updated (replaced by an insert) and read; `None` never expires, and
-/// `Some(Duration::ZERO)` expires at once (the entry is never returned,
-/// and is heard as [`Expired`](super::RemovalCause::Expired) when
-/// reclaimed). Calls
+/// `Some(Duration::ZERO)` expires at once (no later lookup returns the
+/// entry — a read that sets it still returns its value — and it is heard
+/// as [`Expired`](super::RemovalCause::Expired) when reclaimed). Calls
 /// may run under the entry's shard lock (the write lock, the read lock for
 /// `expire_after_read`), as a key's `Eq` does, and must not use the cache.
 /// A panic leaves the cache as before the call. A load whose value loses

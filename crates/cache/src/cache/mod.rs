@@ -129,7 +129,8 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 ///   `max_entries` at every moment; the cache's total never exceeds
 ///   either. One exception: pinned entries ([`Builder::pinned`]) that a
 ///   [`set_capacity`](Self::set_capacity) below their weight leaves over
-///   it stay until they unpin or are removed.
+///   it stay; the cache comes back under it as they are removed, or as
+///   the insertions after they unpin evict them.
 /// - The listener runs outside every lock (it may use the cache), with
 ///   each evicted entry exactly once (a removal listener: each entry that
 ///   leaves, with its [`RemovalCause`], but for those
@@ -509,7 +510,7 @@ where
     /// A capacity of 0 evicts every entry (but pinned ones) and stores
     /// nothing from then on, until a later call gives the cache room
     /// again. Pinned entries a smaller capacity cannot hold stay over it
-    /// until they unpin or are removed.
+    /// until they are removed, or evicted by insertions once unpinned.
     ///
     /// # Errors
     /// A capacity above [`LruCache::MAX_CAPACITY`], or other than 0 and

@@ -9,7 +9,7 @@
 ///    as OPT once it has gone round four times (`Workingset`, `Lirs`,
 ///    `LirsTinyLfu`, `Adaptive`; LRU hits nothing);
 /// 2. half the cache hit twice keeps nine in ten of its entries through a
-///    one-off scan of up to ten times the cache (the same four);
+///    one-off scan of up to nine times the cache (the same four);
 /// 3. a working set of half the cache that moves to new keys hits at
 ///    least nine requests in ten once it has been requested four times the
 ///    cache's size (`Workingset`, `Lirs`, `Adaptive`);

@@ -50,7 +50,9 @@ pub struct CacheStats {
     pub tinylfu_shards: u64,
     /// Shards running the kernel's workingset: every shard under
     /// [`Policy::Workingset`]; under [`Policy::Adaptive`] those that have
-    /// taken up the policy its simulations chose.
+    /// taken it up as the policy its simulations chose, and a shard not
+    /// yet written (it takes up the duel's choice, `Lirs` at first, at its
+    /// first write).
     pub workingset_shards: u64,
     /// Shards whose lookups now skip their memory barrier: no insertion or
     /// removal has reached them for a while, as their lookups see it, and

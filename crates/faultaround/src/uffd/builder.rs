@@ -334,7 +334,8 @@ impl UffdHandlerBuilder {
     /// mapped shared: a shmem or hugetlbfs file (a memfd) already holding
     /// the image, mapped `MAP_SHARED` and registered with
     /// `UFFDIO_REGISTER_MODE_MINOR` (and `UFFD_FEATURE_MINOR_SHMEM` or
-    /// `UFFD_FEATURE_MINOR_HUGETLBFS` in its `UFFDIO_API`; Linux 5.13).
+    /// `UFFD_FEATURE_MINOR_HUGETLBFS` in its `UFFDIO_API`; Linux 5.14 for
+    /// shmem, 5.13 for hugetlbfs).
     /// Each fault maps the cached pages of its window in place
     /// (`UFFDIO_CONTINUE`), copying nothing, as
     /// [`UffdRegion::over_page_cache`](crate::UffdRegion::over_page_cache)

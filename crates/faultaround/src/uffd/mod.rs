@@ -269,7 +269,7 @@ impl UffdRegion {
     /// a cached page not yet mapped here maps the cached pages of its
     /// window in place (`UFFDIO_CONTINUE`), copying nothing — the kernel's
     /// `map_pages`, from userspace. A window page not in the cache is
-    /// skipped. Needs Linux 5.13.
+    /// skipped. Needs Linux 5.14 over shmem, 5.13 over hugetlbfs.
     ///
     /// # Safety
     /// [`as_slice`](Self::as_slice) hands out `&[u8]` over the file's
@@ -517,12 +517,13 @@ impl UffdRegion {
         }
         let (mode, register, needed, what) = match shared_fd {
             // Registering for minor faults succeeds only where the kernel
-            // has UFFDIO_CONTINUE (5.13).
+            // has minor faults on the file's kind (hugetlbfs 5.13, shmem
+            // 5.14).
             Some(_) => (
                 Mode::Continue,
                 sys::UFFDIO_REGISTER_MODE_MINOR,
                 sys::IOCTL_CONTINUE,
-                "minor faults and UFFDIO_CONTINUE on shmem (Linux 5.13)",
+                "minor faults and UFFDIO_CONTINUE on shmem (Linux 5.14) or hugetlbfs (5.13)",
             ),
             // Write tracking never calls UFFDIO_WRITEPROTECT (copies carry
             // MODE_WP, PAGEMAP_SCAN protects again), and the handshake
@@ -546,7 +547,8 @@ impl UffdRegion {
                 // "this kernel lacks userfaultfd" named the wrong cause.
                 rustix::io::Errno::INVAL if shared_fd.is_some() => Error::Sys {
                     op: "registering the file for minor faults (it must be shmem or hugetlbfs: \
-                             a memfd or a file on tmpfs or hugetlbfs; and Linux 5.13+)",
+                             a memfd or a file on tmpfs or hugetlbfs; and Linux 5.14+, 5.13+ for \
+                             hugetlbfs)",
                     source: io::Error::from_raw_os_error(libc::EINVAL),
                 },
                 e => uffd_error(e),

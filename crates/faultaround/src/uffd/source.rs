@@ -28,9 +28,11 @@ pub enum PageRead {
 /// [`PageRead::Failed`]) and the handler goes on serving the others.
 ///
 /// # Contract
-/// - A page is the region's page: `buf` is 4 KiB (the system's page), or
-///   2 MiB for a region of huge pages (a [`UffdHandler`](crate::UffdHandler):
-///   its `page_size`), and `index` counts in those pages.
+/// - A page is the region's page: the system's page size (4 KiB on most
+///   hosts), or 2 MiB for a region of huge pages (a
+///   [`UffdHandler`](crate::UffdHandler): its `page_size`). `read_page`'s
+///   `buf` is one such page, `read_pages`' `count` of them, and `index`
+///   counts in them.
 /// - Calls come at once from several threads (handlers, replay and
 ///   prefetch threads, a handler's replacement), and a call that outlasts
 ///   the source timeout may still be running, or return, after the region

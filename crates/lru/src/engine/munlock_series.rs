@@ -91,9 +91,11 @@ impl Engine {
     /// that is free ([`LruError::Free`]) or outside the table; and
     /// [`LruError::LockedByCaller`] for a frame whose page lock the
     /// calling thread holds ([`trylock_frame`](Self::trylock_frame)),
-    /// where the kernel's `lock_page` would wait for good. The frames
-    /// before the one in error are munlocked, and no reference is left
-    /// behind.
+    /// where the kernel's `lock_page` would wait for good (a lock taken
+    /// from a thread-local destructor, or past the `u32::MAX - 1`th
+    /// thread, goes unrecorded and is waited for as the kernel would). The
+    /// frames before the one in error are munlocked, and no reference is
+    /// left behind.
     ///
     /// # Blocking
     /// It takes each frame's page lock (`lock_page`), waiting while

@@ -140,7 +140,7 @@ impl Engine {
         f.refcount
             .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
             .map_err(|refcount| LruError::InUse { pfn, refcount })?;
-        f.flags.store(0, Ordering::Release);
+        f.reset_flags();
         self.add_held(f, pfn);
         Ok(())
     }

@@ -53,6 +53,7 @@ fn a_frame_marked_lru_on_no_list() {
 fn a_page_lock_records_its_holder_until_unlocked() {
     let e = Engine::new(Config::new(2)).unwrap();
     e.lru_add(Pfn(1)).unwrap();
+    e.lru_add_drain();
     let f = e.shared.frames.get(Pfn(1));
     let me = this_thread();
     assert_ne!(me, 0);
@@ -71,6 +72,14 @@ fn a_page_lock_records_its_holder_until_unlocked() {
     });
     assert_eq!(f.locker.load(Ordering::Relaxed), 0, "unlocked elsewhere");
     assert!(!f.locked_by_caller());
+    // Freed while locked (isolated, then freed: `unlock_frame` refuses a
+    // free frame), the record goes with the frame's flags.
+    assert_eq!(e.trylock_frame(Pfn(1)), Ok(true));
+    assert_eq!(e.isolate(Pfn(1)), Ok(true));
+    e.free_isolated(Pfn(1)).unwrap();
+    assert_eq!(f.locker.load(Ordering::Relaxed), 0, "freed");
+    e.lru_add(Pfn(1)).unwrap();
+    e.lru_add_drain();
     // Locked as the engine's own code locks it: no holder recorded.
     f.set(Flags::LOCKED);
     assert!(!f.locked_by_caller());

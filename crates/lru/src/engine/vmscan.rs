@@ -124,7 +124,7 @@ impl Engine {
         f.refcount
             .compare_exchange(2, 0, Ordering::AcqRel, Ordering::Relaxed)
             .map_err(|refcount| LruError::Busy { pfn, refcount })?;
-        f.flags.store(0, Ordering::Release);
+        f.reset_flags();
         Ok(())
     }
 
@@ -181,7 +181,7 @@ impl Engine {
                 // before the panic continues, so none is lost.
                 match panic::catch_unwind(AssertUnwindSafe(|| evict(pfn))) {
                     Ok(true) => {
-                        f.flags.store(0, Ordering::Release);
+                        f.reset_flags();
                         stats.evicted += 1;
                         continue;
                     }
