@@ -99,6 +99,13 @@ pub enum Error {
         /// The length asked for.
         len: usize,
     },
+    /// A shared, writable mapping of a file sealed against writes
+    /// (`F_SEAL_WRITE` or `F_SEAL_FUTURE_WRITE`, as a memfd handed over by
+    /// another process may be): the kernel refuses it with EPERM.
+    FileSealed {
+        /// The call that was refused.
+        op: &'static str,
+    },
     /// The file ends before the region's last page: an access to a page
     /// past its end would be SIGBUS.
     FileTooShort {
@@ -230,6 +237,12 @@ impl fmt::Display for Error {
                  needs {}: an access past its end would be SIGBUS; map less, or extend the file \
                  first",
                 u128::from(*offset) + *len as u128
+            ),
+            Error::FileSealed { op } => write!(
+                f,
+                "{op} refused (EPERM): the file is sealed against writes (F_SEAL_WRITE or \
+                 F_SEAL_FUTURE_WRITE), and a shared mapping of it cannot be writable; map it \
+                 read_only, or privately (RegionBuilder::file's shared = false)"
             ),
             Error::TooLarge { len } => write!(
                 f,

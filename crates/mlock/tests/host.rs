@@ -1418,3 +1418,58 @@ fn locked_bytes_while_a_forked_child_shares_the_pages() {
         assert_eq!(locked.unwrap(), 4 * MIB as u64, "{pages:?}");
     }
 }
+
+/// A shared, writable mapping of a memfd sealed against writes (either
+/// seal): the kernel's EPERM is the seal's (this process may lock: root,
+/// or a nonzero limit), not a refusal to lock. Named as such, with and
+/// without `MAP_LOCKED`.
+#[test]
+fn a_write_sealed_file_is_named_not_read_as_a_lock_refusal() {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    let (soft, _) = mmbatch_mlock::accounting::memlock_limits();
+    if soft == 0 && !mmbatch_mlock::accounting::has_cap_ipc_lock() {
+        eprintln!("this process may not lock: the seal's EPERM cannot be told apart here");
+        return;
+    }
+    for seal in [SealFlags::WRITE, SealFlags::FUTURE_WRITE] {
+        let memfd =
+            rustix::fs::memfd_create("sealed", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)
+                .unwrap();
+        rustix::fs::ftruncate(&memfd, 2 * MIB as u64).unwrap();
+        rustix::fs::fcntl_add_seals(&memfd, seal).unwrap();
+        for map_locked in [false, true] {
+            // SAFETY: the memfd is this test's own; nothing else writes it.
+            let e = unsafe {
+                LockedRegion::builder(2 * MIB).map_locked(map_locked).file(
+                    std::os::fd::AsFd::as_fd(&memfd),
+                    0,
+                    true,
+                )
+            }
+            .build()
+            .unwrap_err();
+            assert!(
+                matches!(e, Error::FileSealed { .. }),
+                "{seal:?}, map_locked {map_locked}: {e:?}"
+            );
+            let msg = e.to_string();
+            assert!(msg.contains("sealed") && msg.contains("read_only"), "{msg}");
+        }
+        if seal == SealFlags::WRITE {
+            // Read-only, or a private mapping, the sealed file maps and locks.
+            for (read_only, shared) in [(true, true), (false, false)] {
+                // SAFETY: as above.
+                let b = unsafe {
+                    LockedRegion::builder(2 * MIB).file(std::os::fd::AsFd::as_fd(&memfd), 0, shared)
+                };
+                let b = if read_only { b.read_only() } else { b };
+                let r = b.build();
+                assert!(
+                    r.is_ok(),
+                    "read_only {read_only} shared {shared}: {:?}",
+                    r.err()
+                );
+            }
+        }
+    }
+}

@@ -8,6 +8,7 @@ use std::{
 
 use mmbatch_mmap::{HugePageSize, HugePagesUnavailable, Mapping};
 use rustix::{
+    fs::SealFlags,
     io::Errno,
     mm::{Advice, MapFlags, ProtFlags, madvise, mlock, munlock},
 };
@@ -135,7 +136,9 @@ impl<'fd> RegionBuilder<'fd> {
     /// # Errors
     /// [`Error::ZeroLength`], or [`Error::Misaligned`] for a length or
     /// file offset that is not a multiple of the page size;
-    /// [`Error::FileTooShort`]; and each refusal of the kernel's, named:
+    /// [`Error::FileTooShort`]; [`Error::FileSealed`] for a shared,
+    /// writable mapping of a file sealed against writes; and each refusal
+    /// of the kernel's, named:
     /// [`Error::MemlockLimit`] (RLIMIT_MEMLOCK), [`Error::MapCountLimit`]
     /// (`vm.max_map_count`), [`Error::HugePagesNotReserved`],
     /// [`Error::OutOfMemory`], [`Error::TooLarge`], [`Error::NotPermitted`],
@@ -320,11 +323,26 @@ impl<'fd> RegionBuilder<'fd> {
     }
 
     fn map_error(&self, e: Errno) -> Error {
+        if e == Errno::PERM && self.writes_a_sealed_file() {
+            return Error::FileSealed { op: "mmap" };
+        }
         if self.map_locked && self.policy == LockPolicy::Populate {
             Error::from_lock("mmap(MAP_LOCKED)", self.len, e)
         } else {
             Error::from_sys("mmap", self.len, e)
         }
+    }
+
+    /// Whether the region maps its file shared and writable while the
+    /// file's seals forbid writes: the kernel's EPERM for that mapping
+    /// (`memfd_check_seals_mmap`) is the seal's, not a refusal to lock.
+    fn writes_a_sealed_file(&self) -> bool {
+        let Some((fd, _, true)) = self.file else {
+            return false;
+        };
+        !self.read_only
+            && rustix::fs::fcntl_get_seals(fd)
+                .is_ok_and(|s| s.contains(SealFlags::WRITE) || s.contains(SealFlags::FUTURE_WRITE))
     }
 }
 
