@@ -156,6 +156,13 @@ pub enum Error {
         /// The kernel's error.
         source: io::Error,
     },
+    /// A page-cache region's file is sealed against writes (`F_SEAL_WRITE`
+    /// or `F_SEAL_FUTURE_WRITE`): the region maps it shared and writable,
+    /// which the kernel then refuses (EPERM).
+    FileSealed {
+        /// The kernel's error.
+        source: io::Error,
+    },
     /// A huge-page region's pool has too few free pages; the message says
     /// how to reserve them.
     HugePagesUnavailable(mmbatch_mmap::HugePagesUnavailable),
@@ -309,6 +316,13 @@ impl fmt::Display for Error {
                  vm.overcommit_memory=2); ask for a shorter region, or raise the limit",
                 Size(*len as u64)
             ),
+            Error::FileSealed { source } => write!(
+                f,
+                "the page cache's file is sealed against writes ({source}): a region maps its \
+                 file shared and writable (as_mut_slice, a VMM's guest memory), so it cannot \
+                 take a file sealed with F_SEAL_WRITE or F_SEAL_FUTURE_WRITE; F_SEAL_SHRINK \
+                 still keeps the file from being truncated under the region"
+            ),
             Error::HugePagesUnavailable(e) => write!(f, "{e}"),
             Error::Sys { op, source } => write!(f, "{op} failed: {source}"),
         }
@@ -344,6 +358,7 @@ impl std::error::Error for Error {
             | Error::SourceUnreadable { source, .. }
             | Error::Sys { source, .. }
             | Error::MapRefused { source, .. }
+            | Error::FileSealed { source }
             | Error::ThreadRefused { source, .. }
             | Error::PageFailed { source, .. } => Some(source),
             #[cfg(feature = "engine")]

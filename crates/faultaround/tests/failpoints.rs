@@ -626,6 +626,38 @@ fn refused_mmap_is_a_clear_error() {
     assert_eq!(region_fds(), fds);
 }
 
+/// A refused map of a page cache is the seal's only where the kernel said
+/// EPERM and the file is sealed against writes: EPERM over an unsealed
+/// file, and ENOMEM over a sealed one, are the kernel's as before.
+#[test]
+fn a_refused_page_cache_map_names_the_seal_only_for_a_sealed_file() {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    let _scenario = FailScenario::setup();
+    let _hang = mmbatch_testkit::hang_guard("a_refused_page_cache_map_names_the_seal");
+    let memfd = |seal: Option<SealFlags>| {
+        let fd =
+            rustix::fs::memfd_create("sealed", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)
+                .unwrap();
+        let file = std::fs::File::from(fd);
+        file.set_len(4 * PAGE as u64).unwrap();
+        if let Some(seal) = seal {
+            rustix::fs::fcntl_add_seals(&file, seal).unwrap();
+        }
+        file
+    };
+    // SAFETY: each memfd is this test's own; nothing else writes or
+    // truncates it.
+    let over = |file: &std::fs::File| unsafe { UffdRegion::over_page_cache(file, 4 * PAGE, 0, 1) };
+    fail::cfg("uffd::mmap", &format!("return({})", libc::EPERM)).unwrap();
+    let e = over(&memfd(None)).unwrap_err();
+    assert!(matches!(e, Error::Sys { op: "mmap", .. }), "{e:?}");
+    let e = over(&memfd(Some(SealFlags::FUTURE_WRITE))).unwrap_err();
+    assert!(matches!(e, Error::FileSealed { .. }), "{e:?}");
+    fail::cfg("uffd::mmap", "return").unwrap();
+    let e = over(&memfd(Some(SealFlags::WRITE))).unwrap_err();
+    assert!(matches!(e, Error::MapRefused { .. }), "{e:?}");
+}
+
 /// `page_cache_from` refuses an image larger than the memory left for it
 /// (fail point `uffd::memory_room` stands in for what is left), and fills
 /// one that fits.

@@ -1044,6 +1044,39 @@ fn huge_pages_over_a_page_cache_are_refused() {
     assert!(e.to_string().contains("drop huge_pages"), "{e}");
 }
 
+/// A memfd sealed against writes (as a file handed over to be served
+/// unchanged may be): the region's shared, writable mapping of it is
+/// refused by the kernel (EPERM), and the error names the seal and the
+/// seals that keep the file unchanged without it; sealed against
+/// truncation only, the file is served.
+#[test]
+fn a_write_sealed_page_cache_is_refused_by_name() {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    for seal in [SealFlags::WRITE, SealFlags::FUTURE_WRITE, SealFlags::SHRINK] {
+        let fd =
+            rustix::fs::memfd_create("sealed", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)
+                .unwrap();
+        let file = std::fs::File::from(fd);
+        std::io::Write::write_all(&mut &file, &vec![5u8; 4 * PAGE]).unwrap();
+        rustix::fs::fcntl_add_seals(&file, seal).unwrap();
+        // SAFETY: the memfd is this test's own; nothing else writes or
+        // truncates it.
+        let r = unsafe { UffdRegion::over_page_cache(&file, 4 * PAGE, 2, 1) };
+        if seal == SealFlags::SHRINK {
+            let r = r.unwrap();
+            assert!(r.as_slice().iter().all(|&b| b == 5));
+            continue;
+        }
+        let e = r.unwrap_err();
+        assert!(matches!(e, Error::FileSealed { .. }), "{seal:?}: {e:?}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("F_SEAL_WRITE") && msg.contains("F_SEAL_SHRINK"),
+            "{msg}"
+        );
+    }
+}
+
 /// A page cache of an image larger than the machine's memory: filled
 /// until the OOM killer took a process (`Zeroes(1 << 50)` killed this
 /// host's shell). Now refused before the memfd is made. In a child whose

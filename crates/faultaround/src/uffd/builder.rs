@@ -253,6 +253,10 @@ impl UffdRegionBuilder {
     /// A shared mapping of `file`'s page cache; see
     /// [`UffdRegion::over_page_cache`].
     ///
+    /// # Errors
+    /// As [`build`](Self::build), and [`Error::FileSealed`] for a file
+    /// sealed against writes (the region's mapping of it is writable).
+    ///
     /// # Safety
     /// As [`UffdRegion::over_page_cache`].
     pub unsafe fn build_over_page_cache(self, file: &File) -> Result<UffdRegion, Error> {

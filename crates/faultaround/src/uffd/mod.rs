@@ -182,7 +182,7 @@ fn map(len: usize, file: Option<i32>, huge: Option<HugePageSize>) -> Result<Mapp
     let prot = ProtFlags::READ | ProtFlags::WRITE;
     // Fail point `uffd::mmap` stands in for the kernel's answer.
     if let Some(e) = injected_errno("uffd::mmap") {
-        return Err(map_error(len, e));
+        return Err(map_error(len, file, e));
     }
     match (file, huge) {
         (Some(fd), _) => {
@@ -216,13 +216,27 @@ fn map(len: usize, file: Option<i32>, huge: Option<HugePageSize>) -> Result<Mapp
         }
         (None, None) => Mapping::new(len, prot, MapFlags::PRIVATE | MapFlags::NORESERVE),
     }
-    .map_err(|e| map_error(len, e))
+    .map_err(|e| map_error(len, file, e))
 }
 
-/// The error of a refused `mmap` of `len` bytes: ENOMEM names the limits
-/// that refuse a large region.
-fn map_error(len: usize, source: io::Error) -> Error {
-    if source.raw_os_error() == Some(libc::ENOMEM) {
+/// Whether `fd`'s seals forbid writes (`F_SEAL_WRITE`,
+/// `F_SEAL_FUTURE_WRITE`): the kernel refuses a shared, writable mapping
+/// of such a file with EPERM (`memfd_check_seals_mmap`).
+fn write_sealed(fd: BorrowedFd<'_>) -> bool {
+    rustix::fs::fcntl_get_seals(fd).is_ok_and(|s| {
+        s.contains(rustix::fs::SealFlags::WRITE) || s.contains(rustix::fs::SealFlags::FUTURE_WRITE)
+    })
+}
+
+/// The error of a refused `mmap` of `len` bytes (of `file`, if given):
+/// ENOMEM names the limits that refuse a large region, EPERM of a file
+/// sealed against writes the seal.
+fn map_error(len: usize, file: Option<i32>, source: io::Error) -> Error {
+    // SAFETY: the caller holds the file open for this call.
+    let file = file.map(|fd| unsafe { BorrowedFd::borrow_raw(fd) });
+    if source.raw_os_error() == Some(libc::EPERM) && file.is_some_and(write_sealed) {
+        Error::FileSealed { source }
+    } else if source.raw_os_error() == Some(libc::ENOMEM) {
         Error::MapRefused { len, source }
     } else {
         Error::Sys { op: "mmap", source }
@@ -270,6 +284,9 @@ impl UffdRegion {
     /// window in place (`UFFDIO_CONTINUE`), copying nothing — the kernel's
     /// `map_pages`, from userspace. A window page not in the cache is
     /// skipped. Needs Linux 5.14 over shmem, 5.13 over hugetlbfs.
+    ///
+    /// # Errors
+    /// As [`UffdRegionBuilder::build_over_page_cache`].
     ///
     /// # Safety
     /// [`as_slice`](Self::as_slice) hands out `&[u8]` over the file's
