@@ -2,7 +2,8 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{count_bits, count_present, runs, zeroed_bitmap};
+use super::resident::{count_bits, count_present};
+use super::{runs, zeroed_bitmap};
 
 #[test]
 fn runs_are_the_maximal_stretches_of_wanted_pages() {
