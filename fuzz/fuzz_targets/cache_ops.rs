@@ -30,6 +30,7 @@ fuzz_target!(|data: &[u8]| {
                 0 | 1 => Op::Insert(k, v),
                 2 | 3 => Op::Get(k),
                 4 => Op::Peek(k),
+                5 if op & 0x80 != 0 => Op::RemoveIf(k, v),
                 5 => Op::Remove(k),
                 6 => Op::GetOrInsert(k, v),
                 _ if arg == 0xff => Op::Clear,

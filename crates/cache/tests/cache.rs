@@ -18,6 +18,7 @@ fn op(keys: u8) -> impl Strategy<Value = Op> {
         8 => (0..keys).prop_map(Op::Get),
         2 => (0..keys).prop_map(Op::Peek),
         2 => (0..keys).prop_map(Op::Remove),
+        2 => (0..keys, any::<u32>()).prop_map(|(k, m)| Op::RemoveIf(k, m)),
         4 => (0..keys, any::<u32>()).prop_map(|(k, v)| Op::GetOrInsert(k, v)),
         1 => Just(Op::Clear),
         1 => Just(Op::Iter),
@@ -655,6 +656,61 @@ fn listeners_hear_their_causes_outside_the_locks() {
     heard.lock().unwrap().clear();
     cache.clear();
     assert_eq!(*heard.lock().unwrap(), [(99, 0, RemovalCause::Cleared)]);
+}
+
+/// `remove_if` removes only what its predicate says, and `remove_entry`
+/// hands back the key the cache held; each removal is heard once, with
+/// or without a listener for every cause, and a predicate that says no
+/// (or panics) leaves the entry as it was.
+#[test]
+fn remove_if_and_remove_entry() {
+    use mmbatch_cache::RemovalCause;
+    for every_cause in [false, true] {
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let log = heard.clone();
+        let b = LruCache::<String, u32>::builder(64).shards(1);
+        let cache = if every_cause {
+            b.removal_listener(move |k, v, c| log.lock().unwrap().push((k, v, c)))
+        } else {
+            b.eviction_listener(move |k, v| log.lock().unwrap().push((k, v, RemovalCause::Evicted)))
+        }
+        .build()
+        .unwrap();
+        cache.insert("a".to_owned(), 1);
+        cache.insert("b".to_owned(), 2);
+        assert_eq!(cache.remove_if("a", |v| *v == 2), None);
+        assert_eq!(cache.peek("a"), Some(1));
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            cache.remove_if("a", |_| panic!("predicate"))
+        }));
+        assert!(r.is_err());
+        assert_eq!(cache.get("a"), Some(1), "a panicking predicate removed it");
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            cache.remove_if("a", |_| cache.get("a").is_some())
+        }));
+        let msg = mmbatch_testkit::panic_message(&*r.expect_err("a lookup from the predicate"));
+        assert!(
+            msg.contains("would deadlock") && msg.contains("remove_if"),
+            "{msg}"
+        );
+        assert_eq!(cache.peek("a"), Some(1));
+        assert_eq!(cache.remove_if("a", |v| *v == 1), Some(1));
+        assert_eq!(cache.remove_if("a", |_| true), None);
+        assert_eq!(cache.remove_if("zz", |_| unreachable!()), None);
+        assert_eq!(cache.remove_entry("b"), Some(("b".to_owned(), 2)));
+        assert_eq!(cache.remove_entry("b"), None);
+        assert!(cache.is_empty());
+        cache.check_invariants().unwrap();
+        let want: Vec<(String, u32, RemovalCause)> = if every_cause {
+            vec![
+                ("a".to_owned(), 1, RemovalCause::Removed),
+                ("b".to_owned(), 2, RemovalCause::Removed),
+            ]
+        } else {
+            vec![]
+        };
+        assert_eq!(*heard.lock().unwrap(), want, "every_cause {every_cause}");
+    }
 }
 
 /// `set_capacity`: refusals name the fix and change nothing; a shard

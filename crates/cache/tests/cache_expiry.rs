@@ -639,6 +639,39 @@ fn compute_sees_an_expired_entry_as_absent() {
     assert_eq!(c.compute(1, |_| Compute::Remove), Computed::Unchanged(None));
 }
 
+/// `remove_if` sees an expired entry as absent: its predicate is not
+/// asked, nothing is returned, and the entry is heard as expired; of a
+/// live one, the predicate decides, and `remove_entry` hands back the key.
+#[test]
+fn remove_if_sees_an_expired_entry_as_absent() {
+    let (clock, heard) = (Manual::default(), Heard::default());
+    let c = logged(&clock, &heard, true);
+    c.insert(1, 5);
+    c.insert(2, 6);
+    clock.advance(10);
+    c.insert(3, 7);
+    let asked = std::cell::Cell::new(0);
+    let ask = |_: &u32| {
+        asked.set(asked.get() + 1);
+        true
+    };
+    assert_eq!(c.remove_if(&1, ask), None);
+    assert_eq!(asked.get(), 0, "asked of an expired entry");
+    assert_eq!(c.remove_entry(&2), None);
+    assert_eq!(c.remove_if(&3, |v| *v == 8), None);
+    assert_eq!(c.remove_if(&3, ask), Some(7));
+    assert_eq!(asked.get(), 1);
+    assert_eq!(
+        *heard.lock().unwrap(),
+        [
+            (1, 5, RemovalCause::Expired),
+            (2, 6, RemovalCause::Expired),
+            (3, 7, RemovalCause::Removed)
+        ]
+    );
+    assert!(c.is_empty());
+}
+
 /// `purge_expired` with nothing due leaves the shards' readers alone: a
 /// shard only read goes on skipping its readers' barrier, where a write
 /// lock would end that (where membarrier(2) is refused no shard goes

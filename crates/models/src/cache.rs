@@ -25,6 +25,8 @@ pub enum Op {
     Peek(u8),
     /// `remove(key)`.
     Remove(u8),
+    /// `remove_if(key, |v| v % 2 == m % 2)`.
+    RemoveIf(u8, u32),
     /// `get_or_insert_with(key, || value)`.
     GetOrInsert(u8, u32),
     /// `clear()`.
@@ -190,6 +192,30 @@ pub fn run(capacity: usize, policy: Policy, batching: bool, ops: &[Op]) -> Resul
                     check(got == want, || at(format!("{got:?}, lru {want:?}")))?;
                 }
                 check(cache.peek(&k).is_none(), || at("still there".into()))?;
+            }
+            Op::RemoveIf(k, m) => {
+                let says = |v: &u32| v % 2 == m % 2;
+                let before = cache.peek(&k);
+                let got = cache.remove_if(&k, says);
+                if let Some(v) = got {
+                    expect.push((k, v, RemovalCause::Removed));
+                    check(Some(v) == before && says(&v), || at(format!("removed {v}")))?;
+                    latest.remove(&k);
+                } else {
+                    check(before.is_none_or(|v| !says(&v)), || {
+                        at(format!("{before:?} not removed"))
+                    })?;
+                }
+                if exact {
+                    let want = oracle.peek(&k).copied().filter(says);
+                    if want.is_some() {
+                        oracle.pop(&k);
+                    }
+                    check(got == want, || at(format!("{got:?}, lru {want:?}")))?;
+                }
+                check(cache.peek(&k) == before.filter(|v| !says(v)), || {
+                    at("left wrong".into())
+                })?;
             }
             Op::GetOrInsert(k, v) => {
                 if cache.peek(&k).is_none() {

@@ -140,17 +140,19 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 ///   on), `peek` and `contains_key` that is the read lock, and the code may
 ///   look that shard up with the same three calls, even while another
 ///   thread's insertion waits for the lock. Under every other call
-///   (`insert`, `remove`, `get_or_insert_with`, `get` with batching off)
-///   it is the write lock, and any use of that shard panics; so does a
-///   change of the shard from under its read lock. Each panic names the
-///   cause where the call would deadlock. The same holds through chains
-///   of shards (a `Clone` under shard A that reads B, whose `Clone` reads
-///   or changes A), and across threads: two threads reading A then B and
-///   B then A, with an insertion waiting on each shard, finish (a writer
-///   that has waited a while for readers steps back and lets the waiting
-///   readers in). A `get_or_insert_with` called under a shard's lock
-///   whose loader waits for another thread that needs that shard can
-///   still hang: the cache cannot see another thread's wait.
+///   (`insert`, `remove`, `get_or_insert_with`, `get` with batching off;
+///   so too `compute`'s function and `retain`'s and `remove_if`'s
+///   predicates) it is the write lock, and any use of that shard panics;
+///   so does a change of the shard from under its read lock. Each panic
+///   names the cause where the call would deadlock. The same holds
+///   through chains of shards (a `Clone` under shard A that reads B,
+///   whose `Clone` reads or changes A), and across threads: two threads
+///   reading A then B and B then A, with an insertion waiting on each
+///   shard, finish (a writer that has waited a while for readers steps
+///   back and lets the waiting readers in). A `get_or_insert_with` called
+///   under a shard's lock whose loader waits for another thread that
+///   needs that shard can still hang: the cache cannot see another
+///   thread's wait.
 /// - `get_or_insert_with` runs one loader per key at a time; a loader that
 ///   returns an error or panics wakes its waiters, one of which loads next.
 /// - Memory grows linearly with the entries held (no allocation per
@@ -405,23 +407,24 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let hash = self.hash(key);
-        let node = {
-            let mut lv = self.shard(hash).write();
-            let i = lv.find(hash, |k| k.borrow() == key)?;
-            let expired = !lv.live_at(i, self.now());
-            let mut none = u32::MAX;
-            (lv.remove(i, &mut none), expired)
-        };
-        let (node, expired) = node;
-        if expired {
-            // Gone already as far as a reader could tell: heard so.
-            self.notify(
-                std::iter::once((node.key, node.value)),
-                RemovalCause::Expired,
-            );
-            return None;
-        }
+        self.remove_if(key, |_| true)
+    }
+
+    /// Removes `key` if `f` says so of its live value, returning the
+    /// value: one step, so that no other call changes the entry between
+    /// the look and the removal (quick_cache's `remove_if`). `f` runs under
+    /// the shard's write lock, as [`retain`](Self::retain)'s predicate
+    /// does, and not at all for a key absent or expired.
+    ///
+    /// # Panics
+    /// As [`insert`](Self::insert); and if `f` uses this cache's shard
+    /// (see [`LruCache`]'s guarantees). A panic of `f` leaves the entry.
+    pub fn remove_if<Q>(&self, key: &Q, f: impl FnOnce(&V) -> bool) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let node = self.take_live(key, f)?;
         if self.hears_every_cause() {
             let v = node.value.clone();
             self.notify(
@@ -431,6 +434,59 @@ where
             return Some(v);
         }
         Some(node.value)
+    }
+
+    /// Removes `key`, returning the key the cache held with its value (the
+    /// cached key may differ from an equal `key`, as a `String` from a
+    /// `&str`, or in fields `Eq` ignores).
+    ///
+    /// # Panics
+    /// As [`insert`](Self::insert).
+    pub fn remove_entry<Q>(&self, key: &Q) -> Option<(K, V)>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let node = self.take_live(key, |_| true)?;
+        if self.hears_every_cause() {
+            let back = (node.key.clone(), node.value.clone());
+            self.notify(
+                std::iter::once((node.key, node.value)),
+                RemovalCause::Removed,
+            );
+            return Some(back);
+        }
+        Some((node.key, node.value))
+    }
+
+    /// Takes `key`'s entry out if it is live and `f` says so of its value,
+    /// for the caller to hand back; an expired entry is taken out and heard
+    /// as such (gone already, as far as a reader could tell), and gives
+    /// `None`.
+    fn take_live<Q>(&self, key: &Q, f: impl FnOnce(&V) -> bool) -> Option<shard::Node<K, V>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let hash = self.hash(key);
+        let (node, expired) = {
+            let mut lv = self.shard(hash).write();
+            let i = lv.find(hash, |k| k.borrow() == key)?;
+            let expired = !lv.live_at(i, self.now());
+            if !expired && !f(&lv.node(i).value) {
+                return None;
+            }
+            let mut none = u32::MAX;
+            (lv.remove(i, &mut none), expired)
+        };
+        if expired {
+            self.notify(
+                std::iter::once((node.key, node.value)),
+                RemovalCause::Expired,
+            );
+            return None;
+        }
+        Some(node)
     }
 
     /// Removes every entry and shadow; a

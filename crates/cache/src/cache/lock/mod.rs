@@ -452,9 +452,10 @@ impl<T> ShardLock<T> {
             // The guard under construction is dropped by the unwind.
             panic!(
                 "LruCache re-entered: this thread is changing an entry's shard and, from user \
-                 code run under that shard's lock (a key's Eq, a value's Clone, a compute \
-                 function), looked the shard up again; the lookup would deadlock waiting for \
-                 the change to end. Do not use the cache from Eq, Clone or compute's function"
+                 code run under that shard's lock (a key's Eq, a value's Clone, compute's \
+                 function, retain's or remove_if's predicate), looked the shard up again; the \
+                 lookup would deadlock waiting for the change to end. Do not use the cache \
+                 from Eq, Clone, or a function the cache calls"
             );
         }
         #[cfg(all(test, not(loom)))]
@@ -605,9 +606,10 @@ impl<T> ShardLock<T> {
         if reading || writing {
             panic!(
                 "LruCache re-entered: user code run under an entry's shard lock (a value's \
-                 Clone, a key's Eq, a compute function) called back into the cache to change \
-                 that shard; the change would deadlock waiting for this thread's own {} to \
-                 end. Do not change the cache from Clone, Eq or compute's function",
+                 Clone, a key's Eq, compute's function, retain's or remove_if's predicate) \
+                 called back into the cache to change that shard; the change would deadlock \
+                 waiting for this thread's own {} to end. Do not change the cache from Clone, \
+                 Eq, or a function the cache calls",
                 if writing { "change" } else { "lookup" }
             );
         }
