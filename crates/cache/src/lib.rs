@@ -150,9 +150,9 @@ mod cache;
 mod sync;
 
 pub use cache::{
-    Builder, CacheError, CacheStats, Clock, Compute, Computed, DefaultHashBuilder, Expiry, Iter,
-    LruCache, MAX_CAPACITY, MAX_SHARDS, Policy, PolicyState, PolicyStateError, RemovalCause, Saved,
-    SavedKey, UnitWeigher, Weigher,
+    Builder, CacheError, CacheStats, Clock, Compute, Computed, DefaultHashBuilder, Equivalent,
+    Expiry, Iter, LruCache, MAX_CAPACITY, MAX_SHARDS, Policy, PolicyState, PolicyStateError,
+    RemovalCause, Saved, SavedKey, UnitWeigher, Weigher,
 };
 
 /// This crate's README examples, compiled and run as doctests.

@@ -713,6 +713,52 @@ fn remove_if_and_remove_entry() {
     }
 }
 
+/// A composite key looked up by an [`Equivalent`] form that borrows it:
+/// every lookup and removal finds the entry by it, on each of `get`'s
+/// paths (batched, unbatched, with expiry).
+///
+/// [`Equivalent`]: mmbatch_cache::Equivalent
+#[test]
+fn composite_keys_are_found_by_an_equivalent_form() {
+    use mmbatch_cache::Equivalent;
+    #[derive(Hash)]
+    struct Ref<'a>(&'a str, u32);
+    impl Equivalent<(String, u32)> for Ref<'_> {
+        fn equivalent(&self, key: &(String, u32)) -> bool {
+            self.0 == key.0 && self.1 == key.1
+        }
+    }
+    let builds: [fn() -> LruCache<(String, u32), u64>; 3] = [
+        || LruCache::new(64),
+        || LruCache::builder(64).batching(false).build().unwrap(),
+        || {
+            LruCache::builder(64)
+                .time_to_live(std::time::Duration::from_secs(3600))
+                .build()
+                .unwrap()
+        },
+    ];
+    for build in builds {
+        let cache = build();
+        for i in 0..8 {
+            cache.insert((format!("k{i}"), i), u64::from(i) * 10);
+        }
+        assert_eq!(cache.get(&Ref("k3", 3)), Some(30));
+        assert_eq!(cache.get(&Ref("k3", 4)), None);
+        assert_eq!(cache.peek(&Ref("k4", 4)), Some(40));
+        assert!(cache.contains_key(&Ref("k5", 5)));
+        assert_eq!(cache.remove_if(&Ref("k5", 5), |v| *v == 0), None);
+        assert_eq!(cache.remove_if(&Ref("k5", 5), |v| *v == 50), Some(50));
+        assert_eq!(cache.remove(&Ref("k6", 6)), Some(60));
+        assert_eq!(
+            cache.remove_entry(&Ref("k7", 7)),
+            Some((("k7".to_owned(), 7), 70))
+        );
+        assert_eq!(cache.len(), 5);
+        cache.check_invariants().unwrap();
+    }
+}
+
 /// `set_capacity`: refusals name the fix and change nothing; a shard
 /// grows past 65535 entries (its index widens) with nothing evicted, and
 /// shrinks through the policy, each eviction heard.

@@ -14,6 +14,31 @@ where
     /// counting the lookup as a hit or a miss and marking the entry used
     /// for the policy (the kernel's `folio_mark_accessed`).
     ///
+    /// `key` is any form of a key that is [`Equivalent`] to it and hashes
+    /// as it does: the key itself, a `&str` for a `String` (any `Borrow`
+    /// form), or a type of your own for a composite key, so that a lookup
+    /// allocates nothing:
+    ///
+    /// ```
+    /// use std::hash::{Hash, Hasher};
+    /// use mmbatch_cache::{Equivalent, LruCache};
+    ///
+    /// // Looks up a `(String, u32)` key without making a `String`.
+    /// #[derive(Hash)]
+    /// struct Ref<'a>(&'a str, u32);
+    ///
+    /// impl Equivalent<(String, u32)> for Ref<'_> {
+    ///     fn equivalent(&self, key: &(String, u32)) -> bool {
+    ///         self.0 == key.0 && self.1 == key.1
+    ///     }
+    /// }
+    ///
+    /// let cache = LruCache::new(100);
+    /// cache.insert(("user".to_owned(), 7), 42);
+    /// assert_eq!(cache.get(&Ref("user", 7)), Some(42));
+    /// assert_eq!(cache.get(&("user".to_owned(), 7)), Some(42));
+    /// ```
+    ///
     /// # Panics
     /// If called from user code that the cache runs under this shard's
     /// write lock (`compute`'s closure, `retain`'s predicate, a key's `Eq`
@@ -23,8 +48,7 @@ where
     /// panics as [`insert`](Self::insert) does.
     pub fn get<Q>(&self, key: &Q) -> Option<V>
     where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        Q: Hash + Equivalent<K> + ?Sized,
     {
         // The usual lookup (batched, no expiry, its thread's read fast) on
         // a path of its own that makes no call, so that it keeps its
@@ -38,7 +62,7 @@ where
                 Ok(lv) => lv,
                 Err(not_fast) => return Self::get_batched(key, hash, shard, not_fast),
             };
-            let Some(i) = lv.find(hash, |k: &K| k.borrow() == key) else {
+            let Some(i) = lv.find(hash, |k: &K| key.equivalent(k)) else {
                 if lv.count(false) {
                     return Self::look_for_quiet(shard, lv, None);
                 }
@@ -98,12 +122,11 @@ where
         not_fast: lock::NotFast<'a>,
     ) -> Option<V>
     where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        Q: Hash + Equivalent<K> + ?Sized,
     {
         let lv = shard.read_not_fast(not_fast);
         let mut full = false;
-        let found = lv.find(hash, |k: &K| k.borrow() == key).map(|i| {
+        let found = lv.find(hash, |k: &K| key.equivalent(k)).map(|i| {
             let v = lv.node(i).value.clone();
             full = lv.mark_accessed(i);
             lv.sample_hit(hash);
@@ -137,15 +160,14 @@ where
     #[inline(never)]
     fn get_expiring_or_unbatched<Q>(&self, key: &Q) -> Option<V>
     where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        Q: Hash + Equivalent<K> + ?Sized,
     {
         if let Some(e) = &self.expire {
             return self.get_expiring(key, e);
         }
         let hash = self.hash(key);
         let mut lv = self.shard(hash).write();
-        let found = lv.find(hash, |k: &K| k.borrow() == key).map(|i| {
+        let found = lv.find(hash, |k: &K| key.equivalent(k)).map(|i| {
             let v = lv.node(i).value.clone();
             lv.touch(i);
             lv.sample_hit(hash);
@@ -173,12 +195,11 @@ where
     /// hit moves its deadline as `expire_after_read` says.
     fn get_expiring<Q>(&self, key: &Q, e: &expire::Expire<K, V>) -> Option<V>
     where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        Q: Hash + Equivalent<K> + ?Sized,
     {
         let hash = self.hash(key);
         let shard = self.shard(hash);
-        let eq = |k: &K| k.borrow() == key;
+        let eq = |k: &K| key.equivalent(k);
         if self.batching {
             let lv = shard.read();
             let mut full = false;
@@ -245,13 +266,12 @@ where
     /// change (see [`LruCache`]'s guarantees).
     pub fn peek<Q>(&self, key: &Q) -> Option<V>
     where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        Q: Hash + Equivalent<K> + ?Sized,
     {
         let hash = self.hash(key);
         let lv = self.shard(hash).read();
         // The clock is read only for a key that is there, as `get` does.
-        lv.find(hash, |k| k.borrow() == key)
+        lv.find(hash, |k| key.equivalent(k))
             .filter(|&i| lv.live_at(i, self.now()))
             .map(|i| lv.node(i).value.clone())
     }
@@ -265,12 +285,11 @@ where
     /// change (see [`LruCache`]'s guarantees).
     pub fn contains_key<Q>(&self, key: &Q) -> bool
     where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        Q: Hash + Equivalent<K> + ?Sized,
     {
         let hash = self.hash(key);
         let lv = self.shard(hash).read();
-        lv.find(hash, |k| k.borrow() == key)
+        lv.find(hash, |k| key.equivalent(k))
             .is_some_and(|i| lv.live_at(i, self.now()))
     }
 }

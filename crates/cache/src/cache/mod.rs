@@ -35,7 +35,6 @@ mod get_tests;
 mod tests;
 
 use std::{
-    borrow::Borrow,
     fmt,
     hash::{BuildHasher, Hash},
     panic::{self, AssertUnwindSafe},
@@ -48,6 +47,7 @@ pub use builder::{
 use builder::{Listener, Options};
 pub use compute::{Compute, Computed};
 use crossbeam_utils::CachePadded;
+pub use equivalent::Equivalent;
 pub use expire::{Clock, Expiry};
 pub use iter::Iter;
 use lock::ShardLock;
@@ -136,7 +136,8 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 ///   leaves, with its [`RemovalCause`], but for those
 ///   [`drain`](Self::drain) returns to the caller).
 /// - User code runs under the lock of an entry's shard: a key's `Eq`,
-///   `Clone` and `Borrow`, and a value's `Clone`. Under `get` (batching
+///   `Clone` and `Borrow` (or a lookup form's `Equivalent`), and a
+///   value's `Clone`. Under `get` (batching
 ///   on), `peek` and `contains_key` that is the read lock, and the code may
 ///   look that shard up with the same three calls, even while another
 ///   thread's insertion waits for the lock. Under every other call
@@ -404,8 +405,7 @@ where
     /// As [`insert`](Self::insert).
     pub fn remove<Q>(&self, key: &Q) -> Option<V>
     where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        Q: Hash + Equivalent<K> + ?Sized,
     {
         self.remove_if(key, |_| true)
     }
@@ -421,8 +421,7 @@ where
     /// (see [`LruCache`]'s guarantees). A panic of `f` leaves the entry.
     pub fn remove_if<Q>(&self, key: &Q, f: impl FnOnce(&V) -> bool) -> Option<V>
     where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        Q: Hash + Equivalent<K> + ?Sized,
     {
         let node = self.take_live(key, f)?;
         if self.hears_every_cause() {
@@ -444,8 +443,7 @@ where
     /// As [`insert`](Self::insert).
     pub fn remove_entry<Q>(&self, key: &Q) -> Option<(K, V)>
     where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        Q: Hash + Equivalent<K> + ?Sized,
     {
         let node = self.take_live(key, |_| true)?;
         if self.hears_every_cause() {
@@ -465,13 +463,12 @@ where
     /// `None`.
     fn take_live<Q>(&self, key: &Q, f: impl FnOnce(&V) -> bool) -> Option<shard::Node<K, V>>
     where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        Q: Hash + Equivalent<K> + ?Sized,
     {
         let hash = self.hash(key);
         let (node, expired) = {
             let mut lv = self.shard(hash).write();
-            let i = lv.find(hash, |k| k.borrow() == key)?;
+            let i = lv.find(hash, |k| key.equivalent(k))?;
             let expired = !lv.live_at(i, self.now());
             if !expired && !f(&lv.node(i).value) {
                 return None;
