@@ -728,7 +728,8 @@ fn composite_keys_are_found_by_an_equivalent_form() {
             self.0 == key.0 && self.1 == key.1
         }
     }
-    let builds: [fn() -> LruCache<(String, u32), u64>; 3] = [
+    type Cache = LruCache<(String, u32), u64>;
+    let builds: [fn() -> Cache; 3] = [
         || LruCache::new(64),
         || LruCache::builder(64).batching(false).build().unwrap(),
         || {

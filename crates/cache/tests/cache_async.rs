@@ -260,3 +260,50 @@ fn a_loader_that_panics_hands_the_key_over() {
     assert_eq!(cache.stats().loads, 2);
     cache.check_invariants().unwrap();
 }
+
+/// `get_or_guard_async` on tokio's multi-threaded runtime: 16 tasks ask
+/// for one `String` key by `&str`; one gets the guard and holds it
+/// across a 20 ms `.await` (the guard and the future are `Send`, as
+/// `spawn` needs) before inserting; every task gets its value. A guard
+/// dropped unused (its task given up) wakes the waiters, one of which
+/// gets the guard next.
+#[test]
+fn one_guard_for_many_tasks_on_tokio() {
+    let _hang = mmbatch_testkit::hang_guard("one_guard_for_many_tasks_on_tokio");
+    let cache = Arc::new(LruCache::<String, usize>::new(64));
+    let ask = |loads: Arc<AtomicUsize>| {
+        let cache = cache.clone();
+        async move {
+            match cache.get_or_guard_async("seven").await {
+                Ok(v) => v,
+                Err(guard) => {
+                    assert_eq!(guard.key(), "seven");
+                    let v = slow_load(&loads, 70).await;
+                    guard.insert(v)
+                }
+            }
+        }
+    };
+    let rt = tokio_runtime();
+    assert_eq!(sixteen_tasks_on_tokio(&rt, ask, 70), 1);
+    assert_eq!(cache.stats().loads, 1);
+    let ask = |loads: Arc<AtomicUsize>| {
+        let cache = cache.clone();
+        async move {
+            match cache.get_or_guard_async("eight").await {
+                Ok(v) => v,
+                Err(guard) => {
+                    // The first to load gives up; the next one loads.
+                    if loads.fetch_add(1, Ordering::SeqCst) == 0 {
+                        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                        drop(guard);
+                        return 80;
+                    }
+                    guard.insert(80)
+                }
+            }
+        }
+    };
+    assert_eq!(sixteen_tasks_on_tokio(&rt, ask, 80), 2);
+    assert_eq!(cache.get("eight"), Some(80));
+}

@@ -293,3 +293,87 @@ fn an_insert_during_the_load_wins() {
         heard.lock().unwrap()
     );
 }
+
+/// `get_or_guard`: of eight threads missing on one key at once, one gets
+/// the guard and the others wait for its value; a guard dropped unused
+/// wakes them, and one of them gets the guard next.
+#[test]
+fn one_guard_per_key() {
+    if let Some(run) = child::parent("one_guard_per_key", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    for round in 0..50u64 {
+        let cache: LruCache<u64, u64> = LruCache::new(100);
+        let guards = AtomicUsize::new(0);
+        let start = Barrier::new(8);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    start.wait();
+                    let v = match cache.get_or_guard(&round) {
+                        Ok(v) => v,
+                        Err(guard) => {
+                            assert_eq!(*guard.key(), round);
+                            let first = guards.fetch_add(1, Ordering::SeqCst) == 0;
+                            std::thread::sleep(Duration::from_millis(2));
+                            if first && round % 2 == 1 {
+                                // Given up: another thread loads next.
+                                drop(guard);
+                                return;
+                            }
+                            guard.insert(round * 10)
+                        }
+                    };
+                    assert_eq!(v, round * 10);
+                });
+            }
+        });
+        let want = if round % 2 == 1 { 2 } else { 1 };
+        assert_eq!(guards.load(Ordering::SeqCst), want, "round {round}");
+        assert_eq!(cache.stats().loads, want as u64);
+        assert_eq!(cache.get(&round), Some(round * 10));
+        cache.check_invariants().unwrap();
+    }
+}
+
+/// A thread that asks for the key it holds the guard of (or loads in a
+/// `get_or_insert_with` closure) would wait for itself: it panics,
+/// naming the cause, and the guard still inserts afterwards. An `insert`
+/// of the key while the guard is held wins over the guard's value.
+#[test]
+fn a_guards_own_thread_asking_for_its_key_panics() {
+    if let Some(run) = child::parent("a_guards_own_thread_asking_for_its_key_panics", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let cache: LruCache<String, u32> = LruCache::new(100);
+    let guard = cache.get_or_guard("k").unwrap_err();
+    let r = catch_unwind(AssertUnwindSafe(|| cache.get_or_guard("k").map_err(drop)));
+    let msg = mmbatch_testkit::panic_message(&*r.unwrap_err());
+    assert!(
+        msg.contains("would never end") && msg.contains("LoadGuard"),
+        "{msg}"
+    );
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        cache.get_or_insert_with("k".into(), || 0)
+    }));
+    assert!(
+        r.is_err(),
+        "get_or_insert_with waited for its own thread's guard"
+    );
+    assert_eq!(guard.insert(5), 5);
+    assert_eq!(cache.get("k"), Some(5));
+    let guard = cache.get_or_guard("other").unwrap_err();
+    cache.insert("other".into(), 1);
+    assert_eq!(guard.insert(2), 1, "the insert landed first");
+    assert_eq!(cache.get("other"), Some(1));
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        cache.get_or_insert_with("third".into(), || {
+            cache.get_or_guard("third").map_err(drop).unwrap_or(0)
+        })
+    }));
+    assert!(r.is_err(), "a loader's get_or_guard of its own key waited");
+    assert_eq!(cache.get_or_guard("third").unwrap_err().insert(3), 3);
+    cache.check_invariants().unwrap();
+}

@@ -23,7 +23,7 @@ use crate::sync::{Arc, Ordering};
 /// empty: its waiters start over. Where the shard cannot be changed (a
 /// fast lock whose writer can have no barrier), it abandons the flight in
 /// place instead, under a read lock (`Flight::abandon`).
-struct Landing<'a, K, V> {
+pub(super) struct Landing<'a, K, V> {
     shard: &'a Shard<K, V>,
     /// The flight's id in its shard.
     id: u64,
@@ -88,7 +88,7 @@ impl<K, V> Drop for Landing<'_, K, V> {
 }
 
 /// What a claim on a key found.
-enum Claim<'a, K, V> {
+pub(super) enum Claim<'a, K, V> {
     /// The key is cached: its value.
     Hit(V),
     /// Another load of the key is on: its room, and whether its loader is
@@ -228,7 +228,12 @@ where
 
     /// Looks `key` up, and on a miss claims its flight (`sync`: for a
     /// loader on this thread) or joins the one in progress.
-    fn claim<'a, Q>(&'a self, key: &Q, owned: &impl Fn() -> K, sync: bool) -> Claim<'a, K, V>
+    pub(super) fn claim<'a, Q>(
+        &'a self,
+        key: &Q,
+        owned: &impl Fn() -> K,
+        sync: bool,
+    ) -> Claim<'a, K, V>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
@@ -303,7 +308,7 @@ where
 
     /// Stores a loaded `value` under `key` (unless an insert of the key
     /// came first, whose value is returned instead) and lands the flight.
-    fn store(&self, mut landing: Landing<'_, K, V>, hash: u64, key: K, value: V) -> V {
+    pub(super) fn store(&self, mut landing: Landing<'_, K, V>, hash: u64, key: K, value: V) -> V {
         let shard = landing.shard;
         let mut entry = Some(key);
         let weight = self.weigh(entry.as_ref().expect("the caller's key"), &value);

@@ -17,6 +17,7 @@ mod compute;
 mod expire;
 mod flight;
 mod get;
+mod guard;
 mod iter;
 mod load;
 #[allow(unsafe_code)] // the lock's protocol: see its docs
@@ -49,6 +50,7 @@ pub use compute::{Compute, Computed};
 use crossbeam_utils::CachePadded;
 pub use equivalent::Equivalent;
 pub use expire::{Clock, Expiry};
+pub use guard::{AsyncLoadGuard, LoadGuard};
 pub use iter::Iter;
 use lock::ShardLock;
 pub use policy::Policy;
