@@ -20,7 +20,8 @@ use crate::sync::{AtomicU64, AtomicUsize};
 pub type DefaultHashBuilder = foldhash::quality::RandomState;
 
 /// How much an entry counts against the capacity: implemented for every
-/// `Fn(&K, &V) -> u64`, which [`Builder::weigher`] takes.
+/// `Fn(&K, &V) -> u64`, which [`Builder::weigher`] takes; a type of your
+/// own goes to [`Builder::weigher_with`].
 pub trait Weigher<K, V> {
     /// The entry's weight; 0 counts as 1.
     fn weight(&self, key: &K, value: &V) -> u64;
@@ -466,6 +467,31 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     where
         W2: Fn(&K, &V) -> u64,
     {
+        self.weigher_with(weigher)
+    }
+
+    /// [`weigher`](Self::weigher) by any [`Weigher`]: a type of your own
+    /// names the cache's type without a function pointer (whose every
+    /// call is indirect), as quick_cache's `Weighter` does.
+    /// ```
+    /// use mmbatch_cache::{DefaultHashBuilder, LruCache, Weigher};
+    ///
+    /// struct Bytes;
+    /// impl Weigher<u32, Vec<u8>> for Bytes {
+    ///     fn weight(&self, _: &u32, v: &Vec<u8>) -> u64 {
+    ///         v.len() as u64
+    ///     }
+    /// }
+    /// struct Store {
+    ///     cache: LruCache<u32, Vec<u8>, DefaultHashBuilder, Bytes>,
+    /// }
+    /// let store = Store {
+    ///     cache: LruCache::builder(1 << 20).weigher_with(Bytes).build().unwrap(),
+    /// };
+    /// store.cache.insert(1, vec![0; 10]);
+    /// assert_eq!(store.cache.weight(), 10);
+    /// ```
+    pub fn weigher_with<W2: Weigher<K, V>>(self, weigher: W2) -> Builder<K, V, S, W2> {
         Builder {
             opts: Options {
                 weighted: true,
