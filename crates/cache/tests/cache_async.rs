@@ -307,3 +307,24 @@ fn one_guard_for_many_tasks_on_tokio() {
     assert_eq!(sixteen_tasks_on_tokio(&rt, ask, 80), 2);
     assert_eq!(cache.get("eight"), Some(80));
 }
+
+/// `get_or_insert_async_if` on tokio: 16 tasks find a cached value their
+/// `replace_if` refuses: one load replaces it, every task gets the new
+/// value.
+#[test]
+fn one_reload_of_a_refused_value_for_many_tasks_on_tokio() {
+    let _hang =
+        mmbatch_testkit::hang_guard("one_reload_of_a_refused_value_for_many_tasks_on_tokio");
+    let cache = Arc::new(LruCache::<u64, i64>::new(64));
+    cache.insert(7, -1);
+    let ask = |loads: Arc<AtomicUsize>| {
+        let cache = cache.clone();
+        async move {
+            cache
+                .get_or_insert_async_if(7, slow_load(&loads, 70), |v| *v < 0)
+                .await
+        }
+    };
+    assert_eq!(sixteen_tasks_on_tokio(&tokio_runtime(), ask, 70), 1);
+    assert_eq!(cache.get(&7), Some(70));
+}

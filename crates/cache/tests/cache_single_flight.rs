@@ -377,3 +377,86 @@ fn a_guards_own_thread_asking_for_its_key_panics() {
     assert_eq!(cache.get_or_guard("third").unwrap_err().insert(3), 3);
     cache.check_invariants().unwrap();
 }
+
+/// `get_or_insert_with_if`: eight threads find a cached value their
+/// `replace_if` refuses at once: one load replaces it (heard as
+/// replaced), all get the new value, and a plain `get_or_insert_with`
+/// meanwhile gets the cached one. A value it passes is a hit; a failed
+/// load leaves the cached value; an insert that lands during the load is
+/// kept if `replace_if` passes it, and replaced if not.
+#[test]
+fn a_value_replace_if_refuses_is_loaded_again_once() {
+    if let Some(run) = child::parent("a_value_replace_if_refuses_is_loaded_again_once", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    use mmbatch_cache::RemovalCause;
+    use std::sync::{Arc, Mutex};
+    for round in 0..20u64 {
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let log = heard.clone();
+        let cache: LruCache<u64, i64> = LruCache::builder(100)
+            .removal_listener(move |k, v, c| log.lock().unwrap().push((k, v, c)))
+            .build()
+            .unwrap();
+        cache.insert(round, -1);
+        let loads = AtomicUsize::new(0);
+        let start = Barrier::new(9);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    start.wait();
+                    let v = cache.get_or_insert_with_if(
+                        round,
+                        || {
+                            loads.fetch_add(1, Ordering::SeqCst);
+                            std::thread::sleep(Duration::from_millis(5));
+                            round as i64
+                        },
+                        |v| *v < 0,
+                    );
+                    assert_eq!(v, round as i64);
+                });
+            }
+            start.wait();
+            let v = cache.get_or_insert_with(round, || unreachable!("cached"));
+            assert!(v == -1 || v == round as i64, "{v}");
+        });
+        assert_eq!(loads.load(Ordering::SeqCst), 1, "round {round}");
+        assert_eq!(
+            *heard.lock().unwrap(),
+            [(round, -1, RemovalCause::Replaced)]
+        );
+        cache.check_invariants().unwrap();
+    }
+    let cache: LruCache<u8, i64> = LruCache::new(100);
+    cache.insert(1, 5);
+    assert_eq!(
+        cache.get_or_insert_with_if(1, || unreachable!(), |v| *v < 0),
+        5
+    );
+    cache.insert(1, -5);
+    let r = cache.try_get_or_insert_with_if(1, || Err("down"), |v| *v < 0);
+    assert_eq!((r, cache.get(&1)), (Err("down"), Some(-5)));
+    // An insert while the load runs: kept if replace_if passes it.
+    let v = cache.get_or_insert_with_if(
+        1,
+        || {
+            cache.insert(1, 9);
+            7
+        },
+        |v| *v < 0,
+    );
+    assert_eq!((v, cache.get(&1)), (9, Some(9)));
+    cache.insert(1, -5);
+    let v = cache.get_or_insert_with_if(
+        1,
+        || {
+            cache.insert(1, -9);
+            7
+        },
+        |v| *v < 0,
+    );
+    assert_eq!((v, cache.get(&1)), (7, Some(7)));
+    cache.check_invariants().unwrap();
+}

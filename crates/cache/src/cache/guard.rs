@@ -33,7 +33,8 @@ where
     W: Weigher<K, V>,
 {
     fn insert(self, value: V) -> V {
-        self.cache.store(self.landing, self.hash, self.key, value)
+        self.cache
+            .store(self.landing, self.hash, self.key, value, |_| false)
     }
 }
 
@@ -150,7 +151,7 @@ where
     {
         let owned = || key.to_owned();
         loop {
-            match self.claim(key, &owned, true) {
+            match self.claim(key, &owned, true, &mut |_| false) {
                 Claim::Hit(v) => return Ok(v),
                 Claim::Wait(room, own) => {
                     assert!(
@@ -194,7 +195,7 @@ where
     {
         let owned = || key.to_owned();
         loop {
-            match self.claim(key, &owned, false) {
+            match self.claim(key, &owned, false, &mut |_| false) {
                 Claim::Hit(v) => return Ok(v),
                 Claim::Wait(room, _) => match RoomWait(room).await {
                     Some(v) => return Ok(v),

@@ -152,7 +152,7 @@ where
         key: K,
         f: impl FnOnce() -> Result<V, E>,
     ) -> Result<V, E> {
-        self.load(Cow::Owned(key), f)
+        self.load(Cow::Owned(key), f, |_| false)
     }
 
     /// [`get_or_insert_with`](Self::get_or_insert_with) by a borrowed key
@@ -190,13 +190,73 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.load(Cow::Borrowed(key), f)
+        self.load(Cow::Borrowed(key), f, |_| false)
+    }
+
+    /// [`get_or_insert_with`](Self::get_or_insert_with) that also loads
+    /// again when `replace_if` says so of the cached value (an error
+    /// cached, a token past its use), as moka's `or_insert_with_if`: the
+    /// load is single-flight as a miss's, and its value replaces the
+    /// cached one (heard as [`RemovalCause::Replaced`]). Meanwhile other
+    /// callers get the cached value, but for those whose own `replace_if`
+    /// refuses it too: they wait for the load. `replace_if` may be called
+    /// more than once, the last time under the shard's write lock (as
+    /// [`remove_if`](Self::remove_if)'s predicate); a value an `insert`
+    /// stored while `f` ran is kept if `replace_if` passes it, and `f`'s
+    /// dropped.
+    ///
+    /// ```
+    /// use mmbatch_cache::LruCache;
+    ///
+    /// let cache: LruCache<&str, Result<u32, String>> = LruCache::new(100);
+    /// cache.insert("k", Err("backend down".into()));
+    /// let v = cache.get_or_insert_with_if("k", || Ok(7), |cached| cached.is_err());
+    /// assert_eq!((v, cache.get("k")), (Ok(7), Some(Ok(7))));
+    /// ```
+    ///
+    /// # Panics
+    /// As [`get_or_insert_with`](Self::get_or_insert_with), and if
+    /// `replace_if` uses this cache's shard.
+    pub fn get_or_insert_with_if(
+        &self,
+        key: K,
+        f: impl FnOnce() -> V,
+        replace_if: impl FnMut(&V) -> bool,
+    ) -> V {
+        let f = || Ok::<V, std::convert::Infallible>(f());
+        match self.load(Cow::Owned(key), f, replace_if) {
+            Ok(v) => v,
+        }
+    }
+
+    /// [`get_or_insert_with_if`](Self::get_or_insert_with_if) for a
+    /// fallible `f`: its error is returned, the cached value is left, and
+    /// callers waiting on the load start over, as
+    /// [`try_get_or_insert_with`](Self::try_get_or_insert_with)'s do.
+    ///
+    /// # Errors
+    /// `f`'s error, when this call ran the loader.
+    ///
+    /// # Panics
+    /// As [`get_or_insert_with_if`](Self::get_or_insert_with_if).
+    pub fn try_get_or_insert_with_if<E>(
+        &self,
+        key: K,
+        f: impl FnOnce() -> Result<V, E>,
+        replace_if: impl FnMut(&V) -> bool,
+    ) -> Result<V, E> {
+        self.load(Cow::Owned(key), f, replace_if)
     }
 
     /// The single-flight load of `key`: on a miss its flight holds a copy
     /// (for waiters to match), and the entry takes `key` itself, owned
     /// (moved, or made with `to_owned` from a borrowed key).
-    fn load<Q, E>(&self, key: Cow<'_, Q>, f: impl FnOnce() -> Result<V, E>) -> Result<V, E>
+    fn load<Q, E>(
+        &self,
+        key: Cow<'_, Q>,
+        f: impl FnOnce() -> Result<V, E>,
+        mut replace_if: impl FnMut(&V) -> bool,
+    ) -> Result<V, E>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -204,14 +264,14 @@ where
         let owned = || (*key).to_owned();
         let mut f = Some(f);
         loop {
-            let (landing, hash) = match self.claim(&*key, &owned, true) {
+            let (landing, hash) = match self.claim(&*key, &owned, true, &mut replace_if) {
                 Claim::Hit(v) => return Ok(v),
                 Claim::Wait(room, own) => {
                     assert!(
                         !own,
-                        "LruCache::get_or_insert_with: the loader of a key asked for that same key \
-                         on its own thread (directly or through other loads); waiting would never \
-                         end. A loader must not need its own key"
+                        "LruCache::get_or_insert_with: the loader of a key (or the holder of its \
+                         LoadGuard) asked for that same key on its own thread (directly or through \
+                         other loads); waiting would never end. A loader must not need its own key"
                     );
                     match room.wait() {
                         Some(v) => return Ok(v),
@@ -222,7 +282,7 @@ where
             };
             let load = f.take().expect("the loader runs once");
             let value = load()?;
-            return Ok(self.store(landing, hash, key.into_owned(), value));
+            return Ok(self.store(landing, hash, key.into_owned(), value, replace_if));
         }
     }
 
@@ -233,13 +293,16 @@ where
         key: &Q,
         owned: &impl Fn() -> K,
         sync: bool,
+        replace_if: &mut impl FnMut(&V) -> bool,
     ) -> Claim<'a, K, V>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
         if let Some(v) = self.get(key) {
-            return Claim::Hit(v);
+            if !replace_if(&v) {
+                return Claim::Hit(v);
+            }
         }
         let hash = self.hash(key);
         let shard = self.shard(hash);
@@ -256,10 +319,14 @@ where
                 .filter(|&i| lv.live_at(i, now))
             {
                 // A hit as `get`'s: its deadline moves as a read's.
-                return Claim::Hit(match &self.expire {
+                let v = match &self.expire {
                     Some(e) => Self::read_expiring(e, &lv, i, now),
                     None => lv.node(i).value.clone(),
-                });
+                };
+                // A value to replace stays until the load's store.
+                if !replace_if(&v) {
+                    return Claim::Hit(v);
+                }
             }
             if lv.flights.iter().any(Flight::is_abandoned) {
                 let (gone, kept) = std::mem::take(&mut lv.flights)
@@ -306,9 +373,17 @@ where
         }
     }
 
-    /// Stores a loaded `value` under `key` (unless an insert of the key
-    /// came first, whose value is returned instead) and lands the flight.
-    pub(super) fn store(&self, mut landing: Landing<'_, K, V>, hash: u64, key: K, value: V) -> V {
+    /// Stores a loaded `value` under `key` (unless a live entry of the key
+    /// that `replace_if` keeps is there, an insert that came first, whose
+    /// value is returned instead) and lands the flight.
+    pub(super) fn store(
+        &self,
+        mut landing: Landing<'_, K, V>,
+        hash: u64,
+        key: K,
+        value: V,
+        mut replace_if: impl FnMut(&V) -> bool,
+    ) -> V {
         let shard = landing.shard;
         let mut entry = Some(key);
         let weight = self.weigh(entry.as_ref().expect("the caller's key"), &value);
@@ -316,6 +391,7 @@ where
         // landing's drop wakes the waiters).
         let created = self.created(entry.as_ref().expect("the caller's key"), &value);
         let mut evicted = Evicted::new();
+        let mut replaced = None;
         let value = {
             let mut lv = shard.write();
             let now = self.now();
@@ -336,7 +412,15 @@ where
                 found => found,
             };
             match found {
-                Some(i) => lv.node(i).value.clone(),
+                Some(i) if !replace_if(&lv.node(i).value) => lv.node(i).value.clone(),
+                Some(i) => {
+                    // The value the load replaces (or an insert's since).
+                    let k = entry.take().expect("the caller's key");
+                    let kv = (hash, k, value.clone(), weight);
+                    replaced =
+                        self.put_locked(shard, &mut lv, kv, (Some(i), Some(i)), &mut evicted);
+                    value
+                }
                 None => {
                     let k = entry.take().expect("the caller's key");
                     // Expired entries before the policy's victims.
@@ -354,7 +438,10 @@ where
         // a value's `Clone` panicking above or here must still wake them
         // (they start over, and find the value if it was cached).
         landing.land(value.clone());
-        self.notify_each(evicted);
+        let replaced = replaced
+            .filter(|_| self.hears_every_cause())
+            .map(|(k, v)| (k, v, RemovalCause::Replaced));
+        self.notify_each(evicted.into_iter().chain(replaced));
         value
     }
 
@@ -395,7 +482,7 @@ where
         key: K,
         load: impl Future<Output = Result<V, E>>,
     ) -> Result<V, E> {
-        self.load_async(Cow::Owned(key), load).await
+        self.load_async(Cow::Owned(key), load, |_| false).await
     }
 
     /// [`get_or_insert_async`](Self::get_or_insert_async) by a borrowed
@@ -435,7 +522,30 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.load_async(Cow::Borrowed(key), load).await
+        self.load_async(Cow::Borrowed(key), load, |_| false).await
+    }
+
+    /// [`get_or_insert_with_if`](Self::get_or_insert_with_if) for a
+    /// loader that is a future, as
+    /// [`get_or_insert_async`](Self::get_or_insert_async) is to
+    /// [`get_or_insert_with`](Self::get_or_insert_with).
+    ///
+    /// # Panics
+    /// As [`get_or_insert_async`](Self::get_or_insert_async), and if
+    /// `replace_if` uses this cache's shard.
+    pub async fn get_or_insert_async_if(
+        &self,
+        key: K,
+        load: impl Future<Output = V>,
+        replace_if: impl FnMut(&V) -> bool,
+    ) -> V {
+        let infallible = async { Ok::<V, std::convert::Infallible>(load.await) };
+        match self
+            .load_async(Cow::Owned(key), infallible, replace_if)
+            .await
+        {
+            Ok(v) => v,
+        }
     }
 
     /// The async single-flight load of `key`, as [`load`](Self::load)
@@ -444,6 +554,7 @@ where
         &self,
         key: Cow<'_, Q>,
         load: impl Future<Output = Result<V, E>>,
+        mut replace_if: impl FnMut(&V) -> bool,
     ) -> Result<V, E>
     where
         K: Borrow<Q>,
@@ -452,7 +563,7 @@ where
         let owned = || (*key).to_owned();
         let mut load = Some(load);
         loop {
-            let (landing, hash) = match self.claim(&*key, &owned, false) {
+            let (landing, hash) = match self.claim(&*key, &owned, false, &mut replace_if) {
                 Claim::Hit(v) => return Ok(v),
                 Claim::Wait(room, _) => match RoomWait(room).await {
                     Some(v) => return Ok(v),
@@ -463,7 +574,7 @@ where
             // Dropped here (this future dropped, or the loader's error or
             // panic), the landing wakes the waiters.
             let value = load.take().expect("the loader runs once").await?;
-            return Ok(self.store(landing, hash, key.into_owned(), value));
+            return Ok(self.store(landing, hash, key.into_owned(), value, replace_if));
         }
     }
 }
