@@ -25,6 +25,7 @@ mod lock;
 mod policy;
 #[allow(unsafe_code)] // a prefetch instruction, at the MSRV
 mod prefetch;
+mod remove;
 mod restart;
 mod shard;
 mod stats;
@@ -398,94 +399,6 @@ where
 
     fn weigh(&self, key: &K, value: &V) -> u64 {
         self.weigher.weight(key, value).max(1)
-    }
-
-    /// Removes `key`, returning its value (no shadow is left: a removal is
-    /// not an eviction).
-    ///
-    /// # Panics
-    /// As [`insert`](Self::insert).
-    pub fn remove<Q>(&self, key: &Q) -> Option<V>
-    where
-        Q: Hash + Equivalent<K> + ?Sized,
-    {
-        self.remove_if(key, |_| true)
-    }
-
-    /// Removes `key` if `f` says so of its live value, returning the
-    /// value: one step, so that no other call changes the entry between
-    /// the look and the removal (quick_cache's `remove_if`). `f` runs under
-    /// the shard's write lock, as [`retain`](Self::retain)'s predicate
-    /// does, and not at all for a key absent or expired.
-    ///
-    /// # Panics
-    /// As [`insert`](Self::insert); and if `f` uses this cache's shard
-    /// (see [`LruCache`]'s guarantees). A panic of `f` leaves the entry.
-    pub fn remove_if<Q>(&self, key: &Q, f: impl FnOnce(&V) -> bool) -> Option<V>
-    where
-        Q: Hash + Equivalent<K> + ?Sized,
-    {
-        let node = self.take_live(key, f)?;
-        if self.hears_every_cause() {
-            let v = node.value.clone();
-            self.notify(
-                std::iter::once((node.key, node.value)),
-                RemovalCause::Removed,
-            );
-            return Some(v);
-        }
-        Some(node.value)
-    }
-
-    /// Removes `key`, returning the key the cache held with its value (the
-    /// cached key may differ from an equal `key`, as a `String` from a
-    /// `&str`, or in fields `Eq` ignores).
-    ///
-    /// # Panics
-    /// As [`insert`](Self::insert).
-    pub fn remove_entry<Q>(&self, key: &Q) -> Option<(K, V)>
-    where
-        Q: Hash + Equivalent<K> + ?Sized,
-    {
-        let node = self.take_live(key, |_| true)?;
-        if self.hears_every_cause() {
-            let back = (node.key.clone(), node.value.clone());
-            self.notify(
-                std::iter::once((node.key, node.value)),
-                RemovalCause::Removed,
-            );
-            return Some(back);
-        }
-        Some((node.key, node.value))
-    }
-
-    /// Takes `key`'s entry out if it is live and `f` says so of its value,
-    /// for the caller to hand back; an expired entry is taken out and heard
-    /// as such (gone already, as far as a reader could tell), and gives
-    /// `None`.
-    fn take_live<Q>(&self, key: &Q, f: impl FnOnce(&V) -> bool) -> Option<shard::Node<K, V>>
-    where
-        Q: Hash + Equivalent<K> + ?Sized,
-    {
-        let hash = self.hash(key);
-        let (node, expired) = {
-            let mut lv = self.shard(hash).write();
-            let i = lv.find(hash, |k| key.equivalent(k))?;
-            let expired = !lv.live_at(i, self.now());
-            if !expired && !f(&lv.node(i).value) {
-                return None;
-            }
-            let mut none = u32::MAX;
-            (lv.remove(i, &mut none), expired)
-        };
-        if expired {
-            self.notify(
-                std::iter::once((node.key, node.value)),
-                RemovalCause::Expired,
-            );
-            return None;
-        }
-        Some(node)
     }
 
     /// Removes every entry and shadow; a
