@@ -99,9 +99,11 @@ pub enum Error {
         /// The length asked for.
         len: usize,
     },
-    /// A shared, writable mapping of a file sealed against writes
-    /// (`F_SEAL_WRITE` or `F_SEAL_FUTURE_WRITE`, as a memfd handed over by
-    /// another process may be): the kernel refuses it with EPERM.
+    /// A shared mapping of a file sealed against writes (as a memfd handed
+    /// over by another process may be), which the kernel refuses with
+    /// EPERM: a writable one under `F_SEAL_FUTURE_WRITE` or
+    /// `F_SEAL_WRITE`, and before Linux 6.7 a read-only one too under
+    /// `F_SEAL_WRITE`.
     FileSealed {
         /// The call that was refused.
         op: &'static str,
@@ -241,8 +243,9 @@ impl fmt::Display for Error {
             Error::FileSealed { op } => write!(
                 f,
                 "{op} refused (EPERM): the file is sealed against writes (F_SEAL_WRITE or \
-                 F_SEAL_FUTURE_WRITE), and a shared mapping of it cannot be writable; map it \
-                 read_only, or privately (RegionBuilder::file's shared = false)"
+                 F_SEAL_FUTURE_WRITE), and a shared mapping of it cannot be writable (nor, \
+                 under F_SEAL_WRITE before Linux 6.7, read-only); map it privately \
+                 (RegionBuilder::file's shared = false), or read_only where the kernel allows"
             ),
             Error::TooLarge { len } => write!(
                 f,

@@ -48,9 +48,9 @@ fn refused_mmap_leaves_nothing() {
     drop(scenario);
 }
 
-/// A lock refused (EPERM) over a read-only mapping of a write-sealed
-/// file is the lock's refusal: the seal forbids only writable shared
-/// mappings, so it is not named.
+/// A lock refused (EPERM) over a read-only mapping of a file sealed with
+/// `F_SEAL_FUTURE_WRITE` is the lock's refusal: that seal forbids only
+/// writable shared mappings, so it is not named.
 #[test]
 fn a_lock_refused_over_a_read_only_sealed_file_is_not_the_seal() {
     use rustix::fs::{MemfdFlags, SealFlags};
@@ -58,7 +58,7 @@ fn a_lock_refused_over_a_read_only_sealed_file_is_not_the_seal() {
     let fd = rustix::fs::memfd_create("sealed", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)
         .unwrap();
     rustix::fs::ftruncate(&fd, MIB as u64).unwrap();
-    rustix::fs::fcntl_add_seals(&fd, SealFlags::WRITE).unwrap();
+    rustix::fs::fcntl_add_seals(&fd, SealFlags::FUTURE_WRITE).unwrap();
     fail::cfg("mlock::mmap", "return(EPERM)").unwrap();
     // SAFETY: this test's own memfd; nothing writes it.
     let e = unsafe { LockedRegion::builder(MIB).file(std::os::fd::AsFd::as_fd(&fd), 0, true) }

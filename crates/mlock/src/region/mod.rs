@@ -333,16 +333,18 @@ impl<'fd> RegionBuilder<'fd> {
         }
     }
 
-    /// Whether the region maps its file shared and writable while the
-    /// file's seals forbid writes: the kernel's EPERM for that mapping
-    /// (`memfd_check_seals_mmap`) is the seal's, not a refusal to lock.
+    /// Whether the region maps its file shared while the file's seals
+    /// refuse that mapping: `F_SEAL_FUTURE_WRITE` refuses a writable one,
+    /// and `F_SEAL_WRITE` any before Linux 6.7 (a writable one since). The
+    /// kernel's EPERM for it (`memfd_check_seals_mmap`) is then the seal's,
+    /// not a refusal to lock.
     fn writes_a_sealed_file(&self) -> bool {
         let Some((fd, _, true)) = self.file else {
             return false;
         };
-        !self.read_only
-            && rustix::fs::fcntl_get_seals(fd)
-                .is_ok_and(|s| s.contains(SealFlags::WRITE) || s.contains(SealFlags::FUTURE_WRITE))
+        rustix::fs::fcntl_get_seals(fd).is_ok_and(|s| {
+            s.contains(SealFlags::WRITE) || (s.contains(SealFlags::FUTURE_WRITE) && !self.read_only)
+        })
     }
 }
 
