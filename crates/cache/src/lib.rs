@@ -8,7 +8,8 @@
 //! It also has a weigher and a capacity in weight, `max_entries`, an eviction
 //! or removal listener, single-flight loading
 //! ([`LruCache::get_or_insert_with`]: one loader per key at a time, and
-//! its async form; or by a [`LoadGuard`] the caller inserts through), expiry ([`Builder::time_to_live`], an [`Expiry`]),
+//! its async form; or by a [`LoadGuard`] the caller inserts through),
+//! expiry ([`Builder::time_to_live`], an [`Expiry`]),
 //! atomic updates of one key ([`LruCache::compute`]), pinned entries
 //! ([`Builder::pinned`]), iteration, resizing,
 //! warm restarts ([`LruCache::save`], [`LruCache::warm`]), counters

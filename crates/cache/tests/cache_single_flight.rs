@@ -358,9 +358,10 @@ fn a_guards_own_thread_asking_for_its_key_panics() {
     let r = catch_unwind(AssertUnwindSafe(|| {
         cache.get_or_insert_with("k".into(), || 0)
     }));
+    let msg = mmbatch_testkit::panic_message(&*r.unwrap_err());
     assert!(
-        r.is_err(),
-        "get_or_insert_with waited for its own thread's guard"
+        msg.contains("would never end") && msg.contains("LoadGuard"),
+        "{msg}"
     );
     assert_eq!(guard.insert(5), 5);
     assert_eq!(cache.get("k"), Some(5));
@@ -458,5 +459,53 @@ fn a_value_replace_if_refuses_is_loaded_again_once() {
         |v| *v < 0,
     );
     assert_eq!((v, cache.get(&1)), (7, Some(7)));
+    cache.check_invariants().unwrap();
+}
+
+/// A guard dropped, or inserted through, from code the cache runs under
+/// the key's shard lock (here `compute`'s function on another key of the
+/// one shard): the drop wakes the key's waiter, which loads next; the
+/// insert panics as a re-entry, and its unwinding wakes the waiter too.
+/// With the flight taken out under the shard's lock in the guard's drop,
+/// the drop panicked there, the waiter waited forever, and the insert's
+/// unwinding aborted the process.
+#[test]
+fn a_guard_given_up_under_its_shards_lock_wakes_its_waiters() {
+    let name = "a_guard_given_up_under_its_shards_lock_wakes_its_waiters";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    use mmbatch_cache::Compute;
+    let cache: LruCache<u32, u32> = LruCache::builder(64).shards(1).build().unwrap();
+    for (round, insert) in [(1u32, false), (2, true)] {
+        let guard = cache.get_or_guard(&round).unwrap_err();
+        let waiting = Barrier::new(2);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                waiting.wait();
+                match cache.get_or_guard(&round) {
+                    Ok(v) => v,
+                    Err(g) => g.insert(round * 10),
+                }
+            });
+            waiting.wait();
+            // Let the waiter reach the flight's room.
+            std::thread::sleep(Duration::from_millis(50));
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                cache.compute(999, |_| {
+                    if insert {
+                        guard.insert(7);
+                    } else {
+                        drop(guard);
+                    }
+                    Compute::Nop
+                })
+            }));
+            assert_eq!(r.is_err(), insert, "round {round}");
+            assert_eq!(waiter.join().unwrap(), round * 10);
+        });
+        assert_eq!(cache.get(&round), Some(round * 10));
+    }
     cache.check_invariants().unwrap();
 }

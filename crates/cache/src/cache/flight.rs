@@ -15,7 +15,10 @@
 //! next loader. Where that loader cannot change its shard (a fast shard
 //! lock whose writer can have no barrier), it [abandons](Flight::abandon)
 //! the flight in place, under a read lock, and the next claim in the
-//! shard takes it out.
+//! shard takes it out. A `LoadGuard`'s flight has its room from the
+//! claim on, held by the guard too, which completes it empty (given up)
+//! with no shard lock: the next claim takes out a flight whose room
+//! failed.
 
 use std::task::{Context, Poll, Waker};
 
@@ -49,22 +52,24 @@ pub(super) struct Flight<K, V> {
 
 impl<K, V> Flight<K, V> {
     /// A flight loaded by the calling thread (`sync`), or by a future
-    /// (`!sync`).
-    pub(super) fn new(hash: u64, key: K, id: u64, sync: bool) -> Self {
+    /// (`!sync`); `room`, made with it for a guard, which completes it
+    /// with no shard lock (see `Landing` in `cache/load.rs`).
+    pub(super) fn new(hash: u64, key: K, id: u64, sync: bool, room: Option<Arc<Room<V>>>) -> Self {
         Self {
             hash,
             key,
             id,
             loader: sync.then(thread_token),
-            room: None,
+            room,
             abandoned: AtomicBool::new(false),
         }
     }
 
-    /// Whether its loader [abandoned](Self::abandon) it: a claimer takes
-    /// it out and loads afresh.
+    /// Whether its loader [abandoned](Self::abandon) it, or gave it up by
+    /// completing its room empty while it was still in the shard (a
+    /// guard's): a claimer takes it out and loads afresh.
     pub(super) fn is_abandoned(&self) -> bool {
-        self.abandoned.load(Ordering::Relaxed)
+        self.abandoned.load(Ordering::Relaxed) || self.room.as_ref().is_some_and(|r| r.is_failed())
     }
 
     /// Marks it abandoned, under a read lock of its shard, for a loader
@@ -124,6 +129,11 @@ impl<V> Room<V> {
             }),
             done: Condvar::new(),
         }
+    }
+
+    /// Whether the load failed (completed empty).
+    pub(super) fn is_failed(&self) -> bool {
+        matches!(crate::sync::lock(&self.state).state, State::Failed)
     }
 
     /// Completes the load (`None`: it failed), waking every waiter.

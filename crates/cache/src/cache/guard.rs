@@ -42,7 +42,9 @@ where
 /// missing: other callers missing on the key (by `get_or_guard` or the
 /// `get_or_insert_with` family) wait until [`insert`](Self::insert) gives
 /// them its value. Dropped without an insert (an error, a panic), it
-/// wakes them, and one of them loads next. It stays on the thread that
+/// wakes them, and one of them loads next (also from code the cache runs
+/// under a lock). A guard leaked with `mem::forget` blocks the key's
+/// callers for good. It stays on the thread that
 /// claimed it (not `Send`), so that the thread's own wait for the key,
 /// which would never end, is refused by a panic instead:
 ///
@@ -64,7 +66,11 @@ pub struct LoadGuard<'a, K, V, S = DefaultHashBuilder, W = UnitWeigher> {
 /// it may be held across an `.await` and move between threads with its
 /// task. A task that awaits its own guarded key waits forever (no thread
 /// identifies a task), as a loader of
-/// [`get_or_insert_async`](LruCache::get_or_insert_async) would.
+/// [`get_or_insert_async`](LruCache::get_or_insert_async) would; and a
+/// blocking [`get_or_guard`](LruCache::get_or_guard) (or
+/// `get_or_insert_with`) of a key an async guard holds blocks its thread
+/// until the guard is done: on a single-threaded executor, whose thread
+/// that is, it never is. Do not mix the two on one key there.
 #[must_use = "dropping the guard gives the load up: call insert with the value"]
 pub struct AsyncLoadGuard<'a, K, V, S = DefaultHashBuilder, W = UnitWeigher> {
     claimed: Claimed<'a, K, V, S, W>,
@@ -122,8 +128,9 @@ where
     /// or, on a miss, the [`LoadGuard`] that loads it: one guard (or
     /// loader) per key at a time, and a caller that misses while another
     /// holds it waits for its value (quick_cache's `get_value_or_guard`).
-    /// A miss makes an owned key with `to_owned` (the guard's, and the
-    /// entry's); a hit makes none.
+    /// A miss makes the owned key with `to_owned` twice (the flight's, for
+    /// waiters to match, and the guard's, for the entry); a hit makes
+    /// none.
     ///
     /// ```
     /// use mmbatch_cache::LruCache;
@@ -140,6 +147,9 @@ where
     /// assert_eq!((v, cache.get("answer")), (42, Some(42)));
     /// ```
     ///
+    /// # Errors
+    /// `Err` is no failure: it is the guard of a miss this caller loads.
+    ///
     /// # Panics
     /// If this thread holds the key's guard, or runs its loader (in a
     /// [`get_or_insert_with`](Self::get_or_insert_with) closure): the wait
@@ -151,7 +161,7 @@ where
     {
         let owned = || key.to_owned();
         loop {
-            match self.claim(key, &owned, true, &mut |_| false) {
+            match self.claim(key, &owned, true, true, &mut |_| false) {
                 Claim::Hit(v) => return Ok(v),
                 Claim::Wait(room, own) => {
                     assert!(
@@ -195,7 +205,7 @@ where
     {
         let owned = || key.to_owned();
         loop {
-            match self.claim(key, &owned, false, &mut |_| false) {
+            match self.claim(key, &owned, false, true, &mut |_| false) {
                 Claim::Hit(v) => return Ok(v),
                 Claim::Wait(room, _) => match RoomWait(room).await {
                     Some(v) => return Ok(v),

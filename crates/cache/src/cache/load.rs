@@ -22,14 +22,21 @@ use crate::sync::{Arc, Ordering};
 /// `Clone`), takes the flight out of its shard and completes its room
 /// empty: its waiters start over. Where the shard cannot be changed (a
 /// fast lock whose writer can have no barrier), it abandons the flight in
-/// place instead, under a read lock (`Flight::abandon`).
+/// place instead, under a read lock (`Flight::abandon`). A `LoadGuard`'s
+/// landing, which the user may drop anywhere (also where its thread holds
+/// the shard's lock, where locking it again would panic), holds the room
+/// from the claim on (`eager`) and completes it empty with no shard lock:
+/// the flight, abandoned, stays until the next claim in the shard.
 pub(super) struct Landing<'a, K, V> {
     shard: &'a Shard<K, V>,
     /// The flight's id in its shard.
     id: u64,
     /// Whether the flight is out of its shard.
     taken: bool,
-    /// Its room, once taken out, if anyone waits.
+    /// Whether the room was made with the flight and is held here since.
+    eager: bool,
+    /// Its room: once taken out if anyone waits, or from the claim on if
+    /// `eager`.
     room: Option<Arc<Room<V>>>,
     /// The flight's copy of the key, dropped with the landing: after the
     /// shard's lock and after the room is complete, since a key's `Drop`
@@ -59,7 +66,7 @@ impl<K, V> Landing<'_, K, V> {
 
 impl<K, V> Drop for Landing<'_, K, V> {
     fn drop(&mut self) {
-        if !self.taken {
+        if !self.taken && !self.eager {
             match self.shard.try_write() {
                 Ok(mut lv) => self.take(&mut lv),
                 // The shard cannot be changed now (a fast lock with no
@@ -199,8 +206,9 @@ where
     /// load is single-flight as a miss's, and its value replaces the
     /// cached one (heard as [`RemovalCause::Replaced`]). Meanwhile other
     /// callers get the cached value, but for those whose own `replace_if`
-    /// refuses it too: they wait for the load. `replace_if` may be called
-    /// more than once, the last time under the shard's write lock (as
+    /// refuses it too: they wait for the load, and get its value without
+    /// their own `replace_if` asked of it. `replace_if` may be called more
+    /// than once, once or twice under the shard's write lock (as
     /// [`remove_if`](Self::remove_if)'s predicate); a value an `insert`
     /// stored while `f` ran is kept if `replace_if` passes it, and `f`'s
     /// dropped.
@@ -264,7 +272,7 @@ where
         let owned = || (*key).to_owned();
         let mut f = Some(f);
         loop {
-            let (landing, hash) = match self.claim(&*key, &owned, true, &mut replace_if) {
+            let (landing, hash) = match self.claim(&*key, &owned, true, false, &mut replace_if) {
                 Claim::Hit(v) => return Ok(v),
                 Claim::Wait(room, own) => {
                     assert!(
@@ -287,12 +295,14 @@ where
     }
 
     /// Looks `key` up, and on a miss claims its flight (`sync`: for a
-    /// loader on this thread) or joins the one in progress.
+    /// loader on this thread; `eager`: with its room made now, for a
+    /// guard, see [`Landing`]) or joins the one in progress.
     pub(super) fn claim<'a, Q>(
         &'a self,
         key: &Q,
         owned: &impl Fn() -> K,
         sync: bool,
+        eager: bool,
         replace_if: &mut impl FnMut(&V) -> bool,
     ) -> Claim<'a, K, V>
     where
@@ -318,14 +328,13 @@ where
                 .find(hash, |k| k.borrow() == key)
                 .filter(|&i| lv.live_at(i, now))
             {
-                // A hit as `get`'s: its deadline moves as a read's.
-                let v = match &self.expire {
-                    Some(e) => Self::read_expiring(e, &lv, i, now),
-                    None => lv.node(i).value.clone(),
-                };
-                // A value to replace stays until the load's store.
-                if !replace_if(&v) {
-                    return Claim::Hit(v);
+                // A value to replace stays until the load's store; any
+                // other is a hit as `get`'s, its deadline moved as a read's.
+                if !replace_if(&lv.node(i).value) {
+                    return Claim::Hit(match &self.expire {
+                        Some(e) => Self::read_expiring(e, &lv, i, now),
+                        None => lv.node(i).value.clone(),
+                    });
                 }
             }
             if lv.flights.iter().any(Flight::is_abandoned) {
@@ -343,19 +352,22 @@ where
                 None => {
                     let id = lv.next_flight;
                     lv.next_flight += 1;
-                    lv.flights.push(Flight::new(hash, owned(), id, sync));
-                    Ok(id)
+                    let room = eager.then(|| Arc::new(Room::new()));
+                    lv.flights
+                        .push(Flight::new(hash, owned(), id, sync, room.clone()));
+                    Ok((id, room))
                 }
             }
         };
         match claimed {
-            Ok(id) => {
+            Ok((id, room)) => {
                 self.loads.fetch_add(1, Ordering::Relaxed);
                 let landing = Landing {
                     shard,
                     id,
                     taken: false,
-                    room: None,
+                    eager,
+                    room,
                     key: None,
                 };
                 drop(abandoned);
@@ -563,7 +575,7 @@ where
         let owned = || (*key).to_owned();
         let mut load = Some(load);
         loop {
-            let (landing, hash) = match self.claim(&*key, &owned, false, &mut replace_if) {
+            let (landing, hash) = match self.claim(&*key, &owned, false, false, &mut replace_if) {
                 Claim::Hit(v) => return Ok(v),
                 Claim::Wait(room, _) => match RoomWait(room).await {
                     Some(v) => return Ok(v),

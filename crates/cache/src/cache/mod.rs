@@ -145,8 +145,8 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 ///   look that shard up with the same three calls, even while another
 ///   thread's insertion waits for the lock. Under every other call
 ///   (`insert`, `remove`, `get_or_insert_with`, `get` with batching off;
-///   so too `compute`'s function and `retain`'s and `remove_if`'s
-///   predicates) it is the write lock, and any use of that shard panics;
+///   so too `compute`'s function and the predicates of `retain`,
+///   `remove_if` and the `_if` loaders) it is the write lock, and any use of that shard panics;
 ///   so does a change of the shard from under its read lock. Each panic
 ///   names the cause where the call would deadlock. The same holds
 ///   through chains of shards (a `Clone` under shard A that reads B,

@@ -453,9 +453,9 @@ impl<T> ShardLock<T> {
             panic!(
                 "LruCache re-entered: this thread is changing an entry's shard and, from user \
                  code run under that shard's lock (a key's Eq, a value's Clone, compute's \
-                 function, retain's or remove_if's predicate), looked the shard up again; the \
-                 lookup would deadlock waiting for the change to end. Do not use the cache \
-                 from Eq, Clone, or a function the cache calls"
+                 function, a retain, remove_if or replace_if predicate), looked the shard up \
+                 again; the lookup would deadlock waiting for the change to end. Do not use \
+                 the cache from Eq, Clone, or a function the cache calls"
             );
         }
         #[cfg(all(test, not(loom)))]
@@ -606,10 +606,10 @@ impl<T> ShardLock<T> {
         if reading || writing {
             panic!(
                 "LruCache re-entered: user code run under an entry's shard lock (a value's \
-                 Clone, a key's Eq, compute's function, retain's or remove_if's predicate) \
-                 called back into the cache to change that shard; the change would deadlock \
-                 waiting for this thread's own {} to end. Do not change the cache from Clone, \
-                 Eq, or a function the cache calls",
+                 Clone, a key's Eq, compute's function, a retain, remove_if or replace_if \
+                 predicate) called back into the cache to change that shard; the change would \
+                 deadlock waiting for this thread's own {} to end. Do not change the cache \
+                 from Clone, Eq, or a function the cache calls",
                 if writing { "change" } else { "lookup" }
             );
         }
