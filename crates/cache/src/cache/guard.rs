@@ -44,9 +44,9 @@ where
 /// them its value. Dropped without an insert (an error, a panic), it
 /// wakes them, and one of them loads next (also from code the cache runs
 /// under a lock). A guard leaked with `mem::forget` blocks the key's
-/// callers for good. It stays on the thread that
-/// claimed it (not `Send`), so that the thread's own wait for the key,
-/// which would never end, is refused by a panic instead:
+/// callers for good. It stays on the thread that claimed it (not
+/// `Send`), so that the thread's own wait for the key, which would never
+/// end, is refused by a panic instead:
 ///
 /// ```compile_fail
 /// # use mmbatch_cache::LruCache;

@@ -25,18 +25,16 @@ use crate::sync::{Arc, Ordering};
 /// place instead, under a read lock (`Flight::abandon`). A `LoadGuard`'s
 /// landing, which the user may drop anywhere (also where its thread holds
 /// the shard's lock, where locking it again would panic), holds the room
-/// from the claim on (`eager`) and completes it empty with no shard lock:
-/// the flight, abandoned, stays until the next claim in the shard.
+/// from the claim on and completes it empty with no shard lock: the
+/// flight, abandoned, stays until the next claim in the shard.
 pub(super) struct Landing<'a, K, V> {
     shard: &'a Shard<K, V>,
     /// The flight's id in its shard.
     id: u64,
     /// Whether the flight is out of its shard.
     taken: bool,
-    /// Whether the room was made with the flight and is held here since.
-    eager: bool,
-    /// Its room: once taken out if anyone waits, or from the claim on if
-    /// `eager`.
+    /// Its room: once taken out if anyone waits, or from the claim on for
+    /// a guard (whose landing then never locks the shard to give up).
     room: Option<Arc<Room<V>>>,
     /// The flight's copy of the key, dropped with the landing: after the
     /// shard's lock and after the room is complete, since a key's `Drop`
@@ -66,7 +64,8 @@ impl<K, V> Landing<'_, K, V> {
 
 impl<K, V> Drop for Landing<'_, K, V> {
     fn drop(&mut self) {
-        if !self.taken && !self.eager {
+        // A room held before the flight is taken out is a guard's.
+        if !self.taken && self.room.is_none() {
             match self.shard.try_write() {
                 Ok(mut lv) => self.take(&mut lv),
                 // The shard cannot be changed now (a fast lock with no
@@ -366,7 +365,6 @@ where
                     shard,
                     id,
                     taken: false,
-                    eager,
                     room,
                     key: None,
                 };
