@@ -462,6 +462,65 @@ fn a_value_replace_if_refuses_is_loaded_again_once() {
     cache.check_invariants().unwrap();
 }
 
+/// A cached value that `replace_if` refuses is a miss in the stats (the
+/// caller did not get it), and the value loaded in its place is an update
+/// of the entry for its `Expiry` (not a creation as well). Before, the
+/// refusal counted as a hit and the store asked `expire_after_create`
+/// first.
+#[test]
+fn a_refused_value_is_a_miss_and_its_replacement_an_update() {
+    use mmbatch_cache::Expiry;
+    use std::sync::Arc;
+    #[derive(Default)]
+    struct Calls {
+        create: AtomicUsize,
+        update: AtomicUsize,
+    }
+    struct Counted(Arc<Calls>);
+    impl Expiry<u8, i64> for Counted {
+        fn expire_after_create(&self, _: &u8, _: &i64) -> Option<Duration> {
+            self.0.create.fetch_add(1, Ordering::Relaxed);
+            None
+        }
+        fn expire_after_update(&self, _: &u8, _: &i64, _: Option<Duration>) -> Option<Duration> {
+            self.0.update.fetch_add(1, Ordering::Relaxed);
+            None
+        }
+    }
+    let calls = Arc::new(Calls::default());
+    let expiring: LruCache<u8, i64> = LruCache::builder(100)
+        .expiry(Counted(calls.clone()))
+        .build()
+        .unwrap();
+    let plain: LruCache<u8, i64> = LruCache::new(100);
+    for (cache, expiring) in [(&expiring, true), (&plain, false)] {
+        cache.insert(1, -1);
+        assert_eq!(cache.get_or_insert_with_if(1, || 7, |v| *v < 0), 7);
+        let st = cache.stats();
+        assert_eq!(
+            (st.hits, st.misses, st.loads),
+            (0, 1, 1),
+            "expiry {expiring}"
+        );
+        assert_eq!(
+            cache.get_or_insert_with_if(1, || unreachable!("cached"), |v| *v < 0),
+            7
+        );
+        let st = cache.stats();
+        assert_eq!(
+            (st.hits, st.misses, st.loads),
+            (1, 1, 1),
+            "expiry {expiring}"
+        );
+        assert!((cache.stats().hit_ratio() - 0.5).abs() < 1e-9);
+    }
+    let calls = (
+        calls.create.load(Ordering::Relaxed),
+        calls.update.load(Ordering::Relaxed),
+    );
+    assert_eq!(calls, (1, 1), "(creations, updates)");
+}
+
 /// A guard dropped, or inserted through, from code the cache runs under
 /// the key's shard lock (here `compute`'s function on another key of the
 /// one shard): the drop wakes the key's waiter, which loads next; the

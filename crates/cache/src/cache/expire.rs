@@ -14,8 +14,10 @@ use super::shard::Deadline;
 /// as [`Expired`](super::RemovalCause::Expired) when reclaimed). Calls
 /// may run under the entry's shard lock (the write lock, the read lock for
 /// `expire_after_read`), as a key's `Eq` does, and must not use the cache.
-/// A panic leaves the cache as before the call. A load whose value loses
-/// to a concurrent insert may have asked `expire_after_create` for it.
+/// A panic leaves the cache as before the call. Each value stored is asked
+/// about once: created if its key was not cached (or had expired),
+/// updated if it replaces a live value; a value `warm` loads and then
+/// finds its key cached may have been asked `expire_after_create`.
 pub trait Expiry<K, V>: Send + Sync {
     /// The time left of an entry just created.
     fn expire_after_create(&self, key: &K, value: &V) -> Option<Duration>;

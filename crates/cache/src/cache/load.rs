@@ -312,6 +312,8 @@ where
             if !replace_if(&v) {
                 return Claim::Hit(v);
             }
+            // The caller did not get it: a miss (see `stats`).
+            self.refused.fetch_add(1, Ordering::Relaxed);
         }
         let hash = self.hash(key);
         let shard = self.shard(hash);
@@ -397,9 +399,6 @@ where
         let shard = landing.shard;
         let mut entry = Some(key);
         let weight = self.weigh(entry.as_ref().expect("the caller's key"), &value);
-        // Before the lock: an `Expiry` that panics changes nothing (the
-        // landing's drop wakes the waiters).
-        let created = self.created(entry.as_ref().expect("the caller's key"), &value);
         let mut evicted = Evicted::new();
         let mut replaced = None;
         let value = {
@@ -412,32 +411,17 @@ where
             // A plain insert of the key meanwhile wins, as it would
             // have had it come after; an expired entry is replaced.
             let key = entry.as_ref().expect("the caller's key");
-            let found = match lv.find(hash, |k| k == key) {
-                Some(i) if !lv.live_at(i, now) => {
-                    let mut none = u32::MAX;
-                    let n = lv.remove(i, &mut none);
-                    evicted.push((n.key, n.value, RemovalCause::Expired));
-                    None
-                }
-                found => found,
-            };
-            match found {
+            let found = lv.find(hash, |k| k == key);
+            let live = found.filter(|&i| lv.live_at(i, now));
+            match live {
                 Some(i) if !replace_if(&lv.node(i).value) => lv.node(i).value.clone(),
-                Some(i) => {
-                    // The value the load replaces (or an insert's since).
+                // New, or replacing the value the load was for (or an
+                // insert's since): its `Expiry` asked under the lock, as
+                // an insert's is, before anything changes.
+                _ => {
                     let k = entry.take().expect("the caller's key");
                     let kv = (hash, k, value.clone(), weight);
-                    replaced =
-                        self.put_locked(shard, &mut lv, kv, (Some(i), Some(i)), &mut evicted);
-                    value
-                }
-                None => {
-                    let k = entry.take().expect("the caller's key");
-                    // Expired entries before the policy's victims.
-                    lv.sweep_expired(&mut evicted);
-                    let deadline = Self::deadline(now, created);
-                    lv.insert_new(hash, k, value.clone(), weight, deadline, &mut evicted);
-                    Self::look_at_lookups(shard, &mut lv);
+                    replaced = self.put_locked(shard, &mut lv, kv, (found, live), &mut evicted);
                     value
                 }
             }

@@ -188,6 +188,9 @@ pub struct LruCache<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
     expire: Option<expire::Expire<K, V>>,
     loads: AtomicU64,
     load_waits: AtomicU64,
+    /// Hits of the loads' first lookups whose values `replace_if` refused:
+    /// [`stats`](Self::stats) counts them as misses.
+    refused: AtomicU64,
 }
 
 impl<K, V, S, W> fmt::Debug for LruCache<K, V, S, W> {
@@ -603,6 +606,11 @@ where
             st.tinylfu_shards += u64::from(lv.runs() == Policy::LirsTinyLfu);
             st.workingset_shards += u64::from(lv.runs() == Policy::Workingset);
         }
+        // Each refusal was counted as a hit first; while lookups race
+        // this read, at most the hits read are moved.
+        let refused = self.refused.load(Ordering::Relaxed).min(st.hits);
+        st.hits -= refused;
+        st.misses += refused;
         st
     }
 

@@ -8,8 +8,9 @@ use super::Policy;
 #[non_exhaustive]
 pub struct CacheStats {
     /// Lookups that found their key: `get`, and the lookup each load
-    /// (`get_or_insert_with` and the like) starts with. Exact: no lookup
-    /// is lost to a race between threads.
+    /// (`get_or_insert_with` and the like) starts with, unless the load's
+    /// `replace_if` refused the value found (a miss then). Exact: no
+    /// lookup is lost to a race between threads.
     pub hits: u64,
     /// Lookups that did not (exact, as `hits`).
     pub misses: u64,
