@@ -328,3 +328,58 @@ fn one_reload_of_a_refused_value_for_many_tasks_on_tokio() {
     assert_eq!(sixteen_tasks_on_tokio(&tokio_runtime(), ask, 70), 1);
     assert_eq!(cache.get(&7), Some(70));
 }
+
+/// On one thread (futures' `LocalPool`), shared errors asked: the first
+/// task's load fails after its seven waiters are in, and each of them
+/// returns that error (one `Arc`); a ninth task, of the plain form, starts
+/// over and loads.
+#[test]
+fn a_shared_error_reaches_every_waiting_task() {
+    let _hang = mmbatch_testkit::hang_guard("a_shared_error_reaches_every_waiting_task");
+    use futures_executor::LocalPool;
+    use futures_util::task::LocalSpawnExt as _;
+    #[derive(Debug)]
+    struct Down;
+    let mut pool = LocalPool::new();
+    let spawner = pool.spawner();
+    let cache = Arc::new(LruCache::<u64, u64>::new(64));
+    let loads = Arc::new(AtomicUsize::new(0));
+    let shared = Arc::new(std::sync::Mutex::new(Vec::new()));
+    for _ in 0..8 {
+        let (cache, loads, shared) = (cache.clone(), loads.clone(), shared.clone());
+        spawner
+            .spawn_local(async move {
+                let r = cache
+                    .try_get_or_insert_async_shared(3, async {
+                        loads.fetch_add(1, Ordering::SeqCst);
+                        Turns(3).await;
+                        Err::<u64, _>(Down)
+                    })
+                    .await;
+                shared.lock().unwrap().push(r);
+            })
+            .unwrap();
+    }
+    let plain = Arc::new(std::sync::Mutex::new(None));
+    {
+        let (cache, loads, plain) = (cache.clone(), loads.clone(), plain.clone());
+        spawner
+            .spawn_local(async move {
+                let r = cache
+                    .try_get_or_insert_async(3, async {
+                        loads.fetch_add(1, Ordering::SeqCst);
+                        Ok::<u64, Down>(30)
+                    })
+                    .await;
+                *plain.lock().unwrap() = Some(r.unwrap());
+            })
+            .unwrap();
+    }
+    pool.run_until_stalled();
+    let shared = shared.lock().unwrap();
+    assert_eq!(shared.len(), 8, "tasks left unfinished (a lost wake-up)");
+    let errors: Vec<_> = shared.iter().map(|r| r.as_ref().unwrap_err()).collect();
+    assert!(errors.iter().all(|e| Arc::ptr_eq(e, errors[0])));
+    assert_eq!(*plain.lock().unwrap(), Some(30));
+    assert_eq!(loads.load(Ordering::SeqCst), 2);
+}

@@ -521,6 +521,109 @@ fn a_refused_value_is_a_miss_and_its_replacement_an_update() {
     assert_eq!(calls, (1, 1), "(creations, updates)");
 }
 
+/// Waits (bounded) until `cache` has counted `n` callers waiting on
+/// loads: the loader of a test holds its load until its waiters are in.
+fn until_waiting<K: Hash + Eq + Clone, V: Clone>(cache: &LruCache<K, V>, n: u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while cache.stats().load_waits < n {
+        assert!(std::time::Instant::now() < deadline, "waiters never came");
+        std::thread::yield_now();
+    }
+}
+
+/// Eight threads miss on one key, shared errors asked: one loader runs and
+/// fails, and every caller returns its error, the same `Arc`, without a
+/// load of its own. With the error not handed to the room (the plain
+/// form's behaviour), the seven waiters each loaded in turn: 8 calls.
+#[test]
+fn a_shared_error_reaches_every_waiter() {
+    if let Some(run) = child::parent("a_shared_error_reaches_every_waiter", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    use std::sync::Arc;
+    #[derive(Debug)]
+    struct Down(u32); // not Clone
+    let cache: LruCache<u64, u64> = LruCache::new(100);
+    let calls = AtomicUsize::new(0);
+    let start = Barrier::new(8);
+    let errors: Vec<Arc<Down>> = std::thread::scope(|s| {
+        let callers: Vec<_> = (0..8)
+            .map(|_| {
+                s.spawn(|| {
+                    start.wait();
+                    cache.try_get_or_insert_shared(5, || {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        until_waiting(&cache, 7);
+                        Err(Down(503))
+                    })
+                })
+            })
+            .collect();
+        callers
+            .into_iter()
+            .map(|c| c.join().unwrap().unwrap_err())
+            .collect()
+    });
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(errors[0].0, 503);
+    assert!(errors.iter().all(|e| Arc::ptr_eq(e, &errors[0])));
+    // Nothing cached: the next miss loads.
+    let r: Result<u64, Arc<Down>> = cache.try_get_or_insert_shared(5, || Ok(50));
+    assert_eq!(r.unwrap(), 50);
+    let st = cache.stats();
+    assert_eq!((st.loads, st.load_waits), (2, 7));
+}
+
+/// A caller waiting on a load whose error it cannot take (an error of
+/// another type, or a loader of the plain form) starts over as before:
+/// here two such waiters on a failing shared load, one of which then
+/// loads for both.
+#[test]
+fn a_waiter_not_sharing_the_error_starts_over() {
+    if let Some(run) = child::parent("a_waiter_not_sharing_the_error_starts_over", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    use std::sync::Arc;
+    #[derive(Debug)]
+    struct Down;
+    #[derive(Debug)]
+    struct Other;
+    let cache: LruCache<u64, u64> = LruCache::new(100);
+    let calls = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        let loader = s.spawn(|| {
+            cache.try_get_or_insert_shared(5, || {
+                calls.fetch_add(1, Ordering::SeqCst);
+                until_waiting(&cache, 2);
+                Err(Down)
+            })
+        });
+        // The loader's flight is claimed once it counts as a load.
+        while cache.stats().loads < 1 {
+            std::thread::yield_now();
+        }
+        let other = s.spawn(|| {
+            cache.try_get_or_insert_shared(5, || {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, Other>(6)
+            })
+        });
+        let plain = s.spawn(|| {
+            cache.try_get_or_insert_with(5, || {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, Down>(6)
+            })
+        });
+        assert!(matches!(loader.join().unwrap(), Err(e) if matches!(*e, Down)));
+        let other: Result<u64, Arc<Other>> = other.join().unwrap();
+        assert_eq!(other.unwrap(), 6);
+        assert_eq!(plain.join().unwrap().unwrap(), 6);
+    });
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
 /// A guard dropped, or inserted through, from code the cache runs under
 /// the key's shard lock (here `compute`'s function on another key of the
 /// one shard): the drop wakes the key's waiter, which loads next; the

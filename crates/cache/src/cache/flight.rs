@@ -18,16 +18,64 @@
 //! shard takes it out. A `LoadGuard`'s flight has its room from the
 //! claim on, held by the guard too, which completes it empty (given up)
 //! with no shard lock: the next claim takes out a flight whose room
-//! failed.
+//! failed. A failed load's room may hold its error for the waiters that
+//! share it (`try_get_or_insert_shared`, moka's `try_get_with`).
 
-use std::task::{Context, Poll, Waker};
+use std::{
+    any::Any,
+    task::{Context, Poll, Waker},
+};
 
 use crate::sync::{Arc, AtomicBool, Condvar, Mutex, Ordering, ThreadToken, thread_token};
+
+/// A failed load's error as its waiters receive it, of the loader's
+/// error type (each waiter takes it only if it asked for that type).
+pub(super) type SharedError = std::sync::Arc<dyn Any + Send + Sync>;
+
+/// How a load ended, as its waiters see it: the value, or a failure
+/// with the error shared with them, if any (`None`: they start over).
+pub(super) type Outcome<V> = Result<V, Option<SharedError>>;
+
+/// How a load's error reaches the callers waiting on it: marks
+/// [`NotShared`] and [`Shared`], as a loading call is asked.
+pub(super) trait ShareError<E> {
+    /// The error for the waiters (`None`: they start over).
+    fn share(error: &E) -> Option<SharedError>;
+    /// A waiter's error from a shared one (`None`: the loader's error
+    /// was of another type, and this waiter starts over).
+    fn receive(error: SharedError) -> Option<E>;
+}
+
+/// Waiters start over on an error (`try_get_or_insert_with`, quick_cache's
+/// guards).
+pub(super) struct NotShared;
+
+impl<E> ShareError<E> for NotShared {
+    fn share(_: &E) -> Option<SharedError> {
+        None
+    }
+    fn receive(_: SharedError) -> Option<E> {
+        None
+    }
+}
+
+/// Waiters that asked for errors of the loader's type get its error
+/// (`try_get_or_insert_shared`, moka's `try_get_with`).
+pub(super) struct Shared;
+
+impl<E: Send + Sync + 'static> ShareError<std::sync::Arc<E>> for Shared {
+    fn share(error: &std::sync::Arc<E>) -> Option<SharedError> {
+        Some(error.clone())
+    }
+    fn receive(error: SharedError) -> Option<std::sync::Arc<E>> {
+        error.downcast().ok()
+    }
+}
 
 enum State<V> {
     Loading,
     Loaded(V),
-    Failed,
+    Failed(Option<SharedError>),
 }
 
 /// One key's load in progress, in its shard's `flights` (read and written
@@ -131,18 +179,18 @@ impl<V> Room<V> {
         }
     }
 
-    /// Whether the load failed (completed empty).
+    /// Whether the load failed.
     pub(super) fn is_failed(&self) -> bool {
-        matches!(crate::sync::lock(&self.state).state, State::Failed)
+        matches!(crate::sync::lock(&self.state).state, State::Failed(_))
     }
 
-    /// Completes the load (`None`: it failed), waking every waiter.
-    pub(super) fn complete(&self, value: Option<V>) {
+    /// Completes the load with its outcome, waking every waiter.
+    pub(super) fn complete(&self, outcome: Outcome<V>) {
         let wakers = {
             let mut w = crate::sync::lock(&self.state);
-            w.state = match value {
-                Some(v) => State::Loaded(v),
-                None => State::Failed,
+            w.state = match outcome {
+                Ok(v) => State::Loaded(v),
+                Err(error) => State::Failed(error),
             };
             std::mem::take(&mut w.wakers)
         };
@@ -155,8 +203,8 @@ impl<V> Room<V> {
 }
 
 impl<V: Clone> Room<V> {
-    /// Waits for the load: its value, or `None` if the loader failed.
-    pub(super) fn wait(&self) -> Option<V> {
+    /// Waits for the load's outcome.
+    pub(super) fn wait(&self) -> Outcome<V> {
         let mut s = crate::sync::lock(&self.state);
         loop {
             match &s.state {
@@ -166,16 +214,16 @@ impl<V: Clone> Room<V> {
                         .wait(s)
                         .unwrap_or_else(std::sync::PoisonError::into_inner);
                 }
-                State::Loaded(v) => return Some(v.clone()),
-                State::Failed => return None,
+                State::Loaded(v) => return Ok(v.clone()),
+                State::Failed(error) => return Err(error.clone()),
             }
         }
     }
 
-    /// [`wait`](Self::wait) for a future: ready with the value (or `None`
-    /// if the loader failed), else pending with `cx`'s waker registered
-    /// under the same lock that [`complete`](Self::complete) takes.
-    pub(super) fn poll_wait(&self, cx: &mut Context<'_>) -> Poll<Option<V>> {
+    /// [`wait`](Self::wait) for a future: ready with the outcome, else
+    /// pending with `cx`'s waker registered under the same lock that
+    /// [`complete`](Self::complete) takes.
+    pub(super) fn poll_wait(&self, cx: &mut Context<'_>) -> Poll<Outcome<V>> {
         let mut s = crate::sync::lock(&self.state);
         match &s.state {
             State::Loading => {
@@ -184,8 +232,8 @@ impl<V: Clone> Room<V> {
                 }
                 Poll::Pending
             }
-            State::Loaded(v) => Poll::Ready(Some(v.clone())),
-            State::Failed => Poll::Ready(None),
+            State::Loaded(v) => Poll::Ready(Ok(v.clone())),
+            State::Failed(error) => Poll::Ready(Err(error.clone())),
         }
     }
 }
@@ -195,7 +243,7 @@ impl<V: Clone> Room<V> {
 /// between them wakes nobody.
 #[cfg(all(test, loom))]
 impl<V: Clone> Room<V> {
-    pub(super) fn poll_wait_racy(&self, cx: &mut Context<'_>) -> Poll<Option<V>> {
+    pub(super) fn poll_wait_racy(&self, cx: &mut Context<'_>) -> Poll<Outcome<V>> {
         let loading = matches!(crate::sync::lock(&self.state).state, State::Loading);
         if !loading {
             return self.poll_wait(cx);
@@ -211,9 +259,9 @@ impl<V: Clone> Room<V> {
 pub(super) struct RoomWait<V>(pub(super) Arc<Room<V>>);
 
 impl<V: Clone> std::future::Future for RoomWait<V> {
-    type Output = Option<V>;
+    type Output = Outcome<V>;
 
-    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<V>> {
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome<V>> {
         self.0.poll_wait(cx)
     }
 }

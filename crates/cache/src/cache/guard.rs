@@ -171,8 +171,10 @@ where
                          waiting would never end. Insert the value, or drop the guard, first"
                     );
                     match room.wait() {
-                        Some(v) => return Ok(v),
-                        None => continue, // the load was given up: start over
+                        Ok(v) => return Ok(v),
+                        // The load was given up (or failed, its error not
+                        // for a guard): start over.
+                        Err(_) => continue,
                     }
                 }
                 Claim::Load(landing, hash) => {
@@ -208,8 +210,8 @@ where
             match self.claim(key, &owned, false, true, &mut |_| false) {
                 Claim::Hit(v) => return Ok(v),
                 Claim::Wait(room, _) => match RoomWait(room).await {
-                    Some(v) => return Ok(v),
-                    None => continue, // the load was given up: start over
+                    Ok(v) => return Ok(v),
+                    Err(_) => continue, // the load was given up: start over
                 },
                 Claim::Load(landing, hash) => {
                     return Err(AsyncLoadGuard {

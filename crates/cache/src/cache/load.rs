@@ -11,7 +11,7 @@ use std::{
 
 use super::{
     LruCache, RemovalCause, Shard, Weigher,
-    flight::{Flight, Room, RoomWait},
+    flight::{Flight, NotShared, Room, RoomWait, ShareError, SharedError},
     lock::NoBarrier,
     shard::{Evicted, Lruvec},
 };
@@ -41,6 +41,9 @@ pub(super) struct Landing<'a, K, V> {
     /// may panic or use the cache (under the lock, a panic there stranded
     /// the waiters).
     key: Option<K>,
+    /// The loader's error, for waiters that share it (see
+    /// [`fail`](Self::fail)).
+    error: Option<SharedError>,
 }
 
 impl<K, V> Landing<'_, K, V> {
@@ -57,8 +60,14 @@ impl<K, V> Landing<'_, K, V> {
     /// [`take`](Self::take)).
     fn land(mut self, value: V) {
         if let Some(room) = self.room.take() {
-            room.complete(Some(value));
+            room.complete(Ok(value));
         }
+    }
+
+    /// Gives the load up on the loader's error, handing `error` (if any)
+    /// to the waiters; they start over without one.
+    fn fail(mut self, error: Option<SharedError>) {
+        self.error = error;
     }
 }
 
@@ -81,14 +90,14 @@ impl<K, V> Drop for Landing<'_, K, V> {
                             .and_then(Flight::abandon)
                     };
                     if let Some(room) = room {
-                        room.complete(None);
+                        room.complete(Err(self.error.take()));
                     }
                     return;
                 }
             }
         }
         if let Some(room) = self.room.take() {
-            room.complete(None);
+            room.complete(Err(self.error.take()));
         }
     }
 }
@@ -144,9 +153,11 @@ where
     /// [`get_or_insert_with`](Self::get_or_insert_with) for a fallible
     /// `f`: its error is returned and nothing is cached; callers that were
     /// waiting on it start over (one of them loads next). The error is
-    /// not shared with them, as quick_cache's guards do it and unlike
-    /// moka's `try_get_with`: against a backend that keeps failing, n
-    /// callers waiting on one key make n calls to it, one after another.
+    /// not shared with them, as quick_cache's guards do it: against a
+    /// backend that keeps failing, n callers waiting on one key make n
+    /// calls to it, one after another.
+    /// [`try_get_or_insert_shared`](Self::try_get_or_insert_shared) hands
+    /// them the error instead (moka's `try_get_with`).
     ///
     /// # Errors
     /// `f`'s error, when this call ran the loader.
@@ -158,7 +169,7 @@ where
         key: K,
         f: impl FnOnce() -> Result<V, E>,
     ) -> Result<V, E> {
-        self.load(Cow::Owned(key), f, |_| false)
+        self.load(Cow::Owned(key), f, |_| false, NotShared)
     }
 
     /// [`get_or_insert_with`](Self::get_or_insert_with) by a borrowed key
@@ -196,7 +207,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.load(Cow::Borrowed(key), f, |_| false)
+        self.load(Cow::Borrowed(key), f, |_| false, NotShared)
     }
 
     /// [`get_or_insert_with`](Self::get_or_insert_with) that also loads
@@ -231,7 +242,7 @@ where
         replace_if: impl FnMut(&V) -> bool,
     ) -> V {
         let f = || Ok::<V, std::convert::Infallible>(f());
-        match self.load(Cow::Owned(key), f, replace_if) {
+        match self.load(Cow::Owned(key), f, replace_if, NotShared) {
             Ok(v) => v,
         }
     }
@@ -252,17 +263,19 @@ where
         f: impl FnOnce() -> Result<V, E>,
         replace_if: impl FnMut(&V) -> bool,
     ) -> Result<V, E> {
-        self.load(Cow::Owned(key), f, replace_if)
+        self.load(Cow::Owned(key), f, replace_if, NotShared)
     }
 
     /// The single-flight load of `key`: on a miss its flight holds a copy
     /// (for waiters to match), and the entry takes `key` itself, owned
-    /// (moved, or made with `to_owned` from a borrowed key).
-    fn load<Q, E>(
+    /// (moved, or made with `to_owned` from a borrowed key). `_sharing`
+    /// says whether the loader's error goes to the waiters.
+    pub(super) fn load<Q, E, X: ShareError<E>>(
         &self,
         key: Cow<'_, Q>,
         f: impl FnOnce() -> Result<V, E>,
         mut replace_if: impl FnMut(&V) -> bool,
+        _sharing: X,
     ) -> Result<V, E>
     where
         K: Borrow<Q>,
@@ -281,15 +294,23 @@ where
                          other loads); waiting would never end. A loader must not need its own key"
                     );
                     match room.wait() {
-                        Some(v) => return Ok(v),
-                        None => continue, // the loader failed: start over
+                        Ok(v) => return Ok(v),
+                        Err(error) => match error.and_then(X::receive) {
+                            Some(e) => return Err(e),
+                            None => continue, // the loader failed: start over
+                        },
                     }
                 }
                 Claim::Load(landing, hash) => (landing, hash),
             };
             let load = f.take().expect("the loader runs once");
-            let value = load()?;
-            return Ok(self.store(landing, hash, key.into_owned(), value, replace_if));
+            return match load() {
+                Ok(value) => Ok(self.store(landing, hash, key.into_owned(), value, replace_if)),
+                Err(e) => {
+                    landing.fail(X::share(&e));
+                    Err(e)
+                }
+            };
         }
     }
 
@@ -369,6 +390,7 @@ where
                     taken: false,
                     room,
                     key: None,
+                    error: None,
                 };
                 drop(abandoned);
                 Claim::Load(landing, hash)
@@ -476,7 +498,8 @@ where
         key: K,
         load: impl Future<Output = Result<V, E>>,
     ) -> Result<V, E> {
-        self.load_async(Cow::Owned(key), load, |_| false).await
+        self.load_async(Cow::Owned(key), load, |_| false, NotShared)
+            .await
     }
 
     /// [`get_or_insert_async`](Self::get_or_insert_async) by a borrowed
@@ -516,7 +539,8 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.load_async(Cow::Borrowed(key), load, |_| false).await
+        self.load_async(Cow::Borrowed(key), load, |_| false, NotShared)
+            .await
     }
 
     /// [`get_or_insert_with_if`](Self::get_or_insert_with_if) for a
@@ -535,7 +559,7 @@ where
     ) -> V {
         let infallible = async { Ok::<V, std::convert::Infallible>(load.await) };
         match self
-            .load_async(Cow::Owned(key), infallible, replace_if)
+            .load_async(Cow::Owned(key), infallible, replace_if, NotShared)
             .await
         {
             Ok(v) => v,
@@ -544,11 +568,12 @@ where
 
     /// The async single-flight load of `key`, as [`load`](Self::load)
     /// does it for a loader that blocks.
-    async fn load_async<Q, E>(
+    pub(super) async fn load_async<Q, E, X: ShareError<E>>(
         &self,
         key: Cow<'_, Q>,
         load: impl Future<Output = Result<V, E>>,
         mut replace_if: impl FnMut(&V) -> bool,
+        _sharing: X,
     ) -> Result<V, E>
     where
         K: Borrow<Q>,
@@ -560,15 +585,23 @@ where
             let (landing, hash) = match self.claim(&*key, &owned, false, false, &mut replace_if) {
                 Claim::Hit(v) => return Ok(v),
                 Claim::Wait(room, _) => match RoomWait(room).await {
-                    Some(v) => return Ok(v),
-                    None => continue, // the loader failed or was dropped
+                    Ok(v) => return Ok(v),
+                    Err(error) => match error.and_then(X::receive) {
+                        Some(e) => return Err(e),
+                        None => continue, // the loader failed or was dropped
+                    },
                 },
                 Claim::Load(landing, hash) => (landing, hash),
             };
-            // Dropped here (this future dropped, or the loader's error or
-            // panic), the landing wakes the waiters.
-            let value = load.take().expect("the loader runs once").await?;
-            return Ok(self.store(landing, hash, key.into_owned(), value, replace_if));
+            // Dropped here (this future dropped, or the loader's panic),
+            // the landing wakes the waiters.
+            return match load.take().expect("the loader runs once").await {
+                Ok(value) => Ok(self.store(landing, hash, key.into_owned(), value, replace_if)),
+                Err(e) => {
+                    landing.fail(X::share(&e));
+                    Err(e)
+                }
+            };
         }
     }
 }

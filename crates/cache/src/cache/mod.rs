@@ -20,6 +20,7 @@ mod get;
 mod guard;
 mod iter;
 mod load;
+mod load_shared;
 #[allow(unsafe_code)] // the lock's protocol: see its docs
 mod lock;
 mod policy;
@@ -158,7 +159,8 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 ///   needs that shard can still hang: the cache cannot see another
 ///   thread's wait.
 /// - `get_or_insert_with` runs one loader per key at a time; a loader that
-///   returns an error or panics wakes its waiters, one of which loads next.
+///   returns an error or panics wakes its waiters, one of which loads next
+///   (with `try_get_or_insert_shared`, they return its error instead).
 /// - Memory grows linearly with the entries held (no allocation per
 ///   entry: each shard keeps them in one slab), plus, once a shard first
 ///   evicts, a bounded history of evicted keys (shadows) in proportion to
