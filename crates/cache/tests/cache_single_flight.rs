@@ -624,6 +624,36 @@ fn a_waiter_not_sharing_the_error_starts_over() {
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
 
+/// A loaded value the cache does not keep (here a cache of capacity 0,
+/// which stores nothing) still reaches every caller that waited on its
+/// load: one load for eight callers. With the landing not handing the
+/// value to the room, the waiters started over and each loaded in turn.
+#[test]
+fn a_value_not_cached_still_reaches_the_waiters() {
+    if let Some(run) = child::parent("a_value_not_cached_still_reaches_the_waiters", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let cache: LruCache<u64, u64> = LruCache::new(0);
+    let loads = AtomicUsize::new(0);
+    let start = Barrier::new(8);
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                start.wait();
+                let v = cache.get_or_insert_with(3, || {
+                    loads.fetch_add(1, Ordering::SeqCst);
+                    until_waiting(&cache, 7);
+                    30
+                });
+                assert_eq!(v, 30);
+            });
+        }
+    });
+    assert_eq!(loads.load(Ordering::SeqCst), 1);
+    assert_eq!(cache.len(), 0);
+}
+
 /// A guard dropped, or inserted through, from code the cache runs under
 /// the key's shard lock (here `compute`'s function on another key of the
 /// one shard): the drop wakes the key's waiter, which loads next; the
