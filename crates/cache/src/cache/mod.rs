@@ -20,6 +20,7 @@ mod get;
 mod guard;
 mod iter;
 mod load;
+mod load_if;
 mod load_shared;
 #[allow(unsafe_code)] // the lock's protocol: see its docs
 mod lock;
