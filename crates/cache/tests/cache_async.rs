@@ -383,3 +383,27 @@ fn a_shared_error_reaches_every_waiting_task() {
     assert_eq!(*plain.lock().unwrap(), Some(30));
     assert_eq!(loads.load(Ordering::SeqCst), 2);
 }
+
+/// The fallible async `_if` loader: a refused value is loaded again and
+/// replaced; a failing load returns its error and leaves the cached
+/// value; an accepted value runs no loader.
+#[test]
+fn try_get_or_insert_async_if_reloads_or_leaves_the_value() {
+    let cache = LruCache::<u8, i64>::new(16);
+    futures_executor::block_on(async {
+        cache.insert(1, -1);
+        let r = cache
+            .try_get_or_insert_async_if(1, async { Err("down") }, |v| *v < 0)
+            .await;
+        assert_eq!((r, cache.get(&1)), (Err("down"), Some(-1)));
+        let r = cache
+            .try_get_or_insert_async_if(1, async { Ok::<_, &str>(7) }, |v| *v < 0)
+            .await;
+        assert_eq!((r, cache.get(&1)), (Ok(7), Some(7)));
+        let r = cache
+            .try_get_or_insert_async_if(1, async { Err("not asked") }, |v| *v < 0)
+            .await;
+        assert_eq!(r, Ok(7));
+    });
+    assert_eq!(cache.stats().loads, 2);
+}

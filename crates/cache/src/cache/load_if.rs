@@ -97,4 +97,26 @@ where
             Ok(v) => v,
         }
     }
+
+    /// [`get_or_insert_async_if`](Self::get_or_insert_async_if) for a
+    /// fallible loader, as
+    /// [`try_get_or_insert_with_if`](Self::try_get_or_insert_with_if) is
+    /// to [`get_or_insert_with_if`](Self::get_or_insert_with_if): its
+    /// error is returned, the cached value is left, and the tasks waiting
+    /// on the load start over.
+    ///
+    /// # Errors
+    /// The loader's error, when this call ran it.
+    ///
+    /// # Panics
+    /// As [`get_or_insert_async_if`](Self::get_or_insert_async_if).
+    pub async fn try_get_or_insert_async_if<E>(
+        &self,
+        key: K,
+        load: impl Future<Output = Result<V, E>>,
+        replace_if: impl FnMut(&V) -> bool,
+    ) -> Result<V, E> {
+        self.load_async(Cow::Owned(key), load, replace_if, NotShared)
+            .await
+    }
 }
