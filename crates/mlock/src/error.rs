@@ -107,6 +107,8 @@ pub enum Error {
     FileSealed {
         /// The call that was refused.
         op: &'static str,
+        /// The kernel's error (EPERM).
+        source: io::Error,
     },
     /// The file ends before the region's last page: an access to a page
     /// past its end would be SIGBUS.
@@ -240,7 +242,7 @@ impl fmt::Display for Error {
                  first",
                 u128::from(*offset) + *len as u128
             ),
-            Error::FileSealed { op } => write!(
+            Error::FileSealed { op, .. } => write!(
                 f,
                 "{op} refused (EPERM): the file is sealed against writes (F_SEAL_WRITE or \
                  F_SEAL_FUTURE_WRITE), and a shared mapping of it cannot be writable (nor, \
@@ -341,7 +343,9 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::OutOfMemory { source, .. } | Error::Sys { source, .. } => Some(source),
+            Error::OutOfMemory { source, .. }
+            | Error::Sys { source, .. }
+            | Error::FileSealed { source, .. } => Some(source),
             Error::FaultHandler { cause } => Some(&**cause),
             Error::HugePagesNotReserved(e) => Some(e),
             _ => None,

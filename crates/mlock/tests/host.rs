@@ -1449,9 +1449,11 @@ fn a_write_sealed_file_is_named_not_read_as_a_lock_refusal() {
             .build()
             .unwrap_err();
             assert!(
-                matches!(e, Error::FileSealed { .. }),
+                matches!(&e, Error::FileSealed { source, .. }
+                    if source.raw_os_error() == Some(rustix::io::Errno::PERM.raw_os_error())),
                 "{seal:?}, map_locked {map_locked}: {e:?}"
             );
+            assert!(std::error::Error::source(&e).is_some());
             let msg = e.to_string();
             assert!(msg.contains("sealed") && msg.contains("read_only"), "{msg}");
         }

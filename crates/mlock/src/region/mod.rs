@@ -324,7 +324,10 @@ impl<'fd> RegionBuilder<'fd> {
 
     fn map_error(&self, e: Errno) -> Error {
         if e == Errno::PERM && self.writes_a_sealed_file() {
-            return Error::FileSealed { op: "mmap" };
+            return Error::FileSealed {
+                op: "mmap",
+                source: e.into(),
+            };
         }
         if self.map_locked && self.policy == LockPolicy::Populate {
             Error::from_lock("mmap(MAP_LOCKED)", self.len, e)
