@@ -13,7 +13,7 @@
 //! (found through [`thread_local::ThreadLocal`], ~1 ns), and the slot is a
 //! single-producer ring of `N` ops:
 //!
-//! - **Queue (owner only, no RMW, no lock):** write the op at `tail % N`,
+//! - **Queue (owner only, no RMW, no lock):** write the op at cell `tail % N`,
 //!   publish it with a `Release` store of `tail`, then a compiler-only
 //!   barrier and a relaxed load of the disable count.
 //! - **Apply (any consumer, under the slot's lock):** load `tail` with
@@ -405,18 +405,19 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
         let tail = slot.tail.load(Ordering::Relaxed);
         let mut i = head;
         while i != tail {
-            let found = slot.ring[i % N].with(|cell| {
+            let found = slot.ring[Slot::<A::Op, N>::cell(i)].with(|cell| {
                 // SAFETY: `cell` points into the ring; holding the lock keeps
                 // consumers from moving its op out, and only this thread
                 // (the owner) writes cells, so a shared borrow is sound.
                 let cell = unsafe { &*cell };
-                // SAFETY: head <= i < tail: this thread pushed an op here.
+                // SAFETY: `i` is from `head` up to `tail`: this thread
+                // pushed an op here.
                 pred(unsafe { cell.assume_init_ref() })
             });
             if found {
                 return true;
             }
-            i = i.wrapping_add(1);
+            i = Slot::<A::Op, N>::next(i);
         }
         false
     }
@@ -542,10 +543,11 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
         let mut s = BatchStats::default();
         for slot in self.slots.iter() {
             let st = lock(&slot.lock);
-            let tail = slot.tail.load(Ordering::Acquire) as u64;
-            let head = slot.head.load(Ordering::Relaxed) as u64;
-            s.ops += tail;
-            s.pending += tail - head;
+            let tail = slot.tail.load(Ordering::Acquire);
+            let head = slot.head.load(Ordering::Relaxed);
+            let pending = Slot::<A::Op, N>::len(head, tail) as u64;
+            s.ops += st.taken + pending;
+            s.pending += pending;
             let immediate = slot.immediate.load(Ordering::Relaxed) as u64;
             s.immediate += immediate;
             s.batches += st.batches;

@@ -14,6 +14,8 @@ use crate::{
 /// Counters of a slot, written only by consumers holding its lock.
 #[derive(Default)]
 pub(super) struct SlotStats {
+    /// Ops taken out of the ring.
+    pub(super) taken: u64,
     pub(super) batches: u64,
     pub(super) drains: u64,
     pub(super) locks: u64,
@@ -22,15 +24,17 @@ pub(super) struct SlotStats {
 /// One thread's batch: a single-producer ring with lock-serialised
 /// consumers. See the module docs for the protocol.
 pub(super) struct Slot<T, const N: usize> {
-    /// Ops ever pushed. Written only by the owner.
+    /// Where the next op goes, a position in `[0, 2N)` (see
+    /// [`next`](Self::next)). Written only by the owner.
     pub(super) tail: AtomicUsize,
-    /// Ops ever taken. Written only under `lock`.
+    /// The position of the oldest op not taken. Written only under `lock`.
     pub(super) head: AtomicUsize,
     /// Ops applied with `apply_now`. Written only by the owner.
     pub(super) immediate: AtomicUsize,
     /// Serialises consumers, and is held while they apply.
     pub(super) lock: Mutex<SlotStats>,
-    /// Cell `i % N` holds op `i` for `head <= i < tail`.
+    /// Cell `i % N` ([`cell`](Self::cell)) holds the op at position `i`
+    /// for `i` from `head` up to `tail`.
     pub(super) ring: [UnsafeCell<MaybeUninit<T>>; N],
 }
 
@@ -44,10 +48,43 @@ pub(super) struct Slot<T, const N: usize> {
 unsafe impl<T: Send, const N: usize> Sync for Slot<T, N> {}
 
 impl<T, const N: usize> Slot<T, N> {
+    /// The position after `i`. Positions count modulo `2N`, a multiple of
+    /// `N`, so cell `i % N` follows on from one lap to the next (with
+    /// counters wrapping at 2^usize::BITS it did not, where `N` is no
+    /// power of two: on a 32-bit target, 2^32 ops into a slot put two ops
+    /// in one cell), and twice `N` so that a full ring (`N` ops) is told
+    /// from an empty one.
+    #[inline]
+    pub(super) fn next(i: usize) -> usize {
+        if i + 1 == 2 * N { 0 } else { i + 1 }
+    }
+
+    /// The cell of position `i` (`i % N`, for `i` in `[0, 2N)`).
+    #[inline]
+    pub(super) fn cell(i: usize) -> usize {
+        if i >= N { i - N } else { i }
+    }
+
+    /// The ops waiting between positions `head` and `tail`.
+    #[inline]
+    pub(super) fn len(head: usize, tail: usize) -> usize {
+        if tail >= head {
+            tail - head
+        } else {
+            tail + 2 * N - head
+        }
+    }
+
     pub(super) fn new() -> Self {
+        Self::new_at(0)
+    }
+
+    /// An empty slot whose positions start at `pos` (taken modulo `2N`).
+    pub(super) fn new_at(pos: usize) -> Self {
+        let pos = pos % (2 * N);
         Self {
-            tail: AtomicUsize::new(0),
-            head: AtomicUsize::new(0),
+            tail: AtomicUsize::new(pos),
+            head: AtomicUsize::new(pos),
             immediate: AtomicUsize::new(0),
             lock: Mutex::new(SlotStats::default()),
             ring: core::array::from_fn(|_| UnsafeCell::new(MaybeUninit::uninit())),
@@ -66,19 +103,20 @@ impl<T, const N: usize> Slot<T, N> {
         // Acquire: a consumer's reads of the cells it emptied happen-before
         // we overwrite them.
         let head = self.head.load(Ordering::Acquire);
-        let len = tail.wrapping_sub(head);
+        let len = Self::len(head, tail);
         debug_assert!(len <= N);
         if len >= N {
             return Err(op);
         }
-        self.ring[tail % N].with_mut(|cell| {
-            // SAFETY: tail - head < N, so cell `tail % N` is outside
-            // [head, tail): no consumer reads it, and the caller is the only
-            // producer. Overwriting does not drop: the cell holds no op.
+        self.ring[Self::cell(tail)].with_mut(|cell| {
+            // SAFETY: fewer than N ops wait, so cell `tail % N` holds none
+            // of them (theirs are the `len` cells before it, modulo N): no
+            // consumer reads it, and the caller is the only producer.
+            // Overwriting does not drop: the cell holds no op.
             unsafe { (*cell).write(op) };
         });
         // Release: publishes the op to consumers that Acquire `tail`.
-        self.tail.store(tail.wrapping_add(1), Ordering::Release);
+        self.tail.store(Self::next(tail), Ordering::Release);
         Ok(len + 1 == N)
     }
 
@@ -90,21 +128,27 @@ impl<T, const N: usize> Slot<T, N> {
         let head = self.head.load(Ordering::Relaxed);
         // Acquire: the owner's writes of cells before `tail` are visible.
         let tail = self.tail.load(Ordering::Acquire);
-        debug_assert!(tail.wrapping_sub(head) <= N);
+        let len = Self::len(head, tail);
+        // Checked in release builds too: past N, the pushes below would
+        // write out of bounds (a push interrupted by a signal handler that
+        // pushes to the same slot breaks the single-producer contract so).
+        assert!(len <= N, "a batch slot holds more ops than its N cells");
+        _held.taken += len as u64;
         let mut i = head;
         while i != tail {
-            let op = self.ring[i % N].with_mut(|cell| {
+            let op = self.ring[Self::cell(i)].with_mut(|cell| {
                 // SAFETY: `cell` points into `self.ring`, valid for reads,
                 // and we hold `lock`, so no other consumer touches it.
                 let op = unsafe { cell.read() };
-                // SAFETY: head <= i < tail: the owner initialised this cell
+                // SAFETY: `i` is from `head` up to `tail`: the owner
+                // initialised this cell
                 // before publishing `tail`. It is read once: `head` then
                 // moves past it.
                 unsafe { op.assume_init() }
             });
-            // SAFETY: at most tail - head <= N ops go into the empty `out`.
+            // SAFETY: at most `len` <= N ops go into the empty `out`.
             unsafe { out.push_unchecked(op) };
-            i = i.wrapping_add(1);
+            i = Self::next(i);
         }
         // Release: our reads above happen-before the owner reuses the cells.
         self.head.store(tail, Ordering::Release);
