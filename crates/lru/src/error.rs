@@ -40,6 +40,9 @@ pub enum LruError {
     },
     /// An operation on a free frame (never added, or evicted).
     Free(Pfn),
+    /// `lru_add` of a frame that reclaim is freeing (from `shrink`'s
+    /// eviction callback, or another thread while it runs).
+    Reclaiming(Pfn),
     /// `putback` of a frame the engine did not isolate for the caller —
     /// typically a second putback of the same frame.
     NotIsolated(Pfn),
@@ -115,6 +118,11 @@ impl fmt::Display for LruError {
             LruError::Free(pfn) => write!(
                 f,
                 "{pfn} is free (never added, or evicted): lru_add it first"
+            ),
+            LruError::Reclaiming(pfn) => write!(
+                f,
+                "lru_add of {pfn}, which reclaim is freeing (shrink's eviction callback runs for \
+                 it): add it again after shrink returns"
             ),
             LruError::NotIsolated(pfn) => write!(
                 f,

@@ -97,12 +97,21 @@ pub(crate) struct Frame {
     pub(crate) locker: AtomicU32,
 }
 
+/// A frame's reference count while the engine frees it (reclaim's
+/// eviction callback runs, or `free_isolated`): the kernel's
+/// `folio_ref_freeze` to 0, where a frozen folio is not yet free. Here 0
+/// is free, so the freeze has a value of its own, which `lru_add`
+/// refuses and no lookup (`folio_try_get`) takes; the frame becomes
+/// free (0) once its flags are reset.
+pub(crate) const FROZEN: u32 = u32::MAX;
+
 /// What a frame looks like at one moment (for tests and tools).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FrameState {
     /// Its flags.
     pub flags: Flags,
-    /// References: 1 while allocated, plus one per queued op or isolation.
+    /// References: 1 while allocated, plus one per queued op or isolation;
+    /// 0 when free, and `u32::MAX` while the engine frees it.
     pub refcount: u32,
     /// How many mlocks it is known to have (may undercount, as the
     /// kernel's).

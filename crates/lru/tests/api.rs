@@ -217,3 +217,44 @@ fn deactivate_moves_only_active_frames() {
         "one by shrink_active"
     );
 }
+
+/// A frame being evicted is not free yet: `lru_add` of it from the
+/// eviction callback (a buffer pool reusing its victim at once) is
+/// refused as `Reclaiming`, whether the callback then evicts it or keeps
+/// it, and the lists stay whole; once `shrink` returns, an evicted frame
+/// can be added. Before, the freeze was to 0 and the add succeeded: an
+/// evicted frame was left linked with its flags cleared
+/// (`check_invariants`: "pfn 0 on node 0 Inactive has Flags(0x0)"), and
+/// a kept one was linked twice ("cycle in Inactive").
+#[test]
+fn a_frame_being_evicted_cannot_be_added_again() {
+    for modes in [Modes::BATCHED, Modes::IMMEDIATE] {
+        for evict in [true, false] {
+            let e = Engine::new(Config::new(4).modes(modes)).unwrap();
+            for i in 0..4 {
+                e.lru_add(Pfn(i)).unwrap();
+            }
+            e.lru_add_drain();
+            let mut refused = Vec::new();
+            e.shrink(0, 1, |p| {
+                refused.push(e.lru_add(p));
+                e.lru_add_drain();
+                evict
+            })
+            .unwrap();
+            assert_eq!(
+                refused,
+                [Err(LruError::Reclaiming(Pfn(0)))],
+                "{modes:?}, evict {evict}"
+            );
+            e.check_invariants().unwrap();
+            if evict {
+                e.lru_add(Pfn(0)).unwrap();
+                e.lru_add_drain();
+                e.check_invariants().unwrap();
+            }
+            let msg = LruError::Reclaiming(Pfn(0)).to_string();
+            assert!(msg.contains("after shrink returns"), "{msg}");
+        }
+    }
+}

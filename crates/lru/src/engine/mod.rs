@@ -23,7 +23,7 @@ use mmbatch_pagevec::{Apply, BatchStats, Batcher, PAGEVEC_SIZE, PageVec, apply_b
 
 use crate::{
     LruError,
-    frame::{Flags, Frame, FrameState, FrameTable, LruList, Pfn},
+    frame::{FROZEN, Flags, Frame, FrameState, FrameTable, LruList, Pfn},
     lruvec::{Event, Lruvec, LruvecGuard},
     sync::{Arc, Ordering},
     vmstat::{Stat, VmStat},
@@ -323,10 +323,10 @@ impl Engine {
         }
     }
 
-    /// A frame that is allocated (not free).
+    /// A frame that is allocated (not free, nor being freed).
     fn live(&self, pfn: Pfn) -> Result<&Frame, LruError> {
         let f = self.frame(pfn)?;
-        if f.refcount.load(Ordering::Acquire) == 0 {
+        if matches!(f.refcount.load(Ordering::Acquire), 0 | FROZEN) {
             return Err(LruError::Free(pfn));
         }
         Ok(f)
@@ -337,7 +337,7 @@ impl Engine {
     fn try_get(f: &Frame) -> bool {
         f.refcount
             .fetch_update(Ordering::Acquire, Ordering::Relaxed, |n| {
-                (n > 0).then_some(n + 1)
+                (n > 0 && n != FROZEN).then_some(n + 1)
             })
             .is_ok()
     }

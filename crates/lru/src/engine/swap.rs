@@ -139,7 +139,10 @@ impl Engine {
         let f = self.frame(pfn)?;
         f.refcount
             .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
-            .map_err(|refcount| LruError::InUse { pfn, refcount })?;
+            .map_err(|refcount| match refcount {
+                FROZEN => LruError::Reclaiming(pfn),
+                refcount => LruError::InUse { pfn, refcount },
+            })?;
         f.reset_flags();
         self.add_held(f, pfn);
         Ok(())

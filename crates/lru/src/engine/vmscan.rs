@@ -113,8 +113,9 @@ impl Engine {
         }
     }
 
-    /// Frees an isolated frame that nobody else holds (`folio_ref_freeze`
-    /// to 0): it can be [`lru_add`](Self::lru_add)ed again.
+    /// Frees an isolated frame that nobody else holds (`folio_ref_freeze`,
+    /// then its flags reset): it can be [`lru_add`](Self::lru_add)ed
+    /// again.
     #[doc(alias = "folio_ref_freeze")]
     pub fn free_isolated(&self, pfn: Pfn) -> Result<(), LruError> {
         let f = self.frame(pfn)?;
@@ -122,9 +123,12 @@ impl Engine {
             return Err(LruError::NotIsolated(pfn));
         }
         f.refcount
-            .compare_exchange(2, 0, Ordering::AcqRel, Ordering::Relaxed)
+            .compare_exchange(2, FROZEN, Ordering::AcqRel, Ordering::Relaxed)
             .map_err(|refcount| LruError::Busy { pfn, refcount })?;
+        // Free only once its flags are reset: an `lru_add` of it meanwhile
+        // is refused, not undone by the reset.
         f.reset_flags();
+        f.refcount.store(0, Ordering::Release);
         Ok(())
     }
 
@@ -135,6 +139,9 @@ impl Engine {
     /// second chance on the active list; locked, mlocked and shared frames
     /// are kept; the rest are offered to `evict`, outside any lock, and
     /// those it accepts become free. Survivors go back under one lock.
+    /// While `evict` runs its frame is being freed: `lru_add` of it fails
+    /// with [`LruError::Reclaiming`] (add it again after `shrink`
+    /// returns, if evicted), and other calls see it as free.
     #[doc(alias = "shrink_lruvec")]
     #[doc(alias = "shrink_inactive_list")]
     pub fn shrink(
@@ -174,14 +181,17 @@ impl Engine {
             } else if !f.test(Flags::MLOCKED)
                 // folio_ref_freeze: only the allocation and our isolation
                 // references may exist.
-                && f.refcount.compare_exchange(2, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+                && f.refcount.compare_exchange(2, FROZEN, Ordering::AcqRel, Ordering::Relaxed).is_ok()
             {
                 // The callback is the caller's code: if it panics, this
                 // frame and every other isolated one go back on the lists
                 // before the panic continues, so none is lost.
                 match panic::catch_unwind(AssertUnwindSafe(|| evict(pfn))) {
                     Ok(true) => {
+                        // Free once its flags are reset (see
+                        // `free_isolated`).
                         f.reset_flags();
+                        f.refcount.store(0, Ordering::Release);
                         stats.evicted += 1;
                         continue;
                     }

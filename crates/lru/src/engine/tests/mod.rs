@@ -2,6 +2,7 @@
 //! of 2 (`BATCH_LEN` under loom). Run with `cargo xtask loom lru`.
 
 mod loom_activate_vs_isolate;
+mod loom_add_vs_evict;
 mod loom_disable_vs_queue;
 mod loom_lru_add_vs_drain_all;
 mod loom_mlock_vs_munlock;
