@@ -6,7 +6,7 @@ use std::{fmt, fs, io};
 
 use mmbatch_mmap::{HugePageSize, HugePagesUnavailable, Mapping, ProtFlags};
 
-use crate::mem::clear_aligned;
+use crate::mem::{PopulateError, clear_aligned, populate_aligned};
 
 /// Why a huge-page region could not be made.
 #[derive(Debug)]
@@ -57,16 +57,44 @@ impl std::error::Error for HugeError {
 /// adjustment).
 static POOL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Grows the pool of `size` pages by up to `n`; returns by how many it
-/// grew (the kernel may find fewer free huge pages than asked). Fail point
-/// `ktask::hugepool` refuses, as a pool that cannot grow would.
-fn grow_pool(size: HugePageSize, n: usize) -> usize {
-    fail_point!("ktask::hugepool", |_| 0);
-    let total = size.pool_pages();
+/// What a region changed in its pool, to undo when it drops.
+#[derive(Clone, Copy, Debug, Default)]
+struct Grown {
+    /// Pages added to the pool.
+    added: usize,
+    /// Surplus pages (other mappings' overcommitted pages, in use) that
+    /// the write made persistent: given back to surplus at the drop, or
+    /// they would stay in the pool once their mappings let them go.
+    absorbed: usize,
+}
+
+/// `surplus_hugepages`: pages in the pool beyond `nr_hugepages`'s
+/// persistent part, allocated by overcommit (`nr_overcommit_hugepages`)
+/// and freed when their mappings let them go; 0 where it cannot be read.
+fn surplus(size: HugePageSize) -> usize {
+    fs::read_to_string(size.pool_file("surplus_hugepages"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Grows the pool of `size` pages by up to `n` free pages; returns what
+/// it changed (the kernel may find fewer free huge pages than asked).
+/// `nr_hugepages` reads as persistent plus surplus pages, and a write
+/// sets the persistent count, making surplus pages persistent first
+/// (`set_max_huge_pages`): so the write is of the total plus `n`, and the
+/// surplus it made persistent is recorded. Fail point `ktask::hugepool`
+/// refuses, as a pool that cannot grow would.
+fn grow_pool(size: HugePageSize, n: usize) -> Grown {
+    fail_point!("ktask::hugepool", |_| Grown::default());
+    let (total, surplus_before) = (size.pool_pages(), surplus(size));
     if fs::write(size.pool_file("nr_hugepages"), (total + n).to_string()).is_err() {
-        return 0;
+        return Grown::default();
     }
-    size.pool_pages().saturating_sub(total)
+    Grown {
+        added: size.pool_pages().saturating_sub(total),
+        absorbed: surplus_before.saturating_sub(surplus(size)),
+    }
 }
 
 /// `MemAvailable` from `/proc/meminfo`, in bytes: what the kernel could
@@ -81,12 +109,20 @@ fn mem_available() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
-/// Shrinks the pool by `n` pages (those this process added).
-fn shrink_pool(size: HugePageSize, n: usize) {
-    let total = size.pool_pages();
+/// Undoes `grown`: the persistent count (the total less the surplus)
+/// less the pages added and the surplus absorbed. The kernel frees free
+/// pages down to it and turns pages still in use past it back into
+/// surplus (`set_max_huge_pages`). Nothing is written for nothing grown.
+fn shrink_pool(size: HugePageSize, grown: Grown) {
+    if grown.added == 0 && grown.absorbed == 0 {
+        return;
+    }
+    let persistent = size.pool_pages().saturating_sub(surplus(size));
     let _ = fs::write(
         size.pool_file("nr_hugepages"),
-        total.saturating_sub(n).to_string(),
+        persistent
+            .saturating_sub(grown.added + grown.absorbed)
+            .to_string(),
     );
 }
 
@@ -98,8 +134,8 @@ pub struct HugeRegion {
     /// Always `Some` until drop, which unmaps it before giving pages back.
     map: Option<Mapping>,
     size: HugePageSize,
-    /// Pages this region added to the pool, taken out again on drop.
-    grown: usize,
+    /// What this region changed in the pool, undone on drop.
+    grown: Grown,
 }
 
 impl HugeRegion {
@@ -143,7 +179,7 @@ impl HugeRegion {
             |free| HugeError::NotReservable(HugePagesUnavailable::new(size, needed, free));
         let pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
         let free = size.available_pages();
-        let mut grown = 0;
+        let mut grown = Grown::default();
         // Without growing, the mapping's own reservation decides (below):
         // sysfs's count reads 0 where a container hides it, and surplus
         // pages (`nr_overcommit_hugepages`) are not in it.
@@ -225,8 +261,9 @@ impl HugeRegion {
     /// The memory's first byte (for system calls that read it); valid for
     /// [`len`](Self::len) bytes while the region lives, written only
     /// through `&mut self` or a pointer from
-    /// [`as_mut_ptr`](Self::as_mut_ptr), which is the one to hand
-    /// [`populate`](crate::populate).
+    /// [`as_mut_ptr`](Self::as_mut_ptr), which is the one to hand a
+    /// system call that writes (the region's own
+    /// [`populate`](Self::populate) aligns its chunks to huge pages).
     pub fn as_ptr(&self) -> *const u8 {
         self.as_slice().as_ptr()
     }
@@ -251,13 +288,34 @@ impl HugeRegion {
         let page = self.size.bytes();
         clear_aligned(self.as_mut_slice(), page, page, max_threads);
     }
+
+    /// Faults the region in on up to `max_threads` threads (0 is taken as
+    /// 1), in chunks aligned to (and at least) one huge page, so that no
+    /// two threads fault one page: the kernel zeroes each page as it
+    /// faults it in (`clear_gigantic_page`), which this spreads over the
+    /// threads, as [`populate`](crate::populate) does for any mapping
+    /// (given this region's pointer, that one aligns its chunks to base
+    /// pages only). The region's pages were reserved when it was made, so
+    /// the pool cannot run short here.
+    ///
+    /// # Errors
+    /// As [`populate`](crate::populate) (the pages populated before a
+    /// failure are released, and read as zeroes again).
+    pub fn populate(&mut self, max_threads: usize) -> Result<(), PopulateError> {
+        let page = self.size.bytes();
+        let buf = self.as_mut_slice();
+        // SAFETY: the region's own mapping, borrowed exclusively for the
+        // call and huge-page aligned (so base-page aligned); discarding
+        // its contents on failure leaves it mapped and zeroed.
+        unsafe { populate_aligned(buf.as_mut_ptr(), buf.len(), page, page, max_threads) }
+    }
 }
 
 impl Drop for HugeRegion {
     fn drop(&mut self) {
         // Unmapped first: pages in use cannot leave the pool.
         drop(self.map.take());
-        if self.grown > 0 {
+        if self.grown.added > 0 || self.grown.absorbed > 0 {
             let _pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
             shrink_pool(self.size, self.grown);
         }

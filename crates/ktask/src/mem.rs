@@ -19,10 +19,6 @@ unsafe impl Send for Base {}
 // SAFETY: as above.
 unsafe impl Sync for Base {}
 
-fn job(len: usize, align: usize, max_threads: usize) -> Job {
-    Job::with_all(0, len, align, MIN_CHUNK, max_threads)
-}
-
 /// Zeroes `buf` on up to `max_threads` threads (0 is taken as 1), in
 /// chunks of at least 2 MiB (`clear_gigantic_page` with ktask).
 #[doc(alias = "clear_gigantic_page")]
@@ -69,8 +65,9 @@ impl fmt::Display for PopulateError {
             {
                 write!(
                     f,
-                    "madvise(MADV_POPULATE_WRITE) failed ({e}): it needs Linux 5.14, and a private writable or \
-                 shared mapping"
+                    "madvise(MADV_POPULATE_WRITE) failed ({e}): it needs Linux 5.14, a page-aligned \
+                     pointer, and a writable mapping (private or shared) of memory the kernel can \
+                     fault in (not a device's I/O or PFN mapping)"
                 )
             }
             PopulateError::Madvise(e) => write!(
@@ -95,15 +92,33 @@ impl std::error::Error for PopulateError {}
 ///
 /// # Errors
 /// [`PopulateError::Job`] for a length that is not whole pages;
-/// [`PopulateError::Madvise`] with the kernel's error (`EINVAL` before
-/// Linux 5.14, which has no `MADV_POPULATE_WRITE`; `ENOMEM`; `EFAULT`
-/// for a range not mapped).
+/// [`PopulateError::Madvise`] with the kernel's error: `EINVAL` before
+/// Linux 5.14 (no `MADV_POPULATE_WRITE`) or for a mapping that cannot be
+/// populated writable (read-only, a device's); `ENOMEM` for a range not
+/// all mapped, or out of memory; `EFAULT` where an access would have
+/// raised SIGBUS (a hugetlb pool with too few free pages, a file mapping
+/// past the file's end).
 ///
 /// # Safety
 /// - `[ptr, ptr + len)` is a mapping the caller owns, page-aligned, whose
 ///   contents may be discarded (on failure they are released).
 pub unsafe fn populate(ptr: *mut u8, len: usize, max_threads: usize) -> Result<(), PopulateError> {
-    let page = page_size();
+    // SAFETY: the caller's promise.
+    unsafe { populate_aligned(ptr, len, page_size(), MIN_CHUNK, max_threads) }
+}
+
+/// [`populate`] in chunks aligned to `align` (a multiple of the base page
+/// size) and at least `min_chunk` long.
+///
+/// # Safety
+/// As [`populate`]'s.
+pub(crate) unsafe fn populate_aligned(
+    ptr: *mut u8,
+    len: usize,
+    align: usize,
+    min_chunk: usize,
+    max_threads: usize,
+) -> Result<(), PopulateError> {
     let base = Base(ptr);
     let advise = move |range: std::ops::Range<usize>, advice| {
         let base = base;
@@ -119,7 +134,7 @@ pub unsafe fn populate(ptr: *mut u8, len: usize, max_threads: usize) -> Result<(
         .map_err(io::Error::from)
     };
     run_with_undo(
-        &job(len, page, max_threads.max(1)),
+        &Job::with_all(0, len, align, min_chunk, max_threads.max(1)),
         // A chunk that fails part way is released as well: the pages it
         // faulted in before the failure stay resident otherwise.
         |range| {

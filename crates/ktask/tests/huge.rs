@@ -202,3 +202,98 @@ fn wrapped_errors_are_the_source() {
     );
     assert!(HugeError::Misaligned { len: 1, page: 2 }.source().is_none());
 }
+
+/// `HugeRegion::populate` faults every page in (the pool's free count
+/// falls by the region's pages, its reservation used up) and the memory
+/// reads as zeroes; a region of one page on many threads is one chunk.
+#[test]
+fn a_region_populates_every_page() {
+    let _turn = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    let pages = 3;
+    let mut r = match HugeRegion::new_growing_pool(HugePageSize::Size2M, pages * (2 << 20)) {
+        Ok(r) => r,
+        Err(HugeError::NotReservable(e)) if !nix_is_root() => {
+            eprintln!("not root and no free huge pages: not exercised ({e})");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let (free, resv) = (pool("free_hugepages"), pool("resv_hugepages"));
+    r.populate(8).unwrap();
+    assert_eq!(
+        (pool("free_hugepages"), pool("resv_hugepages")),
+        (free - pages, resv - pages),
+        "every page faulted in"
+    );
+    assert!(r.as_slice().iter().all(|b| *b == 0));
+    drop(r);
+    let mut one = HugeRegion::new_growing_pool(HugePageSize::Size2M, 2 << 20).unwrap();
+    one.populate(0).unwrap();
+    one.as_mut_slice()[0] = 1;
+}
+
+/// Surplus pages (another mapping's, overcommitted) in use while a region
+/// grows the pool are surplus again after the region drops, and leave
+/// the pool when their mapping lets them go. The kernel makes surplus
+/// pages persistent when `nr_hugepages` is written larger; the old drop
+/// wrote the total less its own pages, so they stayed persistent: after
+/// everything was unmapped the pool kept 2 pages (2 found, 0 expected).
+/// Runs as root on a host whose 2 MiB pool is empty; sets the overcommit
+/// and puts it back.
+#[test]
+fn surplus_pages_in_use_stay_surplus_through_a_grown_region() {
+    let _turn = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    if !nix_is_root() || pool("nr_hugepages") != 0 {
+        eprintln!("not root, or the pool holds pages already: not exercised");
+        return;
+    }
+    let over = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_overcommit_hugepages";
+    let found = pool("nr_overcommit_hugepages");
+    std::fs::write(over, "2").unwrap();
+    let result = std::panic::catch_unwind(|| {
+        let len = 2 * (2 << 20);
+        // SAFETY: a new private mapping, unmapped below.
+        let other = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(
+            other,
+            libc::MAP_FAILED,
+            "{}",
+            std::io::Error::last_os_error()
+        );
+        let during = (pool("nr_hugepages"), pool("surplus_hugepages"));
+        let region = HugeRegion::new_growing_pool(HugePageSize::Size2M, 2 << 20);
+        let grown = pool("nr_hugepages");
+        drop(region);
+        let after_region = (pool("nr_hugepages"), pool("surplus_hugepages"));
+        // SAFETY: the mapping made above, no longer used.
+        assert_eq!(unsafe { libc::munmap(other, len) }, 0);
+        (during, grown, after_region, pool("nr_hugepages"))
+    });
+    std::fs::write(over, found.to_string()).unwrap();
+    let leftover = pool("nr_hugepages");
+    if leftover != 0 {
+        // Put the host back before failing.
+        let _ = std::fs::write(
+            "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages",
+            "0",
+        );
+    }
+    let (during, grown, after_region, after_all) = result.unwrap();
+    assert_eq!(during, (2, 2), "the other mapping's pages are surplus");
+    assert_eq!(grown, 3, "the region's page added");
+    assert_eq!(
+        after_region,
+        (2, 2),
+        "surplus again once the region dropped"
+    );
+    assert_eq!((after_all, leftover), (0, 0), "pages left in the pool");
+}
