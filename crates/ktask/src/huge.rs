@@ -24,6 +24,9 @@ pub enum HugeError {
     NotReservable(HugePagesUnavailable),
     /// mmap failed.
     Map(io::Error),
+    /// [`HugeRegion::populate`]'s `madvise(MADV_POPULATE_WRITE)` failed;
+    /// the pages it populated stay the region's.
+    Populate(io::Error),
 }
 
 impl fmt::Display for HugeError {
@@ -36,6 +39,11 @@ impl fmt::Display for HugeError {
             ),
             HugeError::NotReservable(e) => write!(f, "{e}"),
             HugeError::Map(e) => write!(f, "mmap(MAP_HUGETLB) failed: {e}"),
+            HugeError::Populate(e) => write!(
+                f,
+                "madvise(MADV_POPULATE_WRITE) of the region failed: {e}; the pages populated \
+                 stay the region's"
+            ),
         }
     }
 }
@@ -44,7 +52,7 @@ impl std::error::Error for HugeError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             HugeError::NotReservable(e) => Some(e),
-            HugeError::Map(e) => Some(e),
+            HugeError::Map(e) | HugeError::Populate(e) => Some(e),
             HugeError::Misaligned { .. } => None,
         }
     }
@@ -57,20 +65,9 @@ impl std::error::Error for HugeError {
 /// adjustment).
 static POOL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// What a region changed in its pool, to undo when it drops.
-#[derive(Clone, Copy, Debug, Default)]
-struct Grown {
-    /// Pages added to the pool.
-    added: usize,
-    /// Surplus pages (other mappings' overcommitted pages, in use) that
-    /// the write made persistent: given back to surplus at the drop, or
-    /// they would stay in the pool once their mappings let them go.
-    absorbed: usize,
-}
-
-/// `surplus_hugepages`: pages in the pool beyond `nr_hugepages`'s
-/// persistent part, allocated by overcommit (`nr_overcommit_hugepages`)
-/// and freed when their mappings let them go; 0 where it cannot be read.
+/// `surplus_hugepages`: pages in the pool beyond its persistent part,
+/// allocated by overcommit (`nr_overcommit_hugepages`) and freed when
+/// their mappings let them go; 0 where it cannot be read.
 fn surplus(size: HugePageSize) -> usize {
     fs::read_to_string(size.pool_file("surplus_hugepages"))
         .ok()
@@ -78,23 +75,40 @@ fn surplus(size: HugePageSize) -> usize {
         .unwrap_or(0)
 }
 
-/// Grows the pool of `size` pages by up to `n` free pages; returns what
-/// it changed (the kernel may find fewer free huge pages than asked).
-/// `nr_hugepages` reads as persistent plus surplus pages, and a write
-/// sets the persistent count, making surplus pages persistent first
-/// (`set_max_huge_pages`): so the write is of the total plus `n`, and the
-/// surplus it made persistent is recorded. Fail point `ktask::hugepool`
-/// refuses, as a pool that cannot grow would.
-fn grow_pool(size: HugePageSize, n: usize) -> Grown {
-    fail_point!("ktask::hugepool", |_| Grown::default());
-    let (total, surplus_before) = (size.pool_pages(), surplus(size));
+/// The pool's total (`nr_hugepages`: persistent plus surplus pages) and
+/// its persistent part, read between two reads of the surplus that agree
+/// (a few tries): an overcommitted page allocated or freed meanwhile
+/// moves the total and the surplus together, and the persistent part
+/// not at all.
+fn pool_counts(size: HugePageSize) -> (usize, usize) {
+    let mut before = surplus(size);
+    for _ in 0..8 {
+        let total = size.pool_pages();
+        let after = surplus(size);
+        if after == before {
+            return (total, total.saturating_sub(after));
+        }
+        before = after;
+    }
+    let total = size.pool_pages();
+    (total, total.saturating_sub(before))
+}
+
+/// Grows the pool of `size` pages by up to `n` free pages; returns by how
+/// many pages its persistent part grew. A write of `nr_hugepages` sets
+/// the persistent count, making surplus pages persistent first
+/// (`set_max_huge_pages`), so the write is of the total plus `n`, and
+/// what grew counts those surplus pages too: given back at the drop,
+/// they leave the pool once their mappings let them go, as surplus
+/// pages would have. Fail point `ktask::hugepool` refuses, as a pool
+/// that cannot grow would.
+fn grow_pool(size: HugePageSize, n: usize) -> usize {
+    fail_point!("ktask::hugepool", |_| 0);
+    let (total, persistent) = pool_counts(size);
     if fs::write(size.pool_file("nr_hugepages"), (total + n).to_string()).is_err() {
-        return Grown::default();
+        return 0;
     }
-    Grown {
-        added: size.pool_pages().saturating_sub(total),
-        absorbed: surplus_before.saturating_sub(surplus(size)),
-    }
+    pool_counts(size).1.saturating_sub(persistent)
 }
 
 /// `MemAvailable` from `/proc/meminfo`, in bytes: what the kernel could
@@ -109,20 +123,18 @@ fn mem_available() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
-/// Undoes `grown`: the persistent count (the total less the surplus)
-/// less the pages added and the surplus absorbed. The kernel frees free
-/// pages down to it and turns pages still in use past it back into
-/// surplus (`set_max_huge_pages`). Nothing is written for nothing grown.
-fn shrink_pool(size: HugePageSize, grown: Grown) {
-    if grown.added == 0 && grown.absorbed == 0 {
+/// Takes `grown` pages back out of the pool's persistent part, which
+/// [`grow_pool`] added: the kernel frees free pages down to the count
+/// written and turns pages still in use past it into surplus
+/// (`set_max_huge_pages`). Nothing is written for nothing grown.
+fn shrink_pool(size: HugePageSize, grown: usize) {
+    if grown == 0 {
         return;
     }
-    let persistent = size.pool_pages().saturating_sub(surplus(size));
+    let (_, persistent) = pool_counts(size);
     let _ = fs::write(
         size.pool_file("nr_hugepages"),
-        persistent
-            .saturating_sub(grown.added + grown.absorbed)
-            .to_string(),
+        persistent.saturating_sub(grown).to_string(),
     );
 }
 
@@ -134,8 +146,10 @@ pub struct HugeRegion {
     /// Always `Some` until drop, which unmaps it before giving pages back.
     map: Option<Mapping>,
     size: HugePageSize,
-    /// What this region changed in the pool, undone on drop.
-    grown: Grown,
+    /// Pages this region's growth added to the pool's persistent part
+    /// (new pages, and surplus pages the growth made persistent), taken
+    /// out again on drop.
+    grown: usize,
 }
 
 impl HugeRegion {
@@ -163,8 +177,11 @@ impl HugeRegion {
     /// touched.
     ///
     /// # Errors
-    /// As [`new`](Self::new); [`HugeError::NotReservable`] also where the
-    /// pool cannot grow (not root, or the memory is not there).
+    /// As [`new`](Self::new), which a pool that cannot grow (not root, or
+    /// the memory will not come free) leaves it to: the mapping may still
+    /// be had from overcommitted pages (`nr_overcommit_hugepages`);
+    /// [`HugeError::NotReservable`] also for a region larger than the
+    /// memory available.
     pub fn new_growing_pool(size: HugePageSize, len: usize) -> Result<Self, HugeError> {
         Self::make(size, len, true)
     }
@@ -179,7 +196,7 @@ impl HugeRegion {
             |free| HugeError::NotReservable(HugePagesUnavailable::new(size, needed, free));
         let pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
         let free = size.available_pages();
-        let mut grown = Grown::default();
+        let mut grown = 0;
         // Without growing, the mapping's own reservation decides (below):
         // sysfs's count reads 0 where a container hides it, and surplus
         // pages (`nr_overcommit_hugepages`) are not in it.
@@ -194,12 +211,11 @@ impl HugeRegion {
             if mem_available().is_none_or(|avail| lacking > avail) {
                 return Err(unavailable(free));
             }
+            // Grown by less than it lacks (not root, or the memory would
+            // not come free), the mapping may still be had: its own
+            // reservation decides below, and overcommitted (surplus)
+            // pages may cover the rest, as they do for `new`.
             grown = grow_pool(size, needed - free);
-            let free = size.available_pages();
-            if free < needed {
-                shrink_pool(size, grown);
-                return Err(unavailable(free));
-            }
         }
         let map = || -> io::Result<Mapping> {
             fail_point!("ktask::mmap", |_| Err(io::Error::from(
@@ -296,18 +312,26 @@ impl HugeRegion {
     /// threads, as [`populate`](crate::populate) does for any mapping
     /// (given this region's pointer, that one aligns its chunks to base
     /// pages only). The region's pages were reserved when it was made, so
-    /// the pool cannot run short here.
+    /// the pool cannot run short here; its contents are kept.
     ///
     /// # Errors
-    /// As [`populate`](crate::populate) (the pages populated before a
-    /// failure are released, and read as zeroes again).
-    pub fn populate(&mut self, max_threads: usize) -> Result<(), PopulateError> {
+    /// [`HugeError::Populate`] with the kernel's error (`EINVAL` before
+    /// Linux 5.14; `ENOMEM` out of memory for page tables); the pages
+    /// populated before it stay (releasing them could give up the
+    /// region's reservation of them).
+    pub fn populate(&mut self, max_threads: usize) -> Result<(), HugeError> {
         let page = self.size.bytes();
         let buf = self.as_mut_slice();
         // SAFETY: the region's own mapping, borrowed exclusively for the
-        // call and huge-page aligned (so base-page aligned); discarding
-        // its contents on failure leaves it mapped and zeroed.
-        unsafe { populate_aligned(buf.as_mut_ptr(), buf.len(), page, page, max_threads) }
+        // call and huge-page aligned (so base-page aligned); nothing is
+        // released (`release` false), so its contents stay.
+        unsafe { populate_aligned(buf.as_mut_ptr(), buf.len(), page, page, max_threads, false) }
+            .map_err(|e| match e {
+                PopulateError::Madvise(e) => HugeError::Populate(e),
+                PopulateError::Job(e) => {
+                    HugeError::Populate(io::Error::new(io::ErrorKind::InvalidInput, e))
+                }
+            })
     }
 }
 
@@ -315,7 +339,7 @@ impl Drop for HugeRegion {
     fn drop(&mut self) {
         // Unmapped first: pages in use cannot leave the pool.
         drop(self.map.take());
-        if self.grown.added > 0 || self.grown.absorbed > 0 {
+        if self.grown > 0 {
             let _pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
             shrink_pool(self.size, self.grown);
         }

@@ -104,20 +104,23 @@ impl std::error::Error for PopulateError {}
 ///   contents may be discarded (on failure they are released).
 pub unsafe fn populate(ptr: *mut u8, len: usize, max_threads: usize) -> Result<(), PopulateError> {
     // SAFETY: the caller's promise.
-    unsafe { populate_aligned(ptr, len, page_size(), MIN_CHUNK, max_threads) }
+    unsafe { populate_aligned(ptr, len, page_size(), MIN_CHUNK, max_threads, true) }
 }
 
 /// [`populate`] in chunks aligned to `align` (a multiple of the base page
-/// size) and at least `min_chunk` long.
+/// size) and at least `min_chunk` long; on failure the chunks populated
+/// are released only if `release`.
 ///
 /// # Safety
-/// As [`populate`]'s.
+/// As [`populate`]'s (whose contents-may-be-discarded clause only with
+/// `release`).
 pub(crate) unsafe fn populate_aligned(
     ptr: *mut u8,
     len: usize,
     align: usize,
     min_chunk: usize,
     max_threads: usize,
+    release: bool,
 ) -> Result<(), PopulateError> {
     let base = Base(ptr);
     let advise = move |range: std::ops::Range<usize>, advice| {
@@ -139,11 +142,15 @@ pub(crate) unsafe fn populate_aligned(
         // faulted in before the failure stay resident otherwise.
         |range| {
             advise(range.clone(), Advice::LinuxPopulateWrite).inspect_err(|_| {
-                let _ = advise(range, Advice::LinuxDontNeed);
+                if release {
+                    let _ = advise(range, Advice::LinuxDontNeed);
+                }
             })
         },
         |range| {
-            let _ = advise(range, Advice::LinuxDontNeed);
+            if release {
+                let _ = advise(range, Advice::LinuxDontNeed);
+            }
         },
     )
     .map_err(|e| match e {

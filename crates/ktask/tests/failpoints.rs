@@ -300,6 +300,29 @@ fn huge_pages_not_reservable_is_a_clear_error_and_reserves_nothing() {
     drop(scenario);
 }
 
+/// A pool that cannot grow leaves `new_growing_pool` to the mapping's
+/// own reservation, as `new` is: with overcommit (here 2 pages, the pool
+/// empty) the region is made from surplus pages. Before, a growth that
+/// fell short was refused as `NotReservable` where `new` succeeded.
+/// Root only (sets the overcommit, and puts it back).
+#[test]
+fn a_pool_that_cannot_grow_still_maps_overcommitted_pages() {
+    let scenario = FailScenario::setup();
+    if !is_root() || pool() != 0 {
+        eprintln!("not root, or the pool holds pages: not exercised");
+        return;
+    }
+    let over = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_overcommit_hugepages";
+    let found = std::fs::read_to_string(over).unwrap();
+    std::fs::write(over, "2").unwrap();
+    fail::cfg("ktask::hugepool", "return").unwrap();
+    let made = HugeRegion::new_growing_pool(HugePageSize::Size2M, 2 << 20).map(drop);
+    std::fs::write(over, found.trim()).unwrap();
+    made.unwrap();
+    assert_eq!(pool(), 0, "the surplus page left with the region");
+    drop(scenario);
+}
+
 /// `HugeRegion::new` never changes the system's pool, root or not: a pool
 /// with too few free pages is an error naming the command that reserves
 /// them. Before, the constructor grew the pool whenever it ran as root

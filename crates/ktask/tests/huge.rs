@@ -205,7 +205,7 @@ fn wrapped_errors_are_the_source() {
 
 /// `HugeRegion::populate` faults every page in (the pool's free count
 /// falls by the region's pages, its reservation used up) and the memory
-/// reads as zeroes; a region of one page on many threads is one chunk.
+/// reads as zeroes; a thread count of 0 is taken as 1.
 #[test]
 fn a_region_populates_every_page() {
     let _turn = POOL.lock().unwrap_or_else(|e| e.into_inner());
@@ -232,8 +232,9 @@ fn a_region_populates_every_page() {
     one.as_mut_slice()[0] = 1;
 }
 
-/// Surplus pages (another mapping's, overcommitted) in use while a region
-/// grows the pool are surplus again after the region drops, and leave
+/// Surplus pages (another mapping's, overcommitted; reserved by it, not
+/// touched) held while a region grows the pool are surplus again after
+/// the region drops, and leave
 /// the pool when their mapping lets them go. The kernel makes surplus
 /// pages persistent when `nr_hugepages` is written larger; the old drop
 /// wrote the total less its own pages, so they stayed persistent: after
