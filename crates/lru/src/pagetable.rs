@@ -159,7 +159,10 @@ impl PageTables {
     /// Walks `vpn..end`, but not past the end of `vpn`'s table, under one
     /// lock of that table (`pte_offset_map_lock` + `pte++`), calling
     /// `f(vpn, frame)` until it returns false. Returns the first virtual
-    /// page not visited (the one `f` refused is not visited).
+    /// page not visited (the one `f` refused is not visited). `f` runs
+    /// under that table's lock, which is not reentrant: it must not map,
+    /// unmap, walk or fill pages of the same table (it would wait for
+    /// itself).
     pub fn walk(&self, vpn: u64, end: u64, mut f: impl FnMut(u64, Option<Pfn>) -> bool) -> u64 {
         let Some((t, first)) = self.table(vpn) else {
             return vpn;
@@ -181,7 +184,11 @@ impl PageTables {
     /// Sets entries of `vpn..end` (not past `vpn`'s table) under one lock
     /// of that table: `f(vpn, current)` returns the frame to map at an
     /// unmapped entry, or `None` to leave it (`set_pte_range` in
-    /// `filemap_map_pages`). Returns how many entries it set.
+    /// `filemap_map_pages`). Returns how many entries it set. `f` runs
+    /// under the table's lock, as [`walk`](Self::walk)'s does.
+    ///
+    /// # Panics
+    /// If `f` returns `Pfn(u32::MAX)`, as [`map`](Self::map) does.
     pub fn fill(
         &self,
         vpn: u64,
@@ -199,6 +206,11 @@ impl PageTables {
             let slot = &t.entries[first + (at - vpn) as usize];
             let e = slot.load(Ordering::Relaxed);
             if let Some(pfn) = f(at, (e != NIL).then_some(Pfn(e))) {
+                assert!(
+                    pfn.0 != NIL,
+                    "PageTables::fill: f returned Pfn(u32::MAX) for page {at}: no frame has that \
+                     number (it marks an unmapped page); return None to leave the page"
+                );
                 slot.store(pfn.0, Ordering::Release);
                 set += 1;
             }

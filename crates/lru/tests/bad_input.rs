@@ -187,6 +187,16 @@ fn mapping_the_unmapped_marker_panics() {
     let _ = pt.map(1, Pfn(u32::MAX));
 }
 
+/// The same marker returned by `fill`'s function: it stored it, and the
+/// page read as unmapped with `fill` counting it as set. Now the same
+/// panic as `map`'s.
+#[test]
+#[should_panic(expected = "no frame has that number")]
+fn filling_with_the_unmapped_marker_panics() {
+    let pt = mmbatch_lru::PageTables::new(4);
+    let _ = pt.fill(0, 4, |_, _| Some(Pfn(u32::MAX)));
+}
+
 /// `lru_cache_enable` without a `lru_cache_disable`: the panic is the
 /// engine's, not its batchers'.
 #[test]

@@ -124,7 +124,11 @@ impl Engine {
         }
         f.refcount
             .compare_exchange(2, FROZEN, Ordering::AcqRel, Ordering::Relaxed)
-            .map_err(|refcount| LruError::Busy { pfn, refcount })?;
+            .map_err(|refcount| match refcount {
+                // Another free_isolated of the same isolation is freeing it.
+                FROZEN => LruError::NotIsolated(pfn),
+                refcount => LruError::Busy { pfn, refcount },
+            })?;
         // Free only once its flags are reset: an `lru_add` of it meanwhile
         // is refused, not undone by the reset.
         f.reset_flags();
