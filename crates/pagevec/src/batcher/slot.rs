@@ -48,12 +48,10 @@ pub(super) struct Slot<T, const N: usize> {
 unsafe impl<T: Send, const N: usize> Sync for Slot<T, N> {}
 
 impl<T, const N: usize> Slot<T, N> {
-    /// The position after `i`. Positions count modulo `2N`, a multiple of
-    /// `N`, so cell `i % N` follows on from one lap to the next (with
-    /// counters wrapping at 2^usize::BITS it did not, where `N` is no
-    /// power of two: on a 32-bit target, 2^32 ops into a slot put two ops
-    /// in one cell), and twice `N` so that a full ring (`N` ops) is told
-    /// from an empty one.
+    /// The position after `i`. Positions count modulo `2N`: a multiple of
+    /// `N`, so cell `i % N` follows on from one lap to the next whatever
+    /// `N` is, and twice `N`, so that a full ring (`N` ops) is told from
+    /// an empty one.
     #[inline]
     pub(super) fn next(i: usize) -> usize {
         if i + 1 == 2 * N { 0 } else { i + 1 }
@@ -120,9 +118,10 @@ impl<T, const N: usize> Slot<T, N> {
         Ok(len + 1 == N)
     }
 
-    /// Moves every waiting op into `out`, in order. The caller holds `lock`
-    /// (witnessed by `_held`) and `out` is empty.
-    pub(super) fn take(&self, _held: &mut SlotStats, out: &mut PageVec<T, N>) {
+    /// Moves every waiting op into `out`, in order, counting them in
+    /// `held`. The caller holds `lock` (witnessed by `held`, its guarded
+    /// counters) and `out` is empty.
+    pub(super) fn take(&self, held: &mut SlotStats, out: &mut PageVec<T, N>) {
         debug_assert!(out.is_empty());
         // Only lock holders write `head`.
         let head = self.head.load(Ordering::Relaxed);
@@ -133,7 +132,7 @@ impl<T, const N: usize> Slot<T, N> {
         // write out of bounds (a push interrupted by a signal handler that
         // pushes to the same slot breaks the single-producer contract so).
         assert!(len <= N, "a batch slot holds more ops than its N cells");
-        _held.taken += len as u64;
+        held.taken += len as u64;
         let mut i = head;
         while i != tail {
             let op = self.ring[Self::cell(i)].with_mut(|cell| {

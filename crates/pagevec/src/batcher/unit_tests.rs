@@ -96,37 +96,56 @@ fn batch_stats_add_every_field() {
     assert_eq!(c, want);
 }
 
-/// A slot's ring over many laps, from positions that start anywhere (the
-/// last before a wrap included): every op comes out once, in order, and
-/// none is lost or doubled. With positions counted modulo 2^usize::BITS,
-/// which 31 does not divide, the ops on both sides of the wrap shared
-/// cells: started 3 before it, the 17th op overwrote the first and the
-/// first was taken twice (a double drop, here a count of 2 for one op).
+/// A slot's ring over many laps, from positions that start anywhere
+/// (`new_at` takes them modulo 2N; 61 is the last before a lap at N = 31)
+/// and for N of 1 and 2: every op comes out once, in order, and none is
+/// lost or doubled. With positions counted modulo 2^usize::BITS, which
+/// 31 does not divide, the ops on both sides of the wrap shared cells:
+/// started 40 before it (`usize::MAX - 40`, then not reduced), round 3
+/// took [24, 41, 42, 43, 44, 45, 30, ...] where [24, 25, 26, ...] was
+/// due.
 #[test]
 fn a_slots_positions_wrap_without_two_ops_in_one_cell() {
+    laps::<31>(&[0, 61, usize::MAX - 2, usize::MAX - 40]);
+    laps::<2>(&[0, 1, 2, 3, 5]);
+    laps::<1>(&[0, 1, 2]);
+}
+
+/// Pushes and takes rounds of 1 to N ops on a `Slot<_, N>` started at
+/// each of `starts`, checking order and that each op is dropped once.
+fn laps<const N: usize>(starts: &[usize]) {
     use super::slot::{Slot, SlotStats};
     use crate::PageVec;
     use std::sync::Arc;
-    for start in [0, 61, usize::MAX - 2, usize::MAX - 40] {
-        let slot = Slot::<(u32, Arc<()>), 31>::new_at(start);
+    for &start in starts {
+        let slot = Slot::<(u32, Arc<()>), N>::new_at(start);
         let item = Arc::new(());
         let mut stats = SlotStats::default();
         let mut next = 0u32;
         for round in 0..70u32 {
-            let n = 1 + (round * 7) % 31;
+            let n = 1 + (round * 7) % N as u32;
             for k in 0..n {
                 // SAFETY: this thread is the slot's only producer.
                 let full = unsafe { slot.push((next, item.clone())) }.expect("the ring has room");
-                assert_eq!(full, k + 1 == 31);
+                assert_eq!(full, k + 1 == N as u32);
                 next += 1;
             }
-            let mut out = PageVec::<(u32, Arc<()>), 31>::new();
+            if n == N as u32 {
+                // SAFETY: as above.
+                let refused = unsafe { slot.push((u32::MAX, item.clone())) };
+                assert!(refused.is_err(), "a full ring took one more");
+            }
+            let mut out = PageVec::<(u32, Arc<()>), N>::new();
             slot.take(&mut stats, &mut out);
             let got: Vec<u32> = out.iter().map(|(i, _)| *i).collect();
             let want: Vec<u32> = (next - n..next).collect();
-            assert_eq!(got, want, "start {start}, round {round}");
+            assert_eq!(got, want, "N {N}, start {start}, round {round}");
             drop(out);
-            assert_eq!(Arc::strong_count(&item), 1, "start {start}, round {round}");
+            assert_eq!(
+                Arc::strong_count(&item),
+                1,
+                "N {N}, start {start}, round {round}"
+            );
         }
         assert_eq!(stats.taken, u64::from(next));
     }
