@@ -578,7 +578,8 @@ fn a_shared_error_reaches_every_waiter() {
 /// A caller waiting on a load whose error it cannot take (an error of
 /// another type, or a loader of the plain form) starts over as before:
 /// here two such waiters on a failing shared load, one of which then
-/// loads for both.
+/// loads for both; then a shared waiter, of the loader's own error type,
+/// on a failing plain load, which shares nothing.
 #[test]
 fn a_waiter_not_sharing_the_error_starts_over() {
     if let Some(run) = child::parent("a_waiter_not_sharing_the_error_starts_over", LIMIT) {
@@ -622,6 +623,27 @@ fn a_waiter_not_sharing_the_error_starts_over() {
         assert_eq!(plain.join().unwrap().unwrap(), 6);
     });
     assert_eq!(calls.load(Ordering::SeqCst), 2);
+    std::thread::scope(|s| {
+        let loader = s.spawn(|| {
+            cache.try_get_or_insert_with(7, || {
+                calls.fetch_add(1, Ordering::SeqCst);
+                until_waiting(&cache, 3);
+                Err::<u64, _>(Down)
+            })
+        });
+        while cache.stats().loads < 3 {
+            std::thread::yield_now();
+        }
+        let shared = s.spawn(|| {
+            cache.try_get_or_insert_shared(7, || {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, Down>(70)
+            })
+        });
+        assert!(matches!(loader.join().unwrap(), Err(Down)));
+        assert_eq!(shared.join().unwrap().unwrap(), 70);
+    });
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
 }
 
 /// A loaded value the cache does not keep (here a cache of capacity 0,

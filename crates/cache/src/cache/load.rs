@@ -1,8 +1,8 @@
 //! Single-flight loading into an [`LruCache`]: `get_or_insert_with` and
 //! `try_get_or_insert_with` claim a key's [`Flight`] in its shard, run the
-//! loader outside every lock and land the value, or hand the waiters an
-//! empty room when the loader fails (`flight.rs` has the flight and its
-//! room).
+//! loader outside every lock and land the value, or hand the waiters a
+//! failed room when the loader fails, holding its error for a load whose
+//! waiters share it (`flight.rs` has the flight and its room).
 
 use std::{
     borrow::{Borrow, Cow},
@@ -20,7 +20,8 @@ use crate::sync::{Arc, Ordering};
 /// A load's flight from claim to landing: if the loader does not land it
 /// (an error, or a panic in the loader, a key's `Eq` or a value's
 /// `Clone`), takes the flight out of its shard and completes its room
-/// empty: its waiters start over. Where the shard cannot be changed (a
+/// failed: its waiters start over, or return the loader's error where
+/// it was shared ([`fail`](Self::fail)). Where the shard cannot be changed (a
 /// fast lock whose writer can have no barrier), it abandons the flight in
 /// place instead, under a read lock (`Flight::abandon`). A `LoadGuard`'s
 /// landing, which the user may drop anywhere (also where its thread holds

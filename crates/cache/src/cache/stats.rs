@@ -10,7 +10,9 @@ pub struct CacheStats {
     /// Lookups that found their key: `get`, and the lookup each load
     /// (`get_or_insert_with` and the like) starts with, unless the load's
     /// `replace_if` refused the value found (a miss then). Exact: no
-    /// lookup is lost to a race between threads.
+    /// lookup is lost to a race between threads. (A refusal is counted
+    /// just after its lookup's hit, so a `stats` call between the two
+    /// reports the hit, and the next one moves it to the misses.)
     pub hits: u64,
     /// Lookups that did not (exact, as `hits`).
     pub misses: u64,
