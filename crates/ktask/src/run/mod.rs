@@ -154,7 +154,10 @@ pub fn run<E: Send>(
 /// chunk starts, and once every thread has stopped `undo` runs over exactly
 /// the chunks that completed; the first error is returned. A panic in any
 /// chunk stops the job the same way (the completed chunks undone) and is
-/// resumed on the caller.
+/// resumed on the caller. Each call starts its helper threads and joins
+/// them before it returns (there is no pool), as many as the plan says
+/// whatever the CPUs: size `max_threads` to the machine (or the node)
+/// the job runs on.
 ///
 /// # Errors
 /// [`RunError::Job`] for a job that cannot be planned, and

@@ -310,6 +310,11 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     /// (the `thread_local` crate panics taking a new one; where panics
     /// unwind, the panic's message prints and the call goes on).
     ///
+    /// Not async-signal-safe: a signal handler must not queue (a queue
+    /// it interrupts on the same thread is the batch's one producer, and
+    /// a full batch takes locks). After `fork`, the child may only exec:
+    /// a lock another of the parent's threads held stays held.
+    ///
     /// # Panics
     /// If called, past a full batch or while disabled, from [`Apply`]
     /// code applying this batcher: it would wait for a lock its own
