@@ -170,11 +170,17 @@ fn lookups_are_counted_with_batching_off() {
     }
 }
 
+/// A fixed hasher: with the default's random seed, key 50 below is taken
+/// for a refault in about one seed in 1200 (17 of 20 000 tried; 4 of the
+/// first 5 counted a refault: a 10-bit shadow tag of an evicted key
+/// matched, shadows being lossy as the kernel's are) and admitted at
+/// once, which failed this test once in a full run.
 #[test]
 fn weigher_bounds_total_weight() {
     let evicted = Arc::new(Mutex::new(Vec::new()));
     let log = evicted.clone();
     let cache = LruCache::builder(100)
+        .hasher(foldhash::quality::FixedState::default())
         .weigher(|_: &u32, v: &Vec<u8>| v.len() as u64)
         .max_entries(50)
         .eviction_listener(move |k, _| log.lock().unwrap().push(k))
