@@ -20,7 +20,9 @@ unsafe impl Send for Base {}
 unsafe impl Sync for Base {}
 
 /// Zeroes `buf` on up to `max_threads` threads (0 is taken as 1), in
-/// chunks of at least 2 MiB (`clear_gigantic_page` with ktask).
+/// chunks of at least 2 MiB (`clear_gigantic_page` with ktask). The
+/// threads are started for the call (see [`run_with_undo`]); more than
+/// the CPUs the memory's node has adds threads, not bandwidth.
 #[doc(alias = "clear_gigantic_page")]
 #[doc(alias = "clear_huge_page")]
 pub fn clear(buf: &mut [u8], max_threads: usize) {
