@@ -524,11 +524,9 @@ fn a_refused_value_is_a_miss_and_its_replacement_an_update() {
 /// Waits (bounded) until `cache` has counted `n` callers waiting on
 /// loads: the loader of a test holds its load until its waiters are in.
 fn until_waiting<K: Hash + Eq + Clone, V: Clone>(cache: &LruCache<K, V>, n: u64) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while cache.stats().load_waits < n {
-        assert!(std::time::Instant::now() < deadline, "waiters never came");
-        std::thread::yield_now();
-    }
+    mmbatch_testkit::wait_until("the waiters' arrival", Duration::from_secs(10), || {
+        cache.stats().load_waits >= n
+    });
 }
 
 /// Eight threads miss on one key, shared errors asked: one loader runs and
@@ -602,9 +600,7 @@ fn a_waiter_not_sharing_the_error_starts_over() {
             })
         });
         // The loader's flight is claimed once it counts as a load.
-        while cache.stats().loads < 1 {
-            std::thread::yield_now();
-        }
+        mmbatch_testkit::wait_until("the load's claim", LIMIT, || cache.stats().loads >= 1);
         let other = s.spawn(|| {
             cache.try_get_or_insert_shared(5, || {
                 calls.fetch_add(1, Ordering::SeqCst);
@@ -631,9 +627,7 @@ fn a_waiter_not_sharing_the_error_starts_over() {
                 Err::<u64, _>(Down)
             })
         });
-        while cache.stats().loads < 3 {
-            std::thread::yield_now();
-        }
+        mmbatch_testkit::wait_until("the load's claim", LIMIT, || cache.stats().loads >= 3);
         let shared = s.spawn(|| {
             cache.try_get_or_insert_shared(7, || {
                 calls.fetch_add(1, Ordering::SeqCst);
