@@ -47,17 +47,23 @@ fn msrv() -> Result<(), String> {
 
 /// Crates a project on any platform may depend on: each builds for
 /// [`FOREIGN_TARGETS`].
-const PORTABLE: [&str; 3] = ["mmbatch-cache", "mmbatch-pagevec", "mmbatch-lru"];
+const PORTABLE: [&str; 4] = [
+    "mmbatch-cache",
+    "mmbatch-pagevec",
+    "mmbatch-lru",
+    "mmbatch-ktask",
+];
 /// Crates for Linux only: on a foreign target each must fail with an
 /// "is Linux only" error and no other (no type errors of calls the target
-/// lacks after it). The three that depend on mmbatch-mmap stop at its guard (cargo
+/// lacks after it). The two that depend on mmbatch-mmap stop at its guard (cargo
 /// compiles nothing past a failed dependency), which names them; their
-/// own guards are reached only if that dependency goes.
+/// own guards are reached only if that dependency goes. The last entry
+/// is ktask's Linux-only feature, as `crate:feature`.
 const LINUX_ONLY: [&str; 4] = [
     "mmbatch-mmap",
-    "mmbatch-ktask",
     "mmbatch-mlock",
     "mmbatch-faultaround",
+    "mmbatch-ktask:numa",
 ];
 const FOREIGN_TARGETS: [&str; 2] = ["x86_64-apple-darwin", "x86_64-pc-windows-msvc"];
 /// The cache's default tree holds none of the experiment crates (a user
@@ -127,9 +133,19 @@ fn portable() -> Result<(), String> {
     }
     let target = FOREIGN_TARGETS[0];
     for c in LINUX_ONLY {
+        let (c, features) = c.split_once(':').unwrap_or((c, ""));
         let out = cargo()
             .args([
-                "check", "-p", c, "--lib", "--color", "never", "--target", target,
+                "check",
+                "-p",
+                c,
+                "--lib",
+                "--features",
+                features,
+                "--color",
+                "never",
+                "--target",
+                target,
             ])
             .output()
             .map_err(|e| format!("running cargo check: {e}"))?;

@@ -6,7 +6,8 @@ use crate::util::{cargo_nightly, exec, has_nightly, succeeds};
 
 /// Crates with unsafe code Miri can run, each with the tests that reach
 /// it (`None`: all of them). mmbatch-cache's unsafe code Miri can run is
-/// the shard lock (`cache::lock`). (mmbatch-faultaround's and
+/// the shard lock (`cache::lock`); mmbatch-ktask's, `run_slice`'s chunks
+/// (`slice`: its other unsafe code is madvise and mmap). (mmbatch-faultaround's and
 /// mmbatch-mlock's unsafe code is system calls — userfaultfd ioctls, mmap,
 /// mlock, sigaction — which Miri does not emulate; their host tests check
 /// those against the kernel instead. faultaround's zeroed bitmap, which
@@ -14,6 +15,7 @@ use crate::util::{cargo_nightly, exec, has_nightly, succeeds};
 pub(crate) const CRATES: &[(&str, Option<&str>)] = &[
     ("mmbatch-pagevec", None),
     ("mmbatch-cache", Some("cache::lock")),
+    ("mmbatch-ktask", Some("slice")),
 ];
 
 /// Why Miri cannot run here, if it cannot.

@@ -6,7 +6,10 @@ use std::{fmt, fs, io};
 
 use mmbatch_mmap::{HugePageSize, HugePagesUnavailable, Mapping, ProtFlags};
 
-use crate::mem::{PopulateError, clear_aligned, populate_aligned};
+use crate::{
+    clear::clear_aligned,
+    mem::{PopulateError, populate_aligned},
+};
 
 /// Why a huge-page region could not be made.
 #[derive(Debug)]

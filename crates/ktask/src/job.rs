@@ -51,6 +51,13 @@ pub enum JobError {
         /// The alignment.
         align: usize,
     },
+    /// A [`run_slice`](crate::run_slice) job ends past its slice.
+    PastSlice {
+        /// The job's end, `start + size`.
+        end: usize,
+        /// The slice's length.
+        len: usize,
+    },
 }
 
 impl fmt::Display for JobError {
@@ -69,6 +76,11 @@ impl fmt::Display for JobError {
                 f,
                 "job {what} {value} is not a multiple of align {align}: round it to {}",
                 value.div_ceil(*align).saturating_mul(*align)
+            ),
+            JobError::PastSlice { end, len } => write!(
+                f,
+                "the job ends at {end}, past the slice's {len} items: its start + size must be \
+                 at most the slice's length (`Job::new(0, items.len())` covers it all)"
             ),
         }
     }

@@ -10,13 +10,33 @@
 //! (threads * 4), min_chunk), align)`. [`run()`] claims chunks from every thread (the caller
 //! included), starts none before all threads are ready, stops at the first
 //! error and [undoes](run_with_undo) the chunks that finished, and
-//! propagates a panic.
+//! propagates a panic. [`run_slice`] does the same over a slice, each
+//! chunk `&mut [T]`.
 //!
 //! ```
+//! use mmbatch_ktask::{Job, run_slice};
+//!
 //! let mut buf = vec![1u8; 8 << 20];
 //! mmbatch_ktask::clear(&mut buf, 2); // two threads, 2 MiB chunks
 //! assert!(buf.iter().all(|b| *b == 0));
+//!
+//! let mut squares = vec![0u64; 100_000];
+//! let job = Job::new(0, squares.len()).min_chunk(10_000);
+//! run_slice::<_, ()>(&job, &mut squares, |start, chunk| {
+//!     for (i, x) in (start as u64..).zip(chunk) {
+//!         *x = i * i;
+//!     }
+//!     Ok(())
+//! })
+//! .unwrap();
+//! assert_eq!(squares[300], 90_000);
 //! ```
+//!
+//! # Platforms
+//! [`Job`], [`run()`], [`run_slice`] and [`clear`] are plain std and
+//! build on every platform; [`populate`], [`HugeRegion`] and the `numa`
+//! feature are Linux's (`MADV_POPULATE_WRITE`, hugetlb, sysfs) and exist
+//! only there.
 //!
 //! # Guarantees
 //! - Every worker is started before any chunk runs, and none outlives
@@ -65,11 +85,11 @@
 //!   grow, or a refused mapping, leaves the pool as it was.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![cfg_attr(docsrs, feature(doc_cfg), doc(auto_cfg(hide(loom))))]
-// Linux only: one clear error on other systems, ahead of the type
-// errors the missing Linux calls would give.
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
+// NUMA placement is Linux's (sysfs, mbind): one clear error on other
+// systems, ahead of the type errors the missing calls would give.
+#[cfg(all(feature = "numa", not(any(target_os = "linux", target_os = "android"))))]
 compile_error!(
-    "mmbatch-ktask is Linux only: its memory helpers and NUMA placement are Linux's (MADV_POPULATE_WRITE, hugetlb pools, sysfs)"
+    "mmbatch-ktask's `numa` feature is Linux only (its placement reads sysfs and binds with mbind): leave it off on this system"
 );
 
 /// A `fail` crate fail point (<https://docs.rs/fail>), compiled in with the
@@ -90,29 +110,41 @@ macro_rules! fail_point {
 }
 
 #[cfg(not(loom))]
+mod clear;
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
 mod huge;
 mod job;
-#[cfg(not(loom))]
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
 mod mem;
-#[cfg(all(feature = "numa", not(loom)))]
+#[cfg(all(
+    feature = "numa",
+    any(target_os = "linux", target_os = "android"),
+    not(loom)
+))]
 pub mod numa;
 mod run;
+#[cfg(not(loom))]
+mod slice;
 mod sync;
 
 #[cfg(not(loom))]
+pub use clear::{MIN_CHUNK, clear};
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
 pub use huge::{HugeError, HugeRegion};
 pub use job::{Job, JobError, LOAD_BALANCE_FACTOR, MAX_THREADS, Plan};
-#[cfg(not(loom))]
-pub use mem::{MIN_CHUNK, PopulateError, clear, populate};
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
+pub use mem::{PopulateError, populate};
 /// The owned mapping the memory jobs run over (re-exported from
 /// `mmbatch-mmap`).
-#[cfg(not(loom))]
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
 pub use mmbatch_mmap::Mapping;
-#[cfg(not(loom))]
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
 pub use mmbatch_mmap::{HugePageSize, HugePagesUnavailable};
 pub use run::RunError;
 #[cfg(not(loom))]
 pub use run::{run, run_with_undo};
+#[cfg(not(loom))]
+pub use slice::{run_slice, run_slice_with_undo};
 
 /// This crate's README examples, compiled and run as doctests.
 #[cfg(doctest)]

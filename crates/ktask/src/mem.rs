@@ -1,50 +1,20 @@
-//! Parallel clearing and populating of large memory, as ktask clears
-//! gigantic pages.
+//! Parallel populating of large memory, as ktask cleared gigantic pages:
+//! the kernel zeroes them, a chunk per thread (Linux only).
 
-use std::{convert::Infallible, ffi::c_void, fmt, io};
+use std::{ffi::c_void, fmt, io};
 
 use rustix::mm::{Advice, madvise};
 
-use crate::{Job, RunError, run, run_with_undo};
-
-/// Least work per thread for memory jobs: 2 MiB, a huge page.
-pub const MIN_CHUNK: usize = 2 << 20;
+use crate::{Job, MIN_CHUNK, RunError, run_with_undo};
 
 /// A pointer that may cross threads: each chunk touches a disjoint range.
 #[derive(Clone, Copy)]
 struct Base(*mut u8);
-// SAFETY: threads use disjoint ranges of the buffer behind it, which the
+// SAFETY: threads use disjoint ranges of the mapping behind it, which the
 // caller lends exclusively for the job's duration.
 unsafe impl Send for Base {}
 // SAFETY: as above.
 unsafe impl Sync for Base {}
-
-/// Zeroes `buf` on up to `max_threads` threads (0 is taken as 1), in
-/// chunks of at least 2 MiB (`clear_gigantic_page` with ktask). The
-/// threads are started for the call (see [`run_with_undo`]); more than
-/// the CPUs the memory's node has adds threads, not bandwidth.
-#[doc(alias = "clear_gigantic_page")]
-#[doc(alias = "clear_huge_page")]
-pub fn clear(buf: &mut [u8], max_threads: usize) {
-    clear_aligned(buf, 1, MIN_CHUNK, max_threads);
-}
-
-/// `clear` with chunks aligned to `align` and at least `min_chunk` long
-/// (`buf.len()` must be a multiple of `align`).
-pub(crate) fn clear_aligned(buf: &mut [u8], align: usize, min_chunk: usize, max_threads: usize) {
-    let base = Base(buf.as_mut_ptr());
-    let job = Job::with_all(0, buf.len(), align, min_chunk, max_threads.max(1));
-    let r = run::<Infallible>(&job, move |range| {
-        let base = base;
-        // SAFETY: chunks are disjoint sub-ranges of `buf`, which we borrow
-        // mutably for the whole job.
-        unsafe { std::ptr::write_bytes(base.0.wrapping_add(range.start), 0, range.len()) };
-        Ok(())
-    });
-    if let Err(RunError::Job(e)) = r {
-        panic!("clear: {e}");
-    }
-}
 
 /// Why a populate failed.
 #[derive(Debug)]

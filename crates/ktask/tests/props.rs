@@ -6,7 +6,8 @@ use std::sync::{
 };
 
 use mmbatch_ktask::{
-    Job, JobError, LOAD_BALANCE_FACTOR, Mapping, RunError, clear, populate, run, run_with_undo,
+    Job, JobError, LOAD_BALANCE_FACTOR, Mapping, RunError, clear, populate, run, run_slice,
+    run_with_undo,
 };
 use proptest::prelude::*;
 
@@ -43,6 +44,35 @@ proptest! {
         // Only the first and last chunks may be short of min_chunk.
         for c in chunks.iter().skip(1).rev().skip(1) {
             prop_assert!(c.len() >= min_chunk.min(plan.chunk));
+        }
+    }
+
+    #[test]
+    fn run_slice_hands_each_item_in_the_job_to_one_chunk(
+        len in 0usize..3000,
+        start in 0usize..3000,
+        size in 0usize..3000,
+        min_chunk in 1usize..500,
+        max_threads in 1usize..5,
+    ) {
+        let mut items: Vec<(usize, u8)> = (0..len).map(|i| (i, 0)).collect();
+        let job = Job::new(start, size).min_chunk(min_chunk).max_threads(max_threads);
+        let r = run_slice::<_, ()>(&job, &mut items, |at, chunk| {
+            for (k, (i, visits)) in chunk.iter_mut().enumerate() {
+                assert_eq!(*i, at + k);
+                *visits += 1;
+            }
+            Ok(())
+        });
+        if start + size > len {
+            let past = matches!(r, Err(RunError::Job(JobError::PastSlice { .. })));
+            prop_assert!(past, "{:?}", r);
+            prop_assert!(items.iter().all(|(_, v)| *v == 0));
+        } else {
+            prop_assert!(r.is_ok());
+            for (i, v) in &items {
+                prop_assert_eq!(*v, u8::from((start..start + size).contains(i)));
+            }
         }
     }
 }

@@ -31,9 +31,9 @@
 // item below is Linux's, so the missing Linux calls give no more).
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 compile_error!(
-    "mmbatch-mmap is Linux only (and so are mmbatch-ktask, mmbatch-mlock and \
-     mmbatch-faultaround, which map through it): it uses Linux's MAP_POPULATE, MAP_HUGETLB \
-     and madvise advice; elsewhere map files with memmap2"
+    "mmbatch-mmap is Linux only (and so are mmbatch-mlock and mmbatch-faultaround, which \
+     map through it; mmbatch-ktask's jobs and clear build everywhere): it uses Linux's \
+     MAP_POPULATE, MAP_HUGETLB and madvise advice; elsewhere map files with memmap2"
 );
 
 #[cfg(any(target_os = "linux", target_os = "android"))]

@@ -253,7 +253,7 @@ pub(crate) fn run_bound<E: Send>(
 }
 
 /// Spawns helper `i` in `s`; fail point `ktask::spawn` refuses it as the
-/// OS would (EAGAIN).
+/// OS would (EAGAIN, `WouldBlock`).
 #[cfg(not(loom))]
 fn spawn_helper<'scope>(
     i: usize,
@@ -261,7 +261,7 @@ fn spawn_helper<'scope>(
     body: impl FnOnce() + Send + 'scope,
 ) -> std::io::Result<()> {
     fail_point!("ktask::spawn", |_| Err(std::io::Error::from(
-        rustix::io::Errno::AGAIN
+        std::io::ErrorKind::WouldBlock
     )));
     std::thread::Builder::new()
         .name(format!("ktask-{i}"))
