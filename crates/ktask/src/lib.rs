@@ -34,7 +34,7 @@
 //!
 //! # Platforms
 //! [`Job`], [`run()`], [`run_slice`] and [`clear`] are plain std and
-//! build on every platform; [`populate`], [`HugeRegion`] and the `numa`
+//! build on every platform; [`populate_mapping`], [`HugeRegion`] and the `numa`
 //! feature are Linux's (`MADV_POPULATE_WRITE`, hugetlb, sysfs) and exist
 //! only there.
 //!
@@ -133,7 +133,7 @@ pub use clear::{MIN_CHUNK, clear};
 pub use huge::{HugeError, HugeRegion};
 pub use job::{Job, JobError, LOAD_BALANCE_FACTOR, MAX_THREADS, Plan};
 #[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
-pub use mem::{PopulateError, populate};
+pub use mem::{PopulateError, populate, populate_mapping};
 /// The owned mapping the memory jobs run over (re-exported from
 /// `mmbatch-mmap`).
 #[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]

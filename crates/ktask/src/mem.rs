@@ -5,7 +5,7 @@ use std::{ffi::c_void, fmt, io};
 
 use rustix::mm::{Advice, madvise};
 
-use crate::{Job, MIN_CHUNK, RunError, run_with_undo};
+use crate::{Job, MIN_CHUNK, Mapping, RunError, run_with_undo};
 
 /// A pointer that may cross threads: each chunk touches a disjoint range.
 #[derive(Clone, Copy)]
@@ -71,12 +71,45 @@ impl std::error::Error for PopulateError {}
 /// raised SIGBUS (a hugetlb pool with too few free pages, a file mapping
 /// past the file's end).
 ///
+/// [`populate_mapping`] is the safe form for a [`Mapping`].
+///
 /// # Safety
 /// - `[ptr, ptr + len)` is a mapping the caller owns, page-aligned, whose
 ///   contents may be discarded (on failure they are released).
 pub unsafe fn populate(ptr: *mut u8, len: usize, max_threads: usize) -> Result<(), PopulateError> {
     // SAFETY: the caller's promise.
     unsafe { populate_aligned(ptr, len, page_size(), MIN_CHUNK, max_threads, true) }
+}
+
+/// [`populate`] of a [`Mapping`] the caller holds: every page of it
+/// faulted in writable on up to `max_threads` threads (0 is taken as 1),
+/// safely, since the mapping is borrowed exclusively. On failure nothing
+/// is released (the contents are the caller's, as `HugeRegion::populate`
+/// keeps its pages): the chunks done stay resident until the mapping
+/// drops. For hugetlb memory, [`HugeRegion::populate`](crate::HugeRegion::populate)
+/// chunks by whole huge pages.
+///
+/// # Errors
+/// As [`populate`]'s: [`PopulateError::Madvise`] with `EINVAL` for a
+/// mapping not writable, `EFAULT` where a touch would raise SIGBUS (a
+/// file mapping past the file's end, a short hugetlb pool).
+///
+/// ```
+/// use mmbatch_ktask::{Mapping, populate_mapping};
+///
+/// let mut m = Mapping::anonymous(64 << 20)?;
+/// populate_mapping(&mut m, 2)?; // two threads fault in 64 MiB
+/// assert!(m.as_slice().expect("readable").iter().all(|b| *b == 0));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn populate_mapping(map: &mut Mapping, max_threads: usize) -> Result<(), PopulateError> {
+    let page = page_size();
+    // The kernel maps whole pages: the rest of the last one is the mapping's.
+    let len = map.len().div_ceil(page) * page;
+    // SAFETY: `map` is a mapping we borrow exclusively, page-aligned, of
+    // `len` bytes once rounded to whole pages; nothing is released
+    // (`release` false), so its contents are kept.
+    unsafe { populate_aligned(map.as_ptr(), len, page, MIN_CHUNK, max_threads, false) }
 }
 
 /// [`populate`] in chunks aligned to `align` (a multiple of the base page

@@ -217,3 +217,40 @@ fn a_job_runs_on_all_its_threads_at_once() {
     });
     assert!(r.is_ok(), "threads seen working: {r:?}");
 }
+
+/// `populate_mapping` is the safe form, and a failure keeps what the
+/// mapping held: the old path's release (`MADV_DONTNEED`) would have
+/// turned the finished chunks of a private mapping back into zeros.
+#[test]
+fn a_failed_populate_mapping_keeps_the_contents() {
+    let page = rustix::param::page_size();
+    let len = 4 * mmbatch_ktask::MIN_CHUNK;
+    let mut m = mmbatch_ktask::Mapping::anonymous(len).unwrap();
+    m.as_mut_slice().unwrap().fill(0xab);
+    // The last page read-only: the chunk holding it fails (EINVAL: its
+    // part of the mapping is not writable).
+    let last = m.as_ptr().wrapping_add(len - page);
+    // SAFETY: the last page of our own mapping; `m`'s views are only read
+    // from here on, which PROT_READ keeps valid.
+    let r = unsafe { libc::mprotect(last.cast(), page, libc::PROT_READ) };
+    assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+    let e = mmbatch_ktask::populate_mapping(&mut m, 2).unwrap_err();
+    assert!(matches!(e, mmbatch_ktask::PopulateError::Madvise(_)), "{e}");
+    let bytes = m.as_slice().unwrap();
+    let lost = bytes.iter().filter(|b| **b != 0xab).count();
+    assert_eq!(lost, 0, "{lost} bytes lost to the failed populate ({e})");
+}
+
+/// A mapping that cannot be written is refused with the cause named.
+#[test]
+fn populate_mapping_of_a_read_only_mapping_names_the_cause() {
+    let mut m = mmbatch_ktask::Mapping::new(
+        mmbatch_ktask::MIN_CHUNK,
+        rustix::mm::ProtFlags::READ,
+        rustix::mm::MapFlags::PRIVATE,
+    )
+    .unwrap();
+    let e = mmbatch_ktask::populate_mapping(&mut m, 2).unwrap_err();
+    println!("{e}");
+    assert!(e.to_string().contains("writable"), "{e}");
+}
