@@ -111,6 +111,38 @@ fn persistent_copy_failure_fails_the_page() {
     std::process::exit(0);
 }
 
+/// Zero-filling a discarded page that the kernel refuses for good
+/// (ENOMEM under a memory cgroup) used to wake the reader, which faulted
+/// again: a 100% CPU livelock, as a refused copy was before. Now the page
+/// fails after a few tries and the reader gets the region's signal.
+#[test]
+fn persistent_zero_fill_failure_fails_the_page() {
+    if let Some(run) = child::parent("persistent_zero_fill_failure_fails_the_page", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let scenario = FailScenario::setup();
+    let r = UffdRegion::new(16 * PAGE, 0, image(16), 1).unwrap();
+    // (`touch` reads once per process: the first read is a plain one.)
+    assert_eq!(r.as_slice()[3 * PAGE], image(16)[3 * PAGE], "page 3 from the source");
+    // The application discards page 3; its next touch is served zeros.
+    let at = r.as_ptr() as usize + 3 * PAGE;
+    // SAFETY: one page of the region, which no reference covers.
+    let rc = unsafe { libc::madvise(at as *mut libc::c_void, PAGE, libc::MADV_DONTNEED) };
+    assert_eq!(rc, 0, "madvise: {}", std::io::Error::last_os_error());
+    fail::cfg("uffd::zeropage", "return(ENOMEM)").unwrap();
+    let expected = match r.fail_signal() {
+        FailSignal::Sigbus => libc::SIGBUS,
+        _ => libc::SIGSEGV,
+    };
+    assert_eq!(touch(&r, 3 * PAGE), expected);
+    let e = r.failure().unwrap().to_string();
+    println!("{e}");
+    assert!(e.contains("page 3") && e.contains("ENOMEM"), "{e}");
+    drop(scenario);
+    std::process::exit(0);
+}
+
 /// A copy refused with EFAULT is named as what it is (the source's bytes
 /// could not be read), not as a lack of memory.
 #[test]

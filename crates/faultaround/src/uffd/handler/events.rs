@@ -87,10 +87,12 @@ impl Shared {
 
     /// Serves a fault on a discarded page with zeros (`UFFDIO_ZEROPAGE`),
     /// waking its readers. EAGAIN (another event pending) is retried after
-    /// reading the events, up to the source timeout; then the page is
-    /// failed, so its reader gets a signal rather than wait forever.
+    /// reading the events, up to the source timeout, and a refusal
+    /// (ENOMEM) three times; then the page is failed, so its reader gets a
+    /// signal rather than wait, or fault again, forever.
     pub(super) fn zero_page(&self, p: u64) {
         let deadline = self.deadline();
+        let mut refused = 0;
         loop {
             let r = {
                 let _copy = self.events.read().unwrap_or_else(|e| e.into_inner());
@@ -106,11 +108,8 @@ impl Shared {
                             Err(rustix::io::Errno::from_raw_os_error(e))
                         }
                     }
-                } else if self.is_retired() {
-                    Err(rustix::io::Errno::NOENT)
                 } else {
-                    // SAFETY: one page of our registered range.
-                    unsafe { self.uffd.zeropage(self.addr(p), self.page, false) }
+                    self.zeropage_ioctl(p)
                 }
             };
             match r {
@@ -138,13 +137,55 @@ impl Shared {
                     }
                     std::thread::yield_now();
                 }
-                // EEXIST: already there; wake its readers.
-                Err(_) => {
+                // Already there (EEXIST), or nothing left to serve: the
+                // range unregistered (ENOENT, a retired region), the
+                // faulting process gone (ESRCH). Wake any reader.
+                Err(
+                    rustix::io::Errno::EXIST | rustix::io::Errno::NOENT | rustix::io::Errno::SRCH,
+                ) => {
                     self.mark_installed(p, 1, true);
                     let _ = self.uffd.wake(self.addr(p), self.page);
                     return;
                 }
+                // A refusal (ENOMEM under a memory cgroup): woken, the
+                // reader would fault again at once, a livelock. Retried a
+                // few times, as a copy is, then the page fails.
+                Err(e) => {
+                    refused += 1;
+                    if refused == 3 {
+                        let hint = if e == rustix::io::Errno::NOMEM {
+                            " (ENOMEM: the memory cgroup or the system is out of memory)"
+                        } else {
+                            ""
+                        };
+                        self.fail_page(
+                            p,
+                            std::io::Error::new(
+                                std::io::Error::from(e).kind(),
+                                format!("zero-filling discarded page {p} failed: {e}{hint}"),
+                            ),
+                        );
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1 << refused));
+                }
             }
         }
+    }
+
+    /// One `UFFDIO_ZEROPAGE` of page `p`, made with `events` held for
+    /// reading; ENOENT, as for an unregistered range, once the region is
+    /// retired. Fail point `uffd::zeropage` returns the errno it names
+    /// (`ENOMEM` unless `EEXIST`).
+    fn zeropage_ioctl(&self, p: u64) -> Result<usize, rustix::io::Errno> {
+        if self.is_retired() {
+            return Err(rustix::io::Errno::NOENT);
+        }
+        fail_point!("uffd::zeropage", |arg| Err(match arg.as_deref() {
+            Some("EEXIST") => rustix::io::Errno::EXIST,
+            _ => rustix::io::Errno::NOMEM,
+        }));
+        // SAFETY: one page of our registered range.
+        unsafe { self.uffd.zeropage(self.addr(p), self.page, false) }
     }
 }
