@@ -124,7 +124,11 @@ fn persistent_zero_fill_failure_fails_the_page() {
     let scenario = FailScenario::setup();
     let r = UffdRegion::new(16 * PAGE, 0, image(16), 1).unwrap();
     // (`touch` reads once per process: the first read is a plain one.)
-    assert_eq!(r.as_slice()[3 * PAGE], image(16)[3 * PAGE], "page 3 from the source");
+    assert_eq!(
+        r.as_slice()[3 * PAGE],
+        image(16)[3 * PAGE],
+        "page 3 from the source"
+    );
     // The application discards page 3; its next touch is served zeros.
     let at = r.as_ptr() as usize + 3 * PAGE;
     // SAFETY: one page of the region, which no reference covers.

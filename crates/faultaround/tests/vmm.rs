@@ -636,6 +636,59 @@ fn a_blocking_userfaultfd_is_made_non_blocking() {
     unsafe { libc::munmap(mem.cast(), 4 * page()) };
 }
 
+/// A userfaultfd received without `MSG_CMSG_CLOEXEC` is made
+/// close-on-exec: a program the handler's process runs later would hold
+/// it, and with it the other process's memory, past that process's exit.
+#[test]
+fn an_adopted_userfaultfd_is_made_close_on_exec() {
+    use std::os::fd::{AsRawFd, BorrowedFd};
+
+    use rustix::io::{FdFlags, fcntl_getfd, fcntl_setfd};
+    let mem = map(4);
+    let ranges = [one_range(mem, 4)];
+    let uffd = vmm::userfaultfd(&[(mem, 4 * page())], vmm::UFFD_FEATURE_EVENT_REMOVE);
+    fcntl_setfd(&uffd, FdFlags::empty()).unwrap();
+    let raw = uffd.as_raw_fd();
+    let h = UffdHandler::builder(uffd, ranges)
+        .build(File::open("/proc/self/exe").unwrap())
+        .unwrap();
+    // SAFETY: the handler's descriptor, open while `h` lives.
+    let flags = fcntl_getfd(unsafe { BorrowedFd::borrow_raw(raw) }).unwrap();
+    drop(h);
+    assert!(flags.contains(FdFlags::CLOEXEC), "{flags:?}");
+    // SAFETY: the 4 pages mapped above, no longer used.
+    unsafe { libc::munmap(mem.cast(), 4 * page()) };
+}
+
+/// A userfaultfd handed over before its `UFFDIO_API` is refused at
+/// build: the kernel reports it readable as an error and fails every
+/// read, so the handler's threads spun at full CPU serving nothing.
+#[test]
+fn a_userfaultfd_before_its_api_handshake_is_refused() {
+    use std::os::fd::FromRawFd;
+    let mem = map(4);
+    let ranges = [one_range(mem, 4)];
+    // SAFETY: userfaultfd(2) takes flags and returns a descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK) };
+    assert!(fd >= 0, "userfaultfd: {}", std::io::Error::last_os_error());
+    // SAFETY: a descriptor just returned, owned by nothing else.
+    let uffd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    let threads = mmbatch_testkit::threads_named("uffd-");
+    let r = UffdHandler::builder(uffd, ranges).build(File::open("/proc/self/exe").unwrap());
+    let e = match r {
+        Ok(h) => {
+            let busy = mmbatch_testkit::threads_named("uffd-") - threads;
+            drop(h);
+            panic!("built, with {busy} handler threads on a descriptor they cannot read");
+        }
+        Err(e) => e.to_string(),
+    };
+    println!("{e}");
+    assert!(e.contains("UFFDIO_API"), "{e}");
+    // SAFETY: the 4 pages mapped above, no longer used.
+    unsafe { libc::munmap(mem.cast(), 4 * page()) };
+}
+
 /// Maps `pages` pages of `file` from page `first`, shared (a VMM's guest
 /// memory backed by a memfd).
 fn map_shared(file: &File, pages: usize, first: usize) -> *mut u8 {

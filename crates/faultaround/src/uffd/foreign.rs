@@ -203,7 +203,34 @@ fn adopt(fd: OwnedFd) -> Result<Uffd, Error> {
     let flags = rustix::fs::fcntl_getfl(&fd).map_err(sys("fcntl(F_GETFL) on the userfaultfd"))?;
     rustix::fs::fcntl_setfl(&fd, flags | rustix::fs::OFlags::NONBLOCK)
         .map_err(sys("fcntl(F_SETFL, O_NONBLOCK) on the userfaultfd"))?;
+    // A descriptor received without MSG_CMSG_CLOEXEC would pass to every
+    // program the process runs later, keeping the other process's memory
+    // alive (a userfaultfd holds its mm) past its exit.
+    rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC)
+        .map_err(sys("fcntl(F_SETFD, FD_CLOEXEC) on the userfaultfd"))?;
     Ok(Uffd::from_fd(fd))
+}
+
+/// Refuses a userfaultfd that has not been through `UFFDIO_API`: the
+/// kernel polls it as an error and fails its reads for good, so handler
+/// threads would spin. Every ioctl but `UFFDIO_API` is EINVAL then; a
+/// wake of the first range's first page (harmless: it wakes no one who
+/// is not waiting for that page) tells.
+fn refuse_before_api(uffd: &Uffd, areas: &[Area], page: usize) -> Result<(), Error> {
+    let Some(first) = areas.first() else {
+        return Ok(());
+    };
+    match uffd.wake(std::ptr::without_provenance_mut(first.base), page) {
+        Err(rustix::io::Errno::INVAL) => Err(Error::BadSetting {
+            setting: "uffd",
+            value: "a userfaultfd before its UFFDIO_API".to_owned(),
+            why: "the kernel refuses every request on it (UFFDIO_WAKE: EINVAL) until the process \
+                  that created it calls UFFDIO_API and registers the ranges: hand it over after \
+                  both"
+                .to_owned(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// The `UFFDIO_API` features a handler cannot serve, each with what it
@@ -266,9 +293,10 @@ impl UffdHandler {
     /// missing-page faults by another process) over `ranges`, with default
     /// settings, to adjust. The build refuses a descriptor set up for
     /// events a handler does not serve (`UFFD_FEATURE_EVENT_FORK`,
-    /// `EVENT_REMAP`, `SIGBUS`), and a failed build closes the handler's copy of `uffd` (and may have set
-    /// its `O_NONBLOCK`): pass a duplicate (`OwnedFd::try_clone`) to keep
-    /// one for a retry.
+    /// `EVENT_REMAP`, `SIGBUS`) or not yet through `UFFDIO_API`, and makes
+    /// it non-blocking and close-on-exec. A failed build closes the
+    /// handler's copy of `uffd` (and may have set its `O_NONBLOCK`): pass
+    /// a duplicate (`OwnedFd::try_clone`) to keep one for a retry.
     pub fn builder(
         uffd: OwnedFd,
         ranges: impl IntoIterator<Item = UffdRange>,
@@ -311,6 +339,7 @@ impl UffdHandler {
         let working_set = settings.check((page, "page_size"), len, &*source)?;
         let poisons = refuse_unserved(&uffd)?;
         let uffd = adopt(uffd)?;
+        refuse_before_api(&uffd, &areas, page)?;
         let pagemap = track_writes_of
             .map(|pid| super::dirty::pagemap_of(pid, uffd.as_fd(), &areas, page))
             .transpose()?;
