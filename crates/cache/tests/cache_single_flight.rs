@@ -294,6 +294,92 @@ fn an_insert_during_the_load_wins() {
     );
 }
 
+/// A key removed (or a cache cleared) while its load runs: the load's
+/// value may predate the removal (a database read before the write that
+/// removed the key), so its caller gets it but the cache does not keep
+/// it; Guava cached it for good (google/guava#1881). The removal here
+/// runs inside the loader, which orders it within the load.
+#[test]
+fn a_key_removed_while_it_loads_is_not_cached() {
+    let c: LruCache<u32, u32> = LruCache::new(16);
+    let got = c.get_or_insert_with(7, || {
+        c.remove(&7);
+        2
+    });
+    assert_eq!((got, c.get(&7)), (2, None), "removed during its load");
+    let got = c.get_or_insert_with(8, || {
+        c.clear();
+        3
+    });
+    assert_eq!((got, c.get(&8)), (3, None), "cleared during its load");
+    let got = c
+        .try_get_or_insert_with(9, || {
+            c.remove_entry(&9);
+            Ok::<_, ()>(4)
+        })
+        .unwrap();
+    assert_eq!((got, c.get(&9)), (4, None), "remove_entry during its load");
+    // A conditional removal decides on a cached value, and there is none
+    // yet: the load's value is cached.
+    let got = c.get_or_insert_with(10, || {
+        c.remove_if(&10, |_| true);
+        5
+    });
+    assert_eq!((got, c.get(&10)), (5, Some(5)), "remove_if during its load");
+    // The next call loads afresh.
+    assert_eq!(c.get_or_insert_with(7, || 6), 6);
+    assert_eq!(c.get(&7), Some(6));
+    c.check_invariants().unwrap();
+}
+
+/// A call that comes after the removal does not wait for the load the
+/// removal outdated: it loads its own value, which is cached, and which
+/// the first load's caller then gets too, as it would an insert's. (Here
+/// it runs inside the first loader, where waiting for that load would
+/// panic as a loader asking for its own key.)
+#[test]
+fn a_call_after_the_removal_loads_afresh() {
+    let c: LruCache<u32, u32> = LruCache::new(16);
+    let got = c.get_or_insert_with(7, || {
+        c.remove(&7);
+        assert_eq!(c.get_or_insert_with(7, || 3), 3);
+        2
+    });
+    assert_eq!((got, c.get(&7)), (3, Some(3)));
+    c.check_invariants().unwrap();
+}
+
+/// Callers already waiting on a load when its key is removed get its
+/// value, as they would have had the load landed first; the cache does
+/// not keep it.
+#[test]
+fn waiters_before_the_removal_get_the_loaded_value() {
+    if let Some(run) = child::parent("waiters_before_the_removal_get_the_loaded_value", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let c: LruCache<u32, u32> = LruCache::new(16);
+    let (loading, release) = (Barrier::new(2), Barrier::new(2));
+    std::thread::scope(|s| {
+        let loader = s.spawn(|| {
+            c.get_or_insert_with(7, || {
+                loading.wait();
+                release.wait();
+                2
+            })
+        });
+        loading.wait();
+        let waiter = s.spawn(|| c.get_or_insert_with(7, || 9));
+        until_waiting(&c, 1);
+        assert_eq!(c.remove(&7), None);
+        release.wait();
+        assert_eq!(loader.join().unwrap(), 2);
+        assert_eq!(waiter.join().unwrap(), 2);
+    });
+    assert_eq!(c.get(&7), None);
+    assert_eq!(c.stats().loads, 1);
+}
+
 /// `get_or_guard`: of eight threads missing on one key at once, one gets
 /// the guard and the others wait for its value; a guard dropped unused
 /// wakes them, and one of them gets the guard next.

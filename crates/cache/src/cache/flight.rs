@@ -96,6 +96,12 @@ pub(super) struct Flight<K, V> {
     room: Option<Arc<Room<V>>>,
     /// Its loader is gone, unlanded, and could not take it out.
     abandoned: AtomicBool,
+    /// The key was removed (or the cache cleared) while it loaded: its
+    /// value may predate the removal, so it reaches the callers already
+    /// waiting but is not cached, and later callers load afresh
+    /// (Caffeine's removal of a key in computation; Guava's bug 1881
+    /// cached it). Written under the shard's write lock.
+    pub(super) invalidated: bool,
 }
 
 impl<K, V> Flight<K, V> {
@@ -110,6 +116,7 @@ impl<K, V> Flight<K, V> {
             loader: sync.then(thread_token),
             room,
             abandoned: AtomicBool::new(false),
+            invalidated: false,
         }
     }
 
@@ -145,10 +152,10 @@ impl<K, V> Flight<K, V> {
             .clone()
     }
 
-    /// The flight's key, and its room if anyone waits (the loader, as it
-    /// takes the flight out of its shard).
-    pub(super) fn into_parts(self) -> (K, Option<Arc<Room<V>>>) {
-        (self.key, self.room)
+    /// The flight's key, its room if anyone waits, and whether it was
+    /// invalidated (the loader, as it takes the flight out of its shard).
+    pub(super) fn into_parts(self) -> (K, Option<Arc<Room<V>>>, bool) {
+        (self.key, self.room, self.invalidated)
     }
 }
 

@@ -48,13 +48,17 @@ pub(super) struct Landing<'a, K, V> {
 }
 
 impl<K, V> Landing<'_, K, V> {
-    /// Takes the flight out of `lv`, its shard, keeping its room and key.
-    fn take(&mut self, lv: &mut Lruvec<K, V>) {
+    /// Takes the flight out of `lv`, its shard, keeping its room and key;
+    /// returns whether the key was removed while it loaded (its value is
+    /// then not to be cached).
+    fn take(&mut self, lv: &mut Lruvec<K, V>) -> bool {
+        let mut invalidated = false;
         if let Some(i) = lv.flights.iter().position(|f| f.id == self.id) {
-            let (key, room) = lv.flights.swap_remove(i).into_parts();
-            (self.key, self.room) = (Some(key), room);
+            let (key, room, gone) = lv.flights.swap_remove(i).into_parts();
+            (self.key, self.room, invalidated) = (Some(key), room, gone);
         }
         self.taken = true;
+        invalidated
     }
 
     /// Hands the loaded `value` to the waiters, if any: landed (after
@@ -77,7 +81,9 @@ impl<K, V> Drop for Landing<'_, K, V> {
         // A room held before the flight is taken out is a guard's.
         if !self.taken && self.room.is_none() {
             match self.shard.try_write() {
-                Ok(mut lv) => self.take(&mut lv),
+                Ok(mut lv) => {
+                    self.take(&mut lv);
+                }
                 // The shard cannot be changed now (a fast lock with no
                 // barrier to be had; a write here would panic, during
                 // unwinding an abort): wake the waiters through a read
@@ -130,7 +136,13 @@ where
     /// again (with a weigher, a heavy key is loaded twice before it is
     /// cached if its second request comes soon enough). An `insert` of
     /// the key that lands while `f` runs wins: the caller and its waiters
-    /// get the inserted value, and `f`'s is dropped.
+    /// get the inserted value, and `f`'s is dropped. A [`remove`](Self::remove)
+    /// or [`remove_entry`](Self::remove_entry) of the key, or a
+    /// [`clear`](Self::clear), while `f` runs outdates its value (it may
+    /// have been read before the change that removed the key): the caller
+    /// and the callers already waiting get it, it is not cached, and later
+    /// callers load afresh (Caffeine's behaviour; the loading forms and
+    /// [`LoadGuard`](crate::LoadGuard) alike).
     ///
     /// # Panics
     /// If `f` asks for `key` itself on its own thread (directly, or through
@@ -310,10 +322,12 @@ where
                     .partition(Flight::is_abandoned);
                 (abandoned, lv.flights) = (gone, kept);
             }
+            // An invalidated flight's value is not this call's to wait
+            // for: it may predate a removal that came before this call.
             match lv
                 .flights
                 .iter_mut()
-                .find(|fl| fl.hash == hash && fl.key.borrow() == key)
+                .find(|fl| !fl.invalidated && fl.hash == hash && fl.key.borrow() == key)
             {
                 Some(fl) => Err((fl.room(), fl.is_own())),
                 None => {
@@ -374,7 +388,7 @@ where
             lv.now = now;
             // Out with the flight, in the section that stores the
             // value: a caller finds one or the other.
-            landing.take(&mut lv);
+            let invalidated = landing.take(&mut lv);
             // A plain insert of the key meanwhile wins, as it would
             // have had it come after; an expired entry is replaced.
             let key = entry.as_ref().expect("the caller's key");
@@ -382,6 +396,9 @@ where
             let live = found.filter(|&i| lv.live_at(i, now));
             match live {
                 Some(i) if !replace_if(&lv.node(i).value) => lv.node(i).value.clone(),
+                // The key was removed while this loaded: the value goes to
+                // this caller and its waiters, not into the cache.
+                _ if invalidated => value,
                 // New, or replacing the value the load was for (or an
                 // insert's since): its `Expiry` asked under the lock, as
                 // an insert's is, before anything changes.

@@ -411,7 +411,8 @@ where
     /// [`removal_listener`](Builder::removal_listener) hears each entry
     /// ([`RemovalCause::Cleared`]), an eviction listener none; either
     /// hears an entry that had expired as [`RemovalCause::Expired`], as
-    /// the shard's own work would have reclaimed it.
+    /// the shard's own work would have reclaimed it. Loads in flight still
+    /// return their values to their callers, but do not cache them.
     ///
     /// # Panics
     /// As [`insert`](Self::insert).
@@ -420,6 +421,9 @@ where
         for shard in self.shards.iter() {
             let nodes = {
                 let mut lv = shard.write();
+                // A load in flight lands uncached: its value may predate
+                // the clear.
+                lv.flights.iter_mut().for_each(|fl| fl.invalidated = true);
                 let now = self.now();
                 let expired: Vec<bool> =
                     (0..lv.len() as u32).map(|i| !lv.live_at(i, now)).collect();

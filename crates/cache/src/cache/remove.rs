@@ -10,7 +10,10 @@ where
     W: Weigher<K, V>,
 {
     /// Removes `key`, returning its value (no shadow is left: a removal is
-    /// not an eviction).
+    /// not an eviction). A load of the key in flight
+    /// ([`get_or_insert_with`](Self::get_or_insert_with) and the other
+    /// loading forms) still returns its value to its callers but does not
+    /// cache it: the value may predate what made the key stale.
     ///
     /// # Panics
     /// As [`insert`](Self::insert).
@@ -18,14 +21,25 @@ where
     where
         Q: Hash + Equivalent<K> + ?Sized,
     {
-        self.remove_if(key, |_| true)
+        let node = self.take_live(key, |_| true, true)?;
+        if self.hears_every_cause() {
+            let v = node.value.clone();
+            self.notify(
+                std::iter::once((node.key, node.value)),
+                RemovalCause::Removed,
+            );
+            return Some(v);
+        }
+        Some(node.value)
     }
 
     /// Removes `key` if `f` says so of its live value, returning the
     /// value: one step, so that no other call changes the entry between
     /// the look and the removal (quick_cache's `remove_if`). `f` runs under
     /// the shard's write lock, as [`retain`](Self::retain)'s predicate
-    /// does, and not at all for a key absent or expired.
+    /// does, and not at all for a key absent or expired. Unlike
+    /// [`remove`](Self::remove), it leaves a load of the key in flight
+    /// alone: it decides on a cached value, which that load has not made.
     ///
     /// # Panics
     /// As [`insert`](Self::insert); and if `f` uses this cache's shard
@@ -34,7 +48,7 @@ where
     where
         Q: Hash + Equivalent<K> + ?Sized,
     {
-        let node = self.take_live(key, f)?;
+        let node = self.take_live(key, f, false)?;
         if self.hears_every_cause() {
             let v = node.value.clone();
             self.notify(
@@ -48,7 +62,8 @@ where
 
     /// Removes `key`, returning the key the cache held with its value (the
     /// cached key may differ from an equal `key`, as a `String` from a
-    /// `&str`, or in fields `Eq` ignores).
+    /// `&str`, or in fields `Eq` ignores). A load of the key in flight is
+    /// not cached, as for [`remove`](Self::remove).
     ///
     /// # Panics
     /// As [`insert`](Self::insert).
@@ -56,7 +71,7 @@ where
     where
         Q: Hash + Equivalent<K> + ?Sized,
     {
-        let node = self.take_live(key, |_| true)?;
+        let node = self.take_live(key, |_| true, true)?;
         if self.hears_every_cause() {
             let back = (node.key.clone(), node.value.clone());
             self.notify(
@@ -71,14 +86,27 @@ where
     /// Takes `key`'s entry out if it is live and `f` says so of its value,
     /// for the caller to hand back; an expired entry is taken out and heard
     /// as such (gone already, as far as a reader could tell), and gives
-    /// `None`.
-    fn take_live<Q>(&self, key: &Q, f: impl FnOnce(&V) -> bool) -> Option<shard::Node<K, V>>
+    /// `None`. With `invalidate`, a load of the key in flight is not
+    /// cached when it lands (see `Flight::invalidated`).
+    fn take_live<Q>(
+        &self,
+        key: &Q,
+        f: impl FnOnce(&V) -> bool,
+        invalidate: bool,
+    ) -> Option<shard::Node<K, V>>
     where
         Q: Hash + Equivalent<K> + ?Sized,
     {
         let hash = self.hash(key);
         let (node, expired) = {
             let mut lv = self.shard(hash).write();
+            if invalidate && !lv.flights.is_empty() {
+                for fl in lv.flights.iter_mut() {
+                    if fl.hash == hash && key.equivalent(&fl.key) {
+                        fl.invalidated = true;
+                    }
+                }
+            }
             let i = lv.find(hash, |k| key.equivalent(k))?;
             let expired = !lv.live_at(i, self.now());
             if !expired && !f(&lv.node(i).value) {
