@@ -407,3 +407,40 @@ fn try_get_or_insert_async_if_reloads_or_leaves_the_value() {
     });
     assert_eq!(cache.stats().loads, 2);
 }
+
+/// A waiting future dropped before the load lands (a request that timed
+/// out) takes its waker out of the load's room: with a load hung for
+/// good, the wakers of every timed-out waiter (and the tasks they keep
+/// alive) used to pile up until it landed. Polled by hand, each waiter
+/// with a waker of its own whose references are counted.
+#[test]
+fn a_dropped_waiter_leaves_no_waker_behind() {
+    struct Counted;
+    impl std::task::Wake for Counted {
+        fn wake(self: Arc<Self>) {}
+    }
+    let cache: LruCache<u32, u32> = LruCache::new(16);
+    let noop = std::task::Waker::from(Arc::new(Counted));
+    let mut cx = Context::from_waker(&noop);
+    let mut loader = Box::pin(cache.get_or_insert_async(7, async {
+        Never.await;
+        1
+    }));
+    assert!(loader.as_mut().poll(&mut cx).is_pending(), "the load hangs");
+    let waker = Arc::new(Counted);
+    for _ in 0..3 {
+        let w = std::task::Waker::from(waker.clone());
+        let mut cx = Context::from_waker(&w);
+        let mut waiter = Box::pin(cache.get_or_insert_async(7, async { 2 }));
+        assert!(waiter.as_mut().poll(&mut cx).is_pending(), "it waits");
+        // Polled again, it keeps one registration.
+        assert!(waiter.as_mut().poll(&mut cx).is_pending());
+        drop(waiter);
+    }
+    assert_eq!(
+        Arc::strong_count(&waker),
+        1,
+        "wakers of dropped waiters still held by the load's room"
+    );
+    drop(loader);
+}

@@ -312,6 +312,11 @@ fn a_key_removed_while_it_loads_is_not_cached() {
         3
     });
     assert_eq!((got, c.get(&8)), (3, None), "cleared during its load");
+    let got = c.get_or_insert_with(11, || {
+        drop(c.drain());
+        7
+    });
+    assert_eq!((got, c.get(&11)), (7, None), "drained during its load");
     let got = c
         .try_get_or_insert_with(9, || {
             c.remove_entry(&9);
@@ -347,6 +352,39 @@ fn a_call_after_the_removal_loads_afresh() {
     });
     assert_eq!((got, c.get(&7)), (3, Some(3)));
     c.check_invariants().unwrap();
+}
+
+/// A removal outdates the loads of its key only: another key's load in
+/// the same shard, even one of the same hash, is cached. (Every key
+/// hashes alike here; key 2 loads inside key 1's loader, and removes 1.)
+#[test]
+fn a_removal_outdates_no_other_keys_load() {
+    #[derive(Clone, Default)]
+    struct OneHash;
+    impl std::hash::BuildHasher for OneHash {
+        type Hasher = OneHasher;
+        fn build_hasher(&self) -> OneHasher {
+            OneHasher
+        }
+    }
+    struct OneHasher;
+    impl std::hash::Hasher for OneHasher {
+        fn finish(&self) -> u64 {
+            0
+        }
+        fn write(&mut self, _: &[u8]) {}
+    }
+    let c: LruCache<u32, u32, OneHash> = LruCache::builder(16).hasher(OneHash).build().unwrap();
+    let got = c.get_or_insert_with(1, || {
+        let two = c.get_or_insert_with(2, || {
+            c.remove(&1);
+            20
+        });
+        assert_eq!(two, 20);
+        10
+    });
+    assert_eq!(got, 10);
+    assert_eq!((c.get(&1), c.get(&2)), (None, Some(20)));
 }
 
 /// Callers already waiting on a load when its key is removed get its

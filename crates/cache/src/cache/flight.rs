@@ -170,9 +170,13 @@ pub(super) struct Room<V> {
 
 struct Waiting<V> {
     state: State<V>,
-    /// The waiting futures' wakers (a dropped future's stays, woken for
-    /// nothing: at most one per wait on this load).
-    wakers: Vec<Waker>,
+    /// The waiting futures' wakers, each in the slot its [`RoomWait`]
+    /// holds: a future's re-poll replaces its own, and a future dropped
+    /// while the load is on (a request that timed out) empties its slot
+    /// for the next, so a hung load holds no waker of a gone task.
+    wakers: Vec<Option<Waker>>,
+    /// Emptied slots of `wakers`, to reuse.
+    free: Vec<usize>,
 }
 
 impl<V> Room<V> {
@@ -181,6 +185,7 @@ impl<V> Room<V> {
             state: Mutex::new(Waiting {
                 state: State::Loading,
                 wakers: Vec::new(),
+                free: Vec::new(),
             }),
             done: Condvar::new(),
         }
@@ -199,11 +204,12 @@ impl<V> Room<V> {
                 Ok(v) => State::Loaded(v),
                 Err(error) => State::Failed(error),
             };
+            w.free = Vec::new();
             std::mem::take(&mut w.wakers)
         };
         self.done.notify_all();
         // Outside the lock: a waker may run its task at once.
-        for w in wakers {
+        for w in wakers.into_iter().flatten() {
             w.wake();
         }
     }
@@ -228,20 +234,76 @@ impl<V: Clone> Room<V> {
     }
 
     /// [`wait`](Self::wait) for a future: ready with the outcome, else
-    /// pending with `cx`'s waker registered under the same lock that
+    /// pending with `cx`'s waker registered in `slot` (the future's,
+    /// taken on its first pending poll) under the same lock that
     /// [`complete`](Self::complete) takes.
-    pub(super) fn poll_wait(&self, cx: &mut Context<'_>) -> Poll<Outcome<V>> {
-        let mut s = crate::sync::lock(&self.state);
-        match &s.state {
+    pub(super) fn poll_wait(
+        &self,
+        slot: &mut Option<usize>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Outcome<V>> {
+        // A waker replaced is dropped after the lock (executor code).
+        let mut old = None;
+        let mut guard = crate::sync::lock(&self.state);
+        let s = &mut *guard;
+        let r = match &s.state {
             State::Loading => {
-                if !s.wakers.iter().any(|w| w.will_wake(cx.waker())) {
-                    s.wakers.push(cx.waker().clone());
+                match *slot {
+                    Some(i) => {
+                        let w = &mut s.wakers[i];
+                        if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                            old = w.replace(cx.waker().clone());
+                        }
+                    }
+                    None => {
+                        let w = Some(cx.waker().clone());
+                        *slot = Some(match s.free.pop() {
+                            Some(i) => {
+                                s.wakers[i] = w;
+                                i
+                            }
+                            None => {
+                                s.wakers.push(w);
+                                s.wakers.len() - 1
+                            }
+                        });
+                    }
                 }
                 Poll::Pending
             }
             State::Loaded(v) => Poll::Ready(Ok(v.clone())),
             State::Failed(error) => Poll::Ready(Err(error.clone())),
-        }
+        };
+        drop(guard);
+        drop(old);
+        r
+    }
+}
+
+impl<V> Room<V> {
+    /// A waiting future's goodbye: empties its `slot` if the load is
+    /// still on (once it is done the wakers are gone already).
+    fn leave(&self, slot: usize) {
+        let gone = {
+            let mut s = crate::sync::lock(&self.state);
+            if !matches!(s.state, State::Loading) {
+                return;
+            }
+            s.free.push(slot);
+            s.wakers[slot].take()
+        };
+        // Executor code, after the lock.
+        drop(gone);
+    }
+
+    /// Wakers registered now (the loom model of a dropped wait).
+    #[cfg(all(test, loom))]
+    pub(super) fn wakers(&self) -> usize {
+        crate::sync::lock(&self.state)
+            .wakers
+            .iter()
+            .flatten()
+            .count()
     }
 }
 
@@ -253,22 +315,42 @@ impl<V: Clone> Room<V> {
     pub(super) fn poll_wait_racy(&self, cx: &mut Context<'_>) -> Poll<Outcome<V>> {
         let loading = matches!(crate::sync::lock(&self.state).state, State::Loading);
         if !loading {
-            return self.poll_wait(cx);
+            return self.poll_wait(&mut None, cx);
         }
         crate::sync::lock(&self.state)
             .wakers
-            .push(cx.waker().clone());
+            .push(Some(cx.waker().clone()));
         Poll::Pending
     }
 }
 
-/// A future's wait in a [`Room`].
-pub(super) struct RoomWait<V>(pub(super) Arc<Room<V>>);
+/// A future's wait in a [`Room`]; dropped before the load ends, it takes
+/// its waker out.
+pub(super) struct RoomWait<V> {
+    room: Arc<Room<V>>,
+    /// Its slot among the room's wakers, from its first pending poll.
+    slot: Option<usize>,
+}
+
+impl<V> RoomWait<V> {
+    pub(super) fn new(room: Arc<Room<V>>) -> Self {
+        Self { room, slot: None }
+    }
+}
 
 impl<V: Clone> std::future::Future for RoomWait<V> {
     type Output = Outcome<V>;
 
     fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome<V>> {
-        self.0.poll_wait(cx)
+        let this = self.get_mut();
+        this.room.poll_wait(&mut this.slot, cx)
+    }
+}
+
+impl<V> Drop for RoomWait<V> {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot {
+            self.room.leave(slot);
+        }
     }
 }

@@ -95,7 +95,10 @@ macro_rules! guard_methods {
             /// the key that landed while the guard was held wins, as it
             /// does over a loader's value: its value is returned (and
             /// `value` dropped). A value refused admission or declined
-            /// (see [`LruCache::insert`]) still reaches the waiters.
+            /// (see [`LruCache::insert`]) still reaches the waiters, as does
+            /// one whose key was removed (or the cache cleared) while the
+            /// guard was held, which is not cached (see
+            /// [`LruCache::get_or_insert_with`]).
             ///
             /// # Panics
             /// As [`LruCache::insert`].
@@ -209,7 +212,7 @@ where
         loop {
             match self.claim(key, &owned, false, true, &mut |_| false) {
                 Claim::Hit(v) => return Ok(v),
-                Claim::Wait(room, _) => match RoomWait(room).await {
+                Claim::Wait(room, _) => match RoomWait::new(room).await {
                     Ok(v) => return Ok(v),
                     Err(_) => continue, // the load was given up: start over
                 },

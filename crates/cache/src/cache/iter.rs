@@ -229,7 +229,8 @@ where
     /// are the caller's, and no listener hears them; an entry that had
     /// expired is not returned (a listener hears it as
     /// [`RemovalCause::Expired`]). Entries inserted meanwhile into a
-    /// shard already drained stay cached. If the listener panics on an
+    /// shard already drained stay cached; loads in flight then are not
+    /// cached when they land (as for [`clear`](Self::clear)). If the listener panics on an
     /// expired entry, every shard is still drained, and the panic
     /// continues: the live entries drained are dropped, not returned.
     ///
@@ -241,6 +242,8 @@ where
         for shard in self.shards.iter() {
             let mut lv = shard.write();
             let now = self.now();
+            // As `clear`: a load in flight lands uncached.
+            lv.flights.iter_mut().for_each(|fl| fl.invalidated = true);
             let order: Vec<u32> = lv.in_order().collect();
             let expired: Vec<bool> = (0..lv.len() as u32).map(|i| !lv.live_at(i, now)).collect();
             let mut nodes: Vec<Option<super::shard::Node<K, V>>> =

@@ -523,7 +523,7 @@ where
         loop {
             let (landing, hash) = match self.claim(&*key, &owned, false, false, &mut replace_if) {
                 Claim::Hit(v) => return Ok(v),
-                Claim::Wait(room, _) => match RoomWait(room).await {
+                Claim::Wait(room, _) => match RoomWait::new(room).await {
                     Ok(v) => return Ok(v),
                     Err(error) => match error.and_then(X::receive) {
                         Some(e) => return Err(e),

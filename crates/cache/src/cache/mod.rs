@@ -118,9 +118,12 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 /// [architecture]: https://github.com/mmbatch/mmbatch/blob/main/ARCHITECTURE.md#33-lrucache-cachemodrs
 ///
 /// # Guarantees
-/// - An insertion never evicts the entry it makes or replaces; an entry
-///   heavier than its shard's share of the capacity
-///   ([`max_entry_weight`](Self::max_entry_weight)) is never cached
+/// - An insertion makes room by evicting other entries, never the one it
+///   makes or replaces; but that entry is not kept where it cannot fit: one heavier
+///   than its shard's share of the capacity
+///   ([`max_entry_weight`](Self::max_entry_weight)), or one that the
+///   shard's [pinned](Builder::pinned) entries leave no room for, is not
+///   cached (or no longer, for a replaced key) and goes to the listener
 ///   ([`CacheStats::rejected`]). Under [`Policy::LirsTinyLfu`], and under
 ///   the default [`Policy::Adaptive`] while its shards run it, a new key
 ///   in a full shard may be refused admission instead of cached (a key
@@ -142,7 +145,10 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 ///   [`drain`](Self::drain) returns to the caller).
 /// - User code runs under the lock of an entry's shard: a key's `Eq`,
 ///   `Clone` and `Borrow` (or a lookup form's `Equivalent`), and a
-///   value's `Clone`. Under `get` (batching
+///   value's `Clone`; under the write lock also an
+///   [`Expiry`](super::Expiry), a [`Clock`](super::Clock), the
+///   [`pinned`](Builder::pinned) predicate, and the weigher of a
+///   `compute`. Under `get` (batching
 ///   on), `peek` and `contains_key` that is the read lock, and the code may
 ///   look that shard up with the same three calls, even while another
 ///   thread's insertion waits for the lock. Under every other call

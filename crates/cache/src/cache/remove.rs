@@ -100,15 +100,23 @@ where
         let hash = self.hash(key);
         let (node, expired) = {
             let mut lv = self.shard(hash).write();
-            if invalidate && !lv.flights.is_empty() {
-                for fl in lv.flights.iter_mut() {
-                    if fl.hash == hash && key.equivalent(&fl.key) {
-                        fl.invalidated = true;
-                    }
-                }
+            // The key's flights, marked only once the user code here (the
+            // key's `Equivalent`, the clock) has run: a panic in it leaves
+            // the shard as it was.
+            let flights: Vec<usize> = if invalidate && !lv.flights.is_empty() {
+                (lv.flights.iter().enumerate())
+                    .filter(|(_, fl)| fl.hash == hash && key.equivalent(&fl.key))
+                    .map(|(i, _)| i)
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let found = lv.find(hash, |k| key.equivalent(k));
+            let expired = found.map(|i| !lv.live_at(i, self.now()));
+            for &f in &flights {
+                lv.flights[f].invalidated = true;
             }
-            let i = lv.find(hash, |k| key.equivalent(k))?;
-            let expired = !lv.live_at(i, self.now());
+            let (i, expired) = (found?, expired?);
             if !expired && !f(&lv.node(i).value) {
                 return None;
             }

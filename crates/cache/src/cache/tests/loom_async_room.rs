@@ -53,12 +53,12 @@ fn handoff(racy: bool) {
         let flag = std::sync::Arc::new(Flag(loom::sync::atomic::AtomicBool::new(false)));
         let waker = std::task::Waker::from(flag.clone());
         let mut cx = Context::from_waker(&waker);
+        // The wait lives until the end: dropped, it takes its waker out.
+        let mut wait = RoomWait::new(room.clone());
         let polled = if racy {
             Pin::new(&mut Racy(room.clone())).poll(&mut cx)
         } else {
-            Pin::new(&mut RoomWait(room.clone()))
-                .poll(&mut cx)
-                .map(Result::ok)
+            Pin::new(&mut wait).poll(&mut cx).map(Result::ok)
         };
         done.join().unwrap();
         match polled {
@@ -68,10 +68,11 @@ fn handoff(racy: bool) {
                     flag.0.load(loom::sync::atomic::Ordering::SeqCst),
                     "a waiter left pending was never woken"
                 );
-                let again = Pin::new(&mut RoomWait(room)).poll(&mut cx);
+                let again = Pin::new(&mut wait).poll(&mut cx);
                 assert_eq!(again.map(Result::ok), Poll::Ready(Some(5)));
             }
         }
+        drop(wait);
     });
 }
 
@@ -84,6 +85,29 @@ fn loom_a_waiting_future_is_woken_by_the_load() {
 #[should_panic(expected = "never woken")]
 fn loom_registering_the_waker_apart_from_the_check_is_caught() {
     handoff(true);
+}
+
+/// A wait dropped before its load lands (a request timed out), racing
+/// the landing, takes its waker out: none is left registered. Broken on
+/// purpose (`RoomWait` without its `Drop`) this fails "a dropped wait's
+/// waker stayed".
+#[test]
+fn loom_a_dropped_wait_leaves_no_waker() {
+    super::model(|| {
+        let room = Arc::new(Room::new());
+        let done = {
+            let room = room.clone();
+            thread::spawn(move || room.complete(Ok(5)))
+        };
+        let flag = std::sync::Arc::new(Flag(loom::sync::atomic::AtomicBool::new(false)));
+        let waker = std::task::Waker::from(flag);
+        let mut cx = Context::from_waker(&waker);
+        let mut wait = RoomWait::new(room.clone());
+        let _ = Pin::new(&mut wait).poll(&mut cx);
+        drop(wait);
+        assert_eq!(room.wakers(), 0, "a dropped wait's waker stayed");
+        done.join().unwrap();
+    });
 }
 
 #[test]
