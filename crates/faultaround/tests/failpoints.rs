@@ -411,6 +411,42 @@ fn a_foreign_handler_without_poison_says_readers_stay_blocked() {
     std::process::exit(0);
 }
 
+/// Where `/proc/self/fdinfo` cannot be read (a sandbox without `/proc`;
+/// fail point `uffd::fdinfo`), a handler of another's userfaultfd tries
+/// `UFFDIO_POISON` anyway: it used to take the unread line as "no
+/// poison", so every failed page left its readers blocked for good even
+/// on a kernel that poisons. Here (Linux 6.6+) a failed page's reader gets
+/// SIGBUS. In a child: the mapping a VMM would own is never unmapped.
+#[test]
+fn a_foreign_handler_without_fdinfo_still_poisons() {
+    let name = "a_foreign_handler_without_fdinfo_still_poisons";
+    if let Some(run) = child::parent(name, LIMIT) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    let scenario = FailScenario::setup();
+    let probe = UffdRegion::new(16 * PAGE, 0, image(16), 1).unwrap();
+    if probe.fail_signal() != FailSignal::Sigbus {
+        println!("skipped: this kernel has no UFFDIO_POISON (Linux 6.6)");
+        std::process::exit(0);
+    }
+    drop(probe);
+    let (base, uffd, range) = vmm_memory(16);
+    fail::cfg("uffd::fdinfo", "return").unwrap();
+    let h = UffdHandler::builder(uffd, [range])
+        .build(image(16))
+        .unwrap();
+    fail::remove("uffd::fdinfo");
+    assert_eq!(h.fail_signal(), Some(FailSignal::Sigbus));
+    fail::cfg("uffd::copy", "return(ENOMEM)").unwrap();
+    // SAFETY: the mapping made above, never unmapped.
+    let sig = unsafe { signal::touch(base as usize + 3 * PAGE, Duration::from_secs(10)) };
+    assert_eq!(sig, libc::SIGBUS, "the failed page's reader");
+    drop(scenario);
+    std::process::exit(0);
+}
+
 /// A window the kernel refuses to copy whole (ENOMEM once, as a memory
 /// cgroup at its limit gives) is still installed: the faulting page
 /// alone, then the rest of the window in runs from the source's memory,

@@ -275,6 +275,51 @@ fn a_vmm_is_served_over_firecrackers_protocol() {
     }
 }
 
+/// A VMM that hands its memory over and exits before a page is read.
+fn vmm_exiting() {
+    let socket = std::env::var(SOCKET).unwrap();
+    let a = map(PAGES);
+    let uffd = userfaultfd(&[(a, PAGES)]);
+    drop(send(&socket, &[region(a, PAGES, 0)], &uffd));
+    println!("vmm: exiting with {PAGES} pages never read");
+}
+
+/// A shutdown once the VMM has exited stops filling at the first page
+/// the kernel refuses with ESRCH (its memory is gone): it used to read
+/// every missing page from the source and try each copy three times,
+/// 7 ms of sleeps a page (about two hours for 4 GiB of guest memory),
+/// failing them one by one.
+#[test]
+fn a_shutdown_after_the_vmm_exited_stops_at_once() {
+    if child::is_child() {
+        return vmm_exiting();
+    }
+    let (run, (stats, failure)) = with_vmm(
+        "a_shutdown_after_the_vmm_exited_stops_at_once",
+        "gone",
+        |l, image| {
+            let (stream, hs) = handshake(l);
+            drop(stream);
+            let handler = UffdHandler::builder(hs.uffd, hs.ranges)
+                .build(image)
+                .unwrap();
+            match &hs.exit {
+                protocol::PeerExit::Watch(exit) => protocol::wait_exit(exit).unwrap(),
+                protocol::PeerExit::Gone => {}
+                protocol::PeerExit::Unknown => panic!("no pidfd of the child"),
+            }
+            handler.shutdown();
+            (handler.stats(), handler.failure().map(|e| e.to_string()))
+        },
+    );
+    println!("{}", run.output);
+    run.expect_success();
+    println!("{stats:?}\n{failure:?}");
+    assert!(stats.pages_failed <= 1, "{stats:?}");
+    let failure = failure.expect("the fill's failure");
+    assert!(failure.contains("exited"), "{failure}");
+}
+
 /// The VMM for the write-tracking test: registers its regions for
 /// missing-page and write-protect faults with `UFFD_FEATURE_WP_ASYNC`,
 /// reads region A, writes three pages of A it read and three of B it

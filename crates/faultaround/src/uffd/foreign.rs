@@ -213,22 +213,29 @@ fn adopt(fd: OwnedFd) -> Result<Uffd, Error> {
 
 /// Refuses a userfaultfd that has not been through `UFFDIO_API`: the
 /// kernel polls it as an error and fails its reads for good, so handler
-/// threads would spin. Every ioctl but `UFFDIO_API` is EINVAL then; a
-/// wake of the first range's first page (harmless: it wakes no one who
-/// is not waiting for that page) tells.
-fn refuse_before_api(uffd: &Uffd, areas: &[Area], page: usize) -> Result<(), Error> {
-    let Some(first) = areas.first() else {
-        return Ok(());
+/// threads would spin. `poll` says so without a side effect: `POLLERR`
+/// on a non-blocking userfaultfd (as [`adopt`] leaves it) is exactly a
+/// handshake not yet done (`userfaultfd_poll`).
+fn refuse_before_api(uffd: &Uffd) -> Result<(), Error> {
+    let mut fds = [rustix::event::PollFd::new(
+        uffd,
+        rustix::event::PollFlags::IN,
+    )];
+    let zero = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
     };
-    match uffd.wake(std::ptr::without_provenance_mut(first.base), page) {
-        Err(rustix::io::Errno::INVAL) => Err(Error::BadSetting {
-            setting: "uffd",
-            value: "a userfaultfd before its UFFDIO_API".to_owned(),
-            why: "the kernel refuses every request on it (UFFDIO_WAKE: EINVAL) until the process \
-                  that created it calls UFFDIO_API and registers the ranges: hand it over after \
-                  both"
-                .to_owned(),
-        }),
+    match rustix::event::poll(&mut fds, Some(&zero)) {
+        Ok(_) if fds[0].revents().contains(rustix::event::PollFlags::ERR) => {
+            Err(Error::BadSetting {
+                setting: "uffd",
+                value: "a userfaultfd before its UFFDIO_API".to_owned(),
+                why: "the kernel reports it as an error and refuses every read until the \
+                      process that created it calls UFFDIO_API and registers the ranges: hand \
+                      it over after both"
+                    .to_owned(),
+            })
+        }
         _ => Ok(()),
     }
 }
@@ -265,12 +272,21 @@ fn unserved(features: u64) -> Option<(&'static str, &'static str)> {
 
 /// Refuses a userfaultfd set up for events a handler does not serve
 /// ([`UNSERVED`]), read from `/proc/self/fdinfo`'s `API:` line; one whose
-/// line cannot be read is taken as it is. Returns whether the kernel
-/// offers `UFFDIO_POISON` (that line's ioctl mask, Linux 6.6).
+/// line cannot be read is taken as it is. Returns whether to try
+/// `UFFDIO_POISON` (Linux 6.6): as that line's ioctl mask says, and where
+/// it cannot be read (no `/proc` in a sandbox), yes: the first refusal
+/// drops it, where assuming no left every failed page's readers blocked.
+/// Fail point `uffd::fdinfo`: the line cannot be read.
 fn refuse_unserved(uffd: &OwnedFd) -> Result<bool, Error> {
     let fdinfo = format!("/proc/self/fdinfo/{}", uffd.as_raw_fd());
-    let info = std::fs::read_to_string(&fdinfo).unwrap_or_default();
-    let poisons = super::dirty::uffd_ioctls(&info).is_some_and(|ioctls| {
+    let read = || -> std::io::Result<String> {
+        fail_point!("uffd::fdinfo", |_| Err(std::io::Error::from(
+            std::io::ErrorKind::NotFound
+        )));
+        std::fs::read_to_string(&fdinfo)
+    };
+    let info = read().unwrap_or_default();
+    let poisons = super::dirty::uffd_ioctls(&info).is_none_or(|ioctls| {
         super::offered_ioctls(ioctls) & super::handler::UFFDIO_POISON_BIT != 0
     });
     let Some(features) = super::dirty::uffd_features(&info) else {
@@ -339,7 +355,7 @@ impl UffdHandler {
         let working_set = settings.check((page, "page_size"), len, &*source)?;
         let poisons = refuse_unserved(&uffd)?;
         let uffd = adopt(uffd)?;
-        refuse_before_api(&uffd, &areas, page)?;
+        refuse_before_api(&uffd)?;
         let pagemap = track_writes_of
             .map(|pid| super::dirty::pagemap_of(pid, uffd.as_fd(), &areas, page))
             .transpose()?;
@@ -411,6 +427,8 @@ impl UffdHandler {
 
     /// How a failed page's readers are stopped: SIGBUS where the kernel
     /// poisons pages (Linux 6.6+); elsewhere they stay blocked (`None`).
+    /// Where `/proc` does not say what the kernel offers, SIGBUS until a
+    /// poison is refused.
     pub fn fail_signal(&self) -> Option<FailSignal> {
         self.shared
             .poison

@@ -111,12 +111,20 @@ impl Shared {
     }
 
     /// Copies page `p` from `src`, retrying a failed copy a few times (a
-    /// transient ENOMEM) before giving up.
+    /// transient ENOMEM) before giving up; ESRCH (the process whose
+    /// memory it is has exited: nothing is left to serve) at once, as
+    /// [`ProcessGone`] (see [`is_gone`]).
     pub(in crate::uffd) fn copy_page(&self, p: u64, src: &[u8], wake: bool) -> io::Result<()> {
         let mut last = 0;
         for attempt in 0..3 {
             match self.copy_run(p, 1, src, wake) {
                 Ok(_) => return Ok(()),
+                Err(libc::ESRCH) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::NotFound,
+                        ProcessGone { page: p },
+                    ));
+                }
                 Err(errno) => last = errno,
             }
             std::thread::sleep(Duration::from_millis(1 << attempt));
@@ -298,4 +306,29 @@ mod tests {
             linux_raw_sys::ioctl::UFFDIO_CONTINUE as u64
         );
     }
+}
+
+/// A copy refused with ESRCH: the process whose memory the region is has
+/// exited (its mm is gone), so no page of it is left to serve.
+#[derive(Debug)]
+pub(in crate::uffd) struct ProcessGone {
+    page: u64,
+}
+
+impl std::fmt::Display for ProcessGone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "UFFDIO_COPY of page {} failed with ESRCH: the process whose memory this is has \
+             exited, so no page of it is left to serve",
+            self.page
+        )
+    }
+}
+
+impl std::error::Error for ProcessGone {}
+
+/// Whether [`copy_page`](Shared::copy_page)'s error is [`ProcessGone`].
+pub(in crate::uffd) fn is_gone(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|e| e.is::<ProcessGone>())
 }

@@ -513,11 +513,16 @@ impl Shared {
                 return false;
             }
             match read {
-                Ok(()) => {
-                    if let Err(e) = self.copy_page(p, &buf, true) {
+                Ok(()) => match self.copy_page(p, &buf, true) {
+                    Ok(()) => {}
+                    // Nothing is left to fill: stop at the first page, not
+                    // after a read and a failed copy of each.
+                    Err(e) if super::copy::is_gone(&e) => {
                         self.fail_page(p, e);
+                        return k.is_none_or(|k| self.end(k));
                     }
-                }
+                    Err(e) => self.fail_page(p, e),
+                },
                 Err(e) => self.fail_page(p, e),
             }
             if k.is_some_and(|k| !self.end(k)) {
