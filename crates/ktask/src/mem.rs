@@ -22,9 +22,10 @@ unsafe impl Sync for Base {}
 pub enum PopulateError {
     /// The job was invalid (a length not page-aligned).
     Job(crate::JobError),
-    /// `madvise(MADV_POPULATE_WRITE)` failed; the failing chunk and the
-    /// populated ones were given back (`MADV_DONTNEED`, as far as the
-    /// kernel lets: see [`populate`]).
+    /// `madvise(MADV_POPULATE_WRITE)` failed. From [`populate`], the
+    /// failing chunk and the populated ones were given back
+    /// (`MADV_DONTNEED`, as far as the kernel lets); from
+    /// [`populate_mapping`] (and `HugeRegion::populate`) they stay.
     Madvise(io::Error),
 }
 
@@ -42,10 +43,19 @@ impl fmt::Display for PopulateError {
                      fault in (not a device's I/O or PFN mapping)"
                 )
             }
-            PopulateError::Madvise(e) => write!(
-                f,
-                "madvise(MADV_POPULATE_WRITE) failed ({e}); the chunks already populated were released"
-            ),
+            PopulateError::Madvise(e) => {
+                let why = match e.raw_os_error().map(rustix::io::Errno::from_raw_os_error) {
+                    Some(rustix::io::Errno::NOMEM) => {
+                        ": part of the range is not mapped, or memory ran short"
+                    }
+                    Some(rustix::io::Errno::FAULT) => {
+                        ": a touch there would raise SIGBUS (a hugetlb pool short of free pages, \
+                         a file mapping past the file's end)"
+                    }
+                    _ => "",
+                };
+                write!(f, "madvise(MADV_POPULATE_WRITE) failed ({e}){why}")
+            }
         }
     }
 }

@@ -142,7 +142,11 @@ fn populate_errors_name_their_cause() {
     assert!(einval.contains("Linux 5.14"), "{einval}");
     let eio = mmbatch_ktask::PopulateError::Madvise(std::io::Error::from_raw_os_error(libc::EIO))
         .to_string();
-    assert!(eio.contains("released") && !eio.contains("5.14"), "{eio}");
+    assert!(eio.contains("os error 5") && !eio.contains("5.14"), "{eio}");
+    let efault =
+        mmbatch_ktask::PopulateError::Madvise(std::io::Error::from_raw_os_error(libc::EFAULT))
+            .to_string();
+    assert!(efault.contains("SIGBUS"), "{efault}");
 }
 
 /// A chunk whose `MADV_POPULATE_WRITE` fails part way (here at a
