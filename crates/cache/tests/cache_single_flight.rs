@@ -387,6 +387,45 @@ fn a_removal_outdates_no_other_keys_load() {
     assert_eq!((c.get(&1), c.get(&2)), (None, Some(20)));
 }
 
+/// A caller that waits with a timeout on a load that does not land gives
+/// up at its deadline, with `None`, where `get_or_guard` would wait for
+/// good; one whose load lands first gets the value; with nobody loading
+/// it gets the guard.
+#[test]
+fn a_timed_wait_gives_up_on_a_load_that_does_not_land() {
+    if let Some(run) = child::parent("a_timed_wait_gives_up_on_a_load_that_does_not_land", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let c: LruCache<u32, u32> = LruCache::new(16);
+    let guard = c.get_or_guard(&7).unwrap_err();
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            let start = std::time::Instant::now();
+            let r = c.get_or_guard_timeout(&7, Duration::from_millis(50));
+            (r.map(|r| r.ok()), start.elapsed())
+        });
+        let (got, waited) = waiter.join().unwrap();
+        assert_eq!(got, None, "gave up");
+        assert!(waited >= Duration::from_millis(50), "waited {waited:?}");
+        let waiter = s.spawn(|| {
+            c.get_or_guard_timeout(&7, Duration::from_secs(20))
+                .map(|r| r.ok())
+        });
+        until_waiting(&c, 2);
+        assert_eq!(guard.insert(70), 70);
+        assert_eq!(waiter.join().unwrap(), Some(Some(70)));
+    });
+    assert!(matches!(
+        c.get_or_guard_timeout(&8, Duration::ZERO),
+        Some(Err(_))
+    ));
+    assert!(matches!(
+        c.get_or_guard_timeout(&7, Duration::ZERO),
+        Some(Ok(70))
+    ));
+}
+
 /// Callers already waiting on a load when its key is removed get its
 /// value, as they would have had the load landed first; the cache does
 /// not keep it.

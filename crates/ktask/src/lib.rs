@@ -33,7 +33,7 @@
 //! ```
 //!
 //! # Platforms
-//! [`Job`], [`run()`], [`run_slice`] and [`clear`] are plain std and
+//! [`Job`], [`run()`], [`run_slice`] and [`clear()`] are plain std and
 //! build on every platform; [`populate_mapping`], [`HugeRegion`] and the `numa`
 //! feature are Linux's (`MADV_POPULATE_WRITE`, hugetlb, sysfs) and exist
 //! only there.

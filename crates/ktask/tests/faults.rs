@@ -147,6 +147,10 @@ fn populate_errors_name_their_cause() {
         mmbatch_ktask::PopulateError::Madvise(std::io::Error::from_raw_os_error(libc::EFAULT))
             .to_string();
     assert!(efault.contains("SIGBUS"), "{efault}");
+    let enomem =
+        mmbatch_ktask::PopulateError::Madvise(std::io::Error::from_raw_os_error(libc::ENOMEM))
+            .to_string();
+    assert!(enomem.contains("not mapped"), "{enomem}");
 }
 
 /// A chunk whose `MADV_POPULATE_WRITE` fails part way (here at a

@@ -301,7 +301,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// Ignored without a weigher (the capacity counts the entries).
     /// Nothing is allocated ahead for it.
     ///
-    /// [told]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#a-weighted-cache-told-its-entries-builderestimated_entries-2026-12-06
+    /// [told]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#a-weighted-cache-told-its-entries-builderestimated_entries
     pub fn estimated_entries(mut self, entries: usize) -> Self {
         self.opts.estimated_entries = Some(entries);
         self

@@ -233,6 +233,29 @@ impl<V: Clone> Room<V> {
         }
     }
 
+    /// [`wait`](Self::wait) until `deadline`: `None` once it has passed
+    /// with the load still on.
+    #[cfg(not(loom))]
+    pub(super) fn wait_until(&self, deadline: std::time::Instant) -> Option<Outcome<V>> {
+        let mut s = crate::sync::lock(&self.state);
+        loop {
+            match &s.state {
+                State::Loading => {
+                    let left = deadline
+                        .checked_duration_since(std::time::Instant::now())
+                        .filter(|left| !left.is_zero())?;
+                    s = self
+                        .done
+                        .wait_timeout(s, left)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .0;
+                }
+                State::Loaded(v) => return Some(Ok(v.clone())),
+                State::Failed(error) => return Some(Err(error.clone())),
+            }
+        }
+    }
+
     /// [`wait`](Self::wait) for a future: ready with the outcome, else
     /// pending with `cx`'s waker registered in `slot` (the future's,
     /// taken on its first pending poll) under the same lock that

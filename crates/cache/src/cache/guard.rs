@@ -13,7 +13,7 @@ use std::{
 
 use super::{
     DefaultHashBuilder, LruCache, UnitWeigher, Weigher,
-    flight::RoomWait,
+    flight::{Outcome, Room, RoomWait},
     load::{Claim, Landing},
 };
 
@@ -162,10 +162,69 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
+        self.get_or_guard_waiting(key, |room| Some(room.wait()))
+            .expect("a wait with no deadline ends with the load")
+    }
+
+    /// [`get_or_guard`](Self::get_or_guard) that waits at most `timeout`
+    /// for another caller's load of `key`: `None` once it has waited that
+    /// long with the load still on (quick_cache's `get_value_or_guard`
+    /// with a timeout), so that a load that hangs (a backend that never
+    /// answers) cannot hang its waiters too. The load goes on; a later
+    /// call finds its value. A zero `timeout` does not wait.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use mmbatch_cache::LruCache;
+    ///
+    /// let cache: LruCache<String, u64> = LruCache::new(100);
+    /// let guard = cache.get_or_guard("answer").unwrap_err(); // this thread loads
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| {
+    ///         // Another caller gives up after 10 ms of waiting.
+    ///         assert!(cache.get_or_guard_timeout("answer", Duration::from_millis(10)).is_none());
+    ///     });
+    /// });
+    /// guard.insert(42);
+    /// let found = cache.get_or_guard_timeout("answer", Duration::ZERO);
+    /// assert!(matches!(found, Some(Ok(42))));
+    /// ```
+    ///
+    /// # Panics
+    /// As [`get_or_guard`](Self::get_or_guard).
+    #[cfg(not(loom))]
+    pub fn get_or_guard_timeout<Q>(
+        &self,
+        key: &Q,
+        timeout: std::time::Duration,
+    ) -> Option<Result<V, LoadGuard<'_, K, V, S, W>>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        // Past the clock's range: no deadline.
+        let deadline = std::time::Instant::now().checked_add(timeout);
+        self.get_or_guard_waiting(key, |room| match deadline {
+            Some(deadline) => room.wait_until(deadline),
+            None => Some(room.wait()),
+        })
+    }
+
+    /// The two sync guard forms: `wait` waits in a load's room, `None`
+    /// once it gave up waiting.
+    fn get_or_guard_waiting<Q>(
+        &self,
+        key: &Q,
+        wait: impl Fn(&Room<V>) -> Option<Outcome<V>>,
+    ) -> Option<Result<V, LoadGuard<'_, K, V, S, W>>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         let owned = || key.to_owned();
         loop {
             match self.claim(key, &owned, true, true, &mut |_| false) {
-                Claim::Hit(v) => return Ok(v),
+                Claim::Hit(v) => return Some(Ok(v)),
                 Claim::Wait(room, own) => {
                     assert!(
                         !own,
@@ -173,15 +232,15 @@ where
                          holds the key's LoadGuard, or runs its get_or_insert_with loader); \
                          waiting would never end. Insert the value, or drop the guard, first"
                     );
-                    match room.wait() {
-                        Ok(v) => return Ok(v),
+                    match wait(&room)? {
+                        Ok(v) => return Some(Ok(v)),
                         // The load was given up (or failed, its error not
                         // for a guard): start over.
                         Err(_) => continue,
                     }
                 }
                 Claim::Load(landing, hash) => {
-                    return Err(LoadGuard {
+                    return Some(Err(LoadGuard {
                         claimed: Claimed {
                             cache: self,
                             landing,
@@ -189,7 +248,7 @@ where
                             key: owned(),
                         },
                         _on_its_thread: PhantomData,
-                    });
+                    }));
                 }
             }
         }

@@ -146,7 +146,7 @@ type Shard<K, V> = ShardLock<Lruvec<K, V>>;
 /// - User code runs under the lock of an entry's shard: a key's `Eq`,
 ///   `Clone` and `Borrow` (or a lookup form's `Equivalent`), and a
 ///   value's `Clone`; under the write lock also an
-///   [`Expiry`](super::Expiry), a [`Clock`](super::Clock), the
+///   [`Expiry`], a [`Clock`], the
 ///   [`pinned`](Builder::pinned) predicate, and the weigher of a
 ///   `compute`. Under `get` (batching
 ///   on), `peek` and `contains_key` that is the read lock, and the code may
