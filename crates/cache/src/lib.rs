@@ -114,7 +114,7 @@
 //! - **User code panics** — `Hash`, `Eq` or `Clone` of a key, `Clone` of
 //!   a value, the weigher, a loader: the panic reaches the caller, the
 //!   cache is as before the call (user code runs outside the shard's lock,
-//!   or under it before the shard changes), its invariants
+//!   or under it where a panic leaves the entries as they were), its invariants
 //!   check clean and it keeps working (a property test injects a panic
 //!   at every such call in turn), so the cache is `UnwindSafe` and
 //!   `RefUnwindSafe` when its keys, values, hasher and weigher are. A

@@ -444,3 +444,38 @@ fn a_dropped_waiter_leaves_no_waker_behind() {
     );
     drop(loader);
 }
+
+/// A waiting future polled again with another waker (a task moved to
+/// another executor thread) is woken through the new one, and the room
+/// lets the old one go.
+#[test]
+fn a_waiter_repolled_with_a_new_waker_is_woken_by_it() {
+    struct Flag(std::sync::atomic::AtomicBool);
+    impl std::task::Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let cache: LruCache<u32, u32> = LruCache::new(16);
+    let guard = cache.get_or_guard(&7).unwrap_err();
+    let (a, b) = (Arc::new(Flag(false.into())), Arc::new(Flag(false.into())));
+    let mut waiter = Box::pin(cache.get_or_insert_async(7, async { 2 }));
+    for flag in [&a, &b] {
+        let w = std::task::Waker::from(flag.clone());
+        assert!(
+            waiter
+                .as_mut()
+                .poll(&mut Context::from_waker(&w))
+                .is_pending()
+        );
+    }
+    assert_eq!(Arc::strong_count(&a), 1, "the old waker let go");
+    assert_eq!(guard.insert(1), 1);
+    assert!(b.0.load(Ordering::SeqCst), "woken through the new waker");
+    assert!(!a.0.load(Ordering::SeqCst));
+    let w = std::task::Waker::from(b.clone());
+    assert_eq!(
+        waiter.as_mut().poll(&mut Context::from_waker(&w)),
+        Poll::Ready(1)
+    );
+}

@@ -408,6 +408,8 @@ fn a_timed_wait_gives_up_on_a_load_that_does_not_land() {
         let (got, waited) = waiter.join().unwrap();
         assert_eq!(got, None, "gave up");
         assert!(waited >= Duration::from_millis(50), "waited {waited:?}");
+        let zero = s.spawn(|| c.get_or_guard_timeout(&7, Duration::ZERO).map(|r| r.ok()));
+        assert_eq!(zero.join().unwrap(), None, "a zero timeout does not wait");
         let waiter = s.spawn(|| {
             c.get_or_guard_timeout(&7, Duration::from_secs(20))
                 .map(|r| r.ok())

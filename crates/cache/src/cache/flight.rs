@@ -96,7 +96,7 @@ pub(super) struct Flight<K, V> {
     room: Option<Arc<Room<V>>>,
     /// Its loader is gone, unlanded, and could not take it out.
     abandoned: AtomicBool,
-    /// The key was removed (or the cache cleared) while it loaded: its
+    /// The key was removed (or the cache cleared or drained) while it loaded: its
     /// value may predate the removal, so it reaches the callers already
     /// waiting but is not cached, and later callers load afresh
     /// (Caffeine's removal of a key in computation; Guava's bug 1881
@@ -366,7 +366,12 @@ impl<V: Clone> std::future::Future for RoomWait<V> {
 
     fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome<V>> {
         let this = self.get_mut();
-        this.room.poll_wait(&mut this.slot, cx)
+        let r = this.room.poll_wait(&mut this.slot, cx);
+        if r.is_ready() {
+            // The room's wakers are gone: nothing for the drop to take.
+            this.slot = None;
+        }
+        r
     }
 }
 

@@ -96,7 +96,7 @@ macro_rules! guard_methods {
             /// does over a loader's value: its value is returned (and
             /// `value` dropped). A value refused admission or declined
             /// (see [`LruCache::insert`]) still reaches the waiters, as does
-            /// one whose key was removed (or the cache cleared) while the
+            /// one whose key was removed (or the cache cleared or drained) while the
             /// guard was held, which is not cached (see
             /// [`LruCache::get_or_insert_with`]).
             ///
@@ -171,7 +171,9 @@ where
     /// long with the load still on (quick_cache's `get_value_or_guard`
     /// with a timeout), so that a load that hangs (a backend that never
     /// answers) cannot hang its waiters too. The load goes on; a later
-    /// call finds its value. A zero `timeout` does not wait.
+    /// call finds its value. A zero `timeout` does not wait; one past the
+    /// clock's range waits as `get_or_guard` does. The deadline holds
+    /// across a load that fails and the next one waited on.
     ///
     /// ```
     /// use std::time::Duration;

@@ -138,7 +138,8 @@ where
     /// the key that lands while `f` runs wins: the caller and its waiters
     /// get the inserted value, and `f`'s is dropped. A [`remove`](Self::remove)
     /// or [`remove_entry`](Self::remove_entry) of the key, or a
-    /// [`clear`](Self::clear), while `f` runs outdates its value (it may
+    /// [`clear`](Self::clear) or [`drain`](Self::drain), while `f` runs
+    /// outdates its value (it may
     /// have been read before the change that removed the key): the caller
     /// and the callers already waiting get it, it is not cached, and later
     /// callers load afresh (Caffeine's behaviour; the loading forms and

@@ -113,8 +113,8 @@ where
             };
             let found = lv.find(hash, |k| key.equivalent(k));
             let expired = found.map(|i| !lv.live_at(i, self.now()));
-            for &f in &flights {
-                lv.flights[f].invalidated = true;
+            for &at in &flights {
+                lv.flights[at].invalidated = true;
             }
             let (i, expired) = (found?, expired?);
             if !expired && !f(&lv.node(i).value) {

@@ -73,14 +73,18 @@ pub struct CacheStats {
     /// free room.
     pub not_admitted: u64,
     /// Loads claimed by the loading calls (`get_or_insert_with` and its
-    /// fallible, borrowed-key and async forms; one per key at a time),
+    /// fallible, borrowed-key and async forms, and the guard forms; one
+    /// per key at a time),
     /// counted as each starts, whether it then succeeds, fails or is
     /// dropped.
     pub loads: u64,
     /// Loading calls (as [`loads`](Self::loads) counts them) that waited
     /// for another caller's load of their key instead of running their
-    /// own. A call asking for a key its own thread is loading panics
-    /// instead, and is not counted.
+    /// own, once a wait (a wait that gave up, at
+    /// [`get_or_guard_timeout`](crate::LruCache::get_or_guard_timeout)'s
+    /// deadline, counts too; a call that waits on a failed load and then
+    /// on the next counts twice). A call asking for a key its own thread
+    /// is loading panics instead, and is not counted.
     pub load_waits: u64,
 }
 

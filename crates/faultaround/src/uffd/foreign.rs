@@ -446,8 +446,11 @@ impl UffdHandler {
     /// Stops the handler threads, then installs every page still missing
     /// (waiting for the source as [`UffdRegion::shutdown`](crate::UffdRegion::shutdown)
     /// does) and unregisters the ranges: the memory is the other process's
-    /// alone from then on, every page with its data (postcopy's end). In
-    /// a child of `fork(2)`, does nothing: the handler is the parent's.
+    /// alone from then on, every page with its data (postcopy's end). If
+    /// the other process has exited, the fill stops at the first copy the
+    /// kernel refuses for it (ESRCH): [`failure`](Self::failure) names the
+    /// exit. In a child of `fork(2)`, does nothing: the handler is the
+    /// parent's.
     pub fn shutdown(&self) {
         if !self.shared.in_owner() || self.shut_down.swap(true, Ordering::AcqRel) {
             return;
