@@ -74,6 +74,16 @@ fn vmm_memory(pages: usize) -> (*mut u8, std::os::fd::OwnedFd, UffdRange) {
     (base, uffd, range)
 }
 
+/// The signal a failed page of `r` gives its readers: SIGBUS where the
+/// kernel poisons (6.6+), SIGSEGV through the protection fallback before
+/// that (6.1 in `cargo xtask vm`).
+fn signal_of(r: &UffdRegion) -> i32 {
+    match r.fail_signal() {
+        FailSignal::Sigbus => libc::SIGBUS,
+        _ => libc::SIGSEGV,
+    }
+}
+
 /// The signal a read of byte `offset` of `r` got (0: none); in a child
 /// process only.
 fn touch(r: &UffdRegion, offset: usize) -> i32 {
@@ -93,12 +103,7 @@ fn persistent_copy_failure_fails_the_page() {
     let scenario = FailScenario::setup();
     let r = UffdRegion::new(16 * PAGE, 0, image(16), 1).unwrap();
     fail::cfg("uffd::copy", "return(ENOMEM)").unwrap();
-    // SIGBUS where the kernel poisons (6.6+), SIGSEGV through the
-    // protection fallback before that (6.1 in `cargo xtask vm`).
-    let expected = match r.fail_signal() {
-        FailSignal::Sigbus => libc::SIGBUS,
-        _ => libc::SIGSEGV,
-    };
+    let expected = signal_of(&r);
     println!(
         "path: failed pages get {:?} on this kernel",
         r.fail_signal()
@@ -135,10 +140,7 @@ fn persistent_zero_fill_failure_fails_the_page() {
     let rc = unsafe { libc::madvise(at as *mut libc::c_void, PAGE, libc::MADV_DONTNEED) };
     assert_eq!(rc, 0, "madvise: {}", std::io::Error::last_os_error());
     fail::cfg("uffd::zeropage", "return(ENOMEM)").unwrap();
-    let expected = match r.fail_signal() {
-        FailSignal::Sigbus => libc::SIGBUS,
-        _ => libc::SIGSEGV,
-    };
+    let expected = signal_of(&r);
     assert_eq!(touch(&r, 3 * PAGE), expected);
     let e = r.failure().unwrap().to_string();
     println!("{e}");
@@ -1416,10 +1418,7 @@ fn a_copy_that_never_progresses_fails_the_page_at_the_timeout() {
         .build(image(16))
         .unwrap();
     fail::cfg("uffd::copy", "return(NOTHING)").unwrap();
-    let signal = match r.fail_signal() {
-        FailSignal::Sigbus => libc::SIGBUS,
-        _ => libc::SIGSEGV,
-    };
+    let signal = signal_of(&r);
     let start = std::time::Instant::now();
     let got = touch(&r, 3 * PAGE);
     let took = start.elapsed();
@@ -1647,10 +1646,7 @@ fn a_stalled_working_set_read_on_a_faults_path_fails_its_page() {
         .build(src.clone())
         .unwrap();
     let _go = RemovedOnDrop(&["uffd::taken_run_read", "uffd::replay_batch"]);
-    let expected = match r.fail_signal() {
-        FailSignal::Sigbus => libc::SIGBUS,
-        _ => libc::SIGSEGV,
-    };
+    let expected = signal_of(&r);
     let start = std::time::Instant::now();
     assert_eq!(touch(&r, 140 * PAGE), expected);
     let took = start.elapsed();

@@ -21,16 +21,7 @@ where
     where
         Q: Hash + Equivalent<K> + ?Sized,
     {
-        let node = self.take_live(key, |_| true, true)?;
-        if self.hears_every_cause() {
-            let v = node.value.clone();
-            self.notify(
-                std::iter::once((node.key, node.value)),
-                RemovalCause::Removed,
-            );
-            return Some(v);
-        }
-        Some(node.value)
+        self.remove_value(key, |_| true, true)
     }
 
     /// Removes `key` if `f` says so of its live value, returning the
@@ -48,7 +39,16 @@ where
     where
         Q: Hash + Equivalent<K> + ?Sized,
     {
-        let node = self.take_live(key, f, false)?;
+        self.remove_value(key, f, false)
+    }
+
+    /// [`remove`](Self::remove) and [`remove_if`](Self::remove_if): the
+    /// value taken out by [`take_live`](Self::take_live), heard as removed.
+    fn remove_value<Q>(&self, key: &Q, f: impl FnOnce(&V) -> bool, invalidate: bool) -> Option<V>
+    where
+        Q: Hash + Equivalent<K> + ?Sized,
+    {
+        let node = self.take_live(key, f, invalidate)?;
         if self.hears_every_cause() {
             let v = node.value.clone();
             self.notify(
