@@ -1509,6 +1509,33 @@ fn a_stuck_handlers_page_installed_by_another_is_not_failed() {
     std::process::exit(0);
 }
 
+/// A replay stops once a copy is refused with ESRCH (the process whose
+/// memory it installs has exited; fail point `uffd::copy` plays it): it
+/// used to read every remaining run of the record from the source, each
+/// copy failing at once.
+#[test]
+fn a_replay_stops_once_the_process_is_gone() {
+    let _scenario = FailScenario::setup();
+    let _hang = mmbatch_testkit::hang_guard("a_replay_stops_once_the_process_is_gone");
+    let reads = Arc::new(AtomicUsize::new(0));
+    let src = Counting {
+        src: image(128),
+        reads: reads.clone(),
+    };
+    // 64 runs of one page, each a batch of its own.
+    let record = Record::new(PAGE, (128 * PAGE) as u64, "", (0..128).step_by(2)).unwrap();
+    fail::cfg("uffd::copy", "return(ESRCH)").unwrap();
+    let r = UffdRegion::builder(128 * PAGE)
+        .replay(record)
+        .prefetchers(1)
+        .build(src)
+        .unwrap();
+    assert!(r.wait_replayed(Duration::from_secs(10)), "the replay ended");
+    fail::remove("uffd::copy");
+    let read = reads.load(Ordering::SeqCst);
+    assert!(read <= 2, "{read} pages read after the process was gone");
+}
+
 /// A source that counts the pages asked of it.
 struct Counting {
     src: Vec<u8>,

@@ -210,6 +210,7 @@ impl Shared {
             busy_poll: settings.busy_poll,
             polling: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            gone: AtomicBool::new(false),
             wake,
             stats: Counters::default(),
             poison: AtomicBool::new(poison),

@@ -149,9 +149,8 @@ impl Shared {
     }
 
     /// One `UFFDIO_COPY`, made with `events` held for reading; ENOENT, as
-    /// for an unregistered range, once the region is retired. Fail point
-    /// `uffd::copy` injects `NOTHING` (no bytes and no error), `EAGAIN`,
-    /// `EEXIST`, `ENOMEM` or `EFAULT`.
+    /// for an unregistered range, once the region is retired. ESRCH (the
+    /// process gone) also sets `gone`, which stops the replay.
     pub(in crate::uffd) fn copy_ioctl(
         &self,
         src: *const u8,
@@ -159,6 +158,17 @@ impl Shared {
         len: usize,
         wake: bool,
     ) -> Copied {
+        let copied = self.copy_ioctl_once(src, dst, len, wake);
+        if matches!(copied, Copied::Failed(libc::ESRCH)) {
+            self.gone.store(true, Ordering::Relaxed);
+        }
+        copied
+    }
+
+    /// [`copy_ioctl`](Self::copy_ioctl)'s ioctl. Fail point `uffd::copy`
+    /// injects `NOTHING` (no bytes and no error), `EAGAIN`, `EEXIST`,
+    /// `ENOMEM`, `EFAULT` or `ESRCH`.
+    fn copy_ioctl_once(&self, src: *const u8, dst: *mut c_void, len: usize, wake: bool) -> Copied {
         if self.is_retired() {
             return Copied::Failed(libc::ENOENT);
         }
@@ -166,6 +176,7 @@ impl Shared {
             Some("EAGAIN") => Copied::Again((-(libc::EAGAIN as isize)) as usize),
             Some("EEXIST") => Copied::Exists,
             Some("EFAULT") => Copied::Failed(libc::EFAULT),
+            Some("ESRCH") => Copied::Failed(libc::ESRCH),
             // Success with nothing copied: no progress, no error.
             Some("NOTHING") => Copied::Bytes(0),
             _ => Copied::Failed(libc::ENOMEM),

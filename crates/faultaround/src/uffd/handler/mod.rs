@@ -124,6 +124,9 @@ pub(super) struct Shared {
     /// Set while one handler busy-polls (the others sleep in `poll`).
     pub(super) polling: AtomicBool,
     pub(super) stop: AtomicBool,
+    /// A copy was refused with ESRCH: the process whose memory this is
+    /// has exited, and the replay stops (nothing is left to install).
+    pub(super) gone: AtomicBool,
     pub(super) wake: OwnedFd,
     pub(super) stats: Counters,
     /// Whether `UFFDIO_POISON` is available (cleared when refused).

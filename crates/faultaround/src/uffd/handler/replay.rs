@@ -176,7 +176,8 @@ impl Shared {
             // Fail point `uffd::replay_batch`: a test holds the replay
             // here (`pause`) while faults come ahead of it.
             fail_point!("uffd::replay_batch");
-            if self.stop.load(Ordering::Acquire) {
+            // Stopped, or the process gone: its runs cannot be installed.
+            if self.stop.load(Ordering::Acquire) || self.gone.load(Ordering::Relaxed) {
                 return;
             }
             let b = plan.next.fetch_add(1, Ordering::Relaxed);
