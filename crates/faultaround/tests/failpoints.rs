@@ -144,7 +144,35 @@ fn persistent_zero_fill_failure_fails_the_page() {
     assert_eq!(touch(&r, 3 * PAGE), expected);
     let e = r.failure().unwrap().to_string();
     println!("{e}");
-    assert!(e.contains("page 3") && e.contains("ENOMEM"), "{e}");
+    assert!(
+        e.contains("page 3") && e.contains("the memory cgroup or the system is out of memory"),
+        "{e}"
+    );
+    drop(scenario);
+    std::process::exit(0);
+}
+
+/// A shutdown whose fill meets a copy the kernel refuses (ENOMEM three
+/// times) fails that page and fills the others: only a process gone
+/// (ESRCH) stops the fill.
+#[test]
+fn a_shutdown_fill_goes_on_past_a_refused_copy() {
+    if let Some(run) = child::parent("a_shutdown_fill_goes_on_past_a_refused_copy", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let scenario = FailScenario::setup();
+    let r = UffdRegion::new(16 * PAGE, 0, image(16), 1).unwrap();
+    fail::cfg("uffd::copy", "3*return(ENOMEM)").unwrap();
+    r.shutdown();
+    fail::remove("uffd::copy");
+    let st = r.stats();
+    assert_eq!(st.pages_failed, 1, "{st:?}");
+    let src = image(16);
+    let unfilled = (1..16)
+        .filter(|p| r.as_slice()[p * PAGE..(p + 1) * PAGE] != src[p * PAGE..(p + 1) * PAGE])
+        .count();
+    assert_eq!(unfilled, 0, "pages after the refused one left unfilled");
     drop(scenario);
     std::process::exit(0);
 }
