@@ -31,8 +31,9 @@ impl<T> Items<T> {
         // stays in the slice `ptr` came from.
         let first = unsafe { self.ptr.add(range.start) };
         // SAFETY: `range` is in bounds of that slice (caller's promise),
-        // which is borrowed mutably for `self`'s life; no other reference
-        // covers it (caller's promise).
+        // which `run_slice_with_undo` holds borrowed mutably for as long
+        // as `self` lives; no other reference covers it (caller's
+        // promise).
         unsafe { std::slice::from_raw_parts_mut(first, range.len()) }
     }
 }
