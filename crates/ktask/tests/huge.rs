@@ -252,31 +252,20 @@ fn surplus_pages_in_use_stay_surplus_through_a_grown_region() {
     let found = pool("nr_overcommit_hugepages");
     std::fs::write(over, "2").unwrap();
     let result = std::panic::catch_unwind(|| {
-        let len = 2 * (2 << 20);
-        // SAFETY: a new private mapping, unmapped below.
-        let other = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(
-            other,
-            libc::MAP_FAILED,
-            "{}",
-            std::io::Error::last_os_error()
-        );
+        // Unmapped on drop, a panic's unwinding included: no page is left
+        // reserved whatever fails below.
+        let other = mmbatch_ktask::Mapping::new(
+            2 * (2 << 20),
+            mmbatch_mmap::ProtFlags::READ | mmbatch_mmap::ProtFlags::WRITE,
+            mmbatch_mmap::MapFlags::PRIVATE | HugePageSize::Size2M.map_flags(),
+        )
+        .unwrap();
         let during = (pool("nr_hugepages"), pool("surplus_hugepages"));
         let region = HugeRegion::new_growing_pool(HugePageSize::Size2M, 2 << 20);
         let grown = pool("nr_hugepages");
         drop(region);
         let after_region = (pool("nr_hugepages"), pool("surplus_hugepages"));
-        // SAFETY: the mapping made above, no longer used.
-        assert_eq!(unsafe { libc::munmap(other, len) }, 0);
+        drop(other);
         (during, grown, after_region, pool("nr_hugepages"))
     });
     std::fs::write(over, found.to_string()).unwrap();
