@@ -56,7 +56,7 @@ impl<T> ShardLock<T> {
         block_with(&self.block);
         let unblock = Unblock(&self.block);
         smp_mb();
-        self.wait_for_readers();
+        self.wait_for_readers(0);
         WriteGuard {
             // SAFETY: none: this is a broken writer a model must catch.
             data: unsafe { self.data.exclusive() },
@@ -70,7 +70,7 @@ impl<T> ShardLock<T> {
     /// counted after the check but before `block` reads beside the
     /// writer).
     pub(in crate::cache) fn write_checking_first(&self) -> WriteGuard<'_, T> {
-        self.wait_for_readers();
+        self.wait_for_readers(0);
         self.block.take();
         smp_mb();
         WriteGuard {

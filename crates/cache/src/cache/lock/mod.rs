@@ -95,6 +95,25 @@ pub(super) const MAX_STRIPES: usize = 8;
 #[cfg(not(loom))]
 const GIVE_WAY_AFTER: u32 = 1024 + 20;
 
+/// The most times a writer doubles its naps before a step back (each
+/// step back doubles them, up to 2^10 times [`GIVE_WAY_AFTER`]'s 20 naps:
+/// about a second). Why: readers inside when `block` is set are the only
+/// ones it waits for, so a writer whose wait outgrows their read gets in;
+/// with a fixed wait, reads each longer than it (a slow `Clone`), steady
+/// on other threads, held a writer off for good. Trades how long crossed
+/// nested reads may wait, should a waiter miss every step back, for that.
+#[cfg(not(loom))]
+const GIVE_WAY_DOUBLINGS: u32 = 10;
+
+/// How many rounds of `sync::spin` a writer waits for the readers after
+/// `gave_way` step backs: [`GIVE_WAY_AFTER`], its naps doubled at each
+/// step back up to [`GIVE_WAY_DOUBLINGS`] times.
+#[cfg(not(loom))]
+fn give_way_after(gave_way: u32) -> u32 {
+    let naps = GIVE_WAY_AFTER - 1024;
+    1024 + (naps << gave_way.min(GIVE_WAY_DOUBLINGS))
+}
+
 /// Rounds (`spin_loop` hints: a few to about 40 nanoseconds each, by CPU)
 /// that [`ShardLock::write_if_cheap`] waits for readers, over all stripes,
 /// before it declines: a lookup's read section lasts well under a
@@ -108,23 +127,18 @@ const CHEAP_WAIT: u32 = if cfg!(loom) { 1 } else { 256 };
 const GIVE_WAY_FOR: std::time::Duration = std::time::Duration::from_micros(200);
 
 /// A writer's give-ways in the crate's unit tests before they abort
-/// ([`crate::sync::bound_in_tests`]): 8 500, each at least
-/// [`GIVE_WAY_FOR`] and the 21 naps of 50 us that end its wait, 10 s.
+/// ([`crate::sync::bound_in_tests`]): 20, the waits before the first ten
+/// about 1 s of 50 us naps in all and each later one about 1 s, 11 s.
 #[cfg(test)]
 #[cfg_attr(loom, allow(dead_code))]
-const TEST_GIVE_WAYS: u32 = 8_500;
+const TEST_GIVE_WAYS: u32 = 20;
 
 /// Counts a writer's give-way in the crate's unit tests, which abort at
 /// [`TEST_GIVE_WAYS`].
 #[cfg(test)]
 #[cfg_attr(loom, allow(dead_code))]
-fn gave_way_in_tests(gave_way: &mut u32) {
-    *gave_way += 1;
-    crate::sync::bound_in_tests(
-        *gave_way,
-        TEST_GIVE_WAYS,
-        "a writer gave way to its readers",
-    );
+fn gave_way_in_tests(gave_way: u32) {
+    crate::sync::bound_in_tests(gave_way, TEST_GIVE_WAYS, "a writer gave way to its readers");
 }
 
 /// A read that did not go fast ([`ShardLock::try_read_fast`]), and the
@@ -488,16 +502,18 @@ impl<T> ShardLock<T> {
     /// Waits until no reader holds the lock through any stripe (the
     /// writer's `rcuwait_wait_event(..., readers_active_check(sem))`);
     /// true once none does. False if the readers have not all left after
-    /// [`GIVE_WAY_AFTER`] rounds of waiting: the writer then steps back
-    /// (see [`write`](Self::write)). Under loom it waits as long as it
-    /// takes.
+    /// `patience` rounds of waiting ([`give_way_after`]): the writer then
+    /// steps back (see [`write`](Self::write)). Under loom it waits as
+    /// long as it takes.
     #[inline]
-    fn wait_for_readers(&self) -> bool {
+    fn wait_for_readers(&self, patience: u32) -> bool {
+        #[cfg(loom)]
+        let _ = patience;
         let mut round = 0;
         for s in self.stripes.iter() {
             while !s.idle() {
                 #[cfg(not(loom))]
-                if round >= GIVE_WAY_AFTER {
+                if round >= patience {
                     return false;
                 }
                 spin(&mut round);
@@ -510,7 +526,9 @@ impl<T> ShardLock<T> {
     /// `block`, then waits for every stripe's readers to leave. A writer
     /// that has waited [`GIVE_WAY_AFTER`] for them clears `block` for
     /// [`GIVE_WAY_FOR`] and starts again, so that readers nested across
-    /// locks never wait for each other through two writers forever.
+    /// locks never wait for each other through two writers forever; each
+    /// step back doubles its next wait ([`give_way_after`]), so that
+    /// readers slower than the first wait cannot hold it off for good.
     ///
     /// The small helpers it calls (`Gate::take`, `Stripe::idle`,
     /// `Record::holds`, `Writing`, `Unblock`) are `#[inline]`: they are not
@@ -613,8 +631,9 @@ impl<T> ShardLock<T> {
                 if writing { "change" } else { "lookup" }
             );
         }
-        #[cfg(all(test, not(loom)))]
-        let mut gave_way = 0;
+        // Step backs so far (the writer's patience grows with them).
+        #[cfg_attr(loom, allow(unused_mut, unused_variables))]
+        let mut gave_way = 0u32;
         loop {
             let was_fast = self.block.take();
             // Cleared however this ends, even by a panic before the guard.
@@ -639,7 +658,11 @@ impl<T> ShardLock<T> {
                 self.spell.ended(start);
             }
             smp_mb();
-            if self.wait_for_readers() {
+            #[cfg(not(loom))]
+            let patience = give_way_after(gave_way);
+            #[cfg(loom)]
+            let patience = 0;
+            if self.wait_for_readers(patience) {
                 let writing = Writing::new(self.id);
                 return Ok(WriteGuard {
                     // SAFETY: this writer set `block` (no other writer holds
@@ -659,8 +682,9 @@ impl<T> ShardLock<T> {
             drop(unblock);
             #[cfg(not(loom))]
             std::thread::sleep(GIVE_WAY_FOR);
+            gave_way += 1;
             #[cfg(all(test, not(loom)))]
-            gave_way_in_tests(&mut gave_way);
+            gave_way_in_tests(gave_way);
         }
     }
 }

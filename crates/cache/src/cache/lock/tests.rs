@@ -102,6 +102,44 @@ fn a_writer_waits_for_a_reader_inside_without_stepping_back() {
     }
 }
 
+/// A writer gets in past readers on six threads, staggered, that each
+/// hold the lock longer than the writer's first wait and read again at
+/// once (a slow `Clone` under steady lookups): a reader that left while
+/// the writer waited enters at its step back, and another is always
+/// inside for longer than the wait. Each step back doubles the wait,
+/// which outgrows their reads. With a fixed wait the writer stepped back
+/// for good, and the tests abort at `TEST_GIVE_WAYS`. Miri: its clock
+/// runs on its steps, and the reads sleep.
+#[test]
+#[cfg_attr(miri, ignore)]
+fn a_writer_gets_in_past_reads_longer_than_its_wait() {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::time::Duration;
+    const READ: Duration = Duration::from_millis(15);
+    let lock = ShardLock::new(0u32, 4);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for t in 0..6u32 {
+            let (lock, stop) = (&lock, &stop);
+            s.spawn(move || {
+                set_stripe(t as usize);
+                std::thread::sleep(READ * t / 6);
+                while !stop.load(SeqCst) {
+                    let inside = lock.read();
+                    std::thread::sleep(READ);
+                    drop(inside);
+                }
+            });
+        }
+        std::thread::sleep(READ);
+        for _ in 0..3 {
+            *lock.write() += 1;
+        }
+        stop.store(true, SeqCst);
+    });
+    assert_eq!(*lock.read(), 3);
+}
+
 /// Owners' reads go fast once the lock has had no write for
 /// `QUIET_NS`, and the next write ends it (one heavy barrier). Where
 /// membarrier is refused (Miri, an old kernel, a seccomp filter) the
