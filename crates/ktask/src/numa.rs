@@ -371,15 +371,16 @@ pub fn run_numa_with_undo<E: Send>(
         return Ok(());
     }
     // Nodes that finished before the failure: undo all their chunks (a
-    // node that failed or panicked has undone its own).
-    for (p, r) in placements.iter().zip(&results) {
-        if matches!(r, Ok(Ok(()))) {
-            if let Ok(plan) = job.node_job(&p.range, p.threads).plan() {
-                plan.chunks().for_each(&undo);
-            }
-        }
-    }
-    if let Some(panic) = results.into_iter().find_map(Result::err) {
+    // node that failed or panicked has undone its own), each even if one
+    // before it panicked.
+    let finished = placements
+        .iter()
+        .zip(&results)
+        .filter(|(_, r)| matches!(r, Ok(Ok(()))))
+        .filter_map(|(p, _)| job.node_job(&p.range, p.threads).plan().ok())
+        .flat_map(|plan| plan.chunks().collect::<Vec<_>>());
+    let undo_panic = crate::run::undo_each(finished, &undo);
+    if let Some(panic) = results.into_iter().find_map(Result::err).or(undo_panic) {
         std::panic::resume_unwind(panic);
     }
     Err(RunError::Failed(NumaJobError::Chunk(

@@ -61,7 +61,8 @@ pub fn run_slice<T: Send, E: Send>(
 /// [`RunError::Failed`] with the first chunk's error.
 ///
 /// # Panics
-/// With the first chunk's panic, once the completed chunks are undone.
+/// With the first chunk's panic, once the completed chunks are undone;
+/// else with the first panic of `undo`.
 ///
 /// ```
 /// use mmbatch_ktask::{Job, RunError, run_slice_with_undo};
@@ -225,6 +226,40 @@ mod tests {
         }));
         assert!(r.is_err());
         assert_eq!(items, [0; 30]);
+    }
+
+    /// A panic in one chunk's undo does not leave the other finished
+    /// chunks done, and reaches the caller once they are undone.
+    #[test]
+    fn a_panicking_undo_leaves_no_other_chunk_done() {
+        let mut items = vec![0u8; 40];
+        // One thread: chunks 0, 10, 20 finish in order, 30 fails.
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            run_slice_with_undo(
+                &Job::new(0, 40).min_chunk(10).max_threads(1),
+                &mut items,
+                |start, chunk| {
+                    if start == 30 {
+                        return Err("chunk 30");
+                    }
+                    chunk.fill(1);
+                    Ok(())
+                },
+                |start, chunk| {
+                    assert_ne!(start, 0, "the undo of chunk 0 panics");
+                    chunk.fill(0);
+                },
+            )
+        }));
+        let p = r.expect_err("the undo's panic reaches the caller");
+        assert_eq!(
+            p.downcast_ref::<String>().map(String::as_str),
+            Some(
+                "assertion `left != right` failed: the undo of chunk 0 panics\n  left: 0\n right: 0"
+            )
+        );
+        assert_eq!(items[..10], [1; 10], "chunk 0's undo panicked first");
+        assert_eq!(items[10..], [0; 30], "chunks 10 and 20 left done");
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //!   `undo` runs over exactly the chunks that completed, and the error is
 //!   returned. A panic in any thread stops new claims the same way, the
 //!   completed chunks are undone as for an error, and the panic is resumed
-//!   on the caller.
+//!   on the caller. A panicking undo of one chunk does not stop the
+//!   others'.
 
 #[cfg(all(test, loom))]
 mod tests;
@@ -124,18 +125,35 @@ impl<E> Shared<E> {
         if panic.is_none() && error.is_none() {
             return Ok(());
         }
-        // A panic undoes the finished chunks as an error does (it used to
-        // reach the caller with them left done).
-        for (range, done) in self.chunks.iter().zip(self.done.iter()) {
-            if done.load(Ordering::Acquire) {
-                undo(range.clone());
-            }
-        }
-        if let Some(p) = panic {
+        // A panic undoes the finished chunks as an error does.
+        let finished = self
+            .chunks
+            .iter()
+            .zip(self.done.iter())
+            .filter(|(_, done)| done.load(Ordering::Acquire))
+            .map(|(range, _)| range.clone());
+        let undo_panic = undo_each(finished, undo);
+        if let Some(p) = panic.or(undo_panic) {
             std::panic::resume_unwind(p);
         }
         error.map_or(Ok(()), |e| Err(RunError::Failed(e)))
     }
+}
+
+/// Runs `undo` over every range, each even if one before it panicked,
+/// and returns the first panic: a panicking undo of one chunk must not
+/// leave the others done.
+pub(crate) fn undo_each(
+    ranges: impl Iterator<Item = Range<usize>>,
+    undo: &impl Fn(Range<usize>),
+) -> Option<Box<dyn Any + Send>> {
+    let mut first = None;
+    for range in ranges {
+        if let Err(p) = std::panic::catch_unwind(AssertUnwindSafe(|| undo(range))) {
+            first.get_or_insert(p);
+        }
+    }
+    first
 }
 
 /// Runs `f` over the job's chunks in parallel; see [`run_with_undo`].
@@ -152,9 +170,12 @@ pub fn run<E: Send>(
 /// Runs `f` over every chunk of `job` on `plan.threads` threads (the
 /// caller is one; with one thread it runs inline). If a chunk fails, no new
 /// chunk starts, and once every thread has stopped `undo` runs over exactly
-/// the chunks that completed; the first error is returned. A panic in any
-/// chunk stops the job the same way (the completed chunks undone) and is
-/// resumed on the caller. Each call starts its helper threads and joins
+/// the chunks that completed (never the one that failed: `f` leaves its
+/// own chunk as `undo` needs nothing of); the first error is returned. A
+/// panic in any chunk stops the job the same way (the completed chunks
+/// undone) and is resumed on the caller. A panic in `undo` does not stop
+/// the other chunks' undo: it is resumed once they are done, unless a
+/// chunk panicked (whose panic goes first). Each call starts its helper threads and joins
 /// them before it returns (there is no pool), as many as the plan says
 /// whatever the CPUs: size `max_threads` to the machine (or the node)
 /// the job runs on.
@@ -164,7 +185,8 @@ pub fn run<E: Send>(
 /// [`RunError::Failed`] with the first chunk's error.
 ///
 /// # Panics
-/// With the first chunk's panic, once the completed chunks are undone.
+/// With the first chunk's panic, once the completed chunks are undone;
+/// else with the first panic of `undo`.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicBool, Ordering};
