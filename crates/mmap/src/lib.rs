@@ -329,9 +329,13 @@ impl Mapping {
 
     /// Unmaps now, returning the kernel's refusal, which drop cannot.
     ///
-    /// A refusal (`EINVAL`: a range `munmap` cannot split, as only a
-    /// [`from_raw_parts`](Self::from_raw_parts) that broke its contract
-    /// gives) leaves the memory mapped, and leaked.
+    /// A refusal leaves the memory mapped, and leaked: `ENOMEM` where the
+    /// range is part of a larger mapping (one the kernel merged with its
+    /// neighbours, or a [`from_raw_parts`](Self::from_raw_parts) of part
+    /// of one) and the process has `vm.max_map_count` mappings, so that
+    /// the split `munmap` needs would be one too many; `EINVAL` where the
+    /// range is not whole pages of its page size, as only a
+    /// `from_raw_parts` that broke its contract gives.
     pub fn unmap(self) -> io::Result<()> {
         let (ptr, len, _) = self.into_raw_parts();
         // SAFETY: we owned the range, and nothing borrows it any more.
@@ -342,15 +346,35 @@ impl Mapping {
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
 impl Drop for Mapping {
-    /// Unmaps the range.
+    /// Unmaps the range. Where the process is at `vm.max_map_count` and
+    /// the range is part of a larger mapping (see [`unmap`](Mapping::unmap)),
+    /// the kernel refuses the split with `ENOMEM`: the pages are then
+    /// released (`MADV_DONTNEED`, which splits nothing) and only the
+    /// address range stays, leaked, since a limit the program cannot see
+    /// coming must not panic a drop (memmap2 ignores the refusal).
     ///
     /// # Panics
-    /// If `munmap` refuses it (see [`unmap`](Mapping::unmap)): the memory
-    /// (a huge page, say) would stay reserved for the process's life, and
-    /// silence would hide it. Not while the thread is already panicking.
+    /// If `munmap` refuses the range as not whole pages (`EINVAL`, a
+    /// broken [`from_raw_parts`](Mapping::from_raw_parts) contract): the
+    /// memory (a huge page, say) would stay reserved for the process's
+    /// life, and silence would hide the bug. Not while the thread is
+    /// already panicking.
     fn drop(&mut self) {
         // SAFETY: we own the range and nothing borrows it any more.
         let r = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len) };
+        if r == Err(rustix::io::Errno::NOMEM) {
+            // SAFETY: we own the range and nothing borrows it any more;
+            // its contents go, and nobody reads them again. A refusal
+            // (hugetlb before Linux 5.18, locked pages) leaves them.
+            let _ = unsafe {
+                rustix::mm::madvise(
+                    self.ptr.as_ptr().cast(),
+                    self.len,
+                    rustix::mm::Advice::LinuxDontNeed,
+                )
+            };
+            return;
+        }
         if let Err(e) = r {
             if !std::thread::panicking() {
                 panic!(

@@ -32,6 +32,59 @@ fn dropped_mapping_is_unmapped() {
     assert!(!maps.lines().any(|l| l.starts_with(&ours)), "{maps}");
 }
 
+/// At `vm.max_map_count`, dropping a mapping inside a larger one (the
+/// middle page of three, which `munmap` must split) releases its pages
+/// and leaks only the address range: it panicked ("munmap of 4096 bytes
+/// ... failed (Cannot allocate memory)"), in a drop the program could
+/// not avoid. In a child: the test fills the process's mappings.
+#[test]
+fn a_drop_at_the_map_count_limit_releases_the_pages() {
+    use std::time::Duration;
+    if let Some(run) = mmbatch_testkit::child::parent(
+        "tests::a_drop_at_the_map_count_limit_releases_the_pages",
+        Duration::from_secs(60),
+    ) {
+        run.expect_success();
+        return;
+    }
+    let page = rustix::param::page_size();
+    let whole = Mapping::anonymous(3 * page).unwrap();
+    let (ptr, _, prot) = whole.into_raw_parts();
+    // SAFETY: the three pages are the whole mapping's, each owned once.
+    let [first, middle, last] =
+        [0, 1, 2].map(|i| unsafe { Mapping::from_raw_parts(ptr.add(i * page), page, prot) });
+    let mut middle = middle;
+    middle.as_mut_slice().unwrap().fill(7);
+    // Single pages, protections alternating so that none merges with
+    // its neighbour, until the kernel refuses one more mapping.
+    let mut fillers = Vec::new();
+    let limit = loop {
+        let prot = if fillers.len() % 2 == 0 {
+            ProtFlags::READ
+        } else {
+            ProtFlags::empty()
+        };
+        match Mapping::new(page, prot, MapFlags::PRIVATE) {
+            Ok(m) => fillers.push(m),
+            Err(e) => {
+                assert_eq!(e.raw_os_error(), Some(libc::ENOMEM), "{e}");
+                break fillers.len();
+            }
+        }
+    };
+    assert!(limit > 1000, "only {limit} mappings before ENOMEM");
+    let at = middle.as_ptr();
+    drop(middle);
+    // Leaked, still mapped, and its pages released: it reads as zeros.
+    assert!(mapped(at as usize));
+    // SAFETY: the range is still mapped (above), readable, and nothing
+    // else owns it.
+    let byte = unsafe { at.read_volatile() };
+    assert_eq!(byte, 0, "the leaked page kept its contents");
+    drop(fillers);
+    drop((first, last));
+}
+
 #[test]
 fn views_follow_protection() {
     let mut m = Mapping::populated(1 << 20).unwrap();
