@@ -61,57 +61,96 @@ impl std::error::Error for HugeError {
     }
 }
 
-/// Serialises this process's changes to the pools: each region grows the
-/// pool by what it lacks and shrinks it by as much when it drops, so
-/// regions can drop in any order (another process changing the pool at
-/// the same moment can still race with us: the kernel offers no atomic
-/// adjustment).
+/// Serialises this process's threads' changes to the pools, before
+/// [`PoolLock`] serialises processes'.
 static POOL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// `surplus_hugepages`: pages in the pool beyond its persistent part,
-/// allocated by overcommit (`nr_overcommit_hugepages`) and freed when
-/// their mappings let them go; 0 where it cannot be read.
-fn surplus(size: HugePageSize) -> usize {
-    fs::read_to_string(size.pool_file("surplus_hugepages"))
+/// The pool of one page size to this thread, among this process's
+/// threads and every process that uses this crate, while it lives: an
+/// exclusive `flock` on the pool's `nr_hugepages`, which a growth holds
+/// from its read of the pool through its write and its `mmap`, and a
+/// shrink through its read and write. Each region grows the pool by what
+/// it lacks and shrinks it by as much when it drops, so regions (of any
+/// process) can drop in any order; two processes growing at once each
+/// counted the other's pages as their own and, dropped, took both out,
+/// leaving the pool smaller than they found it. Programs that write the
+/// pool without the lock (a shell's `echo`) can still race: the kernel
+/// offers no atomic adjustment.
+struct PoolLock {
+    _thread: std::sync::MutexGuard<'static, ()>,
+    /// `None` where the file cannot be opened (no such pool): nothing
+    /// can be written to it either.
+    _file: Option<fs::File>,
+}
+
+impl PoolLock {
+    fn new(size: HugePageSize) -> Self {
+        let thread = POOL.lock().unwrap_or_else(|e| e.into_inner());
+        let file = fs::File::open(size.pool_file("nr_hugepages")).ok();
+        if let Some(f) = &file {
+            // Refused (a file system without flock), the growth goes on
+            // serialised in this process only, as before the lock.
+            let _ = rustix::fs::flock(f, rustix::fs::FlockOperation::LockExclusive);
+        }
+        Self {
+            _thread: thread,
+            _file: file,
+        }
+    }
+}
+
+/// A count from the pool's `file`; `None` where it cannot be read.
+fn pool_count(size: HugePageSize, file: &str) -> Option<usize> {
+    fs::read_to_string(size.pool_file(file))
+        .ok()?
+        .trim()
+        .parse()
         .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0)
 }
 
 /// The pool's total (`nr_hugepages`: persistent plus surplus pages) and
-/// its persistent part, read between two reads of the surplus that agree
-/// (a few tries): an overcommitted page allocated or freed meanwhile
-/// moves the total and the surplus together, and the persistent part
-/// not at all.
-fn pool_counts(size: HugePageSize) -> (usize, usize) {
-    let mut before = surplus(size);
+/// its persistent part, read between two reads of the surplus
+/// (`surplus_hugepages`: pages allocated by overcommit, freed when their
+/// mappings let them go) that agree (a few tries): an overcommitted page
+/// allocated or freed meanwhile moves the total and the surplus
+/// together, and the persistent part not at all. `None` where a count
+/// cannot be read: a write from a wrong count would resize the pool
+/// under its other users.
+fn pool_counts(size: HugePageSize) -> Option<(usize, usize)> {
+    let mut before = pool_count(size, "surplus_hugepages")?;
     for _ in 0..8 {
-        let total = size.pool_pages();
-        let after = surplus(size);
+        let total = pool_count(size, "nr_hugepages")?;
+        let after = pool_count(size, "surplus_hugepages")?;
         if after == before {
-            return (total, total.saturating_sub(after));
+            return Some((total, total.saturating_sub(after)));
         }
         before = after;
     }
-    let total = size.pool_pages();
-    (total, total.saturating_sub(before))
+    let total = pool_count(size, "nr_hugepages")?;
+    Some((total, total.saturating_sub(before)))
 }
 
 /// Grows the pool of `size` pages by up to `n` free pages; returns by how
-/// many pages its persistent part grew. A write of `nr_hugepages` sets
+/// many pages its persistent part grew (0 where the pool's counts cannot
+/// be read). A write of `nr_hugepages` sets
 /// the persistent count, making surplus pages persistent first
 /// (`set_max_huge_pages`), so the write is of the total plus `n`, and
 /// what grew counts those surplus pages too: given back at the drop,
 /// they leave the pool once their mappings let them go, as surplus
-/// pages would have. Fail point `ktask::hugepool` refuses, as a pool
-/// that cannot grow would.
+/// pages would have. Called under [`PoolLock`]. Fail point
+/// `ktask::hugepool` refuses, as a pool that cannot grow would;
+/// `ktask::hugepool_write` runs between the read and the write (a
+/// `sleep` there lets another process read the pool meanwhile).
 fn grow_pool(size: HugePageSize, n: usize) -> usize {
     fail_point!("ktask::hugepool", |_| 0);
-    let (total, persistent) = pool_counts(size);
+    let Some((total, persistent)) = pool_counts(size) else {
+        return 0;
+    };
+    fail_point!("ktask::hugepool_write");
     if fs::write(size.pool_file("nr_hugepages"), (total + n).to_string()).is_err() {
         return 0;
     }
-    pool_counts(size).1.saturating_sub(persistent)
+    pool_counts(size).map_or(0, |(_, now)| now.saturating_sub(persistent))
 }
 
 /// `MemAvailable` from `/proc/meminfo`, in bytes: what the kernel could
@@ -129,12 +168,15 @@ fn mem_available() -> Option<u64> {
 /// Takes `grown` pages back out of the pool's persistent part, which
 /// [`grow_pool`] added: the kernel frees free pages down to the count
 /// written and turns pages still in use past it into surplus
-/// (`set_max_huge_pages`). Nothing is written for nothing grown.
+/// (`set_max_huge_pages`). Nothing is written for nothing grown, nor
+/// where the pool's counts cannot be read. Called under [`PoolLock`].
 fn shrink_pool(size: HugePageSize, grown: usize) {
     if grown == 0 {
         return;
     }
-    let (_, persistent) = pool_counts(size);
+    let Some((_, persistent)) = pool_counts(size) else {
+        return;
+    };
     let _ = fs::write(
         size.pool_file("nr_hugepages"),
         persistent.saturating_sub(grown).to_string(),
@@ -173,9 +215,11 @@ impl HugeRegion {
     /// A process that dies without dropping it (abort, SIGKILL, the OOM
     /// killer, `mem::forget`) leaves the pool grown: the kernel keeps
     /// `nr_hugepages` as written, so write it back by hand.
-    /// Regions may drop in any order: this process's changes to the pool
-    /// are serialised (another process changing it at the same moment can
-    /// still race: the kernel offers no atomic adjustment). A region
+    /// Regions may drop in any order: changes to the pool by this process
+    /// and by every other that uses this crate are serialised (an
+    /// exclusive `flock` on the pool's `nr_hugepages`; a program writing
+    /// it without one can still race, as the kernel offers no atomic
+    /// adjustment). A region
     /// larger than the memory available is refused before the pool is
     /// touched.
     ///
@@ -197,7 +241,7 @@ impl HugeRegion {
         let needed = len / page;
         let unavailable =
             |free| HugeError::NotReservable(HugePagesUnavailable::new(size, needed, free));
-        let pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+        let pool = PoolLock::new(size);
         let free = size.available_pages();
         let mut grown = 0;
         // Without growing, the mapping's own reservation decides (below):
@@ -340,10 +384,14 @@ impl HugeRegion {
 
 impl Drop for HugeRegion {
     fn drop(&mut self) {
-        // Unmapped first: pages in use cannot leave the pool.
-        drop(self.map.take());
+        // Unmapped first: pages in use cannot leave the pool. A refusal
+        // (never for a mapping of whole huge pages) must not skip the
+        // shrink.
+        if let Some(map) = self.map.take() {
+            let _ = map.unmap();
+        }
         if self.grown > 0 {
-            let _pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+            let _pool = PoolLock::new(self.size);
             shrink_pool(self.size, self.grown);
         }
     }

@@ -385,6 +385,73 @@ fn regions_that_fit_exactly_are_not_refused() {
     drop(scenario);
 }
 
+/// Two processes growing the pool at once (the fail point holds each
+/// between its read of the pool and its write, 300 ms): each counted the
+/// pages the other added as its own, and their drops took both out, so
+/// the pool ended two pages below where they found it, the pages of its
+/// other holder (this test's region) turned surplus (on an empty pool:
+/// "left: (2, 2) right: (2, 0)", all 2 pages surplus). The pool lock (`flock` on
+/// `nr_hugepages`) serialises them. Root only: sets the pool, and puts it
+/// back.
+#[test]
+fn processes_growing_the_pool_at_once_leave_it_as_they_found_it() {
+    const NAME: &str = "processes_growing_the_pool_at_once_leave_it_as_they_found_it";
+    let size = HugePageSize::Size2M;
+    if std::env::var_os("MMBATCH_POOL_RACE").is_some() {
+        // A child: grows the pool by the 2 pages it lacks, holds them, and
+        // drops them (a refusal is the other child's win on the old code).
+        let scenario = FailScenario::setup();
+        let region = HugeRegion::new_growing_pool(size, 2 * (2 << 20));
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        drop(region);
+        drop(scenario);
+        return;
+    }
+    let scenario = FailScenario::setup();
+    if !is_root() {
+        eprintln!("not root: the huge page pool cannot be set here; not exercised");
+        return;
+    }
+    let path = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+    let surplus = || {
+        std::fs::read_to_string("/sys/kernel/mm/hugepages/hugepages-2048kB/surplus_hugepages")
+            .map_or(0, |s| s.trim().parse().unwrap_or(0))
+    };
+    let found = pool();
+    std::fs::write(path, (found + 2).to_string()).unwrap();
+    let result = std::panic::catch_unwind(|| {
+        // Every free page held here, so that each child must grow the pool.
+        let free = size.available_pages();
+        assert!(free >= 2, "the pool did not grow: {free} free");
+        let held = HugeRegion::new(size, free * (2 << 20)).unwrap();
+        let children: Vec<_> = [0u64, 100]
+            .map(|delay| {
+                std::thread::spawn(move || {
+                    std::thread::sleep(std::time::Duration::from_millis(delay));
+                    mmbatch_testkit::child::run(
+                        NAME,
+                        std::time::Duration::from_secs(60),
+                        &[
+                            ("MMBATCH_POOL_RACE", "1"),
+                            ("FAILPOINTS", "ktask::hugepool_write=sleep(300)"),
+                        ],
+                    )
+                })
+            })
+            .into_iter()
+            .collect();
+        for child in children {
+            child.join().unwrap().expect_success();
+        }
+        let after = (pool(), surplus());
+        drop(held);
+        assert_eq!(after, (found + 2, 0), "(the pool, its surplus) after both");
+    });
+    std::fs::write(path, found.to_string()).unwrap();
+    result.unwrap();
+    drop(scenario);
+}
+
 /// A region larger than the memory available is refused without growing
 /// the pool: before, as root, the pool grew by all the huge pages the
 /// kernel could find (nearly all free memory, taken from every other
