@@ -361,7 +361,7 @@ fn hugetlb_2m_region_when_root() {
     let restore = Restore(nr, before);
     let result = (|| {
         // Exactly as many pages as are free builds; one more is refused
-        // up front, naming the pool.
+        // (by the mmap's reservation), naming the pool.
         let avail = HugePageSize::Size2M.available_pages();
         let huge = |pages: usize| {
             LockedRegion::builder(pages * 2 * MIB)
@@ -599,6 +599,56 @@ fn rlimit_memlock_is_named_with_the_fix() {
 #[test]
 fn eperm_without_cap_ipc_lock() {
     assert_child_ok("eperm");
+}
+
+/// A hugetlb region's pages may come from overcommit
+/// (`nr_overcommit_hugepages`) with no free page in the pool, as the
+/// mapping's own reservation decides: the build refused it up front from
+/// the free count ("HugePagesNotReserved(... free: 0 ...)"). Root only,
+/// on an empty pool: sets the overcommit, and puts it back.
+#[test]
+fn a_hugetlb_region_maps_overcommitted_pages() {
+    let _pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = "/sys/kernel/mm/hugepages/hugepages-2048kB";
+    let read = |f: &str| -> usize {
+        std::fs::read_to_string(format!("{dir}/{f}")).map_or(0, |s| s.trim().parse().unwrap_or(0))
+    };
+    let over = format!("{dir}/nr_overcommit_hugepages");
+    let found = read("nr_overcommit_hugepages");
+    if read("nr_hugepages") != 0 || std::fs::write(&over, "1").is_err() {
+        eprintln!("the pool holds pages, or not root: not exercised");
+        return;
+    }
+    let built = LockedRegion::builder(2 * MIB)
+        .pages(Pages::Huge(HugePageSize::Size2M))
+        .build()
+        .map(|r| r.resident_pages());
+    std::fs::write(&over, found.to_string()).unwrap();
+    assert_eq!(built.unwrap().unwrap(), 512);
+    assert_eq!(
+        read("nr_hugepages"),
+        0,
+        "the surplus page left with the region"
+    );
+}
+
+/// A hugetlb region needs no RLIMIT_MEMLOCK: the kernel never locks its
+/// pages (`mlock_fixup` skips hugetlb mappings), and `mlock` refused it
+/// under a limit of 0 for memory it would not have locked ("NotPermitted
+/// { op: \"mlock\", .. }"). Root only: grows the pool by one page for
+/// the child (which drops root), and puts it back.
+#[test]
+fn a_hugetlb_region_needs_no_memlock_limit() {
+    let _pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    let nr = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+    let before: usize = std::fs::read_to_string(nr).map_or(0, |s| s.trim().parse().unwrap_or(0));
+    if std::fs::write(nr, (before + 1).to_string()).is_err() {
+        eprintln!("cannot reserve a 2 MiB huge page here (needs root): not exercised");
+        return;
+    }
+    let run = child("hugetlb-no-memlock");
+    std::fs::write(nr, before.to_string()).unwrap();
+    run.expect_success();
 }
 
 #[cfg(feature = "fault-locked")]
@@ -985,6 +1035,23 @@ fn child_scenarios() {
             // Within the limit it works.
             let r = LockedRegion::builder(32 << 10).build().unwrap();
             assert_eq!(r.locked_bytes().unwrap(), 32 << 10);
+        }
+        "hugetlb-no-memlock" => {
+            limit_memlock(0);
+            let huge = || LockedRegion::builder(2 * MIB).pages(Pages::Huge(HugePageSize::Size2M));
+            let r = huge().build().unwrap();
+            assert_eq!(r.resident_pages().unwrap(), 512, "populated");
+            drop(r);
+            let r = huge().map_locked(true).build().unwrap();
+            assert_eq!(r.resident_pages().unwrap(), 512, "populated at map time");
+            drop(r);
+            let r = huge().policy(LockPolicy::OnFault).build().unwrap();
+            assert_eq!(r.resident_pages().unwrap(), 0, "nothing faulted in");
+            r.lock_range(0, 2 * MIB).unwrap();
+            drop(r);
+            let r = huge().policy(LockPolicy::Unlocked).build().unwrap();
+            r.lock_range(0, 2 * MIB).unwrap();
+            assert_eq!(r.resident_pages().unwrap(), 512, "lock_range faults in");
         }
         "eperm" => {
             limit_memlock(0);

@@ -349,7 +349,7 @@ impl Drop for Mapping {
     /// Unmaps the range. Where the process is at `vm.max_map_count` and
     /// the range is part of a larger mapping (see [`unmap`](Mapping::unmap)),
     /// the kernel refuses the split with `ENOMEM`: the pages are then
-    /// released (`MADV_DONTNEED`, which splits nothing) and only the
+    /// unlocked and released (`munlock`, `MADV_DONTNEED`) and only the
     /// address range stays, leaked, since a limit the program cannot see
     /// coming must not panic a drop (memmap2 ignores the refusal).
     ///
@@ -363,9 +363,14 @@ impl Drop for Mapping {
         // SAFETY: we own the range and nothing borrows it any more.
         let r = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len) };
         if r == Err(rustix::io::Errno::NOMEM) {
+            // Locked pages refuse MADV_DONTNEED: unlocked first, which
+            // splits nothing where the locked part is whole mappings (a
+            // lock over part of one would have split it already).
+            // SAFETY: we own the range; unlocking changes no contents.
+            let _ = unsafe { rustix::mm::munlock(self.ptr.as_ptr().cast(), self.len) };
             // SAFETY: we own the range and nothing borrows it any more;
             // its contents go, and nobody reads them again. A refusal
-            // (hugetlb before Linux 5.18, locked pages) leaves them.
+            // (hugetlb before Linux 5.18) leaves them.
             let _ = unsafe {
                 rustix::mm::madvise(
                     self.ptr.as_ptr().cast(),

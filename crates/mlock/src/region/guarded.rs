@@ -62,6 +62,7 @@ impl RegionBuilder<'_> {
             len: self.len,
             policy: LockPolicy::Unlocked,
             page: self.pages.size(),
+            hugetlb: false,
             read_only: self.read_only,
         };
         let map_locked = self.map_locked && self.policy == LockPolicy::Populate;
@@ -125,8 +126,15 @@ impl RegionBuilder<'_> {
             // Refused before the kernel touched the reservation: anonymous
             // MAP_FIXED fails late only in the commit charge (or a VMA's
             // allocation), with ENOMEM; EAGAIN and EPERM (the memlock
-            // limit) and the rest come first.
-            Err(e) if self.file.is_none() && e != Errno::NOMEM => Err(self.map_error(e)),
+            // limit, `do_mmap`'s first checks) and the rest come first. A
+            // file's `mmap` may fail late with anything, but the probe
+            // above passed it: its EAGAIN and EPERM are the limit's.
+            Err(e)
+                if e != Errno::NOMEM
+                    && (self.file.is_none() || matches!(e, Errno::AGAIN | Errno::PERM)) =>
+            {
+                Err(self.map_error(e))
+            }
             Err(e) => {
                 Self::release_after_failed_map(region, name.as_deref());
                 Err(self.map_error(e))

@@ -46,7 +46,10 @@ pub enum Pages {
     /// aligned to 2 MiB.
     Transparent,
     /// hugetlb pages of the given size, from the pool's free pages
-    /// (never grown by this crate).
+    /// (never grown by this crate). The kernel never swaps them, nor
+    /// locks them: [`LockPolicy::Populate`] faults them in without
+    /// `mlock` (so RLIMIT_MEMLOCK does not apply), and
+    /// [`LockPolicy::OnFault`] maps only.
     Huge(HugePageSize),
 }
 
@@ -122,7 +125,10 @@ impl<'fd> RegionBuilder<'fd> {
     /// as programs that lock at map time do. The pages are then faulted in
     /// before the page-size advice applies: with [`Pages::Transparent`]
     /// they are base pages, and with [`Pages::Base`] under THP "always"
-    /// they may be huge.
+    /// they may be huge. The kernel does not report a fault-in that falls
+    /// short (a memory cgroup at its limit: `mmap(2)`, "MAP_POPULATE"):
+    /// the pages it left out are locked as they are first touched, and
+    /// [`resident_pages`](LockedRegion::resident_pages) tells.
     pub fn map_locked(mut self, yes: bool) -> Self {
         self.map_locked = yes;
         self
@@ -254,7 +260,13 @@ impl<'fd> RegionBuilder<'fd> {
             _ => MapFlags::PRIVATE,
         };
         if self.map_locked && self.policy == LockPolicy::Populate {
-            flags |= MapFlags::LOCKED | MapFlags::POPULATE;
+            // hugetlb pages are never locked (`mlock_fixup` skips them),
+            // and MAP_LOCKED would check RLIMIT_MEMLOCK for nothing.
+            flags |= if self.pages.hugetlb() {
+                MapFlags::POPULATE
+            } else {
+                MapFlags::LOCKED | MapFlags::POPULATE
+            };
         }
         flags
     }
@@ -267,13 +279,10 @@ impl<'fd> RegionBuilder<'fd> {
         let needed = self.len / size;
         let unavailable =
             |free| Error::HugePagesNotReserved(HugePagesUnavailable::new(huge, needed, free));
-        // Up front for anonymous memory; a file's pages may exist already
-        // (a hugetlbfs file written before), and the kernel's own
-        // reservation at mmap says whether more are needed (ENOMEM, below).
-        let free = huge.available_pages();
-        if self.file.is_none() && free < needed {
-            return Err(unavailable(free));
-        }
+        // The kernel's own reservation at mmap says whether the pool has
+        // the pages (ENOMEM, below): sysfs's count reads 0 where a
+        // container hides it, surplus pages (`nr_overcommit_hugepages`)
+        // are not in it, and a file's pages may exist already.
         let flags = self.flags() | huge.map_flags();
         fail_point!("mlock::mmap", |arg| Err(self.map_error(injected(arg))));
         let mapped = match self.file {
@@ -294,6 +303,7 @@ impl<'fd> RegionBuilder<'fd> {
             len: self.len,
             policy: LockPolicy::Unlocked,
             page: size,
+            hugetlb: true,
             read_only: self.read_only,
         })
     }
@@ -371,11 +381,9 @@ fn errno(e: &std::io::Error) -> Errno {
 /// A mapping locked into memory: unlocked and unmapped when dropped (also
 /// while unwinding from a panic).
 ///
-/// # Panics
-/// Dropping it panics (unless the thread is already panicking) if the
-/// kernel refuses the `munmap`, as `mmbatch_mmap::Mapping`'s drop does:
-/// at `vm.max_map_count`, where unmapping must split a mapping, say. Its
-/// memory would otherwise stay locked for the process's life, unseen.
+/// Dropped at `vm.max_map_count` where unmapping must split a mapping
+/// the kernel merged, the pages are released and the address range
+/// leaked, as `mmbatch_mmap::Mapping`'s drop does.
 ///
 /// ```no_run
 /// use mmbatch_mlock::{LockPolicy, LockedRegion};
@@ -400,6 +408,8 @@ pub struct LockedRegion {
     len: usize,
     policy: LockPolicy,
     page: usize,
+    /// hugetlb pages, which the kernel neither swaps nor locks.
+    hugetlb: bool,
     read_only: bool,
 }
 
@@ -488,6 +498,12 @@ impl LockedRegion {
 
     /// Locks `[offset, offset + len)` by the region's policy: `mlock` for
     /// `Populate` and `Unlocked`, `mlock2(MLOCK_ONFAULT)` for `OnFault`.
+    /// A [`Pages::Huge`] region's pages are never swapped, and the kernel
+    /// does not lock them (`mlock_fixup` skips hugetlb mappings) though
+    /// `mlock` would count them against RLIMIT_MEMLOCK: this faults them
+    /// in instead (`MADV_POPULATE_WRITE`, or `_READ` for a read-only
+    /// region; `mlock` before Linux 5.14), or, for `OnFault`, does
+    /// nothing.
     ///
     /// # Errors
     /// [`Error::Misaligned`] for an offset or length that is not a
@@ -502,6 +518,9 @@ impl LockedRegion {
             injected(arg)
         )));
         let ptr = self.sub(offset);
+        if self.hugetlb {
+            return self.populate_hugetlb(ptr, len);
+        }
         if self.policy == LockPolicy::OnFault {
             // SAFETY: the range is inside our mapping.
             unsafe { rustix::mm::mlock_with(ptr, len, rustix::mm::MlockFlags::ONFAULT) }
@@ -509,6 +528,31 @@ impl LockedRegion {
         } else {
             // SAFETY: the range is inside our mapping.
             unsafe { mlock(ptr, len) }.map_err(|e| Error::from_lock("mlock", len, e))
+        }
+    }
+
+    /// [`lock_range`](Self::lock_range) of a hugetlb region: faults the
+    /// range in, or nothing for `OnFault`.
+    fn populate_hugetlb(&self, ptr: *mut c_void, len: usize) -> Result<(), Error> {
+        if self.policy == LockPolicy::OnFault {
+            return Ok(());
+        }
+        let (advice, op) = if self.read_only {
+            (Advice::LinuxPopulateRead, "madvise(MADV_POPULATE_READ)")
+        } else {
+            (Advice::LinuxPopulateWrite, "madvise(MADV_POPULATE_WRITE)")
+        };
+        // SAFETY: the range is inside our mapping; populating changes no
+        // contents (a page first faulted in reads zeros, as it would).
+        match unsafe { madvise(ptr, len, advice) } {
+            Ok(()) => Ok(()),
+            // Before Linux 5.14 (no such advice): `mlock` faults the pages
+            // in, and counts them against the limit.
+            Err(Errno::INVAL) => {
+                // SAFETY: the range is inside our mapping.
+                unsafe { mlock(ptr, len) }.map_err(|e| Error::from_lock("mlock", len, e))
+            }
+            Err(e) => Err(Error::from_sys(op, len, e)),
         }
     }
 
