@@ -151,6 +151,21 @@ impl fmt::Display for HugePagesUnavailable {
             memory_pages,
         } = *self;
         let kib = size.bytes() / 1024;
+        if free >= needed {
+            // The pool had them: the kernel's refusal was another limit's.
+            return write!(
+                f,
+                "{needed} huge pages of {kib} KiB are needed and {free} are free, yet the mapping \
+                 was refused (ENOMEM): another limit applies, a hugetlb cgroup's \
+                 (`hugetlb.{}.max`), the address space's (`ulimit -v`) or the mappings' \
+                 (`vm.max_map_count`); raise the one this process is under",
+                if size == HugePageSize::Size1G {
+                    "1GB"
+                } else {
+                    "2MB"
+                }
+            );
+        }
         let target = pool.saturating_add(needed.saturating_sub(free));
         if memory_pages > 0 && target > memory_pages {
             return write!(
@@ -219,6 +234,15 @@ mod tests {
             "{msg}"
         );
         assert!(!msg.contains("echo"), "{msg}");
+        // The pool had the pages (ENOMEM was another limit's): no
+        // command that changes nothing (it read `echo 5 > ...`).
+        let other = HugePagesUnavailable {
+            free: 3,
+            ..e.clone()
+        }
+        .to_string();
+        assert!(other.contains("hugetlb.2MB.max"), "{other}");
+        assert!(!other.contains("echo"), "{other}");
         // A pool as large as the memory can be reserved (5 + 995 - 0);
         // an unknown memory (0) refuses nothing.
         for (needed, memory_pages) in [(996, 1000), (1 << 40, 0)] {
