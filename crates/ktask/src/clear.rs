@@ -8,7 +8,8 @@ use crate::{Job, RunError, run_slice};
 pub const MIN_CHUNK: usize = 2 << 20;
 
 /// Zeroes `buf` on up to `max_threads` threads (0 is taken as 1), in
-/// chunks of at least 2 MiB (`clear_gigantic_page` with ktask). The
+/// chunks of at least 2 MiB (the ktask series' parallel
+/// `clear_gigantic_page`). The
 /// threads are started for the call (see [`run_with_undo`](crate::run_with_undo));
 /// more than the CPUs the memory's node has adds threads, not bandwidth.
 #[doc(alias = "clear_gigantic_page")]

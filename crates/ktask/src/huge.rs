@@ -345,8 +345,8 @@ impl HugeRegion {
     }
 
     /// Zeroes the region on up to `max_threads` threads (0 is taken as
-    /// 1), in chunks aligned to (and at least) one huge page
-    /// (`clear_gigantic_page` with ktask).
+    /// 1), in chunks aligned to (and at least) one huge page (the ktask
+    /// series' parallel `clear_gigantic_page`).
     pub fn clear(&mut self, max_threads: usize) {
         let page = self.size.bytes();
         clear_aligned(self.as_mut_slice(), page, page, max_threads);
@@ -355,11 +355,15 @@ impl HugeRegion {
     /// Faults the region in on up to `max_threads` threads (0 is taken as
     /// 1), in chunks aligned to (and at least) one huge page, so that no
     /// two threads fault one page: the kernel zeroes each page as it
-    /// faults it in (`clear_gigantic_page`), which this spreads over the
-    /// threads, as [`populate`](crate::populate) does for any mapping
-    /// (given this region's pointer, that one aligns its chunks to base
-    /// pages only). The region's pages were reserved when it was made, so
-    /// the pool cannot run short here; its contents are kept.
+    /// faults it in (`clear_huge_page`, `folio_zero_user` in recent
+    /// kernels), which this spreads over the threads, as
+    /// [`populate`](crate::populate) does for any mapping (given this
+    /// region's pointer, that one aligns its chunks to base pages only).
+    /// The region's pages were reserved when it was made, so the pool
+    /// cannot run short here (unless the region was bound to a node since,
+    /// [`numa::bind_memory`](crate::numa::bind_memory): the reservation is
+    /// not per node, and a node without free pages is `EFAULT` here); its
+    /// contents are kept.
     ///
     /// # Errors
     /// [`HugeError::Populate`] with the kernel's error (`EINVAL` before

@@ -441,6 +441,12 @@ impl<E: fmt::Debug + fmt::Display> std::error::Error for NumaJobError<E> {}
 /// Binds the pages of `memory` to NUMA node `node` (OS index)
 /// (`hwloc_set_area_membind`, `MPOL_BIND`): pages touched from then on
 /// come from that node, so bind a range before populating or clearing it.
+/// The binding covers the whole pages `memory` touches, so memory beside
+/// it on those pages is bound too. A hugetlb region's reservation is not
+/// per node: bound to a node with no free huge pages, a write to a page
+/// not yet faulted in is `SIGBUS`. Fault such a region in with
+/// [`HugeRegion::populate`](crate::HugeRegion::populate), which returns
+/// the error, before writing it.
 #[doc(alias = "mbind")]
 #[doc(alias = "hwloc_set_area_membind")]
 pub fn bind_memory(topology: &Topology, memory: &[u8], node: usize) -> Result<(), NumaError> {

@@ -4,7 +4,9 @@
 //! the join at the end of `std::thread::scope`).
 //!
 //! - Every helper is spawned and waiting at a start gate before any chunk
-//!   runs (ktask did this to avoid a convoy on the mmap lock); helpers the
+//!   runs (spawning a thread maps its stack, taking the mmap lock for
+//!   writing, which helpers already faulting pages in would contend on);
+//!   helpers the
 //!   OS refuses are not waited for (padata runs with the works it got).
 //! - Chunks are claimed with one `fetch_add`: each runs exactly once.
 //! - The first error stops new claims; once every helper has finished,
@@ -211,7 +213,7 @@ pub fn run<E: Send>(
 /// assert!(done.iter().all(|d| !d.load(Ordering::Relaxed)));
 /// ```
 #[cfg(not(loom))]
-#[doc(alias = "ktask_undo")]
+#[doc(alias = "ktask_ctl_set_undo_func")]
 pub fn run_with_undo<E: Send>(
     job: &Job,
     f: impl Fn(Range<usize>) -> Result<(), E> + Sync,
