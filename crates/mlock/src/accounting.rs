@@ -44,18 +44,31 @@ pub fn process_mapped_bytes() -> io::Result<u64> {
     status_kb("VmSize:")
 }
 
-/// Whether the process has CAP_IPC_LOCK in its effective set (then
-/// RLIMIT_MEMLOCK does not apply).
+/// Whether the process has CAP_IPC_LOCK in its effective set, in the
+/// initial user namespace (then RLIMIT_MEMLOCK does not apply). The
+/// kernel asks the initial namespace (`capable`): a rootless container's
+/// root has the capability in its own namespace only, and the limit
+/// still applies to it.
 pub fn has_cap_ipc_lock() -> bool {
     const CAP_IPC_LOCK: u32 = 14;
-    fs::read_to_string("/proc/self/status")
+    let effective = fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
                 .find_map(|l| l.strip_prefix("CapEff:"))
                 .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
         })
-        .is_some_and(|caps| caps & (1 << CAP_IPC_LOCK) != 0)
+        .is_some_and(|caps| caps & (1 << CAP_IPC_LOCK) != 0);
+    effective && in_initial_user_namespace()
+}
+
+/// Whether the process runs in the initial user namespace, whose
+/// `/proc/self/uid_map` maps every id to itself (`0 0 4294967295`); true
+/// where the file cannot be read (a kernel without user namespaces).
+fn in_initial_user_namespace() -> bool {
+    fs::read_to_string("/proc/self/uid_map").map_or(true, |map| {
+        map.split_whitespace().eq(["0", "0", "4294967295"])
+    })
 }
 
 /// Mappings the process has now (lines of /proc/self/maps); 0 where that

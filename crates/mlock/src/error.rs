@@ -323,6 +323,20 @@ impl fmt::Display for Error {
                 max * 4
             ),
             Error::HugePagesNotReserved(e) => write!(f, "{e}"),
+            // A mapping's ENOMEM is never a cgroup's (it charges pages
+            // as they are faulted in): address space or commit charge.
+            Error::OutOfMemory { op, len, source }
+                if op.starts_with("mmap") || op.starts_with("mprotect") =>
+            {
+                write!(
+                    f,
+                    "{op} of {} failed: {source}: the process's address space limit (`ulimit \
+                     -v`) or the system's commit limit (with vm.overcommit_memory=2, \
+                     CommitLimit in /proc/meminfo) refused it, or no free range of the address \
+                     space is that large; raise the limit or ask for less",
+                    bytes(*len as u64)
+                )
+            }
             Error::OutOfMemory { op, len, source } => write!(
                 f,
                 "{op} of {} failed: {source}: the system (or this process's memory cgroup, \
@@ -379,6 +393,30 @@ mod tests {
         );
         assert!(!near_map_limit(10, 0), "an unreadable limit blames nothing");
         assert!(near_map_limit(usize::MAX, 65530));
+    }
+
+    /// A mapping's ENOMEM names the address space and commit limits, not
+    /// a cgroup's (which charges pages as they are faulted in, never at
+    /// `mmap`); a lock's names memory and the cgroup.
+    #[test]
+    fn out_of_memory_names_the_limits_of_its_call() {
+        let oom = |op| {
+            Error::OutOfMemory {
+                op,
+                len: 4096,
+                source: io::Error::from_raw_os_error(12),
+            }
+            .to_string()
+        };
+        for op in ["mmap", "mprotect", "mmap(MAP_LOCKED)"] {
+            let msg = oom(op);
+            assert!(
+                msg.contains("ulimit -v") && msg.contains("CommitLimit"),
+                "{msg}"
+            );
+            assert!(!msg.contains("memory.max"), "{msg}");
+        }
+        assert!(oom("mlock").contains("memory.max"));
     }
 
     /// Each error that wraps another hands it to `source()`, so that a

@@ -601,6 +601,63 @@ fn eperm_without_cap_ipc_lock() {
     assert_child_ok("eperm");
 }
 
+/// Root of a user namespace of its own (a rootless container's) has
+/// CAP_IPC_LOCK in it, but the kernel asks the initial namespace, so
+/// RLIMIT_MEMLOCK applies: its refusal is named as the limit. It was
+/// taken for memory running out ("OutOfMemory { op: \"mlock\", .. }",
+/// whose fix is the wrong one). The child enters the namespace between
+/// fork and exec (a process must be single-threaded to).
+#[test]
+fn the_limit_is_named_for_root_of_a_user_namespace() {
+    use std::os::unix::process::CommandExt;
+    let map = format!("0 {} 1", nix::unistd::geteuid());
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        "child_scenarios",
+        "--include-ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(child::CHILD_ENV, "1")
+    .env("MMBATCH_MLOCK_CHILD", "userns");
+    let enter = move || {
+        // SAFETY: between fork and exec: system calls only (unshare,
+        // open, write, close), on a path and a buffer made before the
+        // fork; nothing allocates.
+        unsafe {
+            if libc::unshare(libc::CLONE_NEWUSER) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let fd = libc::open(c"/proc/self/uid_map".as_ptr(), libc::O_WRONLY);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let n = libc::write(fd, map.as_ptr().cast(), map.len());
+            libc::close(fd);
+            if n != map.len() as isize {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    };
+    // SAFETY: see the closure.
+    unsafe { cmd.pre_exec(enter) };
+    let out = match cmd.output() {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("no user namespace could be made here ({e}): not exercised");
+            return;
+        }
+    };
+    let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && text.contains("running 1 test"),
+        "{}:\n{text}",
+        out.status
+    );
+}
+
 /// A hugetlb region's pages may come from overcommit
 /// (`nr_overcommit_hugepages`) with no free page in the pool, as the
 /// mapping's own reservation decides: the build refused it up front from
@@ -1052,6 +1109,23 @@ fn child_scenarios() {
             let r = huge().policy(LockPolicy::Unlocked).build().unwrap();
             r.lock_range(0, 2 * MIB).unwrap();
             assert_eq!(r.resident_pages().unwrap(), 512, "lock_range faults in");
+        }
+        "userns" => {
+            let caps = std::fs::read_to_string("/proc/self/status").unwrap();
+            println!(
+                "child: {}",
+                caps.lines().find(|l| l.starts_with("CapEff")).unwrap()
+            );
+            assert!(!accounting::has_cap_ipc_lock(), "only in its own namespace");
+            nix::sys::resource::setrlimit(
+                nix::sys::resource::Resource::RLIMIT_MEMLOCK,
+                64 << 10,
+                64 << 10,
+            )
+            .unwrap();
+            let e = LockedRegion::builder(MIB).build().unwrap_err();
+            println!("child: {e}");
+            assert!(matches!(e, Error::MemlockLimit { .. }), "{e:?}");
         }
         "eperm" => {
             limit_memlock(0);
