@@ -344,6 +344,16 @@ impl fmt::Display for Error {
                  cgroup's limit, or ask for less",
                 bytes(*len as u64)
             ),
+            Error::Sys { op, source }
+                if op.contains("ONFAULT") && source.raw_os_error() == Some(libc::ENOSYS) =>
+            {
+                write!(
+                    f,
+                    "{op} failed: {source}: this kernel predates lock-on-fault (Linux 4.4), or a \
+                     seccomp filter refuses mlock2; lock the region whole with \
+                     LockPolicy::Populate"
+                )
+            }
             Error::Sys { op, source } => write!(f, "{op} failed: {source}"),
             Error::FaultHandler { cause } => write!(
                 f,
@@ -417,6 +427,19 @@ mod tests {
             assert!(!msg.contains("memory.max"), "{msg}");
         }
         assert!(oom("mlock").contains("memory.max"));
+    }
+
+    /// Lock-on-fault refused as unknown names the kernel it needs and the
+    /// policy that works without it.
+    #[test]
+    fn lock_on_fault_unknown_to_the_kernel_names_the_fix() {
+        let e = Error::from_lock("mlock2(MLOCK_ONFAULT)", 4096, Errno::NOSYS).to_string();
+        assert!(
+            e.contains("Linux 4.4") && e.contains("LockPolicy::Populate"),
+            "{e}"
+        );
+        let e = Error::from_lock("mlock", 4096, Errno::NOSYS).to_string();
+        assert!(!e.contains("LockPolicy::Populate"), "{e}");
     }
 
     /// Each error that wraps another hands it to `source()`, so that a

@@ -188,7 +188,12 @@ fn errno() -> i32 {
 }
 
 fn set_errno(v: i32) {
-    // SAFETY: no preconditions; returns this thread's errno slot.
+    // SAFETY: no preconditions; returns this thread's errno slot (Bionic
+    // names it `__errno`).
+    #[cfg(target_os = "android")]
+    let slot = unsafe { libc::__errno() };
+    // SAFETY: as above.
+    #[cfg(not(target_os = "android"))]
     let slot = unsafe { libc::__errno_location() };
     // SAFETY: a valid, aligned, thread-local int.
     unsafe { *slot = v };

@@ -621,27 +621,28 @@ fn the_limit_is_named_for_root_of_a_user_namespace() {
     ])
     .env(child::CHILD_ENV, "1")
     .env("MMBATCH_MLOCK_CHILD", "userns");
+    // Between fork and exec: system calls only, on a path and a buffer
+    // made before the fork; nothing allocates.
     let enter = move || {
-        // SAFETY: between fork and exec: system calls only (unshare,
-        // open, write, close), on a path and a buffer made before the
-        // fork; nothing allocates.
-        unsafe {
-            if libc::unshare(libc::CLONE_NEWUSER) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            let fd = libc::open(c"/proc/self/uid_map".as_ptr(), libc::O_WRONLY);
-            if fd < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            let n = libc::write(fd, map.as_ptr().cast(), map.len());
-            libc::close(fd);
-            if n != map.len() as isize {
-                return Err(std::io::Error::last_os_error());
-            }
+        // SAFETY: takes a flag; touches no memory of ours.
+        if unsafe { libc::unshare(libc::CLONE_NEWUSER) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a NUL-terminated path.
+        let fd = unsafe { libc::open(c"/proc/self/uid_map".as_ptr(), libc::O_WRONLY) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `map` is valid for its length.
+        let n = unsafe { libc::write(fd, map.as_ptr().cast(), map.len()) };
+        // SAFETY: the descriptor just opened, closed once.
+        unsafe { libc::close(fd) };
+        if n != map.len() as isize {
+            return Err(std::io::Error::last_os_error());
         }
         Ok(())
     };
-    // SAFETY: see the closure.
+    // SAFETY: the closure is async-signal-safe (above).
     unsafe { cmd.pre_exec(enter) };
     let out = match cmd.output() {
         Ok(out) => out,
