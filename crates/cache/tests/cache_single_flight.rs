@@ -882,3 +882,25 @@ fn a_guard_given_up_under_its_shards_lock_wakes_its_waiters() {
     }
     cache.check_invariants().unwrap();
 }
+
+/// `load_failures` counts the loads that ended without a value: an
+/// error, a panic, a guard dropped; a load that stores, or whose value a
+/// removal kept out of the cache, is not one.
+#[test]
+fn load_failures_count_the_loads_that_ended_without_a_value() {
+    let cache: LruCache<u32, u32> = LruCache::new(10);
+    assert_eq!(cache.try_get_or_insert_with(1, || Err("down")), Err("down"));
+    let panicked = catch_unwind(AssertUnwindSafe(|| {
+        cache.get_or_insert_with(2, || panic!("loader panicked"))
+    }));
+    assert!(panicked.is_err());
+    drop(cache.get_or_guard(&3).unwrap_err());
+    assert_eq!(cache.get_or_insert_with(4, || 4), 4);
+    let guard = cache.get_or_guard(&5).unwrap_err();
+    assert_eq!(guard.insert(5), 5);
+    let st = cache.stats();
+    assert_eq!((st.loads, st.load_failures), (5, 3), "{st:?}");
+    // A hit starts no load, and fails none.
+    assert_eq!(cache.get_or_insert_with(4, || unreachable!()), 4);
+    assert_eq!(cache.stats().load_failures, 3);
+}

@@ -641,6 +641,7 @@ impl<K, V, S, W> Builder<K, V, S, W> {
             listener: self.opts.listener,
             loads: AtomicU64::new(0),
             load_waits: AtomicU64::new(0),
+            load_failures: AtomicU64::new(0),
             refused: AtomicU64::new(0),
         })
     }

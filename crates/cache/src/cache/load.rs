@@ -15,7 +15,7 @@ use super::{
     lock::NoBarrier,
     shard::{Evicted, Lruvec},
 };
-use crate::sync::{Arc, Ordering};
+use crate::sync::{Arc, AtomicU64, Ordering};
 
 /// A load's flight from claim to landing: if the loader does not land it
 /// (an error, or a panic in the loader, a key's `Eq` or a value's
@@ -45,6 +45,11 @@ pub(super) struct Landing<'a, K, V> {
     /// The loader's error, for waiters that share it (see
     /// [`fail`](Self::fail)).
     error: Option<SharedError>,
+    /// Whether the load landed a value ([`land`](Self::land)); one
+    /// dropped without is counted in `failures`.
+    landed: bool,
+    /// The cache's count of loads that ended without a value.
+    failures: &'a AtomicU64,
 }
 
 impl<K, V> Landing<'_, K, V> {
@@ -64,6 +69,7 @@ impl<K, V> Landing<'_, K, V> {
     /// Hands the loaded `value` to the waiters, if any: landed (after
     /// [`take`](Self::take)).
     fn land(mut self, value: V) {
+        self.landed = true;
         if let Some(room) = self.room.take() {
             room.complete(Ok(value));
         }
@@ -78,6 +84,9 @@ impl<K, V> Landing<'_, K, V> {
 
 impl<K, V> Drop for Landing<'_, K, V> {
     fn drop(&mut self) {
+        if !self.landed {
+            self.failures.fetch_add(1, Ordering::Relaxed);
+        }
         // A room held before the flight is taken out is a guard's.
         if !self.taken && self.room.is_none() {
             match self.shard.try_write() {
@@ -351,6 +360,8 @@ where
                     room,
                     key: None,
                     error: None,
+                    landed: false,
+                    failures: &self.load_failures,
                 };
                 drop(abandoned);
                 Claim::Load(landing, hash)

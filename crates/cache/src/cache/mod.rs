@@ -197,6 +197,7 @@ pub struct LruCache<K, V, S = DefaultHashBuilder, W = UnitWeigher> {
     expire: Option<expire::Expire<K, V>>,
     loads: AtomicU64,
     load_waits: AtomicU64,
+    load_failures: AtomicU64,
     /// Hits of the loads' first lookups whose values `replace_if` refused:
     /// [`stats`](Self::stats) counts them as misses.
     refused: AtomicU64,
@@ -599,6 +600,7 @@ where
         let mut st = CacheStats {
             loads: self.loads.load(Ordering::Relaxed),
             load_waits: self.load_waits.load(Ordering::Relaxed),
+            load_failures: self.load_failures.load(Ordering::Relaxed),
             ..CacheStats::default()
         };
         for s in self.shards.iter() {

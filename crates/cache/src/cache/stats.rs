@@ -86,6 +86,13 @@ pub struct CacheStats {
     /// on the next counts twice). A call asking for a key its own thread
     /// is loading panics instead, and is not counted.
     pub load_waits: u64,
+    /// Loads (as [`loads`](Self::loads) counts them) that ended without a
+    /// value: the loader returned an error or panicked, a key's `Eq` or a
+    /// value's `Clone` panicked as it landed, or the call's future or
+    /// [`LoadGuard`](crate::LoadGuard) was dropped first. Counted as each
+    /// ends, so `loads - load_failures` is the loads that succeeded or
+    /// still run. Caffeine's `loadFailureCount`.
+    pub load_failures: u64,
 }
 
 impl CacheStats {
