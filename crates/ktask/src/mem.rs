@@ -32,7 +32,10 @@ pub enum PopulateError {
 impl fmt::Display for PopulateError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            PopulateError::Job(e) => write!(f, "{e}"),
+            PopulateError::Job(e) => write!(
+                f,
+                "the range to populate must be whole base pages, page-aligned: {e}"
+            ),
             PopulateError::Madvise(e)
                 if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) =>
             {
@@ -60,7 +63,14 @@ impl fmt::Display for PopulateError {
     }
 }
 
-impl std::error::Error for PopulateError {}
+impl std::error::Error for PopulateError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PopulateError::Job(e) => Some(e),
+            PopulateError::Madvise(e) => Some(e),
+        }
+    }
+}
 
 /// Faults in `[ptr, ptr + len)` writable on up to `max_threads` threads
 /// (0 is taken as 1), one `madvise(MADV_POPULATE_WRITE)` per chunk: the

@@ -436,7 +436,15 @@ impl<E: fmt::Display> fmt::Display for NumaJobError<E> {
     }
 }
 
-impl<E: fmt::Debug + fmt::Display> std::error::Error for NumaJobError<E> {}
+impl<E: fmt::Debug + fmt::Display> std::error::Error for NumaJobError<E> {
+    /// The placement's error; a chunk's error is shown in the message.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            NumaJobError::Place(e) => Some(e),
+            NumaJobError::Chunk(_) => None,
+        }
+    }
+}
 
 /// Binds the pages of `memory` to NUMA node `node` (OS index)
 /// (`hwloc_set_area_membind`, `MPOL_BIND`): pages touched from then on

@@ -162,4 +162,8 @@ fn clear_and_populate_do_their_work() {
     // SAFETY: as above.
     let e = unsafe { populate(m.as_ptr(), 4096 + 1, 2) }.unwrap_err();
     assert!(e.to_string().contains("multiple of align"), "{e}");
+    // It says what was asked of populate, not only of the job behind it.
+    assert!(e.to_string().contains("range to populate"), "{e}");
+    use std::error::Error as _;
+    assert!(e.source().is_some(), "the job's error is its source");
 }

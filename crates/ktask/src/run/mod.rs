@@ -54,7 +54,16 @@ impl<E: fmt::Display> fmt::Display for RunError<E> {
     }
 }
 
-impl<E: fmt::Debug + fmt::Display> std::error::Error for RunError<E> {}
+impl<E: fmt::Debug + fmt::Display> std::error::Error for RunError<E> {
+    /// The job's error; a chunk's error is shown in the message (`E` need
+    /// not be an `Error`).
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RunError::Job(e) => Some(e),
+            RunError::Failed(_) => None,
+        }
+    }
+}
 
 impl<E> From<JobError> for RunError<E> {
     fn from(e: JobError) -> Self {
