@@ -42,6 +42,11 @@ pub enum Advice {
     DontFork,
     /// `MADV_DOFORK`: undoes [`DontFork`](Self::DontFork).
     DoFork,
+    /// `MADV_DONTDUMP`: leave the range out of core dumps (keys and
+    /// other secrets).
+    DontDump,
+    /// `MADV_DODUMP`: undoes [`DontDump`](Self::DontDump).
+    DoDump,
 }
 
 impl Advice {
@@ -60,6 +65,8 @@ impl Advice {
             Self::PopulateWrite => A::LinuxPopulateWrite,
             Self::DontFork => A::LinuxDontFork,
             Self::DoFork => A::LinuxDoFork,
+            Self::DontDump => A::LinuxDontDump,
+            Self::DoDump => A::LinuxDoDump,
         }
     }
 }
@@ -163,6 +170,8 @@ mod tests {
             Advice::Sequential,
             Advice::WillNeed,
             Advice::Cold,
+            Advice::DontDump,
+            Advice::DoDump,
         ] {
             m.advise(0..16 * PAGE, a).unwrap();
         }

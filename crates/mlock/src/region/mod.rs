@@ -76,6 +76,7 @@ pub struct RegionBuilder<'fd> {
     file: Option<(BorrowedFd<'fd>, u64, bool)>,
     read_only: bool,
     map_locked: bool,
+    dont_dump: bool,
 }
 
 impl<'fd> RegionBuilder<'fd> {
@@ -111,6 +112,14 @@ impl<'fd> RegionBuilder<'fd> {
     /// region writes it. The obligation of `memmap2::Mmap::map`.
     pub unsafe fn file(mut self, fd: BorrowedFd<'fd>, offset: u64, shared: bool) -> Self {
         self.file = Some((fd, offset, shared));
+        self
+    }
+
+    /// Leaves the region out of the process's core dumps
+    /// (`madvise(MADV_DONTDUMP)`): for keys and other secrets, which
+    /// locking keeps out of swap but not out of a dump.
+    pub fn dont_dump(mut self) -> Self {
+        self.dont_dump = true;
         self
     }
 
@@ -242,6 +251,12 @@ impl<'fd> RegionBuilder<'fd> {
                 Err(rustix::io::Errno::INVAL) => return Err(Error::NO_THP),
                 Err(e) => return Err(Error::from_sys("madvise", region.len, e)),
             }
+        }
+        if self.dont_dump {
+            // SAFETY: the range is our own mapping; the advice changes no
+            // contents.
+            unsafe { madvise(region.sub(0), region.len, Advice::LinuxDontDump) }
+                .map_err(|e| Error::from_sys("madvise(MADV_DONTDUMP)", region.len, e))?;
         }
         match self.policy {
             // Mapped with MAP_LOCKED | MAP_POPULATE (`flags`, for every
@@ -423,6 +438,7 @@ impl LockedRegion {
             file: None,
             read_only: false,
             map_locked: false,
+            dont_dump: false,
         }
     }
 
