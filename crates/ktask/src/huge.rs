@@ -66,10 +66,12 @@ impl std::error::Error for HugeError {
 static POOL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// The pool of one page size to this thread, among this process's
-/// threads and every process that uses this crate, while it lives: an
-/// exclusive `flock` on the pool's `nr_hugepages`, which a growth holds
-/// from its read of the pool through its write and its `mmap`, and a
-/// shrink through its read and write. Each region grows the pool by what
+/// threads and every process that uses this crate and sees the same sysfs
+/// (a container with a network namespace of its own has its own sysfs
+/// files, and is not serialised with the host), while it lives: an
+/// exclusive `flock` on the pool's `nr_hugepages`, which a region's
+/// making holds from its read of the pool through its write and its
+/// `mmap`, and a shrink through its read and write. Each region grows the pool by what
 /// it lacks and shrinks it by as much when it drops, so regions (of any
 /// process) can drop in any order; two processes growing at once each
 /// counted the other's pages as their own and, dropped, took both out,
@@ -77,10 +79,10 @@ static POOL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// pool without the lock (a shell's `echo`) can still race: the kernel
 /// offers no atomic adjustment.
 struct PoolLock {
-    _thread: std::sync::MutexGuard<'static, ()>,
     /// `None` where the file cannot be opened (no such pool): nothing
-    /// can be written to it either.
+    /// can be written to it either. Closed (unlocked) before the mutex.
     _file: Option<fs::File>,
+    _thread: std::sync::MutexGuard<'static, ()>,
 }
 
 impl PoolLock {
@@ -88,13 +90,16 @@ impl PoolLock {
         let thread = POOL.lock().unwrap_or_else(|e| e.into_inner());
         let file = fs::File::open(size.pool_file("nr_hugepages")).ok();
         if let Some(f) = &file {
-            // Refused (a file system without flock), the growth goes on
-            // serialised in this process only, as before the lock.
-            let _ = rustix::fs::flock(f, rustix::fs::FlockOperation::LockExclusive);
+            // Interrupted by a signal, it waits again; refused otherwise
+            // (a file system without flock), the change goes on serialised
+            // in this process only.
+            while rustix::fs::flock(f, rustix::fs::FlockOperation::LockExclusive)
+                == Err(rustix::io::Errno::INTR)
+            {}
         }
         Self {
-            _thread: thread,
             _file: file,
+            _thread: thread,
         }
     }
 }
@@ -199,7 +204,8 @@ pub struct HugeRegion {
 
 impl HugeRegion {
     /// Maps `len` bytes (a non-zero multiple of the page size) of `size`
-    /// pages from the pool's free pages; never changes the pool.
+    /// pages from the pool's free pages; never changes the pool (but waits
+    /// while another region, of any process using this crate, grows it).
     ///
     /// # Errors
     /// [`HugeError::NotReservable`] if the pool has too few free pages
@@ -277,12 +283,16 @@ impl HugeRegion {
         let map = match map() {
             Ok(m) => m,
             Err(e) => {
+                // Read before the shrink: a growth that covered the region
+                // shows free pages, so the error names the other limit that
+                // refused the mapping.
+                let free = size.available_pages();
                 shrink_pool(size, grown);
                 // A private hugetlb mapping reserves its pages at mmap:
-                // ENOMEM is a short pool.
+                // ENOMEM is a short pool, or another limit's refusal.
                 return Err(
                     if e.raw_os_error() == Some(rustix::io::Errno::NOMEM.raw_os_error()) {
-                        unavailable(size.available_pages())
+                        unavailable(free)
                     } else {
                         HugeError::Map(e)
                     },

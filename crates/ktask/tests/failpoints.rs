@@ -399,9 +399,10 @@ fn processes_growing_the_pool_at_once_leave_it_as_they_found_it() {
     let size = HugePageSize::Size2M;
     if std::env::var_os("MMBATCH_POOL_RACE").is_some() {
         // A child: grows the pool by the 2 pages it lacks, holds them, and
-        // drops them (a refusal is the other child's win on the old code).
+        // drops them.
         let scenario = FailScenario::setup();
-        let region = HugeRegion::new_growing_pool(size, 2 * (2 << 20));
+        let region = HugeRegion::new_growing_pool(size, 2 * (2 << 20))
+            .expect("each child grows the pool for its region");
         std::thread::sleep(std::time::Duration::from_millis(500));
         drop(region);
         drop(scenario);

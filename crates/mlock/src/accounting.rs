@@ -62,13 +62,15 @@ pub fn has_cap_ipc_lock() -> bool {
     effective && in_initial_user_namespace()
 }
 
-/// Whether the process runs in the initial user namespace, whose
-/// `/proc/self/uid_map` maps every id to itself (`0 0 4294967295`); true
-/// where the file cannot be read (a kernel without user namespaces).
-fn in_initial_user_namespace() -> bool {
-    fs::read_to_string("/proc/self/uid_map").map_or(true, |map| {
-        map.split_whitespace().eq(["0", "0", "4294967295"])
-    })
+/// Whether the process runs in the initial user namespace: the one whose
+/// `/proc/self/ns/user` has inode `PROC_USER_INIT_INO` (fixed by the
+/// kernel; a namespace's `uid_map` alone can copy the initial one's).
+/// True where the link cannot be read (a kernel without user
+/// namespaces, or no /proc).
+pub fn in_initial_user_namespace() -> bool {
+    const PROC_USER_INIT_INO: u64 = 0xEFFF_FFFD;
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata("/proc/self/ns/user").map_or(true, |m| m.ino() == PROC_USER_INIT_INO)
 }
 
 /// Mappings the process has now (lines of /proc/self/maps); 0 where that

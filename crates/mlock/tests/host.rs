@@ -601,6 +601,37 @@ fn eperm_without_cap_ipc_lock() {
     assert_child_ok("eperm");
 }
 
+/// The `VmFlags` of the mapping holding `addr`, from /proc/self/smaps.
+fn vm_flags_at(addr: usize) -> Vec<String> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let mut inside = false;
+    for line in smaps.lines() {
+        if let Some((a, b)) = line.split_once(' ').and_then(|(r, _)| r.split_once('-')) {
+            if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) {
+                inside = (a..b).contains(&addr);
+                continue;
+            }
+        }
+        if let Some(flags) = line.strip_prefix("VmFlags:").filter(|_| inside) {
+            return flags.split_whitespace().map(str::to_owned).collect();
+        }
+    }
+    panic!("no mapping holds {addr:#x}")
+}
+
+/// `dont_dump` leaves the region out of core dumps (smaps' `dd`), and a
+/// region without it is dumped.
+#[test]
+fn a_region_can_be_left_out_of_core_dumps() {
+    let secret = LockedRegion::builder(4 * page())
+        .dont_dump()
+        .build()
+        .unwrap();
+    assert!(vm_flags_at(secret.as_ptr() as usize).contains(&"dd".to_owned()));
+    let plain = LockedRegion::builder(4 * page()).build().unwrap();
+    assert!(!vm_flags_at(plain.as_ptr() as usize).contains(&"dd".to_owned()));
+}
+
 /// Root of a user namespace of its own (a rootless container's) has
 /// CAP_IPC_LOCK in it, but the kernel asks the initial namespace, so
 /// RLIMIT_MEMLOCK applies: its refusal is named as the limit. It was
@@ -673,8 +704,15 @@ fn a_hugetlb_region_maps_overcommitted_pages() {
     };
     let over = format!("{dir}/nr_overcommit_hugepages");
     let found = read("nr_overcommit_hugepages");
-    if read("nr_hugepages") != 0 || std::fs::write(&over, "1").is_err() {
-        eprintln!("the pool holds pages, or not root: not exercised");
+    let nr = format!("{dir}/nr_hugepages");
+    // A page the kernel can allocate now (memory not too fragmented),
+    // given straight back.
+    let allocatable = read("nr_hugepages") == 0
+        && std::fs::write(&nr, "1").is_ok()
+        && read("nr_hugepages") == 1
+        && std::fs::write(&nr, "0").is_ok();
+    if !allocatable || std::fs::write(&over, "1").is_err() {
+        eprintln!("the pool holds pages, no page can be had, or not root: not exercised");
         return;
     }
     let built = LockedRegion::builder(2 * MIB)
@@ -683,11 +721,28 @@ fn a_hugetlb_region_maps_overcommitted_pages() {
         .map(|r| r.resident_pages());
     std::fs::write(&over, found.to_string()).unwrap();
     assert_eq!(built.unwrap().unwrap(), 512);
-    assert_eq!(
-        read("nr_hugepages"),
-        0,
-        "the surplus page left with the region"
-    );
+    // The surplus page leaves with the region (once seen still counted
+    // just after the drop in a CI run of the whole workspace: waited for,
+    // the counts named if it stays).
+    let counts = || {
+        [
+            "nr_hugepages",
+            "surplus_hugepages",
+            "free_hugepages",
+            "resv_hugepages",
+        ]
+        .map(|f| format!("{f} {}", read(f)))
+        .join(", ")
+    };
+    let start = std::time::Instant::now();
+    while read("nr_hugepages") != 0 {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(5),
+            "the surplus page stayed in the pool: {}",
+            counts()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// A hugetlb region needs no RLIMIT_MEMLOCK: the kernel never locks its
@@ -766,13 +821,16 @@ fn effective_caps() -> u64 {
 #[test]
 fn accounting_reads_the_kernels_figures() {
     const CAP_IPC_LOCK: u32 = 14;
+    // The capability counts in the initial user namespace only (a
+    // rootless container's root has it in its own).
+    let initial = accounting::in_initial_user_namespace();
     assert_eq!(
         accounting::has_cap_ipc_lock(),
-        effective_caps() & (1 << CAP_IPC_LOCK) != 0,
+        initial && effective_caps() & (1 << CAP_IPC_LOCK) != 0,
         "CapEff {:x}",
         effective_caps()
     );
-    if nix::unistd::geteuid().is_root() {
+    if nix::unistd::geteuid().is_root() && initial {
         assert!(accounting::has_cap_ipc_lock(), "root has CAP_IPC_LOCK");
     }
     // The mapping count is /proc/self/maps' line count (other tests map
@@ -1117,6 +1175,7 @@ fn child_scenarios() {
                 "child: {}",
                 caps.lines().find(|l| l.starts_with("CapEff")).unwrap()
             );
+            assert!(!accounting::in_initial_user_namespace());
             assert!(!accounting::has_cap_ipc_lock(), "only in its own namespace");
             nix::sys::resource::setrlimit(
                 nix::sys::resource::Resource::RLIMIT_MEMLOCK,

@@ -156,9 +156,11 @@ impl fmt::Display for HugePagesUnavailable {
             return write!(
                 f,
                 "{needed} huge pages of {kib} KiB are needed and {free} are free, yet the mapping \
-                 was refused (ENOMEM): another limit applies, a hugetlb cgroup's \
-                 (`hugetlb.{}.max`), the address space's (`ulimit -v`) or the mappings' \
-                 (`vm.max_map_count`); raise the one this process is under",
+                 was refused (ENOMEM): another limit applies, a hugetlb cgroup's reservations \
+                 (`hugetlb.{}.rsvd.max`), a cpuset whose nodes hold fewer of the free pages (the \
+                 count is the machine's), a hugetlbfs mount's `size=`, the address space's \
+                 (`ulimit -v`) or the mappings' (`vm.max_map_count`); raise the one this \
+                 process is under",
                 if size == HugePageSize::Size1G {
                     "1GB"
                 } else {
@@ -241,7 +243,7 @@ mod tests {
             ..e.clone()
         }
         .to_string();
-        assert!(other.contains("hugetlb.2MB.max"), "{other}");
+        assert!(other.contains("hugetlb.2MB.rsvd.max"), "{other}");
         assert!(!other.contains("echo"), "{other}");
         // A pool as large as the memory can be reserved (5 + 995 - 0);
         // an unknown memory (0) refuses nothing.

@@ -59,10 +59,11 @@ pub use rustix::mm::{MapFlags, ProtFlags};
 /// changes the protection otherwise (`mprotect` through
 /// [`as_ptr`](Self::as_ptr)) takes on keeping those views valid.
 ///
-/// Dropping it panics if `munmap` refuses the range: a
-/// [`from_raw_parts`](Self::from_raw_parts) that broke its contract, or,
-/// at `vm.max_map_count`, a mapping the kernel merged with a neighbour
-/// and must split to unmap. [`unmap`](Self::unmap) returns that error
+/// Dropping it panics if `munmap` refuses the range as not whole pages (a
+/// [`from_raw_parts`](Self::from_raw_parts) that broke its contract). At
+/// `vm.max_map_count`, where the kernel merged it with a neighbour and
+/// must split the mapping to unmap it, the drop releases its pages and
+/// leaks the address range. [`unmap`](Self::unmap) returns either error
 /// instead.
 #[derive(Debug)]
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -349,7 +350,8 @@ impl Drop for Mapping {
     /// Unmaps the range. Where the process is at `vm.max_map_count` and
     /// the range is part of a larger mapping (see [`unmap`](Mapping::unmap)),
     /// the kernel refuses the split with `ENOMEM`: the pages are then
-    /// unlocked and released (`munlock`, `MADV_DONTNEED`) and only the
+    /// released (`MADV_DONTNEED`, or `MADV_DONTNEED_LOCKED` for locked
+    /// pages from Linux 5.18; a shared mapping's stay in its file) and only the
     /// address range stays, leaked, since a limit the program cannot see
     /// coming must not panic a drop (memmap2 ignores the refusal).
     ///
@@ -363,21 +365,20 @@ impl Drop for Mapping {
         // SAFETY: we own the range and nothing borrows it any more.
         let r = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len) };
         if r == Err(rustix::io::Errno::NOMEM) {
-            // Locked pages refuse MADV_DONTNEED: unlocked first, which
-            // splits nothing where the locked part is whole mappings (a
-            // lock over part of one would have split it already).
-            // SAFETY: we own the range; unlocking changes no contents.
-            let _ = unsafe { rustix::mm::munlock(self.ptr.as_ptr().cast(), self.len) };
+            use rustix::mm::{Advice, madvise};
+            let (ptr, len) = (self.ptr.as_ptr().cast(), self.len);
             // SAFETY: we own the range and nothing borrows it any more;
-            // its contents go, and nobody reads them again. A refusal
-            // (hugetlb before Linux 5.18) leaves them.
-            let _ = unsafe {
-                rustix::mm::madvise(
-                    self.ptr.as_ptr().cast(),
-                    self.len,
-                    rustix::mm::Advice::LinuxDontNeed,
-                )
-            };
+            // its pages leave this mapping (a shared mapping's stay in
+            // its file), and nobody reads them again.
+            let released = unsafe { madvise(ptr, len, Advice::LinuxDontNeed) };
+            if released == Err(rustix::io::Errno::INVAL) {
+                // Locked pages refuse MADV_DONTNEED (and `munlock` would
+                // need the same split): MADV_DONTNEED_LOCKED (Linux 5.18)
+                // drops them without changing the mapping. Refused too
+                // (an older kernel, hugetlb before 5.18), they stay.
+                // SAFETY: as above.
+                let _ = unsafe { madvise(ptr, len, Advice::LinuxDontneedLocked) };
+            }
             return;
         }
         if let Err(e) = r {

@@ -128,10 +128,14 @@ impl RegionBuilder<'_> {
             // allocation), with ENOMEM; EAGAIN and EPERM (the memlock
             // limit, `do_mmap`'s first checks) and the rest come first. A
             // file's `mmap` may fail late with anything, but the probe
-            // above passed it: its EAGAIN and EPERM are the limit's.
+            // above passed it: its EAGAIN is the limit's, and so is its
+            // EPERM unless the file is sealed against the mapping now (a
+            // seal added since the probe, refused late).
             Err(e)
                 if e != Errno::NOMEM
-                    && (self.file.is_none() || matches!(e, Errno::AGAIN | Errno::PERM)) =>
+                    && (self.file.is_none()
+                        || e == Errno::AGAIN
+                        || (e == Errno::PERM && !self.writes_a_sealed_file())) =>
             {
                 Err(self.map_error(e))
             }

@@ -96,14 +96,16 @@ pub(super) const MAX_STRIPES: usize = 8;
 const GIVE_WAY_AFTER: u32 = 1024 + 20;
 
 /// The most times a writer doubles its naps before a step back (each
-/// step back doubles them, up to 2^10 times [`GIVE_WAY_AFTER`]'s 20 naps:
-/// about a second). Why: readers inside when `block` is set are the only
-/// ones it waits for, so a writer whose wait outgrows their read gets in;
-/// with a fixed wait, reads each longer than it (a slow `Clone`), steady
-/// on other threads, held a writer off for good. Trades how long crossed
-/// nested reads may wait, should a waiter miss every step back, for that.
+/// step back doubles them, up to 2^6 times [`GIVE_WAY_AFTER`]'s 20 naps:
+/// 1280 naps, about 0.1 s). Why: readers inside when `block` is set are
+/// the only ones it waits for, so a writer whose wait outgrows their
+/// reads gets in; with a fixed wait, reads each longer than it (a slow
+/// `Clone`), steady on other threads, held a writer off until chance let
+/// it in. Trades how long crossed nested reads wait, should a waiter miss
+/// a step back (each wait after one is longer), and how long other
+/// readers of the shard wait behind the writer, for that.
 #[cfg(not(loom))]
-const GIVE_WAY_DOUBLINGS: u32 = 10;
+const GIVE_WAY_DOUBLINGS: u32 = 6;
 
 /// How many rounds of `sync::spin` a writer waits for the readers after
 /// `gave_way` step backs: [`GIVE_WAY_AFTER`], its naps doubled at each
@@ -127,8 +129,9 @@ const CHEAP_WAIT: u32 = if cfg!(loom) { 1 } else { 256 };
 const GIVE_WAY_FOR: std::time::Duration = std::time::Duration::from_micros(200);
 
 /// A writer's give-ways in the crate's unit tests before they abort
-/// ([`crate::sync::bound_in_tests`]): 20, the waits before the first ten
-/// about 1 s of 50 us naps in all and each later one about 1 s, 11 s.
+/// ([`crate::sync::bound_in_tests`]): 20, the waits before the first six
+/// about 0.1 s of 50 us naps in all and each later one about 0.06 s (at
+/// least), about 1 s in all.
 #[cfg(test)]
 #[cfg_attr(loom, allow(dead_code))]
 const TEST_GIVE_WAYS: u32 = 20;

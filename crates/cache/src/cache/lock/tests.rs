@@ -107,9 +107,10 @@ fn a_writer_waits_for_a_reader_inside_without_stepping_back() {
 /// once (a slow `Clone` under steady lookups): a reader that left while
 /// the writer waited enters at its step back, and another is always
 /// inside for longer than the wait. Each step back doubles the wait,
-/// which outgrows their reads. With a fixed wait the writer stepped back
-/// for good, and the tests abort at `TEST_GIVE_WAYS`. Miri: its clock
-/// runs on its steps, and the reads sleep.
+/// which outgrows their reads. With a fixed wait (the doublings at 0)
+/// the writer stepped back until chance let it in, past the tests' bound
+/// of `TEST_GIVE_WAYS` step backs, where they abort. Miri: its clock runs
+/// on its steps, and the reads sleep.
 #[test]
 #[cfg_attr(miri, ignore)]
 fn a_writer_gets_in_past_reads_longer_than_its_wait() {
