@@ -189,6 +189,13 @@ fn run_errors_print_their_cause() {
     let failed: RunError<String> = RunError::Failed("disk on fire".into());
     let s = failed.to_string();
     assert!(s.contains("disk on fire") && s.contains("undo"), "{s}");
+    // The job's refusal is the source an error chain shows.
+    use std::error::Error as _;
+    assert_eq!(
+        job.source().map(ToString::to_string),
+        Some(JobError::ZeroThreads.to_string())
+    );
+    assert!(failed.source().is_none());
 }
 
 /// The least work a memory job gives a thread is one 2 MiB huge page, as

@@ -383,6 +383,13 @@ fn numa_job_errors_print_their_cause() {
     assert!(place.to_string().contains('7'), "{place}");
     let chunk: NumaJobError<String> = NumaJobError::Chunk("disk on fire".into());
     assert_eq!(chunk.to_string(), "disk on fire");
+    // The placement's refusal is the source an error chain shows.
+    use std::error::Error as _;
+    assert_eq!(
+        place.source().map(ToString::to_string),
+        Some(inner.to_string())
+    );
+    assert!(chunk.source().is_none());
 }
 
 #[test]

@@ -822,8 +822,14 @@ fn effective_caps() -> u64 {
 fn accounting_reads_the_kernels_figures() {
     const CAP_IPC_LOCK: u32 = 14;
     // The capability counts in the initial user namespace only (a
-    // rootless container's root has it in its own).
+    // rootless container's root has it in its own). A uid_map of every id
+    // to itself is the initial namespace's (a namespace could copy it,
+    // which no test host does).
     let initial = accounting::in_initial_user_namespace();
+    let uid_map = std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default();
+    if uid_map.split_whitespace().eq(["0", "0", "4294967295"]) {
+        assert!(initial, "uid_map {uid_map:?} but not the initial namespace");
+    }
     assert_eq!(
         accounting::has_cap_ipc_lock(),
         initial && effective_caps() & (1 << CAP_IPC_LOCK) != 0,

@@ -36,7 +36,9 @@ fn dropped_mapping_is_unmapped() {
 /// middle page of three, which `munmap` must split) releases its pages
 /// and leaks only the address range: it panicked ("munmap of 4096 bytes
 /// ... failed (Cannot allocate memory)"), in a drop the program could
-/// not avoid. In a child: the test fills the process's mappings.
+/// not avoid. Locked pages too (`MADV_DONTNEED_LOCKED`, Linux 5.18),
+/// which `MADV_DONTNEED` refuses. In a child: the test fills the
+/// process's mappings.
 #[test]
 fn a_drop_at_the_map_count_limit_releases_the_pages() {
     use std::time::Duration;
@@ -54,16 +56,24 @@ fn a_drop_at_the_map_count_limit_releases_the_pages() {
         return;
     }
     let page = rustix::param::page_size();
-    let whole = Mapping::anonymous(3 * page).unwrap();
-    let (ptr, _, prot) = whole.into_raw_parts();
-    let [first, middle, last] = [0, 1, 2].map(|i| {
-        // Inside the mapping of three pages.
-        let at = NonNull::new(ptr.as_ptr().wrapping_add(i * page)).unwrap();
-        // SAFETY: the three pages are the whole mapping's, each owned once.
-        unsafe { Mapping::from_raw_parts(at, page, prot) }
-    });
-    let mut middle = middle;
-    middle.as_mut_slice().unwrap().fill(7);
+    // Three pages mapped as one, handed out as three mappings, the middle
+    // one written.
+    let triple = |flags: MapFlags| {
+        let whole = Mapping::new(3 * page, ProtFlags::READ | ProtFlags::WRITE, flags).unwrap();
+        let (ptr, _, prot) = whole.into_raw_parts();
+        let mut pages = [0, 1, 2].map(|i| {
+            // Inside the mapping of three pages.
+            let at = NonNull::new(ptr.as_ptr().wrapping_add(i * page)).unwrap();
+            // SAFETY: the three pages are the whole mapping's, each owned
+            // once.
+            unsafe { Mapping::from_raw_parts(at, page, prot) }
+        });
+        pages[1].as_mut_slice().unwrap().fill(7);
+        pages
+    };
+    let plain = triple(MapFlags::PRIVATE);
+    let locked = (mmbatch_testkit::kernel_at_least(5, 18))
+        .then(|| triple(MapFlags::PRIVATE | MapFlags::LOCKED));
     // Single pages, protections alternating so that none merges with
     // its neighbour, until the kernel refuses one more mapping.
     let mut fillers = Vec::new();
@@ -82,16 +92,23 @@ fn a_drop_at_the_map_count_limit_releases_the_pages() {
         }
     };
     assert!(limit > 1000, "only {limit} mappings before ENOMEM");
-    let at = middle.as_ptr();
-    drop(middle);
-    // Leaked, still mapped, and its pages released: it reads as zeros.
-    assert!(mapped(at as usize));
-    // SAFETY: the range is still mapped (above), readable, and nothing
-    // else owns it.
-    let byte = unsafe { at.read_volatile() };
-    assert_eq!(byte, 0, "the leaked page kept its contents");
+    let mut kept = Vec::new();
+    for (what, [first, middle, last]) in [("plain", Some(plain)), ("locked", locked)]
+        .into_iter()
+        .filter_map(|(what, t)| Some((what, t?)))
+    {
+        let at = middle.as_ptr();
+        drop(middle);
+        // Leaked, still mapped, and its pages released: it reads as zeros.
+        assert!(mapped(at as usize), "{what}");
+        // SAFETY: the range is still mapped (above), readable, and nothing
+        // else owns it.
+        let byte = unsafe { at.read_volatile() };
+        assert_eq!(byte, 0, "the leaked {what} page kept its contents");
+        kept.push((first, last));
+    }
     drop(fillers);
-    drop((first, last));
+    drop(kept);
 }
 
 #[test]
