@@ -106,8 +106,11 @@ pub unsafe fn populate(ptr: *mut u8, len: usize, max_threads: usize) -> Result<(
 /// safely, since the mapping is borrowed exclusively. On failure nothing
 /// is released (the contents are the caller's, as `HugeRegion::populate`
 /// keeps its pages): the chunks done stay resident until the mapping
-/// drops. For hugetlb memory, [`HugeRegion::populate`](crate::HugeRegion::populate)
-/// chunks by whole huge pages.
+/// drops. Chunks are whole pages of the mapping's
+/// [`page_size`](Mapping::page_size) (and at least [`MIN_CHUNK`]): over
+/// hugetlb memory no two threads fault one huge page, where chunks of
+/// base pages had threads wait on each other's (a 1 GiB page zeroed by
+/// one thread while the others wait for it).
 ///
 /// # Errors
 /// As [`populate`]'s: [`PopulateError::Madvise`] with `EINVAL` for a
@@ -123,13 +126,20 @@ pub unsafe fn populate(ptr: *mut u8, len: usize, max_threads: usize) -> Result<(
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn populate_mapping(map: &mut Mapping, max_threads: usize) -> Result<(), PopulateError> {
-    let page = page_size();
+    let (page, min_chunk) = chunking(map);
     // The kernel maps whole pages: the rest of the last one is the mapping's.
     let len = map.len().div_ceil(page) * page;
-    // SAFETY: `map` is a mapping we borrow exclusively, page-aligned, of
-    // `len` bytes once rounded to whole pages; nothing is released
-    // (`release` false), so its contents are kept.
-    unsafe { populate_aligned(map.as_ptr(), len, page, MIN_CHUNK, max_threads, false) }
+    // SAFETY: `map` is a mapping we borrow exclusively, aligned to its
+    // pages, of `len` bytes once rounded to whole pages; nothing is
+    // released (`release` false), so its contents are kept.
+    unsafe { populate_aligned(map.as_ptr(), len, page, min_chunk, max_threads, false) }
+}
+
+/// [`populate_mapping`]'s chunks of `map`: aligned to its pages, and at
+/// least [`MIN_CHUNK`] and one page long.
+fn chunking(map: &Mapping) -> (usize, usize) {
+    let page = map.page_size().max(page_size());
+    (page, MIN_CHUNK.max(page))
 }
 
 /// [`populate`] in chunks aligned to `align` (a multiple of the base page
@@ -186,4 +196,31 @@ pub(crate) unsafe fn populate_aligned(
 
 fn page_size() -> usize {
     rustix::param::page_size()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `populate_mapping` chunks a mapping by its own pages: a hugetlb
+    /// one by whole huge pages, so no two threads fault one (it chunked
+    /// by base pages, 1 GiB pages shared by the threads that populated
+    /// them). Needs a 2 MiB huge page in the pool (root).
+    #[test]
+    fn chunks_are_whole_pages_of_the_mapping() {
+        let base = page_size();
+        let m = Mapping::anonymous(base).unwrap();
+        assert_eq!(chunking(&m), (base, MIN_CHUNK));
+        let Some(_pool) = mmbatch_testkit::huge::Pool::grow(1) else {
+            return;
+        };
+        let flags = mmbatch_mmap::MapFlags::PRIVATE
+            | mmbatch_mmap::MapFlags::HUGETLB
+            | mmbatch_mmap::MapFlags::HUGE_2MB;
+        let rw = mmbatch_mmap::ProtFlags::READ | mmbatch_mmap::ProtFlags::WRITE;
+        let mut huge = Mapping::new(2 << 20, rw, flags).unwrap();
+        assert_eq!(chunking(&huge), (2 << 20, MIN_CHUNK.max(2 << 20)));
+        populate_mapping(&mut huge, 2).unwrap();
+        assert!(huge.as_slice().unwrap().iter().all(|b| *b == 0));
+    }
 }

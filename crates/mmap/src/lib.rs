@@ -71,6 +71,8 @@ pub struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
     prot: ProtFlags,
+    /// The size of its pages ([`page_size`](Self::page_size)).
+    page: usize,
 }
 
 // SAFETY: a Mapping owns its range as a Box owns its allocation: nothing
@@ -137,12 +139,19 @@ impl Mapping {
             }
             whole_pages(len, hugetlb_page_size(flags)?, "MAP_HUGETLB")?;
         }
+        let page = if flags.contains(MapFlags::HUGETLB) {
+            hugetlb_page_size(flags)?
+        } else {
+            rustix::param::page_size()
+        };
         // SAFETY: no MAP_FIXED (checked), so the kernel picks a range no
         // one else owns.
         let p = unsafe { rustix::mm::mmap_anonymous(std::ptr::null_mut(), len, prot, flags) }?;
         let p = NonNull::new(p.cast()).expect("mmap does not return NULL without MAP_FIXED");
         // SAFETY: the kernel gave us [p, p + len).
-        Ok(unsafe { Self::from_raw_parts(p, len, prot) })
+        let mut m = unsafe { Self::from_raw_parts(p, len, prot) };
+        m.page = page;
+        Ok(m)
     }
 
     /// A mapping of `len` bytes of the file `fd` from `offset` (a multiple
@@ -228,10 +237,14 @@ impl Mapping {
         let p = unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, prot, flags, fd, offset) }?;
         let p = NonNull::new(p.cast()).expect("mmap does not return NULL without MAP_FIXED");
         // SAFETY: the kernel gave us [p, p + len).
-        Ok(unsafe { Self::from_raw_parts(p, len, prot) })
+        let mut m = unsafe { Self::from_raw_parts(p, len, prot) };
+        m.page = page as usize;
+        Ok(m)
     }
 
-    /// Takes ownership of a mapping made elsewhere.
+    /// Takes ownership of a mapping made elsewhere. Its
+    /// [`page_size`](Self::page_size) is the base page size, whatever
+    /// backs it.
     ///
     /// # Safety
     /// `len` is not 0, and `[ptr, ptr + len)` must be one mapping (or a
@@ -240,7 +253,21 @@ impl Mapping {
     /// hugetlb memory, `ptr` and `len` are multiples of its huge page
     /// size.
     pub unsafe fn from_raw_parts(ptr: NonNull<u8>, len: usize, prot: ProtFlags) -> Self {
-        Self { ptr, len, prot }
+        Self {
+            ptr,
+            len,
+            prot,
+            page: rustix::param::page_size(),
+        }
+    }
+
+    /// The size of the pages the kernel maps it in: a hugetlb mapping's
+    /// huge page size ([`new`](Self::new) with `MAP_HUGETLB`, a
+    /// [`file`](Self::file) on hugetlbfs), else the base page size (also
+    /// for [`from_raw_parts`](Self::from_raw_parts)). Work split over
+    /// threads by whole pages of it never has two threads fault one page.
+    pub fn page_size(&self) -> usize {
+        self.page
     }
 
     /// Gives the mapping up without unmapping it: the caller owns

@@ -524,6 +524,34 @@ fn a_writable_hugetlbfs_file_may_be_mapped_past_its_end() {
     let mut m = map(ProtFlags::READ | ProtFlags::WRITE).unwrap();
     m.as_mut_slice().unwrap()[huge - 1] = 1;
     assert_eq!(rustix::fs::fstat(&fd).unwrap().st_size, huge as i64);
+    // Its pages are the file system's.
+    assert_eq!(m.page_size(), huge);
+}
+
+/// A mapping knows the size of its pages: a `MAP_HUGETLB` one its huge
+/// page size (the size its flags name), any other the base page size.
+/// Needs a 2 MiB huge page in the pool (root) for the hugetlb case.
+#[test]
+fn a_mapping_knows_its_page_size() {
+    let base = rustix::param::page_size();
+    assert_eq!(Mapping::anonymous(3 * base).unwrap().page_size(), base);
+    let (ptr, len, prot) = Mapping::anonymous(base).unwrap().into_raw_parts();
+    // SAFETY: the mapping just given up, whole.
+    assert_eq!(
+        unsafe { Mapping::from_raw_parts(ptr, len, prot) }.page_size(),
+        base
+    );
+    let Some(_pool) = mmbatch_testkit::huge::Pool::grow(1) else {
+        return;
+    };
+    let rw = ProtFlags::READ | ProtFlags::WRITE;
+    let huge = Mapping::new(
+        2 << 20,
+        rw,
+        MapFlags::PRIVATE | MapFlags::HUGETLB | MapFlags::HUGE_2MB,
+    )
+    .unwrap();
+    assert_eq!(huge.page_size(), 2 << 20);
 }
 
 /// A hugetlbfs file's page is its filesystem's block, 2 MiB for a memfd
