@@ -537,10 +537,8 @@ fn a_mapping_knows_its_page_size() {
     assert_eq!(Mapping::anonymous(3 * base).unwrap().page_size(), base);
     let (ptr, len, prot) = Mapping::anonymous(base).unwrap().into_raw_parts();
     // SAFETY: the mapping just given up, whole.
-    assert_eq!(
-        unsafe { Mapping::from_raw_parts(ptr, len, prot) }.page_size(),
-        base
-    );
+    let again = unsafe { Mapping::from_raw_parts(ptr, len, prot) };
+    assert_eq!(again.page_size(), base);
     let Some(_pool) = mmbatch_testkit::huge::Pool::grow(1) else {
         return;
     };
