@@ -299,16 +299,35 @@ impl fmt::Display for Error {
                 locked,
                 soft,
                 hard,
-            } => write!(
-                f,
-                "locking {} more would pass RLIMIT_MEMLOCK: {} locked already, soft limit {}, hard limit {}. \
-                 Raise it with `ulimit -l` (up to the hard limit), a `memlock` line in \
-                 /etc/security/limits.conf or LimitMEMLOCK= in a systemd unit, or grant CAP_IPC_LOCK",
-                bytes(*requested as u64),
-                bytes(*locked),
-                bytes(*soft),
-                bytes(*hard)
-            ),
+            } => {
+                write!(
+                    f,
+                    "locking {} more would pass RLIMIT_MEMLOCK: {} locked already, soft limit \
+                     {}, hard limit {}. ",
+                    bytes(*requested as u64),
+                    bytes(*locked),
+                    bytes(*soft),
+                    bytes(*hard)
+                )?;
+                let needed = locked.saturating_add(*requested as u64);
+                if needed <= *hard {
+                    // `ulimit -l` counts KiB.
+                    write!(
+                        f,
+                        "Raise the soft limit, up to the hard one: `ulimit -l {}` before \
+                         starting the process, or setrlimit(RLIMIT_MEMLOCK) in it; or grant \
+                         CAP_IPC_LOCK",
+                        needed.div_ceil(1024)
+                    )
+                } else {
+                    f.write_str(
+                        "The hard limit is below that too, and only a privileged process raises \
+                         it: a `memlock` line in /etc/security/limits.conf, LimitMEMLOCK= in a \
+                         systemd unit, `--ulimit memlock=` for a container; or grant CAP_IPC_LOCK \
+                         (`setcap cap_ipc_lock+ep BINARY`)",
+                    )
+                }
+            }
             Error::NotPermitted { op } => write!(
                 f,
                 "{op} refused (EPERM): RLIMIT_MEMLOCK is 0 and the process lacks CAP_IPC_LOCK. \
@@ -318,8 +337,9 @@ impl fmt::Display for Error {
             Error::MapCountLimit { op, maps, max } => write!(
                 f,
                 "{op} failed (ENOMEM): the process has {maps} mappings and vm.max_map_count is {max}; \
-                 locking or protecting part of a mapping splits it. Lock larger batches, or raise the \
-                 limit: `sysctl -w vm.max_map_count={}`",
+                 locking, unlocking or protecting part of a mapping splits it. Change whole \
+                 regions at once (`unlock` rather than `unlock_chunked`, a larger batch for \
+                 FaultLockedRegion), or raise the limit: `sysctl -w vm.max_map_count={}`",
                 max * 4
             ),
             Error::HugePagesNotReserved(e) => write!(f, "{e}"),
@@ -427,6 +447,31 @@ mod tests {
             assert!(!msg.contains("memory.max"), "{msg}");
         }
         assert!(oom("mlock").contains("memory.max"));
+    }
+
+    /// The memlock limit's message gives the `ulimit -l` that suffices
+    /// where the hard limit allows it, and says only a privileged process
+    /// helps where it does not (an unprivileged `ulimit -l` past the hard
+    /// limit fails).
+    #[test]
+    fn the_memlock_fix_depends_on_the_hard_limit() {
+        let limit = |hard| {
+            Error::MemlockLimit {
+                requested: 1 << 20,
+                locked: 64 << 10,
+                soft: 64 << 10,
+                hard,
+            }
+            .to_string()
+        };
+        let raisable = limit(8 << 20);
+        assert!(raisable.contains("`ulimit -l 1088`"), "{raisable}");
+        let stuck = limit(64 << 10);
+        assert!(!stuck.contains("ulimit -l"), "{stuck}");
+        assert!(
+            stuck.contains("limits.conf") && stuck.contains("CAP_IPC_LOCK"),
+            "{stuck}"
+        );
     }
 
     /// Lock-on-fault refused as unknown names the kernel it needs and the
