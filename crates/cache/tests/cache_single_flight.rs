@@ -884,8 +884,7 @@ fn a_guard_given_up_under_its_shards_lock_wakes_its_waiters() {
 }
 
 /// `load_failures` counts the loads that ended without a value: an
-/// error, a panic, a guard dropped; a load that stores, or whose value a
-/// removal kept out of the cache, is not one.
+/// error, a panic, a guard dropped; a load that stores is not one.
 #[test]
 fn load_failures_count_the_loads_that_ended_without_a_value() {
     let cache: LruCache<u32, u32> = LruCache::new(10);

@@ -226,7 +226,10 @@ fn a_failed_map_fixed_unmaps_no_one_elses_memory() {
 /// The same on any kernel: the fail point `mlock::map_fixed_late` plays a
 /// kernel before 6.12 (the middle unmapped, then ENOMEM), another thread
 /// maps a page into the hole, and the failed build must leave that page
-/// alone and nothing of its own behind.
+/// alone and nothing of its own behind. A file's mapping too, refused late
+/// with an errno of its own (EINVAL): a build that took it for an early
+/// refusal dropped the whole reservation, the other thread's page with
+/// it ("one squatter page expected, 0 new").
 #[test]
 fn a_late_failure_leaves_what_another_thread_mapped_in_the_hole() {
     // In a child: alone, no test thread's stack lands in the hole the
@@ -237,25 +240,34 @@ fn a_late_failure_leaves_what_another_thread_mapped_in_the_hole() {
     }
     let scenario = FailScenario::setup();
     let page = accounting::page_size();
+    let len = 3 * MIB + 7 * page;
+    let fd = rustix::fs::memfd_create("mmbatch-late", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    rustix::fs::ftruncate(&fd, len as u64).unwrap();
     // Base pages (a guard page each side) and THP (up to 2 MiB of
-    // alignment slack besides).
-    for (pages, len) in [
-        (Pages::Base, 3 * MIB + 7 * page),
-        (Pages::Transparent, 3 * MIB + 7 * page),
+    // alignment slack besides); a file's refused late with EINVAL.
+    for (pages, file, late) in [
+        (Pages::Base, false, "return"),
+        (Pages::Transparent, false, "return"),
+        (Pages::Base, true, "return(EINVAL)"),
     ] {
         let (squatters, reserved) = (readonly_pages(), prot_none_in(&(0..usize::MAX)));
-        fail::cfg("mlock::map_fixed_late", "return").unwrap();
+        fail::cfg("mlock::map_fixed_late", late).unwrap();
         fail::cfg("mlock::squat_after_failed_map", "return").unwrap();
-        let e = LockedRegion::builder(len)
-            .pages(pages)
-            .map_locked(true)
-            .build()
-            .unwrap_err();
+        let builder = LockedRegion::builder(len).pages(pages).map_locked(true);
+        let builder = if file {
+            use std::os::fd::AsFd;
+            // SAFETY: this test's own memfd, never truncated while mapped.
+            unsafe { builder.file(fd.as_fd(), 0, true) }
+        } else {
+            builder
+        };
+        let e = builder.build().unwrap_err();
         fail::remove("mlock::map_fixed_late");
         fail::remove("mlock::squat_after_failed_map");
         println!("{pages:?}: {e}");
         assert!(
-            matches!(e, Error::OutOfMemory { .. } | Error::MapCountLimit { .. }),
+            matches!(e, Error::OutOfMemory { .. } | Error::MapCountLimit { .. })
+                || (file && matches!(e, Error::Sys { .. })),
             "{e:?}"
         );
         let new: Vec<usize> = readonly_pages()

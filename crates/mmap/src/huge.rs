@@ -262,6 +262,8 @@ mod tests {
     /// `available_pages`.
     #[test]
     fn pool_counts_follow_sysfs() {
+        // The pool to this test: the binary's other pool tests wait.
+        let _turn = mmbatch_testkit::huge::hold();
         let size = HugePageSize::Size2M;
         let file = size.pool_file("nr_hugepages");
         let Ok(text) = fs::read_to_string(&file) else {

@@ -62,9 +62,9 @@ pub use rustix::mm::{MapFlags, ProtFlags};
 /// Dropping it panics if `munmap` refuses the range as not whole pages (a
 /// [`from_raw_parts`](Self::from_raw_parts) that broke its contract). At
 /// `vm.max_map_count`, where the kernel merged it with a neighbour and
-/// must split the mapping to unmap it, the drop releases its pages and
-/// leaks the address range. [`unmap`](Self::unmap) returns either error
-/// instead.
+/// must split the mapping to unmap it, the drop releases what pages it
+/// can and leaks the range (see [`Drop`](#impl-Drop-for-Mapping)).
+/// [`unmap`](Self::unmap) returns either error instead.
 #[derive(Debug)]
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub struct Mapping {
@@ -263,11 +263,42 @@ impl Mapping {
 
     /// The size of the pages the kernel maps it in: a hugetlb mapping's
     /// huge page size ([`new`](Self::new) with `MAP_HUGETLB`, a
-    /// [`file`](Self::file) on hugetlbfs), else the base page size (also
-    /// for [`from_raw_parts`](Self::from_raw_parts)). Work split over
-    /// threads by whole pages of it never has two threads fault one page.
+    /// [`file`](Self::file) on hugetlbfs, or as declared with
+    /// [`with_page_size`](Self::with_page_size)), else the base page size
+    /// (also for [`from_raw_parts`](Self::from_raw_parts)). Work split
+    /// over threads by whole pages of it never has two threads fault one
+    /// page.
     pub fn page_size(&self) -> usize {
         self.page
+    }
+
+    /// This mapping, its pages declared `page_size` bytes: for one taken
+    /// with [`from_raw_parts`](Self::from_raw_parts) over hugetlb memory
+    /// (a VMM's guest memory, say), which knows only the base page.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a size that is not a power of two of at least
+    /// the base page, or that the mapping's start or length is not a
+    /// multiple of.
+    pub fn with_page_size(mut self, page_size: usize) -> io::Result<Self> {
+        let base = rustix::param::page_size();
+        let fits = page_size.is_power_of_two()
+            && page_size >= base
+            && self.ptr.as_ptr().addr() % page_size == 0
+            && self.len % page_size == 0;
+        if !fits {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "a page size of {page_size} bytes does not fit this mapping of {} bytes at \
+                     {:p}: it must be a power of two, at least the {base}-byte base page, and \
+                     divide the mapping's start and length",
+                    self.len, self.ptr
+                ),
+            ));
+        }
+        self.page = page_size;
+        Ok(self)
     }
 
     /// Gives the mapping up without unmapping it: the caller owns
@@ -275,7 +306,8 @@ impl Mapping {
     /// [`from_raw_parts`](Self::from_raw_parts) takes back: the start,
     /// the length and [`prot`](Self::prot) (after an `mprotect` through
     /// [`as_ptr`](Self::as_ptr) that narrowed it, give `from_raw_parts`
-    /// the narrower one).
+    /// the narrower one). The [`page_size`](Self::page_size) is not kept:
+    /// give it back with [`with_page_size`](Self::with_page_size).
     pub fn into_raw_parts(self) -> (NonNull<u8>, usize, ProtFlags) {
         let parts = (self.ptr, self.len, self.prot);
         std::mem::forget(self);
@@ -376,11 +408,14 @@ impl Mapping {
 impl Drop for Mapping {
     /// Unmaps the range. Where the process is at `vm.max_map_count` and
     /// the range is part of a larger mapping (see [`unmap`](Mapping::unmap)),
-    /// the kernel refuses the split with `ENOMEM`: the pages are then
-    /// released (`MADV_DONTNEED`, or `MADV_DONTNEED_LOCKED` for locked
-    /// pages from Linux 5.18; a shared mapping's stay in its file) and only the
-    /// address range stays, leaked, since a limit the program cannot see
-    /// coming must not panic a drop (memmap2 ignores the refusal).
+    /// the kernel refuses the split with `ENOMEM`: the range is then
+    /// leaked, since a limit the program cannot see coming must not panic
+    /// a drop (memmap2 ignores the refusal), and its pages released as far
+    /// as the kernel lets: `MADV_DONTNEED` (a shared or file mapping's
+    /// pages stay in their file or shmem object, held while the range
+    /// lives), `MADV_DONTNEED_LOCKED` for locked pages from Linux 5.18
+    /// (the range stays locked, its length counted against
+    /// `RLIMIT_MEMLOCK`; before 5.18 its locked pages stay too).
     ///
     /// # Panics
     /// If `munmap` refuses the range as not whole pages (`EINVAL`, a

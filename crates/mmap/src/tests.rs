@@ -539,6 +539,17 @@ fn a_mapping_knows_its_page_size() {
     // SAFETY: the mapping just given up, whole.
     let again = unsafe { Mapping::from_raw_parts(ptr, len, prot) };
     assert_eq!(again.page_size(), base);
+    // A declared size must be a power of two of at least the base page,
+    // dividing the start and the length.
+    for bad in [0, 3000, base / 2, 2 << 20] {
+        let e = Mapping::anonymous(base)
+            .unwrap()
+            .with_page_size(bad)
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{bad}: {e}");
+    }
+    let again = again.with_page_size(base).unwrap();
+    assert_eq!(again.page_size(), base);
     let Some(_pool) = mmbatch_testkit::huge::Pool::grow(1) else {
         return;
     };
@@ -550,6 +561,12 @@ fn a_mapping_knows_its_page_size() {
     )
     .unwrap();
     assert_eq!(huge.page_size(), 2 << 20);
+    // Lost through raw parts, declared back.
+    let (ptr, len, prot) = huge.into_raw_parts();
+    // SAFETY: the hugetlb mapping just given up, whole.
+    let huge = unsafe { Mapping::from_raw_parts(ptr, len, prot) };
+    assert_eq!(huge.page_size(), base);
+    assert_eq!(huge.with_page_size(2 << 20).unwrap().page_size(), 2 << 20);
 }
 
 /// A hugetlbfs file's page is its filesystem's block, 2 MiB for a memfd

@@ -422,6 +422,9 @@ where
                 }
             }
         };
+        // Stored (or, invalidated, handed to this caller): not a failed
+        // load, whatever panics from here.
+        landing.landed = true;
         // An owned key not stored is dropped outside the lock.
         drop(entry);
         // Landed only once the waiters have their value: a key's `Eq` or

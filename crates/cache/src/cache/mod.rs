@@ -597,10 +597,14 @@ where
     /// If called from user code that the cache runs under any shard's
     /// write lock: it reads every shard.
     pub fn stats(&self) -> CacheStats {
+        // Failures first: a load that starts and fails between the two
+        // reads counts in neither, never in the failures alone.
+        let load_failures = self.load_failures.load(Ordering::Relaxed);
+        let loads = self.loads.load(Ordering::Relaxed);
         let mut st = CacheStats {
-            loads: self.loads.load(Ordering::Relaxed),
+            loads,
             load_waits: self.load_waits.load(Ordering::Relaxed),
-            load_failures: self.load_failures.load(Ordering::Relaxed),
+            load_failures: load_failures.min(loads),
             ..CacheStats::default()
         };
         for s in self.shards.iter() {

@@ -87,11 +87,13 @@ pub struct CacheStats {
     /// is loading panics instead, and is not counted.
     pub load_waits: u64,
     /// Loads (as [`loads`](Self::loads) counts them) that ended without a
-    /// value: the loader returned an error or panicked, a key's `Eq` or a
-    /// value's `Clone` panicked as it landed, or the call's future or
+    /// value stored: the loader returned an error or panicked, a key's
+    /// `Eq` or the weigher panicked as it stored, or the call's future or
     /// [`LoadGuard`](crate::LoadGuard) was dropped first. Counted as each
-    /// ends, so `loads - load_failures` is the loads that succeeded or
-    /// still run. Caffeine's `loadFailureCount`.
+    /// ends, and never more than `loads` in one [`stats`](crate::LruCache::stats),
+    /// so `loads - load_failures` is the loads that stored a value (or
+    /// handed it to their callers, where a removal kept it out) or still
+    /// run. Caffeine's `loadFailureCount`.
     pub load_failures: u64,
 }
 

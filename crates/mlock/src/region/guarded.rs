@@ -87,13 +87,15 @@ impl RegionBuilder<'_> {
         let name = name_reservation(&region.mapping);
         let flags = self.flags() | MapFlags::FIXED;
         let map_fixed = || {
-            fail_point!("mlock::map_fixed_late", |_| {
+            fail_point!("mlock::map_fixed_late", |arg| {
                 // Plays a kernel before 6.12, whose MAP_FIXED unmaps the
-                // range it replaces and then fails late.
+                // range it replaces and then fails late (with ENOMEM, or
+                // the errno the argument names: a file's `mmap` may fail
+                // late with any).
                 // SAFETY: our reservation's middle, which that kernel
                 // would have unmapped.
                 let _ = unsafe { rustix::mm::munmap(region.sub(0), self.len) };
-                Err(Errno::NOMEM)
+                Err(super::injected(arg))
             });
             fail_point!("mlock::map_fixed", |arg| Err(super::injected(arg)));
             // SAFETY: [offset, offset + len) lies inside our reservation

@@ -384,6 +384,7 @@ fn injected(arg: Option<String>) -> Errno {
     match arg.as_deref() {
         Some("EAGAIN") => Errno::AGAIN,
         Some("EPERM") => Errno::PERM,
+        Some("EINVAL") => Errno::INVAL,
         _ => Errno::NOMEM,
     }
 }
@@ -397,8 +398,10 @@ fn errno(e: &std::io::Error) -> Errno {
 /// while unwinding from a panic).
 ///
 /// Dropped at `vm.max_map_count` where unmapping must split a mapping
-/// the kernel merged, the pages are released and the address range
-/// leaked, as `mmbatch_mmap::Mapping`'s drop does.
+/// the kernel merged, the range is leaked and its pages released as far
+/// as the kernel lets, as `mmbatch_mmap::Mapping`'s drop does (locked
+/// pages from Linux 5.18, the range still counted against
+/// RLIMIT_MEMLOCK).
 ///
 /// ```no_run
 /// use mmbatch_mlock::{LockPolicy, LockedRegion};
