@@ -539,6 +539,8 @@ fn check(len: usize, flags: MapFlags) -> io::Result<()> {
 }
 
 #[cfg(test)]
+mod drop_tests;
+#[cfg(test)]
 mod tests;
 
 /// This crate's README example, compiled and run as a doctest.
