@@ -71,13 +71,13 @@ static POOL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// files, and is not serialised with the host), while it lives: an
 /// exclusive `flock` on the pool's `nr_hugepages`, which a region's
 /// making holds from its read of the pool through its write and its
-/// `mmap`, and a shrink through its read and write. Each region grows the pool by what
-/// it lacks and shrinks it by as much when it drops, so regions (of any
-/// process) can drop in any order; two processes growing at once each
-/// counted the other's pages as their own and, dropped, took both out,
-/// leaving the pool smaller than they found it. Programs that write the
-/// pool without the lock (a shell's `echo`) can still race: the kernel
-/// offers no atomic adjustment.
+/// `mmap`, and a shrink through its read and write. Each region grows the
+/// pool by what it lacks and shrinks it by as much when it drops, so
+/// regions (of any process) can drop in any order; two processes growing
+/// at once each counted the other's pages as their own and, dropped, took
+/// both out, leaving the pool smaller than they found it. Programs that
+/// write the pool without the lock (a shell's `echo`) can still race: the
+/// kernel offers no atomic adjustment.
 struct PoolLock {
     /// `None` where the file cannot be opened (no such pool): nothing
     /// can be written to it either. Closed (unlocked) before the mutex.
