@@ -903,3 +903,34 @@ fn load_failures_count_the_loads_that_ended_without_a_value() {
     assert_eq!(cache.get_or_insert_with(4, || unreachable!()), 4);
     assert_eq!(cache.stats().load_failures, 3);
 }
+
+/// A load whose value was stored is no failure, even if the clone it
+/// hands its waiters then panics (it counted as one, though the value
+/// was cached).
+#[test]
+fn a_stored_load_is_no_failure_when_its_waiters_clone_panics() {
+    use std::sync::atomic::AtomicBool;
+    static ARMED: AtomicBool = AtomicBool::new(false);
+    static CLONES: AtomicUsize = AtomicUsize::new(0);
+    /// Panics at its second clone once armed: the store's clone for the
+    /// cache passes, the one for the waiters does not.
+    struct Bomb;
+    impl Clone for Bomb {
+        fn clone(&self) -> Self {
+            if ARMED.load(Ordering::SeqCst) && CLONES.fetch_add(1, Ordering::SeqCst) == 1 {
+                panic!("the waiters' clone");
+            }
+            Bomb
+        }
+    }
+    let cache: LruCache<u32, Bomb> = LruCache::new(10);
+    ARMED.store(true, Ordering::SeqCst);
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        drop(cache.get_or_insert_with(1, || Bomb));
+    }));
+    ARMED.store(false, Ordering::SeqCst);
+    assert!(r.is_err(), "the second clone panicked");
+    assert!(cache.contains_key(&1), "the value was stored");
+    let st = cache.stats();
+    assert_eq!((st.loads, st.load_failures), (1, 0), "{st:?}");
+}

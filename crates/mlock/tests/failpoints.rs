@@ -227,9 +227,10 @@ fn a_failed_map_fixed_unmaps_no_one_elses_memory() {
 /// kernel before 6.12 (the middle unmapped, then ENOMEM), another thread
 /// maps a page into the hole, and the failed build must leave that page
 /// alone and nothing of its own behind. A file's mapping too, refused late
-/// with an errno of its own (EINVAL): a build that took it for an early
-/// refusal dropped the whole reservation, the other thread's page with
-/// it ("one squatter page expected, 0 new").
+/// with an errno of its own (EINVAL; a file's `mmap` failing leaves the
+/// hole on any kernel): a build that took it for an early refusal dropped
+/// the whole reservation, the other thread's page with it ("one squatter
+/// page expected, 0 new").
 #[test]
 fn a_late_failure_leaves_what_another_thread_mapped_in_the_hole() {
     // In a child: alone, no test thread's stack lands in the hole the
@@ -264,7 +265,7 @@ fn a_late_failure_leaves_what_another_thread_mapped_in_the_hole() {
         let e = builder.build().unwrap_err();
         fail::remove("mlock::map_fixed_late");
         fail::remove("mlock::squat_after_failed_map");
-        println!("{pages:?}: {e}");
+        println!("{pages:?} file {file}: {e}");
         assert!(
             matches!(e, Error::OutOfMemory { .. } | Error::MapCountLimit { .. })
                 || (file && matches!(e, Error::Sys { .. })),
@@ -280,7 +281,7 @@ fn a_late_failure_leaves_what_another_thread_mapped_in_the_hole() {
         // neighbours).
         let [squatter] = new[..] else {
             panic!(
-                "{pages:?}: one squatter page expected, {} new: {new:x?}",
+                "{pages:?} file {file}: one squatter page expected, {} new: {new:x?}",
                 new.len()
             )
         };
@@ -292,7 +293,7 @@ fn a_late_failure_leaves_what_another_thread_mapped_in_the_hole() {
             .collect();
         assert!(
             left.is_empty(),
-            "{pages:?}: the failed build left part of its reservation: {left:x?}"
+            "{pages:?} file {file}: the failed build left part of its reservation: {left:x?}"
         );
         // SAFETY: the page the fail point mapped, nobody else's.
         unsafe { libc::munmap(squatter as *mut _, page) };

@@ -471,6 +471,23 @@ fn a_mapping_knows_its_page_size() {
     }
     let again = again.with_page_size(base).unwrap();
     assert_eq!(again.page_size(), base);
+    // Two pages whose start is off a two-page boundary, the length whole.
+    let (ptr, len, prot) = Mapping::anonymous(3 * base).unwrap().into_raw_parts();
+    let off = if ptr.as_ptr().addr() % (2 * base) == 0 {
+        base
+    } else {
+        0
+    };
+    let at = |o: usize| NonNull::new(ptr.as_ptr().wrapping_add(o)).unwrap();
+    // SAFETY: two of the three pages just given up, owned once.
+    let two = unsafe { Mapping::from_raw_parts(at(off), 2 * base, prot) };
+    // SAFETY: the third, owned once.
+    let one =
+        unsafe { Mapping::from_raw_parts(at(if off == 0 { 2 * base } else { 0 }), base, prot) };
+    assert_eq!(len, 3 * base);
+    let e = two.with_page_size(2 * base).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+    drop(one);
     let Some(_pool) = mmbatch_testkit::huge::Pool::grow(1) else {
         return;
     };

@@ -45,8 +45,9 @@ pub(super) struct Landing<'a, K, V> {
     /// The loader's error, for waiters that share it (see
     /// [`fail`](Self::fail)).
     error: Option<SharedError>,
-    /// Whether the load landed a value ([`land`](Self::land)); one
-    /// dropped without is counted in `failures`.
+    /// Whether the load ended with a value: stored (set by the store) or
+    /// handed to its waiters ([`land`](Self::land)); one dropped without
+    /// is counted in `failures`.
     landed: bool,
     /// The cache's count of loads that ended without a value.
     failures: &'a AtomicU64,
@@ -418,18 +419,19 @@ where
                     let k = entry.take().expect("the caller's key");
                     let kv = (hash, k, value.clone(), weight);
                     replaced = self.put_locked(shard, &mut lv, kv, (found, live), &mut evicted);
+                    // Stored (or refused as too heavy): not a failed load,
+                    // whatever panics from here.
+                    landing.landed = true;
                     value
                 }
             }
         };
-        // Stored (or, invalidated, handed to this caller): not a failed
-        // load, whatever panics from here.
-        landing.landed = true;
         // An owned key not stored is dropped outside the lock.
         drop(entry);
-        // Landed only once the waiters have their value: a key's `Eq` or
-        // a value's `Clone` panicking above or here must still wake them
-        // (they start over, and find the value if it was cached).
+        // Landed (for the waiters) only once they have their value: a
+        // key's `Eq` or a value's `Clone` panicking above or here must
+        // still wake them (they start over, and find the value if it was
+        // cached).
         landing.land(value.clone());
         let replaced = replaced
             .filter(|_| self.hears_every_cause())

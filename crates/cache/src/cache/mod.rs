@@ -597,8 +597,8 @@ where
     /// If called from user code that the cache runs under any shard's
     /// write lock: it reads every shard.
     pub fn stats(&self) -> CacheStats {
-        // Failures first: a load that starts and fails between the two
-        // reads counts in neither, never in the failures alone.
+        // Never more failures than loads in one call (the two counters
+        // are read one after the other while loads go on).
         let load_failures = self.load_failures.load(Ordering::Relaxed);
         let loads = self.loads.load(Ordering::Relaxed);
         let mut st = CacheStats {

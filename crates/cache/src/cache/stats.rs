@@ -87,13 +87,16 @@ pub struct CacheStats {
     /// is loading panics instead, and is not counted.
     pub load_waits: u64,
     /// Loads (as [`loads`](Self::loads) counts them) that ended without a
-    /// value stored: the loader returned an error or panicked, a key's
-    /// `Eq` or the weigher panicked as it stored, or the call's future or
+    /// value: the loader returned an error or panicked, user code the
+    /// cache runs as it lands the value (a key's `Eq`, a value's `Clone`,
+    /// the weigher, an [`Expiry`](crate::Expiry), `replace_if`) panicked
+    /// before it was stored, or the call's future or
     /// [`LoadGuard`](crate::LoadGuard) was dropped first. Counted as each
-    /// ends, and never more than `loads` in one [`stats`](crate::LruCache::stats),
-    /// so `loads - load_failures` is the loads that stored a value (or
-    /// handed it to their callers, where a removal kept it out) or still
-    /// run. Caffeine's `loadFailureCount`.
+    /// ends, and never more than `loads` in one
+    /// [`stats`](crate::LruCache::stats): `loads - load_failures` is the
+    /// loads that stored their value (or found it too heavy to cache),
+    /// returned another (one `replace_if` kept, or theirs where a removal
+    /// kept it out), or still run. Caffeine's `loadFailureCount`.
     pub load_failures: u64,
 }
 

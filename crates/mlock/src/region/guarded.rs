@@ -89,9 +89,9 @@ impl RegionBuilder<'_> {
         let map_fixed = || {
             fail_point!("mlock::map_fixed_late", |arg| {
                 // Plays a kernel before 6.12, whose MAP_FIXED unmaps the
-                // range it replaces and then fails late (with ENOMEM, or
-                // the errno the argument names: a file's `mmap` may fail
-                // late with any).
+                // range it replaces and then fails late (with ENOMEM), or a
+                // file's `mmap` failing late on any kernel (with the errno
+                // the argument names).
                 // SAFETY: our reservation's middle, which that kernel
                 // would have unmapped.
                 let _ = unsafe { rustix::mm::munmap(region.sub(0), self.len) };

@@ -10,7 +10,7 @@ use rustix::{
 
 #[cfg(doc)]
 use super::Pages;
-use super::{LockPolicy, LockedRegion, injected};
+use super::{LockPolicy, LockedRegion};
 use crate::{Error, accounting};
 
 impl LockedRegion {
@@ -33,7 +33,7 @@ impl LockedRegion {
         fail_point!("mlock::mlock", |arg| Err(Error::from_lock(
             "mlock",
             len,
-            injected(arg)
+            super::injected(arg)
         )));
         let ptr = self.sub(offset);
         if self.hugetlb {
