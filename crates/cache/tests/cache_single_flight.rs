@@ -926,7 +926,7 @@ fn a_stored_load_is_no_failure_when_its_waiters_clone_panics() {
     let cache: LruCache<u32, Bomb> = LruCache::new(10);
     ARMED.store(true, Ordering::SeqCst);
     let r = catch_unwind(AssertUnwindSafe(|| {
-        drop(cache.get_or_insert_with(1, || Bomb));
+        let _ = cache.get_or_insert_with(1, || Bomb);
     }));
     ARMED.store(false, Ordering::SeqCst);
     assert!(r.is_err(), "the second clone panicked");
