@@ -137,11 +137,17 @@ const GIVE_WAY_FOR: std::time::Duration = std::time::Duration::from_micros(200);
 const TEST_GIVE_WAYS: u32 = 20;
 
 /// Counts a writer's give-way in the crate's unit tests, which abort at
-/// [`TEST_GIVE_WAYS`].
+/// [`TEST_GIVE_WAYS`]: a count of its own, so that a writer whose
+/// patience stopped growing is still stopped.
 #[cfg(test)]
 #[cfg_attr(loom, allow(dead_code))]
-fn gave_way_in_tests(gave_way: u32) {
-    crate::sync::bound_in_tests(gave_way, TEST_GIVE_WAYS, "a writer gave way to its readers");
+fn gave_way_in_tests(gave_way: &mut u32) {
+    *gave_way += 1;
+    crate::sync::bound_in_tests(
+        *gave_way,
+        TEST_GIVE_WAYS,
+        "a writer gave way to its readers",
+    );
 }
 
 /// A read that did not go fast ([`ShardLock::try_read_fast`]), and the
@@ -637,6 +643,8 @@ impl<T> ShardLock<T> {
         // Step backs so far (the writer's patience grows with them).
         #[cfg_attr(loom, allow(unused_mut, unused_variables))]
         let mut gave_way = 0u32;
+        #[cfg(all(test, not(loom)))]
+        let mut gave_way_in_tests_count = 0;
         loop {
             let was_fast = self.block.take();
             // Cleared however this ends, even by a panic before the guard.
@@ -687,7 +695,7 @@ impl<T> ShardLock<T> {
             std::thread::sleep(GIVE_WAY_FOR);
             gave_way += 1;
             #[cfg(all(test, not(loom)))]
-            gave_way_in_tests(gave_way);
+            gave_way_in_tests(&mut gave_way_in_tests_count);
         }
     }
 }
