@@ -132,11 +132,19 @@ fn a_writer_gets_in_past_reads_longer_than_its_wait() {
                 }
             });
         }
+        // The readers stop however the writes end: a writer that panics
+        // fails the test rather than hang it on the readers' join.
+        struct Stop<'a>(&'a AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, SeqCst);
+            }
+        }
+        let _stop = Stop(&stop);
         std::thread::sleep(READ);
         for _ in 0..3 {
             *lock.write() += 1;
         }
-        stop.store(true, SeqCst);
     });
     assert_eq!(*lock.read(), 3);
 }
