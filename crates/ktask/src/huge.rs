@@ -104,15 +104,6 @@ impl PoolLock {
     }
 }
 
-/// A count from the pool's `file`; `None` where it cannot be read.
-fn pool_count(size: HugePageSize, file: &str) -> Option<usize> {
-    fs::read_to_string(size.pool_file(file))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-}
-
 /// The pool's total (`nr_hugepages`: persistent plus surplus pages) and
 /// its persistent part, read between two reads of the surplus
 /// (`surplus_hugepages`: pages allocated by overcommit, freed when their
@@ -122,16 +113,16 @@ fn pool_count(size: HugePageSize, file: &str) -> Option<usize> {
 /// cannot be read: a write from a wrong count would resize the pool
 /// under its other users.
 fn pool_counts(size: HugePageSize) -> Option<(usize, usize)> {
-    let mut before = pool_count(size, "surplus_hugepages")?;
+    let mut before = size.pool_count("surplus_hugepages")?;
     for _ in 0..8 {
-        let total = pool_count(size, "nr_hugepages")?;
-        let after = pool_count(size, "surplus_hugepages")?;
+        let total = size.pool_count("nr_hugepages")?;
+        let after = size.pool_count("surplus_hugepages")?;
         if after == before {
             return Some((total, total.saturating_sub(after)));
         }
         before = after;
     }
-    let total = pool_count(size, "nr_hugepages")?;
+    let total = size.pool_count("nr_hugepages")?;
     Some((total, total.saturating_sub(before)))
 }
 

@@ -55,11 +55,20 @@ impl HugePageSize {
             .saturating_sub(self.read("resv_hugepages"))
     }
 
-    fn read(self, file: &str) -> usize {
+    /// A count from the pool's `file` (`nr_hugepages`, `free_hugepages`,
+    /// `resv_hugepages`, `surplus_hugepages`, ...); `None` where it cannot
+    /// be read, for a caller that must not take a missing count for 0
+    /// (one that writes the pool back from it).
+    pub fn pool_count(self, file: &str) -> Option<usize> {
         fs::read_to_string(self.pool_file(file))
+            .ok()?
+            .trim()
+            .parse()
             .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(0)
+    }
+
+    fn read(self, file: &str) -> usize {
+        self.pool_count(file).unwrap_or(0)
     }
 }
 
@@ -271,6 +280,8 @@ mod tests {
         };
         let before: usize = text.trim().parse().unwrap();
         assert_eq!(size.pool_pages(), before);
+        assert_eq!(size.pool_count("nr_hugepages"), Some(before));
+        assert_eq!(size.pool_count("no_such_count"), None, "not read as 0");
         struct Restore(String, usize);
         impl Drop for Restore {
             fn drop(&mut self) {
