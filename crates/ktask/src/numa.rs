@@ -264,7 +264,7 @@ pub fn run_numa<E: Send>(
     topology: &Topology,
     job: &NumaJob,
     f: impl Fn(Range<usize>) -> Result<(), E> + Sync,
-) -> Result<(), RunError<NumaJobError<E>>> {
+) -> Result<(), NumaJobError<E>> {
     run_numa_with_undo(topology, job, f, |_| {})
 }
 
@@ -279,9 +279,9 @@ pub fn run_numa<E: Send>(
 /// node whose thread the OS refuses runs on the caller.
 ///
 /// # Errors
-/// [`RunError::Failed`] with [`NumaJobError::Place`] where the job's
-/// ranges cannot be placed on the topology's nodes, or with
-/// [`NumaJobError::Chunk`] and the first chunk's error.
+/// [`NumaJobError::Place`] where the job's ranges cannot be placed on the
+/// topology's nodes (no chunk has run), or [`NumaJobError::Chunk`] with
+/// the first chunk's error.
 ///
 /// # Panics
 /// With the first chunk's panic, once every finished chunk is undone.
@@ -290,10 +290,10 @@ pub fn run_numa_with_undo<E: Send>(
     job: &NumaJob,
     f: impl Fn(Range<usize>) -> Result<(), E> + Sync,
     undo: impl Fn(Range<usize>) + Sync,
-) -> Result<(), RunError<NumaJobError<E>>> {
+) -> Result<(), NumaJobError<E>> {
     let placements = job
         .place(&node_cpus(topology))
-        .map_err(|e| RunError::Failed(NumaJobError::Place(e)))?;
+        .map_err(NumaJobError::Place)?;
     // One stop for all nodes: a node's failure makes every other node's
     // next chunk fail with `Stopped`, which stops that node (and undoes
     // its finished chunks) too. The first error is kept here, not in the
@@ -383,9 +383,9 @@ pub fn run_numa_with_undo<E: Send>(
     if let Some(panic) = results.into_iter().find_map(Result::err).or(undo_panic) {
         std::panic::resume_unwind(panic);
     }
-    Err(RunError::Failed(NumaJobError::Chunk(
+    Err(NumaJobError::Chunk(
         first_error.expect("no node panicked, so one failed"),
-    )))
+    ))
 }
 
 /// Sets the shared stop if dropped while a chunk panics.
@@ -417,21 +417,27 @@ fn spawn_node<'scope, T: Send + 'scope>(
         .map_err(drop)
 }
 
-/// A NUMA job's failure.
+/// Why a NUMA job did not complete ([`run_numa_with_undo`]).
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum NumaJobError<E> {
-    /// The ranges could not be placed.
+    /// The ranges could not be placed on the topology's nodes: no chunk
+    /// ran.
     Place(NumaError),
-    /// A chunk failed.
+    /// A chunk failed with this error (the first one, on any node): every
+    /// node stopped, and the chunks that had finished went to the undo.
     Chunk(E),
 }
 
 impl<E: fmt::Display> fmt::Display for NumaJobError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            NumaJobError::Place(e) => write!(f, "{e}"),
-            NumaJobError::Chunk(e) => write!(f, "{e}"),
+            NumaJobError::Place(e) => write!(f, "the NUMA job was not started: {e}"),
+            NumaJobError::Chunk(e) => write!(
+                f,
+                "a chunk failed (every node stopped, and the chunks that had finished went to \
+                 the undo, if one was given): {e}"
+            ),
         }
     }
 }

@@ -11,7 +11,7 @@ use hwlocality::{
 };
 use mmbatch_ktask::{
     HugeError, HugePageSize, HugePagesUnavailable, HugeRegion, Job,
-    numa::{NodeRange, NumaJob, node_cpus, run_numa, run_numa_with_undo},
+    numa::{NodeRange, NumaJob, NumaJobError, node_cpus, run_numa, run_numa_with_undo},
     run,
 };
 
@@ -528,10 +528,11 @@ fn a_failure_is_returned_when_a_sibling_sees_the_stop_first() {
     );
     fail::remove("ktask::node_failed");
     let e = r.expect_err("chunk 64's error reaches the caller");
+    assert!(matches!(e, NumaJobError::Chunk("injected")), "{e:?}");
     assert_eq!(
         e.to_string(),
-        "a chunk failed (the job stopped, and the chunks that had finished went to the undo, \
-         if one was given): injected"
+        "a chunk failed (every node stopped, and the chunks that had finished went to the \
+         undo, if one was given): injected"
     );
     let (mut done, mut undone) = (done.into_inner().unwrap(), undone.into_inner().unwrap());
     done.sort_unstable();

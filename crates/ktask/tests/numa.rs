@@ -179,6 +179,45 @@ fn run_numa_on_this_host_does_all_the_work_without_binding_errors() {
     assert_eq!(sum.into_inner(), (0..2usize << 20).sum::<usize>());
 }
 
+/// A job naming a node the host lacks runs nothing, and its error says
+/// so: no chunk failed, and there was nothing to undo.
+#[test]
+fn an_unplaceable_job_is_refused_before_any_chunk_runs() {
+    let topology = Topology::new().unwrap();
+    let ran = AtomicUsize::new(0);
+    let undone = AtomicUsize::new(0);
+    let ranges = [NodeRange {
+        node: 4096,
+        range: 0..1 << 20,
+    }];
+    let e = run_numa_with_undo::<&str>(
+        &topology,
+        &NumaJob::new(&ranges),
+        |_| {
+            ran.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        },
+        |_| {
+            undone.fetch_add(1, Ordering::Relaxed);
+        },
+    )
+    .unwrap_err();
+    assert_eq!((ran.into_inner(), undone.into_inner()), (0, 0));
+    assert!(
+        matches!(
+            &e,
+            NumaJobError::Place(NumaError::NoSuchNode { node: 4096, .. })
+        ),
+        "{e:?}"
+    );
+    let message = e.to_string();
+    assert!(
+        message.contains("NUMA node 4096 does not exist"),
+        "{message}"
+    );
+    assert!(!message.contains("chunk"), "{message}");
+}
+
 #[test]
 fn memory_binds_to_this_hosts_node() {
     let topology = Topology::new().unwrap();
@@ -236,7 +275,7 @@ fn a_failing_node_stops_and_undoes_every_node() {
             undone.lock().unwrap().insert(r.start);
         },
     );
-    assert!(r.is_err());
+    assert!(matches!(r, Err(NumaJobError::Chunk("injected"))), "{r:?}");
     let (done, undone) = (done.into_inner().unwrap(), undone.into_inner().unwrap());
     assert!(done.iter().any(|&s| s < 64), "node 0 ran");
     assert_eq!(done, undone, "every finished chunk undone, nothing else");
@@ -367,8 +406,8 @@ fn binding_memory_to_a_node_the_host_lacks_is_an_error() {
     }
 }
 
-/// A NUMA job's error prints the placement's refusal or the chunk's error
-/// as they are.
+/// A NUMA job's error names what stopped it (the placement, before any
+/// chunk, or a chunk) and prints the cause after.
 #[test]
 fn numa_job_errors_print_their_cause() {
     let place: NumaJobError<String> = NumaJobError::Place(NumaError::NoSuchNode {
@@ -379,10 +418,13 @@ fn numa_job_errors_print_their_cause() {
         node: 7,
         nodes: vec![0, 1],
     };
-    assert_eq!(place.to_string(), inner.to_string());
-    assert!(place.to_string().contains('7'), "{place}");
+    assert_eq!(
+        place.to_string(),
+        format!("the NUMA job was not started: {inner}")
+    );
     let chunk: NumaJobError<String> = NumaJobError::Chunk("disk on fire".into());
-    assert_eq!(chunk.to_string(), "disk on fire");
+    assert!(chunk.to_string().starts_with("a chunk failed"), "{chunk}");
+    assert!(chunk.to_string().ends_with(": disk on fire"), "{chunk}");
     // The placement's refusal is the source an error chain shows.
     use std::error::Error as _;
     assert_eq!(
