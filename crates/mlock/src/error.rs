@@ -219,6 +219,15 @@ fn bytes(n: u64) -> String {
 impl Error {
     /// `Pages::Transparent` on a kernel without transparent huge pages,
     /// which refuses `MADV_HUGEPAGE` (EINVAL).
+    /// `wipe_on_fork` on a kernel before 4.14, which refuses
+    /// `MADV_WIPEONFORK` (EINVAL).
+    pub(crate) const NO_WIPEONFORK: Error = Error::BadFlags {
+        op: "RegionBuilder::build",
+        why: "wipe_on_fork needs Linux 4.14 or later (madvise(MADV_WIPEONFORK) was refused): \
+              without it, keep secrets out of a child by not forking, or by exec right after \
+              fork",
+    };
+
     pub(crate) const NO_THP: Error = Error::BadFlags {
         op: "RegionBuilder::build",
         why: "Pages::Transparent needs a kernel with transparent huge pages \

@@ -563,6 +563,20 @@ impl FaultLockedRegion {
 
 impl Drop for FaultLockedRegion {
     fn drop(&mut self) {
+        if self.region.zeroes_on_drop() {
+            // The region's drop writes every page: opened first, so that
+            // a page never touched does not fault into a handler that may
+            // be gone by then.
+            let open = if self.region.writable() {
+                MprotectFlags::READ | MprotectFlags::WRITE
+            } else {
+                MprotectFlags::READ
+            };
+            if self.region.protect(0, self.region.len(), open).is_err() {
+                // Not zeroed rather than a fault with no handler.
+                self.region.forget_zeroing();
+            }
+        }
         let mut reg = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
         SLOTS[self.slot].start.store(0, Ordering::Release);
         reg.used[self.slot] = false;

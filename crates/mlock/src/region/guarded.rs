@@ -64,6 +64,7 @@ impl RegionBuilder<'_> {
             page: self.pages.size(),
             hugetlb: false,
             read_only: self.read_only,
+            zero_on_drop: None,
         };
         let map_locked = self.map_locked && self.policy == LockPolicy::Populate;
         if self.file.is_none() && !map_locked {

@@ -78,6 +78,8 @@ pub struct RegionBuilder<'fd> {
     read_only: bool,
     map_locked: bool,
     dont_dump: bool,
+    wipe_on_fork: bool,
+    zero_on_drop: bool,
 }
 
 impl<'fd> RegionBuilder<'fd> {
@@ -124,6 +126,32 @@ impl<'fd> RegionBuilder<'fd> {
         self
     }
 
+    /// Gives a child made by `fork` zeros in place of the region's pages
+    /// (`madvise(MADV_WIPEONFORK)`, Linux 4.14): for secrets, which a
+    /// child would otherwise share, unlocked (the kernel does not pass
+    /// `mlock` on across `fork`), and could write out to swap. The child
+    /// sees a region of zeros at the same address; `exec` drops it anyway.
+    /// Anonymous memory only: the kernel refuses it over a file or hugetlb
+    /// pages, and [`build`](Self::build) with them fails
+    /// ([`Error::BadFlags`]).
+    #[doc(alias = "MADV_WIPEONFORK")]
+    pub fn wipe_on_fork(mut self) -> Self {
+        self.wipe_on_fork = true;
+        self
+    }
+
+    /// Zeroes the region when it is dropped, before it is unmapped (with
+    /// writes the compiler keeps: `zeroize`): for secrets, whose pages
+    /// would otherwise go back to the kernel, or stay in a file, as they
+    /// were. Over a shared file mapping the zeros reach the file. It
+    /// writes every page: one never touched is faulted in to be zeroed.
+    /// Not with [`read_only`](Self::read_only) ([`Error::BadFlags`] at
+    /// build).
+    pub fn zero_on_drop(mut self) -> Self {
+        self.zero_on_drop = true;
+        self
+    }
+
     /// Maps read-only (`PROT_READ`).
     pub fn read_only(mut self) -> Self {
         self.read_only = true;
@@ -152,6 +180,7 @@ impl<'fd> RegionBuilder<'fd> {
     /// # Errors
     /// [`Error::ZeroLength`], or [`Error::Misaligned`] for a length or
     /// file offset that is not a multiple of the page size;
+    /// [`Error::BadFlags`] for options that do not go together;
     /// [`Error::FileTooShort`]; [`Error::FileSealed`] for a shared,
     /// writable mapping of a file sealed against writes; and each refusal
     /// of the kernel's, named:
@@ -171,6 +200,7 @@ impl<'fd> RegionBuilder<'fd> {
                 page_size: page,
             });
         }
+        self.check_options()?;
         if let Some((fd, offset, _)) = self.file {
             if offset % page as u64 != 0 {
                 return Err(Error::Misaligned {
@@ -259,6 +289,16 @@ impl<'fd> RegionBuilder<'fd> {
             unsafe { madvise(region.sub(0), region.len, Advice::LinuxDontDump) }
                 .map_err(|e| Error::from_sys("madvise(MADV_DONTDUMP)", region.len, e))?;
         }
+        if self.wipe_on_fork {
+            // SAFETY: the range is our own mapping; the advice changes no
+            // contents (only a child's).
+            match unsafe { madvise(region.sub(0), region.len, Advice::LinuxWipeOnFork) } {
+                Ok(()) => {}
+                // `check_options` let only private anonymous memory here.
+                Err(Errno::INVAL) => return Err(Error::NO_WIPEONFORK),
+                Err(e) => return Err(Error::from_sys("madvise(MADV_WIPEONFORK)", region.len, e)),
+            }
+        }
         match self.policy {
             // Mapped with MAP_LOCKED | MAP_POPULATE (`flags`, for every
             // kind of page): locked already.
@@ -267,7 +307,38 @@ impl<'fd> RegionBuilder<'fd> {
             LockPolicy::OnFault => region.lock_range(0, region.len)?,
             LockPolicy::Unlocked => {}
         }
+        if self.zero_on_drop {
+            region.zero_on_drop = Some(ZeroOnDrop::new(&region));
+        }
         Ok(region)
+    }
+
+    /// Refuses options that do not go together, before anything is
+    /// mapped.
+    fn check_options(&self) -> Result<(), Error> {
+        let bad = |why| {
+            Err(Error::BadFlags {
+                op: "RegionBuilder::build",
+                why,
+            })
+        };
+        if self.wipe_on_fork && self.file.is_some() {
+            return bad("wipe_on_fork needs anonymous memory: the kernel refuses \
+                        MADV_WIPEONFORK over a file (a child could read the file anyway)");
+        }
+        if self.wipe_on_fork && self.pages.hugetlb() {
+            return bad(
+                "wipe_on_fork needs Pages::Base or Pages::Transparent: the kernel \
+                        refuses MADV_WIPEONFORK over hugetlb pages, which it maps as a file's",
+            );
+        }
+        if self.zero_on_drop && self.read_only {
+            return bad(
+                "zero_on_drop writes the region when it is dropped: drop read_only, \
+                        or zero_on_drop (a read-only anonymous region holds only zeros)",
+            );
+        }
+        Ok(())
     }
 
     fn flags(&self) -> MapFlags {
@@ -321,6 +392,7 @@ impl<'fd> RegionBuilder<'fd> {
             page: size,
             hugetlb: true,
             read_only: self.read_only,
+            zero_on_drop: None,
         })
     }
 
@@ -419,6 +491,9 @@ fn errno(e: &std::io::Error) -> Errno {
 /// ```
 #[derive(Debug)]
 pub struct LockedRegion {
+    /// Zeroes the region in its drop, which runs before `mapping`'s (the
+    /// fields' order): [`RegionBuilder::zero_on_drop`].
+    zero_on_drop: Option<ZeroOnDrop>,
     /// The whole reservation (guards and slack included) or hugetlb
     /// mapping: unmapping it releases the lock with the pages.
     mapping: Mapping,
@@ -432,7 +507,62 @@ pub struct LockedRegion {
     read_only: bool,
 }
 
+/// Zeroes a region's memory when dropped ([`RegionBuilder::zero_on_drop`]):
+/// held by the region, which drops it before its mapping.
+#[derive(Debug)]
+struct ZeroOnDrop {
+    /// The region's first byte: page-aligned, so aligned for `u64`.
+    start: std::ptr::NonNull<u64>,
+    /// The region's length in `u64`s (a whole number of pages).
+    words: usize,
+}
+
+// SAFETY: an address, written only in the drop, by the thread dropping the
+// region that owns it; the region's memory is `Send` and `Sync` as the
+// region is.
+unsafe impl Send for ZeroOnDrop {}
+// SAFETY: as above; `&ZeroOnDrop` gives no access to the memory.
+unsafe impl Sync for ZeroOnDrop {}
+
+impl ZeroOnDrop {
+    /// For writable `region`, which must hold it (in its `zero_on_drop`).
+    fn new(region: &LockedRegion) -> Self {
+        debug_assert!(region.writable(), "zero_on_drop on a read-only region");
+        let start = std::ptr::NonNull::new(region.as_ptr().cast::<u64>())
+            .expect("a mapped region is not at address 0");
+        Self {
+            start,
+            words: region.len / size_of::<u64>(),
+        }
+    }
+}
+
+impl Drop for ZeroOnDrop {
+    fn drop(&mut self) {
+        use zeroize::Zeroize;
+        // SAFETY: the region holding this is being dropped, so nothing
+        // borrows its memory; its mapping, dropped after this field, is
+        // still mapped, writable (`check_options` refused `read_only`) and
+        // accessible (a `FaultLockedRegion` opens its pages first), and
+        // page-aligned.
+        let memory = unsafe { std::slice::from_raw_parts_mut(self.start.as_ptr(), self.words) };
+        memory.zeroize();
+    }
+}
+
 impl LockedRegion {
+    /// Whether its drop zeroes it ([`RegionBuilder::zero_on_drop`]).
+    #[cfg(feature = "fault-locked")]
+    pub(crate) fn zeroes_on_drop(&self) -> bool {
+        self.zero_on_drop.is_some()
+    }
+
+    /// Leaves the region as it is when dropped, `zero_on_drop` or not.
+    #[cfg(feature = "fault-locked")]
+    pub(crate) fn forget_zeroing(&mut self) {
+        self.zero_on_drop = None;
+    }
+
     /// A builder for a region of `len` bytes.
     pub fn builder<'fd>(len: usize) -> RegionBuilder<'fd> {
         RegionBuilder {
@@ -443,6 +573,8 @@ impl LockedRegion {
             read_only: false,
             map_locked: false,
             dont_dump: false,
+            wipe_on_fork: false,
+            zero_on_drop: false,
         }
     }
 

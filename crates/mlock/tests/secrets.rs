@@ -1,0 +1,167 @@
+//! The options for secrets: `wipe_on_fork` (a forked child sees zeros)
+//! and `zero_on_drop` (the memory is zeroed before it goes back), checked
+//! through a real child and a file's own pages.
+
+use std::os::fd::AsFd;
+
+use mmbatch_mlock::{Error, HugePageSize, LockPolicy, LockedRegion, Pages, accounting};
+use nix::{
+    sys::wait::{WaitStatus, waitpid},
+    unistd::{ForkResult, fork},
+};
+
+const SECRET: u8 = 0xA5;
+
+/// What a child forked now finds in `region`'s bytes: 0 if all are zero,
+/// 1 if all are still `SECRET`, 2 for anything else.
+fn what_a_child_sees(region: &LockedRegion) -> i32 {
+    let (start, len) = (region.as_ptr().cast_const(), region.len());
+    // SAFETY: the child reads memory and calls `_exit`, both
+    // async-signal-safe, and nothing else.
+    match unsafe { fork() }.unwrap() {
+        ForkResult::Child => {
+            // SAFETY: the region is mapped in the child (wiped or copied)
+            // at the same address, `len` bytes long, and nothing writes it.
+            let bytes = unsafe { std::slice::from_raw_parts(start, len) };
+            let code = if bytes.iter().all(|&b| b == 0) {
+                0
+            } else if bytes.iter().all(|&b| b == SECRET) {
+                1
+            } else {
+                2
+            };
+            // SAFETY: _exit is async-signal-safe; the child runs no Rust
+            // destructors (the parent's region is the parent's).
+            unsafe { libc::_exit(code) }
+        }
+        ForkResult::Parent { child } => match waitpid(child, None).unwrap() {
+            WaitStatus::Exited(_, code) => code,
+            other => panic!("the child did not exit: {other:?}"),
+        },
+    }
+}
+
+/// A child forked from a process holding a secret gets zeros in a
+/// `wipe_on_fork` region, and a copy (unlocked) in a region without it;
+/// the parent keeps its own.
+#[test]
+fn a_forked_child_sees_a_wipe_on_fork_region_as_zeros() {
+    for policy in [LockPolicy::Populate, LockPolicy::OnFault] {
+        let len = 4 * accounting::page_size();
+        let mut wiped = LockedRegion::builder(len)
+            .policy(policy)
+            .wipe_on_fork()
+            .build()
+            .unwrap();
+        let mut kept = LockedRegion::builder(len).policy(policy).build().unwrap();
+        wiped.as_mut_slice().unwrap().fill(SECRET);
+        kept.as_mut_slice().unwrap().fill(SECRET);
+        assert_eq!(
+            (what_a_child_sees(&wiped), what_a_child_sees(&kept)),
+            (0, 1),
+            "{policy:?}: (wiped, kept): 0 is zeros, 1 the secret"
+        );
+        assert!(wiped.as_slice().iter().all(|&b| b == SECRET), "{policy:?}");
+    }
+}
+
+/// The kernel refuses `MADV_WIPEONFORK` over a file or hugetlb pages: the
+/// build says so before it maps anything (no pool needed).
+#[test]
+fn wipe_on_fork_over_a_file_or_hugetlb_pages_is_refused() {
+    let fd = rustix::fs::memfd_create("wipe", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    let page = accounting::page_size();
+    rustix::fs::ftruncate(&fd, page as u64).unwrap();
+    // SAFETY: the memfd is this test's own; nothing else maps, writes or
+    // truncates it.
+    let file = unsafe { LockedRegion::builder(page).file(fd.as_fd(), 0, false) };
+    let huge = LockedRegion::builder(2 << 20).pages(Pages::Huge(HugePageSize::Size2M));
+    for (what, builder) in [("file", file), ("hugetlb", huge)] {
+        let e = builder.wipe_on_fork().build().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::BadFlags {
+                    op: "RegionBuilder::build",
+                    ..
+                }
+            ),
+            "{what}: {e:?}"
+        );
+        assert!(e.to_string().contains("wipe_on_fork needs"), "{what}: {e}");
+    }
+}
+
+/// A region over a shared memfd, dropped: with `zero_on_drop` the file's
+/// pages read zeros after, without it the secret. A page never touched is
+/// zeroed too (`LockPolicy::Unlocked` leaves the second page out until
+/// then).
+#[test]
+fn zero_on_drop_zeroes_the_memory_before_it_goes() {
+    let page = accounting::page_size();
+    for zero in [true, false] {
+        let fd = rustix::fs::memfd_create("secret", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        rustix::fs::ftruncate(&fd, 2 * page as u64).unwrap();
+        rustix::io::pwrite(&fd, &vec![SECRET; page], page as u64).unwrap();
+        // SAFETY: the memfd is this test's own; nothing else maps, writes
+        // or truncates it while the region lives.
+        let mut builder = unsafe { LockedRegion::builder(2 * page).file(fd.as_fd(), 0, true) }
+            .policy(LockPolicy::Unlocked);
+        if zero {
+            builder = builder.zero_on_drop();
+        }
+        let mut region = builder.build().unwrap();
+        region.as_mut_slice().unwrap()[..page].fill(SECRET);
+        drop(region);
+        let mut back = vec![0xFF; 2 * page];
+        assert_eq!(rustix::io::pread(&fd, &mut back, 0).unwrap(), 2 * page);
+        let want = if zero { 0 } else { SECRET };
+        assert!(
+            back.iter().all(|&b| b == want),
+            "zero_on_drop {zero}: the file holds {:#x} at 0 and {:#x} at a page",
+            back[0],
+            back[page]
+        );
+    }
+}
+
+/// `zero_on_drop` writes the region: refused with `read_only`.
+#[test]
+fn zero_on_drop_of_a_read_only_region_is_refused() {
+    let e = LockedRegion::builder(accounting::page_size())
+        .read_only()
+        .zero_on_drop()
+        .build()
+        .unwrap_err();
+    assert!(matches!(e, Error::BadFlags { .. }), "{e:?}");
+    assert!(e.to_string().contains("zero_on_drop writes"), "{e}");
+}
+
+/// A `FaultLockedRegion` keeps its untouched pages inaccessible, and its
+/// drop takes its fault handler away before the region's drop zeroes
+/// them: the pages are opened first. In a child: a zeroing that faults
+/// with no handler kills the process.
+#[cfg(feature = "fault-locked")]
+#[test]
+fn zero_on_drop_zeroes_a_fault_locked_region() {
+    use mmbatch_mlock::FaultLockedRegion;
+    use mmbatch_testkit::child;
+    let name = "zero_on_drop_zeroes_a_fault_locked_region";
+    if let Some(run) = child::parent(name, std::time::Duration::from_secs(10)) {
+        run.expect_success();
+        return;
+    }
+    let page = accounting::page_size();
+    let fd = rustix::fs::memfd_create("secret", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    rustix::fs::ftruncate(&fd, 4 * page as u64).unwrap();
+    rustix::io::pwrite(&fd, &vec![SECRET; 4 * page], 0).unwrap();
+    // SAFETY: the memfd is this test's own; nothing else maps, writes or
+    // truncates it while the region lives.
+    let builder = unsafe { LockedRegion::builder(4 * page).file(fd.as_fd(), 0, true) };
+    let region = FaultLockedRegion::new(builder.zero_on_drop(), 1).unwrap();
+    assert_eq!(region.read(page).unwrap(), SECRET);
+    drop(region);
+    let mut back = vec![0xFF; 4 * page];
+    assert_eq!(rustix::io::pread(&fd, &mut back, 0).unwrap(), 4 * page);
+    assert!(back.iter().all(|&b| b == 0), "{:#x}", back[0]);
+}
