@@ -46,7 +46,7 @@ fn msrv() -> Result<(), String> {
 }
 
 /// Crates a project on any platform may depend on: each builds for
-/// [`FOREIGN_TARGETS`].
+/// [`FOREIGN_TARGETS`] (and [`ANDROID`]).
 const PORTABLE: [&str; 4] = [
     "mmbatch-cache",
     "mmbatch-pagevec",
@@ -66,6 +66,10 @@ const LINUX_ONLY: [&str; 4] = [
     "mmbatch-ktask:numa",
 ];
 const FOREIGN_TARGETS: [&str; 2] = ["x86_64-apple-darwin", "x86_64-pc-windows-msvc"];
+/// Android runs Linux's kernel: every crate builds for it, the Linux-only
+/// ones included (rustix and libc leave some of Linux's flags unnamed
+/// there).
+const ANDROID: &str = "x86_64-linux-android";
 /// The cache's default tree holds none of the experiment crates (a user
 /// of the cache builds nothing of the LRU engine).
 const NOT_IN_CACHE: [&str; 2] = ["mmbatch-pagevec", "mmbatch-lru"];
@@ -99,7 +103,8 @@ fn tree(krate: &str, edges: &str) -> Result<Vec<String>, String> {
 /// Every library crate's default features need no system library
 /// ([`NEED_SYSTEM_LIBRARIES`]); each portable crate `cargo check`s for
 /// each foreign target (adding the target through rustup where missing),
-/// and each [`LINUX_ONLY`] crate fails there naming itself Linux only;
+/// and each [`LINUX_ONLY`] crate fails there naming itself Linux only
+/// (and builds for [`ANDROID`], as the portable ones do);
 /// the cache holds none of [`NOT_IN_CACHE`].
 fn portable() -> Result<(), String> {
     for c in LIBRARIES {
@@ -131,6 +136,13 @@ fn portable() -> Result<(), String> {
             exec(cargo().args(["check", "-p", c, "--lib", "--target", target]))?;
         }
     }
+    exec(std::process::Command::new("rustup").args(["target", "add", ANDROID]))?;
+    let mut android = cargo();
+    android.args(["check", "--lib", "--target", ANDROID]);
+    for c in PORTABLE.iter().chain(&LINUX_ONLY[..3]) {
+        android.args(["-p", c]);
+    }
+    exec(&mut android)?;
     let target = FOREIGN_TARGETS[0];
     for c in LINUX_ONLY {
         let (c, features) = c.split_once(':').unwrap_or((c, ""));
@@ -355,7 +367,7 @@ pub(crate) fn run(only: &[String]) -> Result<(), String> {
         }),
         ("msrv", || done(msrv())),
         (
-            "portable crates (macOS, Windows, no system libraries)",
+            "portable crates (macOS, Windows, Android, no system libraries)",
             || done(portable()),
         ),
         ("loom", || done(crate::loom::run(None))),

@@ -30,8 +30,8 @@ impl HugePageSize {
     pub fn map_flags(self) -> MapFlags {
         MapFlags::HUGETLB
             | match self {
-                HugePageSize::Size2M => MapFlags::HUGE_2MB,
-                HugePageSize::Size1G => MapFlags::HUGE_1GB,
+                HugePageSize::Size2M => crate::flags::HUGE_2MB,
+                HugePageSize::Size1G => crate::flags::HUGE_1GB,
             }
     }
 

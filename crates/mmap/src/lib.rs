@@ -51,6 +51,23 @@ pub use huge::{HugePageSize, HugePagesUnavailable, hugetlbfs_page_size};
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub use rustix::mm::{MapFlags, ProtFlags};
 
+/// Flags of Linux's `mmap` that rustix names on Linux but not on Android,
+/// which runs the same kernel: from the kernel's headers (linux-raw-sys).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(crate) mod flags {
+    use rustix::mm::MapFlags;
+
+    /// `MAP_HUGE_2MB`.
+    pub(crate) const HUGE_2MB: MapFlags =
+        MapFlags::from_bits_retain(linux_raw_sys::general::MAP_HUGE_2MB);
+    /// `MAP_HUGE_1GB`.
+    pub(crate) const HUGE_1GB: MapFlags =
+        MapFlags::from_bits_retain(linux_raw_sys::general::MAP_HUGE_1GB);
+    /// `MAP_FIXED_NOREPLACE`.
+    pub(crate) const FIXED_NOREPLACE: MapFlags =
+        MapFlags::from_bits_retain(linux_raw_sys::general::MAP_FIXED_NOREPLACE);
+}
+
 /// One mapping, unmapped on drop.
 ///
 /// Safe views of its bytes ([`as_slice`](Self::as_slice),
@@ -520,7 +537,7 @@ fn check(len: usize, flags: MapFlags) -> io::Result<()> {
     }
     // With no address given, the kernel reads it as address 0: as root it
     // mapped page 0, and a null pointer read zeros instead of faulting.
-    if flags.contains(MapFlags::FIXED_NOREPLACE) {
+    if flags.contains(flags::FIXED_NOREPLACE) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "MAP_FIXED_NOREPLACE maps at an address given, and a Mapping is made where the \

@@ -162,6 +162,10 @@ extern "C" fn parent() {
     unlock();
 }
 
+/// `MAP_FIXED_NOREPLACE` (Linux 4.17), from the kernel's headers: the
+/// libc crate does not name it on Android, which runs the same kernel.
+const MAP_FIXED_NOREPLACE: libc::c_int = linux_raw_sys::general::MAP_FIXED_NOREPLACE as libc::c_int;
+
 /// In the child, on the forking thread alone: a `PROT_NONE` reservation
 /// over each range served (mmap(2) is async-signal-safe; nothing
 /// allocates).
@@ -180,10 +184,7 @@ extern "C" fn child() {
                 addr as *mut libc::c_void,
                 len,
                 libc::PROT_NONE,
-                libc::MAP_PRIVATE
-                    | libc::MAP_ANONYMOUS
-                    | libc::MAP_FIXED_NOREPLACE
-                    | libc::MAP_NORESERVE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | libc::MAP_NORESERVE,
                 -1,
                 0,
             )

@@ -295,15 +295,18 @@ fn unname(addr: usize, len: usize) {
 // Only the fail point calls it.
 #[allow(dead_code)]
 fn squat(addr: *mut c_void) {
-    // SAFETY: MAP_FIXED_NOREPLACE maps only where nothing is mapped.
-    let _ = unsafe {
-        rustix::mm::mmap_anonymous(
-            addr,
-            accounting::page_size(),
-            ProtFlags::READ,
-            MapFlags::PRIVATE | MapFlags::FIXED_NOREPLACE,
-        )
-    };
+    let page = accounting::page_size();
+    // SAFETY: without MAP_FIXED, `addr` is a hint: the kernel maps there
+    // only if nothing is mapped, and elsewhere otherwise. (Not
+    // MAP_FIXED_NOREPLACE, which rustix does not name on Android.)
+    let got = unsafe { rustix::mm::mmap_anonymous(addr, page, ProtFlags::READ, MapFlags::PRIVATE) };
+    if let Ok(got) = got {
+        if got != addr {
+            // SAFETY: the page just mapped elsewhere, which nothing else
+            // knows of.
+            let _ = unsafe { rustix::mm::munmap(got, page) };
+        }
+    }
 }
 
 #[cfg(test)]
