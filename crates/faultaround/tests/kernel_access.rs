@@ -293,3 +293,79 @@ fn without_privilege_a_region_is_user_mode_only() {
     assert_eq!(write_page_to_pipe(&r, 5).unwrap(), &src[5 * PAGE..6 * PAGE]);
     std::process::exit(0);
 }
+
+/// A source that holds every page back (`NotReady`) until released: with
+/// a long source timeout, its region's pages are slow to come, as a
+/// snapshot file's on a network filesystem that stalls.
+struct HeldBack {
+    image: Vec<u8>,
+    released: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl PageSource for HeldBack {
+    fn len(&self) -> u64 {
+        self.image.len() as u64
+    }
+
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+        if !self.released.load(std::sync::atomic::Ordering::Acquire) {
+            return PageRead::NotReady;
+        }
+        let at = index as usize * buf.len();
+        buf.copy_from_slice(&self.image[at..at + buf.len()]);
+        PageRead::Ready
+    }
+}
+
+/// Region B's `pages()` points into region A, whose source stalls (a
+/// mapped snapshot file whose storage hangs): B's watchdog times the wait
+/// for A's pages as it times any call into the source, so B's reader gets
+/// its signal at B's source timeout, and B's drop returns, while A still
+/// holds the page back. The old code copied from A's pages with
+/// `UFFDIO_COPY` under B's events lock, outside the watchdog's view: the
+/// reader, and B's drop, waited for A.
+#[test]
+fn a_source_mapping_slow_to_fault_is_timed_by_the_watchdog() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let name = "a_source_mapping_slow_to_fault_is_timed_by_the_watchdog";
+    if let Some(run) = child::parent(name, LIMIT) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    let released = Arc::new(AtomicBool::new(false));
+    let held = HeldBack {
+        image: image(8),
+        released: released.clone(),
+    };
+    let a = UffdRegion::builder(8 * PAGE)
+        .source_timeout(Duration::from_secs(600))
+        .build(held)
+        .unwrap();
+    let a = Arc::new(a);
+    if !all_faults(&a, name) {
+        std::process::exit(0);
+    }
+    let b = UffdRegion::builder(8 * PAGE)
+        .source_timeout(Duration::from_millis(300))
+        .build(OtherRegion(a.clone()))
+        .unwrap();
+    // SAFETY: B's memory, kept (or leaked) until this child exits.
+    let sig = unsafe { signal::touch(b.as_ptr() as usize + 3 * PAGE, Duration::from_secs(10)) };
+    println!(
+        "B's reader got signal {sig}; B's failure: {:?}",
+        b.failure()
+    );
+    assert_ne!(sig, 0, "B's reader was served, from a page A holds back");
+    assert!(b.failure().is_some());
+    // B's drop, with A's page still held back, in at most 10 s.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(b);
+        let _ = tx.send(());
+    });
+    let dropped = rx.recv_timeout(Duration::from_secs(10));
+    released.store(true, Ordering::Release);
+    assert!(dropped.is_ok(), "B's drop waited for A's page");
+    std::process::exit(0);
+}

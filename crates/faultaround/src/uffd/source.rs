@@ -43,9 +43,13 @@ pub enum PageRead {
 ///   source timeout; the handler thread serves nothing else meanwhile.
 ///   Make such calls cheap and idempotent, and build with two handlers
 ///   or more where pages download.
-/// - A slice from [`pages`](Self::pages) must be memory the kernel can
-///   read without a fault of the region's own (not the region, nor
-///   another region not yet filled).
+/// - A slice from [`pages`](Self::pages) is faulted in by the handler
+///   (a read of each page) before the kernel copies from it, and the wait
+///   counts against the source timeout as a slow call does: a mapped
+///   snapshot on storage that stalls fails the page at the timeout
+///   instead of holding up the handlers. It must be memory the handler
+///   can read without a fault of the region's own (not the region itself;
+///   another region not yet filled is served by that region's handlers).
 pub trait PageSource: Send + Sync + 'static {
     /// Bytes available.
     fn len(&self) -> u64;

@@ -379,12 +379,36 @@ impl Shared {
         }
     }
 
-    /// `pages`, ignored unless exactly `n` pages long (and if it panics).
+    /// `pages`, ignored unless exactly `n` pages long (and if it panics),
+    /// its memory faulted in: read here, under the watchdog's eye (`k`),
+    /// and outside `events`. `UFFDIO_COPY` reads the slice in the kernel,
+    /// under `events`' read lock: a page of a mapped file not in the page
+    /// cache (a network filesystem that stalls, a cold disk), or of
+    /// another region not yet filled, held that lock for as long as it
+    /// took, out of the watchdog's view, with the next event's reader and
+    /// the region's drop waiting behind it.
     fn source_pages(&self, p: u64, n: usize, k: Option<Ticket>) -> Option<&[u8]> {
         let _in = self.in_source(k);
-        catch_unwind(AssertUnwindSafe(|| self.source.pages(p, n, self.page)))
-            .ok()
-            .flatten()
+        catch_unwind(AssertUnwindSafe(|| {
+            let pages = self.source_slice(p, n)?;
+            fault_in(pages);
+            Some(pages)
+        }))
+        .ok()
+        .flatten()
+    }
+
+    /// Whether the source holds pages `p..p + n` in memory (`pages`),
+    /// without touching them.
+    fn source_has(&self, p: u64, n: usize, k: Option<Ticket>) -> bool {
+        let _in = self.in_source(k);
+        catch_unwind(AssertUnwindSafe(|| self.source_slice(p, n).is_some())).unwrap_or(false)
+    }
+
+    /// `pages`, ignored unless exactly `n` pages long.
+    fn source_slice(&self, p: u64, n: usize) -> Option<&[u8]> {
+        self.source
+            .pages(p, n, self.page)
             .filter(|s| Some(s.len()) == n.checked_mul(self.page))
     }
 
@@ -616,10 +640,7 @@ impl Shared {
                 && !self.is_failed(p)
                 && !self.is_removed(p)
         };
-        if self
-            .source_pages(w.pages.start, w.len() as usize, Some(k))
-            .is_some()
-        {
+        if self.source_has(w.pages.start, w.len() as usize, Some(k)) {
             // In memory and ready: copy each run of missing pages straight
             // from the source.
             for run in runs(w.pages.clone(), wanted) {
@@ -656,6 +677,19 @@ impl Shared {
         if let Some(start) = run_start {
             let _ = self.copy_run(start, run_len, &buf[..run_len * self.page], true);
         }
+    }
+}
+
+/// Reads a byte of each base page of `bytes` (the first and last
+/// included, for a slice that does not start on a page), so that its pages
+/// are in memory and mapped before the kernel reads them.
+fn fault_in(bytes: &[u8]) {
+    let page = rustix::param::page_size();
+    let last = bytes.len().checked_sub(1);
+    for i in (0..bytes.len()).step_by(page).chain(last) {
+        // SAFETY: a byte of a live shared slice; volatile, so that the
+        // compiler keeps the read.
+        unsafe { std::ptr::read_volatile(&bytes[i]) };
     }
 }
 

@@ -285,7 +285,7 @@ impl Shared {
                 return None;
             }
         } else {
-            if self.source_pages(start, n, Some(ticket)).is_some() {
+            if self.source_has(start, n, Some(ticket)) {
                 return None;
             }
             let read = {
