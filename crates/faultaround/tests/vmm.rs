@@ -1643,3 +1643,59 @@ fn the_handshake_takes_a_long_message_and_names_what_it_refuses() {
         .to_string();
     assert!(e.contains("closed the socket without sending"), "{e}");
 }
+
+/// A source that never has a page ready.
+struct NeverReady(u64);
+
+impl PageSource for NeverReady {
+    fn len(&self) -> u64 {
+        self.0
+    }
+
+    fn read_page(&self, _: u64, _: &mut [u8]) -> PageRead {
+        PageRead::NotReady
+    }
+}
+
+/// A handler dropped while a guest thread waits on a fault it has read
+/// (its source holding the page back) wakes that thread: it faults again,
+/// and a handler built on a duplicate of the descriptor serves it, as the
+/// builder's docs offer for a retry. The kernel queues a fault once: the
+/// old drop left the thread waiting for good ("the reader was not served
+/// by the second handler").
+#[test]
+fn a_dropped_handler_leaves_its_waiting_faults_to_the_next() {
+    let name = "a_dropped_handler_leaves_its_waiting_faults_to_the_next";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let mem = map(4);
+    let uffd = userfaultfd(&[(mem, 4)]);
+    let spare = uffd.try_clone().unwrap();
+    let first = UffdHandler::builder(uffd, [one_range(mem, 4)])
+        .source_timeout(Duration::from_secs(600))
+        .build(NeverReady(4 * page() as u64))
+        .unwrap();
+    let addr = mem as usize + 2 * page() + 5;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // SAFETY: a byte of the guest memory mapped above, never unmapped
+        // (this is a test's child).
+        let _ = tx.send(unsafe { std::ptr::read_volatile(addr as *const u8) });
+    });
+    mmbatch_testkit::wait_until("the first handler read the fault", LIMIT, || {
+        first.stats().faults >= 1
+    });
+    drop(first);
+    let image: Vec<u8> = (0..4).flat_map(image_page).collect();
+    let _second = UffdHandler::builder(spare, [one_range(mem, 4)])
+        .build(mmbatch_faultaround::InMemory(image))
+        .unwrap();
+    let got = rx.recv_timeout(Duration::from_secs(5));
+    assert_eq!(
+        got,
+        Ok(image_page(2)[5]),
+        "the reader was not served by the second handler"
+    );
+}

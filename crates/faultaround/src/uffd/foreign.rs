@@ -75,7 +75,9 @@ pub struct UffdRange {
 ///
 /// Dropping the handler stops its threads and closes its copy of the
 /// descriptor; the ranges stay registered, so the other process's later
-/// faults wait for whoever else holds the descriptor. If no one does
+/// faults wait for whoever else holds the descriptor. Faults the handler
+/// had read and not yet served are woken to fault again, so that they
+/// too reach the next reader (a handler built on a duplicate). If no one does
 /// (the other process closes its copy too), the kernel unregisters the
 /// ranges and wakes them: they, and every later fault, read zeros where
 /// the guest had data. So stop the other process, or call
@@ -470,6 +472,15 @@ impl Drop for UffdHandler {
         // A thread left in the source installs nothing into the VMM's
         // memory after this (which may hold another mapping by then).
         self.shared.retire();
+        // The threads waiting on faults the handlers read and did not
+        // serve fault again, and the kernel queues their faults afresh
+        // for whoever reads the descriptor next (a handler built on a
+        // duplicate of it): it queues a fault once, and the ranges stay
+        // registered (the other process's).
+        for area in self.shared.areas.iter() {
+            let at = area.addresses(self.shared.page);
+            let _ = self.shared.uffd.wake(at.start as *mut _, at.len());
+        }
     }
 }
 
