@@ -796,6 +796,40 @@ fn a_page_cache_from_a_failing_source_is_an_error() {
     assert!(matches!(e, Error::PageFailed { page: 3, .. }), "{e}");
 }
 
+/// Pages still downloading: the source says `NotReady` for each page's
+/// first three calls, writing part of the page first (as a short read
+/// does). The cache waits for each page and holds every byte of it; the
+/// old one left the pages out (holes reading as zeros) without a word.
+#[test]
+fn a_page_cache_waits_for_pages_not_ready() {
+    use std::sync::Mutex;
+    struct Downloading(Mutex<Vec<u32>>);
+    impl PageSource for Downloading {
+        fn len(&self) -> u64 {
+            8 * PAGE as u64
+        }
+        fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+            let mut calls = self.0.lock().unwrap();
+            calls[index as usize] += 1;
+            if calls[index as usize] <= 3 {
+                buf[..PAGE / 2].fill(0xEE);
+                return PageRead::NotReady;
+            }
+            buf.copy_from_slice(&image(8)[index as usize * PAGE..][..PAGE]);
+            PageRead::Ready
+        }
+    }
+    let src = Downloading(Mutex::new(vec![0; 8]));
+    let cache = UffdRegion::page_cache_from(&src, 8 * PAGE).unwrap();
+    let mut back = vec![0u8; 8 * PAGE];
+    std::os::unix::fs::FileExt::read_exact_at(&cache, &mut back, 0).unwrap();
+    let wrong = (0..8).find(|&p| back[p * PAGE..][..PAGE] != image(8)[p * PAGE..][..PAGE]);
+    assert_eq!(
+        wrong, None,
+        "page {wrong:?} of the cache is not the image's"
+    );
+}
+
 /// A file's window read that fails part way (the file was truncated)
 /// reads page by page: the pages before the failure hold their own bytes,
 /// and the failure names the first page past the end.

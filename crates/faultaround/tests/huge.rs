@@ -205,6 +205,40 @@ fn writes_to_huge_pages_are_tracked() {
     assert_eq!(r.written_pages().unwrap(), []);
 }
 
+/// A huge-page cache from a source still downloading: `NotReady` for each
+/// page's first two calls, having written part of the page (as a short
+/// read does). The cache waits for each page and holds it whole; the old
+/// one read into the memfd's mapping in place and left a page of
+/// half-written bytes and zeros, as if valid.
+#[test]
+fn a_huge_page_cache_waits_for_whole_pages() {
+    use mmbatch_faultaround::{PageRead, PageSource};
+    struct Downloading(Vec<u8>, std::sync::Mutex<[u32; 2]>);
+    impl PageSource for Downloading {
+        fn len(&self) -> u64 {
+            self.0.len() as u64
+        }
+        fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+            let mut calls = self.1.lock().unwrap();
+            calls[index as usize] += 1;
+            let page = &self.0[index as usize * HUGE..][..HUGE];
+            if calls[index as usize] <= 2 {
+                buf[..HUGE / 2].copy_from_slice(&page[..HUGE / 2]);
+                return PageRead::NotReady;
+            }
+            buf.copy_from_slice(page);
+            PageRead::Ready
+        }
+    }
+    let _hang = mmbatch_testkit::hang_guard("a_huge_page_cache_waits_for_whole_pages");
+    let Some(_pool) = Pool::grow(2) else { return };
+    let src = Downloading(image(2), std::sync::Mutex::new([0; 2]));
+    let file = UffdRegion::huge_page_cache_from(&src, 2 * HUGE, HugePageSize::Size2M).unwrap();
+    let mut back = vec![0u8; 2 * HUGE];
+    std::os::unix::fs::FileExt::read_exact_at(&file, &mut back, 0).unwrap();
+    assert!(back == src.0, "the cache is not the image");
+}
+
 /// A hugetlbfs memfd holding the image, mapped and continued a whole huge
 /// page at a time (`UFFDIO_CONTINUE`, no copy), and replayed in place.
 #[test]

@@ -24,7 +24,7 @@ impl Default for Settings {
         Self {
             order: 0,
             handlers: 1,
-            source_timeout: Duration::from_secs(30),
+            source_timeout: super::DEFAULT_SOURCE_TIMEOUT,
             record: false,
             image_id: String::new(),
             replay: None,

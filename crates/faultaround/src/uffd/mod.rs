@@ -94,6 +94,11 @@ pub const MAX_HANDLERS: usize = 64;
 /// watchdog's finest tick.
 pub const MIN_SOURCE_TIMEOUT: Duration = Duration::from_millis(1);
 
+/// A region's source timeout unless set
+/// ([`source_timeout`](UffdRegionBuilder::source_timeout)); how long
+/// `page_cache_from` waits for a page.
+pub(crate) const DEFAULT_SOURCE_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// An anonymous region registered with userfaultfd and filled on demand
 /// from a [`PageSource`]: a missing-page fault is resolved by copying the
 /// ready pages of its whole fault-around window (the faulting page first),

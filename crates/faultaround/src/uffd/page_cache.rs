@@ -4,12 +4,13 @@
 use super::*;
 
 impl UffdRegion {
-    /// A memfd (shmem) of `len` bytes holding `source`'s ready pages in its
-    /// page cache, for [`over_page_cache`](Self::over_page_cache). A page
-    /// the source fails is an error. A page it says is
-    /// [`NotReady`](PageRead::NotReady) is left out of the cache (a file
-    /// partly cached): a region over it reads that page as zeroes, as
-    /// shmem does a hole. `len` must be a non-zero multiple of the page
+    /// A memfd (shmem) of `len` bytes holding `source`'s pages in its page
+    /// cache, for [`over_page_cache`](Self::over_page_cache). A page the
+    /// source fails is an error. A page it says is
+    /// [`NotReady`](PageRead::NotReady) is waited for as a region's
+    /// handler waits (30 s at most, the default source timeout; then an
+    /// error): a region over the cache would read a page left out as
+    /// zeros. `len` must be a non-zero multiple of the page
     /// size ([`Error::BadLength`]), the source at least `len` bytes long
     /// ([`Error::SourceTooShort`]), and `len` no more than the memory and
     /// swap left, or what this process's memory cgroup has left
@@ -44,26 +45,16 @@ impl UffdRegion {
         file.set_len(len as u64).map_err(sys("ftruncate"))?;
         let mut buf = vec![0u8; page];
         for p in 0..(len / page) as u64 {
-            match source.read_page(p, &mut buf) {
-                PageRead::Ready => file
-                    .write_all_at(&buf, p * page as u64)
-                    .map_err(sys("writing the page cache"))?,
-                PageRead::Failed(source) => {
-                    return Err(Error::PageFailed {
-                        page: p,
-                        signal: None,
-                        source,
-                    });
-                }
-                _ => {}
-            }
+            read_whole(source, p, &mut buf)?;
+            file.write_all_at(&buf, p * page as u64)
+                .map_err(sys("writing the page cache"))?;
         }
         Ok(file)
     }
 
     /// [`page_cache_from`](Self::page_cache_from) in huge pages: a
     /// hugetlbfs memfd of `len` bytes (whole huge pages of `size`) holding
-    /// `source`'s ready pages, read a huge page at a time, for
+    /// `source`'s pages (waited for as there), read a huge page at a time, for
     /// [`over_page_cache`](Self::over_page_cache), which then maps and
     /// continues whole huge pages. The file holds its pages from the pool
     /// until it is closed; a short pool is
@@ -152,16 +143,49 @@ impl UffdRegion {
             }
         })?;
         let mem = m.as_mut_slice().expect("mapped read-write");
+        // Read into a buffer first: a source that writes part of a page
+        // and then says it is not ready would leave that part in the
+        // cache.
+        let mut buf = vec![0u8; page];
         for (p, chunk) in mem.chunks_mut(page).enumerate() {
-            // Not ready: left a hole, as `page_cache_from` leaves it.
-            if let PageRead::Failed(source) = source.read_page(p as u64, chunk) {
-                return Err(Error::PageFailed {
-                    page: p as u64,
-                    signal: None,
-                    source,
-                });
-            }
+            read_whole(source, p as u64, &mut buf)?;
+            chunk.copy_from_slice(&buf);
         }
         Ok(file)
+    }
+}
+
+/// Page `p` of `source` into `buf`, a page [`NotReady`](PageRead::NotReady)
+/// waited for as a handler waits ([`DEFAULT_SOURCE_TIMEOUT`] at most):
+/// a page cache serves every page it is asked for, and a page left out
+/// would read as zeros.
+fn read_whole(source: &dyn PageSource, p: u64, buf: &mut [u8]) -> Result<(), Error> {
+    let deadline = std::time::Instant::now() + DEFAULT_SOURCE_TIMEOUT;
+    let mut nap = Duration::from_micros(50);
+    loop {
+        let failed = |source| Error::PageFailed {
+            page: p,
+            signal: None,
+            source,
+        };
+        match source.read_page(p, buf) {
+            PageRead::Ready => return Ok(()),
+            PageRead::Failed(e) => return Err(failed(e)),
+            PageRead::NotReady if std::time::Instant::now() >= deadline => {
+                return Err(failed(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "the page source did not have page {p} ready within \
+                         {DEFAULT_SOURCE_TIMEOUT:?}: build the page cache once the source holds \
+                         every page, or serve the source with a region (`UffdRegion::builder`), \
+                         whose source timeout you set"
+                    ),
+                )));
+            }
+            PageRead::NotReady => {
+                std::thread::sleep(nap);
+                nap = (nap * 2).min(Duration::from_millis(5));
+            }
+        }
     }
 }
