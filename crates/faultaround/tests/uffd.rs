@@ -231,6 +231,21 @@ fn page_cache_region_maps_the_cached_window_without_copying() {
     assert_eq!(r.stats().faults, 256 / 16);
 }
 
+/// A memfd holding `data` but for the pages `hole` names, never written
+/// (a page cache with holes, as guest memory the VMM never wrote has).
+fn cache_with_holes(data: &[u8], hole: impl Fn(usize) -> bool) -> std::fs::File {
+    use std::os::unix::fs::FileExt;
+    let fd = rustix::fs::memfd_create("holes", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    let file = std::fs::File::from(fd);
+    file.set_len(data.len() as u64).unwrap();
+    for (p, bytes) in data.chunks(PAGE).enumerate() {
+        if !hole(p) {
+            file.write_all_at(bytes, (p * PAGE) as u64).unwrap();
+        }
+    }
+    file
+}
+
 #[test]
 fn page_cache_region_skips_uncached_neighbours() {
     // In a child: a skip that stopped advancing would hang the fault.
@@ -241,21 +256,7 @@ fn page_cache_region_skips_uncached_neighbours() {
     }
     // Even pages cached, odd pages holes (never written).
     let data = image(64);
-    struct Even(Vec<u8>);
-    impl PageSource for Even {
-        fn len(&self) -> u64 {
-            self.0.len() as u64
-        }
-        fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
-            if index % 2 == 1 {
-                return PageRead::NotReady;
-            }
-            let at = index as usize * PAGE;
-            buf.copy_from_slice(&self.0[at..at + PAGE]);
-            PageRead::Ready
-        }
-    }
-    let cache = UffdRegion::page_cache_from(&Even(data.clone()), 64 * PAGE).unwrap();
+    let cache = cache_with_holes(&data, |p| p % 2 == 1);
     // SAFETY: our own memfd, not written or truncated while mapped.
     let r = unsafe { UffdRegion::over_page_cache(&cache, 64 * PAGE, 3, 1) }.unwrap();
     assert_eq!(r.as_slice()[8 * PAGE], data[8 * PAGE]);
@@ -276,22 +277,8 @@ fn page_cache_window_past_a_hole_stops_at_the_windows_end() {
         return;
     }
     // Every page cached but page 9.
-    struct HoleAtNine(Vec<u8>);
-    impl PageSource for HoleAtNine {
-        fn len(&self) -> u64 {
-            self.0.len() as u64
-        }
-        fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
-            if index == 9 {
-                return PageRead::NotReady;
-            }
-            let at = index as usize * PAGE;
-            buf.copy_from_slice(&self.0[at..at + PAGE]);
-            PageRead::Ready
-        }
-    }
     let data = image(64);
-    let cache = UffdRegion::page_cache_from(&HoleAtNine(data.clone()), 64 * PAGE).unwrap();
+    let cache = cache_with_holes(&data, |p| p == 9);
     // SAFETY: our own memfd, not written or truncated while mapped.
     let r = unsafe { UffdRegion::over_page_cache(&cache, 64 * PAGE, 3, 1) }.unwrap();
     // The window of page 8 is pages 8..16: all but the hole.
