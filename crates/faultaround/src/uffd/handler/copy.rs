@@ -246,12 +246,18 @@ impl Shared {
             let bytes = match r {
                 Copied::Bytes(b) => b,
                 Copied::Again(raw) => {
-                    // A negative count (the crate's cast of -EAGAIN) is no
-                    // progress; an event may be pending: read it.
                     self.stats.retries.fetch_add(1, Ordering::Relaxed);
-                    self.pump_events();
-                    again.wait().map_err(|()| libc::EAGAIN)?;
-                    if raw <= len { raw } else { 0 }
+                    if (1..=len).contains(&raw) {
+                        // Stopped part way (at a page present, usually):
+                        // the next copy starts there and meets the cause.
+                        raw
+                    } else {
+                        // A negative count (the crate's cast of -EAGAIN)
+                        // is no progress; an event is pending: read it
+                        // (the wait is below).
+                        self.pump_events();
+                        0
+                    }
                 }
                 Copied::Exists => {
                     self.stats.already_present.fetch_add(1, Ordering::Relaxed);
@@ -271,6 +277,9 @@ impl Shared {
             copied += pages;
             if pages == 0 {
                 again.wait().map_err(|()| libc::EAGAIN)?;
+            } else {
+                // The bound is on copies that make no progress.
+                again = Backoff::new(self);
             }
         }
         Ok(copied)
