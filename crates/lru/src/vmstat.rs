@@ -53,16 +53,44 @@ impl VmStat {
     #[inline]
     pub(crate) fn add(&self, stat: Stat, delta: i64) {
         #[cfg(not(loom))]
-        {
-            let local = self.local.get_or(Default::default);
-            bump(&local[UPDATES], 1, &self.global[UPDATES]);
-            bump(&local[stat as usize], delta, &self.global[stat as usize]);
+        match self.local.get().or_else(|| self.first_local()) {
+            Some(local) => {
+                bump(&local[UPDATES], 1, &self.global[UPDATES]);
+                bump(&local[stat as usize], delta, &self.global[stat as usize]);
+            }
+            // The thread's thread-locals are torn down: no delta of its own.
+            None => {
+                self.global[UPDATES].fetch_add(1, Ordering::Relaxed);
+                self.global[stat as usize].fetch_add(delta, Ordering::Relaxed);
+            }
         }
         #[cfg(loom)]
         {
             self.global[UPDATES].fetch_add(1, Ordering::Relaxed);
             self.global[stat as usize].fetch_add(delta, Ordering::Relaxed);
         }
+    }
+
+    /// The calling thread's deltas, made on its first `add`; `None` while
+    /// its thread-locals are torn down, once it cannot make them: past
+    /// `thread_local`'s guard of the thread's id, `get_or` panics taking a
+    /// new one, and a panic out of a thread-local's destructor (one that
+    /// calls the engine as its thread exits) aborts. As
+    /// `mmbatch_pagevec`'s batcher makes its slots.
+    #[cfg(not(loom))]
+    #[cold]
+    fn first_local(&self) -> Option<&CachePadded<[AtomicI64; Stat::COUNT + 1]>> {
+        LIVE.try_with(|_| ()).ok()?;
+        if NO_DELTAS.get() {
+            return None;
+        }
+        // Where another `ThreadLocal` gave the thread its id (freed before
+        // a late destructor's first call here), `LIVE` is first touched
+        // during the teardown, and `get_or` panics: caught.
+        let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.local.get_or(Default::default)
+        }));
+        made.inspect_err(|_| NO_DELTAS.set(true)).ok()
     }
 
     /// The value, deltas included: exact when no update is in flight
@@ -92,6 +120,26 @@ impl VmStat {
             global
         }
     }
+}
+
+/// Touched before a thread first makes its deltas, and destroyed with its
+/// thread-locals: after `thread_local`'s guard of the id the thread got
+/// for them, so `try_with` fails once `get_or` would panic.
+#[cfg(not(loom))]
+struct Live;
+
+#[cfg(not(loom))]
+impl Drop for Live {
+    // A destructor of its own, so that `try_with` fails once it has run.
+    fn drop(&mut self) {}
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    static LIVE: Live = const { Live };
+    /// Set once `get_or` panicked on this thread: it makes no deltas after
+    /// that. No destructor, so it reads the same to the end.
+    static NO_DELTAS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 #[cfg(not(loom))]
