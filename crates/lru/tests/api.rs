@@ -202,14 +202,17 @@ fn deactivate_moves_only_active_frames() {
         "the inactive frame kept its place"
     );
     assert_eq!(e.stats().event(Event::Deactivate), 1);
-    // Queued while active, applied after reclaim aged the frame to the
-    // inactive list: nothing more happens to it.
+    // Queued while active (by another thread: reclaim applies its own
+    // thread's batches first), applied after reclaim aged the frame to
+    // the inactive list: nothing more happens to it.
     e.activate(Pfn(1)).unwrap();
     e.lru_add_drain();
-    e.deactivate(Pfn(1)).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| e.deactivate(Pfn(1)).unwrap());
+    });
     assert_eq!(e.shrink_active(0, 1).unwrap(), 1);
     let aged = e.list(0, LruList::Inactive).unwrap();
-    e.lru_add_drain();
+    e.lru_add_drain_all();
     assert_eq!(e.list(0, LruList::Inactive).unwrap(), aged);
     assert_eq!(
         e.stats().event(Event::Deactivate),
@@ -257,4 +260,25 @@ fn a_frame_being_evicted_cannot_be_added_again() {
             assert!(msg.contains("after shrink returns"), "{msg}");
         }
     }
+}
+
+/// Reclaim first applies the calling thread's batches, as the kernel's
+/// `shrink_inactive_list` calls `lru_add_drain`: frames this thread added
+/// and has not drained are on the lists when it shrinks. They were not
+/// (still in the thread's batch), and a reclaim loop over them found
+/// nothing to evict.
+#[test]
+fn shrink_applies_this_threads_batches_first() {
+    let e = Engine::new(Config::new(8)).unwrap();
+    for i in 0..8 {
+        e.lru_add(Pfn(i)).unwrap();
+    }
+    let s = e.shrink(0, 8, |_| true).unwrap();
+    assert_eq!(s.evicted, 8, "{s:?}");
+    e.check_invariants().unwrap();
+    for i in 0..4 {
+        e.lru_add(Pfn(i)).unwrap();
+    }
+    assert_eq!(e.shrink_active(0, 8).unwrap(), 0);
+    assert_eq!(e.list_sizes(0).unwrap()[LruList::Inactive as usize], 4);
 }

@@ -136,7 +136,9 @@ impl Engine {
         Ok(())
     }
 
-    /// Reclaims from `node` (`shrink_lruvec`, one pass): refills the
+    /// Reclaims from `node` (`shrink_lruvec`, one pass): applies the calling
+    /// thread's batches (`lru_add_drain`, as `shrink_inactive_list` does:
+    /// other threads' wait for their drains), refills the
     /// inactive list from the active tail when it is the smaller
     /// (`shrink_active_list`), then isolates up to `nr_to_scan` frames from
     /// the inactive tail (`shrink_inactive_list`). Referenced frames get a
@@ -158,6 +160,7 @@ impl Engine {
             node,
             nodes: self.nodes(),
         })?;
+        self.lru_add_drain();
         let frames = &self.shared.frames;
         let mut stats = ShrinkStats::default();
         let mut g = lruvec.lock(frames);
@@ -229,7 +232,8 @@ impl Engine {
 
     /// Ages the active list of `node` (`shrink_active_list`): moves up to
     /// `nr_to_scan` frames from its tail to the inactive list, returning
-    /// how many. [`shrink`](Self::shrink) does this itself when the
+    /// how many, once the calling thread's batches are applied
+    /// (`lru_add_drain`, as there). [`shrink`](Self::shrink) does this itself when the
     /// inactive list is the smaller; a caller whose reclaim keeps failing
     /// on the inactive list (every frame there busy or referenced) calls
     /// it to give reclaim new candidates, as the kernel's rising scan
@@ -240,6 +244,7 @@ impl Engine {
             node,
             nodes: self.nodes(),
         })?;
+        self.lru_add_drain();
         let g = lruvec.lock(&self.shared.frames);
         Ok(self.shrink_active_list(g, lruvec, nr_to_scan).1)
     }

@@ -385,14 +385,24 @@ impl Model {
                 Ok(())
             })()),
             Step::Drain(_) => {
-                for kind in [Kind::Add, Kind::Rotate, Kind::Deactivate, Kind::Activate] {
-                    self.flush(t, kind);
-                }
-                self.flush_mlock(t);
+                self.drain(t);
                 Outcome::Unit(Ok(()))
             }
-            Step::Shrink(_, n, evict) => self.shrink(usize::from(n), evict),
+            // Reclaim applies its thread's batches first (`lru_add_drain`
+            // in `shrink_inactive_list`).
+            Step::Shrink(_, n, evict) => {
+                self.drain(t);
+                self.shrink(usize::from(n), evict)
+            }
         }
+    }
+
+    /// Applies thread `t`'s batches (`lru_add_drain`).
+    fn drain(&mut self, t: usize) {
+        for kind in [Kind::Add, Kind::Rotate, Kind::Deactivate, Kind::Activate] {
+            self.flush(t, kind);
+        }
+        self.flush_mlock(t);
     }
 
     fn activate_frame(&mut self, t: usize, p: u32) {
