@@ -26,20 +26,24 @@ enum Call {
     DrainLocal,
     AnyLocal,
     Disable,
-    Debug,
     /// `N` queues: the batch fills and must be applied.
     QueuePastFull,
 }
 
-const CALLS: [Call; 7] = [
+/// The calls that panic from Apply code.
+const CALLS: [Call; 6] = [
     Call::Stats,
     Call::DrainAll,
     Call::DrainLocal,
     Call::AnyLocal,
     Call::Disable,
-    Call::Debug,
     Call::QueuePastFull,
 ];
+
+/// [`CALL`]'s value for a `Debug` print of the batcher from Apply code,
+/// which does not panic: the print goes to [`PRINTED`].
+const DEBUG: usize = 100;
+static PRINTED: Mutex<String> = Mutex::new(String::new());
 
 const N: usize = 4;
 
@@ -79,8 +83,10 @@ impl Apply for Reenter {
             Some(Call::DrainLocal) => b.drain_local(),
             Some(Call::AnyLocal) => drop(b.any_local(|_| true)),
             Some(Call::Disable) => b.disable(),
-            Some(Call::Debug) => drop(format!("{b:?}")),
             Some(Call::QueuePastFull) => (0..N).for_each(|_| b.queue(0)),
+            None if CALL.load(Ordering::Relaxed) == DEBUG => {
+                *PRINTED.lock().unwrap() = format!("{b:?}");
+            }
             None => {}
         }
     }
@@ -141,6 +147,33 @@ fn apply_code_calling_back_into_its_batcher_panics_instead_of_hanging() {
             "{call:?}: a refused disable stays in effect"
         );
     }
+}
+
+/// A `Debug` print of the batcher from its Apply code (a log line, a
+/// panic message) prints, without the statistics it cannot take there.
+/// It panicked as `stats` does, and from a panic message (a panic while
+/// panicking) aborted the process.
+#[test]
+fn apply_code_may_print_its_batcher() {
+    if !cfg!(miri) {
+        if let Some(run) = child::parent("apply_code_may_print_its_batcher", LIMIT) {
+            run.expect_success();
+            return;
+        }
+    }
+    CALL.store(DEBUG, Ordering::Relaxed);
+    for op in [0, 1, 0, 0] {
+        batcher().queue(op);
+    }
+    CALL.store(usize::MAX, Ordering::Relaxed);
+    let printed = PRINTED.lock().unwrap().clone();
+    assert!(printed.starts_with("Batcher { capacity: 4"), "{printed}");
+    assert!(
+        printed.contains("while this thread applies it"),
+        "{printed}"
+    );
+    let outside = format!("{:?}", batcher());
+    assert!(outside.contains("stats: BatchStats {"), "{outside}");
 }
 
 /// The same calls from Apply code that `drain_all` runs for another

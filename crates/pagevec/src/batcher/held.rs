@@ -40,12 +40,18 @@ impl Held {
         Held { entry }
     }
 
+    /// Whether this thread is applying any slot of `batcher` (see
+    /// [`refuse_batcher`](Self::refuse_batcher)).
+    pub(super) fn applies_batcher<B>(batcher: &B) -> bool {
+        let batcher = addr(batcher);
+        applying(|&(b, _)| b == batcher)
+    }
+
     /// Panics if this thread is applying any slot of `batcher`: it holds
     /// that slot's lock and the target's, and every call that takes a slot
     /// lock or applies may wait for one of them.
     pub(super) fn refuse_batcher<B>(batcher: &B, call: &str) {
-        let batcher = addr(batcher);
-        if applying(|&(b, _)| b == batcher) {
+        if Self::applies_batcher(batcher) {
             reentered(call);
         }
     }
@@ -77,7 +83,6 @@ fn reentered(call: &str) -> ! {
         "Batcher::{call} was called from Apply code (or an any_local predicate) while this \
          thread holds that batcher's locks: it would wait for one of them forever. Apply code \
          and any_local predicates must not call back into the batcher (drain_*, disable, \
-         stats, any_local, Debug, or queue past a full batch); collect what they need and call \
-         after"
+         stats, any_local, or queue past a full batch); collect what they need and call after"
     );
 }

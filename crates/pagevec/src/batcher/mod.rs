@@ -63,9 +63,9 @@
 //! next thread that reuses its id); dropping the `Batcher` applies them.
 //! [`Apply`] code runs under the slot lock and the target's lock, neither
 //! reentrant: Apply code that calls back into the batcher applying it
-//! (`drain_*`, `disable`, `stats`, `any_local`, `Debug`, or `queue` past a
-//! full batch), whichever thread's batch it applies, panics, naming the
-//! call, where it would wait forever for a lock its own thread holds
+//! (`drain_*`, `disable`, `stats`, `any_local`, or `queue` past a full
+//! batch), whichever thread's batch it applies, panics, naming the call
+//! (a `Debug` print leaves the statistics out instead), where it would wait forever for a lock its own thread holds
 //! ([`Held`] tracks the batchers a thread is applying).
 
 mod held;
@@ -134,8 +134,9 @@ pub trait Apply: Sync {
 /// - [`Apply`] code runs under the thread's slot lock and the target's
 ///   lock. If it calls back into a batcher it is applying (`queue` past a
 ///   full batch or while disabled, `drain_*`, `disable`, `stats`,
-///   `any_local`, `Debug`), that call panics naming itself, where it
-///   would wait forever for a lock its own thread holds.
+///   `any_local`), that call panics naming itself, where it would wait
+///   forever for a lock its own thread holds; a `Debug` print of it
+///   leaves its statistics out.
 ///
 /// ```
 /// use std::sync::{Mutex, MutexGuard};
@@ -553,14 +554,24 @@ impl<A: Apply, const N: usize> Drop for Batcher<A, N> {
     }
 }
 
+/// The batcher's capacity, state, [`stats`](Batcher::stats) and target.
+/// From [`Apply`] code applying this batcher, where `stats` would wait
+/// for a lock the thread holds (and panics), the statistics are left out:
+/// a print never panics.
 impl<A: Apply + fmt::Debug, const N: usize> fmt::Debug for Batcher<A, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Batcher")
-            .field("capacity", &N)
-            .field("disabled", &self.is_disabled())
-            .field("stats", &self.stats())
-            .field("target", &self.target)
-            .finish()
+        let mut d = f.debug_struct("Batcher");
+        d.field("capacity", &N)
+            .field("disabled", &self.is_disabled());
+        if Held::applies_batcher(&self.drain_lock) {
+            d.field(
+                "stats",
+                &format_args!("(not taken while this thread applies it)"),
+            );
+        } else {
+            d.field("stats", &self.stats());
+        }
+        d.field("target", &self.target).finish()
     }
 }
 
