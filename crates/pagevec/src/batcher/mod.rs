@@ -212,6 +212,12 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     /// A batcher applying to `target`, enabled, with no batches yet. A
     /// batch capacity `N` of 0 fails the build (a constant check, which
     /// `cargo check` does not run: `cargo build` reports it).
+    ///
+    /// Ops wait in their thread's batch until it fills, a drain, or the
+    /// batcher's drop; a thread's exit does not apply them. A batcher in
+    /// a `static` is never dropped: call
+    /// [`drain_all`](Self::drain_all) before the process exits (or its
+    /// threads finish) where every op must reach the target.
     pub fn new(target: A) -> Self {
         const { assert!(N > 0, "a Batcher needs a batch capacity N of at least 1") };
         barrier::init();
