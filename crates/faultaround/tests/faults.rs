@@ -154,6 +154,60 @@ fn panicking_source_fails_its_page_and_the_handler_lives_on() {
     std::process::exit(0);
 }
 
+/// `on_failure` hears of each failed page as it fails, the page, its
+/// signal and the source's cause, where `failure` keeps the first only; a
+/// panicking callback leaves the handler serving.
+#[test]
+fn on_failure_hears_each_failed_page() {
+    use std::sync::{Arc, Mutex};
+    if let Some(run) = child::parent("on_failure_hears_each_failed_page", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let heard = Arc::new(Mutex::new(Vec::new()));
+    let log = heard.clone();
+    let r = UffdRegion::builder(64 * PAGE)
+        .on_failure(move |e| {
+            let Error::PageFailed { page, signal, .. } = &e else {
+                panic!("not a page's failure: {e}");
+            };
+            log.lock().unwrap().push((*page, *signal, e.to_string()));
+        })
+        .build(Panicky { bad: 5 })
+        .unwrap();
+    assert_eq!(touch(&r, 5 * PAGE), expected_signal(&r));
+    let r = {
+        // A second region, whose callback panics.
+        let second = UffdRegion::builder(64 * PAGE)
+            .on_failure({
+                let log = heard.clone();
+                move |e| {
+                    if let Error::PageFailed { page, signal, .. } = &e {
+                        log.lock().unwrap().push((*page, *signal, e.to_string()));
+                    }
+                    panic!("injected: the callback panics");
+                }
+            })
+            .build(Panicky { bad: 7 })
+            .unwrap();
+        assert_eq!(touch(&second, 7 * PAGE), expected_signal(&second));
+        // The handler lived through the callback's panic.
+        assert_eq!(second.as_slice()[9 * PAGE], 1);
+        r
+    };
+    let heard = heard.lock().unwrap().clone();
+    let signal = Some(r.fail_signal());
+    assert_eq!(
+        heard.iter().map(|h| (h.0, h.1)).collect::<Vec<_>>(),
+        [(5, signal), (7, signal)]
+    );
+    assert!(
+        heard[0].2.contains("injected: page 5 cannot be read"),
+        "{heard:?}"
+    );
+    std::process::exit(0);
+}
+
 /// `pages()` returning fewer bytes than asked used to make the kernel copy
 /// whatever memory followed the slice into the region (here: past the end
 /// of the source's allocation, so the copy failed with EFAULT and the

@@ -347,6 +347,9 @@ pub(crate) fn serve(
         .page_size(page_size)
         .order(order)
         .handlers(handlers)
+        // Said at once: before Linux 6.6 the guest thread reading a
+        // failed page stays blocked, and nothing else would tell.
+        .on_failure(|e| eprintln!("firecracker_uffd: {e}"))
         .build(image)?;
     match &exit {
         PeerExit::Watch(exit) => wait_exit(exit)?,
@@ -360,9 +363,6 @@ pub(crate) fn serve(
                 std::thread::park();
             }
         }
-    }
-    if let Some(e) = handler.failure() {
-        eprintln!("firecracker_uffd: {e}");
     }
     Ok(handler.stats())
 }

@@ -17,6 +17,17 @@ pub(super) struct Settings {
     pub(super) replay_pages: Option<std::sync::Arc<File>>,
     pub(super) prefetchers: usize,
     pub(super) busy_poll: Duration,
+    pub(super) on_failure: Option<OnFailure>,
+}
+
+/// A callback told of each failed page ([`on_failure`](UffdRegionBuilder::on_failure)).
+#[derive(Clone)]
+pub(super) struct OnFailure(pub(super) std::sync::Arc<dyn Fn(Error) + Send + Sync>);
+
+impl std::fmt::Debug for OnFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnFailure(..)")
+    }
 }
 
 impl Default for Settings {
@@ -31,6 +42,7 @@ impl Default for Settings {
             replay_pages: None,
             prefetchers: 2,
             busy_poll: DEFAULT_BUSY_POLL,
+            on_failure: None,
         }
     }
 }
@@ -145,6 +157,18 @@ macro_rules! settings_setters {
         /// `net.core.busy_poll`) and KVM's halt polling, for faults.
         pub fn busy_poll(mut self, duration: std::time::Duration) -> Self {
             self.settings.busy_poll = duration;
+            self
+        }
+
+        /// Calls `f` on a handler thread with each page that fails
+        /// ([`Error::PageFailed`](crate::Error::PageFailed): the page, the
+        /// signal its readers get, the cause), as it fails: to log it, or
+        /// to stop a guest whose reader cannot be signalled (another
+        /// process's memory before Linux 6.6, where it stays blocked)
+        /// instead of polling `failure`, which keeps the first only. The
+        /// handler waits for `f`: return promptly. A panic in it is caught.
+        pub fn on_failure(mut self, f: impl Fn(crate::Error) + Send + Sync + 'static) -> Self {
+            self.settings.on_failure = Some(OnFailure(std::sync::Arc::new(f)));
             self
         }
     };

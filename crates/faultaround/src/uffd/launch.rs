@@ -208,6 +208,7 @@ impl Shared {
             source,
             source_timeout: settings.source_timeout,
             busy_poll: settings.busy_poll,
+            on_failure: settings.on_failure.clone(),
             polling: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             gone: AtomicBool::new(false),

@@ -83,18 +83,29 @@ impl Shared {
                 }
             }
         };
-        {
-            let mut first = self.failure.lock().unwrap_or_else(|e| e.into_inner());
-            if first.is_none() {
-                *first = Some(Failure {
-                    page,
-                    cause,
-                    signal,
-                });
-            }
-        }
+        self.failed_with(Failure {
+            page,
+            cause,
+            signal,
+        });
         if signal.is_some() {
             let _ = self.uffd.wake(self.addr(page), self.page);
+        }
+    }
+
+    /// Tells `on_failure` of `failure`, and keeps it if it is the first.
+    fn failed_with(&self, failure: Failure) {
+        if let Some(tell) = &self.on_failure {
+            let told = crate::Error::PageFailed {
+                page: failure.page,
+                signal: failure.signal,
+                source: io::Error::new(failure.cause.kind(), failure.cause.to_string()),
+            };
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (tell.0)(told)));
+        }
+        let mut first = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        if first.is_none() {
+            *first = Some(failure);
         }
     }
 
@@ -108,22 +119,17 @@ impl Shared {
         let at = (addr & !(self.page - 1)) as *mut std::ffi::c_void;
         self.stats.pages_failed.fetch_add(1, Ordering::Relaxed);
         let signal = matches!(self.poison_at(at), Poisoned::Yes).then_some(FailSignal::Sigbus);
-        {
-            let mut first = self.failure.lock().unwrap_or_else(|e| e.into_inner());
-            if first.is_none() {
-                *first = Some(Failure {
-                    page: u64::MAX,
-                    cause: io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!(
-                            "a fault at {addr:#x}, outside every range the handler was given: \
-                             the process registered memory it did not describe"
-                        ),
-                    ),
-                    signal,
-                });
-            }
-        }
+        self.failed_with(Failure {
+            page: u64::MAX,
+            cause: io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "a fault at {addr:#x}, outside every range the handler was given: the \
+                     process registered memory it did not describe"
+                ),
+            ),
+            signal,
+        });
         // Without the poison, waking would only fault it again at once:
         // the reader stays blocked, as a failed page's does.
         if signal.is_some() {

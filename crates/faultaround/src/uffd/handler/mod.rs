@@ -121,6 +121,8 @@ pub(super) struct Shared {
     pub(super) source_timeout: Duration,
     /// How long a handler polls for the next fault before sleeping.
     pub(super) busy_poll: Duration,
+    /// Told of each failed page (`on_failure`).
+    pub(super) on_failure: Option<super::builder::OnFailure>,
     /// Set while one handler busy-polls (the others sleep in `poll`).
     pub(super) polling: AtomicBool,
     pub(super) stop: AtomicBool,
