@@ -137,6 +137,11 @@ impl Shared {
                 " (EFAULT: the source's bytes could not be read: a `pages()` slice into memory the \
                  kernel may not fault in, such as a user-mode-only region's missing pages)"
             }
+            libc::EINVAL => {
+                " (EINVAL: the page is not one of the memory's own pages: a handler's page_size \
+                 must be the page size the memory is mapped in, a hugetlbfs mapping's huge page \
+                 size, and each range must start and end on such pages)"
+            }
             _ => "",
         };
         Err(io::Error::new(
