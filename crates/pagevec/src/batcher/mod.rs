@@ -232,6 +232,13 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
     }
 
     /// The shared state ops are applied to.
+    ///
+    /// A thread holding a lock that [`Apply::lock`] takes must not call
+    /// into the batcher (`queue`, which may apply a full batch; `drain_*`,
+    /// `disable`, `stats`): the call waits for that lock, held by its own
+    /// thread, for ever, and no check sees it (the reentry check knows the
+    /// batcher's locks, not the target's). Take the target's lock after,
+    /// or apply through the batcher.
     pub fn target(&self) -> &A {
         self.target
             .as_ref()
