@@ -217,8 +217,6 @@ fn bytes(n: u64) -> String {
 }
 
 impl Error {
-    /// `Pages::Transparent` on a kernel without transparent huge pages,
-    /// which refuses `MADV_HUGEPAGE` (EINVAL).
     /// `wipe_on_fork` on a kernel before 4.14, which refuses
     /// `MADV_WIPEONFORK` (EINVAL).
     pub(crate) const NO_WIPEONFORK: Error = Error::BadFlags {
@@ -228,6 +226,8 @@ impl Error {
               fork",
     };
 
+    /// `Pages::Transparent` on a kernel without transparent huge pages,
+    /// which refuses `MADV_HUGEPAGE` (EINVAL).
     pub(crate) const NO_THP: Error = Error::BadFlags {
         op: "RegionBuilder::build",
         why: "Pages::Transparent needs a kernel with transparent huge pages \

@@ -444,7 +444,6 @@ impl FaultLockedRegion {
         } else {
             libc::PROT_READ
         };
-        region.protect(0, region.len(), MprotectFlags::empty())?;
         let mut reg = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
         let slot = reg
             .used
@@ -454,6 +453,14 @@ impl FaultLockedRegion {
                 max: MAX_FAULT_REGIONS,
             })?;
         install(&mut reg)?;
+        // Protected last: the region dropped on an error before this is
+        // accessible, as its drop's zeroing (`zero_on_drop`) needs.
+        if let Err(e) = region.protect(0, region.len(), MprotectFlags::empty()) {
+            if !reg.used.iter().any(|u| *u) {
+                uninstall(&mut reg);
+            }
+            return Err(e);
+        }
         reg.used[slot] = true;
         let s = &SLOTS[slot];
         let start = region.as_ptr() as usize;
@@ -572,7 +579,16 @@ impl Drop for FaultLockedRegion {
             } else {
                 MprotectFlags::READ
             };
-            if self.region.protect(0, self.region.len(), open).is_err() {
+            let opened = (|| {
+                // Fail point `mlock::open_on_drop`: the mprotect refused.
+                fail_point!("mlock::open_on_drop", |_| Err(Error::from_sys(
+                    "mprotect",
+                    self.region.len(),
+                    rustix::io::Errno::NOMEM
+                )));
+                self.region.protect(0, self.region.len(), open)
+            })();
+            if opened.is_err() {
                 // Not zeroed rather than a fault with no handler.
                 self.region.forget_zeroing();
             }

@@ -147,6 +147,41 @@ fn refused_mmap_for_a_fault_region() {
     drop(scenario);
 }
 
+/// A `FaultLockedRegion` with `zero_on_drop` whose pages cannot be
+/// opened at its drop (the mprotect refused): the drop leaves the memory
+/// as it is rather than zero pages that would fault with no handler there
+/// to serve them (the process would die of SIGSEGV). In a child.
+#[cfg(feature = "fault-locked")]
+#[test]
+fn a_fault_region_that_cannot_be_opened_is_not_zeroed() {
+    use std::os::fd::AsFd;
+    let name = "a_fault_region_that_cannot_be_opened_is_not_zeroed";
+    if let Some(run) = mmbatch_testkit::child::parent(name, LIMIT) {
+        return run.expect_success();
+    }
+    let scenario = FailScenario::setup();
+    let page = accounting::page_size();
+    let fd = rustix::fs::memfd_create("secret", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    rustix::fs::ftruncate(&fd, 4 * page as u64).unwrap();
+    rustix::io::pwrite(&fd, &vec![0xA5; 4 * page], 0).unwrap();
+    // SAFETY: this test's own memfd, not truncated or written elsewhere
+    // while mapped.
+    let builder = unsafe { LockedRegion::builder(4 * page).file(fd.as_fd(), 0, true) };
+    let r = FaultLockedRegion::new(builder.zero_on_drop(), 1).unwrap();
+    assert_eq!(r.read(page).unwrap(), 0xA5);
+    fail::cfg("mlock::open_on_drop", "return").unwrap();
+    drop(r);
+    fail::remove("mlock::open_on_drop");
+    let mut back = vec![0; 4 * page];
+    rustix::io::pread(&fd, &mut back, 0).unwrap();
+    let zeros = back.iter().filter(|&&b| b == 0).count();
+    assert!(
+        back.iter().all(|&b| b == 0xA5),
+        "the memory was zeroed: {zeros} zero bytes"
+    );
+    drop(scenario);
+}
+
 #[test]
 fn lengths_past_the_address_space_are_refused() {
     let scenario = FailScenario::setup();

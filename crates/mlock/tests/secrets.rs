@@ -165,3 +165,63 @@ fn zero_on_drop_zeroes_a_fault_locked_region() {
     assert_eq!(rustix::io::pread(&fd, &mut back, 0).unwrap(), 4 * page);
     assert!(back.iter().all(|&b| b == 0), "{:#x}", back[0]);
 }
+
+/// The peak resident memory of this process (`VmHWM`), in KiB.
+fn peak_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// An anonymous `zero_on_drop` region used sparsely (256 MiB, one page
+/// written, `LockPolicy::Unlocked`) is zeroed where it is resident: its
+/// drop does not allocate the pages it never touched (zeroing them would
+/// have raised the process's peak by 256 MiB, an OOM in a tight cgroup).
+/// In a child, whose peak is its own.
+#[test]
+fn zero_on_drop_leaves_untouched_anonymous_pages_alone() {
+    let name = "zero_on_drop_leaves_untouched_anonymous_pages_alone";
+    if let Some(run) = mmbatch_testkit::child::parent(name, std::time::Duration::from_secs(20)) {
+        run.expect_success();
+        return;
+    }
+    let mut r = LockedRegion::builder(256 << 20)
+        .policy(LockPolicy::Unlocked)
+        .zero_on_drop()
+        .build()
+        .unwrap();
+    r.as_mut_slice().unwrap()[5 << 20] = SECRET;
+    let before = peak_kib();
+    drop(r);
+    let grown = peak_kib() - before;
+    assert!(grown < 64 << 10, "the drop raised the peak by {grown} KiB");
+}
+
+/// A `FaultLockedRegion` refused after its region was made (every slot
+/// taken) drops that region: its `zero_on_drop` zeroing (of a file's
+/// pages, every one) must find the pages accessible. They were already `PROT_NONE`, with no handler to
+/// open them: SIGSEGV. In a child.
+#[cfg(feature = "fault-locked")]
+#[test]
+fn a_refused_fault_region_zeroes_without_a_fault() {
+    use mmbatch_mlock::{FaultLockedRegion, MAX_FAULT_REGIONS};
+    use mmbatch_testkit::child;
+    let name = "a_refused_fault_region_zeroes_without_a_fault";
+    if let Some(run) = child::parent(name, std::time::Duration::from_secs(10)) {
+        run.expect_success();
+        return;
+    }
+    let page = accounting::page_size();
+    let held: Vec<_> = (0..MAX_FAULT_REGIONS)
+        .map(|_| FaultLockedRegion::new(LockedRegion::builder(page), 1).unwrap())
+        .collect();
+    // Over a file, whose every page is zeroed.
+    let fd = rustix::fs::memfd_create("secret", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    rustix::fs::ftruncate(&fd, 4 * page as u64).unwrap();
+    // SAFETY: this test's own memfd; nothing else maps, writes or
+    // truncates it.
+    let builder = unsafe { LockedRegion::builder(4 * page).file(fd.as_fd(), 0, true) };
+    let e = FaultLockedRegion::new(builder.zero_on_drop(), 1).unwrap_err();
+    assert!(matches!(e, Error::TooManyFaultRegions { .. }), "{e:?}");
+    drop(held);
+}

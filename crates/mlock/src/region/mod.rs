@@ -143,10 +143,12 @@ impl<'fd> RegionBuilder<'fd> {
     /// Zeroes the region when it is dropped, before it is unmapped (with
     /// writes the compiler keeps: `zeroize`): for secrets, whose pages
     /// would otherwise go back to the kernel, or stay in a file, as they
-    /// were. Over a shared file mapping the zeros reach the file. It
-    /// writes every page: one never touched is faulted in to be zeroed.
-    /// Not with [`read_only`](Self::read_only) ([`Error::BadFlags`] at
-    /// build).
+    /// were. Anonymous memory is zeroed where it is resident (`mincore`):
+    /// a page never touched holds nothing, and zeroing it would allocate
+    /// it. A file's every page is zeroed, and the zeros reach the file
+    /// if it is shared: a forked child that drops its copy of the region
+    /// zeroes the parent's file too. Not with
+    /// [`read_only`](Self::read_only) ([`Error::BadFlags`] at build).
     pub fn zero_on_drop(mut self) -> Self {
         self.zero_on_drop = true;
         self
@@ -308,7 +310,7 @@ impl<'fd> RegionBuilder<'fd> {
             LockPolicy::Unlocked => {}
         }
         if self.zero_on_drop {
-            region.zero_on_drop = Some(ZeroOnDrop::new(&region));
+            region.zero_on_drop = Some(ZeroOnDrop::new(&region, self.file.is_none()));
         }
         Ok(region)
     }
@@ -515,6 +517,8 @@ struct ZeroOnDrop {
     start: std::ptr::NonNull<u64>,
     /// The region's length in `u64`s (a whole number of pages).
     words: usize,
+    /// Anonymous memory: only its resident pages can hold anything.
+    resident_only: bool,
 }
 
 // SAFETY: an address, written only in the drop, by the thread dropping the
@@ -525,15 +529,28 @@ unsafe impl Send for ZeroOnDrop {}
 unsafe impl Sync for ZeroOnDrop {}
 
 impl ZeroOnDrop {
-    /// For writable `region`, which must hold it (in its `zero_on_drop`).
-    fn new(region: &LockedRegion) -> Self {
+    /// For writable `region`, which must hold it (in its `zero_on_drop`);
+    /// `anonymous`: not a file's.
+    fn new(region: &LockedRegion, anonymous: bool) -> Self {
         debug_assert!(region.writable(), "zero_on_drop on a read-only region");
         let start = std::ptr::NonNull::new(region.as_ptr().cast::<u64>())
             .expect("a mapped region is not at address 0");
         Self {
             start,
             words: region.len / size_of::<u64>(),
+            resident_only: anonymous,
         }
+    }
+
+    /// One byte per base page of the memory, bit 0 set where resident
+    /// (`mincore`); `None` if refused.
+    fn resident(&self) -> Option<Vec<u8>> {
+        let len = self.words * size_of::<u64>();
+        let mut vec = vec![0u8; len.div_ceil(accounting::page_size())];
+        // SAFETY: the memory is mapped (see `drop`) and page-aligned, and
+        // `vec` has one byte per base page of it; mincore reads no memory.
+        let r = unsafe { libc::mincore(self.start.as_ptr().cast(), len, vec.as_mut_ptr()) };
+        (r == 0).then_some(vec)
     }
 }
 
@@ -546,7 +563,18 @@ impl Drop for ZeroOnDrop {
         // accessible (a `FaultLockedRegion` opens its pages first), and
         // page-aligned.
         let memory = unsafe { std::slice::from_raw_parts_mut(self.start.as_ptr(), self.words) };
-        memory.zeroize();
+        let resident = self.resident_only.then(|| self.resident()).flatten();
+        match resident {
+            Some(resident) => {
+                let words = accounting::page_size() / size_of::<u64>();
+                for (page, r) in memory.chunks_mut(words).zip(resident) {
+                    if r & 1 != 0 {
+                        page.zeroize();
+                    }
+                }
+            }
+            None => memory.zeroize(),
+        }
     }
 }
 
@@ -560,7 +588,8 @@ impl LockedRegion {
     /// Leaves the region as it is when dropped, `zero_on_drop` or not.
     #[cfg(feature = "fault-locked")]
     pub(crate) fn forget_zeroing(&mut self) {
-        self.zero_on_drop = None;
+        // Forgotten, not dropped: its drop is the zeroing.
+        std::mem::forget(self.zero_on_drop.take());
     }
 
     /// A builder for a region of `len` bytes.
