@@ -164,6 +164,11 @@ fn on_failure_hears_each_failed_page() {
         run.expect_success();
         return;
     }
+    let builder = format!("{:?}", UffdRegion::builder(PAGE).on_failure(|_| {}));
+    assert!(
+        builder.contains("on_failure: Some(OnFailure(..))"),
+        "{builder}"
+    );
     let heard = Arc::new(Mutex::new(Vec::new()));
     let log = heard.clone();
     let r = UffdRegion::builder(64 * PAGE)

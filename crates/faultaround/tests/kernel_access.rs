@@ -369,3 +369,66 @@ fn a_source_mapping_slow_to_fault_is_timed_by_the_watchdog() {
     assert!(dropped.is_ok(), "B's drop waited for A's page");
     std::process::exit(0);
 }
+
+/// A snapshot file mapped as the source (`InMemory` over a shared mapping
+/// of it, the VMMs' way), cut short while the region is served: a page
+/// past the new end fails (its reader gets the region's signal, from
+/// the copy's EFAULT), and the process lives on to serve the pages before
+/// the end. Read from the handler to fault it in, the gone page killed the
+/// process with SIGBUS.
+#[test]
+fn a_source_mapping_cut_short_fails_its_pages_not_the_process() {
+    use std::os::fd::AsFd;
+    let name = "a_source_mapping_cut_short_fails_its_pages_not_the_process";
+    if let Some(run) = child::parent(name, LIMIT) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    struct Mapped(mmbatch_mmap::Mapping);
+    impl AsRef<[u8]> for Mapped {
+        fn as_ref(&self) -> &[u8] {
+            self.0.as_slice().expect("mapped readable")
+        }
+    }
+    let tmp = TempPath::new("cut-short");
+    let data = image(16);
+    std::fs::write(&tmp.0, &data).unwrap();
+    let file = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .open(&tmp.0)
+        .unwrap();
+    // SAFETY: this test's own file; its truncation below is what is
+    // tested (the region reads the mapping only through UFFDIO_COPY and
+    // MADV_POPULATE_READ, which fail instead of faulting).
+    let mapping = unsafe {
+        mmbatch_mmap::Mapping::file(
+            file.as_fd(),
+            0,
+            data.len(),
+            mmbatch_mmap::ProtFlags::READ,
+            mmbatch_mmap::MapFlags::SHARED,
+        )
+    }
+    .unwrap();
+    let r = UffdRegion::new(
+        16 * PAGE,
+        0,
+        mmbatch_faultaround::InMemory(Mapped(mapping)),
+        1,
+    )
+    .unwrap();
+    if !all_faults(&r, name) {
+        std::process::exit(0);
+    }
+    assert_eq!(r.as_slice()[2 * PAGE + 1], data[2 * PAGE + 1]);
+    file.set_len(8 * PAGE as u64).unwrap();
+    // SAFETY: the region's memory, kept until this child exits.
+    let sig = unsafe { signal::touch(r.as_ptr() as usize + 12 * PAGE, LIMIT) };
+    println!("page 12's reader got signal {sig}; {:?}", r.failure());
+    assert_ne!(sig, 0, "page 12, past the file's new end, was served");
+    assert!(r.failure().is_some(), "the signal was not the region's");
+    assert_eq!(r.as_slice()[5 * PAGE + 3], data[5 * PAGE + 3]);
+    std::process::exit(0);
+}

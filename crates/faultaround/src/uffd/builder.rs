@@ -160,13 +160,17 @@ macro_rules! settings_setters {
             self
         }
 
-        /// Calls `f` on a handler thread with each page that fails
+        /// Calls `f` with each page that fails
         /// ([`Error::PageFailed`](crate::Error::PageFailed): the page, the
-        /// signal its readers get, the cause), as it fails: to log it, or
-        /// to stop a guest whose reader cannot be signalled (another
-        /// process's memory before Linux 6.6, where it stays blocked)
-        /// instead of polling `failure`, which keeps the first only. The
-        /// handler waits for `f`: return promptly. A panic in it is caught.
+        /// signal its readers get, the cause's kind and message), as it
+        /// fails, after `failure` has the first: to log it, or to stop a
+        /// guest whose reader cannot be signalled (another process's
+        /// memory before Linux 6.6, where it stays blocked) instead of
+        /// polling `failure`, which keeps the first only. `f` runs on the
+        /// thread that failed the page (a handler, the watchdog, or one
+        /// in `shutdown` or the drop), which waits for it: return
+        /// promptly, and do not shut down or drop the region or handler
+        /// from it. A panic in it is caught.
         pub fn on_failure(mut self, f: impl Fn(crate::Error) + Send + Sync + 'static) -> Self {
             self.settings.on_failure = Some(OnFailure(std::sync::Arc::new(f)));
             self

@@ -135,7 +135,8 @@ impl Shared {
             libc::ENOMEM => " (ENOMEM: the memory cgroup or the system is out of memory)",
             libc::EFAULT => {
                 " (EFAULT: the source's bytes could not be read: a `pages()` slice into memory the \
-                 kernel may not fault in, such as a user-mode-only region's missing pages)"
+                 kernel may not fault in, such as a mapped file cut short or failing, or a \
+                 user-mode-only region's missing pages)"
             }
             libc::EINVAL => {
                 " (EINVAL: the page is not one of the memory's own pages: a handler's page_size \

@@ -93,19 +93,25 @@ impl Shared {
         }
     }
 
-    /// Tells `on_failure` of `failure`, and keeps it if it is the first.
+    /// Keeps `failure` if it is the first, then tells `on_failure` of it
+    /// (as `failure()` would give it: its cause's kind and message).
     fn failed_with(&self, failure: Failure) {
-        if let Some(tell) = &self.on_failure {
-            let told = crate::Error::PageFailed {
+        let told = self.on_failure.as_ref().map(|tell| {
+            let e = crate::Error::PageFailed {
                 page: failure.page,
                 signal: failure.signal,
                 source: io::Error::new(failure.cause.kind(), failure.cause.to_string()),
             };
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (tell.0)(told)));
+            (tell, e)
+        });
+        {
+            let mut first = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+            if first.is_none() {
+                *first = Some(failure);
+            }
         }
-        let mut first = self.failure.lock().unwrap_or_else(|e| e.into_inner());
-        if first.is_none() {
-            *first = Some(failure);
+        if let Some((tell, e)) = told {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (tell.0)(e)));
         }
     }
 
