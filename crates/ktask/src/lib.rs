@@ -87,9 +87,9 @@
 #![cfg_attr(docsrs, feature(doc_cfg), doc(auto_cfg(hide(loom))))]
 // NUMA placement is Linux's (sysfs, mbind): one clear error on other
 // systems, ahead of the type errors the missing calls would give.
-#[cfg(all(feature = "numa", not(any(target_os = "linux", target_os = "android"))))]
+#[cfg(all(feature = "numa", not(target_os = "linux")))]
 compile_error!(
-    "mmbatch-ktask's `numa` feature is Linux only (its placement reads sysfs and binds with mbind): leave it off on this system"
+    "mmbatch-ktask's `numa` feature is Linux only, not Android (its placement reads sysfs and binds with mbind through libhwloc): leave it off on this system"
 );
 
 /// A `fail` crate fail point (<https://docs.rs/fail>), compiled in with the
@@ -116,11 +116,7 @@ mod huge;
 mod job;
 #[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
 mod mem;
-#[cfg(all(
-    feature = "numa",
-    any(target_os = "linux", target_os = "android"),
-    not(loom)
-))]
+#[cfg(all(feature = "numa", target_os = "linux", not(loom)))]
 pub mod numa;
 mod run;
 #[cfg(not(loom))]
