@@ -199,6 +199,29 @@ fn a_copy_refused_with_efault_is_named_so() {
     std::process::exit(0);
 }
 
+/// A copy refused with EINVAL (a handler's page size that is not the
+/// memory's: 4 KiB copies into 2 MiB hugetlbfs pages) names the page
+/// size, where it said "Invalid argument" alone.
+#[test]
+fn a_copy_refused_with_einval_names_the_page_size() {
+    if let Some(run) = child::parent("a_copy_refused_with_einval_names_the_page_size", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    let scenario = FailScenario::setup();
+    let r = UffdRegion::new(16 * PAGE, 0, image(16), 1).unwrap();
+    fail::cfg("uffd::copy", "return(EINVAL)").unwrap();
+    assert_ne!(touch(&r, 3 * PAGE), 0, "page 3 failed");
+    let e = r.failure().unwrap().to_string();
+    println!("{e}");
+    assert!(
+        e.contains("EINVAL: the page is not one of the memory's own"),
+        "{e}"
+    );
+    drop(scenario);
+    std::process::exit(0);
+}
+
 /// A window holding a failed page is installed around it: a later fault
 /// in the window copies the other pages and leaves the failed one alone
 /// (not copied over, not counted as present), whether the kernel
@@ -1802,4 +1825,44 @@ fn a_faults_run_copy_refused_once_still_copies_its_page() {
     assert!(same, "page 140 holds another page's bytes");
     assert!(resident >= 1 && faults == 1, "{resident} {faults}");
     scenario.teardown();
+}
+
+/// `page_cache_from` over a source that never has page 2 ready gives up
+/// at its wait (cut to nothing by the fail point `uffd::page_cache_wait`,
+/// 30 s otherwise) with an error that names the page and the way out. In
+/// a child, bounded: a wait with no end fails the test, not hangs it.
+#[test]
+fn a_page_cache_gives_up_on_a_page_never_ready() {
+    let name = "a_page_cache_gives_up_on_a_page_never_ready";
+    if let Some(run) = child::parent(name, LIMIT) {
+        run.expect_success();
+        return;
+    }
+    struct NeverTwo;
+    impl PageSource for NeverTwo {
+        fn len(&self) -> u64 {
+            4 * PAGE as u64
+        }
+        fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+            if index == 2 {
+                return PageRead::NotReady;
+            }
+            buf.fill(index as u8);
+            PageRead::Ready
+        }
+    }
+    let scenario = FailScenario::setup();
+    fail::cfg("uffd::page_cache_wait", "return").unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(UffdRegion::page_cache_from(&NeverTwo, 4 * PAGE).map(drop));
+    });
+    let e = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("page_cache_from waited on")
+        .unwrap_err();
+    assert!(matches!(e, Error::PageFailed { page: 2, .. }), "{e:?}");
+    assert!(e.to_string().contains("did not have page 2 ready"), "{e}");
+    drop(scenario);
+    std::process::exit(0);
 }

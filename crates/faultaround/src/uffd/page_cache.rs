@@ -160,7 +160,13 @@ impl UffdRegion {
 /// a page cache serves every page it is asked for, and a page left out
 /// would read as zeros.
 fn read_whole(source: &dyn PageSource, p: u64, buf: &mut [u8]) -> Result<(), Error> {
-    let deadline = std::time::Instant::now() + DEFAULT_SOURCE_TIMEOUT;
+    let wait = || {
+        // Fail point `uffd::page_cache_wait`: no wait (a test of the
+        // timeout that takes no 30 s).
+        fail_point!("uffd::page_cache_wait", |_| Duration::ZERO);
+        DEFAULT_SOURCE_TIMEOUT
+    };
+    let deadline = std::time::Instant::now() + wait();
     let mut nap = Duration::from_micros(50);
     loop {
         let failed = |source| Error::PageFailed {

@@ -677,3 +677,38 @@ impl LockedRegion {
         self.as_ptr().wrapping_add(offset).cast()
     }
 }
+
+#[cfg(test)]
+mod zero_tests {
+    use super::{LockPolicy, LockedRegion, ZeroOnDrop};
+    use crate::accounting;
+
+    /// A region's `ZeroOnDrop`, dropped ahead of the region so that the
+    /// memory can be read after: of anonymous memory, the pages written
+    /// (resident) are zeroed and the rest stay untouched (not resident);
+    /// of any memory (`anonymous` false), every page.
+    #[test]
+    fn the_zeroing_covers_the_resident_pages_or_all() {
+        let page = accounting::page_size();
+        for anonymous in [true, false] {
+            let mut r = LockedRegion::builder(8 * page)
+                .policy(LockPolicy::Unlocked)
+                .build()
+                .unwrap();
+            let bytes = r.as_mut_slice().unwrap();
+            for p in [1, 3, 7] {
+                bytes[p * page..][..page].fill(0xA5);
+            }
+            drop(ZeroOnDrop::new(&r, anonymous));
+            // Counted before the read below maps every page.
+            let resident = r.resident_pages().unwrap();
+            assert_eq!(
+                resident,
+                if anonymous { 3 } else { 8 },
+                "anonymous {anonymous}"
+            );
+            let written = r.as_slice().iter().filter(|&&b| b != 0).count();
+            assert_eq!(written, 0, "anonymous {anonymous}: bytes left unzeroed");
+        }
+    }
+}

@@ -173,7 +173,7 @@ impl Shared {
 
     /// [`copy_ioctl`](Self::copy_ioctl)'s ioctl. Fail point `uffd::copy`
     /// injects `NOTHING` (no bytes and no error), `EAGAIN`, `EEXIST`,
-    /// `ENOMEM`, `EFAULT` or `ESRCH`.
+    /// `ENOMEM`, `EFAULT`, `EINVAL` or `ESRCH`.
     fn copy_ioctl_once(&self, src: *const u8, dst: *mut c_void, len: usize, wake: bool) -> Copied {
         if self.is_retired() {
             return Copied::Failed(libc::ENOENT);
@@ -182,6 +182,7 @@ impl Shared {
             Some("EAGAIN") => Copied::Again((-(libc::EAGAIN as isize)) as usize),
             Some("EEXIST") => Copied::Exists,
             Some("EFAULT") => Copied::Failed(libc::EFAULT),
+            Some("EINVAL") => Copied::Failed(libc::EINVAL),
             Some("ESRCH") => Copied::Failed(libc::ESRCH),
             // Success with nothing copied: no progress, no error.
             Some("NOTHING") => Copied::Bytes(0),
