@@ -1012,3 +1012,58 @@ fn a_shut_down_region_discards_as_anonymous_memory() {
     assert!(r.as_slice()[5 * PAGE..6 * PAGE].iter().all(|&b| b == 0));
     assert_eq!(r.as_slice()[6 * PAGE..], data[6 * PAGE..]);
 }
+
+/// A source downloading its pages: page 3 says `NotReady` for its first
+/// 600 ms. With a source timeout of 200 ms (a call that does not return
+/// is caught that soon) and a not-ready timeout of 10 s, the page is
+/// waited for and served; with the not-ready timeout left to its default
+/// (the source timeout), it fails at 200 ms, as before the two were
+/// apart. And a not-ready timeout shorter than the source timeout fails
+/// such a page at once.
+#[test]
+fn a_page_not_ready_waits_for_its_own_timeout() {
+    use std::{sync::Arc, time::Instant};
+    if let Some(run) = child::parent("a_page_not_ready_waits_for_its_own_timeout", LIMIT) {
+        run.expect_success();
+        return;
+    }
+    struct Downloading(Instant);
+    impl PageSource for Downloading {
+        fn len(&self) -> u64 {
+            16 * PAGE as u64
+        }
+        fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+            if index == 3 && self.0.elapsed() < Duration::from_millis(600) {
+                return PageRead::NotReady;
+            }
+            buf.fill(index as u8 + 1);
+            PageRead::Ready
+        }
+    }
+    let build = |not_ready: Option<Duration>, source: Duration| {
+        let b = UffdRegion::builder(16 * PAGE).source_timeout(source);
+        let b = match not_ready {
+            Some(t) => b.not_ready_timeout(t),
+            None => b,
+        };
+        Arc::new(b.build(Downloading(Instant::now())).unwrap())
+    };
+    let waited = build(Some(Duration::from_secs(10)), Duration::from_millis(200));
+    assert_eq!(waited.as_slice()[3 * PAGE], 4, "{:?}", waited.failure());
+    // Read on threads of their own (a failed page's reader is parked for
+    // good): the failure is what tells.
+    let failed = build(None, Duration::from_millis(200));
+    let quick = build(Some(Duration::ZERO), Duration::from_secs(30));
+    for r in [&failed, &quick] {
+        // SAFETY: the region's memory, kept until this child exits.
+        unsafe { signal::read_in_background(r.as_ptr() as usize + 3 * PAGE) };
+    }
+    mmbatch_testkit::wait_until("both pages failed", Duration::from_secs(5), || {
+        failed.failure().is_some() && quick.failure().is_some()
+    });
+    let e = failed.failure().unwrap().to_string();
+    assert!(e.contains("did not have page 3 ready within 200ms"), "{e}");
+    let e = quick.failure().unwrap().to_string();
+    assert!(e.contains("did not have page 3 ready within 0ns"), "{e}");
+    std::process::exit(0);
+}

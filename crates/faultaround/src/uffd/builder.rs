@@ -11,6 +11,7 @@ pub(super) struct Settings {
     pub(super) order: u32,
     pub(super) handlers: usize,
     pub(super) source_timeout: Duration,
+    pub(super) not_ready_timeout: Option<Duration>,
     pub(super) record: bool,
     pub(super) image_id: String,
     pub(super) replay: Option<Record>,
@@ -36,6 +37,7 @@ impl Default for Settings {
             order: 0,
             handlers: 1,
             source_timeout: super::DEFAULT_SOURCE_TIMEOUT,
+            not_ready_timeout: None,
             record: false,
             image_id: String::new(),
             replay: None,
@@ -85,6 +87,21 @@ macro_rules! settings_setters {
         /// the build is refused.
         pub fn source_timeout(mut self, timeout: Duration) -> Self {
             self.settings.source_timeout = timeout;
+            self
+        }
+
+        /// How long a faulting page waits for a source that keeps saying
+        /// [`NotReady`](crate::PageRead::NotReady) before it is failed, and
+        /// how long [`shutdown`](crate::UffdRegion::shutdown)'s fill waits
+        /// for such pages in all (default: the
+        /// [source timeout](Self::source_timeout)). Apart from it, so that
+        /// a source still downloading its pages can be waited for as long
+        /// as it takes (`Duration::MAX`) while a call that never returns
+        /// is still caught at the source timeout. A handler waits on such
+        /// a page, serving no other fault meanwhile: build with a handler
+        /// for each page that may be waited for at once.
+        pub fn not_ready_timeout(mut self, timeout: Duration) -> Self {
+            self.settings.not_ready_timeout = Some(timeout);
             self
         }
 

@@ -207,6 +207,9 @@ impl Shared {
             order: settings.order,
             source,
             source_timeout: settings.source_timeout,
+            not_ready_timeout: settings
+                .not_ready_timeout
+                .unwrap_or(settings.source_timeout),
             busy_poll: settings.busy_poll,
             on_failure: settings.on_failure.clone(),
             polling: AtomicBool::new(false),

@@ -116,8 +116,10 @@ pub(crate) const DEFAULT_SOURCE_TIMEOUT: Duration = Duration::from_secs(30);
 /// ```
 ///
 /// A page the source cannot produce ([`PageRead::Failed`], a panic, no
-/// answer within the [source timeout](UffdRegionBuilder::source_timeout))
-/// is never filled: the access gets SIGBUS (SIGSEGV on a kernel without
+/// answer within the [source timeout](UffdRegionBuilder::source_timeout),
+/// not ready within the
+/// [not-ready timeout](UffdRegionBuilder::not_ready_timeout)) is never
+/// filled: the access gets SIGBUS (SIGSEGV on a kernel without
 /// `UFFDIO_POISON`: [`FailSignal`]) and
 /// [`failure`](Self::failure) says which page and why. That holds for a
 /// source stuck inside a call too: once a call has lasted longer than the

@@ -40,9 +40,10 @@ pub enum PageRead {
 ///   (an `Arc`), not borrowed from the region's owner.
 /// - [`PageRead::NotReady`] is polled: the handler calls again, after
 ///   naps of 50 us doubling to 5 ms, until the page is ready or the
-///   source timeout; the handler thread serves nothing else meanwhile.
-///   Make such calls cheap and idempotent, and build with two handlers
-///   or more where pages download.
+///   [not-ready timeout](crate::UffdRegionBuilder::not_ready_timeout)
+///   (by default the source timeout); the handler thread serves nothing
+///   else meanwhile. Make such calls cheap and idempotent, and build with
+///   two handlers or more where pages download.
 /// - A slice from [`pages`](Self::pages) is faulted in by the handler
 ///   (`MADV_POPULATE_READ`, Linux 5.14) before the kernel copies from it,
 ///   and the wait counts against the source timeout as a slow call does:

@@ -13,8 +13,10 @@ impl UffdRegion {
     /// with its data and later accesses do not fault.
     ///
     /// # Blocking
-    /// Pages the source says are not ready are waited for until one source
-    /// timeout after the fill began (one deadline for all of them); a page
+    /// Pages the source says are not ready are waited for until one
+    /// [not-ready timeout](crate::UffdRegionBuilder::not_ready_timeout)
+    /// (by default the source timeout) after the fill began (one deadline
+    /// for all of them); a page
     /// the source fails, or does not have by then, is failed (its readers
     /// get the signal). Calls that return are never cut short: a slow
     /// source that answers fills every page however long that takes.

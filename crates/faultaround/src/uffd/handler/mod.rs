@@ -119,6 +119,8 @@ pub(super) struct Shared {
     pub(super) order: u32,
     pub(super) source: Box<dyn PageSource>,
     pub(super) source_timeout: Duration,
+    /// How long a page the source says is not ready is waited for.
+    pub(super) not_ready_timeout: Duration,
     /// How long a handler polls for the next fault before sleeping.
     pub(super) busy_poll: Duration,
     /// Told of each failed page (`on_failure`).
@@ -440,8 +442,8 @@ impl Shared {
                     io::ErrorKind::TimedOut,
                     format!(
                         "the page source did not have page {p} ready within {:?} (the region's \
-                         source timeout)",
-                        self.source_timeout
+                         not_ready_timeout, by default its source_timeout)",
+                        self.not_ready_timeout
                     ),
                 )));
             }
@@ -545,7 +547,7 @@ impl Shared {
                 None => {}
             }
         }
-        let deadline = self.deadline();
+        let deadline = self.ready_deadline();
         // Fast path: a source holding the whole window in memory gets it
         // copied in one UFFDIO_COPY (pages already present are skipped by
         // the EEXIST/partial handling in `copy_run`), then one wake for

@@ -443,8 +443,8 @@ fn fill_stuck(page: u64, timeout: Duration) -> io::Error {
 
 impl Shared {
     /// Shutdown's fill: copies in every page still missing (the handlers
-    /// have stopped), waiting for the source up to the source timeout in
-    /// all for pages it says are not ready; a page the source fails or
+    /// have stopped), waiting for the source up to the not-ready timeout
+    /// in all for pages it says are not ready; a page the source fails or
     /// does not have by then is failed. A source that answers, however
     /// slowly, fills every page. The source is called from a thread of
     /// its own, timed call by call as the handlers are, so that one stuck
@@ -455,7 +455,7 @@ impl Shared {
     /// those, the pages still missing are failed. If no thread can be had,
     /// the fill runs on the caller's thread, unguarded.
     pub(in crate::uffd) fn fill_missing(self: &Arc<Self>) {
-        let deadline = self.deadline();
+        let deadline = self.ready_deadline();
         let timeout = nanos(self.source_timeout);
         let mut from = 0;
         for slot in self.watch.fill_slots() {
@@ -555,11 +555,22 @@ impl Shared {
     /// The source timeout from now (far off for a timeout too large to
     /// add).
     pub(in crate::uffd) fn deadline(&self) -> Instant {
-        let now = Instant::now();
-        now.checked_add(self.source_timeout)
-            .or_else(|| now.checked_add(Duration::from_secs(1 << 32)))
-            .unwrap_or(now)
+        far(self.source_timeout)
     }
+
+    /// The not-ready timeout from now: until when a page the source says
+    /// is not ready is waited for.
+    pub(in crate::uffd) fn ready_deadline(&self) -> Instant {
+        far(self.not_ready_timeout)
+    }
+}
+
+/// `timeout` from now, or far off for a timeout too large to add.
+fn far(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout)
+        .or_else(|| now.checked_add(Duration::from_secs(1 << 32)))
+        .unwrap_or(now)
 }
 
 #[cfg(all(test, not(loom), not(miri)))]
