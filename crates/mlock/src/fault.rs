@@ -438,29 +438,39 @@ impl FaultLockedRegion {
         if batch == 0 {
             return Err(Error::ZeroBatch);
         }
-        let region = builder.policy(LockPolicy::Unlocked).build()?;
+        let mut region = builder.policy(LockPolicy::Unlocked).build()?;
         let prot = if region.writable() {
             libc::PROT_READ | libc::PROT_WRITE
         } else {
             libc::PROT_READ
         };
         let mut reg = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
-        let slot = reg
-            .used
-            .iter()
-            .position(|u| !u)
-            .ok_or(Error::TooManyFaultRegions {
-                max: MAX_FAULT_REGIONS,
-            })?;
-        install(&mut reg)?;
-        // Protected last: the region dropped on an error before this is
-        // accessible, as its drop's zeroing (`zero_on_drop`) needs.
-        if let Err(e) = region.protect(0, region.len(), MprotectFlags::empty()) {
-            if !reg.used.iter().any(|u| *u) {
-                uninstall(&mut reg);
+        let taken = (|| {
+            let slot = reg
+                .used
+                .iter()
+                .position(|u| !u)
+                .ok_or(Error::TooManyFaultRegions {
+                    max: MAX_FAULT_REGIONS,
+                })?;
+            install(&mut reg)?;
+            if let Err(e) = region.protect(0, region.len(), MprotectFlags::empty()) {
+                if !reg.used.iter().any(|u| *u) {
+                    uninstall(&mut reg);
+                }
+                return Err(e);
             }
-            return Err(e);
-        }
+            Ok(slot)
+        })();
+        let slot = match taken {
+            Ok(slot) => slot,
+            Err(e) => {
+                // A region the caller never had is not theirs to zero (a
+                // shared file's contents), and may be partly protected.
+                region.forget_zeroing();
+                return Err(e);
+            }
+        };
         reg.used[slot] = true;
         let s = &SLOTS[slot];
         let start = region.as_ptr() as usize;

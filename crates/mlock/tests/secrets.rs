@@ -198,9 +198,10 @@ fn zero_on_drop_leaves_untouched_anonymous_pages_alone() {
 }
 
 /// A `FaultLockedRegion` refused after its region was made (every slot
-/// taken) drops that region: its `zero_on_drop` zeroing (of a file's
-/// pages, every one) must find the pages accessible. They were already `PROT_NONE`, with no handler to
-/// open them: SIGSEGV. In a child.
+/// taken) drops that region, which the caller never had: it neither
+/// faults (its pages were `PROT_NONE` before the refusal, with no handler
+/// to open them for the zeroing: SIGSEGV) nor zeroes the file it maps
+/// (whose contents a refused call must leave alone). In a child.
 #[cfg(feature = "fault-locked")]
 #[test]
 fn a_refused_fault_region_zeroes_without_a_fault() {
@@ -215,13 +216,21 @@ fn a_refused_fault_region_zeroes_without_a_fault() {
     let held: Vec<_> = (0..MAX_FAULT_REGIONS)
         .map(|_| FaultLockedRegion::new(LockedRegion::builder(page), 1).unwrap())
         .collect();
-    // Over a file, whose every page is zeroed.
+    // Over a file, whose every page a zeroing writes.
     let fd = rustix::fs::memfd_create("secret", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
     rustix::fs::ftruncate(&fd, 4 * page as u64).unwrap();
+    rustix::io::pwrite(&fd, &vec![SECRET; 4 * page], 0).unwrap();
     // SAFETY: this test's own memfd; nothing else maps, writes or
     // truncates it.
     let builder = unsafe { LockedRegion::builder(4 * page).file(fd.as_fd(), 0, true) };
     let e = FaultLockedRegion::new(builder.zero_on_drop(), 1).unwrap_err();
     assert!(matches!(e, Error::TooManyFaultRegions { .. }), "{e:?}");
     drop(held);
+    // The refused region was never the caller's: the file keeps its bytes.
+    let mut back = vec![0; 4 * page];
+    rustix::io::pread(&fd, &mut back, 0).unwrap();
+    assert!(
+        back.iter().all(|&b| b == SECRET),
+        "the refused region zeroed the file"
+    );
 }

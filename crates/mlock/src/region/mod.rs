@@ -541,17 +541,6 @@ impl ZeroOnDrop {
             resident_only: anonymous,
         }
     }
-
-    /// One byte per base page of the memory, bit 0 set where resident
-    /// (`mincore`); `None` if refused.
-    fn resident(&self) -> Option<Vec<u8>> {
-        let len = self.words * size_of::<u64>();
-        let mut vec = vec![0u8; len.div_ceil(accounting::page_size())];
-        // SAFETY: the memory is mapped (see `drop`) and page-aligned, and
-        // `vec` has one byte per base page of it; mincore reads no memory.
-        let r = unsafe { libc::mincore(self.start.as_ptr().cast(), len, vec.as_mut_ptr()) };
-        (r == 0).then_some(vec)
-    }
 }
 
 impl Drop for ZeroOnDrop {
@@ -563,17 +552,29 @@ impl Drop for ZeroOnDrop {
         // accessible (a `FaultLockedRegion` opens its pages first), and
         // page-aligned.
         let memory = unsafe { std::slice::from_raw_parts_mut(self.start.as_ptr(), self.words) };
-        let resident = self.resident_only.then(|| self.resident()).flatten();
-        match resident {
-            Some(resident) => {
-                let words = accounting::page_size() / size_of::<u64>();
-                for (page, r) in memory.chunks_mut(words).zip(resident) {
-                    if r & 1 != 0 {
-                        page.zeroize();
-                    }
+        if !self.resident_only {
+            memory.zeroize();
+            return;
+        }
+        // Asked of `mincore` a few hundred pages at a time: no allocation
+        // in a drop, however large the region.
+        let page_words = accounting::page_size() / size_of::<u64>();
+        let mut resident = [0u8; 256];
+        for chunk in memory.chunks_mut(page_words * resident.len()) {
+            let len = size_of_val(chunk);
+            // SAFETY: `chunk` is mapped and page-aligned (whole pages from
+            // the region's start), and `resident` has a byte for each of
+            // its pages; mincore reads none of the memory.
+            let r = unsafe { libc::mincore(chunk.as_mut_ptr().cast(), len, resident.as_mut_ptr()) };
+            if r != 0 {
+                chunk.zeroize();
+                continue;
+            }
+            for (page, r) in chunk.chunks_mut(page_words).zip(resident) {
+                if r & 1 != 0 {
+                    page.zeroize();
                 }
             }
-            None => memory.zeroize(),
         }
     }
 }
@@ -691,12 +692,13 @@ mod zero_tests {
     fn the_zeroing_covers_the_resident_pages_or_all() {
         let page = accounting::page_size();
         for anonymous in [true, false] {
-            let mut r = LockedRegion::builder(8 * page)
+            // More pages than one `mincore` call asks about.
+            let mut r = LockedRegion::builder(300 * page)
                 .policy(LockPolicy::Unlocked)
                 .build()
                 .unwrap();
             let bytes = r.as_mut_slice().unwrap();
-            for p in [1, 3, 7] {
+            for p in [1, 3, 260, 299] {
                 bytes[p * page..][..page].fill(0xA5);
             }
             drop(ZeroOnDrop::new(&r, anonymous));
@@ -704,7 +706,7 @@ mod zero_tests {
             let resident = r.resident_pages().unwrap();
             assert_eq!(
                 resident,
-                if anonymous { 3 } else { 8 },
+                if anonymous { 4 } else { 300 },
                 "anonymous {anonymous}"
             );
             let written = r.as_slice().iter().filter(|&&b| b != 0).count();
