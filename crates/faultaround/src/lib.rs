@@ -69,8 +69,10 @@
 //! (fail points inject the kernel's refusals), and the
 //! `faultaround_sizes` fuzz target.
 //! - **The source fails a page** ([`PageRead::Failed`], a panic in
-//!   `read_page` or `pages`, a file truncated under the region, or no
-//!   answer within the [source timeout](UffdRegionBuilder::source_timeout)):
+//!   `read_page` or `pages`, a file truncated under the region, no answer
+//!   within the [source timeout](UffdRegionBuilder::source_timeout), or
+//!   `NotReady` past the
+//!   [not-ready timeout](UffdRegionBuilder::not_ready_timeout)):
 //!   the page is never filled — not with zeroes, not later by a
 //!   neighbour's window — and its reader gets SIGBUS (`UFFDIO_POISON`,
 //!   Linux 6.6+) or, where that is missing or refused, SIGSEGV (the page
@@ -88,9 +90,10 @@
 //! - **A `pages()` slice of the wrong length** is ignored (the page is
 //!   read with `read_page`): the kernel never copies memory past it.
 //! - **Drop** takes at most the source timeout waiting for the source;
-//!   **shutdown** fills every page a source that answers can give, and
-//!   against one stuck in its calls takes about six source timeouts at
-//!   most. A thread stuck inside the source is left to finish on its own,
+//!   **shutdown** fills every page a source that answers can give, waits
+//!   up to the not-ready timeout in all for pages the source says are not
+//!   ready, and against one stuck in its calls takes about six source
+//!   timeouts more at most. A thread stuck inside the source is left to finish on its own,
 //!   and once the region is dropped it makes no copy, zero page or poison
 //!   (`UFFDIO_COPY` would fill whatever is registered at the old address
 //!   by then, with any userfaultfd).

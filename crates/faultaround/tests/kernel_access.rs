@@ -374,8 +374,9 @@ fn a_source_mapping_slow_to_fault_is_timed_by_the_watchdog() {
 /// of it, the VMMs' way), cut short while the region is served: a page
 /// past the new end fails (its reader gets the region's signal, from
 /// the copy's EFAULT), and the process lives on to serve the pages before
-/// the end. Read from the handler to fault it in, the gone page killed the
-/// process with SIGBUS.
+/// the end; shutdown's fill fails the rest the same way. Read from a
+/// handler (to fault it in) or by the fill, the gone page killed the
+/// process with SIGBUS. Any mode: the reads are the process's own.
 #[test]
 fn a_source_mapping_cut_short_fails_its_pages_not_the_process() {
     use std::os::fd::AsFd;
@@ -412,16 +413,13 @@ fn a_source_mapping_cut_short_fails_its_pages_not_the_process() {
         )
     }
     .unwrap();
-    let r = UffdRegion::new(
-        16 * PAGE,
-        0,
-        mmbatch_faultaround::InMemory(Mapped(mapping)),
-        1,
-    )
-    .unwrap();
-    if !all_faults(&r, name) {
-        std::process::exit(0);
-    }
+    let failed = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let heard = failed.clone();
+    let r = UffdRegion::builder(16 * PAGE)
+        .source_timeout(Duration::from_secs(2))
+        .on_failure(move |e| heard.lock().unwrap().push(e.to_string()))
+        .build(mmbatch_faultaround::InMemory(Mapped(mapping)))
+        .unwrap();
     assert_eq!(r.as_slice()[2 * PAGE + 1], data[2 * PAGE + 1]);
     file.set_len(8 * PAGE as u64).unwrap();
     // SAFETY: the region's memory, kept until this child exits.
@@ -430,5 +428,15 @@ fn a_source_mapping_cut_short_fails_its_pages_not_the_process() {
     assert_ne!(sig, 0, "page 12, past the file's new end, was served");
     assert!(r.failure().is_some(), "the signal was not the region's");
     assert_eq!(r.as_slice()[5 * PAGE + 3], data[5 * PAGE + 3]);
+    // Shutdown's fill copies the rest as the faults do: the pages past the
+    // end fail by the copy's EFAULT, none by a call that did not return
+    // (its thread taken by a SIGBUS of its own read).
+    r.shutdown();
+    let failed = failed.lock().unwrap().clone();
+    println!("{failed:#?}");
+    assert!(
+        failed.len() >= 8 && failed.iter().all(|e| e.contains("EFAULT")),
+        "{failed:#?}"
+    );
     std::process::exit(0);
 }

@@ -99,7 +99,9 @@ macro_rules! settings_setters {
         /// as it takes (`Duration::MAX`) while a call that never returns
         /// is still caught at the source timeout. A handler waits on such
         /// a page, serving no other fault meanwhile: build with a handler
-        /// for each page that may be waited for at once.
+        /// for each page that may be waited for at once. `shutdown` waits
+        /// this long too for such pages: with `Duration::MAX`, for as long
+        /// as the source takes (the drop does not wait for them).
         pub fn not_ready_timeout(mut self, timeout: Duration) -> Self {
             self.settings.not_ready_timeout = Some(timeout);
             self
@@ -185,7 +187,8 @@ macro_rules! settings_setters {
         /// memory before Linux 6.6, where it stays blocked) instead of
         /// polling `failure`, which keeps the first only. `f` runs on the
         /// thread that failed the page (a handler, the watchdog, or one
-        /// in `shutdown` or the drop), which waits for it: return
+        /// in `shutdown` or the drop), once the page's readers are woken
+        /// to their signal, and that thread waits for it: return
         /// promptly, and do not shut down or drop the region or handler
         /// from it. A panic in it is caught.
         pub fn on_failure(mut self, f: impl Fn(crate::Error) + Send + Sync + 'static) -> Self {

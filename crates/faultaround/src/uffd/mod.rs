@@ -146,7 +146,8 @@ pub(crate) const DEFAULT_SOURCE_TIMEOUT: Duration = Duration::from_secs(30);
 ///
 /// # Blocking
 /// An access to a page not yet in waits for a handler, and so for the
-/// source, up to the source timeout. Dropping the region stops its
+/// source, up to the source timeout (a page the source says is not
+/// ready, up to the not-ready timeout). Dropping the region stops its
 /// threads, waiting up to the source timeout for a handler inside a
 /// source call (with `Duration::MAX`, for as long as the call takes), then
 /// unregisters and unmaps: stop everything that uses its memory through a

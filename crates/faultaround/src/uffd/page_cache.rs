@@ -184,7 +184,7 @@ fn read_whole(source: &dyn PageSource, p: u64, buf: &mut [u8]) -> Result<(), Err
                         "the page source did not have page {p} ready within \
                          {DEFAULT_SOURCE_TIMEOUT:?}: build the page cache once the source holds \
                          every page, or serve the source with a region (`UffdRegion::builder`), \
-                         whose source timeout you set"
+                         whose not_ready_timeout you set"
                     ),
                 )));
             }

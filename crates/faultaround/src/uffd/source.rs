@@ -45,14 +45,16 @@ pub enum PageRead {
 ///   else meanwhile. Make such calls cheap and idempotent, and build with
 ///   two handlers or more where pages download.
 /// - A slice from [`pages`](Self::pages) is faulted in by the handler
-///   (`MADV_POPULATE_READ`, Linux 5.14) before the kernel copies from it,
-///   and the wait counts against the source timeout as a slow call does:
-///   a mapped snapshot on storage that stalls fails the page at the
-///   timeout instead of holding up the handlers. A page of it that cannot
-///   be read (a file cut short) fails the region's page, its reader gets
-///   the signal; the handler lives on. It must not be the region's own
-///   memory (another region not yet filled is served by that region's
-///   handlers).
+///   (`MADV_POPULATE_READ`, Linux 5.14; before, the copy faults it in,
+///   under the lock the next event's reader waits for) before the kernel
+///   copies from it, and the wait counts against the source timeout as a
+///   slow call does: a mapped snapshot on storage that stalls fails the
+///   page at the timeout instead of holding up the handlers. A page of it
+///   that cannot be read (a file cut short) fails the region's page, its
+///   reader gets the signal; the handler lives on (and so does shutdown's
+///   fill, which copies from the slice too). It must not be the region's
+///   own memory; another region not yet filled must serve the kernel's
+///   faults (`UffdMode::AllFaults`), or its pages fail.
 pub trait PageSource: Send + Sync + 'static {
     /// Bytes available.
     fn len(&self) -> u64;

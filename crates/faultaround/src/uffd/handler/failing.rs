@@ -83,7 +83,7 @@ impl Shared {
                 }
             }
         };
-        self.failed_with(Failure {
+        let told = self.failed_with(Failure {
             page,
             cause,
             signal,
@@ -91,26 +91,28 @@ impl Shared {
         if signal.is_some() {
             let _ = self.uffd.wake(self.addr(page), self.page);
         }
+        self.tell(told);
     }
 
-    /// Keeps `failure` if it is the first, then tells `on_failure` of it
-    /// (as `failure()` would give it: its cause's kind and message).
-    fn failed_with(&self, failure: Failure) {
-        let told = self.on_failure.as_ref().map(|tell| {
-            let e = crate::Error::PageFailed {
-                page: failure.page,
-                signal: failure.signal,
-                source: io::Error::new(failure.cause.kind(), failure.cause.to_string()),
-            };
-            (tell, e)
+    /// Keeps `failure` if it is the first; returns what to tell
+    /// `on_failure` (as `failure()` would give it: its cause's kind and
+    /// message), once the page's readers are woken.
+    fn failed_with(&self, failure: Failure) -> Option<crate::Error> {
+        let told = self.on_failure.as_ref().map(|_| crate::Error::PageFailed {
+            page: failure.page,
+            signal: failure.signal,
+            source: io::Error::new(failure.cause.kind(), failure.cause.to_string()),
         });
-        {
-            let mut first = self.failure.lock().unwrap_or_else(|e| e.into_inner());
-            if first.is_none() {
-                *first = Some(failure);
-            }
+        let mut first = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        if first.is_none() {
+            *first = Some(failure);
         }
-        if let Some((tell, e)) = told {
+        told
+    }
+
+    /// Tells `on_failure` of a failed page (a panic in it is caught).
+    fn tell(&self, told: Option<crate::Error>) {
+        if let (Some(tell), Some(e)) = (&self.on_failure, told) {
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (tell.0)(e)));
         }
     }
@@ -125,7 +127,7 @@ impl Shared {
         let at = (addr & !(self.page - 1)) as *mut std::ffi::c_void;
         self.stats.pages_failed.fetch_add(1, Ordering::Relaxed);
         let signal = matches!(self.poison_at(at), Poisoned::Yes).then_some(FailSignal::Sigbus);
-        self.failed_with(Failure {
+        let told = self.failed_with(Failure {
             page: u64::MAX,
             cause: io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -141,6 +143,7 @@ impl Shared {
         if signal.is_some() {
             let _ = self.uffd.wake(at, self.page);
         }
+        self.tell(told);
     }
 
     /// Takes back the failing of `page`, found filled meanwhile: it is not

@@ -1,6 +1,6 @@
 //! The watchdog: a fault whose handler is stuck inside the page source.
 //!
-//! The source timeout bounds a source that answers
+//! The not-ready timeout bounds a source that answers
 //! [`NotReady`](super::PageRead::NotReady); a source that never returns
 //! from `read_page` (a dead network peer, a lock it never gets) would
 //! hold its handler, and the thread that faulted, for good. So each
@@ -15,7 +15,7 @@
 //! handler threads as handlers ever exist, so a source that blocks on
 //! every page cannot make threads without bound. Only a call that has not
 //! returned counts: a page the source keeps saying `NotReady` for is
-//! failed by its handler at the timeout. Once no handler is free, the
+//! failed by its handler at the not-ready timeout. Once no handler is free, the
 //! watchdog fails each new fault itself: nothing waits forever.
 //!
 //! Claiming is one compare-and-swap on the ticket, which the handler also
@@ -508,12 +508,19 @@ impl Shared {
                 continue;
             }
             let k = slot.map(|me| self.begin(me, p));
-            let read = self.read_ready_until(p, &mut buf, deadline, k);
+            // A source holding the page in memory is copied from in the
+            // kernel, as a fault copies it: a mapped file cut short fails
+            // the copy (EFAULT), where a read of it here would be SIGBUS.
+            let held = self.source_pages(p, 1, k);
+            let read = match held {
+                Some(_) => Ok(()),
+                None => self.read_ready_until(p, &mut buf, deadline, k),
+            };
             if k.is_some_and(|k| !self.have_data(k)) {
                 return false;
             }
             match read {
-                Ok(()) => match self.copy_page(p, &buf, true) {
+                Ok(()) => match self.copy_page(p, held.unwrap_or(&buf), true) {
                     Ok(()) => {}
                     // Nothing is left to fill: stop at the first page, not
                     // after a read and a failed copy of each.
