@@ -69,3 +69,26 @@ fn present_pages_are_counted_by_the_low_bit() {
         }
     }
 }
+
+/// `fail_page` records the page as failed, keeps the first failure and
+/// tells `on_failure`, with no reader needed: a mutant that failed no page
+/// was otherwise caught only by the signal tests' time limits.
+#[cfg(not(miri))]
+#[test]
+fn a_failed_page_is_recorded_and_told() {
+    use std::sync::{Arc, Mutex};
+    let page = rustix::param::page_size();
+    let told = Arc::new(Mutex::new(Vec::new()));
+    let heard = told.clone();
+    let r = crate::UffdRegion::builder(4 * page)
+        .on_failure(move |e| heard.lock().unwrap().push(e.to_string()))
+        .build(crate::Zeroes(4 * page as u64))
+        .unwrap();
+    r.shared.fail_page(2, std::io::Error::other("injected"));
+    assert!(r.shared.is_failed(2));
+    let e = r.failure().expect("the failure kept").to_string();
+    assert!(e.contains("page 2") && e.contains("injected"), "{e}");
+    let told = told.lock().unwrap().clone();
+    assert!(told.len() == 1 && told[0] == e, "{told:?}");
+    assert_eq!(r.stats().pages_failed, 1);
+}
