@@ -578,6 +578,19 @@ impl FaultLockedRegion {
     }
 }
 
+impl FaultLockedRegion {
+    /// Makes every page of the region accessible as `open` says
+    /// (`mprotect`); fail point `mlock::open_on_drop` refuses it.
+    fn open_pages(&self, open: MprotectFlags) -> Result<(), Error> {
+        fail_point!("mlock::open_on_drop", |_| Err(Error::from_sys(
+            "mprotect",
+            self.region.len(),
+            rustix::io::Errno::NOMEM
+        )));
+        self.region.protect(0, self.region.len(), open)
+    }
+}
+
 impl Drop for FaultLockedRegion {
     fn drop(&mut self) {
         if self.region.zeroes_on_drop() {
@@ -589,16 +602,7 @@ impl Drop for FaultLockedRegion {
             } else {
                 MprotectFlags::READ
             };
-            let opened = (|| {
-                // Fail point `mlock::open_on_drop`: the mprotect refused.
-                fail_point!("mlock::open_on_drop", |_| Err(Error::from_sys(
-                    "mprotect",
-                    self.region.len(),
-                    rustix::io::Errno::NOMEM
-                )));
-                self.region.protect(0, self.region.len(), open)
-            })();
-            if opened.is_err() {
+            if self.open_pages(open).is_err() {
                 // Not zeroed rather than a fault with no handler.
                 self.region.forget_zeroing();
             }
