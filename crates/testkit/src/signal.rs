@@ -33,16 +33,25 @@ pub fn catch_fault_signals() {
 /// the read got (SIGBUS or SIGSEGV), or 0 if it returned; panics if it
 /// did neither within `limit` (a hang). The reading thread never returns
 /// from the signal: call this in a child process, which then exits.
+/// Calls may follow one another, one at a time; a signal that another
+/// reader (one of [`read_in_background`]'s) gets during a call is taken
+/// for this read's.
 ///
 /// # Safety
 /// `addr` must stay mapped (or fault cleanly) until the process exits.
 pub unsafe fn touch(addr: usize, limit: Duration) -> i32 {
     catch_fault_signals();
-    static DONE: AtomicBool = AtomicBool::new(false);
+    // Each call's own: an earlier call's reader has returned or is parked
+    // in the handler for good, so a signal from now on is this read's (a
+    // static flag made every call after the first return the first one's
+    // answer without waiting for its own read).
+    SIGNAL.store(0, Ordering::SeqCst);
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    let finished = done.clone();
     std::thread::spawn(move || {
         // SAFETY: the caller's promise.
         unsafe { std::ptr::read_volatile(addr as *const u8) };
-        DONE.store(true, Ordering::SeqCst);
+        finished.store(true, Ordering::SeqCst);
     });
     let start = Instant::now();
     while start.elapsed() < limit {
@@ -50,7 +59,7 @@ pub unsafe fn touch(addr: usize, limit: Duration) -> i32 {
         if sig != 0 {
             return sig;
         }
-        if DONE.load(Ordering::SeqCst) {
+        if done.load(Ordering::SeqCst) {
             return 0;
         }
         std::thread::sleep(Duration::from_millis(2));
