@@ -336,3 +336,61 @@ fn a_huge_page_image_longer_than_its_source_is_refused() {
         "{e}"
     );
 }
+
+/// A huge page cache built from a mapped file cut short (under its
+/// mapping, before the build) fails at the huge page past the new end,
+/// naming it, and the process lives on. Copied from the mapping, the gone
+/// bytes killed the process with SIGBUS. In a child: the pool is grown
+/// and put back by the parent, whatever becomes of the child.
+#[test]
+fn a_huge_page_cache_from_a_source_mapping_cut_short_fails_its_page() {
+    use mmbatch_testkit::child;
+    use std::os::fd::AsFd;
+    let name = "a_huge_page_cache_from_a_source_mapping_cut_short_fails_its_page";
+    if !child::is_child() {
+        let Some(pool) = Pool::grow(2) else { return };
+        let run = child::parent(name, Duration::from_secs(30)).expect("not the child");
+        drop(pool);
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    struct Mapped(mmbatch_mmap::Mapping);
+    impl AsRef<[u8]> for Mapped {
+        fn as_ref(&self) -> &[u8] {
+            self.0.as_slice().expect("mapped readable")
+        }
+    }
+    let path = std::env::temp_dir().join(format!("mmbatch-huge-cut-short-{}", std::process::id()));
+    let data = image(2);
+    std::fs::write(&path, &data).unwrap();
+    let file = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    // SAFETY: this test's own file, unlinked; its truncation below is
+    // what is tested.
+    let mapping = unsafe {
+        mmbatch_mmap::Mapping::file(
+            file.as_fd(),
+            0,
+            data.len(),
+            mmbatch_mmap::ProtFlags::READ,
+            mmbatch_mmap::MapFlags::SHARED,
+        )
+    }
+    .unwrap();
+    let source = mmbatch_faultaround::InMemory(Mapped(mapping));
+    let whole = UffdRegion::huge_page_cache_from(&source, 2 * HUGE, HugePageSize::Size2M).unwrap();
+    let mut back = vec![0u8; 2 * HUGE];
+    std::os::unix::fs::FileExt::read_exact_at(&whole, &mut back, 0).unwrap();
+    assert!(back == data, "the cache is not the image");
+    drop(whole);
+    file.set_len((HUGE + HUGE / 2) as u64).unwrap();
+    let e = UffdRegion::huge_page_cache_from(&source, 2 * HUGE, HugePageSize::Size2M).unwrap_err();
+    println!("{e}");
+    assert!(matches!(e, Error::PageFailed { page: 1, .. }), "{e:?}");
+    std::process::exit(0);
+}

@@ -370,6 +370,15 @@ fn a_source_mapping_slow_to_fault_is_timed_by_the_watchdog() {
     std::process::exit(0);
 }
 
+/// A mapping as a page source's bytes (`InMemory(Mapped(..))`).
+struct Mapped(mmbatch_mmap::Mapping);
+
+impl AsRef<[u8]> for Mapped {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_slice().expect("mapped readable")
+    }
+}
+
 /// A snapshot file mapped as the source (`InMemory` over a shared mapping
 /// of it, the VMMs' way), cut short while the region is served: a page
 /// past the new end fails (its reader gets the region's signal, from
@@ -385,12 +394,6 @@ fn a_source_mapping_cut_short_fails_its_pages_not_the_process() {
         println!("{}", run.output);
         run.expect_success();
         return;
-    }
-    struct Mapped(mmbatch_mmap::Mapping);
-    impl AsRef<[u8]> for Mapped {
-        fn as_ref(&self) -> &[u8] {
-            self.0.as_slice().expect("mapped readable")
-        }
     }
     let tmp = TempPath::new("cut-short");
     let data = image(16);
@@ -438,5 +441,55 @@ fn a_source_mapping_cut_short_fails_its_pages_not_the_process() {
         failed.len() >= 8 && failed.iter().all(|e| e.contains("EFAULT")),
         "{failed:#?}"
     );
+    std::process::exit(0);
+}
+
+/// A page cache built from a mapped snapshot file cut short (under its
+/// mapping, before the build) fails at the first page past the new end,
+/// naming it, and the process lives on. Read with `read_page` (a memory
+/// copy from the mapping), the gone page killed the process with SIGBUS.
+#[test]
+fn a_page_cache_from_a_source_mapping_cut_short_fails_its_page() {
+    use std::os::fd::AsFd;
+    let name = "a_page_cache_from_a_source_mapping_cut_short_fails_its_page";
+    if let Some(run) = child::parent(name, LIMIT) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    let tmp = TempPath::new("cache-cut-short");
+    let data = image(16);
+    std::fs::write(&tmp.0, &data).unwrap();
+    let file = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .open(&tmp.0)
+        .unwrap();
+    // SAFETY: this test's own file; its truncation below is what is
+    // tested (the build reads the mapping only through write(2), which
+    // fails instead of faulting).
+    let mapping = unsafe {
+        mmbatch_mmap::Mapping::file(
+            file.as_fd(),
+            0,
+            data.len(),
+            mmbatch_mmap::ProtFlags::READ,
+            mmbatch_mmap::MapFlags::SHARED,
+        )
+    }
+    .unwrap();
+    let source = mmbatch_faultaround::InMemory(Mapped(mapping));
+    let whole = UffdRegion::page_cache_from(&source, 16 * PAGE).unwrap();
+    let mut back = vec![0u8; 16 * PAGE];
+    std::os::unix::fs::FileExt::read_exact_at(&whole, &mut back, 0).unwrap();
+    assert!(back == data, "the page cache is not the image");
+    file.set_len(8 * PAGE as u64 + 100).unwrap();
+    let e = UffdRegion::page_cache_from(&source, 16 * PAGE).unwrap_err();
+    println!("{e}");
+    assert!(
+        matches!(e, mmbatch_faultaround::Error::PageFailed { page: 9, .. }),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("EFAULT"), "{e}");
     std::process::exit(0);
 }

@@ -44,10 +44,23 @@ impl UffdRegion {
         let file = File::from(fd);
         file.set_len(len as u64).map_err(sys("ftruncate"))?;
         let mut buf = vec![0u8; page];
-        for p in 0..(len / page) as u64 {
+        let pages = (len / page) as u64;
+        let mut p = 0;
+        while p < pages {
+            // A source in memory is written from its own bytes, a run of
+            // pages a call: the kernel's copy fails a page it cannot read
+            // (a mapped file cut short) with EFAULT, where a read of it
+            // here would kill the process with SIGBUS.
+            let n = (pages - p).min(SLICE_PAGES);
+            if let Some(bytes) = source.pages(p, n as usize, page) {
+                write_run(&file, bytes, p, page)?;
+                p += n;
+                continue;
+            }
             read_whole(source, p, &mut buf)?;
             file.write_all_at(&buf, p * page as u64)
                 .map_err(sys("writing the page cache"))?;
+            p += 1;
         }
         Ok(file)
     }
@@ -148,11 +161,87 @@ impl UffdRegion {
         // cache.
         let mut buf = vec![0u8; page];
         for (p, chunk) in mem.chunks_mut(page).enumerate() {
-            read_whole(source, p as u64, &mut buf)?;
+            let p = p as u64;
+            // A source's bytes in memory are faulted in first, as a
+            // handler does before its copy: a page that cannot be read (a
+            // mapped file cut short) fails here, where the copy below
+            // would raise SIGBUS. (A file cut in the moment between the
+            // two still raises it: hugetlbfs has no write(2) to copy
+            // through the kernel.)
+            if let Some(bytes) = source.pages(p, 1, page) {
+                match source::fault_in(bytes) {
+                    // Before Linux 5.14: no advice, the copy as before.
+                    Ok(()) | Err(rustix::io::Errno::INVAL) => {}
+                    Err(e) => {
+                        return Err(Error::PageFailed {
+                            page: p,
+                            signal: None,
+                            source: io::Error::new(
+                                io::Error::from(e).kind(),
+                                format!(
+                                    "MADV_POPULATE_READ of the source's page {p} failed: {e}{FAULT_HINT}"
+                                ),
+                            ),
+                        });
+                    }
+                }
+                chunk.copy_from_slice(bytes);
+                continue;
+            }
+            read_whole(source, p, &mut buf)?;
             chunk.copy_from_slice(&buf);
         }
         Ok(file)
     }
+}
+
+/// Pages [`UffdRegion::page_cache_from`] writes a call from a source's
+/// slice (2 MiB of 4 KiB pages, a handler's largest window).
+const SLICE_PAGES: u64 = 512;
+
+/// What a source slice's EFAULT means, for its error.
+const FAULT_HINT: &str = " (EFAULT: the source's bytes could not be read: a `pages()` slice into \
+                          memory the kernel may not fault in, such as a mapped file cut short or \
+                          failing)";
+
+/// Writes `bytes`, the source's pages from page `first`, into the page
+/// cache `file` at their place: the kernel copies them, so a page it
+/// cannot read fails as [`Error::PageFailed`] naming it.
+fn write_run(file: &File, bytes: &[u8], first: u64, page: usize) -> Result<(), Error> {
+    let mut done = 0;
+    while done < bytes.len() {
+        match rustix::io::pwrite(file, &bytes[done..], first * page as u64 + done as u64) {
+            Ok(0) => {
+                return Err(Error::Sys {
+                    op: "writing the page cache",
+                    source: io::ErrorKind::WriteZero.into(),
+                });
+            }
+            Ok(n) => done += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(rustix::io::Errno::FAULT) => {
+                let p = first + (done / page) as u64;
+                return Err(Error::PageFailed {
+                    page: p,
+                    signal: None,
+                    source: io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "writing the source's page {p} to the page cache failed: {}{FAULT_HINT}",
+                            rustix::io::Errno::FAULT
+                        ),
+                    ),
+                });
+            }
+            Err(e) => {
+                return Err(Error::Sys {
+                    op: "writing the page cache",
+                    source: e.into(),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Page `p` of `source` into `buf`, a page [`NotReady`](PageRead::NotReady)

@@ -103,6 +103,28 @@ pub trait PageSource: Send + Sync + 'static {
     }
 }
 
+/// Faults the pages `bytes` lies in into memory, mapped, before the kernel
+/// or a copy reads them (`madvise(MADV_POPULATE_READ)`, Linux 5.14). A
+/// page that cannot be read (a mapped file cut short or failing, memory
+/// made inaccessible, another region's failed page) is an error here
+/// (EFAULT), where a read of it would be a signal that kills the process.
+/// Before 5.14 the advice is refused (EINVAL), and nothing is done.
+pub(crate) fn fault_in(bytes: &[u8]) -> rustix::io::Result<()> {
+    let page = rustix::param::page_size();
+    let head = bytes.as_ptr().addr() % page;
+    let start = bytes.as_ptr().wrapping_sub(head);
+    let len = (head + bytes.len()).next_multiple_of(page);
+    // SAFETY: the whole pages `bytes` lies in, mapped (it is a live
+    // slice); populating reads them in and changes no contents.
+    unsafe {
+        rustix::mm::madvise(
+            start.cast_mut().cast(),
+            len,
+            rustix::mm::Advice::LinuxPopulateRead,
+        )
+    }
+}
+
 /// Zeroes enough for the largest window (512 pages of 4 KiB).
 static ZEROES: [u8; 2 << 20] = [0; 2 << 20];
 

@@ -19,7 +19,7 @@ use super::sys::Uffd;
 use mmbatch_mmap::Mapping;
 use rustix::event::{PollFd, PollFlags, poll};
 
-use super::{PageRead, PageSource, REPLAY_RUN};
+use super::{PageRead, PageSource, REPLAY_RUN, source::fault_in};
 use crate::Window;
 
 mod areas;
@@ -395,7 +395,8 @@ impl Shared {
         let _in = self.in_source(k);
         catch_unwind(AssertUnwindSafe(|| {
             let pages = self.source_slice(p, n)?;
-            fault_in(pages);
+            // Its error is the copy's to report.
+            let _ = fault_in(pages);
             Some(pages)
         }))
         .ok()
@@ -682,28 +683,6 @@ impl Shared {
             let _ = self.copy_run(start, run_len, &buf[..run_len * self.page], true);
         }
     }
-}
-
-/// Faults the pages `bytes` lies in into memory, mapped, before the kernel
-/// reads them (`madvise(MADV_POPULATE_READ)`, Linux 5.14). A page that
-/// cannot be read (a mapped file cut short or failing, memory made
-/// inaccessible, another region's failed page) is left to the copy, which
-/// fails it with EFAULT: read from here, it would be a signal that kills
-/// the process. Before 5.14 the advice is refused, and nothing is done.
-fn fault_in(bytes: &[u8]) {
-    let page = rustix::param::page_size();
-    let head = bytes.as_ptr().addr() % page;
-    let start = bytes.as_ptr().wrapping_sub(head);
-    let len = (head + bytes.len()).next_multiple_of(page);
-    // SAFETY: the whole pages `bytes` lies in, mapped (it is a live
-    // slice); populating reads them in and changes no contents.
-    let _ = unsafe {
-        rustix::mm::madvise(
-            start.cast_mut().cast(),
-            len,
-            rustix::mm::Advice::LinuxPopulateRead,
-        )
-    };
 }
 
 /// The maximal runs of consecutive pages of `pages` for which `wanted`
