@@ -339,13 +339,65 @@ fn check_interleaved(p: *mut u8, len: usize) {
         )
     };
     assert_eq!(r, 0, "move_pages: {}", std::io::Error::last_os_error());
+    // Where the pages are (a node, or a negative errno), for the message.
+    let mut seen = std::collections::BTreeMap::new();
+    for &s in &status {
+        *seen.entry(s).or_insert(0usize) += 1;
+    }
     for n in &nodes {
-        let on = status.iter().filter(|&&s| s == *n as i32).count();
+        let on = seen.get(&(*n as i32)).copied().unwrap_or(0);
         assert!(
             on * nodes.len() * 2 >= count,
-            "region/interleave: only {on} of {count} sampled pages on node {n} of {nodes:?}: not interleaved"
+            "region/interleave: only {on} of {count} sampled pages on node {n} of {nodes:?}: not interleaved \
+             (move_pages' status: count {seen:?}; free memory now, MiB: {:?})",
+            nodes
+                .iter()
+                .map(|&n| node_free(n).map(|b| b >> 20))
+                .collect::<Vec<_>>()
         );
     }
+}
+
+/// Node `n`'s free memory in bytes, as the kernel counts it
+/// (`MemFree` in `/sys/devices/system/node/nodeN/meminfo`), or `None`
+/// where that cannot be read.
+fn node_free(n: usize) -> Option<usize> {
+    let s = std::fs::read_to_string(format!("/sys/devices/system/node/node{n}/meminfo")).ok()?;
+    let kib: usize = s
+        .lines()
+        .find(|l| l.contains("MemFree:"))?
+        .split_whitespace()
+        .rev()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kib << 10)
+}
+
+/// Headroom [`interleave_refusal`] wants on each node beyond its share:
+/// the kernel's watermarks (a few MiB a GiB) with room to spare.
+const NODE_HEADROOM: usize = 32 << 20;
+
+/// Why the interleaved row of `bytes` cannot measure interleaving here,
+/// if it cannot: a node with memory whose free memory is under twice its
+/// share plus [`NODE_HEADROOM`]. Interleaving passes a short node's pages
+/// to the next node, so the row would time one node's pages (CI's guest
+/// once put none of 4096 sampled pages on node 0).
+fn interleave_refusal(bytes: usize, nodes: &[usize]) -> Option<String> {
+    let need = 2 * bytes / nodes.len().max(1) + NODE_HEADROOM;
+    nodes.iter().find_map(|&n| {
+        let free = node_free(n)?;
+        (free < need).then(|| {
+            format!(
+                "region/interleave not run: node {n} has {} MiB free, under the {} MiB a node the row needs \
+                 (twice its share of the {} MiB area, and {} MiB for the kernel's watermarks)",
+                free >> 20,
+                need >> 20,
+                bytes >> 20,
+                NODE_HEADROOM >> 20
+            )
+        })
+    })
 }
 
 fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
@@ -359,7 +411,10 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
         Kind::RegionThp,
         Kind::RegionChunked,
     ];
-    if host.nodes >= 2 {
+    let refusal = (host.nodes >= 2)
+        .then(|| interleave_refusal(bytes, &memory_nodes()))
+        .flatten();
+    if host.nodes >= 2 && refusal.is_none() {
         kinds.push(Kind::RegionInterleave);
     }
     let samples = cfg.samples.clamp(1, MAX_SAMPLES);
@@ -433,6 +488,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     if host.nodes < 2 {
         notes.push("region/interleave not run: this host has one NUMA node".to_owned());
     }
+    notes.extend(refusal);
     if thp_always() {
         notes.push(
             "THP is \"always\" here: the base-page rows map, advise MADV_NOHUGEPAGE and mlock, \
@@ -511,5 +567,18 @@ AnonHugePages:      4096 kB
                 }
             }
         }
+    }
+
+    /// The interleaved row is refused, naming the node, where a node has
+    /// too little free memory for its share, and runs where it has room.
+    #[test]
+    fn the_interleaved_row_is_refused_on_a_node_short_of_memory() {
+        let free = node_free(0).expect("node 0's meminfo");
+        let why = interleave_refusal(free, &[0, 0]).expect("refused at its free memory");
+        assert!(
+            why.contains("node 0 has") && why.contains("MiB free"),
+            "{why}"
+        );
+        assert_eq!(interleave_refusal(0, &[0]), None, "{free} bytes free");
     }
 }

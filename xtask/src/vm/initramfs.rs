@@ -66,6 +66,13 @@ pub(super) fn init_script(
     if let Some((args, limit)) = repro {
         // Its own limit: an experiment at a larger scale may take longer
         // than a test binary may; the guest's whole time bounds it.
+        // Each node's free memory first: an experiment's NUMA row that
+        // finds a node short says so, and this line says what the tests
+        // left behind.
+        s += "for n in /sys/devices/system/node/node*; do\n\
+                echo \"mmbatch-vm: before repro: $(basename $n) $(grep MemFree $n/meminfo | sed 's/.*MemFree: *//') free\"\n\
+              done\n\
+              echo \"mmbatch-vm: before repro: /tmp holds $(du -sk /tmp | cut -f1) kB\"\n";
         s += &format!("limit={limit}\nrun repro /repro {args} --out /tmp/repro\n");
     }
     // The status line twice, a second apart, and a second more before the
