@@ -1077,3 +1077,66 @@ fn a_page_not_ready_waits_for_its_own_timeout() {
     assert!(e.contains("did not have page 3 ready within 0ns"), "{e}");
     std::process::exit(0);
 }
+
+/// A source whose pages arrive only by its `wait_ready` (a download that
+/// lands a page while the handler waits on it): the handler and the page
+/// cache call it between a `NotReady` and the next read, with the nap as
+/// its timeout, and serve the page as soon as it returns. The handler
+/// that only slept failed the page at its not-ready timeout (the reader
+/// got its signal).
+#[test]
+fn a_page_not_ready_is_waited_for_through_the_source() {
+    use std::sync::Mutex;
+    /// Page `i` is ready once `wait_ready(i, _)` was called twice.
+    struct Landing {
+        waits: Mutex<Vec<(u64, Duration)>>,
+    }
+    impl PageSource for Landing {
+        fn len(&self) -> u64 {
+            8 * PAGE as u64
+        }
+        fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+            let waits = self.waits.lock().unwrap();
+            if waits.iter().filter(|w| w.0 == index).count() < 2 {
+                return PageRead::NotReady;
+            }
+            buf.copy_from_slice(&image(8)[index as usize * PAGE..][..PAGE]);
+            PageRead::Ready
+        }
+        fn wait_ready(&self, index: u64, timeout: Duration) {
+            self.waits.lock().unwrap().push((index, timeout));
+        }
+    }
+    let name = "a_page_not_ready_is_waited_for_through_the_source";
+    if let Some(run) = child::parent(name, LIMIT) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    let landing = || Landing {
+        waits: Mutex::new(Vec::new()),
+    };
+    let cache = UffdRegion::page_cache_from(&landing(), 8 * PAGE).unwrap();
+    let mut back = vec![0u8; 8 * PAGE];
+    std::os::unix::fs::FileExt::read_exact_at(&cache, &mut back, 0).unwrap();
+    assert!(back == image(8), "the page cache is not the image");
+    // Shared: the test reads the waits the handler made.
+    let src = Arc::new(landing());
+    let r = UffdRegion::builder(8 * PAGE)
+        .not_ready_timeout(Duration::from_secs(2))
+        .build(src.clone())
+        .unwrap();
+    let sig = touch(&r, 3 * PAGE + 5);
+    assert_eq!(sig, 0, "page 3 failed: {:?}", r.failure());
+    assert_eq!(r.as_slice()[3 * PAGE + 5], image(8)[3 * PAGE + 5]);
+    let waits = src.waits.lock().unwrap().clone();
+    println!("{waits:?}");
+    assert!(waits.iter().any(|w| w.0 == 3), "{waits:?}");
+    assert!(
+        waits
+            .iter()
+            .all(|w| (Duration::from_micros(50)..=Duration::from_millis(5)).contains(&w.1)),
+        "a wait's timeout is not the handler's nap: {waits:?}"
+    );
+    std::process::exit(0);
+}

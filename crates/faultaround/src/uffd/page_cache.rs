@@ -278,7 +278,7 @@ fn read_whole(source: &dyn PageSource, p: u64, buf: &mut [u8]) -> Result<(), Err
                 )));
             }
             PageRead::NotReady => {
-                std::thread::sleep(nap);
+                source.wait_ready(p, nap);
                 nap = (nap * 2).min(Duration::from_millis(5));
             }
         }

@@ -1,7 +1,7 @@
 //! [`PageSource`]: where a [`UffdRegion`](super::UffdRegion)'s pages come
 //! from, and the sources built in.
 
-use std::{fs::File, io, os::unix::fs::FileExt};
+use std::{fs::File, io, os::unix::fs::FileExt, time::Duration};
 
 /// What a source made of a page request.
 #[derive(Debug)]
@@ -39,7 +39,9 @@ pub enum PageRead {
 ///   is dropped: keep it `Sync`, and keep what it uses alive on its own
 ///   (an `Arc`), not borrowed from the region's owner.
 /// - [`PageRead::NotReady`] is polled: the handler calls again, after
-///   naps of 50 us doubling to 5 ms, until the page is ready or the
+///   [`wait_ready`](Self::wait_ready) (by default naps of 50 us doubling
+///   to 5 ms; a source that can tell when a page arrives wakes it then),
+///   until the page is ready or the
 ///   [not-ready timeout](crate::UffdRegionBuilder::not_ready_timeout)
 ///   (by default the source timeout); the handler thread serves nothing
 ///   else meanwhile. Make such calls cheap and idempotent, and build with
@@ -89,6 +91,65 @@ pub trait PageSource: Send + Sync + 'static {
             }
         }
         PageRead::Ready
+    }
+
+    /// Waits at most `timeout` for page `index` to become ready: the
+    /// handler calls it after [`read_page`](Self::read_page) said
+    /// [`NotReady`](PageRead::NotReady), before asking again. By default
+    /// it sleeps the whole `timeout` (the handler's nap, 50 us doubling to
+    /// 5 ms). A source that knows when a page arrives (a download) returns
+    /// as soon as it does, so the fault is served then, not at the nap's
+    /// end; returning early for any reason is fine, the handler asks
+    /// again. Timed as the other calls are: one that outlasts the source
+    /// timeout fails the page.
+    ///
+    /// ```
+    /// use std::sync::{Condvar, Mutex};
+    /// use std::time::Duration;
+    /// use mmbatch_faultaround::{PageRead, PageSource};
+    ///
+    /// /// A snapshot still downloading: a page is ready once it arrived.
+    /// struct Download {
+    ///     pages: Mutex<Vec<Option<Box<[u8]>>>>,
+    ///     arrived: Condvar,
+    /// }
+    ///
+    /// impl Download {
+    ///     /// Called by the downloader as each page lands.
+    ///     fn arrive(&self, index: usize, page: Box<[u8]>) {
+    ///         self.pages.lock().unwrap()[index] = Some(page);
+    ///         self.arrived.notify_all();
+    ///     }
+    /// }
+    ///
+    /// impl PageSource for Download {
+    ///     fn len(&self) -> u64 {
+    ///         (self.pages.lock().unwrap().len() * 4096) as u64
+    ///     }
+    ///     fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+    ///         match &self.pages.lock().unwrap()[index as usize] {
+    ///             Some(page) => {
+    ///                 buf.copy_from_slice(page);
+    ///                 PageRead::Ready
+    ///             }
+    ///             None => PageRead::NotReady,
+    ///         }
+    ///     }
+    ///     fn wait_ready(&self, index: u64, timeout: Duration) {
+    ///         let pages = self.pages.lock().unwrap();
+    ///         let _ = self
+    ///             .arrived
+    ///             .wait_timeout_while(pages, timeout, |p| p[index as usize].is_none());
+    ///     }
+    /// }
+    /// # let d = Download { pages: Mutex::new(vec![None; 2]), arrived: Condvar::new() };
+    /// # d.arrive(1, vec![7; 4096].into());
+    /// # d.wait_ready(1, Duration::from_secs(60));
+    /// # assert!(matches!(d.read_page(1, &mut [0; 4096]), PageRead::Ready));
+    /// ```
+    fn wait_ready(&self, index: u64, timeout: Duration) {
+        let _ = index;
+        std::thread::sleep(timeout);
     }
 
     /// The bytes of `count` pages from page `index`, if the source holds
@@ -170,6 +231,38 @@ fn read_bytes(image: &[u8], index: u64, buf: &mut [u8]) -> PageRead {
 
 /// An image in memory is its own bytes: copied into a region straight
 /// from them, with no bounce buffer.
+/// A source shared with its owner (a downloader that marks pages as they
+/// land keeps the other handle): every call goes to the source.
+impl<S: PageSource + ?Sized> PageSource for std::sync::Arc<S> {
+    fn len(&self) -> u64 {
+        (**self).len()
+    }
+
+    fn is_empty(&self) -> bool {
+        (**self).is_empty()
+    }
+
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+        (**self).read_page(index, buf)
+    }
+
+    fn check(&self) -> io::Result<()> {
+        (**self).check()
+    }
+
+    fn read_pages(&self, index: u64, count: usize, buf: &mut [u8]) -> PageRead {
+        (**self).read_pages(index, count, buf)
+    }
+
+    fn wait_ready(&self, index: u64, timeout: Duration) {
+        (**self).wait_ready(index, timeout)
+    }
+
+    fn pages(&self, index: u64, count: usize, page_size: usize) -> Option<&[u8]> {
+        (**self).pages(index, count, page_size)
+    }
+}
+
 impl PageSource for Vec<u8> {
     fn len(&self) -> u64 {
         self.len() as u64

@@ -448,7 +448,18 @@ impl Shared {
                     ),
                 )));
             }
-            std::thread::sleep(nap);
+            // Timed as the source's other calls are: a wait that never
+            // returns is a hung source.
+            let waited = {
+                let _in = self.in_source(k);
+                catch_unwind(AssertUnwindSafe(|| self.source.wait_ready(p, nap)))
+            };
+            if let Err(payload) = waited {
+                return Err(Unready::Failed(io::Error::other(format!(
+                    "the page source panicked waiting for page {p}: {}",
+                    panic_message(&*payload)
+                ))));
+            }
             nap = (nap * 2).min(Duration::from_millis(5));
         }
     }
