@@ -18,10 +18,15 @@ pub fn clear(buf: &mut [u8], max_threads: usize) {
     clear_aligned(buf, 1, MIN_CHUNK, max_threads);
 }
 
+/// The job [`clear_aligned`] runs over `len` bytes.
+pub(crate) fn clear_job(len: usize, align: usize, min_chunk: usize, max_threads: usize) -> Job {
+    Job::with_all(0, len, align, min_chunk, max_threads.max(1))
+}
+
 /// `clear` with chunks aligned to `align` and at least `min_chunk` long
 /// (`buf.len()` must be a multiple of `align`).
 pub(crate) fn clear_aligned(buf: &mut [u8], align: usize, min_chunk: usize, max_threads: usize) {
-    let job = Job::with_all(0, buf.len(), align, min_chunk, max_threads.max(1));
+    let job = clear_job(buf.len(), align, min_chunk, max_threads);
     let r = run_slice::<u8, Infallible>(&job, buf, |_, chunk| {
         chunk.fill(0);
         Ok(())

@@ -7,9 +7,14 @@ use std::{fmt, fs, io};
 use mmbatch_mmap::{HugePageSize, HugePagesUnavailable, Mapping, ProtFlags};
 
 use crate::{
+    MIN_CHUNK,
     clear::clear_aligned,
     mem::{PopulateError, populate_aligned},
 };
+
+/// [`HugeRegion::clear`]'s chunks: boundaries on and lengths of at least
+/// this many bytes, whatever the page size (a 1 GiB page is split).
+const CLEAR_CHUNK: usize = MIN_CHUNK;
 
 /// Why a huge-page region could not be made.
 #[derive(Debug)]
@@ -346,11 +351,12 @@ impl HugeRegion {
     }
 
     /// Zeroes the region on up to `max_threads` threads (0 is taken as
-    /// 1), in chunks aligned to (and at least) one huge page (the ktask
-    /// series' parallel `clear_gigantic_page`).
+    /// 1), in chunks of 2 MiB ([`MIN_CHUNK`](crate::MIN_CHUNK)) or more on
+    /// 2 MiB boundaries: a 1 GiB page is shared among the threads, as the
+    /// ktask series' parallel `clear_gigantic_page` shared one.
+    #[doc(alias = "clear_gigantic_page")]
     pub fn clear(&mut self, max_threads: usize) {
-        let page = self.size.bytes();
-        clear_aligned(self.as_mut_slice(), page, page, max_threads);
+        clear_aligned(self.as_mut_slice(), CLEAR_CHUNK, CLEAR_CHUNK, max_threads);
     }
 
     /// Faults the region in on up to `max_threads` threads (0 is taken as
@@ -399,5 +405,19 @@ impl Drop for HugeRegion {
             let _pool = PoolLock::new(self.size);
             shrink_pool(self.size, self.grown);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One 1 GiB page is cleared on every thread asked for (the ktask
+    /// series' point); in chunks of whole huge pages it had one thread.
+    #[test]
+    fn a_gigantic_page_is_cleared_on_several_threads() {
+        let job = crate::clear::clear_job(1 << 30, CLEAR_CHUNK, CLEAR_CHUNK, 8);
+        assert_eq!(job.plan().unwrap().threads, 8);
+        assert!(HugePageSize::Size2M.bytes() % CLEAR_CHUNK == 0);
     }
 }
