@@ -51,7 +51,7 @@
 //!
 //! # Features
 //! - `numa` (off by default): NUMA placement, `numa::NumaJob`, `numa::run_numa` and
-//!   `numa::bind_memory`, through hwlocality; needs libhwloc 2.8 or later,
+//!   `numa::bind_memory` (or `prefer_memory`), through hwlocality; needs libhwloc 2.8 or later,
 //!   pkg-config and libudev installed. Without it the crate needs no
 //!   system library.
 //! - `failpoints` (tests only): fail points that let this crate's tests

@@ -453,17 +453,40 @@ impl<E: fmt::Debug + fmt::Display> std::error::Error for NumaJobError<E> {
 }
 
 /// Binds the pages of `memory` to NUMA node `node` (OS index)
-/// (`hwloc_set_area_membind`, `MPOL_BIND`): pages touched from then on
-/// come from that node, so bind a range before populating or clearing it.
-/// The binding covers the whole pages `memory` touches, so memory beside
-/// it on those pages is bound too. A hugetlb region's reservation is not
-/// per node: bound to a node with no free huge pages, a write to a page
-/// not yet faulted in is `SIGBUS`. Fault such a region in with
+/// (`hwloc_set_area_membind` with its strict flag: the kernel's
+/// `MPOL_BIND`): pages touched from then on come from that node only, so
+/// bind a range before populating or clearing it. A node out of memory
+/// reclaims, and then the kernel's OOM killer runs (or, for hugetlb
+/// pages, whose reservation is not per node, a write to a page not yet
+/// faulted in is `SIGBUS`: fault such a region in with
 /// [`HugeRegion::populate`](crate::HugeRegion::populate), which returns
-/// the error, before writing it.
+/// the error, first); [`prefer_memory`] falls back to other nodes
+/// instead. The binding covers the whole pages `memory` touches, so memory
+/// beside it on those pages is bound too.
 #[doc(alias = "mbind")]
 #[doc(alias = "hwloc_set_area_membind")]
 pub fn bind_memory(topology: &Topology, memory: &[u8], node: usize) -> Result<(), NumaError> {
+    set_memory_node(topology, memory, node, MemoryBindingFlags::STRICT)
+}
+
+/// Prefers NUMA node `node` (OS index) for the pages of `memory`
+/// (`hwloc_set_area_membind`: the kernel's `MPOL_PREFERRED_MANY`, or
+/// `MPOL_PREFERRED` before Linux 5.15): pages touched from then on come
+/// from that node while it has free memory, and from the nearest other
+/// nodes after, where [`bind_memory`] would reclaim or fail. The same
+/// whole pages are covered.
+#[doc(alias = "mbind")]
+pub fn prefer_memory(topology: &Topology, memory: &[u8], node: usize) -> Result<(), NumaError> {
+    set_memory_node(topology, memory, node, MemoryBindingFlags::empty())
+}
+
+/// [`bind_memory`] or [`prefer_memory`], by hwloc's `flags`.
+fn set_memory_node(
+    topology: &Topology,
+    memory: &[u8],
+    node: usize,
+    flags: MemoryBindingFlags,
+) -> Result<(), NumaError> {
     // A node the host does not have is refused here: hwloc's bitmaps
     // panic past their largest index, and grow to any index below it.
     let nodes = node_cpus(topology);
@@ -476,12 +499,7 @@ pub fn bind_memory(topology: &Topology, memory: &[u8], node: usize) -> Result<()
     let mut set = NodeSet::new();
     set.set(node);
     topology
-        .bind_memory_area(
-            memory,
-            &set,
-            MemoryBindingPolicy::Bind,
-            MemoryBindingFlags::empty(),
-        )
+        .bind_memory_area(memory, &set, MemoryBindingPolicy::Bind, flags)
         .map_err(|e| NumaError::Bind {
             node,
             why: e.to_string(),

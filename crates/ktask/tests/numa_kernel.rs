@@ -13,7 +13,7 @@ use std::{collections::BTreeMap, fs, ops::Range, sync::Mutex};
 use hwlocality::Topology;
 use mmbatch_ktask::{
     Mapping,
-    numa::{NodeRange, NumaJob, bind_memory, node_cpus, run_numa},
+    numa::{NodeRange, NumaJob, bind_memory, node_cpus, prefer_memory, run_numa},
 };
 
 const PAGE: usize = 4096;
@@ -285,4 +285,52 @@ fn bound_ranges_land_on_their_nodes() {
 fn cpulists_parse() {
     assert_eq!(parse_cpulist("0-3,8,10-11"), [0, 1, 2, 3, 8, 10, 11]);
     assert_eq!(parse_cpulist(""), Vec::<usize>::new());
+}
+
+/// The policy the kernel holds for the page at `addr`
+/// (`get_mempolicy(MPOL_F_ADDR)`), its mode flags masked off.
+fn policy_at(addr: *const u8) -> i32 {
+    const MPOL_F_ADDR: libc::c_ulong = 1 << 1;
+    let mut mode: i32 = -1;
+    // SAFETY: `mode` is written; no node mask is asked for (null, 0);
+    // the address is the caller's mapped page.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_get_mempolicy,
+            &mut mode as *mut i32,
+            std::ptr::null_mut::<libc::c_ulong>(),
+            0 as libc::c_ulong,
+            addr,
+            MPOL_F_ADDR,
+        )
+    };
+    assert_eq!(r, 0, "get_mempolicy: {}", std::io::Error::last_os_error());
+    mode & 0xff
+}
+
+/// `bind_memory` gives the range the kernel's `MPOL_BIND` policy, as its
+/// docs say, and `prefer_memory` a preferred one (one node is enough to
+/// ask). Without hwloc's strict flag, `bind_memory` gave
+/// `MPOL_PREFERRED_MANY` (5): pages fell back to other nodes unsaid.
+#[test]
+fn bound_memory_has_the_bind_policy() {
+    const MPOL_PREFERRED: i32 = 1;
+    const MPOL_BIND: i32 = 2;
+    const MPOL_PREFERRED_MANY: i32 = 5;
+    let topology = Topology::new().unwrap();
+    let node = node_cpus(&topology)[0].node;
+    let m = Mapping::anonymous(16 * PAGE).unwrap();
+    let (bound, preferred) = m.as_slice().unwrap().split_at(8 * PAGE);
+    bind_memory(&topology, bound, node).unwrap();
+    prefer_memory(&topology, preferred, node).unwrap();
+    assert_eq!(
+        policy_at(bound.as_ptr()),
+        MPOL_BIND,
+        "bound (1: preferred, 5: preferred-many)"
+    );
+    assert!(
+        [MPOL_PREFERRED, MPOL_PREFERRED_MANY].contains(&policy_at(preferred.as_ptr())),
+        "preferred: {}",
+        policy_at(preferred.as_ptr())
+    );
 }
