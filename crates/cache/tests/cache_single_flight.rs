@@ -14,7 +14,7 @@ use std::{
     time::Duration,
 };
 
-use mmbatch_cache::LruCache;
+use mmbatch_cache::{Compute, Computed, LruCache};
 use mmbatch_testkit::child;
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -324,6 +324,19 @@ fn a_key_removed_while_it_loads_is_not_cached() {
         })
         .unwrap();
     assert_eq!((got, c.get(&9)), (4, None), "remove_entry during its load");
+    // compute's Remove is a removal, whatever its closure saw.
+    let got = c.get_or_insert_with(12, || {
+        assert_eq!(
+            c.compute(12, |_| Compute::Remove),
+            Computed::Unchanged(None)
+        );
+        8
+    });
+    assert_eq!(
+        (got, c.get(&12)),
+        (8, None),
+        "compute's Remove during its load"
+    );
     // A conditional removal decides on a cached value, and there is none
     // yet: the load's value is cached.
     let got = c.get_or_insert_with(10, || {

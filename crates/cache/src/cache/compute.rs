@@ -51,7 +51,9 @@ where
     /// uses this one.
     /// A `Put` is an [`insert`](Self::insert) (the listener hears a
     /// replaced value as [`RemovalCause::Replaced`]), a `Remove` a
-    /// [`remove`](Self::remove); `Nop` records no hit. If `f` (or the
+    /// [`remove`](Self::remove) (a load of the key in flight does not
+    /// cache its value, whether or not a value was cached); `Nop` records
+    /// no hit. If `f` (or the
     /// weigher, or an [`Expiry`](super::Expiry)) panics, the cache is as
     /// before the call.
     ///
@@ -83,14 +85,26 @@ where
             let live = found.filter(|&i| lv.live_at(i, now));
             match f(live.map(|i| &lv.node(i).value)) {
                 Compute::Nop => Ok(Computed::Unchanged(live.map(|i| lv.node(i).value.clone()))),
-                Compute::Remove => match live {
-                    Some(i) => {
-                        let mut none = u32::MAX;
-                        let n = lv.remove(i, &mut none);
-                        Err((n.key, n.value, RemovalCause::Removed))
+                Compute::Remove => {
+                    // As `remove`: a load of the key in flight returns its
+                    // value but does not cache it. Its flights are found
+                    // (the key's `Eq`, user code) before any is marked.
+                    let flights: Vec<usize> = (lv.flights.iter().enumerate())
+                        .filter(|(_, fl)| fl.hash == hash && fl.key == key)
+                        .map(|(at, _)| at)
+                        .collect();
+                    for at in flights {
+                        lv.flights[at].invalidated = true;
                     }
-                    None => Ok(Computed::Unchanged(None)),
-                },
+                    match live {
+                        Some(i) => {
+                            let mut none = u32::MAX;
+                            let n = lv.remove(i, &mut none);
+                            Err((n.key, n.value, RemovalCause::Removed))
+                        }
+                        None => Ok(Computed::Unchanged(None)),
+                    }
+                }
                 Compute::Put(value) => {
                     let weight = self.weigh(&key, &value);
                     match self.put_locked(

@@ -147,7 +147,8 @@ where
     /// cached if its second request comes soon enough). An `insert` of
     /// the key that lands while `f` runs wins: the caller and its waiters
     /// get the inserted value, and `f`'s is dropped. A [`remove`](Self::remove)
-    /// or [`remove_entry`](Self::remove_entry) of the key, or a
+    /// or [`remove_entry`](Self::remove_entry) of the key, a
+    /// [`compute`](Self::compute) that removes it, or a
     /// [`clear`](Self::clear) or [`drain`](Self::drain), while `f` runs
     /// outdates its value (it may
     /// have been read before the change that removed the key): the caller
