@@ -109,7 +109,8 @@
 //! What happens when user code panics or an argument is out of range;
 //! each line is checked by the crate's tests and fuzz targets.
 //! - **Sizes that cannot exist** are errors, not aborts: a capacity
-//!   above [`LruCache::MAX_CAPACITY`] ([`CacheError`]). A capacity of 0
+//!   above [`LruCache::MAX_CAPACITY`] given to a builder ([`CacheError`];
+//!   [`LruCache::new`] takes it as that largest). A capacity of 0
 //!   (or `max_entries(0)`) is a cache that stores nothing.
 //! - **User code panics** — `Hash`, `Eq` or `Clone` of a key, `Clone` of
 //!   a value, the weigher, a loader: the panic reaches the caller, the

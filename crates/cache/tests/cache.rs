@@ -244,6 +244,19 @@ fn bad_configurations_explain_themselves() {
     assert_eq!(huge.len(), 1);
 }
 
+/// `new(usize::MAX)`, a quick_cache user's unbounded cache, is the
+/// largest capacity (it panicked: "capacity .. is above the largest").
+#[test]
+fn new_takes_a_capacity_too_large_as_the_largest() {
+    let unbounded = LruCache::<u64, u64>::new(usize::MAX);
+    assert_eq!(unbounded.capacity(), LruCache::<u64, u64>::MAX_CAPACITY);
+    for k in 0..10_000 {
+        unbounded.insert(k, k);
+    }
+    assert_eq!(unbounded.len(), 10_000);
+    unbounded.check_invariants().unwrap();
+}
+
 /// A capacity of 0, or `max_entries(0)`, is a cache that stores nothing
 /// (moka and quick_cache take it so; configurations use it to turn a
 /// cache off): every insertion goes to the listener as evicted and counts

@@ -250,12 +250,12 @@ impl<K: Hash + Eq + Clone, V: Clone> LruCache<K, V> {
     /// A cache of at most `capacity` entries with the default policy
     /// ([`Policy::Adaptive`]). A capacity of 0 stores nothing (see
     /// [`builder`](Self::builder)): a configuration can turn caching off.
-    ///
-    /// # Panics
-    /// If `capacity` is above [`MAX_CAPACITY`](Self::MAX_CAPACITY) (use
-    /// [`builder`](Self::builder) to get the error instead).
+    /// A capacity above [`MAX_CAPACITY`](Self::MAX_CAPACITY) (2^48) is
+    /// taken as that, so `new(usize::MAX)` is a cache bounded only by
+    /// memory, as quick_cache's is; nothing is allocated for it ahead.
     pub fn new(capacity: usize) -> Self {
-        Self::builder(capacity as u64)
+        let capacity = (capacity as u64).min(MAX_CAPACITY);
+        Self::builder(capacity)
             .build()
             .unwrap_or_else(|e| panic!("LruCache::new({capacity}): {e}"))
     }
