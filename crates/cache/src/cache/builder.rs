@@ -23,7 +23,9 @@ pub type DefaultHashBuilder = foldhash::quality::RandomState;
 /// `Fn(&K, &V) -> u64`, which [`Builder::weigher`] takes; a type of your
 /// own goes to [`Builder::weigher_with`].
 pub trait Weigher<K, V> {
-    /// The entry's weight; 0 counts as 1.
+    /// The entry's weight; 0 counts as 1 (in quick_cache and Caffeine a
+    /// weight of 0 exempts an entry from eviction: pin entries here with
+    /// [`Builder::pinned`]).
     fn weight(&self, key: &K, value: &V) -> u64;
 }
 
@@ -55,21 +57,26 @@ pub enum RemovalCause {
     /// of the capacity, never cached ([`CacheStats::rejected`]), and a new
     /// entry refused admission ([`CacheStats::not_admitted`]).
     Evicted,
-    /// Its value was replaced by an `insert` of the same key, or by a
-    /// [`compute`](super::LruCache::compute) returning `Put` (the old
-    /// value is heard; both also return it).
+    /// Its value was replaced by a new value of the same key (the old
+    /// value is heard): an `insert`, a
+    /// [`compute`](super::LruCache::compute) returning `Put`, or a load
+    /// that replaces a cached value
+    /// ([`get_or_insert_with_if`](super::LruCache::get_or_insert_with_if)
+    /// and its kin).
     Replaced,
-    /// Taken out by [`remove`](super::LruCache::remove),
-    /// [`retain`](super::LruCache::retain), or a
+    /// Taken out by a call that names it or picks it:
+    /// [`remove`](super::LruCache::remove), `remove_if`, `remove_entry`,
+    /// [`retain`](super::LruCache::retain), `drain`, or a
     /// [`compute`](super::LruCache::compute) returning `Remove`.
     Removed,
     /// Dropped by [`clear`](super::LruCache::clear).
     Cleared,
     /// Its time to live or to idle ended (it was never returned after
-    /// that): heard when the shard's own work reclaims it, or when any
-    /// call that takes entries out finds it expired
-    /// ([`purge_expired`](super::LruCache::purge_expired), `remove`,
-    /// `retain`, `clear`, `drain`, an insertion over it).
+    /// that): heard when the shard's own work reclaims it, or when a call
+    /// that would take it out or write over it finds it expired
+    /// ([`purge_expired`](super::LruCache::purge_expired), the removals,
+    /// `retain`, `clear`, `drain`, an `insert`, `compute`, load or `warm`
+    /// of its key).
     Expired,
 }
 
@@ -339,10 +346,15 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     }
 
     /// Entries expire this long after they are inserted (or replaced):
-    /// never returned after that, and reclaimed by the shard's own work
-    /// within a bounded number of its writes ([docs/cache.md][expiry]).
-    /// Costs 8 bytes an entry; without expiry, nothing. `Duration::MAX`
-    /// never expires; zero is refused at build.
+    /// never returned after that (up to one tick of the coarse clock, 1-10
+    /// ms, early). They are reclaimed, leaving [`len`](super::LruCache::len)
+    /// and heard by the listener, by the shard's own writes (each within
+    /// `len / 2` inserts into its shard) or by
+    /// [`purge_expired`](super::LruCache::purge_expired): a cache that is
+    /// only read keeps them until that is called, as moka's does until
+    /// `run_pending_tasks` ([docs/cache.md][expiry]). Costs 8 bytes an
+    /// entry; without expiry, nothing. `Duration::MAX` never expires;
+    /// zero is refused at build.
     ///
     /// [expiry]: https://github.com/mmbatch/mmbatch/blob/main/docs/cache.md#expiry
     pub fn time_to_live(mut self, live: Duration) -> Self {

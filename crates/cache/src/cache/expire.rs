@@ -12,8 +12,9 @@ use super::shard::Deadline;
 /// `Some(Duration::ZERO)` expires at once (no later lookup returns the
 /// entry — a read that sets it still returns its value — and it is heard
 /// as [`Expired`](super::RemovalCause::Expired) when reclaimed). Calls
-/// may run under the entry's shard lock (the write lock, the read lock for
-/// `expire_after_read`), as a key's `Eq` does, and must not use the cache.
+/// run under the entry's shard lock (the write lock; for
+/// `expire_after_read`, the read lock or the write lock), as a key's `Eq`
+/// does, and must not use the cache.
 /// A panic leaves the cache as before the call. Each value stored is asked
 /// about once: created if its key was not cached (or had expired),
 /// updated if it replaces a live value; a value `warm` loads and then
