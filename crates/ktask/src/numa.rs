@@ -75,6 +75,10 @@ pub enum NumaError {
     },
     /// A node's range is not a valid job.
     Job(JobError),
+    /// A range that ends before it starts (it would run nothing).
+    Reversed(NodeRange),
+    /// Two ranges share units, which would be worked twice.
+    Overlap(NodeRange, NodeRange),
     /// hwloc refused to bind memory to a node that exists
     /// ([`bind_memory`]).
     Bind {
@@ -95,6 +99,17 @@ impl fmt::Display for NumaError {
                 )
             }
             NumaError::Job(e) => write!(f, "{e}"),
+            NumaError::Reversed(r) => write!(
+                f,
+                "node {}'s range {:?} ends before it starts: give start..end with start <= end",
+                r.node, r.range
+            ),
+            NumaError::Overlap(a, b) => write!(
+                f,
+                "node {}'s range {:?} and node {}'s range {:?} overlap: their shared units would \
+                 be worked twice; give each unit to one node",
+                a.node, a.range, b.node, b.range
+            ),
             NumaError::Bind { node, why } => write!(
                 f,
                 "binding memory to NUMA node {node}: {why} (a cgroup's cpuset.mems or a \
@@ -201,7 +216,24 @@ impl NumaJob {
     /// `max_threads_per_node`. A node without CPUs (memory only) runs on
     /// every CPU of the machine. A pure function of `nodes` ([`node_cpus`]
     /// of a topology), so it can be tried on any machine.
+    ///
+    /// # Errors
+    /// A node the topology lacks, a range that ends before it starts or
+    /// that overlaps another (its units would run twice), or a range that
+    /// is not a valid [`Job`] (misaligned, overflowing).
     pub fn place(&self, nodes: &[NodeCpus]) -> Result<Vec<Placement>, NumaError> {
+        if let Some(r) = self.ranges.iter().find(|r| r.range.start > r.range.end) {
+            return Err(NumaError::Reversed(r.clone()));
+        }
+        let mut sorted: Vec<&NodeRange> =
+            self.ranges.iter().filter(|r| !r.range.is_empty()).collect();
+        sorted.sort_by_key(|r| r.range.start);
+        if let Some(w) = sorted
+            .windows(2)
+            .find(|w| w[1].range.start < w[0].range.end)
+        {
+            return Err(NumaError::Overlap(w[0].clone(), w[1].clone()));
+        }
         let all: Vec<usize> = {
             let mut v: Vec<usize> = nodes.iter().flat_map(|n| n.cpus.iter().copied()).collect();
             v.sort_unstable();

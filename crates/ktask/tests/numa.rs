@@ -94,7 +94,7 @@ fn uneven_nodes_get_threads_by_their_cpus() {
         .iter()
         .map(|&n| NodeRange {
             node: n,
-            range: 0..64 * MIB,
+            range: n * 64 * MIB..(n + 1) * 64 * MIB,
         })
         .collect();
     let p = NumaJob::new(ranges.as_slice())
@@ -104,6 +104,41 @@ fn uneven_nodes_get_threads_by_their_cpus() {
         .place(&nodes)
         .unwrap();
     assert_eq!(p.iter().map(|p| p.threads).collect::<Vec<_>>(), [1, 1, 2]);
+}
+
+/// A range that ends before it starts, or two that share units, are
+/// refused with the ranges named; they were run (the first as nothing,
+/// the shared units twice) and `Ok`.
+#[test]
+fn reversed_and_overlapping_ranges_are_refused() {
+    let nodes = [
+        NodeCpus {
+            node: 0,
+            cpus: vec![0],
+        },
+        NodeCpus {
+            node: 1,
+            cpus: vec![1],
+        },
+    ];
+    let r = |node, range| NodeRange { node, range };
+    // From arithmetic gone wrong, as a caller's would.
+    let (start, end) = (10, 5);
+    let reversed = NumaJob::new([r(0, start..end)]).place(&nodes).unwrap_err();
+    assert_eq!(reversed, NumaError::Reversed(r(0, start..end)));
+    assert!(
+        reversed.to_string().contains("ends before it starts"),
+        "{reversed}"
+    );
+    let overlap = NumaJob::new([r(1, 50..60), r(0, 0..100), r(1, 200..300)])
+        .place(&nodes)
+        .unwrap_err();
+    assert_eq!(overlap, NumaError::Overlap(r(0, 0..100), r(1, 50..60)));
+    assert!(overlap.to_string().contains("worked twice"), "{overlap}");
+    // Touching ranges, and an empty one inside another, are fine.
+    NumaJob::new([r(0, 0..100), r(1, 100..200), r(1, 50..50)])
+        .place(&nodes)
+        .unwrap();
 }
 
 #[test]
