@@ -23,6 +23,7 @@ use mmbatch_ktask::{
     numa::{NodeRange, NumaJob, bind_memory, node_cpus, run_numa},
     populate,
 };
+use mmbatch_mmap::{MapFlags, ProtFlags};
 
 use crate::{Config, Experiment, Host, Metric, Progress, Report, Row, SeedRef, Stat, Table};
 
@@ -97,7 +98,16 @@ pub fn measure_clear(buf: &mut [u8], threads: usize) -> f64 {
 pub fn measure_populate(bytes: usize, threads: usize) -> f64 {
     if threads == 0 {
         let mut m = None;
-        let s = secs(|| m = Some(Mapping::populated(bytes).expect("mmap")));
+        let s = secs(|| {
+            m = Some(
+                Mapping::new(
+                    bytes,
+                    ProtFlags::READ | ProtFlags::WRITE,
+                    MapFlags::PRIVATE | MapFlags::POPULATE,
+                )
+                .expect("mmap"),
+            );
+        });
         drop(m);
         s
     } else {

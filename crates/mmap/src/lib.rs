@@ -114,16 +114,24 @@ impl Mapping {
     }
 
     /// As [`anonymous`](Self::anonymous), every page faulted in now
-    /// (`MAP_POPULATE`).
+    /// (`madvise(MADV_POPULATE_WRITE)`, Linux 5.14; `MAP_POPULATE` before,
+    /// which does not say when it stops short).
     ///
     /// # Errors
-    /// As [`new`](Self::new).
+    /// As [`new`](Self::new); and the populate's: `ENOMEM` where the
+    /// memory (or the memory cgroup's limit) runs out part way, where
+    /// `MAP_POPULATE` returned the mapping as if whole and a later touch
+    /// met the OOM killer. The mapping is unmapped then.
     pub fn populated(len: usize) -> io::Result<Self> {
-        Self::new(
-            len,
-            ProtFlags::READ | ProtFlags::WRITE,
-            MapFlags::PRIVATE | MapFlags::POPULATE,
-        )
+        populate(Self::anonymous(len)?).or_else(|e| match e.raw_os_error() {
+            // Before Linux 5.14: no such advice.
+            Some(e) if e == rustix::io::Errno::INVAL.raw_os_error() => Self::new(
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE | MapFlags::POPULATE,
+            ),
+            _ => Err(e),
+        })
     }
 
     /// An anonymous mapping of `len` bytes with `prot` and `flags`
@@ -476,6 +484,13 @@ impl Drop for Mapping {
 /// six flag bits from here.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 const MAP_HUGE_SHIFT: u32 = 26;
+
+/// `m` with every page faulted in for writing (`MADV_POPULATE_WRITE`),
+/// or the kernel's error, `m` unmapped.
+fn populate(m: Mapping) -> io::Result<Mapping> {
+    m.advise(0..m.len(), Advice::PopulateWrite)?;
+    Ok(m)
+}
 
 /// The huge page size a `MAP_HUGETLB` mapping with `flags` gets: the size
 /// its `MAP_HUGE_*` bits name, else the system's default

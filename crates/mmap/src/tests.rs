@@ -192,6 +192,25 @@ fn anonymous_and_populated_are_private_read_write_memory() {
     }
 }
 
+/// `populated` faults every page in, and a populate the kernel stops
+/// short is an error with the mapping gone (`MAP_POPULATE` said nothing:
+/// a mapping it left unpopulated came back as if whole).
+#[test]
+fn a_populate_that_stops_short_is_an_error() {
+    let m = Mapping::populated(64 << 12).unwrap();
+    let mut resident = [0u8; 64];
+    // SAFETY: the mapping's 64 pages, and a vector of 64 bytes.
+    let r = unsafe { libc::mincore(m.as_ptr().cast(), 64 << 12, resident.as_mut_ptr()) };
+    assert_eq!(r, 0);
+    assert!(resident.iter().all(|&b| b & 1 == 1), "{resident:?}");
+    // Read-only memory cannot be faulted in for writing: the populate
+    // the kernel refuses, as it would one out of memory.
+    // (The mapping, moved in, is dropped with the error.)
+    let ro = Mapping::new(16 << 12, ProtFlags::READ, MapFlags::PRIVATE).unwrap();
+    let e = populate(ro).unwrap_err();
+    assert!(e.raw_os_error().is_some(), "{e}");
+}
+
 /// The huge page size a mapping's flags name, and the default when
 /// they name none.
 #[test]
