@@ -72,6 +72,48 @@ impl HugePageSize {
     }
 }
 
+/// The huge page sizes, in KiB, that the kernel has pools for: the
+/// `hugepages-<N>kB` directories of `dir` (`/sys/kernel/mm/hugepages`);
+/// `None` where it cannot be read (no sysfs, as in some containers).
+pub(crate) fn sizes_here(dir: &str) -> Option<Vec<usize>> {
+    let mut sizes: Vec<usize> = fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            name.strip_prefix("hugepages-")?
+                .strip_suffix("kB")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    sizes.sort_unstable();
+    Some(sizes)
+}
+
+/// The error for a hugetlb mapping of `page`-byte pages the kernel
+/// refused (`EINVAL`) when `sizes` (KiB, [`sizes_here`]) lacks that size:
+/// the CPU or the kernel has no such pages, which a bare "Invalid
+/// argument" did not say. `None` if the size is there.
+pub(crate) fn size_missing(page: usize, sizes: Vec<usize>) -> Option<io::Error> {
+    let kib = page / 1024;
+    (!sizes.contains(&kib)).then(|| {
+        let here: Vec<String> = sizes.iter().map(|&k| format!("{k} kB")).collect();
+        io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "this kernel has no {kib} kB huge pages (no hugepages-{kib}kB pool under \
+                 /sys/kernel/mm/hugepages; its sizes: {}): use one of those sizes; 1 GiB pages \
+                 need a CPU with them (x86's pdpe1gb) and often the boot parameter hugepagesz=1G",
+                if here.is_empty() {
+                    "none".to_owned()
+                } else {
+                    here.join(", ")
+                }
+            ),
+        )
+    })
+}
+
 /// The pool of `size` pages has fewer free pages than a mapping needs:
 /// the error every mmbatch crate returns for it, with the command that
 /// reserves them (or, past the machine's memory, saying so).

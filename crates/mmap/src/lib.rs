@@ -171,7 +171,15 @@ impl Mapping {
         };
         // SAFETY: no MAP_FIXED (checked), so the kernel picks a range no
         // one else owns.
-        let p = unsafe { rustix::mm::mmap_anonymous(std::ptr::null_mut(), len, prot, flags) }?;
+        let p = unsafe { rustix::mm::mmap_anonymous(std::ptr::null_mut(), len, prot, flags) }
+            .map_err(|e| {
+                let hugetlb = flags.contains(MapFlags::HUGETLB) && e == rustix::io::Errno::INVAL;
+                let sizes = || huge::sizes_here(HUGEPAGES_DIR);
+                hugetlb
+                    .then(|| huge::size_missing(page, sizes()?))
+                    .flatten()
+                    .unwrap_or_else(|| e.into())
+            })?;
         let p = NonNull::new(p.cast()).expect("mmap does not return NULL without MAP_FIXED");
         // SAFETY: the kernel gave us [p, p + len).
         let mut m = unsafe { Self::from_raw_parts(p, len, prot) };
@@ -479,6 +487,9 @@ impl Drop for Mapping {
         }
     }
 }
+
+/// Where the kernel lists its huge page pools, one directory a size.
+const HUGEPAGES_DIR: &str = "/sys/kernel/mm/hugepages";
 
 /// `MAP_HUGE_SHIFT` from `<linux/mman.h>`: log2 of the page size sits in the
 /// six flag bits from here.

@@ -570,3 +570,39 @@ fn send_and_sync() {
     fn both<T: Send + Sync>() {}
     both::<Mapping>();
 }
+
+/// A hugetlb size the kernel has no pool for is named in the error, with
+/// the sizes it has (the kernel's bare EINVAL said "Invalid argument").
+#[test]
+fn a_huge_page_size_the_kernel_lacks_is_named() {
+    let dir = std::env::temp_dir().join(format!("mmbatch-hugepages-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("hugepages-2048kB")).unwrap();
+    std::fs::create_dir_all(dir.join("hugepages-64kB")).unwrap();
+    std::fs::create_dir_all(dir.join("other")).unwrap();
+    let sizes = huge::sizes_here(dir.to_str().unwrap());
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(sizes, Some(vec![64, 2048]));
+    let e = huge::size_missing(1 << 30, vec![64, 2048]).expect("1 GiB is missing");
+    assert_eq!(e.kind(), io::ErrorKind::Unsupported);
+    let msg = e.to_string();
+    assert!(
+        msg.contains("no 1048576 kB huge pages") && msg.contains("64 kB, 2048 kB"),
+        "{msg}"
+    );
+    assert!(huge::size_missing(2 << 20, vec![64, 2048]).is_none());
+    assert_eq!(huge::sizes_here("/nonexistent/hugepages"), None);
+    // This host's own list has 2 MiB pages, and no 64 KiB ones (x86):
+    // a mapping of those is refused with the sizes named.
+    let here = huge::sizes_here(HUGEPAGES_DIR).unwrap();
+    assert!(here.contains(&2048), "{here:?}");
+    if !here.contains(&64) {
+        let huge_64k = MapFlags::from_bits_retain(16 << MAP_HUGE_SHIFT);
+        let e = Mapping::new(
+            64 << 10,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::PRIVATE | MapFlags::HUGETLB | huge_64k,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("no 64 kB huge pages"), "{e}");
+    }
+}
