@@ -134,6 +134,10 @@ pub use mem::{PopulateError, populate, populate_mapping};
 /// `mmbatch-mmap`).
 #[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
 pub use mmbatch_mmap::Mapping;
+/// What [`Mapping`]'s constructors and `advise` take (re-exported from
+/// `mmbatch-mmap`): no direct dependency needed to map or advise.
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
+pub use mmbatch_mmap::{Advice, MapFlags, ProtFlags};
 #[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
 pub use mmbatch_mmap::{HugePageSize, HugePagesUnavailable};
 pub use run::RunError;

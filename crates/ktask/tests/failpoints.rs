@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use fail::FailScenario;
-use hwlocality::{
+use mmbatch_ktask::numa::hwlocality::{
     Topology,
     cpu::{binding::CpuBindingFlags, cpuset::CpuSet},
 };

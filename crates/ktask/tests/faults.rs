@@ -261,8 +261,8 @@ fn a_failed_populate_mapping_keeps_the_contents() {
 fn populate_mapping_of_a_read_only_mapping_names_the_cause() {
     let mut m = mmbatch_ktask::Mapping::new(
         mmbatch_ktask::MIN_CHUNK,
-        rustix::mm::ProtFlags::READ,
-        rustix::mm::MapFlags::PRIVATE,
+        mmbatch_ktask::ProtFlags::READ,
+        mmbatch_ktask::MapFlags::PRIVATE,
     )
     .unwrap();
     let e = mmbatch_ktask::populate_mapping(&mut m, 2).unwrap_err();

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use hwlocality::Topology;
+use mmbatch_ktask::numa::hwlocality::Topology;
 use mmbatch_ktask::numa::{
     NodeCpus, NodeRange, NumaError, NumaJob, NumaJobError, bind_memory, node_cpus, run_numa,
     run_numa_with_undo,

@@ -10,7 +10,7 @@
 
 use std::{collections::BTreeMap, fs, ops::Range, sync::Mutex};
 
-use hwlocality::Topology;
+use mmbatch_ktask::numa::hwlocality::Topology;
 use mmbatch_ktask::{
     Mapping,
     numa::{NodeRange, NumaJob, bind_memory, node_cpus, prefer_memory, run_numa},
