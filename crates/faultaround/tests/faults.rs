@@ -889,6 +889,48 @@ fn a_page_cache_waits_for_pages_not_ready() {
     );
 }
 
+/// A source whose `pages` slice is not the length asked for (a bug in
+/// it): the page cache ignores the slice, as the handlers do, and holds
+/// the image. Trusted, a slice of one page for a run of 512 left the
+/// other 511 as zeros, and one too long wrote past its pages.
+#[test]
+fn a_page_cache_ignores_a_slice_of_the_wrong_length() {
+    /// `pages` gives `extra + 1` pages from `index`, whatever was asked.
+    struct Sloppy {
+        image: Vec<u8>,
+        extra: usize,
+    }
+    impl PageSource for Sloppy {
+        fn len(&self) -> u64 {
+            self.image.len() as u64
+        }
+        fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+            buf.copy_from_slice(&self.image[index as usize * PAGE..][..PAGE]);
+            PageRead::Ready
+        }
+        fn pages(&self, index: u64, _count: usize, _page_size: usize) -> Option<&[u8]> {
+            let at = index as usize * PAGE;
+            self.image.get(at..at + (self.extra + 1) * PAGE)
+        }
+    }
+    for extra in [0, 1] {
+        let src = Sloppy {
+            image: image(16),
+            extra,
+        };
+        let cache = UffdRegion::page_cache_from(&src, 16 * PAGE).unwrap();
+        let mut back = vec![0u8; 16 * PAGE];
+        std::os::unix::fs::FileExt::read_exact_at(&cache, &mut back, 0).unwrap();
+        let wrong = (0..16).find(|&p| back[p * PAGE..][..PAGE] != image(16)[p * PAGE..][..PAGE]);
+        assert_eq!(
+            wrong, None,
+            "{} extra page(s): page {wrong:?} is not the image's",
+            extra
+        );
+        assert_eq!(cache.metadata().unwrap().len(), 16 * PAGE as u64);
+    }
+}
+
 /// A file's window read that fails part way (the file was truncated)
 /// reads page by page: the pages before the failure hold their own bytes,
 /// and the failure names the first page past the end.
@@ -1078,6 +1120,76 @@ fn a_page_not_ready_waits_for_its_own_timeout() {
     std::process::exit(0);
 }
 
+/// Page `i` is ready once `wait_ready(i, _)` was called `after` times;
+/// the waits are kept, with the timeouts they were given.
+struct Landing {
+    waits: std::sync::Mutex<Vec<(u64, Duration)>>,
+    after: usize,
+}
+
+impl PageSource for Landing {
+    fn len(&self) -> u64 {
+        8 * PAGE as u64
+    }
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+        let waits = self.waits.lock().unwrap();
+        if waits.iter().filter(|w| w.0 == index).count() < self.after {
+            return PageRead::NotReady;
+        }
+        buf.copy_from_slice(&image(8)[index as usize * PAGE..][..PAGE]);
+        PageRead::Ready
+    }
+    fn wait_ready(&self, index: u64, timeout: Duration) {
+        self.waits.lock().unwrap().push((index, timeout));
+        std::thread::sleep(timeout);
+    }
+}
+
+/// A [`Landing`] the test keeps a handle to.
+struct Shared(Arc<Landing>);
+
+impl PageSource for Shared {
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+        self.0.read_page(index, buf)
+    }
+    fn wait_ready(&self, index: u64, timeout: Duration) {
+        self.0.wait_ready(index, timeout)
+    }
+}
+
+/// With a source timeout under the handler's 5 ms nap, each wait is
+/// given a quarter of the timeout at most: the watchdog times the wait as
+/// a call, and took a default wait (a sleep) of 5 ms against a 4 ms
+/// timeout for a hung source, failing a page that was only not ready.
+#[test]
+fn a_wait_for_a_page_stays_inside_the_source_timeout() {
+    let name = "a_wait_for_a_page_stays_inside_the_source_timeout";
+    if let Some(run) = child::parent(name, LIMIT) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    let src = Arc::new(Landing {
+        waits: std::sync::Mutex::new(Vec::new()),
+        after: 9,
+    });
+    let r = UffdRegion::builder(8 * PAGE)
+        .source_timeout(Duration::from_millis(16))
+        .not_ready_timeout(Duration::from_secs(5))
+        .build(Shared(src.clone()))
+        .unwrap();
+    let sig = touch(&r, 3 * PAGE + 5);
+    assert_eq!(sig, 0, "page 3 failed: {:?}", r.failure());
+    let waits = src.waits.lock().unwrap().clone();
+    println!("{waits:?}");
+    let longest = waits.iter().map(|w| w.1).max().unwrap();
+    assert_eq!(longest, Duration::from_millis(4), "{waits:?}");
+    std::process::exit(0);
+}
+
 /// A source whose pages arrive only by its `wait_ready` (a download that
 /// lands a page while the handler waits on it): the handler and the page
 /// cache call it between a `NotReady` and the next read, with the nap as
@@ -1087,26 +1199,6 @@ fn a_page_not_ready_waits_for_its_own_timeout() {
 #[test]
 fn a_page_not_ready_is_waited_for_through_the_source() {
     use std::sync::Mutex;
-    /// Page `i` is ready once `wait_ready(i, _)` was called twice.
-    struct Landing {
-        waits: Mutex<Vec<(u64, Duration)>>,
-    }
-    impl PageSource for Landing {
-        fn len(&self) -> u64 {
-            8 * PAGE as u64
-        }
-        fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
-            let waits = self.waits.lock().unwrap();
-            if waits.iter().filter(|w| w.0 == index).count() < 2 {
-                return PageRead::NotReady;
-            }
-            buf.copy_from_slice(&image(8)[index as usize * PAGE..][..PAGE]);
-            PageRead::Ready
-        }
-        fn wait_ready(&self, index: u64, timeout: Duration) {
-            self.waits.lock().unwrap().push((index, timeout));
-        }
-    }
     let name = "a_page_not_ready_is_waited_for_through_the_source";
     if let Some(run) = child::parent(name, LIMIT) {
         println!("{}", run.output);
@@ -1115,6 +1207,7 @@ fn a_page_not_ready_is_waited_for_through_the_source() {
     }
     let landing = || Landing {
         waits: Mutex::new(Vec::new()),
+        after: 2,
     };
     let cache = UffdRegion::page_cache_from(&landing(), 8 * PAGE).unwrap();
     let mut back = vec![0u8; 8 * PAGE];
@@ -1124,7 +1217,7 @@ fn a_page_not_ready_is_waited_for_through_the_source() {
     let src = Arc::new(landing());
     let r = UffdRegion::builder(8 * PAGE)
         .not_ready_timeout(Duration::from_secs(2))
-        .build(src.clone())
+        .build(Shared(src.clone()))
         .unwrap();
     let sig = touch(&r, 3 * PAGE + 5);
     assert_eq!(sig, 0, "page 3 failed: {:?}", r.failure());

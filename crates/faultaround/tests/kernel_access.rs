@@ -403,6 +403,8 @@ fn a_source_mapping_cut_short_fails_its_pages_not_the_process() {
         .write(true)
         .open(&tmp.0)
         .unwrap();
+    // Unlinked now: the child exits without running drops.
+    drop(tmp);
     // SAFETY: this test's own file; its truncation below is what is
     // tested (the region reads the mapping only through UFFDIO_COPY and
     // MADV_POPULATE_READ, which fail instead of faulting).
@@ -465,6 +467,8 @@ fn a_page_cache_from_a_source_mapping_cut_short_fails_its_page() {
         .write(true)
         .open(&tmp.0)
         .unwrap();
+    // Unlinked now: the child exits without running drops.
+    drop(tmp);
     // SAFETY: this test's own file; its truncation below is what is
     // tested (the build reads the mapping only through write(2), which
     // fails instead of faulting).

@@ -51,10 +51,17 @@ impl UffdRegion {
             // pages a call: the kernel's copy fails a page it cannot read
             // (a mapped file cut short) with EFAULT, where a read of it
             // here would kill the process with SIGBUS.
+            // A run's slice, else the page's own (a source with part of
+            // the run not ready), else a read.
             let n = (pages - p).min(SLICE_PAGES);
-            if let Some(bytes) = source.pages(p, n as usize, page) {
+            if let Some(bytes) = exact_pages(source, p, n, page) {
                 write_run(&file, bytes, p, page)?;
                 p += n;
+                continue;
+            }
+            if let Some(bytes) = exact_pages(source, p, 1, page) {
+                write_run(&file, bytes, p, page)?;
+                p += 1;
                 continue;
             }
             read_whole(source, p, &mut buf)?;
@@ -168,18 +175,26 @@ impl UffdRegion {
             // would raise SIGBUS. (A file cut in the moment between the
             // two still raises it: hugetlbfs has no write(2) to copy
             // through the kernel.)
-            if let Some(bytes) = source.pages(p, 1, page) {
+            if let Some(bytes) = exact_pages(source, p, 1, page) {
                 match source::fault_in(bytes) {
-                    // Before Linux 5.14: no advice, the copy as before.
-                    Ok(()) | Err(rustix::io::Errno::INVAL) => {}
+                    Ok(()) => {}
+                    // Before Linux 5.14 (no advice): the copy as before.
+                    // After, EINVAL is memory that cannot be read
+                    // (PROT_NONE), which the copy would take as SIGSEGV.
+                    Err(rustix::io::Errno::INVAL) if !source::populate_read_works() => {}
                     Err(e) => {
+                        let hint = if e == rustix::io::Errno::FAULT {
+                            FAULT_HINT
+                        } else {
+                            ""
+                        };
                         return Err(Error::PageFailed {
                             page: p,
                             signal: None,
                             source: io::Error::new(
-                                io::Error::from(e).kind(),
+                                io::ErrorKind::InvalidInput,
                                 format!(
-                                    "MADV_POPULATE_READ of the source's page {p} failed: {e}{FAULT_HINT}"
+                                    "MADV_POPULATE_READ of the source's page {p} failed: {e}{hint}"
                                 ),
                             ),
                         });
@@ -198,6 +213,16 @@ impl UffdRegion {
 /// Pages [`UffdRegion::page_cache_from`] writes a call from a source's
 /// slice (2 MiB of 4 KiB pages, a handler's largest window).
 const SLICE_PAGES: u64 = 512;
+
+/// `source`'s slice of `n` pages of `page` bytes from page `p`, ignored
+/// unless exactly that long, as the handlers ignore one (a short slice
+/// would leave pages of the cache as zeros, a long one write past them).
+fn exact_pages(source: &dyn PageSource, p: u64, n: u64, page: usize) -> Option<&[u8]> {
+    let want = usize::try_from(n).ok()?.checked_mul(page)?;
+    source
+        .pages(p, n as usize, page)
+        .filter(|s| s.len() == want)
+}
 
 /// What a source slice's EFAULT means, for its error.
 const FAULT_HINT: &str = " (EFAULT: the source's bytes could not be read: a `pages()` slice into \

@@ -166,10 +166,11 @@ pub trait PageSource: Send + Sync + 'static {
 
 /// Faults the pages `bytes` lies in into memory, mapped, before the kernel
 /// or a copy reads them (`madvise(MADV_POPULATE_READ)`, Linux 5.14). A
-/// page that cannot be read (a mapped file cut short or failing, memory
-/// made inaccessible, another region's failed page) is an error here
-/// (EFAULT), where a read of it would be a signal that kills the process.
-/// Before 5.14 the advice is refused (EINVAL), and nothing is done.
+/// page that cannot be read is an error here, where a read of it would be
+/// a signal that kills the process: EFAULT for a mapped file cut short or
+/// failing, or another region's failed page; EINVAL for memory made
+/// inaccessible (`PROT_NONE`). Before 5.14 the advice is refused (EINVAL,
+/// [`populate_read_works`] tells which), and nothing is done.
 pub(crate) fn fault_in(bytes: &[u8]) -> rustix::io::Result<()> {
     let page = rustix::param::page_size();
     let head = bytes.as_ptr().addr() % page;
@@ -184,6 +185,14 @@ pub(crate) fn fault_in(bytes: &[u8]) -> rustix::io::Result<()> {
             rustix::mm::Advice::LinuxPopulateRead,
         )
     }
+}
+
+/// Whether this kernel has `MADV_POPULATE_READ` (Linux 5.14), asked once
+/// of a page known to be readable: an `EINVAL` from [`fault_in`] then
+/// means memory that cannot be read, not advice the kernel lacks.
+pub(crate) fn populate_read_works() -> bool {
+    static WORKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WORKS.get_or_init(|| fault_in(&ZEROES[..1]) != Err(rustix::io::Errno::INVAL))
 }
 
 /// Zeroes enough for the largest window (512 pages of 4 KiB).
@@ -231,38 +240,6 @@ fn read_bytes(image: &[u8], index: u64, buf: &mut [u8]) -> PageRead {
 
 /// An image in memory is its own bytes: copied into a region straight
 /// from them, with no bounce buffer.
-/// A source shared with its owner (a downloader that marks pages as they
-/// land keeps the other handle): every call goes to the source.
-impl<S: PageSource + ?Sized> PageSource for std::sync::Arc<S> {
-    fn len(&self) -> u64 {
-        (**self).len()
-    }
-
-    fn is_empty(&self) -> bool {
-        (**self).is_empty()
-    }
-
-    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
-        (**self).read_page(index, buf)
-    }
-
-    fn check(&self) -> io::Result<()> {
-        (**self).check()
-    }
-
-    fn read_pages(&self, index: u64, count: usize, buf: &mut [u8]) -> PageRead {
-        (**self).read_pages(index, count, buf)
-    }
-
-    fn wait_ready(&self, index: u64, timeout: Duration) {
-        (**self).wait_ready(index, timeout)
-    }
-
-    fn pages(&self, index: u64, count: usize, page_size: usize) -> Option<&[u8]> {
-        (**self).pages(index, count, page_size)
-    }
-}
-
 impl PageSource for Vec<u8> {
     fn len(&self) -> u64 {
         self.len() as u64

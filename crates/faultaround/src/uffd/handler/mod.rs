@@ -449,10 +449,13 @@ impl Shared {
                 )));
             }
             // Timed as the source's other calls are: a wait that never
-            // returns is a hung source.
+            // returns is a hung source. So the nap stays well inside the
+            // source timeout (a default wait, a sleep, of 5 ms against a
+            // 2 ms timeout was taken for a hung source).
+            let wait = nap.min(self.source_timeout / 4);
             let waited = {
                 let _in = self.in_source(k);
-                catch_unwind(AssertUnwindSafe(|| self.source.wait_ready(p, nap)))
+                catch_unwind(AssertUnwindSafe(|| self.source.wait_ready(p, wait)))
             };
             if let Err(payload) = waited {
                 return Err(Unready::Failed(io::Error::other(format!(
