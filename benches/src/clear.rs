@@ -10,7 +10,7 @@
 //!
 //! - `hugetlb-2m/threads-T`, `hugetlb-1g/threads-T`: clearing a hugetlb
 //!   region of the largest size (reserved for the run and given back),
-//!   chunks aligned to the huge page — when the pool can be grown (root)
+//!   in 2 MiB chunks (a 1 GiB page split) — when the pool can be grown (root)
 //!   and, for 1 GiB pages, when the size is at least 1 GiB.
 //!
 //! Times with GB/s beside them.
@@ -20,7 +20,7 @@ use std::time::Instant;
 use hwlocality::Topology;
 use mmbatch_ktask::{
     HugePageSize, HugeRegion, Mapping, clear,
-    numa::{NodeRange, NumaJob, bind_memory, node_cpus, run_numa},
+    numa::{NodeRange, NumaJob, node_cpus, prefer_memory, run_numa},
     populate,
 };
 use mmbatch_mmap::{MapFlags, ProtFlags};
@@ -119,7 +119,9 @@ pub fn measure_populate(bytes: usize, threads: usize) -> f64 {
 }
 
 /// NUMA-local clearing on a host with two or more nodes: `bytes` split
-/// evenly over the nodes, each share bound to its node (`bind_memory`)
+/// evenly over the nodes, each share preferring its node
+/// (`prefer_memory`: a node short of memory passes pages on rather than
+/// have the run reclaim or meet the OOM killer, as `bind_memory` would)
 /// and prefaulted, then cleared `samples` times by threads bound to its
 /// node's CPUs (`run_numa`, the seed's per-node ktask threads) and by the
 /// same number of unbound threads (`clear`), alternating. Returns the two
@@ -149,7 +151,7 @@ pub fn measure_numa_clear(
         })
         .collect();
     for r in &ranges {
-        bind_memory(
+        prefer_memory(
             &topology,
             &m.as_mut_slice().expect("read-write")[r.range.clone()],
             r.node,

@@ -383,10 +383,15 @@ const NODE_HEADROOM: usize = 32 << 20;
 /// share plus [`NODE_HEADROOM`]. Interleaving passes a short node's pages
 /// to the next node, so the row would time one node's pages (CI's guest
 /// once put none of 4096 sampled pages on node 0).
-fn interleave_refusal(bytes: usize, nodes: &[usize]) -> Option<String> {
+/// `free` gives a node's free memory ([`node_free`]).
+fn interleave_refusal(
+    bytes: usize,
+    nodes: &[usize],
+    free: impl Fn(usize) -> Option<usize>,
+) -> Option<String> {
     let need = 2 * bytes / nodes.len().max(1) + NODE_HEADROOM;
     nodes.iter().find_map(|&n| {
-        let free = node_free(n)?;
+        let free = free(n)?;
         (free < need).then(|| {
             format!(
                 "region/interleave not run: node {n} has {} MiB free, under the {} MiB a node the row needs \
@@ -412,7 +417,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
         Kind::RegionChunked,
     ];
     let refusal = (host.nodes >= 2)
-        .then(|| interleave_refusal(bytes, &memory_nodes()))
+        .then(|| interleave_refusal(bytes, &memory_nodes(), node_free))
         .flatten();
     if host.nodes >= 2 && refusal.is_none() {
         kinds.push(Kind::RegionInterleave);
@@ -573,12 +578,20 @@ AnonHugePages:      4096 kB
     /// too little free memory for its share, and runs where it has room.
     #[test]
     fn the_interleaved_row_is_refused_on_a_node_short_of_memory() {
-        let free = node_free(0).expect("node 0's meminfo");
-        let why = interleave_refusal(free, &[0, 0]).expect("refused at its free memory");
+        // Node 1 has 100 MiB free, node 0 a GiB; a 40 MiB area wants 20
+        // MiB a node, twice that and 32 MiB: 72.
+        let free = |n| Some(if n == 1 { 100 << 20 } else { 1 << 30 });
+        assert_eq!(interleave_refusal(40 << 20, &[0, 1], free), None);
+        let why = interleave_refusal(80 << 20, &[0, 1], free).expect("node 1 is short");
         assert!(
-            why.contains("node 0 has") && why.contains("MiB free"),
+            why.contains("node 1 has 100 MiB free") && why.contains("112 MiB"),
             "{why}"
         );
-        assert_eq!(interleave_refusal(0, &[0]), None, "{free} bytes free");
+        // A node whose memory cannot be read is not judged.
+        assert_eq!(interleave_refusal(80 << 20, &[0, 1], |_| None), None);
+        // This host's reading parses, where there is one.
+        if let Some(free) = node_free(0) {
+            assert!(free > 0);
+        }
     }
 }

@@ -26,8 +26,12 @@ pub(crate) fn clear_job(len: usize, align: usize, min_chunk: usize, max_threads:
 /// `clear` with chunks aligned to `align` and at least `min_chunk` long
 /// (`buf.len()` must be a multiple of `align`).
 pub(crate) fn clear_aligned(buf: &mut [u8], align: usize, min_chunk: usize, max_threads: usize) {
-    let job = clear_job(buf.len(), align, min_chunk, max_threads);
-    let r = run_slice::<u8, Infallible>(&job, buf, |_, chunk| {
+    clear_by(buf, &clear_job(buf.len(), align, min_chunk, max_threads));
+}
+
+/// Zeroes `buf` by `job` (one over `0..buf.len()`).
+pub(crate) fn clear_by(buf: &mut [u8], job: &Job) {
+    let r = run_slice::<u8, Infallible>(job, buf, |_, chunk| {
         chunk.fill(0);
         Ok(())
     });

@@ -7,8 +7,8 @@ use std::{fmt, fs, io};
 use mmbatch_mmap::{HugePageSize, HugePagesUnavailable, Mapping, ProtFlags};
 
 use crate::{
-    MIN_CHUNK,
-    clear::clear_aligned,
+    Job, MIN_CHUNK,
+    clear::clear_by,
     mem::{PopulateError, populate_aligned},
 };
 
@@ -351,12 +351,18 @@ impl HugeRegion {
     }
 
     /// Zeroes the region on up to `max_threads` threads (0 is taken as
-    /// 1), in chunks of 2 MiB ([`MIN_CHUNK`](crate::MIN_CHUNK)) or more on
+    /// 1), in chunks of 2 MiB ([`MIN_CHUNK`]) or more on
     /// 2 MiB boundaries: a 1 GiB page is shared among the threads, as the
     /// ktask series' parallel `clear_gigantic_page` shared one.
     #[doc(alias = "clear_gigantic_page")]
     pub fn clear(&mut self, max_threads: usize) {
-        clear_aligned(self.as_mut_slice(), CLEAR_CHUNK, CLEAR_CHUNK, max_threads);
+        let job = Self::clear_job(self.len(), max_threads);
+        clear_by(self.as_mut_slice(), &job);
+    }
+
+    /// The job [`clear`](Self::clear) runs over a region of `len` bytes.
+    fn clear_job(len: usize, max_threads: usize) -> Job {
+        crate::clear::clear_job(len, CLEAR_CHUNK, CLEAR_CHUNK, max_threads)
     }
 
     /// Faults the region in on up to `max_threads` threads (0 is taken as
@@ -416,7 +422,7 @@ mod tests {
     /// series' point); in chunks of whole huge pages it had one thread.
     #[test]
     fn a_gigantic_page_is_cleared_on_several_threads() {
-        let job = crate::clear::clear_job(1 << 30, CLEAR_CHUNK, CLEAR_CHUNK, 8);
+        let job = HugeRegion::clear_job(1 << 30, 8);
         assert_eq!(job.plan().unwrap().threads, 8);
         assert!(HugePageSize::Size2M.bytes() % CLEAR_CHUNK == 0);
     }

@@ -593,9 +593,11 @@ fn a_huge_page_size_the_kernel_lacks_is_named() {
     assert_eq!(huge::sizes_here("/nonexistent/hugepages"), None);
     // This host's own list has 2 MiB pages, and no 64 KiB ones (x86):
     // a mapping of those is refused with the sizes named.
-    let here = huge::sizes_here(HUGEPAGES_DIR).unwrap();
-    assert!(here.contains(&2048), "{here:?}");
-    if !here.contains(&64) {
+    // (A kernel without hugetlbfs, or no sysfs: nothing more to try.)
+    let Some(here) = huge::sizes_here(HUGEPAGES_DIR) else {
+        return;
+    };
+    if !here.is_empty() && !here.contains(&64) {
         let huge_64k = MapFlags::from_bits_retain(16 << MAP_HUGE_SHIFT);
         let e = Mapping::new(
             64 << 10,

@@ -387,6 +387,14 @@ impl<'fd> RegionBuilder<'fd> {
         };
         let mapped = mapped.map_err(|e| match errno(&e) {
             Errno::NOMEM => unavailable(huge.available_pages()),
+            // A page size the kernel has no pool for, named by the
+            // mapping (no errno to classify).
+            _ if e.raw_os_error().is_none() && e.kind() == std::io::ErrorKind::Unsupported => {
+                Error::Sys {
+                    op: "mmap",
+                    source: e,
+                }
+            }
             e => self.map_error(e),
         })?;
         Ok(LockedRegion {
