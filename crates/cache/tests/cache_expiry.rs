@@ -637,6 +637,13 @@ fn compute_sees_an_expired_entry_as_absent() {
     assert_eq!(c.get(&1), Some(7), "made at 10 ms, lives to 20");
     clock.advance(1);
     assert_eq!(c.compute(1, |_| Compute::Remove), Computed::Unchanged(None));
+    // The expired entry went as `remove` takes one: heard, out of `len`
+    // (it stayed, and was heard only when reclaimed).
+    assert_eq!(
+        *heard.lock().unwrap(),
+        [(1, 5, RemovalCause::Expired), (1, 7, RemovalCause::Expired)]
+    );
+    assert!(c.is_empty());
 }
 
 /// `remove_if` sees an expired entry as absent: its predicate is not

@@ -41,10 +41,11 @@ pub fn catch_fault_signals() {
 /// `addr` must stay mapped (or fault cleanly) until the process exits.
 pub unsafe fn touch(addr: usize, limit: Duration) -> i32 {
     catch_fault_signals();
-    // Each call's own: an earlier call's reader has returned or is parked
-    // in the handler for good, so a signal from now on is this read's (a
-    // static flag made every call after the first return the first one's
-    // answer without waiting for its own read).
+    // Each call's own: an earlier call's reader that took a signal is
+    // parked in the handler for good, so a signal from now on is this
+    // read's, unless a reader of `read_in_background` takes one meanwhile
+    // (a static flag made every call after the first return the first
+    // one's answer without waiting for its own read).
     SIGNAL.store(0, Ordering::SeqCst);
     let done = std::sync::Arc::new(AtomicBool::new(false));
     let finished = done.clone();

@@ -52,8 +52,8 @@ where
     /// A `Put` is an [`insert`](Self::insert) (the listener hears a
     /// replaced value as [`RemovalCause::Replaced`]), a `Remove` a
     /// [`remove`](Self::remove) (a load of the key in flight does not
-    /// cache its value, whether or not a value was cached); `Nop` records
-    /// no hit. If `f` (or the
+    /// cache its value, whether or not a value was cached, and an expired
+    /// entry is taken out, heard as expired); `Nop` records no hit. If `f` (or the
     /// weigher, or an [`Expiry`](super::Expiry)) panics, the cache is as
     /// before the call.
     ///
@@ -96,13 +96,20 @@ where
                     for at in flights {
                         lv.flights[at].invalidated = true;
                     }
-                    match live {
-                        Some(i) => {
-                            let mut none = u32::MAX;
+                    let mut none = u32::MAX;
+                    match (live, found) {
+                        (Some(i), _) => {
                             let n = lv.remove(i, &mut none);
                             Err((n.key, n.value, RemovalCause::Removed))
                         }
-                        None => Ok(Computed::Unchanged(None)),
+                        // An expired entry goes as `remove` takes one:
+                        // heard as expired.
+                        (None, Some(i)) => {
+                            let n = lv.remove(i, &mut none);
+                            evicted.push((n.key, n.value, RemovalCause::Expired));
+                            Ok(Computed::Unchanged(None))
+                        }
+                        (None, None) => Ok(Computed::Unchanged(None)),
                     }
                 }
                 Compute::Put(value) => {
