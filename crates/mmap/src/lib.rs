@@ -123,15 +123,7 @@ impl Mapping {
     /// `MAP_POPULATE` returned the mapping as if whole and a later touch
     /// met the OOM killer. The mapping is unmapped then.
     pub fn populated(len: usize) -> io::Result<Self> {
-        populate(Self::anonymous(len)?).or_else(|e| match e.raw_os_error() {
-            // Before Linux 5.14: no such advice.
-            Some(e) if e == rustix::io::Errno::INVAL.raw_os_error() => Self::new(
-                len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::PRIVATE | MapFlags::POPULATE,
-            ),
-            _ => Err(e),
-        })
+        populated_by(len, populate)
     }
 
     /// An anonymous mapping of `len` bytes with `prot` and `flags`
@@ -501,6 +493,23 @@ const MAP_HUGE_SHIFT: u32 = 26;
 fn populate(m: Mapping) -> io::Result<Mapping> {
     m.advise(0..m.len(), Advice::PopulateWrite)?;
     Ok(m)
+}
+
+/// [`Mapping::populated`] with `populate` making the pages resident (a
+/// test's stands in for the kernel's refusals).
+fn populated_by(
+    len: usize,
+    populate: impl FnOnce(Mapping) -> io::Result<Mapping>,
+) -> io::Result<Mapping> {
+    populate(Mapping::anonymous(len)?).or_else(|e| match e.raw_os_error() {
+        // Before Linux 5.14: no such advice.
+        Some(e) if e == rustix::io::Errno::INVAL.raw_os_error() => Mapping::new(
+            len,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::PRIVATE | MapFlags::POPULATE,
+        ),
+        _ => Err(e),
+    })
 }
 
 /// The huge page size a `MAP_HUGETLB` mapping with `flags` gets: the size
