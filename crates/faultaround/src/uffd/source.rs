@@ -97,7 +97,7 @@ pub trait PageSource: Send + Sync + 'static {
     /// handler calls it after [`read_page`](Self::read_page) said
     /// [`NotReady`](PageRead::NotReady), before asking again. By default
     /// it sleeps the whole `timeout` (the handler's nap, 50 us doubling to
-    /// 5 ms). A source that knows when a page arrives (a download) returns
+    /// 5 ms, and at most a quarter of the source timeout). A source that knows when a page arrives (a download) returns
     /// as soon as it does, so the fault is served then, not at the nap's
     /// end; returning early for any reason is fine, the handler asks
     /// again. Timed as the other calls are: one that outlasts the source
