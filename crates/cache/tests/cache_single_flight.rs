@@ -398,6 +398,17 @@ fn a_removal_outdates_no_other_keys_load() {
     });
     assert_eq!(got, 10);
     assert_eq!((c.get(&1), c.get(&2)), (None, Some(20)));
+    // compute's Remove alike: key 4's load is cached, key 3's is not.
+    let got = c.get_or_insert_with(3, || {
+        let four = c.get_or_insert_with(4, || {
+            c.compute(3, |_| Compute::Remove);
+            40
+        });
+        assert_eq!(four, 40);
+        30
+    });
+    assert_eq!(got, 30);
+    assert_eq!((c.get(&3), c.get(&4)), (None, Some(40)));
 }
 
 /// A caller that waits with a timeout on a load that does not land gives

@@ -385,17 +385,11 @@ impl<'fd> RegionBuilder<'fd> {
             },
             None => Mapping::new(self.len, prot, flags),
         };
-        let mapped = mapped.map_err(|e| match errno(&e) {
-            Errno::NOMEM => unavailable(huge.available_pages()),
-            // A page size the kernel has no pool for, named by the
-            // mapping (no errno to classify).
-            _ if e.raw_os_error().is_none() && e.kind() == std::io::ErrorKind::Unsupported => {
-                Error::Sys {
-                    op: "mmap",
-                    source: e,
-                }
-            }
-            e => self.map_error(e),
+        let mapped = mapped.map_err(|e| {
+            hugetlb_refusal(e, |n| match n {
+                Errno::NOMEM => unavailable(huge.available_pages()),
+                n => self.map_error(n),
+            })
         })?;
         Ok(LockedRegion {
             mapping: mapped,
@@ -472,6 +466,20 @@ fn injected(arg: Option<String>) -> Errno {
         Some("EPERM") => Errno::PERM,
         Some("EINVAL") => Errno::INVAL,
         _ => Errno::NOMEM,
+    }
+}
+
+/// A refused hugetlb `Mapping`'s error: a page size the kernel has no
+/// pool for comes named by the mapping, with no errno, and is kept as it
+/// is; the rest are classified by errno (`classify`).
+fn hugetlb_refusal(e: std::io::Error, classify: impl FnOnce(Errno) -> Error) -> Error {
+    if e.raw_os_error().is_none() && e.kind() == std::io::ErrorKind::Unsupported {
+        Error::Sys {
+            op: "mmap",
+            source: e,
+        }
+    } else {
+        classify(errno(&e))
     }
 }
 
@@ -617,5 +625,30 @@ impl LockedRegion {
     /// `offset < len`).
     fn sub(&self, offset: usize) -> *mut c_void {
         self.as_ptr().wrapping_add(offset).cast()
+    }
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    use super::*;
+
+    /// A size the kernel lacks keeps the mapping's message; an errno,
+    /// even one of the same kind (EOPNOTSUPP), is classified.
+    #[test]
+    fn a_missing_huge_page_size_keeps_its_message() {
+        let named = std::io::Error::new(std::io::ErrorKind::Unsupported, "no 64 kB huge pages");
+        let e = hugetlb_refusal(named, |_| panic!("classified"));
+        assert!(e.to_string().contains("no 64 kB huge pages"), "{e}");
+        for (raw, want) in [
+            (libc::ENOMEM, Errno::NOMEM),
+            (libc::EOPNOTSUPP, Errno::OPNOTSUPP),
+        ] {
+            let mut got = None;
+            hugetlb_refusal(std::io::Error::from_raw_os_error(raw), |n| {
+                got = Some(n);
+                Error::ZeroLength
+            });
+            assert_eq!(got, Some(want));
+        }
     }
 }
