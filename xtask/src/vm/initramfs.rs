@@ -72,7 +72,8 @@ pub(super) fn init_script(
         s += "for n in /sys/devices/system/node/node*; do\n\
                 echo \"mmbatch-vm: before repro: $(basename $n) $(grep MemFree $n/meminfo | sed 's/.*MemFree: *//') free\"\n\
               done\n\
-              echo \"mmbatch-vm: before repro: /tmp holds $(du -sk /tmp | cut -f1) kB\"\n";
+              echo \"mmbatch-vm: before repro: /tmp holds $(du -sk /tmp | cut -f1) kB, \
+                numa_balancing $(cat /proc/sys/kernel/numa_balancing 2>/dev/null || echo absent)\"\n";
         s += &format!("limit={limit}\nrun repro /repro {args} --out /tmp/repro\n");
     }
     // The status line twice, a second apart, and a second more before the
