@@ -379,35 +379,23 @@ impl AsRef<[u8]> for Mapped {
     }
 }
 
-/// A snapshot file mapped as the source (`InMemory` over a shared mapping
-/// of it, the VMMs' way), cut short while the region is served: a page
-/// past the new end fails (its reader gets the region's signal, from
-/// the copy's EFAULT), and the process lives on to serve the pages before
-/// the end; shutdown's fill fails the rest the same way. Read from a
-/// handler (to fault it in) or by the fill, the gone page killed the
-/// process with SIGBUS. Any mode: the reads are the process's own.
-#[test]
-fn a_source_mapping_cut_short_fails_its_pages_not_the_process() {
+/// A file of `pages` of [`image`], unlinked, and a shared read-only
+/// mapping of it, for tests that cut it short under the mapping (its
+/// users read the mapping only through calls that fail instead of
+/// faulting: `UFFDIO_COPY`, `MADV_POPULATE_READ`, `write(2)`).
+fn mapped_image(name: &str, pages: usize) -> (std::fs::File, Vec<u8>, mmbatch_mmap::Mapping) {
     use std::os::fd::AsFd;
-    let name = "a_source_mapping_cut_short_fails_its_pages_not_the_process";
-    if let Some(run) = child::parent(name, LIMIT) {
-        println!("{}", run.output);
-        run.expect_success();
-        return;
-    }
-    let tmp = TempPath::new("cut-short");
-    let data = image(16);
+    let tmp = TempPath::new(name);
+    let data = image(pages);
     std::fs::write(&tmp.0, &data).unwrap();
     let file = std::fs::File::options()
         .read(true)
         .write(true)
         .open(&tmp.0)
         .unwrap();
-    // Unlinked now: the child exits without running drops.
+    // Unlinked now: the tests' children exit without running drops.
     drop(tmp);
-    // SAFETY: this test's own file; its truncation below is what is
-    // tested (the region reads the mapping only through UFFDIO_COPY and
-    // MADV_POPULATE_READ, which fail instead of faulting).
+    // SAFETY: the caller's own file, truncated only as the doc says.
     let mapping = unsafe {
         mmbatch_mmap::Mapping::file(
             file.as_fd(),
@@ -418,6 +406,25 @@ fn a_source_mapping_cut_short_fails_its_pages_not_the_process() {
         )
     }
     .unwrap();
+    (file, data, mapping)
+}
+
+/// A snapshot file mapped as the source (`InMemory` over a shared mapping
+/// of it, the VMMs' way), cut short while the region is served: a page
+/// past the new end fails (its reader gets the region's signal, from
+/// the copy's EFAULT), and the process lives on to serve the pages before
+/// the end; shutdown's fill fails the rest the same way. Read from a
+/// handler (to fault it in) or by the fill, the gone page killed the
+/// process with SIGBUS. Any mode: the reads are the process's own.
+#[test]
+fn a_source_mapping_cut_short_fails_its_pages_not_the_process() {
+    let name = "a_source_mapping_cut_short_fails_its_pages_not_the_process";
+    if let Some(run) = child::parent(name, LIMIT) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    let (file, data, mapping) = mapped_image("cut-short", 16);
     let failed = Arc::new(std::sync::Mutex::new(Vec::new()));
     let heard = failed.clone();
     let r = UffdRegion::builder(16 * PAGE)
@@ -452,36 +459,13 @@ fn a_source_mapping_cut_short_fails_its_pages_not_the_process() {
 /// copy from the mapping), the gone page killed the process with SIGBUS.
 #[test]
 fn a_page_cache_from_a_source_mapping_cut_short_fails_its_page() {
-    use std::os::fd::AsFd;
     let name = "a_page_cache_from_a_source_mapping_cut_short_fails_its_page";
     if let Some(run) = child::parent(name, LIMIT) {
         println!("{}", run.output);
         run.expect_success();
         return;
     }
-    let tmp = TempPath::new("cache-cut-short");
-    let data = image(16);
-    std::fs::write(&tmp.0, &data).unwrap();
-    let file = std::fs::File::options()
-        .read(true)
-        .write(true)
-        .open(&tmp.0)
-        .unwrap();
-    // Unlinked now: the child exits without running drops.
-    drop(tmp);
-    // SAFETY: this test's own file; its truncation below is what is
-    // tested (the build reads the mapping only through write(2), which
-    // fails instead of faulting).
-    let mapping = unsafe {
-        mmbatch_mmap::Mapping::file(
-            file.as_fd(),
-            0,
-            data.len(),
-            mmbatch_mmap::ProtFlags::READ,
-            mmbatch_mmap::MapFlags::SHARED,
-        )
-    }
-    .unwrap();
+    let (file, data, mapping) = mapped_image("cache-cut-short", 16);
     let source = mmbatch_faultaround::InMemory(Mapped(mapping));
     let whole = UffdRegion::page_cache_from(&source, 16 * PAGE).unwrap();
     let mut back = vec![0u8; 16 * PAGE];

@@ -183,21 +183,7 @@ impl UffdRegion {
                     // (PROT_NONE), which the copy would take as SIGSEGV.
                     Err(rustix::io::Errno::INVAL) if !source::populate_read_works() => {}
                     Err(e) => {
-                        let hint = if e == rustix::io::Errno::FAULT {
-                            FAULT_HINT
-                        } else {
-                            ""
-                        };
-                        return Err(Error::PageFailed {
-                            page: p,
-                            signal: None,
-                            source: io::Error::new(
-                                io::ErrorKind::InvalidInput,
-                                format!(
-                                    "MADV_POPULATE_READ of the source's page {p} failed: {e}{hint}"
-                                ),
-                            ),
-                        });
+                        return Err(unreadable(p, "MADV_POPULATE_READ of", e));
                     }
                 }
                 chunk.copy_from_slice(bytes);
@@ -229,6 +215,24 @@ const FAULT_HINT: &str = " (EFAULT: the source's bytes could not be read: a `pag
                           memory the kernel may not fault in, such as a mapped file cut short or \
                           failing)";
 
+/// Page `p` failed: `what` of the source's bytes got `e` (the kernel
+/// could not read them; EFAULT with the likely causes).
+fn unreadable(p: u64, what: &str, e: rustix::io::Errno) -> Error {
+    let hint = if e == rustix::io::Errno::FAULT {
+        FAULT_HINT
+    } else {
+        ""
+    };
+    Error::PageFailed {
+        page: p,
+        signal: None,
+        source: io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what} the source's page {p} failed: {e}{hint}"),
+        ),
+    }
+}
+
 /// Writes `bytes`, the source's pages from page `first`, into the page
 /// cache `file` at their place: the kernel copies them, so a page it
 /// cannot read fails as [`Error::PageFailed`] naming it.
@@ -246,17 +250,11 @@ fn write_run(file: &File, bytes: &[u8], first: u64, page: usize) -> Result<(), E
             Err(rustix::io::Errno::INTR) => {}
             Err(rustix::io::Errno::FAULT) => {
                 let p = first + (done / page) as u64;
-                return Err(Error::PageFailed {
-                    page: p,
-                    signal: None,
-                    source: io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!(
-                            "writing the source's page {p} to the page cache failed: {}{FAULT_HINT}",
-                            rustix::io::Errno::FAULT
-                        ),
-                    ),
-                });
+                return Err(unreadable(
+                    p,
+                    "writing to the page cache",
+                    rustix::io::Errno::FAULT,
+                ));
             }
             Err(e) => {
                 return Err(Error::Sys {
