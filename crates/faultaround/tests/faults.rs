@@ -931,6 +931,35 @@ fn a_page_cache_ignores_a_slice_of_the_wrong_length() {
     }
 }
 
+/// The page cache asks an in-memory source for whole runs of 512 pages
+/// and then for the rest, not a page at a time (which the result alone
+/// would not show: the bytes are the same).
+#[test]
+fn a_page_cache_is_written_a_run_at_a_time() {
+    /// An image that records each `pages` request's first page and count.
+    struct Runs(Vec<u8>, std::sync::Mutex<Vec<(u64, usize)>>);
+    impl PageSource for Runs {
+        fn len(&self) -> u64 {
+            self.0.len() as u64
+        }
+        fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+            buf.copy_from_slice(&self.0[index as usize * PAGE..][..PAGE]);
+            PageRead::Ready
+        }
+        fn pages(&self, index: u64, count: usize, page_size: usize) -> Option<&[u8]> {
+            self.1.lock().unwrap().push((index, count));
+            let at = index as usize * page_size;
+            self.0.get(at..at + count * page_size)
+        }
+    }
+    let src = Runs(image(600), std::sync::Mutex::new(Vec::new()));
+    let cache = UffdRegion::page_cache_from(&src, 600 * PAGE).unwrap();
+    let mut back = vec![0u8; 600 * PAGE];
+    std::os::unix::fs::FileExt::read_exact_at(&cache, &mut back, 0).unwrap();
+    assert!(back == src.0, "the cache is not the image");
+    assert_eq!(*src.1.lock().unwrap(), [(0, 512), (512, 88)]);
+}
+
 /// A file's window read that fails part way (the file was truncated)
 /// reads page by page: the pages before the failure hold their own bytes,
 /// and the failure names the first page past the end.
