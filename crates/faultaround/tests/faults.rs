@@ -1219,6 +1219,51 @@ fn a_wait_for_a_page_stays_inside_the_source_timeout() {
     std::process::exit(0);
 }
 
+/// A source with no `wait_ready` of its own is asked again after naps
+/// (the default wait sleeps), not in a spin: a page not ready for 100 ms
+/// is asked a few dozen times, where a wait that returned at once asked
+/// thousands.
+#[test]
+fn a_page_not_ready_is_asked_after_naps() {
+    /// Ready 100 ms after it is first asked for; counts the asks.
+    struct Late(std::sync::Mutex<(Option<std::time::Instant>, usize)>);
+    impl PageSource for Late {
+        fn len(&self) -> u64 {
+            8 * PAGE as u64
+        }
+        fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+            let mut s = self.0.lock().unwrap();
+            s.1 += 1;
+            let first = *s.0.get_or_insert_with(std::time::Instant::now);
+            if first.elapsed() < Duration::from_millis(100) {
+                return PageRead::NotReady;
+            }
+            buf.copy_from_slice(&image(8)[index as usize * PAGE..][..PAGE]);
+            PageRead::Ready
+        }
+    }
+    let src = Arc::new(Late(std::sync::Mutex::new((None, 0))));
+    /// The test's handle on the count.
+    struct Handle(Arc<Late>);
+    impl PageSource for Handle {
+        fn len(&self) -> u64 {
+            self.0.len()
+        }
+        fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+            self.0.read_page(index, buf)
+        }
+    }
+    let cache = UffdRegion::page_cache_from(&Handle(src.clone()), PAGE).unwrap();
+    let mut back = vec![0u8; PAGE];
+    std::os::unix::fs::FileExt::read_exact_at(&cache, &mut back, 0).unwrap();
+    assert!(back == image(8)[..PAGE], "the cache is not the image");
+    let asks = src.0.lock().unwrap().1;
+    assert!(
+        (2..200).contains(&asks),
+        "page 0 was asked {asks} times in 100 ms"
+    );
+}
+
 /// A source whose pages arrive only by its `wait_ready` (a download that
 /// lands a page while the handler waits on it): the handler and the page
 /// cache call it between a `NotReady` and the next read, with the nap as

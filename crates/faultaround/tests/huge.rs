@@ -392,5 +392,54 @@ fn a_huge_page_cache_from_a_source_mapping_cut_short_fails_its_page() {
     let e = UffdRegion::huge_page_cache_from(&source, 2 * HUGE, HugePageSize::Size2M).unwrap_err();
     println!("{e}");
     assert!(matches!(e, Error::PageFailed { page: 1, .. }), "{e:?}");
+    assert!(e.to_string().contains("EFAULT: the source's bytes"), "{e}");
+    std::process::exit(0);
+}
+
+/// A huge page cache whose source's bytes are memory that cannot be read
+/// (`PROT_NONE`, as another region's failed page is under the fallback
+/// before Linux 6.6) fails the page: the fault-in's EINVAL is that
+/// memory, not a kernel without the advice, and copying from it would
+/// kill the process with SIGSEGV.
+#[test]
+fn a_huge_page_cache_from_unreadable_memory_fails_its_page() {
+    use mmbatch_faultaround::{PageRead, PageSource};
+    use mmbatch_testkit::child;
+    let name = "a_huge_page_cache_from_unreadable_memory_fails_its_page";
+    if !child::is_child() {
+        let Some(pool) = Pool::grow(1) else { return };
+        let run = child::parent(name, Duration::from_secs(30)).expect("not the child");
+        drop(pool);
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    /// One huge page, its bytes in a `PROT_NONE` mapping.
+    struct Sealed(mmbatch_mmap::Mapping);
+    impl PageSource for Sealed {
+        fn len(&self) -> u64 {
+            HUGE as u64
+        }
+        fn read_page(&self, _: u64, _: &mut [u8]) -> PageRead {
+            PageRead::Failed(std::io::Error::other("read_page is not asked"))
+        }
+        fn pages(&self, _: u64, count: usize, page_size: usize) -> Option<&[u8]> {
+            // SAFETY: the mapping's own bytes, alive with `self`; only the
+            // kernel is given them (a read here would fault).
+            (count * page_size == HUGE)
+                .then(|| unsafe { std::slice::from_raw_parts(self.0.as_ptr(), HUGE) })
+        }
+    }
+    let none = mmbatch_mmap::Mapping::new(
+        HUGE,
+        mmbatch_mmap::ProtFlags::empty(),
+        mmbatch_mmap::MapFlags::PRIVATE,
+    )
+    .unwrap();
+    let e =
+        UffdRegion::huge_page_cache_from(&Sealed(none), HUGE, HugePageSize::Size2M).unwrap_err();
+    println!("{e}");
+    assert!(matches!(e, Error::PageFailed { page: 0, .. }), "{e:?}");
+    assert!(e.to_string().contains("MADV_POPULATE_READ"), "{e}");
     std::process::exit(0);
 }
