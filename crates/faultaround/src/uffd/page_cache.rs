@@ -176,14 +176,17 @@ impl UffdRegion {
             // two still raises it: hugetlbfs has no write(2) to copy
             // through the kernel.)
             if let Some(bytes) = exact_pages(source, p, 1, page) {
-                match source::fault_in(bytes) {
-                    Ok(()) => {}
-                    // Before Linux 5.14 (no advice): the copy as before.
-                    // After, EINVAL is memory that cannot be read
-                    // (PROT_NONE), which the copy would take as SIGSEGV.
-                    Err(rustix::io::Errno::INVAL) if !source::populate_read_works() => {}
-                    Err(e) => {
-                        return Err(unreadable(p, "MADV_POPULATE_READ of", e));
+                // Where the advice works at all (not before Linux 5.14,
+                // nor under a filter that refuses it): the copy as before.
+                if source::populate_read_works() {
+                    match source::fault_in(bytes) {
+                        // A signal, or a page to retry: the copy faults
+                        // it in as it would have.
+                        Ok(()) | Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
+                        // EINVAL is memory the process cannot read
+                        // (PROT_NONE, or a device's), which the copy would
+                        // take as SIGSEGV.
+                        Err(e) => return Err(unreadable(p, "MADV_POPULATE_READ of", e)),
                     }
                 }
                 chunk.copy_from_slice(bytes);
@@ -215,13 +218,18 @@ const FAULT_HINT: &str = " (EFAULT: the source's bytes could not be read: a `pag
                           memory the kernel may not fault in, such as a mapped file cut short or \
                           failing)";
 
+/// What a source slice's EINVAL from `MADV_POPULATE_READ` means.
+const INVAL_HINT: &str = " (EINVAL: the source's bytes are memory this process cannot read, \
+                          PROT_NONE such as another region's failed page, or a device's \
+                          mapping the kernel cannot fault in)";
+
 /// Page `p` failed: `what` of the source's bytes got `e` (the kernel
 /// could not read them; EFAULT with the likely causes).
 fn unreadable(p: u64, what: &str, e: rustix::io::Errno) -> Error {
-    let hint = if e == rustix::io::Errno::FAULT {
-        FAULT_HINT
-    } else {
-        ""
+    let hint = match e {
+        rustix::io::Errno::FAULT => FAULT_HINT,
+        rustix::io::Errno::INVAL => INVAL_HINT,
+        _ => "",
     };
     Error::PageFailed {
         page: p,

@@ -40,7 +40,8 @@ pub enum PageRead {
 ///   (an `Arc`), not borrowed from the region's owner.
 /// - [`PageRead::NotReady`] is polled: the handler calls again, after
 ///   [`wait_ready`](Self::wait_ready) (by default naps of 50 us doubling
-///   to 5 ms; a source that can tell when a page arrives wakes it then),
+///   to 5 ms, at most a quarter of the source timeout; a source that can
+///   tell when a page arrives wakes it then),
 ///   until the page is ready or the
 ///   [not-ready timeout](crate::UffdRegionBuilder::not_ready_timeout)
 ///   (by default the source timeout); the handler thread serves nothing
@@ -187,12 +188,13 @@ pub(crate) fn fault_in(bytes: &[u8]) -> rustix::io::Result<()> {
     }
 }
 
-/// Whether this kernel has `MADV_POPULATE_READ` (Linux 5.14), asked once
-/// of a page known to be readable: an `EINVAL` from [`fault_in`] then
-/// means memory that cannot be read, not advice the kernel lacks.
+/// Whether `MADV_POPULATE_READ` works here, asked once of a page known to
+/// be readable: not before Linux 5.14 (EINVAL), nor under a seccomp
+/// filter that refuses it (EPERM, ENOSYS). Where it works, an error from
+/// [`fault_in`] is the memory's.
 pub(crate) fn populate_read_works() -> bool {
     static WORKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *WORKS.get_or_init(|| fault_in(&ZEROES[..1]) != Err(rustix::io::Errno::INVAL))
+    *WORKS.get_or_init(|| fault_in(&ZEROES[..1]).is_ok())
 }
 
 /// Zeroes enough for the largest window (512 pages of 4 KiB).
