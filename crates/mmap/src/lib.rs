@@ -115,7 +115,8 @@ impl Mapping {
 
     /// As [`anonymous`](Self::anonymous), every page faulted in now
     /// (`madvise(MADV_POPULATE_WRITE)`, Linux 5.14; `MAP_POPULATE` before,
-    /// which does not say when it stops short).
+    /// or where a seccomp filter refuses the advice, which does not say
+    /// when it stops short).
     ///
     /// # Errors
     /// As [`new`](Self::new); and the populate's: `ENOMEM` where the
@@ -495,6 +496,19 @@ fn populate(m: Mapping) -> io::Result<Mapping> {
     Ok(m)
 }
 
+/// Whether errno `e` from `madvise` on memory it must accept says the
+/// advice itself is refused: EINVAL (a kernel without it), EPERM or
+/// ENOSYS (a sandbox's filter).
+fn refused_advice(e: i32) -> bool {
+    [
+        rustix::io::Errno::INVAL,
+        rustix::io::Errno::PERM,
+        rustix::io::Errno::NOSYS,
+    ]
+    .iter()
+    .any(|r| r.raw_os_error() == e)
+}
+
 /// [`Mapping::populated`] with `populate` making the pages resident (a
 /// test's stands in for the kernel's refusals).
 fn populated_by(
@@ -502,8 +516,10 @@ fn populated_by(
     populate: impl FnOnce(Mapping) -> io::Result<Mapping>,
 ) -> io::Result<Mapping> {
     populate(Mapping::anonymous(len)?).or_else(|e| match e.raw_os_error() {
-        // Before Linux 5.14: no such advice.
-        Some(e) if e == rustix::io::Errno::INVAL.raw_os_error() => Mapping::new(
+        // No such advice (before Linux 5.14), or a seccomp filter that
+        // refuses it: on a fresh read-write anonymous mapping nothing else
+        // gives these.
+        Some(e) if refused_advice(e) => Mapping::new(
             len,
             ProtFlags::READ | ProtFlags::WRITE,
             MapFlags::PRIVATE | MapFlags::POPULATE,

@@ -215,14 +215,20 @@ fn a_populate_that_stops_short_is_an_error() {
     assert_eq!(e.raw_os_error(), Some(libc::ENOMEM));
     // No such advice (before Linux 5.14): MAP_POPULATE's read-write,
     // private, resident memory instead.
-    let old_kernel = |_| Err(io::Error::from_raw_os_error(libc::EINVAL));
-    let mut m = populated_by(64 << 12, old_kernel).unwrap();
-    assert_eq!(m.prot(), ProtFlags::READ | ProtFlags::WRITE);
-    m.as_mut_slice().expect("read-write")[5000] = 7;
-    // SAFETY: the mapping's 64 pages, and a vector of 64 bytes.
-    let r = unsafe { libc::mincore(m.as_ptr().cast(), 64 << 12, resident.as_mut_ptr()) };
-    assert_eq!(r, 0);
-    assert!(resident.iter().all(|&b| b & 1 == 1), "{resident:?}");
+    // And so where a seccomp filter refuses it (EPERM, ENOSYS).
+    for refusal in [libc::EINVAL, libc::EPERM, libc::ENOSYS] {
+        let refused = |_| Err(io::Error::from_raw_os_error(refusal));
+        let mut m = populated_by(64 << 12, refused).unwrap();
+        assert_eq!(m.prot(), ProtFlags::READ | ProtFlags::WRITE);
+        m.as_mut_slice().expect("read-write")[5000] = 7;
+        // SAFETY: the mapping's 64 pages, and a vector of 64 bytes.
+        let r = unsafe { libc::mincore(m.as_ptr().cast(), 64 << 12, resident.as_mut_ptr()) };
+        assert_eq!(r, 0);
+        assert!(
+            resident.iter().all(|&b| b & 1 == 1),
+            "{refusal}: {resident:?}"
+        );
+    }
 }
 
 /// The huge page size a mapping's flags name, and the default when

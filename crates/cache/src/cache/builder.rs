@@ -75,8 +75,8 @@ pub enum RemovalCause {
     /// that): heard when the shard's own work reclaims it, or when a call
     /// that would take it out or write over it finds it expired
     /// ([`purge_expired`](super::LruCache::purge_expired), the removals,
-    /// `retain`, `clear`, `drain`, or an `insert`, a `compute` that puts,
-    /// a load or a `warm` of its key).
+    /// `retain`, `clear`, `drain`, or an `insert`, a `compute` that puts
+    /// or removes, a load or a `warm` of its key).
     Expired,
 }
 
