@@ -47,12 +47,11 @@ impl UffdRegion {
         let pages = (len / page) as u64;
         let mut p = 0;
         while p < pages {
-            // A source in memory is written from its own bytes, a run of
-            // pages a call: the kernel's copy fails a page it cannot read
-            // (a mapped file cut short) with EFAULT, where a read of it
-            // here would kill the process with SIGBUS.
-            // A run's slice, else the page's own (a source with part of
-            // the run not ready), else a read.
+            // A source in memory is written from its own bytes (a run's
+            // slice, else the page's own where part of the run is not
+            // ready), else read: the kernel's copy fails a page it cannot
+            // read (a mapped file cut short) with EFAULT, where a read of
+            // it here would kill the process with SIGBUS.
             let n = (pages - p).min(SLICE_PAGES);
             if let Some(bytes) = exact_pages(source, p, n, page) {
                 write_run(&file, bytes, p, page)?;
@@ -186,7 +185,7 @@ impl UffdRegion {
                         // EINVAL is memory the process cannot read
                         // (PROT_NONE, or a device's), which the copy would
                         // take as SIGSEGV.
-                        Err(e) => return Err(unreadable(p, "MADV_POPULATE_READ of", e)),
+                        Err(e) => return Err(unreadable(p, "MADV_POPULATE_READ", e)),
                     }
                 }
                 chunk.copy_from_slice(bytes);
@@ -224,7 +223,7 @@ const INVAL_HINT: &str = " (EINVAL: the source's bytes are memory this process c
                           mapping the kernel cannot fault in)";
 
 /// Page `p` failed: `what` of the source's bytes got `e` (the kernel
-/// could not read them; EFAULT with the likely causes).
+/// could not read them; EFAULT and EINVAL with their likely causes).
 fn unreadable(p: u64, what: &str, e: rustix::io::Errno) -> Error {
     let hint = match e {
         rustix::io::Errno::FAULT => FAULT_HINT,
@@ -236,7 +235,7 @@ fn unreadable(p: u64, what: &str, e: rustix::io::Errno) -> Error {
         signal: None,
         source: io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("{what} the source's page {p} failed: {e}{hint}"),
+            format!("{what} of the source's page {p} failed: {e}{hint}"),
         ),
     }
 }
@@ -260,7 +259,7 @@ fn write_run(file: &File, bytes: &[u8], first: u64, page: usize) -> Result<(), E
                 let p = first + (done / page) as u64;
                 return Err(unreadable(
                     p,
-                    "writing to the page cache",
+                    "the page cache's write(2)",
                     rustix::io::Errno::FAULT,
                 ));
             }
