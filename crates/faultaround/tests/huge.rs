@@ -28,6 +28,23 @@ fn populate_read_missing() -> bool {
     r != 0
 }
 
+/// Whether this is test `name`'s child process, where the test runs. In
+/// the parent: grows the pool by `pages` (or says it cannot), runs the
+/// child, puts the pool back whatever became of it, and checks its exit.
+fn in_child_with_pool(name: &str, pages: usize) -> bool {
+    if mmbatch_testkit::child::is_child() {
+        return true;
+    }
+    let Some(pool) = Pool::grow(pages) else {
+        return false;
+    };
+    let run = mmbatch_testkit::child::parent(name, Duration::from_secs(30)).expect("not the child");
+    drop(pool);
+    println!("{}", run.output);
+    run.expect_success();
+    false
+}
+
 /// Huge page `i` holds bytes derived from `i` and the offset.
 fn image(pages: usize) -> Vec<u8> {
     (0..pages * HUGE)
@@ -356,15 +373,9 @@ fn a_huge_page_image_longer_than_its_source_is_refused() {
 /// and put back by the parent, whatever becomes of the child.
 #[test]
 fn a_huge_page_cache_from_a_source_mapping_cut_short_fails_its_page() {
-    use mmbatch_testkit::child;
     use std::os::fd::AsFd;
     let name = "a_huge_page_cache_from_a_source_mapping_cut_short_fails_its_page";
-    if !child::is_child() {
-        let Some(pool) = Pool::grow(2) else { return };
-        let run = child::parent(name, Duration::from_secs(30)).expect("not the child");
-        drop(pool);
-        println!("{}", run.output);
-        run.expect_success();
+    if !in_child_with_pool(name, 2) {
         return;
     }
     struct Mapped(mmbatch_mmap::Mapping);
@@ -422,14 +433,8 @@ fn a_huge_page_cache_from_a_source_mapping_cut_short_fails_its_page() {
 #[test]
 fn a_huge_page_cache_from_unreadable_memory_fails_its_page() {
     use mmbatch_faultaround::{PageRead, PageSource};
-    use mmbatch_testkit::child;
     let name = "a_huge_page_cache_from_unreadable_memory_fails_its_page";
-    if !child::is_child() {
-        let Some(pool) = Pool::grow(1) else { return };
-        let run = child::parent(name, Duration::from_secs(30)).expect("not the child");
-        drop(pool);
-        println!("{}", run.output);
-        run.expect_success();
+    if !in_child_with_pool(name, 1) {
         return;
     }
     /// One huge page, its bytes in a `PROT_NONE` mapping.
@@ -474,14 +479,9 @@ fn a_huge_page_cache_from_unreadable_memory_fails_its_page() {
 /// in first, where it failed every page with the filter's EPERM.
 #[test]
 fn a_huge_page_cache_is_made_where_madvise_is_refused() {
-    use mmbatch_testkit::{child, seccomp::refuse_syscalls};
+    use mmbatch_testkit::seccomp::refuse_syscalls;
     let name = "a_huge_page_cache_is_made_where_madvise_is_refused";
-    if !child::is_child() {
-        let Some(pool) = Pool::grow(2) else { return };
-        let run = child::parent(name, Duration::from_secs(30)).expect("not the child");
-        drop(pool);
-        println!("{}", run.output);
-        run.expect_success();
+    if !in_child_with_pool(name, 2) {
         return;
     }
     let data = image(2);
