@@ -10,7 +10,11 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use mmbatch_benches::{
     Config,
-    cache::{self, Impl, build, measure, plan, warm, zipf_stream},
+    cache::{
+        self, Impl, build,
+        in_flight::{Guarded, misses_in_flight},
+        measure, plan, warm, zipf_stream,
+    },
     total,
 };
 
@@ -53,9 +57,28 @@ fn bench(c: &mut Criterion) {
     }
 }
 
+/// Read-through misses of one thread while 0, 1 Ki and 16 Ki other loads
+/// are held open (`cache::in_flight`), in a 64 Ki-entry cache.
+fn in_flight(c: &mut Criterion) {
+    const MISSES: u64 = 1 << 14;
+    let mut group = c.benchmark_group("cache/miss-with-loads-in-flight");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(MISSES));
+    for held in [0, 1 << 10, 1 << 14] {
+        for which in Guarded::ALL {
+            group.bench_function(BenchmarkId::new(which.name(), held), |b| {
+                b.iter_custom(|iters| {
+                    total(iters, || misses_in_flight(which, 1 << 16, held, MISSES))
+                });
+            });
+        }
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().measurement_time(Duration::from_secs(2));
-    targets = bench
+    targets = bench, in_flight
 }
 criterion_main!(benches);

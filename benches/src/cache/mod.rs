@@ -82,6 +82,7 @@ use rand::{RngExt, SeedableRng, rngs::SmallRng};
 use rand_distr::Zipf;
 
 mod caches;
+pub mod in_flight;
 mod notes;
 
 pub use caches::{Cache, build};

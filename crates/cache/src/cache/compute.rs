@@ -89,13 +89,8 @@ where
                     // As `remove`: a load of the key in flight returns its
                     // value but does not cache it. Its flights are found
                     // (the key's `Eq`, user code) before any is marked.
-                    let flights: Vec<usize> = (lv.flights.iter().enumerate())
-                        .filter(|(_, fl)| fl.hash == hash && fl.key == key)
-                        .map(|(at, _)| at)
-                        .collect();
-                    for at in flights {
-                        lv.flights[at].invalidated = true;
-                    }
+                    let flights = lv.flights.ids_of(hash, |k| *k == key);
+                    lv.flights.invalidate(hash, &flights);
                     let mut none = u32::MAX;
                     match (live, found) {
                         (Some(i), _) => {

@@ -243,7 +243,7 @@ where
             let mut lv = shard.write();
             let now = self.now();
             // As `clear`: a load in flight lands uncached.
-            lv.flights.iter_mut().for_each(|fl| fl.invalidated = true);
+            lv.flights.invalidate_all();
             let order: Vec<u32> = lv.in_order().collect();
             let expired: Vec<bool> = (0..lv.len() as u32).map(|i| !lv.live_at(i, now)).collect();
             let mut nodes: Vec<Option<super::shard::Node<K, V>>> =

@@ -30,7 +30,8 @@ use crate::sync::{Arc, AtomicU64, Ordering};
 /// flight, abandoned, stays until the next claim in the shard.
 pub(super) struct Landing<'a, K, V> {
     shard: &'a Shard<K, V>,
-    /// The flight's id in its shard.
+    /// The flight's key's hash, and its id in its shard.
+    hash: u64,
     id: u64,
     /// Whether the flight is out of its shard.
     taken: bool,
@@ -57,10 +58,11 @@ impl<K, V> Landing<'_, K, V> {
     /// Takes the flight out of `lv`, its shard, keeping its room and key;
     /// returns whether the key was removed while it loaded (its value is
     /// then not to be cached).
+    #[inline]
     fn take(&mut self, lv: &mut Lruvec<K, V>) -> bool {
         let mut invalidated = false;
-        if let Some(i) = lv.flights.iter().position(|f| f.id == self.id) {
-            let (key, room, gone) = lv.flights.swap_remove(i).into_parts();
+        if let Some(flight) = lv.flights.take(self.hash, self.id) {
+            let (key, room, gone) = flight.into_parts();
             (self.key, self.room, invalidated) = (Some(key), room, gone);
         }
         self.taken = true;
@@ -102,8 +104,7 @@ impl<K, V> Drop for Landing<'_, K, V> {
                     let room = {
                         let lv = self.shard.read();
                         lv.flights
-                            .iter()
-                            .find(|f| f.id == self.id)
+                            .by_id(self.hash, self.id)
                             .and_then(Flight::abandon)
                     };
                     if let Some(room) = room {
@@ -328,23 +329,15 @@ where
                     });
                 }
             }
-            if lv.flights.iter().any(Flight::is_abandoned) {
-                let (gone, kept) = std::mem::take(&mut lv.flights)
-                    .into_iter()
-                    .partition(Flight::is_abandoned);
-                (abandoned, lv.flights) = (gone, kept);
-            }
             // An invalidated flight's value is not this call's to wait
             // for: it may predate a removal that came before this call.
             match lv
                 .flights
-                .iter_mut()
-                .find(|fl| !fl.invalidated && fl.hash == hash && fl.key.borrow() == key)
+                .find_live(hash, |k| k.borrow() == key, &mut abandoned)
             {
                 Some(fl) => Err((fl.room(), fl.is_own())),
                 None => {
-                    let id = lv.next_flight;
-                    lv.next_flight += 1;
+                    let id = lv.flights.next_id();
                     let room = eager.then(|| Arc::new(Room::new()));
                     lv.flights
                         .push(Flight::new(hash, owned(), id, sync, room.clone()));
@@ -357,6 +350,7 @@ where
                 self.loads.fetch_add(1, Ordering::Relaxed);
                 let landing = Landing {
                     shard,
+                    hash,
                     id,
                     taken: false,
                     room,

@@ -16,6 +16,7 @@ mod builder;
 mod compute;
 mod expire;
 mod flight;
+mod flights;
 mod get;
 mod guard;
 mod iter;
@@ -430,7 +431,7 @@ where
                 let mut lv = shard.write();
                 // A load in flight lands uncached: its value may predate
                 // the clear.
-                lv.flights.iter_mut().for_each(|fl| fl.invalidated = true);
+                lv.flights.invalidate_all();
                 let now = self.now();
                 let expired: Vec<bool> =
                     (0..lv.len() as u32).map(|i| !lv.live_at(i, now)).collect();

@@ -103,19 +103,14 @@ where
             // The key's flights, marked only once the user code here (the
             // key's `Equivalent`, the clock) has run: a panic in it leaves
             // the shard as it was.
-            let flights: Vec<usize> = if invalidate && !lv.flights.is_empty() {
-                (lv.flights.iter().enumerate())
-                    .filter(|(_, fl)| fl.hash == hash && key.equivalent(&fl.key))
-                    .map(|(i, _)| i)
-                    .collect()
+            let flights = if invalidate && !lv.flights.is_empty() {
+                lv.flights.ids_of(hash, |k| key.equivalent(k))
             } else {
                 Vec::new()
             };
             let found = lv.find(hash, |k| key.equivalent(k));
             let expired = found.map(|i| !lv.live_at(i, self.now()));
-            for &at in &flights {
-                lv.flights[at].invalidated = true;
-            }
+            lv.flights.invalidate(hash, &flights);
             let (i, expired) = (found?, expired?);
             if !expired && !f(&lv.node(i).value) {
                 return None;

@@ -30,7 +30,7 @@ pub(super) use duel::{CONTENDERS, Duel, Sampled};
 pub(super) use refault::{LEARNED_BYTES, Learned, hir_share_within};
 use sketch::Sketch;
 
-use super::{Policy, RemovalCause, flight::Flight, workingset::Shadows};
+use super::{Policy, RemovalCause, flights::Flights, workingset::Shadows};
 use crate::sync::{AtomicU8, AtomicU16, AtomicU64, Ordering};
 use tunables::*;
 
@@ -326,9 +326,7 @@ pub(super) struct Lruvec<K, V> {
     batching: bool,
     pub(super) shadows: Shadows,
     /// Loads in flight in this shard (`get_or_insert_with`).
-    pub(super) flights: Vec<Flight<K, V>>,
-    /// The next flight's id.
-    pub(super) next_flight: u64,
+    pub(super) flights: Flights<K, V>,
     pub(super) evictions: u64,
     pub(super) refaults: u64,
     pub(super) activations: u64,
@@ -436,8 +434,7 @@ impl<K, V> Lruvec<K, V> {
             max_refs: max_refs_of(policy),
             batching,
             shadows: Shadows::new(max_entries),
-            flights: Vec::new(),
-            next_flight: 0,
+            flights: Flights::new(),
             evictions: 0,
             refaults: 0,
             activations: 0,
