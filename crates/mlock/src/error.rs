@@ -144,7 +144,7 @@ impl Error {
         let source = io::Error::from(e);
         match e {
             Errno::PERM => Error::NotPermitted { op },
-            Errno::NOMEM | Errno::AGAIN => {
+            Errno::NOMEM | Errno::AGAIN if may_be_memlock_limit(op, e) => {
                 let (soft, hard) = accounting::memlock_limits();
                 let locked = accounting::process_locked_bytes().unwrap_or(0);
                 if over_memlock_limit(accounting::has_cap_ipc_lock(), locked, len, soft) {
@@ -157,6 +157,8 @@ impl Error {
                 }
                 Error::from_map_count(op).unwrap_or(Error::OutOfMemory { op, len, source })
             }
+            // mlock's EAGAIN: pages it could not fault in and lock.
+            Errno::AGAIN => Error::OutOfMemory { op, len, source },
             _ => Error::Sys { op, source },
         }
     }
@@ -185,6 +187,17 @@ impl Error {
         let (maps, max) = (accounting::map_count(), accounting::max_map_count());
         near_map_limit(maps, max).then_some(Error::MapCountLimit { op, maps, max })
     }
+}
+
+/// Whether errno `e` of lock call `op` can be RLIMIT_MEMLOCK's refusal:
+/// ENOMEM of any (`mlock`, `mlock2` and `mlockall` check the limit
+/// before locking anything), and EAGAIN of a mapping (`mmap(MAP_LOCKED)`,
+/// or any `mmap` under `mlockall(MCL_FUTURE)`). `mlock`'s EAGAIN is pages
+/// it could not fault in (the kernel's `__mlock_posix_error_return`),
+/// after the range was counted in `VmLck`: read as the limit, the range
+/// counted twice and named a limit that was not the cause.
+fn may_be_memlock_limit(op: &str, e: Errno) -> bool {
+    e == Errno::NOMEM || (e == Errno::AGAIN && op.starts_with("mmap"))
 }
 
 /// Whether a lock of `len` more bytes, with `locked` locked already, was

@@ -125,6 +125,47 @@ fn refused_mlock_unmaps_the_region() {
     drop(scenario);
 }
 
+/// `mlock`'s EAGAIN is pages it could not fault in (out of memory, a
+/// memory cgroup's limit), which the kernel returns after counting the
+/// range in `VmLck`: it reads as out of memory, not as RLIMIT_MEMLOCK,
+/// though the range and what `VmLck` then holds pass the limit. (Read as
+/// the limit, the range counted twice and the error told the user to
+/// raise a limit that was not the cause.) The same errno of a locked
+/// mapping is the limit. In a child: it drops root to be under the limit.
+#[test]
+fn mlocks_eagain_is_out_of_memory_not_the_limit() {
+    let name = "mlocks_eagain_is_out_of_memory_not_the_limit";
+    if let Some(run) = mmbatch_testkit::child::parent(name, LIMIT) {
+        return run.expect_success();
+    }
+    let page = accounting::page_size();
+    let limit = 16 * page as u64;
+    nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_MEMLOCK, limit, limit)
+        .unwrap();
+    if nix::unistd::geteuid().is_root() {
+        nix::unistd::setgid(nix::unistd::Gid::from_raw(65534)).unwrap();
+        nix::unistd::setuid(nix::unistd::Uid::from_raw(65534)).unwrap();
+    }
+    assert!(!accounting::has_cap_ipc_lock());
+    // 12 pages locked of 16: `VmLck` holds them, as it would after the
+    // kernel counted a range whose fault-in then failed.
+    let r = LockedRegion::builder(12 * page).build().unwrap();
+    let scenario = FailScenario::setup();
+    fail::cfg("mlock::mlock", "return(EAGAIN)").unwrap();
+    let e = r.lock_range(0, 12 * page).unwrap_err();
+    println!("child: {e}");
+    assert!(matches!(e, Error::OutOfMemory { op: "mlock", .. }), "{e:?}");
+    fail::remove("mlock::mlock");
+    // A locked mapping's EAGAIN past the limit is the limit.
+    fail::cfg("mlock::mmap", "return(EAGAIN)").unwrap();
+    let e = LockedRegion::builder(12 * page)
+        .map_locked(true)
+        .build()
+        .unwrap_err();
+    assert!(matches!(e, Error::MemlockLimit { .. }), "{e:?}");
+    drop(scenario);
+}
+
 #[cfg(feature = "fault-locked")]
 #[test]
 fn refused_mmap_for_a_fault_region() {

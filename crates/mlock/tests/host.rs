@@ -58,6 +58,31 @@ fn onfault_locks_exactly_the_touched_pages() {
     assert_eq!(r.resident_pages().unwrap(), 4);
 }
 
+/// An unlocked region locks a part of itself as pages are touched
+/// (`lock_range_on_fault`), where `lock_range` would fault the part in:
+/// the fallback of a region too large for the memlock limit.
+#[test]
+fn an_unlocked_region_locks_a_range_on_fault() {
+    let mut r = LockedRegion::builder(4 * MIB)
+        .policy(LockPolicy::Unlocked)
+        .build()
+        .unwrap();
+    assert_eq!(r.policy(), LockPolicy::Unlocked);
+    let p = page();
+    r.lock_range_on_fault(0, MIB).unwrap();
+    assert_eq!(r.resident_pages().unwrap(), 0, "nothing faulted in");
+    let buf = r.as_mut_slice().unwrap();
+    for i in [0, 3, 2 * MIB / p] {
+        buf[i * p] = 7;
+    }
+    // The two pages in the range are locked; the one past it is not.
+    assert_eq!(r.locked_bytes().unwrap(), 2 * p as u64);
+    assert_eq!(r.resident_pages().unwrap(), 3);
+    // `lock_range` locks by the region's policy: faulted in, all locked.
+    r.lock_range(3 * MIB, MIB).unwrap();
+    assert_eq!(r.locked_bytes().unwrap(), (2 * p + MIB) as u64);
+}
+
 #[test]
 fn unlock_chunked_unlocks_everything() {
     if let Some(run) = child::parent("unlock_chunked_unlocks_everything", LIMIT) {

@@ -44,7 +44,9 @@ where
 {
     /// Decides what becomes of `key`'s entry from its value now (`None`:
     /// absent or expired) and does it, atomically: no other change of the
-    /// key comes between (moka's `and_compute_with`). `f` runs under the
+    /// key comes between (moka's sync `and_compute_with`; `f` cannot
+    /// await, and other callers of the shard wait while it runs: keep it
+    /// short). `f` runs under the
     /// write lock of the key's shard, where a key's `Eq` runs, and must
     /// not use the cache: a use of that shard panics, naming the cause,
     /// and one of another shard can deadlock with a `compute` there that

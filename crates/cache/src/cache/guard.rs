@@ -157,6 +157,10 @@ where
     /// If this thread holds the key's guard, or runs its loader (in a
     /// [`get_or_insert_with`](Self::get_or_insert_with) closure): the wait
     /// would never end. Otherwise as [`insert`](Self::insert).
+    ///
+    /// # Blocking
+    /// As [`get_or_insert_with`](Self::get_or_insert_with) (its "Blocking"): async
+    /// code uses [`get_or_guard_async`](Self::get_or_guard_async).
     pub fn get_or_guard<Q>(&self, key: &Q) -> Result<V, LoadGuard<'_, K, V, S, W>>
     where
         K: Borrow<Q>,

@@ -170,6 +170,14 @@ where
     /// key): they wait for the loader, which waits for them. Otherwise as
     /// [`insert`](Self::insert) (called under this shard's lock, a
     /// barrier that cannot be had, the listener's panic).
+    ///
+    /// # Blocking
+    /// While another caller loads `key` this call blocks its thread, an
+    /// async load's caller included: from async code, a call that finds
+    /// a load of a task on its own thread (a current-thread runtime)
+    /// never returns. Async code uses the async forms
+    /// ([`get_or_insert_async`](Self::get_or_insert_async)). So do this
+    /// method's other blocking forms and [`get_or_guard`](Self::get_or_guard).
     pub fn get_or_insert_with(&self, key: K, f: impl FnOnce() -> V) -> V {
         match self.try_get_or_insert_with(key, || Ok::<V, std::convert::Infallible>(f())) {
             Ok(v) => v,
@@ -441,7 +449,11 @@ where
     /// wakes waiting tasks through their wakers; it spawns nothing).
     /// Dropping this future while it loads stops the load: its waiters
     /// wake and one of them loads next; dropping it while it waits leaves
-    /// the load alone. A loader that awaits its own key waits forever (no
+    /// the load alone. So a timeout around a call that loads (a request's
+    /// deadline) restarts the load with the next caller: to bound a load,
+    /// time out inside `load`; to let it finish whatever happens to the
+    /// caller, run it on a task of its own (holding an `Arc` of the cache)
+    /// and await that. A loader that awaits its own key waits forever (no
     /// thread identifies a task). A blocking
     /// [`get_or_insert_with`](Self::get_or_insert_with) of a key an async
     /// load holds blocks its thread until the load lands: on a
@@ -460,7 +472,11 @@ where
 
     /// [`get_or_insert_async`](Self::get_or_insert_async) for a fallible
     /// loader: its error is returned and nothing is cached; waiters start
-    /// over (one of them loads next).
+    /// over (one of them loads next). The error is not shared with them:
+    /// against a backend that keeps failing, n tasks waiting on one key
+    /// make n calls to it, one after another.
+    /// [`try_get_or_insert_async_shared`](Self::try_get_or_insert_async_shared)
+    /// hands them the error instead (moka's `try_get_with`).
     ///
     /// # Errors
     /// The loader's error, when this call ran it.

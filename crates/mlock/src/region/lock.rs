@@ -29,6 +29,26 @@ impl LockedRegion {
     /// [`Error::OutOfRange`] past the region's end; and the kernel's
     /// refusal, named ([`Error::MemlockLimit`] for RLIMIT_MEMLOCK).
     pub fn lock_range(&self, offset: usize, len: usize) -> Result<(), Error> {
+        self.lock_range_by(offset, len, self.policy)
+    }
+
+    /// Locks `[offset, offset + len)` as [`LockPolicy::OnFault`] does,
+    /// whatever the region's policy: its pages are locked as they are
+    /// touched (`mlock2(MLOCK_ONFAULT)`, Linux 4.4), none faulted in now.
+    /// So a region built [`LockPolicy::Unlocked`] (as one too large for
+    /// RLIMIT_MEMLOCK must be) can lock the part the limit allows,
+    /// without touching it. The kernel counts the whole range against the
+    /// limit at once, as for `OnFault`.
+    ///
+    /// # Errors
+    /// As [`lock_range`](Self::lock_range).
+    #[doc(alias = "MLOCK_ONFAULT")]
+    pub fn lock_range_on_fault(&self, offset: usize, len: usize) -> Result<(), Error> {
+        self.lock_range_by(offset, len, LockPolicy::OnFault)
+    }
+
+    /// [`lock_range`](Self::lock_range) by `policy`.
+    fn lock_range_by(&self, offset: usize, len: usize, policy: LockPolicy) -> Result<(), Error> {
         self.check_range(offset, len)?;
         fail_point!("mlock::mlock", |arg| Err(Error::from_lock(
             "mlock",
@@ -37,9 +57,9 @@ impl LockedRegion {
         )));
         let ptr = self.sub(offset);
         if self.hugetlb {
-            return self.populate_hugetlb(ptr, len);
+            return self.populate_hugetlb(ptr, len, policy);
         }
-        if self.policy == LockPolicy::OnFault {
+        if policy == LockPolicy::OnFault {
             // SAFETY: the range is inside our mapping.
             unsafe { rustix::mm::mlock_with(ptr, len, rustix::mm::MlockFlags::ONFAULT) }
                 .map_err(|e| Error::from_lock("mlock2(MLOCK_ONFAULT)", len, e))
@@ -51,8 +71,13 @@ impl LockedRegion {
 
     /// [`lock_range`](Self::lock_range) of a hugetlb region: faults the
     /// range in, or nothing for `OnFault`.
-    fn populate_hugetlb(&self, ptr: *mut c_void, len: usize) -> Result<(), Error> {
-        if self.policy == LockPolicy::OnFault {
+    fn populate_hugetlb(
+        &self,
+        ptr: *mut c_void,
+        len: usize,
+        policy: LockPolicy,
+    ) -> Result<(), Error> {
+        if policy == LockPolicy::OnFault {
             return Ok(());
         }
         let (advice, op) = if self.read_only {

@@ -152,6 +152,16 @@ impl<'fd> RegionBuilder<'fd> {
     /// if it is shared: a forked child that drops its copy of the region
     /// zeroes the parent's file too. Not with
     /// [`read_only`](Self::read_only) ([`Error::BadFlags`] at build).
+    ///
+    /// What it does not reach: a page written to swap (only a locked page
+    /// is kept out of it: not under [`LockPolicy::Unlocked`] or after an
+    /// `unlock`); copies the kernel made and freed unzeroed (page
+    /// migration by compaction, which moves locked pages too while
+    /// `vm.compact_unevictable_allowed` is 1, its default, and khugepaged's
+    /// collapse under [`Pages::Transparent`]: boot with `init_on_free=1`
+    /// to have freed pages zeroed); and an exit that runs no drop
+    /// (`std::process::exit`, `abort`, a panic under `panic = "abort"`, a
+    /// signal).
     pub fn zero_on_drop(mut self) -> Self {
         self.zero_on_drop = true;
         self
@@ -570,6 +580,12 @@ impl LockedRegion {
     /// Always false: regions have at least one page.
     pub fn is_empty(&self) -> bool {
         false
+    }
+
+    /// When its pages are locked: the builder's
+    /// [`policy`](RegionBuilder::policy).
+    pub fn policy(&self) -> LockPolicy {
+        self.policy
     }
 
     /// The page size of the region.
