@@ -438,6 +438,13 @@ impl FaultLockedRegion {
         if batch == 0 {
             return Err(Error::ZeroBatch);
         }
+        if builder.secret {
+            return Err(Error::BadFlags {
+                op: "FaultLockedRegion::new",
+                why: "secret memory is locked by the kernel as it is touched already, and its \
+                      pages cannot be locked by mlock: build the LockedRegion alone",
+            });
+        }
         let mut region = builder.policy(LockPolicy::Unlocked).build()?;
         let prot = if region.writable() {
             libc::PROT_READ | libc::PROT_WRITE

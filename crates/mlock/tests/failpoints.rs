@@ -125,6 +125,49 @@ fn refused_mlock_unmaps_the_region() {
     drop(scenario);
 }
 
+/// A kernel without secret memory (`memfd_secret` ENOSYS) is named with
+/// what it lacks, and leaves nothing behind; another refusal (EMFILE
+/// here played by ENOMEM) is the call's.
+#[test]
+fn secret_memory_refused_by_the_kernel_is_named() {
+    let scenario = FailScenario::setup();
+    let before = footprint();
+    fail::cfg("mlock::memfd_secret", "return(ENOSYS)").unwrap();
+    let e = LockedRegion::builder(MIB)
+        .secret_memory()
+        .build()
+        .unwrap_err();
+    println!("{e}");
+    assert!(
+        matches!(
+            e,
+            Error::BadFlags {
+                op: "memfd_secret",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("CONFIG_SECRETMEM"), "{e}");
+    fail::cfg("mlock::memfd_secret", "return(ENOMEM)").unwrap();
+    let e = LockedRegion::builder(MIB)
+        .secret_memory()
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::OutOfMemory {
+                op: "memfd_secret",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(footprint(), before);
+    drop(scenario);
+}
+
 /// `mlock`'s EAGAIN is pages it could not fault in (out of memory, a
 /// memory cgroup's limit), which the kernel returns after counting the
 /// range in `VmLck`: it reads as out of memory, not as RLIMIT_MEMLOCK,

@@ -234,3 +234,145 @@ fn a_refused_fault_region_zeroes_without_a_fault() {
         "the refused region zeroed the file"
     );
 }
+
+/// A secret memory region, or `None` (said) where this kernel has none.
+fn secret_region(builder: mmbatch_mlock::RegionBuilder<'_>) -> Option<LockedRegion> {
+    match builder.secret_memory().build() {
+        Ok(r) => Some(r),
+        Err(
+            e @ Error::BadFlags {
+                op: "memfd_secret", ..
+            },
+        ) => {
+            println!("skipped: {e}");
+            None
+        }
+        Err(e) => panic!("{e:?}"),
+    }
+}
+
+/// Reads `len` bytes at `addr` of this process through the kernel
+/// (`/proc/self/mem`), as another process's debugger would.
+fn read_through_the_kernel(addr: *const u8, len: usize) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let mem = std::fs::File::open("/proc/self/mem")?;
+    let mut buf = vec![0; len];
+    mem.read_exact_at(&mut buf, addr as u64)?;
+    Ok(buf)
+}
+
+/// Secret memory holds what is written to it, locked, and the kernel
+/// will not read it for anyone (`/proc/PID/mem`, as a debugger reads),
+/// where it reads an ordinary locked region's bytes.
+#[test]
+fn secret_memory_is_out_of_the_kernels_reach() {
+    let len = 4 * accounting::page_size();
+    let Some(mut secret) = secret_region(LockedRegion::builder(len).zero_on_drop()) else {
+        return;
+    };
+    let mut plain = LockedRegion::builder(len).build().unwrap();
+    secret.as_mut_slice().unwrap().fill(SECRET);
+    plain.as_mut_slice().unwrap().fill(SECRET);
+    assert!(secret.as_slice().iter().all(|&b| b == SECRET));
+    assert_eq!(secret.locked_bytes().unwrap(), len as u64);
+    assert_eq!(
+        read_through_the_kernel(plain.as_ptr(), len).unwrap(),
+        vec![SECRET; len]
+    );
+    let e = read_through_the_kernel(secret.as_ptr(), len).unwrap_err();
+    println!("reading secret memory through /proc/self/mem: {e}");
+    // Locked whatever the policy: the kernel locks secret memory itself.
+    let Some(mut unlocked) = secret_region(LockedRegion::builder(len).policy(LockPolicy::Unlocked))
+    else {
+        return;
+    };
+    unlocked.as_mut_slice().unwrap()[0] = SECRET;
+    assert_eq!(
+        unlocked.locked_bytes().unwrap(),
+        accounting::page_size() as u64
+    );
+}
+
+/// With `wipe_on_fork`, a child forked from a process holding secret
+/// memory has no mapping there: its read dies of SIGSEGV.
+#[test]
+fn a_forked_child_has_no_secret_memory_with_wipe_on_fork() {
+    let len = accounting::page_size();
+    let Some(mut r) = secret_region(LockedRegion::builder(len).wipe_on_fork()) else {
+        return;
+    };
+    r.as_mut_slice().unwrap().fill(SECRET);
+    let start = r.as_ptr().cast_const();
+    // SAFETY: the child reads memory and calls `_exit`, both
+    // async-signal-safe, and nothing else.
+    match unsafe { fork() }.unwrap() {
+        ForkResult::Child => {
+            // SAFETY: none in the child, if the advice holds: the read is
+            // the test (it faults); were it mapped, `len` bytes are there.
+            let b = unsafe { std::ptr::read_volatile(start) };
+            // SAFETY: _exit is async-signal-safe.
+            unsafe { libc::_exit(i32::from(b == SECRET)) }
+        }
+        ForkResult::Parent { child } => match waitpid(child, None).unwrap() {
+            WaitStatus::Signaled(_, nix::sys::signal::Signal::SIGSEGV, _) => {}
+            other => panic!("the child read the region: {other:?}"),
+        },
+    }
+    assert!(r.as_slice().iter().all(|&b| b == SECRET));
+}
+
+/// Options secret memory cannot take are refused before anything is made.
+#[test]
+fn secret_memory_refuses_what_it_cannot_be() {
+    let page = accounting::page_size();
+    let fd = rustix::fs::memfd_create("not-secret", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    rustix::fs::ftruncate(&fd, page as u64).unwrap();
+    // SAFETY: the memfd is this test's own; nothing else maps, writes or
+    // truncates it.
+    let file = unsafe { LockedRegion::builder(page).file(fd.as_fd(), 0, true) };
+    for (what, builder) in [
+        ("file", file),
+        (
+            "hugetlb",
+            LockedRegion::builder(2 << 20).pages(Pages::Huge(HugePageSize::Size2M)),
+        ),
+        (
+            "thp",
+            LockedRegion::builder(2 << 20).pages(Pages::Transparent),
+        ),
+        ("read-only", LockedRegion::builder(page).read_only()),
+    ] {
+        let e = builder.secret_memory().build().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::BadFlags {
+                    op: "RegionBuilder::build",
+                    ..
+                }
+            ),
+            "{what}: {e:?}"
+        );
+        assert!(e.to_string().contains("secret_memory"), "{what}: {e}");
+    }
+}
+
+/// A `FaultLockedRegion` locks pages with `mlock` as they fault: secret
+/// memory, which the kernel locks itself and `mlock` cannot fault in, is
+/// refused before anything is made.
+#[cfg(feature = "fault-locked")]
+#[test]
+fn a_fault_locked_region_refuses_secret_memory() {
+    let builder = LockedRegion::builder(accounting::page_size()).secret_memory();
+    let e = mmbatch_mlock::FaultLockedRegion::new(builder, 1).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::BadFlags {
+                op: "FaultLockedRegion::new",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+}

@@ -221,3 +221,58 @@ impl<K, V> Flights<K, V> {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn flight(key: u32, id: u64) -> Flight<u32, u32> {
+        // Keys 0 and 100 share a hash, as different keys may.
+        Flight::new(u64::from(key % 100), key, id, true, None)
+    }
+
+    impl<K, V> Flights<K, V> {
+        fn is_list(&self) -> bool {
+            matches!(self.held, Held::Few(_))
+        }
+    }
+
+    /// Up to `FEW` flights are a list, the next moves them to a table,
+    /// and a table emptied is a list again; every flight is found by its
+    /// key, and taken by its id, in either.
+    #[test]
+    fn a_few_flights_are_a_list_and_more_a_table() {
+        let mut f = Flights::new();
+        assert!(f.is_empty() && f.is_list());
+        let keys: Vec<u32> = (0..FEW as u32).chain([100, 5]).collect();
+        let mut gone = Vec::new();
+        for (n, &k) in keys.iter().enumerate() {
+            let id = f.next_id();
+            assert_eq!(id, n as u64);
+            if n < keys.len() - 1 {
+                assert!(
+                    f.find_live(u64::from(k % 100), |x| *x == k, &mut gone)
+                        .is_none()
+                );
+            }
+            f.push(flight(k, id));
+            assert!(!f.is_empty());
+            assert_eq!(f.is_list(), n < FEW, "after {} flights", n + 1);
+        }
+        for (id, &k) in keys.iter().enumerate() {
+            let hash = u64::from(k % 100);
+            let found = f.find_live(hash, |x| *x == k, &mut gone);
+            // Key 5 has two flights: the first found.
+            assert_eq!(found.map(|fl| fl.key), Some(k), "key {k}");
+            assert_eq!(f.by_id(hash, id as u64).map(|fl| fl.key), Some(k));
+        }
+        assert!(gone.is_empty());
+        for (id, &k) in keys.iter().enumerate().rev() {
+            assert!(!f.is_list());
+            let taken = f.take(u64::from(k % 100), id as u64).map(|fl| fl.key);
+            assert_eq!(taken, Some(k));
+        }
+        assert!(f.is_empty() && f.is_list());
+        assert!(f.take(0, 0).is_none());
+    }
+}

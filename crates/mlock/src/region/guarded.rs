@@ -63,6 +63,7 @@ impl RegionBuilder<'_> {
             policy: LockPolicy::Unlocked,
             page: self.pages.size(),
             hugetlb: false,
+            secret: false,
             read_only: self.read_only,
             zero_on_drop: None,
         };

@@ -59,6 +59,21 @@ impl LockedRegion {
         if self.hugetlb {
             return self.populate_hugetlb(ptr, len, policy);
         }
+        if self.secret {
+            // Locked by the kernel since its `mmap` (`secretmem_mmap` sets
+            // VM_LOCKED), and out of `mlock`'s reach (its fault-in is
+            // refused: ENOMEM): faulted in by a read of each page, but for
+            // `OnFault`.
+            if policy != LockPolicy::OnFault {
+                for p in (0..len).step_by(self.page) {
+                    let at = ptr.cast::<u8>().wrapping_add(p);
+                    // SAFETY: inside our mapping, readable (secret memory
+                    // is never read-only), and a read changes nothing.
+                    unsafe { std::ptr::read_volatile(at) };
+                }
+            }
+            return Ok(());
+        }
         if policy == LockPolicy::OnFault {
             // SAFETY: the range is inside our mapping.
             unsafe { rustix::mm::mlock_with(ptr, len, rustix::mm::MlockFlags::ONFAULT) }

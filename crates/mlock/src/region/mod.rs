@@ -17,6 +17,7 @@ use crate::{Error, accounting};
 
 mod guarded;
 mod lock;
+mod secret;
 mod zero;
 
 use zero::ZeroOnDrop;
@@ -83,6 +84,7 @@ pub struct RegionBuilder<'fd> {
     dont_dump: bool,
     wipe_on_fork: bool,
     zero_on_drop: bool,
+    pub(crate) secret: bool,
 }
 
 impl<'fd> RegionBuilder<'fd> {
@@ -118,6 +120,27 @@ impl<'fd> RegionBuilder<'fd> {
     /// region writes it. The obligation of `memmap2::Mmap::map`.
     pub unsafe fn file(mut self, fd: BorrowedFd<'fd>, offset: u64, shared: bool) -> Self {
         self.file = Some((fd, offset, shared));
+        self
+    }
+
+    /// Backs the region with secret memory (`memfd_secret(2)`, Linux
+    /// 5.14): pages the kernel takes out of its own direct map, so that
+    /// neither the kernel's reads for other processes (`/proc/PID/mem`,
+    /// `process_vm_readv`, ptrace) nor a kernel bug that reads memory
+    /// reach them; they are never swapped (locked whatever the
+    /// [`policy`](Self::policy), against RLIMIT_MEMLOCK), never in a core
+    /// dump, and zeroed by the kernel when freed. With
+    /// [`wipe_on_fork`](Self::wipe_on_fork) a forked child has no such
+    /// mapping at all (`MADV_DONTFORK`: secret memory is shared, which
+    /// `MADV_WIPEONFORK` refuses). Base pages only, not over a
+    /// [`file`](Self::file), not [`read_only`](Self::read_only)
+    /// ([`Error::BadFlags`] at build). A kernel without it (before 5.14,
+    /// built without `CONFIG_SECRETMEM`, or before 6.5 booted without
+    /// `secretmem.enable=1`) is [`Error::BadFlags`] at build. Each region
+    /// is a file of its own, one descriptor while it is built.
+    #[doc(alias = "memfd_secret")]
+    pub fn secret_memory(mut self) -> Self {
+        self.secret = true;
         self
     }
 
@@ -216,6 +239,20 @@ impl<'fd> RegionBuilder<'fd> {
             });
         }
         self.check_options()?;
+        if self.secret && self.file.is_none() {
+            let fd = secret::memfd(self.len)?;
+            let mut over = self;
+            over.file = Some((fd.as_fd(), 0, true));
+            // The mapping holds the file; the descriptor goes.
+            return over.build_checked();
+        }
+        self.build_checked()
+    }
+
+    /// [`build`](Self::build) once the options are checked (and secret
+    /// memory has its file).
+    fn build_checked(self) -> Result<LockedRegion, Error> {
+        let page = self.pages.size();
         if let Some((fd, offset, _)) = self.file {
             if offset % page as u64 != 0 {
                 return Err(Error::Misaligned {
@@ -274,6 +311,7 @@ impl<'fd> RegionBuilder<'fd> {
         };
         // From here on, Drop unmaps on every error path.
         region.policy = self.policy;
+        region.secret = self.secret;
         if !self.pages.hugetlb() {
             let advice = match self.pages {
                 Pages::Transparent => Advice::LinuxHugepage,
@@ -304,7 +342,12 @@ impl<'fd> RegionBuilder<'fd> {
             unsafe { madvise(region.sub(0), region.len, Advice::LinuxDontDump) }
                 .map_err(|e| Error::from_sys("madvise(MADV_DONTDUMP)", region.len, e))?;
         }
-        if self.wipe_on_fork {
+        if self.wipe_on_fork && self.secret {
+            // SAFETY: the range is our own mapping; the advice changes no
+            // contents (a child just has no mapping there).
+            unsafe { madvise(region.sub(0), region.len, Advice::LinuxDontFork) }
+                .map_err(|e| Error::from_sys("madvise(MADV_DONTFORK)", region.len, e))?;
+        } else if self.wipe_on_fork {
             // SAFETY: the range is our own mapping; the advice changes no
             // contents (only a child's).
             match unsafe { madvise(region.sub(0), region.len, Advice::LinuxWipeOnFork) } {
@@ -323,7 +366,10 @@ impl<'fd> RegionBuilder<'fd> {
             LockPolicy::Unlocked => {}
         }
         if self.zero_on_drop {
-            region.zero_on_drop = Some(ZeroOnDrop::new(&region, self.file.is_none()));
+            // Secret memory as anonymous: its pages never touched are
+            // no one's (zeroing them would allocate them).
+            let anonymous = self.file.is_none() || self.secret;
+            region.zero_on_drop = Some(ZeroOnDrop::new(&region, anonymous));
         }
         Ok(region)
     }
@@ -337,7 +383,20 @@ impl<'fd> RegionBuilder<'fd> {
                 why,
             })
         };
-        if self.wipe_on_fork && self.file.is_some() {
+        if self.secret {
+            let why = if self.file.is_some() {
+                Some("secret_memory makes the region's own file: not with file")
+            } else if self.pages != Pages::Base {
+                Some("secret_memory is in base pages: use Pages::Base")
+            } else if self.read_only {
+                Some("secret_memory starts as zeros: a read-only region of it holds nothing")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return bad(why);
+            }
+        } else if self.wipe_on_fork && self.file.is_some() {
             return bad("wipe_on_fork needs anonymous memory: the kernel refuses \
                         MADV_WIPEONFORK over a file (a child could read the file anyway)");
         }
@@ -408,6 +467,7 @@ impl<'fd> RegionBuilder<'fd> {
             policy: LockPolicy::Unlocked,
             page: size,
             hugetlb: true,
+            secret: false,
             read_only: self.read_only,
             zero_on_drop: None,
         })
@@ -444,7 +504,10 @@ impl<'fd> RegionBuilder<'fd> {
                 source: e.into(),
             };
         }
-        if self.map_locked && self.policy == LockPolicy::Populate {
+        if self.secret {
+            // Secret memory's mapping is locked: its EAGAIN is the limit.
+            Error::from_lock("mmap(secret memory)", self.len, e)
+        } else if self.map_locked && self.policy == LockPolicy::Populate {
             Error::from_lock("mmap(MAP_LOCKED)", self.len, e)
         } else {
             Error::from_sys("mmap", self.len, e)
@@ -475,6 +538,7 @@ fn injected(arg: Option<String>) -> Errno {
         Some("EAGAIN") => Errno::AGAIN,
         Some("EPERM") => Errno::PERM,
         Some("EINVAL") => Errno::INVAL,
+        Some("ENOSYS") => Errno::NOSYS,
         _ => Errno::NOMEM,
     }
 }
@@ -535,6 +599,9 @@ pub struct LockedRegion {
     page: usize,
     /// hugetlb pages, which the kernel neither swaps nor locks.
     hugetlb: bool,
+    /// Secret memory, which the kernel locks itself and `mlock` cannot
+    /// fault in ([`RegionBuilder::secret_memory`]).
+    secret: bool,
     read_only: bool,
 }
 
@@ -564,6 +631,7 @@ impl LockedRegion {
             dont_dump: false,
             wipe_on_fork: false,
             zero_on_drop: false,
+            secret: false,
         }
     }
 
