@@ -384,6 +384,45 @@ fn a_shared_error_reaches_every_waiting_task() {
     assert_eq!(loads.load(Ordering::SeqCst), 2);
 }
 
+/// The shared-error forms by a borrowed key (`&str` for a `String`
+/// key): four tasks waiting on a failing load get its one error; the
+/// blocking form by reference then loads and caches.
+#[test]
+fn a_shared_error_reaches_waiters_by_a_borrowed_key() {
+    let _hang = mmbatch_testkit::hang_guard("a_shared_error_reaches_waiters_by_a_borrowed_key");
+    use futures_executor::LocalPool;
+    use futures_util::task::LocalSpawnExt as _;
+    #[derive(Debug)]
+    struct Down;
+    let mut pool = LocalPool::new();
+    let cache = Arc::new(LruCache::<String, u64>::new(64));
+    let loads = Arc::new(AtomicUsize::new(0));
+    let results = Arc::new(std::sync::Mutex::new(Vec::new()));
+    for _ in 0..4 {
+        let (cache, loads, results) = (cache.clone(), loads.clone(), results.clone());
+        pool.spawner()
+            .spawn_local(async move {
+                let r = cache
+                    .try_get_or_insert_async_shared_ref("key", async {
+                        loads.fetch_add(1, Ordering::SeqCst);
+                        Turns(3).await;
+                        Err::<u64, _>(Down)
+                    })
+                    .await;
+                results.lock().unwrap().push(r);
+            })
+            .unwrap();
+    }
+    pool.run_until_stalled();
+    let results = results.lock().unwrap();
+    assert_eq!(results.len(), 4, "tasks left unfinished");
+    let errors: Vec<_> = results.iter().map(|r| r.as_ref().unwrap_err()).collect();
+    assert!(errors.iter().all(|e| Arc::ptr_eq(e, errors[0])));
+    assert_eq!(loads.load(Ordering::SeqCst), 1);
+    let r: Result<u64, Arc<Down>> = cache.try_get_or_insert_shared_ref("key", || Ok(7));
+    assert_eq!((r.unwrap(), cache.get("key")), (7, Some(7)));
+}
+
 /// The fallible async `_if` loader: a refused value is loaded again and
 /// replaced; a failing load returns its error and leaves the cached
 /// value; an accepted value runs no loader.

@@ -2,7 +2,7 @@
 //! and its async form (moka's `try_get_with`).
 
 use std::{
-    borrow::Cow,
+    borrow::{Borrow, Cow},
     future::Future,
     hash::{BuildHasher, Hash},
     sync::Arc,
@@ -81,6 +81,52 @@ where
     {
         let load = async { load.await.map_err(Arc::new) };
         self.load_async(Cow::Owned(key), load, |_| false, Shared)
+            .await
+    }
+
+    /// [`try_get_or_insert_shared`](Self::try_get_or_insert_shared) by a
+    /// borrowed key (a `&str` for a `String` key), owned only if it loads
+    /// (moka's `try_get_with_by_ref`).
+    ///
+    /// # Errors
+    /// As [`try_get_or_insert_shared`](Self::try_get_or_insert_shared).
+    ///
+    /// # Panics
+    /// As [`get_or_insert_with`](Self::get_or_insert_with).
+    pub fn try_get_or_insert_shared_ref<Q, E>(
+        &self,
+        key: &Q,
+        f: impl FnOnce() -> Result<V, E>,
+    ) -> Result<V, Arc<E>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        E: Send + Sync + 'static,
+    {
+        let f = || f().map_err(Arc::new);
+        self.load(Cow::Borrowed(key), f, |_| false, Shared)
+    }
+
+    /// [`try_get_or_insert_async_shared`](Self::try_get_or_insert_async_shared)
+    /// by a borrowed key (moka's `future::Cache::try_get_with_by_ref`).
+    ///
+    /// # Errors
+    /// As [`try_get_or_insert_async_shared`](Self::try_get_or_insert_async_shared).
+    ///
+    /// # Panics
+    /// As [`get_or_insert_async`](Self::get_or_insert_async).
+    pub async fn try_get_or_insert_async_shared_ref<Q, E>(
+        &self,
+        key: &Q,
+        load: impl Future<Output = Result<V, E>>,
+    ) -> Result<V, Arc<E>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        E: Send + Sync + 'static,
+    {
+        let load = async { load.await.map_err(Arc::new) };
+        self.load_async(Cow::Borrowed(key), load, |_| false, Shared)
             .await
     }
 }
