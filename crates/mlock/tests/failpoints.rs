@@ -125,6 +125,33 @@ fn refused_mlock_unmaps_the_region() {
     drop(scenario);
 }
 
+/// `close` hands back the kernel's refusal of the unmap (a drop cannot),
+/// zeroing first, and leaves the range as a drop would: here the refusal
+/// is played, so the range is then unmapped after all; a close the
+/// kernel takes is `Ok` and leaves nothing.
+#[test]
+fn close_says_what_a_drop_cannot() {
+    let scenario = FailScenario::setup();
+    let before = footprint();
+    let mut r = LockedRegion::builder(MIB).zero_on_drop().build().unwrap();
+    r.as_mut_slice().unwrap().fill(0xA5);
+    fail::cfg("mlock::munmap", "return(ENOMEM)").unwrap();
+    let e = r.close().unwrap_err();
+    println!("{e}");
+    assert!(
+        matches!(
+            e,
+            Error::OutOfMemory { op: "munmap", .. } | Error::MapCountLimit { op: "munmap", .. }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(footprint(), before, "the refused range was left mapped");
+    fail::remove("mlock::munmap");
+    LockedRegion::builder(MIB).build().unwrap().close().unwrap();
+    assert_eq!(footprint(), before);
+    drop(scenario);
+}
+
 /// A kernel without secret memory (`memfd_secret` ENOSYS) is named with
 /// what it lacks, and leaves nothing behind; another refusal (EMFILE
 /// here played by ENOMEM) is the call's.

@@ -650,6 +650,44 @@ impl LockedRegion {
         false
     }
 
+    /// Zeroes the region if it was built to
+    /// ([`zero_on_drop`](RegionBuilder::zero_on_drop)) and unmaps it,
+    /// returning the kernel's refusal, which a drop cannot say: at
+    /// `vm.max_map_count`, where unmapping must split a mapping the kernel
+    /// merged with a neighbour ([`Error::MapCountLimit`]). Refused, the
+    /// range is left as a drop leaves it (mapped, its pages released as
+    /// far as the kernel lets), and the caller knows.
+    ///
+    /// # Errors
+    /// The kernel's refusal of the `munmap`, named.
+    pub fn close(self) -> Result<(), Error> {
+        let LockedRegion {
+            zero_on_drop,
+            mapping,
+            ..
+        } = self;
+        // Zeroed first, as a drop does.
+        drop(zero_on_drop);
+        let (ptr, len, prot) = mapping.into_raw_parts();
+        fail_point!("mlock::munmap", |arg| {
+            // SAFETY: the range is still ours and mapped (the unmap was
+            // not made): handed back to a `Mapping`, which unmaps it.
+            drop(unsafe { Mapping::from_raw_parts(ptr, len, prot) });
+            Err(Error::from_sys("munmap", len, injected(arg)))
+        });
+        // SAFETY: the whole mapping, ours, and nothing borrows it: the
+        // region is consumed.
+        match unsafe { rustix::mm::munmap(ptr.as_ptr().cast(), len) } {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                // SAFETY: refused, the range is still ours and mapped: a
+                // `Mapping` again, whose drop leaves it as it leaves one.
+                drop(unsafe { Mapping::from_raw_parts(ptr, len, prot) });
+                Err(Error::from_sys("munmap", len, e))
+            }
+        }
+    }
+
     /// When its pages are locked: the builder's
     /// [`policy`](RegionBuilder::policy).
     pub fn policy(&self) -> LockPolicy {
