@@ -176,6 +176,22 @@ fn secret_memory_refused_by_the_kernel_is_named() {
         "{e:?}"
     );
     assert!(e.to_string().contains("CONFIG_SECRETMEM"), "{e}");
+    fail::cfg("mlock::memfd_secret", "return(EPERM)").unwrap();
+    let e = LockedRegion::builder(MIB)
+        .secret_memory()
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::BadFlags {
+                op: "memfd_secret",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("seccomp"), "{e}");
     fail::cfg("mlock::memfd_secret", "return(ENOMEM)").unwrap();
     let e = LockedRegion::builder(MIB)
         .secret_memory()

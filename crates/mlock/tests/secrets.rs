@@ -281,6 +281,12 @@ fn secret_memory_is_out_of_the_kernels_reach() {
     );
     let e = read_through_the_kernel(secret.as_ptr(), len).unwrap_err();
     println!("reading secret memory through /proc/self/mem: {e}");
+    // Populated as asked with `map_locked` too (MAP_POPULATE alone
+    // leaves secret memory out without a word).
+    let Some(mapped) = secret_region(LockedRegion::builder(len).map_locked(true)) else {
+        return;
+    };
+    assert_eq!(mapped.resident_pages().unwrap(), 4);
     // Locked whatever the policy: the kernel locks secret memory itself.
     let Some(mut unlocked) = secret_region(LockedRegion::builder(len).policy(LockPolicy::Unlocked))
     else {
@@ -375,4 +381,43 @@ fn a_fault_locked_region_refuses_secret_memory() {
         ),
         "{e:?}"
     );
+}
+
+/// A forked child that drops its copy of a `zero_on_drop` region over
+/// memory it shares with its parent (a shared file; secret memory) leaves
+/// the parent's secret alone: only the process that built the region
+/// zeroes it. (The child's drop zeroed the parent's file before.)
+#[test]
+fn a_forked_childs_drop_leaves_the_parents_secret() {
+    let page = accounting::page_size();
+    let fd = rustix::fs::memfd_create("shared", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    rustix::fs::ftruncate(&fd, page as u64).unwrap();
+    // SAFETY: the memfd is this test's own; nothing else maps, writes or
+    // truncates it while the region lives.
+    let builder = unsafe { LockedRegion::builder(page).file(fd.as_fd(), 0, true) };
+    let mut regions = vec![builder.zero_on_drop().build().unwrap()];
+    regions.extend(secret_region(LockedRegion::builder(page).zero_on_drop()));
+    for r in &mut regions {
+        r.as_mut_slice().unwrap().fill(SECRET);
+    }
+    // SAFETY: the child drops the regions (getpid, munmap: both
+    // async-signal-safe, no allocation) and calls `_exit`.
+    match unsafe { fork() }.unwrap() {
+        ForkResult::Child => {
+            // Dropped one by one: the vector's buffer is not freed
+            // (malloc may be locked by a thread the fork left behind).
+            regions.drain(..).for_each(drop);
+            // SAFETY: _exit is async-signal-safe.
+            unsafe { libc::_exit(0) }
+        }
+        ForkResult::Parent { child } => {
+            assert_eq!(waitpid(child, None).unwrap(), WaitStatus::Exited(child, 0));
+        }
+    }
+    for (i, r) in regions.iter().enumerate() {
+        assert!(
+            r.as_slice().iter().all(|&b| b == SECRET),
+            "region {i} zeroed"
+        );
+    }
 }

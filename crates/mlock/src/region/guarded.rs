@@ -134,11 +134,14 @@ impl RegionBuilder<'_> {
             // file's `mmap` may fail late with anything, but the probe
             // above passed it: its EAGAIN is the limit's, and so is its
             // EPERM unless the file is sealed against the mapping now (a
-            // seal added since the probe, refused late).
+            // seal added since the probe, refused late). Secret memory's
+            // EAGAIN (its memlock check, which another thread's locking
+            // since the probe can fail) comes from the file's own `mmap`,
+            // late: after MAP_FIXED unmapped the middle.
             Err(e)
                 if e != Errno::NOMEM
                     && (self.file.is_none()
-                        || e == Errno::AGAIN
+                        || (e == Errno::AGAIN && !self.secret)
                         || (e == Errno::PERM && !self.writes_a_sealed_file())) =>
             {
                 Err(self.map_error(e))

@@ -124,20 +124,28 @@ impl<'fd> RegionBuilder<'fd> {
     }
 
     /// Backs the region with secret memory (`memfd_secret(2)`, Linux
-    /// 5.14): pages the kernel takes out of its own direct map, so that
-    /// neither the kernel's reads for other processes (`/proc/PID/mem`,
-    /// `process_vm_readv`, ptrace) nor a kernel bug that reads memory
-    /// reach them; they are never swapped (locked whatever the
-    /// [`policy`](Self::policy), against RLIMIT_MEMLOCK), never in a core
-    /// dump, and zeroed by the kernel when freed. With
-    /// [`wipe_on_fork`](Self::wipe_on_fork) a forked child has no such
-    /// mapping at all (`MADV_DONTFORK`: secret memory is shared, which
-    /// `MADV_WIPEONFORK` refuses). Base pages only, not over a
-    /// [`file`](Self::file), not [`read_only`](Self::read_only)
-    /// ([`Error::BadFlags`] at build). A kernel without it (before 5.14,
-    /// built without `CONFIG_SECRETMEM`, or before 6.5 booted without
-    /// `secretmem.enable=1`) is [`Error::BadFlags`] at build. Each region
-    /// is a file of its own, one descriptor while it is built.
+    /// 5.14): pages the kernel takes out of its direct map and maps only
+    /// in this process's page tables, so that the kernel does not read
+    /// them for other processes (`/proc/PID/mem`, `process_vm_readv`,
+    /// ptrace); they are never swapped (locked by the kernel whatever the
+    /// [`policy`](Self::policy) says, against RLIMIT_MEMLOCK; `unlock`
+    /// changes nothing), never in a core dump, and zeroed by the kernel
+    /// when freed. The system cannot hibernate while one exists.
+    /// `LockPolicy::Populate` faults the pages in by reading them: out of
+    /// memory there is the OOM killer's, not an error.
+    ///
+    /// A forked child shares the memory: with
+    /// [`wipe_on_fork`](Self::wipe_on_fork) it has no such mapping at all
+    /// (`MADV_DONTFORK`, as `MADV_WIPEONFORK` refuses shared memory), and
+    /// must not use its copy of the region (drop or forget it).
+    ///
+    /// Base pages only, not over a [`file`](Self::file), not
+    /// [`read_only`](Self::read_only) ([`Error::BadFlags`] at build). A
+    /// kernel without it (before 5.14, built without `CONFIG_SECRETMEM`,
+    /// or before 6.5 booted without `secretmem.enable=1`), an architecture
+    /// without it, and a seccomp filter refusing it (Docker's default
+    /// profile) are [`Error::BadFlags`] at build, naming which. Each
+    /// region is a file of its own, one descriptor while it is built.
     #[doc(alias = "memfd_secret")]
     pub fn secret_memory(mut self) -> Self {
         self.secret = true;
@@ -153,7 +161,8 @@ impl<'fd> RegionBuilder<'fd> {
     }
 
     /// Gives a child made by `fork` zeros in place of the region's pages
-    /// (`madvise(MADV_WIPEONFORK)`, Linux 4.14): for secrets, which a
+    /// (`madvise(MADV_WIPEONFORK)`, Linux 4.14; with
+    /// [`secret_memory`](Self::secret_memory), no mapping there at all): for secrets, which a
     /// child would otherwise share, unlocked (the kernel does not pass
     /// `mlock` on across `fork`), and could write out to swap. The child
     /// sees a region of zeros at the same address; `exec` drops it anyway.
@@ -172,8 +181,10 @@ impl<'fd> RegionBuilder<'fd> {
     /// were. Anonymous memory is zeroed where it is resident (`mincore`):
     /// a page never touched holds nothing, and zeroing it would allocate
     /// it. A file's every page is zeroed, and the zeros reach the file
-    /// if it is shared: a forked child that drops its copy of the region
-    /// zeroes the parent's file too. Not with
+    /// if it is shared. Memory a forked child shares with its parent (a
+    /// shared file, [`secret_memory`](Self::secret_memory)) is zeroed only
+    /// by the process that built the region: a child dropping its copy of
+    /// the region leaves the parent's secret alone. Not with
     /// [`read_only`](Self::read_only) ([`Error::BadFlags`] at build).
     ///
     /// What it does not reach: a page written to swap (only a locked page
@@ -360,7 +371,9 @@ impl<'fd> RegionBuilder<'fd> {
         match self.policy {
             // Mapped with MAP_LOCKED | MAP_POPULATE (`flags`, for every
             // kind of page): locked already.
-            LockPolicy::Populate if self.map_locked => {}
+            // (Secret memory refuses MAP_POPULATE's fault-in without a
+            // word: `lock_range` reads it in.)
+            LockPolicy::Populate if self.map_locked && !self.secret => {}
             LockPolicy::Populate => region.lock_range(0, region.len)?,
             LockPolicy::OnFault => region.lock_range(0, region.len)?,
             LockPolicy::Unlocked => {}
@@ -369,7 +382,8 @@ impl<'fd> RegionBuilder<'fd> {
             // Secret memory as anonymous: its pages never touched are
             // no one's (zeroing them would allocate them).
             let anonymous = self.file.is_none() || self.secret;
-            region.zero_on_drop = Some(ZeroOnDrop::new(&region, anonymous));
+            let shared = matches!(self.file, Some((_, _, true)));
+            region.zero_on_drop = Some(ZeroOnDrop::new(&region, anonymous, shared));
         }
         Ok(region)
     }

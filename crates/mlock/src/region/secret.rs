@@ -9,15 +9,42 @@ use rustix::io::Errno;
 
 use crate::Error;
 
+/// `memfd_secret`'s number, where the kernel has secret memory (the
+/// architectures with `ARCH_HAS_SET_DIRECT_MAP`; one number on each, from
+/// the kernel's unified table: libc does not have it on all of them).
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "aarch64",
+    target_arch = "riscv64",
+    target_arch = "s390x",
+    target_arch = "loongarch64",
+    target_arch = "powerpc64"
+))]
+const SYS_MEMFD_SECRET: Option<libc::c_long> = Some(447);
+#[cfg(not(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "aarch64",
+    target_arch = "riscv64",
+    target_arch = "s390x",
+    target_arch = "loongarch64",
+    target_arch = "powerpc64"
+)))]
+const SYS_MEMFD_SECRET: Option<libc::c_long> = None;
+
 /// A secret memory file of `len` bytes (`memfd_secret(2)`).
 pub(super) fn memfd(len: usize) -> Result<OwnedFd, Error> {
     fail_point!("mlock::memfd_secret", |arg| Err(refusal(
         super::injected(arg),
         len
     )));
+    let Some(nr) = SYS_MEMFD_SECRET else {
+        return Err(refusal(Errno::NOSYS, len));
+    };
     // SAFETY: memfd_secret takes one flags argument and touches no memory
     // of ours.
-    let fd = unsafe { libc::syscall(libc::SYS_memfd_secret, libc::O_CLOEXEC) };
+    let fd = unsafe { libc::syscall(nr, libc::O_CLOEXEC) };
     if fd < 0 {
         return Err(refusal(
             Errno::from_io_error(&io::Error::last_os_error()).unwrap_or(Errno::NOSYS),
@@ -32,13 +59,21 @@ pub(super) fn memfd(len: usize) -> Result<OwnedFd, Error> {
 }
 
 /// The error for `memfd_secret`'s `e`, making a region of `len` bytes:
-/// ENOSYS is a kernel without it.
+/// ENOSYS is a kernel (or an architecture) without it, EPERM a seccomp
+/// filter's refusal.
 fn refusal(e: Errno, len: usize) -> Error {
     match e {
+        Errno::PERM => Error::BadFlags {
+            op: "memfd_secret",
+            why: "memfd_secret was refused (EPERM): a seccomp filter forbids it (Docker's and \
+                  Kubernetes' default profiles do); allow the system call in the profile, or \
+                  leave secret_memory out",
+        },
         Errno::NOSYS => Error::BadFlags {
             op: "memfd_secret",
             why: "this kernel has no secret memory: it needs Linux 5.14 or later built with \
-                  CONFIG_SECRETMEM, and before 6.5 the boot parameter secretmem.enable=1; \
+                  CONFIG_SECRETMEM (x86, arm64, riscv64, s390x, loongarch64, powerpc64), and \
+                  before 6.5 the boot parameter secretmem.enable=1; \
                   leave secret_memory out (dont_dump, wipe_on_fork and zero_on_drop still \
                   apply)",
         },

@@ -15,6 +15,11 @@ pub(super) struct ZeroOnDrop {
     words: usize,
     /// Anonymous memory: only its resident pages can hold anything.
     resident_only: bool,
+    /// For memory shared with a forked child (a shared file, secret
+    /// memory): the process that built the region, the only one whose
+    /// drop zeroes it (a child's copy of the region would zero the
+    /// parent's memory, or meet none where the child has no mapping).
+    only_in: Option<u32>,
 }
 
 // SAFETY: an address, written only in the drop, by the thread dropping the
@@ -26,8 +31,9 @@ unsafe impl Sync for ZeroOnDrop {}
 
 impl ZeroOnDrop {
     /// For writable `region`, which must hold it (in its `zero_on_drop`);
-    /// `anonymous`: not a file's.
-    pub(super) fn new(region: &LockedRegion, anonymous: bool) -> Self {
+    /// `anonymous`: only its resident pages can hold anything; `shared`:
+    /// a forked child shares the memory.
+    pub(super) fn new(region: &LockedRegion, anonymous: bool, shared: bool) -> Self {
         debug_assert!(region.writable(), "zero_on_drop on a read-only region");
         let start = std::ptr::NonNull::new(region.as_ptr().cast::<u64>())
             .expect("a mapped region is not at address 0");
@@ -35,6 +41,7 @@ impl ZeroOnDrop {
             start,
             words: region.len / size_of::<u64>(),
             resident_only: anonymous,
+            only_in: shared.then(std::process::id),
         }
     }
 }
@@ -42,6 +49,9 @@ impl ZeroOnDrop {
 impl Drop for ZeroOnDrop {
     fn drop(&mut self) {
         use zeroize::Zeroize;
+        if self.only_in.is_some_and(|pid| pid != std::process::id()) {
+            return;
+        }
         // SAFETY: the region holding this is being dropped, so nothing
         // borrows its memory; its mapping, dropped after this field, is
         // still mapped, writable (`check_options` refused `read_only`) and
@@ -98,7 +108,7 @@ mod zero_tests {
             for p in [1, 3, 260, 299] {
                 bytes[p * page..][..page].fill(0xA5);
             }
-            drop(ZeroOnDrop::new(&r, anonymous));
+            drop(ZeroOnDrop::new(&r, anonymous, false));
             // Counted before the read below maps every page.
             let resident = r.resident_pages().unwrap();
             assert_eq!(
