@@ -24,7 +24,8 @@ pub(super) struct Flights<K, V> {
     /// reach that many (and [`FEW`]), so a sweep (of at most twice as many
     /// flights as claims) costs a claim O(1) amortized, and an abandoned
     /// flight of a key nobody asks for again is gone within that many
-    /// claims. (A list is never swept: it holds at most [`FEW`].)
+    /// claims. (A list is swept when full, before it would become a
+    /// table: it holds at most [`FEW`] given up.)
     swept: usize,
     claims: usize,
     /// The next flight's id.
@@ -69,19 +70,31 @@ impl<K, V> Flights<K, V> {
         id
     }
 
-    /// Adds `flight`, under its key's hash.
+    /// Adds `flight`, under its key's hash. A full list first sweeps its
+    /// abandoned flights out into `gone` (for the caller to drop after
+    /// the lock), and moves to a table only if that left it full.
     #[inline]
-    pub(super) fn push(&mut self, flight: Flight<K, V>) {
+    pub(super) fn push(&mut self, flight: Flight<K, V>, gone: &mut Vec<Flight<K, V>>) {
         match &mut self.held {
             Held::Few(v) if v.len() < FEW => v.push(flight),
-            _ => self.push_many(flight),
+            _ => self.push_many(flight, gone),
         }
     }
 
-    /// [`push`](Self::push) past [`FEW`]: into the table, made of the
-    /// list if this is the push that passes it.
+    /// [`push`](Self::push) to a full list or a table.
     #[inline(never)]
-    fn push_many(&mut self, flight: Flight<K, V>) {
+    fn push_many(&mut self, flight: Flight<K, V>, gone: &mut Vec<Flight<K, V>>) {
+        if let Held::Few(v) = &mut self.held {
+            let (out, kept): (Vec<_>, Vec<_>) = std::mem::take(v)
+                .into_iter()
+                .partition(Flight::is_abandoned);
+            gone.extend(out);
+            *v = kept;
+            if v.len() < FEW {
+                v.push(flight);
+                return;
+            }
+        }
         let t = match &mut self.held {
             Held::Many(t) => t,
             Held::Few(v) => {
@@ -119,8 +132,11 @@ impl<K, V> Flights<K, V> {
             }
             Held::Many(t) => {
                 let (flight, rest) = t.find_entry(hash, |f| f.id == id).ok()?.remove();
-                if rest.into_table().is_empty() {
+                let t = rest.into_table();
+                if t.is_empty() {
                     self.empty_to_list();
+                } else {
+                    shrink(t);
                 }
                 flight
             }
@@ -200,6 +216,8 @@ impl<K, V> Flights<K, V> {
                 (self.swept, self.claims) = (t.len(), 0);
                 if t.is_empty() {
                     self.empty_to_list();
+                } else {
+                    shrink(t);
                 }
             }
         }
@@ -222,6 +240,16 @@ impl<K, V> Flights<K, V> {
     }
 }
 
+/// Gives a table at a quarter of its room or less back half of it: a
+/// sweep walks the table's room, not its flights, and a burst of loads
+/// must not leave every later sweep walking the burst's room. (At a
+/// half, a shrink costs O(1) amortized over the removals that led to it.)
+fn shrink<K, V>(t: &mut HashTable<Flight<K, V>>) {
+    if t.capacity() > 4 * t.len().max(FEW) {
+        t.shrink_to(2 * t.len().max(FEW), |f: &Flight<K, V>| f.hash);
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -235,6 +263,87 @@ mod tests {
         fn is_list(&self) -> bool {
             matches!(self.held, Held::Few(_))
         }
+
+        /// The table's room (0 for a list).
+        fn room(&self) -> usize {
+            match &self.held {
+                Held::Few(_) => 0,
+                Held::Many(t) => t.capacity(),
+            }
+        }
+    }
+
+    /// Pushes flights of keys `keys` (hash: the key), each with its key as
+    /// its id.
+    fn push_all(f: &mut Flights<u32, u32>, keys: std::ops::Range<u32>) {
+        let mut gone = Vec::new();
+        for k in keys {
+            f.push(
+                Flight::new(u64::from(k), k, u64::from(k), true, None),
+                &mut gone,
+            );
+        }
+        assert!(gone.is_empty());
+    }
+
+    fn abandon(f: &Flights<u32, u32>, k: u32) {
+        assert!(
+            f.by_id(u64::from(k), u64::from(k))
+                .unwrap()
+                .abandon()
+                .is_none()
+        );
+    }
+
+    /// A table sweeps its abandoned flights out once the claims since the
+    /// last sweep reach the flights it held then (and `FEW`), not at each
+    /// claim (which cost every miss a walk of the table).
+    #[test]
+    fn a_table_sweeps_every_so_many_claims() {
+        let mut f = Flights::new();
+        push_all(&mut f, 0..FEW as u32 + 1);
+        abandon(&f, 3);
+        let mut gone = Vec::new();
+        for claim in 1..=FEW {
+            assert!(f.find_live(1000, |_| false, &mut gone).is_none());
+            let swept = f.by_id(3, 3).is_none();
+            assert_eq!(swept, claim == FEW, "after {claim} claims");
+        }
+        assert_eq!(gone.iter().map(|fl| fl.key).collect::<Vec<_>>(), [3]);
+        // A key's own claim takes its abandoned flight out at once.
+        abandon(&f, 5);
+        assert!(f.find_live(5, |k| *k == 5, &mut gone).is_none());
+        assert_eq!(gone.len(), 2);
+        assert!(f.by_id(5, 5).is_none());
+    }
+
+    /// A full list sweeps its abandoned flights before a push would make
+    /// it a table: it stays a list while that leaves room.
+    #[test]
+    fn a_full_list_sweeps_before_it_grows() {
+        let mut f = Flights::new();
+        push_all(&mut f, 0..FEW as u32);
+        abandon(&f, 2);
+        abandon(&f, 6);
+        let mut gone = Vec::new();
+        f.push(Flight::new(100, 100, 100, true, None), &mut gone);
+        assert!(f.is_list());
+        assert_eq!(gone.len(), 2);
+        push_all(&mut f, 200..202);
+        assert!(!f.is_list(), "full again with none given up: a table");
+    }
+
+    /// A table left with few flights after a burst gives its room back.
+    #[test]
+    fn a_table_shrinks_after_a_burst() {
+        let mut f = Flights::new();
+        push_all(&mut f, 0..1000);
+        let burst = f.room();
+        assert!(burst >= 1000);
+        for k in 5..1000u32 {
+            assert!(f.take(u64::from(k), u64::from(k)).is_some());
+        }
+        assert!(f.room() <= 4 * FEW, "room {} of {burst} kept", f.room());
     }
 
     /// Up to `FEW` flights are a list, the next moves them to a table,
@@ -255,7 +364,7 @@ mod tests {
                         .is_none()
                 );
             }
-            f.push(flight(k, id));
+            f.push(flight(k, id), &mut gone);
             assert!(!f.is_empty());
             assert_eq!(f.is_list(), n < FEW, "after {} flights", n + 1);
         }

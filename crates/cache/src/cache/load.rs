@@ -27,7 +27,8 @@ use crate::sync::{Arc, AtomicU64, Ordering};
 /// landing, which the user may drop anywhere (also where its thread holds
 /// the shard's lock, where locking it again would panic), holds the room
 /// from the claim on and completes it empty with no shard lock: the
-/// flight, abandoned, stays until the next claim in the shard.
+/// flight, abandoned, stays until a later claim takes it out (see
+/// `Flights`).
 pub(super) struct Landing<'a, K, V> {
     shard: &'a Shard<K, V>,
     /// The flight's key's hash, and its id in its shard.
@@ -316,8 +317,8 @@ where
         }
         let hash = self.hash(key);
         let shard = self.shard(hash);
-        // Flights their loaders abandoned (`Flight::abandon`), taken out
-        // of the shard by any claim in it; dropped after the lock, and
+        // Flights their loaders abandoned (`Flight::abandon`) that this
+        // claim takes out (its key's, or a sweep's); dropped after the lock, and
         // after this claim's `Landing` exists (a key's `Drop` may panic).
         let mut abandoned = Vec::new();
         let claimed = {
@@ -347,8 +348,10 @@ where
                 None => {
                     let id = lv.flights.next_id();
                     let room = eager.then(|| Arc::new(Room::new()));
-                    lv.flights
-                        .push(Flight::new(hash, owned(), id, sync, room.clone()));
+                    lv.flights.push(
+                        Flight::new(hash, owned(), id, sync, room.clone()),
+                        &mut abandoned,
+                    );
                     Ok((id, room))
                 }
             }
