@@ -126,14 +126,21 @@ fn refused_mlock_unmaps_the_region() {
 }
 
 /// `close` hands back the kernel's refusal of the unmap (a drop cannot),
-/// zeroing first, and leaves the range as a drop would: here the refusal
-/// is played, so the range is then unmapped after all; a close the
-/// kernel takes is `Ok` and leaves nothing.
+/// after zeroing, and hands the range to a drop as the region's own drop
+/// would (here the refusal is played, so that drop unmaps it); a close
+/// the kernel takes is `Ok` and leaves nothing.
 #[test]
 fn close_says_what_a_drop_cannot() {
+    use std::os::fd::AsFd;
     let scenario = FailScenario::setup();
     let before = footprint();
-    let mut r = LockedRegion::builder(MIB).zero_on_drop().build().unwrap();
+    // Over a shared memfd, so the zeroing can be read back after.
+    let fd = rustix::fs::memfd_create("secret", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    rustix::fs::ftruncate(&fd, MIB as u64).unwrap();
+    // SAFETY: the memfd is this test's own; nothing else maps, writes or
+    // truncates it while the region lives.
+    let builder = unsafe { LockedRegion::builder(MIB).file(fd.as_fd(), 0, true) };
+    let mut r = builder.zero_on_drop().build().unwrap();
     r.as_mut_slice().unwrap().fill(0xA5);
     fail::cfg("mlock::munmap", "return(ENOMEM)").unwrap();
     let e = r.close().unwrap_err();
@@ -141,11 +148,22 @@ fn close_says_what_a_drop_cannot() {
     assert!(
         matches!(
             e,
-            Error::OutOfMemory { op: "munmap", .. } | Error::MapCountLimit { op: "munmap", .. }
+            Error::OutOfMemory {
+                op: "munmap",
+                len: MIB,
+                ..
+            } | Error::MapCountLimit { op: "munmap", .. }
         ),
         "{e:?}"
     );
-    assert_eq!(footprint(), before, "the refused range was left mapped");
+    assert_eq!(
+        footprint(),
+        before,
+        "the refused range was not handed to a drop"
+    );
+    let mut back = vec![0xFF; MIB];
+    rustix::io::pread(&fd, &mut back, 0).unwrap();
+    assert!(back.iter().all(|&b| b == 0), "not zeroed before the unmap");
     fail::remove("mlock::munmap");
     LockedRegion::builder(MIB).build().unwrap().close().unwrap();
     assert_eq!(footprint(), before);

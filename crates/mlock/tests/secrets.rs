@@ -299,34 +299,6 @@ fn secret_memory_is_out_of_the_kernels_reach() {
     );
 }
 
-/// With `wipe_on_fork`, a child forked from a process holding secret
-/// memory has no mapping there: its read dies of SIGSEGV.
-#[test]
-fn a_forked_child_has_no_secret_memory_with_wipe_on_fork() {
-    let len = accounting::page_size();
-    let Some(mut r) = secret_region(LockedRegion::builder(len).wipe_on_fork()) else {
-        return;
-    };
-    r.as_mut_slice().unwrap().fill(SECRET);
-    let start = r.as_ptr().cast_const();
-    // SAFETY: the child reads memory and calls `_exit`, both
-    // async-signal-safe, and nothing else.
-    match unsafe { fork() }.unwrap() {
-        ForkResult::Child => {
-            // SAFETY: none in the child, if the advice holds: the read is
-            // the test (it faults); were it mapped, `len` bytes are there.
-            let b = unsafe { std::ptr::read_volatile(start) };
-            // SAFETY: _exit is async-signal-safe.
-            unsafe { libc::_exit(i32::from(b == SECRET)) }
-        }
-        ForkResult::Parent { child } => match waitpid(child, None).unwrap() {
-            WaitStatus::Signaled(_, nix::sys::signal::Signal::SIGSEGV, _) => {}
-            other => panic!("the child read the region: {other:?}"),
-        },
-    }
-    assert!(r.as_slice().iter().all(|&b| b == SECRET));
-}
-
 /// Options secret memory cannot take are refused before anything is made.
 #[test]
 fn secret_memory_refuses_what_it_cannot_be() {
@@ -347,6 +319,7 @@ fn secret_memory_refuses_what_it_cannot_be() {
             LockedRegion::builder(2 << 20).pages(Pages::Transparent),
         ),
         ("read-only", LockedRegion::builder(page).read_only()),
+        ("wipe_on_fork", LockedRegion::builder(page).wipe_on_fork()),
     ] {
         let e = builder.secret_memory().build().unwrap_err();
         assert!(

@@ -21,19 +21,23 @@ pub(super) struct Flights<K, V> {
     held: Held<K, V>,
     /// The flights the table held after its last sweep of the abandoned
     /// ones, and the claims since: the next sweep comes when the claims
-    /// reach that many (and [`FEW`]), so a sweep (of at most twice as many
-    /// flights as claims) costs a claim O(1) amortized, and an abandoned
+    /// reach that many (and [`FEW`]), so a sweep (of a table whose room
+    /// [`shrink`] keeps within a few times its flights, at most twice as
+    /// many as the claims) costs a claim O(1) amortized, and an abandoned
     /// flight of a key nobody asks for again is gone within that many
     /// claims. (A list is swept when full, before it would become a
     /// table: it holds at most [`FEW`] given up.)
     swept: usize,
     claims: usize,
+    /// The most flights the table held since it was made or last shrunk:
+    /// its room is about that (removals leave it, and a sweep walks it).
+    peak: usize,
     /// The next flight's id.
     next_id: u64,
 }
 
 enum Held<K, V> {
-    /// Up to [`FEW`] flights (more only until the push that moves them).
+    /// Up to [`FEW`] flights.
     Few(Vec<Flight<K, V>>),
     /// Flights by their key's hash, until there are none.
     Many(HashTable<Flight<K, V>>),
@@ -45,6 +49,7 @@ impl<K, V> Flights<K, V> {
             held: Held::Few(Vec::new()),
             swept: 0,
             claims: 0,
+            peak: 0,
             next_id: 0,
         }
     }
@@ -110,6 +115,7 @@ impl<K, V> Flights<K, V> {
             }
         };
         t.insert_unique(flight.hash, flight, |f: &Flight<K, V>| f.hash);
+        self.peak = self.peak.max(t.len());
     }
 
     /// The flight of `hash` with `id`: no user code runs (a key's `Eq`
@@ -136,7 +142,7 @@ impl<K, V> Flights<K, V> {
                 if t.is_empty() {
                     self.empty_to_list();
                 } else {
-                    shrink(t);
+                    shrink(t, &mut self.peak);
                 }
                 flight
             }
@@ -198,7 +204,7 @@ impl<K, V> Flights<K, V> {
 
     /// Back to an empty list, once the table is empty.
     fn empty_to_list(&mut self) {
-        (self.held, self.swept, self.claims) = (Held::Few(Vec::new()), 0, 0);
+        (self.held, self.swept, self.claims, self.peak) = (Held::Few(Vec::new()), 0, 0, 0);
     }
 
     /// [`find_live`](Self::find_live) where the shard has flights.
@@ -217,7 +223,7 @@ impl<K, V> Flights<K, V> {
                 if t.is_empty() {
                     self.empty_to_list();
                 } else {
-                    shrink(t);
+                    shrink(t, &mut self.peak);
                 }
             }
         }
@@ -240,13 +246,17 @@ impl<K, V> Flights<K, V> {
     }
 }
 
-/// Gives a table at a quarter of its room or less back half of it: a
-/// sweep walks the table's room, not its flights, and a burst of loads
-/// must not leave every later sweep walking the burst's room. (At a
-/// half, a shrink costs O(1) amortized over the removals that led to it.)
-fn shrink<K, V>(t: &mut HashTable<Flight<K, V>>) {
-    if t.capacity() > 4 * t.len().max(FEW) {
-        t.shrink_to(2 * t.len().max(FEW), |f: &Flight<K, V>| f.hash);
+/// Gives a table down to a quarter of its `peak` (the most it held since
+/// made or shrunk, which its room follows: removals leave the room, as
+/// `capacity` does not say) back half of it: a sweep walks the table's
+/// room, not its flights, and a burst of loads must not leave every later
+/// sweep walking the burst's room. (At a half, a shrink costs O(1)
+/// amortized over the removals that led to it.)
+fn shrink<K, V>(t: &mut HashTable<Flight<K, V>>, peak: &mut usize) {
+    let keep = 2 * t.len().max(FEW);
+    if *peak > 2 * keep {
+        t.shrink_to(keep, |f: &Flight<K, V>| f.hash);
+        *peak = t.len();
     }
 }
 
@@ -264,11 +274,11 @@ mod tests {
             matches!(self.held, Held::Few(_))
         }
 
-        /// The table's room (0 for a list).
+        /// The table's allocation, in bytes (0 for a list).
         fn room(&self) -> usize {
             match &self.held {
                 Held::Few(_) => 0,
-                Held::Many(t) => t.capacity(),
+                Held::Many(t) => t.allocation_size(),
             }
         }
     }
@@ -339,11 +349,11 @@ mod tests {
         let mut f = Flights::new();
         push_all(&mut f, 0..1000);
         let burst = f.room();
-        assert!(burst >= 1000);
+        assert!(burst >= 1000 * size_of::<Flight<u32, u32>>());
         for k in 5..1000u32 {
             assert!(f.take(u64::from(k), u64::from(k)).is_some());
         }
-        assert!(f.room() <= 4 * FEW, "room {} of {burst} kept", f.room());
+        assert!(f.room() <= burst / 16, "{} bytes of {burst} kept", f.room());
     }
 
     /// Up to `FEW` flights are a list, the next moves them to a table,

@@ -134,10 +134,13 @@ impl<'fd> RegionBuilder<'fd> {
     /// `LockPolicy::Populate` faults the pages in by reading them: out of
     /// memory there is the OOM killer's, not an error.
     ///
-    /// A forked child shares the memory: with
-    /// [`wipe_on_fork`](Self::wipe_on_fork) it has no such mapping at all
-    /// (`MADV_DONTFORK`, as `MADV_WIPEONFORK` refuses shared memory), and
-    /// must not use its copy of the region (drop or forget it).
+    /// A forked child shares the memory (it is a file's, mapped shared),
+    /// so [`wipe_on_fork`](Self::wipe_on_fork) is refused with it: the
+    /// kernel refuses `MADV_WIPEONFORK` over shared memory, and
+    /// `MADV_DONTFORK` would leave the child a hole where its copy of the
+    /// region thinks it owns a mapping (its drop would unmap whatever the
+    /// child mapped there since). Keep secret memory out of children by
+    /// not forking while it is held, or by `exec` right after `fork`.
     ///
     /// Base pages only, not over a [`file`](Self::file), not
     /// [`read_only`](Self::read_only) ([`Error::BadFlags`] at build). A
@@ -161,8 +164,7 @@ impl<'fd> RegionBuilder<'fd> {
     }
 
     /// Gives a child made by `fork` zeros in place of the region's pages
-    /// (`madvise(MADV_WIPEONFORK)`, Linux 4.14; with
-    /// [`secret_memory`](Self::secret_memory), no mapping there at all): for secrets, which a
+    /// (`madvise(MADV_WIPEONFORK)`, Linux 4.14): for secrets, which a
     /// child would otherwise share, unlocked (the kernel does not pass
     /// `mlock` on across `fork`), and could write out to swap. The child
     /// sees a region of zeros at the same address; `exec` drops it anyway.
@@ -353,12 +355,7 @@ impl<'fd> RegionBuilder<'fd> {
             unsafe { madvise(region.sub(0), region.len, Advice::LinuxDontDump) }
                 .map_err(|e| Error::from_sys("madvise(MADV_DONTDUMP)", region.len, e))?;
         }
-        if self.wipe_on_fork && self.secret {
-            // SAFETY: the range is our own mapping; the advice changes no
-            // contents (a child just has no mapping there).
-            unsafe { madvise(region.sub(0), region.len, Advice::LinuxDontFork) }
-                .map_err(|e| Error::from_sys("madvise(MADV_DONTFORK)", region.len, e))?;
-        } else if self.wipe_on_fork {
+        if self.wipe_on_fork {
             // SAFETY: the range is our own mapping; the advice changes no
             // contents (only a child's).
             match unsafe { madvise(region.sub(0), region.len, Advice::LinuxWipeOnFork) } {
@@ -404,6 +401,12 @@ impl<'fd> RegionBuilder<'fd> {
                 Some("secret_memory is in base pages: use Pages::Base")
             } else if self.read_only {
                 Some("secret_memory starts as zeros: a read-only region of it holds nothing")
+            } else if self.wipe_on_fork {
+                Some(
+                    "secret_memory is shared with a forked child, and the kernel refuses \
+                     MADV_WIPEONFORK over shared memory: leave wipe_on_fork out, and do not fork \
+                     while the secret is held (or exec at once)",
+                )
             } else {
                 None
             };
@@ -669,12 +672,14 @@ impl LockedRegion {
     /// returning the kernel's refusal, which a drop cannot say: at
     /// `vm.max_map_count`, where unmapping must split a mapping the kernel
     /// merged with a neighbour ([`Error::MapCountLimit`]). Refused, the
-    /// range is left as a drop leaves it (mapped, its pages released as
+    /// range is handed to a drop as the region's own drop would be (which
+    /// tries once more, and may leave it mapped, its pages released as
     /// far as the kernel lets), and the caller knows.
     ///
     /// # Errors
     /// The kernel's refusal of the `munmap`, named.
     pub fn close(self) -> Result<(), Error> {
+        let region_len = self.len;
         let LockedRegion {
             zero_on_drop,
             mapping,
@@ -683,23 +688,23 @@ impl LockedRegion {
         // Zeroed first, as a drop does.
         drop(zero_on_drop);
         let (ptr, len, prot) = mapping.into_raw_parts();
-        fail_point!("mlock::munmap", |arg| {
-            // SAFETY: the range is still ours and mapped (the unmap was
-            // not made): handed back to a `Mapping`, which unmaps it.
+        // Fail point `mlock::munmap` plays the kernel's refusal.
+        #[cfg(feature = "failpoints")]
+        let refused = fail::eval("mlock::munmap", injected);
+        #[cfg(not(feature = "failpoints"))]
+        let refused = None;
+        let unmapped = match refused {
+            Some(e) => Err(e),
+            // SAFETY: the whole mapping, ours, and nothing borrows it: the
+            // region is consumed.
+            None => unsafe { rustix::mm::munmap(ptr.as_ptr().cast(), len) },
+        };
+        unmapped.map_err(|e| {
+            // SAFETY: refused, the range is still ours and mapped: a
+            // `Mapping` again, whose drop handles it as a region's drop.
             drop(unsafe { Mapping::from_raw_parts(ptr, len, prot) });
-            Err(Error::from_sys("munmap", len, injected(arg)))
-        });
-        // SAFETY: the whole mapping, ours, and nothing borrows it: the
-        // region is consumed.
-        match unsafe { rustix::mm::munmap(ptr.as_ptr().cast(), len) } {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                // SAFETY: refused, the range is still ours and mapped: a
-                // `Mapping` again, whose drop leaves it as it leaves one.
-                drop(unsafe { Mapping::from_raw_parts(ptr, len, prot) });
-                Err(Error::from_sys("munmap", len, e))
-            }
-        }
+            Error::from_sys("munmap", region_len, e)
+        })
     }
 
     /// When its pages are locked: the builder's
