@@ -177,54 +177,24 @@ fn close_says_what_a_drop_cannot() {
 fn secret_memory_refused_by_the_kernel_is_named() {
     let scenario = FailScenario::setup();
     let before = footprint();
-    fail::cfg("mlock::memfd_secret", "return(ENOSYS)").unwrap();
-    let e = LockedRegion::builder(MIB)
-        .secret_memory()
-        .build()
-        .unwrap_err();
-    println!("{e}");
-    assert!(
-        matches!(
-            e,
-            Error::BadFlags {
-                op: "memfd_secret",
-                ..
-            }
-        ),
-        "{e:?}"
-    );
-    assert!(e.to_string().contains("CONFIG_SECRETMEM"), "{e}");
-    fail::cfg("mlock::memfd_secret", "return(EPERM)").unwrap();
-    let e = LockedRegion::builder(MIB)
-        .secret_memory()
-        .build()
-        .unwrap_err();
-    assert!(
-        matches!(
-            e,
-            Error::BadFlags {
-                op: "memfd_secret",
-                ..
-            }
-        ),
-        "{e:?}"
-    );
-    assert!(e.to_string().contains("seccomp"), "{e}");
-    fail::cfg("mlock::memfd_secret", "return(ENOMEM)").unwrap();
-    let e = LockedRegion::builder(MIB)
-        .secret_memory()
-        .build()
-        .unwrap_err();
-    assert!(
-        matches!(
-            e,
-            Error::OutOfMemory {
-                op: "memfd_secret",
-                ..
-            }
-        ),
-        "{e:?}"
-    );
+    for (errno, says) in [
+        ("ENOSYS", "CONFIG_SECRETMEM"),
+        ("EPERM", "seccomp"),
+        ("ENOMEM", "out of memory"),
+    ] {
+        fail::cfg("mlock::memfd_secret", &format!("return({errno})")).unwrap();
+        let e = LockedRegion::builder(MIB)
+            .secret_memory()
+            .build()
+            .unwrap_err();
+        println!("{errno}: {e}");
+        let named = match e {
+            Error::BadFlags { op, .. } | Error::OutOfMemory { op, .. } => op,
+            _ => "",
+        };
+        assert_eq!(named, "memfd_secret", "{errno}: {e:?}");
+        assert!(e.to_string().contains(says), "{errno}: {e}");
+    }
     assert_eq!(footprint(), before);
     drop(scenario);
 }

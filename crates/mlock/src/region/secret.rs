@@ -12,7 +12,7 @@ use crate::Error;
 /// `memfd_secret`'s number, where the kernel has secret memory (the
 /// architectures with `ARCH_HAS_SET_DIRECT_MAP`; one number on each, from
 /// the kernel's unified table: libc does not have it on all of them).
-#[cfg(any(
+const SYS_MEMFD_SECRET: Option<libc::c_long> = if cfg!(any(
     target_arch = "x86_64",
     target_arch = "x86",
     target_arch = "aarch64",
@@ -20,18 +20,11 @@ use crate::Error;
     target_arch = "s390x",
     target_arch = "loongarch64",
     target_arch = "powerpc64"
-))]
-const SYS_MEMFD_SECRET: Option<libc::c_long> = Some(447);
-#[cfg(not(any(
-    target_arch = "x86_64",
-    target_arch = "x86",
-    target_arch = "aarch64",
-    target_arch = "riscv64",
-    target_arch = "s390x",
-    target_arch = "loongarch64",
-    target_arch = "powerpc64"
-)))]
-const SYS_MEMFD_SECRET: Option<libc::c_long> = None;
+)) {
+    Some(447)
+} else {
+    None
+};
 
 /// A secret memory file of `len` bytes (`memfd_secret(2)`).
 pub(super) fn memfd(len: usize) -> Result<OwnedFd, Error> {
