@@ -299,6 +299,44 @@ fn secret_memory_is_out_of_the_kernels_reach() {
     );
 }
 
+/// The kernel's own refusal of `memfd_secret` (a seccomp filter's
+/// EPERM, as Docker's default profile gives) is named, and descriptor 0
+/// (stdin closed) is a descriptor like any other. In a child: the
+/// filter and the closed stdin are for good.
+#[test]
+fn secret_memory_refused_by_a_filter_is_named() {
+    let name = "secret_memory_refused_by_a_filter_is_named";
+    if let Some(run) = mmbatch_testkit::child::parent(name, std::time::Duration::from_secs(10)) {
+        return run.expect_success();
+    }
+    let page = accounting::page_size();
+    if secret_region(LockedRegion::builder(page)).is_none() {
+        return;
+    }
+    // SAFETY: this test process's stdin, which nothing here reads.
+    assert_eq!(unsafe { libc::close(0) }, 0);
+    let r = LockedRegion::builder(page).secret_memory().build();
+    assert!(r.is_ok(), "with descriptor 0 free: {r:?}");
+    drop(r);
+    mmbatch_testkit::seccomp::refuse_syscalls(&[447]);
+    let e = LockedRegion::builder(page)
+        .secret_memory()
+        .build()
+        .unwrap_err();
+    println!("child: {e}");
+    assert!(
+        matches!(
+            e,
+            Error::BadFlags {
+                op: "memfd_secret",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("seccomp"), "{e}");
+}
+
 /// Options secret memory cannot take are refused before anything is made.
 #[test]
 fn secret_memory_refuses_what_it_cannot_be() {
