@@ -14,12 +14,13 @@
 //! `cache/load.rs`), and its waiters start over: one of them becomes the
 //! next loader. Where that loader cannot change its shard (a fast shard
 //! lock whose writer can have no barrier), it [abandons](Flight::abandon)
-//! the flight in place, under a read lock, and a later claim takes it
-//! out (the next claim of its key, or a sweep: `cache/flights.rs`). A
+//! the flight in place, under a read lock, and a later claim takes it out
+//! (the next claim of its key, or a sweep: `cache/flights.rs`). A
 //! `LoadGuard`'s flight has its room from the claim on, held by the guard
 //! too, which completes it empty (given up) with no shard lock: a flight
-//! whose room failed is taken out alike. A failed load's room may hold its error for the waiters that
-//! share it (`try_get_or_insert_shared`, moka's `try_get_with`).
+//! whose room failed is taken out alike. A failed load's room may hold its
+//! error for the waiters that share it (`try_get_or_insert_shared`, moka's
+//! `try_get_with`).
 
 use std::{
     any::Any,

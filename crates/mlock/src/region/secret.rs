@@ -1,4 +1,5 @@
-//! Secret memory (`memfd_secret(2)`) for [`RegionBuilder::secret_memory`](super::RegionBuilder::secret_memory).
+//! Secret memory (`memfd_secret(2)`) for
+//! [`RegionBuilder::secret_memory`](super::RegionBuilder::secret_memory).
 
 use std::{
     io,
