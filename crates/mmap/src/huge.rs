@@ -67,6 +67,25 @@ impl HugePageSize {
             .ok()
     }
 
+    /// `Ok` where the kernel has a pool of pages of this size, or where
+    /// `/sys/kernel/mm/hugepages` cannot be read (a container without
+    /// sysfs: the mapping's own error tells then); else an error of kind
+    /// [`io::ErrorKind::Unsupported`] naming the sizes it has. The kernel
+    /// refuses such pages with a bare EINVAL (`mmap`) or ENODEV
+    /// (`memfd_create`), which this message replaces.
+    pub fn check_supported(self) -> io::Result<()> {
+        self.check_supported_in(crate::HUGEPAGES_DIR)
+    }
+
+    /// [`check_supported`](Self::check_supported) against the pools
+    /// listed in `dir`.
+    pub(crate) fn check_supported_in(self, dir: &str) -> io::Result<()> {
+        match sizes_here(dir).and_then(|s| size_missing(self.bytes(), s)) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
     fn read(self, file: &str) -> usize {
         self.pool_count(file).unwrap_or(0)
     }

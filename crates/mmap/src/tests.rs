@@ -600,7 +600,14 @@ fn a_huge_page_size_the_kernel_lacks_is_named() {
     std::fs::create_dir_all(dir.join("hugepages-64kB")).unwrap();
     std::fs::create_dir_all(dir.join("other")).unwrap();
     let sizes = huge::sizes_here(dir.to_str().unwrap());
+    let checked = |size: HugePageSize| size.check_supported_in(dir.to_str().unwrap());
+    assert!(checked(HugePageSize::Size2M).is_ok());
+    let e = checked(HugePageSize::Size1G).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::Unsupported);
+    assert!(e.to_string().contains("its sizes: 64 kB, 2048 kB"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
+    // Without a listing (no sysfs) the kernel's answer decides.
+    assert!(checked(HugePageSize::Size1G).is_ok());
     assert_eq!(sizes, Some(vec![64, 2048]));
     let e = huge::size_missing(1 << 30, vec![64, 2048]).expect("1 GiB is missing");
     assert_eq!(e.kind(), io::ErrorKind::Unsupported);
@@ -617,6 +624,14 @@ fn a_huge_page_size_the_kernel_lacks_is_named() {
     let Some(here) = huge::sizes_here(HUGEPAGES_DIR) else {
         return;
     };
+    for size in [HugePageSize::Size2M, HugePageSize::Size1G] {
+        let checked = size.check_supported();
+        assert_eq!(
+            checked.is_ok(),
+            here.contains(&(size.bytes() >> 10)),
+            "{size:?}: {checked:?}"
+        );
+    }
     if !here.is_empty() && !here.contains(&64) {
         let huge_64k = MapFlags::from_bits_retain(16 << MAP_HUGE_SHIFT);
         let e = Mapping::new(

@@ -105,6 +105,21 @@ impl UffdRegion {
                     .into(),
             });
         }
+        let sys = |op| move |source| Error::Sys { op, source };
+        let flags = rustix::fs::MemfdFlags::CLOEXEC
+            | rustix::fs::MemfdFlags::HUGETLB
+            | match size {
+                HugePageSize::Size1G => rustix::fs::MemfdFlags::HUGE_1GB,
+                _ => rustix::fs::MemfdFlags::HUGE_2MB,
+            };
+        // First, so that a size the kernel lacks is named as such (its
+        // pool's count would read 0). Fail point
+        // `uffd::huge_page_cache_memfd` stands in for the kernel's refusal.
+        let fd = match injected_errno("uffd::huge_page_cache_memfd") {
+            Some(e) => Err(e),
+            None => rustix::fs::memfd_create("mmbatch-huge-page-cache", flags).map_err(Into::into),
+        }
+        .map_err(|e| sys("memfd_create (MFD_HUGETLB)")(huge_memfd_error(size, e)))?;
         // Checked ahead where the pool's count can be read (a container
         // may not see it: the shared mapping below reserves the pages,
         // and its ENOMEM says the same).
@@ -121,15 +136,6 @@ impl UffdRegion {
                 size.available_pages(),
             )));
         }
-        let sys = |op| move |source| Error::Sys { op, source };
-        let flags = rustix::fs::MemfdFlags::CLOEXEC
-            | rustix::fs::MemfdFlags::HUGETLB
-            | match size {
-                HugePageSize::Size1G => rustix::fs::MemfdFlags::HUGE_1GB,
-                _ => rustix::fs::MemfdFlags::HUGE_2MB,
-            };
-        let fd = rustix::fs::memfd_create("mmbatch-huge-page-cache", flags)
-            .map_err(|e| sys("memfd_create (MFD_HUGETLB)")(e.into()))?;
         let file = File::from(fd);
         file.set_len(len as u64).map_err(sys("ftruncate"))?;
         // hugetlbfs has no write(2): the pages are written through a
@@ -312,5 +318,31 @@ fn read_whole(source: &dyn PageSource, p: u64, buf: &mut [u8]) -> Result<(), Err
                 nap = (nap * 2).min(Duration::from_millis(5));
             }
         }
+    }
+}
+
+/// The error of a refused hugetlbfs memfd of `size` pages: the kernel's
+/// ENODEV (no pool of that size: `hugetlb_file_setup`), ENOSYS (no
+/// hugetlbfs) and EINVAL (no MFD_HUGETLB) name no cause; these do.
+fn huge_memfd_error(size: HugePageSize, e: io::Error) -> io::Error {
+    let unsupported = |why: &str| io::Error::new(io::ErrorKind::Unsupported, why.to_owned());
+    match e.raw_os_error() {
+        Some(libc::ENODEV) => size.check_supported().err().unwrap_or_else(|| {
+            unsupported(&format!(
+                "this kernel makes no memfd of {} kB huge pages (ENODEV): use a size listed under \
+                 /sys/kernel/mm/hugepages",
+                size.bytes() >> 10
+            ))
+        }),
+        Some(libc::ENOSYS) => unsupported(
+            "this kernel makes no hugetlbfs memfd (ENOSYS: built without CONFIG_HUGETLBFS): make \
+             the page cache in base pages (page_cache_from)",
+        ),
+        // The flags are valid wherever MFD_HUGETLB is known.
+        Some(libc::EINVAL) => unsupported(
+            "this kernel makes no hugetlbfs memfd (EINVAL: MFD_HUGETLB needs Linux 4.14): make \
+             the page cache in base pages (page_cache_from)",
+        ),
+        _ => e,
     }
 }
