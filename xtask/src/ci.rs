@@ -189,6 +189,23 @@ fn portable() -> Result<(), String> {
     Ok(())
 }
 
+/// The library crates in a user's loom build: `RUSTFLAGS="--cfg loom"`
+/// reaches every dependency, in release as loom advises, so a crate that
+/// keyed its own models on `cfg(loom)` would turn into its model build
+/// (or refuse to compile) inside the user's. The crates key theirs on
+/// `cfg(mmbatch_loom)` (crossbeam's `crossbeam_loom`); this builds them
+/// under the user's flag, in a target directory of its own.
+fn user_loom() -> Result<(), String> {
+    let mut cmd = cargo();
+    cmd.env("RUSTFLAGS", "--cfg loom")
+        .env("CARGO_TARGET_DIR", root().join("target/user-loom"))
+        .args(["check", "--release", "--lib"]);
+    for c in LIBRARIES {
+        cmd.args(["-p", c]);
+    }
+    exec(&mut cmd)
+}
+
 /// The library crates as a user gets them: each `.crate` of
 /// `target/package-verify/package` unpacked into a workspace of its own (each depending
 /// on the others' packages through `[patch.crates-io]`, as crates.io
@@ -370,6 +387,7 @@ pub(crate) fn run(only: &[String]) -> Result<(), String> {
             "portable crates (macOS, Windows, Android, no system libraries)",
             || done(portable()),
         ),
+        ("a user's loom build (--cfg loom)", || done(user_loom())),
         ("loom", || done(crate::loom::run(None))),
         ("miri", || match crate::miri::unavailable() {
             Some(why) => Outcome::Skip(why),

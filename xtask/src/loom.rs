@@ -1,12 +1,12 @@
 //! `cargo xtask loom [CRATE]`: the loom models of every crate that has
 //! them, in release with debug assertions (sharded-slab's `bin/loom.sh`),
-//! in their own target directory so `--cfg loom` does not invalidate the
+//! in their own target directory so `--cfg mmbatch_loom` does not invalidate the
 //! normal build.
 
 use crate::util::{cargo, root};
 
 /// The flags the models are built with (also by the mutants' loom pass).
-pub(crate) const RUSTFLAGS: &str = "--cfg loom -C debug-assertions=on";
+pub(crate) const RUSTFLAGS: &str = "--cfg mmbatch_loom -C debug-assertions=on";
 
 /// Crates with loom models (`src/**/tests/loom_*.rs`).
 pub(crate) const CRATES: &[&str] = &[

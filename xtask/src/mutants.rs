@@ -364,7 +364,7 @@ impl Score {
 }
 
 /// Tests `survivors` again with the crate's loom models as the tests
-/// (`--cfg loom`, release with debug assertions, the library alone with
+/// (`--cfg mmbatch_loom`, release with debug assertions, the library alone with
 /// its own features, as `cargo xtask loom CRATE` runs them, at 2
 /// preemptions by default where that runs 3: each mutant runs every model): code compiled only under loom
 /// is reachable from no other test. Returns that pass's score.

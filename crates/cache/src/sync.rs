@@ -1,30 +1,30 @@
 //! The crate's only door to atomics and locks: std normally, loom under
-//! `cfg(loom)` (after sharded-slab's `src/sync.rs`).
+//! `cfg(mmbatch_loom)` (after sharded-slab's `src/sync.rs`).
 
 // Loom's models are meaningless without the debug assertions they check
 // (tokio's guard): `cargo xtask loom` builds them in release with
 // `-C debug-assertions=on`.
-#[cfg(all(loom, not(debug_assertions)))]
+#[cfg(all(mmbatch_loom, not(debug_assertions)))]
 compile_error!("loom models need debug assertions: run them with `cargo xtask loom`");
 
-#[cfg(loom)]
+#[cfg(mmbatch_loom)]
 pub(crate) use loom::sync::{
     Arc, Condvar, Mutex, MutexGuard,
     atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering},
 };
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 pub(crate) use std::sync::{
     Arc, Condvar, Mutex, MutexGuard,
     atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering},
 };
 
 /// Names the calling thread among the live ones (a load's loader).
-#[cfg(loom)]
+#[cfg(mmbatch_loom)]
 pub(crate) type ThreadToken = loom::thread::ThreadId;
 
 /// The calling thread's [`ThreadToken`].
-#[cfg(loom)]
+#[cfg(mmbatch_loom)]
 pub(crate) fn thread_token() -> ThreadToken {
     loom::thread::current().id()
 }
@@ -33,11 +33,11 @@ pub(crate) fn thread_token() -> ThreadToken {
 /// address of a thread-local of its own, which no other thread has while
 /// it lives. `thread::current().id()` counts a reference to the thread's
 /// handle up and down, two locked instructions a load.
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 pub(crate) type ThreadToken = usize;
 
 /// The calling thread's [`ThreadToken`].
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 pub(crate) fn thread_token() -> ThreadToken {
     std::thread_local! {
         static TOKEN: u8 = const { 0 };
@@ -55,14 +55,14 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// yields. Trades a waiter's CPU time for the holder's: the 15 spinning
 /// rounds take about 2 300 pauses in all (timings: docs/cache.md,
 /// "Waiting").
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 const SPIN_ROUNDS: u32 = 16;
 
 /// A spinning round's longest spin, as a power of two of pauses (256).
 /// Trades throughput under contention (its polls take the lock's
 /// line from a holder about to take it again) against a waiter's latency
 /// (how late it sees the lock free).
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 const SPIN_MAX_SHIFT: u32 = 8;
 
 /// One round of waiting for another thread: spins twice as long as the
@@ -73,7 +73,7 @@ const SPIN_MAX_SHIFT: u32 = 8;
 /// steadily takes the lock's line from the holder between each of its
 /// operations, and two threads on one contended shard then ran at a
 /// fifth of one thread's rate (docs/cache.md, "Waiting").
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 pub(crate) fn spin(round: &mut u32) {
     *round += 1;
     if *round < SPIN_ROUNDS {
@@ -100,7 +100,7 @@ pub(crate) fn spin(round: &mut u32) {
 /// of 50 us naps (past its first 1024 rounds); also the most times a
 /// reader is turned back by writers there (`wait_for_writer`).
 #[cfg(test)]
-#[cfg_attr(loom, allow(dead_code))]
+#[cfg_attr(mmbatch_loom, allow(dead_code))]
 pub(crate) const TEST_SPIN_ROUNDS: u32 = 210_000;
 
 /// In the crate's unit tests, ends the binary once a wait on a shard lock
@@ -111,7 +111,7 @@ pub(crate) const TEST_SPIN_ROUNDS: u32 = 210_000;
 /// the binary with it. Rounds, not time: Miri's clock runs at its own
 /// pace.
 #[cfg(test)]
-#[cfg_attr(loom, allow(dead_code))]
+#[cfg_attr(mmbatch_loom, allow(dead_code))]
 pub(crate) fn bound_in_tests(round: u32, limit: u32, what: &str) {
     if round >= limit {
         use std::io::Write;
@@ -125,7 +125,7 @@ pub(crate) fn bound_in_tests(round: u32, limit: u32, what: &str) {
 }
 
 /// See the std version.
-#[cfg(loom)]
+#[cfg(mmbatch_loom)]
 pub(crate) fn spin(_round: &mut u32) {
     loom::thread::yield_now();
 }
@@ -141,11 +141,11 @@ pub(crate) fn spin(_round: &mut u32) {
 /// would pass loom and break the real build).
 #[inline]
 pub(crate) fn smp_mb() {
-    #[cfg(loom)]
+    #[cfg(mmbatch_loom)]
     loom::sync::atomic::fence(Ordering::SeqCst);
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(mmbatch_loom)))]
 mod tests {
     use std::time::{Duration, Instant};
 

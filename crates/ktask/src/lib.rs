@@ -84,7 +84,7 @@
 //!   process-wide lock, so regions drop in any order; a pool that cannot
 //!   grow, or a refused mapping, leaves the pool as it was.
 #![deny(unsafe_op_in_unsafe_fn)]
-#![cfg_attr(docsrs, feature(doc_cfg), doc(auto_cfg(hide(loom))))]
+#![cfg_attr(docsrs, feature(doc_cfg), doc(auto_cfg(hide(mmbatch_loom))))]
 // NUMA placement is Linux's (sysfs, mbind): one clear error on other
 // systems, ahead of the type errors the missing calls would give.
 #[cfg(all(feature = "numa", not(target_os = "linux")))]
@@ -97,53 +97,53 @@ compile_error!(
 /// otherwise, so users never build `fail`. Unused under loom, whose build
 /// leaves out the code that calls it.
 #[cfg(feature = "failpoints")]
-#[cfg_attr(loom, allow(unused_macros))]
+#[cfg_attr(mmbatch_loom, allow(unused_macros))]
 macro_rules! fail_point {
     ($($t:tt)*) => {
         fail::fail_point!($($t)*)
     };
 }
 #[cfg(not(feature = "failpoints"))]
-#[cfg_attr(loom, allow(unused_macros))]
+#[cfg_attr(mmbatch_loom, allow(unused_macros))]
 macro_rules! fail_point {
     ($($t:tt)*) => {};
 }
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 mod clear;
-#[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(mmbatch_loom)))]
 mod huge;
 mod job;
-#[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(mmbatch_loom)))]
 mod mem;
-#[cfg(all(feature = "numa", target_os = "linux", not(loom)))]
+#[cfg(all(feature = "numa", target_os = "linux", not(mmbatch_loom)))]
 pub mod numa;
 mod run;
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 mod slice;
 mod sync;
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 pub use clear::{MIN_CHUNK, clear};
-#[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(mmbatch_loom)))]
 pub use huge::{HugeError, HugeRegion};
 pub use job::{Job, JobError, LOAD_BALANCE_FACTOR, MAX_THREADS, Plan};
-#[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(mmbatch_loom)))]
 pub use mem::{PopulateError, populate, populate_mapping};
 /// The owned mapping the memory jobs run over (re-exported from
 /// `mmbatch-mmap`).
-#[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(mmbatch_loom)))]
 pub use mmbatch_mmap::Mapping;
 /// What [`Mapping`]'s constructors and `advise` take (re-exported from
 /// `mmbatch-mmap`): no direct dependency needed to map or advise.
-#[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(mmbatch_loom)))]
 pub use mmbatch_mmap::{Advice, MapFlags, ProtFlags};
-#[cfg(all(any(target_os = "linux", target_os = "android"), not(loom)))]
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(mmbatch_loom)))]
 pub use mmbatch_mmap::{HugePageSize, HugePagesUnavailable};
 pub use run::RunError;
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 pub use run::{run, run_with_undo};
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 pub use slice::{run_slice, run_slice_with_undo};
 
 /// This crate's README examples, compiled and run as doctests.

@@ -1,17 +1,17 @@
-//! The crate's door to atomics and locks: std, or loom under `cfg(loom)`.
+//! The crate's door to atomics and locks: std, or loom under `cfg(mmbatch_loom)`.
 
 // Loom's models are meaningless without the debug assertions they check
 // (tokio's guard): `cargo xtask loom` builds them in release with
 // `-C debug-assertions=on`.
-#[cfg(all(loom, not(debug_assertions)))]
+#[cfg(all(mmbatch_loom, not(debug_assertions)))]
 compile_error!("loom models need debug assertions: run them with `cargo xtask loom`");
 
-#[cfg(loom)]
+#[cfg(mmbatch_loom)]
 pub(crate) use loom::sync::{
     Mutex, MutexGuard,
     atomic::{AtomicBool, AtomicUsize, Ordering},
 };
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 pub(crate) use std::sync::{
     Mutex, MutexGuard,
     atomic::{AtomicBool, AtomicUsize, Ordering},

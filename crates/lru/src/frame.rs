@@ -228,14 +228,14 @@ impl Frame {
     /// models take no page lock that way.)
     #[inline]
     pub(crate) fn locked_by_caller(&self) -> bool {
-        #[cfg(not(loom))]
+        #[cfg(not(mmbatch_loom))]
         {
             self.test(Flags::LOCKED) && {
                 let me = this_thread();
                 me != 0 && self.locker.load(Ordering::Relaxed) == me
             }
         }
-        #[cfg(loom)]
+        #[cfg(mmbatch_loom)]
         false
     }
 

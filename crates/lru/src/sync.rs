@@ -1,19 +1,19 @@
 //! The crate's only door to atomics and locks: std normally, loom under
-//! `cfg(loom)` (after sharded-slab's `src/sync.rs`).
+//! `cfg(mmbatch_loom)` (after sharded-slab's `src/sync.rs`).
 
 // Loom's models are meaningless without the debug assertions they check
 // (tokio's guard): `cargo xtask loom` builds them in release with
 // `-C debug-assertions=on`.
-#[cfg(all(loom, not(debug_assertions)))]
+#[cfg(all(mmbatch_loom, not(debug_assertions)))]
 compile_error!("loom models need debug assertions: run them with `cargo xtask loom`");
 
-#[cfg(loom)]
+#[cfg(mmbatch_loom)]
 pub(crate) use loom::sync::{
     Arc, Mutex, MutexGuard,
     atomic::{AtomicI64, AtomicU32, Ordering},
 };
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 pub(crate) use std::sync::{
     Arc, Mutex, MutexGuard,
     atomic::{AtomicI64, AtomicU32, Ordering},

@@ -3,7 +3,7 @@
 //! into the global value when it passes a threshold
 //! (`__mod_zone_page_state` with `stat_threshold`).
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 use crossbeam_utils::CachePadded;
 
 use crate::sync::{AtomicI64, Ordering};
@@ -34,7 +34,7 @@ impl Stat {
 
 /// A delta this large is folded into the global value (the kernel scales
 /// `stat_threshold` with CPUs and memory; 32 is a small machine's).
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 const THRESHOLD: i64 = 32;
 
 /// Slot `Stat::COUNT` of a delta array counts calls to `add`.
@@ -43,7 +43,7 @@ const UPDATES: usize = Stat::COUNT;
 #[derive(Debug, Default)]
 pub(crate) struct VmStat {
     global: [AtomicI64; Stat::COUNT + 1],
-    #[cfg(not(loom))]
+    #[cfg(not(mmbatch_loom))]
     local: thread_local::ThreadLocal<CachePadded<[AtomicI64; Stat::COUNT + 1]>>,
 }
 
@@ -52,7 +52,7 @@ impl VmStat {
     /// writes its delta, so a load and a store suffice.
     #[inline]
     pub(crate) fn add(&self, stat: Stat, delta: i64) {
-        #[cfg(not(loom))]
+        #[cfg(not(mmbatch_loom))]
         match self.local.get().or_else(|| self.first_local()) {
             Some(local) => {
                 bump(&local[UPDATES], 1, &self.global[UPDATES]);
@@ -64,7 +64,7 @@ impl VmStat {
                 self.global[stat as usize].fetch_add(delta, Ordering::Relaxed);
             }
         }
-        #[cfg(loom)]
+        #[cfg(mmbatch_loom)]
         {
             self.global[UPDATES].fetch_add(1, Ordering::Relaxed);
             self.global[stat as usize].fetch_add(delta, Ordering::Relaxed);
@@ -77,7 +77,7 @@ impl VmStat {
     /// new one, and a panic out of a thread-local's destructor (one that
     /// calls the engine as its thread exits) aborts. As
     /// `mmbatch_pagevec`'s batcher makes its slots.
-    #[cfg(not(loom))]
+    #[cfg(not(mmbatch_loom))]
     #[cold]
     fn first_local(&self) -> Option<&CachePadded<[AtomicI64; Stat::COUNT + 1]>> {
         LIVE.try_with(|_| ()).ok()?;
@@ -106,7 +106,7 @@ impl VmStat {
 
     fn read_index(&self, i: usize) -> i64 {
         let global = self.global[i].load(Ordering::Relaxed);
-        #[cfg(not(loom))]
+        #[cfg(not(mmbatch_loom))]
         {
             global
                 + self
@@ -115,7 +115,7 @@ impl VmStat {
                     .map(|l| l[i].load(Ordering::Relaxed))
                     .sum::<i64>()
         }
-        #[cfg(loom)]
+        #[cfg(mmbatch_loom)]
         {
             global
         }
@@ -125,16 +125,16 @@ impl VmStat {
 /// Touched before a thread first makes its deltas, and destroyed with its
 /// thread-locals: after `thread_local`'s guard of the id the thread got
 /// for them, so `try_with` fails once `get_or` would panic.
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 struct Live;
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 impl Drop for Live {
     // A destructor of its own, so that `try_with` fails once it has run.
     fn drop(&mut self) {}
 }
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 std::thread_local! {
     static LIVE: Live = const { Live };
     /// Set once `get_or` panicked on this thread: it makes no deltas after
@@ -142,7 +142,7 @@ std::thread_local! {
     static NO_DELTAS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 #[inline]
 fn bump(local: &AtomicI64, delta: i64, global: &AtomicI64) {
     let d = local.load(Ordering::Relaxed) + delta;
@@ -154,5 +154,5 @@ fn bump(local: &AtomicI64, delta: i64, global: &AtomicI64) {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(mmbatch_loom)))]
 mod tests;

@@ -12,7 +12,7 @@
 //! fall back to `fence(SeqCst)`. Miri and loom have their own (`barrier/miri.rs`,
 //! `barrier/loom.rs`).
 
-#[cfg(all(target_os = "linux", not(any(loom, miri))))]
+#[cfg(all(target_os = "linux", not(any(mmbatch_loom, miri))))]
 mod imp {
     use std::sync::{
         Mutex, OnceLock, PoisonError,
@@ -169,14 +169,14 @@ mod imp {
 }
 
 // Off Linux (no membarrier) as under Miri: SeqCst fences on both sides.
-#[cfg(any(miri, all(not(target_os = "linux"), not(loom))))]
+#[cfg(any(miri, all(not(target_os = "linux"), not(mmbatch_loom))))]
 #[path = "barrier/miri.rs"]
 mod imp;
 
-#[cfg(all(loom, not(miri)))]
+#[cfg(all(mmbatch_loom, not(miri)))]
 #[path = "barrier/loom.rs"]
 mod imp;
 
-#[cfg(all(loom, not(miri)))]
+#[cfg(all(mmbatch_loom, not(miri)))]
 pub(crate) use imp::model_with_heavy_barrier;
 pub(crate) use imp::{expedited, heavy, init, light};

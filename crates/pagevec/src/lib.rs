@@ -70,7 +70,7 @@
 #![cfg_attr(not(feature = "std"), no_std)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
-#![cfg_attr(docsrs, feature(doc_cfg), doc(auto_cfg(hide(loom))))]
+#![cfg_attr(docsrs, feature(doc_cfg), doc(auto_cfg(hide(mmbatch_loom))))]
 
 #[cfg(all(test, not(feature = "std")))]
 extern crate std;
@@ -100,7 +100,7 @@ pub fn uses_membarrier() -> bool {
 /// For loom models in other crates that call [`Batcher::disable`]: models
 /// the queue path's light barrier as the SeqCst fence it acts as against
 /// disable's heavy one (see the batcher docs). Call it first in the model.
-#[cfg(loom)]
+#[cfg(mmbatch_loom)]
 #[doc(hidden)]
 pub fn loom_model_with_heavy_barrier() {
     barrier::model_with_heavy_barrier();

@@ -1,21 +1,21 @@
 //! The crate's only door to atomics and locks: std normally, loom under
-//! `cfg(loom)` so the model checker sees every synchronising operation
+//! `cfg(mmbatch_loom)` so the model checker sees every synchronising operation
 //! (after sharded-slab's `src/sync.rs` and tokio's `src/loom/`).
 
 // Loom's models are meaningless without the debug assertions they check
 // (tokio's guard): `cargo xtask loom` builds them in release with
 // `-C debug-assertions=on`.
-#[cfg(all(loom, not(debug_assertions)))]
+#[cfg(all(mmbatch_loom, not(debug_assertions)))]
 compile_error!("loom models need debug assertions: run them with `cargo xtask loom`");
 
-#[cfg(loom)]
+#[cfg(mmbatch_loom)]
 pub(crate) use loom::sync::{
     Mutex, MutexGuard,
     atomic::{AtomicUsize, Ordering, fence},
 };
-#[cfg(all(target_os = "linux", not(any(loom, miri))))]
+#[cfg(all(target_os = "linux", not(any(mmbatch_loom, miri))))]
 pub(crate) use std::sync::atomic::compiler_fence;
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 pub(crate) use std::sync::{
     Mutex, MutexGuard,
     atomic::{AtomicUsize, Ordering, fence},
@@ -27,16 +27,16 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-#[cfg(loom)]
+#[cfg(mmbatch_loom)]
 pub(crate) use loom::cell::UnsafeCell;
 
 /// `std::cell::UnsafeCell` with loom's closure API, so the same code is
 /// checked for data races under loom.
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 #[derive(Debug)]
 pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 impl<T> UnsafeCell<T> {
     pub(crate) const fn new(value: T) -> Self {
         Self(std::cell::UnsafeCell::new(value))

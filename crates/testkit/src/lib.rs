@@ -5,7 +5,7 @@
 //! never by hanging or killing the test runner.
 //! [`signal`] reads memory that should kill the process and reports the
 //! signal. [`seccomp`] makes system calls fail. [`bytes`] reads sizes off fuzzer input for the fuzz targets.
-//! Under `cfg(loom)`, `loom_model::check` runs every crate's loom models
+//! Under `cfg(mmbatch_loom)`, `loom_model::check` runs every crate's loom models
 //! the same way. [`threads_named`] counts a process's threads by name;
 //! [`threads_named_settled`] waits for the count to settle;
 //! [`wait_until`] waits, bounded, for a condition; [`hang_guard`] aborts
@@ -17,7 +17,7 @@ pub mod bytes;
 pub mod child;
 #[cfg(target_os = "linux")]
 pub mod huge;
-#[cfg(loom)]
+#[cfg(mmbatch_loom)]
 pub mod loom_model;
 #[cfg(target_os = "linux")]
 pub mod seccomp;

@@ -716,12 +716,12 @@ fn default_shards(cpus: usize, capacity: u64, max_entries: usize, entries: Optio
 /// Two under loom, so the models see readers on different stripes
 /// whatever the host.
 fn stripes_for(cpus: usize) -> usize {
-    if cfg!(loom) {
+    if cfg!(mmbatch_loom) {
         2
     } else {
         (2 * cpus).min(MAX_STRIPES)
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(mmbatch_loom)))]
 mod tests;

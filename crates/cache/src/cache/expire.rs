@@ -226,7 +226,7 @@ impl<K, V> Expire<K, V> {
     }
 }
 
-#[cfg(all(test, target_os = "linux", not(loom), not(miri)))]
+#[cfg(all(test, target_os = "linux", not(mmbatch_loom), not(miri)))]
 mod tests {
     use super::*;
     use crate::LruCache;

@@ -236,7 +236,7 @@ impl<V: Clone> Room<V> {
 
     /// [`wait`](Self::wait) until `deadline`: `None` once it has passed
     /// with the load still on.
-    #[cfg(not(loom))]
+    #[cfg(not(mmbatch_loom))]
     pub(super) fn wait_until(&self, deadline: std::time::Instant) -> Option<Outcome<V>> {
         let mut s = crate::sync::lock(&self.state);
         loop {
@@ -321,7 +321,7 @@ impl<V> Room<V> {
     }
 
     /// Wakers registered now (the loom model of a dropped wait).
-    #[cfg(all(test, loom))]
+    #[cfg(all(test, mmbatch_loom))]
     pub(super) fn wakers(&self) -> usize {
         crate::sync::lock(&self.state)
             .wakers
@@ -334,7 +334,7 @@ impl<V> Room<V> {
 /// The broken variant the loom model must catch: the state looked at
 /// and the waker registered under two holds of the lock, so a completion
 /// between them wakes nobody.
-#[cfg(all(test, loom))]
+#[cfg(all(test, mmbatch_loom))]
 impl<V: Clone> Room<V> {
     pub(super) fn poll_wait_racy(&self, cx: &mut Context<'_>) -> Poll<Outcome<V>> {
         let loading = matches!(crate::sync::lock(&self.state).state, State::Loading);

@@ -260,6 +260,6 @@ fn shrink<K, V>(t: &mut HashTable<Flight<K, V>>, peak: &mut usize) {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(mmbatch_loom)))]
 #[path = "flights_tests.rs"]
 mod tests;

@@ -198,7 +198,7 @@ where
     ///
     /// # Panics
     /// As [`get_or_guard`](Self::get_or_guard).
-    #[cfg(not(loom))]
+    #[cfg(not(mmbatch_loom))]
     pub fn get_or_guard_timeout<Q>(
         &self,
         key: &Q,

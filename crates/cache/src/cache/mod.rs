@@ -34,9 +34,9 @@ mod shard;
 mod stats;
 mod workingset;
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(mmbatch_loom)))]
 mod get_tests;
-#[cfg(all(test, loom))]
+#[cfg(all(test, mmbatch_loom))]
 mod tests;
 
 use std::{

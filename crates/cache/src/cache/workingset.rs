@@ -195,7 +195,7 @@ impl Shadows {
     }
 
     /// Sets the clock, for tests of what happens far along it.
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(mmbatch_loom)))]
     pub(super) fn set_now(&mut self, at: u32) {
         self.age = at;
     }
@@ -283,7 +283,7 @@ impl Shadows {
     }
 
     /// Slots allocated.
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(mmbatch_loom)))]
     pub(super) fn allocated(&self) -> usize {
         self.slots.len()
     }
@@ -322,5 +322,5 @@ impl Shadows {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(mmbatch_loom)))]
 mod tests;

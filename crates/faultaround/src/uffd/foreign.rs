@@ -484,5 +484,5 @@ impl Drop for UffdHandler {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(mmbatch_loom)))]
 mod tests;

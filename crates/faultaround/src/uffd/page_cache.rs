@@ -106,12 +106,12 @@ impl UffdRegion {
             });
         }
         let sys = |op| move |source| Error::Sys { op, source };
+        // MFD_HUGE_2MB and the like: the page size's log2 in the flag's
+        // high bits.
+        let huge = (page.trailing_zeros() as libc::c_uint) << libc::MFD_HUGE_SHIFT;
         let flags = rustix::fs::MemfdFlags::CLOEXEC
             | rustix::fs::MemfdFlags::HUGETLB
-            | match size {
-                HugePageSize::Size1G => rustix::fs::MemfdFlags::HUGE_1GB,
-                _ => rustix::fs::MemfdFlags::HUGE_2MB,
-            };
+            | rustix::fs::MemfdFlags::from_bits_retain(huge);
         // First, so that a size the kernel lacks is named as such (its
         // pool's count would read 0). Fail point
         // `uffd::huge_page_cache_memfd` stands in for the kernel's refusal.

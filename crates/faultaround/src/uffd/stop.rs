@@ -225,5 +225,5 @@ impl Drop for UffdRegion {
     }
 }
 
-#[cfg(all(test, not(loom), not(miri)))]
+#[cfg(all(test, not(mmbatch_loom), not(miri)))]
 mod tests;

@@ -16,12 +16,12 @@
 //!   on the caller. A panicking undo of one chunk does not stop the
 //!   others'.
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, mmbatch_loom))]
 mod tests;
 
 use std::{any::Any, fmt, ops::Range, panic::AssertUnwindSafe};
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 use crate::Job;
 use crate::{
     JobError,
@@ -121,7 +121,7 @@ impl<E> Shared<E> {
 
     /// A thread that could not start (its start hook panicked): stops the
     /// job as a panicking chunk does.
-    #[cfg(not(loom))]
+    #[cfg(not(mmbatch_loom))]
     pub(crate) fn abandon(&self, p: Box<dyn Any + Send>) {
         lock(&self.panic).get_or_insert(p);
         self.stop.store(true, Ordering::Release);
@@ -168,7 +168,7 @@ pub(crate) fn undo_each(
 }
 
 /// Runs `f` over the job's chunks in parallel; see [`run_with_undo`].
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 #[doc(alias = "padata_do_multithreaded")]
 #[doc(alias = "ktask_run")]
 pub fn run<E: Send>(
@@ -221,7 +221,7 @@ pub fn run<E: Send>(
 /// assert!(matches!(r, Err(RunError::Failed("item 700 is bad"))));
 /// assert!(done.iter().all(|d| !d.load(Ordering::Relaxed)));
 /// ```
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 #[doc(alias = "ktask_ctl_set_undo_func")]
 pub fn run_with_undo<E: Send>(
     job: &Job,
@@ -238,7 +238,7 @@ pub fn run_with_undo<E: Send>(
 /// waited for: the job runs on the threads that started, as
 /// `padata_do_multithreaded` runs with the works it could allocate. A
 /// panic in a helper's `on_start` stops the job like a panic in a chunk.
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 pub(crate) fn run_bound<E: Send>(
     job: &Job,
     on_start: &(dyn Fn() + Sync),
@@ -287,7 +287,7 @@ pub(crate) fn run_bound<E: Send>(
 
 /// Spawns helper `i` in `s`; fail point `ktask::spawn` refuses it as the
 /// OS would (EAGAIN, `WouldBlock`).
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 fn spawn_helper<'scope>(
     i: usize,
     s: &'scope std::thread::Scope<'scope, '_>,
@@ -303,10 +303,10 @@ fn spawn_helper<'scope>(
 }
 
 /// Opens its gate on drop.
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 struct OpenOnDrop<'a>(&'a Gate);
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 impl Drop for OpenOnDrop<'_> {
     fn drop(&mut self) {
         self.0.open();
@@ -314,14 +314,14 @@ impl Drop for OpenOnDrop<'_> {
 }
 
 /// The start gate: helpers wait until the caller opens it.
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 #[derive(Default)]
 struct Gate {
     open: std::sync::Mutex<bool>,
     opened: std::sync::Condvar,
 }
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 impl Gate {
     fn wait(&self) {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());

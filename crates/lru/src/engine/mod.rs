@@ -4,9 +4,9 @@
 mod mlock;
 mod munlock_series;
 mod swap;
-#[cfg(all(test, loom))]
+#[cfg(all(test, mmbatch_loom))]
 mod tests;
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(mmbatch_loom)))]
 mod unit_tests;
 mod vmscan;
 
@@ -34,7 +34,7 @@ pub const BATCH: usize = PAGEVEC_SIZE;
 
 /// What the engine's batches hold: [`BATCH`], shrunk under loom so that
 /// models reach full batches in few steps.
-pub(crate) const BATCH_LEN: usize = if cfg!(loom) { 2 } else { BATCH };
+pub(crate) const BATCH_LEN: usize = if cfg!(mmbatch_loom) { 2 } else { BATCH };
 
 /// `SWAP_CLUSTER_MAX`: frames reclaim isolates per lock hold.
 pub const SWAP_CLUSTER_MAX: usize = 32;

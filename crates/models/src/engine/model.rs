@@ -9,9 +9,13 @@ use mmbatch_lru::{Event, Flags, LruError, Mode, Modes, Pfn};
 use super::{FRAMES, Outcome, Step, THREADS};
 
 /// The engine's batch capacity: `mmbatch_lru::BATCH`, or 2 in a build with
-/// `--cfg loom`, where the engine shrinks its batches (this crate is built
+/// `--cfg mmbatch_loom`, where the engine shrinks its batches (this crate is built
 /// with the same flags).
-const ENGINE_BATCH: usize = if cfg!(loom) { 2 } else { mmbatch_lru::BATCH };
+const ENGINE_BATCH: usize = if cfg!(mmbatch_loom) {
+    2
+} else {
+    mmbatch_lru::BATCH
+};
 
 const LRU: u32 = Flags::LRU.bits();
 const ACTIVE: u32 = Flags::ACTIVE.bits();

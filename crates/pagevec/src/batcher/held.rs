@@ -13,13 +13,13 @@ pub(super) struct Held {
     entry: (usize, usize),
 }
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 std::thread_local! {
     static APPLYING: RefCell<Vec<(usize, usize)>> = const { RefCell::new(Vec::new()) };
 }
 
 // Loom runs its threads on one OS thread: each needs its own list.
-#[cfg(loom)]
+#[cfg(mmbatch_loom)]
 loom::thread_local! {
     static APPLYING: RefCell<Vec<(usize, usize)>> = RefCell::new(Vec::new());
 }

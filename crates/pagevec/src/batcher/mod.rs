@@ -71,9 +71,9 @@
 mod held;
 mod slot;
 mod stats;
-#[cfg(all(test, loom))]
+#[cfg(all(test, mmbatch_loom))]
 mod tests;
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(mmbatch_loom)))]
 mod unit_tests;
 
 use std::fmt;
@@ -407,7 +407,7 @@ impl<A: Apply, const N: usize> Batcher<A, N> {
         // A thread-local's destructor, after this thread's slot is out of
         // reach: its ops are applied with everyone's. (Loom's threads
         // never get there.)
-        #[cfg(not(loom))]
+        #[cfg(not(mmbatch_loom))]
         if Registry::<A::Op, N>::exiting() {
             self.drain_all();
         }

@@ -3,7 +3,7 @@
 
 use core::mem::MaybeUninit;
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 use crossbeam_utils::CachePadded;
 
 use crate::{
@@ -170,16 +170,16 @@ impl<T, const N: usize> Drop for Slot<T, N> {
 /// thread-local's destructor aborts the process: a destructor that queued
 /// on a batcher aborted so (a thread-local first touched before the
 /// thread's first `queue`).
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 struct Alive;
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 impl Drop for Alive {
     // A destructor of its own, so that `try_with` fails once it has run.
     fn drop(&mut self) {}
 }
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 std::thread_local! {
     static ALIVE: Alive = const { Alive };
     /// Set once `get_or` panicked on this thread (its thread-locals torn
@@ -189,12 +189,12 @@ std::thread_local! {
 }
 
 /// The slots of a batcher, one per thread that ever queued.
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 pub(super) struct Registry<T: Send, const N: usize>(
     thread_local::ThreadLocal<CachePadded<Slot<T, N>>>,
 );
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 impl<T: Send, const N: usize> Registry<T, N> {
     pub(super) fn new() -> Self {
         Self(thread_local::ThreadLocal::new())
@@ -257,13 +257,13 @@ impl<T: Send, const N: usize> Registry<T, N> {
 /// Under loom: a fixed set of slots, assigned to model threads by their
 /// loom thread id. The id map is a std mutex, invisible to loom, so it adds
 /// no happens-before edge the real `ThreadLocal` would not have.
-#[cfg(loom)]
+#[cfg(mmbatch_loom)]
 pub(super) struct Registry<T: Send, const N: usize> {
     pub(super) slots: Vec<Slot<T, N>>,
     pub(super) owners: std::sync::Mutex<Vec<loom::thread::ThreadId>>,
 }
 
-#[cfg(loom)]
+#[cfg(mmbatch_loom)]
 impl<T: Send, const N: usize> Registry<T, N> {
     const MAX_THREADS: usize = 4;
 

@@ -16,7 +16,7 @@
 //! thread, so the points are explicit; a reader outside a fast read needs
 //! none, since its own steps are locked instructions or fenced.
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 mod imp {
     use std::sync::atomic::{AtomicU8, Ordering, compiler_fence};
 
@@ -259,7 +259,7 @@ mod imp {
     }
 }
 
-#[cfg(loom)]
+#[cfg(mmbatch_loom)]
 mod imp {
     use crate::sync::{AtomicBool, AtomicUsize, Ordering};
     use loom::sync::atomic::fence;
@@ -342,11 +342,11 @@ mod imp {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 pub(super) use imp::available;
-#[cfg(loom)]
+#[cfg(mmbatch_loom)]
 pub(super) use imp::leave;
 pub(super) use imp::{enter, heavy, light};
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(mmbatch_loom)))]
 mod tests;

@@ -3,10 +3,10 @@
 
 /// The value cell: std's `UnsafeCell`, or loom's, which checks that no
 /// `&mut T` overlaps another reference in any interleaving.
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 pub(super) struct Data<T>(std::cell::UnsafeCell<T>);
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 impl<T> Data<T> {
     pub(super) fn new(value: T) -> Self {
         Self(std::cell::UnsafeCell::new(value))
@@ -27,7 +27,7 @@ impl<T> Data<T> {
 }
 
 /// The cell's pointer, never null.
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 fn ptr<T>(cell: &std::cell::UnsafeCell<T>) -> std::ptr::NonNull<T> {
     std::ptr::NonNull::from(cell).cast()
 }
@@ -35,10 +35,10 @@ fn ptr<T>(cell: &std::cell::UnsafeCell<T>) -> std::ptr::NonNull<T> {
 /// Pointers, not references, as std's guards hold: a reference in a
 /// guard passed by value would outlive the count or `block` it depends on
 /// for the rest of that call.
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 pub(super) struct Shared<'a, T>(std::ptr::NonNull<T>, std::marker::PhantomData<&'a T>);
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 impl<T> Shared<'_, T> {
     pub(super) fn get(&self) -> &T {
         // SAFETY: `Data::shared`'s caller holds the read side for our
@@ -47,10 +47,10 @@ impl<T> Shared<'_, T> {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 pub(super) struct Exclusive<'a, T>(std::ptr::NonNull<T>, std::marker::PhantomData<&'a mut T>);
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 impl<T> Exclusive<'_, T> {
     pub(super) fn get(&self) -> &T {
         // SAFETY: `Data::exclusive`'s caller holds the write side for our
@@ -64,10 +64,10 @@ impl<T> Exclusive<'_, T> {
     }
 }
 
-#[cfg(loom)]
+#[cfg(mmbatch_loom)]
 pub(super) struct Data<T>(loom::cell::UnsafeCell<T>);
 
-#[cfg(loom)]
+#[cfg(mmbatch_loom)]
 impl<T> Data<T> {
     pub(super) fn new(value: T) -> Self {
         Self(loom::cell::UnsafeCell::new(value))
@@ -88,10 +88,10 @@ impl<T> Data<T> {
 
 /// Loom's tracked pointers: loom fails the model when a `&mut T` and
 /// another reference to `T` are live in the same interleaving.
-#[cfg(loom)]
+#[cfg(mmbatch_loom)]
 pub(super) struct Shared<'a, T>(loom::cell::ConstPtr<T>, std::marker::PhantomData<&'a T>);
 
-#[cfg(loom)]
+#[cfg(mmbatch_loom)]
 impl<T> Shared<'_, T> {
     pub(super) fn get(&self) -> &T {
         // SAFETY: `Data::shared`'s caller holds a read lock for our life.
@@ -99,10 +99,10 @@ impl<T> Shared<'_, T> {
     }
 }
 
-#[cfg(loom)]
+#[cfg(mmbatch_loom)]
 pub(super) struct Exclusive<'a, T>(loom::cell::MutPtr<T>, std::marker::PhantomData<&'a mut T>);
 
-#[cfg(loom)]
+#[cfg(mmbatch_loom)]
 impl<T> Exclusive<'_, T> {
     pub(super) fn get(&self) -> &T {
         // SAFETY: `Data::exclusive`'s caller holds the write side.

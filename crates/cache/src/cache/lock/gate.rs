@@ -2,7 +2,7 @@
 //! also the writers' lock, and whether owners' reads skip their barrier —
 //! and how its waiters wait.
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 use crate::sync::spin;
 use crate::sync::{AtomicUsize, Ordering};
 
@@ -38,17 +38,17 @@ impl Drop for Unblock<'_> {
 /// `block`) is the same code either way.
 pub(super) struct Gate(
     AtomicUsize,
-    #[cfg(loom)] crate::sync::Mutex<()>,
-    #[cfg(loom)] crate::sync::Condvar,
+    #[cfg(mmbatch_loom)] crate::sync::Mutex<()>,
+    #[cfg(mmbatch_loom)] crate::sync::Condvar,
 );
 
 impl Gate {
     pub(super) fn new() -> Self {
         Gate(
             AtomicUsize::new(0),
-            #[cfg(loom)]
+            #[cfg(mmbatch_loom)]
             crate::sync::Mutex::new(()),
-            #[cfg(loom)]
+            #[cfg(mmbatch_loom)]
             crate::sync::Condvar::new(),
         )
     }
@@ -68,7 +68,7 @@ impl Gate {
 
     /// Sets `block` whether or not another writer has it: the broken
     /// writer of a loom model only.
-    #[cfg(all(loom, test))]
+    #[cfg(all(mmbatch_loom, test))]
     pub(super) fn set_unconditionally(&self) {
         self.0.store(BLOCK, Ordering::SeqCst);
     }
@@ -115,7 +115,7 @@ impl Gate {
     /// Sets `FAST` if the lock is free and slow (a reader's decision; a
     /// writer in between makes it fail, and a later look tries again);
     /// whether it did.
-    #[cfg(any(not(loom), test))]
+    #[cfg(any(not(mmbatch_loom), test))]
     pub(super) fn go_fast(&self) -> bool {
         self.0
             .compare_exchange(0, FAST, Ordering::SeqCst, Ordering::Relaxed)
@@ -125,14 +125,14 @@ impl Gate {
     /// Gives the lock back fast, unwritten, as the writer that took it
     /// found it: a writer that could not have its heavy barrier. Release,
     /// as [`clear`](Self::clear).
-    #[cfg(not(loom))]
+    #[cfg(not(mmbatch_loom))]
     pub(super) fn give_back_fast(&self) {
         self.0.store(FAST, Ordering::Release);
     }
 
     /// Waits until no writer holds the lock (a hint: the caller checks
     /// again with its own ordering).
-    #[cfg(not(loom))]
+    #[cfg(not(mmbatch_loom))]
     pub(super) fn wait_clear(&self) {
         let mut round = 0;
         while self.0.load(Ordering::Relaxed) & BLOCK != 0 {
@@ -141,7 +141,7 @@ impl Gate {
     }
 
     /// See the std version and the type's docs.
-    #[cfg(loom)]
+    #[cfg(mmbatch_loom)]
     pub(super) fn wait_clear(&self) {
         let mut parked = crate::sync::lock(&self.1);
         while self.0.load(Ordering::Relaxed) & BLOCK != 0 {
@@ -164,7 +164,7 @@ impl Gate {
     /// Miri from exploring the forbidden outcome.
     #[inline]
     fn clear(&self) {
-        #[cfg(loom)]
+        #[cfg(mmbatch_loom)]
         let _parked = crate::sync::lock(&self.1);
         self.0.store(
             0,
@@ -174,7 +174,7 @@ impl Gate {
                 Ordering::Release
             },
         );
-        #[cfg(loom)]
+        #[cfg(mmbatch_loom)]
         self.2.notify_all();
     }
 }

@@ -37,7 +37,7 @@ pub(super) struct Counted<'a> {
     id: usize,
     /// Under loom, the owned stripe number of a fast read, which leaves
     /// the barrier emulation with its guard.
-    #[cfg(loom)]
+    #[cfg(mmbatch_loom)]
     pub(super) fast: Option<usize>,
 }
 
@@ -51,7 +51,7 @@ impl<'a> Counted<'a> {
             depth: 0,
             #[cfg(debug_assertions)]
             id: 0,
-            #[cfg(loom)]
+            #[cfg(mmbatch_loom)]
             fast: None,
         }
     }
@@ -67,7 +67,7 @@ impl<'a> Counted<'a> {
             depth,
             #[cfg(debug_assertions)]
             id,
-            #[cfg(loom)]
+            #[cfg(mmbatch_loom)]
             fast: None,
         }
     }
@@ -77,7 +77,7 @@ impl Drop for Counted<'_> {
     // Inline across crates: out of line, the call cost lookups 5-8%.
     #[inline]
     fn drop(&mut self) {
-        #[cfg(loom)]
+        #[cfg(mmbatch_loom)]
         if let Some(slot) = self.fast {
             super::barrier::leave(slot);
         }

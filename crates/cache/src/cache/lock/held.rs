@@ -5,7 +5,7 @@
 
 use std::cell::Cell;
 
-#[cfg_attr(loom, allow(unused_imports))]
+#[cfg_attr(mmbatch_loom, allow(unused_imports))]
 use super::MAX_STRIPES;
 
 /// What a thread holds: its stripe number, and the locks it reads and
@@ -133,7 +133,7 @@ impl Held {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 std::thread_local! {
     pub(super) static HELD: Held = const {
         Held {
@@ -148,17 +148,17 @@ std::thread_local! {
 }
 
 /// The stripe numbers owned by live threads, a bit each.
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 static OWNERS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 
 // Every stripe number below `MAX_STRIPES` has a bit.
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 const _: () = assert!(MAX_STRIPES <= 8);
 
 /// Claims the lowest free stripe number for the calling thread, until it
 /// exits ([`NONE`] if all are taken, or if the thread is exiting: a lock
 /// taken from another thread-local's destructor).
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 fn claim_owned() -> usize {
     use std::sync::atomic::Ordering;
     RELEASE
@@ -190,7 +190,7 @@ fn claim_owned() -> usize {
 
 /// Under loom, threads own no stripe number unless a model pins one
 /// ([`set_owned`]).
-#[cfg(loom)]
+#[cfg(mmbatch_loom)]
 fn claim_owned() -> usize {
     NONE
 }
@@ -198,10 +198,10 @@ fn claim_owned() -> usize {
 /// A thread's owned stripe number, given back at its exit: no count of it
 /// is held then (guards do not outlive the calls that take them), and a
 /// lock taken later in the thread's exit shares a stripe instead.
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 struct Release(usize);
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 impl Drop for Release {
     fn drop(&mut self) {
         use std::sync::atomic::Ordering;
@@ -213,7 +213,7 @@ impl Drop for Release {
     }
 }
 
-#[cfg(loom)]
+#[cfg(mmbatch_loom)]
 loom::thread_local! {
     pub(super) static HELD: Held = Held {
         stripe: Cell::new(usize::MAX),
@@ -229,7 +229,7 @@ pub(super) fn stripe_index() -> usize {
     HELD.with(Held::stripe_index)
 }
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 fn next_stripe() -> usize {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -238,7 +238,7 @@ fn next_stripe() -> usize {
 
 /// Under loom, round-robin within each execution (loom's statics start
 /// afresh with each), so every replay hands out the same stripes.
-#[cfg(loom)]
+#[cfg(mmbatch_loom)]
 fn next_stripe() -> usize {
     use crate::sync::{AtomicUsize, Ordering};
     loom::lazy_static! {
@@ -260,7 +260,7 @@ pub(crate) fn set_stripe(i: usize) {
 /// Makes the calling thread count its reads as the owner of stripe `i`
 /// ([`NONE`]: as no owner). Loom models only: two live threads owning one
 /// number is the misuse the `OWNERS` bits rule out.
-#[cfg(all(test, loom))]
+#[cfg(all(test, mmbatch_loom))]
 pub(crate) fn set_owned(i: usize) {
     HELD.with(|h| {
         h.stripe_index();
@@ -271,7 +271,7 @@ pub(crate) fn set_owned(i: usize) {
 /// Makes the calling thread share stripes as a thread that owns no
 /// number does (tests of the record). It keeps its number, if any, until
 /// it exits: no other thread owns it meanwhile.
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(mmbatch_loom)))]
 pub(crate) fn disown() {
     HELD.with(|h| {
         h.stripe_index();
@@ -280,7 +280,7 @@ pub(crate) fn disown() {
 }
 
 /// The stripe number the calling thread owns, after its first lock.
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(mmbatch_loom)))]
 pub(crate) fn owned() -> usize {
     HELD.with(|h| {
         h.stripe_index();

@@ -55,7 +55,7 @@ mod cell;
 mod gate;
 mod guard;
 mod held;
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 mod spell;
 mod stripe;
 
@@ -63,13 +63,13 @@ use cell::Data;
 use gate::{BLOCK, FAST, Gate, Unblock};
 use guard::{Counted, Writing};
 pub(super) use guard::{ReadGuard, WriteGuard};
-#[cfg(all(test, loom))]
+#[cfg(all(test, mmbatch_loom))]
 pub(super) use held::set_owned;
 #[cfg(test)]
 pub(super) use held::set_stripe;
 use held::{HELD, stripe_index};
 
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 use spell::Spell;
 pub(super) use stripe::Stripe;
 
@@ -92,7 +92,7 @@ pub(super) const MAX_STRIPES: usize = 8;
 /// that only a writer's step back breaks: the kernel's `percpu_rw_semaphore`
 /// forbids such nesting outright, a cache whose values' `Clone` may read
 /// it cannot.
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 const GIVE_WAY_AFTER: u32 = 1024 + 20;
 
 /// The most times a writer doubles its naps before a step back (each
@@ -104,13 +104,13 @@ const GIVE_WAY_AFTER: u32 = 1024 + 20;
 /// it in. Trades how long crossed nested reads wait, should a waiter miss
 /// a step back (each wait after one is longer), and how long other
 /// readers of the shard wait behind the writer, for that.
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 const GIVE_WAY_DOUBLINGS: u32 = 6;
 
 /// How many rounds of `sync::spin` a writer waits for the readers after
 /// `gave_way` step backs: [`GIVE_WAY_AFTER`], its naps doubled at each
 /// step back up to [`GIVE_WAY_DOUBLINGS`] times.
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 fn give_way_after(gave_way: u32) -> u32 {
     let naps = GIVE_WAY_AFTER - 1024;
     1024 + (naps << gave_way.min(GIVE_WAY_DOUBLINGS))
@@ -120,12 +120,12 @@ fn give_way_after(gave_way: u32) -> u32 {
 /// that [`ShardLock::write_if_cheap`] waits for readers, over all stripes,
 /// before it declines: a lookup's read section lasts well under a
 /// microsecond, and a decline only leaves the work to the next writer.
-const CHEAP_WAIT: u32 = if cfg!(loom) { 1 } else { 256 };
+const CHEAP_WAIT: u32 = if cfg!(mmbatch_loom) { 1 } else { 256 };
 
 /// How long a writer that steps back leaves the lock free: four of a
 /// waiting reader's 50 us naps, so that each waiter sees `block` clear.
 /// A waiter that misses it is let in at the next step back.
-#[cfg(not(loom))]
+#[cfg(not(mmbatch_loom))]
 const GIVE_WAY_FOR: std::time::Duration = std::time::Duration::from_micros(200);
 
 /// A writer's give-ways in the crate's unit tests before they abort
@@ -133,14 +133,14 @@ const GIVE_WAY_FOR: std::time::Duration = std::time::Duration::from_micros(200);
 /// about 0.1 s of 50 us naps in all and each later one about 0.06 s (at
 /// least), about 1 s in all.
 #[cfg(test)]
-#[cfg_attr(loom, allow(dead_code))]
+#[cfg_attr(mmbatch_loom, allow(dead_code))]
 const TEST_GIVE_WAYS: u32 = 20;
 
 /// Counts a writer's give-way in the crate's unit tests, which abort at
 /// [`TEST_GIVE_WAYS`]: a count of its own, so that a writer whose
 /// patience stopped growing is still stopped.
 #[cfg(test)]
-#[cfg_attr(loom, allow(dead_code))]
+#[cfg_attr(mmbatch_loom, allow(dead_code))]
 fn gave_way_in_tests(gave_way: &mut u32) {
     *gave_way += 1;
     crate::sync::bound_in_tests(
@@ -172,7 +172,7 @@ pub(super) struct ShardLock<T> {
     /// the lock), and [`FAST`] while owners' reads skip their barrier.
     block: Gate,
     /// Its writes and fast spells: when owners' reads may go fast.
-    #[cfg(not(loom))]
+    #[cfg(not(mmbatch_loom))]
     spell: Spell,
     stripes: Box<[CachePadded<Stripe>]>,
     data: Data<T>,
@@ -191,7 +191,7 @@ impl<T> ShardLock<T> {
         Self {
             id: next_id(),
             block: Gate::new(),
-            #[cfg(not(loom))]
+            #[cfg(not(mmbatch_loom))]
             spell: Spell::new(true),
             stripes: (0..n).map(|_| CachePadded::new(Stripe::new())).collect(),
             data: Data::new(value),
@@ -200,13 +200,13 @@ impl<T> ShardLock<T> {
 
     /// `on` false: owners' reads never skip their barrier (the wait for
     /// quiet never ends), so no write ever calls membarrier.
-    #[cfg_attr(loom, allow(unused_mut))]
+    #[cfg_attr(mmbatch_loom, allow(unused_mut))]
     pub(super) fn fast_reads(mut self, on: bool) -> Self {
-        #[cfg(not(loom))]
+        #[cfg(not(mmbatch_loom))]
         {
             self.spell = Spell::new(on);
         }
-        #[cfg(loom)]
+        #[cfg(mmbatch_loom)]
         let _ = on;
         self
     }
@@ -393,9 +393,9 @@ impl<T> ShardLock<T> {
     fn count_fast<'a>(&'a self, stripe: &'a Stripe, owned: usize) -> (Counted<'a>, usize) {
         barrier::enter(owned);
         stripe.enter_fast();
-        #[cfg_attr(not(loom), allow(unused_mut))]
+        #[cfg_attr(not(mmbatch_loom), allow(unused_mut))]
         let mut counted = Counted::owner(stripe);
-        #[cfg(loom)]
+        #[cfg(mmbatch_loom)]
         {
             counted.fast = Some(owned);
         }
@@ -422,13 +422,13 @@ impl<T> ShardLock<T> {
     #[inline(never)]
     pub(super) fn look_for_quiet(&self, stripe: &Stripe) {
         // (No `let` chain: the MSRV, 1.85, predates them.)
-        #[cfg(not(loom))]
+        #[cfg(not(mmbatch_loom))]
         if let Some(now) = self.spell.quiet(&stripe.seen) {
             if barrier::available() && self.block.go_fast() {
                 self.spell.began(now);
             }
         }
-        #[cfg(loom)]
+        #[cfg(mmbatch_loom)]
         let _ = stripe;
     }
 
@@ -437,7 +437,7 @@ impl<T> ShardLock<T> {
     /// true if it did).
     #[cfg(test)]
     pub(super) fn go_fast(&self) -> bool {
-        #[cfg(not(loom))]
+        #[cfg(not(mmbatch_loom))]
         if !barrier::available() {
             return false;
         }
@@ -481,7 +481,7 @@ impl<T> ShardLock<T> {
                  the cache from Eq, Clone, or a function the cache calls"
             );
         }
-        #[cfg(all(test, not(loom)))]
+        #[cfg(all(test, not(mmbatch_loom)))]
         let mut retries = 0;
         loop {
             stripe.leave(own);
@@ -496,7 +496,7 @@ impl<T> ShardLock<T> {
             // than 20 000 times while it is read: 210 000 retries is a
             // protocol that never lets the reader in, and the crate's
             // tests abort rather than spin on.
-            #[cfg(all(test, not(loom)))]
+            #[cfg(all(test, not(mmbatch_loom)))]
             {
                 retries += 1;
                 crate::sync::bound_in_tests(
@@ -516,12 +516,12 @@ impl<T> ShardLock<T> {
     /// long as it takes.
     #[inline]
     fn wait_for_readers(&self, patience: u32) -> bool {
-        #[cfg(loom)]
+        #[cfg(mmbatch_loom)]
         let _ = patience;
         let mut round = 0;
         for s in self.stripes.iter() {
             while !s.idle() {
-                #[cfg(not(loom))]
+                #[cfg(not(mmbatch_loom))]
                 if round >= patience {
                     return false;
                 }
@@ -599,12 +599,12 @@ impl<T> ShardLock<T> {
                 }
                 round += 1;
                 std::hint::spin_loop();
-                #[cfg(loom)]
+                #[cfg(mmbatch_loom)]
                 loom::thread::yield_now();
             }
         }
         // A write, for the fast mode's quiet: only one that happens.
-        #[cfg(not(loom))]
+        #[cfg(not(mmbatch_loom))]
         self.spell.wrote();
         let writing = Writing::new(self.id);
         Some(WriteGuard {
@@ -641,37 +641,37 @@ impl<T> ShardLock<T> {
             );
         }
         // Step backs so far (the writer's patience grows with them).
-        #[cfg_attr(loom, allow(unused_mut, unused_variables))]
+        #[cfg_attr(mmbatch_loom, allow(unused_mut, unused_variables))]
         let mut gave_way = 0u32;
-        #[cfg(all(test, not(loom)))]
+        #[cfg(all(test, not(mmbatch_loom)))]
         let mut gave_way_in_tests_count = 0;
         loop {
             let was_fast = self.block.take();
             // Cleared however this ends, even by a panic before the guard.
             let unblock = Unblock(&self.block);
-            #[cfg(not(loom))]
+            #[cfg(not(mmbatch_loom))]
             self.spell.wrote();
             if was_fast {
                 // `rcu_sync_enter`'s grace period: every fast reader's count
                 // is visible now, or the reader sees `block`.
-                #[cfg(not(loom))]
+                #[cfg(not(mmbatch_loom))]
                 let start = spell::now();
                 if !barrier::heavy() {
                     // Fast readers may be inside unseen: the lock goes back
                     // as it was, fast, so that the next writer owes the
                     // barrier too, and this change panics.
                     std::mem::forget(unblock);
-                    #[cfg(not(loom))]
+                    #[cfg(not(mmbatch_loom))]
                     self.block.give_back_fast();
                     return Err(NoBarrier);
                 }
-                #[cfg(not(loom))]
+                #[cfg(not(mmbatch_loom))]
                 self.spell.ended(start);
             }
             smp_mb();
-            #[cfg(not(loom))]
+            #[cfg(not(mmbatch_loom))]
             let patience = give_way_after(gave_way);
-            #[cfg(loom)]
+            #[cfg(mmbatch_loom)]
             let patience = 0;
             if self.wait_for_readers(patience) {
                 let writing = Writing::new(self.id);
@@ -691,13 +691,13 @@ impl<T> ShardLock<T> {
             // (crossed nested reads). Step back, unwritten, until readers
             // waiting for `block` have seen it clear, then take it again.
             drop(unblock);
-            #[cfg(not(loom))]
+            #[cfg(not(mmbatch_loom))]
             std::thread::sleep(GIVE_WAY_FOR);
-            #[cfg(not(loom))]
+            #[cfg(not(mmbatch_loom))]
             {
                 gave_way += 1;
             }
-            #[cfg(all(test, not(loom)))]
+            #[cfg(all(test, not(mmbatch_loom)))]
             gave_way_in_tests(&mut gave_way_in_tests_count);
         }
     }
@@ -729,7 +729,7 @@ fn next_id() -> usize {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-#[cfg(all(loom, test))]
+#[cfg(all(mmbatch_loom, test))]
 mod broken;
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(mmbatch_loom)))]
 pub(super) mod tests;

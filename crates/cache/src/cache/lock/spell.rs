@@ -127,7 +127,7 @@ impl Spell {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(mmbatch_loom)))]
 mod tests {
     use super::*;
 

@@ -25,7 +25,7 @@ pub(in crate::cache) struct Stripe {
     shared_hits: AtomicU64,
     shared_misses: AtomicU64,
     /// What its lookups saw at their last look for quiet.
-    #[cfg(not(loom))]
+    #[cfg(not(mmbatch_loom))]
     pub(super) seen: super::spell::Seen,
 }
 
@@ -128,7 +128,7 @@ impl Stripe {
             misses: AtomicU64::new(0),
             shared_hits: AtomicU64::new(0),
             shared_misses: AtomicU64::new(0),
-            #[cfg(not(loom))]
+            #[cfg(not(mmbatch_loom))]
             seen: super::spell::Seen::new(),
         }
     }

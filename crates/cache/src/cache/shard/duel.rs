@@ -24,7 +24,7 @@ mod sims;
 mod verdict;
 
 use sims::Sims;
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(mmbatch_loom)))]
 pub(in crate::cache) use verdict::{just_left, keeps, verdict, verdict_of_both};
 
 /// Entries a weighted cache's simulations are first sized for, before
@@ -168,7 +168,7 @@ pub(in crate::cache) struct Duel {
     /// busy: a loom model's tally (std's atomic, outside loom's model of
     /// memory). Hits a lookup loses past its cap or to a full buffer are
     /// not counted here.
-    #[cfg(all(test, loom))]
+    #[cfg(all(test, mmbatch_loom))]
     dropped: std::sync::atomic::AtomicU32,
 }
 
@@ -201,7 +201,7 @@ impl Duel {
             }),
             sims: Mutex::new(sims),
             weighted_shards: 0,
-            #[cfg(all(test, loom))]
+            #[cfg(all(test, mmbatch_loom))]
             dropped: std::sync::atomic::AtomicU32::new(0),
         }
     }
@@ -289,14 +289,14 @@ impl Duel {
     }
 
     /// Holds the simulations, as a shard feeding them does.
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(mmbatch_loom)))]
     pub(in crate::cache) fn feeding(&self) -> crate::sync::MutexGuard<'_, impl Sized> {
         crate::sync::lock(&self.sims)
     }
 
     /// Has the shards run `policy` (one of [`CONTENDERS`]) from their
     /// next write section, until the simulations' next verdict.
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(mmbatch_loom)))]
     pub(in crate::cache) fn run(&self, policy: Policy) {
         self.verdict
             .policy
@@ -333,7 +333,7 @@ impl Duel {
     }
 
     /// The cache's entries the simulations are sized for.
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(mmbatch_loom)))]
     pub(in crate::cache) fn basis(&self) -> usize {
         crate::sync::lock(&self.sims).basis
     }
@@ -346,20 +346,20 @@ impl Duel {
 
     /// Sampled accesses the simulations replayed, since they were made
     /// (the rest only scored: see [`Sims::access`]).
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(mmbatch_loom)))]
     pub(in crate::cache) fn replays(&self) -> u64 {
         crate::sync::lock(&self.sims).replays
     }
 
     /// Each simulation's hits and misses so far.
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(mmbatch_loom)))]
     pub(in crate::cache) fn lookups(&self) -> [(u64, u64); 4] {
         crate::sync::lock(&self.sims).lookups
     }
 
     /// Each simulation's decaying count of misses: the window less its
     /// score; over the whole window and over the recent one.
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(mmbatch_loom)))]
     pub(in crate::cache) fn misses(&self) -> [[f64; 4]; 2] {
         let sims = crate::sync::lock(&self.sims);
         [
@@ -414,9 +414,9 @@ impl Duel {
     #[inline(never)]
     fn feed_sims(&self, sampled: &Sampled, miss: Option<u32>, entries: impl FnOnce() -> usize) {
         let Some(mut sims) = self.try_sims() else {
-            #[cfg(all(test, loom))]
+            #[cfg(all(test, mmbatch_loom))]
             self.tally_dropped(sampled, miss);
-            #[cfg(not(all(test, loom)))]
+            #[cfg(not(all(test, mmbatch_loom)))]
             sampled.drain(|_| {});
             return;
         };
@@ -448,7 +448,7 @@ impl Duel {
     /// Drops the shard's kept hits and its miss, tallied (see
     /// `dropped`): [`feed_sims`](Self::feed_sims) found the simulations
     /// busy.
-    #[cfg(all(test, loom))]
+    #[cfg(all(test, mmbatch_loom))]
     fn tally_dropped(&self, sampled: &Sampled, miss: Option<u32>) {
         let mut n = u32::from(miss.is_some());
         sampled.drain(|_| n += 1);
@@ -458,7 +458,7 @@ impl Duel {
 
     /// Sampled accesses a write section dropped, finding the simulations
     /// busy.
-    #[cfg(all(test, loom))]
+    #[cfg(all(test, mmbatch_loom))]
     pub(in crate::cache) fn dropped(&self) -> u32 {
         self.dropped.load(std::sync::atomic::Ordering::Relaxed)
     }

@@ -618,5 +618,5 @@ impl<K, V> Lruvec<K, V> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(mmbatch_loom)))]
 mod tests;

@@ -150,7 +150,7 @@ impl Sketch {
     }
 
     /// The sketch's bytes.
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(mmbatch_loom)))]
     pub(super) fn bytes(&self) -> usize {
         self.blocks.len() * 64
     }
@@ -162,7 +162,7 @@ fn counter_hash(h: u32) -> u32 {
     (h ^ (h >> 15)).wrapping_mul(0x2c1b_3c6d).rotate_left(13)
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(mmbatch_loom)))]
 mod tests {
     use super::*;
 

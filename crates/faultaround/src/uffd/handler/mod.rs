@@ -28,7 +28,7 @@ mod events;
 mod failing;
 mod replay;
 mod resident;
-#[cfg(all(test, loom))]
+#[cfg(all(test, mmbatch_loom))]
 mod tests;
 mod watchdog;
 
@@ -721,5 +721,5 @@ fn runs(
     out
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(mmbatch_loom)))]
 mod unit_tests;

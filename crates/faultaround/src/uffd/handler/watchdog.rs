@@ -32,9 +32,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, mmbatch_loom))]
 use loom::sync::atomic::AtomicU64;
-#[cfg(not(all(test, loom)))]
+#[cfg(not(all(test, mmbatch_loom)))]
 use std::sync::atomic::AtomicU64;
 
 use super::{CountOut, Fault, Shared};
@@ -98,7 +98,7 @@ impl Busy {
     /// The broken [`have_data`](Self::have_data) the loom model must
     /// catch: the ticket read, then the mark stored, so a claim can fall
     /// in between.
-    #[cfg(all(test, loom))]
+    #[cfg(all(test, mmbatch_loom))]
     pub(super) fn have_data_racy(&self, t: u64) -> bool {
         let ours = self.ticket.load(Ordering::Acquire) == t;
         if ours {
@@ -580,5 +580,5 @@ fn far(timeout: Duration) -> Instant {
         .unwrap_or(now)
 }
 
-#[cfg(all(test, not(loom), not(miri)))]
+#[cfg(all(test, not(mmbatch_loom), not(miri)))]
 mod tests;

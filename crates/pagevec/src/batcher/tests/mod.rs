@@ -1,5 +1,5 @@
 //! Loom models of the [`Batcher`](super::Batcher) protocol, one per
-//! guarantee. Run with `cargo xtask loom pagevec` (`RUSTFLAGS="--cfg loom"`,
+//! guarantee. Run with `cargo xtask loom pagevec` (`RUSTFLAGS="--cfg mmbatch_loom"`,
 //! release, debug assertions on). Batches are tiny (N = 2) so that few ops
 //! reach the full-batch, drain and wrap-around paths.
 
