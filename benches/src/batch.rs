@@ -40,7 +40,7 @@ pub const EXPERIMENT: Experiment = Experiment {
     memory: |_| 64 << 20,
     seed_refs: &[],
     seed_why: "No seed measures the batching primitive alone; its per-op rows model the per-page lock round trips every seed removes.",
-    contention: "the rows at 2 and 4 threads",
+    contention: "the rows at 2 or more threads",
 };
 
 /// Batch sizes measured: Linux's history (15, 31) and FreeBSD's (7, 63).
@@ -412,12 +412,10 @@ pub fn measure(
     }
 }
 
-/// Thread counts for a run: 1, 2 and `max`, deduplicated.
+/// Thread counts for a run: the powers of two below `max`, then `max`
+/// ([`crate::powers_of_two_to`]).
 pub fn thread_counts(max: usize) -> Vec<usize> {
-    let mut v = vec![1, 2, max.max(1)];
-    v.sort_unstable();
-    v.dedup();
-    v
+    crate::powers_of_two_to(max)
 }
 
 fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {

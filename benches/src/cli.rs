@@ -56,7 +56,8 @@ pub struct RunArgs {
     /// Size relative to the default (1); `big` sizes each experiment as its seed did, refusing, with what it needs and a scale that fits, where the host lacks the memory.
     #[arg(long, value_name = "S|big", default_value = "1", value_parser = scale)]
     pub scale: Scale,
-    /// Largest thread count (default: the CPUs).
+    /// Largest thread count (default: twice the CPUs, so that contention
+    /// shows; `clear`, which only time-slices past them: the CPUs).
     #[arg(long, value_name = "T", value_parser = clap::value_parser!(u64).range(1..))]
     pub threads: Option<u64>,
     /// Samples per row.

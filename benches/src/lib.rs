@@ -69,6 +69,18 @@ impl Config {
     }
 }
 
+/// Thread counts for a run up to `max`: the powers of two below it, then
+/// `max` itself, so that a many-CPU host shows where a curve bends.
+pub fn powers_of_two_to(max: usize) -> Vec<usize> {
+    let max = max.max(1);
+    let mut ts: Vec<usize> = (0..usize::BITS)
+        .map(|i| 1usize << i)
+        .take_while(|&t| t < max)
+        .collect();
+    ts.push(max);
+    ts
+}
+
 /// Where an experiment reports what it is doing.
 pub trait Progress {
     /// Row `done + 1` of `total`, named `what`, is starting.

@@ -27,6 +27,7 @@ use mmbatch_benches::{
     cli::{Cli, Command, RunArgs},
     experiments, round_trip,
 };
+use mmbatch_mmap::HugePageSize;
 
 struct Args {
     only: Vec<String>,
@@ -120,11 +121,15 @@ fn main() -> ExitCode {
         .iter()
         .filter(|e| args.only.is_empty() || args.only.iter().any(|id| id == e.id))
         .collect();
+    raise_open_files();
+    give_pools_back_on_interrupt(args.out.join("report.md"));
     let mut reports: Vec<Report> = Vec::new();
+    let mut failed = Vec::new();
     let tty = std::io::stderr().is_terminal();
     let started = Instant::now();
     let host = mmbatch_benches::Host::detect();
     let mut refused = Vec::new();
+    let count = selected.len();
     for e in selected {
         let cfg = if args.big {
             e.big(&args.config)
@@ -143,7 +148,22 @@ fn main() -> ExitCode {
             start: Instant::now(),
         };
         let before = round_trip::cross_cpu_round_trip();
-        let mut report = (e.run)(&cfg, &mut progress);
+        // One experiment that fails (a refusal the host gives at a scale
+        // no one tried) costs its own table, not the others'.
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            (e.run)(&cfg, &mut progress)
+        }));
+        let Ok(mut report) = run else {
+            if tty {
+                eprintln!();
+            }
+            eprintln!(
+                "[{}] failed (its panic above); going on with the others",
+                e.id
+            );
+            failed.push(e.id);
+            continue;
+        };
         let after = round_trip::cross_cpu_round_trip();
         report.host.round_trip = [before, after].into_iter().flatten().collect();
         if let Some(note) = round_trip::note(e.contention, &report.host.round_trip) {
@@ -159,14 +179,37 @@ fn main() -> ExitCode {
         );
         println!("{}", report.to_text());
         reports.push(report);
+        // Written as each experiment ends: an interrupted run keeps the
+        // tables it finished.
+        if reports.len() + failed.len() + refused.len() < count {
+            let partial = format!(
+                "Partial: the first {} of {count} experiments (this report is rewritten as each \
+                 one ends).",
+                reports.len()
+            );
+            if let Err(e) =
+                write_outputs(&args, &reports, started.elapsed().as_secs_f64(), &partial)
+            {
+                eprintln!("repro: {e}");
+            }
+        }
     }
     eprintln!(
         "repro: {} experiment(s) in {:.1} minutes",
         reports.len(),
         started.elapsed().as_secs_f64() / 60.0
     );
-    if let Err(e) = write_outputs(&args, &reports, started.elapsed().as_secs_f64()) {
+    let ending = if failed.is_empty() {
+        String::new()
+    } else {
+        format!("Failed (see the run's output): {}.", failed.join(", "))
+    };
+    if let Err(e) = write_outputs(&args, &reports, started.elapsed().as_secs_f64(), &ending) {
         eprintln!("repro: {e}");
+        return ExitCode::FAILURE;
+    }
+    if !failed.is_empty() {
+        eprintln!("repro: experiment(s) failed: {}", failed.join(", "));
         return ExitCode::FAILURE;
     }
     if refused.is_empty() {
@@ -198,7 +241,78 @@ fn load(path: &std::path::Path) -> Result<Vec<Report>, String> {
     })
 }
 
-fn write_outputs(args: &Args, reports: &[Report], elapsed_s: f64) -> Result<(), String> {
+/// Raises the soft limit on open files to the hard one: an experiment
+/// at many threads holds descriptors for each (fault-around: a
+/// userfaultfd and an eventfd a region, 2 x 256 at 256 threads), past the
+/// usual soft limit of 1024 on a host of a hundred CPUs or more.
+fn raise_open_files() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let l = getrlimit(Resource::Nofile);
+    if l.current != l.maximum {
+        let raised = Rlimit {
+            current: l.maximum,
+            maximum: l.maximum,
+        };
+        if let Err(e) = setrlimit(Resource::Nofile, raised) {
+            eprintln!("repro: could not raise the open-files limit to its hard limit ({e})");
+        }
+    }
+}
+
+/// Writes the huge page pools back to their sizes at the start if the
+/// run is interrupted (Ctrl-C, SIGTERM), then exits with 130: the
+/// experiments grow them for their hugetlb rows and give the pages back
+/// as their regions drop, which an interrupted process never does (the
+/// kernel keeps `nr_hugepages` as written). Pages still mapped leave the
+/// pool as the process exits. A pool another program grew meanwhile is
+/// written back too.
+fn give_pools_back_on_interrupt(report: PathBuf) {
+    let sizes = [HugePageSize::Size2M, HugePageSize::Size1G];
+    let before = sizes.map(|s| s.pool_count("nr_hugepages"));
+    let set = ctrlc::set_handler(move || {
+        for (size, before) in sizes.iter().zip(before) {
+            let (Some(before), Some(now)) = (before, size.pool_count("nr_hugepages")) else {
+                continue;
+            };
+            if now > before {
+                let file = size.pool_file("nr_hugepages");
+                match std::fs::write(&file, before.to_string()) {
+                    Ok(()) => {
+                        eprintln!("\nrepro: interrupted: {file} back to {before} (was {now})")
+                    }
+                    Err(e) => eprintln!(
+                        "\nrepro: interrupted, and {file} could not be written back to {before} \
+                         ({e}): write it by hand"
+                    ),
+                }
+            }
+        }
+        if report.exists() {
+            eprintln!(
+                "repro: interrupted; {} holds the experiments that finished",
+                report.display()
+            );
+        } else {
+            eprintln!("repro: interrupted before any experiment finished");
+        }
+        std::process::exit(130);
+    });
+    if let Err(e) = set {
+        eprintln!(
+            "repro: no handler for Ctrl-C ({e}): an interrupted run leaves grown huge page pools grown"
+        );
+    }
+}
+
+/// Writes the report (and `--json`), with `status` (a line saying the
+/// run is partial or what failed; empty when all went well) after its
+/// opening.
+fn write_outputs(
+    args: &Args,
+    reports: &[Report],
+    elapsed_s: f64,
+    status: &str,
+) -> Result<(), String> {
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(reports).map_err(|e| e.to_string())?;
         std::fs::write(path, json + "\n")
@@ -226,6 +340,9 @@ fn write_outputs(args: &Args, reports: &[Report], elapsed_s: f64) -> Result<(), 
         typed.join(" "),
         elapsed_s / 60.0,
     ));
+    if !status.is_empty() {
+        md.push_str(&format!("**{status}**\n\n"));
+    }
     let mut host = reports
         .first()
         .map_or_else(mmbatch_benches::Host::detect, |r| r.host.clone());

@@ -12,6 +12,8 @@ use std::{
 
 use mmbatch_faultaround::{HugePageSize, PageRead, PageSource, UffdRegion};
 
+use mmbatch_mmap::{MapFlags, Mapping, ProtFlags};
+
 use super::{MAX_RUN, PAGE, Source};
 /// The image's byte at `off`: page `i`'s bytes are a pattern of `i`.
 pub(super) fn image_byte(off: u64) -> u8 {
@@ -195,10 +197,14 @@ impl Image {
     }
 
     /// Drops the image from the page cache: `POSIX_FADV_DONTNEED` on the
-    /// (clean) file, and, as root, `vm.drop_caches`.
+    /// (clean) file, and, only if some of its pages stay cached after it
+    /// (the advice skips pages mapped or being written back), as root,
+    /// `vm.drop_caches`, which drops every file's clean pages on the host.
     pub(super) fn drop_cache(&self) {
         let _ = rustix::fs::fadvise(&self.file, 0, None, rustix::fs::Advice::DontNeed);
-        let _ = std::fs::write("/proc/sys/vm/drop_caches", "1");
+        if cached_pages(&self.file, self.len()) != Some(0) {
+            let _ = std::fs::write("/proc/sys/vm/drop_caches", "1");
+        }
     }
 }
 
@@ -228,4 +234,29 @@ impl PageSource for Counted {
         self.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
         self.file.read_pages(index, count, buf)
     }
+}
+
+/// Pages of the first `len` bytes of `file` in the page cache
+/// (`mincore` over a read-only mapping, which faults nothing in); `None`
+/// where it cannot be asked.
+pub(super) fn cached_pages(file: &File, len: usize) -> Option<usize> {
+    if len == 0 {
+        return Some(0);
+    }
+    // SAFETY: a private, read-only mapping of our own file that is never
+    // read, only asked of mincore, and unmapped before returning.
+    let m = unsafe {
+        Mapping::file(
+            std::os::fd::AsFd::as_fd(file),
+            0,
+            len,
+            ProtFlags::READ,
+            MapFlags::PRIVATE,
+        )
+    }
+    .ok()?;
+    let mut v = vec![0u8; len.div_ceil(PAGE)];
+    // SAFETY: our own mapping of `len` bytes, a byte of `v` per page.
+    let r = unsafe { libc::mincore(m.as_ptr().cast(), len, v.as_mut_ptr()) };
+    (r == 0).then(|| v.iter().filter(|&&b| b & 1 != 0).count())
 }

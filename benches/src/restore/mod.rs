@@ -726,6 +726,22 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
 mod tests {
     use super::*;
 
+    /// A cold sample drops the whole host's page cache only where the
+    /// image's own advice left pages of it cached: the count it decides
+    /// by sees pages read in, and none after the advice.
+    #[test]
+    fn an_image_read_is_cached_and_its_advice_drops_it() {
+        let img = Image::create(64).unwrap();
+        img.file.sync_all().unwrap();
+        img.read_all();
+        let len = img.len();
+        assert!(image::cached_pages(&img.file, len).unwrap() > 0);
+        let _ = rustix::fs::fadvise(&img.file, 0, None, rustix::fs::Advice::DontNeed);
+        assert_eq!(image::cached_pages(&img.file, len), Some(0));
+        img.read_all();
+        assert_eq!(image::cached_pages(&img.file, len), Some(64));
+    }
+
     #[test]
     fn working_set_is_a_tenth_in_disjoint_runs() {
         let runs = working_set(10_000, 1);

@@ -36,7 +36,7 @@ pub(super) fn notes(
     } else {
         notes.push(
             "Cold rows: the image dropped from the page cache before each sample \
-             (POSIX_FADV_DONTNEED and vm.drop_caches)."
+             (POSIX_FADV_DONTNEED, and vm.drop_caches only where pages of it stayed cached)."
                 .into(),
         );
     }
