@@ -130,7 +130,9 @@ impl PageTables {
         Ok((old != NIL).then_some(Pfn(old)))
     }
 
-    /// Unmaps `vpn`; the frame it mapped, if any.
+    /// Unmaps `vpn`; the frame it mapped, if any (the kernel's
+    /// `ptep_get_and_clear`).
+    #[doc(alias = "ptep_get_and_clear")]
     pub fn unmap(&self, vpn: u64) -> Result<Option<Pfn>, OutOfRange> {
         let (t, i) = self.table(vpn).ok_or(OutOfRange { vpn, len: self.len })?;
         let _g = t.lock();

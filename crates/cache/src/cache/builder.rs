@@ -222,7 +222,10 @@ impl<K, V, S, W> Builder<K, V, S, W> {
     /// takes the shard's write lock to move it at once. Off, with
     /// [`Policy::Lru`], the cache is one exact LRU list (one shard): every
     /// hit serialises on its lock, for workloads whose correctness needs
-    /// exact recency order.
+    /// exact recency order. Mirrors the kernel's per-CPU folio batches
+    /// (`folio_activate` into `cpu_fbatches`, drained under the lruvec
+    /// lock).
+    #[doc(alias = "folio_activate")]
     pub fn batching(mut self, on: bool) -> Self {
         self.opts.batching = on;
         self

@@ -41,7 +41,10 @@ pub enum Policy {
     Workingset,
     /// The same two lists without shadows: every new entry starts
     /// inactive. Keeps no history, so it is among the cheapest policies
-    /// where the policy's work shows: a small cache.
+    /// where the policy's work shows: a small cache. The kernel's
+    /// active/inactive lists before refault detection (`shrink_active_list`,
+    /// `folio_mark_accessed`).
+    #[doc(alias = "shrink_active_list")]
     ActiveInactive,
     /// LRU: a hit moves the entry to the head of one list and eviction
     /// takes the tail. With batching off the order is exactly LRU's (one

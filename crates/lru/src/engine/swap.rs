@@ -296,7 +296,7 @@ impl Engine {
 
     /// Moves a frame to the head of its list, most recently used. The
     /// kernel has no such move — it approximates recency with two lists —
-    /// but an exact LRU needs it on every hit (`mmbatch-cache`'s `Policy::Lru`).
+    /// but an exact LRU built on the engine needs it on every hit.
     /// Batched or immediate as [`Modes::activate`], since it stands for
     /// a hit's activation; nothing if the frame is off the LRU or
     /// unevictable.
