@@ -189,6 +189,33 @@ fn portable() -> Result<(), String> {
     Ok(())
 }
 
+/// A 32-bit target, where `usize` is 32 bits: every library and its tests
+/// built for i686 Linux (a size past 2^32 in a constant fails there),
+/// and the portable crates' tests run, in a target directory of their
+/// own. Test-only sizes past a 32-bit address space are left to 64-bit
+/// targets by `cfg(target_pointer_width)`.
+fn i686() -> Result<(), String> {
+    const TARGET: &str = "i686-unknown-linux-gnu";
+    crate::util::ensure_packages(crate::util::I686)?;
+    exec(std::process::Command::new("rustup").args(["target", "add", TARGET]))?;
+    let dir = root().join("target/i686");
+    let mut check = cargo();
+    check
+        .env("CARGO_TARGET_DIR", &dir)
+        .args(["check", "--lib", "--tests", "--target", TARGET]);
+    for c in LIBRARIES {
+        check.args(["-p", c]);
+    }
+    exec(&mut check)?;
+    let mut test = cargo();
+    test.env("CARGO_TARGET_DIR", &dir)
+        .args(["test", "--no-fail-fast", "--target", TARGET]);
+    for c in PORTABLE {
+        test.args(["-p", c]);
+    }
+    crate::util::exec_tests(&mut test)
+}
+
 /// The library crates in a user's loom build: `RUSTFLAGS="--cfg loom"`
 /// reaches every dependency, in release as loom advises, so a crate that
 /// keyed its own models on `cfg(loom)` would turn into its model build
@@ -387,6 +414,7 @@ pub(crate) fn run(only: &[String]) -> Result<(), String> {
             "portable crates (macOS, Windows, Android, no system libraries)",
             || done(portable()),
         ),
+        ("32-bit (i686 Linux)", || done(i686())),
         ("a user's loom build (--cfg loom)", || done(user_loom())),
         ("loom", || done(crate::loom::run(None))),
         ("miri", || match crate::miri::unavailable() {

@@ -261,6 +261,13 @@ pub(crate) const BUILD: &[SystemPackage] = &[
     },
 ];
 
+/// Needed by CI's 32-bit step: linking i686 test binaries.
+pub(crate) const I686: &[SystemPackage] = &[SystemPackage {
+    apt: "gcc-multilib",
+    provides: "/usr/lib32/crt1.o",
+    needed_by: "linking 32-bit (i686) test binaries",
+}];
+
 /// Needed by `cargo xtask fuzz` and CI's fuzz build: libfuzzer-sys compiles
 /// libFuzzer's C++ sources.
 pub(crate) const FUZZ: &[SystemPackage] = &[SystemPackage {

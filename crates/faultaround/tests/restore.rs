@@ -1001,6 +1001,8 @@ fn a_working_set_file_of_huge_pages_allocates_by_its_runs() {
 /// A page cache filled from a source shorter than it: read past the
 /// source's end (`Zeroes` ignores the length), 2^33 pages of tmpfs for
 /// 2^45 bytes. Now refused, as `build` refuses it.
+// Sizes past a 32-bit address space.
+#[cfg(target_pointer_width = "64")]
 #[test]
 fn a_page_cache_longer_than_its_source_is_refused() {
     let _hang = mmbatch_testkit::hang_guard("a_page_cache_longer_than_its_source_is_refused");
@@ -1084,6 +1086,8 @@ fn a_write_sealed_page_cache_is_refused_by_name() {
 /// that the old code fails there (at `ftruncate`, with `SIGXFSZ`) rather
 /// than filling the machine; and a region larger than any address space
 /// is refused by name.
+// Sizes past a 32-bit address space.
+#[cfg(target_pointer_width = "64")]
 #[test]
 fn an_image_larger_than_memory_is_refused_before_a_byte_is_written() {
     let name = "an_image_larger_than_memory_is_refused_before_a_byte_is_written";

@@ -37,7 +37,7 @@ fn refused_threads_run_the_job_on_those_that_started() {
         assert_eq!(unsafe { libc::setuid(65534) }, 0);
     }
     // This user's tasks are this process's threads: allow one more.
-    let n = threads_now() + 1;
+    let n = (threads_now() + 1) as libc::rlim_t;
     let lim = libc::rlimit {
         rlim_cur: n,
         rlim_max: n,

@@ -1146,6 +1146,7 @@ fn errno_slot() -> *mut i32 {
 /// that the limit applies (root has CAP_IPC_LOCK).
 fn limit_memlock(bytes: u64) {
     use nix::sys::resource::{Resource, setrlimit};
+    let bytes = nix::libc::rlim_t::try_from(bytes).unwrap();
     setrlimit(Resource::RLIMIT_MEMLOCK, bytes, bytes).unwrap();
     if nix::unistd::geteuid().is_root() {
         nix::unistd::setgid(nix::unistd::Gid::from_raw(65534)).unwrap();

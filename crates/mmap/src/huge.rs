@@ -297,8 +297,10 @@ mod tests {
         assert!(g.contains("hugepagesz=1G"), "{g}");
         assert!(!msg.contains("hugepagesz=1G"), "{msg}");
         // More than the machine holds: no command that cannot work (it
-        // read `echo 8796093022207 > ...` for a region of usize::MAX).
-        let huge = HugePagesUnavailable::new(HugePageSize::Size2M, usize::MAX >> 21, 0);
+        // read `echo 8796093022207 > ...` for a region of usize::MAX; on a
+        // 32-bit target, as many pages as the count holds).
+        let pages = (usize::MAX >> 21).max(usize::MAX >> (usize::BITS - 24));
+        let huge = HugePagesUnavailable::new(HugePageSize::Size2M, pages, 0);
         assert!(huge.memory_pages > 0, "MemTotal read: {huge:?}");
         let msg = huge.to_string();
         assert!(
@@ -317,7 +319,7 @@ mod tests {
         assert!(!other.contains("echo"), "{other}");
         // A pool as large as the memory can be reserved (5 + 995 - 0);
         // an unknown memory (0) refuses nothing.
-        for (needed, memory_pages) in [(996, 1000), (1 << 40, 0)] {
+        for (needed, memory_pages) in [(996, 1000), (usize::MAX / 2, 0)] {
             let e = HugePagesUnavailable {
                 needed,
                 memory_pages,

@@ -114,6 +114,8 @@ pub fn lower_rlimit(limit: Rlimit, bytes: u64) {
     // SAFETY: `now` is a valid rlimit for the call to write.
     let got = unsafe { libc::getrlimit(resource, &mut now) };
     assert_eq!(got, 0, "getrlimit: {}", std::io::Error::last_os_error());
+    // rlim_t is 32 bits on 32-bit targets: a larger bound is no bound.
+    let bytes = libc::rlim_t::try_from(bytes).unwrap_or(libc::rlim_t::MAX);
     now.rlim_max = now.rlim_max.min(bytes);
     now.rlim_cur = now.rlim_cur.min(bytes);
     // SAFETY: `now` is a valid rlimit for the call to read.

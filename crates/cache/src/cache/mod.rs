@@ -252,9 +252,19 @@ impl<K: Hash + Eq + Clone, V: Clone> LruCache<K, V> {
     /// ([`Policy::Adaptive`]). A capacity of 0 stores nothing (see
     /// [`builder`](Self::builder)): a configuration can turn caching off.
     /// A capacity above [`MAX_CAPACITY`](Self::MAX_CAPACITY) (2^48) is
-    /// taken as that, so `new(usize::MAX)` is a cache bounded only by
-    /// memory, as quick_cache's is; nothing is allocated for it ahead.
+    /// taken as that, and so is `usize::MAX` on every target, so
+    /// `new(usize::MAX)` is a cache bounded only by memory, as
+    /// quick_cache's is; nothing is allocated for it ahead.
     pub fn new(capacity: usize) -> Self {
+        // On a 32-bit target `usize::MAX` is below 2^48, and taken as the
+        // largest all the same.
+        #[cfg(not(target_pointer_width = "64"))]
+        let capacity = if capacity == usize::MAX {
+            MAX_CAPACITY
+        } else {
+            capacity as u64
+        };
+        #[cfg(target_pointer_width = "64")]
         let capacity = (capacity as u64).min(MAX_CAPACITY);
         Self::builder(capacity)
             .build()

@@ -223,7 +223,7 @@ mod tests {
             super::with(|r| {
                 inside.send(()).unwrap();
                 std::thread::sleep(std::time::Duration::from_millis(200));
-                r.push((1 << 40, 4096));
+                r.push((1 << 30, 4096));
                 d.store(true, Ordering::SeqCst);
             });
         });
@@ -235,7 +235,7 @@ mod tests {
         super::parent();
         let after = SERVED.lock.swap(FREE, Ordering::SeqCst);
         changer.join().unwrap();
-        super::release(1 << 40);
+        super::release(1 << 30);
         assert!(whole, "prepare ran inside a change");
         assert_eq!(
             (during, after),
@@ -248,7 +248,7 @@ mod tests {
     /// Ranges past the list's capacity go to a longer list.
     #[test]
     fn a_released_range_is_forgotten() {
-        let base = (1 << 41) + 4096;
+        let base = (1 << 31) + 4096;
         let ranges: Vec<usize> = (0..20).map(|i| base + i * 8192).collect();
         for &a in &ranges {
             super::serve(a, 4096);

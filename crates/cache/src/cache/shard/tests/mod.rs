@@ -639,7 +639,7 @@ fn a_weighted_shards_index_widens_as_it_grows() {
     let n = index::NARROW_MAX as u64 + 1000;
     for warmed in [false, true] {
         let mut lv: Lruvec<u64, u64> =
-            Lruvec::new(Policy::Lru, true, true, (false, false), 1 << 40, 1 << 40);
+            Lruvec::new(Policy::Lru, true, true, (false, false), 1 << 40, 1 << 30);
         assert!(matches!(lv.table, index::Index::Narrow(_)));
         let mut out = Evicted::new();
         for k in 0..n {
