@@ -13,8 +13,8 @@
 //! - `list`: one LRU move per op — unlink a frame from one of two intrusive
 //!   lists and link it at the head of the other, as `activate` does.
 //!
-//! Rows are `WORKLOAD/VARIANT/threads-T` for T in 1, 2 and 2×CPUs (or
-//! `--threads`). Each sample times a fixed number of ops spread over the
+//! Rows are `WORKLOAD/VARIANT/threads-T` for T in the powers of two
+//! below 2×CPUs (or `--threads`) and that count. Each sample times a fixed number of ops spread over the
 //! threads, including each thread's final `drain_local`, so every op is
 //! applied inside the timed region; the result is checked after each
 //! sample. Samples of one table alternate between its rows, so drift on a

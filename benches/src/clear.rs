@@ -404,7 +404,7 @@ fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
         "clear bandwidth by threads (min times, {big}): {}{}",
         curve.join(", "),
         if ts.len() < 3 {
-            " — this host has too few CPUs to reach the bandwidth cap"
+            " — too few thread counts (CPUs, or --threads) to show where bandwidth caps it"
         } else {
             ""
         }

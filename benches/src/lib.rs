@@ -25,7 +25,7 @@ mod thp;
 pub mod timedmunlock;
 
 use std::{
-    sync::Barrier,
+    sync::{Condvar, Mutex},
     thread,
     time::{Duration, Instant},
 };
@@ -226,26 +226,56 @@ pub fn total(iters: u64, mut measure_s: impl FnMut() -> f64) -> Duration {
 /// Runs `work(thread)` on `threads` threads released together; returns the
 /// time from the first thread starting to the last finishing. Each worker
 /// reads the clock itself: a main thread reading it after the release may
-/// not be scheduled until the workers are done (2 cores, 3 threads).
+/// not be scheduled until the workers are done (2 cores, 3 threads). The
+/// last worker to arrive releases them all, as a `Barrier` would; a
+/// thread the OS refuses (`RLIMIT_NPROC`, a cgroup's `pids.max`) sends the
+/// ones already waiting home and panics naming it, where a `Barrier`'s
+/// waiters would wait for it forever.
 pub fn timed(threads: usize, work: impl Fn(usize) + Sync) -> Duration {
-    let go = Barrier::new(threads);
+    // Workers arrived, and whether the start was called off.
+    let gate = (Mutex::new((0usize, false)), Condvar::new());
+    let mut refused = None;
     let spans: Vec<(Instant, Instant)> = thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let (go, work) = (&go, &work);
-                s.spawn(move || {
-                    go.wait();
-                    let start = Instant::now();
-                    work(t);
-                    (start, Instant::now())
-                })
-            })
-            .collect();
+        let mut handles = Vec::with_capacity(threads);
+        for t in 0..threads {
+            let (gate, work) = (&gate, &work);
+            let spawned = thread::Builder::new().spawn_scoped(s, move || {
+                let (lock, cv) = gate;
+                let mut g = lock.lock().unwrap_or_else(|e| e.into_inner());
+                g.0 += 1;
+                if g.0 == threads {
+                    cv.notify_all();
+                }
+                while g.0 < threads && !g.1 {
+                    g = cv.wait(g).unwrap_or_else(|e| e.into_inner());
+                }
+                if g.1 {
+                    return None;
+                }
+                drop(g);
+                let start = Instant::now();
+                work(t);
+                Some((start, Instant::now()))
+            });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    refused = Some(format!("worker {t} of {threads}: {e}"));
+                    let (lock, cv) = &gate;
+                    lock.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+                    cv.notify_all();
+                    break;
+                }
+            }
+        }
         handles
             .into_iter()
-            .map(|h| h.join().expect("worker panicked"))
+            .filter_map(|h| h.join().expect("worker panicked"))
             .collect()
     });
+    if let Some(why) = refused {
+        panic!("the OS refused a thread ({why}): lower --threads");
+    }
     let first = spans
         .iter()
         .map(|s| s.0)
@@ -262,6 +292,41 @@ pub fn timed(threads: usize, work: impl Fn(usize) + Sync) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A worker thread the OS refuses (RLIMIT_NPROC) ends `timed` with a
+    /// panic naming it: with a `Barrier` the workers already started
+    /// waited for it forever, and the run hung. In a child process (it
+    /// drops root and lowers a limit) with a bounded wait.
+    #[test]
+    fn a_refused_worker_is_a_panic_not_a_hang() {
+        let name = "tests::a_refused_worker_is_a_panic_not_a_hang";
+        if let Some(run) = mmbatch_testkit::child::parent(name, Duration::from_secs(30)) {
+            run.expect_success();
+            return;
+        }
+        // RLIMIT_NPROC binds only without CAP_SYS_RESOURCE.
+        // SAFETY: no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            // SAFETY: as above (glibc's set*id reach every thread).
+            assert_eq!(unsafe { libc::setgid(65534) }, 0);
+            // SAFETY: as above.
+            assert_eq!(unsafe { libc::setuid(65534) }, 0);
+        }
+        // This user's tasks are this process's threads: two more.
+        let now = std::fs::read_dir("/proc/self/task").unwrap().count() + 2;
+        let lim = libc::rlimit {
+            rlim_cur: now as libc::rlim_t,
+            rlim_max: now as libc::rlim_t,
+        };
+        // SAFETY: a valid rlimit.
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &lim) }, 0);
+        let r = std::panic::catch_unwind(|| timed(4, |_| {}));
+        let e = r.expect_err("the third worker is refused");
+        let msg = e
+            .downcast_ref::<String>()
+            .map_or("(not a string)", String::as_str);
+        assert!(msg.contains("refused a thread (worker 2 of 4"), "{msg}");
+    }
 
     #[test]
     fn refusal_names_need_and_a_scale_that_fits() {

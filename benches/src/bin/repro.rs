@@ -18,6 +18,7 @@ use std::{
     io::{IsTerminal, Write},
     path::PathBuf,
     process::ExitCode,
+    sync::atomic::{AtomicBool, Ordering},
     time::Instant,
 };
 
@@ -183,9 +184,10 @@ fn main() -> ExitCode {
         // tables it finished.
         if reports.len() + failed.len() + refused.len() < count {
             let partial = format!(
-                "Partial: the first {} of {count} experiments (this report is rewritten as each \
-                 one ends).",
-                reports.len()
+                "Partial: {} of {count} experiments finished, {} failed or refused so far (this \
+                 report is rewritten as each one ends).",
+                reports.len(),
+                failed.len() + refused.len()
             );
             if let Err(e) =
                 write_outputs(&args, &reports, started.elapsed().as_secs_f64(), &partial)
@@ -259,27 +261,53 @@ fn raise_open_files() {
     }
 }
 
-/// Writes the huge page pools back to their sizes at the start if the
-/// run is interrupted (Ctrl-C, SIGTERM), then exits with 130: the
-/// experiments grow them for their hugetlb rows and give the pages back
-/// as their regions drop, which an interrupted process never does (the
-/// kernel keeps `nr_hugepages` as written). Pages still mapped leave the
-/// pool as the process exits. A pool another program grew meanwhile is
-/// written back too.
+/// Set once a report has been written by this run: an interrupted run
+/// names it only then (a file left by an earlier run is not this one's).
+static WROTE_REPORT: AtomicBool = AtomicBool::new(false);
+
+/// A pool's persistent pages (`nr_hugepages` less `surplus_hugepages`,
+/// the overcommitted pages that leave as their mappings let them go), as
+/// `mmbatch-ktask` counts what it grows and gives back; `None` where a
+/// count cannot be read.
+fn persistent_pages(size: HugePageSize) -> Option<usize> {
+    let total = size.pool_count("nr_hugepages")?;
+    Some(total.saturating_sub(size.pool_count("surplus_hugepages")?))
+}
+
+/// Writes the huge page pools' persistent sizes back to what they were at
+/// the start if the run is interrupted (Ctrl-C, SIGTERM), then exits with
+/// 130: the experiments grow them for their hugetlb rows and give the
+/// pages back as their regions drop, which an interrupted process never
+/// does (the kernel keeps `nr_hugepages` as written). Each pool is
+/// first locked as `mmbatch-ktask` locks it (an exclusive `flock` on its
+/// `nr_hugepages`), so no region of this process is halfway through
+/// growing or shrinking it, and none can start again before the exit.
+/// Pages still mapped leave the pool as the process exits. A pool another
+/// program grew meanwhile is written back too.
 fn give_pools_back_on_interrupt(report: PathBuf) {
     let sizes = [HugePageSize::Size2M, HugePageSize::Size1G];
-    let before = sizes.map(|s| s.pool_count("nr_hugepages"));
+    let before = sizes.map(persistent_pages);
     let set = ctrlc::set_handler(move || {
+        // Held to the exit: dropped, the lock would let a region grow the
+        // pool again in the moment before it.
+        let mut locks = Vec::new();
         for (size, before) in sizes.iter().zip(before) {
-            let (Some(before), Some(now)) = (before, size.pool_count("nr_hugepages")) else {
+            let file = size.pool_file("nr_hugepages");
+            let Ok(f) = std::fs::File::open(&file) else {
+                continue;
+            };
+            while rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive)
+                == Err(rustix::io::Errno::INTR)
+            {}
+            locks.push(f);
+            let (Some(before), Some(now)) = (before, persistent_pages(*size)) else {
                 continue;
             };
             if now > before {
-                let file = size.pool_file("nr_hugepages");
                 match std::fs::write(&file, before.to_string()) {
-                    Ok(()) => {
-                        eprintln!("\nrepro: interrupted: {file} back to {before} (was {now})")
-                    }
+                    Ok(()) => eprintln!(
+                        "\nrepro: interrupted: {file} back to {before} persistent pages (was {now})"
+                    ),
                     Err(e) => eprintln!(
                         "\nrepro: interrupted, and {file} could not be written back to {before} \
                          ({e}): write it by hand"
@@ -287,7 +315,7 @@ fn give_pools_back_on_interrupt(report: PathBuf) {
                 }
             }
         }
-        if report.exists() {
+        if WROTE_REPORT.load(Ordering::SeqCst) {
             eprintln!(
                 "repro: interrupted; {} holds the experiments that finished",
                 report.display()
@@ -304,6 +332,16 @@ fn give_pools_back_on_interrupt(report: PathBuf) {
     }
 }
 
+/// Writes `text` to `path` whole or not at all (a temporary file renamed
+/// over it): an interrupt in the middle of a write leaves the last
+/// report, not half of this one.
+fn write_whole(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
 /// Writes the report (and `--json`), with `status` (a line saying the
 /// run is partial or what failed; empty when all went well) after its
 /// opening.
@@ -315,7 +353,7 @@ fn write_outputs(
 ) -> Result<(), String> {
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(reports).map_err(|e| e.to_string())?;
-        std::fs::write(path, json + "\n")
+        write_whole(path, &(json + "\n"))
             .map_err(|e| format!("writing --json {}: {e}", path.display()))?;
         eprintln!("JSON: {}", path.display());
     }
@@ -374,7 +412,8 @@ fn write_outputs(
         );
     }
     let path = args.out.join("report.md");
-    std::fs::write(&path, md).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    write_whole(&path, &md).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    WROTE_REPORT.store(true, Ordering::SeqCst);
     eprintln!("report: {}", path.display());
     Ok(())
 }

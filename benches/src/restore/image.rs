@@ -92,32 +92,11 @@ impl Image {
         self.pages as usize * PAGE
     }
 
-    /// Whether every page of the file is in the page cache (`mincore` of a
-    /// shared read-only mapping of it); false if that cannot be told.
+    /// Whether every page of the file is in the page cache; false if
+    /// that cannot be told.
     pub(super) fn resident(&self) -> bool {
-        use std::os::fd::AsRawFd;
         let len = self.len();
-        // SAFETY: a fresh shared read-only mapping of our own file, which
-        // nothing reads through; unmapped below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                self.file.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return false;
-        }
-        let mut vec = vec![0u8; len.div_ceil(rustix::param::page_size())];
-        // SAFETY: `p` maps `len` bytes; `vec` has a byte per page of them.
-        let r = unsafe { libc::mincore(p, len, vec.as_mut_ptr()) };
-        // SAFETY: the mapping made above, of `len` bytes, not used after.
-        unsafe { libc::munmap(p, len) };
-        r == 0 && vec.iter().all(|b| b & 1 == 1)
+        cached_pages(&self.file, len) == Some(len.div_ceil(rustix::param::page_size()))
     }
 
     /// Makes sure the whole file is in the page cache: reads it unless
@@ -255,7 +234,7 @@ pub(super) fn cached_pages(file: &File, len: usize) -> Option<usize> {
         )
     }
     .ok()?;
-    let mut v = vec![0u8; len.div_ceil(PAGE)];
+    let mut v = vec![0u8; len.div_ceil(rustix::param::page_size())];
     // SAFETY: our own mapping of `len` bytes, a byte of `v` per page.
     let r = unsafe { libc::mincore(m.as_ptr().cast(), len, v.as_mut_ptr()) };
     (r == 0).then(|| v.iter().filter(|&&b| b & 1 != 0).count())

@@ -329,14 +329,15 @@ fn huge_memfd_error(size: HugePageSize, e: io::Error) -> io::Error {
     match e.raw_os_error() {
         Some(libc::ENODEV) => size.check_supported().err().unwrap_or_else(|| {
             unsupported(&format!(
-                "this kernel makes no memfd of {} kB huge pages (ENODEV): use a size listed under \
-                 /sys/kernel/mm/hugepages",
+                "this kernel makes no memfd of {} kB huge pages (ENODEV: it has no pool of that \
+                 size); make the page cache in base pages (page_cache_from)",
                 size.bytes() >> 10
             ))
         }),
         Some(libc::ENOSYS) => unsupported(
-            "this kernel makes no hugetlbfs memfd (ENOSYS: built without CONFIG_HUGETLBFS): make \
-             the page cache in base pages (page_cache_from)",
+            "this kernel makes no hugetlbfs memfd (ENOSYS: built without CONFIG_HUGETLBFS, or a \
+             seccomp filter refused memfd_create): make the page cache in base pages \
+             (page_cache_from) where memfd_create is allowed",
         ),
         // The flags are valid wherever MFD_HUGETLB is known.
         Some(libc::EINVAL) => unsupported(
