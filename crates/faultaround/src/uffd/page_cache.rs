@@ -106,12 +106,9 @@ impl UffdRegion {
             });
         }
         let sys = |op| move |source| Error::Sys { op, source };
-        // MFD_HUGE_2MB and the like: the page size's log2 in the flag's
-        // high bits.
-        let huge = (page.trailing_zeros() as libc::c_uint) << libc::MFD_HUGE_SHIFT;
         let flags = rustix::fs::MemfdFlags::CLOEXEC
             | rustix::fs::MemfdFlags::HUGETLB
-            | rustix::fs::MemfdFlags::from_bits_retain(huge);
+            | memfd_huge_size(page);
         // First, so that a size the kernel lacks is named as such (its
         // pool's count would read 0). Fail point
         // `uffd::huge_page_cache_memfd` stands in for the kernel's refusal.
@@ -321,6 +318,13 @@ fn read_whole(source: &dyn PageSource, p: u64, buf: &mut [u8]) -> Result<(), Err
     }
 }
 
+/// `MFD_HUGE_2MB` and the like for pages of `page` bytes: the size's
+/// log2 in the flags' high bits.
+fn memfd_huge_size(page: usize) -> rustix::fs::MemfdFlags {
+    let log2 = page.trailing_zeros() as libc::c_uint;
+    rustix::fs::MemfdFlags::from_bits_retain(log2 << libc::MFD_HUGE_SHIFT)
+}
+
 /// The error of a refused hugetlbfs memfd of `size` pages: the kernel's
 /// ENODEV (no pool of that size: `hugetlb_file_setup`), ENOSYS (no
 /// hugetlbfs) and EINVAL (no MFD_HUGETLB) name no cause; these do.
@@ -345,5 +349,25 @@ fn huge_memfd_error(size: HugePageSize, e: io::Error) -> io::Error {
              the page cache in base pages (page_cache_from)",
         ),
         _ => e,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rustix::fs::MemfdFlags;
+
+    use super::{HugePageSize, memfd_huge_size};
+
+    #[test]
+    fn a_memfds_huge_page_size_is_its_flag() {
+        assert_eq!(
+            memfd_huge_size(HugePageSize::Size2M.bytes()),
+            MemfdFlags::HUGE_2MB
+        );
+        assert_eq!(
+            memfd_huge_size(HugePageSize::Size1G.bytes()),
+            MemfdFlags::HUGE_1GB
+        );
+        assert_eq!(memfd_huge_size(64 << 10), MemfdFlags::HUGE_64KB);
     }
 }
