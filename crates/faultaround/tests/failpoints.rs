@@ -942,18 +942,21 @@ fn a_refused_huge_page_memfd_names_what_is_missing() {
     let _scenario = FailScenario::setup();
     let _hang = mmbatch_testkit::hang_guard("a_refused_huge_page_memfd_names_what_is_missing");
     let huge = 2 << 20;
+    let refused = |errno: i32| {
+        fail::cfg("uffd::huge_page_cache_memfd", &format!("return({errno})")).unwrap();
+        UffdRegion::huge_page_cache_from(
+            &mmbatch_faultaround::Zeroes(huge as u64),
+            huge,
+            mmbatch_faultaround::HugePageSize::Size2M,
+        )
+        .unwrap_err()
+    };
     for (errno, says) in [
         (libc::ENODEV, "2048 kB huge pages"),
         (libc::ENOSYS, "CONFIG_HUGETLBFS"),
         (libc::EINVAL, "Linux 4.14"),
     ] {
-        fail::cfg("uffd::huge_page_cache_memfd", &format!("return({errno})")).unwrap();
-        let e = UffdRegion::huge_page_cache_from(
-            &mmbatch_faultaround::Zeroes(huge as u64),
-            huge,
-            mmbatch_faultaround::HugePageSize::Size2M,
-        )
-        .unwrap_err();
+        let e = refused(errno);
         assert!(
             matches!(&e, Error::Sys { op: "memfd_create (MFD_HUGETLB)", source }
                 if source.kind() == std::io::ErrorKind::Unsupported),
@@ -962,17 +965,7 @@ fn a_refused_huge_page_memfd_names_what_is_missing() {
         assert!(e.to_string().contains(says), "{errno}: {e}");
     }
     // Any other refusal is the kernel's own.
-    fail::cfg(
-        "uffd::huge_page_cache_memfd",
-        &format!("return({})", libc::EMFILE),
-    )
-    .unwrap();
-    let e = UffdRegion::huge_page_cache_from(
-        &mmbatch_faultaround::Zeroes(huge as u64),
-        huge,
-        mmbatch_faultaround::HugePageSize::Size2M,
-    )
-    .unwrap_err();
+    let e = refused(libc::EMFILE);
     assert!(
         matches!(&e, Error::Sys { source, .. } if source.raw_os_error() == Some(libc::EMFILE)),
         "{e}"
