@@ -239,24 +239,29 @@ pub fn timed(threads: usize, work: impl Fn(usize) + Sync) -> Duration {
         let mut handles = Vec::with_capacity(threads);
         for t in 0..threads {
             let (gate, work) = (&gate, &work);
-            let spawned = thread::Builder::new().spawn_scoped(s, move || {
-                let (lock, cv) = gate;
-                let mut g = lock.lock().unwrap_or_else(|e| e.into_inner());
-                g.0 += 1;
-                if g.0 == threads {
-                    cv.notify_all();
-                }
-                while g.0 < threads && !g.1 {
-                    g = cv.wait(g).unwrap_or_else(|e| e.into_inner());
-                }
-                if g.1 {
-                    return None;
-                }
-                drop(g);
-                let start = Instant::now();
-                work(t);
-                Some((start, Instant::now()))
-            });
+            let refuse = t == refused_worker();
+            let spawned = if refuse {
+                Err(std::io::Error::other("refused by the test"))
+            } else {
+                thread::Builder::new().spawn_scoped(s, move || {
+                    let (lock, cv) = gate;
+                    let mut g = lock.lock().unwrap_or_else(|e| e.into_inner());
+                    g.0 += 1;
+                    if g.0 == threads {
+                        cv.notify_all();
+                    }
+                    while g.0 < threads && !g.1 {
+                        g = cv.wait(g).unwrap_or_else(|e| e.into_inner());
+                    }
+                    if g.1 {
+                        return None;
+                    }
+                    drop(g);
+                    let start = Instant::now();
+                    work(t);
+                    Some((start, Instant::now()))
+                })
+            };
             match spawned {
                 Ok(h) => handles.push(h),
                 Err(e) => {
@@ -289,14 +294,31 @@ pub fn timed(threads: usize, work: impl Fn(usize) + Sync) -> Duration {
     last - first
 }
 
+/// The worker [`timed`] is refused, as by the OS: none outside tests.
+#[cfg(not(test))]
+fn refused_worker() -> usize {
+    usize::MAX
+}
+
+/// The worker [`timed`] is refused, as by the OS: the one a test sets.
+#[cfg(test)]
+fn refused_worker() -> usize {
+    tests::REFUSED_WORKER.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A worker thread the OS refuses (RLIMIT_NPROC) ends `timed` with a
-    /// panic naming it: with a `Barrier` the workers already started
-    /// waited for it forever, and the run hung. In a child process (it
-    /// drops root and lowers a limit) with a bounded wait.
+    /// The worker `timed` is refused; `usize::MAX` for none.
+    pub(super) static REFUSED_WORKER: std::sync::atomic::AtomicUsize =
+        std::sync::atomic::AtomicUsize::new(usize::MAX);
+
+    /// A worker thread the OS refuses ends `timed` with a panic naming it:
+    /// with a `Barrier` the workers already started waited for it forever,
+    /// and the run hung (seen with RLIMIT_NPROC, which binds only a
+    /// non-root user's tasks system-wide: here the refusal is played). In
+    /// a child process with a bounded wait.
     #[test]
     fn a_refused_worker_is_a_panic_not_a_hang() {
         let name = "tests::a_refused_worker_is_a_panic_not_a_hang";
@@ -304,28 +326,15 @@ mod tests {
             run.expect_success();
             return;
         }
-        // RLIMIT_NPROC binds only without CAP_SYS_RESOURCE.
-        // SAFETY: no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
-            // SAFETY: as above (glibc's set*id reach every thread).
-            assert_eq!(unsafe { libc::setgid(65534) }, 0);
-            // SAFETY: as above.
-            assert_eq!(unsafe { libc::setuid(65534) }, 0);
-        }
-        // This user's tasks are this process's threads: two more.
-        let now = std::fs::read_dir("/proc/self/task").unwrap().count() + 2;
-        let lim = libc::rlimit {
-            rlim_cur: now as libc::rlim_t,
-            rlim_max: now as libc::rlim_t,
-        };
-        // SAFETY: a valid rlimit.
-        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &lim) }, 0);
+        REFUSED_WORKER.store(2, std::sync::atomic::Ordering::SeqCst);
         let r = std::panic::catch_unwind(|| timed(4, |_| {}));
         let e = r.expect_err("the third worker is refused");
         let msg = e
             .downcast_ref::<String>()
             .map_or("(not a string)", String::as_str);
         assert!(msg.contains("refused a thread (worker 2 of 4"), "{msg}");
+        REFUSED_WORKER.store(usize::MAX, std::sync::atomic::Ordering::SeqCst);
+        assert!(timed(4, |_| {}) < Duration::from_secs(10));
     }
 
     #[test]

@@ -267,11 +267,21 @@ static WROTE_REPORT: AtomicBool = AtomicBool::new(false);
 
 /// A pool's persistent pages (`nr_hugepages` less `surplus_hugepages`,
 /// the overcommitted pages that leave as their mappings let them go), as
-/// `mmbatch-ktask` counts what it grows and gives back; `None` where a
-/// count cannot be read.
+/// `mmbatch-ktask` counts what it grows and gives back: the total read
+/// between two reads of the surplus that agree (a few tries), so a
+/// surplus page allocated meanwhile is not taken for a persistent one;
+/// `None` where a count cannot be read.
 fn persistent_pages(size: HugePageSize) -> Option<usize> {
-    let total = size.pool_count("nr_hugepages")?;
-    Some(total.saturating_sub(size.pool_count("surplus_hugepages")?))
+    let mut before = size.pool_count("surplus_hugepages")?;
+    for _ in 0..8 {
+        let total = size.pool_count("nr_hugepages")?;
+        let after = size.pool_count("surplus_hugepages")?;
+        if after == before {
+            return Some(total.saturating_sub(after));
+        }
+        before = after;
+    }
+    Some(size.pool_count("nr_hugepages")?.saturating_sub(before))
 }
 
 /// Writes the huge page pools' persistent sizes back to what they were at
