@@ -51,7 +51,7 @@ pub const EXPERIMENT: Experiment = Experiment {
             stat: Stat::Min,
         },
     ],
-    seed_why: "Clearing stops scaling where memory bandwidth runs out, as the seed's did past 8-16 threads; a host whose CPUs share one set of memory channels (a small VM) runs out at 2 threads, where the seed's 288- and 1024-CPU machines still had bandwidth to spare, so its rows past that are not comparable with the seed's.",
+    seed_why: "Clearing stops scaling where memory bandwidth runs out (the seed's x86 host kept one thread's bandwidth per thread up to 8 threads and lost 44% of it at 16); a host whose CPUs share one set of memory channels (a small VM) runs out at 2 threads, where the seed's 288- and 1024-CPU machines still had bandwidth to spare, so its rows past that are not comparable with the seed's.",
     contention: "the rows at 2 threads",
 };
 
