@@ -265,52 +265,27 @@ fn raise_open_files() {
 /// names it only then (a file left by an earlier run is not this one's).
 static WROTE_REPORT: AtomicBool = AtomicBool::new(false);
 
-/// A pool's persistent pages (`nr_hugepages` less `surplus_hugepages`,
-/// the overcommitted pages that leave as their mappings let them go), as
-/// `mmbatch-ktask` counts what it grows and gives back: the total read
-/// between two reads of the surplus that agree (a few tries), so a
-/// surplus page allocated meanwhile is not taken for a persistent one;
-/// `None` where a count cannot be read.
-fn persistent_pages(size: HugePageSize) -> Option<usize> {
-    let mut before = size.pool_count("surplus_hugepages")?;
-    for _ in 0..8 {
-        let total = size.pool_count("nr_hugepages")?;
-        let after = size.pool_count("surplus_hugepages")?;
-        if after == before {
-            return Some(total.saturating_sub(after));
-        }
-        before = after;
-    }
-    Some(size.pool_count("nr_hugepages")?.saturating_sub(before))
-}
-
 /// Writes the huge page pools' persistent sizes back to what they were at
 /// the start if the run is interrupted (Ctrl-C, SIGTERM), then exits with
 /// 130: the experiments grow them for their hugetlb rows and give the
 /// pages back as their regions drop, which an interrupted process never
 /// does (the kernel keeps `nr_hugepages` as written). Each pool is
-/// first locked as `mmbatch-ktask` locks it (an exclusive `flock` on its
-/// `nr_hugepages`), so no region of this process is halfway through
-/// growing or shrinking it, and none can start again before the exit.
+/// first locked as every growth of it is (`HugePageSize::lock_pool`), so
+/// no region of this process is halfway through growing or shrinking it,
+/// and none can start again before the exit.
 /// Pages still mapped leave the pool as the process exits. A pool another
 /// program grew meanwhile is written back too.
 fn give_pools_back_on_interrupt(report: PathBuf) {
     let sizes = [HugePageSize::Size2M, HugePageSize::Size1G];
-    let before = sizes.map(persistent_pages);
+    let before = sizes.map(HugePageSize::persistent_pages);
     let set = ctrlc::set_handler(move || {
         // Held to the exit: dropped, the lock would let a region grow the
         // pool again in the moment before it.
         let mut locks = Vec::new();
         for (size, before) in sizes.iter().zip(before) {
             let file = size.pool_file("nr_hugepages");
-            let Ok(f) = std::fs::File::open(&file) else {
-                continue;
-            };
-            while rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive)
-                == Err(rustix::io::Errno::INTR)
-            {}
-            locks.push(f);
-            let (Some(before), Some(now)) = (before, persistent_pages(*size)) else {
+            locks.push(size.lock_pool());
+            let (Some(before), Some(now)) = (before, size.persistent_pages()) else {
                 continue;
             };
             if now > before {

@@ -80,6 +80,7 @@ use std::{
 };
 
 use mmbatch_faultaround::{HugePageSize, Record, UffdRegion};
+use mmbatch_mmap::PoolGrowth;
 use rand::{RngExt, SeedableRng, rngs::SmallRng, seq::SliceRandom};
 
 mod baselines;
@@ -525,33 +526,26 @@ fn record_each(
     records
 }
 
-/// Huge pages added to the 2 MiB pool for the huge rows, given back on
-/// drop; `None` where the pool cannot grow (not root).
-struct HugePool(usize);
+/// Pages added to the 2 MiB pool for the huge rows (none where it had
+/// them free), given back on drop; `None` where the pool cannot grow to
+/// `pages` free pages (not root, or no memory for them).
+struct HugePool {
+    _growth: Option<PoolGrowth>,
+}
 
 impl HugePool {
     fn grow(pages: usize) -> Option<Self> {
         let size = HugePageSize::Size2M;
-        let before = size.pool_pages();
-        let file = size.pool_file("nr_hugepages");
-        if size.available_pages() >= pages {
-            return Some(HugePool(before));
+        let lock = size.lock_pool();
+        let free = size.available_pages();
+        if free >= pages {
+            return Some(HugePool { _growth: None });
         }
-        let want = before + pages - size.available_pages();
-        if std::fs::write(&file, want.to_string()).is_err() || size.available_pages() < pages {
-            let _ = std::fs::write(&file, before.to_string());
-            return None;
-        }
-        Some(HugePool(before))
-    }
-}
-
-impl Drop for HugePool {
-    fn drop(&mut self) {
-        let _ = std::fs::write(
-            HugePageSize::Size2M.pool_file("nr_hugepages"),
-            self.0.to_string(),
-        );
+        let growth = lock.grow(pages - free).ok()?;
+        // Short of them, the growth is given back as it drops.
+        (size.available_pages() >= pages).then_some(HugePool {
+            _growth: Some(growth),
+        })
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::{fmt, fs, io};
 
-use mmbatch_mmap::{HugePageSize, HugePagesUnavailable, Mapping, ProtFlags};
+use mmbatch_mmap::{HugePageSize, HugePagesUnavailable, Mapping, PoolGrowth, PoolLock, ProtFlags};
 
 use crate::{
     Job, MIN_CHUNK,
@@ -66,92 +66,14 @@ impl std::error::Error for HugeError {
     }
 }
 
-/// Serialises this process's threads' changes to the pools, before
-/// [`PoolLock`] serialises processes'.
-static POOL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// The pool of one page size to this thread, among this process's
-/// threads and every process that uses this crate and sees the same sysfs
-/// (a container with a network namespace of its own has its own sysfs
-/// files, and is not serialised with the host), while it lives: an
-/// exclusive `flock` on the pool's `nr_hugepages`, which a region's
-/// making holds from its read of the pool through its write and its
-/// `mmap`, and a shrink through its read and write. Each region grows the
-/// pool by what it lacks and shrinks it by as much when it drops, so
-/// regions (of any process) can drop in any order; two processes growing
-/// at once each counted the other's pages as their own and, dropped, took
-/// both out, leaving the pool smaller than they found it. Programs that
-/// write the pool without the lock (a shell's `echo`) can still race: the
-/// kernel offers no atomic adjustment.
-struct PoolLock {
-    /// `None` where the file cannot be opened (no such pool): nothing
-    /// can be written to it either. Closed (unlocked) before the mutex.
-    _file: Option<fs::File>,
-    _thread: std::sync::MutexGuard<'static, ()>,
-}
-
-impl PoolLock {
-    fn new(size: HugePageSize) -> Self {
-        let thread = POOL.lock().unwrap_or_else(|e| e.into_inner());
-        let file = fs::File::open(size.pool_file("nr_hugepages")).ok();
-        if let Some(f) = &file {
-            // Interrupted by a signal, it waits again; refused otherwise
-            // (a file system without flock), the change goes on serialised
-            // in this process only.
-            while rustix::fs::flock(f, rustix::fs::FlockOperation::LockExclusive)
-                == Err(rustix::io::Errno::INTR)
-            {}
-        }
-        Self {
-            _file: file,
-            _thread: thread,
-        }
-    }
-}
-
-/// The pool's total (`nr_hugepages`: persistent plus surplus pages) and
-/// its persistent part, read between two reads of the surplus
-/// (`surplus_hugepages`: pages allocated by overcommit, freed when their
-/// mappings let them go) that agree (a few tries): an overcommitted page
-/// allocated or freed meanwhile moves the total and the surplus
-/// together, and the persistent part not at all. `None` where a count
-/// cannot be read: a write from a wrong count would resize the pool
-/// under its other users.
-fn pool_counts(size: HugePageSize) -> Option<(usize, usize)> {
-    let mut before = size.pool_count("surplus_hugepages")?;
-    for _ in 0..8 {
-        let total = size.pool_count("nr_hugepages")?;
-        let after = size.pool_count("surplus_hugepages")?;
-        if after == before {
-            return Some((total, total.saturating_sub(after)));
-        }
-        before = after;
-    }
-    let total = size.pool_count("nr_hugepages")?;
-    Some((total, total.saturating_sub(before)))
-}
-
-/// Grows the pool of `size` pages by up to `n` free pages; returns by how
-/// many pages its persistent part grew (0 where the pool's counts cannot
-/// be read). A write of `nr_hugepages` sets
-/// the persistent count, making surplus pages persistent first
-/// (`set_max_huge_pages`), so the write is of the total plus `n`, and
-/// what grew counts those surplus pages too: given back at the drop,
-/// they leave the pool once their mappings let them go, as surplus
-/// pages would have. Called under [`PoolLock`]. Fail point
-/// `ktask::hugepool` refuses, as a pool that cannot grow would;
-/// `ktask::hugepool_write` runs between the read and the write (a
-/// `sleep` there lets another process read the pool meanwhile).
-fn grow_pool(size: HugePageSize, n: usize) -> usize {
-    fail_point!("ktask::hugepool", |_| 0);
-    let Some((total, persistent)) = pool_counts(size) else {
-        return 0;
-    };
-    fail_point!("ktask::hugepool_write");
-    if fs::write(size.pool_file("nr_hugepages"), (total + n).to_string()).is_err() {
-        return 0;
-    }
-    pool_counts(size).map_or(0, |(_, now)| now.saturating_sub(persistent))
+/// Grows the locked pool by up to `n` pages
+/// ([`PoolLock::grow`](mmbatch_mmap::PoolLock::grow)); `None` where it
+/// cannot (not root, no such pool), which leaves the mapping to the pool
+/// as it is. Fail point `ktask::hugepool` refuses, as a pool that cannot
+/// grow would.
+fn grow_pool(pool: &PoolLock, n: usize) -> Option<PoolGrowth> {
+    fail_point!("ktask::hugepool", |_| None);
+    pool.grow(n).ok()
 }
 
 /// `MemAvailable` from `/proc/meminfo`, in bytes: what the kernel could
@@ -166,24 +88,6 @@ fn mem_available() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
-/// Takes `grown` pages back out of the pool's persistent part, which
-/// [`grow_pool`] added: the kernel frees free pages down to the count
-/// written and turns pages still in use past it into surplus
-/// (`set_max_huge_pages`). Nothing is written for nothing grown, nor
-/// where the pool's counts cannot be read. Called under [`PoolLock`].
-fn shrink_pool(size: HugePageSize, grown: usize) {
-    if grown == 0 {
-        return;
-    }
-    let Some((_, persistent)) = pool_counts(size) else {
-        return;
-    };
-    let _ = fs::write(
-        size.pool_file("nr_hugepages"),
-        persistent.saturating_sub(grown).to_string(),
-    );
-}
-
 /// An anonymous hugetlb region, from the pool's free pages; one made with
 /// [`new_growing_pool`](Self::new_growing_pool) gives back, when it drops,
 /// the pages it added to the pool.
@@ -194,8 +98,8 @@ pub struct HugeRegion {
     size: HugePageSize,
     /// Pages this region's growth added to the pool's persistent part
     /// (new pages, and surplus pages the growth made persistent), taken
-    /// out again on drop.
-    grown: usize,
+    /// out again when dropped, after the mapping.
+    grown: Option<PoolGrowth>,
 }
 
 impl HugeRegion {
@@ -218,10 +122,11 @@ impl HugeRegion {
     /// killer, `mem::forget`) leaves the pool grown: the kernel keeps
     /// `nr_hugepages` as written, so write it back by hand.
     /// Regions may drop in any order: changes to the pool by this process
-    /// and by every other that uses this crate are serialised (an
-    /// exclusive `flock` on the pool's `nr_hugepages`; a program writing
-    /// it without one can still race, as the kernel offers no atomic
-    /// adjustment). A region
+    /// and by every other that takes the pool's lock
+    /// ([`HugePageSize::lock_pool`], an exclusive `flock` on its
+    /// `nr_hugepages`) are serialised; a program writing it without the
+    /// lock can still race, as the kernel offers no atomic adjustment. A
+    /// region
     /// larger than the memory available is refused before the pool is
     /// touched.
     ///
@@ -243,9 +148,9 @@ impl HugeRegion {
         let needed = len / page;
         let unavailable =
             |free| HugeError::NotReservable(HugePagesUnavailable::new(size, needed, free));
-        let pool = PoolLock::new(size);
+        let pool = size.lock_pool();
         let free = size.available_pages();
-        let mut grown = 0;
+        let mut grown = None;
         // Without growing, the mapping's own reservation decides (below):
         // sysfs's count reads 0 where a container hides it, and surplus
         // pages (`nr_overcommit_hugepages`) are not in it.
@@ -264,7 +169,7 @@ impl HugeRegion {
             // not come free), the mapping may still be had: its own
             // reservation decides below, and overcommitted (surplus)
             // pages may cover the rest, as they do for `new`.
-            grown = grow_pool(size, needed - free);
+            grown = grow_pool(&pool, needed - free);
         }
         let map = || -> io::Result<Mapping> {
             fail_point!("ktask::mmap", |_| Err(io::Error::from(
@@ -283,7 +188,7 @@ impl HugeRegion {
                 // shows free pages, so the error names the other limit that
                 // refused the mapping.
                 let free = size.available_pages();
-                shrink_pool(size, grown);
+                drop(grown);
                 // A private hugetlb mapping reserves its pages at mmap:
                 // ENOMEM is a short pool, or another limit's refusal.
                 return Err(
@@ -407,10 +312,7 @@ impl Drop for HugeRegion {
         if let Some(map) = self.map.take() {
             let _ = map.unmap();
         }
-        if self.grown > 0 {
-            let _pool = PoolLock::new(self.size);
-            shrink_pool(self.size, self.grown);
-        }
+        drop(self.grown.take());
     }
 }
 

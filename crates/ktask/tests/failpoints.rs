@@ -434,7 +434,7 @@ fn processes_growing_the_pool_at_once_leave_it_as_they_found_it() {
                         std::time::Duration::from_secs(60),
                         &[
                             ("MMBATCH_POOL_RACE", "1"),
-                            ("FAILPOINTS", "ktask::hugepool_write=sleep(300)"),
+                            ("FAILPOINTS", "mmap::pool_write=sleep(300)"),
                         ],
                     )
                 })

@@ -39,15 +39,33 @@ compile_error!(
 #[cfg(any(target_os = "linux", target_os = "android"))]
 use std::{io, os::fd::BorrowedFd, ptr::NonNull};
 
+/// A `fail` crate fail point (<https://docs.rs/fail>), compiled in with the
+/// `failpoints` feature, which only tests turn on (this crate's and its
+/// dependents'); nothing otherwise, so users never build `fail`.
+#[cfg(feature = "failpoints")]
+macro_rules! fail_point {
+    ($($t:tt)*) => {
+        fail::fail_point!($($t)*)
+    };
+}
+#[cfg(not(feature = "failpoints"))]
+macro_rules! fail_point {
+    ($($t:tt)*) => {};
+}
+
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod advise;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod huge;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod pool;
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub use advise::Advice;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub use huge::{HugePageSize, HugePagesUnavailable, hugetlbfs_page_size};
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub use pool::{PoolGrowth, PoolLock};
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub use rustix::mm::{MapFlags, ProtFlags};
 

@@ -1,0 +1,391 @@
+//! A huge page pool grown for a mapping and given back: [`PoolLock`],
+//! [`PoolGrowth`], and the pool's persistent count they work from.
+
+use std::{
+    cell::RefCell,
+    fs, io,
+    marker::PhantomData,
+    sync::{Mutex, MutexGuard, PoisonError},
+};
+
+use crate::HugePageSize;
+
+impl HugePageSize {
+    /// The pool's persistent pages: `nr_hugepages` less
+    /// `surplus_hugepages` (pages allocated by overcommit, which leave as
+    /// their mappings let them go). The total is read between two reads of
+    /// the surplus that agree (a few tries), since an overcommitted page
+    /// allocated or freed meanwhile moves both. `None` where a count
+    /// cannot be read (no pool of this size, no sysfs) or never held
+    /// still: a write from a wrong count would resize the pool under its
+    /// other users.
+    pub fn persistent_pages(self) -> Option<usize> {
+        counts(self).map(|(_, persistent)| persistent)
+    }
+
+    /// Locks this size's pool against every other thread and process that
+    /// takes the lock (an exclusive `flock` on its `nr_hugepages`, as the
+    /// mmbatch crates and `cargo xtask repro` take it) until the lock
+    /// drops: for a read of the pool and a change or a mapping that must
+    /// follow it unmixed with another's. Blocks while another holds it. A
+    /// thread that holds it already takes it again at once, and keeps it
+    /// until its last `PoolLock` of the size drops, in any order. Programs
+    /// that write the pool without it (a shell's `echo`) can still race:
+    /// the kernel offers no atomic adjustment.
+    ///
+    /// Where the pool's file cannot be opened (no such pool) or does not
+    /// take `flock`, only this process's threads are serialised.
+    ///
+    /// ```
+    /// use mmbatch_mmap::{HugePageSize, MapFlags, Mapping, ProtFlags};
+    ///
+    /// # fn main() -> std::io::Result<()> {
+    /// let size = HugePageSize::Size2M;
+    /// let pool = size.lock_pool();
+    /// // The pages two huge pages' mapping lacks, added to the pool (as
+    /// // root) until `growth` drops; under the lock, no other grower
+    /// // takes them before the mapping reserves them.
+    /// let lacking = 2usize.saturating_sub(size.available_pages());
+    /// let growth = match pool.grow(lacking) {
+    ///     Ok(growth) => growth,
+    ///     Err(e) => return Ok(eprintln!("{e}")), // not root
+    /// };
+    /// let flags = MapFlags::PRIVATE | size.map_flags();
+    /// let Ok(map) = Mapping::new(2 * size.bytes(), ProtFlags::READ | ProtFlags::WRITE, flags)
+    /// else {
+    ///     return Ok(()); // the kernel found no memory for them
+    /// };
+    /// drop(pool);
+    /// // ... use `map`; it drops before `growth`, which gives the pages back.
+    /// # drop(map);
+    /// # drop(growth);
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_pool(self) -> PoolLock {
+        let i = self.index();
+        HELD.with(|held| {
+            let mut held = held.borrow_mut();
+            if let Some(h) = &mut held[i] {
+                h.depth += 1;
+                return;
+            }
+            let guard = THREADS[i].lock().unwrap_or_else(PoisonError::into_inner);
+            let file = fs::File::open(self.pool_file("nr_hugepages")).ok();
+            if let Some(f) = &file {
+                // A signal's interruption waits again; another refusal
+                // leaves the serialisation to this process's mutex.
+                while rustix::fs::flock(f, rustix::fs::FlockOperation::LockExclusive)
+                    == Err(rustix::io::Errno::INTR)
+                {}
+            }
+            held[i] = Some(Held {
+                depth: 1,
+                _file: file,
+                _guard: guard,
+            });
+        });
+        PoolLock {
+            size: self,
+            _thread: PhantomData,
+        }
+    }
+
+    /// This size's slot in [`THREADS`] and [`HELD`].
+    fn index(self) -> usize {
+        match self {
+            HugePageSize::Size2M => 0,
+            HugePageSize::Size1G => 1,
+        }
+    }
+}
+
+/// The pool's total (`nr_hugepages`) and its persistent part, as
+/// [`HugePageSize::persistent_pages`] reads them.
+fn counts(size: HugePageSize) -> Option<(usize, usize)> {
+    for _ in 0..8 {
+        let surplus = size.pool_count("surplus_hugepages")?;
+        let total = size.pool_count("nr_hugepages")?;
+        if size.pool_count("surplus_hugepages")? == surplus {
+            return Some((total, total.saturating_sub(surplus)));
+        }
+    }
+    None
+}
+
+/// Serialises a process's threads, one mutex a page size: a thread's
+/// `flock` would too, but not where the file refuses `flock`.
+static THREADS: [Mutex<()>; 2] = [const { Mutex::new(()) }; 2];
+
+/// What a thread holds of each size's lock, while any of its
+/// [`PoolLock`]s of the size lives.
+struct Held {
+    /// The thread's live `PoolLock`s of the size.
+    depth: usize,
+    /// `flock`ed; closed (so unlocked) before the mutex is released.
+    _file: Option<fs::File>,
+    _guard: MutexGuard<'static, ()>,
+}
+
+thread_local! {
+    static HELD: RefCell<[Option<Held>; 2]> = const { RefCell::new([None, None]) };
+}
+
+/// A huge page pool locked to this thread
+/// ([`HugePageSize::lock_pool`]); its [`grow`](Self::grow) is the one
+/// change of the pool that needs it.
+#[derive(Debug)]
+#[must_use = "the pool is unlocked as soon as the lock drops"]
+pub struct PoolLock {
+    size: HugePageSize,
+    /// Not `Send`: the lock is its thread's.
+    _thread: PhantomData<*const ()>,
+}
+
+impl PoolLock {
+    /// The page size whose pool this locks.
+    pub fn size(&self) -> HugePageSize {
+        self.size
+    }
+
+    /// Grows the pool by `pages` persistent pages, or by as many as the
+    /// kernel finds memory for (it compacts memory for them, and stops
+    /// short without an error): the returned growth says how many, and
+    /// takes them back out of the pool when it drops. A write of
+    /// `nr_hugepages` (the kernel's `set_max_huge_pages`, `mm/hugetlb.c`)
+    /// sets the persistent count, turning surplus pages persistent first,
+    /// so the growth counts those too: given back, they leave the pool as
+    /// their mappings let them go, as surplus pages would have.
+    ///
+    /// A grown pool's pages are free to any mapping of the size: what
+    /// makes them this caller's is mapping them under the same lock.
+    ///
+    /// # Errors
+    /// The pool's counts cannot be read ([`io::ErrorKind::NotFound`]: no
+    /// pool of this size, or no sysfs), or `nr_hugepages` cannot be written
+    /// (not root, or a read-only sysfs in a container), each naming the
+    /// file. Fail point `mmap::pool_write` (feature `failpoints`, for
+    /// tests) runs between the read of the pool and the write.
+    pub fn grow(&self, pages: usize) -> io::Result<PoolGrowth> {
+        let file = self.size.pool_file("nr_hugepages");
+        let (total, persistent) = counts(self.size).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "the huge page pool's counts ({file} and its surplus_hugepages) cannot be \
+                     read: this kernel has no pool of that size, or sysfs is not mounted"
+                ),
+            )
+        })?;
+        fail_point!("mmap::pool_write");
+        fs::write(&file, total.saturating_add(pages).to_string()).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "writing {file} to grow the huge page pool: {e}: growing it needs root and \
+                     a writable sysfs; or reserve the pages beforehand (`echo N > {file}`)"
+                ),
+            )
+        })?;
+        // Unread now, it is counted as not grown: never given back twice.
+        let now = counts(self.size).map_or(persistent, |(_, p)| p);
+        Ok(PoolGrowth {
+            size: self.size,
+            pages: now.saturating_sub(persistent),
+        })
+    }
+}
+
+impl Drop for PoolLock {
+    fn drop(&mut self) {
+        let i = self.size.index();
+        // `try_with`: a lock dropped by another thread-local's destructor
+        // may outlive `HELD`, whose own destructor then released it.
+        let _ = HELD.try_with(|held| {
+            let mut held = held.borrow_mut();
+            let Some(h) = &mut held[i] else { return };
+            h.depth -= 1;
+            if h.depth == 0 {
+                held[i] = None;
+            }
+        });
+    }
+}
+
+/// Persistent pages a [`PoolLock::grow`] added to a huge page pool,
+/// taken back out when it drops (under the pool's lock, which it takes).
+/// Growths of any process can drop in any order: each takes out only its
+/// own count. The kernel frees free pages down to the count written and
+/// turns pages still mapped past it into surplus pages, freed as their
+/// mappings let them go; so drop it after the mappings it was for, or
+/// keep their pages in the pool as surplus until then.
+#[derive(Debug)]
+#[must_use = "dropped, the growth is taken back out of the pool"]
+pub struct PoolGrowth {
+    size: HugePageSize,
+    pages: usize,
+}
+
+impl PoolGrowth {
+    /// Pages the growth added to the pool's persistent count: up to those
+    /// asked for, plus any surplus pages it made persistent.
+    pub fn pages(&self) -> usize {
+        self.pages
+    }
+
+    /// The page size of the pool it grew.
+    pub fn size(&self) -> HugePageSize {
+        self.size
+    }
+}
+
+impl Drop for PoolGrowth {
+    fn drop(&mut self) {
+        if self.pages == 0 {
+            return;
+        }
+        let _lock = self.size.lock_pool();
+        if let Some((_, persistent)) = counts(self.size) {
+            let _ = fs::write(
+                self.size.pool_file("nr_hugepages"),
+                persistent.saturating_sub(self.pages).to_string(),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        sync::mpsc,
+        time::{Duration, Instant},
+    };
+
+    use super::*;
+
+    /// Another thread asking for `size`'s lock: the receiver hears once
+    /// it has it (and has let it go).
+    fn another_thread_locks(size: HugePageSize) -> mpsc::Receiver<()> {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            drop(size.lock_pool());
+            let _ = tx.send(());
+        });
+        rx
+    }
+
+    /// A thread takes its own lock again, and the lock is held until the
+    /// thread's last `PoolLock` drops, whichever drops first; another
+    /// thread then gets it.
+    #[test]
+    fn a_thread_relocks_and_holds_until_its_last_lock_drops() {
+        let size = HugePageSize::Size1G;
+        let first = size.lock_pool();
+        let second = size.lock_pool();
+        assert_eq!(second.size(), size);
+        drop(first);
+        let other = another_thread_locks(size);
+        assert!(
+            other.recv_timeout(Duration::from_millis(200)).is_err(),
+            "another thread locked the pool while this one held it"
+        );
+        // Another size's lock is another lock.
+        drop(HugePageSize::Size2M.lock_pool());
+        drop(second);
+        other
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the lock was not released with the thread's last PoolLock");
+        // And taken again afresh.
+        let again = size.lock_pool();
+        let other = another_thread_locks(size);
+        assert!(other.recv_timeout(Duration::from_millis(200)).is_err());
+        drop(again);
+        other.recv_timeout(Duration::from_secs(30)).unwrap();
+    }
+
+    /// Env var: the path a child writes once it holds the pool's lock.
+    const CHILD: &str = "MMBATCH_POOL_LOCK_CHILD";
+
+    /// The lock holds between processes (the `flock`): a child asking for
+    /// it while this process holds it gets it only after the release,
+    /// which a marker file written just before the release tells.
+    #[test]
+    fn another_process_waits_for_the_lock() {
+        const NAME: &str = "pool::tests::another_process_waits_for_the_lock";
+        let size = HugePageSize::Size2M;
+        if let Ok(marker) = std::env::var(CHILD) {
+            let lock = size.lock_pool();
+            assert!(
+                std::path::Path::new(&marker).exists(),
+                "the child locked the pool while its parent held it"
+            );
+            drop(lock);
+            return;
+        }
+        if std::fs::File::open(size.pool_file("nr_hugepages")).is_err() {
+            eprintln!("no 2 MiB pool here: not exercised");
+            return;
+        }
+        let marker = std::env::temp_dir().join(format!("mmbatch-pool-lock-{}", std::process::id()));
+        let _ = std::fs::remove_file(&marker);
+        let lock = size.lock_pool();
+        let path = marker.to_str().unwrap().to_owned();
+        let child = std::thread::spawn(move || {
+            mmbatch_testkit::child::run(NAME, Duration::from_secs(60), &[(CHILD, &path)])
+        });
+        let held = Instant::now();
+        std::thread::sleep(Duration::from_secs(1));
+        std::fs::write(&marker, b"released").unwrap();
+        drop(lock);
+        let run = child.join().unwrap();
+        let _ = std::fs::remove_file(&marker);
+        run.expect_success();
+        assert!(held.elapsed() < Duration::from_secs(60));
+    }
+
+    /// As root: a growth of two pages shows in the pool's counts, says
+    /// so, and is taken back out when dropped; its lock dropped first or
+    /// held (the drop takes it again).
+    #[test]
+    fn a_growth_is_counted_and_given_back() {
+        // The pool to this test: the binary's other pool tests wait.
+        let _turn = mmbatch_testkit::huge::hold();
+        let size = HugePageSize::Size2M;
+        let Some(before) = size.persistent_pages() else {
+            eprintln!("no 2 MiB pool here: not exercised");
+            return;
+        };
+        assert_eq!(
+            Some(before),
+            size.pool_count("nr_hugepages")
+                .zip(size.pool_count("surplus_hugepages"))
+                .map(|(t, s)| t - s)
+        );
+        let lock = size.lock_pool();
+        let growth = match lock.grow(2) {
+            Ok(g) => g,
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(msg.contains("needs root"), "{msg}");
+                assert!(msg.contains("hugepages-2048kB/nr_hugepages"), "{msg}");
+                eprintln!("not root: the pool cannot grow here; not exercised ({msg})");
+                return;
+            }
+        };
+        if growth.pages() < 2 {
+            drop(growth);
+            eprintln!("no memory for two 2 MiB pages: not exercised");
+            return;
+        }
+        assert_eq!((growth.pages(), growth.size()), (2, size));
+        assert_eq!(size.persistent_pages(), Some(before + 2));
+        // Given back under the lock this thread holds, which it takes
+        // again.
+        drop(growth);
+        assert_eq!(size.persistent_pages(), Some(before));
+        let growth = lock.grow(1).unwrap();
+        drop(lock);
+        assert_eq!(size.persistent_pages(), Some(before + growth.pages()));
+        drop(growth);
+        assert_eq!(size.persistent_pages(), Some(before));
+    }
+}
