@@ -93,13 +93,14 @@ fn mem_available() -> Option<u64> {
 /// the pages it added to the pool.
 #[derive(Debug)]
 pub struct HugeRegion {
-    /// Always `Some` until drop, which unmaps it before giving pages back.
-    map: Option<Mapping>,
+    /// Unmapped first as the region drops (fields drop in order): pages
+    /// still mapped cannot leave the pool.
+    map: Mapping,
     size: HugePageSize,
     /// Pages this region's growth added to the pool's persistent part
     /// (new pages, and surplus pages the growth made persistent), taken
-    /// out again when dropped, after the mapping.
-    grown: Option<PoolGrowth>,
+    /// out again when it drops, after the mapping.
+    _grown: Option<PoolGrowth>,
 }
 
 impl HugeRegion {
@@ -203,15 +204,15 @@ impl HugeRegion {
         // The mapping holds its reservation now; the lock can go.
         drop(pool);
         Ok(Self {
-            map: Some(map),
+            map,
             size,
-            grown,
+            _grown: grown,
         })
     }
 
     /// Length in bytes.
     pub fn len(&self) -> usize {
-        self.map.as_ref().map_or(0, Mapping::len)
+        self.map.len()
     }
 
     /// Never empty.
@@ -226,10 +227,7 @@ impl HugeRegion {
 
     /// The memory, to read.
     pub fn as_slice(&self) -> &[u8] {
-        self.map
-            .as_ref()
-            .and_then(Mapping::as_slice)
-            .expect("mapped read-write until drop")
+        self.map.as_slice().expect("mapped read-write")
     }
 
     /// The memory's first byte (for system calls that read it); valid for
@@ -249,10 +247,7 @@ impl HugeRegion {
 
     /// The memory.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        self.map
-            .as_mut()
-            .and_then(Mapping::as_mut_slice)
-            .expect("mapped read-write until drop")
+        self.map.as_mut_slice().expect("mapped read-write")
     }
 
     /// Zeroes the region on up to `max_threads` threads (0 is taken as
@@ -301,18 +296,6 @@ impl HugeRegion {
                     HugeError::Populate(io::Error::new(io::ErrorKind::InvalidInput, e))
                 }
             })
-    }
-}
-
-impl Drop for HugeRegion {
-    fn drop(&mut self) {
-        // Unmapped first: pages in use cannot leave the pool. A refusal
-        // (never for a mapping of whole huge pages) must not skip the
-        // shrink.
-        if let Some(map) = self.map.take() {
-            let _ = map.unmap();
-        }
-        drop(self.grown.take());
     }
 }
 
