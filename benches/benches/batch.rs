@@ -8,12 +8,12 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use mmbatch_benches::{
     Config,
-    batch::{Variant, Workload, measure, thread_counts},
+    batch::{Variant, Workload, measure},
 };
 
 fn bench(c: &mut Criterion) {
     for workload in [Workload::Counter, Workload::List] {
-        for threads in thread_counts(Config::default().max_threads()) {
+        for threads in Config::default().thread_rows() {
             let mut group =
                 c.benchmark_group(format!("batch/{}/threads-{threads}", workload.name()));
             // One criterion iteration is one op, spread over the threads.

@@ -412,14 +412,8 @@ pub fn measure(
     }
 }
 
-/// Thread counts for a run: the powers of two below `max`, then `max`
-/// ([`crate::powers_of_two_to`]).
-pub fn thread_counts(max: usize) -> Vec<usize> {
-    crate::powers_of_two_to(max)
-}
-
 fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
-    let threads = thread_counts(cfg.max_threads());
+    let threads = cfg.thread_rows();
     let variants = Variant::all();
     let workloads = [Workload::Counter, Workload::List];
     let samples = cfg.samples.max(1);

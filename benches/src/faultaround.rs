@@ -27,10 +27,7 @@ use mmbatch_faultaround::{
 };
 use mmbatch_lru::{Config as LruConfig, Engine, Pfn};
 
-use crate::{
-    Config, Experiment, Metric, Progress, Report, Row, SeedRef, Stat, Table, batch::thread_counts,
-    timed,
-};
+use crate::{Config, Experiment, Metric, Progress, Report, Row, SeedRef, Stat, Table, timed};
 
 /// The host experiment.
 pub const HOST: Experiment = Experiment {
@@ -44,7 +41,7 @@ pub const HOST: Experiment = Experiment {
     // run: one file's worth a thread count (the last, not a power of two,
     // up to twice that: `share` rounds up).
     memory: |cfg| {
-        let rows = thread_counts(cfg.max_threads()).len() as u64;
+        let rows = cfg.thread_rows().len() as u64;
         pages_for(cfg) * PAGE as u64 * (rows + 2)
     },
     seed_refs: SEED_REFS,
@@ -238,7 +235,7 @@ fn run_engine(cfg: &Config, progress: &mut dyn Progress) -> Report {
         cache.insert(i, Pfn(i as u32), true).expect("free frame");
     }
     lru.lru_add_drain();
-    let threads = thread_counts(cfg.max_threads());
+    let threads = cfg.thread_rows();
     run(
         cfg,
         progress,
@@ -253,7 +250,7 @@ fn run_engine(cfg: &Config, progress: &mut dyn Progress) -> Report {
 
 fn run_host(cfg: &Config, progress: &mut dyn Progress) -> Report {
     let pages = pages_for(cfg);
-    let threads = thread_counts(cfg.max_threads());
+    let threads = cfg.thread_rows();
     // A userfaultfd round trip is slow: at most 3 samples by default.
     let cfg = Config {
         samples: cfg.samples.min(3),

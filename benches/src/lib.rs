@@ -67,6 +67,13 @@ impl Config {
         self.threads
             .unwrap_or_else(|| 2 * std::thread::available_parallelism().map_or(1, |n| n.get()))
     }
+
+    /// The thread counts an experiment's rows measure: the powers of two
+    /// below [`max_threads`](Self::max_threads), then it
+    /// ([`powers_of_two_to`]).
+    pub fn thread_rows(&self) -> Vec<usize> {
+        powers_of_two_to(self.max_threads())
+    }
 }
 
 /// Thread counts for a run up to `max`: the powers of two below it, then

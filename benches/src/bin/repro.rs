@@ -300,6 +300,10 @@ fn give_pools_back_on_interrupt(report: PathBuf) {
                 }
             }
         }
+        // A report being written is finished first, and none starts.
+        let _writing = WRITING
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if WROTE_REPORT.load(Ordering::SeqCst) {
             eprintln!(
                 "repro: interrupted; {} holds the experiments that finished",
@@ -317,10 +321,18 @@ fn give_pools_back_on_interrupt(report: PathBuf) {
     }
 }
 
+/// Held by [`write_whole`] from its write to its rename, and by the
+/// interrupt to the exit: an interrupt waits for a write under way, so
+/// it leaves no temporary file behind.
+static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Writes `text` to `path` whole or not at all (a temporary file renamed
-/// over it): an interrupt in the middle of a write leaves the last
-/// report, not half of this one.
+/// over it): a crash in the middle of a write leaves the last report, not
+/// half of this one.
 fn write_whole(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    let _writing = WRITING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     std::fs::write(&tmp, text)?;

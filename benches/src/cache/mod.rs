@@ -88,9 +88,7 @@ mod notes;
 pub use caches::{Cache, build};
 use notes::notes;
 
-use crate::{
-    Config, Experiment, Metric, Progress, Report, Row, Table, batch::thread_counts, timed,
-};
+use crate::{Config, Experiment, Metric, Progress, Report, Row, Table, timed};
 
 /// The registry entry.
 pub const EXPERIMENT: Experiment = Experiment {
@@ -598,7 +596,7 @@ pub fn row_name(which: Impl, mix: Mix, workload: Workload, t: usize) -> String {
 fn run(cfg: &Config, progress: &mut dyn Progress) -> Report {
     let all_keys = ((KEYS * cfg.scale) as u64).max(64);
     let ops = ((OPS * cfg.scale) as usize).max(1024);
-    let threads = thread_counts(cfg.max_threads());
+    let threads = cfg.thread_rows();
     let plan = plan();
     let samples_at =
         |w: Workload, mix: Mix, t: usize| cfg.samples.max(1) * samples_per_sample(mix, w, t);
