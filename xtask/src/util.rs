@@ -261,10 +261,13 @@ pub(crate) const BUILD: &[SystemPackage] = &[
     },
 ];
 
-/// Needed by CI's 32-bit step: linking i686 test binaries.
+/// Needed by CI's 32-bit step: linking i686 test binaries. Its mark is
+/// a file of gcc-multilib's own (a link to the 64-bit `asm` headers):
+/// `/usr/lib32/crt1.o` is `libc6-dev-i386`'s, there without gcc's 32-bit
+/// runtime (`crtbegin.o`, `libgcc`) that linking needs too.
 pub(crate) const I686: &[SystemPackage] = &[SystemPackage {
     apt: "gcc-multilib",
-    provides: "/usr/lib32/crt1.o",
+    provides: "/usr/include/asm",
     needed_by: "linking 32-bit (i686) test binaries",
 }];
 
