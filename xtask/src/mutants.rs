@@ -397,7 +397,9 @@ fn loom_pass(krate: &str, survivors: &[String], out: &Path) -> Result<Score, Str
     read_score(krate, &out.join("mutants.out"))
 }
 
-/// The size of each huge page pool (`nr_hugepages` of every size).
+/// The size of each huge page pool and its overcommit (`nr_hugepages`
+/// and `nr_overcommit_hugepages` of every size: tests set both, and a
+/// mutant killed at its timeout does not put them back).
 struct HugePools(Vec<(std::path::PathBuf, String)>);
 
 impl HugePools {
@@ -407,7 +409,7 @@ impl HugePools {
             .flatten();
         Self(
             dirs.flatten()
-                .map(|d| d.path().join("nr_hugepages"))
+                .flat_map(|d| ["nr_hugepages", "nr_overcommit_hugepages"].map(|f| d.path().join(f)))
                 .filter_map(|f| Some((f.clone(), fs::read_to_string(&f).ok()?)))
                 .collect(),
         )

@@ -493,3 +493,115 @@ fn a_huge_page_cache_is_made_where_madvise_is_refused() {
     assert!(back == data, "the cache is not the image");
     std::process::exit(0);
 }
+
+/// A cgroup v2 of this test's own, with the hugetlb controller and a
+/// fault-time limit of `max` bytes of 2 MiB pages (`hugetlb.2MB.max`):
+/// cgroup2 mounted in a temporary directory where it is not mounted yet
+/// (a host on cgroup v1), taken down again when dropped. `None` where it
+/// cannot be made (not root, no hugetlb controller free for cgroup v2).
+struct HugetlbCgroup {
+    dir: std::path::PathBuf,
+    /// Where this test mounted cgroup2, to unmount.
+    mounted: Option<std::path::PathBuf>,
+}
+
+impl HugetlbCgroup {
+    fn new(max: u64) -> Option<Self> {
+        let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+        let found = mounts.lines().find_map(|l| {
+            let mut f = l.split_whitespace();
+            let at = f.nth(1)?;
+            (f.next()? == "cgroup2").then(|| std::path::PathBuf::from(at))
+        });
+        let (root, mounted) = match found {
+            Some(root) => (root, None),
+            None => {
+                let at = std::env::temp_dir().join(format!("mmbatch-cg2-{}", std::process::id()));
+                std::fs::create_dir_all(&at).ok()?;
+                let path = std::ffi::CString::new(at.to_str()?).ok()?;
+                // SAFETY: NUL-terminated strings that outlive the call.
+                let r = unsafe {
+                    libc::mount(
+                        c"none".as_ptr(),
+                        path.as_ptr(),
+                        c"cgroup2".as_ptr(),
+                        0,
+                        std::ptr::null(),
+                    )
+                };
+                if r != 0 {
+                    let _ = std::fs::remove_dir(&at);
+                    return None;
+                }
+                (at.clone(), Some(at))
+            }
+        };
+        let mut cg = HugetlbCgroup {
+            dir: root.join(format!("mmbatch-hugetlb-{}", std::process::id())),
+            mounted,
+        };
+        let controllers = std::fs::read_to_string(root.join("cgroup.controllers")).ok()?;
+        if !controllers.split_whitespace().any(|c| c == "hugetlb")
+            || std::fs::write(root.join("cgroup.subtree_control"), "+hugetlb").is_err()
+            || std::fs::create_dir(&cg.dir).is_err()
+            || std::fs::write(cg.dir.join("hugetlb.2MB.max"), max.to_string()).is_err()
+        {
+            cg.dir = std::path::PathBuf::new();
+            return None;
+        }
+        Some(cg)
+    }
+
+    /// The file a process writes its pid to, to move into the cgroup.
+    fn procs(&self) -> String {
+        self.dir.join("cgroup.procs").to_str().unwrap().to_owned()
+    }
+}
+
+impl Drop for HugetlbCgroup {
+    fn drop(&mut self) {
+        if !self.dir.as_os_str().is_empty() {
+            let _ = std::fs::remove_dir(&self.dir);
+        }
+        if let Some(at) = &self.mounted {
+            let path = std::ffi::CString::new(at.to_str().unwrap()).unwrap();
+            // SAFETY: a NUL-terminated string that outlives the call.
+            unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) };
+            let _ = std::fs::remove_dir(at);
+        }
+    }
+}
+
+/// A hugetlb cgroup's fault-time limit (`hugetlb.2MB.max`) lets the
+/// memfd's mapping reserve its pages and refuses them only as each is
+/// first touched: the cache's fill, writing through the mapping, took
+/// SIGBUS there and the process died (seen on the old code: the child
+/// killed by signal 7). Now an error naming the limit. Root only: the
+/// child moves itself into a cgroup limited to no huge pages.
+#[test]
+fn a_hugetlb_cgroup_limit_is_an_error_not_a_sigbus() {
+    const NAME: &str = "a_hugetlb_cgroup_limit_is_an_error_not_a_sigbus";
+    const CGROUP: &str = "MMBATCH_HUGETLB_CGROUP_PROCS";
+    if let Ok(procs) = std::env::var(CGROUP) {
+        std::fs::write(&procs, std::process::id().to_string()).unwrap();
+        let src = image(2);
+        let e = UffdRegion::huge_page_cache_from(&src, 2 * HUGE, HugePageSize::Size2M)
+            .expect_err("the cgroup allows no huge page");
+        assert!(matches!(e, Error::Sys { .. }), "{e:?}");
+        assert!(e.to_string().contains("hugetlb.2MB.max"), "{e}");
+        return;
+    }
+    let Some(pool) = Pool::grow(2) else {
+        return;
+    };
+    let Some(cgroup) = HugetlbCgroup::new(0) else {
+        eprintln!("no cgroup v2 with the hugetlb controller here (or not root): not exercised");
+        return;
+    };
+    let run =
+        mmbatch_testkit::child::run(NAME, Duration::from_secs(30), &[(CGROUP, &cgroup.procs())]);
+    drop(cgroup);
+    drop(pool);
+    assert_eq!(run.signal(), None, "the child was killed: {}", run.output);
+    run.expect_success();
+}

@@ -77,7 +77,13 @@ impl UffdRegion {
     /// [`over_page_cache`](Self::over_page_cache), which then maps and
     /// continues whole huge pages. The file holds its pages from the pool
     /// until it is closed; a short pool is
-    /// [`Error::HugePagesUnavailable`].
+    /// [`Error::HugePagesUnavailable`]. A program that may grow the pool
+    /// itself does so under the pool's lock, and calls this under it
+    /// (`mmbatch_mmap`'s `HugePageSize::lock_pool`, `PoolLock::grow`),
+    /// keeping the growth until the file and every region over it are
+    /// gone. Pages the pool has but a hugetlb cgroup's fault-time limit
+    /// (`hugetlb.2MB.max`) or a memory policy refuses are an
+    /// [`Error::Sys`] naming them, not a SIGBUS.
     pub fn huge_page_cache_from(
         source: &dyn PageSource,
         len: usize,
@@ -164,6 +170,7 @@ impl UffdRegion {
                 }
             }
         })?;
+        populate_huge(&m)?;
         let mem = m.as_mut_slice().expect("mapped read-write");
         // Read into a buffer first: a source that writes part of a page
         // and then says it is not ready would leave that part in the
@@ -198,6 +205,49 @@ impl UffdRegion {
             chunk.copy_from_slice(&buf);
         }
         Ok(file)
+    }
+}
+
+/// Faults in every page of `m`, a shared mapping of a hugetlbfs memfd,
+/// before the cache is written through it: the mapping reserved its pages,
+/// but a hugetlb cgroup's fault-time limit (`hugetlb.<size>.max`) or a
+/// memory policy whose nodes lack free pages refuses them only as each is
+/// first touched, where a write raises SIGBUS and kills the process;
+/// `MADV_POPULATE_WRITE` reports it (EFAULT, or ENOMEM) instead. Where the
+/// advice is not to be had (before Linux 5.14, EINVAL; a seccomp filter's
+/// EPERM or ENOSYS) the writes fault the pages in, as before. Fail point
+/// `uffd::huge_page_cache_populate` stands in for the kernel's refusal.
+fn populate_huge(m: &Mapping) -> Result<(), Error> {
+    let e = loop {
+        let r = match injected_errno("uffd::huge_page_cache_populate") {
+            Some(e) => Err(e),
+            None => m.advise(0..m.len(), mmbatch_mmap::Advice::PopulateWrite),
+        };
+        match r {
+            Ok(()) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+            Err(e) => break e,
+        }
+    };
+    let op = "MADV_POPULATE_WRITE (the hugetlbfs memfd's pages)";
+    match e.raw_os_error() {
+        // No such advice (before Linux 5.14), or a sandbox's filter
+        // refusing `madvise`: the writes fault the pages in, as before.
+        Some(libc::EINVAL | libc::EPERM | libc::ENOSYS) => Ok(()),
+        Some(libc::EFAULT | libc::ENOMEM) => Err(Error::Sys {
+            op,
+            source: std::io::Error::new(
+                std::io::ErrorKind::OutOfMemory,
+                // 2 MiB pages: the only size served.
+                format!(
+                    "the huge pages the mapping reserved could not be had ({e}): a hugetlb \
+                     cgroup's fault-time limit (`hugetlb.2MB.max`) or a cpuset or memory policy \
+                     whose nodes lack free huge pages refuses them; raise the limit or free \
+                     pages on those nodes"
+                ),
+            ),
+        }),
+        _ => Err(Error::Sys { op, source: e }),
     }
 }
 
