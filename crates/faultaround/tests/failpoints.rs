@@ -972,6 +972,51 @@ fn a_refused_huge_page_memfd_names_what_is_missing() {
     );
 }
 
+/// The huge page cache's pages are faulted in before it is written
+/// (`MADV_POPULATE_WRITE`): a refusal that would have been a SIGBUS at
+/// the write (EFAULT, ENOMEM) is an error naming the cgroup limit; where
+/// the advice is not to be had (EINVAL before Linux 5.14, a filter's
+/// ENOSYS) the cache is written as before; any other refusal is the
+/// kernel's own. Root only (one page grown into the pool).
+#[test]
+fn a_huge_page_cache_whose_pages_are_refused_says_why() {
+    let _scenario = FailScenario::setup();
+    let _hang = mmbatch_testkit::hang_guard("a_huge_page_cache_whose_pages_are_refused_says_why");
+    let Some(_pool) = mmbatch_testkit::huge::Pool::grow(1) else {
+        return;
+    };
+    let huge = 2 << 20;
+    let image: Vec<u8> = (0..huge).map(|b| (b % 251) as u8).collect();
+    let make = |errno: i32| {
+        fail::cfg(
+            "uffd::huge_page_cache_populate",
+            &format!("return({errno})"),
+        )
+        .unwrap();
+        UffdRegion::huge_page_cache_from(&image, huge, mmbatch_faultaround::HugePageSize::Size2M)
+    };
+    for errno in [libc::EFAULT, libc::ENOMEM] {
+        let e = make(errno).unwrap_err();
+        assert!(
+            matches!(&e, Error::Sys { source, .. }
+                if source.kind() == std::io::ErrorKind::OutOfMemory),
+            "{e}"
+        );
+        assert!(e.to_string().contains("hugetlb.2MB.max"), "{errno}: {e}");
+    }
+    for errno in [libc::EINVAL, libc::ENOSYS] {
+        let file = make(errno).unwrap();
+        let mut back = vec![0u8; huge];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut back, 0).unwrap();
+        assert!(back == image, "{errno}: the cache is not the image");
+    }
+    let e = make(libc::EIO).unwrap_err();
+    assert!(
+        matches!(&e, Error::Sys { source, .. } if source.raw_os_error() == Some(libc::EIO)),
+        "{e}"
+    );
+}
+
 /// Page 3's read never returns; the others are zeroes.
 struct StuckOnThree;
 

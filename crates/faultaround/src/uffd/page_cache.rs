@@ -218,16 +218,13 @@ impl UffdRegion {
 /// EPERM or ENOSYS) the writes fault the pages in, as before. Fail point
 /// `uffd::huge_page_cache_populate` stands in for the kernel's refusal.
 fn populate_huge(m: &Mapping) -> Result<(), Error> {
-    let e = loop {
-        let r = match injected_errno("uffd::huge_page_cache_populate") {
-            Some(e) => Err(e),
-            None => m.advise(0..m.len(), mmbatch_mmap::Advice::PopulateWrite),
-        };
-        match r {
+    // No retry on EINTR: the advice stops only for a fatal signal.
+    let e = match injected_errno("uffd::huge_page_cache_populate") {
+        Some(e) => e,
+        None => match m.advise(0..m.len(), mmbatch_mmap::Advice::PopulateWrite) {
             Ok(()) => return Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
-            Err(e) => break e,
-        }
+            Err(e) => e,
+        },
     };
     let op = "MADV_POPULATE_WRITE (the hugetlbfs memfd's pages)";
     match e.raw_os_error() {
