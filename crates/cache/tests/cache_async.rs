@@ -518,3 +518,66 @@ fn a_waiter_repolled_with_a_new_waker_is_woken_by_it() {
         Poll::Ready(1)
     );
 }
+
+/// The panic message of `r`'s error.
+fn panic_message(r: std::thread::Result<impl std::fmt::Debug>) -> String {
+    let e = r.expect_err("a load of its own key returned");
+    e.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_default()
+}
+
+/// A load whose future asks for its own key (awaits that key's load, a
+/// guard of it, or a blocking load of it) would wait for itself for ever:
+/// on one thread nothing else runs the outer load, and on many it never
+/// completes. It panics, naming the cause, as the blocking form does;
+/// seen on the old code: a hang (the hang guard's abort), on futures'
+/// executor and on tokio's current-thread runtime alike. Another key's
+/// load inside a load is untouched, and the key loads afresh after.
+#[test]
+fn an_async_load_that_needs_its_own_key_panics_rather_than_hangs() {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    let _hang = mmbatch_testkit::hang_guard(
+        "an_async_load_that_needs_its_own_key_panics_rather_than_hangs",
+    );
+    let cache: LruCache<u32, u32> = LruCache::new(10);
+    let c = &cache;
+    let nested = catch_unwind(AssertUnwindSafe(|| {
+        futures_executor::block_on(
+            c.get_or_insert_async(1, async { c.get_or_insert_async(1, async { 2 }).await + 1 }),
+        )
+    }));
+    assert!(panic_message(nested).contains("its own key"));
+    let guarded = catch_unwind(AssertUnwindSafe(|| {
+        futures_executor::block_on(
+            c.get_or_insert_async(1, async { c.get_or_guard_async(&1).await.map_or(0, |v| v) }),
+        )
+    }));
+    assert!(panic_message(guarded).contains("its own key"));
+    let blocking = catch_unwind(AssertUnwindSafe(|| {
+        futures_executor::block_on(
+            c.get_or_insert_async(1, async { c.get_or_insert_with(1, || 3) }),
+        )
+    }));
+    assert!(panic_message(blocking).contains("same key on its own thread"));
+    // tokio's current-thread runtime, as `#[tokio::test]` builds it.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let on_tokio = catch_unwind(AssertUnwindSafe(|| {
+        rt.block_on(
+            c.get_or_insert_async(1, async { c.get_or_insert_async(1, async { 2 }).await + 1 }),
+        )
+    }));
+    assert!(panic_message(on_tokio).contains("its own key"));
+    // Another key inside a load; then the key, loaded afresh.
+    let two = futures_executor::block_on(
+        c.get_or_insert_async(2, async { c.get_or_insert_async(3, async { 3 }).await - 1 }),
+    );
+    assert_eq!((two, c.get(&3)), (2, Some(3)));
+    assert_eq!(
+        futures_executor::block_on(c.get_or_insert_async(1, async { 5 })),
+        5
+    );
+}

@@ -146,6 +146,16 @@ impl<K, V> Flight<K, V> {
         self.loader == Some(thread_token())
     }
 
+    /// Whether a caller that finds this flight, in `shard`, would wait for
+    /// itself: it runs inside a poll of the flight's load future on this
+    /// thread ([`polling`]), or it blocks (`sync`) on the thread of the
+    /// flight's loader ([`is_own`](Self::is_own)). An async caller there
+    /// does not: its wait returns `Pending`, and the loader's thread goes
+    /// on (a guard's holder polling a waiter of its key, then inserting).
+    pub(super) fn waits_for_itself(&self, shard: usize, sync: bool) -> bool {
+        is_polled(shard, self.id) || (sync && self.is_own())
+    }
+
     /// The room to wait in, made if this is the first caller to wait.
     pub(super) fn room(&mut self) -> Arc<Room<V>> {
         self.room
@@ -157,6 +167,45 @@ impl<K, V> Flight<K, V> {
     /// invalidated (the loader, as it takes the flight out of its shard).
     pub(super) fn into_parts(self) -> (K, Option<Arc<Room<V>>>, bool) {
         (self.key, self.room, self.invalidated)
+    }
+}
+
+#[cfg(not(mmbatch_loom))]
+std::thread_local! {
+    /// The async loads being polled on this thread right now, innermost
+    /// last: each its shard's address and its flight's id (unique while
+    /// the flight lives).
+    static POLLING: std::cell::RefCell<Vec<(usize, u64)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+// Loom's threads share the OS thread: each has its own with loom's.
+#[cfg(mmbatch_loom)]
+loom::thread_local! {
+    static POLLING: std::cell::RefCell<Vec<(usize, u64)>> = std::cell::RefCell::new(Vec::new());
+}
+
+/// Marks the load of flight `id` in the shard at address `shard` as being
+/// polled on this thread until the returned guard drops (after the poll,
+/// or as a panic in it unwinds): a claim the poll makes that finds the
+/// flight is the load asking for its own key, which would wait for ever
+/// ([`Flight::waits_for_itself`]).
+pub(super) fn polling(shard: usize, id: u64) -> Polling {
+    POLLING.with(|p| p.borrow_mut().push((shard, id)));
+    Polling
+}
+
+/// Whether the load of flight `id` of the shard at `shard` is being
+/// polled on this thread ([`polling`]).
+fn is_polled(shard: usize, id: u64) -> bool {
+    POLLING.with(|p| p.borrow().contains(&(shard, id)))
+}
+
+/// A load marked as being polled ([`polling`]), unmarked when dropped.
+pub(super) struct Polling;
+
+impl Drop for Polling {
+    fn drop(&mut self) {
+        POLLING.with(|p| p.borrow_mut().pop());
     }
 }
 

@@ -64,9 +64,11 @@ pub struct LoadGuard<'a, K, V, S = DefaultHashBuilder, W = UnitWeigher> {
 
 /// [`LoadGuard`] for async code, from [`LruCache::get_or_guard_async`]:
 /// it may be held across an `.await` and move between threads with its
-/// task. A task that awaits its own guarded key waits forever (no thread
-/// identifies a task), as a loader of
-/// [`get_or_insert_async`](LruCache::get_or_insert_async) would; and a
+/// task. Dropping it (or the task that holds it) unfinished gives the
+/// load up: a waiting caller loads the key instead. A task that awaits
+/// its own guarded key waits forever (no thread identifies a task that
+/// holds a guard; a [`get_or_insert_async`](LruCache::get_or_insert_async)
+/// loader that asks for its own key is caught, as it is polled); and a
 /// blocking [`get_or_guard`](LruCache::get_or_guard) (or
 /// `get_or_insert_with`) of a key an async guard holds blocks its thread
 /// until the guard is done: on a single-threaded executor, whose thread
@@ -277,10 +279,12 @@ where
         loop {
             match self.claim(key, &owned, false, true, &mut |_| false) {
                 Claim::Hit(v) => return Ok(v),
-                Claim::Wait(room, _) => match RoomWait::new(room).await {
-                    Ok(v) => return Ok(v),
-                    Err(_) => continue, // the load was given up: start over
-                },
+                Claim::Wait(room, own) => {
+                    match RoomWait::new(super::load::room_for(room, own)).await {
+                        Ok(v) => return Ok(v),
+                        Err(_) => continue, // the load was given up: start over
+                    }
+                }
                 Claim::Load(landing, hash) => {
                     return Err(AsyncLoadGuard {
                         claimed: Claimed {

@@ -132,6 +132,19 @@ pub(super) enum Claim<'a, K, V> {
     Load(Landing<'a, K, V>, u64),
 }
 
+/// `room`, for an async caller to wait in; panics where the caller would
+/// wait for itself (`own`: it runs inside a poll of the key's own load),
+/// which would never end.
+pub(super) fn room_for<V>(room: Arc<Room<V>>, own: bool) -> Arc<Room<V>> {
+    assert!(
+        !own,
+        "LruCache: an async load asked for its own key from inside its own loader (directly \
+         or through other loads, while its future was polled); waiting would never end. A \
+         loader must not need its own key"
+    );
+    room
+}
+
 impl<K, V, S, W> LruCache<K, V, S, W>
 where
     K: Hash + Eq + Clone,
@@ -317,6 +330,7 @@ where
         }
         let hash = self.hash(key);
         let shard = self.shard(hash);
+        let shard_addr = std::ptr::from_ref(shard).addr();
         // Flights their loaders abandoned (`Flight::abandon`) that this
         // claim takes out (its key's, or a sweep's); dropped after the lock, and
         // after this claim's `Landing` exists (a key's `Drop` may panic).
@@ -344,7 +358,7 @@ where
                 .flights
                 .find_live(hash, |k| k.borrow() == key, &mut abandoned)
             {
-                Some(fl) => Err((fl.room(), fl.is_own())),
+                Some(fl) => Err((fl.room(), fl.waits_for_itself(shard_addr, sync))),
                 None => {
                     let id = lv.flights.next_id();
                     let room = eager.then(|| Arc::new(Room::new()));
@@ -375,9 +389,8 @@ where
             }
             Err((room, own)) => {
                 drop(abandoned);
-                // A sync call for its own thread's load panics: it never
-                // waits.
-                if !(sync && own) {
+                // A call for its own thread's load panics: it never waits.
+                if !own {
                     self.load_waits.fetch_add(1, Ordering::Relaxed);
                 }
                 Claim::Wait(room, own)
@@ -456,8 +469,9 @@ where
     /// deadline) restarts the load with the next caller: to bound a load,
     /// time out inside `load`; to let it finish whatever happens to the
     /// caller, run it on a task of its own (holding an `Arc` of the cache)
-    /// and await that. A loader that awaits its own key waits forever (no
-    /// thread identifies a task). A blocking
+    /// and await that. A loader that asks for its own key (directly or
+    /// through other loads, async or blocking, while it is polled) panics,
+    /// naming the cause: it would wait for itself forever. A blocking
     /// [`get_or_insert_with`](Self::get_or_insert_with) of a key an async
     /// load holds blocks its thread until the load lands: on a
     /// single-threaded executor, whose thread that is, it never lands —
@@ -554,7 +568,7 @@ where
         loop {
             let (landing, hash) = match self.claim(&*key, &owned, false, false, &mut replace_if) {
                 Claim::Hit(v) => return Ok(v),
-                Claim::Wait(room, _) => match RoomWait::new(room).await {
+                Claim::Wait(room, own) => match RoomWait::new(room_for(room, own)).await {
                     Ok(v) => return Ok(v),
                     Err(error) => match error.and_then(X::receive) {
                         Some(e) => return Err(e),
@@ -564,8 +578,17 @@ where
                 Claim::Load(landing, hash) => (landing, hash),
             };
             // Dropped here (this future dropped, or the loader's panic),
-            // the landing wakes the waiters.
-            return match load.take().expect("the loader runs once").await {
+            // the landing wakes the waiters. Each poll of the load is
+            // marked as its flight's: a claim inside it that finds the
+            // flight panics rather than wait for ever.
+            let mut load = std::pin::pin!(load.take().expect("the loader runs once"));
+            let flight = (std::ptr::from_ref(landing.shard).addr(), landing.id);
+            let loaded = std::future::poll_fn(|cx| {
+                let _polling = super::flight::polling(flight.0, flight.1);
+                load.as_mut().poll(cx)
+            })
+            .await;
+            return match loaded {
                 Ok(value) => Ok(self.store(landing, hash, key.into_owned(), value, replace_if)),
                 Err(e) => {
                     landing.fail(X::share(&e));
