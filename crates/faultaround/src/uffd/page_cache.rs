@@ -83,7 +83,12 @@ impl UffdRegion {
     /// keeping the growth until the file and every region over it are
     /// gone. Pages the pool has but a hugetlb cgroup's fault-time limit
     /// (`hugetlb.2MB.max`) or a memory policy refuses are an
-    /// [`Error::Sys`] naming them, not a SIGBUS.
+    /// [`Error::Sys`] naming them, not a SIGBUS. A kernel that makes no
+    /// hugetlbfs memfd of the size (or a sandbox that refuses one) is an
+    /// [`Error::Sys`] whose source is of kind
+    /// [`std::io::ErrorKind::Unsupported`], as a hugetlb mapping of a
+    /// size the kernel lacks is in every mmbatch crate: a caller falls
+    /// back to [`page_cache_from`](Self::page_cache_from) on it.
     pub fn huge_page_cache_from(
         source: &dyn PageSource,
         len: usize,
