@@ -34,7 +34,15 @@ impl HugePageSize {
     /// the kernel offers no atomic adjustment.
     ///
     /// Where the pool's file cannot be opened (no such pool) or does not
-    /// take `flock`, only this process's threads are serialised.
+    /// take `flock`, only this process's threads are serialised; so is a
+    /// container with a sysfs mount of its own, whose file is another
+    /// (its pool is the host's all the same).
+    ///
+    /// Take a 2 MiB pool's lock before a 1 GiB pool's where one holds
+    /// both, and never wait for another thread while holding one: making
+    /// or dropping a growth (or an `mmbatch-ktask` `HugeRegion` that grows
+    /// the pool) takes the lock, so a thread that holds it and joins one
+    /// that does waits forever.
     ///
     /// ```
     /// use mmbatch_mmap::{HugePageSize, MapFlags, Mapping, ProtFlags};
@@ -63,30 +71,41 @@ impl HugePageSize {
     /// ```
     pub fn lock_pool(self) -> PoolLock {
         let i = self.index();
-        HELD.with(|held| {
+        let taken = HELD.try_with(|held| {
             let mut held = held.borrow_mut();
-            if let Some(h) = &mut held[i] {
-                h.depth += 1;
-                return;
+            match &mut held[i] {
+                Some(h) => h.depth += 1,
+                None => held[i] = Some(self.take_lock()),
             }
-            let guard = THREADS[i].lock().unwrap_or_else(PoisonError::into_inner);
-            let file = fs::File::open(self.pool_file("nr_hugepages")).ok();
-            if let Some(f) = &file {
-                // A signal's interruption waits again; another refusal
-                // leaves the serialisation to this process's mutex.
-                let _ = rustix::io::retry_on_intr(|| {
-                    rustix::fs::flock(f, rustix::fs::FlockOperation::LockExclusive)
-                });
-            }
-            held[i] = Some(Held {
-                depth: 1,
-                _file: file,
-                _guard: guard,
-            });
         });
         PoolLock {
             size: self,
+            // A thread-local's destructor (a growth in a thread-local
+            // dropped at the thread's exit, after `HELD` was): the lock
+            // is this `PoolLock`'s own, as no other of the thread's can
+            // share it then.
+            own: taken.is_err().then(|| self.take_lock()),
             _thread: PhantomData,
+        }
+    }
+
+    /// This process's mutex of the size, then the pool file's `flock`.
+    fn take_lock(self) -> Held {
+        let guard = THREADS[self.index()]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let file = fs::File::open(self.pool_file("nr_hugepages")).ok();
+        if let Some(f) = &file {
+            // A signal's interruption waits again; another refusal leaves
+            // the serialisation to this process's mutex.
+            let _ = rustix::io::retry_on_intr(|| {
+                rustix::fs::flock(f, rustix::fs::FlockOperation::LockExclusive)
+            });
+        }
+        Held {
+            depth: 1,
+            _file: file,
+            _guard: guard,
         }
     }
 
@@ -112,12 +131,27 @@ fn counts(size: HugePageSize) -> Option<(usize, usize)> {
     None
 }
 
+/// [`counts`], or where the surplus never held still, one reading of
+/// each: for a growth's give-back, which must not be skipped (the pool
+/// would keep its pages for good), and at worst counts a page allocated
+/// or freed meanwhile as persistent.
+fn counts_or_one_reading(size: HugePageSize) -> Option<(usize, usize)> {
+    counts(size).or_else(|| {
+        let total = size.pool_count("nr_hugepages")?;
+        Some((
+            total,
+            total.saturating_sub(size.pool_count("surplus_hugepages")?),
+        ))
+    })
+}
+
 /// Serialises a process's threads, one mutex a page size: a thread's
 /// `flock` would too, but not where the file refuses `flock`.
 static THREADS: [Mutex<()>; 2] = [const { Mutex::new(()) }; 2];
 
 /// What a thread holds of each size's lock, while any of its
 /// [`PoolLock`]s of the size lives.
+#[derive(Debug)]
 struct Held {
     /// The thread's live `PoolLock`s of the size.
     depth: usize,
@@ -137,6 +171,8 @@ thread_local! {
 #[must_use = "the pool is unlocked as soon as the lock drops"]
 pub struct PoolLock {
     size: HugePageSize,
+    /// The lock, where the thread's `HELD` was gone when it was taken.
+    own: Option<Held>,
     /// Not `Send`: the lock is its thread's.
     _thread: PhantomData<*const ()>,
 }
@@ -166,15 +202,35 @@ impl PoolLock {
     /// file. Fail point `mmap::pool_write` (feature `failpoints`, for
     /// tests) runs between the read of the pool and the write.
     pub fn grow(&self, pages: usize) -> io::Result<PoolGrowth> {
+        let none = PoolGrowth {
+            size: self.size,
+            pages: 0,
+        };
+        // Nothing written: a write of the total would make every surplus
+        // page persistent, and needs root.
+        if pages == 0 {
+            return Ok(none);
+        }
         let file = self.size.pool_file("nr_hugepages");
         let (total, persistent) = counts(self.size).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                format!(
-                    "the huge page pool's counts ({file} and its surplus_hugepages) cannot be \
-                     read: this kernel has no pool of that size, or sysfs is not mounted"
-                ),
-            )
+            if self.size.pool_count("nr_hugepages").is_some() {
+                io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    format!(
+                        "the huge page pool's counts ({file} and its surplus_hugepages) kept \
+                         changing while read (overcommitted pages allocated and freed \
+                         meanwhile): try again"
+                    ),
+                )
+            } else {
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!(
+                        "the huge page pool's counts ({file} and its surplus_hugepages) cannot \
+                         be read: this kernel has no pool of that size, or sysfs is not mounted"
+                    ),
+                )
+            }
         })?;
         fail_point!("mmap::pool_write");
         fs::write(&file, total.saturating_add(pages).to_string()).map_err(|e| {
@@ -187,16 +243,19 @@ impl PoolLock {
             )
         })?;
         // Unread now, it is counted as not grown: never given back twice.
-        let now = counts(self.size).map_or(persistent, |(_, p)| p);
+        let now = counts_or_one_reading(self.size).map_or(persistent, |(_, p)| p);
         Ok(PoolGrowth {
-            size: self.size,
             pages: now.saturating_sub(persistent),
+            ..none
         })
     }
 }
 
 impl Drop for PoolLock {
     fn drop(&mut self) {
+        if self.own.is_some() {
+            return; // released as the field drops
+        }
         let i = self.size.index();
         // `try_with`: a lock dropped by another thread-local's destructor
         // may outlive `HELD`, whose own destructor then released it.
@@ -244,7 +303,7 @@ impl Drop for PoolGrowth {
             return;
         }
         let _lock = self.size.lock_pool();
-        if let Some((_, persistent)) = counts(self.size) {
+        if let Some((_, persistent)) = counts_or_one_reading(self.size) {
             let _ = fs::write(
                 self.size.pool_file("nr_hugepages"),
                 persistent.saturating_sub(self.pages).to_string(),
@@ -301,6 +360,45 @@ mod tests {
         assert!(other.recv_timeout(Duration::from_millis(200)).is_err());
         drop(again);
         other.recv_timeout(Duration::from_secs(20)).unwrap();
+    }
+
+    /// A lock taken in a thread-local's destructor that runs after the
+    /// pool's own thread-local's (a growth kept in a thread-local, dropped
+    /// at the thread's exit) works, and is released: the lock's
+    /// thread-local, already gone, panicked there, which aborts the
+    /// process. In a child, whose abort the parent sees.
+    #[test]
+    fn a_lock_taken_as_a_thread_exits_works() {
+        use std::{cell::RefCell, sync::atomic::AtomicBool};
+        const NAME: &str = "pool::tests::a_lock_taken_as_a_thread_exits_works";
+        if let Some(run) = mmbatch_testkit::child::parent(NAME, Duration::from_secs(20)) {
+            run.expect_success();
+            return;
+        }
+        static LOCKED: AtomicBool = AtomicBool::new(false);
+        struct LocksOnDrop;
+        impl Drop for LocksOnDrop {
+            fn drop(&mut self) {
+                drop(HugePageSize::Size2M.lock_pool());
+                LOCKED.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        std::thread_local! {
+            static LATE: RefCell<Option<LocksOnDrop>> = const { RefCell::new(None) };
+        }
+        std::thread::spawn(|| {
+            // Registered before the pool's thread-local, so destroyed
+            // after it.
+            LATE.with(|l| *l.borrow_mut() = Some(LocksOnDrop));
+            drop(HugePageSize::Size2M.lock_pool());
+        })
+        .join()
+        .unwrap();
+        assert!(LOCKED.load(std::sync::atomic::Ordering::SeqCst));
+        // Released: another thread takes it.
+        another_thread_locks(HugePageSize::Size2M)
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the lock taken at the thread's exit was not released");
     }
 
     /// Env var: the path a child writes once it holds the pool's lock.
@@ -363,6 +461,10 @@ mod tests {
         let before = total - surplus;
         assert_eq!(size.persistent_pages(), Some(before));
         let lock = size.lock_pool();
+        // Nothing asked, nothing written (not even the total, which would
+        // make surplus pages persistent): as any user.
+        assert_eq!(lock.grow(0).unwrap().pages(), 0);
+        assert_eq!(size.pool_count("nr_hugepages"), Some(total));
         let growth = match lock.grow(2) {
             Ok(g) => g,
             Err(e) => {
@@ -379,8 +481,9 @@ mod tests {
             eprintln!("no memory for two 2 MiB pages: not exercised");
             return;
         }
-        assert_eq!((growth.pages(), growth.size()), (2, size));
-        assert_eq!(size.persistent_pages(), Some(before + 2));
+        // Surplus pages there were are persistent now, and counted.
+        assert_eq!((growth.pages(), growth.size()), (2 + surplus, size));
+        assert_eq!(size.persistent_pages(), Some(before + 2 + surplus));
         // Given back under the lock this thread holds, which it takes
         // again.
         drop(growth);

@@ -189,23 +189,33 @@ loom::thread_local! {
 /// or as a panic in it unwinds): a claim the poll makes that finds the
 /// flight is the load asking for its own key, which would wait for ever
 /// ([`Flight::waits_for_itself`]).
+/// In a thread-local's destructor after `POLLING`'s own, nothing is
+/// marked (`try_with`): the check is then not made, as before it was.
 pub(super) fn polling(shard: usize, id: u64) -> Polling {
-    POLLING.with(|p| p.borrow_mut().push((shard, id)));
-    Polling
+    let _ = POLLING.try_with(|p| p.borrow_mut().push((shard, id)));
+    Polling(shard, id)
 }
 
 /// Whether the load of flight `id` of the shard at `shard` is being
 /// polled on this thread ([`polling`]).
 fn is_polled(shard: usize, id: u64) -> bool {
-    POLLING.with(|p| p.borrow().contains(&(shard, id)))
+    POLLING
+        .try_with(|p| p.borrow().contains(&(shard, id)))
+        .unwrap_or(false)
 }
 
-/// A load marked as being polled ([`polling`]), unmarked when dropped.
-pub(super) struct Polling;
+/// A load marked as being polled ([`polling`]), unmarked when dropped:
+/// its own mark, the last one of its flight.
+pub(super) struct Polling(usize, u64);
 
 impl Drop for Polling {
     fn drop(&mut self) {
-        POLLING.with(|p| p.borrow_mut().pop());
+        let _ = POLLING.try_with(|p| {
+            let mut p = p.borrow_mut();
+            if let Some(i) = p.iter().rposition(|&f| f == (self.0, self.1)) {
+                p.remove(i);
+            }
+        });
     }
 }
 

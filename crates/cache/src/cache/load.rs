@@ -138,9 +138,9 @@ pub(super) enum Claim<'a, K, V> {
 pub(super) fn room_for<V>(room: Arc<Room<V>>, own: bool) -> Arc<Room<V>> {
     assert!(
         !own,
-        "LruCache: an async load asked for its own key from inside its own loader (directly \
-         or through other loads, while its future was polled); waiting would never end. A \
-         loader must not need its own key"
+        "LruCache: an async load asked for its own key from inside its own loader (itself, \
+         or a load it runs inside itself, while its future was polled); waiting would never \
+         end. A loader must not need its own key"
     );
     room
 }
@@ -469,9 +469,12 @@ where
     /// deadline) restarts the load with the next caller: to bound a load,
     /// time out inside `load`; to let it finish whatever happens to the
     /// caller, run it on a task of its own (holding an `Arc` of the cache)
-    /// and await that. A loader that asks for its own key (directly or
-    /// through other loads, async or blocking, while it is polled) panics,
-    /// naming the cause: it would wait for itself forever. A blocking
+    /// and await that. A loader that asks for its own key while it is
+    /// polled (itself, or a load it runs inside itself, async or blocking;
+    /// under a timeout too) panics, naming the cause: it would wait for
+    /// itself forever. A cycle across tasks (the loader of one key awaits
+    /// another's, whose loader, on another task, awaits the first) is not
+    /// caught: it waits forever. A blocking
     /// [`get_or_insert_with`](Self::get_or_insert_with) of a key an async
     /// load holds blocks its thread until the load lands: on a
     /// single-threaded executor, whose thread that is, it never lands —
