@@ -475,9 +475,15 @@ mod tests {
                 return;
             }
         };
-        // Whether it grew is read from sysfs itself, not from the growth.
+        // Whether it grew is read from sysfs itself, not from the growth;
+        // with a gigabyte available, it must have.
         if size.pool_count("nr_hugepages") < Some(total + 2) {
             drop(growth);
+            let available = crate::huge::meminfo_bytes("MemAvailable").ok().flatten();
+            assert!(
+                available.is_none_or(|a| a < 1 << 30),
+                "the pool did not grow by 2 pages with {available:?} bytes available"
+            );
             eprintln!("no memory for two 2 MiB pages: not exercised");
             return;
         }
