@@ -343,7 +343,7 @@ mod tests {
         drop(first);
         let other = another_thread_locks(size);
         assert!(
-            other.recv_timeout(Duration::from_millis(200)).is_err(),
+            other.recv_timeout(Duration::from_millis(100)).is_err(),
             "another thread locked the pool while this one held it"
         );
         // Another size's lock is another lock, to other threads too.
@@ -357,7 +357,7 @@ mod tests {
         // And taken again afresh.
         let again = size.lock_pool();
         let other = another_thread_locks(size);
-        assert!(other.recv_timeout(Duration::from_millis(200)).is_err());
+        assert!(other.recv_timeout(Duration::from_millis(100)).is_err());
         drop(again);
         other.recv_timeout(Duration::from_secs(20)).unwrap();
     }
@@ -433,7 +433,7 @@ mod tests {
             // Under the hang guard's limit: a lock never released fails.
             mmbatch_testkit::child::run(NAME, Duration::from_secs(20), &[(CHILD, &path)])
         });
-        std::thread::sleep(Duration::from_secs(1));
+        std::thread::sleep(Duration::from_millis(300));
         std::fs::write(&marker, b"released").unwrap();
         drop(lock);
         let run = child.join().unwrap();
