@@ -126,12 +126,12 @@ fn run_jobs(jobs: &[(&str, Option<String>)], in_diff: Option<&Path>) -> Result<(
 const LAST_COMMIT_BUDGET: usize = 10;
 
 /// CI's step over the last commit (`git diff HEAD~1 HEAD`): the mutants
-/// in the lines it changed, in every library crate it touched but those
-/// in `skip` (which CI runs in full). Where they are more than
+/// in the lines it changed, in every library crate it touched. Where they
+/// are more than
 /// [`LAST_COMMIT_BUDGET`], each crate runs one round-robin shard of
 /// them, picked by the commit's hash, so that successive commits sample
 /// different ones. Fails when a mutant survives.
-pub(crate) fn last_commit(skip: &[&str]) -> Result<(), String> {
+pub(crate) fn last_commit() -> Result<(), String> {
     let git = |args: &[&str]| {
         std::process::Command::new("git")
             .current_dir(root())
@@ -174,12 +174,9 @@ pub(crate) fn last_commit(skip: &[&str]) -> Result<(), String> {
         ));
     }
     let text = String::from_utf8_lossy(&diff.stdout);
-    let touched: Vec<&str> = touched_crates(&text)
-        .into_iter()
-        .filter(|c| !skip.contains(c))
-        .collect();
+    let touched = touched_crates(&text);
     if touched.is_empty() {
-        println!("mutants: the last commit changes no library crate's source (beyond {skip:?})");
+        println!("mutants: the last commit changes no library crate's source");
         return Ok(());
     }
     let out = root().join("target/mutants");
@@ -188,14 +185,7 @@ pub(crate) fn last_commit(skip: &[&str]) -> Result<(), String> {
     fs::write(&file, &diff.stdout).map_err(|e| format!("writing {}: {e}", file.display()))?;
     crate::util::ensure_packages(crate::util::BUILD)?;
     ensure_installed()?;
-    let head = git(&["rev-parse", "HEAD"])?;
-    let seed = u64::from_str_radix(
-        String::from_utf8_lossy(&head.stdout)
-            .get(..12)
-            .unwrap_or("0"),
-        16,
-    )
-    .unwrap_or(0);
+    let seed = head_seed()?;
     let mut counts = Vec::new();
     for krate in touched {
         let mut cmd = cargo_mutants(krate);
@@ -235,6 +225,37 @@ pub(crate) fn last_commit(skip: &[&str]) -> Result<(), String> {
         return Ok(());
     }
     run_jobs(&jobs, Some(&file))
+}
+
+/// One round-robin shard of `parts` of a crate's mutants, picked by
+/// HEAD's hash: each run tests a sample of every file, and successive
+/// commits sample different shards, for a fraction of a whole run's time.
+/// Fails when a mutant survives.
+pub(crate) fn rotation(krate: &'static str, parts: u64) -> Result<(), String> {
+    crate::util::ensure_packages(crate::util::BUILD)?;
+    ensure_installed()?;
+    let shard = format!("{}/{parts}", head_seed()? % parts);
+    println!("mutants: mmbatch-{krate}, shard {shard} (by HEAD's hash)");
+    run_jobs(&[(krate, Some(shard))], None)
+}
+
+/// The first 12 hex digits of HEAD's hash, as a number: the seed that
+/// picks the shards CI tests.
+fn head_seed() -> Result<u64, String> {
+    let head = std::process::Command::new("git")
+        .current_dir(root())
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .map_err(|e| format!("could not run git: {e}"))?;
+    if !head.status.success() {
+        return Err(format!(
+            "git rev-parse HEAD failed: {}",
+            String::from_utf8_lossy(&head.stderr).trim()
+        ));
+    }
+    let hex = String::from_utf8_lossy(&head.stdout);
+    u64::from_str_radix(hex.get(..12).unwrap_or_default(), 16)
+        .map_err(|e| format!("HEAD's hash {:?} is not hex: {e}", hex.trim()))
 }
 
 /// The library crates whose `src/` a unified diff changes, in
