@@ -1028,6 +1028,57 @@ fn a_vmms_hugetlbfs_page_cache_is_mapped_in_huge_pages() {
     assert_eq!(stats.pages_copied, 4, "four huge pages mapped: {stats:?}");
 }
 
+/// A handler built without the protocol's page size (the system's 4 KiB
+/// for 2 MiB hugetlbfs memory) can fill no page: the VMM's reader gets
+/// SIGBUS where the kernel poisons (else stays blocked, as documented),
+/// and the failure names the page size to build with. Poisoned at 4 KiB, the poison was refused as the copy
+/// was (EINVAL), taken for a kernel without it, and the reader blocked
+/// for good.
+#[test]
+fn a_handler_of_the_wrong_page_size_fails_the_reader_and_names_the_size() {
+    if child::is_child() {
+        return vmm_over_huge_page_cache();
+    }
+    let Some(_pool) = mmbatch_testkit::huge::Pool::grow(4) else {
+        return;
+    };
+    let built = std::sync::OnceLock::new();
+    let (run, failure) = with_vmm_until(
+        "a_handler_of_the_wrong_page_size_fails_the_reader_and_names_the_size",
+        "huge-misfit",
+        &[],
+        |l, _| {
+            let (mut stream, hs) = handshake(l);
+            assert_eq!(hs.page_size, mmbatch_testkit::huge::HUGE);
+            let h = std::sync::Arc::new(
+                UffdHandler::builder(hs.uffd, hs.ranges)
+                    .build_over_page_cache()
+                    .unwrap(),
+            );
+            let _ = built.set(h.clone());
+            let _ = std::io::Read::read(&mut stream, &mut [0u8; 1]);
+            h.failure().map(|e| e.to_string())
+        },
+        blocked_since(|| {
+            built
+                .get()
+                .is_some_and(|h: &std::sync::Arc<UffdHandler>| h.failure().is_some())
+        }),
+    );
+    println!("{}", run.output);
+    assert_reader_stopped(&run);
+    let failure = failure.expect("the failure");
+    println!("handler: {failure}");
+    assert!(
+        failure.contains("UFFDIO_CONTINUE of page 0 failed")
+            && failure.contains("EINVAL: the page is not one of the memory's own"),
+        "{failure}"
+    );
+    // The size is learnt from the poison that took it.
+    let size = format!("page_size({})", mmbatch_testkit::huge::HUGE);
+    assert_eq!(failure.contains(&size), poisons(), "{failure}");
+}
+
 /// The VMM for the replay test: maps region B, hands it over, waits for
 /// the handler's word that the replay is done, then checks every page
 /// without having faulted on the recorded ones.

@@ -353,7 +353,10 @@ impl UffdHandlerBuilder {
     /// size (such as 2 MiB) for memory the other process mapped with
     /// `MAP_HUGETLB` or from hugetlbfs, which the kernel fills only a
     /// whole huge page at a time. The source is then read in pages of this
-    /// size, and the fault-around window counts them.
+    /// size, and the fault-around window counts them. A size smaller than
+    /// the memory's fails every page (EINVAL); where the kernel poisons
+    /// (Linux 6.6), the whole huge page is poisoned, so its readers get
+    /// SIGBUS, and [`failure`](UffdHandler::failure) names the size to set.
     pub fn page_size(mut self, bytes: usize) -> Self {
         self.page_size = bytes;
         self

@@ -32,6 +32,11 @@ pub(in crate::uffd) enum Copied {
     Failed(i32),
 }
 
+/// What a copy's or a continue's EINVAL means.
+const EINVAL_HINT: &str = " (EINVAL: the page is not one of the memory's own pages: a handler's \
+     page_size must be the page size the memory is mapped in, a hugetlbfs mapping's huge page \
+     size, and each range must start and end on such pages)";
+
 impl Shared {
     /// `UFFDIO_CONTINUE` of `n` pages from page `first`: maps the pages
     /// that are in the page cache; one already mapped (EEXIST) or not
@@ -104,7 +109,15 @@ impl Shared {
                     self.stats.pages_skipped.fetch_add(1, Ordering::Relaxed);
                     done += 1;
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    let at = first + done as u64;
+                    let hint = if e == Errno::INVAL { EINVAL_HINT } else { "" };
+                    let e = io::Error::from(e);
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("UFFDIO_CONTINUE of page {at} failed: {e}{hint}"),
+                    ));
+                }
             }
         }
         Ok(total)
@@ -138,11 +151,7 @@ impl Shared {
                  kernel may not fault in, such as a mapped file cut short or failing, or a \
                  user-mode-only region's missing pages)"
             }
-            libc::EINVAL => {
-                " (EINVAL: the page is not one of the memory's own pages: a handler's page_size \
-                 must be the page size the memory is mapped in, a hugetlbfs mapping's huge page \
-                 size, and each range must start and end on such pages)"
-            }
+            libc::EINVAL => EINVAL_HINT,
             _ => "",
         };
         Err(io::Error::new(

@@ -4,6 +4,8 @@
 
 use std::{io, sync::atomic::Ordering};
 
+use mmbatch_mmap::HugePageSize;
+
 use super::*;
 
 /// `_IOWR(UFFDIO, _UFFDIO_POISON, struct uffdio_poison)` (0xC020_AA08;
@@ -35,6 +37,10 @@ pub(in crate::uffd) enum Protected {
 /// What `UFFDIO_POISON` made of a page.
 pub(in crate::uffd) enum Poisoned {
     Yes,
+    /// Refused at the handler's page size (EINVAL) and taken for the
+    /// whole huge page of this size around it: the memory is mapped in
+    /// larger pages than the handler was built for.
+    Larger(usize),
     /// Already present (EEXIST): filled meanwhile, nothing to fail.
     Present,
     /// Not available (before Linux 6.6, or refused).
@@ -69,8 +75,14 @@ impl Shared {
             return;
         }
         self.stats.pages_failed.fetch_add(1, Ordering::Relaxed);
+        let (mut cause, mut wake) = (cause, (self.addr(page), self.page));
         let signal = match self.poison_page(page) {
             Poisoned::Yes => Some(FailSignal::Sigbus),
+            Poisoned::Larger(huge) => {
+                cause = misfit(cause, self.page, huge);
+                wake = (huge_page_of(wake.0, huge), huge);
+                Some(FailSignal::Sigbus)
+            }
             Poisoned::Present => return self.unfail(page),
             Poisoned::No => {
                 // Fail point `uffd::before_protect`: a test fills the page
@@ -89,7 +101,7 @@ impl Shared {
             signal,
         });
         if signal.is_some() {
-            let _ = self.uffd.wake(self.addr(page), self.page);
+            let _ = self.uffd.wake(wake.0, wake.1);
         }
         self.tell(told);
     }
@@ -126,22 +138,30 @@ impl Shared {
     pub(in crate::uffd) fn fail_stray(&self, addr: usize) {
         let at = (addr & !(self.page - 1)) as *mut std::ffi::c_void;
         self.stats.pages_failed.fetch_add(1, Ordering::Relaxed);
-        let signal = matches!(self.poison_at(at), Poisoned::Yes).then_some(FailSignal::Sigbus);
+        let mut cause = io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "a fault at {addr:#x}, outside every range the handler was given: the \
+                 process registered memory it did not describe"
+            ),
+        );
+        let (signal, wake) = match self.poison_at(at) {
+            Poisoned::Yes => (Some(FailSignal::Sigbus), (at, self.page)),
+            Poisoned::Larger(huge) => {
+                cause = misfit(cause, self.page, huge);
+                (Some(FailSignal::Sigbus), (huge_page_of(at, huge), huge))
+            }
+            Poisoned::Present | Poisoned::No => (None, (at, self.page)),
+        };
         let told = self.failed_with(Failure {
             page: u64::MAX,
-            cause: io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "a fault at {addr:#x}, outside every range the handler was given: the \
-                     process registered memory it did not describe"
-                ),
-            ),
+            cause,
             signal,
         });
         // Without the poison, waking would only fault it again at once:
         // the reader stays blocked, as a failed page's does.
         if signal.is_some() {
-            let _ = self.uffd.wake(at, self.page);
+            let _ = self.uffd.wake(wake.0, wake.1);
         }
         self.tell(told);
     }
@@ -168,6 +188,14 @@ impl Shared {
     }
 
     /// `UFFDIO_POISON` on the page at `at`, as [`poison_page`](Self::poison_page).
+    ///
+    /// A hugetlb mapping refuses a range that is not whole pages of its
+    /// own size with the EINVAL a kernel without the ioctl gives: so on
+    /// EINVAL the huge page around `at` is poisoned at each larger size
+    /// in turn ([`Poisoned::Larger`]), and only where every one is
+    /// refused is poisoning taken to be missing. Without this a handler
+    /// built with a smaller page size than the memory's turned poisoning
+    /// off at its first failed page, and every reader blocked for good.
     fn poison_at(&self, at: *mut std::ffi::c_void) -> Poisoned {
         if !self.poison.load(Ordering::Relaxed) {
             return Poisoned::No;
@@ -176,11 +204,36 @@ impl Shared {
             self.poison.store(false, Ordering::Relaxed);
             Poisoned::No
         });
-        // EAGAIN: a REMOVE event is pending; read it and try again.
+        match self.poison_range(at, self.page) {
+            Ok(()) => Poisoned::Yes,
+            Err(rustix::io::Errno::EXIST) => Poisoned::Present,
+            Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOTTY) => {
+                let larger = [HugePageSize::Size2M, HugePageSize::Size1G]
+                    .map(HugePageSize::bytes)
+                    .into_iter()
+                    .filter(|&huge| huge > self.page);
+                for huge in larger {
+                    match self.poison_range(huge_page_of(at, huge), huge) {
+                        Ok(()) => return Poisoned::Larger(huge),
+                        Err(rustix::io::Errno::EXIST) => return Poisoned::Present,
+                        Err(_) => {}
+                    }
+                }
+                self.poison.store(false, Ordering::Relaxed);
+                Poisoned::No
+            }
+            Err(_) => Poisoned::No,
+        }
+    }
+
+    /// One `UFFDIO_POISON` of `len` bytes at `at` (not waking its
+    /// readers), tried again while a REMOVE event is pending (EAGAIN);
+    /// ENOENT once the region is retired.
+    fn poison_range(&self, at: *mut std::ffi::c_void, len: usize) -> rustix::io::Result<()> {
         for _ in 0..100 {
             let mut arg = UffdioPoison {
                 start: at as u64,
-                len: self.page as u64,
+                len: len as u64,
                 mode: UFFDIO_POISON_MODE_DONTWAKE,
                 updated: 0,
             };
@@ -191,23 +244,17 @@ impl Shared {
                 // Under `events`, as a copy: none once the region is retired.
                 let _installing = self.events.read().unwrap_or_else(|e| e.into_inner());
                 if self.is_retired() {
-                    return Poisoned::No;
+                    return Err(rustix::io::Errno::NOENT);
                 }
                 // SAFETY: the ioctl acts only on our registered range.
                 unsafe { rustix::ioctl::ioctl(&self.uffd, op) }
             };
             match r {
-                Ok(()) => return Poisoned::Yes,
                 Err(rustix::io::Errno::AGAIN) => self.pump_events(),
-                Err(rustix::io::Errno::EXIST) => return Poisoned::Present,
-                Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOTTY) => {
-                    self.poison.store(false, Ordering::Relaxed);
-                    return Poisoned::No;
-                }
-                Err(_) => return Poisoned::No,
+                r => return r,
             }
         }
-        Poisoned::No
+        Err(rustix::io::Errno::AGAIN)
     }
 
     /// The fallback: `PROT_NONE` on `page` (not waking its readers), whose
@@ -297,6 +344,24 @@ fn pte_maps(pagemap: &std::fs::File, addr: usize) -> io::Result<bool> {
     let mut entry = [0u8; 8];
     std::os::unix::fs::FileExt::read_exact_at(pagemap, &mut entry, at)?;
     Ok(u64::from_ne_bytes(entry) & (PM_PRESENT | PM_SWAP) != 0)
+}
+
+/// The start of the `huge`-byte page holding `at`.
+fn huge_page_of(at: *mut std::ffi::c_void, huge: usize) -> *mut std::ffi::c_void {
+    (at as usize & !(huge - 1)) as *mut std::ffi::c_void
+}
+
+/// `cause` with what a poison at a larger size showed: the memory's page
+/// size, and the setting that fixes it.
+fn misfit(cause: io::Error, page: usize, huge: usize) -> io::Error {
+    io::Error::new(
+        cause.kind(),
+        format!(
+            "{cause}; the memory is mapped in {huge}-byte pages, not the handler's {page} \
+             (its readers were stopped by poisoning the whole page): build the handler with \
+             page_size({huge})"
+        ),
+    )
 }
 
 #[cfg(test)]
