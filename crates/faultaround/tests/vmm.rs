@@ -1070,7 +1070,7 @@ fn a_handler_of_the_wrong_page_size_fails_the_reader_and_names_the_size() {
     let failure = failure.expect("the failure");
     println!("handler: {failure}");
     assert!(
-        failure.contains("UFFDIO_CONTINUE of page 0 failed")
+        failure.contains("UFFDIO_CONTINUE of 1 page(s) from page 0 failed")
             && failure.contains("EINVAL: the page is not one of the memory's own"),
         "{failure}"
     );

@@ -47,7 +47,8 @@ impl Shared {
         let (mut done, mut total) = (0, 0);
         let mut again = Backoff::new(self);
         while done < n {
-            let m = self.in_area(first + done as u64, n - done);
+            let at = first + done as u64;
+            let m = self.in_area(at, n - done);
             if m == 0 {
                 // Between two areas: nothing there to map.
                 done += 1;
@@ -55,7 +56,7 @@ impl Shared {
             }
             let mut arg = uffdio_continue {
                 range: uffdio_range {
-                    start: self.addr(first + done as u64) as u64,
+                    start: self.addr(at) as u64,
                     len: (m * self.page) as u64,
                 },
                 mode: if wake {
@@ -84,9 +85,9 @@ impl Shared {
                 .min(m);
             // Marked under `events`, as a copy's are: a REMOVE read after
             // this clears what it set.
-            self.mark_installed(first + done as u64, mapped, true);
+            self.mark_installed(at, mapped, true);
             if r == Err(Errno::EXIST) {
-                self.mark_installed(first + (done + mapped) as u64, 1, true);
+                self.mark_installed(at + mapped as u64, 1, true);
             }
             drop(copying);
             self.stats
@@ -110,12 +111,11 @@ impl Shared {
                     done += 1;
                 }
                 Err(e) => {
-                    let at = first + done as u64;
                     let hint = if e == Errno::INVAL { EINVAL_HINT } else { "" };
                     let e = io::Error::from(e);
                     return Err(io::Error::new(
                         e.kind(),
-                        format!("UFFDIO_CONTINUE of page {at} failed: {e}{hint}"),
+                        format!("UFFDIO_CONTINUE of {m} page(s) from page {at} failed: {e}{hint}"),
                     ));
                 }
             }
