@@ -49,7 +49,10 @@
 //!   `EAGAIN` and partial copies are retried (a bounded number of times),
 //!   and dropping the region stops and joins its handler threads before
 //!   unmapping (but for those stuck inside the source past the source
-//!   timeout, which install nothing from then on: see below).
+//!   timeout, which install nothing from then on: see below). An access
+//!   still waiting on a page as the region drops (only through its
+//!   address: another thread's, or KVM's in a VMM) then fails, SIGSEGV
+//!   or EFAULT, and never reads zeros.
 //! - A child of `fork(2)` never reads zeros where the source's data was
 //!   still to come (the kernel would hand it the range unregistered): an
 //!   anonymous region being served is not inherited (`MADV_DONTFORK`),

@@ -481,3 +481,101 @@ fn a_page_cache_from_a_source_mapping_cut_short_fails_its_page() {
     assert!(e.to_string().contains("EFAULT"), "{e}");
     std::process::exit(0);
 }
+
+/// A source that holds each read until `go` is set, saying when one is
+/// waiting.
+struct Held {
+    data: Vec<u8>,
+    waiting: Arc<std::sync::atomic::AtomicBool>,
+    go: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl PageSource for Held {
+    fn len(&self) -> u64 {
+        self.data.len() as u64
+    }
+
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
+        use std::sync::atomic::Ordering;
+        self.waiting.store(true, Ordering::Release);
+        while !self.go.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let at = index as usize * PAGE;
+        buf.copy_from_slice(&self.data[at..at + PAGE]);
+        PageRead::Ready
+    }
+}
+
+/// A region dropped while the kernel still waits on one of its pages (a
+/// VMM's vCPU under KVM reads guest memory through the region's address,
+/// not a borrow, so nothing holds the drop back): the access fails with
+/// EFAULT. The drop unregistered the range before unmapping it, which
+/// woke the waiting access into the range's ordinary fault: `write(2)`
+/// sent a page of zeros the guest never had.
+#[test]
+fn a_kernel_access_waiting_across_the_drop_fails_rather_than_reads_zeros() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let name = "a_kernel_access_waiting_across_the_drop_fails_rather_than_reads_zeros";
+    let _hang = mmbatch_testkit::hang_guard(name);
+    let src = image(16);
+    for round in 0..4 {
+        let (waiting, go) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let r = UffdRegion::builder(16 * PAGE)
+            .source_timeout(Duration::from_millis(200))
+            .build(Held {
+                data: src.clone(),
+                waiting: waiting.clone(),
+                go: go.clone(),
+            })
+            .unwrap();
+        if !all_faults(&r, name) {
+            return;
+        }
+        let at = r.as_ptr() as usize + 3 * PAGE;
+        let (mut rd, wr) = pipe();
+        let writer = std::thread::spawn(move || {
+            use std::os::fd::AsRawFd;
+            // SAFETY: a page of the region, which the drop may unmap
+            // while the call waits on it: the kernel then fails the copy
+            // (EFAULT), which is what is tested.
+            let n = unsafe { libc::write(wr.as_raw_fd(), at as *const libc::c_void, PAGE) };
+            (n, std::io::Error::last_os_error().raw_os_error())
+        });
+        mmbatch_testkit::wait_until(
+            "the handler's read of page 3",
+            Duration::from_secs(10),
+            || waiting.load(Ordering::Acquire),
+        );
+        drop(r);
+        go.store(true, Ordering::Release);
+        let (n, errno) = writer.join().unwrap();
+        if n > 0 {
+            let mut sent = vec![0u8; n as usize];
+            rd.read_exact(&mut sent).unwrap();
+            let what = if sent.iter().all(|&b| b == 0) {
+                "zeros"
+            } else {
+                "bytes"
+            };
+            panic!("round {round}: write(2) of a page waiting across the drop sent {n} {what}");
+        }
+        assert_eq!((n, errno), (-1, Some(libc::EFAULT)), "round {round}");
+    }
+}
+
+/// A pipe, as its read and write ends (a page fits in its buffer).
+fn pipe() -> (std::fs::File, std::fs::File) {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: a fresh descriptor of ours, owned once.
+    let rd = unsafe { std::fs::File::from_raw_fd(fds[0]) };
+    // SAFETY: as above.
+    let wr = unsafe { std::fs::File::from_raw_fd(fds[1]) };
+    (rd, wr)
+}

@@ -477,10 +477,7 @@ impl Drop for UffdHandler {
         // for whoever reads the descriptor next (a handler built on a
         // duplicate of it): it queues a fault once, and the ranges stay
         // registered (the other process's).
-        for area in self.shared.areas.iter() {
-            let at = area.addresses(self.shared.page);
-            let _ = self.shared.uffd.wake(at.start as *mut _, at.len());
-        }
+        self.shared.wake_all();
     }
 }
 

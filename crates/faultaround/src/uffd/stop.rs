@@ -157,6 +157,16 @@ impl Shared {
         self.retired.load(Ordering::Acquire)
     }
 
+    /// Wakes every access waiting on a page of any area (`UFFDIO_WAKE`),
+    /// to fault again: into whatever is mapped there by then.
+    pub(super) fn wake_all(&self) {
+        for a in self.areas.iter() {
+            let _ = self
+                .uffd
+                .wake(a.base as *mut c_void, a.addresses(self.page).len());
+        }
+    }
+
     /// Unregisters every area (a failure is left: the range is gone, or
     /// its process has exited).
     pub(super) fn unregister(&self) {
@@ -218,10 +228,15 @@ impl Drop for UffdRegion {
             super::fork::release(m.as_ptr() as usize);
         }
         s.retire();
-        s.unregister();
         // Unmapped under the lock: a handler left running checks `mapping`
-        // before touching the range.
+        // before touching the range. Unmapped before anything waiting is
+        // woken: an access still waiting on a page (another thread's
+        // through a raw pointer, or KVM's, which reads guest memory by
+        // address) then fails, SIGSEGV or EFAULT; unregistering first
+        // woke it into the range's ordinary fault, and it read zeros.
+        // The unmap ends the registration with the mapping.
         drop(mapping.take());
+        s.wake_all();
     }
 }
 
