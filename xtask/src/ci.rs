@@ -428,11 +428,11 @@ pub(crate) fn run(only: &[String]) -> Result<(), String> {
             Some(why) => Outcome::Skip(why),
             None => done(crate::miri::run()),
         }),
-        ("mutants (a quarter of mmap's, by commit)", || {
+        ("mutants (a quarter of mmap's, in turn)", || {
             // The smallest library crate, a round-robin quarter of its
-            // mutants picked by HEAD's hash (about 40 of 160, 100 s; all
-            // of them took 400 s, a fifth of CI): any survivor fails, and
-            // four commits test about all of them. The other crates' runs
+            // mutants in turn by the commit count (about 40 of 160, 150 s;
+            // all of them took 400 s, a fifth of CI): any survivor fails,
+            // and any four successive commits test all of them. The other crates' runs
             // take 9 minutes (pagevec) to hours (cache): `cargo xtask
             // mutants CRATE`, scores in ARCHITECTURE.
             done(crate::mutants::rotation("mmap", 4))

@@ -52,7 +52,8 @@
 //!   timeout, which install nothing from then on: see below). An access
 //!   still waiting on a page as the region drops (only through its
 //!   address: another thread's, or KVM's in a VMM) then fails, SIGSEGV
-//!   or EFAULT, and never reads zeros.
+//!   or EFAULT, rather than reading zeros (unless the process maps that
+//!   address again first).
 //! - A child of `fork(2)` never reads zeros where the source's data was
 //!   still to come (the kernel would hand it the range unregistered): an
 //!   anonymous region being served is not inherited (`MADV_DONTFORK`),

@@ -1249,10 +1249,10 @@ fn a_page_written_before_registration_is_kept_and_counted() {
     let _hang =
         mmbatch_testkit::hang_guard("a_page_written_before_registration_is_kept_and_counted");
     let recorded = [3u64, 4, WRITTEN_FIRST as u64, 9];
-    let (run, (waited, stats, installed)) = with_vmm(
+    let (run, (waited, stats, _, installed)) = with_vmm(
         "a_page_written_before_registration_is_kept_and_counted",
         "written-first",
-        |l, image| replay_then_release(l, recorded, |b| b.build(image)),
+        |l, image| replay_then_release(l, &recorded, |b| b.build(image)),
     );
     println!("{}", run.output);
     run.expect_success();
@@ -1262,10 +1262,10 @@ fn a_page_written_before_registration_is_kept_and_counted() {
     assert_eq!(installed, B_PAGES, "{stats:?}");
 }
 
-/// The VMM for the test of pages mapped before registration: its guest
+/// The VMM for the tests of pages mapped before registration: its guest
 /// memory (one range, B) a memfd holding the image's first `B_PAGES`,
 /// every page read (so mapped) before it registers the range for minor
-/// faults.
+/// faults, or only the pages `MMBATCH_VMM_MAPPED` lists.
 fn vmm_mapped_first() {
     let socket = std::env::var(SOCKET).unwrap();
     let image = std::fs::read(std::env::var(IMAGE).unwrap()).unwrap();
@@ -1273,9 +1273,16 @@ fn vmm_mapped_first() {
     let mut memfd = File::from(fd);
     memfd.write_all(&image[..B_PAGES * page()]).unwrap();
     let b = map_shared(&memfd, B_PAGES, 0);
-    for p in 0..B_PAGES {
-        // SAFETY: a page of our mapping, inside the file.
-        let _ = unsafe { b.wrapping_add(p * page()).read_volatile() };
+    let mapped: Vec<usize> = match std::env::var("MMBATCH_VMM_MAPPED") {
+        Ok(list) => list.split(',').map(|p| p.parse().unwrap()).collect(),
+        Err(_) => (0..B_PAGES).collect(),
+    };
+    for p in mapped {
+        let at = b.wrapping_add(p * page());
+        // SAFETY: a page of our mapping, inside the file, written with
+        // the byte it holds: a write fault maps that page alone, where a
+        // read's maps the kernel's fault-around window of cached pages.
+        unsafe { at.write_volatile(image[p * page()]) };
     }
     let uffd = vmm::userfaultfd_registered(
         &[(b, B_PAGES * page())],
@@ -1305,10 +1312,10 @@ fn a_page_mapped_before_registration_is_counted_in_place() {
     let _hang =
         mmbatch_testkit::hang_guard("a_page_mapped_before_registration_is_counted_in_place");
     let recorded = [3u64, 4, 5, 9];
-    let (run, (waited, stats, installed)) = with_vmm(
+    let (run, (waited, stats, _, installed)) = with_vmm(
         "a_page_mapped_before_registration_is_counted_in_place",
         "mapped-first",
-        |l, _| replay_then_release(l, recorded, UffdHandlerBuilder::build_over_page_cache),
+        |l, _| replay_then_release(l, &recorded, UffdHandlerBuilder::build_over_page_cache),
     );
     println!("{}", run.output);
     run.expect_success();
@@ -1317,23 +1324,57 @@ fn a_page_mapped_before_registration_is_counted_in_place() {
     assert_eq!(installed, recorded.len(), "{stats:?}");
 }
 
+/// A replayed run whose middle page the other process mapped before it
+/// registered (one `UFFDIO_CONTINUE` maps pages 3 and 4 and stops short
+/// with EAGAIN; the next finds 5 present) counts that page: after the
+/// replay the handler knows pages 1, 3, 4, 5 and 9 installed.
+#[test]
+fn a_page_mapped_before_registration_inside_a_replayed_run_is_counted() {
+    if child::is_child() {
+        return vmm_mapped_first();
+    }
+    let name = "a_page_mapped_before_registration_inside_a_replayed_run_is_counted";
+    let _hang = mmbatch_testkit::hang_guard(name);
+    let recorded = [1u64, 3, 4, 5, 9];
+    let (run, (waited, stats, replayed, _)) = with_vmm_until(
+        name,
+        "mapped-some",
+        &[("MMBATCH_VMM_MAPPED", "5,9")],
+        |l, _| replay_then_release(l, &recorded, UffdHandlerBuilder::build_over_page_cache),
+        || false,
+    );
+    println!("{}", run.output);
+    run.expect_success();
+    println!("handler at the end: {stats:?}, {replayed} pages installed by the replay");
+    assert!(waited, "wait_replayed gave up");
+    assert_eq!(stats.already_present, 2, "{stats:?}");
+    assert_eq!(replayed, recorded.len(), "{stats:?}");
+}
+
 /// The handler side of the tests of pages present before registration:
 /// takes the VMM's userfaultfd and ranges, replays `recorded` (pages of
 /// range B) with the handler `build` makes, lets the VMM read once the
 /// replay is done, and returns whether it was, the handler's stats and
-/// its installed pages.
+/// its installed pages after the replay and at the end.
 fn replay_then_release(
     l: &UnixListener,
-    recorded: [u64; 4],
+    recorded: &[u64],
     build: impl FnOnce(UffdHandlerBuilder) -> Result<UffdHandler, mmbatch_faultaround::Error>,
-) -> (bool, UffdStats, usize) {
+) -> (bool, UffdStats, usize, usize) {
     let (mut stream, hs) = handshake(l);
-    let record = Record::new(page(), (B_PAGES * page()) as u64, "", recorded).unwrap();
+    let record = Record::new(
+        page(),
+        (B_PAGES * page()) as u64,
+        "",
+        recorded.iter().copied(),
+    )
+    .unwrap();
     let h = build(UffdHandler::builder(hs.uffd, hs.ranges).replay(record)).unwrap();
     let waited = h.wait_replayed(Duration::from_secs(10));
+    let replayed = h.installed_pages();
     stream.write_all(b"go").unwrap();
     let _ = std::io::Read::read(&mut stream, &mut [0u8; 1]);
-    (waited, h.stats(), h.installed_pages())
+    (waited, h.stats(), replayed, h.installed_pages())
 }
 
 /// A source that fails one page.

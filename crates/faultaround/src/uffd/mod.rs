@@ -150,9 +150,10 @@ pub(crate) const DEFAULT_SOURCE_TIMEOUT: Duration = Duration::from_secs(30);
 /// ready, up to the not-ready timeout). Dropping the region stops its
 /// threads, waiting up to the source timeout for a handler inside a
 /// source call (with `Duration::MAX`, for as long as the call takes), then
-/// unregisters and unmaps: stop everything that uses its memory through a
-/// pointer first (vCPU threads, KVM memslots, io_uring buffers), or such
-/// an access may read a page the handlers no longer fill.
+/// unmaps: stop everything that uses its memory through a pointer first
+/// (vCPU threads, KVM memslots, io_uring buffers), or such an access
+/// fails (SIGSEGV, or EFAULT for the kernel's), or meets whatever the
+/// process maps at that address next.
 pub struct UffdRegion {
     shared: Arc<Shared>,
     shut_down: AtomicBool,
@@ -451,7 +452,7 @@ impl UffdRegion {
             fork::serve(region.as_ptr() as usize, len);
         }
         // From here `region`'s drop undoes everything: the threads started
-        // are stopped and joined, the range unregistered and unmapped.
+        // are stopped and joined, the range unmapped.
         region.shared.launch(settings, working_set)?;
         Ok(region)
     }

@@ -218,8 +218,9 @@ impl Drop for UffdRegion {
             // A child's copy: left as it is (see `Shared::in_owner`).
             return;
         }
-        // No access can be in flight (we are borrowed mutably), so the
-        // handlers can simply stop.
+        // No access through the region can be in flight (it is borrowed
+        // mutably), so the handlers can simply stop; one through its
+        // address (another thread's, KVM's) is failed below.
         self.shared.stop_handlers();
         let s = &self.shared;
         let mut mapping = s.mapping.write().unwrap_or_else(|e| e.into_inner());
@@ -232,10 +233,24 @@ impl Drop for UffdRegion {
         // before touching the range. Unmapped before anything waiting is
         // woken: an access still waiting on a page (another thread's
         // through a raw pointer, or KVM's, which reads guest memory by
-        // address) then fails, SIGSEGV or EFAULT; unregistering first
-        // woke it into the range's ordinary fault, and it read zeros.
-        // The unmap ends the registration with the mapping.
-        drop(mapping.take());
+        // address) then fails, SIGSEGV or EFAULT, unless the address is
+        // mapped again first; unregistering first woke it into the
+        // range's ordinary fault, and it read zeros. The unmap ends the
+        // registration with the mapping.
+        if let Some(m) = mapping.take() {
+            let (ptr, len, prot) = m.into_raw_parts();
+            // SAFETY: the region's whole mapping, which nothing borrows
+            // any more (the region is being dropped).
+            if unsafe { rustix::mm::munmap(ptr.as_ptr().cast(), len) }.is_err() {
+                // Refused (ENOMEM at `vm.max_map_count`): unregistered
+                // first, since the `Mapping`'s drop then releases the
+                // pages with MADV_DONTNEED, whose REMOVE event would wait
+                // for a handler that has stopped.
+                s.unregister();
+                // SAFETY: refused, the range is still ours and mapped.
+                drop(unsafe { mmbatch_mmap::Mapping::from_raw_parts(ptr, len, prot) });
+            }
+        }
         s.wake_all();
     }
 }

@@ -87,7 +87,9 @@ impl Shared {
             // this clears what it set.
             self.mark_installed(at, mapped, true);
             if r == Err(Errno::EXIST) {
-                self.mark_installed(at + mapped as u64, 1, true);
+                // An error maps nothing (`mapped` holds the errno; a
+                // partial map is EAGAIN): the page found present is `at`.
+                self.mark_installed(at, 1, true);
             }
             drop(copying);
             self.stats

@@ -193,7 +193,8 @@ impl Shared {
     /// own size with the EINVAL a kernel without the ioctl gives: so on
     /// EINVAL the huge page around `at` is poisoned at each larger size
     /// in turn ([`Poisoned::Larger`]), and only where every one is
-    /// refused is poisoning taken to be missing. Without this a handler
+    /// refused so is poisoning taken to be missing (another error ends
+    /// the tries for this page alone). Without this a handler
     /// built with a smaller page size than the memory's turned poisoning
     /// off at its first failed page, and every reader blocked for good.
     fn poison_at(&self, at: *mut std::ffi::c_void) -> Poisoned {
@@ -216,7 +217,11 @@ impl Shared {
                     match self.poison_range(huge_page_of(at, huge), huge) {
                         Ok(()) => return Poisoned::Larger(huge),
                         Err(rustix::io::Errno::EXIST) => return Poisoned::Present,
-                        Err(_) => {}
+                        // Not this size either: the next.
+                        Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOTTY) => {}
+                        // Another refusal (the range gone, no memory): this
+                        // page is not poisoned, and the next may be.
+                        Err(_) => return Poisoned::No,
                     }
                 }
                 self.poison.store(false, Ordering::Relaxed);
