@@ -461,7 +461,7 @@ impl FaultLockedRegion {
                     max: MAX_FAULT_REGIONS,
                 })?;
             install(&mut reg)?;
-            if let Err(e) = region.protect(0, region.len(), MprotectFlags::empty()) {
+            if let Err(e) = region.protect_range(0, region.len(), MprotectFlags::empty()) {
                 if !reg.used.iter().any(|u| *u) {
                     uninstall(&mut reg);
                 }
@@ -594,7 +594,7 @@ impl FaultLockedRegion {
             self.region.len(),
             rustix::io::Errno::NOMEM
         )));
-        self.region.protect(0, self.region.len(), open)
+        self.region.protect_range(0, self.region.len(), open)
     }
 }
 

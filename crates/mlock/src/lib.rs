@@ -107,7 +107,7 @@ pub use error::Error;
 #[cfg(feature = "fault-locked")]
 pub use fault::{FaultLockedRegion, MAX_FAULT_REGIONS};
 pub use mmbatch_mmap::{HugePageSize, HugePagesUnavailable};
-pub use region::{LockPolicy, LockedRegion, Pages, RegionBuilder};
+pub use region::{Access, LockPolicy, LockedRegion, Pages, RegionBuilder};
 
 /// This crate's README examples, compiled and run as doctests.
 #[cfg(doctest)]

@@ -687,3 +687,22 @@ fn a_late_refusal_gives_back_a_named_reservation() {
     }
     scenario.teardown();
 }
+
+/// A protection the kernel refuses is its error, named, and leaves the
+/// region's access as it was.
+#[test]
+fn a_refused_protection_is_named_and_changes_nothing() {
+    use mmbatch_mlock::Access;
+    let scenario = FailScenario::setup();
+    let mut r = LockedRegion::builder(MIB).build().unwrap();
+    fail::cfg("mlock::mprotect", "return(EPERM)").unwrap();
+    let e = r.protect(Access::None).unwrap_err();
+    println!("{e}");
+    assert!(e.to_string().contains("mprotect"), "{e}");
+    assert_eq!(r.access(), Access::ReadWrite);
+    r.as_mut_slice().unwrap()[0] = 1;
+    fail::remove("mlock::mprotect");
+    r.protect(Access::None).unwrap();
+    assert_eq!(r.access(), Access::None);
+    drop(scenario);
+}

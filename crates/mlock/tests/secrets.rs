@@ -432,3 +432,123 @@ fn a_forked_childs_drop_leaves_the_parents_secret() {
         );
     }
 }
+
+/// How a child forked now ends after reading the byte at `at`: exit 0, or
+/// the signal that killed it.
+fn a_child_reading(at: *const u8) -> WaitStatus {
+    let at = at as usize;
+    // SAFETY: the child reads one byte and calls `_exit`, both
+    // async-signal-safe, and nothing else.
+    match unsafe { fork() }.unwrap() {
+        ForkResult::Child => {
+            // SAFETY: the region's first byte, mapped in the child at the
+            // same address: readable, or a SIGSEGV, which is the test.
+            let _ = unsafe { (at as *const u8).read_volatile() };
+            // SAFETY: as above.
+            unsafe { libc::_exit(0) }
+        }
+        ForkResult::Parent { child } => waitpid(child, None).unwrap(),
+    }
+}
+
+/// A secret protected with `Access::None` kills a reader with SIGSEGV and
+/// stays locked and resident meanwhile; `Read` gives it back read-only,
+/// `ReadWrite` writable, its bytes kept throughout.
+#[test]
+fn a_secret_protected_from_access_cannot_be_read_and_stays_locked() {
+    use mmbatch_mlock::Access;
+    use nix::sys::signal::Signal;
+    let len = 4 * accounting::page_size();
+    let mut r = LockedRegion::builder(len).build().unwrap();
+    assert_eq!(r.access(), Access::ReadWrite);
+    r.as_mut_slice().unwrap().fill(SECRET);
+    let locked = r.locked_bytes().unwrap();
+    assert_eq!(locked, len as u64);
+    r.protect(Access::None).unwrap();
+    assert_eq!(r.access(), Access::None);
+    assert!(r.as_mut_slice().is_none());
+    assert!(
+        matches!(
+            a_child_reading(r.as_ptr()),
+            WaitStatus::Signaled(_, Signal::SIGSEGV, _)
+        ),
+        "a read of a region protected from access did not fault"
+    );
+    assert_eq!(
+        r.locked_bytes().unwrap(),
+        locked,
+        "unlocked by the protection"
+    );
+    assert_eq!(r.resident_pages().unwrap(), 4);
+    r.protect(Access::Read).unwrap();
+    assert!(matches!(
+        a_child_reading(r.as_ptr()),
+        WaitStatus::Exited(_, 0)
+    ));
+    assert!(r.as_slice().iter().all(|&b| b == SECRET));
+    assert!(r.as_mut_slice().is_none(), "writable while Read");
+    r.protect(Access::ReadWrite).unwrap();
+    r.as_mut_slice().unwrap()[0] = 1;
+    assert_eq!(r.as_slice()[..2], [1, SECRET]);
+}
+
+/// No reference to memory the process cannot read is handed out.
+#[test]
+#[should_panic(expected = "as_slice on a region protected with Access::None")]
+fn a_slice_of_a_region_protected_from_access_panics() {
+    let mut r = LockedRegion::builder(accounting::page_size())
+        .build()
+        .unwrap();
+    r.protect(mmbatch_mlock::Access::None).unwrap();
+    let _ = r.as_slice();
+}
+
+/// A region built read-only is not made writable by `protect`; the other
+/// accesses it takes.
+#[test]
+fn a_read_only_region_is_not_made_writable() {
+    use mmbatch_mlock::Access;
+    let page = accounting::page_size();
+    let fd = rustix::fs::memfd_create("ro", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    rustix::fs::ftruncate(&fd, page as u64).unwrap();
+    // SAFETY: the memfd is this test's own; nothing else maps, writes or
+    // truncates it while the region lives.
+    let mut r = unsafe { LockedRegion::builder(page).file(fd.as_fd(), 0, true) }
+        .read_only()
+        .build()
+        .unwrap();
+    assert_eq!(r.access(), Access::Read);
+    let e = r.protect(Access::ReadWrite).unwrap_err();
+    assert!(
+        matches!(e, Error::BadFlags { .. }) && e.to_string().contains("read_only"),
+        "{e}"
+    );
+    assert_eq!(r.access(), Access::Read, "a refusal changes nothing");
+    r.protect(Access::None).unwrap();
+    r.protect(Access::Read).unwrap();
+    assert!(r.as_slice().iter().all(|&b| b == 0));
+}
+
+/// `zero_on_drop` zeroes a region left protected from access: the drop
+/// opens it first (zeroing it as it was faulted the process).
+#[test]
+fn zero_on_drop_zeroes_a_region_protected_from_access() {
+    use mmbatch_mlock::Access;
+    let page = accounting::page_size();
+    for access in [Access::None, Access::Read] {
+        let fd = rustix::fs::memfd_create("secret", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        rustix::fs::ftruncate(&fd, 2 * page as u64).unwrap();
+        // SAFETY: the memfd is this test's own; nothing else maps, writes
+        // or truncates it while the region lives.
+        let mut r = unsafe { LockedRegion::builder(2 * page).file(fd.as_fd(), 0, true) }
+            .zero_on_drop()
+            .build()
+            .unwrap();
+        r.as_mut_slice().unwrap().fill(SECRET);
+        r.protect(access).unwrap();
+        drop(r);
+        let mut back = vec![0xFF; 2 * page];
+        assert_eq!(rustix::io::pread(&fd, &mut back, 0).unwrap(), 2 * page);
+        assert!(back.iter().all(|&b| b == 0), "{access:?}: not zeroed");
+    }
+}

@@ -10,7 +10,7 @@ use rustix::{
     mm::{MapFlags, MprotectFlags, ProtFlags},
 };
 
-use super::{LockPolicy, LockedRegion, Pages, RegionBuilder, errno};
+use super::{Access, LockPolicy, LockedRegion, Pages, RegionBuilder, errno};
 use crate::{Error, accounting};
 
 impl RegionBuilder<'_> {
@@ -65,6 +65,7 @@ impl RegionBuilder<'_> {
             hugetlb: false,
             secret: false,
             read_only: self.read_only,
+            access: Access::built(self.read_only),
             zero_on_drop: None,
         };
         let map_locked = self.map_locked && self.policy == LockPolicy::Populate;

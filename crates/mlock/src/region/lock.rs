@@ -181,7 +181,7 @@ impl LockedRegion {
     /// Changes the protection of `[offset, offset + len)` (`mprotect`):
     /// `FaultLockedRegion`'s alone.
     #[cfg(feature = "fault-locked")]
-    pub(crate) fn protect(
+    pub(crate) fn protect_range(
         &self,
         offset: usize,
         len: usize,

@@ -486,6 +486,7 @@ impl<'fd> RegionBuilder<'fd> {
             hugetlb: true,
             secret: false,
             read_only: self.read_only,
+            access: Access::built(self.read_only),
             zero_on_drop: None,
         })
     }
@@ -620,6 +621,42 @@ pub struct LockedRegion {
     /// fault in ([`RegionBuilder::secret_memory`]).
     secret: bool,
     read_only: bool,
+    /// What [`protect`](Self::protect) last set, or the build's.
+    access: Access,
+}
+
+/// What the process may do with a region's memory, as
+/// [`LockedRegion::protect`] sets it (`mprotect`; libsodium's
+/// `sodium_mprotect_noaccess`, `_readonly` and `_readwrite`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// None: a read or write kills the process with SIGSEGV, so a secret
+    /// at rest is not read by a stray pointer or an over-read.
+    None,
+    /// Reads only.
+    Read,
+    /// Reads and writes: a writable region's access as built.
+    ReadWrite,
+}
+
+impl Access {
+    /// A region's access as built.
+    fn built(read_only: bool) -> Self {
+        if read_only {
+            Access::Read
+        } else {
+            Access::ReadWrite
+        }
+    }
+
+    fn prot(self) -> rustix::mm::MprotectFlags {
+        use rustix::mm::MprotectFlags;
+        match self {
+            Access::None => MprotectFlags::empty(),
+            Access::Read => MprotectFlags::READ,
+            Access::ReadWrite => MprotectFlags::READ | MprotectFlags::WRITE,
+        }
+    }
 }
 
 impl LockedRegion {
@@ -719,20 +756,75 @@ impl LockedRegion {
     }
 
     /// The memory.
+    ///
+    /// # Panics
+    /// If [`protect`](Self::protect) made it [`Access::None`]: no reference
+    /// to memory the process cannot read is handed out.
     pub fn as_slice(&self) -> &[u8] {
+        assert!(
+            self.access != Access::None,
+            "LockedRegion::as_slice on a region protected with Access::None: \
+             protect(Access::Read) first"
+        );
         // SAFETY: [ptr, ptr + len) is a readable mapping we own for &self's
-        // lifetime.
+        // lifetime (`protect`, which could change that, takes `&mut self`).
         unsafe { std::slice::from_raw_parts(self.as_ptr(), self.len) }
     }
 
-    /// Whether the region was mapped writable.
+    /// Whether the region was mapped writable (whatever
+    /// [`protect`](Self::protect) has made it since: see
+    /// [`access`](Self::access)).
     pub fn writable(&self) -> bool {
         !self.read_only
     }
 
-    /// The memory, writable; `None` for a read-only region.
+    /// What the process may do with the memory now: the build's
+    /// ([`Access::Read`] for a read-only region, else
+    /// [`Access::ReadWrite`]), or what [`protect`](Self::protect) set.
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    /// Sets what the process may do with the memory (`mprotect` of the
+    /// whole region). A secret kept [`Access::None`] between uses cannot
+    /// be read by a stray pointer or an over-read, and stays locked and
+    /// resident meanwhile; [`zero_on_drop`](RegionBuilder::zero_on_drop)
+    /// opens it again to zero it. Takes `&mut self`, so no slice of the
+    /// memory lives across the change.
+    ///
+    /// # Errors
+    /// [`Error::BadFlags`] for [`Access::ReadWrite`] on a region built
+    /// [`read_only`](RegionBuilder::read_only); the kernel's refusal of
+    /// the `mprotect` (at `vm.max_map_count`, where the change must split
+    /// a mapping), named. Refused, the access is as it was.
+    pub fn protect(&mut self, access: Access) -> Result<(), Error> {
+        if access == Access::ReadWrite && self.read_only {
+            return Err(Error::BadFlags {
+                op: "LockedRegion::protect",
+                why: "the region was built read_only: build it without read_only to write it",
+            });
+        }
+        // Fail point `mlock::mprotect` plays the kernel's refusal.
+        fail_point!("mlock::mprotect", |arg| Err(Error::from_sys(
+            "mprotect",
+            self.len,
+            injected(arg)
+        )));
+        // SAFETY: the region's own pages, borrowed exclusively: no
+        // reference into them is alive to see the change.
+        unsafe { rustix::mm::mprotect(self.as_ptr().cast(), self.len, access.prot()) }
+            .map_err(|e| Error::from_sys("mprotect", self.len, e))?;
+        self.access = access;
+        if let Some(z) = &mut self.zero_on_drop {
+            z.reopen = access != Access::ReadWrite;
+        }
+        Ok(())
+    }
+
+    /// The memory, writable; `None` for a region built read-only, or one
+    /// [`protect`](Self::protect) made other than [`Access::ReadWrite`].
     pub fn as_mut_slice(&mut self) -> Option<&mut [u8]> {
-        if self.read_only {
+        if self.access != Access::ReadWrite {
             return None;
         }
         // SAFETY: a writable mapping we own, borrowed exclusively.

@@ -20,6 +20,9 @@ pub(super) struct ZeroOnDrop {
     /// drop zeroes it (a child's copy of the region would zero the
     /// parent's memory, or meet none where the child has no mapping).
     only_in: Option<u32>,
+    /// [`LockedRegion::protect`] left the memory other than writable:
+    /// the drop makes it writable again before zeroing it.
+    pub(super) reopen: bool,
 }
 
 // SAFETY: an address, written only in the drop, by the thread dropping the
@@ -42,6 +45,7 @@ impl ZeroOnDrop {
             words: region.len / size_of::<u64>(),
             resident_only: anonymous,
             only_in: shared.then(std::process::id),
+            reopen: false,
         }
     }
 }
@@ -51,6 +55,17 @@ impl Drop for ZeroOnDrop {
         use zeroize::Zeroize;
         if self.only_in.is_some_and(|pid| pid != std::process::id()) {
             return;
+        }
+        if self.reopen {
+            let len = self.words * size_of::<u64>();
+            let rw = rustix::mm::MprotectFlags::READ | rustix::mm::MprotectFlags::WRITE;
+            // SAFETY: the region's own pages, which nothing borrows (it is
+            // being dropped). Refused (at `vm.max_map_count`), the memory
+            // is left as `protect` made it, unzeroed, rather than fault
+            // here: the unmap that follows still frees its pages.
+            if unsafe { rustix::mm::mprotect(self.start.as_ptr().cast(), len, rw) }.is_err() {
+                return;
+            }
         }
         // SAFETY: the region holding this is being dropped, so nothing
         // borrows its memory; its mapping, dropped after this field, is
