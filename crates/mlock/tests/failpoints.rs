@@ -688,21 +688,46 @@ fn a_late_refusal_gives_back_a_named_reservation() {
     scenario.teardown();
 }
 
-/// A protection the kernel refuses is its error, named, and leaves the
-/// region's access as it was.
+/// A protection the kernel refuses part-way (the fail point changes the
+/// first page, then refuses) is named, and `access()` says the narrower
+/// of the old and the new: no writable slice reaches the page made
+/// read-only, a refused opening keeps it, and `zero_on_drop` opens the
+/// region before zeroing it (the drop faulted otherwise). Before, a
+/// refusal left `access()` as it was: `ReadWrite`, over a read-only page.
 #[test]
-fn a_refused_protection_is_named_and_changes_nothing() {
+fn a_refused_protection_is_named_and_leaves_the_narrower_access() {
     use mmbatch_mlock::Access;
     let scenario = FailScenario::setup();
-    let mut r = LockedRegion::builder(MIB).build().unwrap();
-    fail::cfg("mlock::mprotect", "return(EPERM)").unwrap();
-    let e = r.protect(Access::None).unwrap_err();
+    let page = accounting::page_size();
+    let mut r = LockedRegion::builder(4 * page)
+        .policy(LockPolicy::Unlocked)
+        .zero_on_drop()
+        .build()
+        .unwrap();
+    r.as_mut_slice().unwrap().fill(0xA5);
+    fail::cfg("mlock::mprotect", "return(ENOMEM)").unwrap();
+    let e = r.protect(Access::ReadOnly).unwrap_err();
     println!("{e}");
     assert!(e.to_string().contains("mprotect"), "{e}");
-    assert_eq!(r.access(), Access::ReadWrite);
-    r.as_mut_slice().unwrap()[0] = 1;
+    assert_eq!(r.access(), Access::ReadOnly);
+    assert!(
+        r.as_mut_slice().is_none(),
+        "a writable slice over a read-only page"
+    );
+    r.protect(Access::ReadWrite).unwrap_err();
+    assert_eq!(
+        r.access(),
+        Access::ReadOnly,
+        "a refused opening is not taken"
+    );
     fail::remove("mlock::mprotect");
-    r.protect(Access::None).unwrap();
-    assert_eq!(r.access(), Access::None);
+    drop(r);
+    r = LockedRegion::builder(4 * page)
+        .policy(LockPolicy::Unlocked)
+        .build()
+        .unwrap();
+    r.protect(Access::NoAccess).unwrap();
+    r.protect(Access::ReadWrite).unwrap();
+    r.as_mut_slice().unwrap()[0] = 1;
     drop(scenario);
 }

@@ -441,6 +441,13 @@ fn a_child_reading(at: *const u8) -> WaitStatus {
     // async-signal-safe, and nothing else.
     match unsafe { fork() }.unwrap() {
         ForkResult::Child => {
+            let none = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: setrlimit is async-signal-safe; no core file (slow,
+            // and holding the secret) for the SIGSEGV that may follow.
+            unsafe { libc::setrlimit(libc::RLIMIT_CORE, &none) };
             // SAFETY: the region's first byte, mapped in the child at the
             // same address: readable, or a SIGSEGV, which is the test.
             let _ = unsafe { (at as *const u8).read_volatile() };
@@ -451,7 +458,7 @@ fn a_child_reading(at: *const u8) -> WaitStatus {
     }
 }
 
-/// A secret protected with `Access::None` kills a reader with SIGSEGV and
+/// A secret protected with `Access::NoAccess` kills a reader with SIGSEGV and
 /// stays locked and resident meanwhile; `Read` gives it back read-only,
 /// `ReadWrite` writable, its bytes kept throughout.
 #[test]
@@ -464,8 +471,8 @@ fn a_secret_protected_from_access_cannot_be_read_and_stays_locked() {
     r.as_mut_slice().unwrap().fill(SECRET);
     let locked = r.locked_bytes().unwrap();
     assert_eq!(locked, len as u64);
-    r.protect(Access::None).unwrap();
-    assert_eq!(r.access(), Access::None);
+    r.protect(Access::NoAccess).unwrap();
+    assert_eq!(r.access(), Access::NoAccess);
     assert!(r.as_mut_slice().is_none());
     assert!(
         matches!(
@@ -480,7 +487,7 @@ fn a_secret_protected_from_access_cannot_be_read_and_stays_locked() {
         "unlocked by the protection"
     );
     assert_eq!(r.resident_pages().unwrap(), 4);
-    r.protect(Access::Read).unwrap();
+    r.protect(Access::ReadOnly).unwrap();
     assert!(matches!(
         a_child_reading(r.as_ptr()),
         WaitStatus::Exited(_, 0)
@@ -494,12 +501,12 @@ fn a_secret_protected_from_access_cannot_be_read_and_stays_locked() {
 
 /// No reference to memory the process cannot read is handed out.
 #[test]
-#[should_panic(expected = "as_slice on a region protected with Access::None")]
+#[should_panic(expected = "as_slice on a region protected with Access::NoAccess")]
 fn a_slice_of_a_region_protected_from_access_panics() {
     let mut r = LockedRegion::builder(accounting::page_size())
         .build()
         .unwrap();
-    r.protect(mmbatch_mlock::Access::None).unwrap();
+    r.protect(mmbatch_mlock::Access::NoAccess).unwrap();
     let _ = r.as_slice();
 }
 
@@ -517,15 +524,15 @@ fn a_read_only_region_is_not_made_writable() {
         .read_only()
         .build()
         .unwrap();
-    assert_eq!(r.access(), Access::Read);
+    assert_eq!(r.access(), Access::ReadOnly);
     let e = r.protect(Access::ReadWrite).unwrap_err();
     assert!(
         matches!(e, Error::BadFlags { .. }) && e.to_string().contains("read_only"),
         "{e}"
     );
-    assert_eq!(r.access(), Access::Read, "a refusal changes nothing");
-    r.protect(Access::None).unwrap();
-    r.protect(Access::Read).unwrap();
+    assert_eq!(r.access(), Access::ReadOnly, "a refusal changes nothing");
+    r.protect(Access::NoAccess).unwrap();
+    r.protect(Access::ReadOnly).unwrap();
     assert!(r.as_slice().iter().all(|&b| b == 0));
 }
 
@@ -535,7 +542,7 @@ fn a_read_only_region_is_not_made_writable() {
 fn zero_on_drop_zeroes_a_region_protected_from_access() {
     use mmbatch_mlock::Access;
     let page = accounting::page_size();
-    for access in [Access::None, Access::Read] {
+    for access in [Access::NoAccess, Access::ReadOnly] {
         let fd = rustix::fs::memfd_create("secret", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
         rustix::fs::ftruncate(&fd, 2 * page as u64).unwrap();
         // SAFETY: the memfd is this test's own; nothing else maps, writes
@@ -550,5 +557,36 @@ fn zero_on_drop_zeroes_a_region_protected_from_access() {
         let mut back = vec![0xFF; 2 * page];
         assert_eq!(rustix::io::pread(&fd, &mut back, 0).unwrap(), 2 * page);
         assert!(back.iter().all(|&b| b == 0), "{access:?}: not zeroed");
+    }
+}
+
+/// A region protected with `NoAccess` cannot be faulted in: `lock_range`
+/// is refused by name (secret memory's read of each page would have
+/// faulted the process), and `lock_range_on_fault`, which faults nothing
+/// in, locks it.
+#[test]
+fn a_region_protected_from_access_is_not_faulted_in_to_lock_it() {
+    use mmbatch_mlock::Access;
+    let page = accounting::page_size();
+    let mut regions = vec![
+        LockedRegion::builder(2 * page)
+            .policy(LockPolicy::Unlocked)
+            .build()
+            .unwrap(),
+    ];
+    regions.extend(secret_region(
+        LockedRegion::builder(2 * page).policy(LockPolicy::Unlocked),
+    ));
+    for mut r in regions {
+        r.protect(Access::NoAccess).unwrap();
+        let e = r.lock_range(0, 2 * page).unwrap_err();
+        assert!(
+            matches!(e, Error::BadFlags { .. }) && e.to_string().contains("Access::NoAccess"),
+            "{e}"
+        );
+        r.lock_range_on_fault(0, 2 * page).unwrap();
+        r.protect(Access::ReadOnly).unwrap();
+        r.lock_range(0, 2 * page).unwrap();
+        assert!(r.as_slice().iter().all(|&b| b == 0));
     }
 }

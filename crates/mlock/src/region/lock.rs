@@ -50,6 +50,13 @@ impl LockedRegion {
     /// [`lock_range`](Self::lock_range) by `policy`.
     fn lock_range_by(&self, offset: usize, len: usize, policy: LockPolicy) -> Result<(), Error> {
         self.check_range(offset, len)?;
+        if self.access == super::Access::NoAccess && policy != LockPolicy::OnFault {
+            return Err(Error::BadFlags {
+                op: "LockedRegion::lock_range",
+                why: "the region is protected with Access::NoAccess, whose pages cannot be \
+                      faulted in: protect(Access::ReadOnly) first, or lock_range_on_fault",
+            });
+        }
         fail_point!("mlock::mlock", |arg| Err(Error::from_lock(
             "mlock",
             len,
@@ -68,7 +75,9 @@ impl LockedRegion {
                 for p in (0..len).step_by(self.page) {
                     let at = ptr.cast::<u8>().wrapping_add(p);
                     // SAFETY: inside our mapping, readable (secret memory
-                    // is never read-only), and a read changes nothing.
+                    // is never built read-only, and one protected with
+                    // `NoAccess` was refused above), and a read changes
+                    // nothing.
                     unsafe { std::ptr::read_volatile(at) };
                 }
             }
@@ -95,7 +104,7 @@ impl LockedRegion {
         if policy == LockPolicy::OnFault {
             return Ok(());
         }
-        let (advice, op) = if self.read_only {
+        let (advice, op) = if self.access != super::Access::ReadWrite {
             (Advice::LinuxPopulateRead, "madvise(MADV_POPULATE_READ)")
         } else {
             (Advice::LinuxPopulateWrite, "madvise(MADV_POPULATE_WRITE)")

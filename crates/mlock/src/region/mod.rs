@@ -195,9 +195,12 @@ impl<'fd> RegionBuilder<'fd> {
     /// migration by compaction, which moves locked pages too while
     /// `vm.compact_unevictable_allowed` is 1, its default, and khugepaged's
     /// collapse under [`Pages::Transparent`]: boot with `init_on_free=1`
-    /// to have freed pages zeroed); and an exit that runs no drop
+    /// to have freed pages zeroed); an exit that runs no drop
     /// (`std::process::exit`, `abort`, a panic under `panic = "abort"`, a
-    /// signal).
+    /// signal); and a region left [`protect`](LockedRegion::protect)ed
+    /// whose opening the kernel refuses in the drop (the `mprotect` back
+    /// to writable: strict overcommit, `vm.max_map_count`), which is left
+    /// unzeroed rather than fault.
     pub fn zero_on_drop(mut self) -> Self {
         self.zero_on_drop = true;
         self
@@ -628,13 +631,19 @@ pub struct LockedRegion {
 /// What the process may do with a region's memory, as
 /// [`LockedRegion::protect`] sets it (`mprotect`; libsodium's
 /// `sodium_mprotect_noaccess`, `_readonly` and `_readwrite`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Access {
-    /// None: a read or write kills the process with SIGSEGV, so a secret
-    /// at rest is not read by a stray pointer or an over-read.
-    None,
+    /// Neither reads nor writes: the process's own access faults
+    /// (SIGSEGV, which kills it unless it handles the signal) and the
+    /// kernel's on its behalf fails (`read(2)` into it: EFAULT), so a
+    /// secret at rest is not read by a stray pointer or an over-read.
+    /// Debuggers (`/proc/PID/mem`, ptrace) and core dumps still read it:
+    /// see [`RegionBuilder::secret_memory`] and
+    /// [`dont_dump`](RegionBuilder::dont_dump).
+    NoAccess,
     /// Reads only.
-    Read,
+    ReadOnly,
     /// Reads and writes: a writable region's access as built.
     ReadWrite,
 }
@@ -643,7 +652,7 @@ impl Access {
     /// A region's access as built.
     fn built(read_only: bool) -> Self {
         if read_only {
-            Access::Read
+            Access::ReadOnly
         } else {
             Access::ReadWrite
         }
@@ -652,9 +661,23 @@ impl Access {
     fn prot(self) -> rustix::mm::MprotectFlags {
         use rustix::mm::MprotectFlags;
         match self {
-            Access::None => MprotectFlags::empty(),
-            Access::Read => MprotectFlags::READ,
+            Access::NoAccess => MprotectFlags::empty(),
+            Access::ReadOnly => MprotectFlags::READ,
             Access::ReadWrite => MprotectFlags::READ | MprotectFlags::WRITE,
+        }
+    }
+
+    /// The one of `self` and `other` that allows less.
+    fn narrower(self, other: Access) -> Access {
+        let rank = |a: Access| match a {
+            Access::NoAccess => 0,
+            Access::ReadOnly => 1,
+            Access::ReadWrite => 2,
+        };
+        if rank(other) < rank(self) {
+            other
+        } else {
+            self
         }
     }
 }
@@ -758,35 +781,36 @@ impl LockedRegion {
     /// The memory.
     ///
     /// # Panics
-    /// If [`protect`](Self::protect) made it [`Access::None`]: no reference
+    /// If [`protect`](Self::protect) made it [`Access::NoAccess`]: no reference
     /// to memory the process cannot read is handed out.
     pub fn as_slice(&self) -> &[u8] {
         assert!(
-            self.access != Access::None,
-            "LockedRegion::as_slice on a region protected with Access::None: \
-             protect(Access::Read) first"
+            self.access != Access::NoAccess,
+            "LockedRegion::as_slice on a region protected with Access::NoAccess: \
+             protect(Access::ReadOnly) first"
         );
         // SAFETY: [ptr, ptr + len) is a readable mapping we own for &self's
         // lifetime (`protect`, which could change that, takes `&mut self`).
         unsafe { std::slice::from_raw_parts(self.as_ptr(), self.len) }
     }
 
-    /// Whether the region was mapped writable (whatever
-    /// [`protect`](Self::protect) has made it since: see
-    /// [`access`](Self::access)).
+    /// Whether the region was built writable (not
+    /// [`read_only`](RegionBuilder::read_only)), whatever
+    /// [`protect`](Self::protect) has made it since: that is
+    /// [`access`](Self::access).
     pub fn writable(&self) -> bool {
         !self.read_only
     }
 
     /// What the process may do with the memory now: the build's
-    /// ([`Access::Read`] for a read-only region, else
+    /// ([`Access::ReadOnly`] for a read-only region, else
     /// [`Access::ReadWrite`]), or what [`protect`](Self::protect) set.
     pub fn access(&self) -> Access {
         self.access
     }
 
     /// Sets what the process may do with the memory (`mprotect` of the
-    /// whole region). A secret kept [`Access::None`] between uses cannot
+    /// whole region). A secret kept [`Access::NoAccess`] between uses cannot
     /// be read by a stray pointer or an over-read, and stays locked and
     /// resident meanwhile; [`zero_on_drop`](RegionBuilder::zero_on_drop)
     /// opens it again to zero it. Takes `&mut self`, so no slice of the
@@ -795,8 +819,13 @@ impl LockedRegion {
     /// # Errors
     /// [`Error::BadFlags`] for [`Access::ReadWrite`] on a region built
     /// [`read_only`](RegionBuilder::read_only); the kernel's refusal of
-    /// the `mprotect` (at `vm.max_map_count`, where the change must split
-    /// a mapping), named. Refused, the access is as it was.
+    /// the `mprotect`, named: ENOMEM where making a private region that
+    /// was never written writable again needs memory committed that
+    /// strict overcommit (`vm.overcommit_memory=2`) refuses, or at
+    /// `vm.max_map_count`. A refusal may leave part of the region changed
+    /// (the kernel changes one mapping at a time, and `lock_range` of
+    /// part of a region splits it): [`access`](Self::access) then says
+    /// the narrower of the two, so no slice reaches a page it cannot.
     pub fn protect(&mut self, access: Access) -> Result<(), Error> {
         if access == Access::ReadWrite && self.read_only {
             return Err(Error::BadFlags {
@@ -804,21 +833,32 @@ impl LockedRegion {
                 why: "the region was built read_only: build it without read_only to write it",
             });
         }
-        // Fail point `mlock::mprotect` plays the kernel's refusal.
-        fail_point!("mlock::mprotect", |arg| Err(Error::from_sys(
-            "mprotect",
-            self.len,
-            injected(arg)
-        )));
-        // SAFETY: the region's own pages, borrowed exclusively: no
-        // reference into them is alive to see the change.
-        unsafe { rustix::mm::mprotect(self.as_ptr().cast(), self.len, access.prot()) }
-            .map_err(|e| Error::from_sys("mprotect", self.len, e))?;
-        self.access = access;
+        // Fail point `mlock::mprotect` plays the kernel's refusal after
+        // it changed part of the region.
+        #[cfg(feature = "failpoints")]
+        let refused = fail::eval("mlock::mprotect", injected);
+        #[cfg(not(feature = "failpoints"))]
+        let refused = None;
+        let changed = match refused {
+            Some(e) => {
+                // SAFETY: as below, the first page alone: a kernel that
+                // changed the first mapping before it refused the next.
+                let _ =
+                    unsafe { rustix::mm::mprotect(self.as_ptr().cast(), self.page, access.prot()) };
+                Err(e)
+            }
+            // SAFETY: the region's own pages, borrowed exclusively: no
+            // reference into them is alive to see the change.
+            None => unsafe { rustix::mm::mprotect(self.as_ptr().cast(), self.len, access.prot()) },
+        };
+        self.access = match changed {
+            Ok(()) => access,
+            Err(_) => self.access.narrower(access),
+        };
         if let Some(z) = &mut self.zero_on_drop {
-            z.reopen = access != Access::ReadWrite;
+            z.reopen = self.access != Access::ReadWrite;
         }
-        Ok(())
+        changed.map_err(|e| Error::from_sys("mprotect", self.len, e))
     }
 
     /// The memory, writable; `None` for a region built read-only, or one

@@ -58,7 +58,7 @@ impl Drop for ZeroOnDrop {
         }
         if self.reopen {
             let len = self.words * size_of::<u64>();
-            let rw = rustix::mm::MprotectFlags::READ | rustix::mm::MprotectFlags::WRITE;
+            let rw = super::Access::ReadWrite.prot();
             // SAFETY: the region's own pages, which nothing borrows (it is
             // being dropped). Refused (at `vm.max_map_count`), the memory
             // is left as `protect` made it, unzeroed, rather than fault
@@ -69,9 +69,9 @@ impl Drop for ZeroOnDrop {
         }
         // SAFETY: the region holding this is being dropped, so nothing
         // borrows its memory; its mapping, dropped after this field, is
-        // still mapped, writable (`check_options` refused `read_only`) and
-        // accessible (a `FaultLockedRegion` opens its pages first), and
-        // page-aligned.
+        // still mapped, writable (`check_options` refused `read_only`, and
+        // `reopen` undid `protect`) and accessible (a `FaultLockedRegion`
+        // opens its pages first), and page-aligned.
         let memory = unsafe { std::slice::from_raw_parts_mut(self.start.as_ptr(), self.words) };
         if !self.resident_only {
             memory.zeroize();
