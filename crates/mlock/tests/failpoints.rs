@@ -691,8 +691,9 @@ fn a_late_refusal_gives_back_a_named_reservation() {
 /// A protection the kernel refuses part-way (the fail point changes the
 /// first page, then refuses) is named, and `access()` says the narrower
 /// of the old and the new: no writable slice reaches the page made
-/// read-only, a refused opening keeps it, and `zero_on_drop` opens the
-/// region before zeroing it (the drop faulted otherwise). Before, a
+/// read-only, a refused opening keeps it, a refused closing is taken,
+/// and `zero_on_drop` opens the region before zeroing it (the drop
+/// faulted otherwise). Before, a
 /// refusal left `access()` as it was: `ReadWrite`, over a read-only page.
 #[test]
 fn a_refused_protection_is_named_and_leaves_the_narrower_access() {
@@ -720,6 +721,8 @@ fn a_refused_protection_is_named_and_leaves_the_narrower_access() {
         Access::ReadOnly,
         "a refused opening is not taken"
     );
+    r.protect(Access::NoAccess).unwrap_err();
+    assert_eq!(r.access(), Access::NoAccess, "a refused closing is taken");
     fail::remove("mlock::mprotect");
     drop(r);
     r = LockedRegion::builder(4 * page)

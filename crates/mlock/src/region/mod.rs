@@ -669,15 +669,10 @@ impl Access {
 
     /// The one of `self` and `other` that allows less.
     fn narrower(self, other: Access) -> Access {
-        let rank = |a: Access| match a {
-            Access::NoAccess => 0,
-            Access::ReadOnly => 1,
-            Access::ReadWrite => 2,
-        };
-        if rank(other) < rank(self) {
-            other
-        } else {
-            self
+        match (self, other) {
+            (Access::NoAccess, _) | (_, Access::NoAccess) => Access::NoAccess,
+            (Access::ReadOnly, _) | (_, Access::ReadOnly) => Access::ReadOnly,
+            (Access::ReadWrite, Access::ReadWrite) => Access::ReadWrite,
         }
     }
 }
