@@ -432,7 +432,7 @@ pub(crate) fn run(only: &[String]) -> Result<(), String> {
             // The smallest library crate, a round-robin quarter of its
             // mutants in turn by the commit count (about 40 of 160, 150 s;
             // all of them took 400 s, a fifth of CI): any survivor fails,
-            // and any four successive commits test all of them. The other crates' runs
+            // and four successive commits test about all of them. The other crates' runs
             // take 9 minutes (pagevec) to hours (cache): `cargo xtask
             // mutants CRATE`, scores in ARCHITECTURE.
             done(crate::mutants::rotation("mmap", 4))

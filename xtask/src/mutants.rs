@@ -228,10 +228,24 @@ pub(crate) fn last_commit() -> Result<(), String> {
 }
 
 /// One round-robin shard of `parts` of a crate's mutants, in turn: the
-/// number of commits up to HEAD modulo `parts`, so any `parts` successive
-/// commits test every shard, each a sample of every file, for a fraction
-/// of a whole run's time. Fails when a mutant survives.
+/// number of commits up to HEAD modulo `parts`, so `parts` successive
+/// commits of a linear history test about every mutant (exactly, while
+/// the crate's list of mutants stays the same), each shard a sample of
+/// every file, for a fraction of a whole run's time. Fails when a mutant
+/// survives. A shallow clone's count stays put: it is refused.
 pub(crate) fn rotation(krate: &'static str, parts: u64) -> Result<(), String> {
+    let shallow = std::process::Command::new("git")
+        .current_dir(root())
+        .args(["rev-parse", "--is-shallow-repository"])
+        .output()
+        .map_err(|e| format!("could not run git: {e}"))?;
+    if String::from_utf8_lossy(&shallow.stdout).trim() == "true" {
+        return Err(
+            "the clone is shallow, so its commit count would test one shard for good: \
+             `git fetch --unshallow` (or clone without --depth)"
+                .to_owned(),
+        );
+    }
     crate::util::ensure_packages(crate::util::BUILD)?;
     ensure_installed()?;
     let count = std::process::Command::new("git")

@@ -238,17 +238,30 @@ impl Drop for UffdRegion {
         // range's ordinary fault, and it read zeros. The unmap ends the
         // registration with the mapping.
         if let Some(m) = mapping.take() {
-            let (ptr, len, prot) = m.into_raw_parts();
+            let (ptr, len, _) = m.into_raw_parts();
             // SAFETY: the region's whole mapping, which nothing borrows
             // any more (the region is being dropped).
             if unsafe { rustix::mm::munmap(ptr.as_ptr().cast(), len) }.is_err() {
-                // Refused (ENOMEM at `vm.max_map_count`): unregistered
-                // first, since the `Mapping`'s drop then releases the
-                // pages with MADV_DONTNEED, whose REMOVE event would wait
-                // for a handler that has stopped.
+                // Refused (ENOMEM at `vm.max_map_count`): made
+                // inaccessible (the mapping's own bounds: no split), so
+                // the access the unregister wakes fails as it would
+                // unmapped; then unregistered, since the `Mapping`'s drop
+                // releases the pages with MADV_DONTNEED, whose REMOVE
+                // event would wait for a handler that has stopped.
+                // SAFETY: the same whole mapping, which nothing borrows.
+                let _ = unsafe {
+                    rustix::mm::mprotect(
+                        ptr.as_ptr().cast(),
+                        len,
+                        rustix::mm::MprotectFlags::empty(),
+                    )
+                };
                 s.unregister();
-                // SAFETY: refused, the range is still ours and mapped.
-                drop(unsafe { mmbatch_mmap::Mapping::from_raw_parts(ptr, len, prot) });
+                // SAFETY: refused, the range is still ours and mapped
+                // (with no access now: the empty protection says so).
+                drop(unsafe {
+                    mmbatch_mmap::Mapping::from_raw_parts(ptr, len, rustix::mm::ProtFlags::empty())
+                });
             }
         }
         s.wake_all();

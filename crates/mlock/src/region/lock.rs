@@ -19,14 +19,17 @@ impl LockedRegion {
     /// A [`Pages::Huge`] region's pages are never swapped, and the kernel
     /// does not lock them (`mlock_fixup` skips hugetlb mappings) though
     /// `mlock` would count them against RLIMIT_MEMLOCK: this faults them
-    /// in instead (`MADV_POPULATE_WRITE`, or `_READ` for a read-only
-    /// region; `mlock` before Linux 5.14), or, for `OnFault`, does
+    /// in instead (`MADV_POPULATE_WRITE`, or `_READ` for a region not
+    /// writable now; `mlock` before Linux 5.14), or, for `OnFault`, does
     /// nothing.
     ///
     /// # Errors
     /// [`Error::Misaligned`] for an offset or length that is not a
     /// multiple of the page size, [`Error::ZeroLength`],
-    /// [`Error::OutOfRange`] past the region's end; and the kernel's
+    /// [`Error::OutOfRange`] past the region's end; [`Error::BadFlags`]
+    /// for a region [`protect`](Self::protect)ed with
+    /// [`Access::NoAccess`](crate::Access::NoAccess), whose pages cannot
+    /// be faulted in (`lock_range_on_fault` can lock it); and the kernel's
     /// refusal, named ([`Error::MemlockLimit`] for RLIMIT_MEMLOCK).
     pub fn lock_range(&self, offset: usize, len: usize) -> Result<(), Error> {
         self.lock_range_by(offset, len, self.policy)
