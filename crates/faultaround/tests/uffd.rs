@@ -688,3 +688,34 @@ fn a_page_discarded_before_its_first_touch_reads_zeros_inside_a_window() {
     assert_eq!(&mem[7 * PAGE..], &src[7 * PAGE..]);
     assert_eq!(r.stats().remove_events, 1);
 }
+
+/// A page-cache region's `shutdown` maps every cached page even where
+/// pages already mapped alternate with missing ones: each such page stops
+/// a `UFFDIO_CONTINUE` short (EAGAIN after the pages before it), which
+/// the bound on retries counted as a call without progress, so past 16
+/// of them it napped and, at the source timeout, gave up with the rest
+/// unmapped (old code: 53 of 64 pages mapped here).
+#[test]
+fn a_shutdown_maps_a_page_cache_whose_mapped_pages_alternate() {
+    let _hang =
+        mmbatch_testkit::hang_guard("a_shutdown_maps_a_page_cache_whose_mapped_pages_alternate");
+    let pages = 64;
+    let src = image(pages);
+    let cache = UffdRegion::page_cache_from(&src, pages * PAGE).unwrap();
+    // SAFETY: the memfd is this test's own; nothing writes or truncates it.
+    let r = unsafe {
+        UffdRegion::builder(pages * PAGE)
+            .order(0)
+            .source_timeout(mmbatch_faultaround::MIN_SOURCE_TIMEOUT)
+            .build_over_page_cache(&cache)
+    }
+    .unwrap();
+    for p in (1..pages).step_by(2) {
+        assert_eq!(r.as_slice()[p * PAGE], src[p * PAGE], "page {p}");
+    }
+    assert_eq!(r.stats().pages_copied, (pages / 2) as u64);
+    r.shutdown();
+    let st = r.stats();
+    assert_eq!(st.pages_copied, pages as u64, "pages mapped in all: {st:?}");
+    assert!(r.as_slice() == src.as_slice());
+}

@@ -102,7 +102,17 @@ impl Shared {
                 Err(Errno::AGAIN) => {
                     self.stats.retries.fetch_add(1, Ordering::Relaxed);
                     self.pump_events();
-                    again.wait().map_err(|()| io::Error::from(Errno::AGAIN))?;
+                    if mapped > 0 {
+                        // A partial map (stopped at a page present): the
+                        // bound is on calls that make no progress, as a
+                        // copy's is. Counted across them, a range with
+                        // more than 16 pages present gave up after a
+                        // source timeout of naps, leaving the rest
+                        // unmapped.
+                        again = Backoff::new(self);
+                    } else {
+                        again.wait().map_err(|()| io::Error::from(Errno::AGAIN))?;
+                    }
                 }
                 Err(Errno::EXIST) => {
                     self.stats.already_present.fetch_add(1, Ordering::Relaxed);
