@@ -1490,6 +1490,37 @@ fn a_page_punched_out_before_its_continue_reads_as_zeros() {
     std::process::exit(0);
 }
 
+/// A `UFFDIO_CONTINUE` that keeps stopping with EAGAIN and maps nothing
+/// (fail point `uffd::continue_again`: the kernel's answer while events
+/// wait to be read) is retried up to the source timeout, then its page
+/// is failed: the reader gets its signal rather than a handler retrying
+/// for good.
+#[test]
+fn a_continue_that_never_progresses_fails_its_page() {
+    let name = "a_continue_that_never_progresses_fails_its_page";
+    if let Some(run) = child::parent(name, LIMIT) {
+        println!("{}", run.output);
+        run.expect_success();
+        return;
+    }
+    let scenario = FailScenario::setup();
+    let cache = UffdRegion::page_cache_from(&image(16), 16 * PAGE).unwrap();
+    fail::cfg("uffd::continue_again", "return").unwrap();
+    // SAFETY: our own memfd; nothing writes or truncates it.
+    let r = unsafe {
+        UffdRegion::builder(16 * PAGE)
+            .source_timeout(Duration::from_millis(50))
+            .build_over_page_cache(&cache)
+    }
+    .unwrap();
+    assert_ne!(touch(&r, 5 * PAGE + 1), 0, "the reader was not signalled");
+    assert!(r.failure().is_some(), "no failure recorded");
+    assert!(r.stats().retries > 16, "{:?}", r.stats());
+    fail::remove("uffd::continue_again");
+    drop(scenario);
+    std::process::exit(0);
+}
+
 /// A kernel that registers the range but offers none of the ioctls the
 /// region needs (fail point `uffd::ioctls`): an error naming the one it
 /// lacks, for copies and for minor faults, and nothing left behind. The

@@ -77,8 +77,19 @@ impl Shared {
             if self.is_retired() {
                 return Err(Errno::NOENT.into());
             }
-            // SAFETY: the ioctl maps pages only inside our registered range.
-            let r = unsafe { rustix::ioctl::ioctl(&self.uffd, op) };
+            // Fail point `uffd::continue_again`: EAGAIN with nothing
+            // mapped, as while events wait to be read.
+            #[cfg(feature = "failpoints")]
+            let again_injected = fail::eval("uffd::continue_again", |_| ()).is_some();
+            #[cfg(not(feature = "failpoints"))]
+            let again_injected = false;
+            let r = if again_injected {
+                Err(Errno::AGAIN)
+            } else {
+                // SAFETY: the ioctl maps pages only inside our registered
+                // range.
+                unsafe { rustix::ioctl::ioctl(&self.uffd, op) }
+            };
             // `mapped` is bytes, or a negative errno.
             let mapped = usize::try_from(arg.mapped)
                 .map_or(0, |b| b / self.page)
