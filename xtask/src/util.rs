@@ -90,7 +90,7 @@ pub(crate) fn exec_tests(cmd: &mut Command) -> Result<(), String> {
 /// The failed tests a libtest run printed, each with its panic's first
 /// line.
 #[derive(Default)]
-struct Failures {
+pub(crate) struct Failures {
     tests: Vec<(String, Option<String>)>,
     /// The test whose captured output is being read, and whether its
     /// panic line was seen (the message is the line after).
@@ -98,7 +98,8 @@ struct Failures {
 }
 
 impl Failures {
-    fn read(&mut self, line: &str) {
+    /// Takes in one line of libtest's output.
+    pub(crate) fn read(&mut self, line: &str) {
         if let Some(name) = line
             .strip_prefix("test ")
             .and_then(|l| l.strip_suffix(" ... FAILED"))
@@ -125,7 +126,8 @@ impl Failures {
         }
     }
 
-    fn summary(&self) -> String {
+    /// `; failed tests: NAME (PANIC); ...`, or empty when none failed.
+    pub(crate) fn summary(&self) -> String {
         if self.tests.is_empty() {
             return String::new();
         }

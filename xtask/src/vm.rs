@@ -211,20 +211,30 @@ pub(crate) fn run(a: &Args) -> Result<(), String> {
     let out = boot(&kernel, &initrd, a, &topology, &accel, a.timeout(), true)?;
     eprintln!("vm: guest ran {:.0} s", start.elapsed().as_secs_f64());
     match out {
-        Boot::Done(0) => Ok(()),
-        Boot::Done(n) => Err(format!("{n} test binar(y/ies) failed in the guest")),
+        Boot::Done(0, _) => Ok(()),
+        // Named here, not only in the console above: a CI log is often
+        // read from its end, after the steps that ran later.
+        Boot::Done(n, failed) => Err(format!(
+            "{n} test binar(y/ies) failed in the guest: {}",
+            failed.describe()
+        )),
         Boot::NoReport => Err(
             "the guest stopped without its last line (a kernel panic or an init that died?): \
              see its output above"
                 .to_owned(),
         ),
-        Boot::TimedOut(running) => Err(format!(
-            "the guest did not finish in {} s and was killed{} (raise --timeout if the host was busy)",
+        Boot::TimedOut(running, failed) => Err(format!(
+            "the guest did not finish in {} s and was killed{} (raise --timeout if the host was busy){}",
             a.timeout,
             running.map_or(String::new(), |(name, t)| format!(
                 ", {name} having run {:.0} s of it",
                 t.as_secs_f64()
-            ))
+            )),
+            if failed.binaries.is_empty() {
+                String::new()
+            } else {
+                format!("; before it failed: {}", failed.describe())
+            }
         )),
     }
 }
@@ -631,8 +641,8 @@ fn accel(a: &Args, dir: &Path, kernel: &Path) -> Result<Accel, String> {
         small.timeout(),
         false,
     )? {
-        Boot::Done(_) => Ok(Accel::Kvm),
-        Boot::TimedOut(_) => Ok(Accel::Tcg(
+        Boot::Done(..) => Ok(Accel::Kvm),
+        Boot::TimedOut(..) => Ok(Accel::Tcg(
             "a KVM guest did not boot in 20 s (nested KVM hangs on this host)".to_owned(),
         )),
         Boot::NoReport => Ok(Accel::Tcg(
@@ -642,12 +652,13 @@ fn accel(a: &Args, dir: &Path, kernel: &Path) -> Result<Accel, String> {
 }
 
 enum Boot {
-    /// The guest's last line: this many test binaries failed.
-    Done(usize),
+    /// The guest's last line: this many test binaries failed, and
+    /// what the console said of them.
+    Done(usize, Failed),
     NoReport,
     /// Killed at the deadline, while running this binary (its
-    /// `mmbatch-vm: running` name) for this long.
-    TimedOut(Option<(String, Duration)>),
+    /// `mmbatch-vm: running` name) for this long, after these failed.
+    TimedOut(Option<(String, Duration)>, Failed),
 }
 
 /// Boots the guest and streams its console (when `echo`); kills it at
@@ -736,6 +747,7 @@ fn boot(
     let mut closed = 0;
     let mut done = None;
     let mut running = None;
+    let mut failed = Failed::default();
     while closed < 2 {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
@@ -750,6 +762,7 @@ fn boot(
                 if let Some(n) = status(line) {
                     done = done.max(Some(n));
                 }
+                failed.read(line);
                 if let Some(at) = line.find(RUNNING) {
                     running = Some((line[at + RUNNING.len()..].to_owned(), Instant::now()));
                 } else if ENDED.iter().any(|e| line.contains(e)) {
@@ -764,6 +777,7 @@ fn boot(
                 let _ = child.wait();
                 return Ok(Boot::TimedOut(
                     running.map(|(name, since): (String, Instant)| (name, since.elapsed())),
+                    failed,
                 ));
             }
         }
@@ -771,7 +785,33 @@ fn boot(
     // The console closed: the guest powered off (or QEMU failed).
     let _ = child.kill();
     let _ = child.wait();
-    Ok(done.map_or(Boot::NoReport, Boot::Done))
+    Ok(done.map_or(Boot::NoReport, |n| Boot::Done(n, failed)))
+}
+
+/// What the guest's console said of the binaries that failed: each
+/// `FAILED` line of the init script, and libtest's failed tests with
+/// their panics.
+#[derive(Default)]
+struct Failed {
+    binaries: Vec<String>,
+    tests: crate::util::Failures,
+}
+
+impl Failed {
+    fn read(&mut self, line: &str) {
+        if let Some(at) = line.find(ENDED[1]) {
+            self.binaries.push(line[at + ENDED[1].len()..].to_owned());
+        }
+        self.tests.read(line);
+    }
+
+    /// The binaries' lines, then the tests.
+    fn describe(&self) -> String {
+        if self.binaries.is_empty() {
+            return "see the guest's output above".to_owned();
+        }
+        format!("{}{}", self.binaries.join("; "), self.tests.summary())
+    }
 }
 
 /// The marker of the line the guest prints as it starts a binary.

@@ -77,6 +77,31 @@ fn the_status_line_is_found_whatever_the_kernel_prints_around_it() {
 }
 
 #[test]
+fn a_failed_binary_and_its_tests_are_named_in_the_error() {
+    let mut f = Failed::default();
+    for line in [
+        "mmbatch-vm: running faultaround:vmm",
+        "test a_page ... ok",
+        "test a_reader_waits ... FAILED",
+        "failures:",
+        "",
+        "---- a_reader_waits stdout ----",
+        "thread 'a_reader_waits' panicked at crates/faultaround/tests/vmm.rs:12:5:",
+        "the reader did not finish in 20s (hang)",
+        "[   29.1] random: crng init donemmbatch-vm: FAILED faultaround:vmm (exit status 101 after 12 s)",
+        "mmbatch-vm: passed faultaround:uffd in 7 s",
+    ] {
+        f.read(line);
+    }
+    assert_eq!(
+        f.describe(),
+        "faultaround:vmm (exit status 101 after 12 s); failed tests: \
+         a_reader_waits (the reader did not finish in 20s (hang))"
+    );
+    assert_eq!(Failed::default().describe(), "see the guest's output above");
+}
+
+#[test]
 fn the_guest_drains_its_console_before_powering_off() {
     let script = initramfs::init_script(&[], None, &[], 180);
     let done = script.find("mmbatch-vm: done").expect("a status line");
