@@ -132,21 +132,9 @@ const LAST_COMMIT_BUDGET: usize = 10;
 /// them, picked by the commit's hash, so that successive commits sample
 /// different ones. Fails when a mutant survives.
 pub(crate) fn last_commit() -> Result<(), String> {
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .current_dir(root())
-            .args(args)
-            .output()
-            .map_err(|e| format!("could not run git: {e}"))
-    };
-    let shallow = git(&["rev-parse", "--is-shallow-repository"])?;
-    if String::from_utf8_lossy(&shallow.stdout).trim() == "true" {
-        return Err(
-            "the clone is shallow, so the last commit's parent may be missing: \
-                    `git fetch --deepen=1` (or clone without --depth)"
-                .to_owned(),
-        );
-    }
+    refuse_shallow(
+        "the last commit's parent may be missing: `git fetch --deepen=1` (or clone without --depth)",
+    )?;
     let parent = git(&["rev-parse", "--verify", "-q", "HEAD~1"])?;
     if !parent.status.success() {
         println!("mutants: HEAD has no parent commit; nothing to compare");
@@ -166,15 +154,8 @@ pub(crate) fn last_commit() -> Result<(), String> {
             String::from_utf8_lossy(&dirty.stdout).trim_end()
         ));
     }
-    let diff = git(&["diff", "HEAD~1", "HEAD"])?;
-    if !diff.status.success() {
-        return Err(format!(
-            "git diff HEAD~1 HEAD failed: {}",
-            String::from_utf8_lossy(&diff.stderr).trim()
-        ));
-    }
-    let text = String::from_utf8_lossy(&diff.stdout);
-    let touched = touched_crates(&text);
+    let diff = git_text(&["diff", "HEAD~1", "HEAD"])?;
+    let touched = touched_crates(&diff);
     if touched.is_empty() {
         println!("mutants: the last commit changes no library crate's source");
         return Ok(());
@@ -182,7 +163,7 @@ pub(crate) fn last_commit() -> Result<(), String> {
     let out = root().join("target/mutants");
     fs::create_dir_all(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
     let file = out.join("last-commit.diff");
-    fs::write(&file, &diff.stdout).map_err(|e| format!("writing {}: {e}", file.display()))?;
+    fs::write(&file, &diff).map_err(|e| format!("writing {}: {e}", file.display()))?;
     crate::util::ensure_packages(crate::util::BUILD)?;
     ensure_installed()?;
     let seed = head_seed()?;
@@ -234,31 +215,16 @@ pub(crate) fn last_commit() -> Result<(), String> {
 /// every file, for a fraction of a whole run's time. Fails when a mutant
 /// survives. A shallow clone's count stays put: it is refused.
 pub(crate) fn rotation(krate: &'static str, parts: u64) -> Result<(), String> {
-    let shallow = std::process::Command::new("git")
-        .current_dir(root())
-        .args(["rev-parse", "--is-shallow-repository"])
-        .output()
-        .map_err(|e| format!("could not run git: {e}"))?;
-    if String::from_utf8_lossy(&shallow.stdout).trim() == "true" {
-        return Err(
-            "the clone is shallow, so its commit count would test one shard for good: \
-             `git fetch --unshallow` (or clone without --depth)"
-                .to_owned(),
-        );
-    }
+    refuse_shallow(
+        "its commit count would test one shard for good: `git fetch --unshallow` (or clone without --depth)",
+    )?;
     crate::util::ensure_packages(crate::util::BUILD)?;
     ensure_installed()?;
-    let count = std::process::Command::new("git")
-        .current_dir(root())
-        .args(["rev-list", "--count", "HEAD"])
-        .output()
-        .map_err(|e| format!("could not run git: {e}"))?;
-    let text = String::from_utf8_lossy(&count.stdout);
+    let text = git_text(&["rev-list", "--count", "HEAD"])?;
     let commits: u64 = text.trim().parse().map_err(|_| {
         format!(
-            "git rev-list --count HEAD gave {:?} ({}): is this a git clone?",
-            text.trim(),
-            String::from_utf8_lossy(&count.stderr).trim()
+            "git rev-list --count HEAD gave {:?}: is this a git clone?",
+            text.trim()
         )
     })?;
     let shard = format!("{}/{parts}", commits % parts);
@@ -269,20 +235,39 @@ pub(crate) fn rotation(krate: &'static str, parts: u64) -> Result<(), String> {
 /// The first 12 hex digits of HEAD's hash, as a number: the seed that
 /// picks the last commit's shards.
 fn head_seed() -> Result<u64, String> {
-    let head = std::process::Command::new("git")
-        .current_dir(root())
-        .args(["rev-parse", "HEAD"])
-        .output()
-        .map_err(|e| format!("could not run git: {e}"))?;
-    if !head.status.success() {
-        return Err(format!(
-            "git rev-parse HEAD failed: {}",
-            String::from_utf8_lossy(&head.stderr).trim()
-        ));
-    }
-    let hex = String::from_utf8_lossy(&head.stdout);
+    let hex = git_text(&["rev-parse", "HEAD"])?;
     u64::from_str_radix(hex.get(..12).unwrap_or_default(), 16)
         .map_err(|e| format!("HEAD's hash {:?} is not hex: {e}", hex.trim()))
+}
+
+/// `git ARGS` run in the workspace's root.
+fn git(args: &[&str]) -> Result<std::process::Output, String> {
+    std::process::Command::new("git")
+        .current_dir(root())
+        .args(args)
+        .output()
+        .map_err(|e| format!("could not run git: {e}"))
+}
+
+/// What `git ARGS` printed, or an error with what it said when it failed.
+fn git_text(args: &[&str]) -> Result<String, String> {
+    let out = git(args)?;
+    if !out.status.success() {
+        return Err(format!(
+            "git {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Refuses a shallow clone, saying `why` it matters to the caller.
+fn refuse_shallow(why: &str) -> Result<(), String> {
+    if git_text(&["rev-parse", "--is-shallow-repository"])?.trim() == "true" {
+        return Err(format!("the clone is shallow, so {why}"));
+    }
+    Ok(())
 }
 
 /// The library crates whose `src/` a unified diff changes, in
