@@ -1060,15 +1060,19 @@ fn a_refused_replacement_is_retried() {
     // Page 3 failed as stuck, page 8 for want of a handler.
     assert!(r.failure().unwrap().to_string().contains("no replacement"));
     fail::remove("uffd::spawn");
-    // A tick later a handler serves (a failure parks this thread: the
-    // child's limit).
-    std::thread::sleep(Duration::from_millis(200));
+    // A tick later the replacement starts beside the stuck handler, and
+    // serves (a failure parks this thread: the child's limit).
+    mmbatch_testkit::wait_until(
+        "the replacement handler",
+        child::scaled(Duration::from_secs(5)),
+        || mmbatch_testkit::threads_named("uffd-handler-") >= 2,
+    );
     assert_eq!(r.as_slice()[10 * PAGE], 9);
     drop(scenario);
     std::process::exit(0);
 }
 
-/// A source that takes 300 ms over each page, counting its reads in
+/// A source that takes 20 ms over each page, counting its reads in
 /// [`SLOW_READS`].
 struct SlowReads;
 
@@ -1081,7 +1085,9 @@ impl mmbatch_faultaround::PageSource for SlowReads {
 
     fn read_page(&self, index: u64, buf: &mut [u8]) -> mmbatch_faultaround::PageRead {
         SLOW_READS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        std::thread::sleep(Duration::from_millis(300));
+        // Prompt: far inside the 1 s timeout even on a guest a busy host
+        // stops for a while.
+        std::thread::sleep(Duration::from_millis(20));
         buf.fill(index as u8 + 1);
         mmbatch_faultaround::PageRead::Ready
     }
@@ -1621,7 +1627,7 @@ fn a_stuck_handlers_page_installed_by_another_is_not_failed() {
     static CALLS_FOR_FIVE: AtomicUsize = AtomicUsize::new(0);
     static RELEASE: AtomicBool = AtomicBool::new(false);
     /// The image's bytes; the first read of page 5 waits for `RELEASE`
-    /// (up to 10 s), the later ones answer at once.
+    /// (up to 30 s), the later ones answer at once.
     struct FirstFiveStalls(Vec<u8>);
     impl mmbatch_faultaround::PageSource for FirstFiveStalls {
         fn len(&self) -> u64 {
@@ -1629,7 +1635,7 @@ fn a_stuck_handlers_page_installed_by_another_is_not_failed() {
         }
         fn read_page(&self, index: u64, buf: &mut [u8]) -> mmbatch_faultaround::PageRead {
             if index == 5 && CALLS_FOR_FIVE.fetch_add(1, Ordering::SeqCst) == 0 {
-                let until = std::time::Instant::now() + Duration::from_secs(10);
+                let until = std::time::Instant::now() + Duration::from_secs(30);
                 while !RELEASE.load(Ordering::Acquire) && std::time::Instant::now() < until {
                     std::thread::sleep(Duration::from_millis(1));
                 }
@@ -1646,7 +1652,9 @@ fn a_stuck_handlers_page_installed_by_another_is_not_failed() {
     let h = UffdHandler::builder(uffd, [range])
         .order(1)
         .handlers(2)
-        .source_timeout(Duration::from_millis(200))
+        // Long enough for the other handler to install page 5 first,
+        // however slow the host.
+        .source_timeout(child::scaled(Duration::from_secs(1)))
         .build(FirstFiveStalls(src.clone()))
         .unwrap();
     assert_eq!(h.fail_signal(), None);
@@ -1663,8 +1671,13 @@ fn a_stuck_handlers_page_installed_by_another_is_not_failed() {
     let four = unsafe { std::ptr::read_volatile((base as usize + 4 * PAGE) as *const u8) };
     assert_eq!(four, src[4 * PAGE]);
     assert_eq!(reader.join().unwrap(), src[5 * PAGE]);
-    // Past the source timeout the watchdog claims the stuck handler.
-    std::thread::sleep(Duration::from_millis(600));
+    // Past the source timeout the watchdog claims the stuck handler and
+    // starts a replacement beside the two.
+    mmbatch_testkit::wait_until(
+        "the stuck handler's replacement",
+        child::scaled(Duration::from_secs(10)),
+        || mmbatch_testkit::threads_named("uffd-handler-") >= 3,
+    );
     println!("{:?}, failure {:?}", h.stats(), h.failure());
     assert!(h.failure().is_none(), "{:?}", h.failure());
     assert_eq!(h.stats().pages_failed, 0);
@@ -1830,7 +1843,16 @@ fn a_stalled_working_set_read_on_a_faults_path_fails_its_page() {
     let rec = Record::new(PAGE, (256 * PAGE) as u64, "", 0..192).unwrap();
     let ws = ws_file(&rec, &src, false);
     fail::cfg("uffd::replay_batch", "pause").unwrap();
-    fail::cfg("uffd::taken_run_read", "sleep(1000)").unwrap();
+    // Held until the reader has its signal, or for 4 s (scaled: then
+    // the read's late bytes would have come first): no race with a slow
+    // host.
+    fail::cfg("uffd::taken_run_read", "pause").unwrap();
+    let hold = child::scaled(Duration::from_secs(4));
+    let (read_back, held) = std::sync::mpsc::channel::<()>();
+    let release = std::thread::spawn(move || {
+        let _ = held.recv_timeout(hold);
+        fail::remove("uffd::taken_run_read");
+    });
     let r = UffdRegion::builder(256 * PAGE)
         .replay(rec)
         .replay_pages(ws)
@@ -1843,10 +1865,15 @@ fn a_stalled_working_set_read_on_a_faults_path_fails_its_page() {
     assert_eq!(touch(&r, 140 * PAGE), expected);
     let took = start.elapsed();
     println!("the stalled read's page failed after {took:?}");
-    assert!(took < Duration::from_millis(900), "{took:?}");
+    assert!(
+        r.failure().is_some() && took < hold * 3 / 4,
+        "the page waited for the held read ({took:?}): {:?}",
+        r.failure()
+    );
+    let _ = read_back.send(());
+    release.join().unwrap();
     let e = r.failure().unwrap();
     assert!(matches!(e, Error::PageFailed { page: 140, .. }), "{e}");
-    fail::remove("uffd::taken_run_read");
     fail::remove("uffd::replay_batch");
     assert!(r.wait_replayed(Duration::from_secs(8)));
     let st = r.stats();

@@ -1137,7 +1137,7 @@ fn an_image_larger_than_memory_is_refused_before_a_byte_is_written() {
 /// nothing is failed. In a child: a failure would be a fatal signal.
 #[test]
 fn a_discarded_page_of_a_stalled_handler_is_not_failed() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let name = "a_discarded_page_of_a_stalled_handler_is_not_failed";
     if let Some(run) = mmbatch_testkit::child::parent(name, Duration::from_secs(20)) {
         println!("{}", run.output);
@@ -1145,7 +1145,9 @@ fn a_discarded_page_of_a_stalled_handler_is_not_failed() {
         return;
     }
     static CALLS_FOR_FIVE: AtomicUsize = AtomicUsize::new(0);
-    /// The image's bytes; the first read of page 5 takes 4 s.
+    static LET_GO: AtomicBool = AtomicBool::new(false);
+    /// The image's bytes; the first read of page 5 is held until the
+    /// test lets it go (30 s at most).
     struct FirstFiveStalls(Vec<u8>);
     impl PageSource for FirstFiveStalls {
         fn len(&self) -> u64 {
@@ -1153,7 +1155,10 @@ fn a_discarded_page_of_a_stalled_handler_is_not_failed() {
         }
         fn read_page(&self, index: u64, buf: &mut [u8]) -> PageRead {
             if index == 5 && CALLS_FOR_FIVE.fetch_add(1, Ordering::SeqCst) == 0 {
-                std::thread::sleep(Duration::from_secs(4));
+                let until = std::time::Instant::now() + Duration::from_secs(30);
+                while !LET_GO.load(Ordering::SeqCst) && std::time::Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
             }
             let at = index as usize * PAGE;
             buf.copy_from_slice(&self.0[at..at + PAGE]);
@@ -1166,8 +1171,8 @@ fn a_discarded_page_of_a_stalled_handler_is_not_failed() {
             .order(1)
             .handlers(2)
             // Long enough that the discard below comes first however
-            // loaded the host.
-            .source_timeout(Duration::from_secs(1))
+            // loaded the host (ten times so under emulation).
+            .source_timeout(mmbatch_testkit::child::scaled(Duration::from_secs(1)))
             .build(FirstFiveStalls(src.clone()))
             .unwrap(),
     );
@@ -1183,6 +1188,7 @@ fn a_discarded_page_of_a_stalled_handler_is_not_failed() {
     // Past the source timeout the watchdog claims the stalled handler,
     // fails nothing, and lets the reader go: it finds page 4 discarded.
     assert_eq!(reader.join().unwrap(), 0);
+    LET_GO.store(true, Ordering::SeqCst);
     assert!(r.failure().is_none(), "{:?}", r.failure());
     assert_eq!(r.stats().pages_failed, 0);
     assert!(page_is(&r, &src, 5));
