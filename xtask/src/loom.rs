@@ -1,5 +1,6 @@
 //! `cargo xtask loom [CRATE]`: the loom models of every crate that has
-//! them, in release with debug assertions (sharded-slab's `bin/loom.sh`),
+//! them, optimized (the `loom` profile) with debug assertions
+//! (sharded-slab's `bin/loom.sh` runs them in release),
 //! in their own target directory so `--cfg mmbatch_loom` does not invalidate the
 //! normal build.
 
@@ -7,6 +8,11 @@ use crate::util::{cargo, root};
 
 /// The flags the models are built with (also by the mutants' loom pass).
 pub(crate) const RUSTFLAGS: &str = "--cfg mmbatch_loom -C debug-assertions=on";
+
+/// The cargo profile the models are built with: release for the crates
+/// and loom, unoptimized for the test harness's other dependencies
+/// (the workspace's `Cargo.toml`).
+pub(crate) const PROFILE: &str = "loom";
 
 /// Crates with loom models (`src/**/tests/loom_*.rs`).
 pub(crate) const CRATES: &[&str] = &[
@@ -45,7 +51,7 @@ pub(crate) fn run(krate: Option<&str>) -> Result<(), String> {
     // features differ): on this host the step built for 182 s of its
     // 277 s; with one cargo, the step took 223.6 s in all.
     let mut cmd = cargo();
-    cmd.args(["test", "--release", "--lib", "--no-fail-fast"])
+    cmd.args(["test", "--profile", PROFILE, "--lib", "--no-fail-fast"])
         .env("RUSTFLAGS", RUSTFLAGS)
         .env("LOOM_MAX_PREEMPTIONS", &preemptions)
         .env("CARGO_TARGET_DIR", root().join("target/loom"));

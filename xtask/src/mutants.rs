@@ -7,7 +7,7 @@
 
 use std::{fs, path::Path};
 
-use crate::loom::RUSTFLAGS as LOOM_RUSTFLAGS;
+use crate::loom::{PROFILE as LOOM_PROFILE, RUSTFLAGS as LOOM_RUSTFLAGS};
 use crate::util::{cargo, exec, root, succeeds};
 
 /// The library crates, smallest first.
@@ -397,7 +397,7 @@ impl Score {
 }
 
 /// Tests `survivors` again with the crate's loom models as the tests
-/// (`--cfg mmbatch_loom`, release with debug assertions, the library alone with
+/// (`--cfg mmbatch_loom`, the loom profile with debug assertions, the library alone with
 /// its own features, as `cargo xtask loom CRATE` runs them, at 2
 /// preemptions by default where that runs 3: each mutant runs every model): code compiled only under loom
 /// is reachable from no other test. Returns that pass's score.
@@ -407,7 +407,7 @@ fn loom_pass(krate: &str, survivors: &[String], out: &Path) -> Result<Score, Str
     let mut cmd = cargo_mutants(krate);
     // `--lib` for the build too: under loom a crate may leave out
     // what its integration tests and examples use.
-    cmd.args(["--profile", "release", "--cargo-arg=--lib"])
+    cmd.args(["--profile", LOOM_PROFILE, "--cargo-arg=--lib"])
         .arg("--output")
         .arg(&out)
         // Cargo prefers the encoded form to RUSTFLAGS.
@@ -421,7 +421,7 @@ fn loom_pass(krate: &str, survivors: &[String], out: &Path) -> Result<Score, Str
         cmd.arg("--re").arg(format!("^{}$", regex_escape(m)));
     }
     eprintln!(
-        "$ RUSTFLAGS='{LOOM_RUSTFLAGS}' cargo mutants -p mmbatch-{krate} --profile release \
+        "$ RUSTFLAGS='{LOOM_RUSTFLAGS}' cargo mutants -p mmbatch-{krate} --profile {LOOM_PROFILE} \
          --cargo-arg=--lib --re <its {} survivors> (output in {})",
         survivors.len(),
         out.display()
