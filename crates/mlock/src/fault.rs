@@ -579,7 +579,11 @@ impl FaultLockedRegion {
         SLOTS[self.slot].faults.load(Ordering::Relaxed)
     }
 
-    /// The underlying region.
+    /// The underlying region. Its [`access`](LockedRegion::access) is
+    /// what the process's own accesses get (the build's): the pages not
+    /// yet touched are `PROT_NONE` underneath until the handler opens
+    /// them, so a system call handed one fails with `EFAULT` (see
+    /// [`as_slice`](Self::as_slice)).
     pub fn region(&self) -> &LockedRegion {
         &self.region
     }

@@ -17,8 +17,11 @@ use crate::{Error, accounting};
 
 mod guarded;
 mod lock;
+mod protect;
 mod secret;
 mod zero;
+
+pub use protect::Access;
 
 use zero::ZeroOnDrop;
 
@@ -628,55 +631,6 @@ pub struct LockedRegion {
     access: Access,
 }
 
-/// What the process may do with a region's memory, as
-/// [`LockedRegion::protect`] sets it (`mprotect`; libsodium's
-/// `sodium_mprotect_noaccess`, `_readonly` and `_readwrite`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Access {
-    /// Neither reads nor writes: the process's own access faults
-    /// (SIGSEGV, which kills it unless it handles the signal) and the
-    /// kernel's on its behalf fails (`read(2)` into it: EFAULT), so a
-    /// secret at rest is not read by a stray pointer or an over-read.
-    /// Debuggers (`/proc/PID/mem`, ptrace) and core dumps still read it:
-    /// see [`RegionBuilder::secret_memory`] and
-    /// [`dont_dump`](RegionBuilder::dont_dump).
-    NoAccess,
-    /// Reads only.
-    ReadOnly,
-    /// Reads and writes: a writable region's access as built.
-    ReadWrite,
-}
-
-impl Access {
-    /// A region's access as built.
-    fn built(read_only: bool) -> Self {
-        if read_only {
-            Access::ReadOnly
-        } else {
-            Access::ReadWrite
-        }
-    }
-
-    fn prot(self) -> rustix::mm::MprotectFlags {
-        use rustix::mm::MprotectFlags;
-        match self {
-            Access::NoAccess => MprotectFlags::empty(),
-            Access::ReadOnly => MprotectFlags::READ,
-            Access::ReadWrite => MprotectFlags::READ | MprotectFlags::WRITE,
-        }
-    }
-
-    /// The one of `self` and `other` that allows less.
-    fn narrower(self, other: Access) -> Access {
-        match (self, other) {
-            (Access::NoAccess, _) | (_, Access::NoAccess) => Access::NoAccess,
-            (Access::ReadOnly, _) | (_, Access::ReadOnly) => Access::ReadOnly,
-            (Access::ReadWrite, Access::ReadWrite) => Access::ReadWrite,
-        }
-    }
-}
-
 impl LockedRegion {
     /// Whether its drop zeroes it ([`RegionBuilder::zero_on_drop`]).
     #[cfg(feature = "fault-locked")]
@@ -742,7 +696,9 @@ impl LockedRegion {
         } = self;
         // Zeroed first, as a drop does.
         drop(zero_on_drop);
-        let (ptr, len, prot) = mapping.into_raw_parts();
+        // The mapping's recorded protection is the build's; `protect` may
+        // have changed the region's since, and the guards never had it.
+        let (ptr, len, _) = mapping.into_raw_parts();
         // Fail point `mlock::munmap` plays the kernel's refusal.
         #[cfg(feature = "failpoints")]
         let refused = fail::eval("mlock::munmap", injected);
@@ -755,9 +711,10 @@ impl LockedRegion {
             None => unsafe { rustix::mm::munmap(ptr.as_ptr().cast(), len) },
         };
         unmapped.map_err(|e| {
-            // SAFETY: refused, the range is still ours and mapped: a
-            // `Mapping` again, whose drop handles it as a region's drop.
-            drop(unsafe { Mapping::from_raw_parts(ptr, len, prot) });
+            // SAFETY: refused, the range is still ours and mapped (with
+            // at least no access): a `Mapping` again, whose drop handles
+            // it as a region's drop.
+            drop(unsafe { Mapping::from_raw_parts(ptr, len, ProtFlags::empty()) });
             Error::from_sys("munmap", region_len, e)
         })
     }
@@ -795,65 +752,6 @@ impl LockedRegion {
     /// [`access`](Self::access).
     pub fn writable(&self) -> bool {
         !self.read_only
-    }
-
-    /// What the process may do with the memory now: the build's
-    /// ([`Access::ReadOnly`] for a read-only region, else
-    /// [`Access::ReadWrite`]), or what [`protect`](Self::protect) set.
-    pub fn access(&self) -> Access {
-        self.access
-    }
-
-    /// Sets what the process may do with the memory (`mprotect` of the
-    /// whole region). A secret kept [`Access::NoAccess`] between uses cannot
-    /// be read by a stray pointer or an over-read, and stays locked and
-    /// resident meanwhile; [`zero_on_drop`](RegionBuilder::zero_on_drop)
-    /// opens it again to zero it. Takes `&mut self`, so no slice of the
-    /// memory lives across the change.
-    ///
-    /// # Errors
-    /// [`Error::BadFlags`] for [`Access::ReadWrite`] on a region built
-    /// [`read_only`](RegionBuilder::read_only); the kernel's refusal of
-    /// the `mprotect`, named: ENOMEM where making a private region that
-    /// was never written writable again needs memory committed that
-    /// strict overcommit (`vm.overcommit_memory=2`) refuses, or at
-    /// `vm.max_map_count`. A refusal may leave part of the region changed
-    /// (the kernel changes one mapping at a time, and `lock_range` of
-    /// part of a region splits it): [`access`](Self::access) then says
-    /// the narrower of the two, so no slice reaches a page it cannot.
-    pub fn protect(&mut self, access: Access) -> Result<(), Error> {
-        if access == Access::ReadWrite && self.read_only {
-            return Err(Error::BadFlags {
-                op: "LockedRegion::protect",
-                why: "the region was built read_only: build it without read_only to write it",
-            });
-        }
-        // Fail point `mlock::mprotect` plays the kernel's refusal after
-        // it changed part of the region.
-        #[cfg(feature = "failpoints")]
-        let refused = fail::eval("mlock::mprotect", injected);
-        #[cfg(not(feature = "failpoints"))]
-        let refused = None;
-        let changed = match refused {
-            Some(e) => {
-                // SAFETY: as below, the first page alone: a kernel that
-                // changed the first mapping before it refused the next.
-                let _ =
-                    unsafe { rustix::mm::mprotect(self.as_ptr().cast(), self.page, access.prot()) };
-                Err(e)
-            }
-            // SAFETY: the region's own pages, borrowed exclusively: no
-            // reference into them is alive to see the change.
-            None => unsafe { rustix::mm::mprotect(self.as_ptr().cast(), self.len, access.prot()) },
-        };
-        self.access = match changed {
-            Ok(()) => access,
-            Err(_) => self.access.narrower(access),
-        };
-        if let Some(z) = &mut self.zero_on_drop {
-            z.reopen = self.access != Access::ReadWrite;
-        }
-        changed.map_err(|e| Error::from_sys("mprotect", self.len, e))
     }
 
     /// The memory, writable; `None` for a region built read-only, or one
