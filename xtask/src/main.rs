@@ -45,7 +45,7 @@ enum Command {
         #[arg(long, value_name = "STEP")]
         only: Vec<String>,
     },
-    /// The loom models, release with debug assertions (all crates, or one).
+    /// The loom models, optimized (the `loom` profile) with debug assertions (all crates, or one).
     Loom {
         /// A crate with loom models (pagevec, lru, ktask; with or without `mmbatch-`).
         #[arg(value_name = "CRATE")]

@@ -140,18 +140,18 @@ pub(crate) fn last_commit() -> Result<(), String> {
         println!("mutants: HEAD has no parent commit; nothing to compare");
         return Ok(());
     }
-    let dirty = git(&[
+    let dirty = git_text(&[
         "status",
         "--porcelain",
         "--untracked-files=no",
         "--",
         "crates",
     ])?;
-    if !dirty.stdout.is_empty() {
+    if !dirty.trim().is_empty() {
         return Err(format!(
             "crates/ has uncommitted changes, which the last commit's diff does not \
              describe: commit or stash them first\n{}",
-            String::from_utf8_lossy(&dirty.stdout).trim_end()
+            dirty.trim_end()
         ));
     }
     let diff = git_text(&["diff", "HEAD~1", "HEAD"])?;

@@ -88,7 +88,9 @@ pub(crate) fn exec_tests(cmd: &mut Command) -> Result<(), String> {
 }
 
 /// The failed tests a libtest run printed, each with its panic's first
-/// line.
+/// line: the test's own, not the line of a wrapper that ran it in a
+/// child process (`mmbatch_testkit::child`), whose output, the child's
+/// panic among it, follows.
 #[derive(Default)]
 pub(crate) struct Failures {
     tests: Vec<(String, Option<String>)>,
@@ -104,7 +106,11 @@ impl Failures {
             .strip_prefix("test ")
             .and_then(|l| l.strip_suffix(" ... FAILED"))
         {
-            self.tests.push((name.to_string(), None));
+            // Once: a child's copy of the line, inside the parent's
+            // captured output, names the same test.
+            if !self.tests.iter().any(|(t, _)| t == name) {
+                self.tests.push((name.to_string(), None));
+            }
         } else if let Some(name) = line
             .strip_prefix("---- ")
             .and_then(|l| l.strip_suffix(" stdout ----"))
@@ -114,12 +120,22 @@ impl Failures {
                 .iter()
                 .position(|(t, _)| t == name)
                 .map(|i| (i, false));
+        } else if line.starts_with("test result: ") {
+            self.reading = None;
         } else if let Some((i, seen_panic)) = &mut self.reading {
-            if self.tests[*i].1.is_some() {
+            let (name, why) = &mut self.tests[*i];
+            // A child's wrapper (`NAME failed (exit status: 101):`)
+            // gives way to the child's own panic, further on; a hang's
+            // (`NAME did not finish in 10s (hang):`) is the news.
+            let wrapper = why
+                .as_deref()
+                .is_some_and(|w| w.starts_with(&format!("{name} failed (")));
+            if why.is_some() && !wrapper {
                 return;
             }
             if *seen_panic {
-                self.tests[*i].1 = Some(line.chars().take(300).collect());
+                *why = Some(line.chars().take(300).collect());
+                *seen_panic = false;
             } else if line.contains("panicked at") {
                 *seen_panic = true;
             }

@@ -233,7 +233,7 @@ pub(crate) fn run(a: &Args) -> Result<(), String> {
             if failed.binaries.is_empty() {
                 String::new()
             } else {
-                format!("; before it failed: {}", failed.describe())
+                format!("; binaries that failed before then: {}", failed.describe())
             }
         )),
     }
@@ -789,28 +789,35 @@ fn boot(
 }
 
 /// What the guest's console said of the binaries that failed: each
-/// `FAILED` line of the init script, and libtest's failed tests with
-/// their panics.
+/// `FAILED` line of the init script, with the failed tests libtest
+/// printed between it and the binary's `running` line, and their panics.
 #[derive(Default)]
 struct Failed {
     binaries: Vec<String>,
+    /// The tests of the binary running now.
     tests: crate::util::Failures,
 }
 
 impl Failed {
     fn read(&mut self, line: &str) {
-        if let Some(at) = line.find(ENDED[1]) {
-            self.binaries.push(line[at + ENDED[1].len()..].to_owned());
+        if line.contains(RUNNING) {
+            self.tests = crate::util::Failures::default();
+        } else if let Some(at) = line.find(ENDED[1]) {
+            let binary = &line[at + ENDED[1].len()..];
+            self.binaries
+                .push(format!("{binary}{}", self.tests.summary()));
+        } else {
+            self.tests.read(line);
         }
-        self.tests.read(line);
     }
 
-    /// The binaries' lines, then the tests.
+    /// Each failed binary with its tests, or where no binary's line was
+    /// read whole (the kernel's messages can break one), the tests seen.
     fn describe(&self) -> String {
         if self.binaries.is_empty() {
-            return "see the guest's output above".to_owned();
+            return format!("see the guest's output above{}", self.tests.summary());
         }
-        format!("{}{}", self.binaries.join("; "), self.tests.summary())
+        self.binaries.join(" | ")
     }
 }
 

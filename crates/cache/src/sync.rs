@@ -2,8 +2,8 @@
 //! `cfg(mmbatch_loom)` (after sharded-slab's `src/sync.rs`).
 
 // Loom's models are meaningless without the debug assertions they check
-// (tokio's guard): `cargo xtask loom` builds them in release with
-// `-C debug-assertions=on`.
+// (tokio's guard): `cargo xtask loom` builds them optimized (the
+// workspace's `loom` profile) with `-C debug-assertions=on`.
 #[cfg(all(mmbatch_loom, not(debug_assertions)))]
 compile_error!("loom models need debug assertions: run them with `cargo xtask loom`");
 

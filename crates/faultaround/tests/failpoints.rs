@@ -1672,12 +1672,15 @@ fn a_stuck_handlers_page_installed_by_another_is_not_failed() {
     assert_eq!(four, src[4 * PAGE]);
     assert_eq!(reader.join().unwrap(), src[5 * PAGE]);
     // Past the source timeout the watchdog claims the stuck handler and
-    // starts a replacement beside the two.
+    // starts a replacement beside the two, then decides the page (which
+    // this test is for): two more ticks (a tick is a quarter of the
+    // timeout) before the verdict is read.
     mmbatch_testkit::wait_until(
         "the stuck handler's replacement",
-        child::scaled(Duration::from_secs(10)),
+        child::scaled(Duration::from_secs(5)),
         || mmbatch_testkit::threads_named("uffd-handler-") >= 3,
     );
+    std::thread::sleep(child::scaled(Duration::from_millis(500)));
     println!("{:?}, failure {:?}", h.stats(), h.failure());
     assert!(h.failure().is_none(), "{:?}", h.failure());
     assert_eq!(h.stats().pages_failed, 0);

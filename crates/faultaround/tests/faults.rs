@@ -451,9 +451,10 @@ fn a_handler_left_in_the_source_protects_nothing_after_shutdown() {
         }
     }
     // Long enough for the shutdown below to come before the watchdog
-    // claims the held call, on a loaded host too.
+    // claims the held call, on a loaded host too (ten times so under
+    // emulation).
     let r = UffdRegion::builder(8 * PAGE)
-        .source_timeout(Duration::from_secs(1))
+        .source_timeout(child::scaled(Duration::from_secs(1)))
         .build(FirstCallFails)
         .unwrap();
     let page5 = r.as_ptr() as usize + 5 * PAGE;
@@ -791,9 +792,10 @@ fn shutdown_waits_for_a_slow_source_that_answers() {
     };
     // 31 calls of 40 ms: 1.24 s in all, past the timeout; each call far
     // under it (a host that stops the process for a while must not make
-    // one call look stuck).
+    // one call look stuck; the timeout ten times so under emulation,
+    // where the stuck page alone outlasts a limit on the whole fill).
     let r = UffdRegion::builder(32 * PAGE)
-        .source_timeout(Duration::from_secs(1))
+        .source_timeout(child::scaled(Duration::from_secs(1)))
         .build(source)
         .unwrap();
     // Page 7 never comes: touch none of it, and fill the rest.

@@ -1,8 +1,8 @@
 //! The crate's door to atomics and locks: std, or loom under `cfg(mmbatch_loom)`.
 
 // Loom's models are meaningless without the debug assertions they check
-// (tokio's guard): `cargo xtask loom` builds them in release with
-// `-C debug-assertions=on`.
+// (tokio's guard): `cargo xtask loom` builds them optimized (the
+// workspace's `loom` profile) with `-C debug-assertions=on`.
 #[cfg(all(mmbatch_loom, not(debug_assertions)))]
 compile_error!("loom models need debug assertions: run them with `cargo xtask loom`");
 

@@ -3,8 +3,8 @@
 //! (after sharded-slab's `src/sync.rs` and tokio's `src/loom/`).
 
 // Loom's models are meaningless without the debug assertions they check
-// (tokio's guard): `cargo xtask loom` builds them in release with
-// `-C debug-assertions=on`.
+// (tokio's guard): `cargo xtask loom` builds them optimized (the
+// workspace's `loom` profile) with `-C debug-assertions=on`.
 #[cfg(all(mmbatch_loom, not(debug_assertions)))]
 compile_error!("loom models need debug assertions: run them with `cargo xtask loom`");
 

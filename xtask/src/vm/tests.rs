@@ -80,23 +80,38 @@ fn the_status_line_is_found_whatever_the_kernel_prints_around_it() {
 fn a_failed_binary_and_its_tests_are_named_in_the_error() {
     let mut f = Failed::default();
     for line in [
+        "mmbatch-vm: running faultaround:uffd",
+        "test flaky_elsewhere ... FAILED",
+        "mmbatch-vm: passed faultaround:uffd in 7 s",
         "mmbatch-vm: running faultaround:vmm",
         "test a_page ... ok",
         "test a_reader_waits ... FAILED",
         "failures:",
         "",
         "---- a_reader_waits stdout ----",
-        "thread 'a_reader_waits' panicked at crates/faultaround/tests/vmm.rs:12:5:",
+        // A child's run (`mmbatch_testkit::child`): its wrapper's panic,
+        // then the child's output, its own FAILED line and panic in it.
+        "thread 'a_reader_waits' (812) panicked at crates/testkit/src/child.rs:49:40:",
+        "a_reader_waits failed (exit status: 101):",
+        "test a_reader_waits ... FAILED",
+        "thread 'a_reader_waits' (815) panicked at crates/faultaround/tests/vmm.rs:12:5:",
         "the reader did not finish in 20s (hang)",
+        "",
+        "failures:",
+        "    a_reader_waits",
+        "",
+        "test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out",
         "[   29.1] random: crng init donemmbatch-vm: FAILED faultaround:vmm (exit status 101 after 12 s)",
-        "mmbatch-vm: passed faultaround:uffd in 7 s",
+        "mmbatch-vm: running faultaround:faults",
+        "mmbatch-vm: FAILED faultaround:faults: killed at its 180 s limit (a hang)",
     ] {
         f.read(line);
     }
     assert_eq!(
         f.describe(),
         "faultaround:vmm (exit status 101 after 12 s); failed tests: \
-         a_reader_waits (the reader did not finish in 20s (hang))"
+         a_reader_waits (the reader did not finish in 20s (hang)) | \
+         faultaround:faults: killed at its 180 s limit (a hang)"
     );
     assert_eq!(Failed::default().describe(), "see the guest's output above");
 }
