@@ -2,10 +2,9 @@
 //! [`PoolGrowth`], and the pool's persistent count they work from.
 
 use std::{
-    cell::RefCell,
     fs, io,
     marker::PhantomData,
-    sync::{Mutex, MutexGuard, PoisonError},
+    sync::{Condvar, Mutex, PoisonError},
 };
 
 use crate::HugePageSize;
@@ -29,7 +28,9 @@ impl HugePageSize {
     /// drops: for a read of the pool and a change or a mapping that must
     /// follow it unmixed with another's. Blocks while another holds it. A
     /// thread that holds it already takes it again at once, and keeps it
-    /// until its last `PoolLock` of the size drops, in any order. Programs
+    /// until its last `PoolLock` of the size drops, in any order; so does
+    /// a child forked while the process held it, whose `flock` is its
+    /// parent's (the two then hold it together until both let go). Programs
     /// that write the pool without it (a shell's `echo`) can still race:
     /// the kernel offers no atomic adjustment.
     ///
@@ -70,46 +71,51 @@ impl HugePageSize {
     /// # Ok(()) }
     /// ```
     pub fn lock_pool(self) -> PoolLock {
-        let i = self.index();
-        let taken = HELD.try_with(|held| {
-            let mut held = held.borrow_mut();
-            match &mut held[i] {
-                Some(h) => h.depth += 1,
-                None => held[i] = Some(self.take_lock()),
+        let me = Thread::current();
+        let lock = &THREADS[self.index()];
+        let mut holder = lock.holder.lock().unwrap_or_else(PoisonError::into_inner);
+        match holder.thread {
+            Some(t) if t == me => holder.depth += 1,
+            // A forked child's one thread: whichever of its parent's
+            // threads held the lock, none is here to release it, and the
+            // `flock`ed file is the child's too.
+            Some(t) if t.pid != me.pid => {
+                holder.thread = Some(me);
+                holder.depth += 1;
             }
-        });
+            _ => {
+                while holder.thread.is_some() {
+                    holder = lock
+                        .freed
+                        .wait(holder)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+                holder.thread = Some(me);
+                holder.depth = 1;
+                // Claimed: the `flock` waits for other processes outside
+                // the mutex, which the claim's other waiters only read.
+                drop(holder);
+                let file = fs::File::open(self.pool_file("nr_hugepages")).ok();
+                if let Some(f) = &file {
+                    // A signal's interruption waits again; another refusal
+                    // leaves the serialisation to this process's threads.
+                    let _ = rustix::io::retry_on_intr(|| {
+                        rustix::fs::flock(f, rustix::fs::FlockOperation::LockExclusive)
+                    });
+                }
+                lock.holder
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .file = file;
+            }
+        }
         PoolLock {
             size: self,
-            // A thread-local's destructor (a growth in a thread-local
-            // dropped at the thread's exit, after `HELD` was): the lock
-            // is this `PoolLock`'s own, as no other of the thread's can
-            // share it then.
-            own: taken.is_err().then(|| self.take_lock()),
             _thread: PhantomData,
         }
     }
 
-    /// This process's mutex of the size, then the pool file's `flock`.
-    fn take_lock(self) -> Held {
-        let guard = THREADS[self.index()]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let file = fs::File::open(self.pool_file("nr_hugepages")).ok();
-        if let Some(f) = &file {
-            // A signal's interruption waits again; another refusal leaves
-            // the serialisation to this process's mutex.
-            let _ = rustix::io::retry_on_intr(|| {
-                rustix::fs::flock(f, rustix::fs::FlockOperation::LockExclusive)
-            });
-        }
-        Held {
-            depth: 1,
-            _file: file,
-            _guard: guard,
-        }
-    }
-
-    /// This size's slot in [`THREADS`] and [`HELD`].
+    /// This size's slot in [`THREADS`].
     fn index(self) -> usize {
         match self {
             HugePageSize::Size2M => 0,
@@ -145,23 +151,53 @@ fn counts_or_one_reading(size: HugePageSize) -> Option<(usize, usize)> {
     })
 }
 
-/// Serialises a process's threads, one mutex a page size: a thread's
-/// `flock` would too, but not where the file refuses `flock`.
-static THREADS: [Mutex<()>; 2] = [const { Mutex::new(()) }; 2];
+/// Each size's lock among this process's threads (a thread's `flock`
+/// alone would not do where the file refuses `flock`).
+static THREADS: [ThreadLock; 2] = [const {
+    ThreadLock {
+        holder: Mutex::new(Holder {
+            thread: None,
+            depth: 0,
+            file: None,
+        }),
+        freed: Condvar::new(),
+    }
+}; 2];
 
-/// What a thread holds of each size's lock, while any of its
-/// [`PoolLock`]s of the size lives.
-#[derive(Debug)]
-struct Held {
-    /// The thread's live `PoolLock`s of the size.
-    depth: usize,
-    /// `flock`ed; closed (so unlocked) before the mutex is released.
-    _file: Option<fs::File>,
-    _guard: MutexGuard<'static, ()>,
+/// One size's lock among a process's threads.
+struct ThreadLock {
+    holder: Mutex<Holder>,
+    /// Signalled as the holder lets the lock go.
+    freed: Condvar,
 }
 
-thread_local! {
-    static HELD: RefCell<[Option<Held>; 2]> = const { RefCell::new([None, None]) };
+/// Who holds a size's lock, and what they hold.
+#[derive(Debug)]
+struct Holder {
+    thread: Option<Thread>,
+    /// The holder's live `PoolLock`s of the size.
+    depth: usize,
+    /// `flock`ed; closed (so unlocked) before the lock is let go.
+    file: Option<fs::File>,
+}
+
+/// A thread, told apart by the kernel's ids, which it keeps to its end:
+/// a thread-local would be gone in another thread-local's destructor (a
+/// growth kept in one, dropped at the thread's exit), where a second
+/// `PoolLock` of the size taken there waited on its own thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Thread {
+    pid: u32,
+    tid: rustix::thread::Pid,
+}
+
+impl Thread {
+    fn current() -> Self {
+        Self {
+            pid: std::process::id(),
+            tid: rustix::thread::gettid(),
+        }
+    }
 }
 
 /// A huge page pool locked to this thread
@@ -171,8 +207,6 @@ thread_local! {
 #[must_use = "the pool is unlocked as soon as the lock drops"]
 pub struct PoolLock {
     size: HugePageSize,
-    /// The lock, where the thread's `HELD` was gone when it was taken.
-    own: Option<Held>,
     /// Not `Send`: the lock is its thread's.
     _thread: PhantomData<*const ()>,
 }
@@ -253,20 +287,14 @@ impl PoolLock {
 
 impl Drop for PoolLock {
     fn drop(&mut self) {
-        if self.own.is_some() {
-            return; // released as the field drops
+        let lock = &THREADS[self.size.index()];
+        let mut holder = lock.holder.lock().unwrap_or_else(PoisonError::into_inner);
+        holder.depth = holder.depth.saturating_sub(1);
+        if holder.depth == 0 {
+            holder.file = None;
+            holder.thread = None;
+            lock.freed.notify_one();
         }
-        let i = self.size.index();
-        // `try_with`: a lock dropped by another thread-local's destructor
-        // may outlive `HELD`, whose own destructor then released it.
-        let _ = HELD.try_with(|held| {
-            let mut held = held.borrow_mut();
-            let Some(h) = &mut held[i] else { return };
-            h.depth -= 1;
-            if h.depth == 0 {
-                held[i] = None;
-            }
-        });
     }
 }
 
@@ -329,6 +357,15 @@ mod tests {
         rx
     }
 
+    /// Fails, within 10 s, unless another thread can take `size`'s lock:
+    /// a lock an earlier test never let go (a broken release) fails the
+    /// test that needs it in bounded time, not at the binary's limit.
+    fn assert_free(size: HugePageSize) {
+        another_thread_locks(size)
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the pool's lock is held for good: an earlier lock was never released");
+    }
+
     /// A thread takes its own lock again, and the lock is held until the
     /// thread's last `PoolLock` drops, whichever drops first; another
     /// thread then gets it.
@@ -337,6 +374,7 @@ mod tests {
         let _hang =
             mmbatch_testkit::hang_guard("a_thread_relocks_and_holds_until_its_last_lock_drops");
         let size = HugePageSize::Size1G;
+        assert_free(size);
         let first = size.lock_pool();
         let second = size.lock_pool();
         assert_eq!(second.size(), size);
@@ -401,6 +439,97 @@ mod tests {
             .expect("the lock taken at the thread's exit was not released");
     }
 
+    /// Two locks of one size nested in a thread-local's destructor at the
+    /// thread's exit (a growth kept in a thread-local dropped with a lock
+    /// held): the second takes it again at once. When the lock kept its
+    /// holders in a thread-local of its own, gone by then, the second
+    /// waited on its own thread for good. In a child, under a limit.
+    #[test]
+    fn nested_locks_at_a_threads_exit_take_it_again() {
+        use std::{cell::RefCell, sync::atomic::AtomicBool};
+        const NAME: &str = "pool::tests::nested_locks_at_a_threads_exit_take_it_again";
+        if let Some(run) = mmbatch_testkit::child::parent(NAME, Duration::from_secs(20)) {
+            run.expect_success();
+            return;
+        }
+        static NESTED: AtomicBool = AtomicBool::new(false);
+        struct LocksTwiceOnDrop;
+        impl Drop for LocksTwiceOnDrop {
+            fn drop(&mut self) {
+                let outer = HugePageSize::Size2M.lock_pool();
+                let inner = HugePageSize::Size2M.lock_pool();
+                drop(outer);
+                drop(inner);
+                NESTED.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        std::thread_local! {
+            static LATE: RefCell<Option<LocksTwiceOnDrop>> = const { RefCell::new(None) };
+        }
+        std::thread::spawn(|| {
+            // Registered before any thread-local a lock may keep, so
+            // destroyed after it.
+            LATE.with(|l| *l.borrow_mut() = Some(LocksTwiceOnDrop));
+            drop(HugePageSize::Size2M.lock_pool());
+        })
+        .join()
+        .unwrap();
+        assert!(NESTED.load(std::sync::atomic::Ordering::SeqCst));
+        another_thread_locks(HugePageSize::Size2M)
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the locks taken at the thread's exit were not released");
+    }
+
+    /// A child forked by a thread that holds the lock takes it at once,
+    /// as that thread would (the `flock`ed file is the child's too), and
+    /// lets it go. In a child process of the test, under a limit; the
+    /// forked one exits with its verdict.
+    #[test]
+    fn a_child_forked_under_the_lock_takes_it() {
+        const NAME: &str = "pool::tests::a_child_forked_under_the_lock_takes_it";
+        if let Some(run) = mmbatch_testkit::child::parent(NAME, Duration::from_secs(20)) {
+            run.expect_success();
+            return;
+        }
+        assert_free(HugePageSize::Size1G);
+        let held = HugePageSize::Size1G.lock_pool();
+        // SAFETY: the forked child calls only what this test's one thread
+        // (besides libtest's, idle in a join) left unlocked, and exits.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork: {}", io::Error::last_os_error());
+        if pid == 0 {
+            // A hang ends in SIGALRM: the forked child holds the test's
+            // output pipe, which its parent's limit does not close.
+            // SAFETY: async-signal-safe; the default action ends it.
+            unsafe { libc::alarm(10) };
+            let again = HugePageSize::Size1G.lock_pool();
+            // The parent's lock and this one: let go with the last.
+            let slot = &THREADS[HugePageSize::Size1G.index()];
+            let depth = |d| slot.holder.lock().map_or(usize::MAX, |h| h.depth) == d;
+            let counted = depth(2);
+            drop(again);
+            let counted = counted && depth(1);
+            drop(held);
+            let counted = counted && depth(0);
+            if !counted {
+                // SAFETY: as below.
+                unsafe { libc::_exit(8) };
+            }
+            // SAFETY: ends the forked child without running the test
+            // harness's exit.
+            unsafe { libc::_exit(7) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child forked above.
+        let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert_eq!(waited, pid, "waitpid: {}", io::Error::last_os_error());
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7,
+            "the forked child did not take the lock and exit: status {status:#x}"
+        );
+        drop(held);
+    }
+
     /// Env var: the path a child writes once it holds the pool's lock.
     const CHILD: &str = "MMBATCH_POOL_LOCK_CHILD";
 
@@ -427,6 +556,7 @@ mod tests {
         }
         let marker = std::env::temp_dir().join(format!("mmbatch-pool-lock-{}", std::process::id()));
         let _ = std::fs::remove_file(&marker);
+        assert_free(size);
         let lock = size.lock_pool();
         let path = marker.to_str().unwrap().to_owned();
         let child = std::thread::spawn(move || {
@@ -450,6 +580,7 @@ mod tests {
         // The pool to this test: the binary's other pool tests wait.
         let _turn = mmbatch_testkit::huge::hold();
         let size = HugePageSize::Size2M;
+        assert_free(size);
         let (Some(total), Some(surplus)) = (
             size.pool_count("nr_hugepages"),
             size.pool_count("surplus_hugepages"),
