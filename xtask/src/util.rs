@@ -120,26 +120,35 @@ impl Failures {
                 .iter()
                 .position(|(t, _)| t == name)
                 .map(|i| (i, false));
-        } else if line.starts_with("test result: ") {
+        } else if line.starts_with("test result: ")
+            && !self.reading.is_some_and(|(i, _)| self.wrapped(i))
+        {
+            // The run's end, unless a child's (its stdout, its stderr
+            // with its panic after).
             self.reading = None;
-        } else if let Some((i, seen_panic)) = &mut self.reading {
-            let (name, why) = &mut self.tests[*i];
-            // A child's wrapper (`NAME failed (exit status: 101):`)
-            // gives way to the child's own panic, further on; a hang's
-            // (`NAME did not finish in 10s (hang):`) is the news.
-            let wrapper = why
-                .as_deref()
-                .is_some_and(|w| w.starts_with(&format!("{name} failed (")));
+        } else if let Some((i, seen_panic)) = self.reading {
+            let wrapper = self.wrapped(i);
+            let why = &mut self.tests[i].1;
             if why.is_some() && !wrapper {
                 return;
             }
-            if *seen_panic {
+            if seen_panic {
                 *why = Some(line.chars().take(300).collect());
-                *seen_panic = false;
+                self.reading = Some((i, false));
             } else if line.contains("panicked at") {
-                *seen_panic = true;
+                self.reading = Some((i, true));
             }
         }
+    }
+
+    /// Whether test `i`'s message so far is a child's wrapper
+    /// (`NAME failed (exit status: 101):`), which gives way to the
+    /// child's own panic further on; a hang's (`NAME did not finish in
+    /// 10s (hang):`) is the news, and stays.
+    fn wrapped(&self, i: usize) -> bool {
+        let (name, why) = &self.tests[i];
+        why.as_deref()
+            .is_some_and(|w| w.starts_with(&format!("{name} failed (")))
     }
 
     /// `; failed tests: NAME (PANIC); ...`, or empty when none failed.

@@ -90,10 +90,13 @@ fn a_failed_binary_and_its_tests_are_named_in_the_error() {
         "",
         "---- a_reader_waits stdout ----",
         // A child's run (`mmbatch_testkit::child`): its wrapper's panic,
-        // then the child's output, its own FAILED line and panic in it.
+        // then the child's stdout (its own FAILED line and result),
+        // then its stderr with its panic.
         "thread 'a_reader_waits' (812) panicked at crates/testkit/src/child.rs:49:40:",
         "a_reader_waits failed (exit status: 101):",
+        "running 1 test",
         "test a_reader_waits ... FAILED",
+        "test result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 40 filtered out",
         "thread 'a_reader_waits' (815) panicked at crates/faultaround/tests/vmm.rs:12:5:",
         "the reader did not finish in 20s (hang)",
         "",
