@@ -29,8 +29,11 @@ impl HugePageSize {
     /// follow it unmixed with another's. Blocks while another holds it. A
     /// thread that holds it already takes it again at once, and keeps it
     /// until its last `PoolLock` of the size drops, in any order; so does
-    /// a child forked while the process held it, whose `flock` is its
-    /// parent's (the two then hold it together until both let go). Programs
+    /// a child forked by the thread that held it, whose `flock` is its
+    /// parent's (the two then hold it together until both let go, or
+    /// the child exits). A child forked by another thread waits for the
+    /// parent's release. A `PoolLock` that never drops (`mem::forget`)
+    /// holds the lock until the process exits. Programs
     /// that write the pool without it (a shell's `echo`) can still race:
     /// the kernel offers no atomic adjustment.
     ///
@@ -74,40 +77,48 @@ impl HugePageSize {
         let me = Thread::current();
         let lock = &THREADS[self.index()];
         let mut holder = lock.holder.lock().unwrap_or_else(PoisonError::into_inner);
-        match holder.thread {
-            Some(t) if t == me => holder.depth += 1,
-            // A forked child's one thread: whichever of its parent's
-            // threads held the lock, none is here to release it, and the
-            // `flock`ed file is the child's too.
-            Some(t) if t.pid != me.pid => {
+        if let Some(t) = holder.thread.filter(|t| t.pid != me.pid) {
+            if t.pthread == me.pthread {
+                // A child forked by the holding thread, its `PoolLock`s
+                // copied into this one: it holds the lock as that thread
+                // did (the `flock`ed file is shared across the fork).
                 holder.thread = Some(me);
-                holder.depth += 1;
+            } else {
+                // Another of the parent's threads held it, and none of
+                // its `PoolLock`s is here to let go: the child's copy of
+                // its file is closed (the parent's keeps the `flock`),
+                // and the lock is claimed afresh, waiting for the parent.
+                holder.file = None;
+                holder.thread = None;
+                holder.depth = 0;
             }
-            _ => {
-                while holder.thread.is_some() {
-                    holder = lock
-                        .freed
-                        .wait(holder)
-                        .unwrap_or_else(PoisonError::into_inner);
-                }
-                holder.thread = Some(me);
-                holder.depth = 1;
-                // Claimed: the `flock` waits for other processes outside
-                // the mutex, which the claim's other waiters only read.
-                drop(holder);
-                let file = fs::File::open(self.pool_file("nr_hugepages")).ok();
-                if let Some(f) = &file {
-                    // A signal's interruption waits again; another refusal
-                    // leaves the serialisation to this process's threads.
-                    let _ = rustix::io::retry_on_intr(|| {
-                        rustix::fs::flock(f, rustix::fs::FlockOperation::LockExclusive)
-                    });
-                }
-                lock.holder
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .file = file;
+        }
+        if holder.thread == Some(me) {
+            holder.depth += 1;
+        } else {
+            while holder.thread.is_some() {
+                holder = lock
+                    .freed
+                    .wait(holder)
+                    .unwrap_or_else(PoisonError::into_inner);
             }
+            holder.thread = Some(me);
+            holder.depth = 1;
+            // Claimed: the `flock` waits for other processes outside the
+            // mutex, which the claim's other waiters only read.
+            drop(holder);
+            let file = fs::File::open(self.pool_file("nr_hugepages")).ok();
+            if let Some(f) = &file {
+                // A signal's interruption waits again; another refusal
+                // leaves the serialisation to this process's threads.
+                let _ = rustix::io::retry_on_intr(|| {
+                    rustix::fs::flock(f, rustix::fs::FlockOperation::LockExclusive)
+                });
+            }
+            lock.holder
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .file = file;
         }
         PoolLock {
             size: self,
@@ -189,6 +200,9 @@ struct Holder {
 struct Thread {
     pid: u32,
     tid: rustix::thread::Pid,
+    /// Which survives a `fork` in the forking thread, as its tid does
+    /// not: a child tells by it whether its one thread held the lock.
+    pthread: libc::pthread_t,
 }
 
 impl Thread {
@@ -196,6 +210,8 @@ impl Thread {
         Self {
             pid: std::process::id(),
             tid: rustix::thread::gettid(),
+            // SAFETY: no preconditions; it cannot fail.
+            pthread: unsafe { libc::pthread_self() },
         }
     }
 }
@@ -400,11 +416,11 @@ mod tests {
         other.recv_timeout(Duration::from_secs(20)).unwrap();
     }
 
-    /// A lock taken in a thread-local's destructor that runs after the
-    /// pool's own thread-local's (a growth kept in a thread-local, dropped
-    /// at the thread's exit) works, and is released: the lock's
-    /// thread-local, already gone, panicked there, which aborts the
-    /// process. In a child, whose abort the parent sees.
+    /// A lock taken in a thread-local's destructor at the thread's exit
+    /// (a growth kept in a thread-local), after the other thread-locals
+    /// a lock once kept (its first one panicked there, gone, which
+    /// aborts the process), works and is released. In a child, whose
+    /// abort the parent sees.
     #[test]
     fn a_lock_taken_as_a_thread_exits_works() {
         use std::{cell::RefCell, sync::atomic::AtomicBool};
@@ -425,8 +441,8 @@ mod tests {
             static LATE: RefCell<Option<LocksOnDrop>> = const { RefCell::new(None) };
         }
         std::thread::spawn(|| {
-            // Registered before the pool's thread-local, so destroyed
-            // after it.
+            // Registered first, so destroyed last: after any
+            // thread-local registered as the lock is taken.
             LATE.with(|l| *l.borrow_mut() = Some(LocksOnDrop));
             drop(HugePageSize::Size2M.lock_pool());
         })
@@ -467,8 +483,8 @@ mod tests {
             static LATE: RefCell<Option<LocksTwiceOnDrop>> = const { RefCell::new(None) };
         }
         std::thread::spawn(|| {
-            // Registered before any thread-local a lock may keep, so
-            // destroyed after it.
+            // Registered first, so destroyed last: after any
+            // thread-local registered as the lock is taken.
             LATE.with(|l| *l.borrow_mut() = Some(LocksTwiceOnDrop));
             drop(HugePageSize::Size2M.lock_pool());
         })
@@ -528,6 +544,67 @@ mod tests {
             "the forked child did not take the lock and exit: status {status:#x}"
         );
         drop(held);
+    }
+
+    /// A child forked by a thread that does not hold the lock, while
+    /// another of the process's threads does, waits for that thread's
+    /// release (the `flock`), which a marker file written just before it
+    /// tells: the holder's `PoolLock`s are not the child's to let go, and
+    /// a child that took the lock over would never let it go.
+    #[test]
+    fn a_child_forked_beside_the_holder_waits_for_it() {
+        const NAME: &str = "pool::tests::a_child_forked_beside_the_holder_waits_for_it";
+        if let Some(run) = mmbatch_testkit::child::parent(NAME, Duration::from_secs(20)) {
+            run.expect_success();
+            return;
+        }
+        let size = HugePageSize::Size2M;
+        if fs::File::open(size.pool_file("nr_hugepages")).is_err() {
+            eprintln!("no 2 MiB pool here (no flock to wait on): not exercised");
+            return;
+        }
+        assert_free(size);
+        let marker = std::env::temp_dir().join(format!("mmbatch-pool-fork-{}", std::process::id()));
+        let _ = fs::remove_file(&marker);
+        let (locked, held) = mpsc::channel();
+        let (release, go) = mpsc::channel::<()>();
+        let m = marker.clone();
+        let holder = std::thread::spawn(move || {
+            let lock = size.lock_pool();
+            locked.send(()).unwrap();
+            let _ = go.recv();
+            fs::write(&m, b"released").unwrap();
+            drop(lock);
+        });
+        held.recv().unwrap();
+        let path = std::ffi::CString::new(marker.to_str().unwrap()).unwrap();
+        // SAFETY: the forked child makes system calls, locks a mutex no
+        // thread held at the fork (the holder's claim ended before it
+        // signalled) and exits; it allocates nothing.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork: {}", io::Error::last_os_error());
+        if pid == 0 {
+            // SAFETY: as in the test above.
+            unsafe { libc::alarm(10) };
+            let lock = size.lock_pool();
+            // SAFETY: a C string; `access` only reads it.
+            let after = unsafe { libc::access(path.as_ptr(), libc::F_OK) } == 0;
+            drop(lock);
+            // SAFETY: ends the forked child without the harness's exit.
+            unsafe { libc::_exit(if after { 7 } else { 9 }) };
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        release.send(()).unwrap();
+        holder.join().unwrap();
+        let mut status = 0;
+        // SAFETY: waits for the child forked above.
+        let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+        let _ = fs::remove_file(&marker);
+        assert_eq!(waited, pid, "waitpid: {}", io::Error::last_os_error());
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7,
+            "the forked child did not wait for the holder's release: status {status:#x}"
+        );
     }
 
     /// Env var: the path a child writes once it holds the pool's lock.
