@@ -97,10 +97,18 @@ impl HugePageSize {
             holder.depth += 1;
         } else {
             while holder.thread.is_some() {
-                holder = lock
-                    .freed
-                    .wait(holder)
-                    .unwrap_or_else(PoisonError::into_inner);
+                // This crate's unit tests wait in bounded time (`tests`).
+                #[cfg(not(test))]
+                {
+                    holder = lock
+                        .freed
+                        .wait(holder)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+                #[cfg(test)]
+                {
+                    holder = tests::wait_bounded(&lock.freed, holder);
+                }
             }
             holder.thread = Some(me);
             holder.depth = 1;
@@ -111,9 +119,12 @@ impl HugePageSize {
             if let Some(f) = &file {
                 // A signal's interruption waits again; another refusal
                 // leaves the serialisation to this process's threads.
+                #[cfg(not(test))]
                 let _ = rustix::io::retry_on_intr(|| {
                     rustix::fs::flock(f, rustix::fs::FlockOperation::LockExclusive)
                 });
+                #[cfg(test)]
+                tests::flock_bounded(f);
             }
             lock.holder
                 .lock()

@@ -5,6 +5,48 @@ use std::{sync::mpsc, time::Duration};
 
 use super::*;
 
+/// How long a thread of these tests waits for the lock before it
+/// panics: a lock a broken release (a `drop` made a no-op) never lets go
+/// fails the tests that need it in seconds, where an unbounded wait ran
+/// them into cargo-mutants' limit (a timeout, not a failure). The tests
+/// hold it for at most 300 ms.
+const WAIT_LIMIT: Duration = Duration::from_secs(5);
+
+/// [`HugePageSize::lock_pool`]'s wait for another thread of the process
+/// to let the lock go, bounded by [`WAIT_LIMIT`].
+pub(super) fn wait_bounded<'a>(
+    freed: &std::sync::Condvar,
+    holder: std::sync::MutexGuard<'a, Holder>,
+) -> std::sync::MutexGuard<'a, Holder> {
+    let held_by = holder.thread;
+    let (holder, waited) = freed
+        .wait_timeout(holder, WAIT_LIMIT)
+        .unwrap_or_else(PoisonError::into_inner);
+    assert!(
+        !waited.timed_out() || holder.thread != held_by,
+        "the pool's lock held by {held_by:?} for {WAIT_LIMIT:?}: a lock never released"
+    );
+    holder
+}
+
+/// [`HugePageSize::lock_pool`]'s `flock`, waiting for another process,
+/// polled and bounded by [`WAIT_LIMIT`].
+pub(super) fn flock_bounded(f: &fs::File) {
+    let start = std::time::Instant::now();
+    while let Err(e) = rustix::fs::flock(f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        assert!(
+            e == rustix::io::Errno::INTR || e == rustix::io::Errno::WOULDBLOCK,
+            "flock: {e}"
+        );
+        assert!(
+            start.elapsed() < WAIT_LIMIT,
+            "the pool's file lock held by another process for {WAIT_LIMIT:?}: \
+             a lock never released"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 /// Another thread asking for `size`'s lock: the receiver hears once
 /// it has it (and has let it go).
 fn another_thread_locks(size: HugePageSize) -> mpsc::Receiver<()> {
