@@ -790,24 +790,55 @@ fn boot(
 
 /// What the guest's console said of the binaries that failed: each
 /// `FAILED` line of the init script, with the failed tests libtest
-/// printed between it and the binary's `running` line, and their panics.
+/// printed between it and the binary's `running` line, and their panics;
+/// for a binary that names no failed test (`repro`, or one a hang guard
+/// aborted), its panics, its own `NAME: ` lines and a guard's abort.
 #[derive(Default)]
 struct Failed {
     binaries: Vec<String>,
     /// The tests of the binary running now.
     tests: crate::util::Failures,
+    /// The binary running now, as its `running` line names it.
+    running: String,
+    /// Its last [`SAID`] panic messages and `NAME: ` lines.
+    said: Vec<String>,
+    /// Whether the line before was a panic's `panicked at` line (its
+    /// message is this one).
+    after_panic: bool,
 }
+
+/// How many of a binary's own lines its failure keeps: a failed `repro`
+/// experiment's panic and the run's `repro: experiment(s) failed` line.
+const SAID: usize = 3;
 
 impl Failed {
     fn read(&mut self, line: &str) {
-        if line.contains(RUNNING) {
-            self.tests = crate::util::Failures::default();
+        if let Some(at) = line.find(RUNNING) {
+            *self = Self {
+                binaries: std::mem::take(&mut self.binaries),
+                running: line[at + RUNNING.len()..].to_owned(),
+                ..Self::default()
+            };
         } else if let Some(at) = line.find(ENDED[1]) {
             let binary = &line[at + ENDED[1].len()..];
-            self.binaries
-                .push(format!("{binary}{}", self.tests.summary()));
+            let mut why = self.tests.summary();
+            if why.is_empty() && !self.said.is_empty() {
+                why = format!(": {}", self.said.join("; "));
+            }
+            self.binaries.push(format!("{binary}{why}"));
         } else {
             self.tests.read(line);
+            let own = !self.running.is_empty() && line.starts_with(&format!("{}: ", self.running));
+            // A hang guard's abort (`mmbatch_testkit::hang_guard`) names
+            // the test, which libtest never gets to.
+            let aborted = line.ends_with("(hang): aborting");
+            if self.after_panic || own || aborted {
+                self.said.push(line.chars().take(300).collect());
+                if self.said.len() > SAID {
+                    self.said.remove(0);
+                }
+            }
+            self.after_panic = line.contains("panicked at");
         }
     }
 

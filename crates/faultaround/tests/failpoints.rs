@@ -985,6 +985,7 @@ fn a_huge_page_cache_whose_pages_are_refused_says_why() {
     let Some(_pool) = mmbatch_testkit::huge::Pool::grow(1) else {
         return;
     };
+    let grown = mmbatch_testkit::huge::state();
     let huge = 2 << 20;
     let image: Vec<u8> = (0..huge).map(|b| (b % 251) as u8).collect();
     let make = |errno: i32| {
@@ -1000,7 +1001,8 @@ fn a_huge_page_cache_whose_pages_are_refused_says_why() {
         assert!(
             matches!(&e, Error::Sys { source, .. }
                 if source.kind() == std::io::ErrorKind::OutOfMemory),
-            "{e}"
+            "{e} (the pool, grown: {grown}; now: {})",
+            mmbatch_testkit::huge::state()
         );
         assert!(e.to_string().contains("hugetlb.2MB.max"), "{errno}: {e}");
     }

@@ -14,6 +14,21 @@ pub fn read(path: &str) -> usize {
     std::fs::read_to_string(path).map_or(0, |s| s.trim().parse().unwrap_or(0))
 }
 
+/// The pool's counts, for a failure's message: `nr 3, free 1, resv 0,
+/// surplus 0, overcommit 0`.
+pub fn state() -> String {
+    let dir = "/sys/kernel/mm/hugepages/hugepages-2048kB";
+    ["nr", "free", "resv", "surplus"]
+        .iter()
+        .map(|c| format!("{c} {}", read(&format!("{dir}/{c}_hugepages"))))
+        .chain([format!(
+            "overcommit {}",
+            read(&format!("{dir}/nr_overcommit_hugepages"))
+        )])
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The pool is the machine's: one test of a binary at a time changes and
 /// counts it.
 static POOL: Mutex<()> = Mutex::new(());

@@ -119,6 +119,48 @@ fn a_failed_binary_and_its_tests_are_named_in_the_error() {
     assert_eq!(Failed::default().describe(), "see the guest's output above");
 }
 
+/// `repro` names no test: its failure is told by its experiment's panic
+/// and its own last line.
+#[test]
+fn a_failed_repro_says_which_experiment_and_why() {
+    let mut f = Failed::default();
+    for line in [
+        "mmbatch-vm: running repro",
+        "[timedmunlock 1/4, 0s] scale 0.01",
+        "thread 'main' (91) panicked at benches/src/clear.rs:80:9:",
+        "2 huge pages of 2048 KiB could not be reserved",
+        "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace",
+        "[clear] failed (its panic above); going on with the others",
+        "repro: 1 experiment(s) in 0.1 minutes",
+        "repro: experiment(s) failed: clear",
+        "mmbatch-vm: FAILED repro (exit status 1 after 5 s)",
+    ] {
+        f.read(line);
+    }
+    assert_eq!(
+        f.describe(),
+        "repro (exit status 1 after 5 s): 2 huge pages of 2048 KiB could not be reserved; \
+         repro: 1 experiment(s) in 0.1 minutes; repro: experiment(s) failed: clear"
+    );
+    // A test binary a hang guard aborted, no test of it named FAILED.
+    for line in [
+        "mmbatch-vm: running faultaround:vmm",
+        "test a_page ... ok",
+        "a_reader_waits did not finish in 450s (hang): aborting",
+        "mmbatch-vm: FAILED faultaround:vmm (exit status 134 after 451 s)",
+    ] {
+        f.read(line);
+    }
+    assert!(
+        f.describe().ends_with(
+            " | faultaround:vmm (exit status 134 after 451 s): \
+             a_reader_waits did not finish in 450s (hang): aborting"
+        ),
+        "{}",
+        f.describe()
+    );
+}
+
 #[test]
 fn the_guest_drains_its_console_before_powering_off() {
     let script = initramfs::init_script(&[], None, &[], 180);
