@@ -989,6 +989,9 @@ fn a_huge_page_cache_whose_pages_are_refused_says_why() {
     let huge = 2 << 20;
     let image: Vec<u8> = (0..huge).map(|b| (b % 251) as u8).collect();
     let make = |errno: i32| {
+        // The last call's memfd may live on in a child another test
+        // forked: its page comes back at the child's exec.
+        mmbatch_testkit::huge::wait_available(1);
         fail::cfg(
             "uffd::huge_page_cache_populate",
             &format!("return({errno})"),

@@ -29,6 +29,27 @@ pub fn state() -> String {
         .join(", ")
 }
 
+/// Waits until `n` pages of the pool are free and unpromised (`free -
+/// resv`), up to 10 s ([`scaled`](crate::child::scaled)), and panics
+/// with the pool's counts if they do not come: a hugetlbfs memfd this
+/// process closed lives on, with its page or its reservation, in a child
+/// another test's thread forked and has not yet exec'd (a fork copies
+/// every descriptor; `O_CLOEXEC` closes them only at the exec).
+pub fn wait_available(n: usize) {
+    let dir = "/sys/kernel/mm/hugepages/hugepages-2048kB";
+    let available = || read(FREE).saturating_sub(read(&format!("{dir}/resv_hugepages")));
+    let limit = crate::child::scaled(std::time::Duration::from_secs(10));
+    let start = std::time::Instant::now();
+    while available() < n {
+        assert!(
+            start.elapsed() < limit,
+            "{n} huge pages did not come free in {limit:?} ({})",
+            state()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 /// The pool is the machine's: one test of a binary at a time changes and
 /// counts it.
 static POOL: Mutex<()> = Mutex::new(());
