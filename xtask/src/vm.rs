@@ -227,8 +227,9 @@ pub(crate) fn run(a: &Args) -> Result<(), String> {
             "the guest did not finish in {} s and was killed{} (raise --timeout if the host was busy){}",
             a.timeout,
             running.map_or(String::new(), |(name, t)| format!(
-                ", {name} having run {:.0} s of it",
-                t.as_secs_f64()
+                ", {name} having run {:.0} s of it{}",
+                t.as_secs_f64(),
+                failed.said()
             )),
             if failed.binaries.is_empty() {
                 String::new()
@@ -807,8 +808,9 @@ struct Failed {
     after_panic: bool,
 }
 
-/// How many of a binary's own lines its failure keeps: a failed `repro`
-/// experiment's panic and the run's `repro: experiment(s) failed` line.
+/// How many of a binary's own lines its failure keeps: for a failed
+/// `repro`, its experiment's panic and the run's last two `repro: `
+/// lines (the count run, the experiments that failed).
 const SAID: usize = 3;
 
 impl Failed {
@@ -816,22 +818,33 @@ impl Failed {
         if let Some(at) = line.find(RUNNING) {
             *self = Self {
                 binaries: std::mem::take(&mut self.binaries),
-                running: line[at + RUNNING.len()..].to_owned(),
+                // The name, without printk text the console may have
+                // run into the line after it.
+                running: line[at + RUNNING.len()..]
+                    .split(|c: char| c.is_whitespace() || c == '[')
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned(),
                 ..Self::default()
             };
         } else if let Some(at) = line.find(ENDED[1]) {
             let binary = &line[at + ENDED[1].len()..];
             let mut why = self.tests.summary();
-            if why.is_empty() && !self.said.is_empty() {
-                why = format!(": {}", self.said.join("; "));
+            if why.is_empty() {
+                why = self.said();
             }
             self.binaries.push(format!("{binary}{why}"));
+        } else if line.starts_with("test ") && line.ends_with(" ... ok") {
+            // What a test that passed printed (an expected panic) is
+            // not why a later one failed.
+            self.said.clear();
+            self.after_panic = false;
         } else {
             self.tests.read(line);
             let own = !self.running.is_empty() && line.starts_with(&format!("{}: ", self.running));
             // A hang guard's abort (`mmbatch_testkit::hang_guard`) names
             // the test, which libtest never gets to.
-            let aborted = line.ends_with("(hang): aborting");
+            let aborted = line.contains("(hang): aborting");
             if self.after_panic || own || aborted {
                 self.said.push(line.chars().take(300).collect());
                 if self.said.len() > SAID {
@@ -840,6 +853,14 @@ impl Failed {
             }
             self.after_panic = line.contains("panicked at");
         }
+    }
+
+    /// `: ` and what the running binary said ([`SAID`]), or empty.
+    fn said(&self) -> String {
+        if self.said.is_empty() {
+            return String::new();
+        }
+        format!(": {}", self.said.join("; "))
     }
 
     /// Each failed binary with its tests, or where no binary's line was

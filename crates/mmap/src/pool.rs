@@ -124,7 +124,7 @@ impl HugePageSize {
                     rustix::fs::flock(f, rustix::fs::FlockOperation::LockExclusive)
                 });
                 #[cfg(test)]
-                tests::flock_bounded(f);
+                tests::flock_bounded(f, lock);
             }
             lock.holder
                 .lock()

@@ -126,6 +126,8 @@ fn a_failed_repro_says_which_experiment_and_why() {
     let mut f = Failed::default();
     for line in [
         "mmbatch-vm: running repro",
+        // The oldest of four goes.
+        "repro: could not raise the open-files limit to its hard limit (EPERM)",
         "[timedmunlock 1/4, 0s] scale 0.01",
         "thread 'main' (91) panicked at benches/src/clear.rs:80:9:",
         "2 huge pages of 2048 KiB could not be reserved",
@@ -144,9 +146,12 @@ fn a_failed_repro_says_which_experiment_and_why() {
     );
     // A test binary a hang guard aborted, no test of it named FAILED.
     for line in [
-        "mmbatch-vm: running faultaround:vmm",
+        "mmbatch-vm: running faultaround:vmm[   31.2] random: crng init done",
+        // A passing test's expected panic, printed: not the cause.
+        "thread 'a_page' (40) panicked at crates/faultaround/tests/vmm.rs:9:5:",
+        "an expected panic",
         "test a_page ... ok",
-        "a_reader_waits did not finish in 450s (hang): aborting",
+        "a_reader_waits did not finish in 450s (hang): aborting[   32.0] sysrq",
         "mmbatch-vm: FAILED faultaround:vmm (exit status 134 after 451 s)",
     ] {
         f.read(line);
@@ -154,7 +159,7 @@ fn a_failed_repro_says_which_experiment_and_why() {
     assert!(
         f.describe().ends_with(
             " | faultaround:vmm (exit status 134 after 451 s): \
-             a_reader_waits did not finish in 450s (hang): aborting"
+             a_reader_waits did not finish in 450s (hang): aborting[   32.0] sysrq"
         ),
         "{}",
         f.describe()

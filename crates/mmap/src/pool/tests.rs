@@ -6,44 +6,60 @@ use std::{sync::mpsc, time::Duration};
 use super::*;
 
 /// How long a thread of these tests waits for the lock before it
-/// panics: a lock a broken release (a `drop` made a no-op) never lets go
-/// fails the tests that need it in seconds, where an unbounded wait ran
-/// them into cargo-mutants' limit (a timeout, not a failure). The tests
-/// hold it for at most 300 ms.
-const WAIT_LIMIT: Duration = Duration::from_secs(5);
+/// panics ([`scaled`](mmbatch_testkit::child::scaled) to the machine): a
+/// lock a broken release (a `drop` made a no-op) never lets go fails the
+/// tests that need it in seconds, where an unbounded wait ran them into
+/// cargo-mutants' limit (a timeout, not a failure). The tests hold it for
+/// at most 300 ms.
+fn wait_limit() -> Duration {
+    mmbatch_testkit::child::scaled(Duration::from_secs(5))
+}
 
 /// [`HugePageSize::lock_pool`]'s wait for another thread of the process
-/// to let the lock go, bounded by [`WAIT_LIMIT`].
+/// to let the lock go, bounded by [`wait_limit`].
 pub(super) fn wait_bounded<'a>(
     freed: &std::sync::Condvar,
     holder: std::sync::MutexGuard<'a, Holder>,
 ) -> std::sync::MutexGuard<'a, Holder> {
-    let held_by = holder.thread;
+    let (held_by, limit) = (holder.thread, wait_limit());
     let (holder, waited) = freed
-        .wait_timeout(holder, WAIT_LIMIT)
+        .wait_timeout(holder, limit)
         .unwrap_or_else(PoisonError::into_inner);
     assert!(
         !waited.timed_out() || holder.thread != held_by,
-        "the pool's lock held by {held_by:?} for {WAIT_LIMIT:?}: a lock never released"
+        "the pool's lock held by {held_by:?} for {limit:?}: a lock never released \
+         (or held that long, a `flock` wait for another process included)"
     );
     holder
 }
 
-/// [`HugePageSize::lock_pool`]'s `flock`, waiting for another process,
-/// polled and bounded by [`WAIT_LIMIT`].
-pub(super) fn flock_bounded(f: &fs::File) {
-    let start = std::time::Instant::now();
-    while let Err(e) = rustix::fs::flock(f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-        assert!(
-            e == rustix::io::Errno::INTR || e == rustix::io::Errno::WOULDBLOCK,
-            "flock: {e}"
-        );
-        assert!(
-            start.elapsed() < WAIT_LIMIT,
-            "the pool's file lock held by another process for {WAIT_LIMIT:?}: \
-             a lock never released"
-        );
-        std::thread::sleep(Duration::from_millis(2));
+/// [`HugePageSize::lock_pool`]'s `flock` for the thread that claimed
+/// `lock`, waiting for another process, polled and bounded by
+/// [`wait_limit`]: past it, the claim is given up (so the next test is
+/// not blamed) and it panics. A refusal other than a wait leaves the
+/// serialisation to this process's threads, as the unbounded `flock`
+/// does.
+pub(super) fn flock_bounded(f: &fs::File, lock: &ThreadLock) {
+    let (start, limit) = (std::time::Instant::now(), wait_limit());
+    loop {
+        match rustix::fs::flock(f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Err(rustix::io::Errno::INTR | rustix::io::Errno::WOULDBLOCK)
+                if start.elapsed() < limit =>
+            {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(rustix::io::Errno::INTR | rustix::io::Errno::WOULDBLOCK) => {
+                let mut holder = lock.holder.lock().unwrap_or_else(PoisonError::into_inner);
+                (holder.thread, holder.depth, holder.file) = (None, 0, None);
+                lock.freed.notify_all();
+                drop(holder);
+                panic!(
+                    "the pool's file lock held by another process for {limit:?}: a lock never \
+                     released, or held that long"
+                );
+            }
+            _ => return,
+        }
     }
 }
 
@@ -58,13 +74,14 @@ fn another_thread_locks(size: HugePageSize) -> mpsc::Receiver<()> {
     rx
 }
 
-/// Fails, within 10 s, unless another thread can take `size`'s lock:
-/// a lock an earlier test never let go (a broken release) fails the
-/// test that needs it in bounded time, not at the binary's limit.
+/// Fails unless another thread can take `size`'s lock (its wait is
+/// bounded by [`wait_limit`]; a panic there ends the channel): a lock an
+/// earlier test never let go (a broken release) fails the test that
+/// needs it in bounded time, not at the binary's limit.
 fn assert_free(size: HugePageSize) {
     another_thread_locks(size)
-        .recv_timeout(Duration::from_secs(10))
-        .expect("the pool's lock is held for good: an earlier lock was never released");
+        .recv_timeout(wait_limit() * 2)
+        .expect("another thread could not take the pool's lock: an earlier lock never released");
 }
 
 /// A thread takes its own lock again, and the lock is held until the
@@ -86,18 +103,18 @@ fn a_thread_relocks_and_holds_until_its_last_lock_drops() {
     );
     // Another size's lock is another lock, to other threads too.
     another_thread_locks(HugePageSize::Size2M)
-        .recv_timeout(Duration::from_secs(20))
+        .recv_timeout(wait_limit() * 2)
         .expect("the 2 MiB pool's lock waited for the 1 GiB pool's");
     drop(second);
     other
-        .recv_timeout(Duration::from_secs(20))
+        .recv_timeout(wait_limit() * 2)
         .expect("the lock was not released with the thread's last PoolLock");
     // And taken again afresh.
     let again = size.lock_pool();
     let other = another_thread_locks(size);
     assert!(other.recv_timeout(Duration::from_millis(100)).is_err());
     drop(again);
-    other.recv_timeout(Duration::from_secs(20)).unwrap();
+    other.recv_timeout(wait_limit() * 2).unwrap();
 }
 
 /// A lock taken in a thread-local's destructor at the thread's exit
@@ -135,7 +152,7 @@ fn a_lock_taken_as_a_thread_exits_works() {
     assert!(LOCKED.load(std::sync::atomic::Ordering::SeqCst));
     // Released: another thread takes it.
     another_thread_locks(HugePageSize::Size2M)
-        .recv_timeout(Duration::from_secs(10))
+        .recv_timeout(wait_limit() * 2)
         .expect("the lock taken at the thread's exit was not released");
 }
 
@@ -176,7 +193,7 @@ fn nested_locks_at_a_threads_exit_take_it_again() {
     .unwrap();
     assert!(NESTED.load(std::sync::atomic::Ordering::SeqCst));
     another_thread_locks(HugePageSize::Size2M)
-        .recv_timeout(Duration::from_secs(10))
+        .recv_timeout(wait_limit() * 2)
         .expect("the locks taken at the thread's exit were not released");
 }
 
@@ -185,15 +202,17 @@ fn nested_locks_at_a_threads_exit_take_it_again() {
 /// s: a hang must end, since the forked child holds the test's output
 /// pipe, which its parent's limit does not close. Returns its pid.
 fn fork_child(verdict: impl FnOnce() -> i32) -> libc::pid_t {
-    // SAFETY: each caller's `verdict` makes system calls and takes only
-    // locks no other thread held at the fork, allocates nothing, and the
-    // child exits.
+    // SAFETY: each caller's `verdict` makes system calls, takes only
+    // locks no other thread held at the fork (glibc's allocator is
+    // fork-safe), and the child exits.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork: {}", io::Error::last_os_error());
     if pid == 0 {
         // SAFETY: async-signal-safe; the default action ends the child.
         unsafe { libc::alarm(10) };
-        let code = verdict();
+        // A panic (a bounded wait's) is the child's failure, not an
+        // unwind into the forked copy of the harness.
+        let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(verdict)).unwrap_or(101);
         // SAFETY: ends the forked child, skipping the harness's exit.
         unsafe { libc::_exit(code) };
     }
