@@ -214,27 +214,30 @@ pub(crate) fn run(a: &Args) -> Result<(), String> {
         Boot::Done(0, _) => Ok(()),
         // Named here, not only in the console above: a CI log is often
         // read from its end, after the steps that ran later.
-        Boot::Done(n, failed) => Err(format!(
+        Boot::Done(n, console) => Err(format!(
             "{n} test binar(y/ies) failed in the guest: {}",
-            failed.describe()
+            console.describe()
         )),
         Boot::NoReport => Err(
             "the guest stopped without its last line (a kernel panic or an init that died?): \
              see its output above"
                 .to_owned(),
         ),
-        Boot::TimedOut(running, failed) => Err(format!(
+        Boot::TimedOut(console) => Err(format!(
             "the guest did not finish in {} s and was killed{} (raise --timeout if the host was busy){}",
             a.timeout,
-            running.map_or(String::new(), |(name, t)| format!(
-                ", {name} having run {:.0} s of it{}",
-                t.as_secs_f64(),
-                failed.said()
-            )),
-            if failed.binaries.is_empty() {
+            console
+                .running
+                .as_ref()
+                .map_or(String::new(), |(name, since)| format!(
+                    ", {name} having run {:.0} s of it{}",
+                    since.elapsed().as_secs_f64(),
+                    console.said()
+                )),
+            if console.binaries.is_empty() {
                 String::new()
             } else {
-                format!("; binaries that failed before then: {}", failed.describe())
+                format!("; binaries that failed before then: {}", console.describe())
             }
         )),
     }
@@ -655,11 +658,11 @@ fn accel(a: &Args, dir: &Path, kernel: &Path) -> Result<Accel, String> {
 enum Boot {
     /// The guest's last line: this many test binaries failed, and
     /// what the console said of them.
-    Done(usize, Failed),
+    Done(usize, Console),
     NoReport,
-    /// Killed at the deadline, while running this binary (its
-    /// `mmbatch-vm: running` name) for this long, after these failed.
-    TimedOut(Option<(String, Duration)>, Failed),
+    /// Killed at the deadline: what the console had said (the binary
+    /// running, the binaries that had failed).
+    TimedOut(Console),
 }
 
 /// Boots the guest and streams its console (when `echo`); kills it at
@@ -746,9 +749,7 @@ fn boot(
     drop(tx);
     let deadline = Instant::now() + timeout;
     let mut closed = 0;
-    let mut done = None;
-    let mut running = None;
-    let mut failed = Failed::default();
+    let mut console = Console::default();
     while closed < 2 {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
@@ -758,49 +759,42 @@ fn boot(
                     let mut o = std::io::stdout().lock();
                     let _ = writeln!(o, "{line}");
                 }
-                // The worst count any status line gave (the guest prints
-                // it twice).
-                if let Some(n) = status(line) {
-                    done = done.max(Some(n));
-                }
-                failed.read(line);
-                if let Some(at) = line.find(RUNNING) {
-                    running = Some((line[at + RUNNING.len()..].to_owned(), Instant::now()));
-                } else if ENDED.iter().any(|e| line.contains(e)) {
-                    // Done with it: a hang after is not this binary's.
-                    running = None;
-                }
+                console.read(line);
             }
             Ok(None) => closed += 1,
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Ok(Boot::TimedOut(
-                    running.map(|(name, since): (String, Instant)| (name, since.elapsed())),
-                    failed,
-                ));
+                return Ok(Boot::TimedOut(console));
             }
         }
     }
     // The console closed: the guest powered off (or QEMU failed).
     let _ = child.kill();
     let _ = child.wait();
-    Ok(done.map_or(Boot::NoReport, |n| Boot::Done(n, failed)))
+    Ok(match console.done {
+        Some(n) => Boot::Done(n, console),
+        None => Boot::NoReport,
+    })
 }
 
-/// What the guest's console said of the binaries that failed: each
-/// `FAILED` line of the init script, with the failed tests libtest
+/// What the guest's console said, read line by line: its status line's
+/// count, the binary running, and of the binaries that failed, each
+/// `FAILED` line of the init script with the failed tests libtest
 /// printed between it and the binary's `running` line, and their panics;
 /// for a binary that names no failed test (`repro`, or one a hang guard
 /// aborted), its panics, its own `NAME: ` lines and a guard's abort.
 #[derive(Default)]
-struct Failed {
+struct Console {
+    /// The worst count a status line gave (the guest prints it twice).
+    done: Option<usize>,
+    /// The binary running now, as its `running` line names it, and since
+    /// when; `None` between binaries (a hang then is not a binary's).
+    running: Option<(String, Instant)>,
     binaries: Vec<String>,
     /// The tests of the binary running now.
     tests: crate::util::Failures,
-    /// The binary running now, as its `running` line names it.
-    running: String,
     /// Its last [`SAID`] panic messages and `NAME: ` lines.
     said: Vec<String>,
     /// Whether the line before was a panic's `panicked at` line (its
@@ -813,18 +807,21 @@ struct Failed {
 /// lines (the count run, the experiments that failed).
 const SAID: usize = 3;
 
-impl Failed {
+impl Console {
     fn read(&mut self, line: &str) {
+        if let Some(n) = status(line) {
+            self.done = self.done.max(Some(n));
+        }
         if let Some(at) = line.find(RUNNING) {
             *self = Self {
+                done: self.done,
                 binaries: std::mem::take(&mut self.binaries),
                 // The name, without printk text the console may have
                 // run into the line after it.
                 running: line[at + RUNNING.len()..]
                     .split(|c: char| c.is_whitespace() || c == '[')
                     .next()
-                    .unwrap_or_default()
-                    .to_owned(),
+                    .map(|name| (name.to_owned(), Instant::now())),
                 ..Self::default()
             };
         } else if let Some(at) = line.find(ENDED[1]) {
@@ -834,14 +831,22 @@ impl Failed {
                 why = self.said();
             }
             self.binaries.push(format!("{binary}{why}"));
-        } else if line.starts_with("test ") && line.ends_with(" ... ok") {
-            // What a test that passed printed (an expected panic) is
-            // not why a later one failed.
-            self.said.clear();
-            self.after_panic = false;
+            self.running = None;
+        } else if line.contains(ENDED[0]) {
+            self.running = None;
         } else {
             self.tests.read(line);
-            let own = !self.running.is_empty() && line.starts_with(&format!("{}: ", self.running));
+            if line.starts_with("test ") && line.ends_with(" ... ok") {
+                // What a test that passed printed (an expected panic) is
+                // not why a later one failed.
+                self.said.clear();
+                self.after_panic = false;
+                return;
+            }
+            let own = self
+                .running
+                .as_ref()
+                .is_some_and(|(name, _)| line.starts_with(&format!("{name}: ")));
             // A hang guard's abort (`mmbatch_testkit::hang_guard`) names
             // the test, which libtest never gets to.
             let aborted = line.contains("(hang): aborting");

@@ -78,7 +78,7 @@ fn the_status_line_is_found_whatever_the_kernel_prints_around_it() {
 
 #[test]
 fn a_failed_binary_and_its_tests_are_named_in_the_error() {
-    let mut f = Failed::default();
+    let mut f = Console::default();
     for line in [
         "mmbatch-vm: running faultaround:uffd",
         "test flaky_elsewhere ... FAILED",
@@ -116,14 +116,17 @@ fn a_failed_binary_and_its_tests_are_named_in_the_error() {
          a_reader_waits (the reader did not finish in 20s (hang)) | \
          faultaround:faults: killed at its 180 s limit (a hang)"
     );
-    assert_eq!(Failed::default().describe(), "see the guest's output above");
+    assert_eq!(
+        Console::default().describe(),
+        "see the guest's output above"
+    );
 }
 
 /// `repro` names no test: its failure is told by its experiment's panic
 /// and its own last line.
 #[test]
 fn a_failed_repro_says_which_experiment_and_why() {
-    let mut f = Failed::default();
+    let mut f = Console::default();
     for line in [
         "mmbatch-vm: running repro",
         // The oldest of four goes.
@@ -370,4 +373,26 @@ fn the_repro_executable_is_the_bin_targets() {
     assert_eq!(bin_executable(&json), Some(PathBuf::from("/t/ci/repro")));
     let without_bin = json.lines().take(3).collect::<Vec<_>>().join("\n");
     assert_eq!(bin_executable(&without_bin), None);
+}
+
+/// The binary running, for a guest killed at its timeout: named by its
+/// `running` line (without printk text run into it) until its `passed`
+/// or `FAILED` line; the status line's worst count kept across binaries.
+#[test]
+fn the_console_tracks_the_binary_running_and_the_status() {
+    let mut c = Console::default();
+    let running = |c: &Console| c.running.as_ref().map(|(name, _)| name.clone());
+    c.read("mmbatch-vm: running ktask:numa[   12.5] random: crng init done");
+    assert_eq!(running(&c).as_deref(), Some("ktask:numa"));
+    c.read("mmbatch-vm: passed ktask:numa in 1 s");
+    assert_eq!(running(&c), None);
+    c.read("mmbatch-vm: running repro");
+    c.read("repro: experiment(s) failed: clear");
+    assert_eq!(running(&c).as_deref(), Some("repro"));
+    assert_eq!(c.said(), ": repro: experiment(s) failed: clear");
+    c.read("mmbatch-vm: FAILED repro (exit status 1 after 5 s)");
+    assert_eq!(running(&c), None);
+    c.read("mmbatch-vm: done, 1 failed");
+    c.read("[   40.1] mmbatch-vm: done, 0 failed");
+    assert_eq!(c.done, Some(1));
 }
