@@ -60,35 +60,113 @@ pub fn hold() -> MutexGuard<'static, ()> {
     POOL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// `n` more huge pages in the pool while it lives, and the pool to this
-/// test; dropped, the pool is put back to its size before.
+/// Surplus pages (overcommitted ones in use): counted in [`NR`], which a
+/// write sets without them (the persistent count).
+pub const SURPLUS: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/surplus_hugepages";
+
+/// The pool's persistent pages: what a write of [`NR`] sets.
+fn persistent() -> usize {
+    read(NR).saturating_sub(read(SURPLUS))
+}
+
+/// `n` more free huge pages in the pool while it lives, and the pool to
+/// this test; dropped, the persistent count goes back down by what it
+/// grew, so that surplus pages it made persistent are surplus again (as
+/// `mmbatch_mmap`'s `PoolGrowth` does) rather than kept for good.
 #[derive(Debug)]
 pub struct Pool {
-    before: usize,
+    grew: usize,
     _only: MutexGuard<'static, ()>,
 }
 
 impl Pool {
-    /// Grows the pool by `n` pages, or `None` where it cannot (not root,
-    /// or memory too fragmented), after saying on stderr that the test did
-    /// not run.
+    /// Grows the pool by `n` free pages, or `None` where it cannot (not
+    /// root, or memory too fragmented), after saying on stderr that the
+    /// test did not run.
     pub fn grow(n: usize) -> Option<Pool> {
         let guard = hold();
-        let before = read(NR);
-        if std::fs::write(NR, (before + n).to_string()).is_err() || read(NR) < before + n {
-            let _ = std::fs::write(NR, before.to_string());
+        let (nr, before) = (read(NR), persistent());
+        // A write sets the persistent count and makes surplus pages
+        // persistent first (the kernel's `set_max_huge_pages`): all of
+        // them and `n` fresh pages past them.
+        let grown = std::fs::write(NR, (nr + n).to_string()).is_ok() && read(NR) >= nr + n;
+        let pool = Pool {
+            grew: persistent().saturating_sub(before),
+            _only: guard,
+        };
+        if !grown {
+            drop(pool);
             eprintln!("cannot reserve {n} 2 MiB huge pages here (needs root): not exercised");
             return None;
         }
-        Some(Pool {
-            before,
-            _only: guard,
-        })
+        Some(pool)
     }
 }
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        let _ = std::fs::write(NR, self.before.to_string());
+        if self.grew > 0 {
+            let _ = std::fs::write(NR, persistent().saturating_sub(self.grew).to_string());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A growth over a surplus page (an overcommitted page in use) gives
+    /// it back as surplus: the pool's persistent count is what it was,
+    /// and the page leaves the pool with its mapping. Put back to its
+    /// size before (surplus included), the pool kept the page as a
+    /// persistent one for good. Root only, and only where the pool has
+    /// no free page (which a mapping would take instead).
+    #[test]
+    fn a_growth_over_a_surplus_page_gives_it_back_as_surplus() {
+        const OVERCOMMIT: &str =
+            "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_overcommit_hugepages";
+        let overcommit = read(OVERCOMMIT);
+        if read(FREE) > 0 || std::fs::write(OVERCOMMIT, (overcommit + 1).to_string()).is_err() {
+            eprintln!("not exercised: needs root and a pool without free pages");
+            return;
+        }
+        struct Restore(usize);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                let _ = std::fs::write(OVERCOMMIT, self.0.to_string());
+            }
+        }
+        let _restore = Restore(overcommit);
+        // SAFETY: a fresh private mapping chosen by the kernel.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                HUGE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            eprintln!("not exercised: no surplus page to be had");
+            return;
+        }
+        // SAFETY: the mapping's first byte, writable.
+        unsafe { p.cast::<u8>().write(1) };
+        let (persistent_before, surplus_before) = (persistent(), read(SURPLUS));
+        assert!(surplus_before >= 1, "the page is not surplus: {}", state());
+        let pool = Pool::grow(1).expect("grown as root");
+        assert!(read(FREE) >= 1, "{}", state());
+        drop(pool);
+        let after = (persistent(), read(SURPLUS));
+        // SAFETY: the mapping made above; nothing refers to it.
+        unsafe { libc::munmap(p, HUGE) };
+        assert_eq!(
+            after,
+            (persistent_before, surplus_before),
+            "(persistent, surplus) after the growth dropped; now {}",
+            state()
+        );
     }
 }
