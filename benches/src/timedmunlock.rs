@@ -308,12 +308,13 @@ fn check_interleaved(p: *mut u8, len: usize) {
     let (line, on) = node_pages(&maps, p as usize)
         .unwrap_or_else(|| panic!("region/interleave: no mapping at {p:p} in numa_maps"));
     let total: usize = on.values().sum();
-    // At least half the area's pages: the mapping found is the area's,
-    // populated (a page being migrated is not counted).
+    let pages = len / mmbatch_mlock::accounting::page_size();
+    // At least half the area's pages and no more: the mapping found is
+    // the area's alone, populated (a page being migrated is not counted).
     assert!(
-        total * 2 >= len / 4096,
-        "region/interleave: {total} pages counted in the mapping of {} at {p:p} (numa_maps: {line})",
-        len / 4096
+        total * 2 >= pages && total <= pages,
+        "region/interleave: {total} pages counted in the mapping of {pages} at {p:p} \
+         (numa_maps: {line})"
     );
     for n in &nodes {
         let here = on.get(n).copied().unwrap_or(0);

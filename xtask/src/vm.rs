@@ -821,6 +821,7 @@ impl Console {
                 running: line[at + RUNNING.len()..]
                     .split(|c: char| c.is_whitespace() || c == '[')
                     .next()
+                    .filter(|name| !name.is_empty())
                     .map(|name| (name.to_owned(), Instant::now())),
                 ..Self::default()
             };

@@ -64,9 +64,21 @@ pub fn hold() -> MutexGuard<'static, ()> {
 /// write sets without them (the persistent count).
 pub const SURPLUS: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/surplus_hugepages";
 
-/// The pool's persistent pages: what a write of [`NR`] sets.
+/// The pool's persistent pages: what a write of [`NR`] sets. The count
+/// read between two reads of the surplus that agree (a surplus page
+/// allocated or freed in between would throw it off by one; as
+/// `mmbatch_mmap`'s pool counts are read), or after 100 tries the last.
 fn persistent() -> usize {
-    read(NR).saturating_sub(read(SURPLUS))
+    let mut surplus = read(SURPLUS);
+    for _ in 0..100 {
+        let nr = read(NR);
+        let again = read(SURPLUS);
+        if again == surplus {
+            return nr.saturating_sub(surplus);
+        }
+        surplus = again;
+    }
+    read(NR).saturating_sub(surplus)
 }
 
 /// `n` more free huge pages in the pool while it lives, and the pool to

@@ -33,7 +33,7 @@ pub(super) fn init_script(
          for n in /sys/devices/system/node/node*; do\n\
            echo \"mmbatch-vm: $(basename $n): cpus [$(cat $n/cpulist)], $(grep MemTotal $n/meminfo | sed 's/.*MemTotal: *//')\"\n\
          done\n\
-         echo \"mmbatch-vm: THP $(cat /sys/kernel/mm/transparent_hugepage/enabled), NUMA balancing $(cat /proc/sys/kernel/numa_balancing 2>/dev/null || echo n/a)\"\n\
+         echo \"mmbatch-vm: THP $(cat /sys/kernel/mm/transparent_hugepage/enabled)\"\n\
          failed=0\n",
     );
     // `run NAME CMD...`: one binary under a limit of its own (`$limit`

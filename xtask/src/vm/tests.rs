@@ -386,6 +386,11 @@ fn the_console_tracks_the_binary_running_and_the_status() {
     assert_eq!(running(&c).as_deref(), Some("ktask:numa"));
     c.read("mmbatch-vm: passed ktask:numa in 1 s");
     assert_eq!(running(&c), None);
+    // A name lost to printk text is no name (no line is its own).
+    c.read("mmbatch-vm: running [   13.0] sysrq");
+    assert_eq!(running(&c), None);
+    // A status line seen before a binary's start is kept.
+    c.read("mmbatch-vm: done, 2 failed");
     c.read("mmbatch-vm: running repro");
     c.read("repro: experiment(s) failed: clear");
     assert_eq!(running(&c).as_deref(), Some("repro"));
@@ -394,5 +399,5 @@ fn the_console_tracks_the_binary_running_and_the_status() {
     assert_eq!(running(&c), None);
     c.read("mmbatch-vm: done, 1 failed");
     c.read("[   40.1] mmbatch-vm: done, 0 failed");
-    assert_eq!(c.done, Some(1));
+    assert_eq!(c.done, Some(2));
 }
