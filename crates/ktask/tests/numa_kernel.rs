@@ -199,8 +199,7 @@ fn touch_per_node(nodes: &BTreeMap<usize, Vec<usize>>, bind: bool) -> Touched {
             "mbind(MPOL_LOCAL): {}",
             std::io::Error::last_os_error()
         );
-    }
-    if bind {
+    } else {
         for (n, r) in &ranges {
             bind_memory(
                 &topology,

@@ -8,6 +8,8 @@ pub const HUGE: usize = 2 << 20;
 pub const NR: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
 /// Pages of the pool no one holds.
 pub const FREE: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages";
+/// Free pages promised to mappings (still counted in [`FREE`]).
+const RESV: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/resv_hugepages";
 
 /// A number in a sysfs file such as [`NR`] or [`FREE`]; 0 if unreadable.
 pub fn read(path: &str) -> usize {
@@ -17,16 +19,15 @@ pub fn read(path: &str) -> usize {
 /// The pool's counts, for a failure's message: `nr 3, free 1, resv 0,
 /// surplus 0, overcommit 0`.
 pub fn state() -> String {
-    let dir = "/sys/kernel/mm/hugepages/hugepages-2048kB";
-    ["nr", "free", "resv", "surplus"]
-        .iter()
-        .map(|c| format!("{c} {}", read(&format!("{dir}/{c}_hugepages"))))
-        .chain([format!(
-            "overcommit {}",
-            read(&format!("{dir}/nr_overcommit_hugepages"))
-        )])
-        .collect::<Vec<_>>()
-        .join(", ")
+    [
+        ("nr", NR),
+        ("free", FREE),
+        ("resv", RESV),
+        ("surplus", SURPLUS),
+        ("overcommit", OVERCOMMIT),
+    ]
+    .map(|(name, path)| format!("{name} {}", read(path)))
+    .join(", ")
 }
 
 /// Waits until `n` pages of the pool are free and unpromised (`free -
@@ -36,8 +37,7 @@ pub fn state() -> String {
 /// another test's thread forked and has not yet exec'd (a fork copies
 /// every descriptor; `O_CLOEXEC` closes them only at the exec).
 pub fn wait_available(n: usize) {
-    let dir = "/sys/kernel/mm/hugepages/hugepages-2048kB";
-    let available = || read(FREE).saturating_sub(read(&format!("{dir}/resv_hugepages")));
+    let available = || read(FREE).saturating_sub(read(RESV));
     let limit = crate::child::scaled(std::time::Duration::from_secs(10));
     let start = std::time::Instant::now();
     while available() < n {
@@ -63,6 +63,8 @@ pub fn hold() -> MutexGuard<'static, ()> {
 /// Surplus pages (overcommitted ones in use): counted in [`NR`], which a
 /// write sets without them (the persistent count).
 pub const SURPLUS: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/surplus_hugepages";
+/// Surplus pages the kernel may allocate past the persistent count.
+const OVERCOMMIT: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_overcommit_hugepages";
 
 /// The pool's persistent pages: what a write of [`NR`] sets. The count
 /// read between two reads of the surplus that agree (a surplus page
@@ -135,8 +137,6 @@ mod tests {
     /// no free page (which a mapping would take instead).
     #[test]
     fn a_growth_over_a_surplus_page_gives_it_back_as_surplus() {
-        const OVERCOMMIT: &str =
-            "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_overcommit_hugepages";
         let overcommit = read(OVERCOMMIT);
         if read(FREE) > 0 || std::fs::write(OVERCOMMIT, (overcommit + 1).to_string()).is_err() {
             eprintln!("not exercised: needs root and a pool without free pages");
